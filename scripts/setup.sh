@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that the build, the tests and the scripts
+# need. Idempotent: when everything is present it only checks (a second or
+# two). Usage:
+#   scripts/setup.sh            build + tests + scripts
+#   scripts/setup.sh --bench    also PyTorch (the peer of the CPU benchmark)
+#   scripts/setup.sh --list     print the package list and exit
+# On a system without apt-get it prints what to install and fails.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap          # Bazel 4.2.3 (works offline; see docs/BUILDING.md)
+  g++ pkg-config
+  protobuf-compiler libprotobuf-dev
+  protobuf-compiler-grpc libgrpc++-dev
+  libabsl-dev libspdlog-dev libfmt-dev catch2
+  libopenblas-dev
+  clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
+  python3 python3-numpy python3-matplotlib  # scripts/compare.py
+  procps iproute2          # scripts/launch.sh, tests
+)
+BENCH_PACKAGES=(python3-torch)
+
+want=("${PACKAGES[@]}")
+case "${1:-}" in
+  --bench) want+=("${BENCH_PACKAGES[@]}") ;;
+  --list) printf '%s\n' "${PACKAGES[@]}"; echo "# with --bench:"; printf '%s\n' "${BENCH_PACKAGES[@]}"; exit 0 ;;
+  "") ;;
+  *) echo "setup.sh: unknown option '$1' (expected --bench or --list)" >&2; exit 2 ;;
+esac
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for p in "${want[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+else
+  missing=("${want[@]}")
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup.sh: no apt-get here. Install these (Debian 12 names; equivalents elsewhere):" >&2
+    printf '  %s\n' "${missing[@]}" >&2
+    echo "Versions the project is built with: Bazel 4.2.3, gRPC 1.51, protobuf 3.21, Abseil 20220623, spdlog 1.10, Catch2 2.13, OpenBLAS 0.3.21." >&2
+    exit 1
+  fi
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+      echo "setup.sh: need root to install: ${missing[*]}" >&2; exit 1
+    fi
+  fi
+  echo "setup.sh: installing ${missing[*]}"
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian's /usr/bin/bazel is a wrapper that runs /usr/bin/bazel-<version
+# in .bazelversion>; bazel-bootstrap installs only /usr/bin/bazel-4.
+if [ ! -e /usr/bin/bazel-4.2.3 ]; then
+  if [ -x /usr/bin/bazel-4 ]; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO ln -s bazel-4 /usr/bin/bazel-4.2.3
+  elif ! command -v bazel >/dev/null 2>&1; then
+    echo "setup.sh: no Bazel found; install bazel-bootstrap or Bazel 4.2.3" >&2
+    exit 1
+  fi
+fi
+echo "setup.sh: all packages present"

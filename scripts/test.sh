@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The project's test command (README): installs what is missing, runs
+# `bazel test //...` and ends with one line `N passed, M failed` counting test
+# targets. Tests tagged `gpu` run only when a GPU is visible; the CUDA targets
+# are built whenever the toolkit is present. Extra arguments go to bazel, e.g.
+#   scripts/test.sh --config=asan
+#   scripts/test.sh //ps/...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if ! bash scripts/setup.sh; then
+  echo "scripts/setup.sh failed"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+targets=()
+flags=()
+for a in "$@"; do
+  case "$a" in
+    -*) flags+=("$a") ;;
+    *) targets+=("$a") ;;
+  esac
+done
+[ ${#targets[@]} -eq 0 ] && targets=("//...")
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  echo "test.sh: GPU visible: running tests tagged gpu too"
+  gpu_filter=()
+else
+  echo "test.sh: no GPU visible: tests tagged gpu are built but not run"
+  gpu_filter=(--test_tag_filters=-gpu)
+fi
+# A --config=asan/tsan sets its own tag filters; an explicit one wins.
+for f in "${flags[@]+"${flags[@]}"}"; do
+  case "$f" in --config=asan|--config=tsan|--test_tag_filters=*) gpu_filter=() ;; esac
+done
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+bazel test --keep_going --test_summary=short "${gpu_filter[@]+"${gpu_filter[@]}"}" \
+  "${flags[@]+"${flags[@]}"}" -- "${targets[@]}" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+# Summary lines look like "//ps:store_test   (cached) PASSED in 0.4s".
+summary=$(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD|SKIPPED)' "$log" || true)
+passed=$(grep -cE ' (\(cached\) )?(PASSED|FLAKY)( |$)' <<<"$summary" || true)
+skipped=$(grep -cE ' SKIPPED( |$)' <<<"$summary" || true)
+failing=$(grep -vE ' (\(cached\) )?(PASSED|FLAKY|SKIPPED)( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
+failed=$(grep -c . <<<"$failing" || true)
+
+echo
+if [ "$skipped" -gt 0 ]; then
+  echo "skipped (incompatible with this machine, e.g. no CUDA toolkit): $skipped"
+fi
+if [ "$failed" -gt 0 ]; then
+  echo "failing targets:"
+  sed 's/^/  /' <<<"$failing"
+fi
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  # bazel failed before any test ran (a build or analysis error).
+  echo "bazel exited with status $rc before reporting a failing test (see the errors above)"
+  failed=1
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$rc" -eq 0 ]
