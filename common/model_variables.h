@@ -1,0 +1,58 @@
+// The variables of a model as the parameter servers and the workers agree on
+// them: a name, a shape and how to initialise it. Workers compute with them
+// (worker/models), servers store and update them (ps/), and both place them
+// on shards from this same list.
+//
+// Thread-safety: plain values.
+#ifndef PSGD_COMMON_MODEL_VARIABLES_H_
+#define PSGD_COMMON_MODEL_VARIABLES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/tensor.h"
+
+namespace psgd {
+
+struct Initializer {
+  enum class Kind { kConstant, kTruncatedNormal };
+  Kind kind = Kind::kConstant;
+  // kConstant: every element is `value`. kTruncatedNormal: normal with mean
+  // 0 and standard deviation `stddev`, redrawn beyond two deviations (as
+  // TensorFlow's truncated_normal_initializer).
+  float value = 0.0f;
+  float stddev = 0.0f;
+
+  static Initializer Constant(float v) { return {Kind::kConstant, v, 0.0f}; }
+  static Initializer TruncatedNormal(float s) {
+    return {Kind::kTruncatedNormal, 0.0f, s};
+  }
+};
+
+struct VariableSpec {
+  std::string name;  // e.g. "conv1/weights"
+  Shape shape;
+  Initializer init;
+};
+
+// Sum of the element counts.
+int64_t TotalParameters(const std::vector<VariableSpec>& specs);
+
+// OK when names are non-empty and unique and every shape is valid;
+// INVALID_ARGUMENT naming the first offending variable otherwise.
+absl::Status ValidateVariableSpecs(const std::vector<VariableSpec>& specs);
+
+// The variables of TensorFlow's cifar10 tutorial network on 24x24 crops,
+// 1,068,298 parameters. Layouts (what the backends compute with):
+//   conv*/weights  (out_channels, in_channels, 5, 5)   OIHW
+//   local*/weights, softmax_linear/weights  (inputs, outputs)
+//   */biases       (outputs)
+// Initial values as the tutorial: truncated normal with stddev 5e-2, 5e-2,
+// 0.04, 0.04, 1/192 for the weights; biases 0, 0.1, 0.1, 0.1, 0.
+std::vector<VariableSpec> Cifar10TutorialVariables();
+
+}  // namespace psgd
+
+#endif  // PSGD_COMMON_MODEL_VARIABLES_H_
