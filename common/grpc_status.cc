@@ -12,7 +12,7 @@ static_assert(static_cast<int>(absl::StatusCode::kDataLoss) ==
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  int code = static_cast<int>(status.code());
+  int code = status.raw_code();
   if (code < 0 || code > static_cast<int>(grpc::StatusCode::UNAUTHENTICATED)) {
     code = static_cast<int>(grpc::StatusCode::UNKNOWN);
   }
