@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -96,30 +97,35 @@ PeakResult MeasurePeakGflops(int threads, double seconds) {
     const double dt =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
-    if (dt > seconds / 4 || iters > (int64_t{1} << 40)) {
-      iters = static_cast<int64_t>(iters * seconds / dt);
+    if (dt > seconds / 20 || iters > (int64_t{1} << 40)) {
+      iters = static_cast<int64_t>(iters * seconds / 5 / dt);
       break;
     }
     iters *= 4;
   }
-  std::atomic<double> total_rate{0.0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      const auto t0 = std::chrono::steady_clock::now();
-      volatile double sink = kernel(iters);
-      (void)sink;
-      const double dt =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-              .count();
-      const double rate = static_cast<double>(iters) * kChains * lanes * 2 / dt;
-      double seen = total_rate.load();
-      while (!total_rate.compare_exchange_weak(seen, seen + rate)) {
-      }
-    });
+  // Best of five runs: another process taking a core for a moment lowers
+  // one run, not the peak.
+  for (int trial = 0; trial < 5; ++trial) {
+    std::atomic<double> total_rate{0.0};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        volatile double sink = kernel(iters);
+        (void)sink;
+        const double dt =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                .count();
+        const double rate =
+            static_cast<double>(iters) * kChains * lanes * 2 / dt;
+        double seen = total_rate.load();
+        while (!total_rate.compare_exchange_weak(seen, seen + rate)) {
+        }
+      });
+    }
+    for (std::thread& w : workers) w.join();
+    result.gflops = std::max(result.gflops, total_rate.load() / 1e9);
   }
-  for (std::thread& w : workers) w.join();
-  result.gflops = total_rate.load() / 1e9;
   return result;
 }
 
