@@ -11,15 +11,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/backend/factory.h"
 #include "worker/bench/flops.h"
 #include "worker/bench/op_profile.h"
 #include "worker/bench/peer.h"
+#include "worker/cli.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
@@ -166,21 +164,8 @@ absl::Status Run() {
 }  // namespace psgd
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Training-step throughput against the PyTorch peer; see --helpfull.");
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "compute_bench: unexpected argument '%s'\n", rest[1]);
-    return 2;
-  }
-  if (absl::Status s = psgd::InitLoggingFromFlags("compute_bench"); !s.ok()) {
-    std::fprintf(stderr, "compute_bench: %s\n",
-                 std::string(s.message()).c_str());
-    return 2;
-  }
-  if (absl::Status s = psgd::Run(); !s.ok()) {
-    std::fprintf(stderr, "compute_bench: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return psgd::RunProgram(
+      argc, argv, "compute_bench",
+      "Training-step throughput against the PyTorch peer; see --helpfull.",
+      psgd::Run);
 }

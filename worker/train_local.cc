@@ -13,16 +13,14 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "worker/cli.h"
 #include "worker/paths.h"
 #include "worker/train/local_trainer.h"
 
@@ -107,21 +105,8 @@ absl::Status Run() {
 }  // namespace psgd
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Trains a model in one process with local Adam; see --helpfull.");
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "train_local: unexpected argument '%s'\n", rest[1]);
-    return 2;
-  }
-  if (absl::Status s = psgd::InitLoggingFromFlags("train_local"); !s.ok()) {
-    std::fprintf(stderr, "train_local: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  absl::Status s = psgd::Run();
-  if (!s.ok()) {
-    std::fprintf(stderr, "train_local: %s\n", s.ToString().c_str());
-    return absl::IsInvalidArgument(s) ? 2 : 1;
-  }
-  return 0;
+  return psgd::RunProgram(
+      argc, argv, "train_local",
+      "Trains a model in one process with local Adam; see --helpfull.",
+      psgd::Run);
 }

@@ -8,6 +8,7 @@
 #define PSGD_WORKER_BACKEND_OP_SHAPES_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "absl/status/status.h"
@@ -115,6 +116,27 @@ struct SoftmaxCrossEntropyShape {
 // `got` equals `want`.
 absl::Status CheckShape(absl::string_view op, absl::string_view what,
                         const Shape& got, const Shape& want);
+
+// One argument of an op call: its name, its shape and the plan's.
+struct ArgShape {
+  const char* name;
+  const Shape& got;
+  const Shape& want;
+};
+
+// CheckShape for each argument of a call on `plan` (any of the shapes
+// above); the plan's ToString() names the op, built only on a mismatch.
+//   RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+//                                        {"y", y.shape(), shape_.output()}}));
+template <typename PlanShape>
+absl::Status CheckShapes(const PlanShape& plan,
+                         std::initializer_list<ArgShape> args) {
+  for (const ArgShape& a : args) {
+    if (a.got != a.want)
+      return CheckShape(plan.ToString(), a.name, a.got, a.want);
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace psgd
 

@@ -5,7 +5,7 @@
 
 #include <array>
 #include <cstdio>
-#include <regex>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -46,23 +46,27 @@ absl::StatusOr<PeerResult> RunTorchPeer(const PeerOptions& o) {
     output += buffer.data();
   }
   const int status = pclose(pipe);
-  static const std::regex kRate("images_per_s=([0-9.]+)");
-  std::smatch m;
-  if (status != 0 || !std::regex_search(output, m, kRate)) {
+  const std::string kKey = "images_per_s=";
+  const size_t at = output.find(kKey);
+  char* parsed_end = nullptr;
+  const double rate =
+      at == std::string::npos
+          ? 0.0
+          : std::strtod(output.c_str() + at + kKey.size(), &parsed_end);
+  if (status != 0 || at == std::string::npos || !(rate > 0.0)) {
     const std::string tail =
         output.size() > 600 ? output.substr(output.size() - 600) : output;
     return absl::UnavailableError(absl::StrCat(
         "the peer failed (exit status ", WEXITSTATUS(status), "): ", tail));
   }
   PeerResult r;
-  r.images_per_s = std::stod(m[1].str());
-  const size_t end = output.find('\n', m.position(0));
-  const size_t begin = output.rfind('\n', m.position(0));
-  r.line =
-      output.substr(begin == std::string::npos ? 0 : begin + 1,
-                    end == std::string::npos
-                        ? std::string::npos
-                        : end - (begin == std::string::npos ? 0 : begin + 1));
+  r.images_per_s = rate;
+  // The peer's line holding the figure.
+  const size_t line_begin = output.rfind('\n', at);
+  const size_t begin = line_begin == std::string::npos ? 0 : line_begin + 1;
+  const size_t end = output.find('\n', at);
+  r.line = output.substr(
+      begin, end == std::string::npos ? std::string::npos : end - begin);
   return r;
 }
 

@@ -11,12 +11,7 @@
 namespace psgd {
 namespace {
 
-using testing::CompareGradient;
-using testing::Download;
-using testing::RandomValues;
-using testing::ToDouble;
 using testing::Unwrap;
-using testing::Upload;
 using testing::Zeros;
 
 constexpr double kTolerance = 1e-4;
@@ -37,49 +32,22 @@ TEST_CASE("conv2d forward and backward match the float64 reference") {
     for (const Conv2dShape& s : shapes) {
       INFO(name << " " << s.ToString());
       auto op = Unwrap(backend->CreateConv2d(s));
-      const auto x = RandomValues(NumElements(s.input()), 1, -1, 1);
-      const auto w = RandomValues(NumElements(s.filter()), 2, -0.5, 0.5);
-      const auto b = RandomValues(NumElements(s.bias()), 3, -0.5, 0.5);
-      const auto r = RandomValues(NumElements(s.output()), 4, -1, 1);
-      DeviceTensor dx_ = Upload(backend.get(), x, s.input());
-      DeviceTensor dw_ = Upload(backend.get(), w, s.filter());
-      DeviceTensor db_ = Upload(backend.get(), b, s.bias());
-      DeviceTensor dr_ = Upload(backend.get(), r, s.output());
-      DeviceTensor y = Zeros(backend.get(), s.output());
-      REQUIRE_OK(op->Forward(dx_.view(), dw_.view(), db_.view(), y.view()));
-      const auto xd = ToDouble(x), wd = ToDouble(w), bd = ToDouble(b);
-      CHECK(testing::MaxRelativeDifference(Download(backend.get(), y.view()),
-                                           reference::Conv2d(s, xd, wd, bd)) <
-            1e-5);
-
-      DeviceTensor gx = Zeros(backend.get(), s.input());
-      DeviceTensor gw = Zeros(backend.get(), s.filter());
-      DeviceTensor gb = Zeros(backend.get(), s.bias());
-      REQUIRE_OK(op->BackwardData(dr_.view(), dw_.view(), gx.view()));
-      REQUIRE_OK(
-          op->BackwardFilter(dx_.view(), dr_.view(), gw.view(), gb.view()));
-
-      auto ex = CompareGradient(
-          [&](const auto& v) {
-            return testing::Dot(reference::Conv2d(s, v, wd, bd), r);
-          },
-          xd, Download(backend.get(), gx.view()));
-      INFO("dx " << ex.ToString());
-      CHECK(ex.relative() < kTolerance);
-      auto ew = CompareGradient(
-          [&](const auto& v) {
-            return testing::Dot(reference::Conv2d(s, xd, v, bd), r);
-          },
-          wd, Download(backend.get(), gw.view()));
-      INFO("dw " << ew.ToString());
-      CHECK(ew.relative() < kTolerance);
-      auto eb = CompareGradient(
-          [&](const auto& v) {
-            return testing::Dot(reference::Conv2d(s, xd, wd, v), r);
-          },
-          bd, Download(backend.get(), gb.view()));
-      INFO("db " << eb.ToString());
-      CHECK(eb.relative() < kTolerance);
+      testing::CheckWeightedLayer(
+          backend.get(),
+          {s.input(), s.filter(), s.bias(), s.output(),
+           [&](auto x, auto w, auto b, auto y) {
+             return op->Forward(x, w, b, y);
+           },
+           [&](auto dy, auto w, auto dx) {
+             return op->BackwardData(dy, w, dx);
+           },
+           [&](auto x, auto dy, auto dw, auto db) {
+             return op->BackwardFilter(x, dy, dw, db);
+           },
+           [&](const auto& x, const auto& w, const auto& b) {
+             return reference::Conv2d(s, x, w, b);
+           }},
+          kTolerance);
     }
   }
 }

@@ -27,14 +27,10 @@ class Im2colConv2d : public Conv2dOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "w", w.shape(), shape_.filter()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "b", b.shape(), shape_.bias()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "y", y.shape(), shape_.output()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"w", w.shape(), shape_.filter()},
+                                         {"b", b.shape(), shape_.bias()},
+                                         {"y", y.shape(), shape_.output()}}));
     for (int64_t n = 0; n < shape_.batch; ++n) {
       Im2col(x.data() + n * shape_.in_channels * plane_);
       // y_n (O, HW) = w (O, CKK) . col (CKK, HW)
@@ -50,12 +46,9 @@ class Im2colConv2d : public Conv2dOp {
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "w", w.shape(), shape_.filter()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dx", dx.shape(), shape_.input()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"dy", dy.shape(), shape_.output()},
+                                         {"w", w.shape(), shape_.filter()},
+                                         {"dx", dx.shape(), shape_.input()}}));
     for (int64_t n = 0; n < shape_.batch; ++n) {
       // dcol (CKK, HW) = w^T (CKK, O) . dy_n (O, HW)
       RETURN_IF_ERROR(Sgemm(gemm_, true, false, rows_, plane_,
@@ -69,14 +62,10 @@ class Im2colConv2d : public Conv2dOp {
 
   absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
                               DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dw", dw.shape(), shape_.filter()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "db", db.shape(), shape_.bias()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"dy", dy.shape(), shape_.output()},
+                                         {"dw", dw.shape(), shape_.filter()},
+                                         {"db", db.shape(), shape_.bias()}}));
     for (int64_t n = 0; n < shape_.batch; ++n) {
       Im2col(x.data() + n * shape_.in_channels * plane_);
       // dw (O, CKK) += dy_n (O, HW) . col^T (HW, CKK)

@@ -29,14 +29,10 @@ class OneDnnConv2d : public Conv2dOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "w", w.shape(), shape_.filter()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "b", b.shape(), shape_.bias()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "y", y.shape(), shape_.output()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"w", w.shape(), shape_.filter()},
+                                         {"b", b.shape(), shape_.bias()},
+                                         {"y", y.shape(), shape_.output()}}));
     return CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -53,12 +49,9 @@ class OneDnnConv2d : public Conv2dOp {
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "w", w.shape(), shape_.filter()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dx", dx.shape(), shape_.input()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"dy", dy.shape(), shape_.output()},
+                                         {"w", w.shape(), shape_.filter()},
+                                         {"dx", dx.shape(), shape_.input()}}));
     return CatchOneDnn(shape_.ToString() + " backward data", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -74,14 +67,10 @@ class OneDnnConv2d : public Conv2dOp {
 
   absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
                               DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dw", dw.shape(), shape_.filter()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "db", db.shape(), shape_.bias()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"dy", dy.shape(), shape_.output()},
+                                         {"dw", dw.shape(), shape_.filter()},
+                                         {"db", db.shape(), shape_.bias()}}));
     return CatchOneDnn(shape_.ToString() + " backward filter", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;

@@ -29,24 +29,18 @@ class CpuMaxPool : public MaxPoolOp {
   const PoolShape& shape() const override { return shape_; }
 
   absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "y", y.shape(), shape_.output()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"y", y.shape(), shape_.output()}}));
     MaxPoolForwardKernel(shape_, x.data(), y.data(), pool_);
     return absl::OkStatus();
   }
 
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "y", y.shape(), shape_.output()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dx", dx.shape(), shape_.input()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"y", y.shape(), shape_.output()},
+                                         {"dy", dy.shape(), shape_.output()},
+                                         {"dx", dx.shape(), shape_.input()}}));
     MaxPoolBackwardKernel(shape_, x.data(), dy.data(), dx.data(), pool_);
     return absl::OkStatus();
   }
@@ -63,24 +57,18 @@ class CpuLrn : public LrnOp {
   const LrnShape& shape() const override { return shape_; }
 
   absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "y", y.shape(), shape_.input()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"y", y.shape(), shape_.input()}}));
     LrnForwardKernel(shape_, x.data(), y.data(), pool_);
     return absl::OkStatus();
   }
 
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "y", y.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.input()));
-    RETURN_IF_ERROR(
-        CheckShape(shape_.ToString(), "dx", dx.shape(), shape_.input()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"y", y.shape(), shape_.input()},
+                                         {"dy", dy.shape(), shape_.input()},
+                                         {"dx", dx.shape(), shape_.input()}}));
     LrnBackwardKernel(shape_, x.data(), y.data(), dy.data(), dx.data(), pool_);
     return absl::OkStatus();
   }
@@ -99,10 +87,9 @@ class CpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
   absl::StatusOr<CrossEntropyResult> Run(ConstDeviceView logits,
                                          absl::Span<const int32_t> labels,
                                          DeviceView dlogits) override {
-    RETURN_IF_ERROR(CheckShape(shape_.ToString(), "logits", logits.shape(),
-                               shape_.logits()));
-    RETURN_IF_ERROR(CheckShape(shape_.ToString(), "dlogits", dlogits.shape(),
-                               shape_.logits()));
+    RETURN_IF_ERROR(
+        CheckShapes(shape_, {{"logits", logits.shape(), shape_.logits()},
+                             {"dlogits", dlogits.shape(), shape_.logits()}}));
     return SoftmaxCrossEntropyKernel(shape_.batch, shape_.classes,
                                      logits.data(), labels, dlogits.data());
   }

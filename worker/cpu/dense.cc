@@ -17,11 +17,10 @@ class CpuDense : public DenseOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    const std::string op = shape_.ToString();
-    RETURN_IF_ERROR(CheckShape(op, "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(op, "w", w.shape(), shape_.weights()));
-    RETURN_IF_ERROR(CheckShape(op, "b", b.shape(), shape_.bias()));
-    RETURN_IF_ERROR(CheckShape(op, "y", y.shape(), shape_.output()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"w", w.shape(), shape_.weights()},
+                                         {"b", b.shape(), shape_.bias()},
+                                         {"y", y.shape(), shape_.output()}}));
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // y = b broadcast over rows, then y += x . w.
     for (int64_t n = 0; n < N; ++n) {
@@ -33,10 +32,9 @@ class CpuDense : public DenseOp {
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    const std::string op = shape_.ToString();
-    RETURN_IF_ERROR(CheckShape(op, "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(CheckShape(op, "w", w.shape(), shape_.weights()));
-    RETURN_IF_ERROR(CheckShape(op, "dx", dx.shape(), shape_.input()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"dy", dy.shape(), shape_.output()},
+                                         {"w", w.shape(), shape_.weights()},
+                                         {"dx", dx.shape(), shape_.input()}}));
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // dx (N, K) = dy (N, M) . w^T (M, K)
     return Sgemm(gemm_, false, true, N, K, M, 1.0f, dy.data(), M, w.data(), M,
@@ -45,11 +43,10 @@ class CpuDense : public DenseOp {
 
   absl::Status BackwardWeights(ConstDeviceView x, ConstDeviceView dy,
                                DeviceView dw, DeviceView db) override {
-    const std::string op = shape_.ToString();
-    RETURN_IF_ERROR(CheckShape(op, "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(op, "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(CheckShape(op, "dw", dw.shape(), shape_.weights()));
-    RETURN_IF_ERROR(CheckShape(op, "db", db.shape(), shape_.bias()));
+    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
+                                         {"dy", dy.shape(), shape_.output()},
+                                         {"dw", dw.shape(), shape_.weights()},
+                                         {"db", db.shape(), shape_.bias()}}));
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // dw (K, M) = x^T (K, N) . dy (N, M)
     RETURN_IF_ERROR(Sgemm(gemm_, true, false, K, M, N, 1.0f, x.data(), K,

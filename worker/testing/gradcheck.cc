@@ -140,5 +140,45 @@ double MaxRelativeDifference(const std::vector<float>& a,
   return max_diff / max_b;
 }
 
+void CheckWeightedLayer(Backend* backend, const WeightedLayer& layer,
+                        double tolerance) {
+  const auto x = RandomValues(NumElements(layer.x), 1, -1, 1);
+  const auto w = RandomValues(NumElements(layer.w), 2, -0.5, 0.5);
+  const auto b = RandomValues(NumElements(layer.b), 3, -0.5, 0.5);
+  const auto r = RandomValues(NumElements(layer.y), 4, -1, 1);
+  DeviceTensor dx = Upload(backend, x, layer.x);
+  DeviceTensor dw = Upload(backend, w, layer.w);
+  DeviceTensor db = Upload(backend, b, layer.b);
+  DeviceTensor dr = Upload(backend, r, layer.y);
+  DeviceTensor y = Zeros(backend, layer.y);
+  REQUIRE_OK(layer.forward(dx.view(), dw.view(), db.view(), y.view()));
+  const auto xd = ToDouble(x), wd = ToDouble(w), bd = ToDouble(b);
+  CHECK(MaxRelativeDifference(Download(backend, y.view()),
+                              layer.reference(xd, wd, bd)) < 1e-5);
+
+  DeviceTensor gx = Zeros(backend, layer.x);
+  DeviceTensor gw = Zeros(backend, layer.w);
+  DeviceTensor gb = Zeros(backend, layer.b);
+  REQUIRE_OK(layer.backward_data(dr.view(), dw.view(), gx.view()));
+  REQUIRE_OK(layer.backward_params(dx.view(), dr.view(), gw.view(), gb.view()));
+  // The scalar sum(r * y): its gradient is what the backward passes got r
+  // for.
+  auto ex = CompareGradient(
+      [&](const auto& v) { return Dot(layer.reference(v, wd, bd), r); }, xd,
+      Download(backend, gx.view()));
+  INFO("dx " << ex.ToString());
+  CHECK(ex.relative() < tolerance);
+  auto ew = CompareGradient(
+      [&](const auto& v) { return Dot(layer.reference(xd, v, bd), r); }, wd,
+      Download(backend, gw.view()));
+  INFO("dw " << ew.ToString());
+  CHECK(ew.relative() < tolerance);
+  auto eb = CompareGradient(
+      [&](const auto& v) { return Dot(layer.reference(xd, wd, v), r); }, bd,
+      Download(backend, gb.view()));
+  INFO("db " << eb.ToString());
+  CHECK(eb.relative() < tolerance);
+}
+
 }  // namespace testing
 }  // namespace psgd

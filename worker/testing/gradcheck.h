@@ -88,6 +88,33 @@ GradientError CompareGradient(
 double MaxRelativeDifference(const std::vector<float>& a,
                              const std::vector<double>& b);
 
+// A layer y = f(x, w, b) with a data gradient and a gradient for (w, b):
+// convolution and dense.
+struct WeightedLayer {
+  Shape x, w, b, y;
+  std::function<absl::Status(ConstDeviceView x, ConstDeviceView w,
+                             ConstDeviceView b, DeviceView y)>
+      forward;
+  std::function<absl::Status(ConstDeviceView dy, ConstDeviceView w,
+                             DeviceView dx)>
+      backward_data;
+  std::function<absl::Status(ConstDeviceView x, ConstDeviceView dy,
+                             DeviceView dw, DeviceView db)>
+      backward_params;
+  // The float64 reference of forward.
+  std::function<std::vector<double>(const std::vector<double>& x,
+                                    const std::vector<double>& w,
+                                    const std::vector<double>& b)>
+      reference;
+};
+
+// Runs the layer on `backend` with random inputs and CHECKs its forward
+// against the reference (relative difference below 1e-5) and the three
+// gradients against the reference's central finite differences (relative
+// error below `tolerance`).
+void CheckWeightedLayer(Backend* backend, const WeightedLayer& layer,
+                        double tolerance);
+
 }  // namespace testing
 }  // namespace psgd
 
