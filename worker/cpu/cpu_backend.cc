@@ -14,6 +14,7 @@
 #include "worker/cpu/dense.h"
 #include "worker/cpu/elementwise.h"
 #include "worker/cpu/lrn.h"
+#include "worker/cpu/lrn_onednn.h"
 #include "worker/cpu/onednn_util.h"
 #include "worker/cpu/pooling.h"
 #include "worker/cpu/softmax_xent.h"
@@ -178,6 +179,9 @@ class CpuBackend : public Backend {
 
   absl::StatusOr<std::unique_ptr<LrnOp>> CreateLrn(
       const LrnShape& shape) override {
+    if (options_.lrn == LrnAlgorithm::kOneDnn) {
+      return CreateOneDnnLrn(shape, &context_);
+    }
     RETURN_IF_ERROR(shape.Validate());
     return std::unique_ptr<LrnOp>(std::make_unique<CpuLrn>(shape, &pool_));
   }
@@ -243,15 +247,19 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
       options.gemm = GemmLibrary::kOneDnn;
     } else if (kv.first == "gemm" && kv.second == "openblas") {
       options.gemm = GemmLibrary::kOpenBlas;
+    } else if (kv.first == "lrn" && kv.second == "fused") {
+      options.lrn = LrnAlgorithm::kFused;
+    } else if (kv.first == "lrn" && kv.second == "onednn") {
+      options.lrn = LrnAlgorithm::kOneDnn;
     } else if (kv.first == "pool" && kv.second == "openmp") {
       options.pool = ThreadPool::Runtime::kOpenMp;
     } else if (kv.first == "pool" && kv.second == "threads") {
       options.pool = ThreadPool::Runtime::kOwnThreads;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cpu backend option '", item,
-                       "' is not one of conv=onednn, conv=im2col, gemm=onednn, "
-                       "gemm=openblas, pool=openmp, pool=threads"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cpu backend option '", item,
+          "' is not one of conv=onednn, conv=im2col, gemm=onednn, "
+          "gemm=openblas, lrn=fused, lrn=onednn, pool=openmp, pool=threads"));
     }
   }
   return options;

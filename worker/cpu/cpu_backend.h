@@ -6,10 +6,12 @@
 // ReLU, bias and the loss are this folder's kernels on a ThreadPool of the
 // same size. Other kernels can be chosen by name for measurement:
 //
-//   cpu                conv=onednn,gemm=onednn,pool=openmp (the default)
+//   cpu                conv=onednn,gemm=onednn,lrn=fused,pool=openmp
+//                      (the default)
 //   cpu:conv=im2col    im2col + GEMM convolution
 //   cpu:gemm=openblas  OpenBLAS for every GEMM (with conv=im2col, also the
 //                      convolutions' GEMMs)
+//   cpu:lrn=onednn     oneDNN's LRN primitive instead of our fused kernel
 //   cpu:pool=threads   our kernels on threads of their own instead of
 //                      oneDNN's OpenMP team (see thread_pool.h)
 // Under ThreadSanitizer the pool always has threads of its own and the
@@ -34,16 +36,19 @@
 namespace psgd {
 
 enum class ConvAlgorithm { kOneDnn, kIm2col };
+enum class LrnAlgorithm { kFused, kOneDnn };
 
 struct CpuBackendOptions {
   int threads = 0;  // 0: one per core
   ConvAlgorithm conv = ConvAlgorithm::kOneDnn;
+  LrnAlgorithm lrn = LrnAlgorithm::kFused;
   GemmLibrary gemm = GemmLibrary::kOneDnn;
   ThreadPool::Runtime pool = ThreadPool::Runtime::kOpenMp;
 };
 
 // Parses "cpu" or "cpu:key=value,key=value" (keys conv: onednn|im2col, gemm:
-// onednn|openblas, pool: openmp|threads) into options with `threads`.
+// onednn|openblas, lrn: fused|onednn, pool: openmp|threads) into options
+// with `threads`.
 // INVALID_ARGUMENT naming an unknown key or value.
 absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
                                                       int threads);

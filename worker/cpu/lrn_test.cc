@@ -60,6 +60,33 @@ TEST_CASE("lrn forward and backward match the float64 reference") {
   }
 }
 
+TEST_CASE(
+    "lrn backward depends only on its arguments, not on the last forward") {
+  const LrnShape s = Lrn(2, 16, 3, 3, LrnParams{4, 1.0f, 0.05f, 0.75f});
+  for (const std::string& name : testing::CpuBackendNames()) {
+    INFO(name);
+    auto backend = testing::MakeBackend(name);
+    auto op = Unwrap(backend->CreateLrn(s));
+    const int64_t n = NumElements(s.input());
+    DeviceTensor x1 =
+        Upload(backend.get(), testing::RandomValues(n, 1, -3, 3), s.input());
+    DeviceTensor x2 =
+        Upload(backend.get(), testing::RandomValues(n, 2, -3, 3), s.input());
+    DeviceTensor dy =
+        Upload(backend.get(), testing::RandomValues(n, 3, -1, 1), s.input());
+    DeviceTensor y1 = Zeros(backend.get(), s.input());
+    DeviceTensor y2 = Zeros(backend.get(), s.input());
+    DeviceTensor a = Zeros(backend.get(), s.input());
+    DeviceTensor b = Zeros(backend.get(), s.input());
+    REQUIRE_OK(op->Forward(x1.view(), y1.view()));
+    REQUIRE_OK(op->Backward(x1.view(), y1.view(), dy.view(), a.view()));
+    REQUIRE_OK(op->Forward(x2.view(), y2.view()));
+    REQUIRE_OK(op->Backward(x1.view(), y1.view(), dy.view(), b.view()));
+    CHECK(Download(backend.get(), a.view()) ==
+          Download(backend.get(), b.view()));
+  }
+}
+
 TEST_CASE("lrn plans refuse invalid parameters") {
   auto backend = testing::MakeBackend("cpu");
   LrnParams bad;

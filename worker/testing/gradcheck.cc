@@ -12,7 +12,7 @@ namespace psgd {
 namespace testing {
 
 std::vector<std::string> CpuBackendNames() {
-  return {"cpu", "cpu:conv=im2col,pool=threads",
+  return {"cpu", "cpu:conv=im2col,lrn=onednn,pool=threads",
           "cpu:conv=im2col,gemm=openblas"};
 }
 
