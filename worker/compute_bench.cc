@@ -114,12 +114,15 @@ absl::Status Run() {
   if (absl::GetFlag(FLAGS_breakdown)) {
     ASSIGN_OR_RETURN(std::vector<OpTime> ops,
                      ProfileTutorialOps(backend.get(), batch, 5));
-    double total = 0.0;
+    double total = 0.0, total_cpu = 0.0;
+    std::printf("  %-32s %9s %9s\n", "op (one run each)", "wall ms", "cpu ms");
     for (const OpTime& op : ops) {
-      std::printf("  %-32s %8.2f ms\n", op.name.c_str(), op.ms);
+      std::printf("  %-32s %9.2f %9.2f\n", op.name.c_str(), op.ms, op.cpu_ms);
       total += op.ms;
+      total_cpu += op.cpu_ms;
     }
-    std::printf("  %-32s %8.2f ms (lrn counted once)\n", "sum", total);
+    std::printf("  %-32s %9.2f %9.2f (lrn counted once)\n", "sum", total,
+                total_cpu);
   }
 
   if (absl::GetFlag(FLAGS_peak)) {

@@ -1,5 +1,7 @@
 #include "worker/bench/op_profile.h"
 
+#include <time.h>
+
 #include <chrono>
 #include <functional>
 #include <vector>
@@ -20,6 +22,12 @@ absl::StatusOr<DeviceTensor> Filled(Backend* b, const Shape& shape) {
   return t;
 }
 
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
 class Profiler {
  public:
   Profiler(Backend* backend, int reps) : backend_(backend), reps_(reps) {}
@@ -28,13 +36,15 @@ class Profiler {
                     const std::function<absl::Status()>& op) {
     RETURN_IF_ERROR(op());  // warm-up
     RETURN_IF_ERROR(backend_->Synchronize());
+    const double cpu0 = CpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < reps_; ++r) RETURN_IF_ERROR(op());
     RETURN_IF_ERROR(backend_->Synchronize());
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
-    times_.push_back({name, 1e3 * s / reps_});
+    times_.push_back(
+        {name, 1e3 * s / reps_, 1e3 * (CpuSeconds() - cpu0) / reps_});
     return absl::OkStatus();
   }
 

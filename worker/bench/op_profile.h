@@ -14,8 +14,11 @@
 namespace psgd {
 
 struct OpTime {
-  std::string name;  // e.g. "conv2 backward data"
-  double ms = 0.0;   // mean over the repetitions
+  std::string name;     // e.g. "conv2 backward data"
+  double ms = 0.0;      // wall time, mean over the repetitions
+  double cpu_ms = 0.0;  // the process's CPU time, mean over the repetitions
+                        // (with one thread: the op's work, whatever else
+                        // runs on the machine; with more, spinning counts)
 };
 
 // Each op of one training step at batch `batch`, `reps` times after a

@@ -8,17 +8,31 @@ namespace psgd {
 namespace {
 
 // out[c, i] = sum over c' in [c - r, c + r] ∩ [0, C) of in[c', i].
-// in, out: (C, inner).
+// in, out: (C, inner). A running sum along c: two vector operations per
+// channel instead of 2r + 1 (the rounding this adds is far below the
+// tests' tolerances).
 void ChannelWindowSum(int64_t channels, int64_t inner, int64_t radius,
                       const float* in, float* out) {
-  for (int64_t c = 0; c < channels; ++c) {
+  std::fill(out, out + inner, 0.0f);
+  for (int64_t k = 0; k <= std::min(radius, channels - 1); ++k) {
+    const float* src = in + k * inner;
+    for (int64_t i = 0; i < inner; ++i) out[i] += src[i];
+  }
+  for (int64_t c = 1; c < channels; ++c) {
+    const float* prev = out + (c - 1) * inner;
     float* o = out + c * inner;
-    const int64_t lo = std::max<int64_t>(c - radius, 0);
-    const int64_t hi = std::min<int64_t>(c + radius, channels - 1);
-    std::fill(o, o + inner, 0.0f);
-    for (int64_t k = lo; k <= hi; ++k) {
-      const float* src = in + k * inner;
-      for (int64_t i = 0; i < inner; ++i) o[i] += src[i];
+    const float* enter =
+        c + radius < channels ? in + (c + radius) * inner : nullptr;
+    const float* leave =
+        c - radius - 1 >= 0 ? in + (c - radius - 1) * inner : nullptr;
+    if (enter != nullptr && leave != nullptr) {
+      for (int64_t i = 0; i < inner; ++i) o[i] = prev[i] + enter[i] - leave[i];
+    } else if (enter != nullptr) {
+      for (int64_t i = 0; i < inner; ++i) o[i] = prev[i] + enter[i];
+    } else if (leave != nullptr) {
+      for (int64_t i = 0; i < inner; ++i) o[i] = prev[i] - leave[i];
+    } else {
+      std::copy(prev, prev + inner, o);
     }
   }
 }

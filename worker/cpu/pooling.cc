@@ -2,87 +2,94 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace psgd {
 namespace {
 
-// The valid input rows (or columns) of output position `o`: [begin, end).
-struct Window {
-  int64_t begin;
-  int64_t end;
+// The valid input rows (or columns) of each output position: [begin, end).
+struct Windows {
+  std::vector<int64_t> begin, end;
 };
 
-Window WindowAt(int64_t o, const SamePadding& pad, int64_t window,
-                int64_t stride, int64_t input) {
-  const int64_t start = o * stride - pad.before;
-  return {std::max<int64_t>(start, 0), std::min(start + window, input)};
-}
-
-// Index into the (H, W) plane `x` of the first maximum of the window.
-int64_t ArgMax(const float* x, int64_t width, Window rows, Window cols) {
-  int64_t best = rows.begin * width + cols.begin;
-  float best_value = x[best];
-  for (int64_t h = rows.begin; h < rows.end; ++h) {
-    for (int64_t w = cols.begin; w < cols.end; ++w) {
-      if (x[h * width + w] > best_value) {
-        best_value = x[h * width + w];
-        best = h * width + w;
-      }
-    }
+Windows WindowsOf(int64_t input, int64_t window, int64_t stride) {
+  const SamePadding pad = ComputeSamePadding(input, window, stride);
+  Windows w;
+  for (int64_t o = 0; o < pad.output; ++o) {
+    const int64_t start = o * stride - pad.before;
+    w.begin.push_back(std::max<int64_t>(start, 0));
+    w.end.push_back(std::min(start + window, input));
   }
-  return best;
-}
-
-// Calls out_fn(p, o, rows, cols) for output o of every (n, c) plane p, with
-// the output's window; planes are split over the pool's threads, and
-// plane_fn(p) runs before a plane's outputs.
-template <typename PlaneFn, typename OutputFn>
-void ForEachWindow(const PoolShape& s, ThreadPool* pool, PlaneFn plane_fn,
-                   OutputFn out_fn) {
-  const SamePadding ph = ComputeSamePadding(s.height, s.window, s.stride);
-  const SamePadding pw = ComputeSamePadding(s.width, s.window, s.stride);
-  pool->ParallelFor(s.batch * s.channels, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      plane_fn(p);
-      for (int64_t oh = 0; oh < ph.output; ++oh) {
-        const Window rows = WindowAt(oh, ph, s.window, s.stride, s.height);
-        for (int64_t ow = 0; ow < pw.output; ++ow) {
-          out_fn(p, oh * pw.output + ow, rows,
-                 WindowAt(ow, pw, s.window, s.stride, s.width));
-        }
-      }
-    }
-  });
+  return w;
 }
 
 }  // namespace
 
 void MaxPoolForwardKernel(const PoolShape& s, const float* x, float* y,
                           ThreadPool* pool) {
-  const int64_t in_plane = s.height * s.width;
-  const int64_t out_plane = NumElements(s.output()) / (s.batch * s.channels);
-  ForEachWindow(
-      s, pool, [](int64_t) {},
-      [&](int64_t p, int64_t o, Window rows, Window cols) {
-        const float* xp = x + p * in_plane;
-        y[p * out_plane + o] = xp[ArgMax(xp, s.width, rows, cols)];
-      });
+  const Windows rows = WindowsOf(s.height, s.window, s.stride);
+  const Windows cols = WindowsOf(s.width, s.window, s.stride);
+  const int64_t oh_count = rows.begin.size(), ow_count = cols.begin.size();
+  const int64_t in_plane = s.height * s.width, out_plane = oh_count * ow_count;
+  pool->ParallelFor(s.batch * s.channels, 1, [&](int64_t first, int64_t last) {
+    // Separable: the maximum over each output row's window of rows, for every
+    // input column (a vector loop), then over each output's columns.
+    std::vector<float> column_max(s.width);
+    for (int64_t p = first; p < last; ++p) {
+      const float* xp = x + p * in_plane;
+      float* yp = y + p * out_plane;
+      for (int64_t oh = 0; oh < oh_count; ++oh) {
+        const float* row = xp + rows.begin[oh] * s.width;
+        std::copy(row, row + s.width, column_max.begin());
+        for (int64_t h = rows.begin[oh] + 1; h < rows.end[oh]; ++h) {
+          row = xp + h * s.width;
+          for (int64_t w = 0; w < s.width; ++w) {
+            column_max[w] = std::max(column_max[w], row[w]);
+          }
+        }
+        for (int64_t ow = 0; ow < ow_count; ++ow) {
+          float m = column_max[cols.begin[ow]];
+          for (int64_t w = cols.begin[ow] + 1; w < cols.end[ow]; ++w) {
+            m = std::max(m, column_max[w]);
+          }
+          yp[oh * ow_count + ow] = m;
+        }
+      }
+    }
+  });
 }
 
 void MaxPoolBackwardKernel(const PoolShape& s, const float* x, const float* dy,
                            float* dx, ThreadPool* pool) {
-  const int64_t in_plane = s.height * s.width;
-  const int64_t out_plane = NumElements(s.output()) / (s.batch * s.channels);
-  ForEachWindow(
-      s, pool,
-      [&](int64_t p) {
-        std::memset(dx + p * in_plane, 0, in_plane * sizeof(float));
-      },
-      [&](int64_t p, int64_t o, Window rows, Window cols) {
-        const float* xp = x + p * in_plane;
-        dx[p * in_plane + ArgMax(xp, s.width, rows, cols)] +=
-            dy[p * out_plane + o];
-      });
+  const Windows rows = WindowsOf(s.height, s.window, s.stride);
+  const Windows cols = WindowsOf(s.width, s.window, s.stride);
+  const int64_t oh_count = rows.begin.size(), ow_count = cols.begin.size();
+  const int64_t in_plane = s.height * s.width, out_plane = oh_count * ow_count;
+  pool->ParallelFor(s.batch * s.channels, 1, [&](int64_t first, int64_t last) {
+    for (int64_t p = first; p < last; ++p) {
+      const float* xp = x + p * in_plane;
+      const float* dyp = dy + p * out_plane;
+      float* dxp = dx + p * in_plane;
+      std::memset(dxp, 0, in_plane * sizeof(float));
+      for (int64_t oh = 0; oh < oh_count; ++oh) {
+        for (int64_t ow = 0; ow < ow_count; ++ow) {
+          // The first maximum of the window in row-major order, without
+          // branches (on data they are taken at random).
+          int64_t best = rows.begin[oh] * s.width + cols.begin[ow];
+          float best_value = xp[best];
+          for (int64_t h = rows.begin[oh]; h < rows.end[oh]; ++h) {
+            for (int64_t w = cols.begin[ow]; w < cols.end[ow]; ++w) {
+              const int64_t at = h * s.width + w;
+              const bool greater = xp[at] > best_value;
+              best_value = greater ? xp[at] : best_value;
+              best = greater ? at : best;
+            }
+          }
+          dxp[best] += dyp[oh * ow_count + ow];
+        }
+      }
+    }
+  });
 }
 
 }  // namespace psgd
