@@ -168,6 +168,8 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
                              .Set("loss", r.loss)
                              .Set("cross_entropy", r.cross_entropy)
                              .Set("train_accuracy", r.accuracy())
+                             .Set("batch_size", r.examples)
+                             .Set("step_s", step_s)
                              .Set("images_per_s", r.examples / step_s)
                              .Set("compute_s", Seconds(t1, t2))
                              .Set("apply_s", Seconds(t2, t3))
@@ -205,6 +207,7 @@ JsonObject SummaryOf(const LocalTrainerOptions& options,
                      const LocalTrainingResult& result) {
   JsonObject s;
   s.Set("program", "train_local")
+      .Set("mode", "local")
       .Set("model", options.model)
       .Set("backend", options.backend)
       .Set("threads", options.threads)
