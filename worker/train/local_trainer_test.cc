@@ -63,7 +63,8 @@ TEST_CASE("train_local learns the synthetic set within 300 steps") {
       ++train;
       for (const char* field :
            {"\"step\":", "\"wall_time_s\":", "\"loss\":", "\"train_accuracy\":",
-            "\"images_per_s\":", "\"compute_s\":"}) {
+            "\"images_per_s\":", "\"compute_s\":", "\"batch_size\":32",
+            "\"step_s\":"}) {
         CHECK(line.find(field) != std::string::npos);
       }
     } else if (line.find("\"kind\":\"eval\"") != std::string::npos) {
