@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 
 namespace psgd {
@@ -50,7 +49,7 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
   Ready ready;
   InitializeReply reply;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpenLocked());
     if (store_ != nullptr) {
       RETURN_IF_ERROR(
@@ -91,7 +90,7 @@ uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
   absl::Status error;
   Snapshot snapshot;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     error = CheckOpenLocked();
     if (error.ok() && min_step < 0) {
       error = absl::InvalidArgumentError(absl::StrCat(
@@ -118,14 +117,14 @@ uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
 }
 
 bool ParameterShard::CancelPull(uint64_t ticket) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return waiters_.erase(ticket) > 0;
 }
 
 absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
     int64_t min_step, int worker_id, absl::Time deadline) {
   struct Result {
-    absl::Notification done;
+    Notification done;
     absl::StatusOr<Snapshot> value;
   };
   auto result = std::make_shared<Result>();
@@ -136,7 +135,7 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
       });
   if (!result->done.WaitForNotificationWithDeadline(deadline)) {
     if (CancelPull(ticket)) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       return absl::DeadlineExceededError(
           absl::StrCat(name_, ": pull for step >= ", min_step,
                        " timed out; the shard is at step ", step_,
@@ -160,7 +159,7 @@ absl::StatusOr<PushReply> ParameterShard::Push(
   PushReply reply;
   Ready ready;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (status.ok()) {
       status = PushLocked(worker_id, step, gradients, &reply, &ready);
     }
@@ -295,7 +294,7 @@ ParameterShard::MembershipReply ParameterShard::MembershipReplyLocked() const {
 
 absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
     int worker_id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckOpenLocked());
   RETURN_IF_ERROR(
       Annotate(membership_.CheckWorkerId(worker_id), name_ + ": join: "));
@@ -308,7 +307,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
   Ready ready;
   MembershipReply reply;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpenLocked());
     RETURN_IF_ERROR(
         Annotate(membership_.CheckWorkerId(worker_id), name_ + ": leave: "));
@@ -327,7 +326,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
 }
 
 ShardStatus ParameterShard::Status() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ShardStatus s;
   s.cluster = options_.cluster_name;
   s.shard_index = options_.shard_index;
@@ -348,7 +347,7 @@ ShardStatus ParameterShard::Status() const {
 
 std::vector<float> ParameterShard::CopySlot(absl::string_view name,
                                             int index) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (optimizer_ == nullptr) return {};
   absl::Span<const float> slot = optimizer_->Slot(name, index);
   return std::vector<float>(slot.begin(), slot.end());
@@ -357,10 +356,11 @@ std::vector<float> ParameterShard::CopySlot(absl::string_view name,
 void ParameterShard::Shutdown(absl::string_view reason) {
   Ready ready;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
     shutdown_reason_ = std::string(reason);
+    shutdown_cv_.SignalAll();
     const absl::Status cancelled = CheckOpenLocked();
     for (auto& [ticket, waiter] : waiters_) {
       ready.emplace_back(std::move(waiter.done), cancelled);
@@ -371,9 +371,11 @@ void ParameterShard::Shutdown(absl::string_view reason) {
 }
 
 bool ParameterShard::AwaitShutdown(absl::Time deadline) const {
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithDeadline(absl::Condition(&shut_down_), deadline);
-  return shut_down_;
+  MutexLock lock(&mu_);
+  return shutdown_cv_.WaitUntil(&mu_, deadline, [this]() {
+    mu_.AssertHeld();
+    return shut_down_;
+  });
 }
 
 }  // namespace ps

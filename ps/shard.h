@@ -38,11 +38,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ps/async_applier.h"
 #include "ps/membership.h"
+#include "ps/mutex.h"
 #include "ps/optimizer.h"
 #include "ps/options.h"
 #include "ps/sync_aggregator.h"
@@ -157,7 +157,9 @@ class ParameterShard {
   const ServerOptions options_;
   const std::string name_;  // "shard 0", for messages
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  // Signalled when shut_down_ turns true.
+  mutable CondVar shutdown_cv_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string shutdown_reason_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;

@@ -6,7 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "ps/mutex.h"
 
 namespace psgd {
 namespace ps {
@@ -86,7 +86,7 @@ class VariableStore::Pool {
   static constexpr size_t kMaxSpares = 2;
 
   std::unique_ptr<WeightsSnapshot> Take() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (spares_.empty()) return nullptr;
     std::unique_ptr<WeightsSnapshot> s = std::move(spares_.back());
     spares_.pop_back();
@@ -96,12 +96,12 @@ class VariableStore::Pool {
   // Keeps `s` as a spare, or frees it (outside the lock) when there are
   // enough.
   void Return(std::unique_ptr<WeightsSnapshot> s) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (spares_.size() < kMaxSpares) spares_.push_back(std::move(s));
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::unique_ptr<WeightsSnapshot>> spares_ ABSL_GUARDED_BY(mu_);
 };
 
