@@ -31,16 +31,6 @@ absl::Status InProcessPsClient::CheckClusters() const {
   return absl::OkStatus();
 }
 
-absl::Status InProcessPsClient::CheckVersion(
-    const ModelVersion& version) const {
-  if (static_cast<int>(version.steps.size()) != num_shards()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a model version of ", version.steps.size(), " steps for ",
-                     num_shards(), " shards"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status InProcessPsClient::Initialize(
     absl::Span<const NamedConstTensorView> variables) {
   RETURN_IF_ERROR(CheckClusters());
@@ -73,7 +63,7 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
     const ModelVersion& min_version, absl::Time deadline,
     absl::Span<const NamedTensorView> out) {
   RETURN_IF_ERROR(CheckClusters());
-  RETURN_IF_ERROR(CheckVersion(min_version));
+  RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
   std::vector<float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, out, &model));
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
@@ -97,7 +87,7 @@ absl::StatusOr<PushResult> InProcessPsClient::Push(
     const ModelVersion& version,
     absl::Span<const NamedConstTensorView> gradients) {
   RETURN_IF_ERROR(CheckClusters());
-  RETURN_IF_ERROR(CheckVersion(version));
+  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
   std::vector<const float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, gradients, &model));
   PushResult result;

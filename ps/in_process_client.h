@@ -54,7 +54,6 @@ class InProcessPsClient final : public PsClient {
 
   // OK when every shard serves cluster_; checked before each call.
   absl::Status CheckClusters() const;
-  absl::Status CheckVersion(const ModelVersion& version) const;
 
   const std::vector<ParameterShard*> shards_;  // Not owned.
   const Placement placement_;

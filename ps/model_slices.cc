@@ -42,6 +42,15 @@ absl::Status OrderModelImpl(const Placement& placement,
 
 }  // namespace
 
+absl::Status CheckVersion(const ModelVersion& version, int num_shards) {
+  if (static_cast<int>(version.steps.size()) != num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a model version of ", version.steps.size(), " steps for ",
+                     num_shards, " shards"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OrderModel(const Placement& placement,
                         absl::Span<const NamedConstTensorView> tensors,
                         std::vector<const float*>* data) {

@@ -18,6 +18,9 @@
 namespace psgd {
 namespace ps {
 
+// OK when `version` has one step per shard; INVALID_ARGUMENT otherwise.
+absl::Status CheckVersion(const ModelVersion& version, int num_shards);
+
 // Orders whole-model tensors as placement.variables: (*data)[v] is the data
 // of variable v. INVALID_ARGUMENT naming the tensor when one is unknown,
 // repeated, missing or of another shape.
