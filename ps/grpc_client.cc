@@ -2,6 +2,7 @@
 
 #include <grpc/grpc.h>
 #include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
@@ -14,6 +15,7 @@
 #include "ps/model_slices.h"
 #include "ps/mutex.h"
 #include "ps/wire.h"
+#include "ps/wire_zero_copy.h"
 
 namespace psgd {
 namespace ps {
@@ -21,14 +23,17 @@ namespace ps {
 struct GrpcPsClient::Shard {
   std::string address;
   std::unique_ptr<wire::ParameterServer::Stub> stub;
-  // Reused from call to call: their byte buffers keep their capacity.
-  wire::PushRequest push_request;
-  wire::PushResponse push_response;
-  wire::PullRequest pull_request;
-  wire::PullResponse pull_response;
+  // Push and Pull as raw bytes (ps/wire_zero_copy.h).
+  std::unique_ptr<grpc::GenericStub> raw;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
 };
 
 namespace {
+
+// The full names of the methods called through the generic stub.
+constexpr char kPushMethod[] = "/psgd.ps.wire.ParameterServer/Push";
+constexpr char kPullMethod[] = "/psgd.ps.wire.ParameterServer/Pull";
 
 // start(shard, context, done) begins shard's call; done must run once.
 using StartCall = std::function<void(int, grpc::ClientContext*,
@@ -102,8 +107,10 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto shard = std::make_unique<Shard>();
     shard->address = address;
-    shard->stub = wire::ParameterServer::NewStub(grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args));
+    std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args);
+    shard->stub = wire::ParameterServer::NewStub(channel);
+    shard->raw = std::make_unique<grpc::GenericStub>(channel);
     client->shards_.push_back(std::move(shard));
   }
   return client;
@@ -170,25 +177,35 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   std::vector<float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, out, &model));
   for (int i = 0; i < num_shards(); ++i) {
-    wire::PullRequest& r = shards_[i]->pull_request;
+    wire::PullRequest r;
     r.set_cluster(options_.cluster);
     r.set_min_step(min_version.steps[i]);
     r.set_worker_id(options_.worker_id);
+    bool own_buffer;
+    grpc::Status s = grpc::SerializationTraits<wire::PullRequest>::Serialize(
+        r, &shards_[i]->request, &own_buffer);
+    if (!s.ok()) return FromGrpcStatus(s);
   }
-  RETURN_IF_ERROR(
-      CallAllShards(num_shards(), options_.addresses, "pull", deadline,
-                    [&](int i, grpc::ClientContext* ctx, auto done) {
-                      Shard& s = *shards_[i];
-                      s.stub->async()->Pull(ctx, &s.pull_request,
-                                            &s.pull_response, std::move(done));
-                    }));
+  RETURN_IF_ERROR(CallAllShards(num_shards(), options_.addresses, "pull",
+                                deadline, [&](int i, auto* ctx, auto done) {
+                                  Shard& s = *shards_[i];
+                                  s.raw->UnaryCall(ctx, kPullMethod, {},
+                                                   &s.request, &s.response,
+                                                   std::move(done));
+                                }));
+  // Each slice's bytes go straight from gRPC's buffers into `out`.
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
   for (int i = 0; i < num_shards(); ++i) {
-    const wire::PullResponse& r = shards_[i]->pull_response;
-    ASSIGN_OR_RETURN(std::vector<TensorBytes> pulled,
-                     TensorBytesFromProto(r.variables()));
-    RETURN_IF_ERROR(AssembleShard(placement_, i, pulled, model));
-    version.steps[i] = r.step();
+    ShardAssembler assembler(placement_, i, model);
+    RETURN_IF_ERROR(
+        Annotate(DecodePullResponse(&shards_[i]->response, &version.steps[i],
+                                    [&](const TensorBytes& t, size_t bytes) {
+                                      return assembler.Destination(t, bytes);
+                                    }),
+                 absl::StrCat("pull from shard ", i, " at ",
+                              shards_[i]->address, ": ")));
+    RETURN_IF_ERROR(assembler.Finish());
+    shards_[i]->response.Clear();
   }
   return version;
 }
@@ -199,26 +216,44 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
   RETURN_IF_ERROR(CheckVersion(version, num_shards()));
   std::vector<const float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, gradients, &model));
-  for (int i = 0; i < num_shards(); ++i) {
-    wire::PushRequest& r = shards_[i]->push_request;
-    r.set_cluster(options_.cluster);
-    r.set_worker_id(options_.worker_id);
-    r.set_step(version.steps[i]);
-    TensorBytesToProto(ShardSlices(placement_, i, model),
-                       r.mutable_gradients());
+  // The requests reference the gradients' memory; `released` tells when
+  // gRPC holds none of it any more, so that the caller may change it.
+  auto released = std::make_shared<Notification>();
+  {
+    std::shared_ptr<const void> in_use(
+        nullptr, [released](const void*) { released->Notify(); });
+    for (int i = 0; i < num_shards(); ++i) {
+      wire::PushRequest header;
+      header.set_cluster(options_.cluster);
+      header.set_worker_id(options_.worker_id);
+      header.set_step(version.steps[i]);
+      shards_[i]->request =
+          EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
+                            ShardSlices(placement_, i, model), in_use);
+    }
   }
-  RETURN_IF_ERROR(
-      CallAllShards(num_shards(), options_.addresses, "push",
-                    absl::Now() + options_.rpc_timeout,
-                    [&](int i, grpc::ClientContext* ctx, auto done) {
-                      Shard& s = *shards_[i];
-                      s.stub->async()->Push(ctx, &s.push_request,
-                                            &s.push_response, std::move(done));
-                    }));
+  absl::Status status = CallAllShards(
+      num_shards(), options_.addresses, "push",
+      absl::Now() + options_.rpc_timeout, [&](int i, auto* ctx, auto done) {
+        Shard& s = *shards_[i];
+        s.raw->UnaryCall(ctx, kPushMethod, {}, &s.request, &s.response,
+                         std::move(done));
+      });
+  for (auto& shard : shards_) shard->request.Clear();
+  if (!released->WaitForNotificationWithDeadline(absl::Now() +
+                                                 absl::Seconds(30))) {
+    return absl::InternalError(
+        "push: gRPC still holds the gradients' memory 30 s after the call");
+  }
+  RETURN_IF_ERROR(status);
   PushResult result;
   for (int i = 0; i < num_shards(); ++i) {
-    ASSIGN_OR_RETURN(PushReply reply,
-                     PushReplyFromProto(shards_[i]->push_response));
+    wire::PushResponse response;
+    grpc::Status parsed =
+        grpc::SerializationTraits<wire::PushResponse>::Deserialize(
+            &shards_[i]->response, &response);
+    if (!parsed.ok()) return FromGrpcStatus(parsed);
+    ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
     result.shards.push_back(std::move(reply));
   }
   return result;
