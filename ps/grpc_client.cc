@@ -35,16 +35,12 @@ namespace {
 constexpr char kPushMethod[] = "/psgd.ps.wire.ParameterServer/Push";
 constexpr char kPullMethod[] = "/psgd.ps.wire.ParameterServer/Pull";
 
-// start(shard, context, done) begins shard's call; done must run once.
-using StartCall = std::function<void(int, grpc::ClientContext*,
-                                     std::function<void(grpc::Status)>)>;
+}  // namespace
 
-// One call to every shard in parallel, all with `deadline`; waits for all
-// and returns the first error, prefixed with what and where.
-absl::Status CallAllShards(int num_shards,
-                           const std::vector<std::string>& addresses,
-                           absl::string_view what, absl::Time deadline,
-                           const StartCall& start) {
+absl::Status CallInParallel(const std::vector<std::string>& addresses,
+                            absl::string_view what, absl::Time deadline,
+                            const StartCall& start) {
+  const int num_shards = static_cast<int>(addresses.size());
   std::unique_ptr<grpc::ClientContext[]> contexts(
       new grpc::ClientContext[num_shards]);
   std::vector<grpc::Status> statuses(num_shards);
@@ -77,7 +73,15 @@ absl::Status CallAllShards(int num_shards,
   return absl::OkStatus();
 }
 
-}  // namespace
+std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
+                                               int64_t max_message_bytes) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     GrpcClientOptions options) {
@@ -97,18 +101,10 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
   std::unique_ptr<GrpcPsClient> client(
       new GrpcPsClient(std::move(options), std::move(placement)));
   for (const std::string& address : client->options_.addresses) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(
-        static_cast<int>(client->options_.max_message_bytes));
-    args.SetMaxSendMessageSize(
-        static_cast<int>(client->options_.max_message_bytes));
-    // Its own connections, as a worker process has, even when several
-    // clients live in one process (tests, ps_bench).
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto shard = std::make_unique<Shard>();
     shard->address = address;
-    std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::Channel> channel =
+        CreatePsChannel(address, client->options_.max_message_bytes);
     shard->stub = wire::ParameterServer::NewStub(channel);
     shard->raw = std::make_unique<grpc::GenericStub>(channel);
     client->shards_.push_back(std::move(shard));
@@ -121,53 +117,56 @@ GrpcPsClient::GrpcPsClient(GrpcClientOptions options, Placement placement)
 
 GrpcPsClient::~GrpcPsClient() = default;
 
+template <typename Request, typename Response>
+absl::Status GrpcPsClient::CallEach(absl::string_view what,
+                                    AsyncMethod<Request, Response> method,
+                                    const std::vector<Request>& requests,
+                                    std::vector<Response>* responses) {
+  responses->resize(num_shards());
+  return CallInParallel(
+      options_.addresses, what, absl::Now() + options_.rpc_timeout,
+      [&](int i, grpc::ClientContext* ctx, auto done) {
+        (shards_[i]->stub->async()->*method)(ctx, &requests[i],
+                                             &(*responses)[i], std::move(done));
+      });
+}
+
 absl::Status GrpcPsClient::Initialize(
     absl::Span<const NamedConstTensorView> variables) {
   std::vector<const float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, variables, &model));
   std::vector<wire::InitializeRequest> requests(num_shards());
-  std::vector<wire::InitializeResponse> responses(num_shards());
   for (int i = 0; i < num_shards(); ++i) {
     requests[i].set_cluster(options_.cluster);
     TensorBytesToProto(ShardSlices(placement_, i, model),
                        requests[i].mutable_variables());
   }
-  return CallAllShards(num_shards(), options_.addresses, "initialize",
-                       absl::Now() + options_.rpc_timeout,
-                       [&](int i, grpc::ClientContext* ctx, auto done) {
-                         shards_[i]->stub->async()->Initialize(
-                             ctx, &requests[i], &responses[i], std::move(done));
-                       });
+  std::vector<wire::InitializeResponse> responses;
+  return CallEach<wire::InitializeRequest, wire::InitializeResponse>(
+      "initialize", &wire::ParameterServer::Stub::async::Initialize, requests,
+      &responses);
+}
+
+template <typename Request>
+absl::Status GrpcPsClient::ChangeMembership(
+    absl::string_view what,
+    AsyncMethod<Request, wire::MembershipResponse> method) {
+  Request r;
+  r.set_cluster(options_.cluster);
+  r.set_worker_id(options_.worker_id);
+  std::vector<wire::MembershipResponse> responses;
+  return CallEach(what, method, std::vector<Request>(num_shards(), r),
+                  &responses);
 }
 
 absl::Status GrpcPsClient::Join() {
-  std::vector<wire::JoinRequest> requests(num_shards());
-  std::vector<wire::MembershipResponse> responses(num_shards());
-  for (wire::JoinRequest& r : requests) {
-    r.set_cluster(options_.cluster);
-    r.set_worker_id(options_.worker_id);
-  }
-  return CallAllShards(num_shards(), options_.addresses, "join",
-                       absl::Now() + options_.rpc_timeout,
-                       [&](int i, grpc::ClientContext* ctx, auto done) {
-                         shards_[i]->stub->async()->Join(
-                             ctx, &requests[i], &responses[i], std::move(done));
-                       });
+  return ChangeMembership<wire::JoinRequest>(
+      "join", &wire::ParameterServer::Stub::async::Join);
 }
 
 absl::Status GrpcPsClient::Leave() {
-  std::vector<wire::LeaveRequest> requests(num_shards());
-  std::vector<wire::MembershipResponse> responses(num_shards());
-  for (wire::LeaveRequest& r : requests) {
-    r.set_cluster(options_.cluster);
-    r.set_worker_id(options_.worker_id);
-  }
-  return CallAllShards(num_shards(), options_.addresses, "leave",
-                       absl::Now() + options_.rpc_timeout,
-                       [&](int i, grpc::ClientContext* ctx, auto done) {
-                         shards_[i]->stub->async()->Leave(
-                             ctx, &requests[i], &responses[i], std::move(done));
-                       });
+  return ChangeMembership<wire::LeaveRequest>(
+      "leave", &wire::ParameterServer::Stub::async::Leave);
 }
 
 absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
@@ -186,13 +185,12 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
         r, &shards_[i]->request, &own_buffer);
     if (!s.ok()) return FromGrpcStatus(s);
   }
-  RETURN_IF_ERROR(CallAllShards(num_shards(), options_.addresses, "pull",
-                                deadline, [&](int i, auto* ctx, auto done) {
-                                  Shard& s = *shards_[i];
-                                  s.raw->UnaryCall(ctx, kPullMethod, {},
-                                                   &s.request, &s.response,
-                                                   std::move(done));
-                                }));
+  RETURN_IF_ERROR(CallInParallel(
+      options_.addresses, "pull", deadline, [&](int i, auto* ctx, auto done) {
+        Shard& s = *shards_[i];
+        s.raw->UnaryCall(ctx, kPullMethod, {}, &s.request, &s.response,
+                         std::move(done));
+      }));
   // Each slice's bytes go straight from gRPC's buffers into `out`.
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
   for (int i = 0; i < num_shards(); ++i) {
@@ -232,9 +230,9 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
                             ShardSlices(placement_, i, model), in_use);
     }
   }
-  absl::Status status = CallAllShards(
-      num_shards(), options_.addresses, "push",
-      absl::Now() + options_.rpc_timeout, [&](int i, auto* ctx, auto done) {
+  absl::Status status = CallInParallel(
+      options_.addresses, "push", absl::Now() + options_.rpc_timeout,
+      [&](int i, auto* ctx, auto done) {
         Shard& s = *shards_[i];
         s.raw->UnaryCall(ctx, kPushMethod, {}, &s.request, &s.response,
                          std::move(done));
@@ -260,36 +258,27 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
 }
 
 absl::StatusOr<std::vector<ShardStatus>> GrpcPsClient::Status() {
-  std::vector<wire::StatusRequest> requests(num_shards());
-  std::vector<wire::StatusResponse> responses(num_shards());
-  for (wire::StatusRequest& r : requests) r.set_cluster(options_.cluster);
-  RETURN_IF_ERROR(
-      CallAllShards(num_shards(), options_.addresses, "status",
-                    absl::Now() + options_.rpc_timeout,
-                    [&](int i, grpc::ClientContext* ctx, auto done) {
-                      shards_[i]->stub->async()->Status(
-                          ctx, &requests[i], &responses[i], std::move(done));
-                    }));
+  wire::StatusRequest r;
+  r.set_cluster(options_.cluster);
+  std::vector<wire::StatusResponse> responses;
+  RETURN_IF_ERROR((CallEach<wire::StatusRequest, wire::StatusResponse>(
+      "status", &wire::ParameterServer::Stub::async::Status,
+      std::vector<wire::StatusRequest>(num_shards(), r), &responses)));
   std::vector<ShardStatus> out;
-  for (const wire::StatusResponse& r : responses) {
-    out.push_back(ShardStatusFromProto(r));
+  for (const wire::StatusResponse& response : responses) {
+    out.push_back(ShardStatusFromProto(response));
   }
   return out;
 }
 
 absl::Status GrpcPsClient::Shutdown(absl::string_view reason) {
-  std::vector<wire::ShutdownRequest> requests(num_shards());
-  std::vector<wire::ShutdownResponse> responses(num_shards());
-  for (wire::ShutdownRequest& r : requests) {
-    r.set_cluster(options_.cluster);
-    r.set_reason(std::string(reason));
-  }
-  return CallAllShards(num_shards(), options_.addresses, "shutdown",
-                       absl::Now() + options_.rpc_timeout,
-                       [&](int i, grpc::ClientContext* ctx, auto done) {
-                         shards_[i]->stub->async()->Shutdown(
-                             ctx, &requests[i], &responses[i], std::move(done));
-                       });
+  wire::ShutdownRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_reason(std::string(reason));
+  std::vector<wire::ShutdownResponse> responses;
+  return CallEach<wire::ShutdownRequest, wire::ShutdownResponse>(
+      "shutdown", &wire::ParameterServer::Stub::async::Shutdown,
+      std::vector<wire::ShutdownRequest>(num_shards(), r), &responses);
 }
 
 }  // namespace ps

@@ -29,7 +29,6 @@
 #include "proto/echo.grpc.pb.h"
 #include "ps/grpc_client.h"
 #include "ps/grpc_server.h"
-#include "ps/mutex.h"
 
 ABSL_FLAG(int, shards, 2, "Parameter-server shards S.");
 ABSL_FLAG(int, workers, 4, "Worker threads W.");
@@ -210,6 +209,7 @@ absl::StatusOr<Tally> RunEcho(const std::vector<int64_t>& shard_bytes,
   EchoService service;
   std::vector<std::unique_ptr<grpc::Server>> servers;
   std::vector<int> ports(shards);
+  std::vector<std::string> addresses;
   for (int i = 0; i < shards; ++i) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -221,6 +221,7 @@ absl::StatusOr<Tally> RunEcho(const std::vector<int64_t>& shard_bytes,
     if (servers.back() == nullptr || ports[i] == 0) {
       return absl::UnavailableError("echo server did not start");
     }
+    addresses.push_back("127.0.0.1:" + std::to_string(ports[i]));
   }
   Phase phase(warmup, measured);
   std::vector<absl::Status> errors(workers);
@@ -230,39 +231,17 @@ absl::StatusOr<Tally> RunEcho(const std::vector<int64_t>& shard_bytes,
       std::vector<std::unique_ptr<echo::Echo::Stub>> stubs;
       std::vector<echo::EchoMessage> requests(shards), replies(shards);
       for (int i = 0; i < shards; ++i) {
-        grpc::ChannelArguments args;
-        args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-        args.SetMaxSendMessageSize(kMaxMessageBytes);
-        args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-        stubs.push_back(echo::Echo::NewStub(grpc::CreateCustomChannel(
-            "127.0.0.1:" + std::to_string(ports[i]),
-            grpc::InsecureChannelCredentials(), args)));
+        stubs.push_back(echo::Echo::NewStub(
+            CreatePsChannel(addresses[i], kMaxMessageBytes)));
         requests[i].set_payload(std::string(shard_bytes[i], 'x'));
       }
       while (phase.Running() && errors[w].ok()) {
-        std::vector<grpc::ClientContext> contexts(shards);
-        std::vector<grpc::Status> statuses(shards);
-        Mutex mu;
-        CondVar done;
-        int pending = shards;
-        for (int i = 0; i < shards; ++i) {
-          stubs[i]->async()->Echo(&contexts[i], &requests[i], &replies[i],
-                                  [&, i](grpc::Status s) {
-                                    MutexLock lock(&mu);
-                                    statuses[i] = std::move(s);
-                                    if (--pending == 0) done.SignalAll();
-                                  });
-        }
-        {
-          MutexLock lock(&mu);
-          done.WaitUntil(&mu, absl::InfiniteFuture(), [&]() {
-            mu.AssertHeld();
-            return pending == 0;
-          });
-        }
-        for (const grpc::Status& s : statuses) {
-          if (!s.ok()) errors[w] = absl::UnavailableError(s.error_message());
-        }
+        errors[w] = CallInParallel(
+            addresses, "echo", absl::Now() + absl::Seconds(60),
+            [&](int i, grpc::ClientContext* ctx, auto done) {
+              stubs[i]->async()->Echo(ctx, &requests[i], &replies[i],
+                                      std::move(done));
+            });
         phase.Count();
       }
     });
