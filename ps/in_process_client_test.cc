@@ -43,7 +43,7 @@ struct InProcessCluster {
 
 TEST_CASE("in-process: sync N=M, threads x steps over 2 shards") {
   for (int workers : {2, 8}) {
-    const Scenario sc = testing::SyncScenario(workers, 150);
+    const Scenario sc = testing::SyncScenario(workers, 300);
     InProcessCluster cluster(sc, 2);
     RunScenario(sc, cluster.Factory());
   }
