@@ -1,0 +1,373 @@
+#include "common/cluster_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace psgd {
+namespace {
+
+using google::protobuf::Message;
+using google::protobuf::TextFormat;
+using google::protobuf::io::ErrorCollector;
+
+// Collects the parser's first error with its line (1-based).
+class FirstError : public ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (!has_error_) {
+      has_error_ = true;
+      line_ = line + 1;
+      message_ = message;
+    }
+  }
+  void AddWarning(int, int, const std::string&) override {}
+
+  bool has_error_ = false;
+  int line_ = 0;
+  std::string message_;
+};
+
+// Names fields with their line numbers, from the parser's location tree.
+class Locator {
+ public:
+  Locator(absl::string_view filename, const TextFormat::ParseInfoTree* tree)
+      : filename_(filename), tree_(tree) {}
+
+  // The locator of a nested message field (index for repeated ones).
+  Locator Nested(const Message& parent, absl::string_view field,
+                 int index = -1) const {
+    const TextFormat::ParseInfoTree* nested = nullptr;
+    if (tree_ != nullptr && IndexFits(parent, field, index)) {
+      nested = tree_->GetTreeForNested(Field(parent, field), index);
+    }
+    Locator l(filename_, nested);
+    l.fallback_line_ = Line(parent, field, index);
+    if (l.fallback_line_ == 0) l.fallback_line_ = fallback_line_;
+    return l;
+  }
+
+  // INVALID_ARGUMENT "FILE:LINE: PATH: MESSAGE".
+  absl::Status Error(const Message& msg, absl::string_view field,
+                     absl::string_view path, absl::string_view message,
+                     int index = -1) const {
+    int line = Line(msg, field, index);
+    if (line == 0) line = fallback_line_;
+    std::string where =
+        line > 0 ? absl::StrCat(filename_, ":", line) : std::string(filename_);
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", path, ": ", message));
+  }
+
+ private:
+  static const google::protobuf::FieldDescriptor* Field(
+      const Message& msg, absl::string_view name) {
+    const auto* f = msg.GetDescriptor()->FindFieldByName(std::string(name));
+    if (f == nullptr) {
+      // A programmer's error: validation names a field the schema lacks.
+      std::abort();
+    }
+    return f;
+  }
+
+  // The parser's tree CHECK-fails on an index that does not fit the field.
+  static bool IndexFits(const Message& msg, absl::string_view field,
+                        int index) {
+    const auto* f = Field(msg, field);
+    if (!f->is_repeated()) return index == -1;
+    return index >= 0 &&
+           index < msg.GetReflection()->FieldSize(msg, f);
+  }
+
+  int Line(const Message& msg, absl::string_view field, int index) const {
+    if (tree_ == nullptr || !IndexFits(msg, field, index)) return 0;
+    auto loc = tree_->GetLocation(Field(msg, field), index);
+    return loc.line >= 0 ? loc.line + 1 : 0;
+  }
+
+  std::string filename_;
+  const TextFormat::ParseInfoTree* tree_;
+  int fallback_line_ = 0;
+};
+
+bool ValidName(absl::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
+  if (c.ps_size() == 0) {
+    return at.Error(c, "ps", "ps", "the cluster has no ps task");
+  }
+  if (c.worker_size() == 0) {
+    return at.Error(c, "worker", "worker", "the cluster has no worker task");
+  }
+  absl::flat_hash_map<std::string, std::string> seen;  // address -> task
+  auto check_address = [&](const Message& task, const std::string& address,
+                           const std::string& task_name, const Locator& loc,
+                           const std::string& path) -> absl::Status {
+    if (address.empty()) {
+      return loc.Error(task, "address", path, "missing (expected host:port)");
+    }
+    std::string host;
+    int port;
+    if (absl::Status s = SplitHostPort(address, &host, &port); !s.ok()) {
+      return loc.Error(task, "address", path, s.message());
+    }
+    auto [it, inserted] = seen.emplace(address, task_name);
+    if (!inserted) {
+      return loc.Error(task, "address", path,
+                       absl::StrCat("'", address, "' is already the address of ",
+                                    it->second));
+    }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < c.ps_size(); ++i) {
+    Locator loc = at.Nested(c, "ps", i);
+    RETURN_IF_ERROR(check_address(c.ps(i), c.ps(i).address(),
+                                  absl::StrCat("ps:", i), loc,
+                                  absl::StrCat("ps[", i, "].address")));
+  }
+  for (int i = 0; i < c.worker_size(); ++i) {
+    const config::WorkerTask& w = c.worker(i);
+    Locator loc = at.Nested(c, "worker", i);
+    std::string path = absl::StrCat("worker[", i, "]");
+    RETURN_IF_ERROR(check_address(w, w.address(), absl::StrCat("worker:", i),
+                                  loc, path + ".address"));
+    if (absl::StatusOr<int> d = ParseDevice(w.device()); !d.ok()) {
+      return loc.Error(w, "device", path + ".device", d.status().message());
+    }
+    if (w.threads() < 1 || w.threads() > 256) {
+      return loc.Error(w, "threads", path + ".threads",
+                       absl::StrCat(w.threads(), " is not in 1..256"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptimizer(const config::OptimizerConfig& o,
+                               const Locator& at) {
+  auto finite_positive = [](float x) { return std::isfinite(x) && x > 0; };
+  if (!finite_positive(o.learning_rate())) {
+    return at.Error(o, "learning_rate", "training.optimizer.learning_rate",
+                    absl::StrCat(o.learning_rate(), " is not a positive number"));
+  }
+  if (o.kind() == config::OptimizerConfig::ADAM) {
+    if (!(o.beta1() >= 0 && o.beta1() < 1)) {
+      return at.Error(o, "beta1", "training.optimizer.beta1",
+                      absl::StrCat(o.beta1(), " is not in [0, 1)"));
+    }
+    if (!(o.beta2() >= 0 && o.beta2() < 1)) {
+      return at.Error(o, "beta2", "training.optimizer.beta2",
+                      absl::StrCat(o.beta2(), " is not in [0, 1)"));
+    }
+    if (!finite_positive(o.epsilon())) {
+      return at.Error(o, "epsilon", "training.optimizer.epsilon",
+                      absl::StrCat(o.epsilon(), " is not a positive number"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
+  config::TrainingConfig& t = *c.mutable_training();
+  Locator at = root.Nested(c, "training");
+  const int workers = c.worker_size();
+  if (!t.has_total_num_replicas()) t.set_total_num_replicas(workers);
+  if (!t.has_replicas_to_aggregate()) {
+    t.set_replicas_to_aggregate(t.total_num_replicas());
+  }
+  if (t.total_num_replicas() != workers) {
+    return at.Error(t, "total_num_replicas", "training.total_num_replicas",
+                    absl::StrCat(t.total_num_replicas(),
+                                 " differs from the number of worker tasks (",
+                                 workers, ")"));
+  }
+  if (t.replicas_to_aggregate() < 1) {
+    return at.Error(t, "replicas_to_aggregate", "training.replicas_to_aggregate",
+                    absl::StrCat(t.replicas_to_aggregate(), " is less than 1"));
+  }
+  if (t.replicas_to_aggregate() > t.total_num_replicas()) {
+    return at.Error(t, "replicas_to_aggregate", "training.replicas_to_aggregate",
+                    absl::StrCat(t.replicas_to_aggregate(),
+                                 " is more than total_num_replicas (",
+                                 t.total_num_replicas(), ")"));
+  }
+  if (t.staleness_bound() < 0) {
+    return at.Error(t, "staleness_bound", "training.staleness_bound",
+                    absl::StrCat(t.staleness_bound(), " is negative"));
+  }
+  if (t.mode() == config::TrainingConfig::SYNC) {
+    if (t.staleness_bound() != 0) {
+      return at.Error(t, "staleness_bound", "training.staleness_bound",
+                      "applies to async mode only (sync drops every stale "
+                      "gradient)");
+    }
+    if (t.lr_scaled_by_staleness()) {
+      return at.Error(t, "lr_scaled_by_staleness",
+                      "training.lr_scaled_by_staleness",
+                      "applies to async mode only");
+    }
+  }
+  if (t.batch_size() < 1 || t.batch_size() > 65536) {
+    return at.Error(t, "batch_size", "training.batch_size",
+                    absl::StrCat(t.batch_size(), " is not in 1..65536"));
+  }
+  RETURN_IF_ERROR(
+      ValidateOptimizer(t.optimizer(), at.Nested(t, "optimizer")));
+  if (t.has_steps() == t.has_epochs()) {
+    return at.Error(t, t.has_steps() ? "epochs" : "steps", "training",
+                    "set exactly one of steps and epochs");
+  }
+  if (t.has_steps() && t.steps() < 1) {
+    return at.Error(t, "steps", "training.steps",
+                    absl::StrCat(t.steps(), " is less than 1"));
+  }
+  if (t.has_epochs() && (t.epochs() < 1 || t.epochs() > 100000)) {
+    return at.Error(t, "epochs", "training.epochs",
+                    absl::StrCat(t.epochs(), " is not in 1..100000"));
+  }
+  if (t.eval_every() < 0) {
+    return at.Error(t, "eval_every", "training.eval_every",
+                    absl::StrCat(t.eval_every(), " is negative"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateData(const ClusterConfig& c, const Locator& root) {
+  const config::DataConfig& d = c.data();
+  Locator at = root.Nested(c, "data");
+  if (d.source() == config::DataConfig::CIFAR10 && d.dir().empty()) {
+    return at.Error(d, "dir", "data.dir",
+                    "missing: CIFAR10 needs the directory of its .bin files "
+                    "(or use source: SYNTHETIC)");
+  }
+  if (d.synthetic_train_size() < 1) {
+    return at.Error(d, "synthetic_train_size", "data.synthetic_train_size",
+                    absl::StrCat(d.synthetic_train_size(), " is less than 1"));
+  }
+  if (d.synthetic_test_size() < 1) {
+    return at.Error(d, "synthetic_test_size", "data.synthetic_test_size",
+                    absl::StrCat(d.synthetic_test_size(), " is less than 1"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SplitHostPort(absl::string_view address, std::string* host,
+                           int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", address, "' is not host:port"));
+  }
+  absl::string_view p = address.substr(colon + 1);
+  int value = 0;
+  if (!absl::SimpleAtoi(p, &value) || value < 1 || value > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", address, "' has port '", p, "' (expected 1..65535)"));
+  }
+  *host = std::string(address.substr(0, colon));
+  *port = value;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ParseDevice(absl::string_view device) {
+  if (device == "cpu") return -1;
+  int k = 0;
+  if (absl::StartsWith(device, "gpu:") &&
+      absl::SimpleAtoi(device.substr(4), &k) && k >= 0 && k < 1024) {
+    return k;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "device '", device, "' is not 'cpu' or 'gpu:K' (K a GPU index)"));
+}
+
+std::string TaskId::ToString() const {
+  return absl::StrCat(kind == Kind::kPs ? "ps:" : "worker:", index);
+}
+
+absl::StatusOr<TaskId> ParseTaskId(absl::string_view text,
+                                   const ClusterConfig& config) {
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  TaskId id;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &id.index) ||
+      (parts[0] != "ps" && parts[0] != "worker")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task '", text, "' is not ps:I or worker:J"));
+  }
+  id.kind = parts[0] == "ps" ? TaskId::Kind::kPs : TaskId::Kind::kWorker;
+  int count = id.kind == TaskId::Kind::kPs ? config.ps_size()
+                                           : config.worker_size();
+  if (id.index < 0 || id.index >= count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task '", text, "' is not in cluster '", config.name(), "', which has ",
+        count, " ", parts[0], " task", count == 1 ? "" : "s", " (", parts[0],
+        ":0..", parts[0], ":", count - 1, ")"));
+  }
+  return id;
+}
+
+absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
+                                                 absl::string_view filename) {
+  ClusterConfig config;
+  TextFormat::Parser parser;
+  FirstError errors;
+  TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        filename, ":", errors.line_, ": ",
+        errors.has_error_ ? errors.message_ : "cannot parse"));
+  }
+  Locator at(filename, &tree);
+  if (!ValidName(config.name())) {
+    return at.Error(config, "name", "name",
+                    absl::StrCat("'", config.name(),
+                                 "' is not 1..64 letters, digits, '-', '_' or "
+                                 "'.'"));
+  }
+  RETURN_IF_ERROR(ValidateTasks(config, at));
+  RETURN_IF_ERROR(ValidateTraining(config, at));
+  if (config.model().name().empty()) {
+    return at.Nested(config, "model").Error(config.model(), "name",
+                                            "model.name", "empty");
+  }
+  RETURN_IF_ERROR(ValidateData(config, at));
+  if (config.run_root().empty()) {
+    return at.Error(config, "run_root", "run_root", "empty");
+  }
+  return config;
+}
+
+absl::StatusOr<ClusterConfig> LoadClusterConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read cluster config '", path, "'"));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParseClusterConfig(buffer.str(), path);
+}
+
+}  // namespace psgd

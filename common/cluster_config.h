@@ -1,0 +1,56 @@
+// Loads a cluster config file (text-format psgd.config.ClusterConfig, see
+// proto/cluster.proto) and validates it. Every refusal is INVALID_ARGUMENT
+// and names the file, the line and the field:
+//
+//   configs/bad.pbtxt:12: training.replicas_to_aggregate: 5 is more than
+//   total_num_replicas (4)
+//
+// Defaults are filled in on success (N and M default to the number of
+// workers), so callers read plain values.
+//
+// Thread-safety: free functions over values.
+#ifndef PSGD_COMMON_CLUSTER_CONFIG_H_
+#define PSGD_COMMON_CLUSTER_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/cluster.pb.h"
+
+namespace psgd {
+
+using config::ClusterConfig;
+
+// Reads and validates the file; NOT_FOUND when it cannot be read.
+absl::StatusOr<ClusterConfig> LoadClusterConfig(const std::string& path);
+
+// Parses and validates `text`; `filename` only names it in errors.
+absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
+                                                 absl::string_view filename);
+
+// A task of the cluster: "ps:I" or "worker:J".
+struct TaskId {
+  enum class Kind { kPs, kWorker };
+  Kind kind = Kind::kWorker;
+  int index = 0;
+
+  std::string ToString() const;
+};
+
+// Parses "ps:I" / "worker:J" and checks that the config has that task;
+// INVALID_ARGUMENT naming the task and how many the config has otherwise.
+absl::StatusOr<TaskId> ParseTaskId(absl::string_view text,
+                                   const ClusterConfig& config);
+
+// "host:port" into its parts; INVALID_ARGUMENT unless the port is 1..65535
+// and the host is non-empty.
+absl::Status SplitHostPort(absl::string_view address, std::string* host,
+                           int* port);
+
+// "gpu:K" -> K, "cpu" -> -1; INVALID_ARGUMENT otherwise.
+absl::StatusOr<int> ParseDevice(absl::string_view device);
+
+}  // namespace psgd
+
+#endif  // PSGD_COMMON_CLUSTER_CONFIG_H_

@@ -1,0 +1,159 @@
+#include "common/cluster_config.h"
+
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+
+namespace psgd {
+namespace {
+
+constexpr char kGood[] = R"(
+name: "test"
+ps { address: "127.0.0.1:5000" }
+ps { address: "127.0.0.1:5001" }
+worker { address: "127.0.0.1:6000" }
+worker { address: "127.0.0.1:6001" device: "gpu:0" threads: 2 }
+worker { address: "127.0.0.1:6002" }
+training {
+  mode: SYNC
+  replicas_to_aggregate: 2
+  batch_size: 32
+  optimizer { learning_rate: 0.01 }
+  steps: 100
+}
+data { source: SYNTHETIC }
+)";
+
+// The error message of parsing `text`, which must fail.
+std::string ErrorOf(const std::string& text) {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(text, "c.pbtxt");
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(c.status().message());
+}
+
+std::string Replace(std::string text, const std::string& from,
+                    const std::string& to) {
+  size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+TEST_CASE("a good config loads with defaults filled in") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(kGood, "c.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(c->ps_size() == 2);
+  CHECK(c->worker_size() == 3);
+  CHECK(c->training().total_num_replicas() == 3);  // default: the workers
+  CHECK(c->training().replicas_to_aggregate() == 2);
+  CHECK(c->training().optimizer().beta2() == Approx(0.999));
+  CHECK(c->worker(0).device() == "cpu");
+  CHECK(c->worker(0).threads() == 1);
+  CHECK(c->model().name() == "cifar10_tutorial");
+  CHECK(c->run_root() == "runs");
+}
+
+TEST_CASE("syntax errors and unknown fields name the line") {
+  CHECK(ErrorOf("name: \"x\"\nps { adress: \"a:1\" }\n") ==
+        "c.pbtxt:2: Message type \"psgd.config.PsTask\" has no field named "
+        "\"adress\".");
+  CHECK(absl::StartsWith(ErrorOf("name: \"x\"\n\nps {\n"), "c.pbtxt:4: "));
+}
+
+TEST_CASE("each validation error names file, line and field") {
+  const std::string good = kGood;
+  struct Case {
+    std::string text;
+    std::string expected;
+  } cases[] = {
+      {Replace(good, "name: \"test\"", "name: \"a b\""),
+       "c.pbtxt:2: name: 'a b' is not 1..64 letters, digits, '-', '_' or '.'"},
+      {Replace(good, "replicas_to_aggregate: 2", "replicas_to_aggregate: 4"),
+       "c.pbtxt:10: training.replicas_to_aggregate: 4 is more than "
+       "total_num_replicas (3)"},
+      {Replace(good, "replicas_to_aggregate: 2", "replicas_to_aggregate: 0"),
+       "c.pbtxt:10: training.replicas_to_aggregate: 0 is less than 1"},
+      {Replace(good, "mode: SYNC", "total_num_replicas: 4"),
+       "c.pbtxt:9: training.total_num_replicas: 4 differs from the number of "
+       "worker tasks (3)"},
+      {Replace(good, "\"127.0.0.1:5001\"", "\"127.0.0.1:5000\""),
+       "c.pbtxt:4: ps[1].address: '127.0.0.1:5000' is already the address of "
+       "ps:0"},
+      {Replace(good, "\"127.0.0.1:6002\"", "\"127.0.0.1:5001\""),
+       "c.pbtxt:7: worker[2].address: '127.0.0.1:5001' is already the "
+       "address of ps:1"},
+      {Replace(good, "ps { address: \"127.0.0.1:5001\" }", "ps { }"),
+       "c.pbtxt:4: ps[1].address: missing (expected host:port)"},
+      {Replace(good, "\"127.0.0.1:6000\"", "\"127.0.0.1:70000\""),
+       "c.pbtxt:5: worker[0].address: '127.0.0.1:70000' has port '70000' "
+       "(expected 1..65535)"},
+      {Replace(good, "\"127.0.0.1:6000\"", "\"localhost\""),
+       "c.pbtxt:5: worker[0].address: 'localhost' is not host:port"},
+      {Replace(good, "device: \"gpu:0\"", "device: \"tpu\""),
+       "c.pbtxt:6: worker[1].device: device 'tpu' is not 'cpu' or 'gpu:K' "
+       "(K a GPU index)"},
+      {Replace(good, "threads: 2", "threads: 0"),
+       "c.pbtxt:6: worker[1].threads: 0 is not in 1..256"},
+      {Replace(good, "batch_size: 32", "batch_size: -5"),
+       "c.pbtxt:11: training.batch_size: -5 is not in 1..65536"},
+      {Replace(good, "learning_rate: 0.01", "learning_rate: -1"),
+       "c.pbtxt:12: training.optimizer.learning_rate: -1 is not a positive "
+       "number"},
+      {Replace(good, "learning_rate: 0.01", "beta1: 1.0"),
+       "c.pbtxt:12: training.optimizer.beta1: 1 is not in [0, 1)"},
+      {Replace(good, "steps: 100", "steps: 100 epochs: 2"),
+       "c.pbtxt:13: training: set exactly one of steps and epochs"},
+      {Replace(good, "steps: 100", "steps: 0"),
+       "c.pbtxt:13: training.steps: 0 is less than 1"},
+      {Replace(good, "mode: SYNC", "staleness_bound: 4"),
+       "c.pbtxt:9: training.staleness_bound: applies to async mode only (sync "
+       "drops every stale gradient)"},
+      {Replace(good, "mode: SYNC", "mode: ASYNC staleness_bound: -1"),
+       "c.pbtxt:9: training.staleness_bound: -1 is negative"},
+      {Replace(good, "source: SYNTHETIC", "source: CIFAR10"),
+       "c.pbtxt:15: data.dir: missing: CIFAR10 needs the directory of its "
+       ".bin files (or use source: SYNTHETIC)"},
+      {Replace(good, "source: SYNTHETIC", "source: SYNTHETIC "
+                                          "synthetic_train_size: 0"),
+       "c.pbtxt:15: data.synthetic_train_size: 0 is less than 1"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.text);
+    CHECK(ErrorOf(c.text) == c.expected);
+  }
+}
+
+TEST_CASE("a cluster without ps or worker tasks is refused") {
+  CHECK(ErrorOf("name: \"x\"\nworker { address: \"h:1\" }\n") ==
+        "c.pbtxt: ps: the cluster has no ps task");
+  CHECK(ErrorOf("name: \"x\"\nps { address: \"h:1\" }\n") ==
+        "c.pbtxt: worker: the cluster has no worker task");
+}
+
+TEST_CASE("task ids are checked against the config") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(kGood, "c.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<TaskId> ps1 = ParseTaskId("ps:1", *c);
+  REQUIRE(ps1.ok());
+  CHECK(ps1->kind == TaskId::Kind::kPs);
+  CHECK(ps1->index == 1);
+  CHECK(ps1->ToString() == "ps:1");
+  CHECK(ParseTaskId("worker:2", *c).ok());
+  CHECK(ParseTaskId("worker:3", *c).status().message() ==
+        "task 'worker:3' is not in cluster 'test', which has 3 worker tasks "
+        "(worker:0..worker:2)");
+  CHECK(ParseTaskId("chief:0", *c).status().message() ==
+        "task 'chief:0' is not ps:I or worker:J");
+  CHECK(!ParseTaskId("ps:-1", *c).ok());
+  CHECK(!ParseTaskId("ps", *c).ok());
+}
+
+TEST_CASE("a missing file is NOT_FOUND") {
+  CHECK(LoadClusterConfig("/nonexistent/x.pbtxt").status().code() ==
+        absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace psgd

@@ -1,0 +1,52 @@
+// Files that are either whole or absent: atomic writes (temporary file,
+// fsync, rename, fsync of the directory) and checksummed framing, so that a
+// reader detects a truncated or corrupt file instead of using it.
+//
+// A checksummed file is:
+//   magic   8 bytes, chosen by the caller (e.g. "PSGDCKPT")
+//   length  8 bytes, little-endian payload length
+//   crc     4 bytes, little-endian CRC-32C of the payload
+//   payload
+//
+// Thread-safety: free functions; concurrent writers of one path each leave a
+// whole file (the last rename wins).
+#ifndef PSGD_COMMON_FILE_IO_H_
+#define PSGD_COMMON_FILE_IO_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace psgd {
+
+// CRC-32C (Castagnoli) of `data`, continuing from `crc` (0 to start).
+uint32_t Crc32c(absl::string_view data, uint32_t crc = 0);
+
+// Writes `data` to `path` so that the file is either the old one or the new
+// one, never partial, also across a crash. Creates no directories. INTERNAL
+// (naming the path and errno text) when a system call fails; nothing at
+// `path` changes then.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view data);
+
+// The whole file. NOT_FOUND when absent, INTERNAL for other failures.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// Creates `path` and its missing parents (mode 0755). INTERNAL on failure.
+absl::Status MakeDirectories(const std::string& path);
+
+// magic + length + crc + payload. `magic` must be 8 bytes.
+std::string FrameChecksummed(absl::string_view magic, absl::string_view payload);
+
+// The payload of a framed file's bytes. DATA_LOSS naming `filename` and what
+// is wrong (wrong magic, truncated, oversized, checksum mismatch).
+absl::StatusOr<std::string> UnframeChecksummed(absl::string_view magic,
+                                               absl::string_view bytes,
+                                               absl::string_view filename);
+
+}  // namespace psgd
+
+#endif  // PSGD_COMMON_FILE_IO_H_

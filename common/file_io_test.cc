@@ -1,0 +1,75 @@
+#include "common/file_io.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+namespace psgd {
+namespace {
+
+std::string TmpDir() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return t != nullptr ? t : "/tmp";
+}
+
+TEST_CASE("CRC-32C matches the published check value") {
+  CHECK(Crc32c("123456789") == 0xE3069283u);
+  CHECK(Crc32c("") == 0u);
+  // Incremental use gives the same result.
+  CHECK(Crc32c("56789", Crc32c("1234")) == 0xE3069283u);
+}
+
+TEST_CASE("atomic writes replace whole files and leave no temporary") {
+  std::string dir = TmpDir() + "/atomic/a/b";
+  REQUIRE(MakeDirectories(dir).ok());
+  std::string path = dir + "/f";
+  REQUIRE(WriteFileAtomically(path, "first").ok());
+  REQUIRE(WriteFileAtomically(path, "second, longer").ok());
+  absl::StatusOr<std::string> got = ReadFileToString(path);
+  REQUIRE(got.ok());
+  CHECK(*got == "second, longer");
+  CHECK(ReadFileToString(path + ".tmp." + std::to_string(getpid()))
+            .status()
+            .code() == absl::StatusCode::kNotFound);
+  // A directory that does not exist: an error naming the path.
+  absl::Status s = WriteFileAtomically(TmpDir() + "/no/such/dir/f", "x");
+  CHECK(s.code() == absl::StatusCode::kInternal);
+  CHECK(s.message().find("/no/such/dir/f") != absl::string_view::npos);
+}
+
+TEST_CASE("framed payloads round-trip and damage is detected") {
+  std::string payload(1000, 'p');
+  payload[10] = 'q';
+  std::string framed = FrameChecksummed("PSGDTEST", payload);
+  absl::StatusOr<std::string> back =
+      UnframeChecksummed("PSGDTEST", framed, "f.ckpt");
+  REQUIRE(back.ok());
+  CHECK(*back == payload);
+
+  auto error_of = [](absl::string_view bytes) {
+    absl::StatusOr<std::string> r =
+        UnframeChecksummed("PSGDTEST", bytes, "f.ckpt");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kDataLoss);
+    return std::string(r.status().message());
+  };
+  CHECK(error_of(framed.substr(0, 500)) ==
+        "f.ckpt: truncated: the header says 1000 payload bytes, the file "
+        "has 480");
+  CHECK(error_of(framed + "x") ==
+        "f.ckpt: oversized: the header says 1000 payload bytes, the file "
+        "has 1001");
+  CHECK(error_of("short") ==
+        "f.ckpt: truncated: 5 bytes, shorter than the 20-byte header");
+  std::string flipped = framed;
+  flipped[600] ^= 1;
+  CHECK(error_of(flipped) == "f.ckpt: checksum mismatch (the file is corrupt)");
+  std::string other = framed;
+  other[0] = 'X';
+  CHECK(error_of(other) ==
+        "f.ckpt: not a 'PSGDTEST' file (wrong magic at offset 0)");
+}
+
+}  // namespace
+}  // namespace psgd

@@ -1,0 +1,68 @@
+"""Checks scripts/compare.py on two fabricated runs (sync and async)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write_run(root, name, mode):
+    d = os.path.join(root, name)
+    os.makedirs(d)
+    with open(os.path.join(d, "config.pbtxt"), "w") as f:
+        f.write(f'name: "{name}"\ntraining {{ mode: {mode.upper()} }}\n')
+    for w in range(2):
+        with open(os.path.join(d, f"worker-{w}.jsonl"), "w") as f:
+            for s in range(40):
+                rec = {"kind": "train", "step": s, "wall_time_s": 0.5 * s + 0.1 * w,
+                       "loss": 2.3 - 0.04 * s, "train_accuracy": 0.1 + 0.01 * s,
+                       "images_per_s": 256.0, "batch_size": 128, "step_s": 0.5,
+                       "pull_s": 0.05, "compute_s": 0.4, "push_s": 0.03,
+                       "wait_s": 0.02, "staleness": (s + w) % 3 if mode == "async" else 0,
+                       "outcome": ("dropped_surplus" if mode == "sync" and w == 1 and s % 4 == 0
+                                   else "applied")}
+                f.write(json.dumps(rec) + "\n")
+            if w == 0:
+                for s in (10, 20, 39):
+                    f.write(json.dumps({"kind": "eval", "step": s, "wall_time_s": 0.5 * s,
+                                        "test_accuracy": 0.02 * s}) + "\n")
+            f.write('{"kind": "step", "trunc')  # a task killed mid-line
+    with open(os.path.join(d, "summary.json"), "w") as f:
+        json.dump({"mode": mode, "final_test_accuracy": 0.78}, f)
+    return d
+
+
+def main():
+    root = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+    a = write_run(root, "sync-run", "sync")
+    b = write_run(root, "async-run", "async")
+    out = os.path.join(root, "out")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), a, b,
+                        "--out", out, "--target", "0.5"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for p in ("report.md", "loss.png", "accuracy.png", "throughput.png",
+              "staleness.png", "dropped.png"):
+        assert os.path.getsize(os.path.join(out, p)) > 0, p
+    report = open(os.path.join(out, "report.md")).read()
+    # Final accuracy from the summary, time to 50% from the evals (step 39 at 19.5 s).
+    assert "| sync-run | sync | 2 | 39 | 0.7800 | 19.5 |" in report, report
+    assert "| async-run | async | 2 | 39 | 0.7800 | 19.5 |" in report, report
+    assert "dropped_surplus 10" in report, report
+    assert "| 0.500 | 0.050 | 0.400 | 0.030 | 0.020 |" in report, report
+
+    # Bad input: a directory without metrics is refused by name.
+    empty = os.path.join(root, "empty")
+    os.makedirs(empty)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), empty],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "no .jsonl metrics files" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), a, "--target", "7"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "--target 7.0 is not in (0, 1]" in r.stderr, r.stderr
+    print("compare_test: ok")
+
+
+if __name__ == "__main__":
+    main()
