@@ -4,9 +4,15 @@
 //
 //   bazel run -c opt //worker:compute_bench -- --batch=128 --threads=2
 //
-// The last line is exactly `images_per_s=X`.
+// --rounds=N alternates our steps and the two peer runs N times (each round
+// under the same background load) and reports medians; --breakdown times
+// each op on its own; --backend picks the CPU kernels (cpu:conv=im2col, ...).
+// Without python3-torch or the peer script it says so and still reports its
+// own figure. The last line is exactly `images_per_s=X`.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -38,6 +44,9 @@ ABSL_FLAG(std::string, peer_script, "../shared/peers/torch_cifar10_step.py",
 ABSL_FLAG(std::string, python, "/usr/bin/python3",
           "Python with PyTorch for the peer.");
 ABSL_FLAG(int, peer_steps, 30, "The peer's timed steps.");
+ABSL_FLAG(int, rounds, 1,
+          "Rounds of (ours, peer with LRN, peer without); the figures are "
+          "the medians.");
 
 namespace psgd {
 namespace {
@@ -46,6 +55,18 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The 1-minute load average (the other work on the machine), or -1.
+double LoadAverage() {
+  double load[1];
+  return getloadavg(load, 1) == 1 ? load[0] : -1.0;
 }
 
 struct OwnResult {
@@ -97,19 +118,55 @@ absl::Status Run() {
     return absl::InvalidArgumentError(
         "--batch, --threads and --steps must be >= 1, --warmup >= 0");
   }
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+  if (rounds < 1) return absl::InvalidArgumentError("--rounds must be >= 1");
   BackendOptions backend_options;
   backend_options.threads = threads;
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(backend_name, backend_options));
+  PeerOptions peer;
+  peer.python = absl::GetFlag(FLAGS_python);
+  peer.script = ResolveWorkspacePath(absl::GetFlag(FLAGS_peer_script));
+  peer.threads = threads;
+  peer.batch = batch;
+  peer.steps = absl::GetFlag(FLAGS_peer_steps);
+  const bool run_peer = absl::GetFlag(FLAGS_peer);
 
-  ASSIGN_OR_RETURN(OwnResult own, RunOwn(backend.get(), batch, warmup, steps));
-  std::printf(
-      "psgd %s on %s, %d threads, batch %lld: %d steps, step %.1f ms "
-      "(forward+backward %.1f ms, Adam %.1f ms), images_per_s %.0f\n",
-      absl::GetFlag(FLAGS_model).c_str(), backend_name.c_str(), threads,
-      static_cast<long long>(batch), steps, own.compute_ms + own.adam_ms,
-      own.compute_ms, own.adam_ms, own.images_per_s);
+  // Rounds alternate ours and the peer's runs, so that each round's ratio
+  // compares runs under the same background load.
+  std::vector<double> own_rates;
+  std::vector<double> ratios[2];  // with LRN, without
+  bool peer_missing[2] = {false, false};
+  for (int round = 1; round <= rounds; ++round) {
+    ASSIGN_OR_RETURN(OwnResult own,
+                     RunOwn(backend.get(), batch, warmup, steps));
+    own_rates.push_back(own.images_per_s);
+    std::printf(
+        "round %d: psgd %s on %s, %d threads, batch %lld: %d steps, step "
+        "%.1f ms (forward+backward %.1f ms, Adam %.1f ms), images_per_s %.0f "
+        "[load %.2f]\n",
+        round, absl::GetFlag(FLAGS_model).c_str(), backend_name.c_str(),
+        threads, static_cast<long long>(batch), steps,
+        own.compute_ms + own.adam_ms, own.compute_ms, own.adam_ms,
+        own.images_per_s, LoadAverage());
+    for (int k = 0; k < 2 && run_peer; ++k) {
+      if (peer_missing[k]) continue;
+      peer.lrn = k == 0;
+      const char* label = peer.lrn ? "with LRN" : "without LRN (--no-lrn)";
+      absl::StatusOr<PeerResult> r = RunTorchPeer(peer);
+      if (!r.ok()) {
+        std::printf("peer %s: not run: %s\n", label,
+                    std::string(r.status().message()).c_str());
+        peer_missing[k] = true;
+        continue;
+      }
+      ratios[k].push_back(own.images_per_s / r->images_per_s);
+      std::printf("round %d: peer %s: %s; ratio %.2fx [load %.2f]\n", round,
+                  label, r->line.c_str(), ratios[k].back(), LoadAverage());
+    }
+  }
+  const double own_median = Median(own_rates);
 
   if (absl::GetFlag(FLAGS_breakdown)) {
     ASSIGN_OR_RETURN(std::vector<OpTime> ops,
@@ -128,7 +185,7 @@ absl::Status Run() {
   if (absl::GetFlag(FLAGS_peak)) {
     const PeakResult peak = MeasurePeakGflops(threads, 1.0);
     const double flops = TutorialTrainingFlopsPerImage();
-    const double achieved = own.images_per_s * flops / 1e9;
+    const double achieved = own_median * flops / 1e9;
     std::printf(
         "arithmetic: %.1f MFLOP per image per step (%.1f with conv1's input "
         "gradient); achieved %.1f GFLOP/s = %.0f%% of the measured %s FMA "
@@ -137,29 +194,13 @@ absl::Status Run() {
         achieved, 100.0 * achieved / peak.gflops, peak.isa.c_str(), peak.gflops,
         threads);
   }
-
-  if (absl::GetFlag(FLAGS_peer)) {
-    PeerOptions peer;
-    peer.python = absl::GetFlag(FLAGS_python);
-    peer.script = ResolveWorkspacePath(absl::GetFlag(FLAGS_peer_script));
-    peer.threads = threads;
-    peer.batch = batch;
-    peer.steps = absl::GetFlag(FLAGS_peer_steps);
-    for (bool lrn : {true, false}) {
-      peer.lrn = lrn;
-      absl::StatusOr<PeerResult> r = RunTorchPeer(peer);
-      const char* label = lrn ? "with LRN" : "without LRN (--no-lrn)";
-      if (!r.ok()) {
-        std::printf("peer %s: not run: %s\n", label,
-                    std::string(r.status().message()).c_str());
-        continue;
-      }
-      std::printf("peer %s: %s\n", label, r->line.c_str());
-      std::printf("ratio vs torch %s: %.2fx\n", label,
-                  own.images_per_s / r->images_per_s);
-    }
+  for (int k = 0; k < 2; ++k) {
+    if (ratios[k].empty()) continue;
+    std::printf("ratio vs torch %s: %.2fx (median of %zu rounds)\n",
+                k == 0 ? "with LRN" : "without LRN (--no-lrn)",
+                Median(ratios[k]), ratios[k].size());
   }
-  std::printf("images_per_s=%.0f\n", own.images_per_s);
+  std::printf("images_per_s=%.0f\n", own_median);
   return absl::OkStatus();
 }
 
