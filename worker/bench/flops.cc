@@ -24,6 +24,8 @@ __attribute__((target("avx512f"))) double FmaAvx512(int64_t iters) {
   for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(1.0f + k * 1e-3f);
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
   for (int64_t i = 0; i < iters; ++i) {
+    // Unrolled, so that the accumulators stay in registers.
+#pragma GCC unroll 16
     for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
   }
   __m512 s = acc[0];
@@ -38,6 +40,7 @@ __attribute__((target("avx2,fma"))) double FmaAvx2(int64_t iters) {
   for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_ps(1.0f + k * 1e-3f);
   const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
   for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
     for (int k = 0; k < kChains; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
   }
   float out[8];
@@ -52,6 +55,7 @@ double MulAddSse(int64_t iters) {
   for (int k = 0; k < kChains; ++k) acc[k] = _mm_set1_ps(1.0f + k * 1e-3f);
   const __m128 a = _mm_set1_ps(0.999999f), b = _mm_set1_ps(1e-7f);
   for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
     for (int k = 0; k < kChains; ++k)
       acc[k] = _mm_add_ps(_mm_mul_ps(acc[k], a), b);
   }
