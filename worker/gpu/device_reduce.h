@@ -1,0 +1,50 @@
+// Warp and block sums for the kernels in this folder. Device code: included
+// by .cu files only (nvcc), never by host C++.
+//
+// Thread-safety: device functions; BlockSum synchronises the block.
+#ifndef PSGD_WORKER_GPU_DEVICE_REDUCE_H_
+#define PSGD_WORKER_GPU_DEVICE_REDUCE_H_
+
+#include <cuda_runtime.h>
+
+namespace psgd::gpu {
+
+constexpr int kWarpSize = 32;
+
+// The sum of `value` over the 32 lanes of a full warp, in every lane.
+template <typename T>
+__device__ __forceinline__ T WarpSum(T value) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  return value;
+}
+
+// The maximum of `value` over the 32 lanes of a full warp, in every lane.
+__device__ __forceinline__ float WarpMax(float value) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  }
+  return value;
+}
+
+// The sum of `value` over the whole block (blockDim.x a multiple of 32, at
+// most 1024), valid in thread 0. Every thread of the block must call it.
+template <typename T>
+__device__ __forceinline__ T BlockSum(T value) {
+  __shared__ T partial[kWarpSize];
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  value = WarpSum(value);
+  __syncthreads();  // `partial` may still be read by a previous call
+  if (lane == 0) partial[warp] = value;
+  __syncthreads();
+  const int warps = blockDim.x / kWarpSize;
+  value = threadIdx.x < warps ? partial[threadIdx.x] : T(0);
+  if (warp == 0) value = WarpSum(value);
+  return value;
+}
+
+}  // namespace psgd::gpu
+
+#endif  // PSGD_WORKER_GPU_DEVICE_REDUCE_H_
