@@ -27,7 +27,8 @@ TEST_CASE("backends are created by name; bad names are refused clearly") {
   CHECK(CreateBackend("cpu:", options).status().code() ==
         absl::StatusCode::kInvalidArgument);
   // gpu:K works only with CUDA and a GPU (worker/gpu has its tests).
-  absl::StatusOr<std::unique_ptr<Backend>> gpu = CreateBackend("gpu:0", options);
+  absl::StatusOr<std::unique_ptr<Backend>> gpu =
+      CreateBackend("gpu:0", options);
   CHECK((gpu.ok() ||
          gpu.status().code() == absl::StatusCode::kFailedPrecondition));
   CHECK(CreateBackend("gpu:x", options).status().code() ==

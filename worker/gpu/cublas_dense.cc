@@ -29,11 +29,11 @@ class CublasDense : public DenseOp {
 
   absl::Status Init() {
     RETURN_IF_ERROR(ctx_->Activate());
-    ASSIGN_OR_RETURN(
-        bias_scratch_,
-        DeviceBuffer::Allocate(sizeof(double) * BiasGradScratchElements(
-                                                    shape_.batch, shape_.outputs),
-                               ctx_->stream()));
+    ASSIGN_OR_RETURN(bias_scratch_,
+                     DeviceBuffer::Allocate(
+                         sizeof(double) * BiasGradScratchElements(
+                                              shape_.batch, shape_.outputs),
+                         ctx_->stream()));
     return absl::OkStatus();
   }
 
@@ -72,19 +72,18 @@ class CublasDense : public DenseOp {
   absl::Status RunForward(const float* x, const float* w, const float* b,
                           float* y) {
     RETURN_IF_ERROR(ctx_->Activate());
-    CUBLAS_RETURN_IF_ERROR(cublasSgemm(ctx_->cublas(), CUBLAS_OP_N,
-                                       CUBLAS_OP_N, m_, n_, k_, &kOne, w, m_,
-                                       x, k_, &kZero, y, m_));
-    return LaunchBiasAdd(shape_.batch, shape_.outputs, 1, b, y,
-                         ctx_->stream());
+    CUBLAS_RETURN_IF_ERROR(cublasSgemm(ctx_->cublas(), CUBLAS_OP_N, CUBLAS_OP_N,
+                                       m_, n_, k_, &kOne, w, m_, x, k_, &kZero,
+                                       y, m_));
+    return LaunchBiasAdd(shape_.batch, shape_.outputs, 1, b, y, ctx_->stream());
   }
 
   // dy: (N, M); w: (K, M) -> dx: (N, K)
   absl::Status RunBackwardData(const float* dy, const float* w, float* dx) {
     RETURN_IF_ERROR(ctx_->Activate());
-    CUBLAS_RETURN_IF_ERROR(cublasSgemm(ctx_->cublas(), CUBLAS_OP_T,
-                                       CUBLAS_OP_N, k_, n_, m_, &kOne, w, m_,
-                                       dy, m_, &kZero, dx, k_));
+    CUBLAS_RETURN_IF_ERROR(cublasSgemm(ctx_->cublas(), CUBLAS_OP_T, CUBLAS_OP_N,
+                                       k_, n_, m_, &kOne, w, m_, dy, m_, &kZero,
+                                       dx, k_));
     return absl::OkStatus();
   }
 
@@ -92,9 +91,9 @@ class CublasDense : public DenseOp {
   absl::Status RunBackwardWeights(const float* x, const float* dy, float* dw,
                                   float* db) {
     RETURN_IF_ERROR(ctx_->Activate());
-    CUBLAS_RETURN_IF_ERROR(cublasSgemm(ctx_->cublas(), CUBLAS_OP_N,
-                                       CUBLAS_OP_T, m_, k_, n_, &kOne, dy, m_,
-                                       x, k_, &kZero, dw, m_));
+    CUBLAS_RETURN_IF_ERROR(cublasSgemm(ctx_->cublas(), CUBLAS_OP_N, CUBLAS_OP_T,
+                                       m_, k_, n_, &kOne, dy, m_, x, k_, &kZero,
+                                       dw, m_));
     return LaunchBiasGrad(shape_.batch, shape_.outputs, 1, dy, db,
                           bias_scratch_.as<double>(), ctx_->stream());
   }
@@ -111,12 +110,12 @@ class CublasDense : public DenseOp {
 absl::StatusOr<std::unique_ptr<DenseOp>> CreateCublasDense(
     const DenseShape& shape, GpuContext* context) {
   RETURN_IF_ERROR(shape.Validate());
-  for (int64_t d : {shape.batch, shape.inputs, shape.outputs,
-                    shape.batch * shape.inputs, shape.batch * shape.outputs,
-                    shape.inputs * shape.outputs}) {
+  for (int64_t d :
+       {shape.batch, shape.inputs, shape.outputs, shape.batch * shape.inputs,
+        shape.batch * shape.outputs, shape.inputs * shape.outputs}) {
     if (d > std::numeric_limits<int>::max()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          shape.ToString(), ": beyond cuBLAS's int dimensions"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(shape.ToString(), ": beyond cuBLAS's int dimensions"));
     }
   }
   auto op = std::make_unique<CublasDense>(shape, context);

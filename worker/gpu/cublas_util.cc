@@ -19,9 +19,9 @@ absl::Status CublasStatus(cublasStatus_t status, absl::string_view call) {
     default:
       break;
   }
-  return absl::Status(code, absl::StrCat(call, " failed: ",
-                                         cublasGetStatusName(status), ": ",
-                                         cublasGetStatusString(status)));
+  return absl::Status(
+      code, absl::StrCat(call, " failed: ", cublasGetStatusName(status), ": ",
+                         cublasGetStatusString(status)));
 }
 
 absl::StatusOr<CublasHandle> CublasHandle::Create(cudaStream_t stream,

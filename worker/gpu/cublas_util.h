@@ -46,11 +46,11 @@ class CublasHandle {
 
 }  // namespace psgd::gpu
 
-#define CUBLAS_RETURN_IF_ERROR(expr)                                        \
-  do {                                                                      \
-    const ::absl::Status psgd_cublas_status_ =                              \
-        ::psgd::gpu::CublasStatus((expr), ::psgd::gpu::CallName(#expr));    \
-    if (!psgd_cublas_status_.ok()) return psgd_cublas_status_;              \
+#define CUBLAS_RETURN_IF_ERROR(expr)                                     \
+  do {                                                                   \
+    const ::absl::Status psgd_cublas_status_ =                           \
+        ::psgd::gpu::CublasStatus((expr), ::psgd::gpu::CallName(#expr)); \
+    if (!psgd_cublas_status_.ok()) return psgd_cublas_status_;           \
   } while (0)
 
 #endif  // PSGD_WORKER_GPU_CUBLAS_UTIL_H_

@@ -52,10 +52,9 @@ inline absl::StatusCode CudaErrorCode(cudaError_t error) {
 // OK for cudaSuccess; else "<call> failed: <error name>: <description>".
 inline absl::Status CudaStatus(cudaError_t error, absl::string_view call) {
   if (error == cudaSuccess) return absl::OkStatus();
-  return absl::Status(
-      CudaErrorCode(error),
-      absl::StrCat(call, " failed: ", cudaGetErrorName(error), ": ",
-                   cudaGetErrorString(error)));
+  return absl::Status(CudaErrorCode(error),
+                      absl::StrCat(call, " failed: ", cudaGetErrorName(error),
+                                   ": ", cudaGetErrorString(error)));
 }
 
 // The status of the kernel launch just made on this thread (a bad launch
@@ -81,11 +80,11 @@ absl::StatusOr<T> WithPrefix(absl::StatusOr<T> value,
 
 // Evaluates a CUDA runtime call once; returns its error as a Status naming
 // the function from the enclosing function.
-#define CUDA_RETURN_IF_ERROR(expr)                                          \
-  do {                                                                      \
-    const ::absl::Status psgd_cuda_status_ =                                \
-        ::psgd::gpu::CudaStatus((expr), ::psgd::gpu::CallName(#expr));      \
-    if (!psgd_cuda_status_.ok()) return psgd_cuda_status_;                  \
+#define CUDA_RETURN_IF_ERROR(expr)                                     \
+  do {                                                                 \
+    const ::absl::Status psgd_cuda_status_ =                           \
+        ::psgd::gpu::CudaStatus((expr), ::psgd::gpu::CallName(#expr)); \
+    if (!psgd_cuda_status_.ok()) return psgd_cuda_status_;             \
   } while (0)
 
 #endif  // PSGD_WORKER_GPU_CUDA_STATUS_H_

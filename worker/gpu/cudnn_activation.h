@@ -26,8 +26,7 @@ class CudnnRelu {
   // x, y: (n). y = max(x, 0); y may be x.
   absl::Status Forward(int64_t n, const float* x, float* y);
   // y, dy, dx: (n). dx = dy where y > 0, else 0; dx may be dy.
-  absl::Status Backward(int64_t n, const float* y, const float* dy,
-                        float* dx);
+  absl::Status Backward(int64_t n, const float* y, const float* dy, float* dx);
 
  private:
   CudnnRelu(GpuContext* context, ActivationDescriptor relu,

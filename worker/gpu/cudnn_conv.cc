@@ -112,8 +112,7 @@ absl::Status Rank(const SearchArgs& a, cudnnConvolutionDescriptor_t conv,
         perf->data(), a.workspace, a.workspace_size));
   } else {
     CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        a.handle, a.w_desc, a.y_desc, conv, a.x_desc, n, count,
-        perf->data()));
+        a.handle, a.w_desc, a.y_desc, conv, a.x_desc, n, count, perf->data()));
   }
   return absl::OkStatus();
 }
@@ -127,8 +126,7 @@ absl::Status Rank(const SearchArgs& a, cudnnConvolutionDescriptor_t conv,
         perf->data(), a.workspace, a.workspace_size));
   } else {
     CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        a.handle, a.x_desc, a.y_desc, conv, a.w_desc, n, count,
-        perf->data()));
+        a.handle, a.x_desc, a.y_desc, conv, a.w_desc, n, count, perf->data()));
   }
   return absl::OkStatus();
 }
@@ -197,12 +195,12 @@ absl::StatusOr<Choice<Direction>> ChooseAlgorithm(
     choice.algo = p.algo;
     choice.math = math;
     choice.workspace = workspace;
-    choice.note = absl::StrFormat(
-        "%s algo %d (%s math, %d B workspace%s)", Direction::kName,
-        static_cast<int>(p.algo), MathName(math), workspace,
-        o.conv_algo == ConvAlgoSearch::kFind
-            ? absl::StrFormat(", %.3f ms", p.time)
-            : std::string(", heuristic"));
+    choice.note = absl::StrFormat("%s algo %d (%s math, %d B workspace%s)",
+                                  Direction::kName, static_cast<int>(p.algo),
+                                  MathName(math), workspace,
+                                  o.conv_algo == ConvAlgoSearch::kFind
+                                      ? absl::StrFormat(", %.3f ms", p.time)
+                                      : std::string(", heuristic"));
     return choice;
   }
   return absl::InternalError(absl::StrCat(
@@ -269,10 +267,10 @@ class CudnnConv2d : public Conv2dOp {
     RETURN_IF_ERROR(ctx_->Activate());
     ASSIGN_OR_RETURN(const float* input, Input(x));
     ASSIGN_OR_RETURN(void* ws, ctx_->Workspace(fwd_.workspace));
-    CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(
-        ctx_->cudnn(), &kOne, x_desc_.get(), input, w_desc_.get(), w,
-        fwd_conv_.get(), fwd_.algo, ws, fwd_.workspace, &kZero, y_desc_.get(),
-        y));
+    CUDNN_RETURN_IF_ERROR(
+        cudnnConvolutionForward(ctx_->cudnn(), &kOne, x_desc_.get(), input,
+                                w_desc_.get(), w, fwd_conv_.get(), fwd_.algo,
+                                ws, fwd_.workspace, &kZero, y_desc_.get(), y));
     return LaunchBiasAdd(shape_.batch, shape_.out_channels,
                          shape_.height * shape_.width, b, y, ctx_->stream());
   }
@@ -332,8 +330,10 @@ absl::Status CudnnConv2d::Init() {
   RETURN_IF_ERROR(ctx_->Activate());
   pad_h_ = ComputeSamePadding(s.height, s.kernel_h, 1);
   pad_w_ = ComputeSamePadding(s.width, s.kernel_w, 1);
-  explicit_pad_ = pad_h_.before != pad_h_.after || pad_w_.before != pad_w_.after;
-  padded_h_ = explicit_pad_ ? s.height + pad_h_.before + pad_h_.after : s.height;
+  explicit_pad_ =
+      pad_h_.before != pad_h_.after || pad_w_.before != pad_w_.after;
+  padded_h_ =
+      explicit_pad_ ? s.height + pad_h_.before + pad_h_.after : s.height;
   padded_w_ = explicit_pad_ ? s.width + pad_w_.before + pad_w_.after : s.width;
   const int64_t conv_pad_h = explicit_pad_ ? 0 : pad_h_.before;
   const int64_t conv_pad_w = explicit_pad_ ? 0 : pad_w_.before;
@@ -342,9 +342,9 @@ absl::Status CudnnConv2d::Init() {
                                                    padded_h_, padded_w_));
   ASSIGN_OR_RETURN(y_desc_, CreateTensorDescriptor(s.batch, s.out_channels,
                                                    s.height, s.width));
-  ASSIGN_OR_RETURN(w_desc_, CreateFilterDescriptor(s.out_channels,
-                                                   s.in_channels, s.kernel_h,
-                                                   s.kernel_w));
+  ASSIGN_OR_RETURN(
+      w_desc_, CreateFilterDescriptor(s.out_channels, s.in_channels, s.kernel_h,
+                                      s.kernel_w));
   const cudnnMathType_t search_math =
       ctx_->options().tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   for (ConvolutionDescriptor* conv :
@@ -365,8 +365,8 @@ absl::Status CudnnConv2d::Init() {
   }
 
   cudaStream_t stream = ctx_->stream();
-  const size_t x_bytes = sizeof(float) * s.batch * s.in_channels *
-                         padded_h_ * padded_w_;
+  const size_t x_bytes =
+      sizeof(float) * s.batch * s.in_channels * padded_h_ * padded_w_;
   if (explicit_pad_) {
     ASSIGN_OR_RETURN(padded_x_, DeviceBuffer::Allocate(x_bytes, stream));
     ASSIGN_OR_RETURN(padded_dx_, DeviceBuffer::Allocate(x_bytes, stream));
@@ -404,23 +404,24 @@ absl::Status CudnnConv2d::Init() {
         }
       }
     }
-    const SearchArgs args{ctx_->cudnn(), x_desc_.get(),  w_desc_.get(),
-                          y_desc_.get(), x.data(),       w.data(),
+    const SearchArgs args{ctx_->cudnn(), x_desc_.get(),    w_desc_.get(),
+                          y_desc_.get(), x.data(),         w.data(),
                           y.data(),      search_ws.data(), search_ws.size()};
     const GpuBackendOptions& o = ctx_->options();
-    ASSIGN_OR_RETURN(fwd_, ChooseAlgorithm<ConvForward>(args,
-                                                           fwd_conv_.get(), o));
+    ASSIGN_OR_RETURN(fwd_,
+                     ChooseAlgorithm<ConvForward>(args, fwd_conv_.get(), o));
     ASSIGN_OR_RETURN(bwd_data_, ChooseAlgorithm<ConvBackwardData>(
                                     args, bwd_data_conv_.get(), o));
     ASSIGN_OR_RETURN(bwd_filter_, ChooseAlgorithm<ConvBackwardFilter>(
                                       args, bwd_filter_conv_.get(), o));
   }  // the search buffers are freed here
-  ctx_->NotePlan(absl::StrCat(name_, (explicit_pad_ ? " (explicit padding)" : ""),
-                              ": ", fwd_.note, "; ", bwd_data_.note, "; ",
-                              bwd_filter_.note));
+  ctx_->NotePlan(
+      absl::StrCat(name_, (explicit_pad_ ? " (explicit padding)" : ""), ": ",
+                   fwd_.note, "; ", bwd_data_.note, "; ", bwd_filter_.note));
   // Grow the shared workspace now, so that runs never allocate.
-  return ctx_->Workspace(std::max({fwd_.workspace, bwd_data_.workspace,
-                                   bwd_filter_.workspace}))
+  return ctx_
+      ->Workspace(std::max(
+          {fwd_.workspace, bwd_data_.workspace, bwd_filter_.workspace}))
       .status();
 }
 

@@ -24,14 +24,18 @@ class GpuLrnOp : public LrnOp {
   absl::Status Init() {
     const LrnParams& p = shape_.params;
     use_cudnn_ =
-        ctx_->options().lrn == GpuLrn::kCudnn && CudnnSupportsLrn(p);
-    geometry_ = {shape_.batch, shape_.channels, shape_.height * shape_.width,
-                 p.depth_radius, p.bias, p.alpha, p.beta};
+        ctx_->options().lrn == GpuLrn::kCudnn && CudnnSupportsLrn(p) &&
+        // A precaution: cuDNN's documentation does not say how it clips a
+        // window wider than the channels (the kernel clips as TensorFlow).
+        2 * p.depth_radius + 1 <= shape_.channels;
+    geometry_ = {shape_.batch,   shape_.channels, shape_.height * shape_.width,
+                 p.depth_radius, p.bias,          p.alpha,
+                 p.beta};
     RETURN_IF_ERROR(ctx_->Activate());
     if (use_cudnn_) {
       const unsigned n = static_cast<unsigned>(2 * p.depth_radius + 1);
-      ASSIGN_OR_RETURN(desc_, CreateLrnDescriptor(n, double{p.alpha} * n,
-                                                  p.beta, p.bias));
+      ASSIGN_OR_RETURN(
+          desc_, CreateLrnDescriptor(n, double{p.alpha} * n, p.beta, p.bias));
       ASSIGN_OR_RETURN(x_desc_,
                        CreateTensorDescriptor(shape_.batch, shape_.channels,
                                               shape_.height, shape_.width));
@@ -41,8 +45,7 @@ class GpuLrnOp : public LrnOp {
           DeviceBuffer::Allocate(sizeof(float) * NumElements(shape_.input()),
                                  ctx_->stream()));
     }
-    ctx_->NotePlan(
-        absl::StrCat(name_, ": ", use_cudnn_ ? "cuDNN" : "kernel"));
+    ctx_->NotePlan(absl::StrCat(name_, ": ", use_cudnn_ ? "cuDNN" : "kernel"));
     return absl::OkStatus();
   }
 
@@ -93,9 +96,9 @@ class GpuLrnOp : public LrnOp {
   GpuContext* const ctx_;  // Not owned.
   bool use_cudnn_ = false;
   LrnGeometry geometry_;
-  LrnDescriptor desc_;        // cuDNN only
-  TensorDescriptor x_desc_;   // cuDNN only: x, y, dy and dx share it
-  DeviceBuffer scratch_;      // kernel only: dy * y / s
+  LrnDescriptor desc_;       // cuDNN only
+  TensorDescriptor x_desc_;  // cuDNN only: x, y, dy and dx share it
+  DeviceBuffer scratch_;     // kernel only: dy * y / s
 };
 
 }  // namespace

@@ -4,7 +4,8 @@
 // TensorFlow's definition (LrnParams) maps onto cuDNN's with the window
 // n = 2 * depth_radius + 1 and alpha_cudnn = n * alpha (cuDNN divides alpha
 // by n; TensorFlow's stream executor makes the same conversion). cuDNN
-// requires n <= 16 (depth_radius <= 7), beta >= 0.01 and bias >= 1e-5.
+// requires n <= 16 (depth_radius <= 7), beta >= 0.01 and bias >= 1e-5; the
+// kernel also takes windows wider than the channels.
 //
 // Thread-safety: as LrnOp (one thread at a time).
 #ifndef PSGD_WORKER_GPU_CUDNN_LRN_H_

@@ -81,10 +81,9 @@ absl::StatusOr<TensorDescriptor> CreateTensorDescriptor(int64_t n, int64_t c,
 
 absl::StatusOr<FilterDescriptor> CreateFilterDescriptor(int64_t k, int64_t c,
                                                         int64_t h, int64_t w) {
-  absl::StatusOr<int> dims[4] = {CudnnDim(k, "out_channels"),
-                                 CudnnDim(c, "in_channels"),
-                                 CudnnDim(h, "kernel_h"),
-                                 CudnnDim(w, "kernel_w")};
+  absl::StatusOr<int> dims[4] = {
+      CudnnDim(k, "out_channels"), CudnnDim(c, "in_channels"),
+      CudnnDim(h, "kernel_h"), CudnnDim(w, "kernel_w")};
   for (const auto& d : dims) {
     if (!d.ok()) return d.status();
   }

@@ -36,11 +36,11 @@ absl::StatusOr<int> CudnnDim(int64_t value, absl::string_view what);
 
 }  // namespace psgd::gpu
 
-#define CUDNN_RETURN_IF_ERROR(expr)                                         \
-  do {                                                                      \
-    const ::absl::Status psgd_cudnn_status_ =                               \
-        ::psgd::gpu::CudnnStatus((expr), ::psgd::gpu::CallName(#expr));     \
-    if (!psgd_cudnn_status_.ok()) return psgd_cudnn_status_;                \
+#define CUDNN_RETURN_IF_ERROR(expr)                                     \
+  do {                                                                  \
+    const ::absl::Status psgd_cudnn_status_ =                           \
+        ::psgd::gpu::CudnnStatus((expr), ::psgd::gpu::CallName(#expr)); \
+    if (!psgd_cudnn_status_.ok()) return psgd_cudnn_status_;            \
   } while (0)
 
 namespace psgd::gpu {
@@ -80,9 +80,8 @@ using TensorDescriptor =
     CudnnObject<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
 using FilterDescriptor =
     CudnnObject<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
-using ConvolutionDescriptor =
-    CudnnObject<cudnnConvolutionDescriptor_t,
-                cudnnDestroyConvolutionDescriptor>;
+using ConvolutionDescriptor = CudnnObject<cudnnConvolutionDescriptor_t,
+                                          cudnnDestroyConvolutionDescriptor>;
 using LrnDescriptor =
     CudnnObject<cudnnLRNDescriptor_t, cudnnDestroyLRNDescriptor>;
 using ActivationDescriptor =

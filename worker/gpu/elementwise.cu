@@ -1,9 +1,8 @@
-#include "worker/gpu/elementwise.h"
-
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
 #include "worker/gpu/device_reduce.h"
+#include "worker/gpu/elementwise.h"
 
 namespace psgd::gpu {
 namespace {
@@ -15,8 +14,8 @@ constexpr int64_t kMaxBlocks = 4096;
 constexpr int64_t kMaxBiasGradSplits = 32;
 
 int BlocksFor(int64_t n) {
-  return static_cast<int>(
-      std::max<int64_t>(1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 
 // ---------------------------------------------------------------------------
@@ -89,9 +88,9 @@ __global__ void L2WeightDecayFinishKernel(int blocks, float decay,
 }
 
 // w, g, m, v: (n).
-__global__ void AdamKernel(int64_t n, AdamKernelParams p,
-                           float* __restrict__ w, const float* __restrict__ g,
-                           float* __restrict__ m, float* __restrict__ v) {
+__global__ void AdamKernel(int64_t n, AdamKernelParams p, float* __restrict__ w,
+                           const float* __restrict__ g, float* __restrict__ m,
+                           float* __restrict__ v) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float gi = g[i];
@@ -173,14 +172,14 @@ absl::Status LaunchBiasGrad(int64_t batch, int64_t channels, int64_t inner,
 absl::Status LaunchL2WeightDecay(int64_t n, const float* w, float decay,
                                  float* dw, double* scratch, double* loss,
                                  cudaStream_t stream) {
-  const int blocks = static_cast<int>(std::min<int64_t>(
-      BlocksFor(n), kL2WeightDecayScratchElements));
+  const int blocks = static_cast<int>(
+      std::min<int64_t>(BlocksFor(n), kL2WeightDecayScratchElements));
   L2WeightDecayKernel<<<blocks, kThreads, 0, stream>>>(n, w, decay, dw,
                                                        scratch);
   absl::Status s = KernelLaunchStatus("L2WeightDecayKernel");
   if (!s.ok()) return s;
   L2WeightDecayFinishKernel<<<1, kThreads, 0, stream>>>(blocks, decay, scratch,
-                                                         loss);
+                                                        loss);
   return KernelLaunchStatus("L2WeightDecayFinishKernel");
 }
 

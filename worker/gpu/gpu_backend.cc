@@ -138,12 +138,12 @@ class GpuBackend : public Backend {
     double loss = 0.0;
     RETURN_IF_ERROR(gpu::WithPrefix(
         gpu::LaunchL2WeightDecay(w.size(), w.data(), decay, dw.data(),
-                            decay_scratch_.as<double>(),
-                            decay_loss_.as<double>(), ctx_->stream()),
+                                 decay_scratch_.as<double>(),
+                                 decay_loss_.as<double>(), ctx_->stream()),
         "l2 weight decay: "));
-    RETURN_IF_ERROR(gpu::WithPrefix(
-        ctx_->Download(decay_loss_.data(), &loss, sizeof(loss)),
-        "l2 weight decay: "));
+    RETURN_IF_ERROR(
+        gpu::WithPrefix(ctx_->Download(decay_loss_.data(), &loss, sizeof(loss)),
+                        "l2 weight decay: "));
     return loss;
   }
 
@@ -187,9 +187,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(
   ASSIGN_OR_RETURN(std::unique_ptr<GpuContext> context,
                    GpuContext::Create(options));
   const std::string prefix = absl::StrCat("backend '", context->name(), "': ");
-  ASSIGN_OR_RETURN(gpu::CudnnRelu relu,
-                   gpu::WithPrefix(gpu::CudnnRelu::Create(context.get()),
-                                   prefix));
+  ASSIGN_OR_RETURN(
+      gpu::CudnnRelu relu,
+      gpu::WithPrefix(gpu::CudnnRelu::Create(context.get()), prefix));
   ASSIGN_OR_RETURN(
       gpu::DeviceBuffer decay_scratch,
       gpu::WithPrefix(gpu::DeviceBuffer::Allocate(

@@ -7,7 +7,7 @@
 // copy and library call is enqueued in issue order; cuBLAS and cuDNN handles
 // bound to it; device memory from cudaMalloc, zero-filled on the stream;
 // host copies staged through pinned memory (gpu_context.h). Convolutions:
-// cudnn_conv.h; LRN: cudnn_lrn.h; ReLU: cudnn_activation.h; dense: 
+// cudnn_conv.h; LRN: cudnn_lrn.h; ReLU: cudnn_activation.h; dense:
 // cublas_dense.h; pooling and the loss: kernel_ops.h.
 //
 // Thread-safety: as Backend (one thread at a time).

@@ -2,10 +2,11 @@
 // that do not exist, zero-filled memory, copies through the pinned staging
 // ring (many uploads in flight, sizes that force it to wrap and to grow),
 // count checks, and the plan notes.
+#include "worker/gpu/gpu_backend.h"
+
 #include <catch2/catch.hpp>
 
 #include "worker/backend/factory.h"
-#include "worker/gpu/gpu_backend.h"
 #include "worker/gpu/gpu_testing.h"
 #include "worker/testing/gradcheck.h"
 
@@ -59,16 +60,16 @@ TEST_CASE("gpu memory is zeroed and copies round-trip through staging") {
   // The host buffer may change right after CopyToDevice returns.
   std::vector<float> host(1000, 1.0f);
   DeviceTensor d = Unwrap(gpu->Allocate({1000}));
-  REQUIRE_OK(gpu->CopyToDevice(ConstTensorView(host.data(), {1000}),
-                               d.view()));
+  REQUIRE_OK(gpu->CopyToDevice(ConstTensorView(host.data(), {1000}), d.view()));
   std::fill(host.begin(), host.end(), 2.0f);
   CHECK(Download(gpu.get(), d.view()) == std::vector<float>(1000, 1.0f));
 
   std::vector<float> small(4);
   CHECK(gpu->CopyToHost(t.view(), TensorView(small.data(), {4})).code() ==
         absl::StatusCode::kInvalidArgument);
-  CHECK(gpu->CopyToDevice(ConstTensorView(small.data(), {4}), t.view())
-            .code() == absl::StatusCode::kInvalidArgument);
+  CHECK(
+      gpu->CopyToDevice(ConstTensorView(small.data(), {4}), t.view()).code() ==
+      absl::StatusCode::kInvalidArgument);
   DeviceTensor moved = std::move(t);
   CHECK(moved.size() == 15);
 }

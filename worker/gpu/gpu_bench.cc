@@ -92,10 +92,10 @@ absl::Status Run() {
   auto train_step = [&]() -> absl::StatusOr<StepResult> {
     ++step;
     absl::StatusOr<StepResult> r =
-        upload ? trainer->ComputeGradients(ConstTensorView(images.view()),
-                                           labels)
-               : trainer->ComputeGradients(
-                     ConstDeviceView(device_images.view()), labels);
+        upload
+            ? trainer->ComputeGradients(ConstTensorView(images.view()), labels)
+            : trainer->ComputeGradients(ConstDeviceView(device_images.view()),
+                                        labels);
     if (!r.ok()) return r;
     if (on_gpu) {
       RETURN_IF_ERROR(GpuAdamUpdate(backend.get(), adam, step,
@@ -103,12 +103,12 @@ absl::Status Run() {
                                     m.view(), v.view()));
       return r;
     }
-    RETURN_IF_ERROR(backend->CopyToHost(trainer->weights(),
-                                        TensorView(hw.data(), {size})));
+    RETURN_IF_ERROR(
+        backend->CopyToHost(trainer->weights(), TensorView(hw.data(), {size})));
     RETURN_IF_ERROR(backend->CopyToHost(trainer->gradients(),
                                         TensorView(hg.data(), {size})));
-    AdamUpdateReference(adam, step, absl::MakeSpan(hw), hg,
-                        absl::MakeSpan(hm), absl::MakeSpan(hv));
+    AdamUpdateReference(adam, step, absl::MakeSpan(hw), hg, absl::MakeSpan(hm),
+                        absl::MakeSpan(hv));
     RETURN_IF_ERROR(backend->CopyToDevice(ConstTensorView(hw.data(), {size}),
                                           trainer->weights()));
     return r;
@@ -133,15 +133,16 @@ absl::Status Run() {
 
   const std::string device =
       on_gpu ? GpuDescription(*backend) : std::string("host");
-  std::printf("gpu_bench backend=%s device=\"%s\" batch=%lld steps=%d "
-              "warmup=%d upload_images=%d\n",
-              backend->name().c_str(), device.c_str(),
-              static_cast<long long>(batch), steps, warmup, upload ? 1 : 0);
+  std::printf(
+      "gpu_bench backend=%s device=\"%s\" batch=%lld steps=%d "
+      "warmup=%d upload_images=%d\n",
+      backend->name().c_str(), device.c_str(), static_cast<long long>(batch),
+      steps, warmup, upload ? 1 : 0);
   for (const std::string& note : GpuPlanNotes(*backend)) {
     std::printf("plan: %s\n", note.c_str());
   }
-  std::printf("loss first=%.4f last=%.4f step_ms=%.3f\n", first_loss,
-              last.loss, 1000.0 * seconds / steps);
+  std::printf("loss first=%.4f last=%.4f step_ms=%.3f\n", first_loss, last.loss,
+              1000.0 * seconds / steps);
   std::printf("images_per_s=%.0f\n", batch * steps / seconds);
   return absl::OkStatus();
 }

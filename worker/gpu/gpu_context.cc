@@ -25,8 +25,8 @@ absl::Status CheckDeviceExists(const std::string& name, int device) {
     return absl::FailedPreconditionError(absl::StrCat(
         "backend '", name, "': no usable GPU: cudaGetDeviceCount failed with ",
         cudaGetErrorName(error), " (", cudaGetErrorString(error),
-        "); is there an NVIDIA GPU with a driver for CUDA ", CUDART_VERSION / 1000,
-        "? Use device cpu otherwise"));
+        "); is there an NVIDIA GPU with a driver for CUDA ",
+        CUDART_VERSION / 1000, "? Use device cpu otherwise"));
   }
   if (count == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -56,10 +56,9 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(
   RETURN_IF_ERROR(context->Activate());
   cudaDeviceProp prop;
   CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
-  context->description_ =
-      absl::StrCat(prop.name, ", compute capability ", prop.major, ".",
-                   prop.minor, ", ", prop.multiProcessorCount, " SMs, ",
-                   prop.totalGlobalMem >> 20, " MiB");
+  context->description_ = absl::StrCat(
+      prop.name, ", compute capability ", prop.major, ".", prop.minor, ", ",
+      prop.multiProcessorCount, " SMs, ", prop.totalGlobalMem >> 20, " MiB");
   if (prop.major < 8) {
     return absl::FailedPreconditionError(absl::StrCat(
         "backend '", name, "': ", context->description_,
@@ -69,10 +68,15 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(
   }
   CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&context->stream_, cudaStreamNonBlocking));
-  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&context->upload_done_,
-                                                cudaEventDisableTiming));
-  ASSIGN_OR_RETURN(context->cublas_, WithPrefix(CublasHandle::Create(context->stream_, options.tf32), absl::StrCat("backend '", name, "': ")));
-  ASSIGN_OR_RETURN(context->cudnn_, WithPrefix(CreateCudnnHandle(context->stream_), absl::StrCat("backend '", name, "': ")));
+  CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&context->upload_done_, cudaEventDisableTiming));
+  ASSIGN_OR_RETURN(
+      context->cublas_,
+      WithPrefix(CublasHandle::Create(context->stream_, options.tf32),
+                 absl::StrCat("backend '", name, "': ")));
+  ASSIGN_OR_RETURN(context->cudnn_,
+                   WithPrefix(CreateCudnnHandle(context->stream_),
+                              absl::StrCat("backend '", name, "': ")));
   return context;
 }
 
@@ -97,7 +101,9 @@ absl::Status GpuContext::Activate() const {
 absl::StatusOr<void*> GpuContext::Workspace(size_t bytes) {
   if (bytes <= workspace_.size()) return workspace_.data();
   workspace_ = DeviceBuffer();  // waits for the stream, frees the old one
-  ASSIGN_OR_RETURN(workspace_, WithPrefix(DeviceBuffer::Allocate(bytes, stream_), absl::StrCat(name_, " cuDNN workspace: ")));
+  ASSIGN_OR_RETURN(workspace_,
+                   WithPrefix(DeviceBuffer::Allocate(bytes, stream_),
+                              absl::StrCat(name_, " cuDNN workspace: ")));
   return workspace_.data();
 }
 
@@ -120,8 +126,8 @@ absl::Status GpuContext::Upload(const void* host, void* device, size_t bytes) {
   }
   char* staging = upload_.as<char>() + upload_offset_;
   std::memcpy(staging, host, bytes);
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, staging, bytes,
-                                       cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(device, staging, bytes, cudaMemcpyHostToDevice, stream_));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(upload_done_, stream_));
   upload_offset_ += need;
   return absl::OkStatus();

@@ -24,9 +24,9 @@ struct Results {
 };
 
 // Runs the three passes of one shape on `backend` with the given data.
-Results Run(Backend* backend, const Conv2dShape& s,
-            const std::vector<float>& x, const std::vector<float>& w,
-            const std::vector<float>& b, const std::vector<float>& dy) {
+Results Run(Backend* backend, const Conv2dShape& s, const std::vector<float>& x,
+            const std::vector<float>& w, const std::vector<float>& b,
+            const std::vector<float>& dy) {
   auto op = Unwrap(backend->CreateConv2d(s));
   DeviceTensor tx = Upload(backend, x, s.input());
   DeviceTensor tw = Upload(backend, w, s.filter());
@@ -44,10 +44,9 @@ Results Run(Backend* backend, const Conv2dShape& s,
 }
 
 const std::vector<Conv2dShape> kShapes = {
-    {1, 1, 1, 1, 1, 1, 1},     {1, 3, 24, 24, 64, 5, 5},
-    {2, 64, 12, 12, 64, 5, 5}, {3, 5, 7, 9, 4, 3, 3},
-    {2, 3, 6, 5, 4, 4, 4},     {1, 2, 5, 5, 3, 2, 3},
-    {2, 4, 3, 3, 2, 5, 5},     {16, 3, 24, 24, 64, 5, 5},
+    {1, 1, 1, 1, 1, 1, 1}, {1, 3, 24, 24, 64, 5, 5},  {2, 64, 12, 12, 64, 5, 5},
+    {3, 5, 7, 9, 4, 3, 3}, {2, 3, 6, 5, 4, 4, 4},     {1, 2, 5, 5, 3, 2, 3},
+    {2, 4, 3, 3, 2, 5, 5}, {16, 3, 24, 24, 64, 5, 5},
 };
 
 void Compare(const std::string& gpu_name, double tolerance) {

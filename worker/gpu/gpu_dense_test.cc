@@ -22,9 +22,9 @@ struct Results {
   std::vector<float> y, dx, dw, db;
 };
 
-Results Run(Backend* backend, const DenseShape& s,
-            const std::vector<float>& x, const std::vector<float>& w,
-            const std::vector<float>& b, const std::vector<float>& dy) {
+Results Run(Backend* backend, const DenseShape& s, const std::vector<float>& x,
+            const std::vector<float>& w, const std::vector<float>& b,
+            const std::vector<float>& dy) {
   auto op = Unwrap(backend->CreateDense(s));
   DeviceTensor tx = Upload(backend, x, s.input());
   DeviceTensor tw = Upload(backend, w, s.weights());
@@ -43,8 +43,8 @@ Results Run(Backend* backend, const DenseShape& s,
 
 void Compare(const std::string& gpu_name, double tolerance) {
   const std::vector<DenseShape> shapes = {
-      {1, 1, 1},      {1, 2304, 384}, {5, 7, 3},       {128, 2304, 384},
-      {128, 384, 192}, {3, 192, 10},  {512, 192, 10},  {17, 33, 65},
+      {1, 1, 1},       {1, 2304, 384}, {5, 7, 3},      {128, 2304, 384},
+      {128, 384, 192}, {3, 192, 10},   {512, 192, 10}, {17, 33, 65},
   };
   auto cpu = testing::MakeBackend("cpu");
   auto gpu = testing::MakeGpuBackend(gpu_name);

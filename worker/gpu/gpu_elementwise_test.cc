@@ -70,7 +70,8 @@ TEST_CASE("gpu l2 weight decay matches the cpu backend") {
     DeviceTensor cg = Upload(cpu.get(), g, shape);
     DeviceTensor gw = Upload(gpu.get(), w, shape);
     DeviceTensor gg = Upload(gpu.get(), g, shape);
-    const double want = Unwrap(cpu->L2WeightDecay(cw.view(), 0.004f, cg.view()));
+    const double want =
+        Unwrap(cpu->L2WeightDecay(cw.view(), 0.004f, cg.view()));
     const double got = Unwrap(gpu->L2WeightDecay(gw.view(), 0.004f, gg.view()));
     CHECK(got == Approx(want).epsilon(1e-9));
     CHECK(RelativeError(Download(gpu.get(), gg.view()),

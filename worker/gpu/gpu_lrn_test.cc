@@ -36,14 +36,19 @@ TEST_CASE("gpu lrn matches the cpu backend") {
   const LrnParams tutorial;
   const LrnParams tutorial_scaled{4, 1.0f, 0.05f, 0.75f};
   const LrnParams strong{2, 2.0f, 0.5f, 0.6f};
-  const LrnParams wide{9, 1.5f, 0.01f, 0.75f};   // window 19 > cuDNN's 16
-  const LrnParams flat{1, 1.0f, 0.3f, 0.0f};     // beta 0 < cuDNN's 0.01
+  const LrnParams wide{9, 1.5f, 0.01f, 0.75f};  // window 19 > cuDNN's 16
+  const LrnParams flat{1, 1.0f, 0.3f, 0.0f};    // beta 0 < cuDNN's 0.01
   const std::vector<LrnShape> shapes = {
-      {1, 1, 1, 1, tutorial},        {2, 64, 12, 12, tutorial},
-      {1, 64, 12, 12, tutorial},     {1, 3, 5, 7, tutorial_scaled},
-      {2, 16, 4, 3, tutorial_scaled}, {3, 5, 2, 2, strong},
-      {1, 1, 3, 3, strong},          {2, 24, 3, 3, wide},
-      {2, 4, 3, 5, flat},            {32, 64, 12, 12, tutorial},
+      {1, 1, 1, 1, tutorial},
+      {2, 64, 12, 12, tutorial},
+      {1, 64, 12, 12, tutorial},
+      {1, 3, 5, 7, tutorial_scaled},
+      {2, 16, 4, 3, tutorial_scaled},
+      {3, 5, 2, 2, strong},
+      {1, 1, 3, 3, strong},
+      {2, 24, 3, 3, wide},
+      {2, 4, 3, 5, flat},
+      {32, 64, 12, 12, tutorial},
   };
   auto cpu = testing::MakeBackend("cpu");
   for (const std::string& name : testing::GpuBackendNames()) {

@@ -13,9 +13,8 @@ namespace {
 
 absl::Status BadValue(absl::string_view name, absl::string_view item,
                       absl::string_view expected) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("backend '", name, "': option '", item, "' must be ",
-                   expected));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "backend '", name, "': option '", item, "' must be ", expected));
 }
 
 absl::StatusOr<bool> ParseOnOff(absl::string_view name, absl::string_view item,
@@ -42,8 +41,7 @@ std::string GpuBackendOptions::ToString() const {
     parts.push_back(deterministic ? "deterministic=on" : "deterministic=off");
   }
   if (workspace_limit_bytes != defaults.workspace_limit_bytes) {
-    parts.push_back(
-        absl::StrCat("workspace_mb=", workspace_limit_bytes >> 20));
+    parts.push_back(absl::StrCat("workspace_mb=", workspace_limit_bytes >> 20));
   }
   std::string name = absl::StrCat("gpu:", device);
   if (!parts.empty()) absl::StrAppend(&name, ":", absl::StrJoin(parts, ","));

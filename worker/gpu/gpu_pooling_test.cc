@@ -36,9 +36,9 @@ TEST_CASE("gpu max pooling equals the cpu backend") {
   auto cpu = testing::MakeBackend("cpu");
   auto gpu = testing::MakeGpuBackend("gpu:0");
   const std::vector<PoolShape> shapes = {
-      {1, 1, 1, 1, 3, 2},   {2, 64, 24, 24, 3, 2}, {3, 64, 12, 12, 3, 2},
-      {3, 5, 7, 9, 3, 2},   {1, 2, 5, 5, 2, 2},    {2, 3, 6, 6, 3, 1},
-      {1, 1, 4, 4, 5, 3},   {2, 2, 8, 3, 4, 3},
+      {1, 1, 1, 1, 3, 2}, {2, 64, 24, 24, 3, 2}, {3, 64, 12, 12, 3, 2},
+      {3, 5, 7, 9, 3, 2}, {1, 2, 5, 5, 2, 2},    {2, 3, 6, 6, 3, 1},
+      {1, 1, 4, 4, 5, 3}, {2, 2, 8, 3, 4, 3},
   };
   uint64_t seed = 1;
   for (const PoolShape& s : shapes) {

@@ -78,8 +78,8 @@ class GpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
                      DeviceBuffer::Allocate(n * sizeof(double), stream));
     ASSIGN_OR_RETURN(row_correct_,
                      DeviceBuffer::Allocate(n * sizeof(int), stream));
-    ASSIGN_OR_RETURN(totals_, DeviceBuffer::Allocate(
-                                  sizeof(CrossEntropyTotals), stream));
+    ASSIGN_OR_RETURN(
+        totals_, DeviceBuffer::Allocate(sizeof(CrossEntropyTotals), stream));
     return absl::OkStatus();
   }
 
@@ -106,9 +106,9 @@ class GpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
       }
     }
     CrossEntropyTotals totals{};
-    RETURN_IF_ERROR(WithPrefix(
-        RunKernels(logits.data(), labels, dlogits.data(), &totals),
-        name_ + ": "));
+    RETURN_IF_ERROR(
+        WithPrefix(RunKernels(logits.data(), labels, dlogits.data(), &totals),
+                   name_ + ": "));
     CrossEntropyResult result;
     result.loss = totals.loss_sum / static_cast<double>(shape_.batch);
     result.correct = totals.correct;
@@ -116,9 +116,8 @@ class GpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
   }
 
  private:
-  absl::Status RunKernels(const float* logits,
-                          absl::Span<const int32_t> labels, float* dlogits,
-                          CrossEntropyTotals* totals) {
+  absl::Status RunKernels(const float* logits, absl::Span<const int32_t> labels,
+                          float* dlogits, CrossEntropyTotals* totals) {
     RETURN_IF_ERROR(ctx_->Activate());
     RETURN_IF_ERROR(ctx_->Upload(labels.data(), labels_.data(),
                                  labels.size() * sizeof(int32_t)));
@@ -133,7 +132,7 @@ class GpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
 
   const SoftmaxCrossEntropyShape shape_;
   const std::string name_;
-  GpuContext* const ctx_;  // Not owned.
+  GpuContext* const ctx_;     // Not owned.
   DeviceBuffer labels_;       // (N) int32
   DeviceBuffer row_loss_;     // (N) double
   DeviceBuffer row_correct_;  // (N) int

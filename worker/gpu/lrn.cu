@@ -1,8 +1,7 @@
-#include "worker/gpu/lrn.h"
-
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
+#include "worker/gpu/lrn.h"
 
 namespace psgd::gpu {
 namespace {
@@ -11,8 +10,8 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 
 int BlocksFor(int64_t n) {
-  return static_cast<int>(
-      std::max<int64_t>(1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 
 // ---------------------------------------------------------------------------
@@ -37,9 +36,8 @@ __device__ __forceinline__ Column ColumnOf(const LrnGeometry& g, int64_t i) {
 template <bool kSquared>
 __device__ __forceinline__ float WindowSum(const LrnGeometry& g, Column col,
                                            const float* __restrict__ v) {
-  const int64_t lo = col.channel - g.depth_radius > 0
-                         ? col.channel - g.depth_radius
-                         : 0;
+  const int64_t lo =
+      col.channel - g.depth_radius > 0 ? col.channel - g.depth_radius : 0;
   const int64_t hi = col.channel + g.depth_radius < g.channels - 1
                          ? col.channel + g.depth_radius
                          : g.channels - 1;
@@ -118,8 +116,8 @@ absl::Status LaunchLrnBackward(const LrnGeometry& g, const float* x,
                                const float* y, const float* dy, float* dx,
                                float* scratch, cudaStream_t stream) {
   const int64_t total = g.batch * g.channels * g.inner;
-  LrnBackwardRatioKernel<<<BlocksFor(total), kThreads, 0, stream>>>(
-      g, x, y, dy, scratch);
+  LrnBackwardRatioKernel<<<BlocksFor(total), kThreads, 0, stream>>>(g, x, y, dy,
+                                                                    scratch);
   absl::Status s = KernelLaunchStatus("LrnBackwardRatioKernel");
   if (!s.ok()) return s;
   LrnBackwardKernel<<<BlocksFor(total), kThreads, 0, stream>>>(g, x, dy,

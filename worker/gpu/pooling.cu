@@ -1,8 +1,7 @@
-#include "worker/gpu/pooling.h"
-
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
+#include "worker/gpu/pooling.h"
 
 namespace psgd::gpu {
 namespace {
@@ -11,8 +10,8 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 
 int BlocksFor(int64_t n) {
-  return static_cast<int>(
-      std::max<int64_t>(1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 
 // ---------------------------------------------------------------------------
@@ -21,10 +20,9 @@ int BlocksFor(int64_t n) {
 
 // The valid input range [begin, end) of output position o along one
 // dimension.
-__device__ __forceinline__ void WindowAt(int64_t o, int64_t stride,
-                                         int64_t pad, int64_t window,
-                                         int64_t input, int64_t* begin,
-                                         int64_t* end) {
+__device__ __forceinline__ void WindowAt(int64_t o, int64_t stride, int64_t pad,
+                                         int64_t window, int64_t input,
+                                         int64_t* begin, int64_t* end) {
   const int64_t start = o * stride - pad;
   *begin = start > 0 ? start : 0;
   *end = start + window < input ? start + window : input;

@@ -1,9 +1,8 @@
-#include "worker/gpu/softmax_xent.h"
-
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
 #include "worker/gpu/device_reduce.h"
+#include "worker/gpu/softmax_xent.h"
 
 namespace psgd::gpu {
 namespace {
@@ -55,10 +54,10 @@ __global__ void SoftmaxCrossEntropyKernel(int64_t batch, int64_t classes,
 }
 
 // row_loss, row_correct: (N) -> *totals. One block.
-__global__ void CrossEntropyTotalsKernel(int64_t batch,
-                                         const double* __restrict__ row_loss,
-                                         const int* __restrict__ row_correct,
-                                         CrossEntropyTotals* __restrict__ totals) {
+__global__ void CrossEntropyTotalsKernel(
+    int64_t batch, const double* __restrict__ row_loss,
+    const int* __restrict__ row_correct,
+    CrossEntropyTotals* __restrict__ totals) {
   double loss = 0.0;
   long long correct = 0;
   for (int64_t i = threadIdx.x; i < batch; i += blockDim.x) {

@@ -81,15 +81,24 @@ absl::StatusOr<std::unique_ptr<TutorialTrainer::Plan>> MakePlan(Backend* b,
   const Shape mid = {n, kFilters, kPooled1, kPooled1};
   const Shape small = {n, kFilters, kPooled2, kPooled2};
   const std::pair<DeviceTensor*, Shape> buffers[] = {
-      {&p->x, image},           {&p->a1, big},
-      {&p->p1, mid},            {&p->n1, mid},
-      {&p->a2, mid},            {&p->n2, mid},
-      {&p->p2, small},          {&p->h3, {n, kLocal3}},
-      {&p->h4, {n, kLocal4}},   {&p->logits, {n, kClasses}},
-      {&p->d_logits, {n, kClasses}}, {&p->d_h4, {n, kLocal4}},
-      {&p->d_h3, {n, kLocal3}}, {&p->d_p2, small},
-      {&p->d_n2, mid},          {&p->d_a2, mid},
-      {&p->d_n1, mid},          {&p->d_p1, mid},
+      {&p->x, image},
+      {&p->a1, big},
+      {&p->p1, mid},
+      {&p->n1, mid},
+      {&p->a2, mid},
+      {&p->n2, mid},
+      {&p->p2, small},
+      {&p->h3, {n, kLocal3}},
+      {&p->h4, {n, kLocal4}},
+      {&p->logits, {n, kClasses}},
+      {&p->d_logits, {n, kClasses}},
+      {&p->d_h4, {n, kLocal4}},
+      {&p->d_h3, {n, kLocal3}},
+      {&p->d_p2, small},
+      {&p->d_n2, mid},
+      {&p->d_a2, mid},
+      {&p->d_n1, mid},
+      {&p->d_p1, mid},
       {&p->d_a1, big},
   };
   for (const auto& [tensor, shape] : buffers) {
@@ -109,8 +118,8 @@ TutorialTrainer::TutorialTrainer(Backend* backend,
     : backend_(backend), specs_(std::move(specs)) {
   for (const VariableSpec& s : specs_) {
     offsets_.push_back(flat_size_);
-    flat_size_ += (NumElements(s.shape) + kAlignment - 1) / kAlignment *
-                  kAlignment;
+    flat_size_ +=
+        (NumElements(s.shape) + kAlignment - 1) / kAlignment * kAlignment;
   }
 }
 
@@ -129,8 +138,8 @@ absl::StatusOr<std::unique_ptr<TutorialTrainer>> TutorialTrainer::Create(
   for (int i = 0; i < kNumVars; ++i) {
     if (specs[i].name != kVarNames[i]) {
       return absl::InternalError(
-          absl::StrCat("tutorial trainer: variable ", i, " is '",
-                       specs[i].name, "', expected '", kVarNames[i], "'"));
+          absl::StrCat("tutorial trainer: variable ", i, " is '", specs[i].name,
+                       "', expected '", kVarNames[i], "'"));
     }
   }
   std::unique_ptr<TutorialTrainer> t(
@@ -144,9 +153,7 @@ absl::StatusOr<std::unique_ptr<TutorialTrainer>> TutorialTrainer::Create(
 int64_t TutorialTrainer::batch() const { return plan_->batch; }
 
 DeviceView TutorialTrainer::weights() { return weights_.view(); }
-ConstDeviceView TutorialTrainer::gradients() const {
-  return gradients_.view();
-}
+ConstDeviceView TutorialTrainer::gradients() const { return gradients_.view(); }
 
 absl::Status TutorialTrainer::SetWeights(const NamedConstViews& weights) {
   for (const VariableSpec& s : specs_) {
@@ -156,16 +163,16 @@ absl::Status TutorialTrainer::SetWeights(const NamedConstViews& weights) {
           absl::StrCat("weights: variable '", s.name, "' is missing"));
     }
     if (it->second.shape() != s.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "weights: variable '", s.name, "' has shape ",
-          ShapeToString(it->second.shape()), ", expected ",
-          ShapeToString(s.shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights: variable '", s.name, "' has shape ",
+                       ShapeToString(it->second.shape()), ", expected ",
+                       ShapeToString(s.shape)));
     }
   }
   if (weights.size() != specs_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("weights: ", weights.size(), " variables, the model has ",
-                     specs_.size()));
+    return absl::InvalidArgumentError(absl::StrCat("weights: ", weights.size(),
+                                                   " variables, the model has ",
+                                                   specs_.size()));
   }
   for (size_t i = 0; i < specs_.size(); ++i) {
     DeviceView dst(weights_.view().data() + offsets_[i], specs_[i].shape);
@@ -178,8 +185,7 @@ absl::Status TutorialTrainer::GetWeights(NamedTensors* out) {
   for (size_t i = 0; i < specs_.size(); ++i) {
     Tensor& t = (*out)[specs_[i].name];
     if (t.shape() != specs_[i].shape) t = Tensor(specs_[i].shape);
-    ConstDeviceView src(weights_.view().data() + offsets_[i],
-                        specs_[i].shape);
+    ConstDeviceView src(weights_.view().data() + offsets_[i], specs_[i].shape);
     RETURN_IF_ERROR(backend_->CopyToHost(src, t.view()));
   }
   return absl::OkStatus();
@@ -207,8 +213,8 @@ absl::StatusOr<StepResult> TutorialTrainer::ComputeGradients(
 absl::StatusOr<StepResult> TutorialTrainer::ComputeGradients(
     ConstDeviceView images, absl::Span<const int32_t> labels) {
   Plan* p = plan_.get();
-  RETURN_IF_ERROR(CheckShape("tutorial trainer", "images", images.shape(),
-                             p->x.shape()));
+  RETURN_IF_ERROR(
+      CheckShape("tutorial trainer", "images", images.shape(), p->x.shape()));
   Backend* b = backend_;
   // Views of the flat buffers, by variable.
   auto w = [&](Var v) {
@@ -220,24 +226,24 @@ absl::StatusOr<StepResult> TutorialTrainer::ComputeGradients(
   };
 
   // Forward.
-  RETURN_IF_ERROR(p->conv1->Forward(images, w(kConv1W), w(kConv1B),
-                                    p->a1.view()));
+  RETURN_IF_ERROR(
+      p->conv1->Forward(images, w(kConv1W), w(kConv1B), p->a1.view()));
   RETURN_IF_ERROR(b->ReluForward(p->a1.view(), p->a1.view()));
   RETURN_IF_ERROR(p->pool1->Forward(p->a1.view(), p->p1.view()));
   RETURN_IF_ERROR(p->norm1->Forward(p->p1.view(), p->n1.view()));
-  RETURN_IF_ERROR(p->conv2->Forward(p->n1.view(), w(kConv2W), w(kConv2B),
-                                    p->a2.view()));
+  RETURN_IF_ERROR(
+      p->conv2->Forward(p->n1.view(), w(kConv2W), w(kConv2B), p->a2.view()));
   RETURN_IF_ERROR(b->ReluForward(p->a2.view(), p->a2.view()));
   RETURN_IF_ERROR(p->norm2->Forward(p->a2.view(), p->n2.view()));
   RETURN_IF_ERROR(p->pool2->Forward(p->n2.view(), p->p2.view()));
-  RETURN_IF_ERROR(p->local3->Forward(Flat(p->p2), w(kLocal3W), w(kLocal3B),
-                                     p->h3.view()));
+  RETURN_IF_ERROR(
+      p->local3->Forward(Flat(p->p2), w(kLocal3W), w(kLocal3B), p->h3.view()));
   RETURN_IF_ERROR(b->ReluForward(p->h3.view(), p->h3.view()));
-  RETURN_IF_ERROR(p->local4->Forward(p->h3.view(), w(kLocal4W), w(kLocal4B),
-                                     p->h4.view()));
+  RETURN_IF_ERROR(
+      p->local4->Forward(p->h3.view(), w(kLocal4W), w(kLocal4B), p->h4.view()));
   RETURN_IF_ERROR(b->ReluForward(p->h4.view(), p->h4.view()));
-  RETURN_IF_ERROR(p->softmax->Forward(p->h4.view(), w(kSoftmaxW),
-                                      w(kSoftmaxB), p->logits.view()));
+  RETURN_IF_ERROR(p->softmax->Forward(p->h4.view(), w(kSoftmaxW), w(kSoftmaxB),
+                                      p->logits.view()));
 
   // Loss (validates the labels; waits for the forward pass).
   ASSIGN_OR_RETURN(CrossEntropyResult ce,
@@ -248,41 +254,43 @@ absl::StatusOr<StepResult> TutorialTrainer::ComputeGradients(
   r.examples = p->batch;
 
   // Backward.
-  RETURN_IF_ERROR(p->softmax->BackwardWeights(
-      p->h4.view(), p->d_logits.view(), g(kSoftmaxW), g(kSoftmaxB)));
+  RETURN_IF_ERROR(p->softmax->BackwardWeights(p->h4.view(), p->d_logits.view(),
+                                              g(kSoftmaxW), g(kSoftmaxB)));
   RETURN_IF_ERROR(p->softmax->BackwardData(p->d_logits.view(), w(kSoftmaxW),
                                            p->d_h4.view()));
-  RETURN_IF_ERROR(b->ReluBackward(p->h4.view(), p->d_h4.view(), p->d_h4.view()));
+  RETURN_IF_ERROR(
+      b->ReluBackward(p->h4.view(), p->d_h4.view(), p->d_h4.view()));
   RETURN_IF_ERROR(p->local4->BackwardWeights(p->h3.view(), p->d_h4.view(),
                                              g(kLocal4W), g(kLocal4B)));
   RETURN_IF_ERROR(
       p->local4->BackwardData(p->d_h4.view(), w(kLocal4W), p->d_h3.view()));
-  RETURN_IF_ERROR(b->ReluBackward(p->h3.view(), p->d_h3.view(), p->d_h3.view()));
+  RETURN_IF_ERROR(
+      b->ReluBackward(p->h3.view(), p->d_h3.view(), p->d_h3.view()));
   RETURN_IF_ERROR(p->local3->BackwardWeights(Flat(p->p2), p->d_h3.view(),
                                              g(kLocal3W), g(kLocal3B)));
+  RETURN_IF_ERROR(p->local3->BackwardData(
+      p->d_h3.view(), w(kLocal3W), p->d_p2.view().Reshaped({p->batch, kFlat})));
+  RETURN_IF_ERROR(p->pool2->Backward(p->n2.view(), p->p2.view(), p->d_p2.view(),
+                                     p->d_n2.view()));
+  RETURN_IF_ERROR(p->norm2->Backward(p->a2.view(), p->n2.view(), p->d_n2.view(),
+                                     p->d_a2.view()));
   RETURN_IF_ERROR(
-      p->local3->BackwardData(p->d_h3.view(), w(kLocal3W),
-                              p->d_p2.view().Reshaped({p->batch, kFlat})));
-  RETURN_IF_ERROR(p->pool2->Backward(p->n2.view(), p->p2.view(),
-                                     p->d_p2.view(), p->d_n2.view()));
-  RETURN_IF_ERROR(p->norm2->Backward(p->a2.view(), p->n2.view(),
-                                     p->d_n2.view(), p->d_a2.view()));
-  RETURN_IF_ERROR(b->ReluBackward(p->a2.view(), p->d_a2.view(), p->d_a2.view()));
+      b->ReluBackward(p->a2.view(), p->d_a2.view(), p->d_a2.view()));
   RETURN_IF_ERROR(p->conv2->BackwardFilter(p->n1.view(), p->d_a2.view(),
                                            g(kConv2W), g(kConv2B)));
   RETURN_IF_ERROR(
       p->conv2->BackwardData(p->d_a2.view(), w(kConv2W), p->d_n1.view()));
-  RETURN_IF_ERROR(p->norm1->Backward(p->p1.view(), p->n1.view(),
-                                     p->d_n1.view(), p->d_p1.view()));
-  RETURN_IF_ERROR(p->pool1->Backward(p->a1.view(), p->p1.view(),
-                                     p->d_p1.view(), p->d_a1.view()));
-  RETURN_IF_ERROR(b->ReluBackward(p->a1.view(), p->d_a1.view(), p->d_a1.view()));
+  RETURN_IF_ERROR(p->norm1->Backward(p->p1.view(), p->n1.view(), p->d_n1.view(),
+                                     p->d_p1.view()));
+  RETURN_IF_ERROR(p->pool1->Backward(p->a1.view(), p->p1.view(), p->d_p1.view(),
+                                     p->d_a1.view()));
+  RETURN_IF_ERROR(
+      b->ReluBackward(p->a1.view(), p->d_a1.view(), p->d_a1.view()));
   // conv1's input is the images: no gradient for it.
-  RETURN_IF_ERROR(p->conv1->BackwardFilter(images, p->d_a1.view(), g(kConv1W),
-                                           g(kConv1B)));
+  RETURN_IF_ERROR(
+      p->conv1->BackwardFilter(images, p->d_a1.view(), g(kConv1W), g(kConv1B)));
   for (Var v : {kLocal3W, kLocal4W}) {
-    ASSIGN_OR_RETURN(double decay,
-                     b->L2WeightDecay(w(v), kWeightDecay, g(v)));
+    ASSIGN_OR_RETURN(double decay, b->L2WeightDecay(w(v), kWeightDecay, g(v)));
     r.weight_decay += decay;
   }
   r.loss = r.cross_entropy + r.weight_decay;

@@ -62,11 +62,11 @@ class TutorialTrainer {
   // decay, leaving the gradient of loss = mean cross-entropy + weight decay
   // in gradients(). images: (batch, 3, 24, 24) in backend memory; labels:
   // batch values in [0, 10). INVALID_ARGUMENT for a wrong shape or label.
-  absl::StatusOr<StepResult> ComputeGradients(
-      ConstDeviceView images, absl::Span<const int32_t> labels);
+  absl::StatusOr<StepResult> ComputeGradients(ConstDeviceView images,
+                                              absl::Span<const int32_t> labels);
   // The same with host images (copied in first).
-  absl::StatusOr<StepResult> ComputeGradients(
-      ConstTensorView images, absl::Span<const int32_t> labels);
+  absl::StatusOr<StepResult> ComputeGradients(ConstTensorView images,
+                                              absl::Span<const int32_t> labels);
 
   struct Plan;  // the ops and activations (tutorial_trainer.cc)
 

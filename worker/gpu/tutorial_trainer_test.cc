@@ -66,8 +66,7 @@ TEST_CASE("trainer gradients equal the model's on the cpu backend") {
   NamedTensors model_grads, trainer_grads;
   const StepResult a = Unwrap(model->ComputeGradients(
       ViewsOf(weights), images.view(), labels, &model_grads));
-  const StepResult b =
-      Unwrap(trainer->ComputeGradients(images.view(), labels));
+  const StepResult b = Unwrap(trainer->ComputeGradients(images.view(), labels));
   REQUIRE_OK(trainer->GetGradients(&trainer_grads));
   CHECK(b.loss == Approx(a.loss).epsilon(1e-6));
   CHECK(b.cross_entropy == Approx(a.cross_entropy).epsilon(1e-6));
