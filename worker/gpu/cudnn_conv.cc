@@ -186,7 +186,13 @@ absl::StatusOr<Choice<Direction>> ChooseAlgorithm(
     // Without TF32 the descriptor stays at FMA math whatever cuDNN reports.
     const cudnnMathType_t math = o.tf32 ? p.mathType : CUDNN_FMA_MATH;
     CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv, math));
-    ASSIGN_OR_RETURN(size_t workspace, WorkspaceSize(a, conv, p.algo));
+    const absl::StatusOr<size_t> queried = WorkspaceSize(a, conv, p.algo);
+    if (!queried.ok()) {  // e.g. not supported with this math type
+      absl::StrAppend(&rejected, " ", static_cast<int>(p.algo), ":",
+                      queried.status().message());
+      continue;
+    }
+    const size_t workspace = *queried;
     if (static_cast<int64_t>(workspace) > o.workspace_limit_bytes) {
       absl::StrAppend(&rejected, " ", static_cast<int>(p.algo), ":workspace");
       continue;
