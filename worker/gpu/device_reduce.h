@@ -1,5 +1,5 @@
-// Warp and block sums for the kernels in this folder. Device code: included
-// by .cu files only (nvcc), never by host C++.
+// Warp and block sums and grid-stride indexing for the kernels in this
+// folder. Device code: included by .cu files only (nvcc), never by host C++.
 //
 // Thread-safety: device functions; BlockSum synchronises the block.
 #ifndef PSGD_WORKER_GPU_DEVICE_REDUCE_H_
@@ -7,9 +7,29 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace psgd::gpu {
 
 constexpr int kWarpSize = 32;
+
+// Kernels index with 32-bit integers when every index of the tensors they
+// touch fits with room for a grid-stride step (64-bit division is several
+// times slower), else with 64-bit ones; launchers pick with this.
+inline bool FitsInt32(int64_t elements) {
+  return elements < (int64_t{1} << 30);
+}
+
+// The first index of this thread and the stride of a grid-stride loop.
+template <typename I>
+__device__ __forceinline__ I GridStart() {
+  return static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +
+         static_cast<I>(threadIdx.x);
+}
+template <typename I>
+__device__ __forceinline__ I GridStride() {
+  return static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+}
 
 // The sum of `value` over the 32 lanes of a full warp, in every lane.
 template <typename T>

@@ -1,8 +1,9 @@
+#include "worker/gpu/elementwise.h"
+
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
 #include "worker/gpu/device_reduce.h"
-#include "worker/gpu/elementwise.h"
 
 namespace psgd::gpu {
 namespace {
@@ -23,11 +24,11 @@ int BlocksFor(int64_t n) {
 // ---------------------------------------------------------------------------
 
 // y: (N, C, inner); b: (C). total = N * C * inner.
-__global__ void BiasAddKernel(int64_t total, int64_t channels, int64_t inner,
+template <typename I>
+__global__ void BiasAddKernel(I total, I channels, I inner,
                               const float* __restrict__ b,
                               float* __restrict__ y) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  for (I i = GridStart<I>(); i < total; i += GridStride<I>()) {
     y[i] += b[(i / inner) % channels];
   }
 }
@@ -104,14 +105,13 @@ __global__ void AdamKernel(int64_t n, AdamKernelParams p, float* __restrict__ w,
 }
 
 // x: (planes, h, w) -> xp: (planes, hp, wp) with x at (top, left).
-__global__ void Pad2dKernel(int64_t total, int64_t h, int64_t w, int64_t hp,
-                            int64_t wp, int64_t top, int64_t left,
+template <typename I>
+__global__ void Pad2dKernel(I total, I h, I w, I hp, I wp, I top, I left,
                             const float* __restrict__ x,
                             float* __restrict__ xp) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t plane = i / (hp * wp), r = i % (hp * wp);
-    const int64_t sy = r / wp - top, sx = r % wp - left;
+  for (I i = GridStart<I>(); i < total; i += GridStride<I>()) {
+    const I plane = i / (hp * wp), r = i % (hp * wp);
+    const I sy = r / wp - top, sx = r % wp - left;
     xp[i] = (sy >= 0 && sy < h && sx >= 0 && sx < w)
                 ? x[(plane * h + sy) * w + sx]
                 : 0.0f;
@@ -119,13 +119,12 @@ __global__ void Pad2dKernel(int64_t total, int64_t h, int64_t w, int64_t hp,
 }
 
 // xp: (planes, hp, wp) -> x: (planes, h, w) from (top, left).
-__global__ void Crop2dKernel(int64_t total, int64_t h, int64_t w, int64_t hp,
-                             int64_t wp, int64_t top, int64_t left,
+template <typename I>
+__global__ void Crop2dKernel(I total, I h, I w, I hp, I wp, I top, I left,
                              const float* __restrict__ xp,
                              float* __restrict__ x) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t plane = i / (h * w), r = i % (h * w);
+  for (I i = GridStart<I>(); i < total; i += GridStride<I>()) {
+    const I plane = i / (h * w), r = i % (h * w);
     x[i] = xp[(plane * hp + r / w + top) * wp + r % w + left];
   }
 }
@@ -139,8 +138,14 @@ __global__ void Crop2dKernel(int64_t total, int64_t h, int64_t w, int64_t hp,
 absl::Status LaunchBiasAdd(int64_t batch, int64_t channels, int64_t inner,
                            const float* b, float* y, cudaStream_t stream) {
   const int64_t total = batch * channels * inner;
-  BiasAddKernel<<<BlocksFor(total), kThreads, 0, stream>>>(total, channels,
-                                                           inner, b, y);
+  if (FitsInt32(total)) {
+    BiasAddKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
+        static_cast<int>(total), static_cast<int>(channels),
+        static_cast<int>(inner), b, y);
+  } else {
+    BiasAddKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
+        total, channels, inner, b, y);
+  }
   return KernelLaunchStatus("BiasAddKernel");
 }
 
@@ -194,9 +199,16 @@ absl::Status LaunchPad2d(int64_t planes, int64_t h, int64_t w, int64_t top,
                          int64_t bottom, int64_t left, int64_t right,
                          const float* x, float* xp, cudaStream_t stream) {
   const int64_t hp = h + top + bottom, wp = w + left + right;
-  const int64_t total = planes * hp * wp;
-  Pad2dKernel<<<BlocksFor(total), kThreads, 0, stream>>>(total, h, w, hp, wp,
-                                                         top, left, x, xp);
+  const int64_t total = planes * hp * wp;  // larger than x
+  if (FitsInt32(total)) {
+    Pad2dKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
+        static_cast<int>(total), static_cast<int>(h), static_cast<int>(w),
+        static_cast<int>(hp), static_cast<int>(wp), static_cast<int>(top),
+        static_cast<int>(left), x, xp);
+  } else {
+    Pad2dKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
+        total, h, w, hp, wp, top, left, x, xp);
+  }
   return KernelLaunchStatus("Pad2dKernel");
 }
 
@@ -204,8 +216,15 @@ absl::Status LaunchCrop2d(int64_t planes, int64_t h, int64_t w, int64_t hp,
                           int64_t wp, int64_t top, int64_t left,
                           const float* xp, float* x, cudaStream_t stream) {
   const int64_t total = planes * h * w;
-  Crop2dKernel<<<BlocksFor(total), kThreads, 0, stream>>>(total, h, w, hp, wp,
-                                                          top, left, xp, x);
+  if (FitsInt32(planes * hp * wp)) {  // the larger of the two
+    Crop2dKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
+        static_cast<int>(total), static_cast<int>(h), static_cast<int>(w),
+        static_cast<int>(hp), static_cast<int>(wp), static_cast<int>(top),
+        static_cast<int>(left), xp, x);
+  } else {
+    Crop2dKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
+        total, h, w, hp, wp, top, left, xp, x);
+  }
   return KernelLaunchStatus("Crop2dKernel");
 }
 

@@ -78,7 +78,7 @@ TEST_CASE("gpu plans note what they chose") {
   auto gpu = testing::MakeGpuBackend("gpu:0");
   CHECK(GpuPlanNotes(*gpu).empty());
   auto conv = Unwrap(gpu->CreateConv2d({2, 3, 8, 8, 4, 5, 5}));
-  auto lrn = Unwrap(gpu->CreateLrn({2, 4, 8, 8, LrnParams()}));
+  auto lrn = Unwrap(gpu->CreateLrn({2, 16, 8, 8, LrnParams()}));
   const std::vector<std::string> notes = GpuPlanNotes(*gpu);
   REQUIRE(notes.size() == 2);
   CHECK(notes[0].find("forward algo") != std::string::npos);

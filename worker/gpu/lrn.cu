@@ -1,7 +1,9 @@
+#include "worker/gpu/lrn.h"
+
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
-#include "worker/gpu/lrn.h"
+#include "worker/gpu/device_reduce.h"
 
 namespace psgd::gpu {
 namespace {
@@ -18,31 +20,50 @@ int BlocksFor(int64_t n) {
 // Kernels
 // ---------------------------------------------------------------------------
 
-// The position of element i of (N, C, inner): its channel, and the offset of
-// channel 0 of its column.
-struct Column {
-  int64_t channel;
-  int64_t base;  // (n * C) * inner + position in the plane
+// LrnGeometry in the kernel's index type.
+template <typename I>
+struct Geometry {
+  explicit Geometry(const LrnGeometry& g)
+      : batch(static_cast<I>(g.batch)),
+        channels(static_cast<I>(g.channels)),
+        inner(static_cast<I>(g.inner)),
+        depth_radius(static_cast<I>(g.depth_radius)),
+        bias(g.bias),
+        alpha(g.alpha),
+        beta(g.beta) {}
+  __host__ __device__ I total() const { return batch * channels * inner; }
+  I batch, channels, inner, depth_radius;
+  float bias, alpha, beta;
 };
 
-__device__ __forceinline__ Column ColumnOf(const LrnGeometry& g, int64_t i) {
-  const int64_t n = i / (g.channels * g.inner);
-  const int64_t c = (i / g.inner) % g.channels;
+// The position of element i of (N, C, inner): its channel, and the offset
+// of channel 0 of its column.
+template <typename I>
+struct Column {
+  I channel;
+  I base;  // (n * C) * inner + position in the plane
+};
+
+template <typename I>
+__device__ __forceinline__ Column<I> ColumnOf(const Geometry<I>& g, I i) {
+  const I n = i / (g.channels * g.inner);
+  const I c = (i / g.inner) % g.channels;
   return {c, n * g.channels * g.inner + i % g.inner};
 }
 
 // sum over c' in [c - r, c + r] clipped to [0, C) of v[c']^2 (squared) or
 // v[c'] (plain), along one column, in ascending c' as the CPU does.
-template <bool kSquared>
-__device__ __forceinline__ float WindowSum(const LrnGeometry& g, Column col,
+template <bool kSquared, typename I>
+__device__ __forceinline__ float WindowSum(const Geometry<I>& g, Column<I> col,
                                            const float* __restrict__ v) {
-  const int64_t lo =
-      col.channel - g.depth_radius > 0 ? col.channel - g.depth_radius : 0;
-  const int64_t hi = col.channel + g.depth_radius < g.channels - 1
-                         ? col.channel + g.depth_radius
-                         : g.channels - 1;
+  const I lo = col.channel - g.depth_radius > 0
+                   ? col.channel - g.depth_radius
+                   : 0;
+  const I hi = col.channel + g.depth_radius < g.channels - 1
+                   ? col.channel + g.depth_radius
+                   : g.channels - 1;
   float sum = 0.0f;
-  for (int64_t k = lo; k <= hi; ++k) {
+  for (I k = lo; k <= hi; ++k) {
     const float value = v[col.base + k * g.inner];
     sum += kSquared ? value * value : value;
   }
@@ -59,40 +80,37 @@ __device__ __forceinline__ float PowNegBeta(float s, float beta) {
 }
 
 // x -> y, one thread per element.
-__global__ void LrnForwardKernel(LrnGeometry g, const float* __restrict__ x,
+template <typename I>
+__global__ void LrnForwardKernel(Geometry<I> g, const float* __restrict__ x,
                                  float* __restrict__ y) {
-  const int64_t total = g.batch * g.channels * g.inner;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  for (I i = GridStart<I>(); i < g.total(); i += GridStride<I>()) {
     const float s = g.bias + g.alpha * WindowSum<true>(g, ColumnOf(g, i), x);
     y[i] = x[i] * PowNegBeta(s, g.beta);
   }
 }
 
 // scratch = dy * y / s, one thread per element.
-__global__ void LrnBackwardRatioKernel(LrnGeometry g,
+template <typename I>
+__global__ void LrnBackwardRatioKernel(Geometry<I> g,
                                        const float* __restrict__ x,
                                        const float* __restrict__ y,
                                        const float* __restrict__ dy,
                                        float* __restrict__ scratch) {
-  const int64_t total = g.batch * g.channels * g.inner;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  for (I i = GridStart<I>(); i < g.total(); i += GridStride<I>()) {
     const float s = g.bias + g.alpha * WindowSum<true>(g, ColumnOf(g, i), x);
     scratch[i] = dy[i] * y[i] / s;
   }
 }
 
 // dx = dy * s^-beta - 2 alpha beta x * (window sum of scratch).
-__global__ void LrnBackwardKernel(LrnGeometry g, const float* __restrict__ x,
+template <typename I>
+__global__ void LrnBackwardKernel(Geometry<I> g, const float* __restrict__ x,
                                   const float* __restrict__ dy,
                                   const float* __restrict__ scratch,
                                   float* __restrict__ dx) {
-  const int64_t total = g.batch * g.channels * g.inner;
   const float k = -2.0f * g.alpha * g.beta;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const Column col = ColumnOf(g, i);
+  for (I i = GridStart<I>(); i < g.total(); i += GridStride<I>()) {
+    const Column<I> col = ColumnOf(g, i);
     const float s = g.bias + g.alpha * WindowSum<true>(g, col, x);
     dx[i] = dy[i] * PowNegBeta(s, g.beta) +
             k * x[i] * WindowSum<false>(g, col, scratch);
@@ -108,7 +126,13 @@ __global__ void LrnBackwardKernel(LrnGeometry g, const float* __restrict__ x,
 absl::Status LaunchLrnForward(const LrnGeometry& g, const float* x, float* y,
                               cudaStream_t stream) {
   const int64_t total = g.batch * g.channels * g.inner;
-  LrnForwardKernel<<<BlocksFor(total), kThreads, 0, stream>>>(g, x, y);
+  if (FitsInt32(total)) {
+    LrnForwardKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
+        Geometry<int>(g), x, y);
+  } else {
+    LrnForwardKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
+        Geometry<int64_t>(g), x, y);
+  }
   return KernelLaunchStatus("LrnForwardKernel");
 }
 
@@ -116,12 +140,23 @@ absl::Status LaunchLrnBackward(const LrnGeometry& g, const float* x,
                                const float* y, const float* dy, float* dx,
                                float* scratch, cudaStream_t stream) {
   const int64_t total = g.batch * g.channels * g.inner;
-  LrnBackwardRatioKernel<<<BlocksFor(total), kThreads, 0, stream>>>(g, x, y, dy,
-                                                                    scratch);
+  if (FitsInt32(total)) {
+    LrnBackwardRatioKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
+        Geometry<int>(g), x, y, dy, scratch);
+  } else {
+    LrnBackwardRatioKernel<int64_t>
+        <<<BlocksFor(total), kThreads, 0, stream>>>(Geometry<int64_t>(g), x,
+                                                    y, dy, scratch);
+  }
   absl::Status s = KernelLaunchStatus("LrnBackwardRatioKernel");
   if (!s.ok()) return s;
-  LrnBackwardKernel<<<BlocksFor(total), kThreads, 0, stream>>>(g, x, dy,
-                                                               scratch, dx);
+  if (FitsInt32(total)) {
+    LrnBackwardKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
+        Geometry<int>(g), x, dy, scratch, dx);
+  } else {
+    LrnBackwardKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
+        Geometry<int64_t>(g), x, dy, scratch, dx);
+  }
   return KernelLaunchStatus("LrnBackwardKernel");
 }
 
