@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstddef>
 
-namespace psgd {
+namespace psgd::gpu {
 
 AdamStepConstants ComputeAdamStepConstants(const AdamParams& params,
                                            int64_t step) {
@@ -33,4 +33,4 @@ void AdamUpdateReference(const AdamParams& params, int64_t step,
   }
 }
 
-}  // namespace psgd
+}  // namespace psgd::gpu

@@ -7,7 +7,8 @@
 //   v = beta2 * v + (1 - beta2) * g^2
 //   w -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + epsilon)
 //
-// Plain C++. Thread-safety: pure functions.
+// Plain C++, in namespace gpu (the parameter servers have their own Adam).
+// Thread-safety: pure functions.
 #ifndef PSGD_WORKER_GPU_ADAM_H_
 #define PSGD_WORKER_GPU_ADAM_H_
 
@@ -15,7 +16,7 @@
 
 #include "absl/types/span.h"
 
-namespace psgd {
+namespace psgd::gpu {
 
 struct AdamParams {
   float learning_rate = 1e-3f;
@@ -38,6 +39,6 @@ void AdamUpdateReference(const AdamParams& params, int64_t step,
                          absl::Span<float> w, absl::Span<const float> g,
                          absl::Span<float> m, absl::Span<float> v);
 
-}  // namespace psgd
+}  // namespace psgd::gpu
 
 #endif  // PSGD_WORKER_GPU_ADAM_H_

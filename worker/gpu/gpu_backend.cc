@@ -147,7 +147,7 @@ class GpuBackend : public Backend {
     return loss;
   }
 
-  absl::Status Adam(const AdamParams& params, int64_t step, DeviceView w,
+  absl::Status Adam(const gpu::AdamParams& params, int64_t step, DeviceView w,
                     ConstDeviceView g, DeviceView m, DeviceView v) {
     RETURN_IF_ERROR(CheckSameShape("adam", w.shape(), g.shape()));
     RETURN_IF_ERROR(CheckSameShape("adam", w.shape(), m.shape()));
@@ -157,7 +157,8 @@ class GpuBackend : public Backend {
           absl::StrCat("adam: step is ", step, ", must be 1 or more"));
     }
     RETURN_IF_ERROR(ctx_->Activate());
-    const AdamStepConstants c = ComputeAdamStepConstants(params, step);
+    const gpu::AdamStepConstants c =
+        gpu::ComputeAdamStepConstants(params, step);
     gpu::AdamKernelParams p;
     p.beta1 = params.beta1;
     p.beta2 = params.beta2;
@@ -207,7 +208,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(
 
 bool IsGpuBackend(const Backend& backend) { return AsGpu(backend) != nullptr; }
 
-absl::Status GpuAdamUpdate(Backend* backend, const AdamParams& params,
+absl::Status GpuAdamUpdate(Backend* backend, const gpu::AdamParams& params,
                            int64_t step, DeviceView w, ConstDeviceView g,
                            DeviceView m, DeviceView v) {
   GpuBackend* gpu = dynamic_cast<GpuBackend*>(backend);

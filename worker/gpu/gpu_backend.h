@@ -31,7 +31,7 @@ bool IsGpuBackend(const Backend& backend);
 // its stream: w, g, m, v of equal shape (m and v zero before step 1).
 // INVALID_ARGUMENT when `backend` is not the CUDA backend, the shapes
 // differ, or step < 1.
-absl::Status GpuAdamUpdate(Backend* backend, const AdamParams& params,
+absl::Status GpuAdamUpdate(Backend* backend, const gpu::AdamParams& params,
                            int64_t step, DeviceView w, ConstDeviceView g,
                            DeviceView m, DeviceView v);
 

@@ -80,7 +80,7 @@ absl::Status Run() {
                    backend->Allocate(images.shape()));
   RETURN_IF_ERROR(backend->CopyToDevice(images.view(), device_images.view()));
 
-  const AdamParams adam;
+  const gpu::AdamParams adam;
   std::vector<float> hw, hg, hm, hv;  // the host Adam of non-GPU backends
   if (!on_gpu) {
     hw.resize(size);
@@ -107,8 +107,8 @@ absl::Status Run() {
         backend->CopyToHost(trainer->weights(), TensorView(hw.data(), {size})));
     RETURN_IF_ERROR(backend->CopyToHost(trainer->gradients(),
                                         TensorView(hg.data(), {size})));
-    AdamUpdateReference(adam, step, absl::MakeSpan(hw), hg, absl::MakeSpan(hm),
-                        absl::MakeSpan(hv));
+    gpu::AdamUpdateReference(adam, step, absl::MakeSpan(hw), hg,
+                             absl::MakeSpan(hm), absl::MakeSpan(hv));
     RETURN_IF_ERROR(backend->CopyToDevice(ConstTensorView(hw.data(), {size}),
                                           trainer->weights()));
     return r;

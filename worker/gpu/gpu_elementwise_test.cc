@@ -87,15 +87,15 @@ TEST_CASE("the gpu adam kernel follows the host reference") {
   DeviceTensor tw = Upload(gpu.get(), w, {n});
   DeviceTensor tm = Zeros(gpu.get(), {n});
   DeviceTensor tv = Zeros(gpu.get(), {n});
-  AdamParams params;
+  gpu::AdamParams params;
   params.learning_rate = 0.01f;
   for (int64_t step = 1; step <= 5; ++step) {
     const auto g = testing::RandomValues(n, 10 + step, -1, 1);
     DeviceTensor tg = Upload(gpu.get(), g, {n});
     REQUIRE_OK(GpuAdamUpdate(gpu.get(), params, step, tw.view(), tg.view(),
                              tm.view(), tv.view()));
-    AdamUpdateReference(params, step, absl::MakeSpan(w), g, absl::MakeSpan(m),
-                        absl::MakeSpan(v));
+    gpu::AdamUpdateReference(params, step, absl::MakeSpan(w), g,
+                             absl::MakeSpan(m), absl::MakeSpan(v));
   }
   CHECK(RelativeError(Download(gpu.get(), tw.view()), w) < 1e-5);
   CHECK(RelativeError(Download(gpu.get(), tm.view()), m) < 1e-5);

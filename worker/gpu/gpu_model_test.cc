@@ -108,7 +108,7 @@ std::vector<double> Train(Backend* backend, int64_t batch, int steps,
   const int64_t size = trainer->flat_size();
   DeviceTensor m = Unwrap(backend->Allocate({size}));
   DeviceTensor v = Unwrap(backend->Allocate({size}));
-  AdamParams params;
+  gpu::AdamParams params;
   std::vector<double> losses;
   std::vector<float> hw(size), hg(size), hm(size, 0.0f), hv(size, 0.0f);
   for (int step = 1; step <= steps; ++step) {
@@ -123,8 +123,8 @@ std::vector<double> Train(Backend* backend, int64_t batch, int steps,
                                      TensorView(hw.data(), {size})));
       REQUIRE_OK(backend->CopyToHost(trainer->gradients(),
                                      TensorView(hg.data(), {size})));
-      AdamUpdateReference(params, step, absl::MakeSpan(hw), hg,
-                          absl::MakeSpan(hm), absl::MakeSpan(hv));
+      gpu::AdamUpdateReference(params, step, absl::MakeSpan(hw), hg,
+                               absl::MakeSpan(hm), absl::MakeSpan(hv));
       REQUIRE_OK(backend->CopyToDevice(ConstTensorView(hw.data(), {size}),
                                        trainer->weights()));
     }

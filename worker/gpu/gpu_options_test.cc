@@ -95,17 +95,17 @@ TEST_CASE("gpu:K without a build with CUDA or a GPU is a clear refusal") {
 }
 
 TEST_CASE("the host Adam reference follows torch.optim.Adam") {
-  AdamParams p;
+  gpu::AdamParams p;
   p.learning_rate = 0.1f;
   std::vector<float> w = {1.0f, -2.0f}, g = {0.5f, -0.25f}, m(2), v(2);
-  AdamUpdateReference(p, 1, absl::MakeSpan(w), g, absl::MakeSpan(m),
-                      absl::MakeSpan(v));
+  gpu::AdamUpdateReference(p, 1, absl::MakeSpan(w), g, absl::MakeSpan(m),
+                           absl::MakeSpan(v));
   // Step 1: m_hat = g, v_hat = g^2, so each weight moves by lr * sign(g).
   CHECK(w[0] == Approx(0.9).epsilon(1e-5));
   CHECK(w[1] == Approx(-1.9).epsilon(1e-5));
   CHECK(m[0] == Approx(0.05));
   CHECK(v[0] == Approx(0.001 * 0.25).epsilon(1e-4));  // 1 - 0.999f
-  const AdamStepConstants c = ComputeAdamStepConstants(p, 2);
+  const gpu::AdamStepConstants c = gpu::ComputeAdamStepConstants(p, 2);
   CHECK(c.step_size == Approx(0.1 / (1 - 0.81)));
   CHECK(c.inv_sqrt_bias_correction2 ==
         Approx(1.0 / std::sqrt(1 - 0.999 * 0.999)));
