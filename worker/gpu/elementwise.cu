@@ -3,21 +3,13 @@
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
-#include "worker/gpu/device_reduce.h"
+#include "worker/gpu/kernel_util.h"
 
 namespace psgd::gpu {
 namespace {
 
-constexpr int kThreads = 256;
-// Grid-stride loops need no more blocks than this to fill an H100.
-constexpr int64_t kMaxBlocks = 4096;
 // Images per partial sum of the bias gradient.
 constexpr int64_t kMaxBiasGradSplits = 32;
-
-int BlocksFor(int64_t n) {
-  return static_cast<int>(std::max<int64_t>(
-      1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
-}
 
 // ---------------------------------------------------------------------------
 // Kernels

@@ -3,18 +3,10 @@
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
-#include "worker/gpu/device_reduce.h"
+#include "worker/gpu/kernel_util.h"
 
 namespace psgd::gpu {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
-
-int BlocksFor(int64_t n) {
-  return static_cast<int>(std::max<int64_t>(
-      1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
-}
 
 // ---------------------------------------------------------------------------
 // Kernels

@@ -1,7 +1,7 @@
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
-#include "worker/gpu/device_reduce.h"
+#include "worker/gpu/kernel_util.h"
 #include "worker/gpu/softmax_xent.h"
 
 namespace psgd::gpu {

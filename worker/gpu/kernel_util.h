@@ -1,17 +1,30 @@
-// Warp and block sums and grid-stride indexing for the kernels in this
-// folder. Device code: included by .cu files only (nvcc), never by host C++.
+// What the kernels in this folder share: launch sizes, grid-stride
+// indexing, warp and block sums. Device code: included by .cu files only
+// (nvcc), never by host C++.
 //
 // Thread-safety: device functions; BlockSum synchronises the block.
-#ifndef PSGD_WORKER_GPU_DEVICE_REDUCE_H_
-#define PSGD_WORKER_GPU_DEVICE_REDUCE_H_
+#ifndef PSGD_WORKER_GPU_KERNEL_UTIL_H_
+#define PSGD_WORKER_GPU_KERNEL_UTIL_H_
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace psgd::gpu {
 
 constexpr int kWarpSize = 32;
+
+// Threads per block of the element-wise kernels, and the most blocks their
+// grid-stride loops need to fill an H100.
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 4096;
+
+// Blocks for a grid-stride loop over n elements (at least one).
+inline int BlocksFor(int64_t n) {
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
+}
 
 // Kernels index with 32-bit integers when every index of the tensors they
 // touch fits with room for a grid-stride step (64-bit division is several
@@ -67,4 +80,4 @@ __device__ __forceinline__ T BlockSum(T value) {
 
 }  // namespace psgd::gpu
 
-#endif  // PSGD_WORKER_GPU_DEVICE_REDUCE_H_
+#endif  // PSGD_WORKER_GPU_KERNEL_UTIL_H_
