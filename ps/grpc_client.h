@@ -1,0 +1,77 @@
+// The PsClient of a worker that reaches S parameter-server processes over
+// gRPC: every call goes to all shards in parallel (callback stubs), pushes
+// and pulls reuse their messages' buffers from one call to the next, and
+// each worker's client has its own connections.
+//
+// Thread-safety: thread-compatible: one thread at a time per client (each
+// worker has its own); distinct clients may be used concurrently.
+#ifndef PSGD_PS_GRPC_CLIENT_H_
+#define PSGD_PS_GRPC_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/model_variables.h"
+#include "proto/ps.grpc.pb.h"
+#include "ps/placement.h"
+#include "ps/ps_client.h"
+
+namespace psgd {
+namespace ps {
+
+struct GrpcClientOptions {
+  // Shard i listens at addresses[i] ("host:port").
+  std::vector<std::string> addresses;
+  // Sent with every request.
+  std::string cluster = "psgd";
+  // This client's worker; -1 for none (a chief that only initialises or
+  // shuts down, an evaluator).
+  int worker_id = -1;
+  // The model and the servers' split threshold: the placement is computed
+  // from them (ps/placement.h).
+  std::vector<VariableSpec> variables;
+  int64_t split_threshold_bytes = int64_t{1} << 20;
+  // gRPC send and receive limit, as the servers'.
+  int64_t max_message_bytes = int64_t{256} << 20;
+  // Deadline of every call but Pull (which takes its own).
+  absl::Duration rpc_timeout = absl::Seconds(60);
+};
+
+class GrpcPsClient final : public PsClient {
+ public:
+  // Computes the placement and opens a channel to each address (connecting
+  // lazily). INVALID_ARGUMENT for no address, a bad variable list or limits.
+  static absl::StatusOr<std::unique_ptr<GrpcPsClient>> Create(
+      GrpcClientOptions options);
+  ~GrpcPsClient() override;
+
+  const Placement& placement() const override { return placement_; }
+  absl::Status Initialize(
+      absl::Span<const NamedConstTensorView> variables) override;
+  absl::Status Join() override;
+  absl::Status Leave() override;
+  absl::StatusOr<ModelVersion> Pull(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) override;
+  absl::StatusOr<PushResult> Push(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) override;
+  absl::StatusOr<std::vector<ShardStatus>> Status() override;
+  absl::Status Shutdown(absl::string_view reason) override;
+
+ private:
+  struct Shard;
+  GrpcPsClient(GrpcClientOptions options, Placement placement);
+
+  const GrpcClientOptions options_;
+  const Placement placement_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_GRPC_CLIENT_H_

@@ -1,0 +1,160 @@
+#include "ps/grpc_service.h"
+
+#include <utility>
+
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "ps/wire.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// Finishes a unary call with the status of `handle()`.
+template <typename Handler>
+grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
+                                  Handler handle) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(handle()));
+  return reactor;
+}
+
+void MembershipToProto(const ParameterShard::MembershipReply& reply,
+                       wire::MembershipResponse* out) {
+  out->set_step(reply.step);
+  out->mutable_live_workers()->Assign(reply.live_workers.begin(),
+                                      reply.live_workers.end());
+}
+
+// A pull that may wait: registered with the shard, finished by whichever
+// comes first, the shard reaching the step or the call's cancellation
+// (its deadline, the client, or the server shutting down).
+class PullReactor final : public grpc::ServerUnaryReactor {
+ public:
+  PullReactor(ParameterShard* shard, const wire::PullRequest& request,
+              wire::PullResponse* response)
+      : shard_(shard), response_(response) {
+    if (absl::Status s = shard_->CheckCluster(request.cluster()); !s.ok()) {
+      Finish(ToGrpcStatus(s));
+      return;
+    }
+    // Once the shard may call Reply, OnCancel may race with it; CancelPull
+    // decides which of the two finishes the call.
+    ticket_ = shard_->PullAsync(
+        request.min_step(), request.worker_id(),
+        [this](absl::StatusOr<ParameterShard::Snapshot> s) { Reply(s); });
+  }
+
+  void OnCancel() override {
+    if (ticket_ != 0 && shard_->CancelPull(ticket_)) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                          "pull cancelled or past its deadline before the "
+                          "shard reached its step"));
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Reply(const absl::StatusOr<ParameterShard::Snapshot>& snapshot) {
+    if (!snapshot.ok()) {
+      Finish(ToGrpcStatus(snapshot.status()));
+      return;
+    }
+    const WeightsSnapshot& s = **snapshot;
+    response_->set_step(s.step);
+    for (int i = 0; i < s.layout->size(); ++i) {
+      TensorBytesToProto(
+          FloatTensorBytes(s.layout->names[i], s.layout->shapes[i],
+                           s.weights[i].data()),
+          response_->add_variables());
+    }
+    Finish(grpc::Status::OK);  // last: OnDone may delete this at once
+  }
+
+  ParameterShard* const shard_;         // Not owned.
+  wire::PullResponse* const response_;  // Owned by gRPC.
+  uint64_t ticket_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PsGrpcService::Initialize(
+    grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
+    wire::InitializeResponse* response) {
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
+    ASSIGN_OR_RETURN(std::vector<TensorBytes> variables,
+                     TensorBytesFromProto(request->variables()));
+    ASSIGN_OR_RETURN(ParameterShard::InitializeReply reply,
+                     shard_->Initialize(variables));
+    response->set_step(reply.step);
+    response->set_already_initialized(reply.already_initialized);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
+                                              const wire::PullRequest* request,
+                                              wire::PullResponse* response) {
+  return new PullReactor(shard_, *request, response);
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
+                                              const wire::PushRequest* request,
+                                              wire::PushResponse* response) {
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
+    ASSIGN_OR_RETURN(std::vector<TensorBytes> gradients,
+                     TensorBytesFromProto(request->gradients()));
+    ASSIGN_OR_RETURN(PushReply reply, shard_->Push(request->worker_id(),
+                                                   request->step(), gradients));
+    PushReplyToProto(reply, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Join(
+    grpc::CallbackServerContext* ctx, const wire::JoinRequest* request,
+    wire::MembershipResponse* response) {
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
+    ASSIGN_OR_RETURN(auto reply, shard_->Join(request->worker_id()));
+    MembershipToProto(reply, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Leave(
+    grpc::CallbackServerContext* ctx, const wire::LeaveRequest* request,
+    wire::MembershipResponse* response) {
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
+    ASSIGN_OR_RETURN(auto reply, shard_->Leave(request->worker_id()));
+    MembershipToProto(reply, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Status(
+    grpc::CallbackServerContext* ctx, const wire::StatusRequest* request,
+    wire::StatusResponse* response) {
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
+    ShardStatusToProto(shard_->Status(), response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Shutdown(
+    grpc::CallbackServerContext* ctx, const wire::ShutdownRequest* request,
+    wire::ShutdownResponse* response) {
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
+    shard_->Shutdown(request->reason().empty() ? "Shutdown RPC"
+                                               : request->reason());
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,123 @@
+#include "ps/in_process_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/model_slices.h"
+
+namespace psgd {
+namespace ps {
+
+absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
+    std::vector<ParameterShard*> shards, Placement placement,
+    std::string cluster, int worker_id) {
+  if (static_cast<int>(shards.size()) != placement.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("in-process client: ", shards.size(),
+                     " shards for a placement over ", placement.num_shards));
+  }
+  for (ParameterShard* s : shards) {
+    if (s == nullptr) {
+      return absl::InvalidArgumentError("in-process client: a null shard");
+    }
+  }
+  return std::unique_ptr<InProcessPsClient>(new InProcessPsClient(
+      std::move(shards), std::move(placement), std::move(cluster), worker_id));
+}
+
+absl::Status InProcessPsClient::CheckClusters() const {
+  for (ParameterShard* shard : shards_) {
+    RETURN_IF_ERROR(shard->CheckCluster(cluster_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::Initialize(
+    absl::Span<const NamedConstTensorView> variables) {
+  RETURN_IF_ERROR(CheckClusters());
+  std::vector<const float*> model;
+  RETURN_IF_ERROR(OrderModel(placement_, variables, &model));
+  for (int i = 0; i < num_shards(); ++i) {
+    RETURN_IF_ERROR(
+        shards_[i]->Initialize(ShardSlices(placement_, i, model)).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::Join() {
+  RETURN_IF_ERROR(CheckClusters());
+  for (ParameterShard* shard : shards_) {
+    RETURN_IF_ERROR(shard->Join(worker_id_).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::Leave() {
+  RETURN_IF_ERROR(CheckClusters());
+  for (ParameterShard* shard : shards_) {
+    RETURN_IF_ERROR(shard->Leave(worker_id_).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<const NamedTensorView> out) {
+  RETURN_IF_ERROR(CheckClusters());
+  RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
+  std::vector<float*> model;
+  RETURN_IF_ERROR(OrderModel(placement_, out, &model));
+  ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
+  for (int i = 0; i < num_shards(); ++i) {
+    ASSIGN_OR_RETURN(
+        ParameterShard::Snapshot snapshot,
+        shards_[i]->Pull(min_version.steps[i], worker_id_, deadline));
+    const VariableLayout& layout = *snapshot->layout;
+    std::vector<TensorBytes> pulled;
+    for (int v = 0; v < layout.size(); ++v) {
+      pulled.push_back(FloatTensorBytes(layout.names[v], layout.shapes[v],
+                                        snapshot->weights[v].data()));
+    }
+    RETURN_IF_ERROR(AssembleShard(placement_, i, pulled, model));
+    version.steps[i] = snapshot->step;
+  }
+  return version;
+}
+
+absl::StatusOr<PushResult> InProcessPsClient::Push(
+    const ModelVersion& version,
+    absl::Span<const NamedConstTensorView> gradients) {
+  RETURN_IF_ERROR(CheckClusters());
+  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
+  std::vector<const float*> model;
+  RETURN_IF_ERROR(OrderModel(placement_, gradients, &model));
+  PushResult result;
+  absl::Status first_error;
+  for (int i = 0; i < num_shards(); ++i) {
+    absl::StatusOr<PushReply> reply = shards_[i]->Push(
+        worker_id_, version.steps[i], ShardSlices(placement_, i, model));
+    if (reply.ok()) {
+      result.shards.push_back(*std::move(reply));
+    } else {
+      result.shards.emplace_back();
+      first_error.Update(reply.status());
+    }
+  }
+  RETURN_IF_ERROR(first_error);
+  return result;
+}
+
+absl::StatusOr<std::vector<ShardStatus>> InProcessPsClient::Status() {
+  RETURN_IF_ERROR(CheckClusters());
+  std::vector<ShardStatus> out;
+  for (ParameterShard* shard : shards_) out.push_back(shard->Status());
+  return out;
+}
+
+absl::Status InProcessPsClient::Shutdown(absl::string_view reason) {
+  RETURN_IF_ERROR(CheckClusters());
+  for (ParameterShard* shard : shards_) shard->Shutdown(reason);
+  return absl::OkStatus();
+}
+
+}  // namespace ps
+}  // namespace psgd

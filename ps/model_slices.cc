@@ -1,0 +1,119 @@
+#include "ps/model_slices.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+template <typename View, typename Pointer>
+absl::Status OrderModelImpl(const Placement& placement,
+                            absl::Span<const View> tensors,
+                            std::vector<Pointer>* data) {
+  data->assign(placement.variables.size(), nullptr);
+  for (const View& t : tensors) {
+    auto it = placement.variable_index.find(t.name);
+    if (it == placement.variable_index.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", t.name, "' is not a variable of the model"));
+    }
+    const VariableSpec& spec = placement.variables[it->second];
+    if ((*data)[it->second] != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", t.name, "' is given twice"));
+    }
+    if (t.view.shape() != spec.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", t.name, "' has shape ", ShapeToString(t.view.shape()),
+          " but the model's has shape ", ShapeToString(spec.shape)));
+    }
+    (*data)[it->second] = t.view.data();
+  }
+  for (size_t v = 0; v < data->size(); ++v) {
+    if ((*data)[v] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", placement.variables[v].name, "' is missing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckVersion(const ModelVersion& version, int num_shards) {
+  if (static_cast<int>(version.steps.size()) != num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a model version of ", version.steps.size(), " steps for ",
+                     num_shards, " shards"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OrderModel(const Placement& placement,
+                        absl::Span<const NamedConstTensorView> tensors,
+                        std::vector<const float*>* data) {
+  return OrderModelImpl(placement, tensors, data);
+}
+
+absl::Status OrderModel(const Placement& placement,
+                        absl::Span<const NamedTensorView> tensors,
+                        std::vector<float*>* data) {
+  return OrderModelImpl(placement, tensors, data);
+}
+
+std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
+                                     absl::Span<const float* const> model) {
+  std::vector<TensorBytes> out;
+  out.reserve(placement.shard_slices[shard].size());
+  for (int s : placement.shard_slices[shard]) {
+    const Slice& slice = placement.slices[s];
+    out.push_back(FloatTensorBytes(slice.name, slice.shape,
+                                   model[slice.variable] + slice.offset));
+  }
+  return out;
+}
+
+absl::Status AssembleShard(const Placement& placement, int shard,
+                           absl::Span<const TensorBytes> pulled,
+                           absl::Span<float* const> model) {
+  const std::vector<int>& mine = placement.shard_slices[shard];
+  std::vector<bool> seen(placement.slices.size(), false);
+  for (const TensorBytes& t : pulled) {
+    auto it = placement.slice_index.find(t.name);
+    if (it == placement.slice_index.end() ||
+        placement.slices[it->second].shard != shard) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard ", shard, " returned '", t.name,
+                       "', which the placement does not put on it"));
+    }
+    const Slice& slice = placement.slices[it->second];
+    if (seen[it->second]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard ", shard, " returned '", t.name, "' twice"));
+    }
+    seen[it->second] = true;
+    const Shape shape(t.shape.begin(), t.shape.end());
+    const size_t bytes = slice.num_elements * sizeof(float);
+    if (t.dtype != DType::kFloat32 || shape != slice.shape ||
+        t.data.size() != bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard ", shard, " returned '", t.name, "' as ",
+                       DTypeName(t.dtype), " ", ShapeToString(shape), " in ",
+                       t.data.size(), " bytes; expected float32 ",
+                       ShapeToString(slice.shape), " in ", bytes, " bytes"));
+    }
+    std::memcpy(model[slice.variable] + slice.offset, t.data.data(), bytes);
+  }
+  for (int s : mine) {
+    if (!seen[s]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard ", shard, " did not return '", placement.slices[s].name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,115 @@
+// How a worker reaches the parameter servers: one interface with a gRPC
+// implementation (ps/grpc_client.h, S addresses, all shards in parallel) and
+// an in-process one over ParameterShard objects (ps/in_process_client.h, for
+// tests). It takes and returns whole model variables by name; slicing them
+// over the shards (ps/placement.h) and assembling them again is its job.
+//
+// A worker loop (sync):
+//   client->Join();
+//   ModelVersion v = *client->Pull(ModelVersion::AtLeast(S, 0), deadline, w);
+//   for (;;) {
+//     ... gradients g from weights w ...
+//     client->Push(v, g);                      // each shard tagged with v
+//     v = *client->Pull(v.Next(), deadline, w);  // each shard past v
+//   }
+//   client->Leave();
+// Async is the same with Pull(ModelVersion::AtLeast(S, 0), ...): no waiting.
+//
+// Every call goes to every shard. The shards judge independently: a push
+// refused by one shard is still applied by the others, and the call returns
+// the first refusal (its message names the shard). Error codes are those of
+// ParameterShard (ps/shard.h), plus INVALID_ARGUMENT for tensors that do not
+// match the model and UNAVAILABLE / DEADLINE_EXCEEDED from the transport.
+#ifndef PSGD_PS_PS_CLIENT_H_
+#define PSGD_PS_PS_CLIENT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/tensor.h"
+#include "ps/placement.h"
+#include "ps/types.h"
+
+namespace psgd {
+namespace ps {
+
+// The version of the model a worker holds: each shard's step. Shards keep
+// their own steps, which may differ slightly (one shard may complete a step
+// a moment before another, and in async mode they drift freely); a worker
+// tags its push to shard i with steps[i], the step it pulled from shard i.
+struct ModelVersion {
+  std::vector<int64_t> steps;
+
+  // Every shard at least `step`.
+  static ModelVersion AtLeast(int num_shards, int64_t step) {
+    return ModelVersion{std::vector<int64_t>(num_shards, step)};
+  }
+  // Each shard's step plus one: what a sync worker waits for after a push.
+  ModelVersion Next() const {
+    ModelVersion v = *this;
+    for (int64_t& s : v.steps) ++s;
+    return v;
+  }
+};
+
+// A model variable by name, borrowed.
+struct NamedTensorView {
+  std::string name;
+  TensorView view;
+};
+struct NamedConstTensorView {
+  std::string name;
+  ConstTensorView view;
+};
+
+// What each shard said about a push, indexed by shard.
+struct PushResult {
+  std::vector<PushReply> shards;
+};
+
+class PsClient {
+ public:
+  virtual ~PsClient() = default;
+
+  virtual const Placement& placement() const = 0;
+  int num_shards() const { return placement().num_shards; }
+
+  // Sends every shard its slices of the initial values (every model
+  // variable once, by name, with its shape). A no-op on shards that are
+  // already initialised with the same variables.
+  virtual absl::Status Initialize(
+      absl::Span<const NamedConstTensorView> variables) = 0;
+
+  // This client's worker joins / leaves every shard.
+  virtual absl::Status Join() = 0;
+  virtual absl::Status Leave() = 0;
+
+  // Fills `out` (every model variable once, by name) with the weights of
+  // each shard i at step >= min_version.steps[i], waiting until `deadline`
+  // at most. Returns the shards' steps.
+  virtual absl::StatusOr<ModelVersion> Pull(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) = 0;
+
+  // Pushes `gradients` (every model variable once) to every shard i, tagged
+  // with version.steps[i].
+  virtual absl::StatusOr<PushResult> Push(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) = 0;
+
+  // One status per shard.
+  virtual absl::StatusOr<std::vector<ShardStatus>> Status() = 0;
+
+  // Training is over: every shard shuts down (and its server exits).
+  virtual absl::Status Shutdown(absl::string_view reason) = 0;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_PS_CLIENT_H_

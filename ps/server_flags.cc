@@ -1,0 +1,71 @@
+#include "ps/server_flags.h"
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "common/status_macros.h"
+
+namespace {
+const psgd::ps::ServerOptions kDefaults;
+}  // namespace
+
+ABSL_FLAG(std::string, listen_address, kDefaults.listen_address,
+          "host:port to listen on; port 0 lets the OS choose (see "
+          "--port_file).");
+ABSL_FLAG(int, shard_index, kDefaults.shard_index,
+          "This server's shard, in [0, num_shards).");
+ABSL_FLAG(int, num_shards, kDefaults.num_shards, "Number of shards S.");
+ABSL_FLAG(std::string, cluster_name, kDefaults.cluster_name,
+          "Cluster name; requests naming another cluster are refused.");
+ABSL_FLAG(std::string, mode, "sync", "sync or async.");
+ABSL_FLAG(int, replicas_to_aggregate, kDefaults.replicas_to_aggregate,
+          "Sync: gradients averaged per step (N).");
+ABSL_FLAG(int, total_num_replicas, kDefaults.total_num_replicas,
+          "Number of workers M >= N; worker ids are 0..M-1.");
+ABSL_FLAG(int64_t, staleness_bound, kDefaults.staleness_bound,
+          "Async: refuse gradients staler than this; -1: no bound.");
+ABSL_FLAG(bool, scale_lr_by_staleness, kDefaults.scale_lr_by_staleness,
+          "Async: learning rate times 1/staleness.");
+ABSL_FLAG(std::string, optimizer, "adam", "adam or sgd.");
+ABSL_FLAG(double, learning_rate, kDefaults.optimizer.learning_rate,
+          "Learning rate.");
+ABSL_FLAG(double, beta1, kDefaults.optimizer.beta1, "Adam beta1.");
+ABSL_FLAG(double, beta2, kDefaults.optimizer.beta2, "Adam beta2.");
+ABSL_FLAG(double, epsilon, kDefaults.optimizer.epsilon, "Adam epsilon.");
+ABSL_FLAG(int64_t, max_message_bytes, kDefaults.max_message_bytes,
+          "gRPC message size limit (send and receive).");
+ABSL_FLAG(int64_t, split_threshold_bytes, kDefaults.split_threshold_bytes,
+          "Variables above this are split into row slices over the shards; "
+          "workers must use the same value.");
+ABSL_FLAG(std::string, port_file, "",
+          "When set, the bound port is written to this file once serving.");
+
+namespace psgd {
+namespace ps {
+
+absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
+  ServerOptions o;
+  o.listen_address = absl::GetFlag(FLAGS_listen_address);
+  o.shard_index = absl::GetFlag(FLAGS_shard_index);
+  o.num_shards = absl::GetFlag(FLAGS_num_shards);
+  o.cluster_name = absl::GetFlag(FLAGS_cluster_name);
+  ASSIGN_OR_RETURN(o.mode, ParseMode(absl::GetFlag(FLAGS_mode)));
+  o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
+  o.total_num_replicas = absl::GetFlag(FLAGS_total_num_replicas);
+  o.staleness_bound = absl::GetFlag(FLAGS_staleness_bound);
+  o.scale_lr_by_staleness = absl::GetFlag(FLAGS_scale_lr_by_staleness);
+  ASSIGN_OR_RETURN(o.optimizer.kind,
+                   ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
+  o.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  o.optimizer.beta1 = absl::GetFlag(FLAGS_beta1);
+  o.optimizer.beta2 = absl::GetFlag(FLAGS_beta2);
+  o.optimizer.epsilon = absl::GetFlag(FLAGS_epsilon);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  RETURN_IF_ERROR(ValidateServerOptions(o));
+  return o;
+}
+
+}  // namespace ps
+}  // namespace psgd

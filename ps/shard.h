@@ -1,0 +1,180 @@
+// One parameter-server shard as a plain C++ object with no network in it:
+// it stores its variables (ps/variable_store.h), applies the optimizer
+// (ps/optimizer.h) in sync mode (ps/sync_aggregator.h) or async mode
+// (ps/async_applier.h), tracks worker membership (ps/membership.h) and
+// counts what became of every push. The gRPC service (ps/grpc_service.h) and
+// the in-process client (ps/in_process_client.h) are thin layers over it.
+// docs/PS.md states the rules.
+//
+// Errors (every refusal leaves weights, optimizer slots, step and
+// membership exactly as they were; only the refusal counters move):
+//   INVALID_ARGUMENT     a malformed request: unknown variable, wrong shape
+//                        or byte count, a dtype other than float32, NaN or
+//                        Inf, a negative step, a worker id out of range.
+//   FAILED_PRECONDITION  a request that does not fit the shard's state: not
+//                        initialised, another cluster's name, a step from
+//                        the future, a second push for a step, a worker that
+//                        has not joined, an Initialize with another variable
+//                        set, a gradient beyond the async staleness bound.
+//   DEADLINE_EXCEEDED    a pull whose step was not reached in time.
+//   CANCELLED            anything after Shutdown.
+//
+// Thread-safety: thread-safe. One mutex guards the state; gradients are
+// checked for NaN/Inf before it is taken, and weights are published as
+// immutable snapshots that pulls read without it. Pull callbacks run on the
+// thread that made the step ready (a pusher, Initialize, Shutdown, or the
+// caller of PullAsync), never under the mutex.
+#ifndef PSGD_PS_SHARD_H_
+#define PSGD_PS_SHARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ps/async_applier.h"
+#include "ps/membership.h"
+#include "ps/mutex.h"
+#include "ps/optimizer.h"
+#include "ps/options.h"
+#include "ps/sync_aggregator.h"
+#include "ps/types.h"
+#include "ps/variable_store.h"
+
+namespace psgd {
+namespace ps {
+
+class ParameterShard {
+ public:
+  using Snapshot = std::shared_ptr<const WeightsSnapshot>;
+  using PullDone = std::function<void(absl::StatusOr<Snapshot>)>;
+
+  struct InitializeReply {
+    int64_t step = 0;
+    bool already_initialized = false;
+  };
+  struct MembershipReply {
+    int64_t step = 0;
+    std::vector<int> live_workers;
+  };
+
+  // INVALID_ARGUMENT for options that ValidateServerOptions refuses.
+  static absl::StatusOr<std::unique_ptr<ParameterShard>> Create(
+      const ServerOptions& options);
+
+  // Shuts down first when Shutdown has not run: waiting pulls end.
+  ~ParameterShard();
+  ParameterShard(const ParameterShard&) = delete;
+  ParameterShard& operator=(const ParameterShard&) = delete;
+
+  const ServerOptions& options() const { return options_; }
+
+  // OK when `cluster` is this shard's cluster name; FAILED_PRECONDITION
+  // naming both names otherwise.
+  absl::Status CheckCluster(absl::string_view cluster) const;
+
+  // Defines the shard's variables and their initial values (step 0) the
+  // first time; afterwards OK with already_initialized when `variables`
+  // have the same names and shapes (the values are ignored), else
+  // FAILED_PRECONDITION naming the difference. Also FAILED_PRECONDITION when
+  // the variables would not fit in options().max_message_bytes.
+  absl::StatusOr<InitializeReply> Initialize(
+      absl::Span<const TensorBytes> variables);
+
+  // Calls `done` with the weights once the shard is initialised and at step
+  // >= min_step: at once (on this thread) when it is, else on the thread
+  // that gets it there. Errors through `done`: INVALID_ARGUMENT for a
+  // negative min_step or a worker_id other than -1 (no worker) out of
+  // range, CANCELLED at shutdown. Returns a ticket for CancelPull, or 0 when
+  // `done` has already run.
+  uint64_t PullAsync(int64_t min_step, int worker_id, PullDone done);
+  // Withdraws a waiting pull: true when it was waiting (done will never
+  // run), false when done has run or is running.
+  bool CancelPull(uint64_t ticket);
+  // PullAsync, waiting at most until `deadline` (DEADLINE_EXCEEDED).
+  absl::StatusOr<Snapshot> Pull(int64_t min_step, int worker_id,
+                                absl::Time deadline);
+
+  // A worker's gradients (one per variable, computed from the shard's weights
+  // at `step`). Sync: aggregated, applied (completes the step) or dropped;
+  // async: applied. See the error list above.
+  absl::StatusOr<PushReply> Push(int worker_id, int64_t step,
+                                 absl::Span<const TensorBytes> gradients);
+
+  // Membership. Join and Leave are idempotent. A Leave that makes the
+  // current sync step complete applies it before returning.
+  absl::StatusOr<MembershipReply> Join(int worker_id);
+  absl::StatusOr<MembershipReply> Leave(int worker_id);
+
+  ShardStatus Status() const;
+
+  // A copy of optimizer slot `name` of variable `index` (layout order);
+  // empty when there is none or before Initialize. For tests.
+  std::vector<float> CopySlot(absl::string_view name, int index) const;
+
+  // Training is over: waiting pulls end with CANCELLED, later requests are
+  // refused with CANCELLED (Status still answers). Idempotent.
+  void Shutdown(absl::string_view reason);
+  // True once Shutdown has run; waits for it until `deadline`.
+  bool AwaitShutdown(absl::Time deadline) const;
+
+ private:
+  struct Waiter {
+    int64_t min_step = 0;
+    PullDone done;
+  };
+  using Ready = std::vector<std::pair<PullDone, absl::StatusOr<Snapshot>>>;
+
+  explicit ParameterShard(const ServerOptions& options);
+
+  absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PullReadyLocked(int64_t min_step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushLocked(int worker_id, int64_t step,
+                          absl::Span<const TensorBytes> gradients,
+                          PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Optimizer step on `grads` (layout order); advances the step and moves
+  // the pulls it satisfies to `ready`.
+  void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
+                   Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplySyncStepLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the waiting pulls that PullReadyLocked to `ready`.
+  void CollectReadyLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  MembershipReply MembershipReplyLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void RunReady(Ready* ready);
+
+  // Constant after construction.
+  const ServerOptions options_;
+  const std::string name_;  // "shard 0", for messages
+
+  mutable Mutex mu_;
+  // Signalled when shut_down_ turns true.
+  mutable CondVar shutdown_cv_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::string shutdown_reason_ ABSL_GUARDED_BY(mu_);
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Null until Initialize; then fixed.
+  std::unique_ptr<VariableStore> store_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SyncAggregator> aggregator_ ABSL_GUARDED_BY(mu_);
+  AsyncApplier async_ ABSL_GUARDED_BY(mu_);
+  Membership membership_ ABSL_GUARDED_BY(mu_);
+  PushCounters counters_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_SHARD_H_

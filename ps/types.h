@@ -1,0 +1,95 @@
+// Plain value types that the parameter-server core (ps/shard.h) takes and
+// returns: gradients as borrowed bytes, push outcomes, counters and a status
+// snapshot. The gRPC adapter (ps/wire.h) converts them to and from
+// proto/ps.proto.
+//
+// Thread-safety: plain values; TensorBytes borrows memory that the caller
+// keeps alive for the duration of the call it is passed to.
+#ifndef PSGD_PS_TYPES_H_
+#define PSGD_PS_TYPES_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace psgd {
+namespace ps {
+
+// Element type on the wire. Only kFloat32 is stored; the others are refused
+// until a shard supports them.
+enum class DType { kFloat32, kBFloat16, kFloat16 };
+
+// "float32", "bfloat16", "float16".
+absl::string_view DTypeName(DType dtype);
+// Bytes per element.
+int64_t DTypeSize(DType dtype);
+
+// A tensor as it arrives: a name, a shape, a dtype and its raw little-endian
+// row-major bytes. Borrows everything.
+struct TensorBytes {
+  absl::string_view name;
+  absl::Span<const int64_t> shape;
+  DType dtype = DType::kFloat32;
+  absl::string_view data;
+};
+
+// Borrows a float tensor's memory as TensorBytes.
+TensorBytes FloatTensorBytes(absl::string_view name,
+                             absl::Span<const int64_t> shape,
+                             const float* data);
+
+enum class PushOutcome {
+  kAggregated,      // sync: added to the current step's aggregate
+  kApplied,         // sync: completed the step; async: applied on arrival
+  kDroppedStale,    // sync: from a step older than the one just completed
+  kDroppedSurplus,  // sync: from the step just completed, which was full
+};
+
+// "aggregated", "applied", "dropped_stale", "dropped_surplus".
+absl::string_view PushOutcomeName(PushOutcome outcome);
+
+// What a shard says about one accepted push (refusals are error statuses).
+struct PushReply {
+  PushOutcome outcome = PushOutcome::kAggregated;
+  std::string reason;
+  int64_t step = 0;       // the shard's step after the push
+  int64_t staleness = 0;  // async: shard step at arrival minus push step
+};
+
+struct PushCounters {
+  int64_t aggregated = 0;
+  int64_t applied = 0;
+  int64_t dropped_stale = 0;
+  int64_t dropped_surplus = 0;
+  int64_t refused = 0;             // every refused push, too stale included
+  int64_t refused_too_stale = 0;   // async: beyond the staleness bound
+  int64_t completed_by_leave = 0;  // sync: steps a Leave completed
+};
+
+// A consistent picture of one shard, for the Status RPC.
+struct ShardStatus {
+  std::string cluster;
+  int shard_index = 0;
+  int num_shards = 1;
+  std::string mode;  // "sync" or "async"
+  bool initialized = false;
+  int64_t step = 0;
+  PushCounters counters;
+  // Async: staleness -> number of applied pushes with it.
+  std::map<int64_t, int64_t> staleness_histogram;
+  std::vector<int> live_workers;  // ascending
+  int replicas_to_aggregate = 1;
+  int total_num_replicas = 1;
+  int64_t num_parameters = 0;
+  int pending_gradients = 0;  // sync: gathered for the current step
+  bool shutting_down = false;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_TYPES_H_
