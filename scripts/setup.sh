@@ -14,7 +14,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev
   protobuf-compiler-grpc libgrpc++-dev
   libabsl-dev libspdlog-dev libfmt-dev catch2
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev  # BLAS; oneDNN (the CPU backend's convolutions, GEMMs)
   clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
   python3 python3-numpy python3-matplotlib  # scripts/compare.py
   procps iproute2          # scripts/launch.sh, tests

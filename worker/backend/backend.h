@@ -1,0 +1,172 @@
+// The worker's arithmetic, behind one interface: a CPU implementation
+// (worker/cpu) and, later, a CUDA one. Models are written once against it.
+//
+// Memory. Tensors live in memory the backend owns (Backend::Allocate returns
+// a DeviceTensor); host data moves in and out only through CopyToDevice and
+// CopyToHost. Ops take views into that memory.
+//
+// Plans. Every op whose implementation keeps per-shape state (a convolution
+// algorithm, a workspace, reordered weights, library descriptors) is created
+// once for a shape as an op object (Conv2dOp, MaxPoolOp, LrnOp, DenseOp,
+// SoftmaxCrossEntropyOp) and then run many times on views of exactly that
+// shape; a view of another shape is INVALID_ARGUMENT. Element-wise ops with
+// no state are methods of Backend.
+//
+// Ordering. A backend may run ops asynchronously, in issue order (the CUDA
+// backend: one stream). Results are ready for the host after CopyToHost
+// returns, after Synchronize, or when an op returns a host value (the loss).
+// An op's output view must not overlap its inputs unless the op says so.
+//
+// Errors. Every call returns absl::Status: INVALID_ARGUMENT for shapes that
+// do not match the plan, RESOURCE_EXHAUSTED when memory runs out, INTERNAL for
+// a failure inside the library.
+//
+// Thread-safety: a Backend and the ops it creates are used by one thread at a
+// time (the CUDA backend has one stream). Ops must not outlive their backend.
+#ifndef PSGD_WORKER_BACKEND_BACKEND_H_
+#define PSGD_WORKER_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/tensor.h"
+#include "worker/backend/device_tensor.h"
+#include "worker/backend/op_shapes.h"
+
+namespace psgd {
+
+// Convolution, stride 1, SAME padding, bias added. See Conv2dShape.
+class Conv2dOp {
+ public:
+  virtual ~Conv2dOp() = default;
+  virtual const Conv2dShape& shape() const = 0;
+
+  // x: (N, C, H, W); w: (O, C, KH, KW); b: (O)  ->  y: (N, O, H, W)
+  virtual absl::Status Forward(ConstDeviceView x, ConstDeviceView w,
+                               ConstDeviceView b, DeviceView y) = 0;
+  // dy: (N, O, H, W); w: (O, C, KH, KW)  ->  dx: (N, C, H, W)
+  virtual absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
+                                    DeviceView dx) = 0;
+  // x: (N, C, H, W); dy: (N, O, H, W)  ->  dw: (O, C, KH, KW), db: (O).
+  // Overwrites dw and db.
+  virtual absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
+                                      DeviceView dw, DeviceView db) = 0;
+};
+
+// Max pooling, SAME padding. See PoolShape.
+class MaxPoolOp {
+ public:
+  virtual ~MaxPoolOp() = default;
+  virtual const PoolShape& shape() const = 0;
+
+  // x: (N, C, H, W)  ->  y: (N, C, OH, OW)
+  virtual absl::Status Forward(ConstDeviceView x, DeviceView y) = 0;
+  // x: (N, C, H, W); y, dy: (N, C, OH, OW)  ->  dx: (N, C, H, W). Each
+  // output's gradient goes to the first maximum of its window (row-major).
+  virtual absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                                ConstDeviceView dy, DeviceView dx) = 0;
+};
+
+// Local response normalisation across channels. See LrnParams.
+class LrnOp {
+ public:
+  virtual ~LrnOp() = default;
+  virtual const LrnShape& shape() const = 0;
+
+  // x: (N, C, H, W)  ->  y: (N, C, H, W)
+  virtual absl::Status Forward(ConstDeviceView x, DeviceView y) = 0;
+  // x, y, dy: (N, C, H, W)  ->  dx: (N, C, H, W)
+  virtual absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                                ConstDeviceView dy, DeviceView dx) = 0;
+};
+
+// Fully connected layer with bias. See DenseShape.
+class DenseOp {
+ public:
+  virtual ~DenseOp() = default;
+  virtual const DenseShape& shape() const = 0;
+
+  // x: (N, K); w: (K, M); b: (M)  ->  y: (N, M)
+  virtual absl::Status Forward(ConstDeviceView x, ConstDeviceView w,
+                               ConstDeviceView b, DeviceView y) = 0;
+  // dy: (N, M); w: (K, M)  ->  dx: (N, K)
+  virtual absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
+                                    DeviceView dx) = 0;
+  // x: (N, K); dy: (N, M)  ->  dw: (K, M), db: (M). Overwrites dw and db.
+  virtual absl::Status BackwardWeights(ConstDeviceView x, ConstDeviceView dy,
+                                       DeviceView dw, DeviceView db) = 0;
+};
+
+// What SoftmaxCrossEntropyOp returns to the host.
+struct CrossEntropyResult {
+  double loss = 0.0;    // mean over the batch of -log softmax(logits)[label]
+  int64_t correct = 0;  // examples whose label's logit is the largest (ties
+                        // count as correct, as tf.nn.in_top_k with k = 1)
+};
+
+// Softmax cross-entropy averaged over the batch, forward and backward in one
+// call (as TensorFlow's SparseSoftmaxCrossEntropyWithLogits).
+class SoftmaxCrossEntropyOp {
+ public:
+  virtual ~SoftmaxCrossEntropyOp() = default;
+  virtual const SoftmaxCrossEntropyShape& shape() const = 0;
+
+  // logits: (N, K); labels: N host values in [0, K)  ->  dlogits: (N, K) =
+  // (softmax(logits) - one_hot(labels)) / N, and the loss and the number of
+  // correct predictions. INVALID_ARGUMENT for a label outside [0, K).
+  virtual absl::StatusOr<CrossEntropyResult> Run(
+      ConstDeviceView logits, absl::Span<const int32_t> labels,
+      DeviceView dlogits) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu", "gpu:0", ...
+  virtual std::string name() const = 0;
+
+  // --- Memory -------------------------------------------------------------
+  // A zero-filled tensor. INVALID_ARGUMENT for an invalid shape,
+  // RESOURCE_EXHAUSTED when out of memory.
+  virtual absl::StatusOr<DeviceTensor> Allocate(const Shape& shape) = 0;
+  // Element counts must match (shapes may differ); INVALID_ARGUMENT if not.
+  virtual absl::Status CopyToDevice(ConstTensorView src, DeviceView dst) = 0;
+  // Waits for the ops that write `src`.
+  virtual absl::Status CopyToHost(ConstDeviceView src, TensorView dst) = 0;
+  // Waits until every op issued so far has finished.
+  virtual absl::Status Synchronize() = 0;
+
+  // --- Plans --------------------------------------------------------------
+  // INVALID_ARGUMENT for an invalid shape.
+  virtual absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateConv2d(
+      const Conv2dShape& shape) = 0;
+  virtual absl::StatusOr<std::unique_ptr<MaxPoolOp>> CreateMaxPool(
+      const PoolShape& shape) = 0;
+  virtual absl::StatusOr<std::unique_ptr<LrnOp>> CreateLrn(
+      const LrnShape& shape) = 0;
+  virtual absl::StatusOr<std::unique_ptr<DenseOp>> CreateDense(
+      const DenseShape& shape) = 0;
+  virtual absl::StatusOr<std::unique_ptr<SoftmaxCrossEntropyOp>>
+  CreateSoftmaxCrossEntropy(const SoftmaxCrossEntropyShape& shape) = 0;
+
+  // --- Element-wise ops (any shape; x and y of equal shape) ---------------
+  // y = max(x, 0). y may be x (in place).
+  virtual absl::Status ReluForward(ConstDeviceView x, DeviceView y) = 0;
+  // dx = dy where y > 0, else 0. dx may be dy (in place).
+  virtual absl::Status ReluBackward(ConstDeviceView y, ConstDeviceView dy,
+                                    DeviceView dx) = 0;
+  // L2 weight decay of one variable, TensorFlow's
+  // decay * tf.nn.l2_loss(w) = decay * sum(w^2) / 2:
+  // dw += decay * w, and returns that loss term.
+  virtual absl::StatusOr<double> L2WeightDecay(ConstDeviceView w, float decay,
+                                               DeviceView dw) = 0;
+};
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_BACKEND_BACKEND_H_

@@ -1,0 +1,124 @@
+#include "worker/backend/op_shapes.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psgd {
+namespace {
+
+// INVALID_ARGUMENT naming the op and the first dimension that is not
+// positive.
+absl::Status CheckPositive(
+    absl::string_view op,
+    std::initializer_list<std::pair<const char*, int64_t>> dims) {
+  for (const auto& [name, value] : dims) {
+    if (value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", name, " is ", value, ", must be positive"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SamePadding ComputeSamePadding(int64_t input, int64_t window, int64_t stride) {
+  SamePadding p;
+  p.output = (input + stride - 1) / stride;
+  int64_t total =
+      std::max<int64_t>((p.output - 1) * stride + window - input, 0);
+  p.before = total / 2;
+  p.after = total - p.before;
+  return p;
+}
+
+std::string Conv2dShape::ToString() const {
+  return absl::StrCat("conv2d x ", ShapeToString(input()), " w ",
+                      ShapeToString(filter()));
+}
+
+absl::Status Conv2dShape::Validate() const {
+  return CheckPositive(ToString(), {{"batch", batch},
+                                    {"in_channels", in_channels},
+                                    {"height", height},
+                                    {"width", width},
+                                    {"out_channels", out_channels},
+                                    {"kernel_h", kernel_h},
+                                    {"kernel_w", kernel_w}});
+}
+
+Shape PoolShape::output() const {
+  return {batch, channels, ComputeSamePadding(height, window, stride).output,
+          ComputeSamePadding(width, window, stride).output};
+}
+
+std::string PoolShape::ToString() const {
+  return absl::StrCat("max_pool ", window, "x", window, "/", stride, " x ",
+                      ShapeToString(input()));
+}
+
+absl::Status PoolShape::Validate() const {
+  return CheckPositive(ToString(), {{"batch", batch},
+                                    {"channels", channels},
+                                    {"height", height},
+                                    {"width", width},
+                                    {"window", window},
+                                    {"stride", stride}});
+}
+
+std::string LrnShape::ToString() const {
+  return absl::StrCat("lrn(r=", params.depth_radius, ", bias=", params.bias,
+                      ", alpha=", params.alpha, ", beta=", params.beta, ") x ",
+                      ShapeToString(input()));
+}
+
+absl::Status LrnShape::Validate() const {
+  if (absl::Status s = CheckPositive(ToString(), {{"batch", batch},
+                                                  {"channels", channels},
+                                                  {"height", height},
+                                                  {"width", width}});
+      !s.ok()) {
+    return s;
+  }
+  if (params.depth_radius < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToString(), ": depth_radius must not be negative"));
+  }
+  if (!(params.bias > 0.0f) || !(params.alpha >= 0.0f) ||
+      !(params.beta >= 0.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToString(), ": needs bias > 0, alpha >= 0 and beta >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DenseShape::ToString() const {
+  return absl::StrCat("dense x ", ShapeToString(input()), " w ",
+                      ShapeToString(weights()));
+}
+
+absl::Status DenseShape::Validate() const {
+  return CheckPositive(
+      ToString(), {{"batch", batch}, {"inputs", inputs}, {"outputs", outputs}});
+}
+
+std::string SoftmaxCrossEntropyShape::ToString() const {
+  return absl::StrCat("softmax_cross_entropy logits ", ShapeToString(logits()));
+}
+
+absl::Status SoftmaxCrossEntropyShape::Validate() const {
+  return CheckPositive(ToString(), {{"batch", batch}, {"classes", classes}});
+}
+
+absl::Status CheckShape(absl::string_view op, absl::string_view what,
+                        const Shape& got, const Shape& want) {
+  if (got == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, " ", what, ": shape ", ShapeToString(got),
+                   " but the plan is for ", ShapeToString(want)));
+}
+
+}  // namespace psgd

@@ -1,0 +1,121 @@
+// The shapes and constants of the backend's ops, as plain values: what a plan
+// (Backend::CreateConv2d, ...) is created for. Layouts are NCHW for
+// activations, OIHW for convolution filters and (inputs, outputs) for dense
+// weights. Padding follows TensorFlow's "SAME".
+//
+// Thread-safety: plain values and pure functions.
+#ifndef PSGD_WORKER_BACKEND_OP_SHAPES_H_
+#define PSGD_WORKER_BACKEND_OP_SHAPES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "common/tensor.h"
+
+namespace psgd {
+
+// TensorFlow's SAME padding along one spatial dimension: output =
+// ceil(input / stride), and the padding that needs, with the odd element
+// after (bottom / right).
+struct SamePadding {
+  int64_t output = 0;
+  int64_t before = 0;
+  int64_t after = 0;
+};
+SamePadding ComputeSamePadding(int64_t input, int64_t window, int64_t stride);
+
+// 2-D convolution, stride 1, SAME padding, with a bias per output channel.
+struct Conv2dShape {
+  int64_t batch = 0;
+  int64_t in_channels = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t out_channels = 0;
+  int64_t kernel_h = 0;
+  int64_t kernel_w = 0;
+
+  Shape input() const { return {batch, in_channels, height, width}; }
+  Shape filter() const {
+    return {out_channels, in_channels, kernel_h, kernel_w};
+  }
+  Shape bias() const { return {out_channels}; }
+  Shape output() const { return {batch, out_channels, height, width}; }
+  std::string ToString() const;
+  absl::Status Validate() const;
+};
+
+// Max pooling over window x window, stride `stride`, SAME padding (padded
+// positions never win).
+struct PoolShape {
+  int64_t batch = 0;
+  int64_t channels = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t window = 3;
+  int64_t stride = 2;
+
+  Shape input() const { return {batch, channels, height, width}; }
+  Shape output() const;
+  std::string ToString() const;
+  absl::Status Validate() const;
+};
+
+// Local response normalisation across channels, TensorFlow's definition:
+//   sqr_sum[n,c,h,w] = sum over c' in [c - depth_radius, c + depth_radius]
+//                      (clipped to the channels) of x[n,c',h,w]^2
+//   y = x / (bias + alpha * sqr_sum)^beta
+// The defaults are the cifar10 tutorial's (alpha is not divided by the window
+// size, unlike PyTorch's and oneDNN's).
+struct LrnParams {
+  int64_t depth_radius = 4;
+  float bias = 1.0f;
+  float alpha = 0.001f / 9.0f;
+  float beta = 0.75f;
+};
+
+struct LrnShape {
+  int64_t batch = 0;
+  int64_t channels = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+  LrnParams params;
+
+  Shape input() const { return {batch, channels, height, width}; }
+  std::string ToString() const;
+  absl::Status Validate() const;
+};
+
+// Fully connected: y (N, M) = x (N, K) . w (K, M) + b (M).
+struct DenseShape {
+  int64_t batch = 0;
+  int64_t inputs = 0;
+  int64_t outputs = 0;
+
+  Shape input() const { return {batch, inputs}; }
+  Shape weights() const { return {inputs, outputs}; }
+  Shape bias() const { return {outputs}; }
+  Shape output() const { return {batch, outputs}; }
+  std::string ToString() const;
+  absl::Status Validate() const;
+};
+
+// Softmax cross-entropy of logits (N, classes) against integer labels.
+struct SoftmaxCrossEntropyShape {
+  int64_t batch = 0;
+  int64_t classes = 0;
+
+  Shape logits() const { return {batch, classes}; }
+  std::string ToString() const;
+  absl::Status Validate() const;
+};
+
+// INVALID_ARGUMENT "<op> <what>: shape [..] but the plan is for [..]" unless
+// `got` equals `want`.
+absl::Status CheckShape(absl::string_view op, absl::string_view what,
+                        const Shape& got, const Shape& want);
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_BACKEND_OP_SHAPES_H_

@@ -1,0 +1,179 @@
+#include "worker/cpu/conv_onednn.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace psgd {
+namespace {
+
+using dnnl::memory;
+using Tag = dnnl::memory::format_tag;
+
+memory::desc Plain(const Shape& shape, Tag tag) {
+  return memory::desc(memory::dims(shape.begin(), shape.end()),
+                      memory::data_type::f32, tag);
+}
+
+memory::desc Any(const Shape& shape) { return Plain(shape, Tag::any); }
+
+class OneDnnConv2d : public Conv2dOp {
+ public:
+  OneDnnConv2d(const Conv2dShape& shape, OneDnnContext* context)
+      : shape_(shape), context_(context) {}
+
+  // Builds the primitives; INTERNAL on a oneDNN error.
+  absl::Status Init();
+
+  const Conv2dShape& shape() const override { return shape_; }
+
+  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
+                       DeviceView y) override {
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "w", w.shape(), shape_.filter()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "b", b.shape(), shape_.bias()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "y", y.shape(), shape_.output()));
+    return CatchOneDnn(shape_.ToString() + " forward", [&] {
+      context_->PrepareThread();
+      dnnl::stream& s = context_->stream;
+      bias_.set_data_handle(const_cast<float*>(b.data()));
+      forward_.execute(s, {{DNNL_ARG_SRC, fwd_x_.Input(x.data(), s)},
+                           {DNNL_ARG_WEIGHTS, fwd_w_.Input(w.data(), s)},
+                           {DNNL_ARG_BIAS, bias_},
+                           {DNNL_ARG_DST, fwd_y_.Output(y.data())},
+                           {DNNL_ARG_SCRATCHPAD, fwd_scratch_}});
+      fwd_y_.FinishOutput(s);
+      s.wait();
+    });
+  }
+
+  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
+                            DeviceView dx) override {
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.output()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "w", w.shape(), shape_.filter()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "dx", dx.shape(), shape_.input()));
+    return CatchOneDnn(shape_.ToString() + " backward data", [&] {
+      context_->PrepareThread();
+      dnnl::stream& s = context_->stream;
+      backward_data_.execute(s,
+                             {{DNNL_ARG_DIFF_DST, bwd_dy_.Input(dy.data(), s)},
+                              {DNNL_ARG_WEIGHTS, bwd_w_.Input(w.data(), s)},
+                              {DNNL_ARG_DIFF_SRC, bwd_dx_.Output(dx.data())},
+                              {DNNL_ARG_SCRATCHPAD, bwd_scratch_}});
+      bwd_dx_.FinishOutput(s);
+      s.wait();
+    });
+  }
+
+  absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
+                              DeviceView dw, DeviceView db) override {
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.output()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "dw", dw.shape(), shape_.filter()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "db", db.shape(), shape_.bias()));
+    return CatchOneDnn(shape_.ToString() + " backward filter", [&] {
+      context_->PrepareThread();
+      dnnl::stream& s = context_->stream;
+      diff_bias_.set_data_handle(db.data());
+      backward_weights_.execute(
+          s, {{DNNL_ARG_SRC, bww_x_.Input(x.data(), s)},
+              {DNNL_ARG_DIFF_DST, bww_dy_.Input(dy.data(), s)},
+              {DNNL_ARG_DIFF_WEIGHTS, bww_dw_.Output(dw.data())},
+              {DNNL_ARG_DIFF_BIAS, diff_bias_},
+              {DNNL_ARG_SCRATCHPAD, bww_scratch_}});
+      bww_dw_.FinishOutput(s);
+      s.wait();
+    });
+  }
+
+ private:
+  const Conv2dShape shape_;
+  OneDnnContext* const context_;  // Not owned.
+
+  dnnl::convolution_forward forward_;
+  dnnl::convolution_backward_data backward_data_;
+  dnnl::convolution_backward_weights backward_weights_;
+  memory fwd_scratch_, bwd_scratch_, bww_scratch_;
+  memory bias_, diff_bias_;
+  LayoutBridge fwd_x_, fwd_w_, fwd_y_;
+  LayoutBridge bwd_dy_, bwd_w_, bwd_dx_;
+  LayoutBridge bww_x_, bww_dy_, bww_dw_;
+};
+
+absl::Status OneDnnConv2d::Init() {
+  return CatchOneDnn(shape_.ToString() + " plan", [&] {
+    const dnnl::engine& eng = context_->engine;
+    const memory::desc x_md = Plain(shape_.input(), Tag::nchw);
+    const memory::desc w_md = Plain(shape_.filter(), Tag::oihw);
+    const memory::desc b_md = Plain(shape_.bias(), Tag::x);
+    const memory::desc y_md = Plain(shape_.output(), Tag::nchw);
+    const SamePadding ph =
+        ComputeSamePadding(shape_.height, shape_.kernel_h, 1);
+    const SamePadding pw = ComputeSamePadding(shape_.width, shape_.kernel_w, 1);
+    const memory::dims strides = {1, 1};
+    const memory::dims pad_l = {ph.before, pw.before};
+    const memory::dims pad_r = {ph.after, pw.after};
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+
+    const auto algo = dnnl::algorithm::convolution_direct;
+    dnnl::convolution_forward::primitive_desc fwd_pd(
+        dnnl::convolution_forward::desc(
+            dnnl::prop_kind::forward_training, algo, Any(shape_.input()),
+            Any(shape_.filter()), b_md, Any(shape_.output()), strides, pad_l,
+            pad_r),
+        attr, eng);
+    dnnl::convolution_backward_data::primitive_desc bwd_pd(
+        dnnl::convolution_backward_data::desc(
+            algo, Any(shape_.input()), Any(shape_.filter()),
+            Any(shape_.output()), strides, pad_l, pad_r),
+        attr, eng, fwd_pd);
+    dnnl::convolution_backward_weights::primitive_desc bww_pd(
+        dnnl::convolution_backward_weights::desc(
+            algo, Any(shape_.input()), Any(shape_.filter()), b_md,
+            Any(shape_.output()), strides, pad_l, pad_r),
+        attr, eng, fwd_pd);
+
+    forward_ = dnnl::convolution_forward(fwd_pd);
+    backward_data_ = dnnl::convolution_backward_data(bwd_pd);
+    backward_weights_ = dnnl::convolution_backward_weights(bww_pd);
+    fwd_scratch_ = memory(fwd_pd.scratchpad_desc(), eng);
+    bwd_scratch_ = memory(bwd_pd.scratchpad_desc(), eng);
+    bww_scratch_ = memory(bww_pd.scratchpad_desc(), eng);
+    bias_ = memory(b_md, eng, DNNL_MEMORY_NONE);
+    diff_bias_ = memory(b_md, eng, DNNL_MEMORY_NONE);
+
+    fwd_x_ = LayoutBridge(x_md, fwd_pd.src_desc(), eng, /*input=*/true);
+    fwd_w_ = LayoutBridge(w_md, fwd_pd.weights_desc(), eng, true);
+    fwd_y_ = LayoutBridge(y_md, fwd_pd.dst_desc(), eng, /*input=*/false);
+    bwd_dy_ = LayoutBridge(y_md, bwd_pd.diff_dst_desc(), eng, true);
+    bwd_w_ = LayoutBridge(w_md, bwd_pd.weights_desc(), eng, true);
+    bwd_dx_ = LayoutBridge(x_md, bwd_pd.diff_src_desc(), eng, false);
+    bww_x_ = LayoutBridge(x_md, bww_pd.src_desc(), eng, true);
+    bww_dy_ = LayoutBridge(y_md, bww_pd.diff_dst_desc(), eng, true);
+    bww_dw_ = LayoutBridge(w_md, bww_pd.diff_weights_desc(), eng, false);
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateOneDnnConv2d(
+    const Conv2dShape& shape, OneDnnContext* context) {
+  RETURN_IF_ERROR(shape.Validate());
+  auto op = std::make_unique<OneDnnConv2d>(shape, context);
+  RETURN_IF_ERROR(op->Init());
+  return std::unique_ptr<Conv2dOp>(std::move(op));
+}
+
+}  // namespace psgd

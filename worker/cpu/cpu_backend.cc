@@ -1,0 +1,282 @@
+#include "worker/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "worker/cpu/conv_im2col.h"
+#include "worker/cpu/conv_onednn.h"
+#include "worker/cpu/dense.h"
+#include "worker/cpu/elementwise.h"
+#include "worker/cpu/lrn.h"
+#include "worker/cpu/onednn_util.h"
+#include "worker/cpu/pooling.h"
+#include "worker/cpu/softmax_xent.h"
+#include "worker/cpu/thread_pool.h"
+
+namespace psgd {
+namespace {
+
+class CpuMaxPool : public MaxPoolOp {
+ public:
+  CpuMaxPool(const PoolShape& shape, ThreadPool* pool)
+      : shape_(shape), pool_(pool) {}
+  const PoolShape& shape() const override { return shape_; }
+
+  absl::Status Forward(ConstDeviceView x, DeviceView y) override {
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "y", y.shape(), shape_.output()));
+    MaxPoolForwardKernel(shape_, x.data(), y.data(), pool_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                        ConstDeviceView dy, DeviceView dx) override {
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "y", y.shape(), shape_.output()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.output()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "dx", dx.shape(), shape_.input()));
+    MaxPoolBackwardKernel(shape_, x.data(), dy.data(), dx.data(), pool_);
+    return absl::OkStatus();
+  }
+
+ private:
+  const PoolShape shape_;
+  ThreadPool* const pool_;  // Not owned.
+};
+
+class CpuLrn : public LrnOp {
+ public:
+  CpuLrn(const LrnShape& shape, ThreadPool* pool)
+      : shape_(shape), pool_(pool) {}
+  const LrnShape& shape() const override { return shape_; }
+
+  absl::Status Forward(ConstDeviceView x, DeviceView y) override {
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "y", y.shape(), shape_.input()));
+    LrnForwardKernel(shape_, x.data(), y.data(), pool_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                        ConstDeviceView dy, DeviceView dx) override {
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "x", x.shape(), shape_.input()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "y", y.shape(), shape_.input()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "dy", dy.shape(), shape_.input()));
+    RETURN_IF_ERROR(
+        CheckShape(shape_.ToString(), "dx", dx.shape(), shape_.input()));
+    LrnBackwardKernel(shape_, x.data(), y.data(), dy.data(), dx.data(), pool_);
+    return absl::OkStatus();
+  }
+
+ private:
+  const LrnShape shape_;
+  ThreadPool* const pool_;  // Not owned.
+};
+
+class CpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
+ public:
+  explicit CpuSoftmaxCrossEntropy(const SoftmaxCrossEntropyShape& shape)
+      : shape_(shape) {}
+  const SoftmaxCrossEntropyShape& shape() const override { return shape_; }
+
+  absl::StatusOr<CrossEntropyResult> Run(ConstDeviceView logits,
+                                         absl::Span<const int32_t> labels,
+                                         DeviceView dlogits) override {
+    RETURN_IF_ERROR(CheckShape(shape_.ToString(), "logits", logits.shape(),
+                               shape_.logits()));
+    RETURN_IF_ERROR(CheckShape(shape_.ToString(), "dlogits", dlogits.shape(),
+                               shape_.logits()));
+    return SoftmaxCrossEntropyKernel(shape_.batch, shape_.classes,
+                                     logits.data(), labels, dlogits.data());
+  }
+
+ private:
+  const SoftmaxCrossEntropyShape shape_;
+};
+
+absl::Status CheckSameShape(absl::string_view op, const Shape& a,
+                            const Shape& b) {
+  if (a == b) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": shapes ", ShapeToString(a), " and ", ShapeToString(b), " differ"));
+}
+
+absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b) {
+  if (a == b) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", a, " elements into ", b));
+}
+
+class CpuBackend : public Backend {
+ public:
+  CpuBackend(const CpuBackendOptions& options, int threads,
+             OneDnnContext context)
+      : options_(options),
+        gemm_{options.gemm, threads},
+        context_(std::move(context)),
+        pool_(threads) {}
+
+  std::string name() const override { return "cpu"; }
+
+  absl::StatusOr<DeviceTensor> Allocate(const Shape& shape) override {
+    RETURN_IF_ERROR(ValidateShape(shape));
+    constexpr size_t kAlignment = 64;
+    const size_t bytes = (NumElements(shape) * sizeof(float) + kAlignment - 1) /
+                         kAlignment * kAlignment;
+    void* data = std::aligned_alloc(kAlignment, bytes);
+    if (data == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cpu backend: cannot allocate ", bytes, " bytes for ",
+                       ShapeToString(shape)));
+    }
+    std::memset(data, 0, bytes);
+    return DeviceTensor(static_cast<float*>(data), shape,
+                        [](float* p) { std::free(p); });
+  }
+
+  absl::Status CopyToDevice(ConstTensorView src, DeviceView dst) override {
+    RETURN_IF_ERROR(CheckSameCount("CopyToDevice", src.size(), dst.size()));
+    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyToHost(ConstDeviceView src, TensorView dst) override {
+    RETURN_IF_ERROR(CheckSameCount("CopyToHost", src.size(), dst.size()));
+    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateConv2d(
+      const Conv2dShape& shape) override {
+    if (options_.conv == ConvAlgorithm::kIm2col) {
+      return CreateIm2colConv2d(shape, gemm_, &pool_);
+    }
+    return CreateOneDnnConv2d(shape, &context_);
+  }
+
+  absl::StatusOr<std::unique_ptr<MaxPoolOp>> CreateMaxPool(
+      const PoolShape& shape) override {
+    RETURN_IF_ERROR(shape.Validate());
+    return std::unique_ptr<MaxPoolOp>(
+        std::make_unique<CpuMaxPool>(shape, &pool_));
+  }
+
+  absl::StatusOr<std::unique_ptr<LrnOp>> CreateLrn(
+      const LrnShape& shape) override {
+    RETURN_IF_ERROR(shape.Validate());
+    return std::unique_ptr<LrnOp>(std::make_unique<CpuLrn>(shape, &pool_));
+  }
+
+  absl::StatusOr<std::unique_ptr<DenseOp>> CreateDense(
+      const DenseShape& shape) override {
+    return CreateCpuDense(shape, gemm_, &pool_);
+  }
+
+  absl::StatusOr<std::unique_ptr<SoftmaxCrossEntropyOp>>
+  CreateSoftmaxCrossEntropy(const SoftmaxCrossEntropyShape& shape) override {
+    RETURN_IF_ERROR(shape.Validate());
+    return std::unique_ptr<SoftmaxCrossEntropyOp>(
+        std::make_unique<CpuSoftmaxCrossEntropy>(shape));
+  }
+
+  absl::Status ReluForward(ConstDeviceView x, DeviceView y) override {
+    RETURN_IF_ERROR(CheckSameShape("relu", x.shape(), y.shape()));
+    ReluForwardKernel(x.size(), x.data(), y.data(), &pool_);
+    return absl::OkStatus();
+  }
+
+  absl::Status ReluBackward(ConstDeviceView y, ConstDeviceView dy,
+                            DeviceView dx) override {
+    RETURN_IF_ERROR(CheckSameShape("relu backward", y.shape(), dy.shape()));
+    RETURN_IF_ERROR(CheckSameShape("relu backward", y.shape(), dx.shape()));
+    ReluBackwardKernel(y.size(), y.data(), dy.data(), dx.data(), &pool_);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> L2WeightDecay(ConstDeviceView w, float decay,
+                                       DeviceView dw) override {
+    RETURN_IF_ERROR(CheckSameShape("l2 weight decay", w.shape(), dw.shape()));
+    return L2WeightDecayKernel(w.size(), w.data(), decay, dw.data());
+  }
+
+ private:
+  const CpuBackendOptions options_;
+  const GemmConfig gemm_;
+  OneDnnContext context_;
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
+                                                      int threads) {
+  CpuBackendOptions options;
+  options.threads = threads;
+  if (name == "cpu") return options;
+  if (!absl::ConsumePrefix(&name, "cpu:")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a CPU backend name: '", name, "'"));
+  }
+  for (absl::string_view item : absl::StrSplit(name, ',')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.first == "conv" && kv.second == "onednn") {
+      options.conv = ConvAlgorithm::kOneDnn;
+    } else if (kv.first == "conv" && kv.second == "im2col") {
+      options.conv = ConvAlgorithm::kIm2col;
+    } else if (kv.first == "gemm" && kv.second == "onednn") {
+      options.gemm = GemmLibrary::kOneDnn;
+    } else if (kv.first == "gemm" && kv.second == "openblas") {
+      options.gemm = GemmLibrary::kOpenBlas;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cpu backend option '", item,
+                       "' is not one of conv=onednn, conv=im2col, gemm=onednn, "
+                       "gemm=openblas"));
+    }
+  }
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
+    const CpuBackendOptions& options) {
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu backend: threads is ", options.threads,
+                     ", must be 0 (one per core) or more"));
+  }
+  int threads = options.threads;
+  if (threads == 0) {
+    threads =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  OneDnnContext context;
+  context.threads = threads;
+  RETURN_IF_ERROR(CatchOneDnn("cpu backend: oneDNN engine", [&] {
+    context.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
+    context.stream = dnnl::stream(context.engine);
+  }));
+  return std::unique_ptr<Backend>(
+      std::make_unique<CpuBackend>(options, threads, std::move(context)));
+}
+
+}  // namespace psgd

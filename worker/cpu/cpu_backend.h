@@ -1,0 +1,52 @@
+// The CPU backend: the reference that the CUDA backend is checked against,
+// and the backend of every test and of machines without a GPU.
+//
+// "Device" memory is 64-byte aligned host memory. Convolutions and matrix
+// products go through oneDNN by default (its OpenMP threads); pooling, LRN,
+// ReLU, bias and the loss are this folder's kernels on a ThreadPool of the
+// same size. Other kernels can be chosen by name for measurement:
+//
+//   cpu                         conv=onednn,gemm=onednn (the default)
+//   cpu:conv=im2col             im2col + GEMM convolution
+//   cpu:gemm=openblas           OpenBLAS for every GEMM (with conv=im2col,
+//                               also the convolutions)
+//
+// Thread-safety: as Backend (one thread at a time). The thread count is set
+// for OpenMP in the calling thread before each oneDNN call; OpenBLAS's
+// thread count is process-wide, so two CPU backends with different counts
+// in one process share the last one set.
+#ifndef PSGD_WORKER_CPU_CPU_BACKEND_H_
+#define PSGD_WORKER_CPU_CPU_BACKEND_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "worker/backend/backend.h"
+#include "worker/cpu/gemm.h"
+
+namespace psgd {
+
+enum class ConvAlgorithm { kOneDnn, kIm2col };
+
+struct CpuBackendOptions {
+  int threads = 0;  // 0: one per core
+  ConvAlgorithm conv = ConvAlgorithm::kOneDnn;
+  GemmLibrary gemm = GemmLibrary::kOneDnn;
+};
+
+// Parses "cpu" or "cpu:key=value,key=value" (keys conv: onednn|im2col, gemm:
+// onednn|openblas) into options with `threads`. INVALID_ARGUMENT naming an
+// unknown key or value.
+absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
+                                                      int threads);
+
+// The backend; INVALID_ARGUMENT for threads < 0, INTERNAL if oneDNN has no
+// CPU engine.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
+    const CpuBackendOptions& options);
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_CPU_CPU_BACKEND_H_

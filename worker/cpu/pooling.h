@@ -1,0 +1,25 @@
+// Max pooling on the CPU, SAME padding (see PoolShape).
+//
+// Thread-safety: pure functions over caller-owned memory; `pool` runs the
+// loop (not owned).
+#ifndef PSGD_WORKER_CPU_POOLING_H_
+#define PSGD_WORKER_CPU_POOLING_H_
+
+#include "worker/backend/op_shapes.h"
+#include "worker/cpu/thread_pool.h"
+
+namespace psgd {
+
+// x: (N, C, H, W)  ->  y: (N, C, OH, OW)
+void MaxPoolForwardKernel(const PoolShape& shape, const float* x, float* y,
+                          ThreadPool* pool);
+
+// x: (N, C, H, W); dy: (N, C, OH, OW)  ->  dx: (N, C, H, W). Each output's
+// gradient goes to the first maximum of its window in row-major order (the
+// argmax is recomputed from x). Overwrites dx.
+void MaxPoolBackwardKernel(const PoolShape& shape, const float* x,
+                           const float* dy, float* dx, ThreadPool* pool);
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_CPU_POOLING_H_

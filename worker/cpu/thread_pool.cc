@@ -1,0 +1,86 @@
+#include "worker/cpu/thread_pool.h"
+
+#include <algorithm>
+
+namespace psgd {
+namespace {
+
+// Chunk `i` of `chunks` over [0, n).
+int64_t ChunkBegin(int64_t n, int chunks, int i) { return n * i / chunks; }
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(num_threads, 1)) {
+  workers_.reserve(num_threads_ - 1);
+  for (int i = 1; i < num_threads_; ++i) {
+    workers_.emplace_back([this, i] { WorkerLoop(i); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
+                             absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  const int64_t by_size = n / std::max<int64_t>(min_chunk, 1);
+  const int chunks =
+      static_cast<int>(std::clamp<int64_t>(by_size, 1, num_threads_));
+  if (chunks == 1) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    n_ = n;
+    chunks_ = chunks;
+    pending_ = chunks - 1;
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  fn(0, ChunkBegin(n, chunks, 1));
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_ == 0;
+  });
+  fn_ = nullptr;
+}
+
+void ThreadPool::WorkerLoop(int index) {
+  int64_t seen = 0;
+  for (;;) {
+    const absl::FunctionRef<void(int64_t, int64_t)>* fn;
+    int64_t n;
+    int chunks;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || generation_ != seen;
+      });
+      if (stop_) return;
+      seen = generation_;
+      fn = fn_;
+      n = n_;
+      chunks = chunks_;
+    }
+    if (index >= chunks) continue;
+    (*fn)(ChunkBegin(n, chunks, index), ChunkBegin(n, chunks, index + 1));
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = --pending_ == 0;
+    }
+    if (last) done_cv_.notify_one();
+  }
+}
+
+}  // namespace psgd

@@ -1,0 +1,72 @@
+// A small fixed pool of threads for data-parallel loops in the CPU kernels.
+//
+//   ThreadPool pool(2);
+//   pool.ParallelFor(planes, 1, [&](int64_t begin, int64_t end) { ... });
+//
+// Thread-safety: ParallelFor may be called from any thread; concurrent calls
+// run one after the other. The calling thread takes part in the loop, so a
+// pool of N threads starts N - 1. The destructor joins the threads and must
+// not run while a ParallelFor is in progress.
+//
+// std::mutex rather than absl::Mutex: Debian's Abseil is not built with
+// ThreadSanitizer, which therefore cannot see absl::Mutex's ordering and
+// reports false races; pthread mutexes it intercepts.
+#ifndef PSGD_WORKER_CPU_THREAD_POOL_H_
+#define PSGD_WORKER_CPU_THREAD_POOL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+
+namespace psgd {
+
+class ThreadPool {
+ public:
+  // num_threads >= 1 counts the caller; values below 1 are taken as 1.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Splits [0, n) into at most num_threads() contiguous chunks of at least
+  // `min_chunk` elements (the last may be shorter when n is) and runs
+  // fn(begin, end) on each, the caller taking the first. Returns when every
+  // chunk is done. fn must not call ParallelFor on the same pool.
+  void ParallelFor(int64_t n, int64_t min_chunk,
+                   absl::FunctionRef<void(int64_t, int64_t)> fn);
+
+ private:
+  void WorkerLoop(int index);
+
+  // Constant after construction.
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+
+  // Held for a whole ParallelFor, so that calls do not interleave.
+  std::mutex run_mu_;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // generation_ or stop_ changed
+  std::condition_variable done_cv_;  // pending_ reached 0
+  // The loop being run: generation_ counts loops; workers 1..chunks_-1 take
+  // one chunk each and count pending_ down.
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  const absl::FunctionRef<void(int64_t, int64_t)>* fn_ ABSL_GUARDED_BY(mu_) =
+      nullptr;
+  int64_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  int chunks_ ABSL_GUARDED_BY(mu_) = 0;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_CPU_THREAD_POOL_H_

@@ -1,0 +1,75 @@
+#include "worker/models/device_variables.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace psgd {
+
+NamedConstViews ViewsOf(const NamedTensors& tensors) {
+  NamedConstViews views;
+  for (const auto& [name, tensor] : tensors) views.emplace(name, tensor.view());
+  return views;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceVariables>> DeviceVariables::Create(
+    std::vector<VariableSpec> specs, Backend* backend) {
+  RETURN_IF_ERROR(ValidateVariableSpecs(specs));
+  std::unique_ptr<DeviceVariables> v(
+      new DeviceVariables(std::move(specs), backend));
+  for (const VariableSpec& s : v->specs_) {
+    ASSIGN_OR_RETURN(DeviceTensor w, backend->Allocate(s.shape));
+    ASSIGN_OR_RETURN(DeviceTensor g, backend->Allocate(s.shape));
+    v->weights_.push_back(std::move(w));
+    v->gradients_.push_back(std::move(g));
+  }
+  return v;
+}
+
+absl::Status DeviceVariables::Validate(const NamedConstViews& weights) const {
+  for (const VariableSpec& s : specs_) {
+    auto it = weights.find(s.name);
+    if (it == weights.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights: variable '", s.name, "' is missing"));
+    }
+    if (it->second.shape() != s.shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights: variable '", s.name, "' has shape ",
+                       ShapeToString(it->second.shape()), ", expected ",
+                       ShapeToString(s.shape)));
+    }
+  }
+  if (weights.size() != specs_.size()) {
+    for (const auto& [name, view] : weights) {
+      bool known = false;
+      for (const VariableSpec& s : specs_) known = known || s.name == name;
+      if (!known) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "weights: '", name, "' is not a variable of the model"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceVariables::Upload(const NamedConstViews& weights) {
+  RETURN_IF_ERROR(Validate(weights));
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    RETURN_IF_ERROR(
+        backend_->CopyToDevice(weights.at(specs_[i].name), weights_[i].view()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceVariables::DownloadGradients(NamedTensors* out) {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    Tensor& t = (*out)[specs_[i].name];
+    if (t.shape() != specs_[i].shape) t = Tensor(specs_[i].shape);
+    RETURN_IF_ERROR(backend_->CopyToHost(gradients_[i].view(), t.view()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psgd

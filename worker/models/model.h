@@ -1,0 +1,85 @@
+// A model, as the worker's training loops see it: a list of named variables
+// (the same names and shapes the parameter servers hold) and one call that
+// turns weights and a batch into the loss, the accuracy and the gradients.
+// The arithmetic runs on a Backend; weights, images and gradients are host
+// tensors, so that the caller (train_local, the cluster worker) never sees
+// backend memory.
+//
+//   ASSIGN_OR_RETURN(auto backend, CreateBackend("cpu", {}));
+//   ASSIGN_OR_RETURN(auto model, CreateModel("cifar10_tutorial",
+//   backend.get())); NamedTensors grads; ASSIGN_OR_RETURN(StepResult r,
+//   model->ComputeGradients(weights, images,
+//                                                          labels, &grads));
+//
+// Thread-safety: a Model is used by one thread at a time (it owns per-batch
+// plans and backend buffers). It must not outlive its backend.
+#ifndef PSGD_WORKER_MODELS_MODEL_H_
+#define PSGD_WORKER_MODELS_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/model_variables.h"
+#include "common/tensor.h"
+
+namespace psgd {
+
+// Host tensors by variable name.
+using NamedTensors = absl::flat_hash_map<std::string, Tensor>;
+// Borrowed host views by variable name (e.g. of NamedTensors, or of a
+// buffer pulled from the parameter servers).
+using NamedConstViews = absl::flat_hash_map<std::string, ConstTensorView>;
+
+// Views of every tensor in `tensors`.
+NamedConstViews ViewsOf(const NamedTensors& tensors);
+
+struct StepResult {
+  double loss = 0.0;           // cross_entropy + weight_decay
+  double cross_entropy = 0.0;  // mean over the batch
+  double weight_decay = 0.0;   // sum of decay * l2_loss(w)
+  int64_t correct = 0;         // examples predicted right
+  int64_t examples = 0;        // the batch size
+  double accuracy() const {
+    return examples == 0 ? 0.0 : static_cast<double>(correct) / examples;
+  }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual std::string name() const = 0;
+  // The variables, in a fixed order; their names key weights and gradients.
+  virtual const std::vector<VariableSpec>& variables() const = 0;
+  // One image: (channels, height, width).
+  virtual Shape image_shape() const = 0;
+  virtual int64_t num_classes() const = 0;
+
+  // weights: one host view per variable (exactly the variables' names and
+  // shapes); images: (N, C, H, W) as image_shape(); labels: N values in
+  // [0, num_classes()). Fills `gradients` with one tensor per variable, the
+  // gradient of loss = mean cross-entropy + weight decay (reusing tensors
+  // already there with the right shape). INVALID_ARGUMENT naming the
+  // variable, shape or label that is wrong; nothing is written then.
+  virtual absl::StatusOr<StepResult> ComputeGradients(
+      const NamedConstViews& weights, ConstTensorView images,
+      absl::Span<const int32_t> labels, NamedTensors* gradients) = 0;
+
+  // Forward only: cross-entropy and accuracy of a batch (e.g. of the test
+  // set); weight_decay is 0 and loss equals cross_entropy.
+  virtual absl::StatusOr<StepResult> Evaluate(
+      const NamedConstViews& weights, ConstTensorView images,
+      absl::Span<const int32_t> labels) = 0;
+
+  // Forward only: logits (N, num_classes()) of a batch.
+  virtual absl::Status Logits(const NamedConstViews& weights,
+                              ConstTensorView images, TensorView logits) = 0;
+};
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_MODELS_MODEL_H_

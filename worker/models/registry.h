@@ -1,0 +1,36 @@
+// Models by name, so that flags and configs can pick one. The table is a
+// constant list in registry.cc; adding a model is one line there (see
+// docs/COMPUTE.md, "Adding a model").
+//
+// Thread-safety: all functions may be called from any thread.
+#ifndef PSGD_WORKER_MODELS_REGISTRY_H_
+#define PSGD_WORKER_MODELS_REGISTRY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/model_variables.h"
+#include "worker/backend/backend.h"
+#include "worker/models/model.h"
+
+namespace psgd {
+
+// "cifar10_tutorial", ...
+std::vector<std::string> ModelNames();
+
+// The variables of a model, without a backend. INVALID_ARGUMENT for an
+// unknown name, listing the known ones.
+absl::StatusOr<std::vector<VariableSpec>> ModelVariables(
+    absl::string_view name);
+
+// The model on `backend` (not owned; must outlive the model).
+// INVALID_ARGUMENT for an unknown name.
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(absl::string_view name,
+                                                   Backend* backend);
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_MODELS_REGISTRY_H_

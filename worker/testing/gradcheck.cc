@@ -1,0 +1,143 @@
+#include "worker/testing/gradcheck.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "worker/backend/factory.h"
+
+namespace psgd {
+namespace testing {
+
+std::vector<std::string> CpuBackendNames() {
+  return {"cpu", "cpu:conv=im2col", "cpu:conv=im2col,gemm=openblas"};
+}
+
+std::unique_ptr<Backend> MakeBackend(const std::string& name) {
+  BackendOptions options;
+  options.threads = 2;
+  return Unwrap(CreateBackend(name, options));
+}
+
+std::vector<float> RandomValues(int64_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> RandomAwayFromZero(int64_t n, uint64_t seed, float lo,
+                                      float hi, float margin) {
+  std::vector<float> v = RandomValues(n, seed, lo, hi);
+  for (float& x : v) {
+    if (std::abs(x) < margin) x = x < 0 ? x - margin : x + margin;
+  }
+  return v;
+}
+
+std::vector<float> DistinctValues(int64_t n, uint64_t seed, float lo,
+                                  float hi) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<float> v(n);
+  const double step = (double{hi} - lo) / static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) {
+    v[i] =
+        static_cast<float>(lo + step * (static_cast<double>(order[i]) + 0.5));
+  }
+  return v;
+}
+
+std::vector<double> ToDouble(const std::vector<float>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+DeviceTensor Upload(Backend* backend, const std::vector<float>& values,
+                    const Shape& shape) {
+  DeviceTensor t = Unwrap(backend->Allocate(shape));
+  REQUIRE(static_cast<int64_t>(values.size()) == t.size());
+  REQUIRE_OK(backend->CopyToDevice(
+      ConstTensorView(values.data(), {static_cast<int64_t>(values.size())}),
+      t.view()));
+  return t;
+}
+
+DeviceTensor Zeros(Backend* backend, const Shape& shape) {
+  return Unwrap(backend->Allocate(shape));
+}
+
+std::vector<float> Download(Backend* backend, ConstDeviceView view) {
+  std::vector<float> out(view.size());
+  REQUIRE_OK(backend->CopyToHost(view, TensorView(out.data(), {view.size()})));
+  return out;
+}
+
+double Dot(const std::vector<double>& values,
+           const std::vector<float>& weights) {
+  REQUIRE(values.size() == weights.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < values.size(); ++i) sum += values[i] * weights[i];
+  return sum;
+}
+
+double GradientError::relative() const {
+  if (max_abs_numeric == 0.0) return max_abs_error == 0.0 ? 0.0 : INFINITY;
+  return max_abs_error / max_abs_numeric;
+}
+
+std::string GradientError::ToString() const {
+  return absl::StrCat("checked ", checked, " coordinates: max |error| ",
+                      max_abs_error, " at ", worst_index, ", max |gradient| ",
+                      max_abs_numeric, ", relative ", relative());
+}
+
+GradientError CompareGradient(
+    const std::function<double(const std::vector<double>&)>& f,
+    const std::vector<double>& x, const std::vector<float>& analytic, double h,
+    int64_t max_checks, uint64_t seed) {
+  REQUIRE(x.size() == analytic.size());
+  std::vector<int64_t> indices(x.size());
+  std::iota(indices.begin(), indices.end(), 0);
+  if (static_cast<int64_t>(indices.size()) > max_checks) {
+    std::mt19937_64 rng(seed);
+    std::shuffle(indices.begin(), indices.end(), rng);
+    indices.resize(max_checks);
+  }
+  GradientError e;
+  std::vector<double> probe = x;
+  for (int64_t i : indices) {
+    probe[i] = x[i] + h;
+    const double up = f(probe);
+    probe[i] = x[i] - h;
+    const double down = f(probe);
+    probe[i] = x[i];
+    const double numeric = (up - down) / (2.0 * h);
+    const double error = std::abs(numeric - analytic[i]);
+    e.max_abs_numeric = std::max(e.max_abs_numeric, std::abs(numeric));
+    if (error > e.max_abs_error) {
+      e.max_abs_error = error;
+      e.worst_index = i;
+    }
+    ++e.checked;
+  }
+  return e;
+}
+
+double MaxRelativeDifference(const std::vector<float>& a,
+                             const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double max_diff = 0.0, max_b = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(a[i] - b[i]));
+    max_b = std::max(max_b, std::abs(b[i]));
+  }
+  return max_diff / max_b;
+}
+
+}  // namespace testing
+}  // namespace psgd
