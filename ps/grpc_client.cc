@@ -2,6 +2,7 @@
 
 #include <grpc/grpc.h>
 #include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
@@ -14,6 +15,7 @@
 #include "ps/model_slices.h"
 #include "ps/mutex.h"
 #include "ps/wire.h"
+#include "ps/wire_zero_copy.h"
 
 namespace psgd {
 namespace ps {
@@ -21,25 +23,24 @@ namespace ps {
 struct GrpcPsClient::Shard {
   std::string address;
   std::unique_ptr<wire::ParameterServer::Stub> stub;
-  // Reused from call to call: their byte buffers keep their capacity.
-  wire::PushRequest push_request;
-  wire::PushResponse push_response;
-  wire::PullRequest pull_request;
-  wire::PullResponse pull_response;
+  // Push and Pull as raw bytes (ps/wire_zero_copy.h).
+  std::unique_ptr<grpc::GenericStub> raw;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
 };
 
 namespace {
 
-// start(shard, context, done) begins shard's call; done must run once.
-using StartCall = std::function<void(int, grpc::ClientContext*,
-                                     std::function<void(grpc::Status)>)>;
+// The full names of the methods called through the generic stub.
+constexpr char kPushMethod[] = "/psgd.ps.wire.ParameterServer/Push";
+constexpr char kPullMethod[] = "/psgd.ps.wire.ParameterServer/Pull";
 
-// One call to every shard in parallel, all with `deadline`; waits for all
-// and returns the first error, prefixed with what and where.
-absl::Status CallAllShards(int num_shards,
-                           const std::vector<std::string>& addresses,
-                           absl::string_view what, absl::Time deadline,
-                           const StartCall& start) {
+}  // namespace
+
+absl::Status CallInParallel(const std::vector<std::string>& addresses,
+                            absl::string_view what, absl::Time deadline,
+                            const StartCall& start) {
+  const int num_shards = static_cast<int>(addresses.size());
   std::unique_ptr<grpc::ClientContext[]> contexts(
       new grpc::ClientContext[num_shards]);
   std::vector<grpc::Status> statuses(num_shards);
@@ -72,7 +73,15 @@ absl::Status CallAllShards(int num_shards,
   return absl::OkStatus();
 }
 
-}  // namespace
+std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
+                                               int64_t max_message_bytes) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     GrpcClientOptions options) {
@@ -92,18 +101,12 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
   std::unique_ptr<GrpcPsClient> client(
       new GrpcPsClient(std::move(options), std::move(placement)));
   for (const std::string& address : client->options_.addresses) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(
-        static_cast<int>(client->options_.max_message_bytes));
-    args.SetMaxSendMessageSize(
-        static_cast<int>(client->options_.max_message_bytes));
-    // Its own connections, as a worker process has, even when several
-    // clients live in one process (tests, ps_bench).
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto shard = std::make_unique<Shard>();
     shard->address = address;
-    shard->stub = wire::ParameterServer::NewStub(grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args));
+    std::shared_ptr<grpc::Channel> channel =
+        CreatePsChannel(address, client->options_.max_message_bytes);
+    shard->stub = wire::ParameterServer::NewStub(channel);
+    shard->raw = std::make_unique<grpc::GenericStub>(channel);
     client->shards_.push_back(std::move(shard));
   }
   return client;
@@ -114,53 +117,56 @@ GrpcPsClient::GrpcPsClient(GrpcClientOptions options, Placement placement)
 
 GrpcPsClient::~GrpcPsClient() = default;
 
+template <typename Request, typename Response>
+absl::Status GrpcPsClient::CallEach(absl::string_view what,
+                                    AsyncMethod<Request, Response> method,
+                                    const std::vector<Request>& requests,
+                                    std::vector<Response>* responses) {
+  responses->resize(num_shards());
+  return CallInParallel(
+      options_.addresses, what, absl::Now() + options_.rpc_timeout,
+      [&](int i, grpc::ClientContext* ctx, auto done) {
+        (shards_[i]->stub->async()->*method)(ctx, &requests[i],
+                                             &(*responses)[i], std::move(done));
+      });
+}
+
 absl::Status GrpcPsClient::Initialize(
     absl::Span<const NamedConstTensorView> variables) {
   std::vector<const float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, variables, &model));
   std::vector<wire::InitializeRequest> requests(num_shards());
-  std::vector<wire::InitializeResponse> responses(num_shards());
   for (int i = 0; i < num_shards(); ++i) {
     requests[i].set_cluster(options_.cluster);
     TensorBytesToProto(ShardSlices(placement_, i, model),
                        requests[i].mutable_variables());
   }
-  return CallAllShards(num_shards(), options_.addresses, "initialize",
-                       absl::Now() + options_.rpc_timeout,
-                       [&](int i, grpc::ClientContext* ctx, auto done) {
-                         shards_[i]->stub->async()->Initialize(
-                             ctx, &requests[i], &responses[i], std::move(done));
-                       });
+  std::vector<wire::InitializeResponse> responses;
+  return CallEach<wire::InitializeRequest, wire::InitializeResponse>(
+      "initialize", &wire::ParameterServer::Stub::async::Initialize, requests,
+      &responses);
+}
+
+template <typename Request>
+absl::Status GrpcPsClient::ChangeMembership(
+    absl::string_view what,
+    AsyncMethod<Request, wire::MembershipResponse> method) {
+  Request r;
+  r.set_cluster(options_.cluster);
+  r.set_worker_id(options_.worker_id);
+  std::vector<wire::MembershipResponse> responses;
+  return CallEach(what, method, std::vector<Request>(num_shards(), r),
+                  &responses);
 }
 
 absl::Status GrpcPsClient::Join() {
-  std::vector<wire::JoinRequest> requests(num_shards());
-  std::vector<wire::MembershipResponse> responses(num_shards());
-  for (wire::JoinRequest& r : requests) {
-    r.set_cluster(options_.cluster);
-    r.set_worker_id(options_.worker_id);
-  }
-  return CallAllShards(num_shards(), options_.addresses, "join",
-                       absl::Now() + options_.rpc_timeout,
-                       [&](int i, grpc::ClientContext* ctx, auto done) {
-                         shards_[i]->stub->async()->Join(
-                             ctx, &requests[i], &responses[i], std::move(done));
-                       });
+  return ChangeMembership<wire::JoinRequest>(
+      "join", &wire::ParameterServer::Stub::async::Join);
 }
 
 absl::Status GrpcPsClient::Leave() {
-  std::vector<wire::LeaveRequest> requests(num_shards());
-  std::vector<wire::MembershipResponse> responses(num_shards());
-  for (wire::LeaveRequest& r : requests) {
-    r.set_cluster(options_.cluster);
-    r.set_worker_id(options_.worker_id);
-  }
-  return CallAllShards(num_shards(), options_.addresses, "leave",
-                       absl::Now() + options_.rpc_timeout,
-                       [&](int i, grpc::ClientContext* ctx, auto done) {
-                         shards_[i]->stub->async()->Leave(
-                             ctx, &requests[i], &responses[i], std::move(done));
-                       });
+  return ChangeMembership<wire::LeaveRequest>(
+      "leave", &wire::ParameterServer::Stub::async::Leave);
 }
 
 absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
@@ -170,25 +176,34 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   std::vector<float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, out, &model));
   for (int i = 0; i < num_shards(); ++i) {
-    wire::PullRequest& r = shards_[i]->pull_request;
+    wire::PullRequest r;
     r.set_cluster(options_.cluster);
     r.set_min_step(min_version.steps[i]);
     r.set_worker_id(options_.worker_id);
+    bool own_buffer;
+    grpc::Status s = grpc::SerializationTraits<wire::PullRequest>::Serialize(
+        r, &shards_[i]->request, &own_buffer);
+    if (!s.ok()) return FromGrpcStatus(s);
   }
-  RETURN_IF_ERROR(
-      CallAllShards(num_shards(), options_.addresses, "pull", deadline,
-                    [&](int i, grpc::ClientContext* ctx, auto done) {
-                      Shard& s = *shards_[i];
-                      s.stub->async()->Pull(ctx, &s.pull_request,
-                                            &s.pull_response, std::move(done));
-                    }));
+  RETURN_IF_ERROR(CallInParallel(
+      options_.addresses, "pull", deadline, [&](int i, auto* ctx, auto done) {
+        Shard& s = *shards_[i];
+        s.raw->UnaryCall(ctx, kPullMethod, {}, &s.request, &s.response,
+                         std::move(done));
+      }));
+  // Each slice's bytes go straight from gRPC's buffers into `out`.
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
   for (int i = 0; i < num_shards(); ++i) {
-    const wire::PullResponse& r = shards_[i]->pull_response;
-    ASSIGN_OR_RETURN(std::vector<TensorBytes> pulled,
-                     TensorBytesFromProto(r.variables()));
-    RETURN_IF_ERROR(AssembleShard(placement_, i, pulled, model));
-    version.steps[i] = r.step();
+    ShardAssembler assembler(placement_, i, model);
+    RETURN_IF_ERROR(
+        Annotate(DecodePullResponse(&shards_[i]->response, &version.steps[i],
+                                    [&](const TensorBytes& t, size_t bytes) {
+                                      return assembler.Destination(t, bytes);
+                                    }),
+                 absl::StrCat("pull from shard ", i, " at ",
+                              shards_[i]->address, ": ")));
+    RETURN_IF_ERROR(assembler.Finish());
+    shards_[i]->response.Clear();
   }
   return version;
 }
@@ -199,62 +214,71 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
   RETURN_IF_ERROR(CheckVersion(version, num_shards()));
   std::vector<const float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, gradients, &model));
-  for (int i = 0; i < num_shards(); ++i) {
-    wire::PushRequest& r = shards_[i]->push_request;
-    r.set_cluster(options_.cluster);
-    r.set_worker_id(options_.worker_id);
-    r.set_step(version.steps[i]);
-    TensorBytesToProto(ShardSlices(placement_, i, model),
-                       r.mutable_gradients());
+  // The requests reference the gradients' memory; `released` tells when
+  // gRPC holds none of it any more, so that the caller may change it.
+  auto released = std::make_shared<Notification>();
+  {
+    std::shared_ptr<const void> in_use(
+        nullptr, [released](const void*) { released->Notify(); });
+    for (int i = 0; i < num_shards(); ++i) {
+      wire::PushRequest header;
+      header.set_cluster(options_.cluster);
+      header.set_worker_id(options_.worker_id);
+      header.set_step(version.steps[i]);
+      shards_[i]->request =
+          EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
+                            ShardSlices(placement_, i, model), in_use);
+    }
   }
-  RETURN_IF_ERROR(
-      CallAllShards(num_shards(), options_.addresses, "push",
-                    absl::Now() + options_.rpc_timeout,
-                    [&](int i, grpc::ClientContext* ctx, auto done) {
-                      Shard& s = *shards_[i];
-                      s.stub->async()->Push(ctx, &s.push_request,
-                                            &s.push_response, std::move(done));
-                    }));
+  absl::Status status = CallInParallel(
+      options_.addresses, "push", absl::Now() + options_.rpc_timeout,
+      [&](int i, auto* ctx, auto done) {
+        Shard& s = *shards_[i];
+        s.raw->UnaryCall(ctx, kPushMethod, {}, &s.request, &s.response,
+                         std::move(done));
+      });
+  for (auto& shard : shards_) shard->request.Clear();
+  if (!released->WaitForNotificationWithDeadline(absl::Now() +
+                                                 absl::Seconds(30))) {
+    return absl::InternalError(
+        "push: gRPC still holds the gradients' memory 30 s after the call");
+  }
+  RETURN_IF_ERROR(status);
   PushResult result;
   for (int i = 0; i < num_shards(); ++i) {
-    ASSIGN_OR_RETURN(PushReply reply,
-                     PushReplyFromProto(shards_[i]->push_response));
+    wire::PushResponse response;
+    grpc::Status parsed =
+        grpc::SerializationTraits<wire::PushResponse>::Deserialize(
+            &shards_[i]->response, &response);
+    if (!parsed.ok()) return FromGrpcStatus(parsed);
+    ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
     result.shards.push_back(std::move(reply));
   }
   return result;
 }
 
 absl::StatusOr<std::vector<ShardStatus>> GrpcPsClient::Status() {
-  std::vector<wire::StatusRequest> requests(num_shards());
-  std::vector<wire::StatusResponse> responses(num_shards());
-  for (wire::StatusRequest& r : requests) r.set_cluster(options_.cluster);
-  RETURN_IF_ERROR(
-      CallAllShards(num_shards(), options_.addresses, "status",
-                    absl::Now() + options_.rpc_timeout,
-                    [&](int i, grpc::ClientContext* ctx, auto done) {
-                      shards_[i]->stub->async()->Status(
-                          ctx, &requests[i], &responses[i], std::move(done));
-                    }));
+  wire::StatusRequest r;
+  r.set_cluster(options_.cluster);
+  std::vector<wire::StatusResponse> responses;
+  RETURN_IF_ERROR((CallEach<wire::StatusRequest, wire::StatusResponse>(
+      "status", &wire::ParameterServer::Stub::async::Status,
+      std::vector<wire::StatusRequest>(num_shards(), r), &responses)));
   std::vector<ShardStatus> out;
-  for (const wire::StatusResponse& r : responses) {
-    out.push_back(ShardStatusFromProto(r));
+  for (const wire::StatusResponse& response : responses) {
+    out.push_back(ShardStatusFromProto(response));
   }
   return out;
 }
 
 absl::Status GrpcPsClient::Shutdown(absl::string_view reason) {
-  std::vector<wire::ShutdownRequest> requests(num_shards());
-  std::vector<wire::ShutdownResponse> responses(num_shards());
-  for (wire::ShutdownRequest& r : requests) {
-    r.set_cluster(options_.cluster);
-    r.set_reason(std::string(reason));
-  }
-  return CallAllShards(num_shards(), options_.addresses, "shutdown",
-                       absl::Now() + options_.rpc_timeout,
-                       [&](int i, grpc::ClientContext* ctx, auto done) {
-                         shards_[i]->stub->async()->Shutdown(
-                             ctx, &requests[i], &responses[i], std::move(done));
-                       });
+  wire::ShutdownRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_reason(std::string(reason));
+  std::vector<wire::ShutdownResponse> responses;
+  return CallEach<wire::ShutdownRequest, wire::ShutdownResponse>(
+      "shutdown", &wire::ParameterServer::Stub::async::Shutdown,
+      std::vector<wire::ShutdownRequest>(num_shards(), r), &responses);
 }
 
 }  // namespace ps

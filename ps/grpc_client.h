@@ -8,6 +8,7 @@
 #ifndef PSGD_PS_GRPC_CLIENT_H_
 #define PSGD_PS_GRPC_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,23 @@
 
 namespace psgd {
 namespace ps {
+
+// A channel to a parameter server (or a peer under test) with the message
+// limits raised to max_message_bytes and connections of its own, as a
+// worker process has, even when several clients share a process.
+std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
+                                               int64_t max_message_bytes);
+
+// start(i, context, done) begins call i with `context`; done must run once.
+using StartCall = std::function<void(int, grpc::ClientContext*,
+                                     std::function<void(grpc::Status)>)>;
+
+// One call to each of `addresses` in parallel, all with `deadline`; waits
+// for all (every call ends by its deadline) and returns the first error,
+// prefixed with `what` and the address.
+absl::Status CallInParallel(const std::vector<std::string>& addresses,
+                            absl::string_view what, absl::Time deadline,
+                            const StartCall& start);
 
 struct GrpcClientOptions {
   // Shard i listens at addresses[i] ("host:port").
@@ -64,7 +82,25 @@ class GrpcPsClient final : public PsClient {
 
  private:
   struct Shard;
+  template <typename Request, typename Response>
+  using AsyncMethod = void (wire::ParameterServer::Stub::async::*)(
+      grpc::ClientContext*, const Request*, Response*,
+      std::function<void(grpc::Status)>);
+
   GrpcPsClient(GrpcClientOptions options, Placement placement);
+
+  // Sends requests[i] to shard i through `method`, all in parallel, with
+  // the rpc timeout; the first error names the shard.
+  template <typename Request, typename Response>
+  absl::Status CallEach(absl::string_view what,
+                        AsyncMethod<Request, Response> method,
+                        const std::vector<Request>& requests,
+                        std::vector<Response>* responses);
+  // Join or Leave on every shard.
+  template <typename Request>
+  absl::Status ChangeMembership(
+      absl::string_view what,
+      AsyncMethod<Request, wire::MembershipResponse> method);
 
   const GrpcClientOptions options_;
   const Placement placement_;

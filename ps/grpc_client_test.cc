@@ -44,6 +44,13 @@ struct GrpcCluster {
   testing::ClientFactory Factory() {
     return [this](int worker) { return Client(worker, "scenario"); };
   }
+  // A client of no worker that has initialised the shards with `values`.
+  template <typename Values>
+  std::unique_ptr<GrpcPsClient> InitializedChief(const Values& values) {
+    auto chief = Client(-1, "scenario");
+    REQUIRE(chief->Initialize(values.Const()).ok());
+    return chief;
+  }
 
   std::vector<std::string> addresses;
   std::vector<std::unique_ptr<PsGrpcServer>> servers;
@@ -68,30 +75,18 @@ struct Values {
 
 TEST_CASE("grpc: sync N=M, threads x hundreds of steps over 2 shards") {
   for (int workers : {2, 8}) {
-    Scenario sc;
-    sc.workers = workers;
-    sc.replicas_to_aggregate = workers;
-    sc.steps = 300;
+    const Scenario sc = testing::SyncScenario(workers, 300);
     GrpcCluster cluster(sc, 2);
     RunScenario(sc, cluster.Factory());
   }
 }
 
 TEST_CASE("grpc: sync with backup workers and async") {
-  Scenario backup;
-  backup.workers = 8;
-  backup.replicas_to_aggregate = 6;
-  backup.steps = 150;
-  GrpcCluster c1(backup, 2);
-  RunScenario(backup, c1.Factory());
-
-  Scenario async;
-  async.mode = Mode::kAsync;
-  async.workers = 8;
-  async.steps = 150;
-  async.scale_lr_by_staleness = true;
-  GrpcCluster c2(async, 2);
-  RunScenario(async, c2.Factory());
+  for (const Scenario& sc : {testing::BackupScenario(8, 6, 150),
+                             testing::AsyncScenario(8, 150, true)}) {
+    GrpcCluster cluster(sc, 2);
+    RunScenario(sc, cluster.Factory());
+  }
 }
 
 TEST_CASE("grpc: a worker of another cluster gets a clear error") {
@@ -104,13 +99,9 @@ TEST_CASE("grpc: a worker of another cluster gets a clear error") {
 }
 
 TEST_CASE("grpc: pulls wait for the step, up to their deadline") {
-  Scenario sc;
-  sc.workers = 2;
-  sc.replicas_to_aggregate = 2;
-  GrpcCluster cluster(sc, 2);
-  auto chief = cluster.Client(-1, "scenario");
+  GrpcCluster cluster(testing::SyncScenario(2, 1), 2);
   Values init;
-  REQUIRE(chief->Initialize(init.Const()).ok());
+  auto chief = cluster.InitializedChief(init);
   auto w0 = cluster.Client(0, "scenario");
   auto w1 = cluster.Client(1, "scenario");
   REQUIRE(w0->Join().ok());
@@ -146,13 +137,9 @@ TEST_CASE("grpc: pulls wait for the step, up to their deadline") {
 }
 
 TEST_CASE("grpc: Shutdown ends waiting pulls and the servers' wait") {
-  Scenario sc;
-  sc.workers = 1;
-  sc.replicas_to_aggregate = 1;
-  GrpcCluster cluster(sc, 2);
-  auto chief = cluster.Client(-1, "scenario");
+  GrpcCluster cluster(testing::SyncScenario(1, 1), 2);
   Values init;
-  REQUIRE(chief->Initialize(init.Const()).ok());
+  auto chief = cluster.InitializedChief(init);
   auto worker = cluster.Client(0, "scenario");
   absl::StatusOr<ModelVersion> waited;
   std::thread puller([&] {

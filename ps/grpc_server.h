@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ps/grpc_service.h"
+#include "ps/mutex.h"
 #include "ps/options.h"
 #include "ps/shard.h"
 

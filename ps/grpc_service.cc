@@ -4,7 +4,9 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "ps/mutex.h"
 #include "ps/wire.h"
+#include "ps/wire_zero_copy.h"
 
 namespace psgd {
 namespace ps {
@@ -31,9 +33,18 @@ void MembershipToProto(const ParameterShard::MembershipReply& reply,
 // (its deadline, the client, or the server shutting down).
 class PullReactor final : public grpc::ServerUnaryReactor {
  public:
-  PullReactor(ParameterShard* shard, const wire::PullRequest& request,
-              wire::PullResponse* response)
+  PullReactor(ParameterShard* shard, const grpc::ByteBuffer& request_bytes,
+              grpc::ByteBuffer* response)
       : shard_(shard), response_(response) {
+    grpc::ByteBuffer bytes(request_bytes);  // shares the slices
+    wire::PullRequest request;
+    grpc::Status parsed =
+        grpc::SerializationTraits<wire::PullRequest>::Deserialize(&bytes,
+                                                                  &request);
+    if (!parsed.ok()) {
+      Finish(parsed);
+      return;
+    }
     if (absl::Status s = shard_->CheckCluster(request.cluster()); !s.ok()) {
       Finish(ToGrpcStatus(s));
       return;
@@ -61,22 +72,82 @@ class PullReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     const WeightsSnapshot& s = **snapshot;
-    response_->set_step(s.step);
+    wire::PullResponse header;
+    header.set_step(s.step);
+    std::vector<TensorBytes> tensors;
     for (int i = 0; i < s.layout->size(); ++i) {
-      TensorBytesToProto(
-          FloatTensorBytes(s.layout->names[i], s.layout->shapes[i],
-                           s.weights[i].data()),
-          response_->add_variables());
+      tensors.push_back(FloatTensorBytes(
+          s.layout->names[i], s.layout->shapes[i], s.weights[i].data()));
     }
+    *response_ = EncodeWithTensors(
+        header, wire::PullResponse::kVariablesFieldNumber, tensors, *snapshot);
     Finish(grpc::Status::OK);  // last: OnDone may delete this at once
   }
 
-  ParameterShard* const shard_;         // Not owned.
-  wire::PullResponse* const response_;  // Owned by gRPC.
+  ParameterShard* const shard_;       // Not owned.
+  grpc::ByteBuffer* const response_;  // Owned by gRPC.
   uint64_t ticket_ = 0;
 };
 
 }  // namespace
+
+// Push messages for reuse: a request's gradient buffers keep their capacity
+// (Clear() keeps them), so a 2 MB gradient is not parsed into freshly mapped
+// memory on every call. Thread-safe, as gRPC requires.
+class PsGrpcService::PushMessagePool final
+    : public grpc::MessageAllocator<wire::PushRequest, wire::PushResponse> {
+ public:
+  // Spare messages kept; more are freed.
+  static constexpr size_t kMaxSpare = 16;
+
+  grpc::MessageHolder<wire::PushRequest, wire::PushResponse>* AllocateMessages()
+      override {
+    {
+      MutexLock lock(&mu_);
+      if (!spare_.empty()) {
+        Holder* h = spare_.back().release();
+        spare_.pop_back();
+        return h;
+      }
+    }
+    return new Holder(this);
+  }
+
+ private:
+  class Holder final
+      : public grpc::MessageHolder<wire::PushRequest, wire::PushResponse> {
+   public:
+    explicit Holder(PushMessagePool* pool) : pool_(pool) {
+      set_request(&request_);
+      set_response(&response_);
+    }
+    void Release() override {
+      request_.Clear();
+      response_.Clear();
+      pool_->Return(std::unique_ptr<Holder>(this));
+    }
+
+   private:
+    PushMessagePool* const pool_;  // Not owned.
+    wire::PushRequest request_;
+    wire::PushResponse response_;
+  };
+
+  void Return(std::unique_ptr<Holder> holder) {
+    MutexLock lock(&mu_);
+    if (spare_.size() < kMaxSpare) spare_.push_back(std::move(holder));
+  }
+
+  Mutex mu_;
+  std::vector<std::unique_ptr<Holder>> spare_ ABSL_GUARDED_BY(mu_);
+};
+
+PsGrpcService::PsGrpcService(ParameterShard* shard)
+    : shard_(shard), push_messages_(std::make_unique<PushMessagePool>()) {
+  SetMessageAllocatorFor_Push(push_messages_.get());
+}
+
+PsGrpcService::~PsGrpcService() = default;
 
 grpc::ServerUnaryReactor* PsGrpcService::Initialize(
     grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
@@ -94,8 +165,8 @@ grpc::ServerUnaryReactor* PsGrpcService::Initialize(
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
-                                              const wire::PullRequest* request,
-                                              wire::PullResponse* response) {
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
   return new PullReactor(shard_, *request, response);
 }
 

@@ -4,10 +4,17 @@
 // the thread that completes the step, and a pull whose gRPC deadline passes
 // (or that the client cancels) is withdrawn.
 //
+// Copies: a Pull's reply is sent straight from the weights snapshot
+// (ps/wire_zero_copy.h; the snapshot lives until gRPC has written it), and
+// Push requests are parsed into pooled messages whose buffers are reused
+// from call to call.
+//
 // Thread-safety: thread-safe (gRPC calls it from many threads); the shard is
 // not owned and must outlive the gRPC server that serves this service.
 #ifndef PSGD_PS_GRPC_SERVICE_H_
 #define PSGD_PS_GRPC_SERVICE_H_
+
+#include <memory>
 
 #include "proto/ps.grpc.pb.h"
 #include "ps/shard.h"
@@ -15,16 +22,20 @@
 namespace psgd {
 namespace ps {
 
-class PsGrpcService final : public wire::ParameterServer::CallbackService {
+class PsGrpcService final
+    : public wire::ParameterServer::WithRawCallbackMethod_Pull<
+          wire::ParameterServer::CallbackService> {
  public:
-  explicit PsGrpcService(ParameterShard* shard) : shard_(shard) {}
+  explicit PsGrpcService(ParameterShard* shard);
+  ~PsGrpcService() override;
 
   grpc::ServerUnaryReactor* Initialize(
       grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
       wire::InitializeResponse* response) override;
+  // A PullRequest in, a PullResponse out, as raw bytes.
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
-                                 const wire::PullRequest* request,
-                                 wire::PullResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
                                  const wire::PushRequest* request,
                                  wire::PushResponse* response) override;
@@ -42,7 +53,10 @@ class PsGrpcService final : public wire::ParameterServer::CallbackService {
                                      wire::ShutdownResponse* response) override;
 
  private:
+  class PushMessagePool;
+
   ParameterShard* const shard_;  // Not owned.
+  const std::unique_ptr<PushMessagePool> push_messages_;
 };
 
 }  // namespace ps

@@ -43,10 +43,7 @@ struct InProcessCluster {
 
 TEST_CASE("in-process: sync N=M, threads x steps over 2 shards") {
   for (int workers : {2, 8}) {
-    Scenario sc;
-    sc.workers = workers;
-    sc.replicas_to_aggregate = workers;
-    sc.steps = 150;
+    const Scenario sc = testing::SyncScenario(workers, 300);
     InProcessCluster cluster(sc, 2);
     RunScenario(sc, cluster.Factory());
   }
@@ -54,10 +51,7 @@ TEST_CASE("in-process: sync N=M, threads x steps over 2 shards") {
 
 TEST_CASE("in-process: sync with backup workers, N < M") {
   for (int workers : {3, 8}) {
-    Scenario sc;
-    sc.workers = workers;
-    sc.replicas_to_aggregate = workers - 2;
-    sc.steps = 150;
+    const Scenario sc = testing::BackupScenario(workers, workers - 2, 150);
     InProcessCluster cluster(sc, 2);
     RunScenario(sc, cluster.Factory());
   }
@@ -65,11 +59,7 @@ TEST_CASE("in-process: sync with backup workers, N < M") {
 
 TEST_CASE("in-process: async, plain and with lr scaled by staleness") {
   for (bool scale : {false, true}) {
-    Scenario sc;
-    sc.mode = Mode::kAsync;
-    sc.workers = 8;
-    sc.steps = 150;
-    sc.scale_lr_by_staleness = scale;
+    const Scenario sc = testing::AsyncScenario(8, 150, scale);
     InProcessCluster cluster(sc, 2);
     RunScenario(sc, cluster.Factory());
   }
@@ -114,10 +104,7 @@ TEST_CASE("in-process: tensors that do not match the model are refused") {
 }
 
 TEST_CASE("in-process: initialise, pull back whole variables, shut down") {
-  Scenario sc;
-  sc.workers = 1;
-  sc.replicas_to_aggregate = 1;
-  InProcessCluster cluster(sc, 2);
+  InProcessCluster cluster(testing::SyncScenario(1, 1), 2);
   auto client = cluster.Client(-1, "scenario");
   std::vector<float> w(64 * 8), b(8), v(16 * 4);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);

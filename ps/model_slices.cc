@@ -75,44 +75,53 @@ std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
   return out;
 }
 
-absl::Status AssembleShard(const Placement& placement, int shard,
-                           absl::Span<const TensorBytes> pulled,
-                           absl::Span<float* const> model) {
-  const std::vector<int>& mine = placement.shard_slices[shard];
-  std::vector<bool> seen(placement.slices.size(), false);
-  for (const TensorBytes& t : pulled) {
-    auto it = placement.slice_index.find(t.name);
-    if (it == placement.slice_index.end() ||
-        placement.slices[it->second].shard != shard) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("shard ", shard, " returned '", t.name,
-                       "', which the placement does not put on it"));
-    }
-    const Slice& slice = placement.slices[it->second];
-    if (seen[it->second]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("shard ", shard, " returned '", t.name, "' twice"));
-    }
-    seen[it->second] = true;
-    const Shape shape(t.shape.begin(), t.shape.end());
-    const size_t bytes = slice.num_elements * sizeof(float);
-    if (t.dtype != DType::kFloat32 || shape != slice.shape ||
-        t.data.size() != bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("shard ", shard, " returned '", t.name, "' as ",
-                       DTypeName(t.dtype), " ", ShapeToString(shape), " in ",
-                       t.data.size(), " bytes; expected float32 ",
-                       ShapeToString(slice.shape), " in ", bytes, " bytes"));
-    }
-    std::memcpy(model[slice.variable] + slice.offset, t.data.data(), bytes);
+absl::StatusOr<char*> ShardAssembler::Destination(const TensorBytes& t,
+                                                  size_t bytes) {
+  auto it = placement_.slice_index.find(t.name);
+  if (it == placement_.slice_index.end() ||
+      placement_.slices[it->second].shard != shard_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard_, " returned '", t.name,
+                     "', which the placement does not put on it"));
   }
-  for (int s : mine) {
-    if (!seen[s]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard ", shard, " did not return '", placement.slices[s].name, "'"));
+  const Slice& slice = placement_.slices[it->second];
+  if (seen_[it->second]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard_, " returned '", t.name, "' twice"));
+  }
+  seen_[it->second] = true;
+  const Shape shape(t.shape.begin(), t.shape.end());
+  const size_t want = slice.num_elements * sizeof(float);
+  if (t.dtype != DType::kFloat32 || shape != slice.shape || bytes != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", shard_, " returned '", t.name, "' as ", DTypeName(t.dtype),
+        " ", ShapeToString(shape), " in ", bytes, " bytes; expected float32 ",
+        ShapeToString(slice.shape), " in ", want, " bytes"));
+  }
+  return reinterpret_cast<char*>(model_[slice.variable] + slice.offset);
+}
+
+absl::Status ShardAssembler::Finish() const {
+  for (int s : placement_.shard_slices[shard_]) {
+    if (!seen_[s]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard ", shard_, " did not return '",
+                       placement_.slices[s].name, "'"));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status AssembleShard(const Placement& placement, int shard,
+                           absl::Span<const TensorBytes> pulled,
+                           absl::Span<float* const> model) {
+  ShardAssembler assembler(placement, shard, model);
+  for (const TensorBytes& t : pulled) {
+    absl::StatusOr<char*> dest = assembler.Destination(t, t.data.size());
+    if (!dest.ok()) return dest.status();
+    std::memcpy(*dest, t.data.data(), t.data.size());
+  }
+  return assembler.Finish();
 }
 
 }  // namespace ps

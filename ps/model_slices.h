@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ps/placement.h"
 #include "ps/ps_client.h"
@@ -35,10 +36,35 @@ absl::Status OrderModel(const Placement& placement,
 std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
                                      absl::Span<const float* const> model);
 
-// Copies what shard `shard` returned into the ordered model.
-// INVALID_ARGUMENT naming the shard and the slice for a slice the shard does
-// not hold, one repeated or missing, a dtype other than float32, another
-// shape or byte count.
+// Puts one shard's pulled slices into the ordered model as they are
+// decoded: Destination checks a slice against the placement and says where
+// its bytes go; Finish checks that every slice of the shard came.
+// Errors: INVALID_ARGUMENT naming the shard and the slice for a slice the
+// shard does not hold, one repeated or missing, a dtype other than float32,
+// another shape or byte count.
+class ShardAssembler {
+ public:
+  // The placement and the model's memory are borrowed.
+  ShardAssembler(const Placement& placement, int shard,
+                 absl::Span<float* const> model)
+      : placement_(placement),
+        shard_(shard),
+        model_(model),
+        seen_(placement.slices.size(), false) {}
+
+  // `tensor`'s data is not used: only its name, shape and dtype.
+  absl::StatusOr<char*> Destination(const TensorBytes& tensor, size_t bytes);
+  absl::Status Finish() const;
+
+ private:
+  const Placement& placement_;
+  const int shard_;
+  const absl::Span<float* const> model_;
+  std::vector<bool> seen_;
+};
+
+// Copies what shard `shard` returned into the ordered model, with the
+// checks of ShardAssembler.
 absl::Status AssembleShard(const Placement& placement, int shard,
                            absl::Span<const TensorBytes> pulled,
                            absl::Span<float* const> model);

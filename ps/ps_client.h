@@ -20,6 +20,9 @@
 // the first refusal (its message names the shard). Error codes are those of
 // ParameterShard (ps/shard.h), plus INVALID_ARGUMENT for tensors that do not
 // match the model and UNAVAILABLE / DEADLINE_EXCEEDED from the transport.
+//
+// Thread-safety: as each implementation says (InProcessPsClient is
+// thread-safe, GrpcPsClient thread-compatible: one per worker).
 #ifndef PSGD_PS_PS_CLIENT_H_
 #define PSGD_PS_PS_CLIENT_H_
 

@@ -180,6 +180,28 @@ std::vector<VariableSpec> ScenarioModel() {
           {"v", {16, 4}, Initializer::Constant(0)}};
 }
 
+Scenario SyncScenario(int workers, int steps) {
+  return BackupScenario(workers, workers, steps);
+}
+
+Scenario BackupScenario(int workers, int replicas_to_aggregate, int steps) {
+  Scenario sc;
+  sc.workers = workers;
+  sc.replicas_to_aggregate = replicas_to_aggregate;
+  sc.steps = steps;
+  return sc;
+}
+
+Scenario AsyncScenario(int workers, int steps, bool scale_lr_by_staleness) {
+  Scenario sc;
+  sc.mode = Mode::kAsync;
+  sc.workers = workers;
+  sc.replicas_to_aggregate = 1;
+  sc.steps = steps;
+  sc.scale_lr_by_staleness = scale_lr_by_staleness;
+  return sc;
+}
+
 ServerOptions ScenarioOptions(const Scenario& sc, int shard_index,
                               int num_shards) {
   ServerOptions o;

@@ -31,6 +31,12 @@ struct Scenario {
   bool scale_lr_by_staleness = false;
 };
 
+// Sync with N = M = workers (lockstep), sync with backup workers (N < M),
+// async.
+Scenario SyncScenario(int workers, int steps);
+Scenario BackupScenario(int workers, int replicas_to_aggregate, int steps);
+Scenario AsyncScenario(int workers, int steps, bool scale_lr_by_staleness);
+
 // Options of shard `shard_index` of `num_shards` for the scenario.
 ServerOptions ScenarioOptions(const Scenario& scenario, int shard_index,
                               int num_shards);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
