@@ -124,6 +124,15 @@ absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b) {
       absl::StrCat(op, ": ", a, " elements into ", b));
 }
 
+ThreadPool::Runtime PoolRuntime(ThreadPool::Runtime wanted) {
+#if defined(__SANITIZE_THREAD__)
+  (void)wanted;
+  return ThreadPool::Runtime::kOwnThreads;
+#else
+  return wanted;
+#endif
+}
+
 class CpuBackend : public Backend {
  public:
   CpuBackend(const CpuBackendOptions& options, int threads,
@@ -131,7 +140,7 @@ class CpuBackend : public Backend {
       : options_(options),
         gemm_{options.gemm, threads},
         context_(std::move(context)),
-        pool_(threads) {}
+        pool_(threads, PoolRuntime(options.pool)) {}
 
   std::string name() const override { return "cpu"; }
 
@@ -247,11 +256,15 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
       options.gemm = GemmLibrary::kOneDnn;
     } else if (kv.first == "gemm" && kv.second == "openblas") {
       options.gemm = GemmLibrary::kOpenBlas;
+    } else if (kv.first == "pool" && kv.second == "openmp") {
+      options.pool = ThreadPool::Runtime::kOpenMp;
+    } else if (kv.first == "pool" && kv.second == "threads") {
+      options.pool = ThreadPool::Runtime::kOwnThreads;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("cpu backend option '", item,
                        "' is not one of conv=onednn, conv=im2col, gemm=onednn, "
-                       "gemm=openblas"));
+                       "gemm=openblas, pool=openmp, pool=threads"));
     }
   }
   return options;

@@ -6,10 +6,14 @@
 // ReLU, bias and the loss are this folder's kernels on a ThreadPool of the
 // same size. Other kernels can be chosen by name for measurement:
 //
-//   cpu                         conv=onednn,gemm=onednn (the default)
-//   cpu:conv=im2col             im2col + GEMM convolution
-//   cpu:gemm=openblas           OpenBLAS for every GEMM (with conv=im2col,
-//                               also the convolutions)
+//   cpu                conv=onednn,gemm=onednn,pool=openmp (the default)
+//   cpu:conv=im2col    im2col + GEMM convolution
+//   cpu:gemm=openblas  OpenBLAS for every GEMM (with conv=im2col, also the
+//                      convolutions' GEMMs)
+//   cpu:pool=threads   our kernels on threads of their own instead of
+//                      oneDNN's OpenMP team (see thread_pool.h)
+// Under ThreadSanitizer the pool always has threads of its own and the
+// libraries run on one thread (see SetLibraryThreads).
 //
 // Thread-safety: as Backend (one thread at a time). The thread count is set
 // for OpenMP in the calling thread before each oneDNN call; OpenBLAS's
@@ -25,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "worker/backend/backend.h"
 #include "worker/cpu/gemm.h"
+#include "worker/cpu/thread_pool.h"
 
 namespace psgd {
 
@@ -34,11 +39,12 @@ struct CpuBackendOptions {
   int threads = 0;  // 0: one per core
   ConvAlgorithm conv = ConvAlgorithm::kOneDnn;
   GemmLibrary gemm = GemmLibrary::kOneDnn;
+  ThreadPool::Runtime pool = ThreadPool::Runtime::kOpenMp;
 };
 
 // Parses "cpu" or "cpu:key=value,key=value" (keys conv: onednn|im2col, gemm:
-// onednn|openblas) into options with `threads`. INVALID_ARGUMENT naming an
-// unknown key or value.
+// onednn|openblas, pool: openmp|threads) into options with `threads`.
+// INVALID_ARGUMENT naming an unknown key or value.
 absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
                                                       int threads);
 

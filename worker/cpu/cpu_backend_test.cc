@@ -38,9 +38,12 @@ TEST_CASE("cpu backend names parse into options") {
   CHECK(o.threads == 3);
   CHECK(o.conv == ConvAlgorithm::kOneDnn);
   CHECK(o.gemm == GemmLibrary::kOneDnn);
-  o = Unwrap(ParseCpuBackendName("cpu:gemm=openblas,conv=im2col", 1));
+  CHECK(o.pool == ThreadPool::Runtime::kOpenMp);
+  o = Unwrap(
+      ParseCpuBackendName("cpu:gemm=openblas,conv=im2col,pool=threads", 1));
   CHECK(o.conv == ConvAlgorithm::kIm2col);
   CHECK(o.gemm == GemmLibrary::kOpenBlas);
+  CHECK(o.pool == ThreadPool::Runtime::kOwnThreads);
 }
 
 TEST_CASE("memory is zeroed, aligned, and copies round-trip") {

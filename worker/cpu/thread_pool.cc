@@ -1,5 +1,7 @@
 #include "worker/cpu/thread_pool.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 namespace psgd {
@@ -10,8 +12,9 @@ int64_t ChunkBegin(int64_t n, int chunks, int i) { return n * i / chunks; }
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(std::max(num_threads, 1)) {
+ThreadPool::ThreadPool(int num_threads, Runtime runtime)
+    : num_threads_(std::max(num_threads, 1)), runtime_(runtime) {
+  if (runtime_ == Runtime::kOpenMp) return;
   workers_.reserve(num_threads_ - 1);
   for (int i = 1; i < num_threads_; ++i) {
     workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -37,6 +40,10 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     fn(0, n);
     return;
   }
+  if (runtime_ == Runtime::kOpenMp) {
+    ParallelForOpenMp(n, chunks, fn);
+    return;
+  }
   std::lock_guard<std::mutex> run_lock(run_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -53,6 +60,18 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     return pending_ == 0;
   });
   fn_ = nullptr;
+}
+
+void ThreadPool::ParallelForOpenMp(
+    int64_t n, int chunks, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  // OpenMP may give fewer threads than asked; each takes every t-th chunk.
+#pragma omp parallel num_threads(chunks)
+  {
+    const int t = omp_get_num_threads();
+    for (int c = omp_get_thread_num(); c < chunks; c += t) {
+      fn(ChunkBegin(n, chunks, c), ChunkBegin(n, chunks, c + 1));
+    }
+  }
 }
 
 void ThreadPool::WorkerLoop(int index) {

@@ -1,7 +1,18 @@
 // A small fixed pool of threads for data-parallel loops in the CPU kernels.
 //
-//   ThreadPool pool(2);
+//   ThreadPool pool(2, ThreadPool::Runtime::kOpenMp);
 //   pool.ParallelFor(planes, 1, [&](int64_t begin, int64_t end) { ... });
+//
+// Two runtimes:
+//   kOwnThreads  num_threads - 1 std::threads of its own.
+//   kOpenMp      the calling thread's OpenMP team, the same threads that
+//                oneDNN uses. After a parallel region libgomp's workers spin
+//                for a while (milliseconds) before they sleep; threads of our
+//                own would then compete with them for the cores at every
+//                switch between a oneDNN op and one of ours. Sharing the
+//                team avoids that (docs/COMPUTE.md has the measurement).
+// ThreadSanitizer cannot see libgomp's barriers, so tsan builds use
+// kOwnThreads (see CpuBackend).
 //
 // Thread-safety: ParallelFor may be called from any thread; concurrent calls
 // run one after the other. The calling thread takes part in the loop, so a
@@ -27,14 +38,17 @@ namespace psgd {
 
 class ThreadPool {
  public:
+  enum class Runtime { kOwnThreads, kOpenMp };
+
   // num_threads >= 1 counts the caller; values below 1 are taken as 1.
-  explicit ThreadPool(int num_threads);
+  explicit ThreadPool(int num_threads, Runtime runtime = Runtime::kOwnThreads);
   ~ThreadPool();
 
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  Runtime runtime() const { return runtime_; }
 
   // Splits [0, n) into at most num_threads() contiguous chunks of at least
   // `min_chunk` elements (the last may be shorter when n is) and runs
@@ -45,9 +59,12 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
+  void ParallelForOpenMp(int64_t n, int chunks,
+                         absl::FunctionRef<void(int64_t, int64_t)> fn);
 
   // Constant after construction.
   const int num_threads_;
+  const Runtime runtime_;
   std::vector<std::thread> workers_;
 
   // Held for a whole ParallelFor, so that calls do not interleave.

@@ -12,7 +12,8 @@ namespace psgd {
 namespace testing {
 
 std::vector<std::string> CpuBackendNames() {
-  return {"cpu", "cpu:conv=im2col", "cpu:conv=im2col,gemm=openblas"};
+  return {"cpu", "cpu:conv=im2col,pool=threads",
+          "cpu:conv=im2col,gemm=openblas"};
 }
 
 std::unique_ptr<Backend> MakeBackend(const std::string& name) {

@@ -1,0 +1,170 @@
+#include "common/metrics.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace psgd {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path,
+                        int err) {
+  std::string message =
+      absl::StrCat(path, ": ", what, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  return absl::InternalError(message);
+}
+
+}  // namespace
+
+std::string JsonQuote(absl::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += ch;  // UTF-8 passes through
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+JsonObject& JsonObject::SetEncoded(absl::string_view key, std::string encoded) {
+  for (auto& [k, v] : fields_) {
+    if (k == key) {
+      v = std::move(encoded);
+      return *this;
+    }
+  }
+  fields_.emplace_back(std::string(key), std::move(encoded));
+  return *this;
+}
+
+JsonObject& JsonObject::Set(absl::string_view key, double value) {
+  if (!std::isfinite(value)) return SetEncoded(key, "null");
+  return SetEncoded(key, absl::StrFormat("%.10g", value));
+}
+
+JsonObject& JsonObject::Set(absl::string_view key, int64_t value) {
+  return SetEncoded(key, absl::StrCat(value));
+}
+
+JsonObject& JsonObject::Set(absl::string_view key, bool value) {
+  return SetEncoded(key, value ? "true" : "false");
+}
+
+JsonObject& JsonObject::Set(absl::string_view key, absl::string_view value) {
+  return SetEncoded(key, JsonQuote(value));
+}
+
+std::string JsonObject::Join(absl::string_view open,
+                             absl::string_view separator,
+                             absl::string_view close) const {
+  std::string out(open);
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : separator, JsonQuote(fields_[i].first),
+                    ":", fields_[i].second);
+  }
+  absl::StrAppend(&out, close);
+  return out;
+}
+
+std::string JsonObject::ToString() const { return Join("{", ",", "}"); }
+
+std::string JsonObject::ToMultilineString() const {
+  if (fields_.empty()) return "{}\n";
+  return Join("{\n  ", ",\n  ", "\n}\n");
+}
+
+absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(
+    const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr)
+    return ErrnoError("cannot create metrics file", path, errno);
+  return std::unique_ptr<MetricsWriter>(new MetricsWriter(path, file));
+}
+
+MetricsWriter::~MetricsWriter() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::fclose(file_);
+}
+
+absl::Status MetricsWriter::Write(const JsonObject& record) {
+  const std::string line = record.ToString() + "\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
+      std::fflush(file_) != 0) {
+    return ErrnoError("cannot write metrics", path_, errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteJsonFile(const std::string& path, const JsonObject& object) {
+  const std::string text = object.ToMultilineString();
+  const std::string tmp = path + ".tmp";
+  std::FILE* file = std::fopen(tmp.c_str(), "w");
+  if (file == nullptr) return ErrnoError("cannot create", tmp, errno);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  const int write_errno = errno;
+  if (std::fclose(file) != 0 || !ok) {
+    return ErrnoError("cannot write", tmp, ok ? errno : write_errno);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return ErrnoError("cannot rename the temporary file to", path, errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CreateRunDir(const std::string& requested,
+                                         absl::string_view base,
+                                         absl::string_view name,
+                                         absl::Time now) {
+  std::string dir = requested;
+  if (dir.empty()) {
+    dir = (fs::path(std::string(base)) /
+           absl::StrCat(
+               name, "-",
+               absl::FormatTime("%Y%m%d-%H%M%S", now, absl::LocalTimeZone())))
+              .string();
+  }
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": exists and is not a directory"));
+  }
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat(dir, ": cannot create the run directory: ", ec.message()));
+  }
+  return dir;
+}
+
+}  // namespace psgd

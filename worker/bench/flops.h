@@ -1,0 +1,32 @@
+// Arithmetic counts and the machine's peak, for compute_bench's "how far
+// from peak" line.
+//
+// Thread-safety: pure functions; MeasurePeakGflops starts and joins its own
+// threads.
+#ifndef PSGD_WORKER_BENCH_FLOPS_H_
+#define PSGD_WORKER_BENCH_FLOPS_H_
+
+#include <string>
+
+namespace psgd {
+
+// Floating-point operations (a multiply-add is 2) of one training step of
+// the cifar10 tutorial model, per image: the forward pass plus the backward
+// pass as computed (no gradient for the input images).
+double TutorialTrainingFlopsPerImage();
+// The same counting conv1's input gradient too (the issue's "about 111
+// MFLOP"), which neither this project nor PyTorch computes.
+double TutorialTrainingFlopsPerImageWithInputGradient();
+
+struct PeakResult {
+  double gflops = 0.0;
+  std::string isa;  // "avx512f", "avx2+fma" or "sse2"
+};
+
+// Runs independent FMA chains on `threads` threads for about `seconds` and
+// returns the rate: the practical single-precision peak of this machine.
+PeakResult MeasurePeakGflops(int threads, double seconds);
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_BENCH_FLOPS_H_

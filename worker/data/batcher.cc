@@ -1,0 +1,173 @@
+#include "worker/data/batcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/data/augment.h"
+#include "worker/random.h"
+
+namespace psgd {
+namespace {
+
+absl::Status CheckOptions(const BatcherOptions& o) {
+  auto bad = [](absl::string_view field, int64_t value,
+                absl::string_view want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batcher: ", field, " is ", value, ", ", want));
+  };
+  if (o.batch_size < 1) return bad("batch_size", o.batch_size, "must be >= 1");
+  if (o.epochs < 0) return bad("epochs", o.epochs, "must be >= 0 (0: no end)");
+  if (o.num_workers < 1)
+    return bad("num_workers", o.num_workers, "must be >= 1");
+  if (o.worker_index < 0 || o.worker_index >= o.num_workers) {
+    return bad("worker_index", o.worker_index,
+               absl::StrCat("must be in [0, ", o.num_workers, ")"));
+  }
+  if (o.prefetch < 1) return bad("prefetch", o.prefetch, "must be >= 1");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BatcherOptions BatcherOptions::ForEvaluation(int64_t batch_size) {
+  BatcherOptions o;
+  o.batch_size = batch_size;
+  o.epochs = 1;
+  o.shuffle = false;
+  o.augment = false;
+  o.drop_remainder = false;
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<Batcher>> Batcher::Create(
+    const ImageSet* set, const BatcherOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  std::vector<int64_t> shard;
+  for (int64_t i = 0; i < set->count(); ++i) {
+    if (options.partition == BatcherOptions::Partition::kOwnOrder ||
+        i % options.num_workers == options.worker_index) {
+      shard.push_back(i);
+    }
+  }
+  const int64_t size = static_cast<int64_t>(shard.size());
+  if (size == 0 || (options.drop_remainder && size < options.batch_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batcher: worker ", options.worker_index, " of ", options.num_workers,
+        " has ", size, " examples, fewer than one batch of ",
+        options.batch_size));
+  }
+  return std::unique_ptr<Batcher>(new Batcher(set, options, std::move(shard)));
+}
+
+Batcher::Batcher(const ImageSet* set, const BatcherOptions& options,
+                 std::vector<int64_t> shard)
+    : set_(set),
+      options_(options),
+      shard_(std::move(shard)),
+      batches_per_epoch_(
+          options.drop_remainder
+              ? static_cast<int64_t>(shard_.size()) / options.batch_size
+              : (static_cast<int64_t>(shard_.size()) + options.batch_size - 1) /
+                    options.batch_size),
+      producer_([this] { Produce(); }) {}
+
+Batcher::~Batcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  producer_.join();
+}
+
+double Batcher::wait_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wait_seconds_;
+}
+
+absl::StatusOr<Batch> Batcher::Next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finished_) {
+    return absl::OutOfRangeError(
+        absl::StrCat("batcher: the ", options_.epochs, " epochs are done"));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  changed_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty();
+  });
+  wait_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  absl::StatusOr<Batch> b = std::move(queue_.front());
+  queue_.pop_front();
+  if (!b.ok()) finished_ = true;
+  lock.unlock();
+  changed_.notify_all();
+  return b;
+}
+
+void Batcher::Produce() {
+  std::vector<int64_t> order = shard_;
+  for (int64_t epoch = 0; options_.epochs == 0 || epoch < options_.epochs;
+       ++epoch) {
+    if (options_.shuffle) {
+      order = shard_;
+      Rng rng(DeriveSeed({options_.seed,
+                          static_cast<uint64_t>(options_.worker_index),
+                          static_cast<uint64_t>(epoch)}));
+      // Fisher-Yates with our Rng, the same on every standard library.
+      for (int64_t i = static_cast<int64_t>(order.size()) - 1; i > 0; --i) {
+        std::swap(order[i], order[rng.UniformInt(i + 1)]);
+      }
+    }
+    for (int64_t b = 0; b < batches_per_epoch_; ++b) {
+      Batch batch = MakeBatch(order, epoch, b);
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || static_cast<int>(queue_.size()) < options_.prefetch;
+      });
+      if (stop_) return;
+      queue_.push_back(std::move(batch));
+      lock.unlock();
+      changed_.notify_all();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(absl::OutOfRangeError(
+        absl::StrCat("batcher: the ", options_.epochs, " epochs are done")));
+  }
+  changed_.notify_all();
+}
+
+Batch Batcher::MakeBatch(const std::vector<int64_t>& order, int64_t epoch,
+                         int64_t index) const {
+  const int64_t begin = index * options_.batch_size;
+  const int64_t end = std::min<int64_t>(begin + options_.batch_size,
+                                        static_cast<int64_t>(order.size()));
+  const int64_t n = end - begin;
+  Batch batch;
+  batch.images = Tensor({n, 3, kCropSize, kCropSize});
+  batch.labels.resize(n);
+  batch.epoch = epoch;
+  batch.index = index;
+  Rng rng(DeriveSeed(
+      {options_.seed, static_cast<uint64_t>(options_.worker_index),
+       static_cast<uint64_t>(epoch), static_cast<uint64_t>(index), 0xa06u}));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t example = order[begin + i];
+    float* out = batch.images.data() + i * kCropPixels;
+    if (options_.augment) {
+      DistortImage(set_->image(example), &rng, out);
+    } else {
+      CentralCropImage(set_->image(example), out);
+    }
+    batch.labels[i] = set_->labels[example];
+  }
+  return batch;
+}
+
+}  // namespace psgd

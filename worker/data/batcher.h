@@ -1,0 +1,118 @@
+// Batches for training and evaluation from an ImageSet: seeded shuffling,
+// each worker's shard or its own order, epochs, the training distortions or
+// the evaluation crop, and a background thread that keeps batches ready.
+//
+//   ASSIGN_OR_RETURN(auto batches, Batcher::Create(&data.train, options));
+//   for (;;) {
+//     absl::StatusOr<Batch> b = batches->Next();
+//     if (absl::IsOutOfRange(b.status())) break;  // the epochs are done
+//     RETURN_IF_ERROR(b.status());
+//     ... b->images (N, 3, 24, 24), b->labels ...
+//   }
+//
+// Every batch is a function of (seed, worker_index, epoch, batch index)
+// only, so runs repeat exactly whatever the threads' timing.
+//
+// Thread-safety: Next() may be called from one thread at a time. The
+// producer thread starts in Create and is stopped and joined by the
+// destructor, also while it waits on a full queue. std::mutex, as in
+// ThreadPool, so that ThreadSanitizer sees the ordering.
+#ifndef PSGD_WORKER_DATA_BATCHER_H_
+#define PSGD_WORKER_DATA_BATCHER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "common/tensor.h"
+#include "worker/data/image_set.h"
+
+namespace psgd {
+
+struct Batch {
+  Tensor images;                // (N, 3, 24, 24)
+  std::vector<int32_t> labels;  // (N)
+  int64_t epoch = 0;            // 0-based
+  int64_t index = 0;            // batch index within the epoch
+};
+
+struct BatcherOptions {
+  int64_t batch_size = 128;
+  // Passes over the data; 0 means without end.
+  int64_t epochs = 1;
+  uint64_t seed = 0;
+  // Which worker this is, of how many.
+  int worker_index = 0;
+  int num_workers = 1;
+  // kShard: this worker reads every num_workers-th example from
+  // worker_index on (disjoint shards). kOwnOrder: every worker reads all
+  // examples, each in its own order.
+  enum class Partition { kShard, kOwnOrder };
+  Partition partition = Partition::kShard;
+  bool shuffle = true;  // a fresh permutation per epoch
+  bool augment = true;  // distortions; else the central crop
+  // Drop an epoch's last partial batch (training); keep it (evaluation).
+  bool drop_remainder = true;
+  int prefetch = 4;  // batches kept ready, >= 1
+
+  // One in-order pass with the evaluation crop, keeping the last partial
+  // batch.
+  static BatcherOptions ForEvaluation(int64_t batch_size);
+};
+
+class Batcher {
+ public:
+  // `set` is not owned and must outlive the Batcher. INVALID_ARGUMENT for
+  // bad options (naming the field) or a shard with fewer examples than
+  // one batch.
+  static absl::StatusOr<std::unique_ptr<Batcher>> Create(
+      const ImageSet* set, const BatcherOptions& options);
+  ~Batcher();
+
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // The next batch, waiting for the producer if it is behind; OUT_OF_RANGE
+  // once the epochs are done (and on every later call).
+  absl::StatusOr<Batch> Next();
+
+  int64_t examples_per_epoch() const {
+    return static_cast<int64_t>(shard_.size());
+  }
+  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // Seconds Next() has spent waiting for the producer, in total.
+  double wait_seconds() const;
+
+ private:
+  Batcher(const ImageSet* set, const BatcherOptions& options,
+          std::vector<int64_t> shard);
+  void Produce();
+  Batch MakeBatch(const std::vector<int64_t>& order, int64_t epoch,
+                  int64_t index) const;
+
+  // Constant after construction.
+  const ImageSet* const set_;  // Not owned.
+  const BatcherOptions options_;
+  const std::vector<int64_t> shard_;  // this worker's example indices
+  const int64_t batches_per_epoch_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  // Batches ready, then (after the last) one OUT_OF_RANGE status.
+  std::deque<absl::StatusOr<Batch>> queue_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // OUT_OF_RANGE handed out
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
+
+  std::thread producer_;  // last: starts after the fields above exist
+};
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_DATA_BATCHER_H_
