@@ -248,6 +248,10 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
     return at.Error(t, "eval_every", "training.eval_every",
                     absl::StrCat(t.eval_every(), " is negative"));
   }
+  if (t.eval_examples() < 0) {
+    return at.Error(t, "eval_examples", "training.eval_examples",
+                    absl::StrCat(t.eval_examples(), " is negative"));
+  }
   return absl::OkStatus();
 }
 
