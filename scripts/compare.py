@@ -5,8 +5,8 @@
 
 Each RUN_DIR is what a cluster (scripts/launch.sh) or train_local wrote:
   config.pbtxt                    the config of the run (clusters)
-  worker-J.jsonl / train_local.jsonl   one JSON object per line:
-      {"kind": "step", "step", "wall_time_s", "loss", "train_accuracy",
+  worker-J.jsonl / metrics.jsonl (train_local)   one JSON object per line:
+      {"kind": "train", "step", "wall_time_s", "loss", "train_accuracy",
        "images_per_s", "compute_s", and for cluster workers "pull_s",
        "push_s", "wait_s", "staleness", "outcome"}
       {"kind": "eval", "step", "wall_time_s", "test_accuracy"}
@@ -77,15 +77,15 @@ class Run:
                               file=sys.stderr)
                         continue
                     rec.setdefault("task", task)
-                    kind = rec.get("kind", "step")
-                    if kind == "step":
+                    kind = rec.get("kind", "train")
+                    if kind in ("train", "step"):
                         self.steps.append(rec)
                     elif kind == "eval":
                         self.evals.append(rec)
                     elif kind == "server":
                         self.servers.append(rec)
         if not self.steps:
-            raise RunError(f"{self.path}: no step lines in {', '.join(files)}")
+            raise RunError(f"{self.path}: no training-step lines in {', '.join(files)}")
         self.steps.sort(key=lambda r: r.get("wall_time_s", 0.0))
         self.evals.sort(key=lambda r: r.get("wall_time_s", 0.0))
         summary = os.path.join(self.path, "summary.json")

@@ -16,7 +16,7 @@ def write_run(root, name, mode):
     for w in range(2):
         with open(os.path.join(d, f"worker-{w}.jsonl"), "w") as f:
             for s in range(40):
-                rec = {"kind": "step", "step": s, "wall_time_s": 0.5 * s + 0.1 * w,
+                rec = {"kind": "train", "step": s, "wall_time_s": 0.5 * s + 0.1 * w,
                        "loss": 2.3 - 0.04 * s, "train_accuracy": 0.1 + 0.01 * s,
                        "images_per_s": 256.0, "batch_size": 128, "step_s": 0.5,
                        "pull_s": 0.05, "compute_s": 0.4, "push_s": 0.03,
