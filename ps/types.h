@@ -87,6 +87,9 @@ struct ShardStatus {
   int64_t num_parameters = 0;
   int pending_gradients = 0;  // sync: gathered for the current step
   bool shutting_down = false;
+  // The run directory the server writes to; filled by the gRPC service
+  // (the shard itself has none).
+  std::string run_dir;
 };
 
 }  // namespace ps

@@ -135,6 +135,7 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_num_parameters(s.num_parameters);
   out->set_pending_gradients(s.pending_gradients);
   out->set_shutting_down(s.shutting_down);
+  out->set_run_dir(s.run_dir);
 }
 
 ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
@@ -162,6 +163,7 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.num_parameters = r.num_parameters();
   s.pending_gradients = r.pending_gradients();
   s.shutting_down = r.shutting_down();
+  s.run_dir = r.run_dir();
   return s;
 }
 

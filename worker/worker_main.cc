@@ -170,25 +170,23 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
 
   RETURN_IF_ERROR(WaitForServers(w.client.addresses,
                                  absl::Now() + w.loop.start_timeout));
+
+  // The run directory: given, or the chief's choice, which it sends with
+  // Initialize and the servers pass on to everyone else.
+  std::string run_dir = ResolveUserPath(absl::GetFlag(FLAGS_run_dir));
+  if (run_dir.empty() && w.loop.chief) {
+    ASSIGN_OR_RETURN(run_dir,
+                     CreateRunDir("", ResolveUserPath(config.run_root()),
+                                  config.name(), absl::Now()));
+  }
+  w.client.run_dir = run_dir;
   ASSIGN_OR_RETURN(std::unique_ptr<ps::GrpcPsClient> client,
                    ps::GrpcPsClient::Create(w.client));
-
-  // The run directory: given, or the chief's choice, passed on by the
-  // servers to everyone else.
-  std::string run_dir = ResolveUserPath(absl::GetFlag(FLAGS_run_dir));
   if (run_dir.empty()) {
-    if (w.loop.chief) {
-      ASSIGN_OR_RETURN(run_dir,
-                       CreateRunDir("", ResolveUserPath(config.run_root()),
-                                    config.name(), absl::Now()));
-      w.loop.run_dir = run_dir;
-    } else {
-      ASSIGN_OR_RETURN(run_dir, ps::AwaitRunDir(client.get(),
-                                                absl::Now() + w.loop.start_timeout));
-    }
+    ASSIGN_OR_RETURN(run_dir, AwaitRunDir(client.get(),
+                                          absl::Now() + w.loop.start_timeout));
   }
   ASSIGN_OR_RETURN(run_dir, CreateRunDir(run_dir, "", "", absl::Now()));
-  w.loop.run_dir = run_dir;
   const std::string prefix =
       absl::StrCat(run_dir, "/worker-", task_id.index);
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics,

@@ -61,6 +61,11 @@ int64_t GlobalStep(const ps::ModelVersion& version) {
   return *std::min_element(version.steps.begin(), version.steps.end());
 }
 
+int64_t NewestStep(const ps::ModelVersion& version) {
+  if (version.steps.empty()) return 0;
+  return *std::max_element(version.steps.begin(), version.steps.end());
+}
+
 absl::Status ValidateClusterWorkerOptions(const ClusterWorkerOptions& o) {
   if (o.worker_id < 0) {
     return absl::InvalidArgumentError(
@@ -158,6 +163,31 @@ absl::Status ClusterWorker::FinishAsChief() {
                                         result_.final_global_step));
 }
 
+absl::Status ClusterWorker::AwaitOtherWorkers() {
+  // A sync step completes with min(N, live workers) gradients: a worker
+  // that pushed before the others joined would complete steps alone.
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  for (;;) {
+    ASSIGN_OR_RETURN(std::vector<ps::ShardStatus> status, client_->Status());
+    size_t joined = status[0].live_workers.size();
+    int64_t step = status[0].step;
+    for (const ps::ShardStatus& s : status) {
+      joined = std::min(joined, s.live_workers.size());
+      step = std::min(step, s.step);
+    }
+    const size_t expected = status[0].total_num_replicas;
+    if (joined >= expected || step > 0) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      spdlog::warn("{} of {} workers joined within {}; starting without the "
+                   "others",
+                   joined, expected,
+                   absl::FormatDuration(options_.start_timeout));
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
 absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
   RETURN_IF_ERROR(ValidateClusterWorkerOptions(options_));
   start_ = absl::Now();
@@ -180,6 +210,7 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
                     "waiting for the servers to be initialised: ");
   }
   ps::ModelVersion version = *std::move(pulled);
+  if (GlobalStep(version) == 0) RETURN_IF_ERROR(AwaitOtherWorkers());
   int64_t next_eval = options_.eval_every;
   double step_seconds = 0.0;
   int64_t images = 0;
@@ -227,11 +258,15 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     }
     const absl::Time t3 = absl::Now();
 
-    // Sync: wait for the step after the one this gradient used. Async: any
-    // newer weights, without waiting.
+    // Sync: wait until every shard is past the newest step this worker
+    // saw, which keeps the shards in lockstep (each shard drops surplus
+    // gradients on its own, so without this a shard could run ahead of
+    // another). Async: any newer weights, without waiting.
     const ps::ModelVersion wanted =
-        options_.sync ? version.Next()
-                      : ps::ModelVersion::AtLeast(client_->num_shards(), 0);
+        options_.sync
+            ? ps::ModelVersion::AtLeast(client_->num_shards(),
+                                        NewestStep(version) + 1)
+            : ps::ModelVersion::AtLeast(client_->num_shards(), 0);
     pulled = client_->Pull(wanted, absl::Now() + options_.step_timeout,
                            pull_out);
     if (absl::IsCancelled(pulled.status())) {

@@ -131,6 +131,9 @@ class ClusterWorker {
   absl::StatusOr<ClusterWorkerResult> Run();
 
  private:
+  // At the start of training, waits (up to start_timeout) until every
+  // worker has joined, or the training has started without this one.
+  absl::Status AwaitOtherWorkers();
   absl::Status Evaluate(int64_t global_step, bool final);
   absl::Status FinishAsChief();
 
@@ -146,8 +149,9 @@ class ClusterWorker {
   ClusterWorkerResult result_;
 };
 
-// The lowest of the shards' steps.
+// The lowest and the highest of the shards' steps.
 int64_t GlobalStep(const ps::ModelVersion& version);
+int64_t NewestStep(const ps::ModelVersion& version);
 
 }  // namespace psgd
 

@@ -66,4 +66,26 @@ absl::Status WaitForServers(const std::vector<std::string>& addresses,
   }
 }
 
+absl::StatusOr<std::string> AwaitRunDir(ps::PsClient* client,
+                                        absl::Time deadline) {
+  for (;;) {
+    absl::StatusOr<std::vector<ps::ShardStatus>> status = client->Status();
+    if (!status.ok() && !absl::IsUnavailable(status.status())) {
+      return status.status();
+    }
+    if (status.ok()) {
+      for (const ps::ShardStatus& s : *status) {
+        if (!s.run_dir.empty()) return s.run_dir;
+      }
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          "the servers have no run directory yet: the chief (worker:0) has "
+          "not initialised them; pass --run_dir to every task to write "
+          "without it");
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
 }  // namespace psgd

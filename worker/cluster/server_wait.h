@@ -1,5 +1,6 @@
-// Waiting for the parameter servers to come up, through gRPC's standard
-// health-checking service (which every ps_server runs).
+// Waiting for the parameter servers: to come up, through gRPC's standard
+// health-checking service (which every ps_server runs), and for the chief to
+// tell them the run directory.
 //
 // Thread-safety: a free function.
 #ifndef PSGD_WORKER_CLUSTER_SERVER_WAIT_H_
@@ -9,7 +10,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "ps/ps_client.h"
 
 namespace psgd {
 
@@ -18,6 +21,12 @@ namespace psgd {
 // `deadline`, with the last error each gave.
 absl::Status WaitForServers(const std::vector<std::string>& addresses,
                             absl::Time deadline);
+
+// The run directory the chief sent with its Initialize, asking the servers
+// (Status) until they have one. DEADLINE_EXCEEDED when none has by
+// `deadline` (the chief has not started, or was given none).
+absl::StatusOr<std::string> AwaitRunDir(ps::PsClient* client,
+                                        absl::Time deadline);
 
 }  // namespace psgd
 
