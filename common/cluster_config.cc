@@ -360,6 +360,12 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   if (config.run_root().empty()) {
     return at.Error(config, "run_root", "run_root", "empty");
   }
+  if (!(config.worker_lease_seconds() >= 0 &&
+        config.worker_lease_seconds() <= 86400)) {
+    return at.Error(config, "worker_lease_seconds", "worker_lease_seconds",
+                    absl::StrCat(config.worker_lease_seconds(),
+                                 " is not in [0, 86400] (0: no lease)"));
+  }
   return config;
 }
 

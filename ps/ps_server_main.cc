@@ -55,6 +55,7 @@ psgd::JsonObject StatusJson(const std::string& task,
       .Set("refused_too_stale", s.counters.refused_too_stale)
       .Set("completed_by_leave", s.counters.completed_by_leave)
       .Set("live_workers", static_cast<int64_t>(s.live_workers.size()))
+      .Set("workers_expired", s.workers_expired)
       .Set("pending_gradients", s.pending_gradients);
   std::string hist;
   for (const auto& [staleness, count] : s.staleness_histogram) {
@@ -176,6 +177,11 @@ int main(int argc, char** argv) {
   std::string reason;
   while (reason.empty()) {
     metrics.Tick();
+    for (int worker : (*server)->shard()->ExpireWorkers(absl::Now())) {
+      spdlog::warn(
+          "worker {} sent nothing for {} and left the live set (lease)",
+          worker, absl::FormatDuration(options->worker_lease));
+    }
     const timespec tick = {0, 100 * 1000 * 1000};
     const int signal = sigtimedwait(&signals, nullptr, &tick);
     if (signal > 0) {

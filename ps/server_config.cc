@@ -35,6 +35,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.optimizer.beta1 = opt.beta1();
   o.optimizer.beta2 = opt.beta2();
   o.optimizer.epsilon = opt.epsilon();
+  o.worker_lease = absl::Seconds(config.worker_lease_seconds());
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

@@ -22,6 +22,7 @@ TEST_CASE("a ps task's options come from the config") {
   CHECK(o->staleness_bound == -1);
   CHECK(o->optimizer.kind == OptimizerOptions::Kind::kAdam);
   CHECK(o->optimizer.learning_rate == Approx(0.001));
+  CHECK(o->worker_lease == absl::Seconds(30));
 
   CHECK(ServerOptionsFromConfig(*sync, 2).status().message() ==
         "ps:2 is not in cluster 'sync-backup-3of4' (2 ps tasks)");

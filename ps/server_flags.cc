@@ -43,6 +43,9 @@ ABSL_FLAG(int64_t, split_threshold_bytes, kDefaults.split_threshold_bytes,
           "workers must use the same value.");
 ABSL_FLAG(std::string, port_file, "",
           "When set, the bound port is written to this file once serving.");
+ABSL_FLAG(double, worker_lease_seconds, 0,
+          "A worker silent this long (not waiting in a pull) leaves the live "
+          "set; 0: never.");
 ABSL_FLAG(std::string, config, "",
           "Cluster config file: the options of --task come from it.");
 ABSL_FLAG(std::string, task, "", "With --config: this task, ps:I.");
@@ -64,7 +67,7 @@ constexpr const char* kOptionFlags[] = {
     "total_num_replicas", "staleness_bound", "scale_lr_by_staleness",
     "optimizer",      "learning_rate",      "beta1",
     "beta2",          "epsilon",            "max_message_bytes",
-    "split_threshold_bytes"};
+    "split_threshold_bytes", "worker_lease_seconds"};
 
 absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
   for (const char* name : kOptionFlags) {
@@ -120,6 +123,12 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
   o.port_file = absl::GetFlag(FLAGS_port_file);
+  const double lease = absl::GetFlag(FLAGS_worker_lease_seconds);
+  if (!(lease >= 0 && lease <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker_lease_seconds=", lease, ": must be in [0, 86400]"));
+  }
+  o.worker_lease = absl::Seconds(lease);
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

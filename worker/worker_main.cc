@@ -129,6 +129,11 @@ JsonObject RunSummary(const ClusterConfig& config,
     total.refused_too_stale += st.counters.refused_too_stale;
     total.completed_by_leave += st.counters.completed_by_leave;
   }
+  int64_t expired = 0;
+  for (const ps::ShardStatus& st : r.server_status) {
+    expired = std::max(expired, st.workers_expired);
+  }
+  s.Set("server_workers_expired", expired);
   s.Set("server_aggregated", total.aggregated)
       .Set("server_applied", total.applied)
       .Set("server_dropped_stale", total.dropped_stale)

@@ -31,20 +31,29 @@ std::vector<ps::NamedConstTensorView> ConstViews(const NamedTensors& tensors) {
   return views;
 }
 
-// One word for what the shards did with a push.
+// One word for what the shards did with a push. Each shard judges on its
+// own: in sync mode a gradient may complete the step on one shard
+// ("applied") and join the aggregate on another ("aggregated"); that is
+// "applied". A gradient some shards dropped and others took is
+// "partly_dropped".
 std::string OutcomeOf(const ps::PushResult& result, int64_t* staleness) {
-  std::string outcome;
   *staleness = 0;
+  int applied = 0, aggregated = 0, stale = 0, surplus = 0;
   for (const ps::PushReply& r : result.shards) {
     *staleness = std::max(*staleness, r.staleness);
-    std::string name(ps::PushOutcomeName(r.outcome));
-    if (outcome.empty()) {
-      outcome = name;
-    } else if (outcome != name) {
-      outcome = "mixed";
+    switch (r.outcome) {
+      case ps::PushOutcome::kApplied: ++applied; break;
+      case ps::PushOutcome::kAggregated: ++aggregated; break;
+      case ps::PushOutcome::kDroppedStale: ++stale; break;
+      case ps::PushOutcome::kDroppedSurplus: ++surplus; break;
     }
   }
-  return outcome;
+  const int taken = applied + aggregated, dropped = stale + surplus;
+  if (taken > 0 && dropped > 0) return "partly_dropped";
+  if (applied > 0) return "applied";
+  if (aggregated > 0) return "aggregated";
+  if (stale > 0 && surplus > 0) return "dropped";
+  return stale > 0 ? "dropped_stale" : "dropped_surplus";
 }
 
 // The async staleness bound refuses a push with FAILED_PRECONDITION whose
@@ -52,6 +61,13 @@ std::string OutcomeOf(const ps::PushResult& result, int64_t* staleness) {
 bool IsTooStale(const absl::Status& s) {
   return absl::IsFailedPrecondition(s) &&
          s.message().find("staleness bound") != absl::string_view::npos;
+}
+
+// A shard that took this worker out of its live set (its lease ran out
+// while it was silent, e.g. a long evaluation) refuses its pushes so.
+bool IsNotLive(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) &&
+         s.message().find("not a live member") != absl::string_view::npos;
 }
 
 }  // namespace
@@ -250,6 +266,14 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
       rec.outcome = OutcomeOf(*pushed, &rec.staleness);
     } else if (IsTooStale(pushed.status())) {
       rec.outcome = "refused_too_stale";
+    } else if (IsNotLive(pushed.status())) {
+      // Join again at the current step; this gradient is lost (another
+      // shard may have taken it: the shards judge each push on their own).
+      spdlog::warn("worker {} was out of the live set ({}); joining again",
+                   options_.worker_id,
+                   std::string(pushed.status().message()));
+      RETURN_IF_ERROR(client_->Join());
+      rec.outcome = "rejoined";
     } else if (absl::IsCancelled(pushed.status())) {
       result_.end_reason = "the servers shut down (training is over)";
       break;
@@ -262,8 +286,9 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     // saw, which keeps the shards in lockstep (each shard drops surplus
     // gradients on its own, so without this a shard could run ahead of
     // another). Async: any newer weights, without waiting.
+    const bool wait_for_step = options_.sync && rec.outcome != "rejoined";
     const ps::ModelVersion wanted =
-        options_.sync
+        wait_for_step
             ? ps::ModelVersion::AtLeast(client_->num_shards(),
                                         NewestStep(version) + 1)
             : ps::ModelVersion::AtLeast(client_->num_shards(), 0);

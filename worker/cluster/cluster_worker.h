@@ -84,8 +84,12 @@ struct StepRecord {
   double pull_s = 0.0;  // the pull after the push, less wait_s
   double wait_s = 0.0;  // sync: the servers waiting for the next step
   int64_t staleness = 0;  // async: the largest over the shards
-  // "applied", "aggregated", "dropped_stale", "dropped_surplus",
-  // "refused_too_stale", or "mixed" when the shards differ.
+  // What the shards did with the gradient: "applied" (it completed a step,
+  // or async), "aggregated" (it joined the step's aggregate),
+  // "dropped_stale", "dropped_surplus", "dropped" (stale on some shards,
+  // surplus on others), "partly_dropped" (taken by some shards, dropped by
+  // others), "refused_too_stale" (async bound), or "rejoined" (the servers
+  // had taken the worker out of the live set; it joined again).
   std::string outcome;
 };
 
