@@ -248,6 +248,10 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
     return at.Error(t, "eval_every", "training.eval_every",
                     absl::StrCat(t.eval_every(), " is negative"));
   }
+  if (!(t.max_seconds() >= 0 && t.max_seconds() <= 1e7)) {
+    return at.Error(t, "max_seconds", "training.max_seconds",
+                    absl::StrCat(t.max_seconds(), " is not in [0, 1e7]"));
+  }
   if (t.eval_examples() < 0) {
     return at.Error(t, "eval_examples", "training.eval_examples",
                     absl::StrCat(t.eval_examples(), " is negative"));

@@ -124,6 +124,8 @@ TEST_CASE("each validation error names file, line and field") {
        "lease)"},
       {Replace(good, "mode: SYNC", "eval_examples: -1"),
        "c.pbtxt:9: training.eval_examples: -1 is negative"},
+      {Replace(good, "mode: SYNC", "max_seconds: -3"),
+       "c.pbtxt:9: training.max_seconds: -3 is not in [0, 1e7]"},
   };
   for (const Case& c : cases) {
     INFO(c.text);

@@ -98,6 +98,9 @@ absl::Status ValidateClusterWorkerOptions(const ClusterWorkerOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("eval_batch is ", o.eval_batch, ", must be >= 1"));
   }
+  if (o.max_time < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_time must not be negative");
+  }
   if (o.start_timeout <= absl::ZeroDuration() ||
       o.step_timeout <= absl::ZeroDuration() ||
       o.finish_timeout < absl::ZeroDuration()) {
@@ -237,6 +240,13 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     const int64_t global_step = GlobalStep(version);
     if (options_.max_steps > 0 && global_step >= options_.max_steps) {
       result_.end_reason = absl::StrCat("reached step ", global_step);
+      break;
+    }
+    if (options_.max_time > absl::ZeroDuration() &&
+        absl::Now() - start_ >= options_.max_time) {
+      result_.end_reason = absl::StrCat(
+          "the time budget of ", absl::FormatDuration(options_.max_time),
+          " is spent");
       break;
     }
     if (options_.chief && options_.eval_every > 0 &&

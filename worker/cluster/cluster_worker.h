@@ -45,6 +45,8 @@ struct ClusterWorkerOptions {
   bool sync = true;
   // Stop once the global step reaches this; 0: when the data ends.
   int64_t max_steps = 0;
+  // Also stop once this long has passed since Run() started; zero: no limit.
+  absl::Duration max_time = absl::ZeroDuration();
   // Chief: evaluate every this many global steps (0: only at the end), on
   // the first eval_examples test images (0: all); the final evaluation
   // always uses the whole test set.

@@ -44,6 +44,7 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.loop.chief = index == 0;
   w.loop.sync = training.mode() == config::TrainingConfig::SYNC;
   w.loop.max_steps = training.has_steps() ? training.steps() : 0;
+  w.loop.max_time = absl::Seconds(training.max_seconds());
   w.loop.eval_every = training.eval_every();
   w.loop.eval_examples = training.eval_examples();
   w.loop.seed = training.seed();
