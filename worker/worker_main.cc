@@ -90,7 +90,8 @@ JsonObject WorkerSummary(const std::string& task,
       .Set("final_global_step", r.final_global_step)
       .Set("seconds", r.seconds)
       .Set("images_per_s", r.images_per_s)
-      .Set("end_reason", r.end_reason);
+      .Set("end_reason", r.end_reason)
+      .Set("unaligned_steps", r.unaligned_steps);
   for (const auto& [outcome, count] : r.outcomes) {
     s.Set(absl::StrCat("pushes_", outcome), count);
   }

@@ -182,6 +182,33 @@ absl::Status ClusterWorker::FinishAsChief() {
                                         result_.final_global_step));
 }
 
+absl::StatusOr<ps::ModelVersion> ClusterWorker::LineUp(
+    ps::ModelVersion version) {
+  // The shards answer a pull independently, so one may already have
+  // completed the next step while another has not yet (a push still in
+  // flight). Computing on such a mix would tag the pushes with different
+  // steps and let the shards drift apart (each drops surplus gradients on
+  // its own). So wait, briefly, for the lagging shards to catch up.
+  if (GlobalStep(version) == NewestStep(version)) return version;
+  const absl::Duration patience =
+      std::min(options_.step_timeout, absl::Seconds(2));
+  std::vector<ps::NamedTensorView> out = MutableViews(&weights_);
+  absl::StatusOr<ps::ModelVersion> lined = client_->Pull(
+      ps::ModelVersion::AtLeast(client_->num_shards(), NewestStep(version)),
+      absl::Now() + patience, out);
+  if (lined.ok() || !absl::IsDeadlineExceeded(lined.status())) {
+    if (lined.ok()) lined->server_wait += version.server_wait;
+    return lined;
+  }
+  // A lagging shard may need this worker's next gradient (the others have
+  // left): go on with the mix; each push is tagged with its shard's step.
+  // The failed pull may have written some shards' weights: read them all
+  // again, without waiting, so that weights and version agree.
+  ++result_.unaligned_steps;
+  return client_->Pull(ps::ModelVersion::AtLeast(client_->num_shards(), 0),
+                       absl::Now() + options_.step_timeout, out);
+}
+
 absl::Status ClusterWorker::AwaitOtherWorkers() {
   // A sync step completes with min(N, live workers) gradients: a worker
   // that pushed before the others joined would complete steps alone.
@@ -292,18 +319,17 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     }
     const absl::Time t3 = absl::Now();
 
-    // Sync: wait until every shard is past the newest step this worker
-    // saw, which keeps the shards in lockstep (each shard drops surplus
-    // gradients on its own, so without this a shard could run ahead of
-    // another). Async: any newer weights, without waiting.
+    // Sync: wait until each shard is past the step this worker pushed to
+    // it (its own gradient counts towards that step, so this never waits
+    // for a step it could not help complete), then line the shards up.
+    // Async: any newer weights, without waiting.
     const bool wait_for_step = options_.sync && rec.outcome != "rejoined";
     const ps::ModelVersion wanted =
-        wait_for_step
-            ? ps::ModelVersion::AtLeast(client_->num_shards(),
-                                        NewestStep(version) + 1)
-            : ps::ModelVersion::AtLeast(client_->num_shards(), 0);
+        wait_for_step ? version.Next()
+                      : ps::ModelVersion::AtLeast(client_->num_shards(), 0);
     pulled = client_->Pull(wanted, absl::Now() + options_.step_timeout,
                            pull_out);
+    if (pulled.ok() && wait_for_step) pulled = LineUp(*std::move(pulled));
     if (absl::IsCancelled(pulled.status())) {
       result_.end_reason = "the servers shut down (training is over)";
       break;

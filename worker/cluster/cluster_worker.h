@@ -112,6 +112,8 @@ struct ClusterWorkerResult {
   double images_per_s = 0.0;  // images over the time spent in steps
   std::string end_reason;
   std::map<std::string, int64_t> outcomes;  // StepRecord::outcome -> count
+  // Sync: steps computed from shards at different steps (LineUp gave up).
+  int64_t unaligned_steps = 0;
   std::vector<EvalRecord> evals;             // chief
   // Chief: what the servers said at the end (one per shard).
   std::vector<ps::ShardStatus> server_status;
@@ -140,6 +142,10 @@ class ClusterWorker {
   // At the start of training, waits (up to start_timeout) until every
   // worker has joined, or the training has started without this one.
   absl::Status AwaitOtherWorkers();
+  // Sync: after a pull that found the shards at different steps, waits a
+  // moment for all to reach the newest, so that the next gradient is
+  // computed from one step of every shard. Returns the version pulled.
+  absl::StatusOr<ps::ModelVersion> LineUp(ps::ModelVersion version);
   absl::Status Evaluate(int64_t global_step, bool final);
   absl::Status FinishAsChief();
 

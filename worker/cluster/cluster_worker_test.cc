@@ -144,8 +144,8 @@ double MeanLoss(const std::vector<StepRecord>& steps, size_t from,
 
 void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
   for (int w = 0; w < setup.workers; ++w) {
-    INFO("worker " << w);
     const WorkerRun& r = run.workers[w];
+    INFO("worker " << w << ": " << r.result.status().ToString());
     REQUIRE(r.result.ok());
     CHECK(r.result->local_steps == static_cast<int64_t>(r.steps.size()));
     for (const StepRecord& s : r.steps) {
