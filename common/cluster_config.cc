@@ -248,6 +248,14 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
     return at.Error(t, "eval_every", "training.eval_every",
                     absl::StrCat(t.eval_every(), " is negative"));
   }
+  if (!(t.max_seconds() >= 0 && t.max_seconds() <= 1e7)) {
+    return at.Error(t, "max_seconds", "training.max_seconds",
+                    absl::StrCat(t.max_seconds(), " is not in [0, 1e7]"));
+  }
+  if (t.eval_examples() < 0) {
+    return at.Error(t, "eval_examples", "training.eval_examples",
+                    absl::StrCat(t.eval_examples(), " is negative"));
+  }
   return absl::OkStatus();
 }
 
@@ -355,6 +363,12 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   RETURN_IF_ERROR(ValidateData(config, at));
   if (config.run_root().empty()) {
     return at.Error(config, "run_root", "run_root", "empty");
+  }
+  if (!(config.worker_lease_seconds() >= 0 &&
+        config.worker_lease_seconds() <= 86400)) {
+    return at.Error(config, "worker_lease_seconds", "worker_lease_seconds",
+                    absl::StrCat(config.worker_lease_seconds(),
+                                 " is not in [0, 86400] (0: no lease)"));
   }
   return config;
 }

@@ -118,6 +118,14 @@ TEST_CASE("each validation error names file, line and field") {
       {Replace(good, "source: SYNTHETIC", "source: SYNTHETIC "
                                           "synthetic_train_size: 0"),
        "c.pbtxt:15: data.synthetic_train_size: 0 is less than 1"},
+      {Replace(good, "name: \"test\"", "name: \"test\" "
+                                         "worker_lease_seconds: -2"),
+       "c.pbtxt:2: worker_lease_seconds: -2 is not in [0, 86400] (0: no "
+       "lease)"},
+      {Replace(good, "mode: SYNC", "eval_examples: -1"),
+       "c.pbtxt:9: training.eval_examples: -1 is negative"},
+      {Replace(good, "mode: SYNC", "max_seconds: -3"),
+       "c.pbtxt:9: training.max_seconds: -3 is not in [0, 1e7]"},
   };
   for (const Case& c : cases) {
     INFO(c.text);

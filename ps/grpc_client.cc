@@ -138,6 +138,7 @@ absl::Status GrpcPsClient::Initialize(
   std::vector<wire::InitializeRequest> requests(num_shards());
   for (int i = 0; i < num_shards(); ++i) {
     requests[i].set_cluster(options_.cluster);
+    requests[i].set_run_dir(options_.run_dir);
     TensorBytesToProto(ShardSlices(placement_, i, model),
                        requests[i].mutable_variables());
   }
@@ -195,8 +196,10 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
   for (int i = 0; i < num_shards(); ++i) {
     ShardAssembler assembler(placement_, i, model);
+    int64_t wait_micros = 0;
     RETURN_IF_ERROR(
         Annotate(DecodePullResponse(&shards_[i]->response, &version.steps[i],
+                                    &wait_micros,
                                     [&](const TensorBytes& t, size_t bytes) {
                                       return assembler.Destination(t, bytes);
                                     }),
@@ -204,6 +207,8 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
                               shards_[i]->address, ": ")));
     RETURN_IF_ERROR(assembler.Finish());
     shards_[i]->response.Clear();
+    version.server_wait =
+        std::max(version.server_wait, absl::Microseconds(wait_micros));
   }
   return version;
 }

@@ -56,6 +56,9 @@ struct GrpcClientOptions {
   int64_t max_message_bytes = int64_t{256} << 20;
   // Deadline of every call but Pull (which takes its own).
   absl::Duration rpc_timeout = absl::Seconds(60);
+  // Sent with Initialize: the run directory the servers and the other
+  // workers use when they were given none (see proto/ps.proto).
+  std::string run_dir;
 };
 
 class GrpcPsClient final : public PsClient {

@@ -44,6 +44,7 @@ class PsGrpcServer {
   std::string address() const;
 
   ParameterShard* shard() { return shard_.get(); }
+  PsGrpcService* service() { return service_.get(); }
 
   // Waits until the shard is shut down (a Shutdown RPC) or `deadline`;
   // true when it is.

@@ -35,7 +35,7 @@ class PullReactor final : public grpc::ServerUnaryReactor {
  public:
   PullReactor(ParameterShard* shard, const grpc::ByteBuffer& request_bytes,
               grpc::ByteBuffer* response)
-      : shard_(shard), response_(response) {
+      : shard_(shard), response_(response), arrived_(absl::Now()) {
     grpc::ByteBuffer bytes(request_bytes);  // shares the slices
     wire::PullRequest request;
     grpc::Status parsed =
@@ -74,6 +74,7 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     const WeightsSnapshot& s = **snapshot;
     wire::PullResponse header;
     header.set_step(s.step);
+    header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived_));
     std::vector<TensorBytes> tensors;
     for (int i = 0; i < s.layout->size(); ++i) {
       tensors.push_back(FloatTensorBytes(
@@ -86,6 +87,7 @@ class PullReactor final : public grpc::ServerUnaryReactor {
 
   ParameterShard* const shard_;       // Not owned.
   grpc::ByteBuffer* const response_;  // Owned by gRPC.
+  const absl::Time arrived_;
   uint64_t ticket_ = 0;
 };
 
@@ -149,6 +151,16 @@ PsGrpcService::PsGrpcService(ParameterShard* shard)
 
 PsGrpcService::~PsGrpcService() = default;
 
+void PsGrpcService::SetRunDirIfUnset(absl::string_view run_dir) {
+  MutexLock lock(&run_dir_mu_);
+  if (run_dir_.empty()) run_dir_ = std::string(run_dir);
+}
+
+std::string PsGrpcService::run_dir() const {
+  MutexLock lock(&run_dir_mu_);
+  return run_dir_;
+}
+
 grpc::ServerUnaryReactor* PsGrpcService::Initialize(
     grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
     wire::InitializeResponse* response) {
@@ -158,6 +170,7 @@ grpc::ServerUnaryReactor* PsGrpcService::Initialize(
                      TensorBytesFromProto(request->variables()));
     ASSIGN_OR_RETURN(ParameterShard::InitializeReply reply,
                      shard_->Initialize(variables));
+    if (!request->run_dir().empty()) SetRunDirIfUnset(request->run_dir());
     response->set_step(reply.step);
     response->set_already_initialized(reply.already_initialized);
     return absl::OkStatus();
@@ -211,7 +224,9 @@ grpc::ServerUnaryReactor* PsGrpcService::Status(
     wire::StatusResponse* response) {
   return Respond(ctx, [&]() -> absl::Status {
     RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    ShardStatusToProto(shard_->Status(), response);
+    ShardStatus status = shard_->Status();
+    status.run_dir = run_dir();
+    ShardStatusToProto(status, response);
     return absl::OkStatus();
   });
 }

@@ -15,8 +15,11 @@
 #define PSGD_PS_GRPC_SERVICE_H_
 
 #include <memory>
+#include <string>
 
+#include "absl/strings/string_view.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/mutex.h"
 #include "ps/shard.h"
 
 namespace psgd {
@@ -52,11 +55,18 @@ class PsGrpcService final
                                      const wire::ShutdownRequest* request,
                                      wire::ShutdownResponse* response) override;
 
+  // The run directory: the first non-empty value given here or carried by
+  // an Initialize request; reported by Status.
+  void SetRunDirIfUnset(absl::string_view run_dir);
+  std::string run_dir() const;
+
  private:
   class PushMessagePool;
 
   ParameterShard* const shard_;  // Not owned.
   const std::unique_ptr<PushMessagePool> push_messages_;
+  mutable Mutex run_dir_mu_;
+  std::string run_dir_ ABSL_GUARDED_BY(run_dir_mu_);
 };
 
 }  // namespace ps

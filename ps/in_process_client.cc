@@ -68,9 +68,11 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
   RETURN_IF_ERROR(OrderModel(placement_, out, &model));
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
   for (int i = 0; i < num_shards(); ++i) {
+    const absl::Time asked = absl::Now();
     ASSIGN_OR_RETURN(
         ParameterShard::Snapshot snapshot,
         shards_[i]->Pull(min_version.steps[i], worker_id_, deadline));
+    version.server_wait = std::max(version.server_wait, absl::Now() - asked);
     const VariableLayout& layout = *snapshot->layout;
     std::vector<TensorBytes> pulled;
     for (int v = 0; v < layout.size(); ++v) {

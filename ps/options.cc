@@ -120,6 +120,10 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
                absl::StrCat("must be in [1024, max_message_bytes=",
                             o.max_message_bytes, "]"));
   }
+  if (o.worker_lease < absl::ZeroDuration()) {
+    return Bad("worker_lease", absl::FormatDuration(o.worker_lease),
+               "must not be negative");
+  }
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace psgd {
 namespace ps {
@@ -74,6 +75,11 @@ struct ServerOptions {
   // newline) to this file once it listens: for tests and launchers that
   // listen on port 0.
   std::string port_file;
+
+  // A live worker that sends nothing for this long, and is not waiting in
+  // a pull, is taken out of the live set as if it had left (a killed
+  // worker), so that sync steps go on without it. Zero: never.
+  absl::Duration worker_lease = absl::ZeroDuration();
 };
 
 // OK, or INVALID_ARGUMENT naming the first bad field and its value.

@@ -47,6 +47,10 @@ namespace ps {
 // tags its push to shard i with steps[i], the step it pulled from shard i.
 struct ModelVersion {
   std::vector<int64_t> steps;
+  // For a version that Pull returned: how long the slowest shard held the
+  // pull before its step was reached (the servers' measure of a sync
+  // worker's wait for the others). Zero otherwise.
+  absl::Duration server_wait = absl::ZeroDuration();
 
   // Every shard at least `step`.
   static ModelVersion AtLeast(int num_shards, int64_t step) {
@@ -56,6 +60,7 @@ struct ModelVersion {
   ModelVersion Next() const {
     ModelVersion v = *this;
     for (int64_t& s : v.steps) ++s;
+    v.server_wait = absl::ZeroDuration();
     return v;
   }
 };

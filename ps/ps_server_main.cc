@@ -1,20 +1,29 @@
 // ps_server: one parameter-server shard as a process.
 //
+//   ps_server --config=configs/sync_2ps_4workers.pbtxt --task=ps:0
 //   ps_server --listen_address=0.0.0.0:2222 --shard_index=0 --num_shards=2
 //       --cluster_name=cifar --mode=sync --replicas_to_aggregate=3
 //       --total_num_replicas=4
 //
 // Serves until a Shutdown RPC (training is over) or SIGINT / SIGTERM, then
 // stops cleanly (waiting pulls end, calls in flight get 5 s) and exits 0.
-// Exits 2 for bad flags, 1 when it cannot start.
+// Exits 2 for bad flags or config, 1 when it cannot start.
+//
+// Once it knows the run directory (--run_dir, or the one the chief sends
+// with Initialize) it writes ps-I.jsonl there, a "server" line with its
+// step and push counters every 2 s, and ps-I.summary.json when it stops.
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+
+#include <memory>
+#include <string>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "ps/grpc_server.h"
 #include "ps/server_flags.h"
 
@@ -29,6 +38,100 @@ sigset_t StopSignals() {
   sigaddset(&set, SIGTERM);
   return set;
 }
+
+psgd::JsonObject StatusJson(const std::string& task,
+                            const psgd::ps::ShardStatus& s,
+                            double wall_time_s) {
+  psgd::JsonObject j;
+  j.Set("kind", "server")
+      .Set("task", task)
+      .Set("wall_time_s", wall_time_s)
+      .Set("step", s.step)
+      .Set("aggregated", s.counters.aggregated)
+      .Set("applied", s.counters.applied)
+      .Set("dropped_stale", s.counters.dropped_stale)
+      .Set("dropped_surplus", s.counters.dropped_surplus)
+      .Set("refused", s.counters.refused)
+      .Set("refused_too_stale", s.counters.refused_too_stale)
+      .Set("completed_by_leave", s.counters.completed_by_leave)
+      .Set("live_workers", static_cast<int64_t>(s.live_workers.size()))
+      .Set("workers_expired", s.workers_expired)
+      .Set("pending_gradients", s.pending_gradients);
+  std::string hist;
+  for (const auto& [staleness, count] : s.staleness_histogram) {
+    absl::StrAppend(&hist, hist.empty() ? "" : ",", staleness, ":", count);
+  }
+  j.Set("staleness_histogram", hist);
+  return j;
+}
+
+// ps-I.jsonl in the run directory, opened once the directory is known.
+class ServerMetrics {
+ public:
+  ServerMetrics(psgd::ps::PsGrpcServer* server, std::string task, int index)
+      : server_(server),
+        task_(std::move(task)),
+        index_(index),
+        start_(absl::Now()) {}
+
+  void Tick() {
+    if (absl::Now() < next_) return;
+    next_ = absl::Now() + absl::Seconds(2);
+    Write();
+  }
+
+  // The last line and the summary.
+  void Finish(const std::string& reason) {
+    Write();
+    if (writer_ == nullptr) return;
+    psgd::JsonObject summary = StatusJson(
+        task_, server_->shard()->Status(), absl::ToDoubleSeconds(absl::Now() - start_));
+    summary.Set("kind", "server_summary").Set("stop_reason", reason);
+    absl::Status s = psgd::WriteJsonFile(
+        absl::StrCat(dir_, "/ps-", index_, ".summary.json"), summary);
+    if (!s.ok()) spdlog::warn("{}", s.ToString());
+  }
+
+ private:
+  void Write() {
+    if (writer_ == nullptr && !Open()) return;
+    absl::Status s = writer_->Write(StatusJson(
+        task_, server_->shard()->Status(),
+        absl::ToDoubleSeconds(absl::Now() - start_)));
+    if (!s.ok()) spdlog::warn("{}", s.ToString());
+  }
+
+  bool Open() {
+    if (failed_) return false;
+    std::string dir = server_->service()->run_dir();
+    if (dir.empty()) return false;
+    absl::StatusOr<std::string> made =
+        psgd::CreateRunDir(dir, "", "", absl::Now());
+    absl::StatusOr<std::unique_ptr<psgd::MetricsWriter>> w =
+        made.ok() ? psgd::MetricsWriter::Open(
+                        absl::StrCat(*made, "/ps-", index_, ".jsonl"))
+                  : absl::StatusOr<std::unique_ptr<psgd::MetricsWriter>>(
+                        made.status());
+    if (!w.ok()) {
+      spdlog::warn("no metrics: {}", w.status().ToString());
+      failed_ = true;
+      return false;
+    }
+    dir_ = *made;
+    writer_ = *std::move(w);
+    spdlog::info("writing metrics to {}", writer_->path());
+    return true;
+  }
+
+  psgd::ps::PsGrpcServer* const server_;  // Not owned.
+  const std::string task_;
+  const int index_;
+  const absl::Time start_;
+  absl::Time next_ = absl::InfinitePast();
+  std::string dir_;
+  std::unique_ptr<psgd::MetricsWriter> writer_;
+  bool failed_ = false;
+};
 
 }  // namespace
 
@@ -64,9 +167,21 @@ int main(int argc, char** argv) {
                options->shard_index, options->num_shards, options->cluster_name,
                std::string(psgd::ps::ModeName(options->mode)),
                (*server)->address());
+  if (const std::string dir = psgd::ps::RunDirFromFlags(); !dir.empty()) {
+    (*server)->service()->SetRunDirIfUnset(dir);
+  }
+  ServerMetrics metrics(server->get(),
+                        absl::StrCat("ps:", options->shard_index),
+                        options->shard_index);
 
   std::string reason;
   while (reason.empty()) {
+    metrics.Tick();
+    for (int worker : (*server)->shard()->ExpireWorkers(absl::Now())) {
+      spdlog::warn(
+          "worker {} sent nothing for {} and left the live set (lease)",
+          worker, absl::FormatDuration(options->worker_lease));
+    }
     const timespec tick = {0, 100 * 1000 * 1000};
     const int signal = sigtimedwait(&signals, nullptr, &tick);
     if (signal > 0) {
@@ -77,6 +192,7 @@ int main(int argc, char** argv) {
   }
   spdlog::info("stopping on {}", reason);
   (*server)->Stop(absl::Seconds(5));
+  metrics.Finish(reason);
   const psgd::ps::ShardStatus status = (*server)->shard()->Status();
   spdlog::info(
       "stopped at step {}: {} applied, {} aggregated, {} stale, {} "

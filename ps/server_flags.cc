@@ -3,7 +3,11 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "common/cluster_config.h"
 #include "common/status_macros.h"
+#include "ps/server_config.h"
 
 namespace {
 const psgd::ps::ServerOptions kDefaults;
@@ -39,11 +43,67 @@ ABSL_FLAG(int64_t, split_threshold_bytes, kDefaults.split_threshold_bytes,
           "workers must use the same value.");
 ABSL_FLAG(std::string, port_file, "",
           "When set, the bound port is written to this file once serving.");
+ABSL_FLAG(double, worker_lease_seconds, 0,
+          "A worker silent this long (not waiting in a pull) leaves the live "
+          "set; 0: never.");
+ABSL_FLAG(std::string, config, "",
+          "Cluster config file: the options of --task come from it.");
+ABSL_FLAG(std::string, task, "", "With --config: this task, ps:I.");
+ABSL_FLAG(std::string, run_dir, "",
+          "Where ps-I.jsonl and ps-I.summary.json go; default: the run "
+          "directory the chief sends with Initialize.");
 
 namespace psgd {
 namespace ps {
 
+namespace {
+
+// The options a config sets; none may be set beside --config. (Debian's
+// Abseil keeps IsSpecifiedOnCommandLine private, so "set" means "differs
+// from its default".)
+constexpr const char* kOptionFlags[] = {
+    "listen_address", "shard_index",        "num_shards",
+    "cluster_name",   "mode",               "replicas_to_aggregate",
+    "total_num_replicas", "staleness_bound", "scale_lr_by_staleness",
+    "optimizer",      "learning_rate",      "beta1",
+    "beta2",          "epsilon",            "max_message_bytes",
+    "split_threshold_bytes", "worker_lease_seconds"};
+
+absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
+  for (const char* name : kOptionFlags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, " cannot be combined with --config (", path,
+          "): the config sets it"));
+    }
+  }
+  ASSIGN_OR_RETURN(ClusterConfig config, LoadClusterConfig(path));
+  const std::string task_name = absl::GetFlag(FLAGS_task);
+  if (task_name.empty()) {
+    return absl::InvalidArgumentError("--config needs --task=ps:I");
+  }
+  ASSIGN_OR_RETURN(TaskId task, ParseTaskId(task_name, config));
+  if (task.kind != TaskId::Kind::kPs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task '", task_name, "' is a worker; run worker for it"));
+  }
+  ASSIGN_OR_RETURN(ServerOptions o, ServerOptionsFromConfig(config, task.index));
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  return o;
+}
+
+}  // namespace
+
+std::string RunDirFromFlags() { return absl::GetFlag(FLAGS_run_dir); }
+
 absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    return OptionsFromConfig(path);
+  }
+  if (!absl::GetFlag(FLAGS_task).empty()) {
+    return absl::InvalidArgumentError("--task needs --config");
+  }
   ServerOptions o;
   o.listen_address = absl::GetFlag(FLAGS_listen_address);
   o.shard_index = absl::GetFlag(FLAGS_shard_index);
@@ -63,6 +123,12 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
   o.port_file = absl::GetFlag(FLAGS_port_file);
+  const double lease = absl::GetFlag(FLAGS_worker_lease_seconds);
+  if (!(lease >= 0 && lease <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker_lease_seconds=", lease, ": must be in [0, 86400]"));
+  }
+  o.worker_lease = absl::Seconds(lease);
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

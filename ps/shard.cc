@@ -104,7 +104,7 @@ uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
     if (error.ok() && PullReadyLocked(min_step)) snapshot = store_->current();
     if (error.ok() && snapshot == nullptr) {
       const uint64_t ticket = next_ticket_++;
-      waiters_.emplace(ticket, Waiter{min_step, std::move(done)});
+      waiters_.emplace(ticket, Waiter{min_step, worker_id, std::move(done)});
       return ticket;
     }
   }
@@ -268,9 +268,14 @@ void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
 }
 
 void ParameterShard::CollectReadyLocked(Ready* ready) {
+  const absl::Time now = absl::Now();
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     auto next = std::next(it);
     if (PullReadyLocked(it->second.min_step)) {
+      // The worker waited here until now: its lease starts again.
+      if (it->second.worker_id >= 0) {
+        membership_.Touch(it->second.worker_id, now);
+      }
       ready->emplace_back(std::move(it->second.done), store_->current());
       waiters_.erase(it);
     }
@@ -311,18 +316,45 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
     RETURN_IF_ERROR(CheckOpenLocked());
     RETURN_IF_ERROR(
         Annotate(membership_.CheckWorkerId(worker_id), name_ + ": leave: "));
-    // A step never waits for a worker that left: with fewer live workers the
-    // gathered gradients may now be enough.
-    if (membership_.Leave(worker_id) && options_.mode == Mode::kSync &&
-        aggregator_ != nullptr &&
-        aggregator_->IsComplete(membership_.num_live())) {
-      ApplySyncStepLocked(&ready);
-      ++counters_.completed_by_leave;
-    }
+    LeaveLocked(worker_id, &ready);
     reply = MembershipReplyLocked();
   }
   RunReady(&ready);
   return reply;
+}
+
+void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
+  // A step never waits for a worker that left: with fewer live workers the
+  // gathered gradients may now be enough.
+  if (membership_.Leave(worker_id) && options_.mode == Mode::kSync &&
+      aggregator_ != nullptr &&
+      aggregator_->IsComplete(membership_.num_live())) {
+    ApplySyncStepLocked(ready);
+    ++counters_.completed_by_leave;
+  }
+}
+
+std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
+  Ready ready;
+  std::vector<int> expired;
+  {
+    MutexLock lock(&mu_);
+    if (options_.worker_lease <= absl::ZeroDuration() || shut_down_) {
+      return expired;
+    }
+    for (int id : membership_.LiveNotSeenSince(now - options_.worker_lease)) {
+      bool waiting = false;
+      for (const auto& [ticket, waiter] : waiters_) {
+        waiting |= waiter.worker_id == id;
+      }
+      if (waiting) continue;
+      LeaveLocked(id, &ready);
+      ++workers_expired_;
+      expired.push_back(id);
+    }
+  }
+  RunReady(&ready);
+  return expired;
 }
 
 ShardStatus ParameterShard::Status() const {
@@ -337,6 +369,7 @@ ShardStatus ParameterShard::Status() const {
   s.counters = counters_;
   s.staleness_histogram = async_.histogram();
   s.live_workers = membership_.LiveWorkers();
+  s.workers_expired = workers_expired_;
   s.replicas_to_aggregate = options_.replicas_to_aggregate;
   s.total_num_replicas = options_.total_num_replicas;
   s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;

@@ -114,6 +114,13 @@ class ParameterShard {
   absl::StatusOr<MembershipReply> Join(int worker_id);
   absl::StatusOr<MembershipReply> Leave(int worker_id);
 
+  // Leases: every live worker that has sent nothing since
+  // now - options().worker_lease and is not waiting in a pull leaves, as
+  // with Leave (a pull that returns counts as a sign of life). Returns the
+  // workers that left, ascending. Nothing happens with a zero lease or after
+  // Shutdown. The server calls it periodically.
+  std::vector<int> ExpireWorkers(absl::Time now);
+
   ShardStatus Status() const;
 
   // A copy of optimizer slot `name` of variable `index` (layout order);
@@ -129,6 +136,7 @@ class ParameterShard {
  private:
   struct Waiter {
     int64_t min_step = 0;
+    int worker_id = -1;  // -1: no worker
     PullDone done;
   };
   using Ready = std::vector<std::pair<PullDone, absl::StatusOr<Snapshot>>>;
@@ -151,6 +159,10 @@ class ParameterShard {
   void CollectReadyLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   MembershipReply MembershipReplyLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the worker out of the live set; completes the current sync step
+  // when the gathered gradients are now enough.
+  void LeaveLocked(int worker_id, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunReady(Ready* ready);
 
   // Constant after construction.
@@ -170,6 +182,7 @@ class ParameterShard {
   AsyncApplier async_ ABSL_GUARDED_BY(mu_);
   Membership membership_ ABSL_GUARDED_BY(mu_);
   PushCounters counters_ ABSL_GUARDED_BY(mu_);
+  int64_t workers_expired_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
 };

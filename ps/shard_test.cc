@@ -182,6 +182,58 @@ TEST_CASE("sync: a step never waits for a worker that left") {
   CHECK(Push(*shard, 0, 3, Gradient(0, 3))->outcome == PushOutcome::kApplied);
 }
 
+TEST_CASE("sync: a silent worker's lease runs out; a waiting one's does not") {
+  ServerOptions options = SyncOptions(3, 3);
+  options.worker_lease = absl::Seconds(30);
+  auto shard = MakeShard(options);
+  Replay replay(OptimizerOptions{});
+  // Worker 0 pushes and waits for step 1 in a pull; worker 1 pushes and
+  // goes quiet; worker 2 (killed) never pushes.
+  REQUIRE(Push(*shard, 0, 0, Gradient(0, 0))->outcome ==
+          PushOutcome::kAggregated);
+  REQUIRE(Push(*shard, 1, 0, Gradient(1, 0))->outcome ==
+          PushOutcome::kAggregated);
+  bool pulled = false;
+  int64_t pulled_step = -1;
+  shard->PullAsync(1, 0, [&](absl::StatusOr<ParameterShard::Snapshot> s) {
+    pulled = true;
+    if (s.ok()) pulled_step = (*s)->step;
+  });
+  CHECK(!pulled);
+
+  // Before the lease runs out nobody leaves.
+  CHECK(shard->ExpireWorkers(absl::Now()).empty());
+  CHECK(shard->Status().step == 0);
+
+  // After it, workers 1 and 2 leave; worker 0, waiting in its pull, stays.
+  // With one live worker the gathered gradients complete the step, which
+  // releases the pull.
+  std::vector<int> expired =
+      shard->ExpireWorkers(absl::Now() + absl::Seconds(31));
+  CHECK(expired == std::vector<int>{1, 2});
+  ShardStatus status = shard->Status();
+  CHECK(status.live_workers == std::vector<int>{0});
+  CHECK(status.workers_expired == 2);
+  CHECK(status.step == 1);
+  CHECK(status.counters.completed_by_leave == 1);
+  CHECK(pulled);
+  CHECK(pulled_step == 1);
+  replay.StepOnMean({Gradient(0, 0), Gradient(1, 0)});
+  replay.CheckEquals(Weights(*shard));
+
+  // The returned pull renewed worker 0's lease.
+  CHECK(shard->ExpireWorkers(absl::Now() + absl::Seconds(29)).empty());
+  // An expired worker may join again.
+  REQUIRE(shard->Join(1).ok());
+  CHECK(shard->Status().live_workers == std::vector<int>{0, 1});
+}
+
+TEST_CASE("leases: a zero lease never expires anyone") {
+  auto shard = MakeShard(SyncOptions(2, 2));
+  CHECK(shard->ExpireWorkers(absl::Now() + absl::Hours(1000)).empty());
+  CHECK(shard->Status().live_workers == std::vector<int>{0, 1});
+}
+
 TEST_CASE("sync: a joining worker raises the count a step needs") {
   ServerOptions o = SyncOptions(2, 3);
   auto shard = ParameterShard::Create(o);

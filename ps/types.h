@@ -87,6 +87,11 @@ struct ShardStatus {
   int64_t num_parameters = 0;
   int pending_gradients = 0;  // sync: gathered for the current step
   bool shutting_down = false;
+  // Workers taken out of the live set by ExpireWorkers (lease ran out).
+  int64_t workers_expired = 0;
+  // The run directory the server writes to; filled by the gRPC service
+  // (the shard itself has none).
+  std::string run_dir;
 };
 
 }  // namespace ps

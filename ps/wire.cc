@@ -135,6 +135,8 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_num_parameters(s.num_parameters);
   out->set_pending_gradients(s.pending_gradients);
   out->set_shutting_down(s.shutting_down);
+  out->set_run_dir(s.run_dir);
+  out->set_workers_expired(s.workers_expired);
 }
 
 ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
@@ -162,6 +164,8 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.num_parameters = r.num_parameters();
   s.pending_gradients = r.pending_gradients();
   s.shutting_down = r.shutting_down();
+  s.run_dir = r.run_dir();
+  s.workers_expired = r.workers_expired();
   return s;
 }
 

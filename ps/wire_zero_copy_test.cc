@@ -25,9 +25,12 @@ std::string Flatten(grpc::ByteBuffer buffer) {
 
 // Decodes into a map name -> values.
 absl::Status Decode(grpc::ByteBuffer buffer, int64_t* step,
-                    std::map<std::string, std::vector<float>>* out) {
+                    std::map<std::string, std::vector<float>>* out,
+                    int64_t* wait_micros = nullptr) {
+  int64_t wait = -1;
   return DecodePullResponse(
-      &buffer, step, [&](const TensorBytes& t, size_t bytes) {
+      &buffer, step, wait_micros != nullptr ? wait_micros : &wait,
+      [&](const TensorBytes& t, size_t bytes) {
         std::vector<float>& v = (*out)[std::string(t.name)];
         v.resize(bytes / sizeof(float));
         return reinterpret_cast<char*>(v.data());
@@ -65,11 +68,29 @@ TEST_CASE("encoded tensors are the protobuf encoding of the message") {
   }
   CHECK(Flatten(encoded) == expected.SerializeAsString());
 
-  int64_t step = 0;
+  int64_t step = 0, wait_micros = -1;
   std::map<std::string, std::vector<float>> got;
-  REQUIRE(Decode(encoded, &step, &got).ok());
+  REQUIRE(Decode(encoded, &step, &got, &wait_micros).ok());
   CHECK(step == 42);
+  CHECK(wait_micros == 0);
   CHECK(got["big"] == big);
+  CHECK(got["small"] == small);
+}
+
+TEST_CASE("the pull's wait time travels in the header") {
+  std::vector<float> small = {1, 2, 3, 4, 5};
+  wire::PullResponse header;
+  header.set_step(7);
+  header.set_wait_micros(123456);
+  std::vector<TensorBytes> tensors = {
+      FloatTensorBytes("small", kSmallShape, small.data())};
+  grpc::ByteBuffer encoded = EncodeWithTensors(
+      header, wire::PullResponse::kVariablesFieldNumber, tensors, nullptr);
+  int64_t step = 0, wait_micros = 0;
+  std::map<std::string, std::vector<float>> got;
+  REQUIRE(Decode(encoded, &step, &got, &wait_micros).ok());
+  CHECK(step == 7);
+  CHECK(wait_micros == 123456);
   CHECK(got["small"] == small);
 }
 
@@ -144,8 +165,9 @@ TEST_CASE("malformed bytes and sink refusals end the decoding") {
   CHECK(s.code() == absl::StatusCode::kDataLoss);
 
   grpc::ByteBuffer whole = Serialized(m);
+  int64_t wait_micros;
   absl::Status refused = DecodePullResponse(
-      &whole, &step, [](const TensorBytes& t, size_t) -> absl::StatusOr<char*> {
+      &whole, &step, &wait_micros, [](const TensorBytes& t, size_t) -> absl::StatusOr<char*> {
         return absl::InvalidArgumentError(std::string(t.name));
       });
   CHECK(refused.code() == absl::StatusCode::kInvalidArgument);

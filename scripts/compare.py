@@ -253,7 +253,8 @@ def plot_dropped(runs, out):
     sync_runs = [r for r in runs if r.mode == "sync"]
     if not sync_runs:
         return False
-    kinds = ["aggregated", "applied", "dropped_stale", "dropped_surplus", "refused"]
+    kinds = ["aggregated", "applied", "dropped_stale", "dropped_surplus",
+             "partly_dropped", "rejoined"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     width = 0.8 / len(sync_runs)
     for i, run in enumerate(sync_runs):
@@ -292,7 +293,8 @@ def report(runs, out, target, plots):
         if step_s is None:
             known = [v for v in parts.values() if v is not None]
             step_s = sum(known) if known else None
-        last_step = max(x["step"] for x in r.steps)
+        last_step = r.summary.get("final_global_step",
+                                  max(x["step"] for x in r.steps) + 1)
         lines.append(
             f"| {r.name} | {r.mode} | {len(r.workers())} | {last_step} | "
             f"{fmt(r.final_accuracy(), 4)} | {fmt(r.time_to(target), 1)} | "

@@ -47,8 +47,8 @@ def main():
         assert os.path.getsize(os.path.join(out, p)) > 0, p
     report = open(os.path.join(out, "report.md")).read()
     # Final accuracy from the summary, time to 50% from the evals (step 39 at 19.5 s).
-    assert "| sync-run | sync | 2 | 39 | 0.7800 | 19.5 |" in report, report
-    assert "| async-run | async | 2 | 39 | 0.7800 | 19.5 |" in report, report
+    assert "| sync-run | sync | 2 | 40 | 0.7800 | 19.5 |" in report, report
+    assert "| async-run | async | 2 | 40 | 0.7800 | 19.5 |" in report, report
     assert "dropped_surplus 10" in report, report
     assert "| 0.500 | 0.050 | 0.400 | 0.030 | 0.020 |" in report, report
 

@@ -3,45 +3,54 @@
 # with a task prefix, and stops them all on Ctrl-C or as soon as one fails.
 # Exits 0 when every task exited 0, non-zero otherwise.
 #
-#   scripts/launch.sh [--no-build] [--run_dir=DIR] CONFIG [-- FLAGS...]
+#   scripts/launch.sh [--no-build] [--bin_dir=DIR] [--run_dir=DIR] CONFIG
+#                     [-- FLAGS...]
 #
 # --no-build     use the binaries already in bazel-bin (built with -c opt)
+# --bin_dir=DIR  take ps/ps_server, worker/worker and configs/cluster_tasks
+#                from DIR instead of bazel-bin (implies --no-build)
 # --run_dir=DIR  where the run is written (default RUN_ROOT/NAME-TIMESTAMP
 #                from the config)
 # FLAGS          passed to every ps_server and worker (e.g. --log_level=debug)
+#
+# The tasks run in the repository root: relative paths inside the config
+# (data.dir, run_root) are taken from there.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+here=$(pwd)
+abs() { case "$1" in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
 
 build=1
+bin=bazel-bin
 run_dir=""
 config=""
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0 ;;
-    --run_dir=*) run_dir="${1#--run_dir=}" ;;
+    --bin_dir=*) bin=$(abs "${1#--bin_dir=}"); build=0 ;;
+    --run_dir=*) run_dir=$(abs "${1#--run_dir=}") ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "launch.sh: unknown option '$1'" >&2; exit 2 ;;
     *) if [ -n "$config" ]; then echo "launch.sh: one config only ('$config', '$1')" >&2; exit 2; fi
-       config="$1" ;;
+       config=$(abs "$1") ;;
   esac
   shift
 done
 if [ -z "$config" ]; then
-  echo "usage: scripts/launch.sh [--no-build] [--run_dir=DIR] CONFIG [-- FLAGS...]" >&2
+  echo "usage: scripts/launch.sh [--no-build] [--bin_dir=DIR] [--run_dir=DIR] CONFIG [-- FLAGS...]" >&2
   exit 2
 fi
 if [ ! -f "$config" ]; then
   echo "launch.sh: no config file '$config'" >&2
   exit 2
 fi
+cd "$(dirname "$0")/.." || exit 1
 
 if [ "$build" = 1 ]; then
   bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks >&2 || {
     echo "launch.sh: build failed" >&2; exit 1; }
 fi
-bin=bazel-bin
 for b in ps/ps_server worker/worker configs/cluster_tasks; do
   if [ ! -x "$bin/$b" ]; then
     echo "launch.sh: $bin/$b is missing (run without --no-build)" >&2

@@ -3,7 +3,8 @@
 The toolkit is looked for in $CUDA_PATH, default /usr/local/cuda. The rule
 writes a repository with:
   //:defs.bzl      CUDA_AVAILABLE (bool), NVCC (path), CUDA_MISSING (why not)
-  //:cuda          cc_library: headers plus cudart, cuBLAS(Lt) and cuDNN
+  //:cuda          cc_library: headers plus cudart (static when
+                   libcudart_static.a exists), cuBLAS(Lt) and cuDNN
   //:BUILD         the above, empty when the toolkit is missing
 
 When anything is missing, CUDA_AVAILABLE is False and the GPU targets (made
@@ -56,7 +57,16 @@ cc_library(name = "cuda")
     linkopts = []
     for d in libdirs:
         linkopts += ["-L" + d, "-Wl,-rpath," + d]
-    linkopts += ["-l" + lib for lib in _LIBS]
+
+    # The CUDA runtime is linked statically when its archive is there, so
+    # that a binary needs only the driver's libcuda plus cuBLAS(Lt) and cuDNN
+    # at run time (see docs/GPU.md); the rest are shared libraries.
+    cudart_dir = _find_lib(rctx, root, "cudart")
+    if rctx.path(cudart_dir + "/libcudart_static.a").exists:
+        linkopts += ["-l:libcudart_static.a", "-ldl", "-lrt", "-lpthread"]
+    else:
+        linkopts += ["-lcudart"]
+    linkopts += ["-l" + lib for lib in _LIBS if lib != "cudart"]
     rctx.file("defs.bzl", "CUDA_AVAILABLE = True\nNVCC = %r\nCUDA_ROOT = %r\nCUDA_MISSING = \"\"\n" % (root + "/bin/nvcc", root))
     rctx.file("BUILD.bazel", """
 package(default_visibility = ["//visibility:public"])
@@ -65,9 +75,10 @@ exports_files(["defs.bzl"])
 # CUDA runtime, cuBLAS and cuDNN from {root}.
 cc_library(
     name = "cuda",
-    # The host-side headers: the top level and crt/ (the device-side trees,
-    # cccl/ and nv/, are only read by nvcc, which finds them itself).
-    hdrs = glob(["include/*.h", "include/*.hpp", "include/crt/**"]),
+    # The host-side headers: the top level, crt/ and nv/ (cuda_fp16.h, which
+    # cublas_api.h includes, reads <nv/target>). The device-side tree cccl/
+    # is only read by nvcc, which finds it itself.
+    hdrs = glob(["include/*.h", "include/*.hpp", "include/crt/**", "include/nv/**"]),
     includes = ["include"],
     linkopts = {linkopts},
 )

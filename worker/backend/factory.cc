@@ -4,6 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/cpu/cpu_backend.h"
+#include "worker/gpu/gpu_backend_factory.h"
+#include "worker/gpu/gpu_options.h"
 
 namespace psgd {
 
@@ -15,8 +17,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     return CreateCpuBackend(cpu);
   }
   if (absl::StartsWith(name, "gpu:")) {
-    return absl::UnimplementedError(absl::StrCat(
-        "backend '", name, "': the CUDA backend is not part of this build"));
+    ASSIGN_OR_RETURN(GpuBackendOptions gpu, ParseGpuBackendName(name));
+    return CreateGpuBackend(gpu);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown backend '", name, "' (expected cpu, cpu:OPTIONS or gpu:K)"));

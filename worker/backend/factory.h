@@ -23,8 +23,11 @@ struct BackendOptions {
 //   "cpu:OPTS"   the CPU backend with chosen kernels, e.g.
 //                "cpu:conv=im2col,gemm=openblas" (worker/cpu/cpu_backend.h
 //                lists the choices)
-//   "gpu:K"      the CUDA backend on device K: UNIMPLEMENTED until it exists
-// INVALID_ARGUMENT naming an unknown backend or option.
+//   "gpu:K"      the CUDA backend on device K; "gpu:K:OPTS" with options,
+//                e.g. "gpu:0:tf32=on" (worker/gpu/gpu_options.h lists them)
+// INVALID_ARGUMENT naming an unknown backend or option. For "gpu:K",
+// FAILED_PRECONDITION when this build has no CUDA or there is no usable
+// GPU K (worker/gpu/gpu_backend_factory.h).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     absl::string_view name, const BackendOptions& options);
 

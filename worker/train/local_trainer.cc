@@ -12,6 +12,7 @@
 #include "worker/data/batcher.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
+#include "worker/train/evaluate.h"
 
 namespace psgd {
 namespace {
@@ -20,31 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-// Loss and accuracy over the whole test set.
-absl::StatusOr<StepResult> EvaluateTestSet(Model* model, const ImageSet& test,
-                                           const NamedTensors& weights,
-                                           int64_t batch_size) {
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<Batcher> batches,
-      Batcher::Create(&test, BatcherOptions::ForEvaluation(batch_size)));
-  const NamedConstViews views = ViewsOf(weights);
-  StepResult total;
-  double loss_sum = 0.0;
-  for (;;) {
-    absl::StatusOr<Batch> b = batches->Next();
-    if (absl::IsOutOfRange(b.status())) break;
-    RETURN_IF_ERROR(b.status());
-    ASSIGN_OR_RETURN(StepResult r,
-                     model->Evaluate(views, b->images.view(), b->labels));
-    loss_sum += r.loss * r.examples;
-    total.correct += r.correct;
-    total.examples += r.examples;
-  }
-  total.loss = total.cross_entropy =
-      loss_sum / std::max<int64_t>(total.examples, 1);
-  return total;
 }
 
 }  // namespace
@@ -112,7 +88,8 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(
         StepResult r,
-        EvaluateTestSet(model.get(), data.test, weights, options.batch_size));
+        EvaluateTestSet(model.get(), data.test, ViewsOf(weights),
+                        options.batch_size));
     EvalPoint p;
     p.step = step;
     p.epoch = static_cast<double>(step) / per_epoch;

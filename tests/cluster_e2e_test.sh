@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# End to end: scripts/launch.sh starts 2 ps and 3 worker processes from a
+# config on free loopback ports with synthetic data, sync for 30 steps and
+# async for 30 steps. Every process exits 0, the loss falls, and the metrics
+# hold what scripts/compare.py needs for its report.
+source "$(dirname "$0")/cluster_test_lib.sh"
+
+for mode in SYNC ASYNC; do
+  cfg=$TMP/$mode.pbtxt
+  run=$TMP/runs/$mode
+  # Async steps count every worker's updates: 60 is about 20 per worker.
+  steps=30; [ "$mode" = ASYNC ] && steps=60
+  write_config "$cfg" "e2e-$mode" "$mode" 2 3 3 "$steps" 30
+  echo "=== $mode"
+  timeout 600 "$LAUNCH" --bin_dir="$RUNFILES" --run_dir="$run" "$cfg" \
+    || fail "$mode: launch.sh exited $?"
+
+  for f in config.pbtxt summary.json ps-0.jsonl ps-1.jsonl ps-0.summary.json \
+           worker-0.jsonl worker-1.jsonl worker-2.jsonl worker-2.summary.json; do
+    [ -s "$run/$f" ] || fail "$mode: $run/$f missing or empty"
+  done
+  step=$(json_field "$run/summary.json" final_global_step)
+  [ "$step" -ge "$steps" ] || fail "$mode: final step $step < $steps"
+  acc=$(json_field "$run/summary.json" final_test_accuracy)
+  first=$(mean_loss "$run/worker-0.jsonl" FIRST 5)
+  last=$(mean_loss "$run/worker-0.jsonl" LAST 5)
+  echo "$mode: final step $step, accuracy $acc, loss $first -> $last"
+  "$PY" -c "import sys; sys.exit(0 if $last < $first else 1)" \
+    || fail "$mode: loss did not fall ($first -> $last)"
+done
+
+# Both runs in one report, with the sync and async plots.
+"$PY" "$COMPARE" "$TMP/runs/SYNC" "$TMP/runs/ASYNC" --out "$TMP/report" --target 0.3 \
+  || fail "compare.py failed"
+for f in report.md loss.png accuracy.png throughput.png staleness.png dropped.png; do
+  [ -s "$TMP/report/$f" ] || fail "report: $f missing"
+done
+grep -q '^| SYNC | sync | 3 | 30 |' "$TMP/report/report.md" || fail "report lacks the sync row"
+grep -q '^| ASYNC | async | 3 |' "$TMP/report/report.md" || fail "report lacks the async row"
+cat "$TMP/report/report.md"
+echo "PASS"

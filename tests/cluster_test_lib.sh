@@ -1,0 +1,62 @@
+# Shared by the cluster tests: binaries from the runfiles, free loopback
+# ports, configs, and checks on a run directory. Source it.
+set -euo pipefail
+
+RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
+PS_SERVER=$RUNFILES/ps/ps_server
+WORKER=$RUNFILES/worker/worker
+LAUNCH=$RUNFILES/scripts/launch.sh
+COMPARE=$RUNFILES/scripts/compare.py
+PY=/usr/bin/python3
+TMP=${TEST_TMPDIR:?}
+
+# N free TCP ports on 127.0.0.1, one per line (bound, read, released).
+free_ports() {
+  "$PY" - "$1" <<'PYEOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+for s in socks:
+    print(s.getsockname()[1])
+PYEOF
+}
+
+# write_config FILE NAME MODE PS WORKERS N STEPS LEASE_SECONDS
+write_config() {
+  local file=$1 name=$2 mode=$3 ps=$4 workers=$5 n=$6 steps=$7 lease=$8
+  local ports
+  ports=($(free_ports $((ps + workers))))
+  {
+    echo "name: \"$name\""
+    for ((i = 0; i < ps; i++)); do echo "ps { address: \"127.0.0.1:${ports[i]}\" }"; done
+    for ((i = 0; i < workers; i++)); do
+      echo "worker { address: \"127.0.0.1:${ports[ps + i]}\" threads: 1 }"
+    done
+    echo "training { mode: $mode"
+    [ "$mode" = SYNC ] && echo "  replicas_to_aggregate: $n"
+    echo "  batch_size: 16 steps: $steps eval_every: 10 eval_examples: 200 }"
+    echo "data { source: SYNTHETIC synthetic_train_size: 1200 synthetic_test_size: 300 }"
+    echo "worker_lease_seconds: $lease"
+  } > "$file"
+}
+
+# mean_loss FILE FIRST|LAST N: the mean loss of the first or last N train lines.
+mean_loss() {
+  "$PY" - "$@" <<'PYEOF'
+import json, sys
+path, which, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+losses = [r["loss"] for r in map(json.loads, open(path)) if r.get("kind") == "train"]
+part = losses[:n] if which == "FIRST" else losses[-n:]
+print(sum(part) / len(part))
+PYEOF
+}
+
+# json_field FILE KEY
+json_field() {
+  "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
+}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }

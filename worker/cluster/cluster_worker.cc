@@ -1,0 +1,395 @@
+#include "worker/cluster/cluster_worker.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+#include "worker/models/initialize.h"
+#include "worker/train/evaluate.h"
+
+namespace psgd {
+namespace {
+
+double Seconds(absl::Time a, absl::Time b) {
+  return absl::ToDoubleSeconds(b - a);
+}
+
+std::vector<ps::NamedTensorView> MutableViews(NamedTensors* tensors) {
+  std::vector<ps::NamedTensorView> views;
+  views.reserve(tensors->size());
+  for (auto& [name, t] : *tensors) views.push_back({name, t.view()});
+  return views;
+}
+
+std::vector<ps::NamedConstTensorView> ConstViews(const NamedTensors& tensors) {
+  std::vector<ps::NamedConstTensorView> views;
+  views.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) views.push_back({name, t.view()});
+  return views;
+}
+
+// One word for what the shards did with a push. Each shard judges on its
+// own: in sync mode a gradient may complete the step on one shard
+// ("applied") and join the aggregate on another ("aggregated"); that is
+// "applied". A gradient some shards dropped and others took is
+// "partly_dropped".
+std::string OutcomeOf(const ps::PushResult& result, int64_t* staleness) {
+  *staleness = 0;
+  int applied = 0, aggregated = 0, stale = 0, surplus = 0;
+  for (const ps::PushReply& r : result.shards) {
+    *staleness = std::max(*staleness, r.staleness);
+    switch (r.outcome) {
+      case ps::PushOutcome::kApplied: ++applied; break;
+      case ps::PushOutcome::kAggregated: ++aggregated; break;
+      case ps::PushOutcome::kDroppedStale: ++stale; break;
+      case ps::PushOutcome::kDroppedSurplus: ++surplus; break;
+    }
+  }
+  const int taken = applied + aggregated, dropped = stale + surplus;
+  if (taken > 0 && dropped > 0) return "partly_dropped";
+  if (applied > 0) return "applied";
+  if (aggregated > 0) return "aggregated";
+  if (stale > 0 && surplus > 0) return "dropped";
+  return stale > 0 ? "dropped_stale" : "dropped_surplus";
+}
+
+// The async staleness bound refuses a push with FAILED_PRECONDITION whose
+// message says so (ps/shard.h); the worker then pulls fresh weights.
+bool IsTooStale(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) &&
+         s.message().find("staleness bound") != absl::string_view::npos;
+}
+
+// A shard that took this worker out of its live set (its lease ran out
+// while it was silent, e.g. a long evaluation) refuses its pushes so.
+bool IsNotLive(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) &&
+         s.message().find("not a live member") != absl::string_view::npos;
+}
+
+}  // namespace
+
+int64_t GlobalStep(const ps::ModelVersion& version) {
+  if (version.steps.empty()) return 0;
+  return *std::min_element(version.steps.begin(), version.steps.end());
+}
+
+int64_t NewestStep(const ps::ModelVersion& version) {
+  if (version.steps.empty()) return 0;
+  return *std::max_element(version.steps.begin(), version.steps.end());
+}
+
+absl::Status ValidateClusterWorkerOptions(const ClusterWorkerOptions& o) {
+  if (o.worker_id < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker_id is ", o.worker_id, ", must be >= 0"));
+  }
+  if (o.max_steps < 0 || o.eval_every < 0 || o.eval_examples < 0 ||
+      o.log_every < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_steps (", o.max_steps, "), eval_every (", o.eval_every,
+        "), eval_examples (", o.eval_examples, ") and log_every (",
+        o.log_every, ") must not be negative"));
+  }
+  if (o.eval_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("eval_batch is ", o.eval_batch, ", must be >= 1"));
+  }
+  if (o.max_time < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_time must not be negative");
+  }
+  if (o.start_timeout <= absl::ZeroDuration() ||
+      o.step_timeout <= absl::ZeroDuration() ||
+      o.finish_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeouts must be positive");
+  }
+  return absl::OkStatus();
+}
+
+ClusterWorker::ClusterWorker(ps::PsClient* client, Model* model,
+                             Batcher* train, const ImageSet* test,
+                             ClusterWorkerOptions options,
+                             ClusterWorkerCallbacks callbacks)
+    : client_(client),
+      model_(model),
+      train_(train),
+      test_(test),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)) {}
+
+absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
+  if (test_ == nullptr) return absl::OkStatus();
+  const absl::Time t0 = absl::Now();
+  ASSIGN_OR_RETURN(
+      StepResult r,
+      EvaluateTestSet(model_, *test_, ViewsOf(weights_), options_.eval_batch,
+                      final ? 0 : options_.eval_examples));
+  EvalRecord e;
+  e.global_step = global_step;
+  e.test_accuracy = r.accuracy();
+  e.test_loss = r.loss;
+  e.examples = r.examples;
+  e.final = final;
+  const absl::Time t1 = absl::Now();
+  e.eval_s = Seconds(t0, t1);
+  e.wall_time_s = Seconds(start_, t1);
+  spdlog::info("step {}: test accuracy {:.4f}, test loss {:.4f} ({} images{})",
+               global_step, e.test_accuracy, e.test_loss, e.examples,
+               final ? ", final" : "");
+  result_.evals.push_back(e);
+  if (callbacks_.on_eval) return callbacks_.on_eval(e);
+  return absl::OkStatus();
+}
+
+absl::Status ClusterWorker::FinishAsChief() {
+  // Give the other workers the time to finish their last step and leave,
+  // so that none of them finds the servers gone and the final evaluation
+  // sees their last updates.
+  const absl::Time deadline = absl::Now() + options_.finish_timeout;
+  for (;;) {
+    ASSIGN_OR_RETURN(std::vector<ps::ShardStatus> status, client_->Status());
+    std::vector<int> live;
+    for (const ps::ShardStatus& s : status) {
+      live.insert(live.end(), s.live_workers.begin(), s.live_workers.end());
+    }
+    if (live.empty()) break;
+    if (absl::Now() >= deadline) {
+      std::sort(live.begin(), live.end());
+      live.erase(std::unique(live.begin(), live.end()), live.end());
+      spdlog::warn(
+          "workers {} have not left {} after the chief finished; shutting "
+          "the servers down anyway",
+          absl::StrJoin(live, ","),
+          absl::FormatDuration(options_.finish_timeout));
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+
+  // The final weights, without waiting for a step.
+  std::vector<ps::NamedTensorView> out = MutableViews(&weights_);
+  ASSIGN_OR_RETURN(
+      ps::ModelVersion latest,
+      client_->Pull(ps::ModelVersion::AtLeast(client_->num_shards(), 0),
+                    absl::Now() + options_.step_timeout, out));
+  result_.final_global_step = GlobalStep(latest);
+  RETURN_IF_ERROR(Evaluate(result_.final_global_step, /*final=*/true));
+  ASSIGN_OR_RETURN(result_.server_status, client_->Status());
+  return client_->Shutdown(absl::StrCat("training finished at step ",
+                                        result_.final_global_step));
+}
+
+absl::StatusOr<ps::ModelVersion> ClusterWorker::LineUp(
+    ps::ModelVersion version) {
+  // The shards answer a pull independently, so one may already have
+  // completed the next step while another has not yet (a push still in
+  // flight). Computing on such a mix would tag the pushes with different
+  // steps and let the shards drift apart (each drops surplus gradients on
+  // its own). So wait, briefly, for the lagging shards to catch up.
+  if (GlobalStep(version) == NewestStep(version)) return version;
+  const absl::Duration patience =
+      std::min(options_.step_timeout, absl::Seconds(2));
+  std::vector<ps::NamedTensorView> out = MutableViews(&weights_);
+  absl::StatusOr<ps::ModelVersion> lined = client_->Pull(
+      ps::ModelVersion::AtLeast(client_->num_shards(), NewestStep(version)),
+      absl::Now() + patience, out);
+  if (lined.ok() || !absl::IsDeadlineExceeded(lined.status())) {
+    if (lined.ok()) lined->server_wait += version.server_wait;
+    return lined;
+  }
+  // A lagging shard may need this worker's next gradient (the others have
+  // left): go on with the mix; each push is tagged with its shard's step.
+  // The failed pull may have written some shards' weights: read them all
+  // again, without waiting, so that weights and version agree.
+  ++result_.unaligned_steps;
+  return client_->Pull(ps::ModelVersion::AtLeast(client_->num_shards(), 0),
+                       absl::Now() + options_.step_timeout, out);
+}
+
+absl::Status ClusterWorker::AwaitOtherWorkers() {
+  // A sync step completes with min(N, live workers) gradients: a worker
+  // that pushed before the others joined would complete steps alone.
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  for (;;) {
+    ASSIGN_OR_RETURN(std::vector<ps::ShardStatus> status, client_->Status());
+    size_t joined = status[0].live_workers.size();
+    int64_t step = status[0].step;
+    for (const ps::ShardStatus& s : status) {
+      joined = std::min(joined, s.live_workers.size());
+      step = std::min(step, s.step);
+    }
+    const size_t expected = status[0].total_num_replicas;
+    if (joined >= expected || step > 0) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      spdlog::warn("{} of {} workers joined within {}; starting without the "
+                   "others",
+                   joined, expected,
+                   absl::FormatDuration(options_.start_timeout));
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
+  RETURN_IF_ERROR(ValidateClusterWorkerOptions(options_));
+  start_ = absl::Now();
+  weights_ = InitialValues(model_->variables(), options_.seed);
+  if (options_.chief) {
+    RETURN_IF_ERROR(client_->Initialize(ConstViews(weights_)));
+    spdlog::info("initialised {} variables on {} shard(s)",
+                 model_->variables().size(), client_->num_shards());
+  }
+  RETURN_IF_ERROR(client_->Join());
+
+  std::vector<ps::NamedTensorView> pull_out = MutableViews(&weights_);
+  NamedTensors gradients;
+  // The first pull also waits for the chief's initialisation.
+  absl::StatusOr<ps::ModelVersion> pulled = client_->Pull(
+      ps::ModelVersion::AtLeast(client_->num_shards(), 0),
+      absl::Now() + options_.start_timeout, pull_out);
+  if (!pulled.ok()) {
+    return Annotate(pulled.status(),
+                    "waiting for the servers to be initialised: ");
+  }
+  ps::ModelVersion version = *std::move(pulled);
+  if (GlobalStep(version) == 0) RETURN_IF_ERROR(AwaitOtherWorkers());
+  int64_t next_eval = options_.eval_every;
+  double step_seconds = 0.0;
+  int64_t images = 0;
+  double window_loss = 0.0;
+  int64_t window_steps = 0;
+
+  for (;;) {
+    const int64_t global_step = GlobalStep(version);
+    if (options_.max_steps > 0 && global_step >= options_.max_steps) {
+      result_.end_reason = absl::StrCat("reached step ", global_step);
+      break;
+    }
+    if (options_.max_time > absl::ZeroDuration() &&
+        absl::Now() - start_ >= options_.max_time) {
+      result_.end_reason = absl::StrCat(
+          "the time budget of ", absl::FormatDuration(options_.max_time),
+          " is spent");
+      break;
+    }
+    if (options_.chief && options_.eval_every > 0 &&
+        global_step >= next_eval) {
+      RETURN_IF_ERROR(Evaluate(global_step, /*final=*/false));
+      next_eval = (global_step / options_.eval_every + 1) * options_.eval_every;
+    }
+
+    const absl::Time t0 = absl::Now();
+    absl::StatusOr<Batch> batch = train_->Next();
+    if (absl::IsOutOfRange(batch.status())) {
+      result_.end_reason = "the data ended (epochs done)";
+      break;
+    }
+    RETURN_IF_ERROR(batch.status());
+    const absl::Time t1 = absl::Now();
+    ASSIGN_OR_RETURN(
+        StepResult r,
+        model_->ComputeGradients(ViewsOf(weights_), batch->images.view(),
+                                 batch->labels, &gradients));
+    const absl::Time t2 = absl::Now();
+
+    StepRecord rec;
+    absl::StatusOr<ps::PushResult> pushed =
+        client_->Push(version, ConstViews(gradients));
+    if (pushed.ok()) {
+      rec.outcome = OutcomeOf(*pushed, &rec.staleness);
+    } else if (IsTooStale(pushed.status())) {
+      rec.outcome = "refused_too_stale";
+    } else if (IsNotLive(pushed.status())) {
+      // Join again at the current step; this gradient is lost (another
+      // shard may have taken it: the shards judge each push on their own).
+      spdlog::warn("worker {} was out of the live set ({}); joining again",
+                   options_.worker_id,
+                   std::string(pushed.status().message()));
+      RETURN_IF_ERROR(client_->Join());
+      rec.outcome = "rejoined";
+    } else if (absl::IsCancelled(pushed.status())) {
+      result_.end_reason = "the servers shut down (training is over)";
+      break;
+    } else {
+      return pushed.status();
+    }
+    const absl::Time t3 = absl::Now();
+
+    // Sync: wait until each shard is past the step this worker pushed to
+    // it (its own gradient counts towards that step, so this never waits
+    // for a step it could not help complete), then line the shards up.
+    // Async: any newer weights, without waiting.
+    const bool wait_for_step = options_.sync && rec.outcome != "rejoined";
+    const ps::ModelVersion wanted =
+        wait_for_step ? version.Next()
+                      : ps::ModelVersion::AtLeast(client_->num_shards(), 0);
+    pulled = client_->Pull(wanted, absl::Now() + options_.step_timeout,
+                           pull_out);
+    if (pulled.ok() && wait_for_step) pulled = LineUp(*std::move(pulled));
+    if (absl::IsCancelled(pulled.status())) {
+      result_.end_reason = "the servers shut down (training is over)";
+      break;
+    }
+    if (!pulled.ok()) {
+      return Annotate(pulled.status(),
+                      absl::StrCat("pulling the weights after step ",
+                                   global_step, ": "));
+    }
+    version = *std::move(pulled);
+    const absl::Time t4 = absl::Now();
+
+    ++result_.local_steps;
+    rec.local_step = result_.local_steps;
+    rec.global_step = global_step;
+    rec.epoch = batch->epoch;
+    rec.batch_size = r.examples;
+    rec.wall_time_s = Seconds(start_, t4);
+    rec.loss = r.loss;
+    rec.cross_entropy = r.cross_entropy;
+    rec.train_accuracy = r.accuracy();
+    rec.step_s = Seconds(t0, t4);
+    rec.images_per_s = r.examples / rec.step_s;
+    rec.input_s = Seconds(t0, t1);
+    rec.compute_s = Seconds(t1, t2);
+    rec.push_s = Seconds(t2, t3);
+    rec.wait_s = std::min(absl::ToDoubleSeconds(version.server_wait),
+                          Seconds(t3, t4));
+    rec.pull_s = Seconds(t3, t4) - rec.wait_s;
+    result_.outcomes[rec.outcome]++;
+    step_seconds += rec.step_s;
+    images += r.examples;
+    if (callbacks_.on_step) RETURN_IF_ERROR(callbacks_.on_step(rec));
+
+    window_loss += r.loss;
+    ++window_steps;
+    if (options_.log_every > 0 && result_.local_steps % options_.log_every == 0) {
+      spdlog::info("step {} (local {}): loss {:.4f}, {:.0f} images/s, last "
+                   "step {:.3f} s (pull {:.3f}, compute {:.3f}, push {:.3f}, "
+                   "wait {:.3f}), {}",
+                   GlobalStep(version), result_.local_steps,
+                   window_loss / window_steps, images / step_seconds,
+                   rec.step_s, rec.pull_s, rec.compute_s, rec.push_s,
+                   rec.wait_s, rec.outcome);
+      window_loss = 0.0;
+      window_steps = 0;
+    }
+  }
+
+  result_.final_global_step = GlobalStep(version);
+  spdlog::info("worker {} stops after {} steps: {}", options_.worker_id,
+               result_.local_steps, result_.end_reason);
+  // Leave before anything else, so that no sync step waits for this worker.
+  absl::Status left = client_->Leave();
+  const bool servers_gone = absl::IsCancelled(left);
+  if (!left.ok() && !servers_gone) return left;
+  if (options_.chief && !servers_gone) RETURN_IF_ERROR(FinishAsChief());
+  result_.seconds = Seconds(start_, absl::Now());
+  result_.images_per_s = step_seconds > 0 ? images / step_seconds : 0.0;
+  return result_;
+}
+
+}  // namespace psgd

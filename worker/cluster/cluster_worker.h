@@ -1,0 +1,170 @@
+// The worker loop of a cluster: pull from all shards, forward and backward,
+// push to all shards, record what happened. Plain C++ over a ps::PsClient
+// (gRPC in //worker:worker, in-process in tests), a Model and a Batcher.
+//
+// The chief (worker 0) also initialises the variables on the servers before
+// anyone trains (the others wait for that in their first pull), evaluates
+// the test set every eval_every global steps and at the end, waits for the
+// other workers to leave, and tells the servers that training is over.
+//
+// Per step it reports (StepRecord): the global step the gradient was
+// computed from, loss, training accuracy, images/s, and the step's time
+// split into input, compute, push, pull and wait (the part of the pull the
+// servers spent waiting for the step to be reached), the staleness and what
+// the servers did with the gradient.
+//
+// Ending: a worker stops when the global step (the lowest shard step)
+// reaches max_steps, when its data ends (epochs), or when the servers have
+// shut down because the chief finished. It always leaves the servers' live
+// set first, so a sync step never waits for it.
+//
+// Thread-safety: Run() uses the calling thread (plus the batcher's and the
+// backend's own threads) and is called once.
+#ifndef PSGD_WORKER_CLUSTER_CLUSTER_WORKER_H_
+#define PSGD_WORKER_CLUSTER_CLUSTER_WORKER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ps/ps_client.h"
+#include "worker/data/batcher.h"
+#include "worker/data/image_set.h"
+#include "worker/models/model.h"
+
+namespace psgd {
+
+struct ClusterWorkerOptions {
+  int worker_id = 0;
+  // Worker 0: initialises, evaluates, shuts the servers down at the end.
+  bool chief = false;
+  bool sync = true;
+  // Stop once the global step reaches this; 0: when the data ends.
+  int64_t max_steps = 0;
+  // Also stop once this long has passed since Run() started; zero: no limit.
+  absl::Duration max_time = absl::ZeroDuration();
+  // Chief: evaluate every this many global steps (0: only at the end), on
+  // the first eval_examples test images (0: all); the final evaluation
+  // always uses the whole test set.
+  int64_t eval_every = 0;
+  int64_t eval_examples = 0;
+  int64_t eval_batch = 500;
+  // Chief: seed of the initial values.
+  uint64_t seed = 1;
+  // A progress line every this many local steps (0: never).
+  int64_t log_every = 50;
+  // The first pull waits this long for the chief's initialisation.
+  absl::Duration start_timeout = absl::Minutes(5);
+  // A later pull waits this long for its step.
+  absl::Duration step_timeout = absl::Minutes(10);
+  // Chief: how long to wait for the other workers to leave before shutting
+  // the servers down anyway.
+  absl::Duration finish_timeout = absl::Minutes(5);
+};
+
+// INVALID_ARGUMENT naming the first bad field.
+absl::Status ValidateClusterWorkerOptions(const ClusterWorkerOptions& options);
+
+struct StepRecord {
+  int64_t local_step = 0;   // 1-based count of this worker's steps
+  int64_t global_step = 0;  // the (lowest) shard step the gradient used
+  int64_t epoch = 0;
+  int64_t batch_size = 0;
+  double wall_time_s = 0.0;  // since Run() started, at the step's end
+  double loss = 0.0;
+  double cross_entropy = 0.0;
+  double train_accuracy = 0.0;
+  double images_per_s = 0.0;
+  double step_s = 0.0;
+  double input_s = 0.0;    // waiting for the batch
+  double compute_s = 0.0;  // forward and backward
+  double push_s = 0.0;
+  double pull_s = 0.0;  // the pull after the push, less wait_s
+  double wait_s = 0.0;  // sync: the servers waiting for the next step
+  int64_t staleness = 0;  // async: the largest over the shards
+  // What the shards did with the gradient: "applied" (it completed a step,
+  // or async), "aggregated" (it joined the step's aggregate),
+  // "dropped_stale", "dropped_surplus", "dropped" (stale on some shards,
+  // surplus on others), "partly_dropped" (taken by some shards, dropped by
+  // others), "refused_too_stale" (async bound), or "rejoined" (the servers
+  // had taken the worker out of the live set; it joined again).
+  std::string outcome;
+};
+
+struct EvalRecord {
+  int64_t global_step = 0;
+  double wall_time_s = 0.0;
+  double test_accuracy = 0.0;
+  double test_loss = 0.0;
+  int64_t examples = 0;
+  double eval_s = 0.0;
+  bool final = false;
+};
+
+struct ClusterWorkerResult {
+  int64_t local_steps = 0;
+  int64_t final_global_step = 0;
+  double seconds = 0.0;
+  double images_per_s = 0.0;  // images over the time spent in steps
+  std::string end_reason;
+  std::map<std::string, int64_t> outcomes;  // StepRecord::outcome -> count
+  // Sync: steps computed from shards at different steps (LineUp gave up).
+  int64_t unaligned_steps = 0;
+  std::vector<EvalRecord> evals;             // chief
+  // Chief: what the servers said at the end (one per shard).
+  std::vector<ps::ShardStatus> server_status;
+};
+
+struct ClusterWorkerCallbacks {
+  std::function<absl::Status(const StepRecord&)> on_step;
+  std::function<absl::Status(const EvalRecord&)> on_eval;
+};
+
+class ClusterWorker {
+ public:
+  // Nothing is owned; all must outlive Run(). `test` is used by the chief
+  // only (may be null for others).
+  ClusterWorker(ps::PsClient* client, Model* model, Batcher* train,
+                const ImageSet* test, ClusterWorkerOptions options,
+                ClusterWorkerCallbacks callbacks);
+
+  // Trains until one of the endings above. Errors: the client's (e.g.
+  // DEADLINE_EXCEEDED when a step does not come within step_timeout,
+  // UNAVAILABLE when a server is gone, FAILED_PRECONDITION for a server of
+  // another cluster), the model's, the batcher's, the callbacks'.
+  absl::StatusOr<ClusterWorkerResult> Run();
+
+ private:
+  // At the start of training, waits (up to start_timeout) until every
+  // worker has joined, or the training has started without this one.
+  absl::Status AwaitOtherWorkers();
+  // Sync: after a pull that found the shards at different steps, waits a
+  // moment for all to reach the newest, so that the next gradient is
+  // computed from one step of every shard. Returns the version pulled.
+  absl::StatusOr<ps::ModelVersion> LineUp(ps::ModelVersion version);
+  absl::Status Evaluate(int64_t global_step, bool final);
+  absl::Status FinishAsChief();
+
+  ps::PsClient* const client_;  // Not owned.
+  Model* const model_;          // Not owned.
+  Batcher* const train_;        // Not owned.
+  const ImageSet* const test_;  // Not owned.
+  const ClusterWorkerOptions options_;
+  const ClusterWorkerCallbacks callbacks_;
+
+  NamedTensors weights_;
+  absl::Time start_;
+  ClusterWorkerResult result_;
+};
+
+// The lowest and the highest of the shards' steps.
+int64_t GlobalStep(const ps::ModelVersion& version);
+int64_t NewestStep(const ps::ModelVersion& version);
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_CLUSTER_CLUSTER_WORKER_H_

@@ -1,0 +1,75 @@
+#include "worker/cluster/worker_config.h"
+
+#include <catch2/catch.hpp>
+
+namespace psgd {
+namespace {
+
+TEST_CASE("a worker task's settings come from the config") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
+    name: "w"
+    ps { address: "127.0.0.1:1" }
+    ps { address: "127.0.0.1:2" }
+    worker { address: "127.0.0.1:3" }
+    worker { address: "127.0.0.1:4" device: "gpu:1" threads: 3 }
+    training { mode: SYNC replicas_to_aggregate: 1 batch_size: 64
+               epochs: 2 eval_every: 50 eval_examples: 500 seed: 9
+               max_seconds: 90 }
+    data { source: CIFAR10 dir: "data/x" augment: false sharding: OWN_ORDER }
+  )",
+                                                       "w.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<WorkerTaskConfig> w = WorkerTaskFromConfig(*c, 1);
+  REQUIRE(w.ok());
+  CHECK(w->backend == "gpu:1");
+  CHECK(w->backend_options.threads == 3);
+  CHECK(w->model == "cifar10_tutorial");
+  CHECK(w->data.name == "cifar10");
+  CHECK(w->data.data_dir == "data/x");
+  CHECK(w->batches.batch_size == 64);
+  CHECK(w->batches.epochs == 2);
+  CHECK(w->batches.seed == 9);
+  CHECK(w->batches.worker_index == 1);
+  CHECK(w->batches.num_workers == 2);
+  CHECK(w->batches.partition == BatcherOptions::Partition::kOwnOrder);
+  CHECK_FALSE(w->batches.augment);
+  CHECK(w->loop.worker_id == 1);
+  CHECK_FALSE(w->loop.chief);
+  CHECK(w->loop.sync);
+  CHECK(w->loop.max_steps == 0);
+  CHECK(w->loop.max_time == absl::Seconds(90));
+  CHECK(w->loop.eval_every == 50);
+  CHECK(w->loop.eval_examples == 500);
+  CHECK(w->client.addresses ==
+        std::vector<std::string>{"127.0.0.1:1", "127.0.0.1:2"});
+  CHECK(w->client.cluster == "w");
+  CHECK(w->client.worker_id == 1);
+  CHECK(w->client.variables.size() == 10);
+
+  absl::StatusOr<WorkerTaskConfig> chief = WorkerTaskFromConfig(*c, 0);
+  REQUIRE(chief.ok());
+  CHECK(chief->loop.chief);
+  CHECK(chief->backend == "cpu");
+  CHECK(WorkerTaskFromConfig(*c, 2).status().message() ==
+        "worker:2 is not in cluster 'w' (2 workers)");
+}
+
+TEST_CASE("a step budget makes the data repeat") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
+    name: "w"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:3" }
+    training { steps: 100 }
+    data { source: SYNTHETIC }
+  )",
+                                                       "w.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<WorkerTaskConfig> w = WorkerTaskFromConfig(*c, 0);
+  REQUIRE(w.ok());
+  CHECK(w->batches.epochs == 0);
+  CHECK(w->loop.max_steps == 100);
+  CHECK(w->data.name == "synthetic");
+}
+
+}  // namespace
+}  // namespace psgd

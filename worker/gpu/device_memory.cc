@@ -1,0 +1,76 @@
+#include "worker/gpu/device_memory.h"
+
+#include "absl/strings/str_cat.h"
+#include "worker/gpu/cuda_status.h"
+
+namespace psgd::gpu {
+
+void FreeDeviceMemory(void* data, cudaStream_t stream) {
+  if (data == nullptr) return;
+  (void)cudaStreamSynchronize(stream);
+  (void)cudaFree(data);
+}
+
+absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes,
+                                                    cudaStream_t stream) {
+  DeviceBuffer buffer;
+  buffer.stream_ = stream;
+  if (bytes == 0) return buffer;
+  absl::Status s = CudaStatus(cudaMalloc(&buffer.data_, bytes), "cudaMalloc");
+  if (!s.ok()) {
+    buffer.data_ = nullptr;
+    (void)cudaGetLastError();  // an allocation failure is not sticky
+    return absl::Status(s.code(),
+                        absl::StrCat(s.message(), " (", bytes, " bytes)"));
+  }
+  buffer.size_ = bytes;
+  return buffer;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    stream_ = other.stream_;
+  }
+  return *this;
+}
+
+void DeviceBuffer::Reset() {
+  FreeDeviceMemory(data_, stream_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
+  PinnedBuffer buffer;
+  if (bytes == 0) return buffer;
+  absl::Status s =
+      CudaStatus(cudaMallocHost(&buffer.data_, bytes), "cudaMallocHost");
+  if (!s.ok()) {
+    buffer.data_ = nullptr;
+    (void)cudaGetLastError();
+    return absl::ResourceExhaustedError(
+        absl::StrCat(s.message(), " (", bytes, " bytes of pinned memory)"));
+  }
+  buffer.size_ = bytes;
+  return buffer;
+}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void PinnedBuffer::Reset() {
+  if (data_ != nullptr) (void)cudaFreeHost(data_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace psgd::gpu

@@ -1,0 +1,100 @@
+// The cuDNN convolution against the CPU backend: forward, backward data and
+// backward filter (with the bias gradient) on random inputs, for the
+// tutorial's shapes, batch 1, odd sizes, even kernels (explicit padding) and
+// a kernel larger than the image, under every GPU option set. Tolerance
+// kFloat32Tolerance (1e-4 of the largest value), and kTf32Tolerance with
+// tf32=on (gpu_testing.h says why).
+#include <catch2/catch.hpp>
+
+#include "worker/backend/backend.h"
+#include "worker/gpu/gpu_testing.h"
+#include "worker/testing/gradcheck.h"
+
+namespace psgd {
+namespace {
+
+using testing::Download;
+using testing::RelativeError;
+using testing::Unwrap;
+using testing::Upload;
+using testing::Zeros;
+
+struct Results {
+  std::vector<float> y, dx, dw, db;
+};
+
+// Runs the three passes of one shape on `backend` with the given data.
+Results Run(Backend* backend, const Conv2dShape& s, const std::vector<float>& x,
+            const std::vector<float>& w, const std::vector<float>& b,
+            const std::vector<float>& dy) {
+  auto op = Unwrap(backend->CreateConv2d(s));
+  DeviceTensor tx = Upload(backend, x, s.input());
+  DeviceTensor tw = Upload(backend, w, s.filter());
+  DeviceTensor tb = Upload(backend, b, s.bias());
+  DeviceTensor tdy = Upload(backend, dy, s.output());
+  DeviceTensor y = Zeros(backend, s.output());
+  DeviceTensor dx = Zeros(backend, s.input());
+  DeviceTensor dw = Zeros(backend, s.filter());
+  DeviceTensor db = Zeros(backend, s.bias());
+  REQUIRE_OK(op->Forward(tx.view(), tw.view(), tb.view(), y.view()));
+  REQUIRE_OK(op->BackwardData(tdy.view(), tw.view(), dx.view()));
+  REQUIRE_OK(op->BackwardFilter(tx.view(), tdy.view(), dw.view(), db.view()));
+  return {Download(backend, y.view()), Download(backend, dx.view()),
+          Download(backend, dw.view()), Download(backend, db.view())};
+}
+
+const std::vector<Conv2dShape> kShapes = {
+    {1, 1, 1, 1, 1, 1, 1}, {1, 3, 24, 24, 64, 5, 5},  {2, 64, 12, 12, 64, 5, 5},
+    {3, 5, 7, 9, 4, 3, 3}, {2, 3, 6, 5, 4, 4, 4},     {1, 2, 5, 5, 3, 2, 3},
+    {2, 4, 3, 3, 2, 5, 5}, {16, 3, 24, 24, 64, 5, 5},
+};
+
+void Compare(const std::string& gpu_name, double tolerance) {
+  auto cpu = testing::MakeBackend("cpu");
+  auto gpu = testing::MakeGpuBackend(gpu_name);
+  uint64_t seed = 1;
+  for (const Conv2dShape& s : kShapes) {
+    INFO(gpu_name << " " << s.ToString());
+    const auto x = testing::RandomValues(NumElements(s.input()), seed++, -1, 1);
+    const auto w =
+        testing::RandomValues(NumElements(s.filter()), seed++, -1, 1);
+    const auto b = testing::RandomValues(s.out_channels, seed++, -1, 1);
+    const auto dy =
+        testing::RandomValues(NumElements(s.output()), seed++, -1, 1);
+    const Results want = Run(cpu.get(), s, x, w, b, dy);
+    const Results got = Run(gpu.get(), s, x, w, b, dy);
+    INFO("plans:\n" << testing::PlanNotes(*gpu));
+    CHECK(RelativeError(got.y, want.y) < tolerance);
+    CHECK(RelativeError(got.dx, want.dx) < tolerance);
+    CHECK(RelativeError(got.dw, want.dw) < tolerance);
+    CHECK(RelativeError(got.db, want.db) < tolerance);
+  }
+}
+
+TEST_CASE("gpu conv2d matches the cpu backend in float32") {
+  for (const std::string& name : testing::GpuBackendNames()) {
+    Compare(name, testing::kFloat32Tolerance);
+  }
+}
+
+TEST_CASE("gpu conv2d with tf32 matches within the tf32 tolerance") {
+  Compare("gpu:0:tf32=on", testing::kTf32Tolerance);
+}
+
+TEST_CASE("gpu conv2d refuses views of another shape and invalid shapes") {
+  auto gpu = testing::MakeGpuBackend("gpu:0");
+  const Conv2dShape s{2, 3, 5, 5, 4, 3, 3};
+  auto op = Unwrap(gpu->CreateConv2d(s));
+  DeviceTensor x = Zeros(gpu.get(), {2, 3, 5, 6});
+  DeviceTensor w = Zeros(gpu.get(), s.filter());
+  DeviceTensor b = Zeros(gpu.get(), s.bias());
+  DeviceTensor y = Zeros(gpu.get(), s.output());
+  absl::Status st = op->Forward(x.view(), w.view(), b.view(), y.view());
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(st.message().find("x: shape [2, 3, 5, 6]") != absl::string_view::npos);
+  CHECK(gpu->CreateConv2d({0, 3, 5, 5, 4, 3, 3}).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace psgd

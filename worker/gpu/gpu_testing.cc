@@ -1,0 +1,48 @@
+#include "worker/gpu/gpu_testing.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "absl/strings/str_join.h"
+#include "worker/backend/factory.h"
+#include "worker/gpu/gpu_backend.h"
+#include "worker/testing/gradcheck.h"
+
+namespace psgd {
+namespace testing {
+
+std::vector<std::string> GpuBackendNames() {
+  return {"gpu:0", "gpu:0:conv_algo=heuristic,lrn=kernel",
+          "gpu:0:deterministic=on"};
+}
+
+std::unique_ptr<Backend> MakeGpuBackend(const std::string& name) {
+  BackendOptions options;
+  options.threads = 2;
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      CreateBackend(name, options);
+  INFO(name << ": " << backend.status().ToString());
+  REQUIRE(backend.ok());
+  const std::string description = GpuDescription(**backend);
+  if (!description.empty()) WARN(name << " on " << description);
+  return std::move(backend).value();
+}
+
+double RelativeError(const std::vector<float>& got,
+                     const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  double diff = 0.0, scale = 1e-30;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, std::abs(double{got[i]} - double{want[i]}));
+    scale = std::max(scale, std::abs(double{want[i]}));
+  }
+  return diff / scale;
+}
+
+std::string PlanNotes(const Backend& backend) {
+  return absl::StrJoin(GpuPlanNotes(backend), "\n");
+}
+
+}  // namespace testing
+}  // namespace psgd

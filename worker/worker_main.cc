@@ -1,0 +1,270 @@
+// worker: one worker task of a cluster config.
+//
+//   worker --config=configs/sync_2ps_4workers.pbtxt --task=worker:1
+//       [--run_dir=runs/NAME-TIMESTAMP] [--log_level=info]
+//
+// Waits for the parameter servers, trains (worker:0, the chief, first puts
+// the initial weights on the servers), and writes its metrics to the run
+// directory: worker-J.jsonl (one "train" line per step, "eval" lines from
+// the chief), worker-J.summary.json, and from the chief config.pbtxt and
+// summary.json. The run directory is --run_dir, or else the one the chief
+// chose (RUN_ROOT/NAME-TIMESTAMP), which the servers pass on to the others.
+//
+// Exits 0 when training ended normally, 1 on an error (logged), 2 for bad
+// flags or config.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/cluster_config.h"
+#include "common/file_io.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "common/status_macros.h"
+#include "ps/grpc_client.h"
+#include "spdlog/spdlog.h"
+#include "worker/backend/factory.h"
+#include "worker/cluster/cluster_worker.h"
+#include "worker/cluster/server_wait.h"
+#include "worker/cluster/worker_config.h"
+#include "worker/data/batcher.h"
+#include "worker/data/dataset.h"
+#include "worker/models/registry.h"
+#include "worker/paths.h"
+
+ABSL_FLAG(std::string, config, "", "Cluster config file (text format).");
+ABSL_FLAG(std::string, task, "", "This task: worker:J.");
+ABSL_FLAG(std::string, run_dir, "",
+          "Run directory shared by every task (scripts/launch.sh passes one); "
+          "default: the chief's RUN_ROOT/NAME-TIMESTAMP.");
+
+namespace psgd {
+namespace {
+
+JsonObject StepJson(const std::string& task, const StepRecord& r) {
+  return JsonObject()
+      .Set("kind", "train")
+      .Set("task", task)
+      .Set("step", r.global_step)
+      .Set("local_step", r.local_step)
+      .Set("epoch", r.epoch)
+      .Set("wall_time_s", r.wall_time_s)
+      .Set("loss", r.loss)
+      .Set("cross_entropy", r.cross_entropy)
+      .Set("train_accuracy", r.train_accuracy)
+      .Set("batch_size", r.batch_size)
+      .Set("images_per_s", r.images_per_s)
+      .Set("step_s", r.step_s)
+      .Set("input_wait_s", r.input_s)
+      .Set("compute_s", r.compute_s)
+      .Set("push_s", r.push_s)
+      .Set("pull_s", r.pull_s)
+      .Set("wait_s", r.wait_s)
+      .Set("staleness", r.staleness)
+      .Set("outcome", r.outcome);
+}
+
+JsonObject EvalJson(const std::string& task, const EvalRecord& e) {
+  return JsonObject()
+      .Set("kind", "eval")
+      .Set("task", task)
+      .Set("step", e.global_step)
+      .Set("wall_time_s", e.wall_time_s)
+      .Set("test_accuracy", e.test_accuracy)
+      .Set("test_loss", e.test_loss)
+      .Set("examples", e.examples)
+      .Set("eval_s", e.eval_s)
+      .Set("final", e.final);
+}
+
+JsonObject WorkerSummary(const std::string& task,
+                         const ClusterWorkerResult& r) {
+  JsonObject s;
+  s.Set("task", task)
+      .Set("local_steps", r.local_steps)
+      .Set("final_global_step", r.final_global_step)
+      .Set("seconds", r.seconds)
+      .Set("images_per_s", r.images_per_s)
+      .Set("end_reason", r.end_reason)
+      .Set("unaligned_steps", r.unaligned_steps);
+  for (const auto& [outcome, count] : r.outcomes) {
+    s.Set(absl::StrCat("pushes_", outcome), count);
+  }
+  if (!r.evals.empty()) {
+    s.Set("final_test_accuracy", r.evals.back().test_accuracy);
+  }
+  return s;
+}
+
+// The run's summary, written by the chief once the others have left.
+JsonObject RunSummary(const ClusterConfig& config,
+                      const ClusterWorkerResult& r) {
+  const config::TrainingConfig& t = config.training();
+  JsonObject s;
+  s.Set("cluster", config.name())
+      .Set("mode", t.mode() == config::TrainingConfig::SYNC ? "sync" : "async")
+      .Set("ps_tasks", config.ps_size())
+      .Set("workers", config.worker_size())
+      .Set("replicas_to_aggregate", t.replicas_to_aggregate())
+      .Set("total_num_replicas", t.total_num_replicas())
+      .Set("batch_size", t.batch_size())
+      .Set("model", config.model().name())
+      .Set("final_global_step", r.final_global_step)
+      .Set("seconds", r.seconds);
+  if (!r.evals.empty()) {
+    s.Set("final_test_accuracy", r.evals.back().test_accuracy);
+  }
+  // Server counters summed over the shards; staleness of shard 0.
+  ps::PushCounters total;
+  for (const ps::ShardStatus& st : r.server_status) {
+    total.aggregated += st.counters.aggregated;
+    total.applied += st.counters.applied;
+    total.dropped_stale += st.counters.dropped_stale;
+    total.dropped_surplus += st.counters.dropped_surplus;
+    total.refused += st.counters.refused;
+    total.refused_too_stale += st.counters.refused_too_stale;
+    total.completed_by_leave += st.counters.completed_by_leave;
+  }
+  int64_t expired = 0;
+  for (const ps::ShardStatus& st : r.server_status) {
+    expired = std::max(expired, st.workers_expired);
+  }
+  s.Set("server_workers_expired", expired);
+  s.Set("server_aggregated", total.aggregated)
+      .Set("server_applied", total.applied)
+      .Set("server_dropped_stale", total.dropped_stale)
+      .Set("server_dropped_surplus", total.dropped_surplus)
+      .Set("server_refused", total.refused)
+      .Set("server_refused_too_stale", total.refused_too_stale)
+      .Set("server_completed_by_leave", total.completed_by_leave);
+  if (!r.server_status.empty()) {
+    std::string hist;
+    for (const auto& [staleness, count] :
+         r.server_status[0].staleness_histogram) {
+      absl::StrAppend(&hist, hist.empty() ? "" : ",", staleness, ":", count);
+    }
+    s.Set("staleness_histogram_shard0", hist);
+  }
+  return s;
+}
+
+absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
+                       const ClusterConfig& config) {
+  const std::string task = task_id.ToString();
+  ASSIGN_OR_RETURN(WorkerTaskConfig w,
+                   WorkerTaskFromConfig(config, task_id.index));
+  w.data.data_dir = ResolveUserPath(w.data.data_dir);
+
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                   CreateBackend(w.backend, w.backend_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   CreateModel(w.model, backend.get()));
+  ASSIGN_OR_RETURN(Dataset data, OpenDataset(w.data));
+  ASSIGN_OR_RETURN(std::unique_ptr<Batcher> batches,
+                   Batcher::Create(&data.train, w.batches));
+  spdlog::info(
+      "{} of cluster '{}': model {} on {}, data {} ({} of {} training "
+      "images), batch {}, {} mode",
+      task, config.name(), w.model, backend->name(), data.name,
+      batches->examples_per_epoch(), data.train.count(),
+      w.batches.batch_size, w.loop.sync ? "sync" : "async");
+
+  RETURN_IF_ERROR(WaitForServers(w.client.addresses,
+                                 absl::Now() + w.loop.start_timeout));
+
+  // The run directory: given, or the chief's choice, which it sends with
+  // Initialize and the servers pass on to everyone else.
+  std::string run_dir = ResolveUserPath(absl::GetFlag(FLAGS_run_dir));
+  if (run_dir.empty() && w.loop.chief) {
+    ASSIGN_OR_RETURN(run_dir,
+                     CreateRunDir("", ResolveUserPath(config.run_root()),
+                                  config.name(), absl::Now()));
+  }
+  w.client.run_dir = run_dir;
+  ASSIGN_OR_RETURN(std::unique_ptr<ps::GrpcPsClient> client,
+                   ps::GrpcPsClient::Create(w.client));
+  if (run_dir.empty()) {
+    ASSIGN_OR_RETURN(run_dir, AwaitRunDir(client.get(),
+                                          absl::Now() + w.loop.start_timeout));
+  }
+  ASSIGN_OR_RETURN(run_dir, CreateRunDir(run_dir, "", "", absl::Now()));
+  const std::string prefix =
+      absl::StrCat(run_dir, "/worker-", task_id.index);
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics,
+                   MetricsWriter::Open(prefix + ".jsonl"));
+  if (w.loop.chief) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
+    RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/config.pbtxt", text));
+  }
+  spdlog::info("run directory {}", run_dir);
+
+  ClusterWorkerCallbacks callbacks;
+  callbacks.on_step = [&](const StepRecord& r) {
+    return metrics->Write(StepJson(task, r));
+  };
+  callbacks.on_eval = [&](const EvalRecord& e) {
+    return metrics->Write(EvalJson(task, e));
+  };
+  ClusterWorker worker(client.get(), model.get(), batches.get(),
+                       w.loop.chief ? &data.test : nullptr, w.loop, callbacks);
+  ASSIGN_OR_RETURN(ClusterWorkerResult result, worker.Run());
+  RETURN_IF_ERROR(
+      WriteJsonFile(prefix + ".summary.json", WorkerSummary(task, result)));
+  if (w.loop.chief) {
+    RETURN_IF_ERROR(WriteJsonFile(run_dir + "/summary.json",
+                                  RunSummary(config, result)));
+  }
+  spdlog::info("{} done: {} steps, final step {}, {:.0f} images/s ({})", task,
+               result.local_steps, result.final_global_step,
+               result.images_per_s, result.end_reason);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace psgd
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "worker --config=CLUSTER.pbtxt --task=worker:J [--run_dir=DIR]");
+  absl::ParseCommandLine(argc, argv);
+  const std::string config_path =
+      psgd::ResolveUserPath(absl::GetFlag(FLAGS_config));
+  if (config_path.empty() || absl::GetFlag(FLAGS_task).empty()) {
+    std::fprintf(stderr, "worker: --config and --task are required\n");
+    return 2;
+  }
+  absl::StatusOr<psgd::ClusterConfig> config =
+      psgd::LoadClusterConfig(config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "worker: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<psgd::TaskId> task =
+      psgd::ParseTaskId(absl::GetFlag(FLAGS_task), *config);
+  if (task.ok() && task->kind != psgd::TaskId::Kind::kWorker) {
+    task = absl::InvalidArgumentError(
+        absl::StrCat("task '", absl::GetFlag(FLAGS_task),
+                     "' is a parameter server; run ps_server for it"));
+  }
+  if (!task.ok()) {
+    std::fprintf(stderr, "worker: %s\n",
+                 std::string(task.status().message()).c_str());
+    return 2;
+  }
+  if (absl::Status s = psgd::InitLoggingFromFlags(task->ToString()); !s.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  absl::Status s = psgd::RunWorker(config_path, *task, *config);
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 1;
+  }
+  return 0;
+}
