@@ -23,6 +23,25 @@ absl::Status CheckPositive(
   return absl::OkStatus();
 }
 
+// One argument of an op call: its name, its shape and the plan's.
+struct ArgShape {
+  const char* name;
+  const Shape& got;
+  const Shape& want;
+};
+
+// CheckShape for each argument of a call on `plan`; the plan's ToString()
+// names the op, built only on a mismatch.
+template <typename PlanShape>
+absl::Status CheckShapes(const PlanShape& plan,
+                         std::initializer_list<ArgShape> args) {
+  for (const ArgShape& a : args) {
+    if (a.got != a.want)
+      return CheckShape(plan.ToString(), a.name, a.got, a.want);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 SamePadding ComputeSamePadding(int64_t input, int64_t window, int64_t stride) {
@@ -111,6 +130,82 @@ std::string SoftmaxCrossEntropyShape::ToString() const {
 
 absl::Status SoftmaxCrossEntropyShape::Validate() const {
   return CheckPositive(ToString(), {{"batch", batch}, {"classes", classes}});
+}
+
+absl::Status Conv2dShape::CheckForward(const Shape& x, const Shape& w,
+                                       const Shape& b, const Shape& y) const {
+  return CheckShapes(*this, {{"x", x, input()},
+                             {"w", w, filter()},
+                             {"b", b, bias()},
+                             {"y", y, output()}});
+}
+
+absl::Status Conv2dShape::CheckBackwardData(const Shape& dy, const Shape& w,
+                                            const Shape& dx) const {
+  return CheckShapes(
+      *this, {{"dy", dy, output()}, {"w", w, filter()}, {"dx", dx, input()}});
+}
+
+absl::Status Conv2dShape::CheckBackwardFilter(const Shape& x, const Shape& dy,
+                                              const Shape& dw,
+                                              const Shape& db) const {
+  return CheckShapes(*this, {{"x", x, input()},
+                             {"dy", dy, output()},
+                             {"dw", dw, filter()},
+                             {"db", db, bias()}});
+}
+
+absl::Status PoolShape::CheckForward(const Shape& x, const Shape& y) const {
+  return CheckShapes(*this, {{"x", x, input()}, {"y", y, output()}});
+}
+
+absl::Status PoolShape::CheckBackward(const Shape& x, const Shape& y,
+                                      const Shape& dy, const Shape& dx) const {
+  return CheckShapes(*this, {{"x", x, input()},
+                             {"y", y, output()},
+                             {"dy", dy, output()},
+                             {"dx", dx, input()}});
+}
+
+absl::Status LrnShape::CheckForward(const Shape& x, const Shape& y) const {
+  return CheckShapes(*this, {{"x", x, input()}, {"y", y, input()}});
+}
+
+absl::Status LrnShape::CheckBackward(const Shape& x, const Shape& y,
+                                     const Shape& dy, const Shape& dx) const {
+  return CheckShapes(*this, {{"x", x, input()},
+                             {"y", y, input()},
+                             {"dy", dy, input()},
+                             {"dx", dx, input()}});
+}
+
+absl::Status DenseShape::CheckForward(const Shape& x, const Shape& w,
+                                      const Shape& b, const Shape& y) const {
+  return CheckShapes(*this, {{"x", x, input()},
+                             {"w", w, weights()},
+                             {"b", b, bias()},
+                             {"y", y, output()}});
+}
+
+absl::Status DenseShape::CheckBackwardData(const Shape& dy, const Shape& w,
+                                           const Shape& dx) const {
+  return CheckShapes(
+      *this, {{"dy", dy, output()}, {"w", w, weights()}, {"dx", dx, input()}});
+}
+
+absl::Status DenseShape::CheckBackwardWeights(const Shape& x, const Shape& dy,
+                                              const Shape& dw,
+                                              const Shape& db) const {
+  return CheckShapes(*this, {{"x", x, input()},
+                             {"dy", dy, output()},
+                             {"dw", dw, weights()},
+                             {"db", db, bias()}});
+}
+
+absl::Status SoftmaxCrossEntropyShape::CheckRun(const Shape& logits_shape,
+                                                const Shape& dlogits) const {
+  return CheckShapes(*this, {{"logits", logits_shape, logits()},
+                             {"dlogits", dlogits, logits()}});
 }
 
 absl::Status CheckShape(absl::string_view op, absl::string_view what,

@@ -8,7 +8,6 @@
 #define PSGD_WORKER_BACKEND_OP_SHAPES_H_
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 
 #include "absl/status/status.h"
@@ -45,6 +44,14 @@ struct Conv2dShape {
   Shape output() const { return {batch, out_channels, height, width}; }
   std::string ToString() const;
   absl::Status Validate() const;
+  // The shapes of each call's arguments against the plan: INVALID_ARGUMENT
+  // naming the first that differs (as CheckShape).
+  absl::Status CheckForward(const Shape& x, const Shape& w, const Shape& b,
+                            const Shape& y) const;
+  absl::Status CheckBackwardData(const Shape& dy, const Shape& w,
+                                 const Shape& dx) const;
+  absl::Status CheckBackwardFilter(const Shape& x, const Shape& dy,
+                                   const Shape& dw, const Shape& db) const;
 };
 
 // Max pooling over window x window, stride `stride`, SAME padding (padded
@@ -61,6 +68,9 @@ struct PoolShape {
   Shape output() const;
   std::string ToString() const;
   absl::Status Validate() const;
+  absl::Status CheckForward(const Shape& x, const Shape& y) const;
+  absl::Status CheckBackward(const Shape& x, const Shape& y, const Shape& dy,
+                             const Shape& dx) const;
 };
 
 // Local response normalisation across channels, TensorFlow's definition:
@@ -86,6 +96,9 @@ struct LrnShape {
   Shape input() const { return {batch, channels, height, width}; }
   std::string ToString() const;
   absl::Status Validate() const;
+  absl::Status CheckForward(const Shape& x, const Shape& y) const;
+  absl::Status CheckBackward(const Shape& x, const Shape& y, const Shape& dy,
+                             const Shape& dx) const;
 };
 
 // Fully connected: y (N, M) = x (N, K) . w (K, M) + b (M).
@@ -100,6 +113,12 @@ struct DenseShape {
   Shape output() const { return {batch, outputs}; }
   std::string ToString() const;
   absl::Status Validate() const;
+  absl::Status CheckForward(const Shape& x, const Shape& w, const Shape& b,
+                            const Shape& y) const;
+  absl::Status CheckBackwardData(const Shape& dy, const Shape& w,
+                                 const Shape& dx) const;
+  absl::Status CheckBackwardWeights(const Shape& x, const Shape& dy,
+                                    const Shape& dw, const Shape& db) const;
 };
 
 // Softmax cross-entropy of logits (N, classes) against integer labels.
@@ -110,33 +129,13 @@ struct SoftmaxCrossEntropyShape {
   Shape logits() const { return {batch, classes}; }
   std::string ToString() const;
   absl::Status Validate() const;
+  absl::Status CheckRun(const Shape& logits, const Shape& dlogits) const;
 };
 
 // INVALID_ARGUMENT "<op> <what>: shape [..] but the plan is for [..]" unless
 // `got` equals `want`.
 absl::Status CheckShape(absl::string_view op, absl::string_view what,
                         const Shape& got, const Shape& want);
-
-// One argument of an op call: its name, its shape and the plan's.
-struct ArgShape {
-  const char* name;
-  const Shape& got;
-  const Shape& want;
-};
-
-// CheckShape for each argument of a call on `plan` (any of the shapes
-// above); the plan's ToString() names the op, built only on a mismatch.
-//   RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-//                                        {"y", y.shape(), shape_.output()}}));
-template <typename PlanShape>
-absl::Status CheckShapes(const PlanShape& plan,
-                         std::initializer_list<ArgShape> args) {
-  for (const ArgShape& a : args) {
-    if (a.got != a.want)
-      return CheckShape(plan.ToString(), a.name, a.got, a.want);
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace psgd
 

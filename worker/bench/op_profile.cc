@@ -28,6 +28,25 @@ double CpuSeconds() {
   return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+// Inputs, outputs and gradients of a layer y = f(x, w, b).
+struct LayerBuffers {
+  DeviceTensor x, w, b, y, dx, dw, db;
+
+  static absl::StatusOr<LayerBuffers> Make(Backend* backend, const Shape& x,
+                                           const Shape& w, const Shape& b,
+                                           const Shape& y) {
+    LayerBuffers t;
+    ASSIGN_OR_RETURN(t.x, Filled(backend, x));
+    ASSIGN_OR_RETURN(t.w, Filled(backend, w));
+    ASSIGN_OR_RETURN(t.b, Filled(backend, b));
+    ASSIGN_OR_RETURN(t.y, Filled(backend, y));
+    ASSIGN_OR_RETURN(t.dx, Filled(backend, x));
+    ASSIGN_OR_RETURN(t.dw, Filled(backend, w));
+    ASSIGN_OR_RETURN(t.db, Filled(backend, b));
+    return t;
+  }
+};
+
 class Profiler {
  public:
   Profiler(Backend* backend, int reps) : backend_(backend), reps_(reps) {}
@@ -67,25 +86,23 @@ absl::StatusOr<std::vector<OpTime>> ProfileTutorialOps(Backend* b, int64_t n,
         {"conv2", 64, 12, true}}) {
     const Conv2dShape s{n, c, size, size, 64, 5, 5};
     ASSIGN_OR_RETURN(auto op, b->CreateConv2d(s));
-    ASSIGN_OR_RETURN(DeviceTensor x, Filled(b, s.input()));
-    ASSIGN_OR_RETURN(DeviceTensor w, Filled(b, s.filter()));
-    ASSIGN_OR_RETURN(DeviceTensor bias, Filled(b, s.bias()));
-    ASSIGN_OR_RETURN(DeviceTensor y, Filled(b, s.output()));
-    ASSIGN_OR_RETURN(DeviceTensor dx, Filled(b, s.input()));
-    ASSIGN_OR_RETURN(DeviceTensor dw, Filled(b, s.filter()));
-    ASSIGN_OR_RETURN(DeviceTensor db, Filled(b, s.bias()));
+    ASSIGN_OR_RETURN(
+        LayerBuffers t,
+        LayerBuffers::Make(b, s.input(), s.filter(), s.bias(), s.output()));
     const std::string n_ = name;
     RETURN_IF_ERROR(p.Time(n_ + " forward", [&] {
-      return op->Forward(x.view(), w.view(), bias.view(), y.view());
+      return op->Forward(t.x.view(), t.w.view(), t.b.view(), t.y.view());
     }));
     if (backward_data) {
       RETURN_IF_ERROR(p.Time(n_ + " backward data", [&] {
-        return op->BackwardData(y.view(), w.view(), dx.view());
+        return op->BackwardData(t.y.view(), t.w.view(), t.dx.view());
       }));
     }
     RETURN_IF_ERROR(p.Time(n_ + " backward filter", [&] {
-      return op->BackwardFilter(x.view(), y.view(), dw.view(), db.view());
+      return op->BackwardFilter(t.x.view(), t.y.view(), t.dw.view(),
+                                t.db.view());
     }));
+    DeviceTensor& y = t.y;
     RETURN_IF_ERROR(p.Time(n_ + " relu forward+backward", [&] {
       RETURN_IF_ERROR(b->ReluForward(y.view(), y.view()));
       return b->ReluBackward(y.view(), y.view(), y.view());
@@ -123,18 +140,16 @@ absl::StatusOr<std::vector<OpTime>> ProfileTutorialOps(Backend* b, int64_t n,
         {"softmax_linear", 192, 10}}) {
     const DenseShape s{n, in, out};
     ASSIGN_OR_RETURN(auto op, b->CreateDense(s));
-    ASSIGN_OR_RETURN(DeviceTensor x, Filled(b, s.input()));
-    ASSIGN_OR_RETURN(DeviceTensor w, Filled(b, s.weights()));
-    ASSIGN_OR_RETURN(DeviceTensor bias, Filled(b, s.bias()));
-    ASSIGN_OR_RETURN(DeviceTensor y, Filled(b, s.output()));
-    ASSIGN_OR_RETURN(DeviceTensor dx, Filled(b, s.input()));
-    ASSIGN_OR_RETURN(DeviceTensor dw, Filled(b, s.weights()));
-    ASSIGN_OR_RETURN(DeviceTensor db, Filled(b, s.bias()));
+    ASSIGN_OR_RETURN(
+        LayerBuffers t,
+        LayerBuffers::Make(b, s.input(), s.weights(), s.bias(), s.output()));
     const std::string n_ = name;
     RETURN_IF_ERROR(p.Time(n_ + " forward+backward", [&] {
-      RETURN_IF_ERROR(op->Forward(x.view(), w.view(), bias.view(), y.view()));
-      RETURN_IF_ERROR(op->BackwardData(y.view(), w.view(), dx.view()));
-      return op->BackwardWeights(x.view(), y.view(), dw.view(), db.view());
+      RETURN_IF_ERROR(
+          op->Forward(t.x.view(), t.w.view(), t.b.view(), t.y.view()));
+      RETURN_IF_ERROR(op->BackwardData(t.y.view(), t.w.view(), t.dx.view()));
+      return op->BackwardWeights(t.x.view(), t.y.view(), t.dw.view(),
+                                 t.db.view());
     }));
   }
   return p.times();

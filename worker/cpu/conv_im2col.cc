@@ -27,10 +27,8 @@ class Im2colConv2d : public Conv2dOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"w", w.shape(), shape_.filter()},
-                                         {"b", b.shape(), shape_.bias()},
-                                         {"y", y.shape(), shape_.output()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
     for (int64_t n = 0; n < shape_.batch; ++n) {
       Im2col(x.data() + n * shape_.in_channels * plane_);
       // y_n (O, HW) = w (O, CKK) . col (CKK, HW)
@@ -46,9 +44,8 @@ class Im2colConv2d : public Conv2dOp {
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"dy", dy.shape(), shape_.output()},
-                                         {"w", w.shape(), shape_.filter()},
-                                         {"dx", dx.shape(), shape_.input()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
     for (int64_t n = 0; n < shape_.batch; ++n) {
       // dcol (CKK, HW) = w^T (CKK, O) . dy_n (O, HW)
       RETURN_IF_ERROR(Sgemm(gemm_, true, false, rows_, plane_,
@@ -62,10 +59,8 @@ class Im2colConv2d : public Conv2dOp {
 
   absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
                               DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"dy", dy.shape(), shape_.output()},
-                                         {"dw", dw.shape(), shape_.filter()},
-                                         {"db", db.shape(), shape_.bias()}}));
+    RETURN_IF_ERROR(shape_.CheckBackwardFilter(x.shape(), dy.shape(),
+                                               dw.shape(), db.shape()));
     for (int64_t n = 0; n < shape_.batch; ++n) {
       Im2col(x.data() + n * shape_.in_channels * plane_);
       // dw (O, CKK) += dy_n (O, HW) . col^T (HW, CKK)

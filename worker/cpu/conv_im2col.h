@@ -1,5 +1,5 @@
 // Convolution as im2col + GEMM, image by image: the alternative to oneDNN's
-// direct convolution that docs/COMPUTE.md measures. The plan owns the
+// direct convolution that docs/PERFORMANCE.md measures. The plan owns the
 // column buffer (C*KH*KW, H*W) of one image.
 //
 // Thread-safety: as Conv2dOp (one thread at a time).

@@ -29,10 +29,8 @@ class OneDnnConv2d : public Conv2dOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"w", w.shape(), shape_.filter()},
-                                         {"b", b.shape(), shape_.bias()},
-                                         {"y", y.shape(), shape_.output()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
     return CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -49,9 +47,8 @@ class OneDnnConv2d : public Conv2dOp {
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"dy", dy.shape(), shape_.output()},
-                                         {"w", w.shape(), shape_.filter()},
-                                         {"dx", dx.shape(), shape_.input()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
     return CatchOneDnn(shape_.ToString() + " backward data", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -67,10 +64,8 @@ class OneDnnConv2d : public Conv2dOp {
 
   absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
                               DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"dy", dy.shape(), shape_.output()},
-                                         {"dw", dw.shape(), shape_.filter()},
-                                         {"db", db.shape(), shape_.bias()}}));
+    RETURN_IF_ERROR(shape_.CheckBackwardFilter(x.shape(), dy.shape(),
+                                               dw.shape(), db.shape()));
     return CatchOneDnn(shape_.ToString() + " backward filter", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;

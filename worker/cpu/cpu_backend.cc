@@ -30,18 +30,15 @@ class CpuMaxPool : public MaxPoolOp {
   const PoolShape& shape() const override { return shape_; }
 
   absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"y", y.shape(), shape_.output()}}));
+    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
     MaxPoolForwardKernel(shape_, x.data(), y.data(), pool_);
     return absl::OkStatus();
   }
 
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"y", y.shape(), shape_.output()},
-                                         {"dy", dy.shape(), shape_.output()},
-                                         {"dx", dx.shape(), shape_.input()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
     MaxPoolBackwardKernel(shape_, x.data(), dy.data(), dx.data(), pool_);
     return absl::OkStatus();
   }
@@ -58,18 +55,15 @@ class CpuLrn : public LrnOp {
   const LrnShape& shape() const override { return shape_; }
 
   absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"y", y.shape(), shape_.input()}}));
+    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
     LrnForwardKernel(shape_, x.data(), y.data(), pool_);
     return absl::OkStatus();
   }
 
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"y", y.shape(), shape_.input()},
-                                         {"dy", dy.shape(), shape_.input()},
-                                         {"dx", dx.shape(), shape_.input()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
     LrnBackwardKernel(shape_, x.data(), y.data(), dy.data(), dx.data(), pool_);
     return absl::OkStatus();
   }
@@ -88,9 +82,7 @@ class CpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
   absl::StatusOr<CrossEntropyResult> Run(ConstDeviceView logits,
                                          absl::Span<const int32_t> labels,
                                          DeviceView dlogits) override {
-    RETURN_IF_ERROR(
-        CheckShapes(shape_, {{"logits", logits.shape(), shape_.logits()},
-                             {"dlogits", dlogits.shape(), shape_.logits()}}));
+    RETURN_IF_ERROR(shape_.CheckRun(logits.shape(), dlogits.shape()));
     return SoftmaxCrossEntropyKernel(shape_.batch, shape_.classes,
                                      logits.data(), labels, dlogits.data());
   }

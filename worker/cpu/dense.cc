@@ -17,10 +17,8 @@ class CpuDense : public DenseOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"w", w.shape(), shape_.weights()},
-                                         {"b", b.shape(), shape_.bias()},
-                                         {"y", y.shape(), shape_.output()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // y = b broadcast over rows, then y += x . w.
     for (int64_t n = 0; n < N; ++n) {
@@ -32,9 +30,8 @@ class CpuDense : public DenseOp {
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"dy", dy.shape(), shape_.output()},
-                                         {"w", w.shape(), shape_.weights()},
-                                         {"dx", dx.shape(), shape_.input()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // dx (N, K) = dy (N, M) . w^T (M, K)
     return Sgemm(gemm_, false, true, N, K, M, 1.0f, dy.data(), M, w.data(), M,
@@ -43,10 +40,8 @@ class CpuDense : public DenseOp {
 
   absl::Status BackwardWeights(ConstDeviceView x, ConstDeviceView dy,
                                DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"dy", dy.shape(), shape_.output()},
-                                         {"dw", dw.shape(), shape_.weights()},
-                                         {"db", db.shape(), shape_.bias()}}));
+    RETURN_IF_ERROR(shape_.CheckBackwardWeights(x.shape(), dy.shape(),
+                                                dw.shape(), db.shape()));
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // dw (K, M) = x^T (K, N) . dy (N, M)
     RETURN_IF_ERROR(Sgemm(gemm_, true, false, K, M, N, 1.0f, x.data(), K,

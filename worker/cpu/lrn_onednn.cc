@@ -19,8 +19,7 @@ class OneDnnLrn : public LrnOp {
   const LrnShape& shape() const override { return shape_; }
 
   absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"y", y.shape(), shape_.input()}}));
+    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
     return CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       RunForward(x.data(), y.data());
@@ -30,10 +29,8 @@ class OneDnnLrn : public LrnOp {
 
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShapes(shape_, {{"x", x.shape(), shape_.input()},
-                                         {"y", y.shape(), shape_.input()},
-                                         {"dy", dy.shape(), shape_.input()},
-                                         {"dx", dx.shape(), shape_.input()}}));
+    RETURN_IF_ERROR(
+        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
     return CatchOneDnn(shape_.ToString() + " backward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;

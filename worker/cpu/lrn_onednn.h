@@ -1,5 +1,5 @@
 // Local response normalisation through oneDNN's LRN primitive: the
-// alternative to lrn.h's kernel that docs/COMPUTE.md measures
+// alternative to lrn.h's kernel that docs/PERFORMANCE.md measures
 // (`cpu:lrn=onednn`). oneDNN divides alpha by the window size, so the plan
 // passes alpha * (2 * depth_radius + 1) for TensorFlow's definition.
 //

@@ -10,7 +10,7 @@
 //                for a while (milliseconds) before they sleep; threads of our
 //                own would then compete with them for the cores at every
 //                switch between a oneDNN op and one of ours. Sharing the
-//                team avoids that (docs/COMPUTE.md has the measurement).
+//                team avoids that (docs/PERFORMANCE.md has the measurement).
 // ThreadSanitizer cannot see libgomp's barriers, so tsan builds use
 // kOwnThreads (see CpuBackend).
 //
