@@ -71,7 +71,8 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
     const absl::Time asked = absl::Now();
     ASSIGN_OR_RETURN(
         ParameterShard::Snapshot snapshot,
-        shards_[i]->Pull(min_version.steps[i], worker_id_, deadline));
+        shards_[i]->Pull(min_version.steps[i], worker_id_, deadline,
+                         min_version.generation));
     version.server_wait = std::max(version.server_wait, absl::Now() - asked);
     const VariableLayout& layout = *snapshot->layout;
     std::vector<TensorBytes> pulled;
@@ -81,6 +82,7 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
     }
     RETURN_IF_ERROR(AssembleShard(placement_, i, pulled, model));
     version.steps[i] = snapshot->step;
+    RETURN_IF_ERROR(AgreeOnGeneration(i, snapshot->generation, &version));
   }
   return version;
 }
@@ -95,8 +97,9 @@ absl::StatusOr<PushResult> InProcessPsClient::Push(
   PushResult result;
   absl::Status first_error;
   for (int i = 0; i < num_shards(); ++i) {
-    absl::StatusOr<PushReply> reply = shards_[i]->Push(
-        worker_id_, version.steps[i], ShardSlices(placement_, i, model));
+    absl::StatusOr<PushReply> reply =
+        shards_[i]->Push(worker_id_, version.steps[i],
+                         ShardSlices(placement_, i, model), version.generation);
     if (reply.ok()) {
       result.shards.push_back(*std::move(reply));
     } else {
@@ -118,6 +121,22 @@ absl::StatusOr<std::vector<ShardStatus>> InProcessPsClient::Status() {
 absl::Status InProcessPsClient::Shutdown(absl::string_view reason) {
   RETURN_IF_ERROR(CheckClusters());
   for (ParameterShard* shard : shards_) shard->Shutdown(reason);
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::Rollback(int64_t label, int64_t generation) {
+  RETURN_IF_ERROR(CheckClusters());
+  for (ParameterShard* shard : shards_) {
+    RETURN_IF_ERROR(shard->Rollback(label, generation).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::RequestCheckpoint(int64_t label, bool now) {
+  RETURN_IF_ERROR(CheckClusters());
+  for (ParameterShard* shard : shards_) {
+    RETURN_IF_ERROR(shard->RequestCheckpoint(label, now));
+  }
   return absl::OkStatus();
 }
 
