@@ -9,12 +9,14 @@
 #include "ps/placement.h"
 #include "worker/backend/factory.h"
 #include "worker/data/dataset.h"
+#include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 
 namespace psgd {
 namespace testing {
 
 constexpr char kCluster[] = "test";
+constexpr int kBatchSize = 8;
 
 ClusterRun RunCluster(const ClusterSetup& setup) {
   absl::StatusOr<std::vector<VariableSpec>> variables =
@@ -50,6 +52,36 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
   absl::StatusOr<Dataset> data = OpenDataset(data_options);
   REQUIRE(data.ok());
 
+  // Each worker's backend and model, with the plan for its batch size made
+  // here, one after the other: oneDNN keeps the primitives it makes in a
+  // process-wide cache, and libdnnl is not built with tsan, which would see
+  // the workers' threads race when they make convolutions at once. Each
+  // model then moves to its worker's thread.
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Model>> models;
+  for (int w = 0; w < setup.workers; ++w) {
+    BackendOptions bo;
+    bo.threads = 1;
+    auto backend = CreateBackend("cpu", bo);
+    REQUIRE(backend.ok());
+    auto model = CreateModel(setup.model, backend->get());
+    REQUIRE(model.ok());
+    BatcherOptions one;
+    one.batch_size = kBatchSize;
+    auto batcher = Batcher::Create(&data->train, one);
+    REQUIRE(batcher.ok());
+    auto batch = (*batcher)->Next();
+    REQUIRE(batch.ok());
+    NamedTensors weights = InitialValues((*model)->variables(), 1);
+    NamedTensors gradients;
+    REQUIRE((*model)
+                ->ComputeGradients(ViewsOf(weights), batch->images.view(),
+                                   batch->labels, &gradients)
+                .ok());
+    backends.push_back(*std::move(backend));
+    models.push_back(*std::move(model));
+  }
+
   std::vector<std::unique_ptr<ps::PsClient>> inner;
   std::vector<ps::PsClient*> clients;
   for (int w = 0; w < setup.workers; ++w) {
@@ -68,26 +100,17 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
   for (int w = 0; w < setup.workers; ++w) {
     threads.emplace_back([&, w] {
       WorkerRun& out = run.workers[w];
-      // Everything a worker owns lives on its thread; failures are
-      // reported through `out.result` (Catch2 is not thread-safe).
-      BackendOptions bo;
-      bo.threads = 1;
-      auto backend = CreateBackend("cpu", bo);
-      if (!backend.ok()) {
-        out.result = backend.status();
-        --running;
-        return;
-      }
-      auto model = CreateModel(setup.model, backend->get());
+      // Failures are reported through `out.result` (Catch2 is not
+      // thread-safe).
       BatcherOptions batches;
-      batches.batch_size = 8;
+      batches.batch_size = kBatchSize;
       batches.epochs = w == setup.short_lived_worker ? 1 : 0;
       batches.seed = 7;
       batches.worker_index = w;
       batches.num_workers = setup.workers;
       auto batcher = Batcher::Create(&data->train, batches);
-      if (!model.ok() || !batcher.ok()) {
-        out.result = !model.ok() ? model.status() : batcher.status();
+      if (!batcher.ok()) {
+        out.result = batcher.status();
         --running;
         return;
       }
@@ -113,7 +136,7 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
         out.evals.push_back(e);
         return absl::OkStatus();
       };
-      ClusterWorker worker(clients[w], model->get(), batcher->get(),
+      ClusterWorker worker(clients[w], models[w].get(), batcher->get(),
                            w == 0 ? &data->test : nullptr, o, callbacks);
       out.result = worker.Run();
       --running;
