@@ -278,6 +278,30 @@ absl::Status ValidateData(const ClusterConfig& c, const Locator& root) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateCheckpoint(const ClusterConfig& c, const Locator& root) {
+  if (!c.has_checkpoint()) return absl::OkStatus();
+  const config::CheckpointConfig& k = c.checkpoint();
+  Locator at = root.Nested(c, "checkpoint");
+  if (k.dir().empty()) {
+    return at.Error(k, "dir", "checkpoint.dir",
+                    "missing: the directory the checkpoints go to");
+  }
+  if (k.every_steps() < 0) {
+    return at.Error(k, "every_steps", "checkpoint.every_steps",
+                    absl::StrCat(k.every_steps(), " is negative (0: not by steps)"));
+  }
+  if (!(k.every_seconds() >= 0 && k.every_seconds() <= 1e6)) {
+    return at.Error(k, "every_seconds", "checkpoint.every_seconds",
+                    absl::StrCat(k.every_seconds(),
+                                 " is not in [0, 1e6] (0: not by time)"));
+  }
+  if (k.keep() < 1 || k.keep() > 1000) {
+    return at.Error(k, "keep", "checkpoint.keep",
+                    absl::StrCat(k.keep(), " is not in 1..1000"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status SplitHostPort(absl::string_view address, std::string* host,
@@ -369,6 +393,14 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
     return at.Error(config, "worker_lease_seconds", "worker_lease_seconds",
                     absl::StrCat(config.worker_lease_seconds(),
                                  " is not in [0, 86400] (0: no lease)"));
+  }
+  RETURN_IF_ERROR(ValidateCheckpoint(config, at));
+  if (!(config.ps_unavailable_timeout_seconds() >= 0 &&
+        config.ps_unavailable_timeout_seconds() <= 86400)) {
+    return at.Error(config, "ps_unavailable_timeout_seconds",
+                    "ps_unavailable_timeout_seconds",
+                    absl::StrCat(config.ps_unavailable_timeout_seconds(),
+                                 " is not in [0, 86400]"));
   }
   return config;
 }

@@ -53,6 +53,19 @@ TEST_CASE("a good config loads with defaults filled in") {
   CHECK(c->worker(0).threads() == 1);
   CHECK(c->model().name() == "cifar10_tutorial");
   CHECK(c->run_root() == "runs");
+  CHECK_FALSE(c->has_checkpoint());
+  CHECK(c->ps_unavailable_timeout_seconds() == 300);
+}
+
+TEST_CASE("a checkpoint section takes its defaults") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      std::string(kGood) + "checkpoint { dir: \"ckpt\" every_steps: 20 }\n",
+      "c.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(c->checkpoint().dir() == "ckpt");
+  CHECK(c->checkpoint().every_steps() == 20);
+  CHECK(c->checkpoint().every_seconds() == 0);
+  CHECK(c->checkpoint().keep() == 3);
 }
 
 TEST_CASE("syntax errors and unknown fields name the line") {
@@ -126,6 +139,18 @@ TEST_CASE("each validation error names file, line and field") {
        "c.pbtxt:9: training.eval_examples: -1 is negative"},
       {Replace(good, "mode: SYNC", "max_seconds: -3"),
        "c.pbtxt:9: training.max_seconds: -3 is not in [0, 1e7]"},
+      {good + "checkpoint { every_steps: 10 }\n",
+       "c.pbtxt:16: checkpoint.dir: missing: the directory the checkpoints go "
+       "to"},
+      {good + "checkpoint {\n dir: \"c\"\n every_steps: -1 }\n",
+       "c.pbtxt:18: checkpoint.every_steps: -1 is negative (0: not by steps)"},
+      {good + "checkpoint { dir: \"c\" every_seconds: -1 }\n",
+       "c.pbtxt:16: checkpoint.every_seconds: -1 is not in [0, 1e6] (0: not by "
+       "time)"},
+      {good + "checkpoint { dir: \"c\" keep: 0 }\n",
+       "c.pbtxt:16: checkpoint.keep: 0 is not in 1..1000"},
+      {good + "ps_unavailable_timeout_seconds: -1\n",
+       "c.pbtxt:16: ps_unavailable_timeout_seconds: -1 is not in [0, 86400]"},
   };
   for (const Case& c : cases) {
     INFO(c.text);

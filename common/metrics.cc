@@ -104,10 +104,19 @@ std::string JsonObject::ToMultilineString() const {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(
-    const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "w");
+    const std::string& path, bool append) {
+  std::FILE* file = std::fopen(path.c_str(), append ? "a+" : "w");
   if (file == nullptr)
     return ErrnoError("cannot create metrics file", path, errno);
+  if (append && std::fseek(file, -1, SEEK_END) == 0 &&
+      std::fgetc(file) != '\n') {
+    std::fseek(file, 0, SEEK_END);
+    if (std::fputc('\n', file) == EOF || std::fflush(file) != 0) {
+      const int error = errno;
+      std::fclose(file);
+      return ErrnoError("cannot write metrics", path, error);
+    }
+  }
   return std::unique_ptr<MetricsWriter>(new MetricsWriter(path, file));
 }
 

@@ -73,10 +73,12 @@ std::string JsonQuote(absl::string_view s);
 
 class MetricsWriter {
  public:
-  // Creates (or truncates) the file; its directory must exist. INTERNAL or
-  // NOT_FOUND naming the path when it cannot be opened.
+  // Creates (or truncates) the file; its directory must exist. With
+  // `append`, keeps what is there and adds to it (a task restarted after a
+  // crash keeps the lines of the one before; a last line cut short is ended
+  // first). INTERNAL or NOT_FOUND naming the path when it cannot be opened.
   static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(
-      const std::string& path);
+      const std::string& path, bool append = false);
   ~MetricsWriter();
 
   MetricsWriter(const MetricsWriter&) = delete;

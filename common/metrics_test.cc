@@ -68,6 +68,31 @@ TEST_CASE("each record is one line, readable before the writer closes") {
   CHECK((*w)->path() == dir + "/metrics.jsonl");
 }
 
+TEST_CASE("a restarted task appends, ending a line cut short first") {
+  const std::string dir = TempDir("metrics_append");
+  const std::string path = dir + "/m.jsonl";
+  {
+    auto w = MetricsWriter::Open(path).value();
+    REQUIRE(w->Write(JsonObject().Set("step", 1)).ok());
+  }
+  {
+    auto w = MetricsWriter::Open(path, /*append=*/true).value();
+    REQUIRE(w->Write(JsonObject().Set("step", 2)).ok());
+  }
+  CHECK(ReadAll(path) == "{\"step\":1}\n{\"step\":2}\n");
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  std::fputs("{\"st", f);  // a process killed mid-line
+  std::fclose(f);
+  auto w = MetricsWriter::Open(path, /*append=*/true).value();
+  REQUIRE(w->Write(JsonObject().Set("step", 3)).ok());
+  CHECK(ReadAll(path) ==
+        "{\"step\":1}\n{\"step\":2}\n{\"st\n{\"step\":3}\n");
+  // A new file in append mode is just a new file.
+  auto fresh = MetricsWriter::Open(dir + "/new.jsonl", true).value();
+  REQUIRE(fresh->Write(JsonObject().Set("step", 0)).ok());
+  CHECK(ReadAll(dir + "/new.jsonl") == "{\"step\":0}\n");
+}
+
 TEST_CASE("records written from several threads stay whole lines") {
   const std::string dir = TempDir("metrics_threads");
   auto w = MetricsWriter::Open(dir + "/m.jsonl").value();

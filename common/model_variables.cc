@@ -47,4 +47,12 @@ std::vector<VariableSpec> Cifar10TutorialVariables() {
   };
 }
 
+std::vector<VariableSpec> Cifar10LinearVariables() {
+  using I = Initializer;
+  return {
+      {"linear/weights", {3 * 24 * 24, 10}, I::TruncatedNormal(1e-2f)},
+      {"linear/biases", {10}, I::Constant(0.0f)},
+  };
+}
+
 }  // namespace psgd

@@ -53,6 +53,14 @@ absl::Status ValidateVariableSpecs(const std::vector<VariableSpec>& specs);
 // 0.04, 0.04, 1/192 for the weights; biases 0, 0.1, 0.1, 0.1, 0.
 std::vector<VariableSpec> Cifar10TutorialVariables();
 
+// Softmax regression on the same 24x24 crops, for tests and soak runs that
+// need many cheap workers (17,290 parameters):
+//   linear/weights  (1728, 10)   truncated normal, stddev 1e-2
+//   linear/biases   (10)         0
+// The 1728 inputs are an image's (3, 24, 24) values flattened in (C, H, W)
+// order.
+std::vector<VariableSpec> Cifar10LinearVariables();
+
 }  // namespace psgd
 
 #endif  // PSGD_COMMON_MODEL_VARIABLES_H_

@@ -14,6 +14,14 @@ TEST_CASE("the cifar10 tutorial model has 1,068,298 parameters") {
   CHECK(v[4].shape == Shape{2304, 384});
 }
 
+TEST_CASE("the cifar10 linear model has 17,290 parameters") {
+  std::vector<VariableSpec> v = Cifar10LinearVariables();
+  REQUIRE(ValidateVariableSpecs(v).ok());
+  CHECK(v.size() == 2);
+  CHECK(TotalParameters(v) == 17290);
+  CHECK(v[0].shape == Shape{1728, 10});
+}
+
 TEST_CASE("variable lists with duplicates, empty names or bad shapes fail") {
   std::vector<VariableSpec> v = {{"a", {2}, {}}, {"a", {3}, {}}};
   absl::Status s = ValidateVariableSpecs(v);

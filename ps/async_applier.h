@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -42,6 +43,10 @@ class AsyncApplier {
   void Record(int64_t staleness);
   // staleness -> count.
   const std::map<int64_t, int64_t>& histogram() const { return histogram_; }
+  // Replaces the histogram (a restored checkpoint).
+  void RestoreHistogram(std::map<int64_t, int64_t> histogram) {
+    histogram_ = std::move(histogram);
+  }
 
  private:
   const int64_t staleness_bound_;

@@ -79,6 +79,11 @@ std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
   args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // gRPC's default reconnect backoff grows to 2 minutes: a server restarted
+  // after a crash would stay unseen that long.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
                                    args);
 }
@@ -181,6 +186,7 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
     r.set_cluster(options_.cluster);
     r.set_min_step(min_version.steps[i]);
     r.set_worker_id(options_.worker_id);
+    r.set_generation(min_version.generation);
     bool own_buffer;
     grpc::Status s = grpc::SerializationTraits<wire::PullRequest>::Serialize(
         r, &shards_[i]->request, &own_buffer);
@@ -197,15 +203,18 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   for (int i = 0; i < num_shards(); ++i) {
     ShardAssembler assembler(placement_, i, model);
     int64_t wait_micros = 0;
+    int64_t generation = 0;
     RETURN_IF_ERROR(
         Annotate(DecodePullResponse(&shards_[i]->response, &version.steps[i],
                                     &wait_micros,
                                     [&](const TensorBytes& t, size_t bytes) {
                                       return assembler.Destination(t, bytes);
-                                    }),
+                                    },
+                                    &generation),
                  absl::StrCat("pull from shard ", i, " at ",
                               shards_[i]->address, ": ")));
     RETURN_IF_ERROR(assembler.Finish());
+    RETURN_IF_ERROR(AgreeOnGeneration(i, generation, &version));
     shards_[i]->response.Clear();
     version.server_wait =
         std::max(version.server_wait, absl::Microseconds(wait_micros));
@@ -230,6 +239,7 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
       header.set_cluster(options_.cluster);
       header.set_worker_id(options_.worker_id);
       header.set_step(version.steps[i]);
+      header.set_generation(version.generation);
       shards_[i]->request =
           EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
                             ShardSlices(placement_, i, model), in_use);
@@ -284,6 +294,28 @@ absl::Status GrpcPsClient::Shutdown(absl::string_view reason) {
   return CallEach<wire::ShutdownRequest, wire::ShutdownResponse>(
       "shutdown", &wire::ParameterServer::Stub::async::Shutdown,
       std::vector<wire::ShutdownRequest>(num_shards(), r), &responses);
+}
+
+absl::Status GrpcPsClient::Rollback(int64_t label, int64_t generation) {
+  wire::RollbackRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_label(label);
+  r.set_generation(generation);
+  std::vector<wire::RollbackResponse> responses;
+  return CallEach<wire::RollbackRequest, wire::RollbackResponse>(
+      "rollback", &wire::ParameterServer::Stub::async::Rollback,
+      std::vector<wire::RollbackRequest>(num_shards(), r), &responses);
+}
+
+absl::Status GrpcPsClient::RequestCheckpoint(int64_t label, bool now) {
+  wire::CheckpointRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_label(label);
+  r.set_now(now);
+  std::vector<wire::CheckpointResponse> responses;
+  return CallEach<wire::CheckpointRequest, wire::CheckpointResponse>(
+      "checkpoint", &wire::ParameterServer::Stub::async::Checkpoint,
+      std::vector<wire::CheckpointRequest>(num_shards(), r), &responses);
 }
 
 }  // namespace ps

@@ -25,7 +25,10 @@ namespace ps {
 
 // A channel to a parameter server (or a peer under test) with the message
 // limits raised to max_message_bytes and connections of its own, as a
-// worker process has, even when several clients share a process.
+// worker process has, even when several clients share a process. When the
+// server goes away the channel reconnects by itself, trying again at most
+// every second (a restarted server is found quickly; the client object
+// stays as it is).
 std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
                                                int64_t max_message_bytes);
 
@@ -82,6 +85,8 @@ class GrpcPsClient final : public PsClient {
       absl::Span<const NamedConstTensorView> gradients) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::Status Shutdown(absl::string_view reason) override;
+  absl::Status Rollback(int64_t label, int64_t generation) override;
+  absl::Status RequestCheckpoint(int64_t label, bool now) override;
 
  private:
   struct Shard;

@@ -53,7 +53,8 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     // decides which of the two finishes the call.
     ticket_ = shard_->PullAsync(
         request.min_step(), request.worker_id(),
-        [this](absl::StatusOr<ParameterShard::Snapshot> s) { Reply(s); });
+        [this](absl::StatusOr<ParameterShard::Snapshot> s) { Reply(s); },
+        request.generation());
   }
 
   void OnCancel() override {
@@ -75,6 +76,7 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     wire::PullResponse header;
     header.set_step(s.step);
     header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived_));
+    header.set_generation(s.generation);
     std::vector<TensorBytes> tensors;
     for (int i = 0; i < s.layout->size(); ++i) {
       tensors.push_back(FloatTensorBytes(
@@ -190,8 +192,9 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
     RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
     ASSIGN_OR_RETURN(std::vector<TensorBytes> gradients,
                      TensorBytesFromProto(request->gradients()));
-    ASSIGN_OR_RETURN(PushReply reply, shard_->Push(request->worker_id(),
-                                                   request->step(), gradients));
+    ASSIGN_OR_RETURN(PushReply reply,
+                     shard_->Push(request->worker_id(), request->step(),
+                                  gradients, request->generation()));
     PushReplyToProto(reply, response);
     return absl::OkStatus();
   });
@@ -239,6 +242,29 @@ grpc::ServerUnaryReactor* PsGrpcService::Shutdown(
     shard_->Shutdown(request->reason().empty() ? "Shutdown RPC"
                                                : request->reason());
     return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Rollback(
+    grpc::CallbackServerContext* ctx, const wire::RollbackRequest* request,
+    wire::RollbackResponse* response) {
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
+    ASSIGN_OR_RETURN(ParameterShard::RollbackReply reply,
+                     shard_->Rollback(request->label(), request->generation()));
+    response->set_step(reply.step);
+    response->set_generation(reply.generation);
+    response->set_rolled_back(reply.rolled_back);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Checkpoint(
+    grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
+    wire::CheckpointResponse* response) {
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
+    return shard_->RequestCheckpoint(request->label(), request->now());
   });
 }
 

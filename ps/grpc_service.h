@@ -54,6 +54,12 @@ class PsGrpcService final
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const wire::ShutdownRequest* request,
                                      wire::ShutdownResponse* response) override;
+  grpc::ServerUnaryReactor* Rollback(grpc::CallbackServerContext* ctx,
+                                     const wire::RollbackRequest* request,
+                                     wire::RollbackResponse* response) override;
+  grpc::ServerUnaryReactor* Checkpoint(
+      grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
+      wire::CheckpointResponse* response) override;
 
   // The run directory: the first non-empty value given here or carried by
   // an Initialize request; reported by Status.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/model_slices.h"
+#include "ps/mutex.h"
 
 namespace psgd {
 namespace ps {
@@ -66,21 +67,88 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
   RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
   std::vector<float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, out, &model));
-  ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
+  // Every shard at once, as the gRPC client does: each shard sees the
+  // worker waiting in its pull (which protects its lease) for the whole wait.
+  struct Pending {
+    Mutex mu;
+    CondVar done;
+    int left ABSL_GUARDED_BY(mu) = 0;
+    std::vector<absl::StatusOr<ParameterShard::Snapshot>> results
+        ABSL_GUARDED_BY(mu);
+    std::vector<absl::Duration> waits ABSL_GUARDED_BY(mu);
+  };
+  auto pending = std::make_shared<Pending>();
+  {
+    MutexLock lock(&pending->mu);
+    pending->left = num_shards();
+    pending->results.assign(num_shards(),
+                            absl::UnknownError("pull did not finish"));
+    pending->waits.assign(num_shards(), absl::ZeroDuration());
+  }
+  const absl::Time asked = absl::Now();
+  std::vector<uint64_t> tickets;
   for (int i = 0; i < num_shards(); ++i) {
-    const absl::Time asked = absl::Now();
-    ASSIGN_OR_RETURN(
-        ParameterShard::Snapshot snapshot,
-        shards_[i]->Pull(min_version.steps[i], worker_id_, deadline));
-    version.server_wait = std::max(version.server_wait, absl::Now() - asked);
-    const VariableLayout& layout = *snapshot->layout;
+    tickets.push_back(shards_[i]->PullAsync(
+        min_version.steps[i], worker_id_,
+        [pending, i, asked](absl::StatusOr<ParameterShard::Snapshot> s) {
+          MutexLock lock(&pending->mu);
+          pending->results[i] = std::move(s);
+          pending->waits[i] = absl::Now() - asked;
+          if (--pending->left == 0) pending->done.SignalAll();
+        },
+        min_version.generation));
+  }
+  bool all_answered;
+  {
+    MutexLock lock(&pending->mu);
+    all_answered =
+        pending->done.WaitUntil(&pending->mu, deadline, [&]() {
+          pending->mu.AssertHeld();
+          return pending->left == 0;
+        });
+  }
+  if (!all_answered) {
+    // Withdraw the pulls that still wait; one answering right now finishes
+    // at once.
+    int withdrawn = 0;
+    for (int i = 0; i < num_shards(); ++i) {
+      withdrawn += tickets[i] != 0 && shards_[i]->CancelPull(tickets[i]);
+    }
+    MutexLock lock(&pending->mu);
+    pending->left -= withdrawn;
+    pending->done.WaitUntil(&pending->mu, absl::InfiniteFuture(), [&]() {
+      pending->mu.AssertHeld();
+      return pending->left == 0;
+    });
+    for (int i = 0; i < num_shards(); ++i) {
+      if (absl::IsUnknown(pending->results[i].status())) {
+        pending->results[i] = absl::DeadlineExceededError(
+            absl::StrCat("shard ", i, ": pull for step >= ",
+                         min_version.steps[i], " timed out"));
+      }
+    }
+  }
+  std::vector<absl::StatusOr<ParameterShard::Snapshot>> results;
+  ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
+  {
+    MutexLock lock(&pending->mu);
+    results = std::move(pending->results);
+    for (const absl::Duration& w : pending->waits) {
+      version.server_wait = std::max(version.server_wait, w);
+    }
+  }
+  for (int i = 0; i < num_shards(); ++i) RETURN_IF_ERROR(results[i].status());
+  for (int i = 0; i < num_shards(); ++i) {
+    const WeightsSnapshot& snapshot = **results[i];
+    const VariableLayout& layout = *snapshot.layout;
     std::vector<TensorBytes> pulled;
     for (int v = 0; v < layout.size(); ++v) {
       pulled.push_back(FloatTensorBytes(layout.names[v], layout.shapes[v],
-                                        snapshot->weights[v].data()));
+                                        snapshot.weights[v].data()));
     }
     RETURN_IF_ERROR(AssembleShard(placement_, i, pulled, model));
-    version.steps[i] = snapshot->step;
+    version.steps[i] = snapshot.step;
+    RETURN_IF_ERROR(AgreeOnGeneration(i, snapshot.generation, &version));
   }
   return version;
 }
@@ -95,8 +163,9 @@ absl::StatusOr<PushResult> InProcessPsClient::Push(
   PushResult result;
   absl::Status first_error;
   for (int i = 0; i < num_shards(); ++i) {
-    absl::StatusOr<PushReply> reply = shards_[i]->Push(
-        worker_id_, version.steps[i], ShardSlices(placement_, i, model));
+    absl::StatusOr<PushReply> reply =
+        shards_[i]->Push(worker_id_, version.steps[i],
+                         ShardSlices(placement_, i, model), version.generation);
     if (reply.ok()) {
       result.shards.push_back(*std::move(reply));
     } else {
@@ -118,6 +187,22 @@ absl::StatusOr<std::vector<ShardStatus>> InProcessPsClient::Status() {
 absl::Status InProcessPsClient::Shutdown(absl::string_view reason) {
   RETURN_IF_ERROR(CheckClusters());
   for (ParameterShard* shard : shards_) shard->Shutdown(reason);
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::Rollback(int64_t label, int64_t generation) {
+  RETURN_IF_ERROR(CheckClusters());
+  for (ParameterShard* shard : shards_) {
+    RETURN_IF_ERROR(shard->Rollback(label, generation).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPsClient::RequestCheckpoint(int64_t label, bool now) {
+  RETURN_IF_ERROR(CheckClusters());
+  for (ParameterShard* shard : shards_) {
+    RETURN_IF_ERROR(shard->RequestCheckpoint(label, now));
+  }
   return absl::OkStatus();
 }
 

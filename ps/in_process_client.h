@@ -43,6 +43,8 @@ class InProcessPsClient final : public PsClient {
       absl::Span<const NamedConstTensorView> gradients) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::Status Shutdown(absl::string_view reason) override;
+  absl::Status Rollback(int64_t label, int64_t generation) override;
+  absl::Status RequestCheckpoint(int64_t label, bool now) override;
 
  private:
   InProcessPsClient(std::vector<ParameterShard*> shards, Placement placement,

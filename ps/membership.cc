@@ -52,5 +52,17 @@ std::vector<int> Membership::LiveNotSeenSince(absl::Time t) const {
   return out;
 }
 
+std::vector<int64_t> Membership::LastPushSteps() const {
+  std::vector<int64_t> out;
+  for (const Worker& w : workers_) out.push_back(w.last_push_step);
+  return out;
+}
+
+void Membership::RestoreLastPushSteps(const std::vector<int64_t>& steps) {
+  for (size_t i = 0; i < workers_.size() && i < steps.size(); ++i) {
+    workers_[i].last_push_step = steps[i];
+  }
+}
+
 }  // namespace ps
 }  // namespace psgd

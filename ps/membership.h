@@ -52,6 +52,12 @@ class Membership {
   int64_t last_push_step(int id) const { return workers_[id].last_push_step; }
   void RecordPush(int id, int64_t step) { workers_[id].last_push_step = step; }
 
+  // Every worker's last_push_step, by id (for checkpoints).
+  std::vector<int64_t> LastPushSteps() const;
+  // Sets every worker's last_push_step (a restored checkpoint); requires
+  // steps.size() == total_num_replicas().
+  void RestoreLastPushSteps(const std::vector<int64_t>& steps);
+
  private:
   struct Worker {
     bool live = false;

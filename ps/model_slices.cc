@@ -51,6 +51,18 @@ absl::Status CheckVersion(const ModelVersion& version, int num_shards) {
   return absl::OkStatus();
 }
 
+absl::Status AgreeOnGeneration(int shard, int64_t generation,
+                               ModelVersion* version) {
+  if (shard == 0 || generation == version->generation) {
+    version->generation = generation;
+    return absl::OkStatus();
+  }
+  return absl::AbortedError(absl::StrCat(
+      "pull: shard ", shard, " answered from generation ", generation,
+      " and an earlier shard from generation ", version->generation,
+      " (a rollback is under way): pull again"));
+}
+
 absl::Status OrderModel(const Placement& placement,
                         absl::Span<const NamedConstTensorView> tensors,
                         std::vector<const float*>* data) {

@@ -22,6 +22,12 @@ namespace ps {
 // OK when `version` has one step per shard; INVALID_ARGUMENT otherwise.
 absl::Status CheckVersion(const ModelVersion& version, int num_shards);
 
+// Records shard `shard`'s generation in a pulled version (shards in
+// order, 0 first): ABORTED when it differs from the earlier shards' (the
+// cluster is rolling back; pull again).
+absl::Status AgreeOnGeneration(int shard, int64_t generation,
+                               ModelVersion* version);
+
 // Orders whole-model tensors as placement.variables: (*data)[v] is the data
 // of variable v. INVALID_ARGUMENT naming the tensor when one is unknown,
 // repeated, missing or of another shape.

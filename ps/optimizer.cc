@@ -1,5 +1,6 @@
 #include "ps/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -9,6 +10,43 @@
 namespace psgd {
 namespace ps {
 namespace {
+
+// Checks that `state` fits an optimizer of `kind` with `slot_names` over
+// variables of `sizes` elements.
+absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
+                        const std::vector<std::string>& slot_names,
+                        const std::vector<int64_t>& sizes) {
+  if (state.kind != kind) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state of kind '", state.kind, "' for a ", kind,
+        " optimizer"));
+  }
+  if (state.step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer state has step ", state.step));
+  }
+  if (state.slot_names != slot_names ||
+      state.slots.size() != slot_names.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state has ", state.slots.size(), " slots, ", kind,
+        " has ", slot_names.size()));
+  }
+  for (size_t k = 0; k < state.slots.size(); ++k) {
+    if (state.slots[k].size() != sizes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer slot '", slot_names[k], "' covers ",
+          state.slots[k].size(), " variables, not ", sizes.size()));
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (static_cast<int64_t>(state.slots[k][i].size()) != sizes[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "optimizer slot '", slot_names[k], "' of variable ", i, " has ",
+            state.slots[k][i].size(), " elements, not ", sizes[i]));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 class Sgd final : public Optimizer {
  public:
@@ -33,6 +71,20 @@ class Sgd final : public Optimizer {
     return {};
   }
   absl::string_view name() const override { return "sgd"; }
+
+  OptimizerState SaveState() const override {
+    OptimizerState s;
+    s.kind = "sgd";
+    s.step = step_;
+    return s;
+  }
+  absl::Status LoadState(const OptimizerState& state) override {
+    if (absl::Status s = CheckState(state, "sgd", {}, sizes_); !s.ok()) {
+      return s;
+    }
+    step_ = state.step;
+    return absl::OkStatus();
+  }
 
  private:
   const double learning_rate_;
@@ -94,6 +146,34 @@ class Adam final : public Optimizer {
   }
 
   absl::string_view name() const override { return "adam"; }
+
+  OptimizerState SaveState() const override {
+    OptimizerState s;
+    s.kind = "adam";
+    s.step = step_;
+    s.slot_names = {"m", "v"};
+    for (const std::vector<AlignedBuffer>* slot : {&m_, &v_}) {
+      std::vector<std::vector<float>>& out = s.slots.emplace_back();
+      for (const AlignedBuffer& b : *slot) {
+        out.emplace_back(b.data(), b.data() + b.size());
+      }
+    }
+    return s;
+  }
+  absl::Status LoadState(const OptimizerState& state) override {
+    if (absl::Status s = CheckState(state, "adam", {"m", "v"}, sizes_);
+        !s.ok()) {
+      return s;
+    }
+    step_ = state.step;
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      std::copy(state.slots[0][i].begin(), state.slots[0][i].end(),
+                m_[i].data());
+      std::copy(state.slots[1][i].begin(), state.slots[1][i].end(),
+                v_[i].data());
+    }
+    return absl::OkStatus();
+  }
 
  private:
   const OptimizerOptions options_;

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,16 @@
 
 namespace psgd {
 namespace ps {
+
+// An optimizer's state, for checkpoints: its kind, its step (Adam's t) and
+// its slots, copied.
+struct OptimizerState {
+  std::string kind;  // name(): "adam", "sgd"
+  int64_t step = 0;
+  // slots[k][i]: slot slot_names[k] of variable i, (sizes[i],).
+  std::vector<std::string> slot_names;
+  std::vector<std::vector<std::vector<float>>> slots;
+};
 
 class Optimizer {
  public:
@@ -54,6 +65,13 @@ class Optimizer {
                                        int variable) const = 0;
 
   virtual absl::string_view name() const = 0;
+
+  // A copy of the state (for a checkpoint).
+  virtual OptimizerState SaveState() const = 0;
+  // Replaces the state with `state` (a restored checkpoint). INVALID_ARGUMENT
+  // naming what differs when its kind, slot names or sizes are not this
+  // optimizer's, or its step is negative; nothing changes then.
+  virtual absl::Status LoadState(const OptimizerState& state) = 0;
 };
 
 // An optimizer for variables of `sizes` elements each. INVALID_ARGUMENT for

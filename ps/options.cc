@@ -124,6 +124,14 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("worker_lease", absl::FormatDuration(o.worker_lease),
                "must not be negative");
   }
+  if (o.checkpoint.every_steps < 0) {
+    return Bad("checkpoint.every_steps", absl::StrCat(o.checkpoint.every_steps),
+               "must be >= 0 (0: not by steps)");
+  }
+  if (o.checkpoint.keep < 1) {
+    return Bad("checkpoint.keep", absl::StrCat(o.checkpoint.keep),
+               "must be >= 1");
+  }
   return absl::OkStatus();
 }
 

@@ -41,6 +41,19 @@ absl::string_view OptimizerKindName(OptimizerOptions::Kind kind);
 absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(
     absl::string_view name);
 
+// Checkpoints of a shard (docs/RELIABILITY.md).
+struct CheckpointOptions {
+  // The directory all shards share; empty: no checkpoints, and a restarted
+  // server starts empty.
+  std::string dir;
+  // Save when the step reaches a multiple of this; 0: not by steps. Step 0
+  // (the initial values) and the state at shutdown are saved whenever `dir`
+  // is set.
+  int64_t every_steps = 0;
+  // Complete checkpoints kept (>= 1); older ones are deleted.
+  int keep = 3;
+};
+
 struct ServerOptions {
   // host:port to listen on; port 0 lets the OS choose.
   std::string listen_address = "127.0.0.1:0";
@@ -80,6 +93,8 @@ struct ServerOptions {
   // a pull, is taken out of the live set as if it had left (a killed
   // worker), so that sync steps go on without it. Zero: never.
   absl::Duration worker_lease = absl::ZeroDuration();
+
+  CheckpointOptions checkpoint;
 };
 
 // OK, or INVALID_ARGUMENT naming the first bad field and its value.

@@ -20,6 +20,8 @@
 // the first refusal (its message names the shard). Error codes are those of
 // ParameterShard (ps/shard.h), plus INVALID_ARGUMENT for tensors that do not
 // match the model and UNAVAILABLE / DEADLINE_EXCEEDED from the transport.
+// ABORTED means the cluster rolled back to a checkpoint (or is about to):
+// the worker re-syncs (docs/RELIABILITY.md).
 //
 // Thread-safety: as each implementation says (InProcessPsClient is
 // thread-safe, GrpcPsClient thread-compatible: one per worker).
@@ -47,6 +49,11 @@ namespace ps {
 // tags its push to shard i with steps[i], the step it pulled from shard i.
 struct ModelVersion {
   std::vector<int64_t> steps;
+  // The cluster's generation the weights belong to (one more with every
+  // rollback to a checkpoint); pushes and pulls carry it, and a shard in
+  // another generation answers ABORTED. 0: any (a version no pull
+  // returned).
+  int64_t generation = 0;
   // For a version that Pull returned: how long the slowest shard held the
   // pull before its step was reached (the servers' measure of a sync
   // worker's wait for the others). Zero otherwise.
@@ -99,7 +106,9 @@ class PsClient {
 
   // Fills `out` (every model variable once, by name) with the weights of
   // each shard i at step >= min_version.steps[i], waiting until `deadline`
-  // at most. Returns the shards' steps.
+  // at most, from min_version.generation (0: any). Returns the shards' steps
+  // and their generation; ABORTED when the shards answered from different
+  // generations (a rollback under way).
   virtual absl::StatusOr<ModelVersion> Pull(
       const ModelVersion& min_version, absl::Time deadline,
       absl::Span<const NamedTensorView> out) = 0;
@@ -115,6 +124,14 @@ class PsClient {
 
   // Training is over: every shard shuts down (and its server exits).
   virtual absl::Status Shutdown(absl::string_view reason) = 0;
+
+  // Every shard rolls back to checkpoint step-<label> in `generation`
+  // (ParameterShard::Rollback; shards already in it do nothing).
+  virtual absl::Status Rollback(int64_t label, int64_t generation) = 0;
+
+  // Every shard saves checkpoint step-<label>: now, or at its first step
+  // >= label (ParameterShard::RequestCheckpoint).
+  virtual absl::Status RequestCheckpoint(int64_t label, bool now) = 0;
 };
 
 }  // namespace ps

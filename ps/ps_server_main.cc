@@ -12,10 +12,17 @@
 // Once it knows the run directory (--run_dir, or the one the chief sends
 // with Initialize) it writes ps-I.jsonl there, a "server" line with its
 // step and push counters every 2 s, and ps-I.summary.json when it stops.
+// A restarted server appends to ps-I.jsonl.
+//
+// With a checkpoint directory in the config it restores the newest complete
+// checkpoint at start (and logs each newer one it refused, with the file and
+// the reason), saves checkpoints while it serves and its final state when it
+// stops (docs/RELIABILITY.md).
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -56,7 +63,13 @@ psgd::JsonObject StatusJson(const std::string& task,
       .Set("completed_by_leave", s.counters.completed_by_leave)
       .Set("live_workers", static_cast<int64_t>(s.live_workers.size()))
       .Set("workers_expired", s.workers_expired)
-      .Set("pending_gradients", s.pending_gradients);
+      .Set("pending_gradients", s.pending_gradients)
+      .Set("generation", s.generation)
+      .Set("restored_label", s.restored_label)
+      .Set("rollbacks", static_cast<int64_t>(s.rollbacks.size()))
+      .Set("checkpoints_written", s.checkpoints_written)
+      .Set("checkpoint_failures", s.checkpoint_failures)
+      .Set("last_checkpoint_label", s.last_checkpoint_label);
   std::string hist;
   for (const auto& [staleness, count] : s.staleness_histogram) {
     absl::StrAppend(&hist, hist.empty() ? "" : ",", staleness, ":", count);
@@ -109,7 +122,8 @@ class ServerMetrics {
         psgd::CreateRunDir(dir, "", "", absl::Now());
     absl::StatusOr<std::unique_ptr<psgd::MetricsWriter>> w =
         made.ok() ? psgd::MetricsWriter::Open(
-                        absl::StrCat(*made, "/ps-", index_, ".jsonl"))
+                        absl::StrCat(*made, "/ps-", index_, ".jsonl"),
+                        /*append=*/true)
                   : absl::StatusOr<std::unique_ptr<psgd::MetricsWriter>>(
                         made.status());
     if (!w.ok()) {
@@ -131,6 +145,46 @@ class ServerMetrics {
   std::string dir_;
   std::unique_ptr<psgd::MetricsWriter> writer_;
   bool failed_ = false;
+};
+
+// Logs what the shard restored at start.
+void LogRestore(const psgd::ps::ServerOptions& options,
+                const psgd::ps::ParameterShard::RestoreReport& r) {
+  if (options.checkpoint.dir.empty()) return;
+  for (const std::string& line : r.refused) spdlog::warn("{}", line);
+  if (r.label < 0) {
+    spdlog::info("no complete checkpoint in {}: starting empty",
+                 options.checkpoint.dir);
+    return;
+  }
+  spdlog::warn(
+      "restored checkpoint step-{} (step {}, generation {}) from {}; refusing "
+      "pushes and pulls until the workers roll the cluster back to it",
+      r.label, r.step, r.generation, options.checkpoint.dir);
+}
+
+// Logs checkpoint failures and rollbacks as they happen.
+class CheckpointLog {
+ public:
+  void Tick(const psgd::ps::ShardStatus& s) {
+    if (s.checkpoint_failures > failures_) {
+      spdlog::warn("checkpoint failed ({} so far): {}", s.checkpoint_failures,
+                   s.last_checkpoint_error);
+      failures_ = s.checkpoint_failures;
+    }
+    for (size_t i = rollbacks_; i < s.rollbacks.size(); ++i) {
+      const psgd::ps::RollbackRecord& r = s.rollbacks[i];
+      spdlog::warn(
+          "rolled back from step {} to checkpoint step-{} (step {}); "
+          "generation {}",
+          r.from_step, r.label, r.to_step, r.generation);
+    }
+    rollbacks_ = std::max(rollbacks_, s.rollbacks.size());
+  }
+
+ private:
+  int64_t failures_ = 0;
+  size_t rollbacks_ = 0;
 };
 
 }  // namespace
@@ -167,6 +221,10 @@ int main(int argc, char** argv) {
                options->shard_index, options->num_shards, options->cluster_name,
                std::string(psgd::ps::ModeName(options->mode)),
                (*server)->address());
+  LogRestore(*options, (*server)->shard()->restore_report());
+  CheckpointLog checkpoint_log;
+  // The rollbacks a restored shard knew of are not news.
+  checkpoint_log.Tick((*server)->shard()->Status());
   if (const std::string dir = psgd::ps::RunDirFromFlags(); !dir.empty()) {
     (*server)->service()->SetRunDirIfUnset(dir);
   }
@@ -177,6 +235,7 @@ int main(int argc, char** argv) {
   std::string reason;
   while (reason.empty()) {
     metrics.Tick();
+    checkpoint_log.Tick((*server)->shard()->Status());
     for (int worker : (*server)->shard()->ExpireWorkers(absl::Now())) {
       spdlog::warn(
           "worker {} sent nothing for {} and left the live set (lease)",
@@ -192,8 +251,14 @@ int main(int argc, char** argv) {
   }
   spdlog::info("stopping on {}", reason);
   (*server)->Stop(absl::Seconds(5));
+  (*server)->shard()->FlushCheckpoints();
   metrics.Finish(reason);
   const psgd::ps::ShardStatus status = (*server)->shard()->Status();
+  checkpoint_log.Tick(status);
+  if (!options->checkpoint.dir.empty()) {
+    spdlog::info("{} checkpoints written, the last step-{}",
+                 status.checkpoints_written, status.last_checkpoint_label);
+  }
   spdlog::info(
       "stopped at step {}: {} applied, {} aggregated, {} stale, {} "
       "surplus, {} refused",

@@ -36,6 +36,11 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.optimizer.beta2 = opt.beta2();
   o.optimizer.epsilon = opt.epsilon();
   o.worker_lease = absl::Seconds(config.worker_lease_seconds());
+  if (config.has_checkpoint()) {
+    o.checkpoint.dir = config.checkpoint().dir();
+    o.checkpoint.every_steps = config.checkpoint().every_steps();
+    o.checkpoint.keep = config.checkpoint().keep();
+  }
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

@@ -23,6 +23,7 @@ TEST_CASE("a ps task's options come from the config") {
   CHECK(o->optimizer.kind == OptimizerOptions::Kind::kAdam);
   CHECK(o->optimizer.learning_rate == Approx(0.001));
   CHECK(o->worker_lease == absl::Seconds(30));
+  CHECK(o->checkpoint.dir.empty());  // no checkpoint section
 
   CHECK(ServerOptionsFromConfig(*sync, 2).status().message() ==
         "ps:2 is not in cluster 'sync-backup-3of4' (2 ps tasks)");
@@ -37,6 +38,7 @@ TEST_CASE("async: no aggregation, the staleness bound maps 0 to none") {
     training { mode: ASYNC staleness_bound: 3 lr_scaled_by_staleness: true
                optimizer { kind: SGD learning_rate: 0.1 } steps: 10 }
     data { source: SYNTHETIC }
+    checkpoint { dir: "ckpt/a" every_steps: 50 every_seconds: 60 keep: 2 }
   )",
                                                        "a.pbtxt");
   REQUIRE(c.ok());
@@ -48,6 +50,9 @@ TEST_CASE("async: no aggregation, the staleness bound maps 0 to none") {
   CHECK(o->staleness_bound == 3);
   CHECK(o->scale_lr_by_staleness);
   CHECK(o->optimizer.kind == OptimizerOptions::Kind::kSgd);
+  CHECK(o->checkpoint.dir == "ckpt/a");
+  CHECK(o->checkpoint.every_steps == 50);
+  CHECK(o->checkpoint.keep == 2);
 }
 
 }  // namespace

@@ -17,7 +17,11 @@ constexpr int64_t kMessageOverheadBytes = int64_t{64} << 10;
 absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
     const ServerOptions& options) {
   RETURN_IF_ERROR(ValidateServerOptions(options));
-  return std::unique_ptr<ParameterShard>(new ParameterShard(options));
+  std::unique_ptr<ParameterShard> shard(new ParameterShard(options));
+  if (!options.checkpoint.dir.empty()) {
+    RETURN_IF_ERROR(shard->OpenCheckpoints());
+  }
+  return shard;
 }
 
 ParameterShard::ParameterShard(const ServerOptions& options)
@@ -39,6 +43,22 @@ absl::Status ParameterShard::CheckOpenLocked() const {
   if (!shut_down_) return absl::OkStatus();
   return absl::CancelledError(
       absl::StrCat(name_, " is shut down: ", shutdown_reason_));
+}
+
+absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {
+  if (awaiting_rollback_) {
+    return absl::AbortedError(absl::StrCat(
+        name_, " restored checkpoint step-", restore_report_.label,
+        " (step ", step_, ") when it started and waits for the cluster to "
+        "roll back to it: re-sync"));
+  }
+  if (generation > 0 && generation != generation_) {
+    return absl::AbortedError(absl::StrCat(
+        name_, ": request of generation ", generation,
+        ", but the shard is in generation ", generation_,
+        " (the cluster rolled back to a checkpoint): pull again"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
@@ -75,6 +95,7 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
         layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);
     step_ = 0;
+    SaveLocked(0);
     CollectReadyLocked(&ready);
   }
   RunReady(&ready);
@@ -86,12 +107,13 @@ bool ParameterShard::PullReadyLocked(int64_t min_step) const {
 }
 
 uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
-                                   PullDone done) {
+                                   PullDone done, int64_t generation) {
   absl::Status error;
   Snapshot snapshot;
   {
     MutexLock lock(&mu_);
     error = CheckOpenLocked();
+    if (error.ok()) error = CheckGenerationLocked(generation);
     if (error.ok() && min_step < 0) {
       error = absl::InvalidArgumentError(absl::StrCat(
           name_, ": pull for min_step ", min_step, ": must be >= 0"));
@@ -122,7 +144,7 @@ bool ParameterShard::CancelPull(uint64_t ticket) {
 }
 
 absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
-    int64_t min_step, int worker_id, absl::Time deadline) {
+    int64_t min_step, int worker_id, absl::Time deadline, int64_t generation) {
   struct Result {
     Notification done;
     absl::StatusOr<Snapshot> value;
@@ -132,7 +154,8 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
       PullAsync(min_step, worker_id, [result](absl::StatusOr<Snapshot> value) {
         result->value = std::move(value);
         result->done.Notify();
-      });
+      },
+      generation);
   if (!result->done.WaitForNotificationWithDeadline(deadline)) {
     if (CancelPull(ticket)) {
       MutexLock lock(&mu_);
@@ -147,7 +170,8 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
 }
 
 absl::StatusOr<PushReply> ParameterShard::Push(
-    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients) {
+    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+    int64_t generation) {
   const std::string context = absl::StrCat(name_, ": push from worker ",
                                            worker_id, " for step ", step, ": ");
   // The scan for NaN and Inf reads the whole gradient: no lock for it.
@@ -160,6 +184,7 @@ absl::StatusOr<PushReply> ParameterShard::Push(
   Ready ready;
   {
     MutexLock lock(&mu_);
+    if (status.ok()) status = CheckGenerationLocked(generation);
     if (status.ok()) {
       status = PushLocked(worker_id, step, gradients, &reply, &ready);
     }
@@ -199,6 +224,7 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
                      "; a worker pushes once per step"));
   }
 
+  const int64_t before = step_;
   if (options_.mode == Mode::kAsync) {
     absl::StatusOr<int64_t> staleness = async_.Admit(step_, step);
     if (!staleness.ok()) {
@@ -214,6 +240,7 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
     reply->staleness = *staleness;
     reply->reason = absl::StrCat("applied with staleness ", *staleness);
     reply->step = step_;
+    MaybeSaveLocked();  // after the counters, so that they are in it
     return absl::OkStatus();
   }
 
@@ -254,6 +281,7 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
       break;
   }
   reply->step = step_;
+  if (step_ != before) MaybeSaveLocked();
   return absl::OkStatus();
 }
 
@@ -331,6 +359,7 @@ void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
       aggregator_->IsComplete(membership_.num_live())) {
     ApplySyncStepLocked(ready);
     ++counters_.completed_by_leave;
+    MaybeSaveLocked();
   }
 }
 
@@ -375,6 +404,17 @@ ShardStatus ParameterShard::Status() const {
   s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;
   s.pending_gradients = aggregator_ == nullptr ? 0 : aggregator_->count();
   s.shutting_down = shut_down_;
+  s.generation = generation_;
+  s.awaiting_rollback = awaiting_rollback_;
+  s.restored_label = restore_report_.label;
+  s.rollbacks = rollbacks_;
+  if (checkpoints_ != nullptr) {
+    const CheckpointWriter::Stats c = checkpoints_->stats();
+    s.checkpoints_written = c.written;
+    s.checkpoint_failures = c.failed;
+    s.last_checkpoint_label = c.last_label;
+    s.last_checkpoint_error = c.last_error;
+  }
   return s;
 }
 
@@ -391,6 +431,7 @@ void ParameterShard::Shutdown(absl::string_view reason) {
   {
     MutexLock lock(&mu_);
     if (shut_down_) return;
+    if (last_saved_step_ != step_) SaveLocked(step_);
     shut_down_ = true;
     shutdown_reason_ = std::string(reason);
     shutdown_cv_.SignalAll();

@@ -17,7 +17,20 @@
 //                        has not joined, an Initialize with another variable
 //                        set, a gradient beyond the async staleness bound.
 //   DEADLINE_EXCEEDED    a pull whose step was not reached in time.
+//   ABORTED              a push or pull of another generation (the cluster
+//                        rolled back to a checkpoint), or any push or pull
+//                        while the shard waits for the rollback after
+//                        restoring a checkpoint; a pull waiting when the
+//                        shard rolls back. The worker re-syncs.
 //   CANCELLED            anything after Shutdown.
+//
+// Checkpoints (docs/RELIABILITY.md): with options().checkpoint.dir set, the
+// shard restores the newest complete checkpoint when it is created and then
+// waits (awaiting_rollback) until a Rollback gives it the cluster's next
+// generation; it saves its state at step 0, at every multiple of
+// checkpoint.every_steps, when asked (RequestCheckpoint) and at Shutdown.
+// The state is copied under the mutex and written by a thread of its own
+// (ps/checkpoint_writer.h).
 //
 // Thread-safety: thread-safe. One mutex guards the state; gradients are
 // checked for NaN/Inf before it is taken, and weights are published as
@@ -30,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +55,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ps/async_applier.h"
+#include "ps/checkpoint.h"
+#include "ps/checkpoint_writer.h"
 #include "ps/membership.h"
 #include "ps/mutex.h"
 #include "ps/optimizer.h"
@@ -65,8 +81,27 @@ class ParameterShard {
     int64_t step = 0;
     std::vector<int> live_workers;
   };
+  struct RollbackReply {
+    int64_t step = 0;
+    int64_t generation = 1;
+    // False when the shard was already in that generation (or a later one).
+    bool rolled_back = false;
+  };
+  // What Create restored.
+  struct RestoreReport {
+    int64_t label = -1;  // the checkpoint; -1: none (the shard starts empty)
+    int64_t step = 0;
+    int64_t generation = 1;
+    // Newer checkpoints refused, with the file and the reason, newest first.
+    std::vector<std::string> refused;
+  };
 
-  // INVALID_ARGUMENT for options that ValidateServerOptions refuses.
+  // INVALID_ARGUMENT for options that ValidateServerOptions refuses. With a
+  // checkpoint directory, restores the newest checkpoint complete for every
+  // shard (restore_report() says which and what it refused); INTERNAL when
+  // the directory cannot be made or read, FAILED_PRECONDITION when the
+  // checkpoint belongs to a cluster of other options (mode, workers,
+  // optimizer).
   static absl::StatusOr<std::unique_ptr<ParameterShard>> Create(
       const ServerOptions& options);
 
@@ -76,6 +111,7 @@ class ParameterShard {
   ParameterShard& operator=(const ParameterShard&) = delete;
 
   const ServerOptions& options() const { return options_; }
+  const RestoreReport& restore_report() const { return restore_report_; }
 
   // OK when `cluster` is this shard's cluster name; FAILED_PRECONDITION
   // naming both names otherwise.
@@ -95,19 +131,24 @@ class ParameterShard {
   // negative min_step or a worker_id other than -1 (no worker) out of
   // range, CANCELLED at shutdown. Returns a ticket for CancelPull, or 0 when
   // `done` has already run.
-  uint64_t PullAsync(int64_t min_step, int worker_id, PullDone done);
+  // `generation` > 0 must be the shard's (ABORTED otherwise); 0 takes any.
+  // The snapshot carries the generation.
+  uint64_t PullAsync(int64_t min_step, int worker_id, PullDone done,
+                     int64_t generation = 0);
   // Withdraws a waiting pull: true when it was waiting (done will never
   // run), false when done has run or is running.
   bool CancelPull(uint64_t ticket);
   // PullAsync, waiting at most until `deadline` (DEADLINE_EXCEEDED).
   absl::StatusOr<Snapshot> Pull(int64_t min_step, int worker_id,
-                                absl::Time deadline);
+                                absl::Time deadline, int64_t generation = 0);
 
   // A worker's gradients (one per variable, computed from the shard's weights
   // at `step`). Sync: aggregated, applied (completes the step) or dropped;
-  // async: applied. See the error list above.
+  // async: applied. See the error list above. `generation` as for
+  // PullAsync.
   absl::StatusOr<PushReply> Push(int worker_id, int64_t step,
-                                 absl::Span<const TensorBytes> gradients);
+                                 absl::Span<const TensorBytes> gradients,
+                                 int64_t generation = 0);
 
   // Membership. Join and Leave are idempotent. A Leave that makes the
   // current sync step complete applies it before returning.
@@ -127,8 +168,32 @@ class ParameterShard {
   // empty when there is none or before Initialize. For tests.
   std::vector<float> CopySlot(absl::string_view name, int index) const;
 
+  // The cluster rolls back to checkpoint step-<label> and enters
+  // `generation`: unless the shard is already in that generation or a later
+  // one (then nothing happens: a duplicate or late request), it loads its
+  // file of that checkpoint (all state but the live set, which stays as it
+  // is), ends waiting pulls with ABORTED, deletes its files of later
+  // checkpoints and records the rollback. A shard awaiting the rollback to
+  // the checkpoint it restored only takes the generation. INVALID_ARGUMENT
+  // for generation < 1 or a negative label; FAILED_PRECONDITION without a
+  // checkpoint directory; NOT_FOUND / DATA_LOSS when the checkpoint is
+  // missing or not complete (the shard is unchanged).
+  absl::StatusOr<RollbackReply> Rollback(int64_t label, int64_t generation);
+
+  // Saves a checkpoint labelled `label`: now (the current state) when `now`
+  // or when the step is already >= label, else at the first step >= label.
+  // FAILED_PRECONDITION without a checkpoint directory or before
+  // Initialize, ABORTED while awaiting a rollback, INVALID_ARGUMENT for a
+  // negative label.
+  absl::Status RequestCheckpoint(int64_t label, bool now);
+
+  // Waits until every checkpoint saved so far is on disk (or failed).
+  void FlushCheckpoints();
+
   // Training is over: waiting pulls end with CANCELLED, later requests are
-  // refused with CANCELLED (Status still answers). Idempotent.
+  // refused with CANCELLED (Status still answers). Saves the state first
+  // when a checkpoint directory is set and the current step is not saved
+  // yet. Idempotent.
   void Shutdown(absl::string_view reason);
   // True once Shutdown has run; waits for it until `deadline`.
   bool AwaitShutdown(absl::Time deadline) const;
@@ -144,6 +209,10 @@ class ParameterShard {
   explicit ParameterShard(const ServerOptions& options);
 
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ABORTED while awaiting a rollback, or for a generation > 0 that is not
+  // the shard's.
+  absl::Status CheckGenerationLocked(int64_t generation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PullReadyLocked(int64_t min_step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PushLocked(int worker_id, int64_t step,
@@ -165,9 +234,26 @@ class ParameterShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunReady(Ready* ready);
 
+  // Checkpoints (ps/shard_checkpoint.cc).
+  // Opens the checkpoint store and restores the newest complete checkpoint.
+  absl::Status OpenCheckpoints();
+  // Replaces the state (all but the live set, unless `restart`) with `c`,
+  // tagged with `generation`; nothing changes on error.
+  absl::Status InstallLocked(const ShardCheckpoint& c, bool restart,
+                             int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies the state into a checkpoint labelled `label` for the writer.
+  void SaveLocked(int64_t label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once after each step (when the counters are up to date): saves when the
+  // step is a multiple of every_steps or reaches a requested label.
+  void MaybeSaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Constant after construction.
   const ServerOptions options_;
   const std::string name_;  // "shard 0", for messages
+  // Constant after Create. Null without a checkpoint directory.
+  std::unique_ptr<CheckpointWriter> checkpoints_;
+  RestoreReport restore_report_;
 
   mutable Mutex mu_;
   // Signalled when shut_down_ turns true.
@@ -184,6 +270,12 @@ class ParameterShard {
   PushCounters counters_ ABSL_GUARDED_BY(mu_);
   int64_t workers_expired_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Checkpoints and rollbacks.
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  bool awaiting_rollback_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<int64_t> requested_labels_ ABSL_GUARDED_BY(mu_);
+  int64_t last_saved_step_ ABSL_GUARDED_BY(mu_) = -1;
+  std::vector<RollbackRecord> rollbacks_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

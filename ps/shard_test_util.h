@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -119,5 +121,30 @@ struct ShardPicture {
 }  // namespace testing
 }  // namespace ps
 }  // namespace psgd
+
+// Prints a picture when a comparison fails.
+template <>
+struct Catch::StringMaker<psgd::ps::testing::ShardPicture> {
+  static std::string convert(const psgd::ps::testing::ShardPicture& p) {
+    std::ostringstream out;
+    auto list = [&out](const char* name, const auto& v) {
+      out << name << "=[";
+      for (const auto& x : v) out << x << " ";
+      out << "] ";
+    };
+    out << "{step=" << p.step << " pending=" << p.pending
+        << " aggregated=" << p.aggregated << " applied=" << p.applied
+        << " stale=" << p.stale << " surplus=" << p.surplus << " ";
+    list("w", p.w);
+    list("b", p.b);
+    list("m_w", p.m_w);
+    list("m_b", p.m_b);
+    list("v_w", p.v_w);
+    list("v_b", p.v_b);
+    list("live", p.live);
+    out << "}";
+    return out.str();
+  }
+};
 
 #endif  // PSGD_PS_SHARD_TEST_UTIL_H_

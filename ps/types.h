@@ -70,6 +70,19 @@ struct PushCounters {
   int64_t completed_by_leave = 0;  // sync: steps a Leave completed
 };
 
+// A rollback of the cluster to a checkpoint, as one shard saw it
+// (docs/RELIABILITY.md).
+struct RollbackRecord {
+  int64_t generation = 0;  // the generation it started
+  int64_t label = 0;       // the checkpoint it went back to (step-<label>)
+  int64_t from_step = 0;   // this shard's step before
+  int64_t to_step = 0;     // and after
+  bool operator==(const RollbackRecord& o) const {
+    return generation == o.generation && label == o.label &&
+           from_step == o.from_step && to_step == o.to_step;
+  }
+};
+
 // A consistent picture of one shard, for the Status RPC.
 struct ShardStatus {
   std::string cluster;
@@ -92,6 +105,19 @@ struct ShardStatus {
   // The run directory the server writes to; filled by the gRPC service
   // (the shard itself has none).
   std::string run_dir;
+
+  // Checkpoints and rollbacks (docs/RELIABILITY.md). The cluster's
+  // generation: 1 at the start, one more with each rollback.
+  int64_t generation = 1;
+  // Restored checkpoint step-<restored_label> at start and refuses pushes
+  // and pulls (ABORTED) until a Rollback gives it a generation.
+  bool awaiting_rollback = false;
+  int64_t restored_label = -1;  // -1: started empty
+  int64_t checkpoints_written = 0;
+  int64_t checkpoint_failures = 0;
+  int64_t last_checkpoint_label = -1;
+  std::string last_checkpoint_error;
+  std::vector<RollbackRecord> rollbacks;  // oldest first
 };
 
 }  // namespace ps

@@ -110,7 +110,7 @@ VariableStore::VariableStore(std::shared_ptr<const VariableLayout> layout,
     : layout_(std::move(layout)), pool_(std::move(pool)) {}
 
 absl::StatusOr<std::unique_ptr<VariableStore>> VariableStore::Create(
-    absl::Span<const TensorBytes> initial) {
+    absl::Span<const TensorBytes> initial, int64_t step, int64_t generation) {
   if (initial.empty()) {
     return absl::InvalidArgumentError("initialize: no variables");
   }
@@ -134,8 +134,11 @@ absl::StatusOr<std::unique_ptr<VariableStore>> VariableStore::Create(
     snapshot->weights.push_back(std::move(value));
   }
   snapshot->layout = layout;
+  snapshot->step = step;
+  snapshot->generation = generation;
   std::unique_ptr<VariableStore> store(
       new VariableStore(std::move(layout), std::make_shared<Pool>()));
+  store->generation_ = generation;
   store->current_ = store->Publish(std::move(snapshot));
   return store;
 }
@@ -215,7 +218,19 @@ void VariableStore::Update(int64_t step, const UpdateFn& update) {
   }
   update(in, out);
   next->step = step;
+  next->generation = generation_;
   current_ = Publish(std::move(next));
+}
+
+void VariableStore::SetGeneration(int64_t generation) {
+  generation_ = generation;
+  const int64_t step = current_->step;
+  Update(step, [this](absl::Span<const float* const> in,
+                      absl::Span<float* const> out) {
+    for (int i = 0; i < layout_->size(); ++i) {
+      std::memcpy(out[i], in[i], layout_->sizes[i] * sizeof(float));
+    }
+  });
 }
 
 std::shared_ptr<const WeightsSnapshot> VariableStore::Publish(

@@ -46,6 +46,8 @@ struct VariableLayout {
 // One version of a shard's weights. Immutable once published.
 struct WeightsSnapshot {
   int64_t step = 0;
+  // The cluster's generation the weights belong to (docs/RELIABILITY.md).
+  int64_t generation = 1;
   std::shared_ptr<const VariableLayout> layout;
   std::vector<Tensor> weights;  // in layout order
 };
@@ -59,10 +61,13 @@ absl::Status CheckFloatTensor(const TensorBytes& tensor,
 
 class VariableStore {
  public:
-  // A store holding `initial` at step 0. INVALID_ARGUMENT when a tensor fails
-  // CheckFloatTensor, a name is empty or repeated, or there is no tensor.
+  // A store holding `initial` at `step` (0 for the initial values, the
+  // saved step for a restored checkpoint). INVALID_ARGUMENT when a tensor
+  // fails CheckFloatTensor, a name is empty or repeated, or there is no
+  // tensor.
   static absl::StatusOr<std::unique_ptr<VariableStore>> Create(
-      absl::Span<const TensorBytes> initial);
+      absl::Span<const TensorBytes> initial, int64_t step = 0,
+      int64_t generation = 1);
 
   VariableStore(const VariableStore&) = delete;
   VariableStore& operator=(const VariableStore&) = delete;
@@ -89,6 +94,10 @@ class VariableStore {
                                       absl::Span<float* const> out)>;
   void Update(int64_t step, const UpdateFn& update);
 
+  // Tags the current weights and every later version with `generation`
+  // (publishes a copy of the current weights so tagged).
+  void SetGeneration(int64_t generation);
+
  private:
   class Pool;
   VariableStore(std::shared_ptr<const VariableLayout> layout,
@@ -98,6 +107,7 @@ class VariableStore {
 
   const std::shared_ptr<const VariableLayout> layout_;
   const std::shared_ptr<Pool> pool_;
+  int64_t generation_ = 1;
   std::shared_ptr<const WeightsSnapshot> current_;
 };
 

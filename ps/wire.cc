@@ -137,6 +137,22 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_shutting_down(s.shutting_down);
   out->set_run_dir(s.run_dir);
   out->set_workers_expired(s.workers_expired);
+  out->set_generation(s.generation);
+  out->set_awaiting_rollback(s.awaiting_rollback);
+  if (s.restored_label >= 0) out->set_restored_label(s.restored_label);
+  out->set_checkpoints_written(s.checkpoints_written);
+  out->set_checkpoint_failures(s.checkpoint_failures);
+  if (s.last_checkpoint_label >= 0) {
+    out->set_last_checkpoint_label(s.last_checkpoint_label);
+  }
+  out->set_last_checkpoint_error(s.last_checkpoint_error);
+  for (const RollbackRecord& r : s.rollbacks) {
+    wire::RollbackInfo* info = out->add_rollbacks();
+    info->set_generation(r.generation);
+    info->set_label(r.label);
+    info->set_from_step(r.from_step);
+    info->set_to_step(r.to_step);
+  }
 }
 
 ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
@@ -166,6 +182,18 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.shutting_down = r.shutting_down();
   s.run_dir = r.run_dir();
   s.workers_expired = r.workers_expired();
+  s.generation = r.generation();
+  s.awaiting_rollback = r.awaiting_rollback();
+  s.restored_label = r.has_restored_label() ? r.restored_label() : -1;
+  s.checkpoints_written = r.checkpoints_written();
+  s.checkpoint_failures = r.checkpoint_failures();
+  s.last_checkpoint_label =
+      r.has_last_checkpoint_label() ? r.last_checkpoint_label() : -1;
+  s.last_checkpoint_error = r.last_checkpoint_error();
+  for (const wire::RollbackInfo& info : r.rollbacks()) {
+    s.rollbacks.push_back({info.generation(), info.label(), info.from_step(),
+                           info.to_step()});
+  }
   return s;
 }
 

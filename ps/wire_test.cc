@@ -68,6 +68,32 @@ TEST_CASE("push replies and shard statuses round-trip") {
   CHECK(t.staleness_histogram == s.staleness_histogram);
   CHECK(t.live_workers == s.live_workers);
   CHECK(t.num_parameters == 100);
+  // Nothing restored or saved yet: -1, not 0 (step-0 is a checkpoint).
+  CHECK(t.restored_label == -1);
+  CHECK(t.last_checkpoint_label == -1);
+}
+
+TEST_CASE("checkpoint and rollback fields of a status round-trip") {
+  ShardStatus s;
+  s.generation = 3;
+  s.awaiting_rollback = true;
+  s.restored_label = 0;
+  s.checkpoints_written = 7;
+  s.checkpoint_failures = 1;
+  s.last_checkpoint_label = 40;
+  s.last_checkpoint_error = "disk full";
+  s.rollbacks = {{2, 20, 27, 20}, {3, 40, 44, 40}};
+  wire::StatusResponse sp;
+  ShardStatusToProto(s, &sp);
+  ShardStatus t = ShardStatusFromProto(sp);
+  CHECK(t.generation == 3);
+  CHECK(t.awaiting_rollback);
+  CHECK(t.restored_label == 0);
+  CHECK(t.checkpoints_written == 7);
+  CHECK(t.checkpoint_failures == 1);
+  CHECK(t.last_checkpoint_label == 40);
+  CHECK(t.last_checkpoint_error == "disk full");
+  CHECK(t.rollbacks == s.rollbacks);
 }
 
 }  // namespace

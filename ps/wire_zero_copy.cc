@@ -180,13 +180,14 @@ grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
 }
 
 absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
-                                int64_t* wait_micros,
-                                const TensorSink& sink) {
+                                int64_t* wait_micros, const TensorSink& sink,
+                                int64_t* generation) {
   grpc::ProtoBufferReader reader(buffer);
   CodedInputStream input(&reader);
   input.SetTotalBytesLimit(INT32_MAX);
   *step = 0;
   *wait_micros = 0;
+  int64_t generation_value = 0;
   while (uint32_t tag = input.ReadTag()) {
     const int field = static_cast<int>(tag >> 3);
     const uint32_t type = tag & 7;
@@ -198,6 +199,10 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
       uint64_t v;
       if (!input.ReadVarint64(&v)) return Malformed("wait_micros");
       *wait_micros = static_cast<int64_t>(v);
+    } else if (field == 4 && type == kVarint) {  // generation
+      uint64_t v;
+      if (!input.ReadVarint64(&v)) return Malformed("generation");
+      generation_value = static_cast<int64_t>(v);
     } else if (field == 2 && type == kLengthDelimited) {  // variables
       const int length = ReadLength(&input);
       if (length < 0) return Malformed("tensor length");
@@ -213,6 +218,7 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
     }
   }
   if (!input.ConsumedEntireMessage()) return Malformed("trailing bytes");
+  if (generation != nullptr) *generation = generation_value;
   return absl::OkStatus();
 }
 

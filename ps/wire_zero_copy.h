@@ -48,11 +48,12 @@ using TensorSink = std::function<absl::StatusOr<char*>(
     const TensorBytes& tensor, size_t bytes)>;
 
 // Decodes a PullResponse: its step into *step, its wait_micros into
-// *wait_micros and each tensor through `sink`. DATA_LOSS for bytes that are no valid PullResponse; the sink's
-// errors as they are.
+// *wait_micros, its generation into *generation (when not null) and each
+// tensor through `sink`. DATA_LOSS for bytes that are no valid
+// PullResponse; the sink's errors as they are.
 absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
-                                int64_t* wait_micros,
-                                const TensorSink& sink);
+                                int64_t* wait_micros, const TensorSink& sink,
+                                int64_t* generation = nullptr);
 
 }  // namespace ps
 }  // namespace psgd

@@ -7,21 +7,14 @@
 #   N=M=2: steps complete with the one live worker; the run reaches its
 #          last step with fewer gradients per step.
 # Every surviving process exits 0, and the summary counts the expired worker.
+# Then a killed worker is started again (same task, a new process): it joins
+# again at the current step and trains (its data starts over), and the run
+# reaches its last step.
 source "$(dirname "$0")/cluster_test_lib.sh"
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-
-# wait_exit PID SECONDS: the exit status, or fails after SECONDS.
-wait_exit() {
-  local pid=$1 deadline=$((SECONDS + $2))
-  while kill -0 "$pid" 2>/dev/null; do
-    [ $SECONDS -lt $deadline ] || fail "process $pid still running after $2 s (hang)"
-    sleep 0.2
-  done
-  wait "$pid"
-}
 
 run_case() {
   local name=$1 workers=$2 n=$3 victim=$4 steps=$5
@@ -68,6 +61,62 @@ run_case() {
   [ "$expired" = 1 ] || fail "$name: $expired workers expired, expected 1"
 }
 
+# restart_case NAME N: 3 workers, N of them per step; worker:2 killed after
+# 5 steps and started again at once.
+restart_case() {
+  local name=$1 n=$2 steps=2000
+  local cfg=$TMP/$name.pbtxt run=$TMP/runs/$name
+  write_config "$cfg" "$name" SYNC 2 3 "$n" "$steps" 3
+  echo 'model { name: "cifar10_linear" }' >> "$cfg"
+  mkdir -p "$run"
+  echo "=== $name: kill worker:2 and start it again (N=$n of 3)"
+  pids=()
+  local ps=() ws=()
+  for i in 0 1; do
+    "$PS_SERVER" --config="$cfg" --task=ps:$i --run_dir="$run" >"$run/ps$i.log" 2>&1 &
+    ps+=($!); pids+=($!)
+  done
+  for j in 0 1 2; do
+    "$WORKER" --config="$cfg" --task=worker:$j --run_dir="$run" >"$run/w$j.log" 2>&1 &
+    ws+=($!); pids+=($!)
+  done
+  await_steps "$run/worker-2.jsonl" 5 300 "${ws[2]}"
+  kill -9 "${ws[2]}"
+  wait "${ws[2]}" 2>/dev/null || true
+  local killed_at
+  killed_at=$(last_step "$run/worker-2.jsonl")
+  "$WORKER" --config="$cfg" --task=worker:2 --run_dir="$run" >"$run/w2.restart.log" 2>&1 &
+  ws[2]=$!; pids+=($!)
+  echo "$name: killed worker:2 at step $killed_at and started it again"
+
+  for j in 0 1 2; do
+    wait_exit "${ws[j]}" 300 || { cat "$run"/w$j*.log; fail "$name: worker:$j exited $?"; }
+  done
+  for i in 0 1; do
+    wait_exit "${ps[i]}" 60 || { cat "$run/ps$i.log"; fail "$name: ps:$i exited $?"; }
+  done
+  # The restarted process's lines follow the killed one's: local steps from 1,
+  # global steps from where the cluster was.
+  "$PY" - "$run/worker-2.jsonl" "$killed_at" <<'PYEOF' || fail "$name: the restarted worker did not train on"
+import json, sys
+lines = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "train"]
+starts = [i for i, r in enumerate(lines) if r["local_step"] == 1]
+assert len(starts) == 2, f"{len(starts)} runs of worker:2 in its metrics"
+again = lines[starts[1]:]
+print(f"restarted worker:2 trained {len(again)} steps, from step {again[0]['step']}")
+assert len(again) >= 3, "it trained fewer than 3 steps"
+assert again[0]["step"] >= int(sys.argv[2]), "it did not start at the current step"
+PYEOF
+  local step
+  step=$(json_field "$run/summary.json" final_global_step)
+  echo "$name: final step $step"
+  [ "$step" -ge "$steps" ] || fail "$name: final step $step < $steps"
+  [ "$(json_field "$run/worker-2.summary.json" local_steps)" -ge 3 ] ||
+    fail "$name: the restarted worker's summary has fewer than 3 steps"
+}
+
 run_case backup-2of3 3 2 2 40
 run_case nobackup-2of2 2 2 1 40
+restart_case restart-2of3 2
+restart_case restart-3of3 3
 echo "PASS"

@@ -43,6 +43,38 @@ write_config() {
   } > "$file"
 }
 
+# wait_exit PID SECONDS: the process's exit status, or fails after SECONDS.
+wait_exit() {
+  local pid=$1 deadline=$((SECONDS + $2))
+  while kill -0 "$pid" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || fail "process $pid still running after $2 s (hang)"
+    sleep 0.2
+  done
+  wait "$pid"
+}
+
+# train_lines FILE: the number of "train" lines of a worker's metrics.
+train_lines() {
+  [ -f "$1" ] || { echo 0; return; }
+  grep -c '"kind":"train"' "$1" || true
+}
+
+# last_step FILE: the step of the last "train" line of a worker's metrics.
+last_step() {
+  grep '"kind":"train"' "$1" | tail -1 | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["step"])'
+}
+
+# await_steps FILE N SECONDS PID: waits until FILE has N train lines, while
+# PID lives; fails after SECONDS.
+await_steps() {
+  local file=$1 n=$2 deadline=$((SECONDS + $3)) pid=$4
+  until [ "$(train_lines "$file")" -ge "$n" ]; do
+    [ $SECONDS -lt $deadline ] || fail "$file: fewer than $n steps after $3 s"
+    kill -0 "$pid" 2>/dev/null || fail "process $pid ended before $file had $n steps"
+    sleep 0.1
+  done
+}
+
 # mean_loss FILE FIRST|LAST N: the mean loss of the first or last N train lines.
 mean_loss() {
   "$PY" - "$@" <<'PYEOF'

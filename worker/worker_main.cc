@@ -30,6 +30,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/backend/factory.h"
 #include "worker/cluster/cluster_worker.h"
+#include "worker/cluster/resync.h"
 #include "worker/cluster/server_wait.h"
 #include "worker/cluster/worker_config.h"
 #include "worker/data/batcher.h"
@@ -91,7 +92,8 @@ JsonObject WorkerSummary(const std::string& task,
       .Set("seconds", r.seconds)
       .Set("images_per_s", r.images_per_s)
       .Set("end_reason", r.end_reason)
-      .Set("unaligned_steps", r.unaligned_steps);
+      .Set("unaligned_steps", r.unaligned_steps)
+      .Set("recoveries", r.recoveries);
   for (const auto& [outcome, count] : r.outcomes) {
     s.Set(absl::StrCat("pushes_", outcome), count);
   }
@@ -135,6 +137,12 @@ JsonObject RunSummary(const ClusterConfig& config,
     expired = std::max(expired, st.workers_expired);
   }
   s.Set("server_workers_expired", expired);
+  // Parameter-server restarts survived and what they cost
+  // (docs/RELIABILITY.md).
+  const RollbackSummary rollbacks = SummarizeRollbacks(r.server_status);
+  s.Set("ps_rollbacks", rollbacks.rollbacks)
+      .Set("steps_redone", rollbacks.steps_redone)
+      .Set("max_steps_redone", rollbacks.max_steps_redone);
   s.Set("server_aggregated", total.aggregated)
       .Set("server_applied", total.applied)
       .Set("server_dropped_stale", total.dropped_stale)
@@ -195,8 +203,9 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
   ASSIGN_OR_RETURN(run_dir, CreateRunDir(run_dir, "", "", absl::Now()));
   const std::string prefix =
       absl::StrCat(run_dir, "/worker-", task_id.index);
+  // A restarted worker adds to the lines of the one before.
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics,
-                   MetricsWriter::Open(prefix + ".jsonl"));
+                   MetricsWriter::Open(prefix + ".jsonl", /*append=*/true));
   if (w.loop.chief) {
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
     RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/config.pbtxt", text));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "worker/cluster/resync.h"
 #include "worker/models/initialize.h"
 #include "worker/train/evaluate.h"
 
@@ -68,6 +69,27 @@ bool IsTooStale(const absl::Status& s) {
 bool IsNotLive(const absl::Status& s) {
   return absl::IsFailedPrecondition(s) &&
          s.message().find("not a live member") != absl::string_view::npos;
+}
+
+// A push sent again after its reply was lost: the shards that had it refuse
+// the copy (a worker pushes once per step), so it counts once.
+bool IsDuplicatePush(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) &&
+         s.message().find("already pushed for step") != absl::string_view::npos;
+}
+
+// A failure the worker waits out (Recover): a server unreachable (killed,
+// restarting, cut off) or the cluster rolling back to a checkpoint. A
+// deadline counts too for calls that do not wait for a step.
+bool IsTransient(const absl::Status& s, bool deadline_too) {
+  return absl::IsUnavailable(s) || absl::IsAborted(s) ||
+         (deadline_too && absl::IsDeadlineExceeded(s));
+}
+
+ps::ModelVersion AnyStepOf(int num_shards, int64_t generation) {
+  ps::ModelVersion v = ps::ModelVersion::AtLeast(num_shards, 0);
+  v.generation = generation;
+  return v;
 }
 
 }  // namespace
@@ -150,7 +172,11 @@ absl::Status ClusterWorker::FinishAsChief() {
   // sees their last updates.
   const absl::Time deadline = absl::Now() + options_.finish_timeout;
   for (;;) {
-    ASSIGN_OR_RETURN(std::vector<ps::ShardStatus> status, client_->Status());
+    std::vector<ps::ShardStatus> status;
+    RETURN_IF_ERROR(Retrying([&]() -> absl::Status {
+      ASSIGN_OR_RETURN(status, client_->Status());
+      return absl::OkStatus();
+    }));
     std::vector<int> live;
     for (const ps::ShardStatus& s : status) {
       live.insert(live.end(), s.live_workers.begin(), s.live_workers.end());
@@ -170,16 +196,29 @@ absl::Status ClusterWorker::FinishAsChief() {
   }
 
   // The final weights, without waiting for a step.
-  std::vector<ps::NamedTensorView> out = MutableViews(&weights_);
-  ASSIGN_OR_RETURN(
-      ps::ModelVersion latest,
-      client_->Pull(ps::ModelVersion::AtLeast(client_->num_shards(), 0),
-                    absl::Now() + options_.step_timeout, out));
+  ASSIGN_OR_RETURN(ps::ModelVersion latest,
+                   PullSynced(AnyStepOf(client_->num_shards(), 0),
+                              options_.step_timeout, /*line_up=*/false));
   result_.final_global_step = GlobalStep(latest);
   RETURN_IF_ERROR(Evaluate(result_.final_global_step, /*final=*/true));
-  ASSIGN_OR_RETURN(result_.server_status, client_->Status());
-  return client_->Shutdown(absl::StrCat("training finished at step ",
-                                        result_.final_global_step));
+  if (options_.final_checkpoint) {
+    // One label for every shard, also when their steps differ (async).
+    const int64_t label = NewestStep(latest);
+    absl::Status saved = Retrying(
+        [&]() { return client_->RequestCheckpoint(label, /*now=*/true); });
+    if (!saved.ok()) {
+      spdlog::warn("the final checkpoint step-{} failed: {}", label,
+                   saved.ToString());
+    }
+  }
+  RETURN_IF_ERROR(Retrying([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(result_.server_status, client_->Status());
+    return absl::OkStatus();
+  }));
+  return Retrying([&]() {
+    return client_->Shutdown(absl::StrCat("training finished at step ",
+                                          result_.final_global_step));
+  });
 }
 
 absl::StatusOr<ps::ModelVersion> ClusterWorker::LineUp(
@@ -193,9 +232,11 @@ absl::StatusOr<ps::ModelVersion> ClusterWorker::LineUp(
   const absl::Duration patience =
       std::min(options_.step_timeout, absl::Seconds(2));
   std::vector<ps::NamedTensorView> out = MutableViews(&weights_);
-  absl::StatusOr<ps::ModelVersion> lined = client_->Pull(
-      ps::ModelVersion::AtLeast(client_->num_shards(), NewestStep(version)),
-      absl::Now() + patience, out);
+  ps::ModelVersion newest =
+      ps::ModelVersion::AtLeast(client_->num_shards(), NewestStep(version));
+  newest.generation = version.generation;
+  absl::StatusOr<ps::ModelVersion> lined =
+      client_->Pull(newest, absl::Now() + patience, out);
   if (lined.ok() || !absl::IsDeadlineExceeded(lined.status())) {
     if (lined.ok()) lined->server_wait += version.server_wait;
     return lined;
@@ -205,8 +246,107 @@ absl::StatusOr<ps::ModelVersion> ClusterWorker::LineUp(
   // The failed pull may have written some shards' weights: read them all
   // again, without waiting, so that weights and version agree.
   ++result_.unaligned_steps;
-  return client_->Pull(ps::ModelVersion::AtLeast(client_->num_shards(), 0),
+  return client_->Pull(AnyStepOf(client_->num_shards(), version.generation),
                        absl::Now() + options_.step_timeout, out);
+}
+
+absl::StatusOr<int64_t> ClusterWorker::Recover(const absl::Status& cause) {
+  ++result_.recoveries;
+  spdlog::warn("worker {}: {}; re-syncing with the servers",
+               options_.worker_id, cause.ToString());
+  const absl::Time deadline = absl::Now() + options_.ps_unavailable_timeout;
+  absl::Duration backoff = absl::Milliseconds(50);
+  absl::Status last = cause;
+  for (;;) {
+    absl::StatusOr<std::vector<ps::ShardStatus>> status = client_->Status();
+    if (!status.ok()) {
+      last = status.status();
+    } else {
+      const ResyncDecision d = DecideResync(*status);
+      switch (d.kind) {
+        case ResyncDecision::Kind::kShutDown:
+          return absl::CancelledError(d.why);
+        case ResyncDecision::Kind::kInSync:
+          // The servers may have lost this worker (a restarted shard, an
+          // expired lease): join again (a no-op when live).
+          last = client_->Join();
+          if (last.ok()) {
+            spdlog::info("worker {}: in step with the servers again "
+                         "(generation {})",
+                         options_.worker_id, d.generation);
+            return d.generation;
+          }
+          break;
+        case ResyncDecision::Kind::kRollback:
+          spdlog::warn("worker {}: {}: rolling the cluster back to "
+                       "checkpoint step-{} (generation {})",
+                       options_.worker_id, d.why, d.label, d.generation);
+          last = client_->Rollback(d.label, d.generation);
+          if (last.ok()) continue;  // and look again at once
+          break;
+        case ResyncDecision::Kind::kWait:
+          last = absl::UnavailableError(d.why);
+          break;
+      }
+    }
+    if (!IsTransient(last, /*deadline_too=*/true)) return last;
+    if (absl::Now() + backoff > deadline) {
+      return Annotate(
+          last, absl::StrCat("the parameter servers did not come back within ",
+                             absl::FormatDuration(options_.ps_unavailable_timeout),
+                             " (ps_unavailable_timeout): "));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+absl::Status ClusterWorker::Retrying(const std::function<absl::Status()>& call) {
+  for (;;) {
+    absl::Status s = call();
+    if (s.ok() || !IsTransient(s, /*deadline_too=*/true)) return s;
+    RETURN_IF_ERROR(Recover(s).status());
+  }
+}
+
+absl::StatusOr<ps::ModelVersion> ClusterWorker::PullSynced(
+    ps::ModelVersion wanted, absl::Duration timeout, bool line_up) {
+  std::vector<ps::NamedTensorView> out = MutableViews(&weights_);
+  for (;;) {
+    absl::StatusOr<ps::ModelVersion> pulled =
+        client_->Pull(wanted, absl::Now() + timeout, out);
+    if (pulled.ok() && line_up) pulled = LineUp(*std::move(pulled));
+    if (pulled.ok() || absl::IsCancelled(pulled.status())) return pulled;
+    absl::Status failure = pulled.status();
+    if (absl::IsDeadlineExceeded(failure)) {
+      // The step did not come: because a server is unreachable, or really?
+      absl::Status reachable = client_->Status().status();
+      if (!IsTransient(reachable, /*deadline_too=*/true)) return failure;
+      failure = reachable;
+    } else if (!IsTransient(failure, /*deadline_too=*/false)) {
+      return failure;
+    }
+    ASSIGN_OR_RETURN(const int64_t generation, Recover(failure));
+    if (generation != wanted.generation) {
+      // The cluster rolled back: the weights of the new generation, now.
+      wanted = AnyStepOf(client_->num_shards(), generation);
+    }
+  }
+}
+
+void ClusterWorker::MaybeRequestCheckpoint(const ps::ModelVersion& version) {
+  if (!options_.chief || options_.checkpoint_every <= absl::ZeroDuration() ||
+      absl::Now() < next_checkpoint_) {
+    return;
+  }
+  next_checkpoint_ = absl::Now() + options_.checkpoint_every;
+  // Every shard saves at its first step >= label: the same step in sync
+  // mode, where the shards move in lockstep.
+  const int64_t label = NewestStep(version) + 1;
+  absl::Status s = client_->RequestCheckpoint(label, /*now=*/false);
+  if (!s.ok()) {
+    spdlog::warn("asking for checkpoint step-{}: {}", label, s.ToString());
+  }
 }
 
 absl::Status ClusterWorker::AwaitOtherWorkers() {
@@ -214,7 +354,11 @@ absl::Status ClusterWorker::AwaitOtherWorkers() {
   // that pushed before the others joined would complete steps alone.
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   for (;;) {
-    ASSIGN_OR_RETURN(std::vector<ps::ShardStatus> status, client_->Status());
+    std::vector<ps::ShardStatus> status;
+    RETURN_IF_ERROR(Retrying([&]() -> absl::Status {
+      ASSIGN_OR_RETURN(status, client_->Status());
+      return absl::OkStatus();
+    }));
     size_t joined = status[0].live_workers.size();
     int64_t step = status[0].step;
     for (const ps::ShardStatus& s : status) {
@@ -237,20 +381,24 @@ absl::Status ClusterWorker::AwaitOtherWorkers() {
 absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
   RETURN_IF_ERROR(ValidateClusterWorkerOptions(options_));
   start_ = absl::Now();
+  if (options_.checkpoint_every > absl::ZeroDuration()) {
+    next_checkpoint_ = start_ + options_.checkpoint_every;
+  }
   weights_ = InitialValues(model_->variables(), options_.seed);
   if (options_.chief) {
-    RETURN_IF_ERROR(client_->Initialize(ConstViews(weights_)));
+    // Shards that restored a checkpoint keep it (already_initialized).
+    RETURN_IF_ERROR(
+        Retrying([&]() { return client_->Initialize(ConstViews(weights_)); }));
     spdlog::info("initialised {} variables on {} shard(s)",
                  model_->variables().size(), client_->num_shards());
   }
-  RETURN_IF_ERROR(client_->Join());
+  RETURN_IF_ERROR(Retrying([&]() { return client_->Join(); }));
 
-  std::vector<ps::NamedTensorView> pull_out = MutableViews(&weights_);
   NamedTensors gradients;
   // The first pull also waits for the chief's initialisation.
-  absl::StatusOr<ps::ModelVersion> pulled = client_->Pull(
-      ps::ModelVersion::AtLeast(client_->num_shards(), 0),
-      absl::Now() + options_.start_timeout, pull_out);
+  absl::StatusOr<ps::ModelVersion> pulled =
+      PullSynced(AnyStepOf(client_->num_shards(), 0), options_.start_timeout,
+                 /*line_up=*/false);
   if (!pulled.ok()) {
     return Annotate(pulled.status(),
                     "waiting for the servers to be initialised: ");
@@ -276,6 +424,7 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
           " is spent");
       break;
     }
+    MaybeRequestCheckpoint(version);
     if (options_.chief && options_.eval_every > 0 &&
         global_step >= next_eval) {
       RETURN_IF_ERROR(Evaluate(global_step, /*final=*/false));
@@ -299,17 +448,34 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     StepRecord rec;
     absl::StatusOr<ps::PushResult> pushed =
         client_->Push(version, ConstViews(gradients));
-    if (pushed.ok()) {
+    int64_t generation = version.generation;
+    while (!pushed.ok() && IsTransient(pushed.status(), /*deadline_too=*/true)) {
+      absl::StatusOr<int64_t> recovered = Recover(pushed.status());
+      if (!recovered.ok()) {
+        pushed = recovered.status();
+        break;
+      }
+      generation = *recovered;
+      if (generation != version.generation) break;  // rolled back
+      // The same gradient again: shards that had it refuse the copy.
+      pushed = client_->Push(version, ConstViews(gradients));
+    }
+    const bool rolled_back = generation != version.generation;
+    if (rolled_back) {
+      rec.outcome = "rolled_back";  // computed from weights now undone
+    } else if (pushed.ok()) {
       rec.outcome = OutcomeOf(*pushed, &rec.staleness);
     } else if (IsTooStale(pushed.status())) {
       rec.outcome = "refused_too_stale";
+    } else if (IsDuplicatePush(pushed.status())) {
+      rec.outcome = "duplicate";
     } else if (IsNotLive(pushed.status())) {
       // Join again at the current step; this gradient is lost (another
       // shard may have taken it: the shards judge each push on their own).
       spdlog::warn("worker {} was out of the live set ({}); joining again",
                    options_.worker_id,
                    std::string(pushed.status().message()));
-      RETURN_IF_ERROR(client_->Join());
+      RETURN_IF_ERROR(Retrying([&]() { return client_->Join(); }));
       rec.outcome = "rejoined";
     } else if (absl::IsCancelled(pushed.status())) {
       result_.end_reason = "the servers shut down (training is over)";
@@ -323,13 +489,12 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     // it (its own gradient counts towards that step, so this never waits
     // for a step it could not help complete), then line the shards up.
     // Async: any newer weights, without waiting.
-    const bool wait_for_step = options_.sync && rec.outcome != "rejoined";
+    const bool wait_for_step =
+        options_.sync && rec.outcome != "rejoined" && !rolled_back;
     const ps::ModelVersion wanted =
         wait_for_step ? version.Next()
-                      : ps::ModelVersion::AtLeast(client_->num_shards(), 0);
-    pulled = client_->Pull(wanted, absl::Now() + options_.step_timeout,
-                           pull_out);
-    if (pulled.ok() && wait_for_step) pulled = LineUp(*std::move(pulled));
+                      : AnyStepOf(client_->num_shards(), generation);
+    pulled = PullSynced(wanted, options_.step_timeout, wait_for_step);
     if (absl::IsCancelled(pulled.status())) {
       result_.end_reason = "the servers shut down (training is over)";
       break;
@@ -383,7 +548,7 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
   spdlog::info("worker {} stops after {} steps: {}", options_.worker_id,
                result_.local_steps, result_.end_reason);
   // Leave before anything else, so that no sync step waits for this worker.
-  absl::Status left = client_->Leave();
+  absl::Status left = Retrying([&]() { return client_->Leave(); });
   const bool servers_gone = absl::IsCancelled(left);
   if (!left.ok() && !servers_gone) return left;
   if (options_.chief && !servers_gone) RETURN_IF_ERROR(FinishAsChief());

@@ -18,6 +18,17 @@
 // shut down because the chief finished. It always leaves the servers' live
 // set first, so a sync step never waits for it.
 //
+// Failures (docs/RELIABILITY.md): when a call fails because a server is
+// unavailable (UNAVAILABLE, or a push past its deadline) or the cluster is
+// rolling back (ABORTED), the worker re-syncs (Recover): it asks every shard
+// for its status, retrying with backoff (50 ms doubling to 2 s) for up to
+// ps_unavailable_timeout; when a restarted shard restored a checkpoint it
+// rolls the whole cluster back to it (Rollback, the same request from every
+// worker); then it joins again and goes on from the shards' weights. A push
+// whose reply was lost is sent again (the shards that had it refuse the
+// copy: outcome "duplicate"); a gradient computed before a rollback is
+// dropped (outcome "rolled_back").
+//
 // Thread-safety: Run() uses the calling thread (plus the batcher's and the
 // backend's own threads) and is called once.
 #ifndef PSGD_WORKER_CLUSTER_CLUSTER_WORKER_H_
@@ -64,6 +75,14 @@ struct ClusterWorkerOptions {
   // Chief: how long to wait for the other workers to leave before shutting
   // the servers down anyway.
   absl::Duration finish_timeout = absl::Minutes(5);
+  // How long to keep retrying while a server is unavailable before giving
+  // up with its error (zero: give up at once).
+  absl::Duration ps_unavailable_timeout = absl::Minutes(5);
+  // Chief: ask every shard for a checkpoint this often, at a step just
+  // ahead of the newest (zero: never); and a final one before shutting the
+  // servers down (when they have a checkpoint directory).
+  absl::Duration checkpoint_every = absl::ZeroDuration();
+  bool final_checkpoint = false;
 };
 
 // INVALID_ARGUMENT naming the first bad field.
@@ -90,8 +109,10 @@ struct StepRecord {
   // or async), "aggregated" (it joined the step's aggregate),
   // "dropped_stale", "dropped_surplus", "dropped" (stale on some shards,
   // surplus on others), "partly_dropped" (taken by some shards, dropped by
-  // others), "refused_too_stale" (async bound), or "rejoined" (the servers
-  // had taken the worker out of the live set; it joined again).
+  // others), "refused_too_stale" (async bound), "rejoined" (the servers
+  // had taken the worker out of the live set; it joined again), "duplicate"
+  // (sent again after a failure, and the shards already had it) or
+  // "rolled_back" (the cluster went back to a checkpoint before it landed).
   std::string outcome;
 };
 
@@ -114,6 +135,8 @@ struct ClusterWorkerResult {
   std::map<std::string, int64_t> outcomes;  // StepRecord::outcome -> count
   // Sync: steps computed from shards at different steps (LineUp gave up).
   int64_t unaligned_steps = 0;
+  // Times the worker re-synced after a failure (Recover).
+  int64_t recoveries = 0;
   std::vector<EvalRecord> evals;             // chief
   // Chief: what the servers said at the end (one per shard).
   std::vector<ps::ShardStatus> server_status;
@@ -134,8 +157,9 @@ class ClusterWorker {
 
   // Trains until one of the endings above. Errors: the client's (e.g.
   // DEADLINE_EXCEEDED when a step does not come within step_timeout,
-  // UNAVAILABLE when a server is gone, FAILED_PRECONDITION for a server of
-  // another cluster), the model's, the batcher's, the callbacks'.
+  // UNAVAILABLE when a server stays unreachable for ps_unavailable_timeout,
+  // FAILED_PRECONDITION for a server of another cluster), the model's, the
+  // batcher's, the callbacks'.
   absl::StatusOr<ClusterWorkerResult> Run();
 
  private:
@@ -149,6 +173,25 @@ class ClusterWorker {
   absl::Status Evaluate(int64_t global_step, bool final);
   absl::Status FinishAsChief();
 
+  // After `cause` (a transient failure): waits until every shard answers
+  // and they agree on one generation, rolling the cluster back when a
+  // restarted shard restored a checkpoint, and joins again. Returns the
+  // generation. CANCELLED when the servers shut down; the last failure when
+  // ps_unavailable_timeout passes; the Rollback's error when a checkpoint
+  // cannot be loaded.
+  absl::StatusOr<int64_t> Recover(const absl::Status& cause);
+  // Pull(wanted) that recovers from transient failures: after a recovery it
+  // pulls again, from the new generation without waiting when the cluster
+  // rolled back. With `line_up` (sync), LineUp follows a pull that waited.
+  absl::StatusOr<ps::ModelVersion> PullSynced(ps::ModelVersion wanted,
+                                              absl::Duration timeout,
+                                              bool line_up);
+  // call() until it succeeds or fails with anything but a transient error,
+  // recovering in between.
+  absl::Status Retrying(const std::function<absl::Status()>& call);
+  // Chief: every checkpoint_every, asks the shards for a checkpoint.
+  void MaybeRequestCheckpoint(const ps::ModelVersion& version);
+
   ps::PsClient* const client_;  // Not owned.
   Model* const model_;          // Not owned.
   Batcher* const train_;        // Not owned.
@@ -158,6 +201,7 @@ class ClusterWorker {
 
   NamedTensors weights_;
   absl::Time start_;
+  absl::Time next_checkpoint_ = absl::InfiniteFuture();
   ClusterWorkerResult result_;
 };
 

@@ -4,143 +4,18 @@
 // sockets, so it runs under ThreadSanitizer.
 #include "worker/cluster/cluster_worker.h"
 
-#include <memory>
-#include <mutex>
-#include <numeric>
-#include <thread>
-#include <vector>
-
 #include <catch2/catch.hpp>
 
-#include "ps/in_process_client.h"
-#include "ps/placement.h"
-#include "ps/shard.h"
-#include "worker/backend/factory.h"
-#include "worker/data/dataset.h"
-#include "worker/models/registry.h"
+#include "worker/cluster/cluster_test_util.h"
 
 namespace psgd {
 namespace {
 
-constexpr char kModel[] = "cifar10_tutorial";
-constexpr char kCluster[] = "test";
-
-struct ClusterSetup {
-  bool sync = true;
-  int shards = 2;
-  int workers = 3;
-  int replicas_to_aggregate = 3;
-  int64_t max_steps = 12;
-  // Worker index whose data ends after one epoch (-1: none).
-  int short_lived_worker = -1;
-};
-
-struct WorkerRun {
-  absl::StatusOr<ClusterWorkerResult> result =
-      absl::UnknownError("did not run");
-  std::vector<StepRecord> steps;
-  std::vector<EvalRecord> evals;
-};
-
-struct ClusterRun {
-  std::vector<WorkerRun> workers;
-  std::vector<ps::ShardStatus> final_status;
-};
-
-ClusterRun RunCluster(const ClusterSetup& setup) {
-  absl::StatusOr<std::vector<VariableSpec>> variables = ModelVariables(kModel);
-  REQUIRE(variables.ok());
-  std::vector<std::unique_ptr<ps::ParameterShard>> shards;
-  std::vector<ps::ParameterShard*> shard_ptrs;
-  for (int i = 0; i < setup.shards; ++i) {
-    ps::ServerOptions o;
-    o.shard_index = i;
-    o.num_shards = setup.shards;
-    o.cluster_name = kCluster;
-    o.mode = setup.sync ? ps::Mode::kSync : ps::Mode::kAsync;
-    o.replicas_to_aggregate = setup.sync ? setup.replicas_to_aggregate : 1;
-    o.total_num_replicas = setup.workers;
-    auto shard = ps::ParameterShard::Create(o);
-    REQUIRE(shard.ok());
-    shard_ptrs.push_back(shard->get());
-    shards.push_back(*std::move(shard));
-  }
-  absl::StatusOr<ps::Placement> placement = ps::PlaceVariables(
-      *variables, setup.shards, ps::ServerOptions().split_threshold_bytes);
-  REQUIRE(placement.ok());
-
-  DataOptions data_options;
-  data_options.name = "synthetic";
-  data_options.synthetic_train = 600;
-  data_options.synthetic_test = 100;
-  absl::StatusOr<Dataset> data = OpenDataset(data_options);
-  REQUIRE(data.ok());
-
-  ClusterRun run;
-  run.workers.resize(setup.workers);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < setup.workers; ++w) {
-    threads.emplace_back([&, w] {
-      WorkerRun& out = run.workers[w];
-      // Everything a worker owns lives on its thread; failures are
-      // reported through `out.result` (Catch2 is not thread-safe).
-      auto client = ps::InProcessPsClient::Create(shard_ptrs, *placement,
-                                                  kCluster, w);
-      BackendOptions bo;
-      bo.threads = 1;
-      auto backend = CreateBackend("cpu", bo);
-      if (!client.ok() || !backend.ok()) {
-        out.result = !client.ok() ? client.status() : backend.status();
-        return;
-      }
-      auto model = CreateModel(kModel, backend->get());
-      BatcherOptions batches;
-      batches.batch_size = 8;
-      batches.epochs = w == setup.short_lived_worker ? 1 : 0;
-      batches.seed = 7;
-      batches.worker_index = w;
-      batches.num_workers = setup.workers;
-      auto batcher = Batcher::Create(&data->train, batches);
-      if (!model.ok() || !batcher.ok()) {
-        out.result = !model.ok() ? model.status() : batcher.status();
-        return;
-      }
-      ClusterWorkerOptions o;
-      o.worker_id = w;
-      o.chief = w == 0;
-      o.sync = setup.sync;
-      o.max_steps = setup.max_steps;
-      o.eval_every = 5;
-      o.eval_batch = 50;
-      o.log_every = 0;
-      o.start_timeout = absl::Seconds(120);
-      o.step_timeout = absl::Seconds(120);
-      o.finish_timeout = absl::Seconds(120);
-      ClusterWorkerCallbacks callbacks;
-      callbacks.on_step = [&out](const StepRecord& r) {
-        out.steps.push_back(r);
-        return absl::OkStatus();
-      };
-      callbacks.on_eval = [&out](const EvalRecord& e) {
-        out.evals.push_back(e);
-        return absl::OkStatus();
-      };
-      ClusterWorker worker(client->get(), model->get(), batcher->get(),
-                           w == 0 ? &data->test : nullptr, o, callbacks);
-      out.result = worker.Run();
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (auto& s : shards) run.final_status.push_back(s->Status());
-  return run;
-}
-
-double MeanLoss(const std::vector<StepRecord>& steps, size_t from,
-                size_t to) {
-  double sum = 0.0;
-  for (size_t i = from; i < to; ++i) sum += steps[i].loss;
-  return sum / (to - from);
-}
+using testing::ClusterRun;
+using testing::ClusterSetup;
+using testing::MeanLoss;
+using testing::RunCluster;
+using testing::WorkerRun;
 
 void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
   for (int w = 0; w < setup.workers; ++w) {

@@ -48,6 +48,12 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.loop.eval_every = training.eval_every();
   w.loop.eval_examples = training.eval_examples();
   w.loop.seed = training.seed();
+  w.loop.ps_unavailable_timeout =
+      absl::Seconds(config.ps_unavailable_timeout_seconds());
+  if (config.has_checkpoint()) {
+    w.loop.checkpoint_every = absl::Seconds(config.checkpoint().every_seconds());
+    w.loop.final_checkpoint = true;
+  }
 
   for (const config::PsTask& ps : config.ps()) {
     w.client.addresses.push_back(ps.address());

@@ -40,6 +40,9 @@ TEST_CASE("a worker task's settings come from the config") {
   CHECK(w->loop.max_time == absl::Seconds(90));
   CHECK(w->loop.eval_every == 50);
   CHECK(w->loop.eval_examples == 500);
+  CHECK(w->loop.ps_unavailable_timeout == absl::Minutes(5));
+  CHECK(w->loop.checkpoint_every == absl::ZeroDuration());
+  CHECK_FALSE(w->loop.final_checkpoint);
   CHECK(w->client.addresses ==
         std::vector<std::string>{"127.0.0.1:1", "127.0.0.1:2"});
   CHECK(w->client.cluster == "w");
@@ -61,6 +64,8 @@ TEST_CASE("a step budget makes the data repeat") {
     worker { address: "127.0.0.1:3" }
     training { steps: 100 }
     data { source: SYNTHETIC }
+    checkpoint { dir: "c" every_seconds: 30 }
+    ps_unavailable_timeout_seconds: 20
   )",
                                                        "w.pbtxt");
   REQUIRE(c.ok());
@@ -69,6 +74,9 @@ TEST_CASE("a step budget makes the data repeat") {
   CHECK(w->batches.epochs == 0);
   CHECK(w->loop.max_steps == 100);
   CHECK(w->data.name == "synthetic");
+  CHECK(w->loop.ps_unavailable_timeout == absl::Seconds(20));
+  CHECK(w->loop.checkpoint_every == absl::Seconds(30));
+  CHECK(w->loop.final_checkpoint);
 }
 
 }  // namespace

@@ -82,7 +82,8 @@ Tensor Images(int64_t n, uint64_t seed) {
 }
 
 TEST_CASE("the model has the shared variable list and is found by name") {
-  CHECK(ModelNames() == std::vector<std::string>{"cifar10_tutorial"});
+  CHECK(ModelNames() ==
+        std::vector<std::string>{"cifar10_tutorial", "cifar10_linear"});
   const auto specs = Unwrap(ModelVariables("cifar10_tutorial"));
   CHECK(TotalParameters(specs) == 1068298);
   Fixture f;

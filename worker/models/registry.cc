@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/models/cifar10_linear.h"
 #include "worker/models/cifar10_tutorial.h"
 
 namespace psgd {
@@ -15,6 +16,7 @@ struct ModelEntry {
 
 constexpr ModelEntry kModels[] = {
     {"cifar10_tutorial", &Cifar10TutorialVariables, &CreateCifar10Tutorial},
+    {"cifar10_linear", &Cifar10LinearVariables, &CreateCifar10Linear},
 };
 
 absl::StatusOr<const ModelEntry*> Find(absl::string_view name) {

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# A parameter server killed mid-run (SIGKILL) and started again with the same
+# config restores the newest complete checkpoint; the workers wait for it
+# (retrying with backoff, never restarted), roll the whole cluster back to
+# that checkpoint and train on to the last step; the summary says how many
+# steps were redone (docs/RELIABILITY.md).
+#   sync:  ps:1 is killed and its newest checkpoint file corrupted before the
+#          restart: the restarted server refuses it (checksum, naming the
+#          file) and falls back to the previous complete checkpoint.
+#   async: ps:0 is killed and restarted.
+# Every process exits 0.
+source "$(dirname "$0")/cluster_test_lib.sh"
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+EVERY=50
+
+# newest_complete DIR SHARD: the newest step-N directory with a MANIFEST.
+newest_complete() {
+  ls -d "$1"/step-* 2>/dev/null | sed 's/.*step-//' | sort -n | while read -r n; do
+    [ -f "$1/step-$n/MANIFEST" ] && echo "$n"
+  done | tail -1
+}
+
+run_case() {
+  local name=$1 mode=$2 victim=$3 corrupt=$4 steps=2500
+  local cfg=$TMP/$name.pbtxt run=$TMP/runs/$name ckpt=$TMP/ckpt/$name
+  write_config "$cfg" "$name" "$mode" 2 3 3 "$steps" 10
+  cat >> "$cfg" <<EOC
+model { name: "cifar10_linear" }
+checkpoint { dir: "$ckpt" every_steps: $EVERY }
+ps_unavailable_timeout_seconds: 120
+EOC
+  mkdir -p "$run"
+  echo "=== $name: kill ps:$victim ($mode)"
+  pids=()
+  local ps=() ws=()
+  for i in 0 1; do
+    "$PS_SERVER" --config="$cfg" --task=ps:$i --run_dir="$run" >"$run/ps$i.log" 2>&1 &
+    ps+=($!); pids+=($!)
+  done
+  for j in 0 1 2; do
+    "$WORKER" --config="$cfg" --task=worker:$j --run_dir="$run" >"$run/w$j.log" 2>&1 &
+    ws+=($!); pids+=($!)
+  done
+
+  await_steps "$run/worker-0.jsonl" 400 300 "${ws[0]}"
+  kill -9 "${ps[victim]}"
+  wait "${ps[victim]}" 2>/dev/null || true
+  local at newest
+  at=$(last_step "$run/worker-0.jsonl")
+  newest=$(newest_complete "$ckpt")
+  echo "$name: killed ps:$victim near step $at; newest complete checkpoint step-$newest"
+  [ -n "$newest" ] || fail "$name: no complete checkpoint"
+  local expect=$newest
+  if [ "$corrupt" = corrupt ]; then
+    local file="$ckpt/step-$newest/shard-$victim-of-2.ckpt"
+    "$PY" - "$file" <<'PYEOF'
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+data[len(data) // 2] ^= 0x40
+open(path, "wb").write(bytes(data))
+PYEOF
+    expect=$(ls -d "$ckpt"/step-* | sed 's/.*step-//' | sort -n | awk -v n="$newest" '$1 < n' | while read -r m; do
+      [ -f "$ckpt/step-$m/MANIFEST" ] && echo "$m"; done | tail -1)
+    echo "$name: corrupted $file; expecting step-$expect"
+  fi
+
+  "$PS_SERVER" --config="$cfg" --task=ps:$victim --run_dir="$run" >"$run/ps$victim.restart.log" 2>&1 &
+  ps[victim]=$!; pids+=($!)
+
+  for j in 0 1 2; do
+    wait_exit "${ws[j]}" 300 || { cat "$run/w$j.log"; fail "$name: worker:$j exited $?"; }
+  done
+  for i in 0 1; do
+    wait_exit "${ps[i]}" 60 || { cat "$run"/ps$i*.log; fail "$name: ps:$i exited $?"; }
+  done
+  grep -h "restored checkpoint\|refused" "$run/ps$victim.restart.log"
+  grep -q "restored checkpoint step-$expect " "$run/ps$victim.restart.log" ||
+    fail "$name: ps:$victim did not restore step-$expect"
+  if [ "$corrupt" = corrupt ]; then
+    grep -q "checkpoint step-$newest refused: .*shard-$victim-of-2.ckpt: its checksum differs from the manifest's (corrupt)" \
+      "$run/ps$victim.restart.log" || fail "$name: the corrupt file was not refused by name"
+  fi
+  local step rollbacks redone
+  step=$(json_field "$run/summary.json" final_global_step)
+  rollbacks=$(json_field "$run/summary.json" ps_rollbacks)
+  redone=$(json_field "$run/summary.json" steps_redone)
+  echo "$name: final step $step, rollbacks $rollbacks, steps redone $redone"
+  [ "$step" -ge "$steps" ] || fail "$name: final step $step < $steps"
+  [ "$rollbacks" = 1 ] || fail "$name: $rollbacks rollbacks, expected 1"
+  [ "$redone" -ge 0 ] || fail "$name: steps redone $redone"
+  if [ "$corrupt" = corrupt ]; then
+    [ "$redone" -ge "$EVERY" ] || fail "$name: fell back a checkpoint but redid only $redone steps"
+  fi
+  # Each worker went on without a restart and re-synced at least once.
+  for j in 0 1 2; do
+    [ "$(json_field "$run/worker-$j.summary.json" recoveries)" -ge 1 ] ||
+      fail "$name: worker:$j did not re-sync"
+  done
+}
+
+run_case sync-corrupt SYNC 1 corrupt
+run_case async-restart ASYNC 0 plain
+echo "PASS"
