@@ -1,5 +1,6 @@
-// The gRPC adapter of one ParameterShard: converts each request
-// (ps/wire.h), calls the shard and returns its status (common/grpc_status.h).
+// The gRPC adapter of one ParameterShard: hands each request to the
+// shard's ShardRequestHandler (ps/request_handler.h, which converts it and
+// calls the shard) and returns its status (common/grpc_status.h).
 // Pulls that wait for a step hold no thread: the shard answers them from
 // the thread that completes the step, and a pull whose gRPC deadline passes
 // (or that the client cancels) is withdrawn.
@@ -19,7 +20,7 @@
 
 #include "absl/strings/string_view.h"
 #include "proto/ps.grpc.pb.h"
-#include "ps/mutex.h"
+#include "ps/request_handler.h"
 #include "ps/shard.h"
 
 namespace psgd {
@@ -57,16 +58,16 @@ class PsGrpcService final
 
   // The run directory: the first non-empty value given here or carried by
   // an Initialize request; reported by Status.
-  void SetRunDirIfUnset(absl::string_view run_dir);
-  std::string run_dir() const;
+  void SetRunDirIfUnset(absl::string_view run_dir) {
+    handler_.SetRunDirIfUnset(run_dir);
+  }
+  std::string run_dir() const { return handler_.run_dir(); }
 
  private:
   class PushMessagePool;
 
-  ParameterShard* const shard_;  // Not owned.
+  ShardRequestHandler handler_;
   const std::unique_ptr<PushMessagePool> push_messages_;
-  mutable Mutex run_dir_mu_;
-  std::string run_dir_ ABSL_GUARDED_BY(run_dir_mu_);
 };
 
 }  // namespace ps
