@@ -259,9 +259,12 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
 
 void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
                                  double lr_scale, Ready* ready) {
+  // The update runs on this thread, under the lock; clang's thread-safety
+  // analysis cannot see that inside the lambda.
+  Optimizer* optimizer = optimizer_.get();
   store_->Update(step_ + 1, [&](absl::Span<const float* const> in,
                                 absl::Span<float* const> out) {
-    optimizer_->Apply(in, grads, out, lr_scale);
+    optimizer->Apply(in, grads, out, lr_scale);
   });
   ++step_;
   CollectReadyLocked(ready);
