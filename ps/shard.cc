@@ -150,10 +150,11 @@ absl::StatusOr<PushReply> ParameterShard::Push(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients) {
   const std::string context = absl::StrCat(name_, ": push from worker ",
                                            worker_id, " for step ", step, ": ");
-  // The scan for NaN and Inf reads the whole gradient: no lock for it.
+  // The scan for NaN, Inf and values too large reads the whole gradient: no
+  // lock for it.
   absl::Status status;
   for (const TensorBytes& g : gradients) {
-    status = CheckFloatTensor(g, "gradient");
+    status = CheckFloatTensor(g, "gradient", kMaxGradientMagnitude);
     if (!status.ok()) break;
   }
   PushReply reply;
