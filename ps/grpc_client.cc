@@ -1,9 +1,7 @@
 #include "ps/grpc_client.h"
 
 #include <grpc/grpc.h>
-#include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
 #include <functional>
@@ -73,14 +71,14 @@ absl::Status CallInParallel(const std::vector<std::string>& addresses,
   return absl::OkStatus();
 }
 
-std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
-                                               int64_t max_message_bytes) {
+std::shared_ptr<grpc::Channel> CreatePsChannel(
+    const std::string& address, int64_t max_message_bytes,
+    const ClientCredentials& credentials) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  return CreateChannel(address, credentials, args);
 }
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
@@ -98,13 +96,15 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
                    PlaceVariables(options.variables,
                                   static_cast<int>(options.addresses.size()),
                                   options.split_threshold_bytes));
+  ASSIGN_OR_RETURN(ClientCredentials credentials,
+                   MakeClientCredentials(options.security));
   std::unique_ptr<GrpcPsClient> client(
       new GrpcPsClient(std::move(options), std::move(placement)));
   for (const std::string& address : client->options_.addresses) {
     auto shard = std::make_unique<Shard>();
     shard->address = address;
-    std::shared_ptr<grpc::Channel> channel =
-        CreatePsChannel(address, client->options_.max_message_bytes);
+    std::shared_ptr<grpc::Channel> channel = CreatePsChannel(
+        address, client->options_.max_message_bytes, credentials);
     shard->stub = wire::ParameterServer::NewStub(channel);
     shard->raw = std::make_unique<grpc::GenericStub>(channel);
     client->shards_.push_back(std::move(shard));

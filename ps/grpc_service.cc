@@ -11,10 +11,10 @@ namespace ps {
 namespace {
 
 // Finishes a unary call with `status`.
-grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
-                                  const absl::Status& status) {
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
+                                 const grpc::Status& status) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(status);
   return reactor;
 }
 
@@ -130,53 +130,67 @@ class PsGrpcService::PushMessagePool final
   std::vector<std::unique_ptr<Holder>> spare_ ABSL_GUARDED_BY(mu_);
 };
 
-PsGrpcService::PsGrpcService(ParameterShard* shard)
-    : handler_(shard), push_messages_(std::make_unique<PushMessagePool>()) {
+PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
+    : authenticator_(std::move(token)),
+      handler_(shard),
+      push_messages_(std::make_unique<PushMessagePool>()) {
   SetMessageAllocatorFor_Push(push_messages_.get());
 }
 
 PsGrpcService::~PsGrpcService() = default;
 
+template <typename Handle>
+grpc::ServerUnaryReactor* PsGrpcService::Respond(
+    grpc::CallbackServerContext* ctx, Handle handle) {
+  if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
+    return Finish(ctx, s);
+  }
+  return Finish(ctx, ToGrpcStatus(handle()));
+}
+
 grpc::ServerUnaryReactor* PsGrpcService::Initialize(
     grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
     wire::InitializeResponse* response) {
-  return Respond(ctx, handler_.Initialize(*request, response));
+  return Respond(ctx, [&] { return handler_.Initialize(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) {
+  if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
+    return Finish(ctx, s);
+  }
   return new PullReactor(&handler_, *request, response);
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
                                               const wire::PushRequest* request,
                                               wire::PushResponse* response) {
-  return Respond(ctx, handler_.Push(*request, response));
+  return Respond(ctx, [&] { return handler_.Push(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Join(
     grpc::CallbackServerContext* ctx, const wire::JoinRequest* request,
     wire::MembershipResponse* response) {
-  return Respond(ctx, handler_.Join(*request, response));
+  return Respond(ctx, [&] { return handler_.Join(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Leave(
     grpc::CallbackServerContext* ctx, const wire::LeaveRequest* request,
     wire::MembershipResponse* response) {
-  return Respond(ctx, handler_.Leave(*request, response));
+  return Respond(ctx, [&] { return handler_.Leave(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Status(
     grpc::CallbackServerContext* ctx, const wire::StatusRequest* request,
     wire::StatusResponse* response) {
-  return Respond(ctx, handler_.Status(*request, response));
+  return Respond(ctx, [&] { return handler_.Status(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Shutdown(
     grpc::CallbackServerContext* ctx, const wire::ShutdownRequest* request,
     wire::ShutdownResponse* response) {
-  return Respond(ctx, handler_.Shutdown(*request, response));
+  return Respond(ctx, [&] { return handler_.Shutdown(*request, response); });
 }
 
 }  // namespace ps

@@ -10,6 +10,13 @@
 // Push requests are parsed into pooled messages whose buffers are reused
 // from call to call.
 //
+// Authentication: with a token, every call must carry it
+// (common/grpc_security.h); one without it, or with another, ends with
+// UNAUTHENTICATED before its request reaches the handler, so nothing
+// changes. (gRPC's health-checking and reflection services, which the
+// server also runs, need no token: they reveal whether the server is
+// serving and the public schema of proto/ps.proto, nothing of the shard.)
+//
 // Thread-safety: thread-safe (gRPC calls it from many threads); the shard is
 // not owned and must outlive the gRPC server that serves this service.
 #ifndef PSGD_PS_GRPC_SERVICE_H_
@@ -19,6 +26,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "common/grpc_security.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/request_handler.h"
 #include "ps/shard.h"
@@ -30,7 +38,8 @@ class PsGrpcService final
     : public wire::ParameterServer::WithRawCallbackMethod_Pull<
           wire::ParameterServer::CallbackService> {
  public:
-  explicit PsGrpcService(ParameterShard* shard);
+  // Every call must carry `token` unless it is empty.
+  explicit PsGrpcService(ParameterShard* shard, std::string token = "");
   ~PsGrpcService() override;
 
   grpc::ServerUnaryReactor* Initialize(
@@ -63,9 +72,19 @@ class PsGrpcService final
   }
   std::string run_dir() const { return handler_.run_dir(); }
 
+  // Calls refused for a missing or wrong token so far.
+  int64_t unauthenticated_calls() const { return authenticator_.refused(); }
+
  private:
   class PushMessagePool;
 
+  // Finishes the call with the status of `handle()`, which runs only when
+  // the call passes the token check.
+  template <typename Handle>
+  grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
+                                    Handle handle);
+
+  CallAuthenticator authenticator_;
   ShardRequestHandler handler_;
   const std::unique_ptr<PushMessagePool> push_messages_;
 };

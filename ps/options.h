@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 
 namespace psgd {
 namespace ps {
@@ -80,6 +81,11 @@ struct ServerOptions {
   // a pull, is taken out of the live set as if it had left (a killed
   // worker), so that sync steps go on without it. Zero: never.
   absl::Duration worker_lease = absl::ZeroDuration();
+
+  // The cluster's token and TLS files (common/security.h): the gRPC server
+  // takes only calls that carry the token, over TLS when set. The shard
+  // itself ignores them. Default: no token, plaintext.
+  SecurityOptions security;
 };
 
 // OK, or INVALID_ARGUMENT naming the first bad field and its value.

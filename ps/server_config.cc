@@ -36,6 +36,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.optimizer.beta2 = opt.beta2();
   o.optimizer.epsilon = opt.epsilon();
   o.worker_lease = absl::Seconds(config.worker_lease_seconds());
+  o.security = SecurityFromConfig(config);
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }
