@@ -16,6 +16,7 @@ TEST_CASE("a worker task's settings come from the config") {
                epochs: 2 eval_every: 50 eval_examples: 500 seed: 9
                max_seconds: 90 }
     data { source: CIFAR10 dir: "data/x" augment: false sharding: OWN_ORDER }
+    security { token: "s3cret" }
   )",
                                                        "w.pbtxt");
   REQUIRE(c.ok());
@@ -45,7 +46,7 @@ TEST_CASE("a worker task's settings come from the config") {
   CHECK(w->client.cluster == "w");
   CHECK(w->client.worker_id == 1);
   CHECK(w->client.variables.size() == 10);
-  CHECK(w->client.security.token.empty());
+  CHECK(w->client.security.token == "s3cret");
   CHECK_FALSE(w->client.security.tls);
 
   absl::StatusOr<WorkerTaskConfig> chief = WorkerTaskFromConfig(*c, 0);
@@ -71,23 +72,6 @@ TEST_CASE("a step budget makes the data repeat") {
   CHECK(w->batches.epochs == 0);
   CHECK(w->loop.max_steps == 100);
   CHECK(w->data.name == "synthetic");
-}
-
-TEST_CASE("the client sends the config's token") {
-  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
-    name: "w"
-    ps { address: "127.0.0.1:1" }
-    worker { address: "127.0.0.1:3" }
-    training { steps: 100 }
-    data { source: SYNTHETIC }
-    security { token: "s3cret" }
-  )",
-                                                       "w.pbtxt");
-  REQUIRE(c.ok());
-  absl::StatusOr<WorkerTaskConfig> w = WorkerTaskFromConfig(*c, 0);
-  REQUIRE(w.ok());
-  CHECK(w->client.security.token == "s3cret");
-  CHECK_FALSE(w->client.security.tls);
 }
 
 }  // namespace
