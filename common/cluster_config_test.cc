@@ -1,10 +1,9 @@
 #include "common/cluster_config.h"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 
@@ -173,8 +172,7 @@ TEST_CASE("security: a token inline or from a file, and TLS files") {
   const std::string pem = TempFile("x.pem", "-----BEGIN CERTIFICATE-----\n");
   absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
       std::string(kGood) + "security { token_file: \"" + token_file +
-          "\" tls { cert_file: \"" + pem + "\" key_file: \"" + pem +
-          "\" } }\n",
+          "\" tls { cert_file: \"" + pem + "\" key_file: \"" + pem + "\" } }\n",
       "c.pbtxt");
   REQUIRE(c.ok());
   CHECK(c->security().token() == "from-a-file");
@@ -220,8 +218,7 @@ TEST_CASE("security: each error names file, line and field") {
       {"security {\n  token_file: \"/nonexistent/token\"\n}\n",
        "c.pbtxt:17: security.token_file: no file '/nonexistent/token'"},
       {"security {\n  token_file: \"" + empty + "\"\n}\n",
-       "c.pbtxt:17: security.token_file: token file '" + empty +
-           "' is empty"},
+       "c.pbtxt:17: security.token_file: token file '" + empty + "' is empty"},
       {"security {\n  token: \"abc\"\n  tls {\n    key_file: \"" + pem +
            "\"\n  }\n}\n",
        "c.pbtxt:18: security.tls.cert_file: missing (a PEM file)"},
@@ -233,8 +230,7 @@ TEST_CASE("security: each error names file, line and field") {
        "c.pbtxt:20: security.tls.key_file: cannot read "
        "'/nonexistent/key.pem'"},
       {"security {\n  token: \"abc\"\n  tls {\n    cert_file: \"" + pem +
-           "\"\n    key_file: \"" + pem +
-           "\"\n    ca_file: \"/tmp\"\n  }\n}\n",
+           "\"\n    key_file: \"" + pem + "\"\n    ca_file: \"/tmp\"\n  }\n}\n",
        "c.pbtxt:21: security.tls.ca_file: cannot read '/tmp'"},
   };
   for (const Case& c : cases) {

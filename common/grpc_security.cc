@@ -63,7 +63,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const SecurityOptions& options) {
   if (!options.tls) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  grpc::SslServerCredentialsOptions ssl(
+      GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
   ASSIGN_OR_RETURN(pair.private_key,
                    ReadPem(options.tls_key_file, "tls key_file"));
@@ -109,9 +110,9 @@ grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& context) {
   // Exactly one authorization entry, equal to the expected one.
   auto [first, last] = metadata.equal_range(kAuthorizationKey);
   if (first != last && std::next(first) == last &&
-      ConstantTimeEquals(absl::string_view(first->second.data(),
-                                           first->second.size()),
-                         expected_)) {
+      ConstantTimeEquals(
+          absl::string_view(first->second.data(), first->second.size()),
+          expected_)) {
     return grpc::Status::OK;
   }
   refused_.fetch_add(1, std::memory_order_relaxed);

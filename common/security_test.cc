@@ -10,7 +10,8 @@ namespace {
 
 std::string TempFile(const std::string& name, const std::string& contents) {
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  const std::string path =
+      std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
   return path;
 }
@@ -31,8 +32,7 @@ TEST_CASE("tokens of visible ASCII are valid, others are refused") {
 }
 
 TEST_CASE("a token file is read without its trailing newline") {
-  absl::StatusOr<std::string> t =
-      ReadTokenFile(TempFile("token", "abc123\n"));
+  absl::StatusOr<std::string> t = ReadTokenFile(TempFile("token", "abc123\n"));
   REQUIRE(t.ok());
   CHECK(*t == "abc123");
   CHECK(*ReadTokenFile(TempFile("token_crlf", "abc123\r\n \n")) == "abc123");

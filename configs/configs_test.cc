@@ -1,10 +1,9 @@
 // Every config shipped in configs/ loads and validates, and listens on
 // loopback only.
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "common/cluster_config.h"

@@ -42,8 +42,8 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   ASSIGN_OR_RETURN(s->shard_, ParameterShard::Create(options));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(options.security));
-  s->service_ = std::make_unique<PsGrpcService>(s->shard_.get(),
-                                                options.security.token);
+  s->service_ =
+      std::make_unique<PsGrpcService>(s->shard_.get(), options.security.token);
   s->host_ =
       options.listen_address.substr(0, options.listen_address.rfind(':'));
 

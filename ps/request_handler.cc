@@ -89,8 +89,8 @@ absl::Status ShardRequestHandler::Status(const wire::StatusRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status ShardRequestHandler::Shutdown(
-    const wire::ShutdownRequest& request, wire::ShutdownResponse* response) {
+absl::Status ShardRequestHandler::Shutdown(const wire::ShutdownRequest& request,
+                                           wire::ShutdownResponse* response) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   shard_->Shutdown(request.reason().empty() ? "Shutdown RPC"
                                             : request.reason());

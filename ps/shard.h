@@ -22,10 +22,10 @@
 //   CANCELLED            anything after Shutdown.
 //
 // Thread-safety: thread-safe. One mutex guards the state; gradients are
-// checked for NaN, Inf and magnitude before it is taken, and weights are published as
-// immutable snapshots that pulls read without it. Pull callbacks run on the
-// thread that made the step ready (a pusher, Initialize, Shutdown, or the
-// caller of PullAsync), never under the mutex.
+// checked for NaN, Inf and magnitude before it is taken, and weights are
+// published as immutable snapshots that pulls read without it. Pull callbacks
+// run on the thread that made the step ready (a pusher, Initialize, Shutdown,
+// or the caller of PullAsync), never under the mutex.
 #ifndef PSGD_PS_SHARD_H_
 #define PSGD_PS_SHARD_H_
 

@@ -400,13 +400,14 @@ TEST_CASE("the largest gradients a shard takes keep everything finite") {
     o.optimizer.learning_rate = 1000;
     auto shard = ParameterShard::Create(o);
     REQUIRE(shard.ok());
-    REQUIRE((*shard)->Initialize(TwoVariables::Constant(3e38f, -3e38f).Bytes())
+    REQUIRE((*shard)
+                ->Initialize(TwoVariables::Constant(3e38f, -3e38f).Bytes())
                 .ok());
     REQUIRE((*shard)->Join(0).ok());
     REQUIRE((*shard)->Join(1).ok());
     for (int step = 0; step < 4; ++step) {
-      const float big = step % 2 == 0 ? kMaxGradientMagnitude
-                                      : -kMaxGradientMagnitude;
+      const float big =
+          step % 2 == 0 ? kMaxGradientMagnitude : -kMaxGradientMagnitude;
       const TwoVariables g = TwoVariables::Constant(-big, big);
       REQUIRE(Push(**shard, 0, step, g).ok());
       REQUIRE(Push(**shard, 1, step, g)->outcome == PushOutcome::kApplied);

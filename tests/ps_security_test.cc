@@ -41,8 +41,8 @@ std::string MakeCerts(const std::string& name) {
   const char* runfiles = std::getenv("TEST_SRCDIR");
   REQUIRE(runfiles != nullptr);
   const std::string dir = TempDir() + "/" + name;
-  const std::string command = std::string(runfiles) +
-                              "/psgd/tests/make_test_certs.sh " + dir;
+  const std::string command =
+      std::string(runfiles) + "/psgd/tests/make_test_certs.sh " + dir;
   REQUIRE(std::system(command.c_str()) == 0);
   return dir;
 }
@@ -154,11 +154,10 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryMethodRaw(
     grpc::ByteBuffer request(&empty, 1), response;
     ps::Notification done;
     grpc::Status status;
-    stub.UnaryCall(&ctx, method, {}, &request, &response,
-                   [&](grpc::Status s) {
-                     status = std::move(s);
-                     done.Notify();
-                   });
+    stub.UnaryCall(&ctx, method, {}, &request, &response, [&](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
     done.WaitForNotification();
     out.emplace_back(method, status);
   }
@@ -207,8 +206,8 @@ TEST_CASE("without the token, or with another, every RPC is refused") {
     ExpectAllUnauthenticated(CallEveryRpc(Channel(*server, wrong)));
   }
   SECTION("the token without 'Bearer ', or twice") {
-    auto stub = ps::wire::ParameterServer::NewStub(
-        Channel(*server, SecurityOptions()));
+    auto stub =
+        ps::wire::ParameterServer::NewStub(Channel(*server, SecurityOptions()));
     for (int variant = 0; variant < 2; ++variant) {
       grpc::ClientContext ctx;
       if (variant == 0) {
@@ -237,8 +236,8 @@ TEST_CASE("with the token every RPC works") {
   auto server = BusyServer(security);
   // The metadata as any gRPC client can send it.
   {
-    auto stub = ps::wire::ParameterServer::NewStub(
-        Channel(*server, SecurityOptions()));
+    auto stub =
+        ps::wire::ParameterServer::NewStub(Channel(*server, SecurityOptions()));
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
     ps::wire::StatusRequest request;

@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "absl/status/statusor.h"
 #include "google/protobuf/message_lite.h"
 #include "proto/ps.pb.h"
 #include "ps/options.h"
@@ -34,13 +34,13 @@ namespace fuzz {
 inline constexpr char kCluster[] = "fuzz";
 
 enum class FuzzOp : uint8_t {
-  kInitialize = 0,  // payload: InitializeRequest
-  kPull = 1,        // PullRequest; a pull that waits stays registered
-  kPush = 2,        // PushRequest
-  kJoin = 3,        // JoinRequest
-  kLeave = 4,       // LeaveRequest
-  kStatus = 5,      // StatusRequest
-  kShutdown = 6,    // ShutdownRequest
+  kInitialize = 0,     // payload: InitializeRequest
+  kPull = 1,           // PullRequest; a pull that waits stays registered
+  kPush = 2,           // PushRequest
+  kJoin = 3,           // JoinRequest
+  kLeave = 4,          // LeaveRequest
+  kStatus = 5,         // StatusRequest
+  kShutdown = 6,       // ShutdownRequest
   kExpireWorkers = 7,  // byte k: ExpireWorkers(now + k/16 leases)
   kCancelPull = 8,     // byte k: withdraws waiting pull k (modulo their count)
 };
@@ -49,13 +49,13 @@ inline constexpr int kNumOps = 9;
 // The shard's options, from the header.
 struct FuzzConfig {
   bool async = false;
-  bool sgd = false;             // else Adam
-  bool scale_lr = false;        // async only
-  bool lease = false;           // a 10 s worker lease, else none
-  int total_num_replicas = 1;   // 1..4
+  bool sgd = false;               // else Adam
+  bool scale_lr = false;          // async only
+  bool lease = false;             // a 10 s worker lease, else none
+  int total_num_replicas = 1;     // 1..4
   int replicas_to_aggregate = 1;  // sync: 1..total_num_replicas
-  int staleness_bound = -1;     // async: -1 (none) or 0..7
-  int learning_rate_index = 0;  // kLearningRates
+  int staleness_bound = -1;       // async: -1 (none) or 0..7
+  int learning_rate_index = 0;    // kLearningRates
 
   static FuzzConfig Decode(const uint8_t header[4]);
   std::string Encode() const;

@@ -72,7 +72,9 @@ class Driver {
   void CancelPull(size_t index);
   void ExpireWorkers(int sixteenths);
   void CheckWaitingPulls();
-  bool Waiting(const PullRecord& r) const { return !r.cancelled && r.calls == 0; }
+  bool Waiting(const PullRecord& r) const {
+    return !r.cancelled && r.calls == 0;
+  }
 
   const ps::ServerOptions options_;
   // Before the shard, which answers them when it is destroyed.
@@ -87,7 +89,8 @@ void Driver::Run(FuzzOp op, absl::string_view payload) {
   switch (op) {
     case FuzzOp::kInitialize:
       Unary<ps::wire::InitializeRequest, ps::wire::InitializeResponse>(
-          payload, [&](auto& q, auto* r) { return handler_->Initialize(q, r); });
+          payload,
+          [&](auto& q, auto* r) { return handler_->Initialize(q, r); });
       break;
     case FuzzOp::kPull:
       Pull(payload);
@@ -132,11 +135,13 @@ void Driver::Run(FuzzOp op, absl::string_view payload) {
 template <typename Request, typename Response, typename Call>
 void Driver::Unary(absl::string_view payload, Call call) {
   constexpr bool kPush = std::is_same<Request, ps::wire::PushRequest>::value;
-  constexpr bool kStatus = std::is_same<Request, ps::wire::StatusRequest>::value;
+  constexpr bool kStatus =
+      std::is_same<Request, ps::wire::StatusRequest>::value;
   constexpr bool kShutdown =
       std::is_same<Request, ps::wire::ShutdownRequest>::value;
   Request request;
-  if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  if (!request.ParseFromArray(payload.data(),
+                              static_cast<int>(payload.size()))) {
     return;
   }
   Response response;
@@ -150,18 +155,17 @@ void Driver::Unary(absl::string_view payload, Call call) {
     const ps::PushCounters& a = before_.status.counters;
     const ps::PushCounters& b = after_.status.counters;
     // A refused push counts once when it reached the shard's checks.
-    FUZZ_EXPECT(b.refused - a.refused == 0 ||
-                    (kPush && b.refused - a.refused == 1),
-                what, ": refused ", a.refused, " -> ", b.refused);
-    FUZZ_EXPECT(b.refused_too_stale - a.refused_too_stale <=
-                    b.refused - a.refused,
-                what);
+    FUZZ_EXPECT(
+        b.refused - a.refused == 0 || (kPush && b.refused - a.refused == 1),
+        what, ": refused ", a.refused, " -> ", b.refused);
+    FUZZ_EXPECT(
+        b.refused_too_stale - a.refused_too_stale <= b.refused - a.refused,
+        what);
     return;
   }
   const bool shut = before_.status.shutting_down;
   FUZZ_EXPECT(!shut || kStatus || kShutdown, what, " after Shutdown");
-  FUZZ_EXPECT(after_.status.counters.refused ==
-                  before_.status.counters.refused,
+  FUZZ_EXPECT(after_.status.counters.refused == before_.status.counters.refused,
               what);
   if constexpr (kPush) {
     CheckPush(request, response);
@@ -213,17 +217,17 @@ void Driver::Unary(absl::string_view payload, Call call) {
                 what, ": step ", before_.status.step, " -> ",
                 after_.status.step);
     if (by_leave == 0) {
-      FUZZ_EXPECT(after_.status.pending_gradients ==
-                      before_.status.pending_gradients,
-                  what);
+      FUZZ_EXPECT(
+          after_.status.pending_gradients == before_.status.pending_gradients,
+          what);
     }
   } else if constexpr (kStatus) {
     ExpectSameState(before_, after_, what);
-    FUZZ_EXPECT(response.step() == after_.status.step &&
-                    response.initialized() == after_.status.initialized &&
-                    response.counters().applied() ==
-                        after_.status.counters.applied,
-                what);
+    FUZZ_EXPECT(
+        response.step() == after_.status.step &&
+            response.initialized() == after_.status.initialized &&
+            response.counters().applied() == after_.status.counters.applied,
+        what);
   } else {  // Shutdown
     FUZZ_EXPECT(after_.status.shutting_down, what);
     FUZZ_EXPECT(after_.status.step == before_.status.step, what);
@@ -237,9 +241,9 @@ void Driver::CheckPush(const ps::wire::PushRequest& request,
                        const ps::wire::PushResponse& response) {
   const ps::ShardStatus& a = before_.status;
   const ps::ShardStatus& b = after_.status;
-  const std::string what = absl::StrCat("push from worker ",
-                                        request.worker_id(), " for step ",
-                                        request.step(), " at step ", a.step);
+  const std::string what =
+      absl::StrCat("push from worker ", request.worker_id(), " for step ",
+                   request.step(), " at step ", a.step);
   FUZZ_EXPECT(Contains(a.live_workers, request.worker_id()), what,
               ": accepted from a worker that is not live");
   FUZZ_EXPECT(request.step() >= 0 && request.step() <= a.step, what,
@@ -248,7 +252,8 @@ void Driver::CheckPush(const ps::wire::PushRequest& request,
   FUZZ_EXPECT(b.live_workers == a.live_workers, what);
   const ps::PushCounters& x = a.counters;
   const ps::PushCounters& y = b.counters;
-  const int64_t moved = (y.aggregated - x.aggregated) + (y.applied - x.applied) +
+  const int64_t moved = (y.aggregated - x.aggregated) +
+                        (y.applied - x.applied) +
                         (y.dropped_stale - x.dropped_stale) +
                         (y.dropped_surplus - x.dropped_surplus);
   FUZZ_EXPECT(moved == 1 && y.completed_by_leave == x.completed_by_leave, what,
@@ -279,9 +284,9 @@ void Driver::CheckPush(const ps::wire::PushRequest& request,
     case ps::wire::DROPPED_SURPLUS: {
       const bool surplus = response.outcome() == ps::wire::DROPPED_SURPLUS;
       FUZZ_EXPECT(options_.mode == ps::Mode::kSync, what);
-      FUZZ_EXPECT(surplus ? request.step() == a.step - 1
-                          : request.step() < a.step - 1,
-                  what, ": outcome ", static_cast<int>(response.outcome()));
+      FUZZ_EXPECT(
+          surplus ? request.step() == a.step - 1 : request.step() < a.step - 1,
+          what, ": outcome ", static_cast<int>(response.outcome()));
       // Only its counter moved (checked above).
       ShardPicture same = after_;
       same.status.counters = before_.status.counters;
@@ -296,7 +301,8 @@ void Driver::CheckPush(const ps::wire::PushRequest& request,
 
 void Driver::Pull(absl::string_view payload) {
   ps::wire::PullRequest request;
-  if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  if (!request.ParseFromArray(payload.data(),
+                              static_cast<int>(payload.size()))) {
     return;
   }
   size_t waiting = 0;
@@ -320,16 +326,16 @@ void Driver::Pull(absl::string_view payload) {
        (r->worker_id >= 0 && r->worker_id < options_.total_num_replicas));
   if (r->ticket == 0) {
     FUZZ_EXPECT(r->calls == 1, what, ": answered ", r->calls, " times");
-    FUZZ_EXPECT(r->status.ok() == (valid && a.initialized &&
-                                   a.step >= r->min_step),
-                what, ": ", r->status.ToString());
+    FUZZ_EXPECT(
+        r->status.ok() == (valid && a.initialized && a.step >= r->min_step),
+        what, ": ", r->status.ToString());
     if (r->status.ok()) {
       FUZZ_EXPECT(r->step == a.step, what, ": got step ", r->step);
     }
   } else {
-    FUZZ_EXPECT(r->calls == 0 && valid &&
-                    (!a.initialized || a.step < r->min_step),
-                what, ": waits");
+    FUZZ_EXPECT(
+        r->calls == 0 && valid && (!a.initialized || a.step < r->min_step),
+        what, ": waits");
   }
   ExpectSameState(before_, ShardPicture::Of(*shard_), what);
 }
@@ -373,15 +379,15 @@ void Driver::ExpireWorkers(int sixteenths) {
                                !a.shutting_down),
               what);
   FUZZ_EXPECT(std::is_sorted(gone.begin(), gone.end()), what);
-  FUZZ_EXPECT(b.workers_expired == a.workers_expired +
-                                       static_cast<int64_t>(gone.size()),
+  FUZZ_EXPECT(b.workers_expired ==
+                  a.workers_expired + static_cast<int64_t>(gone.size()),
               what);
   for (int id : gone) {
     FUZZ_EXPECT(Contains(a.live_workers, id) && !Contains(b.live_workers, id),
                 what);
     for (const auto& r : pulls_) {
-      FUZZ_EXPECT(!(Waiting(*r) && r->worker_id == id), what,
-                  ": worker ", id, " waits in a pull");
+      FUZZ_EXPECT(!(Waiting(*r) && r->worker_id == id), what, ": worker ", id,
+                  " waits in a pull");
     }
   }
   FUZZ_EXPECT(b.live_workers.size() + gone.size() == a.live_workers.size(),

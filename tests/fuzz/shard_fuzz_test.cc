@@ -3,13 +3,14 @@
 // deterministic mutations of it, through the same LLVMFuzzerTestOneInput
 // that libFuzzer drives (scripts/fuzz.sh). A finding aborts the test with
 // the harness's message.
+#include "tests/fuzz/shard_fuzz.h"
+
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
 
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/seeds.h"
-#include "tests/fuzz/shard_fuzz.h"
 
 namespace psgd {
 namespace fuzz {

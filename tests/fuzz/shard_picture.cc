@@ -72,7 +72,8 @@ ShardPicture ShardPicture::Of(ps::ParameterShard& shard) {
       });
   if (ticket != 0) shard.CancelPull(ticket);
   if (p.snapshot != nullptr) {
-    for (const Tensor& w : p.snapshot->weights) p.weights.push_back(Copy(w.span()));
+    for (const Tensor& w : p.snapshot->weights)
+      p.weights.push_back(Copy(w.span()));
     for (int i = 0; i < p.snapshot->layout->size(); ++i) {
       p.m.push_back(shard.CopySlot("m", i));
       p.v.push_back(shard.CopySlot("v", i));
@@ -113,11 +114,11 @@ void ExpectConsistent(const ShardPicture& p, const ps::ServerOptions& options) {
   FUZZ_EXPECT(s.step >= 0, s.step);
   FUZZ_EXPECT(c.refused >= c.refused_too_stale && c.refused_too_stale >= 0,
               c.refused, " ", c.refused_too_stale);
-  FUZZ_EXPECT(std::is_sorted(s.live_workers.begin(), s.live_workers.end()) &&
-                  std::adjacent_find(s.live_workers.begin(),
-                                     s.live_workers.end()) ==
-                      s.live_workers.end(),
-              absl::StrJoin(s.live_workers, ","));
+  FUZZ_EXPECT(
+      std::is_sorted(s.live_workers.begin(), s.live_workers.end()) &&
+          std::adjacent_find(s.live_workers.begin(), s.live_workers.end()) ==
+              s.live_workers.end(),
+      absl::StrJoin(s.live_workers, ","));
   for (int w : s.live_workers) {
     FUZZ_EXPECT(w >= 0 && w < options.total_num_replicas, w);
   }
@@ -154,7 +155,8 @@ void ExpectConsistent(const ShardPicture& p, const ps::ServerOptions& options) {
     FUZZ_EXPECT(p.snapshot->step == s.step, "snapshot of step ",
                 p.snapshot->step, " at step ", s.step);
     int64_t parameters = 0;
-    for (const auto& w : p.weights) parameters += static_cast<int64_t>(w.size());
+    for (const auto& w : p.weights)
+      parameters += static_cast<int64_t>(w.size());
     FUZZ_EXPECT(parameters == s.num_parameters, parameters, " ",
                 s.num_parameters);
     std::string bad = FirstNonFinite(p.weights);

@@ -22,11 +22,11 @@ namespace fuzz {
 
 // Aborts unless `condition`; the message (StrCat of the rest) is built only
 // then.
-#define FUZZ_EXPECT(condition, ...)                                  \
-  do {                                                               \
-    if (!(condition)) {                                              \
-      ::psgd::fuzz::Fail(#condition, ::absl::StrCat(__VA_ARGS__));  \
-    }                                                                \
+#define FUZZ_EXPECT(condition, ...)                                \
+  do {                                                             \
+    if (!(condition)) {                                            \
+      ::psgd::fuzz::Fail(#condition, ::absl::StrCat(__VA_ARGS__)); \
+    }                                                              \
   } while (0)
 
 struct ShardPicture {
