@@ -1,6 +1,7 @@
 #include "common/cluster_config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -8,10 +9,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -302,6 +304,63 @@ absl::Status ValidateCheckpoint(const ClusterConfig& c, const Locator& root) {
   return absl::OkStatus();
 }
 
+// OK when `path` is a regular file this process can open.
+bool ReadableFile(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error) &&
+         std::ifstream(path).is_open();
+}
+
+// Checks the security block and puts the token of token_file into token.
+absl::Status ValidateSecurity(ClusterConfig& c, const Locator& root) {
+  if (!c.has_security()) return absl::OkStatus();
+  config::SecurityConfig& s = *c.mutable_security();
+  Locator at = root.Nested(c, "security");
+  if (s.has_token() && s.has_token_file()) {
+    return at.Error(s, "token_file", "security.token_file",
+                    "set either token or token_file, not both");
+  }
+  if (!s.has_token() && !s.has_token_file()) {
+    return at.Error(s, "token", "security",
+                    "set token or token_file: the servers take only calls "
+                    "that carry the cluster's token");
+  }
+  if (s.has_token()) {
+    if (absl::Status v = ValidateToken(s.token()); !v.ok()) {
+      return at.Error(s, "token", "security.token", v.message());
+    }
+  } else {
+    absl::StatusOr<std::string> token = ReadTokenFile(s.token_file());
+    if (!token.ok()) {
+      return at.Error(s, "token_file", "security.token_file",
+                      token.status().message());
+    }
+    s.set_token(*token);
+  }
+  if (s.has_tls()) {
+    const config::TlsConfig& tls = s.tls();
+    Locator tls_at = at.Nested(s, "tls");
+    const struct {
+      const char* field;
+      const std::string& path;
+      bool required;
+    } files[] = {{"cert_file", tls.cert_file(), true},
+                 {"key_file", tls.key_file(), true},
+                 {"ca_file", tls.ca_file(), false}};
+    for (const auto& f : files) {
+      const std::string name = absl::StrCat("security.tls.", f.field);
+      if (f.path.empty() && f.required) {
+        return tls_at.Error(tls, f.field, name, "missing (a PEM file)");
+      }
+      if (!f.path.empty() && !ReadableFile(f.path)) {
+        return tls_at.Error(tls, f.field, name,
+                            absl::StrCat("cannot read '", f.path, "'"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status SplitHostPort(absl::string_view address, std::string* host,
@@ -331,6 +390,18 @@ absl::StatusOr<int> ParseDevice(absl::string_view device) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "device '", device, "' is not 'cpu' or 'gpu:K' (K a GPU index)"));
+}
+
+SecurityOptions SecurityFromConfig(const ClusterConfig& config) {
+  SecurityOptions o;
+  if (!config.has_security()) return o;
+  const config::SecurityConfig& s = config.security();
+  o.token = s.token();
+  o.tls = s.has_tls();
+  o.tls_cert_file = s.tls().cert_file();
+  o.tls_key_file = s.tls().key_file();
+  o.tls_ca_file = s.tls().ca_file();
+  return o;
 }
 
 std::string TaskId::ToString() const {
@@ -402,6 +473,7 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
                     absl::StrCat(config.ps_unavailable_timeout_seconds(),
                                  " is not in [0, 86400]"));
   }
+  RETURN_IF_ERROR(ValidateSecurity(config, at));
   return config;
 }
 

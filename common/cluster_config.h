@@ -6,7 +6,8 @@
 //   total_num_replicas (4)
 //
 // Defaults are filled in on success (N and M default to the number of
-// workers), so callers read plain values.
+// workers; security.token holds the token of security.token_file), so
+// callers read plain values.
 //
 // Thread-safety: free functions over values.
 #ifndef PSGD_COMMON_CLUSTER_CONFIG_H_
@@ -16,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/security.h"
 #include "proto/cluster.pb.h"
 
 namespace psgd {
@@ -50,6 +52,10 @@ absl::Status SplitHostPort(absl::string_view address, std::string* host,
 
 // "gpu:K" -> K, "cpu" -> -1; INVALID_ARGUMENT otherwise.
 absl::StatusOr<int> ParseDevice(absl::string_view device);
+
+// The security of a validated config, for servers and workers alike:
+// no token and no TLS when it has no security block.
+SecurityOptions SecurityFromConfig(const ClusterConfig& config);
 
 }  // namespace psgd
 

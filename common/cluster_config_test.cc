@@ -1,8 +1,9 @@
 #include "common/cluster_config.h"
 
-#include <string>
-
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "absl/strings/match.h"
 
@@ -181,6 +182,86 @@ TEST_CASE("task ids are checked against the config") {
         "task 'chief:0' is not ps:I or worker:J");
   CHECK(!ParseTaskId("ps:-1", *c).ok());
   CHECK(!ParseTaskId("ps", *c).ok());
+}
+
+std::string TempFile(const std::string& name, const std::string& contents) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+  return path;
+}
+
+TEST_CASE("security: a token inline or from a file, and TLS files") {
+  const std::string token_file = TempFile("token", "from-a-file\n");
+  const std::string pem = TempFile("x.pem", "-----BEGIN CERTIFICATE-----\n");
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      std::string(kGood) + "security { token_file: \"" + token_file +
+          "\" tls { cert_file: \"" + pem + "\" key_file: \"" + pem + "\" } }\n",
+      "c.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(c->security().token() == "from-a-file");
+  SecurityOptions o = SecurityFromConfig(*c);
+  CHECK(o.token == "from-a-file");
+  CHECK(o.tls);
+  CHECK(o.tls_cert_file == pem);
+  CHECK(o.tls_key_file == pem);
+  CHECK(o.tls_ca_file.empty());
+
+  c = ParseClusterConfig(std::string(kGood) + "security { token: \"t0k\" }",
+                         "c.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(SecurityFromConfig(*c).token == "t0k");
+  CHECK_FALSE(SecurityFromConfig(*c).tls);
+
+  c = ParseClusterConfig(kGood, "c.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(SecurityFromConfig(*c).token.empty());
+  CHECK_FALSE(SecurityFromConfig(*c).tls);
+}
+
+TEST_CASE("security: each error names file, line and field") {
+  const std::string good = kGood;  // 15 lines; security starts on line 16
+  const std::string empty = TempFile("empty_token", "\n");
+  const std::string pem = TempFile("y.pem", "-----BEGIN CERTIFICATE-----\n");
+  struct Case {
+    std::string security;
+    std::string expected;
+  } cases[] = {
+      {"security {\n  token: \"abc\"\n  token_file: \"/x\"\n}\n",
+       "c.pbtxt:18: security.token_file: set either token or token_file, not "
+       "both"},
+      {"security {\n  tls { cert_file: \"" + pem + "\" }\n}\n",
+       "c.pbtxt:16: security: set token or token_file: the servers take only "
+       "calls that carry the cluster's token"},
+      {"security {\n  token: \"a b\"\n}\n",
+       "c.pbtxt:17: security.token: the token has character 2 of code 32: "
+       "only visible ASCII characters (no spaces) can travel in gRPC "
+       "metadata"},
+      {"security {\n  token: \"\"\n}\n",
+       "c.pbtxt:17: security.token: the token is empty"},
+      {"security {\n  token_file: \"/nonexistent/token\"\n}\n",
+       "c.pbtxt:17: security.token_file: no file '/nonexistent/token'"},
+      {"security {\n  token_file: \"" + empty + "\"\n}\n",
+       "c.pbtxt:17: security.token_file: token file '" + empty + "' is empty"},
+      {"security {\n  token: \"abc\"\n  tls {\n    key_file: \"" + pem +
+           "\"\n  }\n}\n",
+       "c.pbtxt:18: security.tls.cert_file: missing (a PEM file)"},
+      {"security {\n  token: \"abc\"\n  tls {\n    cert_file: \"" + pem +
+           "\"\n  }\n}\n",
+       "c.pbtxt:18: security.tls.key_file: missing (a PEM file)"},
+      {"security {\n  token: \"abc\"\n  tls {\n    cert_file: \"" + pem +
+           "\"\n    key_file: \"/nonexistent/key.pem\"\n  }\n}\n",
+       "c.pbtxt:20: security.tls.key_file: cannot read "
+       "'/nonexistent/key.pem'"},
+      {"security {\n  token: \"abc\"\n  tls {\n    cert_file: \"" + pem +
+           "\"\n    key_file: \"" + pem + "\"\n    ca_file: \"/tmp\"\n  }\n}\n",
+       "c.pbtxt:21: security.tls.ca_file: cannot read '/tmp'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.security);
+    CHECK(ErrorOf(good + c.security) == c.expected);
+  }
 }
 
 TEST_CASE("a missing file is NOT_FOUND") {

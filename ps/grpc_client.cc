@@ -1,9 +1,7 @@
 #include "ps/grpc_client.h"
 
 #include <grpc/grpc.h>
-#include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
 #include <functional>
@@ -73,8 +71,9 @@ absl::Status CallInParallel(const std::vector<std::string>& addresses,
   return absl::OkStatus();
 }
 
-std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
-                                               int64_t max_message_bytes) {
+std::shared_ptr<grpc::Channel> CreatePsChannel(
+    const std::string& address, int64_t max_message_bytes,
+    const ClientCredentials& credentials) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
@@ -84,8 +83,7 @@ std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  return CreateChannel(address, credentials, args);
 }
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
@@ -103,13 +101,15 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
                    PlaceVariables(options.variables,
                                   static_cast<int>(options.addresses.size()),
                                   options.split_threshold_bytes));
+  ASSIGN_OR_RETURN(ClientCredentials credentials,
+                   MakeClientCredentials(options.security));
   std::unique_ptr<GrpcPsClient> client(
       new GrpcPsClient(std::move(options), std::move(placement)));
   for (const std::string& address : client->options_.addresses) {
     auto shard = std::make_unique<Shard>();
     shard->address = address;
-    std::shared_ptr<grpc::Channel> channel =
-        CreatePsChannel(address, client->options_.max_message_bytes);
+    std::shared_ptr<grpc::Channel> channel = CreatePsChannel(
+        address, client->options_.max_message_bytes, credentials);
     shard->stub = wire::ParameterServer::NewStub(channel);
     shard->raw = std::make_unique<grpc::GenericStub>(channel);
     client->shards_.push_back(std::move(shard));

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 #include "common/model_variables.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/placement.h"
@@ -25,12 +26,14 @@ namespace ps {
 
 // A channel to a parameter server (or a peer under test) with the message
 // limits raised to max_message_bytes and connections of its own, as a
-// worker process has, even when several clients share a process. When the
-// server goes away the channel reconnects by itself, trying again at most
-// every second (a restarted server is found quickly; the client object
-// stays as it is).
-std::shared_ptr<grpc::Channel> CreatePsChannel(const std::string& address,
-                                               int64_t max_message_bytes);
+// worker process has, even when several clients share a process; TLS and
+// the token as `credentials` say (common/grpc_security.h; default:
+// plaintext, no token). When the server goes away the channel reconnects by
+// itself, trying again at most every second (a restarted server is found
+// quickly; the client object stays as it is).
+std::shared_ptr<grpc::Channel> CreatePsChannel(
+    const std::string& address, int64_t max_message_bytes,
+    const ClientCredentials& credentials = ClientCredentials());
 
 // start(i, context, done) begins call i with `context`; done must run once.
 using StartCall = std::function<void(int, grpc::ClientContext*,
@@ -62,12 +65,17 @@ struct GrpcClientOptions {
   // Sent with Initialize: the run directory the servers and the other
   // workers use when they were given none (see proto/ps.proto).
   std::string run_dir;
+  // The cluster's token, sent with every call, and TLS (tls, tls_ca_file;
+  // the certificate and key are the servers'). Default: neither.
+  SecurityOptions security;
 };
 
 class GrpcPsClient final : public PsClient {
  public:
   // Computes the placement and opens a channel to each address (connecting
-  // lazily). INVALID_ARGUMENT for no address, a bad variable list or limits.
+  // lazily). INVALID_ARGUMENT for no address, a bad variable list or limits;
+  // NOT_FOUND / INTERNAL for a TLS CA file that cannot be read. A server
+  // that refuses the token answers every call with UNAUTHENTICATED.
   static absl::StatusOr<std::unique_ptr<GrpcPsClient>> Create(
       GrpcClientOptions options);
   ~GrpcPsClient() override;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_security.h"
 #include "common/status_macros.h"
 
 namespace psgd {
@@ -39,7 +40,10 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
     const ServerOptions& options) {
   std::unique_ptr<PsGrpcServer> s(new PsGrpcServer());
   ASSIGN_OR_RETURN(s->shard_, ParameterShard::Create(options));
-  s->service_ = std::make_unique<PsGrpcService>(s->shard_.get());
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   MakeServerCredentials(options.security));
+  s->service_ =
+      std::make_unique<PsGrpcService>(s->shard_.get(), options.security.token);
   s->host_ =
       options.listen_address.substr(0, options.listen_address.rfind(':'));
 
@@ -47,8 +51,7 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address,
-                           grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen_address, credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));

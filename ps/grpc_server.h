@@ -1,7 +1,9 @@
 // A parameter-server shard served over gRPC: the ParameterShard, its
 // service (ps/grpc_service.h), gRPC's health-checking service and server
 // reflection, listening on options.listen_address with the message size
-// limits raised to options.max_message_bytes. ps_server runs one; tests and
+// limits raised to options.max_message_bytes, over TLS and taking only calls
+// with the cluster's token when options.security says so (the health and
+// reflection services need no token). ps_server runs one; tests and
 // ps_bench run several in one process.
 //
 // Thread-safety: thread-safe.
@@ -27,8 +29,9 @@ class PsGrpcServer {
  public:
   // Validates the options, creates the shard and starts serving; writes
   // the port to options.port_file when set. INVALID_ARGUMENT for bad
-  // options, UNAVAILABLE when the address cannot be bound, INTERNAL when the
-  // port file cannot be written.
+  // options, NOT_FOUND / INTERNAL for TLS files that cannot be read (bad
+  // PEM contents make the listen fail: UNAVAILABLE), UNAVAILABLE when the
+  // address cannot be bound, INTERNAL when the port file cannot be written.
   static absl::StatusOr<std::unique_ptr<PsGrpcServer>> Start(
       const ServerOptions& options);
 

@@ -3,29 +3,19 @@
 #include <utility>
 
 #include "common/grpc_status.h"
-#include "common/status_macros.h"
 #include "ps/mutex.h"
-#include "ps/wire.h"
 #include "ps/wire_zero_copy.h"
 
 namespace psgd {
 namespace ps {
 namespace {
 
-// Finishes a unary call with the status of `handle()`.
-template <typename Handler>
-grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
-                                  Handler handle) {
+// Finishes a unary call with `status`.
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
+                                 const grpc::Status& status) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(handle()));
+  reactor->Finish(status);
   return reactor;
-}
-
-void MembershipToProto(const ParameterShard::MembershipReply& reply,
-                       wire::MembershipResponse* out) {
-  out->set_step(reply.step);
-  out->mutable_live_workers()->Assign(reply.live_workers.begin(),
-                                      reply.live_workers.end());
 }
 
 // A pull that may wait: registered with the shard, finished by whichever
@@ -33,9 +23,9 @@ void MembershipToProto(const ParameterShard::MembershipReply& reply,
 // (its deadline, the client, or the server shutting down).
 class PullReactor final : public grpc::ServerUnaryReactor {
  public:
-  PullReactor(ParameterShard* shard, const grpc::ByteBuffer& request_bytes,
-              grpc::ByteBuffer* response)
-      : shard_(shard), response_(response), arrived_(absl::Now()) {
+  PullReactor(ShardRequestHandler* handler,
+              const grpc::ByteBuffer& request_bytes, grpc::ByteBuffer* response)
+      : shard_(handler->shard()), response_(response), arrived_(absl::Now()) {
     grpc::ByteBuffer bytes(request_bytes);  // shares the slices
     wire::PullRequest request;
     grpc::Status parsed =
@@ -45,16 +35,11 @@ class PullReactor final : public grpc::ServerUnaryReactor {
       Finish(parsed);
       return;
     }
-    if (absl::Status s = shard_->CheckCluster(request.cluster()); !s.ok()) {
-      Finish(ToGrpcStatus(s));
-      return;
-    }
     // Once the shard may call Reply, OnCancel may race with it; CancelPull
     // decides which of the two finishes the call.
-    ticket_ = shard_->PullAsync(
-        request.min_step(), request.worker_id(),
-        [this](absl::StatusOr<ParameterShard::Snapshot> s) { Reply(s); },
-        request.generation());
+    ticket_ = handler->Pull(
+        request,
+        [this](absl::StatusOr<ParameterShard::Snapshot> s) { Reply(s); });
   }
 
   void OnCancel() override {
@@ -146,126 +131,79 @@ class PsGrpcService::PushMessagePool final
   std::vector<std::unique_ptr<Holder>> spare_ ABSL_GUARDED_BY(mu_);
 };
 
-PsGrpcService::PsGrpcService(ParameterShard* shard)
-    : shard_(shard), push_messages_(std::make_unique<PushMessagePool>()) {
+PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
+    : authenticator_(std::move(token)),
+      handler_(shard),
+      push_messages_(std::make_unique<PushMessagePool>()) {
   SetMessageAllocatorFor_Push(push_messages_.get());
 }
 
 PsGrpcService::~PsGrpcService() = default;
 
-void PsGrpcService::SetRunDirIfUnset(absl::string_view run_dir) {
-  MutexLock lock(&run_dir_mu_);
-  if (run_dir_.empty()) run_dir_ = std::string(run_dir);
-}
-
-std::string PsGrpcService::run_dir() const {
-  MutexLock lock(&run_dir_mu_);
-  return run_dir_;
+template <typename Handle>
+grpc::ServerUnaryReactor* PsGrpcService::Respond(
+    grpc::CallbackServerContext* ctx, Handle handle) {
+  if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
+    return Finish(ctx, s);
+  }
+  return Finish(ctx, ToGrpcStatus(handle()));
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Initialize(
     grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
     wire::InitializeResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    ASSIGN_OR_RETURN(std::vector<TensorBytes> variables,
-                     TensorBytesFromProto(request->variables()));
-    ASSIGN_OR_RETURN(ParameterShard::InitializeReply reply,
-                     shard_->Initialize(variables));
-    if (!request->run_dir().empty()) SetRunDirIfUnset(request->run_dir());
-    response->set_step(reply.step);
-    response->set_already_initialized(reply.already_initialized);
-    return absl::OkStatus();
-  });
+  return Respond(ctx, [&] { return handler_.Initialize(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) {
-  return new PullReactor(shard_, *request, response);
+  if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
+    return Finish(ctx, s);
+  }
+  return new PullReactor(&handler_, *request, response);
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
                                               const wire::PushRequest* request,
                                               wire::PushResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    ASSIGN_OR_RETURN(std::vector<TensorBytes> gradients,
-                     TensorBytesFromProto(request->gradients()));
-    ASSIGN_OR_RETURN(PushReply reply,
-                     shard_->Push(request->worker_id(), request->step(),
-                                  gradients, request->generation()));
-    PushReplyToProto(reply, response);
-    return absl::OkStatus();
-  });
+  return Respond(ctx, [&] { return handler_.Push(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Join(
     grpc::CallbackServerContext* ctx, const wire::JoinRequest* request,
     wire::MembershipResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    ASSIGN_OR_RETURN(auto reply, shard_->Join(request->worker_id()));
-    MembershipToProto(reply, response);
-    return absl::OkStatus();
-  });
+  return Respond(ctx, [&] { return handler_.Join(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Leave(
     grpc::CallbackServerContext* ctx, const wire::LeaveRequest* request,
     wire::MembershipResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    ASSIGN_OR_RETURN(auto reply, shard_->Leave(request->worker_id()));
-    MembershipToProto(reply, response);
-    return absl::OkStatus();
-  });
+  return Respond(ctx, [&] { return handler_.Leave(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Status(
     grpc::CallbackServerContext* ctx, const wire::StatusRequest* request,
     wire::StatusResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    ShardStatus status = shard_->Status();
-    status.run_dir = run_dir();
-    ShardStatusToProto(status, response);
-    return absl::OkStatus();
-  });
+  return Respond(ctx, [&] { return handler_.Status(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Shutdown(
     grpc::CallbackServerContext* ctx, const wire::ShutdownRequest* request,
     wire::ShutdownResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    shard_->Shutdown(request->reason().empty() ? "Shutdown RPC"
-                                               : request->reason());
-    return absl::OkStatus();
-  });
+  return Respond(ctx, [&] { return handler_.Shutdown(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Rollback(
     grpc::CallbackServerContext* ctx, const wire::RollbackRequest* request,
     wire::RollbackResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    ASSIGN_OR_RETURN(ParameterShard::RollbackReply reply,
-                     shard_->Rollback(request->label(), request->generation()));
-    response->set_step(reply.step);
-    response->set_generation(reply.generation);
-    response->set_rolled_back(reply.rolled_back);
-    return absl::OkStatus();
-  });
+  return Respond(ctx, [&] { return handler_.Rollback(*request, response); });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Checkpoint(
     grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
     wire::CheckpointResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(shard_->CheckCluster(request->cluster()));
-    return shard_->RequestCheckpoint(request->label(), request->now());
-  });
+  return Respond(ctx, [&] { return handler_.Checkpoint(*request, response); });
 }
 
 }  // namespace ps

@@ -1,5 +1,6 @@
-// The gRPC adapter of one ParameterShard: converts each request
-// (ps/wire.h), calls the shard and returns its status (common/grpc_status.h).
+// The gRPC adapter of one ParameterShard: hands each request to the
+// shard's ShardRequestHandler (ps/request_handler.h, which converts it and
+// calls the shard) and returns its status (common/grpc_status.h).
 // Pulls that wait for a step hold no thread: the shard answers them from
 // the thread that completes the step, and a pull whose gRPC deadline passes
 // (or that the client cancels) is withdrawn.
@@ -8,6 +9,13 @@
 // (ps/wire_zero_copy.h; the snapshot lives until gRPC has written it), and
 // Push requests are parsed into pooled messages whose buffers are reused
 // from call to call.
+//
+// Authentication: with a token, every call must carry it
+// (common/grpc_security.h); one without it, or with another, ends with
+// UNAUTHENTICATED before its request reaches the handler, so nothing
+// changes. (gRPC's health-checking and reflection services, which the
+// server also runs, need no token: they reveal whether the server is
+// serving and the public schema of proto/ps.proto, nothing of the shard.)
 //
 // Thread-safety: thread-safe (gRPC calls it from many threads); the shard is
 // not owned and must outlive the gRPC server that serves this service.
@@ -18,8 +26,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "common/grpc_security.h"
 #include "proto/ps.grpc.pb.h"
-#include "ps/mutex.h"
+#include "ps/request_handler.h"
 #include "ps/shard.h"
 
 namespace psgd {
@@ -29,7 +38,8 @@ class PsGrpcService final
     : public wire::ParameterServer::WithRawCallbackMethod_Pull<
           wire::ParameterServer::CallbackService> {
  public:
-  explicit PsGrpcService(ParameterShard* shard);
+  // Every call must carry `token` unless it is empty.
+  explicit PsGrpcService(ParameterShard* shard, std::string token = "");
   ~PsGrpcService() override;
 
   grpc::ServerUnaryReactor* Initialize(
@@ -63,16 +73,26 @@ class PsGrpcService final
 
   // The run directory: the first non-empty value given here or carried by
   // an Initialize request; reported by Status.
-  void SetRunDirIfUnset(absl::string_view run_dir);
-  std::string run_dir() const;
+  void SetRunDirIfUnset(absl::string_view run_dir) {
+    handler_.SetRunDirIfUnset(run_dir);
+  }
+  std::string run_dir() const { return handler_.run_dir(); }
+
+  // Calls refused for a missing or wrong token so far.
+  int64_t unauthenticated_calls() const { return authenticator_.refused(); }
 
  private:
   class PushMessagePool;
 
-  ParameterShard* const shard_;  // Not owned.
+  // Finishes the call with the status of `handle()`, which runs only when
+  // the call passes the token check.
+  template <typename Handle>
+  grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
+                                    Handle handle);
+
+  CallAuthenticator authenticator_;
+  ShardRequestHandler handler_;
   const std::unique_ptr<PushMessagePool> push_messages_;
-  mutable Mutex run_dir_mu_;
-  std::string run_dir_ ABSL_GUARDED_BY(run_dir_mu_);
 };
 
 }  // namespace ps

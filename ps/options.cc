@@ -132,6 +132,18 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("checkpoint.keep", absl::StrCat(o.checkpoint.keep),
                "must be >= 1");
   }
+  if (!o.security.token.empty()) {
+    // Never echo the token.
+    if (absl::Status s = ValidateToken(o.security.token); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server option security.token: ", s.message()));
+    }
+  }
+  if (o.security.tls &&
+      (o.security.tls_cert_file.empty() || o.security.tls_key_file.empty())) {
+    return Bad("security.tls", "true",
+               "TLS needs tls_cert_file and tls_key_file");
+  }
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 
 namespace psgd {
 namespace ps {
@@ -95,6 +96,10 @@ struct ServerOptions {
   absl::Duration worker_lease = absl::ZeroDuration();
 
   CheckpointOptions checkpoint;
+  // The cluster's token and TLS files (common/security.h): the gRPC server
+  // takes only calls that carry the token, over TLS when set. The shard
+  // itself ignores them. Default: no token, plaintext.
+  SecurityOptions security;
 };
 
 // OK, or INVALID_ARGUMENT naming the first bad field and its value.

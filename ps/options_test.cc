@@ -67,6 +67,16 @@ TEST_CASE("each bad option is refused naming the field and value") {
               "max_message_bytes=1000"));
   CHECK(Names(with([](ServerOptions& o) { o.split_threshold_bytes = 10; }),
               "split_threshold_bytes=10"));
+  // The token's message never shows the token.
+  const absl::Status token =
+      with([](ServerOptions& o) { o.security.token = "se cret"; });
+  CHECK(Names(token, "server option security.token: the token has character"));
+  CHECK(token.message().find("se cret") == absl::string_view::npos);
+  CHECK(Names(with([](ServerOptions& o) {
+                o.security.tls = true;
+                o.security.tls_cert_file = "cert.pem";
+              }),
+              "TLS needs tls_cert_file and tls_key_file"));
 }
 
 TEST_CASE("mode and optimizer names parse") {

@@ -233,9 +233,19 @@ int main(int argc, char** argv) {
                         options->shard_index);
 
   std::string reason;
+  // Refused calls are logged at most every 10 s (a scanner could send many).
+  int64_t unauthenticated = 0;
+  absl::Time next_auth_log = absl::InfinitePast();
   while (reason.empty()) {
     metrics.Tick();
     checkpoint_log.Tick((*server)->shard()->Status());
+    if (const int64_t n = (*server)->service()->unauthenticated_calls();
+        n > unauthenticated && absl::Now() >= next_auth_log) {
+      spdlog::warn("refused {} call(s) without the cluster's token ({} so far)",
+                   n - unauthenticated, n);
+      unauthenticated = n;
+      next_auth_log = absl::Now() + absl::Seconds(10);
+    }
     for (int worker : (*server)->shard()->ExpireWorkers(absl::Now())) {
       spdlog::warn(
           "worker {} sent nothing for {} and left the live set (lease)",
@@ -261,9 +271,9 @@ int main(int argc, char** argv) {
   }
   spdlog::info(
       "stopped at step {}: {} applied, {} aggregated, {} stale, {} "
-      "surplus, {} refused",
+      "surplus, {} refused; {} call(s) without the cluster's token",
       status.step, status.counters.applied, status.counters.aggregated,
       status.counters.dropped_stale, status.counters.dropped_surplus,
-      status.counters.refused);
+      status.counters.refused, (*server)->service()->unauthenticated_calls());
   return 0;
 }

@@ -41,6 +41,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     o.checkpoint.every_steps = config.checkpoint().every_steps();
     o.checkpoint.keep = config.checkpoint().keep();
   }
+  o.security = SecurityFromConfig(config);
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

@@ -24,6 +24,8 @@ TEST_CASE("a ps task's options come from the config") {
   CHECK(o->optimizer.learning_rate == Approx(0.001));
   CHECK(o->worker_lease == absl::Seconds(30));
   CHECK(o->checkpoint.dir.empty());  // no checkpoint section
+  CHECK(o->security.token.empty());
+  CHECK_FALSE(o->security.tls);
 
   CHECK(ServerOptionsFromConfig(*sync, 2).status().message() ==
         "ps:2 is not in cluster 'sync-backup-3of4' (2 ps tasks)");
@@ -53,6 +55,23 @@ TEST_CASE("async: no aggregation, the staleness bound maps 0 to none") {
   CHECK(o->checkpoint.dir == "ckpt/a");
   CHECK(o->checkpoint.every_steps == 50);
   CHECK(o->checkpoint.keep == 2);
+}
+
+TEST_CASE("the security block reaches the server's options") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
+    name: "s"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:2" }
+    training { steps: 10 }
+    data { source: SYNTHETIC }
+    security { token: "s3cret" }
+  )",
+                                                       "s.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+  REQUIRE(o.ok());
+  CHECK(o->security.token == "s3cret");
+  CHECK_FALSE(o->security.tls);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_config.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "ps/server_config.h"
 
@@ -49,6 +50,10 @@ ABSL_FLAG(double, worker_lease_seconds, 0,
 ABSL_FLAG(std::string, config, "",
           "Cluster config file: the options of --task come from it.");
 ABSL_FLAG(std::string, task, "", "With --config: this task, ps:I.");
+ABSL_FLAG(std::string, token_file, "",
+          "A file holding the cluster's token: every call must then carry "
+          "it (gRPC metadata 'authorization: Bearer <token>'). Default: no "
+          "token. With --config, the config's security block says it.");
 ABSL_FLAG(std::string, run_dir, "",
           "Where ps-I.jsonl and ps-I.summary.json go; default: the run "
           "directory the chief sends with Initialize.");
@@ -67,7 +72,7 @@ constexpr const char* kOptionFlags[] = {
     "total_num_replicas", "staleness_bound", "scale_lr_by_staleness",
     "optimizer",      "learning_rate",      "beta1",
     "beta2",          "epsilon",            "max_message_bytes",
-    "split_threshold_bytes", "worker_lease_seconds"};
+    "split_threshold_bytes", "worker_lease_seconds", "token_file"};
 
 absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
   for (const char* name : kOptionFlags) {
@@ -129,6 +134,11 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
         "--worker_lease_seconds=", lease, ": must be in [0, 86400]"));
   }
   o.worker_lease = absl::Seconds(lease);
+  if (const std::string path = absl::GetFlag(FLAGS_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(path);
+    if (!token.ok()) return Annotate(token.status(), "--token_file: ");
+    o.security.token = *std::move(token);
+  }
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

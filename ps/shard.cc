@@ -174,10 +174,11 @@ absl::StatusOr<PushReply> ParameterShard::Push(
     int64_t generation) {
   const std::string context = absl::StrCat(name_, ": push from worker ",
                                            worker_id, " for step ", step, ": ");
-  // The scan for NaN and Inf reads the whole gradient: no lock for it.
+  // The scan for NaN, Inf and values too large reads the whole gradient: no
+  // lock for it.
   absl::Status status;
   for (const TensorBytes& g : gradients) {
-    status = CheckFloatTensor(g, "gradient");
+    status = CheckFloatTensor(g, "gradient", kMaxGradientMagnitude);
     if (!status.ok()) break;
   }
   PushReply reply;
@@ -287,9 +288,12 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
 
 void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
                                  double lr_scale, Ready* ready) {
+  // The update runs on this thread, under the lock; clang's thread-safety
+  // analysis cannot see that inside the lambda.
+  Optimizer* optimizer = optimizer_.get();
   store_->Update(step_ + 1, [&](absl::Span<const float* const> in,
                                 absl::Span<float* const> out) {
-    optimizer_->Apply(in, grads, out, lr_scale);
+    optimizer->Apply(in, grads, out, lr_scale);
   });
   ++step_;
   CollectReadyLocked(ready);

@@ -10,7 +10,9 @@
 // membership exactly as they were; only the refusal counters move):
 //   INVALID_ARGUMENT     a malformed request: unknown variable, wrong shape
 //                        or byte count, a dtype other than float32, NaN or
-//                        Inf, a negative step, a worker id out of range.
+//                        Inf, a gradient value beyond kMaxGradientMagnitude
+//                        (ps/variable_store.h), a negative step, a worker id
+//                        out of range.
 //   FAILED_PRECONDITION  a request that does not fit the shard's state: not
 //                        initialised, another cluster's name, a step from
 //                        the future, a second push for a step, a worker that
@@ -33,10 +35,10 @@
 // (ps/checkpoint_writer.h).
 //
 // Thread-safety: thread-safe. One mutex guards the state; gradients are
-// checked for NaN/Inf before it is taken, and weights are published as
-// immutable snapshots that pulls read without it. Pull callbacks run on the
-// thread that made the step ready (a pusher, Initialize, Shutdown, or the
-// caller of PullAsync), never under the mutex.
+// checked for NaN, Inf and magnitude before it is taken, and weights are
+// published as immutable snapshots that pulls read without it. Pull callbacks
+// run on the thread that made the step ready (a pusher, Initialize, Shutdown,
+// or the caller of PullAsync), never under the mutex.
 #ifndef PSGD_PS_SHARD_H_
 #define PSGD_PS_SHARD_H_
 

@@ -100,6 +100,17 @@ TEST_CASE("bad gradients are refused and change nothing") {
     ExpectRefused(*shard, 1, 1, bad.Bytes(), kInvalid,
                   "gradient 'b' has the non-finite value inf at element 1");
   }
+  SECTION("finite, but too large for the optimizer") {
+    // Found by the shard fuzzer: 2.9e32 squared overflowed Adam's v to Inf.
+    TwoVariables bad = g;
+    bad.b[1] = 2.9e32f;
+    ExpectRefused(*shard, 1, 1, bad.Bytes(), kInvalid,
+                  "gradient 'b' has the value 2.9e+32 at element 1, beyond "
+                  "+-1e+18, the largest magnitude it may have");
+    bad.b[1] = 0;
+    bad.w[0] = -std::nextafter(kMaxGradientMagnitude, 1e30f);
+    ExpectRefused(*shard, 1, 1, bad.Bytes(), kInvalid, "at element 0");
+  }
 }
 
 TEST_CASE("pushes that do not fit the shard's state are refused") {

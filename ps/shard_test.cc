@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <thread>
 
 #include "ps/optimizer.h"
@@ -385,6 +386,41 @@ TEST_CASE("variables that do not fit in one message are refused") {
   CHECK(s.message().find("max_message_bytes=4194304") !=
         absl::string_view::npos);
   CHECK(!(*shard)->Status().initialized);
+}
+
+TEST_CASE("the largest gradients a shard takes keep everything finite") {
+  // Sync sums of +-kMaxGradientMagnitude, squared by Adam, or times a large
+  // SGD learning rate, from weights near the float range.
+  for (auto kind :
+       {OptimizerOptions::Kind::kAdam, OptimizerOptions::Kind::kSgd}) {
+    ServerOptions o;
+    o.replicas_to_aggregate = 2;
+    o.total_num_replicas = 2;
+    o.optimizer.kind = kind;
+    o.optimizer.learning_rate = 1000;
+    auto shard = ParameterShard::Create(o);
+    REQUIRE(shard.ok());
+    REQUIRE((*shard)
+                ->Initialize(TwoVariables::Constant(3e38f, -3e38f).Bytes())
+                .ok());
+    REQUIRE((*shard)->Join(0).ok());
+    REQUIRE((*shard)->Join(1).ok());
+    for (int step = 0; step < 4; ++step) {
+      const float big =
+          step % 2 == 0 ? kMaxGradientMagnitude : -kMaxGradientMagnitude;
+      const TwoVariables g = TwoVariables::Constant(-big, big);
+      REQUIRE(Push(**shard, 0, step, g).ok());
+      REQUIRE(Push(**shard, 1, step, g)->outcome == PushOutcome::kApplied);
+    }
+    const TwoVariables w = Weights(**shard);
+    for (float x : w.w) CHECK(std::isfinite(x));
+    for (float x : w.b) CHECK(std::isfinite(x));
+    for (const char* slot : {"m", "v"}) {
+      for (int i = 0; i < 2; ++i) {
+        for (float x : (*shard)->CopySlot(slot, i)) CHECK(std::isfinite(x));
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -16,22 +16,27 @@ Shape ToShape(absl::Span<const int64_t> shape) {
   return Shape(shape.begin(), shape.end());
 }
 
-// Index of the first element that is NaN or +-Inf, or -1. The scan over the
-// exponent bits vectorises; the second loop runs only on bad input.
-int64_t FirstNonFinite(absl::string_view data) {
+// Index of the first element that is NaN or of a magnitude above `limit`
+// (+-Inf always is), or -1. Magnitudes compare as their bit patterns with the
+// sign cleared (NaN's are above Inf's, which is above every finite one), so
+// the scan is one integer comparison per element and vectorises; the second
+// loop runs only on bad input.
+int64_t FirstBeyond(absl::string_view data, float limit) {
+  uint32_t limit_bits;
+  std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
   const char* p = data.data();
   const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
   bool any = false;
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, p + i * sizeof(float), sizeof(bits));
-    any |= (bits & 0x7f800000u) == 0x7f800000u;
+    any |= (bits & 0x7fffffffu) > limit_bits;
   }
   if (!any) return -1;
   for (int64_t i = 0; i < n; ++i) {
     float f;
     std::memcpy(&f, p + i * sizeof(float), sizeof(f));
-    if (!std::isfinite(f)) return i;
+    if (!(std::fabs(f) <= limit)) return i;
   }
   return -1;
 }
@@ -43,7 +48,8 @@ int VariableLayout::Find(absl::string_view name) const {
   return it == index.end() ? -1 : it->second;
 }
 
-absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what) {
+absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
+                              float max_magnitude) {
   if (t.name.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a ", what, " has an empty name"));
@@ -68,12 +74,17 @@ absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " '", t.name, "': data is not aligned to 4 bytes"));
   }
-  if (int64_t bad = FirstNonFinite(t.data); bad >= 0) {
+  if (int64_t bad = FirstBeyond(t.data, max_magnitude); bad >= 0) {
     float f;
     std::memcpy(&f, t.data.data() + bad * sizeof(float), sizeof(f));
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " '", t.name, "' has the non-finite value ", f,
-                     " at element ", bad));
+    if (!std::isfinite(f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " '", t.name, "' has the non-finite value ", f,
+                       " at element ", bad));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", t.name, "' has the value ", f, " at element ", bad,
+        ", beyond +-", max_magnitude, ", the largest magnitude it may have"));
   }
   return absl::OkStatus();
 }

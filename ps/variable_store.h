@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,12 +53,23 @@ struct WeightsSnapshot {
   std::vector<Tensor> weights;  // in layout order
 };
 
+// The largest gradient magnitude a shard takes. The optimizer's float32
+// arithmetic cannot overflow on such values (Adam squares them: 1e36 <
+// FLT_MAX ~ 3.4e38; a sync sum of M of them stays far below it too), so the
+// weights and the optimizer slots stay finite; a larger value comes from a
+// diverged worker. (Finite gradients up to FLT_MAX used to turn Adam's v to
+// Inf, and a sync sum of two to Inf and the weights to NaN: the shard fuzzer
+// found it, tests/fuzz/shard_fuzz.h.)
+inline constexpr float kMaxGradientMagnitude = 1e18f;
+
 // Checks what can be checked of a float tensor without the shard's layout:
 // dtype float32, a valid shape, data of exactly product(shape) * 4 bytes at a
-// 4-byte-aligned address, every value finite. INVALID_ARGUMENT naming `what`
-// (e.g. "gradient"), the tensor and the value.
-absl::Status CheckFloatTensor(const TensorBytes& tensor,
-                              absl::string_view what);
+// 4-byte-aligned address, every value finite and of magnitude at most
+// `max_magnitude`. INVALID_ARGUMENT naming `what` (e.g. "gradient"), the
+// tensor and the value.
+absl::Status CheckFloatTensor(
+    const TensorBytes& tensor, absl::string_view what,
+    float max_magnitude = std::numeric_limits<float>::max());
 
 class VariableStore {
  public:

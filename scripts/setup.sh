@@ -16,6 +16,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev catch2
   libopenblas-dev libdnnl-dev  # BLAS; oneDNN (the CPU backend's convolutions, GEMMs)
   clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
+  libssl-dev openssl       # the cluster token's SHA-256; test certificates
   python3 python3-numpy python3-matplotlib  # scripts/compare.py
   procps iproute2          # scripts/launch.sh, tests
 )

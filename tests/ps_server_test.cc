@@ -1,7 +1,7 @@
 // The ps_server binary as a process: it listens on a port the OS chooses
-// (reported through --port_file), answers health checks, and exits 0 after a
-// Shutdown RPC, SIGTERM or SIGINT; it exits 2 for bad flags. Every wait is
-// bounded.
+// (reported through --port_file), answers health checks, takes only calls
+// with the token of --token_file, and exits 0 after a Shutdown RPC, SIGTERM
+// or SIGINT; it exits 2 for bad flags. Every wait is bounded.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -76,11 +76,14 @@ int ReadPort(const std::string& path) {
 
 // A started server: its pid and a channel to it.
 struct Server {
-  explicit Server(const std::string& name) {
+  explicit Server(const std::string& name,
+                  std::vector<std::string> flags = {}) {
     const std::string port_file = TestPath(name + ".port");
     std::remove(port_file.c_str());
-    pid = Spawn({"--listen_address=127.0.0.1:0", "--cluster_name=proc",
-                 "--port_file=" + port_file, "--log_level=warn"});
+    flags.insert(flags.end(),
+                 {"--listen_address=127.0.0.1:0", "--cluster_name=proc",
+                  "--port_file=" + port_file, "--log_level=warn"});
+    pid = Spawn(flags);
     const int port = ReadPort(port_file);
     REQUIRE(port > 0);
     channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
@@ -130,10 +133,37 @@ TEST_CASE("ps_server exits 0 on SIGTERM and on SIGINT") {
   }
 }
 
+TEST_CASE("ps_server --token_file takes only calls with the token") {
+  const std::string token_file = TestPath("token");
+  std::ofstream(token_file) << "proc-token\n";
+  Server server("token", {"--token_file=" + token_file});
+  CHECK(server.Serving());  // health checks need no token
+  auto stub = ps::wire::ParameterServer::NewStub(server.channel);
+  ps::wire::ShutdownRequest request;
+  request.set_cluster("proc");
+  ps::wire::ShutdownResponse response;
+  for (const char* token : {"", "Bearer other", "Bearer proc-token"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    if (*token != '\0') ctx.AddMetadata("authorization", token);
+    grpc::Status s = stub->Shutdown(&ctx, request, &response);
+    INFO(token);
+    if (std::string(token) == "Bearer proc-token") {
+      CHECK(s.ok());
+    } else {
+      CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+      CHECK(server.Serving());
+    }
+  }
+  CHECK(WaitForExit(server.pid, absl::Seconds(30)) == 0);
+}
+
 TEST_CASE("ps_server refuses bad flags with exit code 2") {
   pid_t pid = Spawn({"--shard_index=2", "--num_shards=2"});
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
   pid = Spawn({"--mode=semi"});
+  CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
+  pid = Spawn({"--token_file=/nonexistent/token"});
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
 }
 

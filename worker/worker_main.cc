@@ -182,7 +182,7 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
       batches->examples_per_epoch(), data.train.count(),
       w.batches.batch_size, w.loop.sync ? "sync" : "async");
 
-  RETURN_IF_ERROR(WaitForServers(w.client.addresses,
+  RETURN_IF_ERROR(WaitForServers(w.client.addresses, w.client.security,
                                  absl::Now() + w.loop.start_timeout));
 
   // The run directory: given, or the chief's choice, which it sends with
@@ -209,6 +209,12 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
   if (w.loop.chief) {
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
     RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/config.pbtxt", text));
+    if (config.security().has_token() && !config.security().has_token_file()) {
+      spdlog::warn(
+          "the config holds the cluster's token inline, so {}/config.pbtxt "
+          "holds it too; security.token_file keeps it out of run directories",
+          run_dir);
+    }
   }
   spdlog::info("run directory {}", run_dir);
 

@@ -7,22 +7,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/grpc_security.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "proto/health.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
 namespace psgd {
 
 absl::Status WaitForServers(const std::vector<std::string>& addresses,
+                            const SecurityOptions& security,
                             absl::Time deadline) {
   using grpc::health::v1::Health;
   using grpc::health::v1::HealthCheckRequest;
   using grpc::health::v1::HealthCheckResponse;
 
+  ASSIGN_OR_RETURN(ClientCredentials credentials,
+                   MakeClientCredentials(security));
   std::vector<std::unique_ptr<Health::Stub>> stubs;
   for (const std::string& a : addresses) {
     stubs.push_back(Health::NewStub(
-        grpc::CreateChannel(a, grpc::InsecureChannelCredentials())));
+        CreateChannel(a, credentials, grpc::ChannelArguments())));
   }
   std::vector<std::string> last_error(addresses.size());
   std::vector<bool> serving(addresses.size(), false);

@@ -12,14 +12,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "ps/ps_client.h"
 
 namespace psgd {
 
 // Returns once every address answers a health check with SERVING, retrying
-// with backoff. DEADLINE_EXCEEDED naming the servers that did not by
-// `deadline`, with the last error each gave.
+// with backoff; over TLS, and sending the token, as `security` says (the
+// health service needs no token, but a TLS server takes only TLS).
+// DEADLINE_EXCEEDED naming the servers that did not by `deadline`, with the
+// last error each gave; NOT_FOUND / INTERNAL for a CA file that cannot be
+// read.
 absl::Status WaitForServers(const std::vector<std::string>& addresses,
+                            const SecurityOptions& security,
                             absl::Time deadline);
 
 // The run directory the chief sent with its Initialize, asking the servers

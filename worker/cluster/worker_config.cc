@@ -60,6 +60,7 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   }
   w.client.cluster = config.name();
   w.client.worker_id = index;
+  w.client.security = SecurityFromConfig(config);
   ASSIGN_OR_RETURN(w.client.variables, ModelVariables(w.model));
   return w;
 }

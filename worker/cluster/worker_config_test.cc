@@ -16,6 +16,7 @@ TEST_CASE("a worker task's settings come from the config") {
                epochs: 2 eval_every: 50 eval_examples: 500 seed: 9
                max_seconds: 90 }
     data { source: CIFAR10 dir: "data/x" augment: false sharding: OWN_ORDER }
+    security { token: "s3cret" }
   )",
                                                        "w.pbtxt");
   REQUIRE(c.ok());
@@ -48,6 +49,8 @@ TEST_CASE("a worker task's settings come from the config") {
   CHECK(w->client.cluster == "w");
   CHECK(w->client.worker_id == 1);
   CHECK(w->client.variables.size() == 10);
+  CHECK(w->client.security.token == "s3cret");
+  CHECK_FALSE(w->client.security.tls);
 
   absl::StatusOr<WorkerTaskConfig> chief = WorkerTaskFromConfig(*c, 0);
   REQUIRE(chief.ok());

@@ -1,0 +1,54 @@
+// How a cluster keeps strangers out (docs/CLUSTER.md, "Security"): a shared
+// token that every call to a parameter server must carry, and optionally TLS
+// on every connection. Plain values and checks, without gRPC; the gRPC side
+// (credentials, the per-call check, channels that send the token) is in
+// common/grpc_security.h.
+//
+// Thread-safety: plain values and pure functions.
+#ifndef PSGD_COMMON_SECURITY_H_
+#define PSGD_COMMON_SECURITY_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace psgd {
+
+struct SecurityOptions {
+  // Servers take only calls that carry "authorization: Bearer <token>";
+  // clients send it with every call. Empty: no token (every call is taken).
+  std::string token;
+  // TLS on every connection when set. Servers present cert_file (a PEM
+  // certificate chain) with key_file (its PEM private key); clients trust
+  // the authorities in ca_file (PEM; empty: the system's root
+  // certificates). Clients need only ca_file, servers only the pair.
+  bool tls = false;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+};
+
+// The longest token taken (gRPC's metadata fits 8 KiB in all).
+inline constexpr size_t kMaxTokenBytes = 1024;
+
+// OK for 1 to kMaxTokenBytes visible ASCII characters (0x21..0x7e: what a
+// gRPC metadata value may hold, without the spaces it may trim);
+// INVALID_ARGUMENT saying what is wrong otherwise (never the token itself).
+absl::Status ValidateToken(absl::string_view token);
+
+// The token in `path`, without trailing whitespace (a final newline), and
+// validated. NOT_FOUND (no such file) or INTERNAL (unreadable) as
+// ReadFileToString (common/file_io.h), INVALID_ARGUMENT when it is empty or
+// the token is not valid; each names the file.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// Whether `a` equals `b`, in a time that depends on neither their contents
+// nor their lengths: it compares SHA-256 digests with CRYPTO_memcmp. For
+// comparing a presented secret with the real one.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+}  // namespace psgd
+
+#endif  // PSGD_COMMON_SECURITY_H_

@@ -1,0 +1,186 @@
+#include "tests/fuzz/fuzz_input.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace psgd {
+namespace fuzz {
+namespace {
+
+constexpr size_t kHeaderBytes = 4;
+
+// Header byte 0.
+constexpr uint8_t kAsyncBit = 1, kSgdBit = 2, kScaleLrBit = 4, kLeaseBit = 8;
+// Header byte 2: a staleness bound when set (the low 3 bits), else none.
+constexpr uint8_t kBoundBit = 0x80;
+
+}  // namespace
+
+FuzzConfig FuzzConfig::Decode(const uint8_t h[4]) {
+  FuzzConfig c;
+  c.async = h[0] & kAsyncBit;
+  c.sgd = h[0] & kSgdBit;
+  c.scale_lr = c.async && (h[0] & kScaleLrBit);
+  c.lease = h[0] & kLeaseBit;
+  c.total_num_replicas = 1 + h[1] % 4;
+  c.replicas_to_aggregate = c.async ? 1 : 1 + (h[1] / 4) % c.total_num_replicas;
+  c.staleness_bound = c.async && (h[2] & kBoundBit) ? h[2] & 7 : -1;
+  c.learning_rate_index = h[3] % 4;
+  return c;
+}
+
+std::string FuzzConfig::Encode() const {
+  uint8_t h[kHeaderBytes] = {};
+  h[0] = (async ? kAsyncBit : 0) | (sgd ? kSgdBit : 0) |
+         (scale_lr ? kScaleLrBit : 0) | (lease ? kLeaseBit : 0);
+  h[1] = static_cast<uint8_t>((total_num_replicas - 1) +
+                              4 * (replicas_to_aggregate - 1));
+  h[2] = staleness_bound >= 0 ? kBoundBit | staleness_bound : 0;
+  h[3] = static_cast<uint8_t>(learning_rate_index);
+  return std::string(reinterpret_cast<const char*>(h), kHeaderBytes);
+}
+
+ps::ServerOptions FuzzConfig::ToServerOptions() const {
+  ps::ServerOptions o;
+  o.cluster_name = kCluster;
+  o.mode = async ? ps::Mode::kAsync : ps::Mode::kSync;
+  o.total_num_replicas = total_num_replicas;
+  o.replicas_to_aggregate = replicas_to_aggregate;
+  o.staleness_bound = staleness_bound;
+  o.scale_lr_by_staleness = scale_lr;
+  o.optimizer.kind = sgd ? ps::OptimizerOptions::Kind::kSgd
+                         : ps::OptimizerOptions::Kind::kAdam;
+  o.optimizer.learning_rate = kLearningRates[learning_rate_index];
+  o.worker_lease = lease ? kLease : absl::ZeroDuration();
+  return o;
+}
+
+FuzzReader::FuzzReader(const uint8_t* data, size_t size)
+    : p_(data + std::min(size, kHeaderBytes)), end_(data + size) {
+  uint8_t header[kHeaderBytes] = {};
+  std::copy(data, p_, header);
+  config_ = FuzzConfig::Decode(header);
+}
+
+bool FuzzReader::Next(FuzzOp* op, absl::string_view* payload) {
+  if (p_ == end_) return false;
+  *op = static_cast<FuzzOp>(*p_++ % kNumOps);
+  size_t length = 0;
+  for (int i = 0; i < 2 && p_ != end_; ++i) length |= size_t{*p_++} << (8 * i);
+  length = std::min(length, static_cast<size_t>(end_ - p_));
+  *payload = absl::string_view(reinterpret_cast<const char*>(p_), length);
+  p_ += length;
+  return true;
+}
+
+FuzzInputWriter& FuzzInputWriter::Add(FuzzOp op, absl::string_view payload) {
+  // Payloads over 64 KiB do not fit the format; the fuzzer never makes them.
+  const size_t n = std::min<size_t>(payload.size(), 0xffff);
+  bytes_.push_back(static_cast<char>(op));
+  bytes_.push_back(static_cast<char>(n & 0xff));
+  bytes_.push_back(static_cast<char>(n >> 8));
+  bytes_.append(payload.data(), n);
+  return *this;
+}
+
+ps::wire::TensorData Float32(const std::string& name,
+                             const std::vector<int64_t>& shape,
+                             const std::vector<float>& values) {
+  ps::wire::TensorData t;
+  t.set_name(name);
+  t.mutable_shape()->Assign(shape.begin(), shape.end());
+  t.set_dtype(ps::wire::DT_FLOAT32);
+  t.set_data(reinterpret_cast<const char*>(values.data()),
+             values.size() * sizeof(float));
+  return t;
+}
+
+ps::wire::InitializeRequest InitializeRequest(
+    const std::vector<ps::wire::TensorData>& variables) {
+  ps::wire::InitializeRequest r;
+  r.set_cluster(kCluster);
+  for (const auto& v : variables) *r.add_variables() = v;
+  return r;
+}
+
+ps::wire::PushRequest PushRequest(
+    int worker_id, int64_t step,
+    const std::vector<ps::wire::TensorData>& gradients) {
+  ps::wire::PushRequest r;
+  r.set_cluster(kCluster);
+  r.set_worker_id(worker_id);
+  r.set_step(step);
+  for (const auto& g : gradients) *r.add_gradients() = g;
+  return r;
+}
+
+ps::wire::PullRequest PullRequest(int64_t min_step, int worker_id) {
+  ps::wire::PullRequest r;
+  r.set_cluster(kCluster);
+  r.set_min_step(min_step);
+  r.set_worker_id(worker_id);
+  return r;
+}
+
+ps::wire::JoinRequest JoinRequest(int worker_id) {
+  ps::wire::JoinRequest r;
+  r.set_cluster(kCluster);
+  r.set_worker_id(worker_id);
+  return r;
+}
+
+ps::wire::LeaveRequest LeaveRequest(int worker_id) {
+  ps::wire::LeaveRequest r;
+  r.set_cluster(kCluster);
+  r.set_worker_id(worker_id);
+  return r;
+}
+
+ps::wire::StatusRequest StatusRequest() {
+  ps::wire::StatusRequest r;
+  r.set_cluster(kCluster);
+  return r;
+}
+
+ps::wire::ShutdownRequest ShutdownRequest() {
+  ps::wire::ShutdownRequest r;
+  r.set_cluster(kCluster);
+  r.set_reason("fuzz");
+  return r;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadInputs(
+    const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    for (const auto& entry : fs::directory_iterator(path, error)) {
+      if (entry.is_regular_file()) files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+  } else if (fs::is_regular_file(path, error)) {
+    files.push_back(path);
+  }
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat("no fuzz inputs at '", path, "'"));
+  }
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (const std::string& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in.is_open()) {
+      return absl::NotFoundError(absl::StrCat("cannot read '", file, "'"));
+    }
+    std::stringstream bytes;
+    bytes << in.rdbuf();  // an empty file is an empty input
+    inputs.emplace_back(file, bytes.str());
+  }
+  return inputs;
+}
+
+}  // namespace fuzz
+}  // namespace psgd
