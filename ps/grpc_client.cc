@@ -235,6 +235,7 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
     std::shared_ptr<const void> in_use(
         nullptr, [released](const void*) { released->Notify(); });
     for (int i = 0; i < num_shards(); ++i) {
+      if (version.steps[i] == kNoPush) continue;
       wire::PushRequest header;
       header.set_cluster(options_.cluster);
       header.set_worker_id(options_.worker_id);
@@ -248,6 +249,10 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
   absl::Status status = CallInParallel(
       options_.addresses, "push", absl::Now() + options_.rpc_timeout,
       [&](int i, auto* ctx, auto done) {
+        if (version.steps[i] == kNoPush) {
+          done(grpc::Status::OK);
+          return;
+        }
         Shard& s = *shards_[i];
         s.raw->UnaryCall(ctx, kPushMethod, {}, &s.request, &s.response,
                          std::move(done));
@@ -261,6 +266,10 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
   RETURN_IF_ERROR(status);
   PushResult result;
   for (int i = 0; i < num_shards(); ++i) {
+    if (version.steps[i] == kNoPush) {
+      result.shards.emplace_back().skipped = true;
+      continue;
+    }
     wire::PushResponse response;
     grpc::Status parsed =
         grpc::SerializationTraits<wire::PushResponse>::Deserialize(

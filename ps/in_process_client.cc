@@ -163,6 +163,10 @@ absl::StatusOr<PushResult> InProcessPsClient::Push(
   PushResult result;
   absl::Status first_error;
   for (int i = 0; i < num_shards(); ++i) {
+    if (version.steps[i] == kNoPush) {
+      result.shards.emplace_back().skipped = true;
+      continue;
+    }
     absl::StatusOr<PushReply> reply =
         shards_[i]->Push(worker_id_, version.steps[i],
                          ShardSlices(placement_, i, model), version.generation);

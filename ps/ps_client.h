@@ -72,6 +72,9 @@ struct ModelVersion {
   }
 };
 
+// In a version given to PsClient::Push: the shard gets no push.
+constexpr int64_t kNoPush = -1;
+
 // A model variable by name, borrowed.
 struct NamedTensorView {
   std::string name;
@@ -114,7 +117,8 @@ class PsClient {
       absl::Span<const NamedTensorView> out) = 0;
 
   // Pushes `gradients` (every model variable once) to every shard i, tagged
-  // with version.steps[i].
+  // with version.steps[i]; a shard whose step is kNoPush gets nothing and
+  // its reply is marked `skipped`.
   virtual absl::StatusOr<PushResult> Push(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) = 0;

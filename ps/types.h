@@ -58,6 +58,9 @@ struct PushReply {
   std::string reason;
   int64_t step = 0;       // the shard's step after the push
   int64_t staleness = 0;  // async: shard step at arrival minus push step
+  // The push did not go to this shard (its step was kNoPush in the
+  // version pushed, ps/ps_client.h); the other fields mean nothing.
+  bool skipped = false;
 };
 
 struct PushCounters {

@@ -41,6 +41,7 @@ std::string OutcomeOf(const ps::PushResult& result, int64_t* staleness) {
   *staleness = 0;
   int applied = 0, aggregated = 0, stale = 0, surplus = 0;
   for (const ps::PushReply& r : result.shards) {
+    if (r.skipped) continue;
     *staleness = std::max(*staleness, r.staleness);
     switch (r.outcome) {
       case ps::PushOutcome::kApplied: ++applied; break;
@@ -102,6 +103,15 @@ int64_t GlobalStep(const ps::ModelVersion& version) {
 int64_t NewestStep(const ps::ModelVersion& version) {
   if (version.steps.empty()) return 0;
   return *std::max_element(version.steps.begin(), version.steps.end());
+}
+
+ps::ModelVersion PushVersion(const ps::ModelVersion& version) {
+  ps::ModelVersion to = version;
+  const int64_t lowest = GlobalStep(version);
+  for (int64_t& step : to.steps) {
+    if (step != lowest) step = ps::kNoPush;
+  }
+  return to;
 }
 
 absl::Status ValidateClusterWorkerOptions(const ClusterWorkerOptions& o) {
@@ -446,8 +456,17 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     const absl::Time t2 = absl::Now();
 
     StepRecord rec;
+    // Sync: only the shards at the lowest step get this gradient. Shards
+    // that are a step ahead (LineUp gave up: a lagging shard waits for
+    // gradients that only come from pushes tagged with its step, e.g. of a
+    // worker killed between its pushes and started again) get nothing this
+    // time, so that the lagging shards catch up and the next step is
+    // aligned; pushing everywhere would keep the shards a step apart for
+    // good, every step waiting out LineUp's patience.
+    const ps::ModelVersion push_to = options_.sync ? PushVersion(version)
+                                                   : version;
     absl::StatusOr<ps::PushResult> pushed =
-        client_->Push(version, ConstViews(gradients));
+        client_->Push(push_to, ConstViews(gradients));
     int64_t generation = version.generation;
     while (!pushed.ok() && IsTransient(pushed.status(), /*deadline_too=*/true)) {
       absl::StatusOr<int64_t> recovered = Recover(pushed.status());
@@ -458,7 +477,7 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
       generation = *recovered;
       if (generation != version.generation) break;  // rolled back
       // The same gradient again: shards that had it refuse the copy.
-      pushed = client_->Push(version, ConstViews(gradients));
+      pushed = client_->Push(push_to, ConstViews(gradients));
     }
     const bool rolled_back = generation != version.generation;
     if (rolled_back) {
@@ -491,9 +510,12 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     // Async: any newer weights, without waiting.
     const bool wait_for_step =
         options_.sync && rec.outcome != "rejoined" && !rolled_back;
-    const ps::ModelVersion wanted =
-        wait_for_step ? version.Next()
-                      : AnyStepOf(client_->num_shards(), generation);
+    ps::ModelVersion wanted = AnyStepOf(client_->num_shards(), generation);
+    if (wait_for_step) {
+      wanted = ps::ModelVersion::AtLeast(client_->num_shards(),
+                                         GlobalStep(version) + 1);
+      wanted.generation = version.generation;
+    }
     pulled = PullSynced(wanted, options_.step_timeout, wait_for_step);
     if (absl::IsCancelled(pulled.status())) {
       result_.end_reason = "the servers shut down (training is over)";

@@ -208,6 +208,9 @@ class ClusterWorker {
 // The lowest and the highest of the shards' steps.
 int64_t GlobalStep(const ps::ModelVersion& version);
 int64_t NewestStep(const ps::ModelVersion& version);
+// What a sync worker pushes after pulling `version`: the shards at the
+// lowest step keep it, the others are ps::kNoPush (they are a step ahead).
+ps::ModelVersion PushVersion(const ps::ModelVersion& version);
 
 }  // namespace psgd
 

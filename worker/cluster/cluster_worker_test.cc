@@ -138,3 +138,21 @@ TEST_CASE("sync: a worker whose data ends leaves, and the others go on") {
 
 }  // namespace
 }  // namespace psgd
+
+namespace psgd {
+namespace {
+
+TEST_CASE("sync push: only the shards at the lowest step get the gradient") {
+  ps::ModelVersion aligned{{7, 7, 7}, 2};
+  CHECK(PushVersion(aligned).steps == std::vector<int64_t>{7, 7, 7});
+  CHECK(PushVersion(aligned).generation == 2);
+  // Shard 1 lags (a worker was killed between its pushes and started
+  // again): pushing (8, 7, 8) would keep it a step behind for good.
+  ps::ModelVersion mixed{{8, 7, 8}, 2};
+  CHECK(PushVersion(mixed).steps ==
+        std::vector<int64_t>{ps::kNoPush, 7, ps::kNoPush});
+  CHECK(PushVersion(mixed).generation == 2);
+}
+
+}  // namespace
+}  // namespace psgd
