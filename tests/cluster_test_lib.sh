@@ -75,6 +75,19 @@ await_steps() {
   done
 }
 
+# await_global_step FILE N SECONDS PID: waits until the newest train line of
+# FILE (a worker's metrics) is at global step N or later, while PID lives;
+# fails after SECONDS. (In async mode the chief, which also evaluates, makes
+# far fewer steps of its own than the others: count the cluster's steps.)
+await_global_step() {
+  local file=$1 n=$2 deadline=$((SECONDS + $3)) pid=$4
+  until [ "$(train_lines "$file")" -gt 0 ] && [ "$(last_step "$file")" -ge "$n" ]; do
+    [ $SECONDS -lt $deadline ] || fail "$file: not at step $n after $3 s"
+    kill -0 "$pid" 2>/dev/null || fail "process $pid ended before $file reached step $n"
+    sleep 0.1
+  done
+}
+
 # mean_loss FILE FIRST|LAST N: the mean loss of the first or last N train lines.
 mean_loss() {
   "$PY" - "$@" <<'PYEOF'

@@ -25,7 +25,7 @@ newest_complete() {
 }
 
 run_case() {
-  local name=$1 mode=$2 victim=$3 corrupt=$4 steps=2500
+  local name=$1 mode=$2 victim=$3 corrupt=$4 steps=$5
   local cfg=$TMP/$name.pbtxt run=$TMP/runs/$name ckpt=$TMP/ckpt/$name
   write_config "$cfg" "$name" "$mode" 2 3 3 "$steps" 10
   cat >> "$cfg" <<EOC
@@ -46,8 +46,9 @@ EOC
     ws+=($!); pids+=($!)
   done
 
-  await_steps "$run/worker-0.jsonl" 400 300 "${ws[0]}"
-  kill -9 "${ps[victim]}"
+  await_global_step "$run/worker-0.jsonl" 400 300 "${ws[0]}"
+  kill -9 "${ps[victim]}" 2>/dev/null ||
+    fail "$name: ps:$victim had exited before the kill (the run was too short)"
   wait "${ps[victim]}" 2>/dev/null || true
   local at newest
   at=$(last_step "$run/worker-0.jsonl")
@@ -103,6 +104,8 @@ PYEOF
   done
 }
 
-run_case sync-corrupt SYNC 1 corrupt
-run_case async-restart ASYNC 0 plain
+run_case sync-corrupt SYNC 1 corrupt 2500
+# Async steps come far faster (no worker waits for another): more of them,
+# so that the kill at step 400 lands mid-run also in a fast build.
+run_case async-restart ASYNC 0 plain 15000
 echo "PASS"
