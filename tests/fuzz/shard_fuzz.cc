@@ -29,10 +29,12 @@ bool Contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-// The codes a refusal may carry (ps/shard.h, ps/request_handler.h).
+// The codes a refusal may carry (ps/shard.h, ps/request_handler.h):
+// ABORTED is a push or pull of another generation than the shard's
+// (docs/RELIABILITY.md, "Generations").
 bool DocumentedRefusal(const absl::Status& s) {
   return absl::IsInvalidArgument(s) || absl::IsFailedPrecondition(s) ||
-         absl::IsCancelled(s);
+         absl::IsCancelled(s) || absl::IsAborted(s);
 }
 
 class Driver {
@@ -322,6 +324,7 @@ void Driver::Pull(absl::string_view payload) {
                    " at step ", a.step);
   const bool valid =
       request.cluster() == kCluster && r->min_step >= 0 && !a.shutting_down &&
+      (request.generation() == 0 || request.generation() == a.generation) &&
       (r->worker_id == -1 ||
        (r->worker_id >= 0 && r->worker_id < options_.total_num_replicas));
   if (r->ticket == 0) {
