@@ -23,15 +23,8 @@ run_case() {
   mkdir -p "$run"
   echo "=== $name: kill worker:$victim of $workers (N=$n)"
   pids=()
-  local ps=() ws=()
-  for i in 0 1; do
-    "$PS_SERVER" --config="$cfg" --task=ps:$i --run_dir="$run" >"$run/ps$i.log" 2>&1 &
-    ps+=($!); pids+=($!)
-  done
-  for ((j = 0; j < workers; j++)); do
-    "$WORKER" --config="$cfg" --task=worker:$j --run_dir="$run" >"$run/w$j.log" 2>&1 &
-    ws+=($!); pids+=($!)
-  done
+  start_cluster "$cfg" "$run" 2 "$workers"
+  local ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
 
   # Kill the victim once it has done 5 steps.
   local deadline=$((SECONDS + 300))
@@ -71,15 +64,8 @@ restart_case() {
   mkdir -p "$run"
   echo "=== $name: kill worker:2 and start it again (N=$n of 3)"
   pids=()
-  local ps=() ws=()
-  for i in 0 1; do
-    "$PS_SERVER" --config="$cfg" --task=ps:$i --run_dir="$run" >"$run/ps$i.log" 2>&1 &
-    ps+=($!); pids+=($!)
-  done
-  for j in 0 1 2; do
-    "$WORKER" --config="$cfg" --task=worker:$j --run_dir="$run" >"$run/w$j.log" 2>&1 &
-    ws+=($!); pids+=($!)
-  done
+  start_cluster "$cfg" "$run" 2 3
+  local ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
   await_steps "$run/worker-2.jsonl" 5 300 "${ws[2]}"
   kill -9 "${ws[2]}"
   wait "${ws[2]}" 2>/dev/null || true

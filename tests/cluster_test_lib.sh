@@ -43,6 +43,23 @@ write_config() {
   } > "$file"
 }
 
+# start_cluster CFG RUN PS WORKERS: starts ps:0..PS-1 and worker:0..WORKERS-1
+# of CFG with run directory RUN, their logs in RUN/psI.log and RUN/wJ.log.
+# Their pids go into the arrays ps_pids and w_pids, and into pids (for a
+# cleanup trap).
+start_cluster() {
+  local cfg=$1 run=$2 nps=$3 nw=$4 i j
+  ps_pids=() w_pids=()
+  for ((i = 0; i < nps; i++)); do
+    "$PS_SERVER" --config="$cfg" --task=ps:$i --run_dir="$run" >"$run/ps$i.log" 2>&1 &
+    ps_pids+=($!); pids+=($!)
+  done
+  for ((j = 0; j < nw; j++)); do
+    "$WORKER" --config="$cfg" --task=worker:$j --run_dir="$run" >"$run/w$j.log" 2>&1 &
+    w_pids+=($!); pids+=($!)
+  done
+}
+
 # wait_exit PID SECONDS: the process's exit status, or fails after SECONDS.
 wait_exit() {
   local pid=$1 deadline=$((SECONDS + $2))

@@ -36,15 +36,8 @@ EOC
   mkdir -p "$run"
   echo "=== $name: kill ps:$victim ($mode)"
   pids=()
-  local ps=() ws=()
-  for i in 0 1; do
-    "$PS_SERVER" --config="$cfg" --task=ps:$i --run_dir="$run" >"$run/ps$i.log" 2>&1 &
-    ps+=($!); pids+=($!)
-  done
-  for j in 0 1 2; do
-    "$WORKER" --config="$cfg" --task=worker:$j --run_dir="$run" >"$run/w$j.log" 2>&1 &
-    ws+=($!); pids+=($!)
-  done
+  start_cluster "$cfg" "$run" 2 3
+  local ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
 
   await_global_step "$run/worker-0.jsonl" 400 300 "${ws[0]}"
   kill -9 "${ps[victim]}" 2>/dev/null ||
