@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -53,7 +54,12 @@ uint32_t Crc32c(absl::string_view data, uint32_t crc) {
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view data) {
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  // Unique per call, also between threads of one process writing the same
+  // file (two shards of one process completing a checkpoint's MANIFEST at
+  // once): a shared temporary name would let one rename the other's file.
+  static std::atomic<uint64_t> calls{0};
+  std::string tmp =
+      absl::StrCat(path, ".tmp.", getpid(), ".", calls.fetch_add(1));
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("cannot create", tmp);
   const char* p = data.data();

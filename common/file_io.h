@@ -28,7 +28,9 @@ uint32_t Crc32c(absl::string_view data, uint32_t crc = 0);
 // Writes `data` to `path` so that the file is either the old one or the new
 // one, never partial, also across a crash. Creates no directories. INTERNAL
 // (naming the path and errno text) when a system call fails; nothing at
-// `path` changes then.
+// `path` changes then. The temporary file, PATH.tmp.<pid>.<n>, is unique
+// per call, so several threads may write one path at once (the last rename
+// wins; every call succeeds).
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view data);
 

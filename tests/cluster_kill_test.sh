@@ -36,7 +36,7 @@ run_case() {
   done
   kill -9 "${ws[victim]}"
   wait "${ws[victim]}" 2>/dev/null || true
-  echo "$name: killed worker:$victim at step $(tail -1 "$run/worker-$victim.jsonl" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["step"])')"
+  echo "$name: killed worker:$victim at step $(last_step "$run/worker-$victim.jsonl")"
 
   for ((j = 0; j < workers; j++)); do
     [ "$j" = "$victim" ] && continue

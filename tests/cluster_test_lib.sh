@@ -78,7 +78,22 @@ train_lines() {
 
 # last_step FILE: the step of the last "train" line of a worker's metrics.
 last_step() {
-  grep '"kind":"train"' "$1" | tail -1 | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["step"])'
+  # Complete lines only: the worker may be writing the last one.
+  "$PY" - "$1" <<'PYEOF'
+import json, sys
+step = 0
+with open(sys.argv[1]) as f:
+    for line in f:
+        if not line.endswith("\n"):
+            break
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if r.get("kind") == "train":
+            step = r["step"]
+print(step)
+PYEOF
 }
 
 # await_steps FILE N SECONDS PID: waits until FILE has N train lines, while
