@@ -6,9 +6,9 @@
 //
 // Model::ComputeGradients takes host weights and returns host gradients
 // (what the parameter-server worker needs); this class keeps them on the
-// backend. The layer wiring repeats cifar10_tutorial.cc's;
-// tutorial_trainer_test checks that both give the same gradients, and a
-// device-level step in the Model API would let this class go.
+// backend. Both run the same network code
+// (worker/models/cifar10_tutorial_net.h); tutorial_trainer_test checks that
+// both give the same gradients.
 //
 // Layout: every weight (and every gradient) lives in one flat buffer, the
 // variables in their list order, each starting at a multiple of 64 floats,
@@ -28,6 +28,7 @@
 #include "absl/types/span.h"
 #include "common/model_variables.h"
 #include "worker/backend/backend.h"
+#include "worker/models/cifar10_tutorial_net.h"
 #include "worker/models/model.h"
 
 namespace psgd {
@@ -68,8 +69,6 @@ class TutorialTrainer {
   absl::StatusOr<StepResult> ComputeGradients(ConstTensorView images,
                                               absl::Span<const int32_t> labels);
 
-  struct Plan;  // the ops and activations (tutorial_trainer.cc)
-
  private:
   TutorialTrainer(Backend* backend, std::vector<VariableSpec> specs);
 
@@ -78,7 +77,7 @@ class TutorialTrainer {
   std::vector<int64_t> offsets_;  // per variable, in the flat buffers
   int64_t flat_size_ = 0;
   DeviceTensor weights_, gradients_;
-  std::unique_ptr<Plan> plan_;
+  std::unique_ptr<Cifar10TutorialNet> net_;
 };
 
 }  // namespace psgd
