@@ -20,7 +20,7 @@ EVERY=50
 # newest_complete DIR SHARD: the newest step-N directory with a MANIFEST.
 newest_complete() {
   ls -d "$1"/step-* 2>/dev/null | sed 's/.*step-//' | sort -n | while read -r n; do
-    [ -f "$1/step-$n/MANIFEST" ] && echo "$n"
+    if [ -f "$1/step-$n/MANIFEST" ]; then echo "$n"; fi
   done | tail -1
 }
 
@@ -59,7 +59,7 @@ data[len(data) // 2] ^= 0x40
 open(path, "wb").write(bytes(data))
 PYEOF
     expect=$(ls -d "$ckpt"/step-* | sed 's/.*step-//' | sort -n | awk -v n="$newest" '$1 < n' | while read -r m; do
-      [ -f "$ckpt/step-$m/MANIFEST" ] && echo "$m"; done | tail -1)
+      if [ -f "$ckpt/step-$m/MANIFEST" ]; then echo "$m"; fi; done | tail -1)
     echo "$name: corrupted $file; expecting step-$expect"
   fi
 
