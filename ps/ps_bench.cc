@@ -30,8 +30,8 @@
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "proto/echo.grpc.pb.h"
-#include "ps/grpc_client.h"
-#include "ps/grpc_server.h"
+#include "ps/client/grpc_client.h"
+#include "ps/server/grpc_server.h"
 
 ABSL_FLAG(int, shards, 2, "Parameter-server shards S.");
 ABSL_FLAG(int, workers, 4, "Worker threads W.");

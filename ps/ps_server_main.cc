@@ -31,8 +31,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "ps/grpc_server.h"
-#include "ps/server_flags.h"
+#include "ps/server/grpc_server.h"
+#include "ps/server/server_flags.h"
 
 namespace {
 

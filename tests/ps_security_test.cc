@@ -17,9 +17,9 @@
 #include "google/protobuf/descriptor.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
-#include "ps/grpc_client.h"
-#include "ps/grpc_server.h"
-#include "ps/shard_test_util.h"
+#include "ps/client/grpc_client.h"
+#include "ps/server/grpc_server.h"
+#include "ps/testing/shard_test_util.h"
 #include "worker/cluster/server_wait.h"
 
 namespace psgd {
@@ -152,7 +152,7 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryMethodRaw(
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
     grpc::Slice empty;  // an empty message
     grpc::ByteBuffer request(&empty, 1), response;
-    ps::Notification done;
+    Notification done;
     grpc::Status status;
     stub.UnaryCall(&ctx, method, {}, &request, &response, [&](grpc::Status s) {
       status = std::move(s);

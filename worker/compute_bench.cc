@@ -19,7 +19,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/backend/factory.h"
+#include "worker/backends/factory.h"
 #include "worker/bench/flops.h"
 #include "worker/bench/op_profile.h"
 #include "worker/bench/peer.h"

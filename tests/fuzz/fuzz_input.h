@@ -25,7 +25,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/message_lite.h"
 #include "proto/ps.pb.h"
-#include "ps/options.h"
+#include "ps/state/options.h"
 
 namespace psgd {
 namespace fuzz {

@@ -11,8 +11,8 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/stubs/logging.h"
 #include "proto/ps.pb.h"
-#include "ps/request_handler.h"
-#include "ps/shard.h"
+#include "ps/server/request_handler.h"
+#include "ps/shard/shard.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/shard_picture.h"
 
@@ -29,7 +29,7 @@ bool Contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-// The codes a refusal may carry (ps/shard.h, ps/request_handler.h):
+// The codes a refusal may carry (ps/shard/shard.h, ps/server/request_handler.h):
 // ABORTED is a push or pull of another generation than the shard's
 // (docs/RELIABILITY.md, "Generations").
 bool DocumentedRefusal(const absl::Status& s) {

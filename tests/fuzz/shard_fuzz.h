@@ -1,9 +1,9 @@
 // The shard fuzzer: one input (tests/fuzz/fuzz_input.h) is a fresh
 // ParameterShard with options from its header and a sequence of requests,
 // parsed as proto/ps.proto messages and passed through ShardRequestHandler
-// (the gRPC adapter's own checks and conversions, ps/request_handler.h),
+// (the gRPC adapter's own checks and conversions, ps/server/request_handler.h),
 // plus ExpireWorkers and the withdrawal of waiting pulls. After every
-// request the harness checks what the shard promises (ps/shard.h,
+// request the harness checks what the shard promises (ps/shard/shard.h,
 // docs/PS.md) and aborts on a violation:
 //
 //   * a refused request changes nothing but the refusal counters, and is

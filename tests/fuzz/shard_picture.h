@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 
 namespace psgd {
 namespace fuzz {

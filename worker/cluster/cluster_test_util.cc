@@ -5,9 +5,9 @@
 #include <memory>
 #include <thread>
 
-#include "ps/in_process_client.h"
-#include "ps/placement.h"
-#include "worker/backend/factory.h"
+#include "ps/testing/in_process_client.h"
+#include "ps/state/placement.h"
+#include "worker/backends/factory.h"
 #include "worker/data/dataset.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"

@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "ps/ps_client.h"
-#include "ps/shard.h"
+#include "ps/client/ps_client.h"
+#include "ps/shard/shard.h"
 #include "worker/cluster/cluster_worker.h"
 
 namespace psgd {

@@ -59,7 +59,7 @@ std::string OutcomeOf(const ps::PushResult& result, int64_t* staleness) {
 }
 
 // The async staleness bound refuses a push with FAILED_PRECONDITION whose
-// message says so (ps/shard.h); the worker then pulls fresh weights.
+// message says so (ps/shard/shard.h); the worker then pulls fresh weights.
 bool IsTooStale(const absl::Status& s) {
   return absl::IsFailedPrecondition(s) &&
          s.message().find("staleness bound") != absl::string_view::npos;

@@ -42,7 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "ps/ps_client.h"
+#include "ps/client/ps_client.h"
 #include "worker/data/batcher.h"
 #include "worker/data/image_set.h"
 #include "worker/models/model.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "ps/fault_injection_client.h"
+#include "ps/testing/fault_injection_client.h"
 #include "worker/cluster/cluster_test_util.h"
 #include "worker/cluster/resync.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ps/types.h"
+#include "ps/state/types.h"
 
 namespace psgd {
 

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/security.h"
-#include "ps/ps_client.h"
+#include "ps/client/ps_client.h"
 
 namespace psgd {
 

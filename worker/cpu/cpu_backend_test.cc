@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "worker/backend/factory.h"
+#include "worker/backends/factory.h"
 #include "worker/testing/gradcheck.h"
 
 namespace psgd {

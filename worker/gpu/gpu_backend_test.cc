@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "worker/backend/factory.h"
+#include "worker/backends/factory.h"
 #include "worker/gpu/gpu_testing.h"
 #include "worker/testing/gradcheck.h"
 

@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
-#include "worker/backend/factory.h"
+#include "worker/backends/factory.h"
 #include "worker/gpu/adam.h"
 #include "worker/gpu/gpu_backend.h"
 #include "worker/gpu/tutorial_trainer.h"

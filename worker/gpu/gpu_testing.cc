@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_join.h"
-#include "worker/backend/factory.h"
+#include "worker/backends/factory.h"
 #include "worker/gpu/gpu_backend.h"
 #include "worker/testing/gradcheck.h"
 

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "worker/backend/factory.h"
+#include "worker/backends/factory.h"
 
 namespace psgd {
 namespace testing {

@@ -1,0 +1,317 @@
+#include "ps/checkpoint/checkpoint.h"
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_io.h"
+#include "common/tensor.h"
+#include "proto/checkpoint.pb.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+constexpr char kShardMagic[] = "PSGDCKPT";
+constexpr char kManifestMagic[] = "PSGDMANI";
+
+std::string FloatBytes(const float* data, size_t n) {
+  return std::string(reinterpret_cast<const char*>(data), n * sizeof(float));
+}
+
+// DATA_LOSS "FILENAME: MESSAGE".
+absl::Status Corrupt(absl::string_view filename, absl::string_view message) {
+  return absl::DataLossError(absl::StrCat(filename, ": ", message));
+}
+
+// The float32 values of `bytes`, which must hold exactly `n`.
+absl::StatusOr<std::vector<float>> Floats(const std::string& bytes, int64_t n,
+                                          absl::string_view what,
+                                          absl::string_view filename) {
+  if (static_cast<int64_t>(bytes.size()) != n * 4) {
+    return Corrupt(filename, absl::StrCat(what, " has ", bytes.size(),
+                                          " bytes, expected ", n * 4));
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
+                             absl::string_view filename,
+                             ShardCheckpoint* out) {
+  if (p.variables_size() == 0) return Corrupt(filename, "no variables");
+  auto layout = std::make_shared<VariableLayout>();
+  auto snapshot = std::make_shared<WeightsSnapshot>();
+  for (const ckpt::Tensor& t : p.variables()) {
+    if (t.name().empty()) return Corrupt(filename, "a variable has no name");
+    Shape shape(t.shape().begin(), t.shape().end());
+    if (absl::Status s = ValidateShape(shape); !s.ok()) {
+      return Corrupt(filename,
+                     absl::StrCat("variable '", t.name(), "': ", s.message()));
+    }
+    if (!layout->index.emplace(t.name(), layout->size()).second) {
+      return Corrupt(filename,
+                     absl::StrCat("variable '", t.name(), "' appears twice"));
+    }
+    Tensor value(shape);
+    const int64_t want = value.size() * static_cast<int64_t>(sizeof(float));
+    if (static_cast<int64_t>(t.data().size()) != want) {
+      return Corrupt(filename, absl::StrCat("variable '", t.name(), "' of shape ",
+                                            ShapeToString(shape), " has ",
+                                            t.data().size(), " bytes, expected ",
+                                            want));
+    }
+    std::memcpy(value.data(), t.data().data(), t.data().size());
+    for (int64_t i = 0; i < value.size(); ++i) {
+      if (!std::isfinite(value.data()[i])) {
+        return Corrupt(filename,
+                       absl::StrCat("variable '", t.name(),
+                                    "' has a non-finite value at element ", i));
+      }
+    }
+    layout->names.push_back(t.name());
+    layout->shapes.push_back(shape);
+    layout->sizes.push_back(value.size());
+    layout->num_parameters += value.size();
+    snapshot->weights.push_back(std::move(value));
+  }
+  snapshot->step = p.step();
+  snapshot->layout = std::move(layout);
+  out->weights = std::move(snapshot);
+  return absl::OkStatus();
+}
+
+absl::Status DecodeOptimizer(const ckpt::ShardCheckpoint& p,
+                             absl::string_view filename,
+                             ShardCheckpoint* out) {
+  const VariableLayout& layout = *out->weights->layout;
+  OptimizerState& o = out->optimizer;
+  o.kind = p.optimizer();
+  o.step = p.optimizer_step();
+  if (o.step < 0) {
+    return Corrupt(filename, absl::StrCat("optimizer step ", o.step));
+  }
+  for (const ckpt::Slot& slot : p.slots()) {
+    if (slot.values_size() != layout.size()) {
+      return Corrupt(filename,
+                     absl::StrCat("slot '", slot.name(), "' has ",
+                                  slot.values_size(), " variables, expected ",
+                                  layout.size()));
+    }
+    o.slot_names.push_back(slot.name());
+    std::vector<std::vector<float>>& values = o.slots.emplace_back();
+    for (int i = 0; i < layout.size(); ++i) {
+      absl::StatusOr<std::vector<float>> v =
+          Floats(slot.values(i), layout.sizes[i],
+                 absl::StrCat("slot '", slot.name(), "' of '",
+                              layout.names[i], "'"),
+                 filename);
+      if (!v.ok()) return v.status();
+      values.push_back(*std::move(v));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeBookkeeping(const ckpt::ShardCheckpoint& p,
+                               absl::string_view filename,
+                               ShardCheckpoint* out) {
+  if (p.total_num_replicas() < 1 ||
+      p.last_push_step_size() != p.total_num_replicas()) {
+    return Corrupt(filename,
+                   absl::StrCat(p.last_push_step_size(),
+                                " last push steps for total_num_replicas ",
+                                p.total_num_replicas()));
+  }
+  out->total_num_replicas = p.total_num_replicas();
+  for (int64_t s : p.last_push_step()) {
+    if (s < -1 || s >= p.step()) {
+      return Corrupt(filename, absl::StrCat("a last push step of ", s,
+                                            " at step ", p.step()));
+    }
+    out->last_push_step.push_back(s);
+  }
+  for (int w : p.live_workers()) {
+    if (w < 0 || w >= p.total_num_replicas()) {
+      return Corrupt(filename, absl::StrCat("live worker ", w));
+    }
+    out->live_workers.push_back(w);
+  }
+  const ckpt::Counters& c = p.counters();
+  out->counters.aggregated = c.aggregated();
+  out->counters.applied = c.applied();
+  out->counters.dropped_stale = c.dropped_stale();
+  out->counters.dropped_surplus = c.dropped_surplus();
+  out->counters.refused = c.refused();
+  out->counters.refused_too_stale = c.refused_too_stale();
+  out->counters.completed_by_leave = c.completed_by_leave();
+  for (const ckpt::StalenessBucket& b : p.staleness()) {
+    out->staleness_histogram[b.staleness()] = b.count();
+  }
+  out->workers_expired = p.workers_expired();
+  for (const ckpt::Rollback& r : p.rollbacks()) {
+    out->rollbacks.push_back(
+        {r.generation(), r.label(), r.from_step(), r.to_step()});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
+  ckpt::ShardCheckpoint p;
+  p.set_format_version(kCheckpointFormatVersion);
+  p.set_cluster(c.cluster);
+  p.set_shard_index(c.shard_index);
+  p.set_num_shards(c.num_shards);
+  p.set_label(c.label);
+  p.set_generation(c.generation);
+  p.set_mode(c.mode);
+  p.set_optimizer(c.optimizer.kind);
+  p.set_total_num_replicas(c.total_num_replicas);
+  p.set_step(c.step);
+  const WeightsSnapshot& w = *c.weights;
+  for (int i = 0; i < w.layout->size(); ++i) {
+    ckpt::Tensor* t = p.add_variables();
+    t->set_name(w.layout->names[i]);
+    t->mutable_shape()->Assign(w.layout->shapes[i].begin(),
+                               w.layout->shapes[i].end());
+    t->set_data(FloatBytes(w.weights[i].data(), w.weights[i].size()));
+  }
+  p.set_optimizer_step(c.optimizer.step);
+  for (size_t k = 0; k < c.optimizer.slots.size(); ++k) {
+    ckpt::Slot* slot = p.add_slots();
+    slot->set_name(c.optimizer.slot_names[k]);
+    for (const std::vector<float>& v : c.optimizer.slots[k]) {
+      slot->add_values(FloatBytes(v.data(), v.size()));
+    }
+  }
+  p.mutable_last_push_step()->Assign(c.last_push_step.begin(),
+                                     c.last_push_step.end());
+  p.mutable_live_workers()->Assign(c.live_workers.begin(),
+                                   c.live_workers.end());
+  ckpt::Counters* counters = p.mutable_counters();
+  counters->set_aggregated(c.counters.aggregated);
+  counters->set_applied(c.counters.applied);
+  counters->set_dropped_stale(c.counters.dropped_stale);
+  counters->set_dropped_surplus(c.counters.dropped_surplus);
+  counters->set_refused(c.counters.refused);
+  counters->set_refused_too_stale(c.counters.refused_too_stale);
+  counters->set_completed_by_leave(c.counters.completed_by_leave);
+  for (const auto& [staleness, count] : c.staleness_histogram) {
+    ckpt::StalenessBucket* b = p.add_staleness();
+    b->set_staleness(staleness);
+    b->set_count(count);
+  }
+  p.set_workers_expired(c.workers_expired);
+  for (const RollbackRecord& r : c.rollbacks) {
+    ckpt::Rollback* out = p.add_rollbacks();
+    out->set_generation(r.generation);
+    out->set_label(r.label);
+    out->set_from_step(r.from_step);
+    out->set_to_step(r.to_step);
+  }
+  p.set_saved_micros(absl::ToUnixMicros(c.saved));
+  return FrameChecksummed(kShardMagic, p.SerializeAsString());
+}
+
+absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(
+    absl::string_view bytes, absl::string_view filename) {
+  absl::StatusOr<std::string> payload =
+      UnframeChecksummed(kShardMagic, bytes, filename);
+  if (!payload.ok()) return payload.status();
+  ckpt::ShardCheckpoint p;
+  if (!p.ParseFromString(*payload)) {
+    return Corrupt(filename, "the checksum matches but the contents do not "
+                             "parse as a shard checkpoint");
+  }
+  if (p.format_version() != kCheckpointFormatVersion) {
+    return Corrupt(filename,
+                   absl::StrCat("format version ", p.format_version(),
+                                "; this build reads version ",
+                                kCheckpointFormatVersion));
+  }
+  if (p.num_shards() < 1 || p.shard_index() < 0 ||
+      p.shard_index() >= p.num_shards() || p.label() < 0 || p.step() < 0 ||
+      p.generation() < 1) {
+    return Corrupt(filename,
+                   absl::StrCat("shard ", p.shard_index(), " of ",
+                                p.num_shards(), ", label ", p.label(),
+                                ", step ", p.step(), ", generation ",
+                                p.generation(), " do not fit together"));
+  }
+  ShardCheckpoint c;
+  c.cluster = p.cluster();
+  c.shard_index = p.shard_index();
+  c.num_shards = p.num_shards();
+  c.label = p.label();
+  c.generation = p.generation();
+  c.mode = p.mode();
+  c.saved = absl::FromUnixMicros(p.saved_micros());
+  c.step = p.step();
+  if (absl::Status s = DecodeVariables(p, filename, &c); !s.ok()) return s;
+  if (absl::Status s = DecodeOptimizer(p, filename, &c); !s.ok()) return s;
+  if (absl::Status s = DecodeBookkeeping(p, filename, &c); !s.ok()) return s;
+  return c;
+}
+
+std::string EncodeCheckpointManifest(const CheckpointManifest& m) {
+  ckpt::Manifest p;
+  p.set_format_version(kCheckpointFormatVersion);
+  p.set_cluster(m.cluster);
+  p.set_label(m.label);
+  p.set_generation(m.generation);
+  p.set_num_shards(m.num_shards);
+  for (const CheckpointManifest::Entry& e : m.shards) {
+    ckpt::Manifest::Entry* out = p.add_shards();
+    out->set_shard_index(e.shard_index);
+    out->set_file(e.file);
+    out->set_bytes(e.bytes);
+    out->set_crc32c(e.crc32c);
+    out->set_step(e.step);
+  }
+  return FrameChecksummed(kManifestMagic, p.SerializeAsString());
+}
+
+absl::StatusOr<CheckpointManifest> DecodeCheckpointManifest(
+    absl::string_view bytes, absl::string_view filename) {
+  absl::StatusOr<std::string> payload =
+      UnframeChecksummed(kManifestMagic, bytes, filename);
+  if (!payload.ok()) return payload.status();
+  ckpt::Manifest p;
+  if (!p.ParseFromString(*payload)) {
+    return Corrupt(filename, "the contents do not parse as a manifest");
+  }
+  if (p.format_version() != kCheckpointFormatVersion) {
+    return Corrupt(filename, absl::StrCat("format version ", p.format_version(),
+                                          "; this build reads version ",
+                                          kCheckpointFormatVersion));
+  }
+  if (p.num_shards() < 1 || p.shards_size() != p.num_shards()) {
+    return Corrupt(filename, absl::StrCat(p.shards_size(), " entries for ",
+                                          p.num_shards(), " shards"));
+  }
+  CheckpointManifest m;
+  m.cluster = p.cluster();
+  m.label = p.label();
+  m.generation = p.generation();
+  m.num_shards = p.num_shards();
+  for (int i = 0; i < p.shards_size(); ++i) {
+    const ckpt::Manifest::Entry& e = p.shards(i);
+    if (e.shard_index() != i || e.file().empty() ||
+        e.file().find('/') != std::string::npos) {
+      return Corrupt(filename, absl::StrCat("entry ", i, " names shard ",
+                                            e.shard_index(), " and file '",
+                                            e.file(), "'"));
+    }
+    m.shards.push_back({e.shard_index(), e.file(), e.bytes(), e.crc32c(),
+                        e.step()});
+  }
+  return m;
+}
+
+}  // namespace ps
+}  // namespace psgd

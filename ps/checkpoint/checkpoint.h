@@ -1,0 +1,101 @@
+// What a parameter-server shard's checkpoint holds, as plain C++ values,
+// and its encoding on disk (proto/checkpoint.proto framed by
+// common/file_io.h's checksummed framing). docs/RELIABILITY.md describes the
+// format and when checkpoints are taken; ps/checkpoint/checkpoint_store.h lays the files
+// out in a directory.
+//
+//   ShardCheckpoint c = ...;                         // the shard's snapshot
+//   std::string bytes = EncodeShardCheckpoint(c);    // framed, checksummed
+//   ASSIGN_OR_RETURN(ShardCheckpoint back,
+//                    DecodeShardCheckpoint(bytes, "step-40/shard-0-of-2.ckpt"));
+//
+// Thread-safety: plain values and pure functions. A ShardCheckpoint's
+// weights are an immutable snapshot that may be shared between threads.
+#ifndef PSGD_PS_CHECKPOINT_CHECKPOINT_H_
+#define PSGD_PS_CHECKPOINT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "ps/state/optimizer.h"
+#include "ps/state/types.h"
+#include "ps/state/variable_store.h"
+
+namespace psgd {
+namespace ps {
+
+// The format this build writes and reads.
+constexpr int kCheckpointFormatVersion = 1;
+
+// A shard's whole state at one step. The pending aggregate of a sync step is
+// not part of it (as TensorFlow's SyncReplicasOptimizer drops its
+// accumulators on restore): last_push_step is at most step - 1, so the
+// workers that had pushed for the pending step push for it again.
+struct ShardCheckpoint {
+  // Which checkpoint of which cluster this is.
+  std::string cluster;
+  int shard_index = 0;
+  int num_shards = 1;
+  int64_t label = 0;       // DIR/step-<label>/
+  int64_t generation = 1;  // the cluster's generation when saved
+  std::string mode;        // "sync" / "async"
+  int total_num_replicas = 1;
+  absl::Time saved = absl::UnixEpoch();
+
+  // The state.
+  int64_t step = 0;
+  std::shared_ptr<const WeightsSnapshot> weights;  // names, shapes, values
+  OptimizerState optimizer;
+  std::vector<int64_t> last_push_step;  // by worker id
+  std::vector<int> live_workers;        // ascending
+  PushCounters counters;
+  std::map<int64_t, int64_t> staleness_histogram;
+  int64_t workers_expired = 0;
+  std::vector<RollbackRecord> rollbacks;
+};
+
+// The checkpoint's bytes: a ckpt.ShardCheckpoint framed with magic
+// "PSGDCKPT", its length and its CRC-32C.
+std::string EncodeShardCheckpoint(const ShardCheckpoint& checkpoint);
+
+// The checkpoint in `bytes`. DATA_LOSS naming `filename` and what is wrong:
+// a bad magic, length or checksum (a truncated or corrupt file), bytes that
+// do not parse, another format version, or contents that do not fit
+// together (a tensor whose data does not match its shape, a slot of the
+// wrong size, a non-finite weight, ...).
+absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(
+    absl::string_view bytes, absl::string_view filename);
+
+// The manifest of one checkpoint: which file holds each shard.
+struct CheckpointManifest {
+  struct Entry {
+    int shard_index = 0;
+    std::string file;  // name within the step directory
+    int64_t bytes = 0;
+    uint32_t crc32c = 0;  // of the whole file
+    int64_t step = 0;
+  };
+  std::string cluster;
+  int64_t label = 0;
+  int64_t generation = 1;
+  int num_shards = 1;
+  std::vector<Entry> shards;  // by shard index
+};
+
+// Framed with magic "PSGDMANI".
+std::string EncodeCheckpointManifest(const CheckpointManifest& manifest);
+// DATA_LOSS naming `filename`, as DecodeShardCheckpoint; also when the
+// entries are not exactly shards 0..num_shards-1.
+absl::StatusOr<CheckpointManifest> DecodeCheckpointManifest(
+    absl::string_view bytes, absl::string_view filename);
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_CHECKPOINT_CHECKPOINT_H_

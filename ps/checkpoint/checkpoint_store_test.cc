@@ -1,0 +1,162 @@
+// The checkpoint directory: a checkpoint is complete once every shard's file
+// is there (the last writer adds the MANIFEST); restoring takes the newest
+// complete one and names each newer one it refused (partial, corrupt,
+// truncated, generations that differ); old checkpoints are pruned; a
+// rollback deletes later ones. And the writer thread: saves in order,
+// Flush, and the count of failures.
+#include "ps/checkpoint/checkpoint_store.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "common/file_io.h"
+#include "ps/testing/checkpoint_test_util.h"
+#include "ps/checkpoint/checkpoint_writer.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+using testing::FreshDir;
+using testing::SmallCheckpoint;
+
+std::unique_ptr<CheckpointStore> Open(const std::string& dir, int shard,
+                                      int keep = 3) {
+  auto store = CheckpointStore::Open({dir, "c", shard, 2, keep});
+  REQUIRE(store.ok());
+  return *std::move(store);
+}
+
+// Both shards write checkpoint `label` at `step`.
+void WriteBoth(CheckpointStore& a, CheckpointStore& b, int64_t label,
+               int64_t step, int64_t generation = 1) {
+  REQUIRE(a.Write(SmallCheckpoint(0, 2, label, step, generation)).ok());
+  REQUIRE(b.Write(SmallCheckpoint(1, 2, label, step, generation)).ok());
+}
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+TEST_CASE("a checkpoint is complete once every shard has written it") {
+  const std::string dir = FreshDir("complete");
+  auto a = Open(dir, 0), b = Open(dir, 1);
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 10, 10)).ok());
+  CHECK(Exists(dir + "/step-10/shard-0-of-2.ckpt"));
+  CHECK_FALSE(Exists(dir + "/step-10/MANIFEST"));
+  absl::Status partial = a->Read(10).status();
+  CHECK(partial.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(partial.message()), Catch::Contains("partial"));
+  std::vector<std::string> refused;
+  CHECK(absl::IsNotFound(a->ReadNewestComplete(&refused).status()));
+  REQUIRE(refused.size() == 1);
+  CHECK_THAT(refused[0], Catch::StartsWith("checkpoint step-10 refused: "));
+
+  REQUIRE(b->Write(SmallCheckpoint(1, 2, 10, 10)).ok());
+  CHECK(Exists(dir + "/step-10/MANIFEST"));
+  absl::StatusOr<ShardCheckpoint> own = a->Read(10);
+  REQUIRE(own.ok());
+  CHECK(own->shard_index == 0);
+  CHECK(own->step == 10);
+  refused.clear();
+  absl::StatusOr<ShardCheckpoint> newest = b->ReadNewestComplete(&refused);
+  REQUIRE(newest.ok());
+  CHECK(newest->shard_index == 1);
+  CHECK(newest->label == 10);
+  CHECK(refused.empty());
+  CHECK(absl::IsNotFound(a->Read(99).status()));
+}
+
+TEST_CASE("restoring falls back past a corrupt, truncated or partial one") {
+  const std::string dir = FreshDir("fallback");
+  auto a = Open(dir, 0, 10), b = Open(dir, 1, 10);
+  WriteBoth(*a, *b, 0, 0);
+  WriteBoth(*a, *b, 10, 10);
+  WriteBoth(*a, *b, 20, 20);
+  WriteBoth(*a, *b, 30, 30);
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 40, 40)).ok());  // b died first
+
+  // One flipped byte in shard 1's file of step 30.
+  const std::string f30 = dir + "/step-30/shard-1-of-2.ckpt";
+  std::string bytes = *ReadFileToString(f30);
+  bytes[bytes.size() - 3] ^= 0x01;
+  REQUIRE(WriteFileAtomically(f30, bytes).ok());
+  // Shard 0's file of step 20 cut short.
+  const std::string f20 = dir + "/step-20/shard-0-of-2.ckpt";
+  bytes = *ReadFileToString(f20);
+  REQUIRE(WriteFileAtomically(f20, bytes.substr(0, bytes.size() / 2)).ok());
+
+  std::vector<std::string> refused;
+  absl::StatusOr<ShardCheckpoint> c = b->ReadNewestComplete(&refused);
+  REQUIRE(c.ok());
+  CHECK(c->label == 10);
+  REQUIRE(refused.size() == 3);
+  CHECK_THAT(refused[0], Catch::Contains("step-40") &&
+                             Catch::Contains("MANIFEST is missing"));
+  CHECK_THAT(refused[1], Catch::Contains(f30) && Catch::Contains("corrupt"));
+  CHECK_THAT(refused[2], Catch::Contains(f20) && Catch::Contains("truncated"));
+}
+
+TEST_CASE("files of another generation do not make a checkpoint complete") {
+  const std::string dir = FreshDir("generations");
+  auto a = Open(dir, 0), b = Open(dir, 1);
+  // Shard 0's file of step 20 is from before a rollback (generation 1);
+  // shard 1 reaches step 20 again in generation 2.
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 20, 20, 1)).ok());
+  REQUIRE(b->Write(SmallCheckpoint(1, 2, 20, 20, 2)).ok());
+  CHECK_FALSE(Exists(dir + "/step-20/MANIFEST"));
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 20, 20, 2)).ok());
+  CHECK(Exists(dir + "/step-20/MANIFEST"));
+  absl::StatusOr<ShardCheckpoint> c = a->Read(20);
+  REQUIRE(c.ok());
+  CHECK(c->generation == 2);
+}
+
+TEST_CASE("old checkpoints are pruned and a rollback deletes later ones") {
+  const std::string dir = FreshDir("prune");
+  auto a = Open(dir, 0, 2), b = Open(dir, 1, 2);
+  for (int64_t label : {0, 10, 20, 30}) WriteBoth(*a, *b, label, label);
+  // Shard 1 completed step 30 and deleted its part of steps 0 and 10;
+  // shard 0 deletes its own at its next write.
+  CHECK_FALSE(Exists(dir + "/step-10/shard-1-of-2.ckpt"));
+  CHECK_FALSE(Exists(dir + "/step-10/MANIFEST"));
+  CHECK(Exists(dir + "/step-10/shard-0-of-2.ckpt"));
+
+  // A later checkpoint only shard 0 wrote, and a killed writer's leftover.
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 40, 40)).ok());
+  CHECK(a->Labels() == std::vector<int64_t>{20, 30, 40});
+  std::ofstream(dir + "/step-40/shard-1-of-2.ckpt.tmp.999") << "partial";
+  REQUIRE(a->DeleteNewerThan(30).ok());
+  REQUIRE(b->DeleteNewerThan(30).ok());
+  CHECK(a->Labels() == std::vector<int64_t>{20, 30});
+  CHECK(b->Read(30).ok());
+}
+
+TEST_CASE("the writer saves in order on its thread and counts failures") {
+  const std::string dir = FreshDir("writer");
+  CheckpointWriter a(Open(dir, 0)), b(Open(dir, 1));
+  for (int64_t label : {0, 5}) {
+    a.Save(std::make_unique<ShardCheckpoint>(SmallCheckpoint(0, 2, label, label)));
+    b.Save(std::make_unique<ShardCheckpoint>(SmallCheckpoint(1, 2, label, label)));
+  }
+  a.DeleteNewerThan(0);
+  a.Flush();
+  b.Flush();
+  CHECK(a.stats().written == 2);
+  CHECK(a.stats().failed == 0);
+  CHECK(a.stats().last_label == 5);
+  absl::Status read0 = a.store().Read(0).status();
+  INFO(read0.ToString());
+  CHECK(read0.ok());
+  // Step 5 lost shard 0's file to the rollback queued after it.
+  CHECK(a.store().Read(5).status().code() == absl::StatusCode::kDataLoss);
+
+  // Another shard's checkpoint is refused and counted.
+  a.Save(std::make_unique<ShardCheckpoint>(SmallCheckpoint(1, 2, 9, 9)));
+  a.Flush();
+  CHECK(a.stats().failed == 1);
+  CHECK_THAT(a.stats().last_error, Catch::Contains("given to the store of"));
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

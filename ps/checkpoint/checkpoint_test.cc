@@ -1,0 +1,122 @@
+// The checkpoint format: every field survives a round trip; a corrupt,
+// truncated or mislabelled file is refused with DATA_LOSS naming the file and
+// the reason; the manifest likewise.
+#include "ps/checkpoint/checkpoint.h"
+
+#include <catch2/catch.hpp>
+
+#include "ps/testing/checkpoint_test_util.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+using testing::SmallCheckpoint;
+
+std::vector<float> Values(const Tensor& t) {
+  return std::vector<float>(t.data(), t.data() + t.size());
+}
+
+TEST_CASE("a shard checkpoint survives encoding and decoding whole") {
+  const ShardCheckpoint c = SmallCheckpoint(1, 2, 40, 41, 3);
+  absl::StatusOr<ShardCheckpoint> d =
+      DecodeShardCheckpoint(EncodeShardCheckpoint(c), "f");
+  REQUIRE(d.ok());
+  CHECK(d->cluster == "c");
+  CHECK(d->shard_index == 1);
+  CHECK(d->num_shards == 2);
+  CHECK(d->label == 40);
+  CHECK(d->generation == 3);
+  CHECK(d->mode == "sync");
+  CHECK(d->total_num_replicas == 3);
+  CHECK(d->saved == c.saved);
+  CHECK(d->step == 41);
+  REQUIRE(d->weights->layout->names == c.weights->layout->names);
+  CHECK(d->weights->layout->shapes == c.weights->layout->shapes);
+  CHECK(d->weights->step == 41);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(Values(d->weights->weights[i]) == Values(c.weights->weights[i]));
+  }
+  CHECK(d->optimizer.kind == "adam");
+  CHECK(d->optimizer.step == 41);
+  CHECK(d->optimizer.slot_names == c.optimizer.slot_names);
+  CHECK(d->optimizer.slots == c.optimizer.slots);
+  CHECK(d->last_push_step == c.last_push_step);
+  CHECK(d->live_workers == c.live_workers);
+  CHECK(d->counters.aggregated == 4);
+  CHECK(d->counters.applied == 41);
+  CHECK(d->counters.dropped_surplus == 1);
+  CHECK(d->staleness_histogram == c.staleness_histogram);
+  CHECK(d->workers_expired == 1);
+  CHECK(d->rollbacks == c.rollbacks);
+}
+
+TEST_CASE("a corrupt or truncated checkpoint is refused naming the file") {
+  const std::string bytes = EncodeShardCheckpoint(SmallCheckpoint(0, 1, 5, 5));
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x10;
+  absl::Status s = DecodeShardCheckpoint(flipped, "step-5/x.ckpt").status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("step-5/x.ckpt"));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("checksum"));
+
+  s = DecodeShardCheckpoint(bytes.substr(0, bytes.size() - 7), "t").status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::StartsWith("t"));
+
+  s = DecodeShardCheckpoint("", "empty").status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  // A manifest is not a shard checkpoint (the magic differs).
+  CheckpointManifest m;
+  m.shards = {{0, "shard-0-of-1.ckpt", 10, 1, 5}};
+  s = DecodeShardCheckpoint(EncodeCheckpointManifest(m), "m").status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+}
+
+TEST_CASE("checkpoint contents that do not fit together are refused") {
+  ShardCheckpoint c = SmallCheckpoint(0, 1, 5, 5);
+  c.last_push_step = {1, 2};  // 3 workers
+  absl::Status s = DecodeShardCheckpoint(EncodeShardCheckpoint(c), "f").status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("last push steps"));
+
+  c = SmallCheckpoint(0, 1, 5, 5);
+  c.optimizer.slots[1].pop_back();  // v of one variable only
+  s = DecodeShardCheckpoint(EncodeShardCheckpoint(c), "f").status();
+  CHECK_THAT(std::string(s.message()), Catch::Contains("slot 'v'"));
+
+  c = SmallCheckpoint(0, 1, 5, 5);
+  c.last_push_step[0] = 5;  // the pending step's pushes are not saved
+  s = DecodeShardCheckpoint(EncodeShardCheckpoint(c), "f").status();
+  CHECK_THAT(std::string(s.message()), Catch::Contains("last push step of 5"));
+}
+
+TEST_CASE("a manifest survives a round trip and must list every shard") {
+  CheckpointManifest m;
+  m.cluster = "c";
+  m.label = 20;
+  m.generation = 2;
+  m.num_shards = 2;
+  m.shards = {{0, "shard-0-of-2.ckpt", 100, 7, 20},
+              {1, "shard-1-of-2.ckpt", 101, 8, 21}};
+  absl::StatusOr<CheckpointManifest> d =
+      DecodeCheckpointManifest(EncodeCheckpointManifest(m), "MANIFEST");
+  REQUIRE(d.ok());
+  CHECK(d->label == 20);
+  CHECK(d->generation == 2);
+  REQUIRE(d->shards.size() == 2);
+  CHECK(d->shards[1].file == "shard-1-of-2.ckpt");
+  CHECK(d->shards[1].bytes == 101);
+  CHECK(d->shards[1].crc32c == 8);
+  CHECK(d->shards[1].step == 21);
+
+  m.shards.pop_back();
+  absl::Status s =
+      DecodeCheckpointManifest(EncodeCheckpointManifest(m), "MANIFEST").status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("1 entries for 2"));
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

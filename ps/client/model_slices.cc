@@ -1,0 +1,140 @@
+#include "ps/client/model_slices.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+template <typename View, typename Pointer>
+absl::Status OrderModelImpl(const Placement& placement,
+                            absl::Span<const View> tensors,
+                            std::vector<Pointer>* data) {
+  data->assign(placement.variables.size(), nullptr);
+  for (const View& t : tensors) {
+    auto it = placement.variable_index.find(t.name);
+    if (it == placement.variable_index.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", t.name, "' is not a variable of the model"));
+    }
+    const VariableSpec& spec = placement.variables[it->second];
+    if ((*data)[it->second] != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", t.name, "' is given twice"));
+    }
+    if (t.view.shape() != spec.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", t.name, "' has shape ", ShapeToString(t.view.shape()),
+          " but the model's has shape ", ShapeToString(spec.shape)));
+    }
+    (*data)[it->second] = t.view.data();
+  }
+  for (size_t v = 0; v < data->size(); ++v) {
+    if ((*data)[v] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", placement.variables[v].name, "' is missing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckVersion(const ModelVersion& version, int num_shards) {
+  if (static_cast<int>(version.steps.size()) != num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a model version of ", version.steps.size(), " steps for ",
+                     num_shards, " shards"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AgreeOnGeneration(int shard, int64_t generation,
+                               ModelVersion* version) {
+  if (shard == 0 || generation == version->generation) {
+    version->generation = generation;
+    return absl::OkStatus();
+  }
+  return absl::AbortedError(absl::StrCat(
+      "pull: shard ", shard, " answered from generation ", generation,
+      " and an earlier shard from generation ", version->generation,
+      " (a rollback is under way): pull again"));
+}
+
+absl::Status OrderModel(const Placement& placement,
+                        absl::Span<const NamedConstTensorView> tensors,
+                        std::vector<const float*>* data) {
+  return OrderModelImpl(placement, tensors, data);
+}
+
+absl::Status OrderModel(const Placement& placement,
+                        absl::Span<const NamedTensorView> tensors,
+                        std::vector<float*>* data) {
+  return OrderModelImpl(placement, tensors, data);
+}
+
+std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
+                                     absl::Span<const float* const> model) {
+  std::vector<TensorBytes> out;
+  out.reserve(placement.shard_slices[shard].size());
+  for (int s : placement.shard_slices[shard]) {
+    const Slice& slice = placement.slices[s];
+    out.push_back(FloatTensorBytes(slice.name, slice.shape,
+                                   model[slice.variable] + slice.offset));
+  }
+  return out;
+}
+
+absl::StatusOr<char*> ShardAssembler::Destination(const TensorBytes& t,
+                                                  size_t bytes) {
+  auto it = placement_.slice_index.find(t.name);
+  if (it == placement_.slice_index.end() ||
+      placement_.slices[it->second].shard != shard_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard_, " returned '", t.name,
+                     "', which the placement does not put on it"));
+  }
+  const Slice& slice = placement_.slices[it->second];
+  if (seen_[it->second]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard_, " returned '", t.name, "' twice"));
+  }
+  seen_[it->second] = true;
+  const Shape shape(t.shape.begin(), t.shape.end());
+  const size_t want = slice.num_elements * sizeof(float);
+  if (t.dtype != DType::kFloat32 || shape != slice.shape || bytes != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", shard_, " returned '", t.name, "' as ", DTypeName(t.dtype),
+        " ", ShapeToString(shape), " in ", bytes, " bytes; expected float32 ",
+        ShapeToString(slice.shape), " in ", want, " bytes"));
+  }
+  return reinterpret_cast<char*>(model_[slice.variable] + slice.offset);
+}
+
+absl::Status ShardAssembler::Finish() const {
+  for (int s : placement_.shard_slices[shard_]) {
+    if (!seen_[s]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard ", shard_, " did not return '",
+                       placement_.slices[s].name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AssembleShard(const Placement& placement, int shard,
+                           absl::Span<const TensorBytes> pulled,
+                           absl::Span<float* const> model) {
+  ShardAssembler assembler(placement, shard, model);
+  for (const TensorBytes& t : pulled) {
+    absl::StatusOr<char*> dest = assembler.Destination(t, t.data.size());
+    if (!dest.ok()) return dest.status();
+    std::memcpy(*dest, t.data.data(), t.data.size());
+  }
+  return assembler.Finish();
+}
+
+}  // namespace ps
+}  // namespace psgd

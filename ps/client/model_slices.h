@@ -1,0 +1,81 @@
+// What both PsClient implementations do around the transport: match the
+// caller's whole-model tensors to the placement, cut them into each shard's
+// row slices (no copy: a row slice is contiguous) and copy pulled slices back
+// into whole tensors.
+//
+// Thread-safety: pure functions.
+#ifndef PSGD_PS_CLIENT_MODEL_SLICES_H_
+#define PSGD_PS_CLIENT_MODEL_SLICES_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ps/state/placement.h"
+#include "ps/client/ps_client.h"
+#include "ps/state/types.h"
+
+namespace psgd {
+namespace ps {
+
+// OK when `version` has one step per shard; INVALID_ARGUMENT otherwise.
+absl::Status CheckVersion(const ModelVersion& version, int num_shards);
+
+// Records shard `shard`'s generation in a pulled version (shards in
+// order, 0 first): ABORTED when it differs from the earlier shards' (the
+// cluster is rolling back; pull again).
+absl::Status AgreeOnGeneration(int shard, int64_t generation,
+                               ModelVersion* version);
+
+// Orders whole-model tensors as placement.variables: (*data)[v] is the data
+// of variable v. INVALID_ARGUMENT naming the tensor when one is unknown,
+// repeated, missing or of another shape.
+absl::Status OrderModel(const Placement& placement,
+                        absl::Span<const NamedConstTensorView> tensors,
+                        std::vector<const float*>* data);
+absl::Status OrderModel(const Placement& placement,
+                        absl::Span<const NamedTensorView> tensors,
+                        std::vector<float*>* data);
+
+// Shard `shard`'s slices of an ordered model, borrowing its memory.
+std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
+                                     absl::Span<const float* const> model);
+
+// Puts one shard's pulled slices into the ordered model as they are
+// decoded: Destination checks a slice against the placement and says where
+// its bytes go; Finish checks that every slice of the shard came.
+// Errors: INVALID_ARGUMENT naming the shard and the slice for a slice the
+// shard does not hold, one repeated or missing, a dtype other than float32,
+// another shape or byte count.
+class ShardAssembler {
+ public:
+  // The placement and the model's memory are borrowed.
+  ShardAssembler(const Placement& placement, int shard,
+                 absl::Span<float* const> model)
+      : placement_(placement),
+        shard_(shard),
+        model_(model),
+        seen_(placement.slices.size(), false) {}
+
+  // `tensor`'s data is not used: only its name, shape and dtype.
+  absl::StatusOr<char*> Destination(const TensorBytes& tensor, size_t bytes);
+  absl::Status Finish() const;
+
+ private:
+  const Placement& placement_;
+  const int shard_;
+  const absl::Span<float* const> model_;
+  std::vector<bool> seen_;
+};
+
+// Copies what shard `shard` returned into the ordered model, with the
+// checks of ShardAssembler.
+absl::Status AssembleShard(const Placement& placement, int shard,
+                           absl::Span<const TensorBytes> pulled,
+                           absl::Span<float* const> model);
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_CLIENT_MODEL_SLICES_H_

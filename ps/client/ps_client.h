@@ -1,0 +1,144 @@
+// How a worker reaches the parameter servers: one interface with a gRPC
+// implementation (ps/client/grpc_client.h, S addresses, all shards in parallel) and
+// an in-process one over ParameterShard objects (ps/testing/in_process_client.h, for
+// tests). It takes and returns whole model variables by name; slicing them
+// over the shards (ps/state/placement.h) and assembling them again is its job.
+//
+// A worker loop (sync):
+//   client->Join();
+//   ModelVersion v = *client->Pull(ModelVersion::AtLeast(S, 0), deadline, w);
+//   for (;;) {
+//     ... gradients g from weights w ...
+//     client->Push(v, g);                      // each shard tagged with v
+//     v = *client->Pull(v.Next(), deadline, w);  // each shard past v
+//   }
+//   client->Leave();
+// Async is the same with Pull(ModelVersion::AtLeast(S, 0), ...): no waiting.
+//
+// Every call goes to every shard. The shards judge independently: a push
+// refused by one shard is still applied by the others, and the call returns
+// the first refusal (its message names the shard). Error codes are those of
+// ParameterShard (ps/shard/shard.h), plus INVALID_ARGUMENT for tensors that do not
+// match the model and UNAVAILABLE / DEADLINE_EXCEEDED from the transport.
+// ABORTED means the cluster rolled back to a checkpoint (or is about to):
+// the worker re-syncs (docs/RELIABILITY.md).
+//
+// Thread-safety: as each implementation says (InProcessPsClient is
+// thread-safe, GrpcPsClient thread-compatible: one per worker).
+#ifndef PSGD_PS_CLIENT_PS_CLIENT_H_
+#define PSGD_PS_CLIENT_PS_CLIENT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/tensor.h"
+#include "ps/state/placement.h"
+#include "ps/state/types.h"
+
+namespace psgd {
+namespace ps {
+
+// The version of the model a worker holds: each shard's step. Shards keep
+// their own steps, which may differ slightly (one shard may complete a step
+// a moment before another, and in async mode they drift freely); a worker
+// tags its push to shard i with steps[i], the step it pulled from shard i.
+struct ModelVersion {
+  std::vector<int64_t> steps;
+  // The cluster's generation the weights belong to (one more with every
+  // rollback to a checkpoint); pushes and pulls carry it, and a shard in
+  // another generation answers ABORTED. 0: any (a version no pull
+  // returned).
+  int64_t generation = 0;
+  // For a version that Pull returned: how long the slowest shard held the
+  // pull before its step was reached (the servers' measure of a sync
+  // worker's wait for the others). Zero otherwise.
+  absl::Duration server_wait = absl::ZeroDuration();
+
+  // Every shard at least `step`.
+  static ModelVersion AtLeast(int num_shards, int64_t step) {
+    return ModelVersion{std::vector<int64_t>(num_shards, step)};
+  }
+  // Each shard's step plus one: what a sync worker waits for after a push.
+  ModelVersion Next() const {
+    ModelVersion v = *this;
+    for (int64_t& s : v.steps) ++s;
+    v.server_wait = absl::ZeroDuration();
+    return v;
+  }
+};
+
+// In a version given to PsClient::Push: the shard gets no push.
+constexpr int64_t kNoPush = -1;
+
+// A model variable by name, borrowed.
+struct NamedTensorView {
+  std::string name;
+  TensorView view;
+};
+struct NamedConstTensorView {
+  std::string name;
+  ConstTensorView view;
+};
+
+// What each shard said about a push, indexed by shard.
+struct PushResult {
+  std::vector<PushReply> shards;
+};
+
+class PsClient {
+ public:
+  virtual ~PsClient() = default;
+
+  virtual const Placement& placement() const = 0;
+  int num_shards() const { return placement().num_shards; }
+
+  // Sends every shard its slices of the initial values (every model
+  // variable once, by name, with its shape). A no-op on shards that are
+  // already initialised with the same variables.
+  virtual absl::Status Initialize(
+      absl::Span<const NamedConstTensorView> variables) = 0;
+
+  // This client's worker joins / leaves every shard.
+  virtual absl::Status Join() = 0;
+  virtual absl::Status Leave() = 0;
+
+  // Fills `out` (every model variable once, by name) with the weights of
+  // each shard i at step >= min_version.steps[i], waiting until `deadline`
+  // at most, from min_version.generation (0: any). Returns the shards' steps
+  // and their generation; ABORTED when the shards answered from different
+  // generations (a rollback under way).
+  virtual absl::StatusOr<ModelVersion> Pull(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) = 0;
+
+  // Pushes `gradients` (every model variable once) to every shard i, tagged
+  // with version.steps[i]; a shard whose step is kNoPush gets nothing and
+  // its reply is marked `skipped`.
+  virtual absl::StatusOr<PushResult> Push(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) = 0;
+
+  // One status per shard.
+  virtual absl::StatusOr<std::vector<ShardStatus>> Status() = 0;
+
+  // Training is over: every shard shuts down (and its server exits).
+  virtual absl::Status Shutdown(absl::string_view reason) = 0;
+
+  // Every shard rolls back to checkpoint step-<label> in `generation`
+  // (ParameterShard::Rollback; shards already in it do nothing).
+  virtual absl::Status Rollback(int64_t label, int64_t generation) = 0;
+
+  // Every shard saves checkpoint step-<label>: now, or at its first step
+  // >= label (ParameterShard::RequestCheckpoint).
+  virtual absl::Status RequestCheckpoint(int64_t label, bool now) = 0;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_CLIENT_PS_CLIENT_H_

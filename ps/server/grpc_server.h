@@ -1,0 +1,78 @@
+// A parameter-server shard served over gRPC: the ParameterShard, its
+// service (ps/server/grpc_service.h), gRPC's health-checking service and server
+// reflection, listening on options.listen_address with the message size
+// limits raised to options.max_message_bytes, over TLS and taking only calls
+// with the cluster's token when options.security says so (the health and
+// reflection services need no token). ps_server runs one; tests and
+// ps_bench run several in one process.
+//
+// Thread-safety: thread-safe.
+#ifndef PSGD_PS_SERVER_GRPC_SERVER_H_
+#define PSGD_PS_SERVER_GRPC_SERVER_H_
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ps/server/grpc_service.h"
+#include "common/mutex.h"
+#include "ps/state/options.h"
+#include "ps/shard/shard.h"
+
+namespace psgd {
+namespace ps {
+
+class PsGrpcServer {
+ public:
+  // Validates the options, creates the shard and starts serving; writes
+  // the port to options.port_file when set. INVALID_ARGUMENT for bad
+  // options, NOT_FOUND / INTERNAL for TLS files that cannot be read (bad
+  // PEM contents make the listen fail: UNAVAILABLE), UNAVAILABLE when the
+  // address cannot be bound, INTERNAL when the port file cannot be written.
+  static absl::StatusOr<std::unique_ptr<PsGrpcServer>> Start(
+      const ServerOptions& options);
+
+  // Stop(absl::ZeroDuration()) unless stopped.
+  ~PsGrpcServer();
+  PsGrpcServer(const PsGrpcServer&) = delete;
+  PsGrpcServer& operator=(const PsGrpcServer&) = delete;
+
+  // The port it listens on (the OS's choice for port 0).
+  int port() const { return port_; }
+  // "127.0.0.1:<port>" for a loopback or wildcard listen address, else the
+  // listen address with the bound port.
+  std::string address() const;
+
+  ParameterShard* shard() { return shard_.get(); }
+  PsGrpcService* service() { return service_.get(); }
+
+  // Waits until the shard is shut down (a Shutdown RPC) or `deadline`;
+  // true when it is.
+  bool WaitForShutdown(absl::Time deadline);
+
+  // Shuts the shard down (waiting pulls end), marks the health service
+  // NOT_SERVING and stops the gRPC server, cancelling calls still in
+  // flight after `grace`. Idempotent.
+  void Stop(absl::Duration grace);
+
+ private:
+  PsGrpcServer() = default;
+
+  std::string host_;
+  int port_ = 0;
+  // Destroyed in reverse order: the server before the service and the
+  // shard it calls.
+  std::unique_ptr<ParameterShard> shard_;
+  std::unique_ptr<PsGrpcService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  Mutex stop_mu_;
+  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_SERVER_GRPC_SERVER_H_

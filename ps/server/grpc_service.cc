@@ -1,0 +1,210 @@
+#include "ps/server/grpc_service.h"
+
+#include <utility>
+
+#include "common/grpc_status.h"
+#include "common/mutex.h"
+#include "ps/wire/wire_zero_copy.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// Finishes a unary call with `status`.
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
+                                 const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+// A pull that may wait: registered with the shard, finished by whichever
+// comes first, the shard reaching the step or the call's cancellation
+// (its deadline, the client, or the server shutting down).
+class PullReactor final : public grpc::ServerUnaryReactor {
+ public:
+  PullReactor(ShardRequestHandler* handler,
+              const grpc::ByteBuffer& request_bytes, grpc::ByteBuffer* response)
+      : shard_(handler->shard()), response_(response), arrived_(absl::Now()) {
+    grpc::ByteBuffer bytes(request_bytes);  // shares the slices
+    wire::PullRequest request;
+    grpc::Status parsed =
+        grpc::SerializationTraits<wire::PullRequest>::Deserialize(&bytes,
+                                                                  &request);
+    if (!parsed.ok()) {
+      Finish(parsed);
+      return;
+    }
+    // Once the shard may call Reply, OnCancel may race with it; CancelPull
+    // decides which of the two finishes the call.
+    ticket_ = handler->Pull(
+        request,
+        [this](absl::StatusOr<ParameterShard::Snapshot> s) { Reply(s); });
+  }
+
+  void OnCancel() override {
+    if (ticket_ != 0 && shard_->CancelPull(ticket_)) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                          "pull cancelled or past its deadline before the "
+                          "shard reached its step"));
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Reply(const absl::StatusOr<ParameterShard::Snapshot>& snapshot) {
+    if (!snapshot.ok()) {
+      Finish(ToGrpcStatus(snapshot.status()));
+      return;
+    }
+    const WeightsSnapshot& s = **snapshot;
+    wire::PullResponse header;
+    header.set_step(s.step);
+    header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived_));
+    header.set_generation(s.generation);
+    std::vector<TensorBytes> tensors;
+    for (int i = 0; i < s.layout->size(); ++i) {
+      tensors.push_back(FloatTensorBytes(
+          s.layout->names[i], s.layout->shapes[i], s.weights[i].data()));
+    }
+    *response_ = EncodeWithTensors(
+        header, wire::PullResponse::kVariablesFieldNumber, tensors, *snapshot);
+    Finish(grpc::Status::OK);  // last: OnDone may delete this at once
+  }
+
+  ParameterShard* const shard_;       // Not owned.
+  grpc::ByteBuffer* const response_;  // Owned by gRPC.
+  const absl::Time arrived_;
+  uint64_t ticket_ = 0;
+};
+
+}  // namespace
+
+// Push messages for reuse: a request's gradient buffers keep their capacity
+// (Clear() keeps them), so a 2 MB gradient is not parsed into freshly mapped
+// memory on every call. Thread-safe, as gRPC requires.
+class PsGrpcService::PushMessagePool final
+    : public grpc::MessageAllocator<wire::PushRequest, wire::PushResponse> {
+ public:
+  // Spare messages kept; more are freed.
+  static constexpr size_t kMaxSpare = 16;
+
+  grpc::MessageHolder<wire::PushRequest, wire::PushResponse>* AllocateMessages()
+      override {
+    {
+      MutexLock lock(&mu_);
+      if (!spare_.empty()) {
+        Holder* h = spare_.back().release();
+        spare_.pop_back();
+        return h;
+      }
+    }
+    return new Holder(this);
+  }
+
+ private:
+  class Holder final
+      : public grpc::MessageHolder<wire::PushRequest, wire::PushResponse> {
+   public:
+    explicit Holder(PushMessagePool* pool) : pool_(pool) {
+      set_request(&request_);
+      set_response(&response_);
+    }
+    void Release() override {
+      request_.Clear();
+      response_.Clear();
+      pool_->Return(std::unique_ptr<Holder>(this));
+    }
+
+   private:
+    PushMessagePool* const pool_;  // Not owned.
+    wire::PushRequest request_;
+    wire::PushResponse response_;
+  };
+
+  void Return(std::unique_ptr<Holder> holder) {
+    MutexLock lock(&mu_);
+    if (spare_.size() < kMaxSpare) spare_.push_back(std::move(holder));
+  }
+
+  Mutex mu_;
+  std::vector<std::unique_ptr<Holder>> spare_ ABSL_GUARDED_BY(mu_);
+};
+
+PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
+    : authenticator_(std::move(token)),
+      handler_(shard),
+      push_messages_(std::make_unique<PushMessagePool>()) {
+  SetMessageAllocatorFor_Push(push_messages_.get());
+}
+
+PsGrpcService::~PsGrpcService() = default;
+
+template <typename Handle>
+grpc::ServerUnaryReactor* PsGrpcService::Respond(
+    grpc::CallbackServerContext* ctx, Handle handle) {
+  if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
+    return Finish(ctx, s);
+  }
+  return Finish(ctx, ToGrpcStatus(handle()));
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Initialize(
+    grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
+    wire::InitializeResponse* response) {
+  return Respond(ctx, [&] { return handler_.Initialize(*request, response); });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
+  if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
+    return Finish(ctx, s);
+  }
+  return new PullReactor(&handler_, *request, response);
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
+                                              const wire::PushRequest* request,
+                                              wire::PushResponse* response) {
+  return Respond(ctx, [&] { return handler_.Push(*request, response); });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Join(
+    grpc::CallbackServerContext* ctx, const wire::JoinRequest* request,
+    wire::MembershipResponse* response) {
+  return Respond(ctx, [&] { return handler_.Join(*request, response); });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Leave(
+    grpc::CallbackServerContext* ctx, const wire::LeaveRequest* request,
+    wire::MembershipResponse* response) {
+  return Respond(ctx, [&] { return handler_.Leave(*request, response); });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Status(
+    grpc::CallbackServerContext* ctx, const wire::StatusRequest* request,
+    wire::StatusResponse* response) {
+  return Respond(ctx, [&] { return handler_.Status(*request, response); });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Shutdown(
+    grpc::CallbackServerContext* ctx, const wire::ShutdownRequest* request,
+    wire::ShutdownResponse* response) {
+  return Respond(ctx, [&] { return handler_.Shutdown(*request, response); });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Rollback(
+    grpc::CallbackServerContext* ctx, const wire::RollbackRequest* request,
+    wire::RollbackResponse* response) {
+  return Respond(ctx, [&] { return handler_.Rollback(*request, response); });
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::Checkpoint(
+    grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
+    wire::CheckpointResponse* response) {
+  return Respond(ctx, [&] { return handler_.Checkpoint(*request, response); });
+}
+
+}  // namespace ps
+}  // namespace psgd

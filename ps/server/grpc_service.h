@@ -1,0 +1,101 @@
+// The gRPC adapter of one ParameterShard: hands each request to the
+// shard's ShardRequestHandler (ps/server/request_handler.h, which converts it and
+// calls the shard) and returns its status (common/grpc_status.h).
+// Pulls that wait for a step hold no thread: the shard answers them from
+// the thread that completes the step, and a pull whose gRPC deadline passes
+// (or that the client cancels) is withdrawn.
+//
+// Copies: a Pull's reply is sent straight from the weights snapshot
+// (ps/wire/wire_zero_copy.h; the snapshot lives until gRPC has written it), and
+// Push requests are parsed into pooled messages whose buffers are reused
+// from call to call.
+//
+// Authentication: with a token, every call must carry it
+// (common/grpc_security.h); one without it, or with another, ends with
+// UNAUTHENTICATED before its request reaches the handler, so nothing
+// changes. (gRPC's health-checking and reflection services, which the
+// server also runs, need no token: they reveal whether the server is
+// serving and the public schema of proto/ps.proto, nothing of the shard.)
+//
+// Thread-safety: thread-safe (gRPC calls it from many threads); the shard is
+// not owned and must outlive the gRPC server that serves this service.
+#ifndef PSGD_PS_SERVER_GRPC_SERVICE_H_
+#define PSGD_PS_SERVER_GRPC_SERVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "common/grpc_security.h"
+#include "proto/ps.grpc.pb.h"
+#include "ps/server/request_handler.h"
+#include "ps/shard/shard.h"
+
+namespace psgd {
+namespace ps {
+
+class PsGrpcService final
+    : public wire::ParameterServer::WithRawCallbackMethod_Pull<
+          wire::ParameterServer::CallbackService> {
+ public:
+  // Every call must carry `token` unless it is empty.
+  explicit PsGrpcService(ParameterShard* shard, std::string token = "");
+  ~PsGrpcService() override;
+
+  grpc::ServerUnaryReactor* Initialize(
+      grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
+      wire::InitializeResponse* response) override;
+  // A PullRequest in, a PullResponse out, as raw bytes.
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
+                                 const wire::PushRequest* request,
+                                 wire::PushResponse* response) override;
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
+                                 const wire::JoinRequest* request,
+                                 wire::MembershipResponse* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx,
+                                  const wire::LeaveRequest* request,
+                                  wire::MembershipResponse* response) override;
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx,
+                                   const wire::StatusRequest* request,
+                                   wire::StatusResponse* response) override;
+  grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
+                                     const wire::ShutdownRequest* request,
+                                     wire::ShutdownResponse* response) override;
+  grpc::ServerUnaryReactor* Rollback(grpc::CallbackServerContext* ctx,
+                                     const wire::RollbackRequest* request,
+                                     wire::RollbackResponse* response) override;
+  grpc::ServerUnaryReactor* Checkpoint(
+      grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
+      wire::CheckpointResponse* response) override;
+
+  // The run directory: the first non-empty value given here or carried by
+  // an Initialize request; reported by Status.
+  void SetRunDirIfUnset(absl::string_view run_dir) {
+    handler_.SetRunDirIfUnset(run_dir);
+  }
+  std::string run_dir() const { return handler_.run_dir(); }
+
+  // Calls refused for a missing or wrong token so far.
+  int64_t unauthenticated_calls() const { return authenticator_.refused(); }
+
+ private:
+  class PushMessagePool;
+
+  // Finishes the call with the status of `handle()`, which runs only when
+  // the call passes the token check.
+  template <typename Handle>
+  grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
+                                    Handle handle);
+
+  CallAuthenticator authenticator_;
+  ShardRequestHandler handler_;
+  const std::unique_ptr<PushMessagePool> push_messages_;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_SERVER_GRPC_SERVICE_H_

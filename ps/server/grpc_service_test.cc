@@ -1,0 +1,164 @@
+// The gRPC service and server through a raw stub: what arrives malformed on
+// the wire is refused without changing the shard; messages above gRPC's
+// default 4 MiB limit pass; health checking; the port file. Tagged no_tsan
+// (Debian's gRPC is not tsan-built).
+#include "ps/server/grpc_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "proto/health.grpc.pb.h"
+#include "proto/ps.grpc.pb.h"
+#include "ps/server/grpc_server.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+std::unique_ptr<wire::ParameterServer::Stub> Connect(
+    const PsGrpcServer& server) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(64 << 20);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return wire::ParameterServer::NewStub(grpc::CreateCustomChannel(
+      server.address(), grpc::InsecureChannelCredentials(), args));
+}
+
+void SetTensor(const std::string& name, const std::vector<float>& values,
+               wire::TensorData* t) {
+  t->set_name(name);
+  t->add_shape(static_cast<int64_t>(values.size()));
+  t->set_dtype(wire::DT_FLOAT32);
+  t->set_data(reinterpret_cast<const char*>(values.data()),
+              values.size() * sizeof(float));
+}
+
+template <typename Request, typename Response, typename Call>
+grpc::Status Unary(const Request& request, Response* response, Call call) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  return call(&ctx, request, response);
+}
+
+TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
+  ServerOptions o;
+  o.cluster_name = "wire";
+  auto server = PsGrpcServer::Start(o);
+  REQUIRE(server.ok());
+  auto stub = Connect(**server);
+
+  wire::InitializeRequest init;
+  init.set_cluster("wire");
+  SetTensor("x", {1.0f, 2.0f, 3.0f, 4.0f}, init.add_variables());
+  wire::InitializeResponse init_reply;
+  REQUIRE(Unary(init, &init_reply, [&](auto* c, auto& r, auto* p) {
+            return stub->Initialize(c, r, p);
+          }).ok());
+  wire::JoinRequest join;
+  join.set_cluster("wire");
+  join.set_worker_id(0);
+  wire::MembershipResponse joined;
+  REQUIRE(Unary(join, &joined, [&](auto* c, auto& r, auto* p) {
+            return stub->Join(c, r, p);
+          }).ok());
+
+  auto push = [&](wire::DataType dtype, int bytes) {
+    wire::PushRequest request;
+    request.set_cluster("wire");
+    request.set_worker_id(0);
+    request.set_step(0);
+    wire::TensorData* g = request.add_gradients();
+    SetTensor("x", {0.5f, 0.5f, 0.5f, 0.5f}, g);
+    g->set_dtype(dtype);
+    g->mutable_data()->resize(bytes);
+    wire::PushResponse response;
+    return Unary(request, &response, [&](auto* c, auto& r, auto* p) {
+      return stub->Push(c, r, p);
+    });
+  };
+  grpc::Status half = push(wire::DT_FLOAT16, 8);
+  CHECK(half.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(half.error_message().find("gradient 'x' has dtype float16") !=
+        std::string::npos);
+  grpc::Status unspecified = push(wire::DATA_TYPE_UNSPECIFIED, 16);
+  CHECK(unspecified.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(unspecified.error_message().find("unspecified or unknown") !=
+        std::string::npos);
+  grpc::Status unknown = push(static_cast<wire::DataType>(42), 16);
+  CHECK(unknown.error_message().find("has dtype 42") != std::string::npos);
+  grpc::Status truncated = push(wire::DT_FLOAT32, 15);
+  CHECK(truncated.error_message().find("carries 15") != std::string::npos);
+
+  ShardStatus s = (*server)->shard()->Status();
+  CHECK(s.step == 0);
+  CHECK(s.pending_gradients == 0);
+  CHECK(s.counters.refused == 2);  // the two that reached the shard's checks
+  CHECK(push(wire::DT_FLOAT32, 16).ok());
+  CHECK((*server)->shard()->Status().step == 1);
+}
+
+TEST_CASE("a variable above gRPC's default 4 MiB limit goes through") {
+  auto server = PsGrpcServer::Start(ServerOptions{});
+  REQUIRE(server.ok());
+  auto stub = Connect(**server);
+  wire::InitializeRequest init;
+  init.set_cluster("psgd");
+  SetTensor("big", std::vector<float>(1 << 21, 0.25f), init.add_variables());
+  wire::InitializeResponse reply;
+  grpc::Status s = Unary(init, &reply, [&](auto* c, auto& r, auto* p) {
+    return stub->Initialize(c, r, p);
+  });
+  INFO(s.error_message());
+  CHECK(s.ok());
+  wire::PullRequest pull;
+  pull.set_cluster("psgd");
+  pull.set_worker_id(-1);
+  wire::PullResponse weights;
+  REQUIRE(Unary(pull, &weights, [&](auto* c, auto& r, auto* p) {
+            return stub->Pull(c, r, p);
+          }).ok());
+  REQUIRE(weights.variables_size() == 1);
+  CHECK(weights.variables(0).data().size() == (8u << 20));
+}
+
+TEST_CASE("health checking, the port file and a pull past its deadline") {
+  ServerOptions o;
+  const char* tmp = std::getenv("TEST_TMPDIR");  // set by bazel test
+  o.port_file = std::string(tmp != nullptr ? tmp : "/tmp") + "/ps_port";
+  auto server = PsGrpcServer::Start(o);
+  REQUIRE(server.ok());
+  std::ifstream in(o.port_file);
+  int port = 0;
+  in >> port;
+  CHECK(port == (*server)->port());
+
+  auto channel = grpc::CreateChannel((*server)->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::health::v1::HealthCheckRequest check;
+  grpc::health::v1::HealthCheckResponse answer;
+  REQUIRE(Unary(check, &answer, [&](auto* c, auto& r, auto* p) {
+            return health->Check(c, r, p);
+          }).ok());
+  CHECK(answer.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+
+  // Not initialised: the pull waits, and its deadline ends it.
+  auto stub = wire::ParameterServer::NewStub(channel);
+  wire::PullRequest pull;
+  pull.set_cluster("psgd");
+  wire::PullResponse weights;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(100)));
+  CHECK(stub->Pull(&ctx, pull, &weights).error_code() ==
+        grpc::StatusCode::DEADLINE_EXCEEDED);
+  (*server)->Stop(absl::Seconds(1));
+  CHECK((*server)->shard()->Status().shutting_down);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,120 @@
+#include "ps/server/request_handler.h"
+
+#include <utility>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "ps/wire/wire.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+void MembershipToProto(const ParameterShard::MembershipReply& reply,
+                       wire::MembershipResponse* out) {
+  out->set_step(reply.step);
+  out->mutable_live_workers()->Assign(reply.live_workers.begin(),
+                                      reply.live_workers.end());
+}
+
+}  // namespace
+
+void ShardRequestHandler::SetRunDirIfUnset(absl::string_view run_dir) {
+  MutexLock lock(&run_dir_mu_);
+  if (run_dir_.empty()) run_dir_ = std::string(run_dir);
+}
+
+std::string ShardRequestHandler::run_dir() const {
+  MutexLock lock(&run_dir_mu_);
+  return run_dir_;
+}
+
+absl::Status ShardRequestHandler::Initialize(
+    const wire::InitializeRequest& request,
+    wire::InitializeResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  ASSIGN_OR_RETURN(std::vector<TensorBytes> variables,
+                   TensorBytesFromProto(request.variables()));
+  ASSIGN_OR_RETURN(ParameterShard::InitializeReply reply,
+                   shard_->Initialize(variables));
+  if (!request.run_dir().empty()) SetRunDirIfUnset(request.run_dir());
+  response->set_step(reply.step);
+  response->set_already_initialized(reply.already_initialized);
+  return absl::OkStatus();
+}
+
+uint64_t ShardRequestHandler::Pull(const wire::PullRequest& request,
+                                   ParameterShard::PullDone done) {
+  if (absl::Status s = shard_->CheckCluster(request.cluster()); !s.ok()) {
+    done(std::move(s));
+    return 0;
+  }
+  return shard_->PullAsync(request.min_step(), request.worker_id(),
+                           std::move(done), request.generation());
+}
+
+absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
+                                       wire::PushResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  ASSIGN_OR_RETURN(std::vector<TensorBytes> gradients,
+                   TensorBytesFromProto(request.gradients()));
+  ASSIGN_OR_RETURN(PushReply reply,
+                   shard_->Push(request.worker_id(), request.step(), gradients,
+                                request.generation()));
+  PushReplyToProto(reply, response);
+  return absl::OkStatus();
+}
+
+absl::Status ShardRequestHandler::Join(const wire::JoinRequest& request,
+                                       wire::MembershipResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  ASSIGN_OR_RETURN(auto reply, shard_->Join(request.worker_id()));
+  MembershipToProto(reply, response);
+  return absl::OkStatus();
+}
+
+absl::Status ShardRequestHandler::Leave(const wire::LeaveRequest& request,
+                                        wire::MembershipResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  ASSIGN_OR_RETURN(auto reply, shard_->Leave(request.worker_id()));
+  MembershipToProto(reply, response);
+  return absl::OkStatus();
+}
+
+absl::Status ShardRequestHandler::Status(const wire::StatusRequest& request,
+                                         wire::StatusResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  ShardStatus status = shard_->Status();
+  status.run_dir = run_dir();
+  ShardStatusToProto(status, response);
+  return absl::OkStatus();
+}
+
+absl::Status ShardRequestHandler::Shutdown(const wire::ShutdownRequest& request,
+                                           wire::ShutdownResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  shard_->Shutdown(request.reason().empty() ? "Shutdown RPC"
+                                            : request.reason());
+  return absl::OkStatus();
+}
+
+absl::Status ShardRequestHandler::Rollback(const wire::RollbackRequest& request,
+                                           wire::RollbackResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  ASSIGN_OR_RETURN(ParameterShard::RollbackReply reply,
+                   shard_->Rollback(request.label(), request.generation()));
+  response->set_step(reply.step);
+  response->set_generation(reply.generation);
+  response->set_rolled_back(reply.rolled_back);
+  return absl::OkStatus();
+}
+
+absl::Status ShardRequestHandler::Checkpoint(
+    const wire::CheckpointRequest& request,
+    wire::CheckpointResponse* /*response*/) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  return shard_->RequestCheckpoint(request.label(), request.now());
+}
+
+}  // namespace ps
+}  // namespace psgd

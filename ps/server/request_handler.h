@@ -1,0 +1,77 @@
+// The request-level half of the gRPC adapter, without gRPC: each request of
+// proto/ps.proto is checked (its cluster), converted (ps/wire/wire.h) and passed
+// to the shard, and the shard's reply is written into the response. The gRPC
+// service (ps/server/grpc_service.h) calls it from its handlers; the fuzzer
+// (tests/fuzz/shard_fuzz.h) calls it with arbitrary requests, so that both
+// run the same validation.
+//
+// Errors are the shard's (ps/shard/shard.h), plus INVALID_ARGUMENT for a tensor
+// whose dtype is unspecified or unknown (ps/wire/wire.h).
+//
+// Thread-safety: thread-safe. The shard is not owned and must outlive the
+// handler.
+#ifndef PSGD_PS_SERVER_REQUEST_HANDLER_H_
+#define PSGD_PS_SERVER_REQUEST_HANDLER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "proto/ps.pb.h"
+#include "common/mutex.h"
+#include "ps/shard/shard.h"
+
+namespace psgd {
+namespace ps {
+
+class ShardRequestHandler {
+ public:
+  explicit ShardRequestHandler(ParameterShard* shard) : shard_(shard) {}
+  ShardRequestHandler(const ShardRequestHandler&) = delete;
+  ShardRequestHandler& operator=(const ShardRequestHandler&) = delete;
+
+  ParameterShard* shard() const { return shard_; }
+
+  // Also keeps the request's run_dir (SetRunDirIfUnset) once it succeeds.
+  absl::Status Initialize(const wire::InitializeRequest& request,
+                          wire::InitializeResponse* response);
+  // Checks the cluster and registers the pull with the shard
+  // (ParameterShard::PullAsync): `done` runs once, with the weights or an
+  // error, possibly before this returns. Returns the ticket for
+  // ParameterShard::CancelPull, or 0 when `done` has run.
+  uint64_t Pull(const wire::PullRequest& request,
+                ParameterShard::PullDone done);
+  absl::Status Push(const wire::PushRequest& request,
+                    wire::PushResponse* response);
+  absl::Status Join(const wire::JoinRequest& request,
+                    wire::MembershipResponse* response);
+  absl::Status Leave(const wire::LeaveRequest& request,
+                     wire::MembershipResponse* response);
+  absl::Status Status(const wire::StatusRequest& request,
+                      wire::StatusResponse* response);
+  absl::Status Shutdown(const wire::ShutdownRequest& request,
+                        wire::ShutdownResponse* response);
+  // Rolls the shard back to its checkpoint `label` in a new generation
+  // (ParameterShard::Rollback).
+  absl::Status Rollback(const wire::RollbackRequest& request,
+                        wire::RollbackResponse* response);
+  // Asks the shard for a checkpoint (ParameterShard::RequestCheckpoint).
+  absl::Status Checkpoint(const wire::CheckpointRequest& request,
+                          wire::CheckpointResponse* response);
+
+  // The run directory: the first non-empty value given here or carried by
+  // an Initialize request; reported by Status.
+  void SetRunDirIfUnset(absl::string_view run_dir);
+  std::string run_dir() const;
+
+ private:
+  ParameterShard* const shard_;  // Not owned.
+  mutable Mutex run_dir_mu_;
+  std::string run_dir_ ABSL_GUARDED_BY(run_dir_mu_);
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_SERVER_REQUEST_HANDLER_H_

@@ -1,0 +1,50 @@
+#include "ps/server/server_config.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace psgd {
+namespace ps {
+
+absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
+    const ClusterConfig& config, int index) {
+  if (index < 0 || index >= config.ps_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps:", index, " is not in cluster '", config.name(),
+                     "' (", config.ps_size(), " ps tasks)"));
+  }
+  const config::TrainingConfig& t = config.training();
+  const bool sync = t.mode() == config::TrainingConfig::SYNC;
+  ServerOptions o;
+  o.listen_address = config.ps(index).address();
+  o.shard_index = index;
+  o.num_shards = config.ps_size();
+  o.cluster_name = config.name();
+  o.mode = sync ? Mode::kSync : Mode::kAsync;
+  // Async applies every gradient on arrival: no aggregation.
+  o.replicas_to_aggregate = sync ? t.replicas_to_aggregate() : 1;
+  o.total_num_replicas = t.total_num_replicas();
+  // The config says 0 for no bound; the server says -1.
+  o.staleness_bound = t.staleness_bound() > 0 ? t.staleness_bound() : -1;
+  o.scale_lr_by_staleness = t.lr_scaled_by_staleness();
+  const config::OptimizerConfig& opt = t.optimizer();
+  o.optimizer.kind = opt.kind() == config::OptimizerConfig::ADAM
+                         ? OptimizerOptions::Kind::kAdam
+                         : OptimizerOptions::Kind::kSgd;
+  o.optimizer.learning_rate = opt.learning_rate();
+  o.optimizer.beta1 = opt.beta1();
+  o.optimizer.beta2 = opt.beta2();
+  o.optimizer.epsilon = opt.epsilon();
+  o.worker_lease = absl::Seconds(config.worker_lease_seconds());
+  if (config.has_checkpoint()) {
+    o.checkpoint.dir = config.checkpoint().dir();
+    o.checkpoint.every_steps = config.checkpoint().every_steps();
+    o.checkpoint.keep = config.checkpoint().keep();
+  }
+  o.security = SecurityFromConfig(config);
+  RETURN_IF_ERROR(ValidateServerOptions(o));
+  return o;
+}
+
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,79 @@
+#include "ps/server/server_config.h"
+
+#include <catch2/catch.hpp>
+
+namespace psgd {
+namespace ps {
+namespace {
+
+TEST_CASE("a ps task's options come from the config") {
+  absl::StatusOr<ClusterConfig> sync =
+      LoadClusterConfig("configs/sync_backup_3of4.pbtxt");
+  REQUIRE(sync.ok());
+  absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*sync, 1);
+  REQUIRE(o.ok());
+  CHECK(o->listen_address == "127.0.0.1:23131");
+  CHECK(o->shard_index == 1);
+  CHECK(o->num_shards == 2);
+  CHECK(o->cluster_name == "sync-backup-3of4");
+  CHECK(o->mode == Mode::kSync);
+  CHECK(o->replicas_to_aggregate == 3);
+  CHECK(o->total_num_replicas == 4);
+  CHECK(o->staleness_bound == -1);
+  CHECK(o->optimizer.kind == OptimizerOptions::Kind::kAdam);
+  CHECK(o->optimizer.learning_rate == Approx(0.001));
+  CHECK(o->worker_lease == absl::Seconds(30));
+  CHECK(o->checkpoint.dir.empty());  // no checkpoint section
+  CHECK(o->security.token.empty());
+  CHECK_FALSE(o->security.tls);
+
+  CHECK(ServerOptionsFromConfig(*sync, 2).status().message() ==
+        "ps:2 is not in cluster 'sync-backup-3of4' (2 ps tasks)");
+}
+
+TEST_CASE("async: no aggregation, the staleness bound maps 0 to none") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
+    name: "a"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:2" }
+    worker { address: "127.0.0.1:3" }
+    training { mode: ASYNC staleness_bound: 3 lr_scaled_by_staleness: true
+               optimizer { kind: SGD learning_rate: 0.1 } steps: 10 }
+    data { source: SYNTHETIC }
+    checkpoint { dir: "ckpt/a" every_steps: 50 every_seconds: 60 keep: 2 }
+  )",
+                                                       "a.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+  REQUIRE(o.ok());
+  CHECK(o->mode == Mode::kAsync);
+  CHECK(o->replicas_to_aggregate == 1);
+  CHECK(o->total_num_replicas == 2);
+  CHECK(o->staleness_bound == 3);
+  CHECK(o->scale_lr_by_staleness);
+  CHECK(o->optimizer.kind == OptimizerOptions::Kind::kSgd);
+  CHECK(o->checkpoint.dir == "ckpt/a");
+  CHECK(o->checkpoint.every_steps == 50);
+  CHECK(o->checkpoint.keep == 2);
+}
+
+TEST_CASE("the security block reaches the server's options") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
+    name: "s"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:2" }
+    training { steps: 10 }
+    data { source: SYNTHETIC }
+    security { token: "s3cret" }
+  )",
+                                                       "s.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+  REQUIRE(o.ok());
+  CHECK(o->security.token == "s3cret");
+  CHECK_FALSE(o->security.tls);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

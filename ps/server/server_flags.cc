@@ -1,0 +1,147 @@
+#include "ps/server/server_flags.h"
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "common/cluster_config.h"
+#include "common/security.h"
+#include "common/status_macros.h"
+#include "ps/server/server_config.h"
+
+namespace {
+const psgd::ps::ServerOptions kDefaults;
+}  // namespace
+
+ABSL_FLAG(std::string, listen_address, kDefaults.listen_address,
+          "host:port to listen on; port 0 lets the OS choose (see "
+          "--port_file).");
+ABSL_FLAG(int, shard_index, kDefaults.shard_index,
+          "This server's shard, in [0, num_shards).");
+ABSL_FLAG(int, num_shards, kDefaults.num_shards, "Number of shards S.");
+ABSL_FLAG(std::string, cluster_name, kDefaults.cluster_name,
+          "Cluster name; requests naming another cluster are refused.");
+ABSL_FLAG(std::string, mode, "sync", "sync or async.");
+ABSL_FLAG(int, replicas_to_aggregate, kDefaults.replicas_to_aggregate,
+          "Sync: gradients averaged per step (N).");
+ABSL_FLAG(int, total_num_replicas, kDefaults.total_num_replicas,
+          "Number of workers M >= N; worker ids are 0..M-1.");
+ABSL_FLAG(int64_t, staleness_bound, kDefaults.staleness_bound,
+          "Async: refuse gradients staler than this; -1: no bound.");
+ABSL_FLAG(bool, scale_lr_by_staleness, kDefaults.scale_lr_by_staleness,
+          "Async: learning rate times 1/staleness.");
+ABSL_FLAG(std::string, optimizer, "adam", "adam or sgd.");
+ABSL_FLAG(double, learning_rate, kDefaults.optimizer.learning_rate,
+          "Learning rate.");
+ABSL_FLAG(double, beta1, kDefaults.optimizer.beta1, "Adam beta1.");
+ABSL_FLAG(double, beta2, kDefaults.optimizer.beta2, "Adam beta2.");
+ABSL_FLAG(double, epsilon, kDefaults.optimizer.epsilon, "Adam epsilon.");
+ABSL_FLAG(int64_t, max_message_bytes, kDefaults.max_message_bytes,
+          "gRPC message size limit (send and receive).");
+ABSL_FLAG(int64_t, split_threshold_bytes, kDefaults.split_threshold_bytes,
+          "Variables above this are split into row slices over the shards; "
+          "workers must use the same value.");
+ABSL_FLAG(std::string, port_file, "",
+          "When set, the bound port is written to this file once serving.");
+ABSL_FLAG(double, worker_lease_seconds, 0,
+          "A worker silent this long (not waiting in a pull) leaves the live "
+          "set; 0: never.");
+ABSL_FLAG(std::string, config, "",
+          "Cluster config file: the options of --task come from it.");
+ABSL_FLAG(std::string, task, "", "With --config: this task, ps:I.");
+ABSL_FLAG(std::string, token_file, "",
+          "A file holding the cluster's token: every call must then carry "
+          "it (gRPC metadata 'authorization: Bearer <token>'). Default: no "
+          "token. With --config, the config's security block says it.");
+ABSL_FLAG(std::string, run_dir, "",
+          "Where ps-I.jsonl and ps-I.summary.json go; default: the run "
+          "directory the chief sends with Initialize.");
+
+namespace psgd {
+namespace ps {
+
+namespace {
+
+// The options a config sets; none may be set beside --config. (Debian's
+// Abseil keeps IsSpecifiedOnCommandLine private, so "set" means "differs
+// from its default".)
+constexpr const char* kOptionFlags[] = {
+    "listen_address", "shard_index",        "num_shards",
+    "cluster_name",   "mode",               "replicas_to_aggregate",
+    "total_num_replicas", "staleness_bound", "scale_lr_by_staleness",
+    "optimizer",      "learning_rate",      "beta1",
+    "beta2",          "epsilon",            "max_message_bytes",
+    "split_threshold_bytes", "worker_lease_seconds", "token_file"};
+
+absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
+  for (const char* name : kOptionFlags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, " cannot be combined with --config (", path,
+          "): the config sets it"));
+    }
+  }
+  ASSIGN_OR_RETURN(ClusterConfig config, LoadClusterConfig(path));
+  const std::string task_name = absl::GetFlag(FLAGS_task);
+  if (task_name.empty()) {
+    return absl::InvalidArgumentError("--config needs --task=ps:I");
+  }
+  ASSIGN_OR_RETURN(TaskId task, ParseTaskId(task_name, config));
+  if (task.kind != TaskId::Kind::kPs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task '", task_name, "' is a worker; run worker for it"));
+  }
+  ASSIGN_OR_RETURN(ServerOptions o, ServerOptionsFromConfig(config, task.index));
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  return o;
+}
+
+}  // namespace
+
+std::string RunDirFromFlags() { return absl::GetFlag(FLAGS_run_dir); }
+
+absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    return OptionsFromConfig(path);
+  }
+  if (!absl::GetFlag(FLAGS_task).empty()) {
+    return absl::InvalidArgumentError("--task needs --config");
+  }
+  ServerOptions o;
+  o.listen_address = absl::GetFlag(FLAGS_listen_address);
+  o.shard_index = absl::GetFlag(FLAGS_shard_index);
+  o.num_shards = absl::GetFlag(FLAGS_num_shards);
+  o.cluster_name = absl::GetFlag(FLAGS_cluster_name);
+  ASSIGN_OR_RETURN(o.mode, ParseMode(absl::GetFlag(FLAGS_mode)));
+  o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
+  o.total_num_replicas = absl::GetFlag(FLAGS_total_num_replicas);
+  o.staleness_bound = absl::GetFlag(FLAGS_staleness_bound);
+  o.scale_lr_by_staleness = absl::GetFlag(FLAGS_scale_lr_by_staleness);
+  ASSIGN_OR_RETURN(o.optimizer.kind,
+                   ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
+  o.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  o.optimizer.beta1 = absl::GetFlag(FLAGS_beta1);
+  o.optimizer.beta2 = absl::GetFlag(FLAGS_beta2);
+  o.optimizer.epsilon = absl::GetFlag(FLAGS_epsilon);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  const double lease = absl::GetFlag(FLAGS_worker_lease_seconds);
+  if (!(lease >= 0 && lease <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker_lease_seconds=", lease, ": must be in [0, 86400]"));
+  }
+  o.worker_lease = absl::Seconds(lease);
+  if (const std::string path = absl::GetFlag(FLAGS_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(path);
+    if (!token.ok()) return Annotate(token.status(), "--token_file: ");
+    o.security.token = *std::move(token);
+  }
+  RETURN_IF_ERROR(ValidateServerOptions(o));
+  return o;
+}
+
+}  // namespace ps
+}  // namespace psgd

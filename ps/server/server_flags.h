@@ -1,0 +1,36 @@
+// The command-line flags of ps_server and what they fill: ServerOptions
+// (ps/state/options.h), either from the option flags or from a cluster config:
+//
+//   ps_server --config=configs/sync_2ps_4workers.pbtxt --task=ps:1
+//
+// With --config the option flags (--listen_address, --mode, ...) are
+// refused: the config says it all (--port_file, --run_dir and --log_level
+// still apply).
+//
+// Thread-safety: call after absl::ParseCommandLine, from one thread.
+#ifndef PSGD_PS_SERVER_SERVER_FLAGS_H_
+#define PSGD_PS_SERVER_SERVER_FLAGS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ps/state/options.h"
+
+namespace psgd {
+namespace ps {
+
+// The options the flags give, validated (ValidateServerOptions);
+// INVALID_ARGUMENT naming the flag and its value otherwise. With --config:
+// the config's errors (NOT_FOUND for a missing file, INVALID_ARGUMENT
+// naming file, line and field), a --task that is not one of its ps tasks,
+// or an option flag given beside it.
+absl::StatusOr<ServerOptions> ServerOptionsFromFlags();
+
+// --run_dir: where the server writes ps-I.jsonl; empty when not given (then
+// the chief's choice arrives with Initialize).
+std::string RunDirFromFlags();
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_SERVER_SERVER_FLAGS_H_

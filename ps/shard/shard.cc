@@ -1,0 +1,460 @@
+#include "ps/shard/shard.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// Room for the names, shapes and framing next to the weights in one message.
+constexpr int64_t kMessageOverheadBytes = int64_t{64} << 10;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
+    const ServerOptions& options) {
+  RETURN_IF_ERROR(ValidateServerOptions(options));
+  std::unique_ptr<ParameterShard> shard(new ParameterShard(options));
+  if (!options.checkpoint.dir.empty()) {
+    RETURN_IF_ERROR(shard->OpenCheckpoints());
+  }
+  return shard;
+}
+
+ParameterShard::ParameterShard(const ServerOptions& options)
+    : options_(options),
+      name_(absl::StrCat("shard ", options.shard_index)),
+      async_(options.staleness_bound, options.scale_lr_by_staleness),
+      membership_(options.total_num_replicas) {}
+
+ParameterShard::~ParameterShard() { Shutdown("the shard object is destroyed"); }
+
+absl::Status ParameterShard::CheckCluster(absl::string_view cluster) const {
+  if (cluster == options_.cluster_name) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("request for cluster '", cluster, "' reached ", name_,
+                   " of cluster '", options_.cluster_name, "'"));
+}
+
+absl::Status ParameterShard::CheckOpenLocked() const {
+  if (!shut_down_) return absl::OkStatus();
+  return absl::CancelledError(
+      absl::StrCat(name_, " is shut down: ", shutdown_reason_));
+}
+
+absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {
+  if (awaiting_rollback_) {
+    return absl::AbortedError(absl::StrCat(
+        name_, " restored checkpoint step-", restore_report_.label,
+        " (step ", step_, ") when it started and waits for the cluster to "
+        "roll back to it: re-sync"));
+  }
+  if (generation > 0 && generation != generation_) {
+    return absl::AbortedError(absl::StrCat(
+        name_, ": request of generation ", generation,
+        ", but the shard is in generation ", generation_,
+        " (the cluster rolled back to a checkpoint): pull again"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
+    absl::Span<const TensorBytes> variables) {
+  // Checked and copied outside the lock; installed under it.
+  absl::StatusOr<std::unique_ptr<VariableStore>> store =
+      VariableStore::Create(variables);
+  Ready ready;
+  InitializeReply reply;
+  {
+    MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    if (store_ != nullptr) {
+      RETURN_IF_ERROR(
+          Annotate(store_->CheckSameVariables(variables), name_ + ": "));
+      reply.step = step_;
+      reply.already_initialized = true;
+      return reply;
+    }
+    if (!store.ok()) return Annotate(store.status(), name_ + ": ");
+    const VariableLayout& layout = (*store)->layout();
+    const int64_t bytes =
+        layout.num_parameters * static_cast<int64_t>(sizeof(float));
+    if (bytes + kMessageOverheadBytes > options_.max_message_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name_, ": initialize: the variables take ", bytes,
+          " bytes, more than fits in max_message_bytes=",
+          options_.max_message_bytes,
+          " (raise it, lower split_threshold_bytes or add shards)"));
+    }
+    ASSIGN_OR_RETURN(optimizer_,
+                     CreateOptimizer(options_.optimizer, layout.sizes));
+    aggregator_ = std::make_unique<SyncAggregator>(
+        layout.sizes, options_.replicas_to_aggregate);
+    store_ = std::move(*store);
+    step_ = 0;
+    SaveLocked(0);
+    CollectReadyLocked(&ready);
+  }
+  RunReady(&ready);
+  return reply;
+}
+
+bool ParameterShard::PullReadyLocked(int64_t min_step) const {
+  return store_ != nullptr && step_ >= min_step;
+}
+
+uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
+                                   PullDone done, int64_t generation) {
+  absl::Status error;
+  Snapshot snapshot;
+  {
+    MutexLock lock(&mu_);
+    error = CheckOpenLocked();
+    if (error.ok()) error = CheckGenerationLocked(generation);
+    if (error.ok() && min_step < 0) {
+      error = absl::InvalidArgumentError(absl::StrCat(
+          name_, ": pull for min_step ", min_step, ": must be >= 0"));
+    }
+    if (error.ok() && worker_id != -1) {
+      error =
+          Annotate(membership_.CheckWorkerId(worker_id), name_ + ": pull: ");
+      if (error.ok()) membership_.Touch(worker_id, absl::Now());
+    }
+    if (error.ok() && PullReadyLocked(min_step)) snapshot = store_->current();
+    if (error.ok() && snapshot == nullptr) {
+      const uint64_t ticket = next_ticket_++;
+      waiters_.emplace(ticket, Waiter{min_step, worker_id, std::move(done)});
+      return ticket;
+    }
+  }
+  if (error.ok()) {
+    done(std::move(snapshot));
+  } else {
+    done(std::move(error));
+  }
+  return 0;
+}
+
+bool ParameterShard::CancelPull(uint64_t ticket) {
+  MutexLock lock(&mu_);
+  return waiters_.erase(ticket) > 0;
+}
+
+absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
+    int64_t min_step, int worker_id, absl::Time deadline, int64_t generation) {
+  struct Result {
+    Notification done;
+    absl::StatusOr<Snapshot> value;
+  };
+  auto result = std::make_shared<Result>();
+  const uint64_t ticket =
+      PullAsync(min_step, worker_id, [result](absl::StatusOr<Snapshot> value) {
+        result->value = std::move(value);
+        result->done.Notify();
+      },
+      generation);
+  if (!result->done.WaitForNotificationWithDeadline(deadline)) {
+    if (CancelPull(ticket)) {
+      MutexLock lock(&mu_);
+      return absl::DeadlineExceededError(
+          absl::StrCat(name_, ": pull for step >= ", min_step,
+                       " timed out; the shard is at step ", step_,
+                       store_ == nullptr ? " and not initialized" : ""));
+    }
+    result->done.WaitForNotification();  // done is running right now
+  }
+  return std::move(result->value);
+}
+
+absl::StatusOr<PushReply> ParameterShard::Push(
+    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+    int64_t generation) {
+  const std::string context = absl::StrCat(name_, ": push from worker ",
+                                           worker_id, " for step ", step, ": ");
+  // The scan for NaN, Inf and values too large reads the whole gradient: no
+  // lock for it.
+  absl::Status status;
+  for (const TensorBytes& g : gradients) {
+    status = CheckFloatTensor(g, "gradient", kMaxGradientMagnitude);
+    if (!status.ok()) break;
+  }
+  PushReply reply;
+  Ready ready;
+  {
+    MutexLock lock(&mu_);
+    if (status.ok()) status = CheckGenerationLocked(generation);
+    if (status.ok()) {
+      status = PushLocked(worker_id, step, gradients, &reply, &ready);
+    }
+    if (!status.ok()) ++counters_.refused;
+  }
+  RunReady(&ready);
+  if (!status.ok()) return Annotate(status, context);
+  return reply;
+}
+
+absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
+                                        absl::Span<const TensorBytes> gradients,
+                                        PushReply* reply, Ready* ready) {
+  RETURN_IF_ERROR(CheckOpenLocked());
+  if (store_ == nullptr) {
+    return absl::FailedPreconditionError("the shard is not initialized");
+  }
+  RETURN_IF_ERROR(membership_.CheckWorkerId(worker_id));
+  if (step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step, " must be >= 0"));
+  }
+  std::vector<const float*> grads;
+  RETURN_IF_ERROR(store_->MatchGradients(gradients, &grads));
+  if (!membership_.IsLive(worker_id)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", worker_id, " is not a live member (join first)"));
+  }
+  if (step > step_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step, " is from the future: the shard is at step ", step_));
+  }
+  const int64_t last = membership_.last_push_step(worker_id);
+  if (step <= last) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker_id, " already pushed for step ", last,
+                     "; a worker pushes once per step"));
+  }
+
+  const int64_t before = step_;
+  if (options_.mode == Mode::kAsync) {
+    absl::StatusOr<int64_t> staleness = async_.Admit(step_, step);
+    if (!staleness.ok()) {
+      ++counters_.refused_too_stale;
+      return staleness.status();
+    }
+    membership_.RecordPush(worker_id, step);
+    membership_.Touch(worker_id, absl::Now());
+    ApplyLocked(grads, async_.LrScale(*staleness), ready);
+    async_.Record(*staleness);
+    ++counters_.applied;
+    reply->outcome = PushOutcome::kApplied;
+    reply->staleness = *staleness;
+    reply->reason = absl::StrCat("applied with staleness ", *staleness);
+    reply->step = step_;
+    MaybeSaveLocked();  // after the counters, so that they are in it
+    return absl::OkStatus();
+  }
+
+  membership_.RecordPush(worker_id, step);
+  membership_.Touch(worker_id, absl::Now());
+  reply->staleness = step_ - step;
+  switch (SyncAggregator::Classify(step_, step)) {
+    case SyncAggregator::Verdict::kStale:
+      ++counters_.dropped_stale;
+      reply->outcome = PushOutcome::kDroppedStale;
+      reply->reason = absl::StrCat("stale: computed from step ", step,
+                                   ", the shard is at step ", step_);
+      break;
+    case SyncAggregator::Verdict::kSurplus:
+      ++counters_.dropped_surplus;
+      reply->outcome = PushOutcome::kDroppedSurplus;
+      reply->reason = absl::StrCat("surplus: step ", step,
+                                   " was completed without this gradient");
+      break;
+    case SyncAggregator::Verdict::kAccept:
+    case SyncAggregator::Verdict::kFuture:  // refused above
+      aggregator_->Add(grads);
+      if (aggregator_->IsComplete(membership_.num_live())) {
+        const int count = aggregator_->count();
+        ApplySyncStepLocked(ready);
+        ++counters_.applied;
+        reply->outcome = PushOutcome::kApplied;
+        reply->reason =
+            absl::StrCat("completed step ", step, " with the average of ",
+                         count, " gradients");
+      } else {
+        ++counters_.aggregated;
+        reply->outcome = PushOutcome::kAggregated;
+        reply->reason = absl::StrCat(
+            "gradient ", aggregator_->count(), " of ",
+            aggregator_->Required(membership_.num_live()), " for step ", step);
+      }
+      break;
+  }
+  reply->step = step_;
+  if (step_ != before) MaybeSaveLocked();
+  return absl::OkStatus();
+}
+
+void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
+                                 double lr_scale, Ready* ready) {
+  // The update runs on this thread, under the lock; clang's thread-safety
+  // analysis cannot see that inside the lambda.
+  Optimizer* optimizer = optimizer_.get();
+  store_->Update(step_ + 1, [&](absl::Span<const float* const> in,
+                                absl::Span<float* const> out) {
+    optimizer->Apply(in, grads, out, lr_scale);
+  });
+  ++step_;
+  CollectReadyLocked(ready);
+}
+
+void ParameterShard::CollectReadyLocked(Ready* ready) {
+  const absl::Time now = absl::Now();
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    auto next = std::next(it);
+    if (PullReadyLocked(it->second.min_step)) {
+      // The worker waited here until now: its lease starts again.
+      if (it->second.worker_id >= 0) {
+        membership_.Touch(it->second.worker_id, now);
+      }
+      ready->emplace_back(std::move(it->second.done), store_->current());
+      waiters_.erase(it);
+    }
+    it = next;
+  }
+}
+
+void ParameterShard::ApplySyncStepLocked(Ready* ready) {
+  ApplyLocked(aggregator_->Mean(), 1.0, ready);
+  aggregator_->Reset();
+}
+
+void ParameterShard::RunReady(Ready* ready) {
+  for (auto& [done, value] : *ready) done(std::move(value));
+  ready->clear();
+}
+
+ParameterShard::MembershipReply ParameterShard::MembershipReplyLocked() const {
+  return MembershipReply{step_, membership_.LiveWorkers()};
+}
+
+absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
+    int worker_id) {
+  MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckOpenLocked());
+  RETURN_IF_ERROR(
+      Annotate(membership_.CheckWorkerId(worker_id), name_ + ": join: "));
+  membership_.Join(worker_id, absl::Now());
+  return MembershipReplyLocked();
+}
+
+absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
+    int worker_id) {
+  Ready ready;
+  MembershipReply reply;
+  {
+    MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpenLocked());
+    RETURN_IF_ERROR(
+        Annotate(membership_.CheckWorkerId(worker_id), name_ + ": leave: "));
+    LeaveLocked(worker_id, &ready);
+    reply = MembershipReplyLocked();
+  }
+  RunReady(&ready);
+  return reply;
+}
+
+void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
+  // A step never waits for a worker that left: with fewer live workers the
+  // gathered gradients may now be enough.
+  if (membership_.Leave(worker_id) && options_.mode == Mode::kSync &&
+      aggregator_ != nullptr &&
+      aggregator_->IsComplete(membership_.num_live())) {
+    ApplySyncStepLocked(ready);
+    ++counters_.completed_by_leave;
+    MaybeSaveLocked();
+  }
+}
+
+std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
+  Ready ready;
+  std::vector<int> expired;
+  {
+    MutexLock lock(&mu_);
+    if (options_.worker_lease <= absl::ZeroDuration() || shut_down_) {
+      return expired;
+    }
+    for (int id : membership_.LiveNotSeenSince(now - options_.worker_lease)) {
+      bool waiting = false;
+      for (const auto& [ticket, waiter] : waiters_) {
+        waiting |= waiter.worker_id == id;
+      }
+      if (waiting) continue;
+      LeaveLocked(id, &ready);
+      ++workers_expired_;
+      expired.push_back(id);
+    }
+  }
+  RunReady(&ready);
+  return expired;
+}
+
+ShardStatus ParameterShard::Status() const {
+  MutexLock lock(&mu_);
+  ShardStatus s;
+  s.cluster = options_.cluster_name;
+  s.shard_index = options_.shard_index;
+  s.num_shards = options_.num_shards;
+  s.mode = std::string(ModeName(options_.mode));
+  s.initialized = store_ != nullptr;
+  s.step = step_;
+  s.counters = counters_;
+  s.staleness_histogram = async_.histogram();
+  s.live_workers = membership_.LiveWorkers();
+  s.workers_expired = workers_expired_;
+  s.replicas_to_aggregate = options_.replicas_to_aggregate;
+  s.total_num_replicas = options_.total_num_replicas;
+  s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;
+  s.pending_gradients = aggregator_ == nullptr ? 0 : aggregator_->count();
+  s.shutting_down = shut_down_;
+  s.generation = generation_;
+  s.awaiting_rollback = awaiting_rollback_;
+  s.restored_label = restore_report_.label;
+  s.rollbacks = rollbacks_;
+  if (checkpoints_ != nullptr) {
+    const CheckpointWriter::Stats c = checkpoints_->stats();
+    s.checkpoints_written = c.written;
+    s.checkpoint_failures = c.failed;
+    s.last_checkpoint_label = c.last_label;
+    s.last_checkpoint_error = c.last_error;
+  }
+  return s;
+}
+
+std::vector<float> ParameterShard::CopySlot(absl::string_view name,
+                                            int index) const {
+  MutexLock lock(&mu_);
+  if (optimizer_ == nullptr) return {};
+  absl::Span<const float> slot = optimizer_->Slot(name, index);
+  return std::vector<float>(slot.begin(), slot.end());
+}
+
+void ParameterShard::Shutdown(absl::string_view reason) {
+  Ready ready;
+  {
+    MutexLock lock(&mu_);
+    if (shut_down_) return;
+    if (last_saved_step_ != step_) SaveLocked(step_);
+    shut_down_ = true;
+    shutdown_reason_ = std::string(reason);
+    shutdown_cv_.SignalAll();
+    const absl::Status cancelled = CheckOpenLocked();
+    for (auto& [ticket, waiter] : waiters_) {
+      ready.emplace_back(std::move(waiter.done), cancelled);
+    }
+    waiters_.clear();
+  }
+  RunReady(&ready);
+}
+
+bool ParameterShard::AwaitShutdown(absl::Time deadline) const {
+  MutexLock lock(&mu_);
+  return shutdown_cv_.WaitUntil(&mu_, deadline, [this]() {
+    mu_.AssertHeld();
+    return shut_down_;
+  });
+}
+
+}  // namespace ps
+}  // namespace psgd

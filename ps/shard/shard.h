@@ -1,0 +1,287 @@
+// One parameter-server shard as a plain C++ object with no network in it:
+// it stores its variables (ps/state/variable_store.h), applies the optimizer
+// (ps/state/optimizer.h) in sync mode (ps/state/sync_aggregator.h) or async mode
+// (ps/state/async_applier.h), tracks worker membership (ps/state/membership.h) and
+// counts what became of every push. The gRPC service (ps/server/grpc_service.h) and
+// the in-process client (ps/testing/in_process_client.h) are thin layers over it.
+// docs/PS.md states the rules.
+//
+// Errors (every refusal leaves weights, optimizer slots, step and
+// membership exactly as they were; only the refusal counters move):
+//   INVALID_ARGUMENT     a malformed request: unknown variable, wrong shape
+//                        or byte count, a dtype other than float32, NaN or
+//                        Inf, a gradient value beyond kMaxGradientMagnitude
+//                        (ps/state/variable_store.h), a negative step, a worker id
+//                        out of range.
+//   FAILED_PRECONDITION  a request that does not fit the shard's state: not
+//                        initialised, another cluster's name, a step from
+//                        the future, a second push for a step, a worker that
+//                        has not joined, an Initialize with another variable
+//                        set, a gradient beyond the async staleness bound.
+//   DEADLINE_EXCEEDED    a pull whose step was not reached in time.
+//   ABORTED              a push or pull of another generation (the cluster
+//                        rolled back to a checkpoint), or any push or pull
+//                        while the shard waits for the rollback after
+//                        restoring a checkpoint; a pull waiting when the
+//                        shard rolls back. The worker re-syncs.
+//   CANCELLED            anything after Shutdown.
+//
+// Checkpoints (docs/RELIABILITY.md): with options().checkpoint.dir set, the
+// shard restores the newest complete checkpoint when it is created and then
+// waits (awaiting_rollback) until a Rollback gives it the cluster's next
+// generation; it saves its state at step 0, at every multiple of
+// checkpoint.every_steps, when asked (RequestCheckpoint) and at Shutdown.
+// The state is copied under the mutex and written by a thread of its own
+// (ps/checkpoint/checkpoint_writer.h).
+//
+// Thread-safety: thread-safe. One mutex guards the state; gradients are
+// checked for NaN, Inf and magnitude before it is taken, and weights are
+// published as immutable snapshots that pulls read without it. Pull callbacks
+// run on the thread that made the step ready (a pusher, Initialize, Shutdown,
+// or the caller of PullAsync), never under the mutex.
+#ifndef PSGD_PS_SHARD_SHARD_H_
+#define PSGD_PS_SHARD_SHARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ps/state/async_applier.h"
+#include "ps/checkpoint/checkpoint.h"
+#include "ps/checkpoint/checkpoint_writer.h"
+#include "ps/state/membership.h"
+#include "common/mutex.h"
+#include "ps/state/optimizer.h"
+#include "ps/state/options.h"
+#include "ps/state/sync_aggregator.h"
+#include "ps/state/types.h"
+#include "ps/state/variable_store.h"
+
+namespace psgd {
+namespace ps {
+
+class ParameterShard {
+ public:
+  using Snapshot = std::shared_ptr<const WeightsSnapshot>;
+  using PullDone = std::function<void(absl::StatusOr<Snapshot>)>;
+
+  struct InitializeReply {
+    int64_t step = 0;
+    bool already_initialized = false;
+  };
+  struct MembershipReply {
+    int64_t step = 0;
+    std::vector<int> live_workers;
+  };
+  struct RollbackReply {
+    int64_t step = 0;
+    int64_t generation = 1;
+    // False when the shard was already in that generation (or a later one).
+    bool rolled_back = false;
+  };
+  // What Create restored.
+  struct RestoreReport {
+    int64_t label = -1;  // the checkpoint; -1: none (the shard starts empty)
+    int64_t step = 0;
+    int64_t generation = 1;
+    // Newer checkpoints refused, with the file and the reason, newest first.
+    std::vector<std::string> refused;
+  };
+
+  // INVALID_ARGUMENT for options that ValidateServerOptions refuses. With a
+  // checkpoint directory, restores the newest checkpoint complete for every
+  // shard (restore_report() says which and what it refused); INTERNAL when
+  // the directory cannot be made or read, FAILED_PRECONDITION when the
+  // checkpoint belongs to a cluster of other options (mode, workers,
+  // optimizer).
+  static absl::StatusOr<std::unique_ptr<ParameterShard>> Create(
+      const ServerOptions& options);
+
+  // Shuts down first when Shutdown has not run: waiting pulls end.
+  ~ParameterShard();
+  ParameterShard(const ParameterShard&) = delete;
+  ParameterShard& operator=(const ParameterShard&) = delete;
+
+  const ServerOptions& options() const { return options_; }
+  const RestoreReport& restore_report() const { return restore_report_; }
+
+  // OK when `cluster` is this shard's cluster name; FAILED_PRECONDITION
+  // naming both names otherwise.
+  absl::Status CheckCluster(absl::string_view cluster) const;
+
+  // Defines the shard's variables and their initial values (step 0) the
+  // first time; afterwards OK with already_initialized when `variables`
+  // have the same names and shapes (the values are ignored), else
+  // FAILED_PRECONDITION naming the difference. Also FAILED_PRECONDITION when
+  // the variables would not fit in options().max_message_bytes.
+  absl::StatusOr<InitializeReply> Initialize(
+      absl::Span<const TensorBytes> variables);
+
+  // Calls `done` with the weights once the shard is initialised and at step
+  // >= min_step: at once (on this thread) when it is, else on the thread
+  // that gets it there. Errors through `done`: INVALID_ARGUMENT for a
+  // negative min_step or a worker_id other than -1 (no worker) out of
+  // range, CANCELLED at shutdown. Returns a ticket for CancelPull, or 0 when
+  // `done` has already run.
+  // `generation` > 0 must be the shard's (ABORTED otherwise); 0 takes any.
+  // The snapshot carries the generation.
+  uint64_t PullAsync(int64_t min_step, int worker_id, PullDone done,
+                     int64_t generation = 0);
+  // Withdraws a waiting pull: true when it was waiting (done will never
+  // run), false when done has run or is running.
+  bool CancelPull(uint64_t ticket);
+  // PullAsync, waiting at most until `deadline` (DEADLINE_EXCEEDED).
+  absl::StatusOr<Snapshot> Pull(int64_t min_step, int worker_id,
+                                absl::Time deadline, int64_t generation = 0);
+
+  // A worker's gradients (one per variable, computed from the shard's weights
+  // at `step`). Sync: aggregated, applied (completes the step) or dropped;
+  // async: applied. See the error list above. `generation` as for
+  // PullAsync.
+  absl::StatusOr<PushReply> Push(int worker_id, int64_t step,
+                                 absl::Span<const TensorBytes> gradients,
+                                 int64_t generation = 0);
+
+  // Membership. Join and Leave are idempotent. A Leave that makes the
+  // current sync step complete applies it before returning.
+  absl::StatusOr<MembershipReply> Join(int worker_id);
+  absl::StatusOr<MembershipReply> Leave(int worker_id);
+
+  // Leases: every live worker that has sent nothing since
+  // now - options().worker_lease and is not waiting in a pull leaves, as
+  // with Leave (a pull that returns counts as a sign of life). Returns the
+  // workers that left, ascending. Nothing happens with a zero lease or after
+  // Shutdown. The server calls it periodically.
+  std::vector<int> ExpireWorkers(absl::Time now);
+
+  ShardStatus Status() const;
+
+  // A copy of optimizer slot `name` of variable `index` (layout order);
+  // empty when there is none or before Initialize. For tests.
+  std::vector<float> CopySlot(absl::string_view name, int index) const;
+
+  // The cluster rolls back to checkpoint step-<label> and enters
+  // `generation`: unless the shard is already in that generation or a later
+  // one (then nothing happens: a duplicate or late request), it loads its
+  // file of that checkpoint (all state but the live set, which stays as it
+  // is), ends waiting pulls with ABORTED, deletes its files of later
+  // checkpoints and records the rollback. A shard awaiting the rollback to
+  // the checkpoint it restored only takes the generation. INVALID_ARGUMENT
+  // for generation < 1 or a negative label; FAILED_PRECONDITION without a
+  // checkpoint directory; NOT_FOUND / DATA_LOSS when the checkpoint is
+  // missing or not complete (the shard is unchanged).
+  absl::StatusOr<RollbackReply> Rollback(int64_t label, int64_t generation);
+
+  // Saves a checkpoint labelled `label`: now (the current state) when `now`
+  // or when the step is already >= label, else at the first step >= label.
+  // FAILED_PRECONDITION without a checkpoint directory or before
+  // Initialize, ABORTED while awaiting a rollback, INVALID_ARGUMENT for a
+  // negative label.
+  absl::Status RequestCheckpoint(int64_t label, bool now);
+
+  // Waits until every checkpoint saved so far is on disk (or failed).
+  void FlushCheckpoints();
+
+  // Training is over: waiting pulls end with CANCELLED, later requests are
+  // refused with CANCELLED (Status still answers). Saves the state first
+  // when a checkpoint directory is set and the current step is not saved
+  // yet. Idempotent.
+  void Shutdown(absl::string_view reason);
+  // True once Shutdown has run; waits for it until `deadline`.
+  bool AwaitShutdown(absl::Time deadline) const;
+
+ private:
+  struct Waiter {
+    int64_t min_step = 0;
+    int worker_id = -1;  // -1: no worker
+    PullDone done;
+  };
+  using Ready = std::vector<std::pair<PullDone, absl::StatusOr<Snapshot>>>;
+
+  explicit ParameterShard(const ServerOptions& options);
+
+  absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ABORTED while awaiting a rollback, or for a generation > 0 that is not
+  // the shard's.
+  absl::Status CheckGenerationLocked(int64_t generation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PullReadyLocked(int64_t min_step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushLocked(int worker_id, int64_t step,
+                          absl::Span<const TensorBytes> gradients,
+                          PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Optimizer step on `grads` (layout order); advances the step and moves
+  // the pulls it satisfies to `ready`.
+  void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
+                   Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplySyncStepLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the waiting pulls that PullReadyLocked to `ready`.
+  void CollectReadyLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  MembershipReply MembershipReplyLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the worker out of the live set; completes the current sync step
+  // when the gathered gradients are now enough.
+  void LeaveLocked(int worker_id, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void RunReady(Ready* ready);
+
+  // Checkpoints (ps/shard/shard_checkpoint.cc).
+  // Opens the checkpoint store and restores the newest complete checkpoint.
+  absl::Status OpenCheckpoints();
+  // Replaces the state (all but the live set, unless `restart`) with `c`,
+  // tagged with `generation`; nothing changes on error.
+  absl::Status InstallLocked(const ShardCheckpoint& c, bool restart,
+                             int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies the state into a checkpoint labelled `label` for the writer.
+  void SaveLocked(int64_t label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once after each step (when the counters are up to date): saves when the
+  // step is a multiple of every_steps or reaches a requested label.
+  void MaybeSaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const ServerOptions options_;
+  const std::string name_;  // "shard 0", for messages
+  // Constant after Create. Null without a checkpoint directory.
+  std::unique_ptr<CheckpointWriter> checkpoints_;
+  RestoreReport restore_report_;
+
+  mutable Mutex mu_;
+  // Signalled when shut_down_ turns true.
+  mutable CondVar shutdown_cv_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::string shutdown_reason_ ABSL_GUARDED_BY(mu_);
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Null until Initialize; then fixed.
+  std::unique_ptr<VariableStore> store_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SyncAggregator> aggregator_ ABSL_GUARDED_BY(mu_);
+  AsyncApplier async_ ABSL_GUARDED_BY(mu_);
+  Membership membership_ ABSL_GUARDED_BY(mu_);
+  PushCounters counters_ ABSL_GUARDED_BY(mu_);
+  int64_t workers_expired_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Checkpoints and rollbacks.
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  bool awaiting_rollback_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<int64_t> requested_labels_ ABSL_GUARDED_BY(mu_);
+  int64_t last_saved_step_ ABSL_GUARDED_BY(mu_) = -1;
+  std::vector<RollbackRecord> rollbacks_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_SHARD_SHARD_H_

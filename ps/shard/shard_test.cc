@@ -1,0 +1,428 @@
+// ParameterShard: sync (N of M, stale and surplus drops, pulls released by
+// the update, membership), async (staleness histogram, bound, lr scaling),
+// pulls, Initialize and Shutdown. Bad input is in shard_bad_input_test.cc.
+#include "ps/shard/shard.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <thread>
+
+#include "ps/state/optimizer.h"
+#include "ps/testing/shard_test_util.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+using testing::InitialValues;
+using testing::MakeShard;
+using testing::Push;
+using testing::TwoVariables;
+using testing::Weights;
+
+// Worker w's gradient for step s: distinct, exactly representable values.
+TwoVariables Gradient(int w, int64_t s) {
+  TwoVariables g;
+  for (int i = 0; i < 6; ++i) g.w[i] = 0.125f * (w + 1) - 0.25f * i + s;
+  g.b = {0.5f * w - 1.0f, 0.25f * s + 0.125f};
+  return g;
+}
+
+// Adam on the mean of `grads`, as a replay next to the shard.
+class Replay {
+ public:
+  explicit Replay(const OptimizerOptions& o) : w_(InitialValues()) {
+    optimizer_ = *CreateOptimizer(o, {6, 2});
+  }
+  void StepOnMean(const std::vector<TwoVariables>& grads, double scale = 1.0) {
+    TwoVariables mean = TwoVariables::Constant(0, 0);
+    for (const TwoVariables& g : grads) {
+      for (int i = 0; i < 6; ++i) mean.w[i] += g.w[i];
+      for (int i = 0; i < 2; ++i) mean.b[i] += g.b[i];
+    }
+    const float n = static_cast<float>(grads.size());
+    for (float& x : mean.w) x /= n;
+    for (float& x : mean.b) x /= n;
+    const float* in[] = {w_.w.data(), w_.b.data()};
+    const float* g[] = {mean.w.data(), mean.b.data()};
+    float* out[] = {w_.w.data(), w_.b.data()};
+    optimizer_->Apply(in, g, out, scale);
+  }
+  void CheckEquals(const TwoVariables& got) const {
+    for (int i = 0; i < 6; ++i) {
+      CHECK(got.w[i] == Approx(w_.w[i]).epsilon(1e-6));
+    }
+    for (int i = 0; i < 2; ++i) {
+      CHECK(got.b[i] == Approx(w_.b[i]).epsilon(1e-6));
+    }
+  }
+
+ private:
+  TwoVariables w_;
+  std::unique_ptr<Optimizer> optimizer_;
+};
+
+ServerOptions SyncOptions(int n, int m) {
+  ServerOptions o;
+  o.replicas_to_aggregate = n;
+  o.total_num_replicas = m;
+  return o;
+}
+
+TEST_CASE("sync N=3 of M=4: one update, surplus, stale, pulls released") {
+  auto shard = MakeShard(SyncOptions(3, 4));
+  Replay replay(OptimizerOptions{});
+
+  // Step 0 by workers 0, 1, 2; worker 3 is slow.
+  for (int w = 0; w < 3; ++w) REQUIRE(Push(*shard, w, 0, Gradient(w, 0)).ok());
+  replay.StepOnMean({Gradient(0, 0), Gradient(1, 0), Gradient(2, 0)});
+  REQUIRE(shard->Status().step == 1);
+
+  // Step s = 1. Pulls for s + 1 wait: two asynchronous, one blocking.
+  std::atomic<int> released{0};
+  std::atomic<int64_t> released_step{-1};
+  for (int i = 0; i < 2; ++i) {
+    CHECK(shard->PullAsync(2, 0, [&](auto snapshot) {
+      REQUIRE(snapshot.ok());
+      released_step = (*snapshot)->step;
+      ++released;
+    }) != 0);
+  }
+  absl::StatusOr<ParameterShard::Snapshot> blocking;
+  std::thread puller(
+      [&] { blocking = shard->Pull(2, 1, absl::Now() + absl::Seconds(30)); });
+
+  auto r0 = Push(*shard, 0, 1, Gradient(0, 1));
+  auto r1 = Push(*shard, 1, 1, Gradient(1, 1));
+  REQUIRE(r0.ok());
+  REQUIRE(r1.ok());
+  CHECK(r0->outcome == PushOutcome::kAggregated);
+  CHECK(r1->outcome == PushOutcome::kAggregated);
+  CHECK(r1->step == 1);
+  CHECK(r1->reason == "gradient 2 of 3 for step 1");
+  CHECK(released == 0);
+  CHECK(shard->Status().pending_gradients == 2);
+
+  auto r2 = Push(*shard, 2, 1, Gradient(2, 1));
+  REQUIRE(r2.ok());
+  CHECK(r2->outcome == PushOutcome::kApplied);
+  CHECK(r2->step == 2);
+  CHECK(r2->reason == "completed step 1 with the average of 3 gradients");
+  CHECK(released == 2);  // released by the pushing thread, before it returns
+  CHECK(released_step == 2);
+  puller.join();
+  REQUIRE(blocking.ok());
+  CHECK((*blocking)->step == 2);
+
+  // Worker 3's gradients arrive late: one from s - 1, then one from s.
+  auto stale = Push(*shard, 3, 0, Gradient(3, 0));
+  REQUIRE(stale.ok());
+  CHECK(stale->outcome == PushOutcome::kDroppedStale);
+  CHECK(stale->reason == "stale: computed from step 0, the shard is at step 2");
+  auto surplus = Push(*shard, 3, 1, Gradient(3, 1));
+  REQUIRE(surplus.ok());
+  CHECK(surplus->outcome == PushOutcome::kDroppedSurplus);
+  CHECK(surplus->step == 2);
+
+  // Exactly one update for step 1: Adam on the mean of the first three.
+  replay.StepOnMean({Gradient(0, 1), Gradient(1, 1), Gradient(2, 1)});
+  replay.CheckEquals(Weights(*shard));
+  ShardStatus s = shard->Status();
+  CHECK(s.step == 2);
+  CHECK(s.counters.aggregated == 4);
+  CHECK(s.counters.applied == 2);
+  CHECK(s.counters.dropped_stale == 1);
+  CHECK(s.counters.dropped_surplus == 1);
+  CHECK(s.counters.refused == 0);
+  CHECK(s.pending_gradients == 0);
+  CHECK(s.mode == "sync");
+}
+
+TEST_CASE("sync: a step never waits for a worker that left") {
+  auto shard = MakeShard(SyncOptions(3, 4));
+  Replay replay(OptimizerOptions{});
+  REQUIRE(Push(*shard, 0, 0, Gradient(0, 0))->outcome ==
+          PushOutcome::kAggregated);
+  REQUIRE(Push(*shard, 1, 0, Gradient(1, 0))->outcome ==
+          PushOutcome::kAggregated);
+  // 3 live after the first leave: still min(3, 3) = 3 needed.
+  REQUIRE(shard->Leave(3).ok());
+  CHECK(shard->Status().step == 0);
+  // 2 live: the two gradients gathered complete the step at once.
+  auto left = shard->Leave(2);
+  REQUIRE(left.ok());
+  CHECK(left->step == 1);
+  CHECK(left->live_workers == std::vector<int>{0, 1});
+  replay.StepOnMean({Gradient(0, 0), Gradient(1, 0)});
+  replay.CheckEquals(Weights(*shard));
+  CHECK(shard->Status().counters.completed_by_leave == 1);
+
+  // With 2 live, two gradients complete step 1.
+  REQUIRE(Push(*shard, 0, 1, Gradient(0, 1))->outcome ==
+          PushOutcome::kAggregated);
+  REQUIRE(Push(*shard, 1, 1, Gradient(1, 1))->outcome == PushOutcome::kApplied);
+  replay.StepOnMean({Gradient(0, 1), Gradient(1, 1)});
+
+  // Policy: when the last workers leave, what was gathered completes.
+  REQUIRE(Push(*shard, 0, 2, Gradient(0, 2))->outcome ==
+          PushOutcome::kAggregated);
+  REQUIRE(shard->Leave(0).ok());  // 1 live, 1 gathered: complete
+  replay.StepOnMean({Gradient(0, 2)});
+  REQUIRE(shard->Leave(1).ok());  // nothing gathered: nothing happens
+  CHECK(shard->Status().step == 3);
+  CHECK(shard->Status().live_workers.empty());
+  replay.CheckEquals(Weights(*shard));
+
+  // A worker that left may not push; it may join again.
+  auto refused = Push(*shard, 0, 3, Gradient(0, 3));
+  CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(refused.status().message().find("not a live member") !=
+        absl::string_view::npos);
+  REQUIRE(shard->Join(0).ok());
+  CHECK(Push(*shard, 0, 3, Gradient(0, 3))->outcome == PushOutcome::kApplied);
+}
+
+TEST_CASE("sync: a silent worker's lease runs out; a waiting one's does not") {
+  ServerOptions options = SyncOptions(3, 3);
+  options.worker_lease = absl::Seconds(30);
+  auto shard = MakeShard(options);
+  Replay replay(OptimizerOptions{});
+  // Worker 0 pushes and waits for step 1 in a pull; worker 1 pushes and
+  // goes quiet; worker 2 (killed) never pushes.
+  REQUIRE(Push(*shard, 0, 0, Gradient(0, 0))->outcome ==
+          PushOutcome::kAggregated);
+  REQUIRE(Push(*shard, 1, 0, Gradient(1, 0))->outcome ==
+          PushOutcome::kAggregated);
+  bool pulled = false;
+  int64_t pulled_step = -1;
+  shard->PullAsync(1, 0, [&](absl::StatusOr<ParameterShard::Snapshot> s) {
+    pulled = true;
+    if (s.ok()) pulled_step = (*s)->step;
+  });
+  CHECK(!pulled);
+
+  // Before the lease runs out nobody leaves.
+  CHECK(shard->ExpireWorkers(absl::Now()).empty());
+  CHECK(shard->Status().step == 0);
+
+  // After it, workers 1 and 2 leave; worker 0, waiting in its pull, stays.
+  // With one live worker the gathered gradients complete the step, which
+  // releases the pull.
+  std::vector<int> expired =
+      shard->ExpireWorkers(absl::Now() + absl::Seconds(31));
+  CHECK(expired == std::vector<int>{1, 2});
+  ShardStatus status = shard->Status();
+  CHECK(status.live_workers == std::vector<int>{0});
+  CHECK(status.workers_expired == 2);
+  CHECK(status.step == 1);
+  CHECK(status.counters.completed_by_leave == 1);
+  CHECK(pulled);
+  CHECK(pulled_step == 1);
+  replay.StepOnMean({Gradient(0, 0), Gradient(1, 0)});
+  replay.CheckEquals(Weights(*shard));
+
+  // The returned pull renewed worker 0's lease.
+  CHECK(shard->ExpireWorkers(absl::Now() + absl::Seconds(29)).empty());
+  // An expired worker may join again.
+  REQUIRE(shard->Join(1).ok());
+  CHECK(shard->Status().live_workers == std::vector<int>{0, 1});
+}
+
+TEST_CASE("leases: a zero lease never expires anyone") {
+  auto shard = MakeShard(SyncOptions(2, 2));
+  CHECK(shard->ExpireWorkers(absl::Now() + absl::Hours(1000)).empty());
+  CHECK(shard->Status().live_workers == std::vector<int>{0, 1});
+}
+
+TEST_CASE("sync: a joining worker raises the count a step needs") {
+  ServerOptions o = SyncOptions(2, 3);
+  auto shard = ParameterShard::Create(o);
+  REQUIRE(shard.ok());
+  REQUIRE((*shard)->Initialize(InitialValues().Bytes()).ok());
+  REQUIRE((*shard)->Join(0).ok());
+  // One live worker: min(2, 1) = 1 gradient completes a step.
+  CHECK(Push(**shard, 0, 0, Gradient(0, 0))->outcome == PushOutcome::kApplied);
+  REQUIRE((*shard)->Join(1).ok());
+  CHECK(Push(**shard, 0, 1, Gradient(0, 1))->outcome ==
+        PushOutcome::kAggregated);
+  CHECK(Push(**shard, 1, 1, Gradient(1, 1))->outcome == PushOutcome::kApplied);
+}
+
+ServerOptions AsyncOptions(int m) {
+  ServerOptions o;
+  o.mode = Mode::kAsync;
+  o.total_num_replicas = m;
+  o.optimizer.kind = OptimizerOptions::Kind::kSgd;
+  o.optimizer.learning_rate = 0.5;
+  return o;
+}
+
+TEST_CASE("async: every push applies; the histogram follows the interleaving") {
+  auto shard = MakeShard(AsyncOptions(3));
+  Replay replay(AsyncOptions(3).optimizer);
+  // (worker, step it computed from, expected staleness)
+  const struct {
+    int worker;
+    int64_t from;
+    int64_t staleness;
+  } pushes[] = {
+      {0, 0, 0},                        // all three pulled step 0
+      {1, 0, 1}, {2, 0, 2}, {0, 1, 2},  // worker 0 pulled after its own push
+      {1, 4, 0},                        // worker 1 pulled the newest
+      {2, 3, 2},
+  };
+  int64_t step = 0;
+  for (const auto& p : pushes) {
+    auto r = Push(*shard, p.worker, p.from, Gradient(p.worker, p.from));
+    REQUIRE(r.ok());
+    CHECK(r->outcome == PushOutcome::kApplied);
+    CHECK(r->staleness == p.staleness);
+    CHECK(r->step == ++step);
+    replay.StepOnMean({Gradient(p.worker, p.from)});
+  }
+  replay.CheckEquals(Weights(*shard));
+  ShardStatus s = shard->Status();
+  CHECK(s.staleness_histogram ==
+        std::map<int64_t, int64_t>{{0, 2}, {1, 1}, {2, 3}});
+  CHECK(s.counters.applied == 6);
+  CHECK(s.step == 6);
+  CHECK(s.mode == "async");
+}
+
+TEST_CASE("async: the staleness bound refuses what exceeds it, and only that") {
+  ServerOptions o = AsyncOptions(3);
+  o.staleness_bound = 1;
+  auto shard = MakeShard(o);
+  REQUIRE(Push(*shard, 0, 0, Gradient(0, 0)).ok());
+  REQUIRE(Push(*shard, 1, 0, Gradient(1, 0)).ok());  // staleness 1
+  auto before = testing::ShardPicture::Of(*shard);
+  auto refused = Push(*shard, 2, 0, Gradient(2, 0));  // staleness 2
+  CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(refused.status().message().find("staleness 2") !=
+        absl::string_view::npos);
+  CHECK(testing::ShardPicture::Of(*shard) == before);
+  CHECK(shard->Status().counters.refused_too_stale == 1);
+  CHECK(shard->Status().counters.refused == 1);
+  // Not counted as its push for step 0: after a fresh pull it may push.
+  CHECK(Push(*shard, 2, 2, Gradient(2, 2))->staleness == 0);
+}
+
+TEST_CASE("async: learning rate scaled by 1/staleness") {
+  ServerOptions o = AsyncOptions(2);
+  o.scale_lr_by_staleness = true;
+  auto shard = MakeShard(o);
+  Replay replay(o.optimizer);
+  REQUIRE(Push(*shard, 0, 0, Gradient(0, 0))->staleness == 0);
+  replay.StepOnMean({Gradient(0, 0)}, 1.0);
+  REQUIRE(Push(*shard, 1, 0, Gradient(1, 0))->staleness == 1);
+  replay.StepOnMean({Gradient(1, 0)}, 1.0);
+  REQUIRE(Push(*shard, 0, 1, Gradient(0, 1))->staleness == 1);
+  replay.StepOnMean({Gradient(0, 1)}, 1.0);
+  REQUIRE(Push(*shard, 1, 1, Gradient(1, 1))->staleness == 2);
+  replay.StepOnMean({Gradient(1, 1)}, 0.5);
+  replay.CheckEquals(Weights(*shard));
+}
+
+TEST_CASE("pulls wait for Initialize, time out, and end at shutdown") {
+  auto shard = ParameterShard::Create(SyncOptions(1, 1));
+  REQUIRE(shard.ok());
+  // Before Initialize even step 0 is not there yet.
+  auto early = (*shard)->Pull(0, -1, absl::Now() + absl::Milliseconds(20));
+  CHECK(early.status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(early.status().message().find("not initialized") !=
+        absl::string_view::npos);
+  std::atomic<int64_t> got{-1};
+  (*shard)->PullAsync(0, -1, [&](auto s) { got = (*s)->step; });
+  REQUIRE((*shard)->Initialize(InitialValues().Bytes()).ok());
+  CHECK(got == 0);
+
+  // A withdrawn pull is never answered.
+  bool called = false;
+  uint64_t ticket = (*shard)->PullAsync(5, -1, [&](auto) { called = true; });
+  CHECK((*shard)->CancelPull(ticket));
+  CHECK(!(*shard)->CancelPull(ticket));
+
+  absl::Status at_shutdown;
+  (*shard)->PullAsync(7, -1, [&](auto s) { at_shutdown = s.status(); });
+  CHECK(!(*shard)->AwaitShutdown(absl::Now()));
+  (*shard)->Shutdown("training is over");
+  CHECK((*shard)->AwaitShutdown(absl::Now()));
+  CHECK(at_shutdown.code() == absl::StatusCode::kCancelled);
+  CHECK(at_shutdown.message() == "shard 0 is shut down: training is over");
+  CHECK(!called);
+  // Everything but Status is refused afterwards.
+  CHECK((*shard)->Join(0).status().code() == absl::StatusCode::kCancelled);
+  CHECK(Push(**shard, 0, 0, Gradient(0, 0)).status().code() ==
+        absl::StatusCode::kCancelled);
+  CHECK((*shard)->Pull(0, -1, absl::Now()).status().code() ==
+        absl::StatusCode::kCancelled);
+  CHECK((*shard)->Status().shutting_down);
+}
+
+TEST_CASE("a second Initialize with the same variables changes nothing") {
+  auto shard = MakeShard(SyncOptions(1, 1));
+  REQUIRE(Push(*shard, 0, 0, Gradient(0, 0)).ok());
+  const TwoVariables before = Weights(*shard);
+  auto again = shard->Initialize(TwoVariables::Constant(9, 9).Bytes());
+  REQUIRE(again.ok());
+  CHECK(again->already_initialized);
+  CHECK(again->step == 1);
+  CHECK(Weights(*shard).w == before.w);
+}
+
+TEST_CASE("variables that do not fit in one message are refused") {
+  ServerOptions o;
+  o.max_message_bytes = 4 << 20;
+  auto shard = ParameterShard::Create(o);
+  REQUIRE(shard.ok());
+  const std::vector<int64_t> shape = {1 << 20};
+  std::vector<float> big(1 << 20, 0.0f);
+  absl::Status s =
+      (*shard)
+          ->Initialize({FloatTensorBytes("big", shape, big.data())})
+          .status();
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(s.message().find("max_message_bytes=4194304") !=
+        absl::string_view::npos);
+  CHECK(!(*shard)->Status().initialized);
+}
+
+TEST_CASE("the largest gradients a shard takes keep everything finite") {
+  // Sync sums of +-kMaxGradientMagnitude, squared by Adam, or times a large
+  // SGD learning rate, from weights near the float range.
+  for (auto kind :
+       {OptimizerOptions::Kind::kAdam, OptimizerOptions::Kind::kSgd}) {
+    ServerOptions o;
+    o.replicas_to_aggregate = 2;
+    o.total_num_replicas = 2;
+    o.optimizer.kind = kind;
+    o.optimizer.learning_rate = 1000;
+    auto shard = ParameterShard::Create(o);
+    REQUIRE(shard.ok());
+    REQUIRE((*shard)
+                ->Initialize(TwoVariables::Constant(3e38f, -3e38f).Bytes())
+                .ok());
+    REQUIRE((*shard)->Join(0).ok());
+    REQUIRE((*shard)->Join(1).ok());
+    for (int step = 0; step < 4; ++step) {
+      const float big =
+          step % 2 == 0 ? kMaxGradientMagnitude : -kMaxGradientMagnitude;
+      const TwoVariables g = TwoVariables::Constant(-big, big);
+      REQUIRE(Push(**shard, 0, step, g).ok());
+      REQUIRE(Push(**shard, 1, step, g)->outcome == PushOutcome::kApplied);
+    }
+    const TwoVariables w = Weights(**shard);
+    for (float x : w.w) CHECK(std::isfinite(x));
+    for (float x : w.b) CHECK(std::isfinite(x));
+    for (const char* slot : {"m", "v"}) {
+      for (int i = 0; i < 2; ++i) {
+        for (float x : (*shard)->CopySlot(slot, i)) CHECK(std::isfinite(x));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

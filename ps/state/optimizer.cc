@@ -1,0 +1,216 @@
+#include "ps/state/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/tensor.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// Checks that `state` fits an optimizer of `kind` with `slot_names` over
+// variables of `sizes` elements.
+absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
+                        const std::vector<std::string>& slot_names,
+                        const std::vector<int64_t>& sizes) {
+  if (state.kind != kind) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state of kind '", state.kind, "' for a ", kind,
+        " optimizer"));
+  }
+  if (state.step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer state has step ", state.step));
+  }
+  if (state.slot_names != slot_names ||
+      state.slots.size() != slot_names.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state has ", state.slots.size(), " slots, ", kind,
+        " has ", slot_names.size()));
+  }
+  for (size_t k = 0; k < state.slots.size(); ++k) {
+    if (state.slots[k].size() != sizes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer slot '", slot_names[k], "' covers ",
+          state.slots[k].size(), " variables, not ", sizes.size()));
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (static_cast<int64_t>(state.slots[k][i].size()) != sizes[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "optimizer slot '", slot_names[k], "' of variable ", i, " has ",
+            state.slots[k][i].size(), " elements, not ", sizes[i]));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(double learning_rate, std::vector<int64_t> sizes)
+      : learning_rate_(learning_rate), sizes_(std::move(sizes)) {}
+
+  void Apply(absl::Span<const float* const> weights,
+             absl::Span<const float* const> grads, absl::Span<float* const> out,
+             double lr_scale) override {
+    const float lr = static_cast<float>(learning_rate_ * lr_scale);
+    for (size_t k = 0; k < sizes_.size(); ++k) {
+      const float* w = weights[k];
+      const float* g = grads[k];
+      float* o = out[k];
+      for (int64_t i = 0; i < sizes_[k]; ++i) o[i] = w[i] - lr * g[i];
+    }
+    ++step_;
+  }
+
+  int64_t step() const override { return step_; }
+  absl::Span<const float> Slot(absl::string_view, int) const override {
+    return {};
+  }
+  absl::string_view name() const override { return "sgd"; }
+
+  OptimizerState SaveState() const override {
+    OptimizerState s;
+    s.kind = "sgd";
+    s.step = step_;
+    return s;
+  }
+  absl::Status LoadState(const OptimizerState& state) override {
+    if (absl::Status s = CheckState(state, "sgd", {}, sizes_); !s.ok()) {
+      return s;
+    }
+    step_ = state.step;
+    return absl::OkStatus();
+  }
+
+ private:
+  const double learning_rate_;
+  const std::vector<int64_t> sizes_;
+  int64_t step_ = 0;
+};
+
+class Adam final : public Optimizer {
+ public:
+  Adam(const OptimizerOptions& o, std::vector<int64_t> sizes)
+      : options_(o), sizes_(std::move(sizes)) {
+    for (int64_t n : sizes_) {
+      m_.emplace_back(static_cast<size_t>(n));
+      v_.emplace_back(static_cast<size_t>(n));
+    }
+  }
+
+  void Apply(absl::Span<const float* const> weights,
+             absl::Span<const float* const> grads, absl::Span<float* const> out,
+             double lr_scale) override {
+    ++step_;
+    const double t = static_cast<double>(step_);
+    const float lr_t =
+        static_cast<float>(options_.learning_rate * lr_scale *
+                           std::sqrt(1.0 - std::pow(options_.beta2, t)) /
+                           (1.0 - std::pow(options_.beta1, t)));
+    const float beta1 = static_cast<float>(options_.beta1);
+    const float beta2 = static_cast<float>(options_.beta2);
+    const float one_minus_beta1 = static_cast<float>(1.0 - options_.beta1);
+    const float one_minus_beta2 = static_cast<float>(1.0 - options_.beta2);
+    const float epsilon = static_cast<float>(options_.epsilon);
+    for (size_t k = 0; k < sizes_.size(); ++k) {
+      const float* w = weights[k];
+      const float* g = grads[k];
+      float* o = out[k];
+      float* m = m_[k].data();
+      float* v = v_[k].data();
+      for (int64_t i = 0; i < sizes_[k]; ++i) {
+        const float gi = g[i];
+        const float mi = beta1 * m[i] + one_minus_beta1 * gi;
+        const float vi = beta2 * v[i] + one_minus_beta2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        o[i] = w[i] - lr_t * mi / (std::sqrt(vi) + epsilon);
+      }
+    }
+  }
+
+  int64_t step() const override { return step_; }
+
+  absl::Span<const float> Slot(absl::string_view name,
+                               int variable) const override {
+    if (variable < 0 || variable >= static_cast<int>(sizes_.size())) return {};
+    const AlignedBuffer* slot = name == "m"   ? &m_[variable]
+                                : name == "v" ? &v_[variable]
+                                              : nullptr;
+    if (slot == nullptr) return {};
+    return absl::MakeConstSpan(slot->data(), slot->size());
+  }
+
+  absl::string_view name() const override { return "adam"; }
+
+  OptimizerState SaveState() const override {
+    OptimizerState s;
+    s.kind = "adam";
+    s.step = step_;
+    s.slot_names = {"m", "v"};
+    for (const std::vector<AlignedBuffer>* slot : {&m_, &v_}) {
+      std::vector<std::vector<float>>& out = s.slots.emplace_back();
+      for (const AlignedBuffer& b : *slot) {
+        out.emplace_back(b.data(), b.data() + b.size());
+      }
+    }
+    return s;
+  }
+  absl::Status LoadState(const OptimizerState& state) override {
+    if (absl::Status s = CheckState(state, "adam", {"m", "v"}, sizes_);
+        !s.ok()) {
+      return s;
+    }
+    step_ = state.step;
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      std::copy(state.slots[0][i].begin(), state.slots[0][i].end(),
+                m_[i].data());
+      std::copy(state.slots[1][i].begin(), state.slots[1][i].end(),
+                v_[i].data());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const OptimizerOptions options_;
+  const std::vector<int64_t> sizes_;
+  std::vector<AlignedBuffer> m_;
+  std::vector<AlignedBuffer> v_;
+  int64_t step_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
+    const OptimizerOptions& options, std::vector<int64_t> sizes) {
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer: variable ", i, " has size ", sizes[i]));
+    }
+  }
+  if (!(options.learning_rate > 0) || !std::isfinite(options.learning_rate)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: learning_rate=", options.learning_rate,
+                     " must be positive and finite"));
+  }
+  if (options.kind == OptimizerOptions::Kind::kSgd) {
+    return std::unique_ptr<Optimizer>(
+        new Sgd(options.learning_rate, std::move(sizes)));
+  }
+  if (!(options.beta1 >= 0 && options.beta1 < 1) ||
+      !(options.beta2 >= 0 && options.beta2 < 1) || !(options.epsilon > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer: adam needs beta1, beta2 in [0, 1) and epsilon > 0; got "
+        "beta1=",
+        options.beta1, " beta2=", options.beta2, " epsilon=", options.epsilon));
+  }
+  return std::unique_ptr<Optimizer>(new Adam(options, std::move(sizes)));
+}
+
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,85 @@
+// The update rule a shard applies to its variables, behind an interface so
+// that the shard does not care which (ps-lite's idea: the server's update is
+// a function object plugged in from outside).
+//
+//   Adam, exactly TensorFlow's AdamOptimizer, per element in float32:
+//     t     += 1                       (once per Apply, shared by the shard's
+//                                       variables)
+//     lr_t   = lr * sqrt(1 - beta2^t) / (1 - beta1^t)   computed in double,
+//                                       then rounded to float once
+//     m      = beta1 * m + (1 - beta1) * g
+//     v      = beta2 * v + (1 - beta2) * g^2
+//     w     -= lr_t * m / (sqrt(v) + epsilon)
+//   Slots m and v are float32, zero at the start.
+//
+//   SGD: w -= lr * g.
+//
+// Both multiply the learning rate by the lr_scale passed to Apply
+// (staleness-aware async SGD passes 1/staleness).
+//
+// Thread-safety: none; the shard calls it under its mutex.
+#ifndef PSGD_PS_STATE_OPTIMIZER_H_
+#define PSGD_PS_STATE_OPTIMIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "ps/state/options.h"
+
+namespace psgd {
+namespace ps {
+
+// An optimizer's state, for checkpoints: its kind, its step (Adam's t) and
+// its slots, copied.
+struct OptimizerState {
+  std::string kind;  // name(): "adam", "sgd"
+  int64_t step = 0;
+  // slots[k][i]: slot slot_names[k] of variable i, (sizes[i],).
+  std::vector<std::string> slot_names;
+  std::vector<std::vector<std::vector<float>>> slots;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  // One update of every variable i of the shard:
+  //   weights[i], grads[i], out[i]: (sizes()[i],)
+  // out[i] = rule(weights[i], grads[i]); out[i] may equal weights[i].
+  // Increments step(). The caller has checked the gradients (finite, sized).
+  virtual void Apply(absl::Span<const float* const> weights,
+                     absl::Span<const float* const> grads,
+                     absl::Span<float* const> out, double lr_scale) = 0;
+
+  // Number of Apply calls so far (Adam's t).
+  virtual int64_t step() const = 0;
+
+  // The slot `name` ("m", "v" for Adam) of variable `variable`; empty when
+  // the optimizer has no such slot. For tests and checkpoints.
+  virtual absl::Span<const float> Slot(absl::string_view name,
+                                       int variable) const = 0;
+
+  virtual absl::string_view name() const = 0;
+
+  // A copy of the state (for a checkpoint).
+  virtual OptimizerState SaveState() const = 0;
+  // Replaces the state with `state` (a restored checkpoint). INVALID_ARGUMENT
+  // naming what differs when its kind, slot names or sizes are not this
+  // optimizer's, or its step is negative; nothing changes then.
+  virtual absl::Status LoadState(const OptimizerState& state) = 0;
+};
+
+// An optimizer for variables of `sizes` elements each. INVALID_ARGUMENT for
+// options that ValidateServerOptions would refuse or a negative size.
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
+    const OptimizerOptions& options, std::vector<int64_t> sizes);
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_STATE_OPTIMIZER_H_

@@ -1,0 +1,136 @@
+#include "ps/state/optimizer.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+namespace psgd {
+namespace ps {
+namespace {
+
+double RelativeError(double got, double want) {
+  return std::abs(got - want) / std::max(std::abs(want), 1e-30);
+}
+
+// Runs `optimizer` in place over one variable.
+void Step(Optimizer& optimizer, std::vector<float>& w,
+          const std::vector<float>& g, double lr_scale = 1.0) {
+  const float* in[] = {w.data()};
+  const float* grads[] = {g.data()};
+  float* out[] = {w.data()};
+  optimizer.Apply(in, grads, out, lr_scale);
+}
+
+TEST_CASE("adam matches hand-derived values over three steps") {
+  // TF's defaults: lr 0.001, beta1 0.9, beta2 0.999, epsilon 1e-8.
+  auto adam = CreateOptimizer(OptimizerOptions{}, {3});
+  REQUIRE(adam.ok());
+  std::vector<float> w = {0.5f, -1.0f, 2.0f};
+  const std::vector<std::vector<float>> grads = {
+      {0.1f, -0.2f, 0.3f}, {0.05f, 0.1f, -0.4f}, {-0.3f, 0.0f, 0.2f}};
+  // Step 1 by hand: lr_1 = 0.001 * sqrt(1 - 0.999) / (1 - 0.9) = 3.16228e-4,
+  // m = 0.1 g, v = 0.001 g^2, so the step is
+  // lr_1 * 0.1 g / (0.0316228 |g| + 1e-8) = 0.001 sign(g) (1 - ~3e-7/|g|).
+  // Steps 2 and 3 carried on with the same formulas in double precision.
+  const std::vector<std::vector<double>> want_w = {
+      {0.4990000032, -0.9990000016, 1.999000001},
+      {0.4980678262, -0.9987336649, 1.999193511},
+      {0.4984150493, -0.9985277859, 1.999094995}};
+  const std::vector<std::vector<double>> want_m = {
+      {0.01, -0.02, 0.03}, {0.014, -0.008, -0.013}, {-0.0174, -0.0072, 0.0083}};
+  const std::vector<std::vector<double>> want_v = {
+      {1e-05, 4e-05, 9e-05},
+      {1.249e-05, 4.996e-05, 0.00024991},
+      {0.00010247751, 4.991004e-05, 0.00028966009}};
+  for (int t = 0; t < 3; ++t) {
+    Step(**adam, w, grads[t]);
+    CHECK((*adam)->step() == t + 1);
+    absl::Span<const float> m = (*adam)->Slot("m", 0);
+    absl::Span<const float> v = (*adam)->Slot("v", 0);
+    REQUIRE(m.size() == 3);
+    REQUIRE(v.size() == 3);
+    for (int i = 0; i < 3; ++i) {
+      INFO("step " << t + 1 << " element " << i);
+      CHECK(RelativeError(w[i], want_w[t][i]) < 1e-6);
+      CHECK(RelativeError(m[i], want_m[t][i]) < 1e-6);
+      CHECK(RelativeError(v[i], want_v[t][i]) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("adam keeps one step count for all variables of a shard") {
+  OptimizerOptions o;
+  o.learning_rate = 0.01;
+  auto adam = CreateOptimizer(o, {1, 2});
+  REQUIRE(adam.ok());
+  std::vector<float> a = {1.0f}, b = {1.0f, 2.0f};
+  std::vector<float> ga = {0.5f}, gb = {0.5f, -0.5f};
+  for (int t = 1; t <= 4; ++t) {
+    const float* in[] = {a.data(), b.data()};
+    const float* g[] = {ga.data(), gb.data()};
+    float* out[] = {a.data(), b.data()};
+    (*adam)->Apply(in, g, out, 1.0);
+  }
+  CHECK((*adam)->step() == 4);
+  // Same gradient history, same update: a[0] and b[0] move together.
+  CHECK(a[0] == b[0]);
+  CHECK((*adam)->Slot("m", 1).size() == 2);
+  CHECK((*adam)->Slot("m", 2).empty());
+  CHECK((*adam)->Slot("x", 0).empty());
+}
+
+TEST_CASE("adam writes out of place without touching its input") {
+  auto adam = CreateOptimizer(OptimizerOptions{}, {2});
+  REQUIRE(adam.ok());
+  const std::vector<float> w = {1.0f, 2.0f};
+  const std::vector<float> g = {1.0f, -1.0f};
+  std::vector<float> out(2, 0.0f);
+  const float* in[] = {w.data()};
+  const float* grads[] = {g.data()};
+  float* outs[] = {out.data()};
+  (*adam)->Apply(in, grads, outs, 1.0);
+  CHECK(w == std::vector<float>{1.0f, 2.0f});
+  CHECK(std::abs(out[0] - 0.999f) < 1e-6f);
+  CHECK(std::abs(out[1] - 2.001f) < 1e-6f);
+}
+
+TEST_CASE("sgd and the learning-rate scale") {
+  OptimizerOptions o;
+  o.kind = OptimizerOptions::Kind::kSgd;
+  o.learning_rate = 0.5;
+  auto sgd = CreateOptimizer(o, {2});
+  REQUIRE(sgd.ok());
+  CHECK((*sgd)->name() == "sgd");
+  std::vector<float> w = {1.0f, 1.0f};
+  Step(**sgd, w, {1.0f, -2.0f});
+  CHECK(w == std::vector<float>{0.5f, 2.0f});
+  Step(**sgd, w, {1.0f, 1.0f}, 0.25);  // lr 0.125
+  CHECK(w == std::vector<float>{0.375f, 1.875f});
+  CHECK((*sgd)->step() == 2);
+  CHECK((*sgd)->Slot("m", 0).empty());
+
+  // Adam scales lr_t the same way: half the scale, half the first step.
+  auto a1 = CreateOptimizer(OptimizerOptions{}, {1});
+  auto a2 = CreateOptimizer(OptimizerOptions{}, {1});
+  std::vector<float> w1 = {0.0f}, w2 = {0.0f};
+  Step(**a1, w1, {1.0f});
+  Step(**a2, w2, {1.0f}, 0.5);
+  CHECK(RelativeError(w2[0], w1[0] * 0.5) < 1e-6);
+}
+
+TEST_CASE("bad optimizer options are refused") {
+  OptimizerOptions o;
+  o.learning_rate = -1;
+  CHECK(CreateOptimizer(o, {1}).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  o = OptimizerOptions{};
+  o.beta1 = 1.0;
+  absl::Status s = CreateOptimizer(o, {1}).status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(s.message().find("beta1=1") != absl::string_view::npos);
+  CHECK(!CreateOptimizer(OptimizerOptions{}, {-1}).ok());
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

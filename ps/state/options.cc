@@ -1,0 +1,151 @@
+#include "ps/state/options.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+absl::Status Bad(absl::string_view field, absl::string_view value,
+                 absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("server option ", field, "=", value, ": ", why));
+}
+
+bool ValidClusterName(absl::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' &&
+        c != '-' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The largest message gRPC accepts (its limits are ints).
+constexpr int64_t kMaxGrpcMessageBytes = (int64_t{1} << 31) - 1;
+constexpr int64_t kMinMessageBytes = int64_t{4} << 20;
+
+}  // namespace
+
+absl::string_view ModeName(Mode mode) {
+  return mode == Mode::kSync ? "sync" : "async";
+}
+
+absl::StatusOr<Mode> ParseMode(absl::string_view name) {
+  if (name == "sync") return Mode::kSync;
+  if (name == "async") return Mode::kAsync;
+  return Bad("mode", name, "expected sync or async");
+}
+
+absl::string_view OptimizerKindName(OptimizerOptions::Kind kind) {
+  return kind == OptimizerOptions::Kind::kAdam ? "adam" : "sgd";
+}
+
+absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(
+    absl::string_view name) {
+  if (name == "adam") return OptimizerOptions::Kind::kAdam;
+  if (name == "sgd") return OptimizerOptions::Kind::kSgd;
+  return Bad("optimizer", name, "expected adam or sgd");
+}
+
+absl::Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.listen_address.empty() ||
+      o.listen_address.find(':') == std::string::npos) {
+    return Bad("listen_address", o.listen_address, "expected host:port");
+  }
+  if (o.num_shards < 1) {
+    return Bad("num_shards", absl::StrCat(o.num_shards), "must be >= 1");
+  }
+  if (o.shard_index < 0 || o.shard_index >= o.num_shards) {
+    return Bad("shard_index", absl::StrCat(o.shard_index),
+               absl::StrCat("must be in [0, num_shards=", o.num_shards, ")"));
+  }
+  if (!ValidClusterName(o.cluster_name)) {
+    return Bad("cluster_name", o.cluster_name,
+               "must be 1 to 128 letters, digits, '_', '-' or '.'");
+  }
+  if (o.replicas_to_aggregate < 1) {
+    return Bad("replicas_to_aggregate", absl::StrCat(o.replicas_to_aggregate),
+               "must be >= 1");
+  }
+  if (o.total_num_replicas < o.replicas_to_aggregate) {
+    return Bad("total_num_replicas", absl::StrCat(o.total_num_replicas),
+               absl::StrCat("must be >= replicas_to_aggregate=",
+                            o.replicas_to_aggregate));
+  }
+  if (o.mode == Mode::kAsync && o.replicas_to_aggregate != 1) {
+    return Bad("replicas_to_aggregate", absl::StrCat(o.replicas_to_aggregate),
+               "async mode aggregates nothing: must be 1");
+  }
+  if (o.staleness_bound < -1) {
+    return Bad("staleness_bound", absl::StrCat(o.staleness_bound),
+               "must be -1 (no bound) or >= 0");
+  }
+  if (o.mode == Mode::kSync && o.staleness_bound != -1) {
+    return Bad("staleness_bound", absl::StrCat(o.staleness_bound),
+               "applies to async mode only (sync drops every stale gradient)");
+  }
+  if (o.mode == Mode::kSync && o.scale_lr_by_staleness) {
+    return Bad("scale_lr_by_staleness", "true", "applies to async mode only");
+  }
+  const OptimizerOptions& opt = o.optimizer;
+  if (!(opt.learning_rate > 0) || !std::isfinite(opt.learning_rate)) {
+    return Bad("learning_rate", absl::StrCat(opt.learning_rate),
+               "must be positive and finite");
+  }
+  if (!(opt.beta1 >= 0 && opt.beta1 < 1)) {
+    return Bad("beta1", absl::StrCat(opt.beta1), "must be in [0, 1)");
+  }
+  if (!(opt.beta2 >= 0 && opt.beta2 < 1)) {
+    return Bad("beta2", absl::StrCat(opt.beta2), "must be in [0, 1)");
+  }
+  if (!(opt.epsilon > 0) || !std::isfinite(opt.epsilon)) {
+    return Bad("epsilon", absl::StrCat(opt.epsilon),
+               "must be positive and finite");
+  }
+  if (o.max_message_bytes < kMinMessageBytes ||
+      o.max_message_bytes > kMaxGrpcMessageBytes) {
+    return Bad("max_message_bytes", absl::StrCat(o.max_message_bytes),
+               absl::StrCat("must be in [", kMinMessageBytes, ", ",
+                            kMaxGrpcMessageBytes, "]"));
+  }
+  if (o.split_threshold_bytes < 1024 ||
+      o.split_threshold_bytes > o.max_message_bytes) {
+    return Bad("split_threshold_bytes", absl::StrCat(o.split_threshold_bytes),
+               absl::StrCat("must be in [1024, max_message_bytes=",
+                            o.max_message_bytes, "]"));
+  }
+  if (o.worker_lease < absl::ZeroDuration()) {
+    return Bad("worker_lease", absl::FormatDuration(o.worker_lease),
+               "must not be negative");
+  }
+  if (o.checkpoint.every_steps < 0) {
+    return Bad("checkpoint.every_steps", absl::StrCat(o.checkpoint.every_steps),
+               "must be >= 0 (0: not by steps)");
+  }
+  if (o.checkpoint.keep < 1) {
+    return Bad("checkpoint.keep", absl::StrCat(o.checkpoint.keep),
+               "must be >= 1");
+  }
+  if (!o.security.token.empty()) {
+    // Never echo the token.
+    if (absl::Status s = ValidateToken(o.security.token); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server option security.token: ", s.message()));
+    }
+  }
+  if (o.security.tls &&
+      (o.security.tls_cert_file.empty() || o.security.tls_key_file.empty())) {
+    return Bad("security.tls", "true",
+               "TLS needs tls_cert_file and tls_key_file");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,111 @@
+// Every option of a parameter-server shard in one plain struct. The flags of
+// ps_server fill it today (ps/ps_server_main.cc); the cluster config file
+// will fill it tomorrow. ValidateServerOptions refuses bad values with a
+// status naming the field and the value.
+//
+// Thread-safety: plain values.
+#ifndef PSGD_PS_STATE_OPTIONS_H_
+#define PSGD_PS_STATE_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/security.h"
+
+namespace psgd {
+namespace ps {
+
+enum class Mode { kSync, kAsync };
+
+// "sync" / "async".
+absl::string_view ModeName(Mode mode);
+// INVALID_ARGUMENT naming the value for anything but "sync" or "async".
+absl::StatusOr<Mode> ParseMode(absl::string_view name);
+
+struct OptimizerOptions {
+  enum class Kind { kAdam, kSgd };
+  Kind kind = Kind::kAdam;
+  // TensorFlow's AdamOptimizer defaults; SGD uses learning_rate only.
+  double learning_rate = 0.001;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+};
+
+// "adam" / "sgd".
+absl::string_view OptimizerKindName(OptimizerOptions::Kind kind);
+// INVALID_ARGUMENT naming the value for anything but "adam" or "sgd".
+absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(
+    absl::string_view name);
+
+// Checkpoints of a shard (docs/RELIABILITY.md).
+struct CheckpointOptions {
+  // The directory all shards share; empty: no checkpoints, and a restarted
+  // server starts empty.
+  std::string dir;
+  // Save when the step reaches a multiple of this; 0: not by steps. Step 0
+  // (the initial values) and the state at shutdown are saved whenever `dir`
+  // is set.
+  int64_t every_steps = 0;
+  // Complete checkpoints kept (>= 1); older ones are deleted.
+  int keep = 3;
+};
+
+struct ServerOptions {
+  // host:port to listen on; port 0 lets the OS choose.
+  std::string listen_address = "127.0.0.1:0";
+  // This server's shard, in [0, num_shards).
+  int shard_index = 0;
+  int num_shards = 1;
+  // Every request must carry this name (letters, digits, '_', '-', '.').
+  std::string cluster_name = "psgd";
+
+  Mode mode = Mode::kSync;
+  // Sync: gradients averaged per step (N). Must be 1 in async mode.
+  int replicas_to_aggregate = 1;
+  // Number of workers M >= N (the extra ones are backup workers); worker ids
+  // are 0..M-1 in both modes.
+  int total_num_replicas = 1;
+  // Async: a push whose staleness exceeds this is refused; -1 for no bound.
+  // Must be -1 in sync mode.
+  int64_t staleness_bound = -1;
+  // Async: learning rate times 1/max(1, staleness). Must be false in sync.
+  bool scale_lr_by_staleness = false;
+
+  OptimizerOptions optimizer;
+
+  // gRPC send and receive limit; a shard refuses an Initialize whose
+  // variables would not fit in one message.
+  int64_t max_message_bytes = int64_t{256} << 20;
+  // Variables larger than this are split into row slices over the shards
+  // (ps/state/placement.h). Workers must use the same value.
+  int64_t split_threshold_bytes = int64_t{1} << 20;
+
+  // When set, the server writes its bound port (a decimal number and a
+  // newline) to this file once it listens: for tests and launchers that
+  // listen on port 0.
+  std::string port_file;
+
+  // A live worker that sends nothing for this long, and is not waiting in
+  // a pull, is taken out of the live set as if it had left (a killed
+  // worker), so that sync steps go on without it. Zero: never.
+  absl::Duration worker_lease = absl::ZeroDuration();
+
+  CheckpointOptions checkpoint;
+  // The cluster's token and TLS files (common/security.h): the gRPC server
+  // takes only calls that carry the token, over TLS when set. The shard
+  // itself ignores them. Default: no token, plaintext.
+  SecurityOptions security;
+};
+
+// OK, or INVALID_ARGUMENT naming the first bad field and its value.
+absl::Status ValidateServerOptions(const ServerOptions& options);
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_STATE_OPTIONS_H_

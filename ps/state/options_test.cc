@@ -1,0 +1,93 @@
+#include "ps/state/options.h"
+
+#include <catch2/catch.hpp>
+
+namespace psgd {
+namespace ps {
+namespace {
+
+bool Names(const absl::Status& s, absl::string_view text) {
+  return s.code() == absl::StatusCode::kInvalidArgument &&
+         s.message().find(text) != absl::string_view::npos;
+}
+
+TEST_CASE("default options are valid") {
+  CHECK(ValidateServerOptions(ServerOptions{}).ok());
+  ServerOptions o;
+  o.mode = Mode::kAsync;
+  o.staleness_bound = 3;
+  o.scale_lr_by_staleness = true;
+  o.total_num_replicas = 8;
+  CHECK(ValidateServerOptions(o).ok());
+}
+
+TEST_CASE("each bad option is refused naming the field and value") {
+  auto with = [](auto change) {
+    ServerOptions o;
+    change(o);
+    return ValidateServerOptions(o);
+  };
+  CHECK(Names(with([](ServerOptions& o) { o.listen_address = "nohost"; }),
+              "listen_address=nohost"));
+  CHECK(
+      Names(with([](ServerOptions& o) { o.num_shards = 0; }), "num_shards=0"));
+  CHECK(Names(with([](ServerOptions& o) { o.shard_index = 2; }),
+              "shard_index=2"));
+  CHECK(Names(with([](ServerOptions& o) { o.cluster_name = "a b"; }),
+              "cluster_name=a b"));
+  CHECK(Names(with([](ServerOptions& o) { o.replicas_to_aggregate = 0; }),
+              "replicas_to_aggregate=0"));
+  CHECK(Names(with([](ServerOptions& o) {
+                o.replicas_to_aggregate = 3;
+                o.total_num_replicas = 2;
+              }),
+              "total_num_replicas=2"));
+  CHECK(Names(with([](ServerOptions& o) {
+                o.mode = Mode::kAsync;
+                o.replicas_to_aggregate = 2;
+                o.total_num_replicas = 2;
+              }),
+              "replicas_to_aggregate=2"));
+  CHECK(Names(with([](ServerOptions& o) { o.staleness_bound = 2; }),
+              "staleness_bound=2"));
+  CHECK(Names(with([](ServerOptions& o) {
+                o.mode = Mode::kAsync;
+                o.staleness_bound = -2;
+              }),
+              "staleness_bound=-2"));
+  CHECK(Names(with([](ServerOptions& o) { o.scale_lr_by_staleness = true; }),
+              "scale_lr_by_staleness"));
+  CHECK(Names(with([](ServerOptions& o) { o.optimizer.learning_rate = 0; }),
+              "learning_rate=0"));
+  CHECK(
+      Names(with([](ServerOptions& o) { o.optimizer.beta2 = 1; }), "beta2=1"));
+  CHECK(Names(with([](ServerOptions& o) { o.optimizer.epsilon = -1; }),
+              "epsilon=-1"));
+  CHECK(Names(with([](ServerOptions& o) { o.max_message_bytes = 1000; }),
+              "max_message_bytes=1000"));
+  CHECK(Names(with([](ServerOptions& o) { o.split_threshold_bytes = 10; }),
+              "split_threshold_bytes=10"));
+  // The token's message never shows the token.
+  const absl::Status token =
+      with([](ServerOptions& o) { o.security.token = "se cret"; });
+  CHECK(Names(token, "server option security.token: the token has character"));
+  CHECK(token.message().find("se cret") == absl::string_view::npos);
+  CHECK(Names(with([](ServerOptions& o) {
+                o.security.tls = true;
+                o.security.tls_cert_file = "cert.pem";
+              }),
+              "TLS needs tls_cert_file and tls_key_file"));
+}
+
+TEST_CASE("mode and optimizer names parse") {
+  CHECK(*ParseMode("async") == Mode::kAsync);
+  CHECK(ModeName(*ParseMode("sync")) == "sync");
+  CHECK(Names(ParseMode("semi").status(), "mode=semi"));
+  CHECK(*ParseOptimizerKind("sgd") == OptimizerOptions::Kind::kSgd);
+  CHECK(OptimizerKindName(OptimizerOptions::Kind::kAdam) == "adam");
+  CHECK(Names(ParseOptimizerKind("rmsprop").status(), "optimizer=rmsprop"));
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,141 @@
+#include "ps/state/placement.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+constexpr int64_t kBytesPerElement = sizeof(float);
+
+// Number of row slices for a variable of `rows` rows and `bytes` bytes.
+int NumParts(int64_t rows, int64_t bytes, int num_shards,
+             int64_t split_threshold_bytes) {
+  if (bytes <= split_threshold_bytes || num_shards < 2 || rows < 2) return 1;
+  const int64_t wanted =
+      (bytes + split_threshold_bytes - 1) / split_threshold_bytes;
+  return static_cast<int>(
+      std::min<int64_t>({wanted, rows, static_cast<int64_t>(num_shards)}));
+}
+
+}  // namespace
+
+std::vector<VariableSpec> Placement::ShardVariables(int shard) const {
+  std::vector<VariableSpec> out;
+  for (int s : shard_slices[shard]) {
+    const Slice& slice = slices[s];
+    out.push_back({slice.name, slice.shape, variables[slice.variable].init});
+  }
+  return out;
+}
+
+absl::StatusOr<Placement> PlaceVariables(
+    const std::vector<VariableSpec>& variables, int num_shards,
+    int64_t split_threshold_bytes) {
+  if (absl::Status s = ValidateVariableSpecs(variables); !s.ok()) return s;
+  if (num_shards < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("placement: num_shards=", num_shards, " must be >= 1"));
+  }
+  if (split_threshold_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("placement: split_threshold_bytes=", split_threshold_bytes,
+                     " must be >= 1"));
+  }
+  Placement p;
+  p.num_shards = num_shards;
+  p.split_threshold_bytes = split_threshold_bytes;
+  p.variables = variables;
+  p.variable_slices.resize(variables.size());
+  p.shard_slices.resize(num_shards);
+  p.shard_bytes.assign(num_shards, 0);
+
+  // 1. Cut.
+  for (int v = 0; v < static_cast<int>(variables.size()); ++v) {
+    const Shape& shape = variables[v].shape;
+    p.variable_index[variables[v].name] = v;
+    const int64_t elements = NumElements(shape);
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    const int64_t row_elements = shape.empty() ? 1 : elements / rows;
+    const int parts = NumParts(rows, elements * kBytesPerElement, num_shards,
+                               split_threshold_bytes);
+    int64_t row = 0;
+    for (int j = 0; j < parts; ++j) {
+      const int64_t n = rows / parts + (j < rows % parts ? 1 : 0);
+      Slice slice;
+      slice.name = parts == 1 ? variables[v].name
+                              : absl::StrCat(variables[v].name, "/part_", j);
+      slice.variable = v;
+      slice.part = j;
+      slice.row_begin = row;
+      slice.row_end = row + n;
+      slice.shape = shape;
+      if (!shape.empty()) slice.shape[0] = n;
+      slice.offset = row * row_elements;
+      slice.num_elements = n * row_elements;
+      row += n;
+      p.variable_slices[v].push_back(static_cast<int>(p.slices.size()));
+      p.slices.push_back(std::move(slice));
+    }
+  }
+  for (int i = 0; i < static_cast<int>(p.slices.size()); ++i) {
+    const Slice& s = p.slices[i];
+    if (!p.slice_index.emplace(s.name, i).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placement: slice name '", s.name, "' of variable '",
+          variables[s.variable].name, "' collides with variable '",
+          variables[p.slices[p.slice_index[s.name]].variable].name, "'"));
+    }
+  }
+
+  // 2. Place, largest first.
+  std::vector<int> order(p.slices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&p](int a, int b) {
+    return p.slices[a].num_elements > p.slices[b].num_elements;
+  });
+  std::vector<bool> placed(p.slices.size(), false);
+  for (int s : order) {
+    Slice& slice = p.slices[s];
+    int best = -1;
+    for (int shard = 0; shard < num_shards; ++shard) {
+      bool holds_sibling = false;
+      for (int other : p.variable_slices[slice.variable]) {
+        holds_sibling |= placed[other] && p.slices[other].shard == shard;
+      }
+      if (holds_sibling) continue;
+      if (best < 0 || p.shard_bytes[shard] < p.shard_bytes[best]) best = shard;
+    }
+    // NumParts keeps parts <= num_shards, so a shard is always free.
+    slice.shard = best;
+    placed[s] = true;
+    p.shard_bytes[best] += slice.num_elements * kBytesPerElement;
+  }
+  for (int s = 0; s < static_cast<int>(p.slices.size()); ++s) {
+    p.shard_slices[p.slices[s].shard].push_back(s);
+  }
+  return p;
+}
+
+std::string PlacementToString(const Placement& p) {
+  std::string out = absl::StrFormat("%-28s %-22s %5s %12s %10s\n", "slice",
+                                    "shape", "shard", "rows", "bytes");
+  for (const Slice& s : p.slices) {
+    absl::StrAppendFormat(&out, "%-28s %-22s %5d %12s %10d\n", s.name,
+                          ShapeToString(s.shape), s.shard,
+                          absl::StrCat("[", s.row_begin, ", ", s.row_end, ")"),
+                          s.num_elements * kBytesPerElement);
+  }
+  for (int shard = 0; shard < p.num_shards; ++shard) {
+    absl::StrAppendFormat(&out, "shard %d: %d bytes in %d slices\n", shard,
+                          p.shard_bytes[shard], p.shard_slices[shard].size());
+  }
+  return out;
+}
+
+}  // namespace ps
+}  // namespace psgd

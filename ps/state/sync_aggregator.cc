@@ -1,0 +1,55 @@
+#include "ps/state/sync_aggregator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace psgd {
+namespace ps {
+
+SyncAggregator::Verdict SyncAggregator::Classify(int64_t current_step,
+                                                 int64_t gradient_step) {
+  if (gradient_step > current_step) return Verdict::kFuture;
+  if (gradient_step == current_step) return Verdict::kAccept;
+  if (gradient_step == current_step - 1) return Verdict::kSurplus;
+  return Verdict::kStale;
+}
+
+SyncAggregator::SyncAggregator(std::vector<int64_t> sizes,
+                               int replicas_to_aggregate)
+    : sizes_(std::move(sizes)), replicas_to_aggregate_(replicas_to_aggregate) {
+  for (int64_t n : sizes_) sum_.emplace_back(static_cast<size_t>(n));
+}
+
+void SyncAggregator::Add(absl::Span<const float* const> grads) {
+  for (size_t k = 0; k < sizes_.size(); ++k) {
+    float* sum = sum_[k].data();
+    const float* g = grads[k];
+    if (count_ == 0) {
+      std::memcpy(sum, g, sizes_[k] * sizeof(float));
+    } else {
+      for (int64_t i = 0; i < sizes_[k]; ++i) sum[i] += g[i];
+    }
+  }
+  ++count_;
+}
+
+int SyncAggregator::Required(int num_live) const {
+  return std::max(1, std::min(replicas_to_aggregate_, num_live));
+}
+
+std::vector<const float*> SyncAggregator::Mean() {
+  const float n = static_cast<float>(count_);
+  std::vector<const float*> out;
+  for (size_t k = 0; k < sizes_.size(); ++k) {
+    float* sum = sum_[k].data();
+    if (count_ > 1) {
+      for (int64_t i = 0; i < sizes_[k]; ++i) sum[i] /= n;
+    }
+    out.push_back(sum);
+  }
+  return out;
+}
+
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,68 @@
+// Gathers one sync step's gradients on a shard: the rule of TensorFlow's
+// ConditionalAccumulator under SyncReplicasOptimizer, with N of M workers
+// and a live set.
+//
+// While the shard is at step c, a gradient computed from step g is
+//   g == c      accepted: added to the step's sum;
+//   g == c - 1  dropped as surplus: step c-1 was completed by other
+//               gradients before this one came (a backup worker's fate);
+//   g <  c - 1  dropped as stale: computed from older weights still;
+//   g >  c      from the future: the shard refuses it.
+// A step is complete when it holds Required(live) = max(1, min(N, live))
+// gradients: N normally, fewer when workers have left, and with no live
+// worker at all whatever has been gathered (at least one gradient).
+// That each worker adds at most one gradient per step is the shard's check
+// (Membership::last_push_step), not this object's.
+//
+// Thread-safety: none; the shard calls it under its mutex.
+#ifndef PSGD_PS_STATE_SYNC_AGGREGATOR_H_
+#define PSGD_PS_STATE_SYNC_AGGREGATOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "common/tensor.h"
+
+namespace psgd {
+namespace ps {
+
+class SyncAggregator {
+ public:
+  enum class Verdict { kAccept, kSurplus, kStale, kFuture };
+  static Verdict Classify(int64_t current_step, int64_t gradient_step);
+
+  // For variables of `sizes` elements; requires replicas_to_aggregate >= 1.
+  SyncAggregator(std::vector<int64_t> sizes, int replicas_to_aggregate);
+
+  SyncAggregator(const SyncAggregator&) = delete;
+  SyncAggregator& operator=(const SyncAggregator&) = delete;
+
+  // Adds one gradient to the sum. grads[i]: (sizes[i],).
+  void Add(absl::Span<const float* const> grads);
+
+  // Gradients gathered for the current step.
+  int count() const { return count_; }
+  int replicas_to_aggregate() const { return replicas_to_aggregate_; }
+  int Required(int num_live) const;
+  bool IsComplete(int num_live) const {
+    return count_ > 0 && count_ >= Required(num_live);
+  }
+
+  // Turns the sum into the mean, sum[i] / count(), in float32, and returns
+  // pointers to it (valid until the next Add or Reset). Requires count() > 0.
+  std::vector<const float*> Mean();
+  // Forgets the gathered gradients: the next step starts.
+  void Reset() { count_ = 0; }
+
+ private:
+  const std::vector<int64_t> sizes_;
+  const int replicas_to_aggregate_;
+  std::vector<AlignedBuffer> sum_;
+  int count_ = 0;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_STATE_SYNC_AGGREGATOR_H_

@@ -1,0 +1,129 @@
+// Plain value types that the parameter-server core (ps/shard/shard.h) takes and
+// returns: gradients as borrowed bytes, push outcomes, counters and a status
+// snapshot. The gRPC adapter (ps/wire/wire.h) converts them to and from
+// proto/ps.proto.
+//
+// Thread-safety: plain values; TensorBytes borrows memory that the caller
+// keeps alive for the duration of the call it is passed to.
+#ifndef PSGD_PS_STATE_TYPES_H_
+#define PSGD_PS_STATE_TYPES_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace psgd {
+namespace ps {
+
+// Element type on the wire. Only kFloat32 is stored; the others are refused
+// until a shard supports them.
+enum class DType { kFloat32, kBFloat16, kFloat16 };
+
+// "float32", "bfloat16", "float16".
+absl::string_view DTypeName(DType dtype);
+// Bytes per element.
+int64_t DTypeSize(DType dtype);
+
+// A tensor as it arrives: a name, a shape, a dtype and its raw little-endian
+// row-major bytes. Borrows everything.
+struct TensorBytes {
+  absl::string_view name;
+  absl::Span<const int64_t> shape;
+  DType dtype = DType::kFloat32;
+  absl::string_view data;
+};
+
+// Borrows a float tensor's memory as TensorBytes.
+TensorBytes FloatTensorBytes(absl::string_view name,
+                             absl::Span<const int64_t> shape,
+                             const float* data);
+
+enum class PushOutcome {
+  kAggregated,      // sync: added to the current step's aggregate
+  kApplied,         // sync: completed the step; async: applied on arrival
+  kDroppedStale,    // sync: from a step older than the one just completed
+  kDroppedSurplus,  // sync: from the step just completed, which was full
+};
+
+// "aggregated", "applied", "dropped_stale", "dropped_surplus".
+absl::string_view PushOutcomeName(PushOutcome outcome);
+
+// What a shard says about one accepted push (refusals are error statuses).
+struct PushReply {
+  PushOutcome outcome = PushOutcome::kAggregated;
+  std::string reason;
+  int64_t step = 0;       // the shard's step after the push
+  int64_t staleness = 0;  // async: shard step at arrival minus push step
+  // The push did not go to this shard (its step was kNoPush in the
+  // version pushed, ps/client/ps_client.h); the other fields mean nothing.
+  bool skipped = false;
+};
+
+struct PushCounters {
+  int64_t aggregated = 0;
+  int64_t applied = 0;
+  int64_t dropped_stale = 0;
+  int64_t dropped_surplus = 0;
+  int64_t refused = 0;             // every refused push, too stale included
+  int64_t refused_too_stale = 0;   // async: beyond the staleness bound
+  int64_t completed_by_leave = 0;  // sync: steps a Leave completed
+};
+
+// A rollback of the cluster to a checkpoint, as one shard saw it
+// (docs/RELIABILITY.md).
+struct RollbackRecord {
+  int64_t generation = 0;  // the generation it started
+  int64_t label = 0;       // the checkpoint it went back to (step-<label>)
+  int64_t from_step = 0;   // this shard's step before
+  int64_t to_step = 0;     // and after
+  bool operator==(const RollbackRecord& o) const {
+    return generation == o.generation && label == o.label &&
+           from_step == o.from_step && to_step == o.to_step;
+  }
+};
+
+// A consistent picture of one shard, for the Status RPC.
+struct ShardStatus {
+  std::string cluster;
+  int shard_index = 0;
+  int num_shards = 1;
+  std::string mode;  // "sync" or "async"
+  bool initialized = false;
+  int64_t step = 0;
+  PushCounters counters;
+  // Async: staleness -> number of applied pushes with it.
+  std::map<int64_t, int64_t> staleness_histogram;
+  std::vector<int> live_workers;  // ascending
+  int replicas_to_aggregate = 1;
+  int total_num_replicas = 1;
+  int64_t num_parameters = 0;
+  int pending_gradients = 0;  // sync: gathered for the current step
+  bool shutting_down = false;
+  // Workers taken out of the live set by ExpireWorkers (lease ran out).
+  int64_t workers_expired = 0;
+  // The run directory the server writes to; filled by the gRPC service
+  // (the shard itself has none).
+  std::string run_dir;
+
+  // Checkpoints and rollbacks (docs/RELIABILITY.md). The cluster's
+  // generation: 1 at the start, one more with each rollback.
+  int64_t generation = 1;
+  // Restored checkpoint step-<restored_label> at start and refuses pushes
+  // and pulls (ABORTED) until a Rollback gives it a generation.
+  bool awaiting_rollback = false;
+  int64_t restored_label = -1;  // -1: started empty
+  int64_t checkpoints_written = 0;
+  int64_t checkpoint_failures = 0;
+  int64_t last_checkpoint_label = -1;
+  std::string last_checkpoint_error;
+  std::vector<RollbackRecord> rollbacks;  // oldest first
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_STATE_TYPES_H_

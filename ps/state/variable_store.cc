@@ -1,0 +1,259 @@
+#include "ps/state/variable_store.h"
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "common/mutex.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+Shape ToShape(absl::Span<const int64_t> shape) {
+  return Shape(shape.begin(), shape.end());
+}
+
+// Index of the first element that is NaN or of a magnitude above `limit`
+// (+-Inf always is), or -1. Magnitudes compare as their bit patterns with the
+// sign cleared (NaN's are above Inf's, which is above every finite one), so
+// the scan is one integer comparison per element and vectorises; the second
+// loop runs only on bad input.
+int64_t FirstBeyond(absl::string_view data, float limit) {
+  uint32_t limit_bits;
+  std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
+  const char* p = data.data();
+  const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + i * sizeof(float), sizeof(bits));
+    any |= (bits & 0x7fffffffu) > limit_bits;
+  }
+  if (!any) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    float f;
+    std::memcpy(&f, p + i * sizeof(float), sizeof(f));
+    if (!(std::fabs(f) <= limit)) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int VariableLayout::Find(absl::string_view name) const {
+  auto it = index.find(name);
+  return it == index.end() ? -1 : it->second;
+}
+
+absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
+                              float max_magnitude) {
+  if (t.name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", what, " has an empty name"));
+  }
+  if (t.dtype != DType::kFloat32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", t.name, "' has dtype ", DTypeName(t.dtype),
+                     "; this shard stores float32"));
+  }
+  const Shape shape = ToShape(t.shape);
+  if (absl::Status s = ValidateShape(shape); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", t.name, "': ", s.message()));
+  }
+  const int64_t want = NumElements(shape) * static_cast<int64_t>(sizeof(float));
+  if (static_cast<int64_t>(t.data.size()) != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", t.name, "' of shape ", ShapeToString(shape), " needs ",
+        want, " bytes of float32 but carries ", t.data.size()));
+  }
+  if (reinterpret_cast<uintptr_t>(t.data.data()) % alignof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", t.name, "': data is not aligned to 4 bytes"));
+  }
+  if (int64_t bad = FirstBeyond(t.data, max_magnitude); bad >= 0) {
+    float f;
+    std::memcpy(&f, t.data.data() + bad * sizeof(float), sizeof(f));
+    if (!std::isfinite(f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " '", t.name, "' has the non-finite value ", f,
+                       " at element ", bad));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", t.name, "' has the value ", f, " at element ", bad,
+        ", beyond +-", max_magnitude, ", the largest magnitude it may have"));
+  }
+  return absl::OkStatus();
+}
+
+// Spare snapshot buffers. Thread-safe: a snapshot's deleter returns its
+// buffers from whichever thread drops the last reference.
+class VariableStore::Pool {
+ public:
+  // Keeps at most this many spares; more are freed.
+  static constexpr size_t kMaxSpares = 2;
+
+  std::unique_ptr<WeightsSnapshot> Take() {
+    MutexLock lock(&mu_);
+    if (spares_.empty()) return nullptr;
+    std::unique_ptr<WeightsSnapshot> s = std::move(spares_.back());
+    spares_.pop_back();
+    return s;
+  }
+
+  // Keeps `s` as a spare, or frees it (outside the lock) when there are
+  // enough.
+  void Return(std::unique_ptr<WeightsSnapshot> s) {
+    MutexLock lock(&mu_);
+    if (spares_.size() < kMaxSpares) spares_.push_back(std::move(s));
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::unique_ptr<WeightsSnapshot>> spares_ ABSL_GUARDED_BY(mu_);
+};
+
+VariableStore::VariableStore(std::shared_ptr<const VariableLayout> layout,
+                             std::shared_ptr<Pool> pool)
+    : layout_(std::move(layout)), pool_(std::move(pool)) {}
+
+absl::StatusOr<std::unique_ptr<VariableStore>> VariableStore::Create(
+    absl::Span<const TensorBytes> initial, int64_t step, int64_t generation) {
+  if (initial.empty()) {
+    return absl::InvalidArgumentError("initialize: no variables");
+  }
+  auto layout = std::make_shared<VariableLayout>();
+  auto snapshot = std::make_unique<WeightsSnapshot>();
+  for (const TensorBytes& t : initial) {
+    if (absl::Status s = CheckFloatTensor(t, "initial value"); !s.ok()) {
+      return s;
+    }
+    std::string name(t.name);
+    if (!layout->index.emplace(name, layout->size()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("initialize: variable '", name, "' appears twice"));
+    }
+    Tensor value(ToShape(t.shape));
+    std::memcpy(value.data(), t.data.data(), t.data.size());
+    layout->names.push_back(std::move(name));
+    layout->shapes.push_back(value.shape());
+    layout->sizes.push_back(value.size());
+    layout->num_parameters += value.size();
+    snapshot->weights.push_back(std::move(value));
+  }
+  snapshot->layout = layout;
+  snapshot->step = step;
+  snapshot->generation = generation;
+  std::unique_ptr<VariableStore> store(
+      new VariableStore(std::move(layout), std::make_shared<Pool>()));
+  store->generation_ = generation;
+  store->current_ = store->Publish(std::move(snapshot));
+  return store;
+}
+
+absl::Status VariableStore::CheckSameVariables(
+    absl::Span<const TensorBytes> tensors) const {
+  std::vector<bool> seen(layout_->size(), false);
+  for (const TensorBytes& t : tensors) {
+    const int i = layout_->Find(t.name);
+    if (i < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("initialize: variable '", t.name,
+                       "' is not among the shard's stored variables"));
+    }
+    const Shape shape = ToShape(t.shape);
+    if (shape != layout_->shapes[i]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("initialize: variable '", t.name, "' has shape ",
+                       ShapeToString(shape), " but the stored one has shape ",
+                       ShapeToString(layout_->shapes[i])));
+    }
+    seen[i] = true;
+  }
+  for (int i = 0; i < layout_->size(); ++i) {
+    if (!seen[i]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "initialize: stored variable '", layout_->names[i], "' is missing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::MatchGradients(
+    absl::Span<const TensorBytes> gradients,
+    std::vector<const float*>* ordered) const {
+  ordered->assign(layout_->size(), nullptr);
+  for (const TensorBytes& g : gradients) {
+    const int i = layout_->Find(g.name);
+    if (i < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient for unknown variable '", g.name, "'"));
+    }
+    if ((*ordered)[i] != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("two gradients for variable '", g.name, "'"));
+    }
+    const Shape shape = ToShape(g.shape);
+    if (shape != layout_->shapes[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient '", g.name, "' has shape ", ShapeToString(shape),
+          " but the variable has shape ", ShapeToString(layout_->shapes[i])));
+    }
+    (*ordered)[i] = reinterpret_cast<const float*>(g.data.data());
+  }
+  for (int i = 0; i < layout_->size(); ++i) {
+    if ((*ordered)[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no gradient for variable '", layout_->names[i], "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void VariableStore::Update(int64_t step, const UpdateFn& update) {
+  std::unique_ptr<WeightsSnapshot> next = pool_->Take();
+  if (next == nullptr) {
+    next = std::make_unique<WeightsSnapshot>();
+    next->layout = layout_;
+    for (const Shape& shape : layout_->shapes)
+      next->weights.emplace_back(shape);
+  }
+  std::vector<const float*> in;
+  std::vector<float*> out;
+  for (int i = 0; i < layout_->size(); ++i) {
+    in.push_back(current_->weights[i].data());
+    out.push_back(next->weights[i].data());
+  }
+  update(in, out);
+  next->step = step;
+  next->generation = generation_;
+  current_ = Publish(std::move(next));
+}
+
+void VariableStore::SetGeneration(int64_t generation) {
+  generation_ = generation;
+  const int64_t step = current_->step;
+  Update(step, [this](absl::Span<const float* const> in,
+                      absl::Span<float* const> out) {
+    for (int i = 0; i < layout_->size(); ++i) {
+      std::memcpy(out[i], in[i], layout_->sizes[i] * sizeof(float));
+    }
+  });
+}
+
+std::shared_ptr<const WeightsSnapshot> VariableStore::Publish(
+    std::unique_ptr<WeightsSnapshot> snapshot) {
+  // The deleter holds the pool, so that snapshots may outlive the store.
+  std::shared_ptr<Pool> pool = pool_;
+  return std::shared_ptr<const WeightsSnapshot>(
+      snapshot.release(), [pool](const WeightsSnapshot* s) {
+        pool->Return(
+            std::unique_ptr<WeightsSnapshot>(const_cast<WeightsSnapshot*>(s)));
+      });
+}
+
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,129 @@
+// The variables of one shard: their names and shapes (fixed by the first
+// Initialize) and their values as immutable, versioned snapshots.
+//
+// An update never writes into a published snapshot: it computes the next
+// version into a fresh (or recycled) buffer and publishes it, so a pull can
+// serialise the weights it holds without a lock while pushes go on. A
+// snapshot's buffers return to the store's pool when its last holder lets
+// go.
+//
+// Thread-safety: VariableStore is not thread-safe (the shard calls it under
+// its mutex), except that the snapshots it hands out may be read and released
+// from any thread, also after the store is gone.
+#ifndef PSGD_PS_STATE_VARIABLE_STORE_H_
+#define PSGD_PS_STATE_VARIABLE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/tensor.h"
+#include "ps/state/types.h"
+
+namespace psgd {
+namespace ps {
+
+// Names and shapes of a shard's variables, in the order of the first
+// Initialize. Immutable.
+struct VariableLayout {
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  std::vector<int64_t> sizes;  // elements
+  absl::flat_hash_map<std::string, int> index;
+  int64_t num_parameters = 0;
+
+  int size() const { return static_cast<int>(names.size()); }
+  // Index of `name`, or -1.
+  int Find(absl::string_view name) const;
+};
+
+// One version of a shard's weights. Immutable once published.
+struct WeightsSnapshot {
+  int64_t step = 0;
+  // The cluster's generation the weights belong to (docs/RELIABILITY.md).
+  int64_t generation = 1;
+  std::shared_ptr<const VariableLayout> layout;
+  std::vector<Tensor> weights;  // in layout order
+};
+
+// The largest gradient magnitude a shard takes. The optimizer's float32
+// arithmetic cannot overflow on such values (Adam squares them: 1e36 <
+// FLT_MAX ~ 3.4e38; a sync sum of M of them stays far below it too), so the
+// weights and the optimizer slots stay finite; a larger value comes from a
+// diverged worker. (Finite gradients up to FLT_MAX used to turn Adam's v to
+// Inf, and a sync sum of two to Inf and the weights to NaN: the shard fuzzer
+// found it, tests/fuzz/shard_fuzz.h.)
+inline constexpr float kMaxGradientMagnitude = 1e18f;
+
+// Checks what can be checked of a float tensor without the shard's layout:
+// dtype float32, a valid shape, data of exactly product(shape) * 4 bytes at a
+// 4-byte-aligned address, every value finite and of magnitude at most
+// `max_magnitude`. INVALID_ARGUMENT naming `what` (e.g. "gradient"), the
+// tensor and the value.
+absl::Status CheckFloatTensor(
+    const TensorBytes& tensor, absl::string_view what,
+    float max_magnitude = std::numeric_limits<float>::max());
+
+class VariableStore {
+ public:
+  // A store holding `initial` at `step` (0 for the initial values, the
+  // saved step for a restored checkpoint). INVALID_ARGUMENT when a tensor
+  // fails CheckFloatTensor, a name is empty or repeated, or there is no
+  // tensor.
+  static absl::StatusOr<std::unique_ptr<VariableStore>> Create(
+      absl::Span<const TensorBytes> initial, int64_t step = 0,
+      int64_t generation = 1);
+
+  VariableStore(const VariableStore&) = delete;
+  VariableStore& operator=(const VariableStore&) = delete;
+
+  const VariableLayout& layout() const { return *layout_; }
+
+  // OK when `tensors` name exactly the stored variables with their shapes
+  // (in any order); FAILED_PRECONDITION naming the first difference.
+  absl::Status CheckSameVariables(absl::Span<const TensorBytes> tensors) const;
+
+  // Orders a push's gradients by layout: (*ordered)[i] is the data of
+  // variable i. INVALID_ARGUMENT naming the gradient when one is unknown,
+  // repeated, missing or of another shape. Values are not checked here
+  // (CheckFloatTensor does that).
+  absl::Status MatchGradients(absl::Span<const TensorBytes> gradients,
+                              std::vector<const float*>* ordered) const;
+
+  // The current version.
+  std::shared_ptr<const WeightsSnapshot> current() const { return current_; }
+
+  // Computes and publishes version `step`: update(in, out) must write every
+  // element of out[i] from in[i] (the current weights, in layout order).
+  using UpdateFn = std::function<void(absl::Span<const float* const> in,
+                                      absl::Span<float* const> out)>;
+  void Update(int64_t step, const UpdateFn& update);
+
+  // Tags the current weights and every later version with `generation`
+  // (publishes a copy of the current weights so tagged).
+  void SetGeneration(int64_t generation);
+
+ private:
+  class Pool;
+  VariableStore(std::shared_ptr<const VariableLayout> layout,
+                std::shared_ptr<Pool> pool);
+  std::shared_ptr<const WeightsSnapshot> Publish(
+      std::unique_ptr<WeightsSnapshot> snapshot);
+
+  const std::shared_ptr<const VariableLayout> layout_;
+  const std::shared_ptr<Pool> pool_;
+  int64_t generation_ = 1;
+  std::shared_ptr<const WeightsSnapshot> current_;
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_STATE_VARIABLE_STORE_H_

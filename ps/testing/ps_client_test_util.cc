@@ -1,0 +1,304 @@
+#include "ps/testing/ps_client_test_util.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/mutex.h"
+#include "ps/state/optimizer.h"
+
+namespace psgd {
+namespace ps {
+namespace testing {
+namespace {
+
+// A whole model's values, in ScenarioModel() order.
+using Model = std::vector<std::vector<float>>;
+
+Model ZeroModel(const std::vector<VariableSpec>& specs) {
+  Model m;
+  for (const VariableSpec& s : specs) m.emplace_back(NumElements(s.shape));
+  return m;
+}
+
+// Multiples of 1/1024 below 1/32: every sum of a few of them is exact in
+// float32, so the replay's sums equal the shard's in any order.
+Model Gradient(const std::vector<VariableSpec>& specs, int worker, int64_t k) {
+  Model g = ZeroModel(specs);
+  for (size_t v = 0; v < g.size(); ++v) {
+    for (size_t i = 0; i < g[v].size(); ++i) {
+      g[v][i] =
+          static_cast<float>((worker * 31 + k * 7 + i * 3 + v) % 33) / 1024.0f -
+          16.0f / 1024.0f;
+    }
+  }
+  return g;
+}
+
+std::vector<NamedConstTensorView> ConstViews(
+    const std::vector<VariableSpec>& specs, const Model& m) {
+  std::vector<NamedConstTensorView> out;
+  for (size_t v = 0; v < specs.size(); ++v) {
+    out.push_back(
+        {specs[v].name, ConstTensorView(m[v].data(), specs[v].shape)});
+  }
+  return out;
+}
+
+std::vector<NamedTensorView> Views(const std::vector<VariableSpec>& specs,
+                                   Model& m) {
+  std::vector<NamedTensorView> out;
+  for (size_t v = 0; v < specs.size(); ++v) {
+    out.push_back({specs[v].name, TensorView(m[v].data(), specs[v].shape)});
+  }
+  return out;
+}
+
+// What one worker's push did.
+struct PushRecord {
+  int worker = 0;
+  int64_t k = 0;
+  ModelVersion version;
+  PushResult result;
+};
+
+// Counts workers that have joined; all start pushing once all have joined
+// (a sync step needs only min(N, live) gradients: a worker pushing before
+// the others joined would complete steps alone).
+class JoinBarrier {
+ public:
+  explicit JoinBarrier(int n) : left_(n) {}
+  // False when the deadline passed first.
+  bool ArriveAndWait(absl::Time deadline) {
+    MutexLock lock(&mu_);
+    if (--left_ == 0) cv_.SignalAll();
+    return cv_.WaitUntil(&mu_, deadline, [this]() {
+      mu_.AssertHeld();
+      return left_ <= 0;
+    });
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  int left_ ABSL_GUARDED_BY(mu_);
+};
+
+// One worker's loop; returns its records or the first error.
+absl::Status WorkerLoop(const Scenario& sc, PsClient& client, int worker,
+                        JoinBarrier& barrier,
+                        std::vector<PushRecord>* records) {
+  const std::vector<VariableSpec> specs = ScenarioModel();
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  const int shards = client.num_shards();
+  Model weights = ZeroModel(specs);
+  if (absl::Status s = client.Join(); !s.ok()) return s;
+  if (!barrier.ArriveAndWait(deadline)) {
+    return absl::DeadlineExceededError("the other workers did not join");
+  }
+  absl::StatusOr<ModelVersion> version = client.Pull(
+      ModelVersion::AtLeast(shards, 0), deadline, Views(specs, weights));
+  // Sync stops at global step K as TensorFlow's workers do (at most 4K
+  // pushes, in case of a bug); async after K pushes of its own.
+  const int max_pushes = sc.mode == Mode::kSync ? 4 * sc.steps : sc.steps;
+  for (int64_t k = 0; k < max_pushes && version.ok(); ++k) {
+    if (sc.mode == Mode::kSync &&
+        *std::min_element(version->steps.begin(), version->steps.end()) >=
+            sc.steps) {
+      break;
+    }
+    const Model g = Gradient(specs, worker, k);
+    absl::StatusOr<PushResult> r = client.Push(*version, ConstViews(specs, g));
+    if (!r.ok()) return r.status();
+    records->push_back({worker, k, *version, *std::move(r)});
+    if (k + 1 == max_pushes) break;  // nothing more to push: leave
+    const ModelVersion wanted = sc.mode == Mode::kSync
+                                    ? version->Next()
+                                    : ModelVersion::AtLeast(shards, 0);
+    version = client.Pull(wanted, deadline, Views(specs, weights));
+  }
+  if (!version.ok()) return version.status();
+  return client.Leave();
+}
+
+// Replays shard `shard`'s accepted gradients on the whole model.
+Model Replay(const Scenario& sc, const std::vector<VariableSpec>& specs,
+             const Model& initial, const std::vector<PushRecord>& records,
+             int shard, int64_t final_step) {
+  Model w;
+  for (const auto& v : initial) w.push_back(v);
+  std::vector<int64_t> sizes;
+  for (const auto& v : w) sizes.push_back(static_cast<int64_t>(v.size()));
+  auto adam = *CreateOptimizer(ScenarioOptions(sc, 0, 1).optimizer, sizes);
+  // Step (1-based in async: the step after the push) -> gradients.
+  std::map<int64_t, std::vector<const PushRecord*>> by_step;
+  for (const PushRecord& r : records) {
+    const PushReply& reply = r.result.shards[shard];
+    if (reply.outcome == PushOutcome::kAggregated ||
+        reply.outcome == PushOutcome::kApplied) {
+      by_step[sc.mode == Mode::kSync ? r.version.steps[shard] : reply.step]
+          .push_back(&r);
+    }
+  }
+  CHECK(static_cast<int64_t>(by_step.size()) == final_step);
+  for (const auto& [step, pushes] : by_step) {
+    Model mean = ZeroModel(specs);
+    for (const PushRecord* p : pushes) {
+      const Model g = Gradient(specs, p->worker, p->k);
+      for (size_t v = 0; v < g.size(); ++v) {
+        for (size_t i = 0; i < g[v].size(); ++i) mean[v][i] += g[v][i];
+      }
+    }
+    const float n = static_cast<float>(pushes.size());
+    for (auto& v : mean) {
+      for (float& x : v) x /= n;
+    }
+    double scale = 1.0;
+    if (sc.scale_lr_by_staleness) {
+      scale =
+          1.0 / std::max<int64_t>(1, pushes[0]->result.shards[shard].staleness);
+    }
+    std::vector<const float*> in, grads;
+    std::vector<float*> out;
+    for (size_t v = 0; v < w.size(); ++v) {
+      in.push_back(w[v].data());
+      grads.push_back(mean[v].data());
+      out.push_back(w[v].data());
+    }
+    adam->Apply(in, grads, out, scale);
+  }
+  return w;
+}
+
+}  // namespace
+
+std::vector<VariableSpec> ScenarioModel() {
+  return {{"w", {64, 8}, Initializer::Constant(0)},  // 2 KiB: split
+          {"b", {8}, Initializer::Constant(0)},
+          {"v", {16, 4}, Initializer::Constant(0)}};
+}
+
+Scenario SyncScenario(int workers, int steps) {
+  return BackupScenario(workers, workers, steps);
+}
+
+Scenario BackupScenario(int workers, int replicas_to_aggregate, int steps) {
+  Scenario sc;
+  sc.workers = workers;
+  sc.replicas_to_aggregate = replicas_to_aggregate;
+  sc.steps = steps;
+  return sc;
+}
+
+Scenario AsyncScenario(int workers, int steps, bool scale_lr_by_staleness) {
+  Scenario sc;
+  sc.mode = Mode::kAsync;
+  sc.workers = workers;
+  sc.replicas_to_aggregate = 1;
+  sc.steps = steps;
+  sc.scale_lr_by_staleness = scale_lr_by_staleness;
+  return sc;
+}
+
+ServerOptions ScenarioOptions(const Scenario& sc, int shard_index,
+                              int num_shards) {
+  ServerOptions o;
+  o.shard_index = shard_index;
+  o.num_shards = num_shards;
+  o.cluster_name = "scenario";
+  o.mode = sc.mode;
+  o.total_num_replicas = sc.workers;
+  o.replicas_to_aggregate =
+      sc.mode == Mode::kSync ? sc.replicas_to_aggregate : 1;
+  o.scale_lr_by_staleness = sc.scale_lr_by_staleness;
+  o.optimizer.learning_rate = 0.01;
+  o.split_threshold_bytes = kScenarioSplitThreshold;
+  return o;
+}
+
+void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
+  const std::vector<VariableSpec> specs = ScenarioModel();
+  std::unique_ptr<PsClient> chief = make_client(-1);
+  REQUIRE(chief != nullptr);
+  const int shards = chief->num_shards();
+  Model initial = ZeroModel(specs);
+  for (size_t v = 0; v < initial.size(); ++v) {
+    for (size_t i = 0; i < initial[v].size(); ++i) {
+      initial[v][i] = static_cast<float>((i * 13 + v) % 17) / 64.0f - 0.125f;
+    }
+  }
+  REQUIRE(chief->Initialize(ConstViews(specs, initial)).ok());
+
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < sc.workers; ++w) {
+    clients.push_back(make_client(w));
+    REQUIRE(clients.back() != nullptr);
+  }
+  std::vector<std::vector<PushRecord>> records(sc.workers);
+  std::vector<absl::Status> results(sc.workers);
+  std::vector<std::thread> threads;
+  JoinBarrier barrier(sc.workers);
+  for (int w = 0; w < sc.workers; ++w) {
+    threads.emplace_back([&, w] {
+      results[w] = WorkerLoop(sc, *clients[w], w, barrier, &records[w]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int w = 0; w < sc.workers; ++w) {
+    INFO("worker " << w << ": " << results[w].ToString());
+    REQUIRE(results[w].ok());
+    // Sync N=M is lockstep: every worker pushes once per step.
+    if (sc.mode == Mode::kAsync || sc.replicas_to_aggregate == sc.workers) {
+      REQUIRE(static_cast<int>(records[w].size()) == sc.steps);
+    }
+  }
+  std::vector<PushRecord> all;
+  for (auto& r : records) all.insert(all.end(), r.begin(), r.end());
+
+  auto statuses = chief->Status();
+  REQUIRE(statuses.ok());
+  Model final_weights = ZeroModel(specs);
+  REQUIRE(chief
+              ->Pull(ModelVersion::AtLeast(shards, 0),
+                     absl::Now() + absl::Seconds(30),
+                     Views(specs, final_weights))
+              .ok());
+  const Placement& placement = chief->placement();
+  const int64_t total = static_cast<int64_t>(all.size());
+  for (int shard = 0; shard < shards; ++shard) {
+    INFO("shard " << shard << " at step " << (*statuses)[shard].step);
+    const ShardStatus& s = (*statuses)[shard];
+    const PushCounters& c = s.counters;
+    CHECK(c.aggregated + c.applied + c.dropped_stale + c.dropped_surplus ==
+          total);
+    CHECK(c.refused == 0);
+    CHECK(s.pending_gradients == 0);
+    if (sc.mode == Mode::kAsync) {
+      CHECK(s.step == static_cast<int64_t>(sc.workers) * sc.steps);
+    } else if (sc.replicas_to_aggregate == sc.workers) {
+      CHECK(s.step == sc.steps);
+    } else {
+      // With backup workers each shard drops its own surplus gradients, so
+      // the shards' steps drift apart; a worker stops when all are >= K.
+      CHECK(s.step >= sc.steps);
+    }
+    CHECK(s.step == c.applied + c.completed_by_leave);
+    const Model replay = Replay(sc, specs, initial, all, shard, s.step);
+    for (int slice : placement.shard_slices[shard]) {
+      const Slice& sl = placement.slices[slice];
+      for (int64_t i = sl.offset; i < sl.offset + sl.num_elements; ++i) {
+        if (final_weights[sl.variable][i] != replay[sl.variable][i]) {
+          FAIL("slice " << sl.name << " element " << i << ": "
+                        << final_weights[sl.variable][i] << " != replay "
+                        << replay[sl.variable][i]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace testing
+}  // namespace ps
+}  // namespace psgd

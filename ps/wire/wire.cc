@@ -1,0 +1,201 @@
+#include "ps/wire/wire.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace psgd {
+namespace ps {
+
+absl::StatusOr<DType> DTypeFromProto(const wire::TensorData& t) {
+  switch (t.dtype()) {
+    case wire::DT_FLOAT32:
+      return DType::kFloat32;
+    case wire::DT_BFLOAT16:
+      return DType::kBFloat16;
+    case wire::DT_FLOAT16:
+      return DType::kFloat16;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", t.name(), "' has dtype ", static_cast<int>(t.dtype()),
+          ", which is unspecified or unknown"));
+  }
+}
+
+wire::DataType DTypeToProto(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return wire::DT_FLOAT32;
+    case DType::kBFloat16:
+      return wire::DT_BFLOAT16;
+    case DType::kFloat16:
+      return wire::DT_FLOAT16;
+  }
+  return wire::DATA_TYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
+    const google::protobuf::RepeatedPtrField<wire::TensorData>& tensors) {
+  std::vector<TensorBytes> out;
+  out.reserve(tensors.size());
+  for (const wire::TensorData& t : tensors) {
+    absl::StatusOr<DType> dtype = DTypeFromProto(t);
+    if (!dtype.ok()) return dtype.status();
+    out.push_back(TensorBytes{
+        t.name(), absl::MakeConstSpan(t.shape().data(), t.shape().size()),
+        *dtype, t.data()});
+  }
+  return out;
+}
+
+void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out) {
+  out->set_name(t.name.data(), t.name.size());
+  out->mutable_shape()->Assign(t.shape.begin(), t.shape.end());
+  out->set_dtype(DTypeToProto(t.dtype));
+  out->mutable_data()->assign(t.data.data(), t.data.size());
+}
+
+void TensorBytesToProto(
+    const std::vector<TensorBytes>& tensors,
+    google::protobuf::RepeatedPtrField<wire::TensorData>* out) {
+  // Clear() keeps the elements (and their buffers) for reuse by Add().
+  out->Clear();
+  for (const TensorBytes& t : tensors) TensorBytesToProto(t, out->Add());
+}
+
+void PushReplyToProto(const PushReply& reply, wire::PushResponse* out) {
+  switch (reply.outcome) {
+    case PushOutcome::kAggregated:
+      out->set_outcome(wire::AGGREGATED);
+      break;
+    case PushOutcome::kApplied:
+      out->set_outcome(wire::APPLIED);
+      break;
+    case PushOutcome::kDroppedStale:
+      out->set_outcome(wire::DROPPED_STALE);
+      break;
+    case PushOutcome::kDroppedSurplus:
+      out->set_outcome(wire::DROPPED_SURPLUS);
+      break;
+  }
+  out->set_reason(reply.reason);
+  out->set_step(reply.step);
+  out->set_staleness(reply.staleness);
+}
+
+absl::StatusOr<PushReply> PushReplyFromProto(
+    const wire::PushResponse& response) {
+  PushReply reply;
+  switch (response.outcome()) {
+    case wire::AGGREGATED:
+      reply.outcome = PushOutcome::kAggregated;
+      break;
+    case wire::APPLIED:
+      reply.outcome = PushOutcome::kApplied;
+      break;
+    case wire::DROPPED_STALE:
+      reply.outcome = PushOutcome::kDroppedStale;
+      break;
+    case wire::DROPPED_SURPLUS:
+      reply.outcome = PushOutcome::kDroppedSurplus;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "push response has outcome ", static_cast<int>(response.outcome()),
+          ", which is unspecified or unknown"));
+  }
+  reply.reason = response.reason();
+  reply.step = response.step();
+  reply.staleness = response.staleness();
+  return reply;
+}
+
+void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
+  out->set_cluster(s.cluster);
+  out->set_shard_index(s.shard_index);
+  out->set_num_shards(s.num_shards);
+  out->set_mode(s.mode);
+  out->set_initialized(s.initialized);
+  out->set_step(s.step);
+  wire::PushCounters* c = out->mutable_counters();
+  c->set_aggregated(s.counters.aggregated);
+  c->set_applied(s.counters.applied);
+  c->set_dropped_stale(s.counters.dropped_stale);
+  c->set_dropped_surplus(s.counters.dropped_surplus);
+  c->set_refused(s.counters.refused);
+  c->set_refused_too_stale(s.counters.refused_too_stale);
+  c->set_completed_by_leave(s.counters.completed_by_leave);
+  for (const auto& [staleness, count] : s.staleness_histogram) {
+    wire::StalenessBucket* b = out->add_staleness();
+    b->set_staleness(staleness);
+    b->set_count(count);
+  }
+  out->mutable_live_workers()->Assign(s.live_workers.begin(),
+                                      s.live_workers.end());
+  out->set_replicas_to_aggregate(s.replicas_to_aggregate);
+  out->set_total_num_replicas(s.total_num_replicas);
+  out->set_num_parameters(s.num_parameters);
+  out->set_pending_gradients(s.pending_gradients);
+  out->set_shutting_down(s.shutting_down);
+  out->set_run_dir(s.run_dir);
+  out->set_workers_expired(s.workers_expired);
+  out->set_generation(s.generation);
+  out->set_awaiting_rollback(s.awaiting_rollback);
+  if (s.restored_label >= 0) out->set_restored_label(s.restored_label);
+  out->set_checkpoints_written(s.checkpoints_written);
+  out->set_checkpoint_failures(s.checkpoint_failures);
+  if (s.last_checkpoint_label >= 0) {
+    out->set_last_checkpoint_label(s.last_checkpoint_label);
+  }
+  out->set_last_checkpoint_error(s.last_checkpoint_error);
+  for (const RollbackRecord& r : s.rollbacks) {
+    wire::RollbackInfo* info = out->add_rollbacks();
+    info->set_generation(r.generation);
+    info->set_label(r.label);
+    info->set_from_step(r.from_step);
+    info->set_to_step(r.to_step);
+  }
+}
+
+ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
+  ShardStatus s;
+  s.cluster = r.cluster();
+  s.shard_index = r.shard_index();
+  s.num_shards = r.num_shards();
+  s.mode = r.mode();
+  s.initialized = r.initialized();
+  s.step = r.step();
+  const wire::PushCounters& c = r.counters();
+  s.counters.aggregated = c.aggregated();
+  s.counters.applied = c.applied();
+  s.counters.dropped_stale = c.dropped_stale();
+  s.counters.dropped_surplus = c.dropped_surplus();
+  s.counters.refused = c.refused();
+  s.counters.refused_too_stale = c.refused_too_stale();
+  s.counters.completed_by_leave = c.completed_by_leave();
+  for (const wire::StalenessBucket& b : r.staleness()) {
+    s.staleness_histogram[b.staleness()] = b.count();
+  }
+  s.live_workers.assign(r.live_workers().begin(), r.live_workers().end());
+  s.replicas_to_aggregate = r.replicas_to_aggregate();
+  s.total_num_replicas = r.total_num_replicas();
+  s.num_parameters = r.num_parameters();
+  s.pending_gradients = r.pending_gradients();
+  s.shutting_down = r.shutting_down();
+  s.run_dir = r.run_dir();
+  s.workers_expired = r.workers_expired();
+  s.generation = r.generation();
+  s.awaiting_rollback = r.awaiting_rollback();
+  s.restored_label = r.has_restored_label() ? r.restored_label() : -1;
+  s.checkpoints_written = r.checkpoints_written();
+  s.checkpoint_failures = r.checkpoint_failures();
+  s.last_checkpoint_label =
+      r.has_last_checkpoint_label() ? r.last_checkpoint_label() : -1;
+  s.last_checkpoint_error = r.last_checkpoint_error();
+  for (const wire::RollbackInfo& info : r.rollbacks()) {
+    s.rollbacks.push_back({info.generation(), info.label(), info.from_step(),
+                           info.to_step()});
+  }
+  return s;
+}
+
+}  // namespace ps
+}  // namespace psgd

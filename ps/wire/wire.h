@@ -1,0 +1,48 @@
+// Conversions between proto/ps.proto messages (namespace psgd::ps::wire) and
+// the core's types, for the gRPC adapters (ps/server/grpc_service.cc,
+// ps/client/grpc_client.cc). Only adapter files include this header.
+//
+// Thread-safety: pure functions. TensorBytes made from a message borrow the
+// message, which must outlive them.
+#ifndef PSGD_PS_WIRE_WIRE_H_
+#define PSGD_PS_WIRE_WIRE_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "google/protobuf/repeated_field.h"
+#include "proto/ps.pb.h"
+#include "ps/state/types.h"
+
+namespace psgd {
+namespace ps {
+
+// INVALID_ARGUMENT naming the tensor for DATA_TYPE_UNSPECIFIED or a value
+// this build does not know.
+absl::StatusOr<DType> DTypeFromProto(const wire::TensorData& t);
+wire::DataType DTypeToProto(DType dtype);
+
+// Borrows `tensors`. INVALID_ARGUMENT as DTypeFromProto.
+absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
+    const google::protobuf::RepeatedPtrField<wire::TensorData>& tensors);
+
+// Copies `t` into `out`, reusing the capacity of out's data buffer.
+void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out);
+
+// Fills `out` with `tensors`, reusing the messages already in it.
+void TensorBytesToProto(
+    const std::vector<TensorBytes>& tensors,
+    google::protobuf::RepeatedPtrField<wire::TensorData>* out);
+
+void PushReplyToProto(const PushReply& reply, wire::PushResponse* out);
+// INVALID_ARGUMENT for an outcome this build does not know.
+absl::StatusOr<PushReply> PushReplyFromProto(
+    const wire::PushResponse& response);
+
+void ShardStatusToProto(const ShardStatus& status, wire::StatusResponse* out);
+ShardStatus ShardStatusFromProto(const wire::StatusResponse& response);
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_WIRE_WIRE_H_

@@ -1,0 +1,101 @@
+#include "ps/wire/wire.h"
+
+#include <catch2/catch.hpp>
+
+namespace psgd {
+namespace ps {
+namespace {
+
+TEST_CASE("tensors convert both ways, reusing buffers") {
+  const std::vector<int64_t> shape = {2, 2};
+  std::vector<float> v = {1, 2, 3, 4};
+  google::protobuf::RepeatedPtrField<wire::TensorData> protos;
+  TensorBytesToProto({FloatTensorBytes("a", shape, v.data())}, &protos);
+  REQUIRE(protos.size() == 1);
+  const char* buffer = protos[0].data().data();
+  TensorBytesToProto({FloatTensorBytes("b", shape, v.data())}, &protos);
+  CHECK(protos[0].data().data() == buffer);  // same capacity, reused
+  auto back = TensorBytesFromProto(protos);
+  REQUIRE(back.ok());
+  CHECK((*back)[0].name == "b");
+  CHECK((*back)[0].dtype == DType::kFloat32);
+  CHECK(std::vector<int64_t>((*back)[0].shape.begin(),
+                             (*back)[0].shape.end()) == shape);
+  CHECK((*back)[0].data.size() == 16);
+
+  protos[0].set_dtype(wire::DT_BFLOAT16);
+  CHECK((*TensorBytesFromProto(protos))[0].dtype == DType::kBFloat16);
+  protos[0].set_dtype(wire::DATA_TYPE_UNSPECIFIED);
+  absl::Status s = TensorBytesFromProto(protos).status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(s.message() ==
+        "tensor 'b' has dtype 0, which is unspecified or unknown");
+}
+
+TEST_CASE("push replies and shard statuses round-trip") {
+  PushReply reply{PushOutcome::kDroppedSurplus, "late", 7, 1};
+  wire::PushResponse proto;
+  PushReplyToProto(reply, &proto);
+  auto back = PushReplyFromProto(proto);
+  REQUIRE(back.ok());
+  CHECK(back->outcome == PushOutcome::kDroppedSurplus);
+  CHECK(back->reason == "late");
+  CHECK(back->step == 7);
+  proto.set_outcome(wire::PUSH_OUTCOME_UNSPECIFIED);
+  CHECK(!PushReplyFromProto(proto).ok());
+
+  ShardStatus s;
+  s.cluster = "c";
+  s.shard_index = 1;
+  s.num_shards = 2;
+  s.mode = "async";
+  s.initialized = true;
+  s.step = 9;
+  s.counters.applied = 9;
+  s.counters.refused_too_stale = 2;
+  s.staleness_histogram = {{0, 4}, {3, 5}};
+  s.live_workers = {0, 2};
+  s.num_parameters = 100;
+  wire::StatusResponse sp;
+  ShardStatusToProto(s, &sp);
+  ShardStatus t = ShardStatusFromProto(sp);
+  CHECK(t.cluster == "c");
+  CHECK(t.shard_index == 1);
+  CHECK(t.mode == "async");
+  CHECK(t.step == 9);
+  CHECK(t.counters.applied == 9);
+  CHECK(t.counters.refused_too_stale == 2);
+  CHECK(t.staleness_histogram == s.staleness_histogram);
+  CHECK(t.live_workers == s.live_workers);
+  CHECK(t.num_parameters == 100);
+  // Nothing restored or saved yet: -1, not 0 (step-0 is a checkpoint).
+  CHECK(t.restored_label == -1);
+  CHECK(t.last_checkpoint_label == -1);
+}
+
+TEST_CASE("checkpoint and rollback fields of a status round-trip") {
+  ShardStatus s;
+  s.generation = 3;
+  s.awaiting_rollback = true;
+  s.restored_label = 0;
+  s.checkpoints_written = 7;
+  s.checkpoint_failures = 1;
+  s.last_checkpoint_label = 40;
+  s.last_checkpoint_error = "disk full";
+  s.rollbacks = {{2, 20, 27, 20}, {3, 40, 44, 40}};
+  wire::StatusResponse sp;
+  ShardStatusToProto(s, &sp);
+  ShardStatus t = ShardStatusFromProto(sp);
+  CHECK(t.generation == 3);
+  CHECK(t.awaiting_rollback);
+  CHECK(t.restored_label == 0);
+  CHECK(t.checkpoints_written == 7);
+  CHECK(t.checkpoint_failures == 1);
+  CHECK(t.last_checkpoint_label == 40);
+  CHECK(t.last_checkpoint_error == "disk full");
+  CHECK(t.rollbacks == s.rollbacks);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

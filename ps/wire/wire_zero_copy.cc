@@ -1,0 +1,226 @@
+#include "ps/wire/wire_zero_copy.h"
+
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/slice.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "proto/ps.pb.h"
+#include "ps/wire/wire.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+using google::protobuf::io::CodedInputStream;
+
+constexpr uint32_t kLengthDelimited = 2;
+constexpr uint32_t kVarint = 0;
+// TensorData's fields (proto/ps.proto).
+constexpr int kNameField = 1, kShapeField = 2, kDTypeField = 3, kDataField = 4;
+
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void AppendTag(int field, uint32_t wire_type, std::string* out) {
+  AppendVarint((static_cast<uint32_t>(field) << 3) | wire_type, out);
+}
+
+// The slice's user data: a heap copy of the owner, freed with the slice.
+void ReleaseOwner(void* owner) {
+  delete static_cast<std::shared_ptr<const void>*>(owner);
+}
+
+// Reads a length prefix; -1 when it is missing or too large.
+int ReadLength(CodedInputStream* input) {
+  uint32_t n;
+  if (!input->ReadVarint32(&n) || n > INT32_MAX) return -1;
+  return static_cast<int>(n);
+}
+
+absl::Status Malformed(absl::string_view what) {
+  return absl::DataLossError(
+      absl::StrCat("malformed PullResponse on the wire: ", what));
+}
+
+// The tensor `meta` describes, without data.
+TensorBytes MetaOf(const wire::TensorData& meta, DType dtype) {
+  return TensorBytes{
+      meta.name(),
+      absl::MakeConstSpan(meta.shape().data(), meta.shape().size()),
+      dtype,
+      {}};
+}
+
+// One TensorData within its length limit; `input` stands at its first field.
+absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink) {
+  wire::TensorData meta;  // everything but the data
+  std::string early_data;
+  bool data_seen = false, data_done = false;
+  while (uint32_t tag = input->ReadTag()) {
+    const int field = static_cast<int>(tag >> 3);
+    const uint32_t type = tag & 7;
+    if (field == kNameField && type == kLengthDelimited) {
+      if (!input->ReadString(meta.mutable_name(), ReadLength(input))) {
+        return Malformed("tensor name");
+      }
+    } else if (field == kShapeField && type == kLengthDelimited) {
+      const int length = ReadLength(input);
+      if (length < 0) return Malformed("tensor shape");
+      const CodedInputStream::Limit limit = input->PushLimit(length);
+      uint64_t d;
+      while (input->BytesUntilLimit() > 0) {
+        if (!input->ReadVarint64(&d)) return Malformed("tensor shape");
+        meta.add_shape(static_cast<int64_t>(d));
+      }
+      input->PopLimit(limit);
+    } else if (field == kShapeField && type == kVarint) {
+      uint64_t d;
+      if (!input->ReadVarint64(&d)) return Malformed("tensor shape");
+      meta.add_shape(static_cast<int64_t>(d));
+    } else if (field == kDTypeField && type == kVarint) {
+      uint32_t dtype;
+      if (!input->ReadVarint32(&dtype)) return Malformed("tensor dtype");
+      meta.set_dtype(static_cast<wire::DataType>(dtype));
+    } else if (field == kDataField && type == kLengthDelimited) {
+      const int length = ReadLength(input);
+      if (length < 0) return Malformed("data length");
+      data_seen = true;
+      if (meta.name().empty() || meta.dtype() == wire::DATA_TYPE_UNSPECIFIED) {
+        // Data before the fields that say where it goes: keep it aside.
+        if (!input->ReadString(&early_data, length)) {
+          return Malformed("tensor data");
+        }
+        continue;
+      }
+      absl::StatusOr<DType> dtype = DTypeFromProto(meta);
+      if (!dtype.ok()) return dtype.status();
+      absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), length);
+      if (!dest.ok()) return dest.status();
+      if (!input->ReadRaw(*dest, length)) {
+        return Malformed("tensor data");
+      }
+      data_done = true;
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(input,
+                                                                      tag)) {
+      return Malformed("tensor field");
+    }
+  }
+  if (data_seen && !data_done) {
+    absl::StatusOr<DType> dtype = DTypeFromProto(meta);
+    if (!dtype.ok()) return dtype.status();
+    absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), early_data.size());
+    if (!dest.ok()) return dest.status();
+    std::memcpy(*dest, early_data.data(), early_data.size());
+  } else if (!data_seen) {
+    // proto3 leaves out empty bytes: a tensor with no elements.
+    absl::StatusOr<DType> dtype = DTypeFromProto(meta);
+    if (!dtype.ok()) return dtype.status();
+    absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), 0);
+    if (!dest.ok()) return dest.status();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
+                                   int tensor_field,
+                                   absl::Span<const TensorBytes> tensors,
+                                   std::shared_ptr<const void> keep_alive) {
+  std::vector<grpc::Slice> slices;
+  std::string pending = header.SerializeAsString();
+  auto flush = [&]() {
+    if (!pending.empty()) slices.emplace_back(pending);
+    pending.clear();
+  };
+  for (const TensorBytes& t : tensors) {
+    wire::TensorData meta;
+    meta.set_name(t.name.data(), t.name.size());
+    meta.mutable_shape()->Assign(t.shape.begin(), t.shape.end());
+    meta.set_dtype(DTypeToProto(t.dtype));
+    const std::string meta_bytes = meta.SerializeAsString();
+    const size_t n = t.data.size();
+    const size_t length = meta_bytes.size() + 1 + VarintSize(n) + n;
+    AppendTag(tensor_field, kLengthDelimited, &pending);
+    AppendVarint(length, &pending);
+    pending += meta_bytes;
+    AppendTag(kDataField, kLengthDelimited, &pending);
+    AppendVarint(n, &pending);
+    if (n < kZeroCopyMinBytes) {
+      pending.append(t.data.data(), n);
+      continue;
+    }
+    flush();
+    slices.emplace_back(const_cast<char*>(t.data.data()), n, &ReleaseOwner,
+                        new std::shared_ptr<const void>(keep_alive));
+  }
+  flush();
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
+                                int64_t* wait_micros, const TensorSink& sink,
+                                int64_t* generation) {
+  grpc::ProtoBufferReader reader(buffer);
+  CodedInputStream input(&reader);
+  input.SetTotalBytesLimit(INT32_MAX);
+  *step = 0;
+  *wait_micros = 0;
+  int64_t generation_value = 0;
+  while (uint32_t tag = input.ReadTag()) {
+    const int field = static_cast<int>(tag >> 3);
+    const uint32_t type = tag & 7;
+    if (field == 1 && type == kVarint) {  // step
+      uint64_t v;
+      if (!input.ReadVarint64(&v)) return Malformed("step");
+      *step = static_cast<int64_t>(v);
+    } else if (field == 3 && type == kVarint) {  // wait_micros
+      uint64_t v;
+      if (!input.ReadVarint64(&v)) return Malformed("wait_micros");
+      *wait_micros = static_cast<int64_t>(v);
+    } else if (field == 4 && type == kVarint) {  // generation
+      uint64_t v;
+      if (!input.ReadVarint64(&v)) return Malformed("generation");
+      generation_value = static_cast<int64_t>(v);
+    } else if (field == 2 && type == kLengthDelimited) {  // variables
+      const int length = ReadLength(&input);
+      if (length < 0) return Malformed("tensor length");
+      const CodedInputStream::Limit limit = input.PushLimit(length);
+      if (absl::Status s = DecodeTensor(&input, sink); !s.ok()) return s;
+      if (!input.ConsumedEntireMessage() || input.BytesUntilLimit() != 0) {
+        return Malformed("tensor");
+      }
+      input.PopLimit(limit);
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&input,
+                                                                      tag)) {
+      return Malformed("field");
+    }
+  }
+  if (!input.ConsumedEntireMessage()) return Malformed("trailing bytes");
+  if (generation != nullptr) *generation = generation_value;
+  return absl::OkStatus();
+}
+
+}  // namespace ps
+}  // namespace psgd

@@ -1,0 +1,61 @@
+// The two big messages, PushRequest and PullResponse, without needless
+// copies of their tensors:
+//
+//   EncodeWithTensors builds a gRPC ByteBuffer whose tensor data slices point
+//   at the tensors' own memory (kept alive by `keep_alive` until gRPC lets
+//   go), so that the only copy on the way out is into the socket.
+//   DecodePullResponse reads a PullResponse from a ByteBuffer and copies
+//   each tensor's bytes once, straight to where the caller wants them.
+//
+// The bytes are exactly the protobuf encoding of proto/ps.proto (fields in
+// number order), so a peer that uses the generated code understands them,
+// and the decoder accepts any valid encoding (fields in any order).
+// Adapter files only (ps/server/grpc_service.cc, ps/client/grpc_client.cc).
+//
+// Thread-safety: pure functions.
+#ifndef PSGD_PS_WIRE_WIRE_ZERO_COPY_H_
+#define PSGD_PS_WIRE_WIRE_ZERO_COPY_H_
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "google/protobuf/message_lite.h"
+#include "ps/state/types.h"
+
+namespace psgd {
+namespace ps {
+
+// `header` (every field but the tensors) followed by `tensors` as the
+// repeated TensorData field `tensor_field` of the same message. Tensors of
+// at least kZeroCopyMinBytes are referenced, smaller ones copied.
+// keep_alive owns the tensors' memory (or tells when gRPC has let go of it)
+// and is held until the last referencing slice is released.
+constexpr size_t kZeroCopyMinBytes = 4096;
+grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
+                                   int tensor_field,
+                                   absl::Span<const TensorBytes> tensors,
+                                   std::shared_ptr<const void> keep_alive);
+
+// Where a decoded tensor's bytes go: called with the tensor's name, shape
+// and dtype (its data empty) and its byte count; returns a buffer of that
+// many bytes, or an error that ends the decoding.
+using TensorSink = std::function<absl::StatusOr<char*>(
+    const TensorBytes& tensor, size_t bytes)>;
+
+// Decodes a PullResponse: its step into *step, its wait_micros into
+// *wait_micros, its generation into *generation (when not null) and each
+// tensor through `sink`. DATA_LOSS for bytes that are no valid
+// PullResponse; the sink's errors as they are.
+absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
+                                int64_t* wait_micros, const TensorSink& sink,
+                                int64_t* generation = nullptr);
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_WIRE_WIRE_ZERO_COPY_H_
