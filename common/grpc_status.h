@@ -10,7 +10,8 @@
 
 namespace psgd {
 
-// Same code (the two enums share their numbering) and message.
+// Same code (the two enums share their numbering), message and payloads
+// (carried in the gRPC status details as proto/status_details.proto).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

@@ -25,5 +25,22 @@ TEST_CASE("an absl code outside the shared range becomes UNKNOWN") {
   CHECK(g.error_message() == "odd");
 }
 
+TEST_CASE("payloads survive the round trip; details that do not parse are left out") {
+  absl::Status s = absl::FailedPreconditionError("refused");
+  s.SetPayload("type.example/a", absl::Cord("one"));
+  s.SetPayload("type.example/b", absl::Cord(std::string("\0\xff", 2)));
+  grpc::Status g = ToGrpcStatus(s);
+  CHECK_FALSE(g.error_details().empty());
+  absl::Status back = FromGrpcStatus(g);
+  CHECK(back == s);  // code, message and every payload
+  REQUIRE(back.GetPayload("type.example/b").has_value());
+  CHECK(std::string(*back.GetPayload("type.example/b")) ==
+        std::string("\0\xff", 2));
+
+  grpc::Status odd(grpc::StatusCode::ABORTED, "odd", "\xff\xff not a proto");
+  absl::Status read = FromGrpcStatus(odd);
+  CHECK(read == absl::AbortedError("odd"));
+}
+
 }  // namespace
 }  // namespace psgd

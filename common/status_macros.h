@@ -19,8 +19,8 @@
 
 namespace psgd {
 
-// Returns `status` with `prefix` put in front of its message; the code is
-// kept. OK stays OK.
+// Returns `status` with `prefix` put in front of its message; the code and
+// the payloads are kept. OK stays OK.
 absl::Status Annotate(const absl::Status& status, absl::string_view prefix);
 
 }  // namespace psgd

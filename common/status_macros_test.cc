@@ -71,6 +71,13 @@ TEST_CASE("Annotate keeps the code and prefixes the message") {
   absl::Status s = Annotate(absl::DataLossError("bad crc"), "shard 1: ");
   CHECK(s.code() == absl::StatusCode::kDataLoss);
   CHECK(s.message() == "shard 1: bad crc");
+
+  absl::Status typed = absl::FailedPreconditionError("refused");
+  typed.SetPayload("type.example/reason", absl::Cord("why"));
+  absl::Status annotated = Annotate(typed, "push: ");
+  CHECK(annotated.message() == "push: refused");
+  REQUIRE(annotated.GetPayload("type.example/reason").has_value());
+  CHECK(*annotated.GetPayload("type.example/reason") == "why");
 }
 
 }  // namespace

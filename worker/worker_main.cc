@@ -67,7 +67,7 @@ JsonObject StepJson(const std::string& task, const StepRecord& r) {
       .Set("pull_s", r.pull_s)
       .Set("wait_s", r.wait_s)
       .Set("staleness", r.staleness)
-      .Set("outcome", r.outcome);
+      .Set("outcome", StepOutcomeName(r.outcome));
 }
 
 JsonObject EvalJson(const std::string& task, const EvalRecord& e) {
@@ -95,7 +95,7 @@ JsonObject WorkerSummary(const std::string& task,
       .Set("unaligned_steps", r.unaligned_steps)
       .Set("recoveries", r.recoveries);
   for (const auto& [outcome, count] : r.outcomes) {
-    s.Set(absl::StrCat("pushes_", outcome), count);
+    s.Set(absl::StrCat("pushes_", StepOutcomeName(outcome)), count);
   }
   if (!r.evals.empty()) {
     s.Set("final_test_accuracy", r.evals.back().test_accuracy);

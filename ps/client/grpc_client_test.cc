@@ -128,6 +128,11 @@ TEST_CASE("grpc: pulls wait for the step, up to their deadline") {
   REQUIRE(waited.ok());
   CHECK(waited->steps == std::vector<int64_t>{1, 1});
 
+  // A copy of a push is refused with its typed reason, across gRPC.
+  absl::StatusOr<PushResult> copy = w1->Push(v0, init.Const());
+  CHECK(copy.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(PushRefusalOf(copy.status()) == PushRefusal::kAlreadyPushed);
+
   auto status = chief->Status();
   REQUIRE(status.ok());
   CHECK((*status)[1].step == 1);

@@ -211,16 +211,20 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
   std::vector<const float*> grads;
   RETURN_IF_ERROR(store_->MatchGradients(gradients, &grads));
   if (!membership_.IsLive(worker_id)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", worker_id, " is not a live member (join first)"));
+    return PushRefused(PushRefusal::kNotLive,
+                       absl::StrCat("worker ", worker_id,
+                                    " is not a live member (join first)"));
   }
   if (step > step_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "step ", step, " is from the future: the shard is at step ", step_));
+    return PushRefused(PushRefusal::kFromFuture,
+                       absl::StrCat("step ", step,
+                                    " is from the future: the shard is at step ",
+                                    step_));
   }
   const int64_t last = membership_.last_push_step(worker_id);
   if (step <= last) {
-    return absl::FailedPreconditionError(
+    return PushRefused(
+        PushRefusal::kAlreadyPushed,
         absl::StrCat("worker ", worker_id, " already pushed for step ", last,
                      "; a worker pushes once per step"));
   }

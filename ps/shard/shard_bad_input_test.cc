@@ -120,10 +120,14 @@ TEST_CASE("pushes that do not fit the shard's state are refused") {
   SECTION("a step from the future") {
     ExpectRefused(*shard, 1, 2, g.Bytes(), kPrecondition,
                   "step 2 is from the future: the shard is at step 1");
+    CHECK(PushRefusalOf(shard->Push(1, 2, g.Bytes()).status()) ==
+          PushRefusal::kFromFuture);
   }
   SECTION("a second push from the same worker for the same step") {
     ExpectRefused(*shard, 0, 1, g.Bytes(), kPrecondition,
                   "worker 0 already pushed for step 1");
+    CHECK(PushRefusalOf(shard->Push(0, 1, g.Bytes()).status()) ==
+          PushRefusal::kAlreadyPushed);
   }
   SECTION("a second push for a step already completed") {
     ExpectRefused(*shard, 1, 0, g.Bytes(), kPrecondition,
@@ -133,10 +137,14 @@ TEST_CASE("pushes that do not fit the shard's state are refused") {
     REQUIRE(shard->Leave(2).ok());
     ExpectRefused(*shard, 2, 1, g.Bytes(), kPrecondition,
                   "worker 2 is not a live member (join first)");
+    CHECK(PushRefusalOf(shard->Push(2, 1, g.Bytes()).status()) ==
+          PushRefusal::kNotLive);
   }
   SECTION("a worker id out of range") {
     ExpectRefused(*shard, 3, 1, g.Bytes(), kInvalid,
                   "worker_id 3 is not in [0, total_num_replicas=3)");
+    CHECK(PushRefusalOf(shard->Push(3, 1, g.Bytes()).status()) ==
+          PushRefusal::kNone);
   }
   SECTION("a negative step") {
     ExpectRefused(*shard, 1, -1, g.Bytes(), kInvalid, "step -1 must be >= 0");

@@ -177,6 +177,7 @@ TEST_CASE("sync: a step never waits for a worker that left") {
   // A worker that left may not push; it may join again.
   auto refused = Push(*shard, 0, 3, Gradient(0, 3));
   CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(PushRefusalOf(refused.status()) == PushRefusal::kNotLive);
   CHECK(refused.status().message().find("not a live member") !=
         absl::string_view::npos);
   REQUIRE(shard->Join(0).ok());
@@ -299,6 +300,7 @@ TEST_CASE("async: the staleness bound refuses what exceeds it, and only that") {
   auto before = testing::ShardPicture::Of(*shard);
   auto refused = Push(*shard, 2, 0, Gradient(2, 0));  // staleness 2
   CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(PushRefusalOf(refused.status()) == PushRefusal::kTooStale);
   CHECK(refused.status().message().find("staleness 2") !=
         absl::string_view::npos);
   CHECK(testing::ShardPicture::Of(*shard) == before);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "ps/state/types.h"
 
 namespace psgd {
 namespace ps {
@@ -11,7 +12,8 @@ absl::StatusOr<int64_t> AsyncApplier::Admit(int64_t current_step,
                                             int64_t gradient_step) const {
   const int64_t staleness = current_step - gradient_step;
   if (staleness_bound_ >= 0 && staleness > staleness_bound_) {
-    return absl::FailedPreconditionError(
+    return PushRefused(
+        PushRefusal::kTooStale,
         absl::StrCat("gradient from step ", gradient_step, " has staleness ",
                      staleness, " (the shard is at step ", current_step,
                      "), beyond the staleness bound ", staleness_bound_,

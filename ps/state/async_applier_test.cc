@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "ps/state/types.h"
+
 namespace psgd {
 namespace ps {
 namespace {
@@ -18,6 +20,8 @@ TEST_CASE("the staleness bound refuses what exceeds it") {
   CHECK(*a.Admit(10, 8) == 2);
   absl::Status s = a.Admit(10, 7).status();
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(PushRefusalOf(s) == PushRefusal::kTooStale);
+  CHECK(PushRefusalOf(a.Admit(10, 8).status()) == PushRefusal::kNone);
   CHECK(s.message().find("staleness 3") != absl::string_view::npos);
   CHECK(s.message().find("bound 2") != absl::string_view::npos);
   AsyncApplier zero(0, false);

@@ -1,5 +1,8 @@
 #include "ps/state/types.h"
 
+#include "absl/strings/cord.h"
+#include "absl/types/optional.h"
+
 namespace psgd {
 namespace ps {
 
@@ -48,6 +51,51 @@ absl::string_view PushOutcomeName(PushOutcome outcome) {
       return "dropped_surplus";
   }
   return "unknown";
+}
+
+namespace {
+
+// The payload's key; its value is PushRefusalName(reason).
+constexpr absl::string_view kPushRefusalUrl = "type.psgd/psgd.ps.PushRefusal";
+
+constexpr PushRefusal kRefusals[] = {
+    PushRefusal::kNotLive, PushRefusal::kAlreadyPushed,
+    PushRefusal::kTooStale, PushRefusal::kFromFuture};
+
+}  // namespace
+
+absl::string_view PushRefusalName(PushRefusal reason) {
+  switch (reason) {
+    case PushRefusal::kNone:
+      return "none";
+    case PushRefusal::kNotLive:
+      return "not_live";
+    case PushRefusal::kAlreadyPushed:
+      return "already_pushed";
+    case PushRefusal::kTooStale:
+      return "too_stale";
+    case PushRefusal::kFromFuture:
+      return "from_future";
+  }
+  return "none";
+}
+
+absl::Status PushRefused(PushRefusal reason, absl::string_view message) {
+  absl::Status s = absl::FailedPreconditionError(message);
+  if (reason != PushRefusal::kNone) {
+    s.SetPayload(kPushRefusalUrl, absl::Cord(PushRefusalName(reason)));
+  }
+  return s;
+}
+
+PushRefusal PushRefusalOf(const absl::Status& status) {
+  if (!absl::IsFailedPrecondition(status)) return PushRefusal::kNone;
+  const absl::optional<absl::Cord> payload = status.GetPayload(kPushRefusalUrl);
+  if (!payload.has_value()) return PushRefusal::kNone;
+  for (PushRefusal r : kRefusals) {
+    if (*payload == PushRefusalName(r)) return r;
+  }
+  return PushRefusal::kNone;
 }
 
 }  // namespace ps

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
@@ -51,6 +52,26 @@ enum class PushOutcome {
 
 // "aggregated", "applied", "dropped_stale", "dropped_surplus".
 absl::string_view PushOutcomeName(PushOutcome outcome);
+
+// Why a shard refused a push. A refusal is a FAILED_PRECONDITION status that
+// carries its reason as a payload (PushRefused), so that a caller tells
+// refusals apart without reading messages: PushRefusalOf reads the reason
+// back, also on the other side of gRPC (common/grpc_status.h carries the
+// payload).
+enum class PushRefusal {
+  kNone,           // not a push refusal: OK, or any other error
+  kNotLive,        // the worker is not in the live set: join again
+  kAlreadyPushed,  // the worker already pushed for that step (a copy)
+  kTooStale,       // async: staleness beyond the staleness bound
+  kFromFuture,     // the push's step is ahead of the shard's
+};
+
+// "none", "not_live", "already_pushed", "too_stale", "from_future".
+absl::string_view PushRefusalName(PushRefusal reason);
+// FAILED_PRECONDITION with `message` and `reason` as its payload.
+absl::Status PushRefused(PushRefusal reason, absl::string_view message);
+// The reason a refusal carries; kNone for any other status.
+PushRefusal PushRefusalOf(const absl::Status& status);
 
 // What a shard says about one accepted push (refusals are error statuses).
 struct PushReply {

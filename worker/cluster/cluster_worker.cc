@@ -32,53 +32,6 @@ std::vector<ps::NamedConstTensorView> ConstViews(const NamedTensors& tensors) {
   return views;
 }
 
-// One word for what the shards did with a push. Each shard judges on its
-// own: in sync mode a gradient may complete the step on one shard
-// ("applied") and join the aggregate on another ("aggregated"); that is
-// "applied". A gradient some shards dropped and others took is
-// "partly_dropped".
-std::string OutcomeOf(const ps::PushResult& result, int64_t* staleness) {
-  *staleness = 0;
-  int applied = 0, aggregated = 0, stale = 0, surplus = 0;
-  for (const ps::PushReply& r : result.shards) {
-    if (r.skipped) continue;
-    *staleness = std::max(*staleness, r.staleness);
-    switch (r.outcome) {
-      case ps::PushOutcome::kApplied: ++applied; break;
-      case ps::PushOutcome::kAggregated: ++aggregated; break;
-      case ps::PushOutcome::kDroppedStale: ++stale; break;
-      case ps::PushOutcome::kDroppedSurplus: ++surplus; break;
-    }
-  }
-  const int taken = applied + aggregated, dropped = stale + surplus;
-  if (taken > 0 && dropped > 0) return "partly_dropped";
-  if (applied > 0) return "applied";
-  if (aggregated > 0) return "aggregated";
-  if (stale > 0 && surplus > 0) return "dropped";
-  return stale > 0 ? "dropped_stale" : "dropped_surplus";
-}
-
-// The async staleness bound refuses a push with FAILED_PRECONDITION whose
-// message says so (ps/shard/shard.h); the worker then pulls fresh weights.
-bool IsTooStale(const absl::Status& s) {
-  return absl::IsFailedPrecondition(s) &&
-         s.message().find("staleness bound") != absl::string_view::npos;
-}
-
-// A shard that took this worker out of its live set (its lease ran out
-// while it was silent, e.g. a long evaluation) refuses its pushes so.
-bool IsNotLive(const absl::Status& s) {
-  return absl::IsFailedPrecondition(s) &&
-         s.message().find("not a live member") != absl::string_view::npos;
-}
-
-// A push sent again after its reply was lost: the shards that had it refuse
-// the copy (a worker pushes once per step), so it counts once.
-bool IsDuplicatePush(const absl::Status& s) {
-  return absl::IsFailedPrecondition(s) &&
-         s.message().find("already pushed for step") != absl::string_view::npos;
-}
-
 // A failure the worker waits out (Recover): a server unreachable (killed,
 // restarting, cut off) or the cluster rolling back to a checkpoint. A
 // deadline counts too for calls that do not wait for a step.
@@ -390,10 +343,27 @@ absl::Status ClusterWorker::AwaitOtherWorkers() {
 
 absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
   RETURN_IF_ERROR(ValidateClusterWorkerOptions(options_));
+  RETURN_IF_ERROR(Start());
+  for (;;) {
+    const std::string stop = StopReason();
+    if (!stop.empty()) {
+      result_.end_reason = stop;
+      break;
+    }
+    RETURN_IF_ERROR(BetweenSteps());
+    ASSIGN_OR_RETURN(const bool go_on, Step());
+    if (!go_on) break;
+  }
+  RETURN_IF_ERROR(Finish());
+  return result_;
+}
+
+absl::Status ClusterWorker::Start() {
   start_ = absl::Now();
   if (options_.checkpoint_every > absl::ZeroDuration()) {
     next_checkpoint_ = start_ + options_.checkpoint_every;
   }
+  next_eval_ = options_.eval_every;
   weights_ = InitialValues(model_->variables(), options_.seed);
   if (options_.chief) {
     // Shards that restored a checkpoint keep it (already_initialized).
@@ -403,8 +373,6 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
                  model_->variables().size(), client_->num_shards());
   }
   RETURN_IF_ERROR(Retrying([&]() { return client_->Join(); }));
-
-  NamedTensors gradients;
   // The first pull also waits for the chief's initialisation.
   absl::StatusOr<ps::ModelVersion> pulled =
       PullSynced(AnyStepOf(client_->num_shards(), 0), options_.start_timeout,
@@ -413,160 +381,181 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     return Annotate(pulled.status(),
                     "waiting for the servers to be initialised: ");
   }
-  ps::ModelVersion version = *std::move(pulled);
-  if (GlobalStep(version) == 0) RETURN_IF_ERROR(AwaitOtherWorkers());
-  int64_t next_eval = options_.eval_every;
-  double step_seconds = 0.0;
-  int64_t images = 0;
-  double window_loss = 0.0;
-  int64_t window_steps = 0;
+  version_ = *std::move(pulled);
+  if (GlobalStep(version_) == 0) RETURN_IF_ERROR(AwaitOtherWorkers());
+  return absl::OkStatus();
+}
 
-  for (;;) {
-    const int64_t global_step = GlobalStep(version);
-    if (options_.max_steps > 0 && global_step >= options_.max_steps) {
-      result_.end_reason = absl::StrCat("reached step ", global_step);
-      break;
-    }
-    if (options_.max_time > absl::ZeroDuration() &&
-        absl::Now() - start_ >= options_.max_time) {
-      result_.end_reason = absl::StrCat(
-          "the time budget of ", absl::FormatDuration(options_.max_time),
-          " is spent");
-      break;
-    }
-    MaybeRequestCheckpoint(version);
-    if (options_.chief && options_.eval_every > 0 &&
-        global_step >= next_eval) {
-      RETURN_IF_ERROR(Evaluate(global_step, /*final=*/false));
-      next_eval = (global_step / options_.eval_every + 1) * options_.eval_every;
-    }
-
-    const absl::Time t0 = absl::Now();
-    absl::StatusOr<Batch> batch = train_->Next();
-    if (absl::IsOutOfRange(batch.status())) {
-      result_.end_reason = "the data ended (epochs done)";
-      break;
-    }
-    RETURN_IF_ERROR(batch.status());
-    const absl::Time t1 = absl::Now();
-    ASSIGN_OR_RETURN(
-        StepResult r,
-        model_->ComputeGradients(ViewsOf(weights_), batch->images.view(),
-                                 batch->labels, &gradients));
-    const absl::Time t2 = absl::Now();
-
-    StepRecord rec;
-    // Sync: only the shards at the lowest step get this gradient. Shards
-    // that are a step ahead (LineUp gave up: a lagging shard waits for
-    // gradients that only come from pushes tagged with its step, e.g. of a
-    // worker killed between its pushes and started again) get nothing this
-    // time, so that the lagging shards catch up and the next step is
-    // aligned; pushing everywhere would keep the shards a step apart for
-    // good, every step waiting out LineUp's patience.
-    const ps::ModelVersion push_to = options_.sync ? PushVersion(version)
-                                                   : version;
-    absl::StatusOr<ps::PushResult> pushed =
-        client_->Push(push_to, ConstViews(gradients));
-    int64_t generation = version.generation;
-    while (!pushed.ok() && IsTransient(pushed.status(), /*deadline_too=*/true)) {
-      absl::StatusOr<int64_t> recovered = Recover(pushed.status());
-      if (!recovered.ok()) {
-        pushed = recovered.status();
-        break;
-      }
-      generation = *recovered;
-      if (generation != version.generation) break;  // rolled back
-      // The same gradient again: shards that had it refuse the copy.
-      pushed = client_->Push(push_to, ConstViews(gradients));
-    }
-    const bool rolled_back = generation != version.generation;
-    if (rolled_back) {
-      rec.outcome = "rolled_back";  // computed from weights now undone
-    } else if (pushed.ok()) {
-      rec.outcome = OutcomeOf(*pushed, &rec.staleness);
-    } else if (IsTooStale(pushed.status())) {
-      rec.outcome = "refused_too_stale";
-    } else if (IsDuplicatePush(pushed.status())) {
-      rec.outcome = "duplicate";
-    } else if (IsNotLive(pushed.status())) {
-      // Join again at the current step; this gradient is lost (another
-      // shard may have taken it: the shards judge each push on their own).
-      spdlog::warn("worker {} was out of the live set ({}); joining again",
-                   options_.worker_id,
-                   std::string(pushed.status().message()));
-      RETURN_IF_ERROR(Retrying([&]() { return client_->Join(); }));
-      rec.outcome = "rejoined";
-    } else if (absl::IsCancelled(pushed.status())) {
-      result_.end_reason = "the servers shut down (training is over)";
-      break;
-    } else {
-      return pushed.status();
-    }
-    const absl::Time t3 = absl::Now();
-
-    // Sync: wait until each shard is past the step this worker pushed to
-    // it (its own gradient counts towards that step, so this never waits
-    // for a step it could not help complete), then line the shards up.
-    // Async: any newer weights, without waiting.
-    const bool wait_for_step =
-        options_.sync && rec.outcome != "rejoined" && !rolled_back;
-    ps::ModelVersion wanted = AnyStepOf(client_->num_shards(), generation);
-    if (wait_for_step) {
-      wanted = ps::ModelVersion::AtLeast(client_->num_shards(),
-                                         GlobalStep(version) + 1);
-      wanted.generation = version.generation;
-    }
-    pulled = PullSynced(wanted, options_.step_timeout, wait_for_step);
-    if (absl::IsCancelled(pulled.status())) {
-      result_.end_reason = "the servers shut down (training is over)";
-      break;
-    }
-    if (!pulled.ok()) {
-      return Annotate(pulled.status(),
-                      absl::StrCat("pulling the weights after step ",
-                                   global_step, ": "));
-    }
-    version = *std::move(pulled);
-    const absl::Time t4 = absl::Now();
-
-    ++result_.local_steps;
-    rec.local_step = result_.local_steps;
-    rec.global_step = global_step;
-    rec.epoch = batch->epoch;
-    rec.batch_size = r.examples;
-    rec.wall_time_s = Seconds(start_, t4);
-    rec.loss = r.loss;
-    rec.cross_entropy = r.cross_entropy;
-    rec.train_accuracy = r.accuracy();
-    rec.step_s = Seconds(t0, t4);
-    rec.images_per_s = r.examples / rec.step_s;
-    rec.input_s = Seconds(t0, t1);
-    rec.compute_s = Seconds(t1, t2);
-    rec.push_s = Seconds(t2, t3);
-    rec.wait_s = std::min(absl::ToDoubleSeconds(version.server_wait),
-                          Seconds(t3, t4));
-    rec.pull_s = Seconds(t3, t4) - rec.wait_s;
-    result_.outcomes[rec.outcome]++;
-    step_seconds += rec.step_s;
-    images += r.examples;
-    if (callbacks_.on_step) RETURN_IF_ERROR(callbacks_.on_step(rec));
-
-    window_loss += r.loss;
-    ++window_steps;
-    if (options_.log_every > 0 && result_.local_steps % options_.log_every == 0) {
-      spdlog::info("step {} (local {}): loss {:.4f}, {:.0f} images/s, last "
-                   "step {:.3f} s (pull {:.3f}, compute {:.3f}, push {:.3f}, "
-                   "wait {:.3f}), {}",
-                   GlobalStep(version), result_.local_steps,
-                   window_loss / window_steps, images / step_seconds,
-                   rec.step_s, rec.pull_s, rec.compute_s, rec.push_s,
-                   rec.wait_s, rec.outcome);
-      window_loss = 0.0;
-      window_steps = 0;
-    }
+std::string ClusterWorker::StopReason() const {
+  const int64_t global_step = GlobalStep(version_);
+  if (options_.max_steps > 0 && global_step >= options_.max_steps) {
+    return absl::StrCat("reached step ", global_step);
   }
+  if (options_.max_time > absl::ZeroDuration() &&
+      absl::Now() - start_ >= options_.max_time) {
+    return absl::StrCat("the time budget of ",
+                        absl::FormatDuration(options_.max_time), " is spent");
+  }
+  return "";
+}
 
-  result_.final_global_step = GlobalStep(version);
+absl::Status ClusterWorker::BetweenSteps() {
+  MaybeRequestCheckpoint(version_);
+  const int64_t global_step = GlobalStep(version_);
+  if (options_.chief && options_.eval_every > 0 && global_step >= next_eval_) {
+    RETURN_IF_ERROR(Evaluate(global_step, /*final=*/false));
+    next_eval_ = (global_step / options_.eval_every + 1) * options_.eval_every;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ClusterWorker::Step() {
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<Batch> batch = train_->Next();
+  if (absl::IsOutOfRange(batch.status())) {
+    result_.end_reason = "the data ended (epochs done)";
+    return false;
+  }
+  RETURN_IF_ERROR(batch.status());
+  const absl::Time t1 = absl::Now();
+  ASSIGN_OR_RETURN(
+      StepResult r,
+      model_->ComputeGradients(ViewsOf(weights_), batch->images.view(),
+                               batch->labels, &gradients_));
+  const absl::Time t2 = absl::Now();
+
+  StepRecord rec;
+  rec.global_step = GlobalStep(version_);
+  absl::StatusOr<int64_t> generation = PushWithRecovery(gradients_, &rec);
+  if (absl::IsCancelled(generation.status())) {
+    result_.end_reason = "the servers shut down (training is over)";
+    return false;
+  }
+  RETURN_IF_ERROR(generation.status());
+  const absl::Time t3 = absl::Now();
+
+  absl::Status pulled = PullAfterPush(rec, *generation);
+  if (absl::IsCancelled(pulled)) {
+    result_.end_reason = "the servers shut down (training is over)";
+    return false;
+  }
+  RETURN_IF_ERROR(pulled);
+  const absl::Time t4 = absl::Now();
+
+  RETURN_IF_ERROR(Record(&rec, r, *batch, t0, t1, t2, t3, t4));
+  return true;
+}
+
+absl::StatusOr<int64_t> ClusterWorker::PushWithRecovery(
+    const NamedTensors& gradients, StepRecord* rec) {
+  // Sync: only the shards at the lowest step get this gradient. Shards that
+  // are a step ahead (LineUp gave up: a lagging shard waits for gradients
+  // that only come from pushes tagged with its step, e.g. of a worker
+  // killed between its pushes and started again) get nothing this time, so
+  // that the lagging shards catch up and the next step is aligned; pushing
+  // everywhere would keep the shards a step apart for good, every step
+  // waiting out LineUp's patience.
+  const ps::ModelVersion push_to =
+      options_.sync ? PushVersion(version_) : version_;
+  absl::StatusOr<ps::PushResult> pushed =
+      client_->Push(push_to, ConstViews(gradients));
+  int64_t generation = version_.generation;
+  while (!pushed.ok() && IsTransient(pushed.status(), /*deadline_too=*/true)) {
+    ASSIGN_OR_RETURN(generation, Recover(pushed.status()));
+    if (generation != version_.generation) {
+      rec->outcome = StepOutcome::kRolledBack;  // from weights now undone
+      return generation;
+    }
+    // The same gradient again: shards that had it refuse the copy.
+    pushed = client_->Push(push_to, ConstViews(gradients));
+  }
+  if (pushed.ok()) {
+    rec->outcome = OutcomeOfReplies(*pushed, &rec->staleness);
+    return generation;
+  }
+  const absl::optional<StepOutcome> refused = OutcomeOfRefusal(pushed.status());
+  if (!refused.has_value()) return pushed.status();
+  rec->outcome = *refused;
+  if (*refused == StepOutcome::kRejoined) {
+    // Join again at the current step; this gradient is lost (another shard
+    // may have taken it: the shards judge each push on their own).
+    spdlog::warn("worker {} was out of the live set ({}); joining again",
+                 options_.worker_id, std::string(pushed.status().message()));
+    RETURN_IF_ERROR(Retrying([&]() { return client_->Join(); }));
+  }
+  return generation;
+}
+
+absl::Status ClusterWorker::PullAfterPush(const StepRecord& rec,
+                                          int64_t generation) {
+  // Sync: wait until each shard is past the step this worker pushed to it
+  // (its own gradient counts towards that step, so this never waits for a
+  // step it could not help complete), then line the shards up. Async (and
+  // after a rejoin or a rollback): any newer weights, without waiting.
+  const bool wait_for_step = options_.sync &&
+                             rec.outcome != StepOutcome::kRejoined &&
+                             rec.outcome != StepOutcome::kRolledBack;
+  ps::ModelVersion wanted = AnyStepOf(client_->num_shards(), generation);
+  if (wait_for_step) {
+    wanted = ps::ModelVersion::AtLeast(client_->num_shards(),
+                                       GlobalStep(version_) + 1);
+    wanted.generation = version_.generation;
+  }
+  absl::StatusOr<ps::ModelVersion> pulled =
+      PullSynced(wanted, options_.step_timeout, wait_for_step);
+  if (absl::IsCancelled(pulled.status())) return pulled.status();
+  if (!pulled.ok()) {
+    return Annotate(pulled.status(),
+                    absl::StrCat("pulling the weights after step ",
+                                 rec.global_step, ": "));
+  }
+  version_ = *std::move(pulled);
+  return absl::OkStatus();
+}
+
+absl::Status ClusterWorker::Record(StepRecord* rec, const StepResult& r,
+                                   const Batch& batch, absl::Time t0,
+                                   absl::Time t1, absl::Time t2, absl::Time t3,
+                                   absl::Time t4) {
+  ++result_.local_steps;
+  rec->local_step = result_.local_steps;
+  rec->epoch = batch.epoch;
+  rec->batch_size = r.examples;
+  rec->wall_time_s = Seconds(start_, t4);
+  rec->loss = r.loss;
+  rec->cross_entropy = r.cross_entropy;
+  rec->train_accuracy = r.accuracy();
+  rec->step_s = Seconds(t0, t4);
+  rec->images_per_s = r.examples / rec->step_s;
+  rec->input_s = Seconds(t0, t1);
+  rec->compute_s = Seconds(t1, t2);
+  rec->push_s = Seconds(t2, t3);
+  rec->wait_s =
+      std::min(absl::ToDoubleSeconds(version_.server_wait), Seconds(t3, t4));
+  rec->pull_s = Seconds(t3, t4) - rec->wait_s;
+  result_.outcomes[rec->outcome]++;
+  step_seconds_ += rec->step_s;
+  images_ += r.examples;
+  if (callbacks_.on_step) RETURN_IF_ERROR(callbacks_.on_step(*rec));
+
+  window_loss_ += r.loss;
+  ++window_steps_;
+  if (options_.log_every > 0 && result_.local_steps % options_.log_every == 0) {
+    spdlog::info("step {} (local {}): loss {:.4f}, {:.0f} images/s, last "
+                 "step {:.3f} s (pull {:.3f}, compute {:.3f}, push {:.3f}, "
+                 "wait {:.3f}), {}",
+                 GlobalStep(version_), result_.local_steps,
+                 window_loss_ / window_steps_, images_ / step_seconds_,
+                 rec->step_s, rec->pull_s, rec->compute_s, rec->push_s,
+                 rec->wait_s, std::string(StepOutcomeName(rec->outcome)));
+    window_loss_ = 0.0;
+    window_steps_ = 0;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterWorker::Finish() {
+  result_.final_global_step = GlobalStep(version_);
   spdlog::info("worker {} stops after {} steps: {}", options_.worker_id,
                result_.local_steps, result_.end_reason);
   // Leave before anything else, so that no sync step waits for this worker.
@@ -575,8 +564,8 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
   if (!left.ok() && !servers_gone) return left;
   if (options_.chief && !servers_gone) RETURN_IF_ERROR(FinishAsChief());
   result_.seconds = Seconds(start_, absl::Now());
-  result_.images_per_s = step_seconds > 0 ? images / step_seconds : 0.0;
-  return result_;
+  result_.images_per_s = step_seconds_ > 0 ? images_ / step_seconds_ : 0.0;
+  return absl::OkStatus();
 }
 
 }  // namespace psgd

@@ -26,8 +26,8 @@
 // rolls the whole cluster back to it (Rollback, the same request from every
 // worker); then it joins again and goes on from the shards' weights. A push
 // whose reply was lost is sent again (the shards that had it refuse the
-// copy: outcome "duplicate"); a gradient computed before a rollback is
-// dropped (outcome "rolled_back").
+// copy: StepOutcome::kDuplicate); a gradient computed before a rollback is
+// dropped (StepOutcome::kRolledBack).
 //
 // Thread-safety: Run() uses the calling thread (plus the batcher's and the
 // backend's own threads) and is called once.
@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ps/client/ps_client.h"
+#include "worker/cluster/step_outcome.h"
 #include "worker/data/batcher.h"
 #include "worker/data/image_set.h"
 #include "worker/models/model.h"
@@ -105,15 +106,8 @@ struct StepRecord {
   double pull_s = 0.0;  // the pull after the push, less wait_s
   double wait_s = 0.0;  // sync: the servers waiting for the next step
   int64_t staleness = 0;  // async: the largest over the shards
-  // What the shards did with the gradient: "applied" (it completed a step,
-  // or async), "aggregated" (it joined the step's aggregate),
-  // "dropped_stale", "dropped_surplus", "dropped" (stale on some shards,
-  // surplus on others), "partly_dropped" (taken by some shards, dropped by
-  // others), "refused_too_stale" (async bound), "rejoined" (the servers
-  // had taken the worker out of the live set; it joined again), "duplicate"
-  // (sent again after a failure, and the shards already had it) or
-  // "rolled_back" (the cluster went back to a checkpoint before it landed).
-  std::string outcome;
+  // What became of the gradient (worker/cluster/step_outcome.h).
+  StepOutcome outcome = StepOutcome::kApplied;
 };
 
 struct EvalRecord {
@@ -132,7 +126,7 @@ struct ClusterWorkerResult {
   double seconds = 0.0;
   double images_per_s = 0.0;  // images over the time spent in steps
   std::string end_reason;
-  std::map<std::string, int64_t> outcomes;  // StepRecord::outcome -> count
+  std::map<StepOutcome, int64_t> outcomes;  // StepRecord::outcome -> count
   // Sync: steps computed from shards at different steps (LineUp gave up).
   int64_t unaligned_steps = 0;
   // Times the worker re-synced after a failure (Recover).
@@ -163,6 +157,36 @@ class ClusterWorker {
   absl::StatusOr<ClusterWorkerResult> Run();
 
  private:
+  // Run's steps, in order. Start: the chief initialises the servers; every
+  // worker joins and pulls the first weights (and, at step 0, waits for the
+  // others to join).
+  absl::Status Start();
+  // Why the worker stops before its next step (max_steps reached, time
+  // budget spent), or empty to go on.
+  std::string StopReason() const;
+  // Between steps: the chief asks for a checkpoint and evaluates when due.
+  absl::Status BetweenSteps();
+  // One step: batch, forward and backward, push (recovering from failures),
+  // pull, record. False when the worker stops (data ended, servers shut
+  // down), with result_.end_reason set.
+  absl::StatusOr<bool> Step();
+  // The push of one step, recovering from transient failures. Sets the
+  // record's outcome and staleness; returns the generation the cluster is
+  // in afterwards (another one when it rolled back), CANCELLED when the
+  // servers shut down.
+  absl::StatusOr<int64_t> PushWithRecovery(const NamedTensors& gradients,
+                                           StepRecord* record);
+  // The pull that follows a push: sync waits until every shard is past the
+  // step pushed to it, then lines the shards up; async takes any newer
+  // weights. Updates version_.
+  absl::Status PullAfterPush(const StepRecord& record, int64_t generation);
+  // Fills the step's record, reports it and logs a progress line.
+  absl::Status Record(StepRecord* record, const StepResult& result,
+                      const Batch& batch, absl::Time t0, absl::Time t1,
+                      absl::Time t2, absl::Time t3, absl::Time t4);
+  // After the last step: leave the live set, and the chief's end of run.
+  absl::Status Finish();
+
   // At the start of training, waits (up to start_timeout) until every
   // worker has joined, or the training has started without this one.
   absl::Status AwaitOtherWorkers();
@@ -200,7 +224,17 @@ class ClusterWorker {
   const ClusterWorkerCallbacks callbacks_;
 
   NamedTensors weights_;
+  NamedTensors gradients_;
+  // The version of weights_: each shard's step and the generation.
+  ps::ModelVersion version_;
   absl::Time start_;
+  int64_t next_eval_ = 0;
+  // For progress lines: time in steps and images since the start, loss
+  // over the steps since the last line.
+  double step_seconds_ = 0.0;
+  int64_t images_ = 0;
+  double window_loss_ = 0.0;
+  int64_t window_steps_ = 0;
   absl::Time next_checkpoint_ = absl::InfiniteFuture();
   ClusterWorkerResult result_;
 };

@@ -91,7 +91,7 @@ TEST_CASE("lost replies, dropped calls, duplicates: each gradient counts once") 
     const ps::FaultStats s = net.clients[w]->stats();
     delivered += s.delivered_pushes;
     faults += s.dropped_replies + s.dropped_requests + s.duplicated;
-    auto it = run.workers[w].result->outcomes.find("duplicate");
+    auto it = run.workers[w].result->outcomes.find(StepOutcome::kDuplicate);
     if (it != run.workers[w].result->outcomes.end()) duplicates += it->second;
   }
   INFO(faults << " faults injected, " << duplicates << " duplicate outcomes");

@@ -4,6 +4,7 @@
 // sockets, so it runs under ThreadSanitizer.
 #include "worker/cluster/cluster_worker.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "worker/cluster/cluster_test_util.h"
@@ -28,7 +29,6 @@ void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
       CHECK(s.wait_s >= 0.0);
       CHECK(s.pull_s >= 0.0);
       CHECK(s.batch_size == 8);
-      CHECK(!s.outcome.empty());
     }
   }
   // The chief evaluated periodically and at the end, then shut the shards
@@ -74,13 +74,34 @@ TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
   setup.replicas_to_aggregate = 2;
   ClusterRun run = RunCluster(setup);
   CheckCommon(setup, run);
-  int64_t pushes = 0, surplus = 0;
+  int64_t pushes = 0, surplus = 0, dropped_somewhere = 0, taken = 0;
   for (const WorkerRun& w : run.workers) {
     pushes += w.result->local_steps;
     for (const auto& [outcome, n] : w.result->outcomes) {
-      if (outcome == "dropped_surplus") surplus += n;
+      switch (outcome) {
+        case StepOutcome::kDroppedSurplus:
+          surplus += n;
+          dropped_somewhere += n;
+          break;
+        case StepOutcome::kDroppedStale:
+        case StepOutcome::kDropped:
+        case StepOutcome::kPartlyDropped:
+          dropped_somewhere += n;
+          break;
+        case StepOutcome::kApplied:
+        case StepOutcome::kAggregated:
+          taken += n;
+          break;
+        default:
+          FAIL("unexpected outcome " << StepOutcomeName(outcome));
+      }
     }
   }
+  // Three workers, two gradients a step: the third one's is surplus (it
+  // arrives once its step is full).
+  CHECK(surplus > 0);
+  CHECK(taken + dropped_somewhere == pushes);
+  int64_t dropped_on_shards = 0;
   for (const ps::ShardStatus& s : run.final_status) {
     CHECK(s.step == setup.max_steps);
     // Every step took exactly N = 2 gradients.
@@ -88,11 +109,15 @@ TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
     CHECK(s.counters.aggregated == setup.max_steps);
     // What each shard got: the applied and aggregated ones, the rest
     // dropped; nothing refused.
-    CHECK(s.counters.applied + s.counters.aggregated +
-              s.counters.dropped_surplus + s.counters.dropped_stale ==
-          pushes);
+    const int64_t dropped = s.counters.dropped_surplus + s.counters.dropped_stale;
+    CHECK(s.counters.applied + s.counters.aggregated + dropped == pushes);
     CHECK(s.counters.refused == 0);
+    // A push the workers saw dropped was dropped by at least one shard; a
+    // push a shard dropped shows in the worker's outcome.
+    CHECK(dropped_somewhere >= dropped);
+    dropped_on_shards += dropped;
   }
+  CHECK(dropped_somewhere <= dropped_on_shards);
 }
 
 TEST_CASE("async: every push applies and staleness is recorded") {
@@ -101,22 +126,32 @@ TEST_CASE("async: every push applies and staleness is recorded") {
   setup.max_steps = 20;
   ClusterRun run = RunCluster(setup);
   CheckCommon(setup, run);
-  int64_t pushes = 0;
+  int64_t pushes = 0, worker_staleness = 0;
   for (const WorkerRun& w : run.workers) {
     pushes += w.result->local_steps;
     for (const StepRecord& s : w.steps) {
-      CHECK(s.outcome == "applied");
-      CHECK(s.staleness >= 0);
+      CHECK(s.outcome == StepOutcome::kApplied);
+      worker_staleness += s.staleness;
     }
   }
+  // A worker records the largest staleness over the shards for each push:
+  // its sum lies between the largest shard's sum and the sum over shards.
+  int64_t largest = 0, all = 0;
   for (const ps::ShardStatus& s : run.final_status) {
     CHECK(s.counters.applied == pushes);
     CHECK(s.step == pushes);
     CHECK(s.step >= setup.max_steps);
-    int64_t histogram = 0;
-    for (const auto& [staleness, n] : s.staleness_histogram) histogram += n;
+    int64_t histogram = 0, total = 0;
+    for (const auto& [staleness, n] : s.staleness_histogram) {
+      histogram += n;
+      total += staleness * n;
+    }
     CHECK(histogram == pushes);
+    largest = std::max(largest, total);
+    all += total;
   }
+  CHECK(worker_staleness >= largest);
+  CHECK(worker_staleness <= all);
 }
 
 TEST_CASE("sync: a worker whose data ends leaves, and the others go on") {

@@ -1,0 +1,89 @@
+#include "worker/cluster/step_outcome.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+
+namespace psgd {
+namespace {
+
+ps::PushReply Reply(ps::PushOutcome outcome, int64_t staleness = 0) {
+  ps::PushReply r;
+  r.outcome = outcome;
+  r.staleness = staleness;
+  return r;
+}
+
+ps::PushReply Skipped() {
+  ps::PushReply r;
+  r.outcome = ps::PushOutcome::kDroppedStale;  // ignored: skipped
+  r.staleness = 99;
+  r.skipped = true;
+  return r;
+}
+
+StepOutcome Of(std::vector<ps::PushReply> replies, int64_t* staleness) {
+  ps::PushResult result;
+  result.shards = std::move(replies);
+  return OutcomeOfReplies(result, staleness);
+}
+
+TEST_CASE("the shards' replies fold into one outcome") {
+  using O = ps::PushOutcome;
+  int64_t st = -1;
+  CHECK(Of({Reply(O::kApplied), Reply(O::kAggregated)}, &st) ==
+        StepOutcome::kApplied);
+  CHECK(Of({Reply(O::kAggregated), Reply(O::kAggregated)}, &st) ==
+        StepOutcome::kAggregated);
+  CHECK(Of({Reply(O::kDroppedStale), Reply(O::kDroppedStale)}, &st) ==
+        StepOutcome::kDroppedStale);
+  CHECK(Of({Reply(O::kDroppedSurplus)}, &st) == StepOutcome::kDroppedSurplus);
+  CHECK(Of({Reply(O::kDroppedStale), Reply(O::kDroppedSurplus)}, &st) ==
+        StepOutcome::kDropped);
+  CHECK(Of({Reply(O::kApplied), Reply(O::kDroppedSurplus)}, &st) ==
+        StepOutcome::kPartlyDropped);
+  CHECK(Of({Reply(O::kAggregated), Reply(O::kDroppedStale)}, &st) ==
+        StepOutcome::kPartlyDropped);
+}
+
+TEST_CASE("skipped shards do not count, staleness is the largest") {
+  using O = ps::PushOutcome;
+  int64_t st = -1;
+  CHECK(Of({Reply(O::kApplied, 2), Skipped(), Reply(O::kApplied, 5)}, &st) ==
+        StepOutcome::kApplied);
+  CHECK(st == 5);
+  CHECK(Of({Skipped(), Reply(O::kAggregated, 0)}, &st) ==
+        StepOutcome::kAggregated);
+  CHECK(st == 0);
+}
+
+TEST_CASE("refusals are told apart by their typed reason, not their text") {
+  CHECK(OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kTooStale, "x")) ==
+        StepOutcome::kRefusedTooStale);
+  CHECK(OutcomeOfRefusal(
+            ps::PushRefused(ps::PushRefusal::kAlreadyPushed, "x")) ==
+        StepOutcome::kDuplicate);
+  CHECK(OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kNotLive, "x")) ==
+        StepOutcome::kRejoined);
+  CHECK_FALSE(OutcomeOfRefusal(
+                  ps::PushRefused(ps::PushRefusal::kFromFuture, "x"))
+                  .has_value());
+  // The old messages without the typed reason are not refusals any more.
+  CHECK_FALSE(OutcomeOfRefusal(absl::FailedPreconditionError(
+                                   "beyond the staleness bound 2"))
+                  .has_value());
+  CHECK_FALSE(OutcomeOfRefusal(absl::UnavailableError("down")).has_value());
+  CHECK_FALSE(OutcomeOfRefusal(absl::OkStatus()).has_value());
+}
+
+TEST_CASE("every outcome has its own name") {
+  std::set<std::string> names;
+  for (StepOutcome o : kAllStepOutcomes) {
+    names.insert(std::string(StepOutcomeName(o)));
+  }
+  CHECK(names.size() == std::size(kAllStepOutcomes));
+  CHECK(names.count("unknown") == 0);
+}
+
+}  // namespace
+}  // namespace psgd
