@@ -13,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/adam.h"
+#include "common/cluster_name.h"
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -104,16 +106,6 @@ class Locator {
   int fallback_line_ = 0;
 };
 
-bool ValidName(absl::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') {
-      return false;
-    }
-  }
-  return true;
-}
-
 absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
   if (c.ps_size() == 0) {
     return at.Error(c, "ps", "ps", "the cluster has no ps task");
@@ -166,26 +158,16 @@ absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
 
 absl::Status ValidateOptimizer(const config::OptimizerConfig& o,
                                const Locator& at) {
-  auto finite_positive = [](float x) { return std::isfinite(x) && x > 0; };
-  if (!finite_positive(o.learning_rate())) {
-    return at.Error(o, "learning_rate", "training.optimizer.learning_rate",
-                    absl::StrCat(o.learning_rate(), " is not a positive number"));
-  }
-  if (o.kind() == config::OptimizerConfig::ADAM) {
-    if (!(o.beta1() >= 0 && o.beta1() < 1)) {
-      return at.Error(o, "beta1", "training.optimizer.beta1",
-                      absl::StrCat(o.beta1(), " is not in [0, 1)"));
-    }
-    if (!(o.beta2() >= 0 && o.beta2() < 1)) {
-      return at.Error(o, "beta2", "training.optimizer.beta2",
-                      absl::StrCat(o.beta2(), " is not in [0, 1)"));
-    }
-    if (!finite_positive(o.epsilon())) {
-      return at.Error(o, "epsilon", "training.optimizer.epsilon",
-                      absl::StrCat(o.epsilon(), " is not a positive number"));
-    }
-  }
-  return absl::OkStatus();
+  const absl::optional<OptimizerOptionProblem> bad = FindOptimizerOptionProblem(
+      AdamHyper{o.learning_rate(), o.beta1(), o.beta2(), o.epsilon()},
+      o.kind() == config::OptimizerConfig::ADAM);
+  if (!bad.has_value()) return absl::OkStatus();
+  const float value = bad->field == "learning_rate" ? o.learning_rate()
+                      : bad->field == "beta1"       ? o.beta1()
+                      : bad->field == "beta2"       ? o.beta2()
+                                                    : o.epsilon();
+  return at.Error(o, bad->field, "training.optimizer." + bad->field,
+                  absl::StrCat(value, " ", bad->rule));
 }
 
 absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
@@ -443,11 +425,10 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
         errors.has_error_ ? errors.message_ : "cannot parse"));
   }
   Locator at(filename, &tree);
-  if (!ValidName(config.name())) {
+  if (!IsValidClusterName(config.name())) {
     return at.Error(config, "name", "name",
-                    absl::StrCat("'", config.name(),
-                                 "' is not 1..64 letters, digits, '-', '_' or "
-                                 "'.'"));
+                    absl::StrCat("'", config.name(), "' is not ",
+                                 kClusterNameRule));
   }
   RETURN_IF_ERROR(ValidateTasks(config, at));
   RETURN_IF_ERROR(ValidateTraining(config, at));

@@ -113,10 +113,10 @@ TEST_CASE("each validation error names file, line and field") {
       {Replace(good, "batch_size: 32", "batch_size: -5"),
        "c.pbtxt:11: training.batch_size: -5 is not in 1..65536"},
       {Replace(good, "learning_rate: 0.01", "learning_rate: -1"),
-       "c.pbtxt:12: training.optimizer.learning_rate: -1 is not a positive "
-       "number"},
+       "c.pbtxt:12: training.optimizer.learning_rate: -1 must be positive "
+       "and finite"},
       {Replace(good, "learning_rate: 0.01", "beta1: 1.0"),
-       "c.pbtxt:12: training.optimizer.beta1: 1 is not in [0, 1)"},
+       "c.pbtxt:12: training.optimizer.beta1: 1 must be in [0, 1)"},
       {Replace(good, "steps: 100", "steps: 100 epochs: 2"),
        "c.pbtxt:13: training: set exactly one of steps and epochs"},
       {Replace(good, "steps: 100", "steps: 0"),

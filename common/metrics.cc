@@ -121,13 +121,13 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(
 }
 
 MetricsWriter::~MetricsWriter() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::fclose(file_);
 }
 
 absl::Status MetricsWriter::Write(const JsonObject& record) {
   const std::string line = record.ToString() + "\n";
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
       std::fflush(file_) != 0) {
     return ErrnoError("cannot write metrics", path_, errno);

@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -95,9 +95,9 @@ class MetricsWriter {
       : path_(std::move(path)), file_(file) {}
 
   const std::string path_;
-  // std::mutex rather than absl::Mutex: Debian's Abseil is not built with
-  // ThreadSanitizer, which would not see absl::Mutex's ordering.
-  std::mutex mu_;
+  // common/mutex.h's rather than absl::Mutex: Debian's Abseil is not built
+  // with ThreadSanitizer, which would not see absl::Mutex's ordering.
+  Mutex mu_;
   std::FILE* const file_ ABSL_GUARDED_BY(mu_);
 };
 

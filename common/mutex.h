@@ -14,6 +14,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
@@ -69,6 +70,13 @@ class CondVar {
     return result;
   }
 
+  // WaitUntil with no deadline.
+  template <typename Predicate>
+  void Wait(Mutex* mu, Predicate done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    WaitUntil(mu, absl::InfiniteFuture(), std::move(done));
+  }
+
+  void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
 
  private:

@@ -29,6 +29,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "ps/server/grpc_server.h"
@@ -190,7 +191,7 @@ class CheckpointLog {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psgd::SetProgramUsage(
       "Serves one parameter-server shard over gRPC until a Shutdown RPC, "
       "SIGINT or SIGTERM.");
   absl::ParseCommandLine(argc, argv);

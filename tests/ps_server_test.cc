@@ -158,6 +158,24 @@ TEST_CASE("ps_server --token_file takes only calls with the token") {
   CHECK(WaitForExit(server.pid, absl::Seconds(30)) == 0);
 }
 
+TEST_CASE("ps_server --help lists the flags of its library, not only main's") {
+  const std::string command = ServerBinary() + " --help 2>&1";
+  FILE* out = popen(command.c_str(), "r");
+  REQUIRE(out != nullptr);
+  std::string text;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), out)) > 0) text.append(buffer, n);
+  pclose(out);
+  INFO(text);
+  CHECK(text.find("No flags matched") == std::string::npos);
+  // Defined in ps/server/server_flags.cc and common/logging.cc.
+  for (const char* flag : {"--num_shards", "--staleness_bound", "--config",
+                           "--token_file", "--log_level"}) {
+    CHECK(text.find(flag) != std::string::npos);
+  }
+}
+
 TEST_CASE("ps_server refuses bad flags with exit code 2") {
   pid_t pid = Spawn({"--shard_index=2", "--num_shards=2"});
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);

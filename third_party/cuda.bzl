@@ -30,7 +30,10 @@ def gpu_only():
     # (Bazel 4.2's bundled @platforms has no //:incompatible yet).
     return ["//third_party/cuda:toolkit_missing"]
 
-def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], visibility = None, testonly = False):
+# extra_hdrs: headers of other packages that the .cu files include (labels;
+# header-only code shared with the host, e.g. //common:adam.h); the
+# cc_library that provides them must be in deps too.
+def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], visibility = None, testonly = False, extra_hdrs = []):
     objs = []
     for src in srcs:
         if not src.endswith(".cu"):
@@ -38,7 +41,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], visibility =
         obj = name + "_" + src[:-len(".cu")].replace("/", "_") + ".o"
         native.genrule(
             name = obj.replace(".", "_") + "_nvcc",
-            srcs = [src] + hdrs,
+            srcs = [src] + hdrs + extra_hdrs,
             outs = [obj],
             cmd = " ".join([
                 NVCC if NVCC else "nvcc",

@@ -6,13 +6,14 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 
 namespace psgd {
 
 int RunProgram(int argc, char** argv, const char* program, const char* usage,
                absl::FunctionRef<absl::Status()> run) {
-  absl::SetProgramUsageMessage(usage);
+  SetProgramUsage(usage);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::fprintf(stderr,

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "common/cluster_config.h"
 #include "common/file_io.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
@@ -244,7 +245,7 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
 }  // namespace psgd
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psgd::SetProgramUsage(
       "worker --config=CLUSTER.pbtxt --task=worker:J [--run_dir=DIR]");
   absl::ParseCommandLine(argc, argv);
   const std::string config_path =

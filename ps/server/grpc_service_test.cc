@@ -9,10 +9,12 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
+#include "proto/reflection.pb.h"
 #include "ps/server/grpc_server.h"
 
 namespace psgd {
@@ -157,6 +159,56 @@ TEST_CASE("health checking, the port file and a pull past its deadline") {
         grpc::StatusCode::DEADLINE_EXCEEDED);
   (*server)->Stop(absl::Seconds(1));
   CHECK((*server)->shard()->Status().shutting_down);
+}
+
+namespace reflection = ::psgd::testing::reflection;
+
+// One request on gRPC's reflection stream, and its answer.
+reflection::ServerReflectionResponse AskReflection(
+    const std::shared_ptr<grpc::Channel>& channel,
+    const reflection::ServerReflectionRequest& request) {
+  const grpc::internal::RpcMethod method(
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  std::unique_ptr<grpc::ClientReaderWriter<reflection::ServerReflectionRequest,
+                                           reflection::ServerReflectionResponse>>
+      stream(grpc::internal::ClientReaderWriterFactory<
+             reflection::ServerReflectionRequest,
+             reflection::ServerReflectionResponse>::Create(channel.get(),
+                                                           method, &ctx));
+  reflection::ServerReflectionResponse response;
+  REQUIRE(stream->Write(request));
+  stream->WritesDone();
+  REQUIRE(stream->Read(&response));
+  CHECK(stream->Finish().ok());
+  return response;
+}
+
+TEST_CASE("reflection lists the parameter server and health services") {
+  auto server = PsGrpcServer::Start(ServerOptions());
+  REQUIRE(server.ok());
+  auto channel = grpc::CreateChannel((*server)->address(),
+                                     grpc::InsecureChannelCredentials());
+  reflection::ServerReflectionRequest request;
+  request.set_list_services("*");
+  reflection::ServerReflectionResponse listed = AskReflection(channel, request);
+  REQUIRE(listed.has_list_services_response());
+  std::set<std::string> names;
+  for (const auto& service : listed.list_services_response().service()) {
+    names.insert(service.name());
+  }
+  CHECK(names.count("psgd.ps.wire.ParameterServer") == 1);
+  CHECK(names.count("grpc.health.v1.Health") == 1);
+
+  // And it describes the service by name, as grpcurl asks.
+  request.set_file_containing_symbol("psgd.ps.wire.ParameterServer");
+  reflection::ServerReflectionResponse described =
+      AskReflection(channel, request);
+  REQUIRE(described.has_file_descriptor_response());
+  CHECK(described.file_descriptor_response().file_descriptor_proto_size() >= 1);
+  (*server)->Stop(absl::Seconds(1));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/adam.h"
 #include "common/tensor.h"
 
 namespace psgd {
@@ -106,16 +107,10 @@ class Adam final : public Optimizer {
              absl::Span<const float* const> grads, absl::Span<float* const> out,
              double lr_scale) override {
     ++step_;
-    const double t = static_cast<double>(step_);
-    const float lr_t =
-        static_cast<float>(options_.learning_rate * lr_scale *
-                           std::sqrt(1.0 - std::pow(options_.beta2, t)) /
-                           (1.0 - std::pow(options_.beta1, t)));
-    const float beta1 = static_cast<float>(options_.beta1);
-    const float beta2 = static_cast<float>(options_.beta2);
-    const float one_minus_beta1 = static_cast<float>(1.0 - options_.beta1);
-    const float one_minus_beta2 = static_cast<float>(1.0 - options_.beta2);
-    const float epsilon = static_cast<float>(options_.epsilon);
+    const AdamStep c = TensorFlowAdamStep(
+        AdamHyper{options_.learning_rate, options_.beta1, options_.beta2,
+                  options_.epsilon},
+        step_, lr_scale);
     for (size_t k = 0; k < sizes_.size(); ++k) {
       const float* w = weights[k];
       const float* g = grads[k];
@@ -123,12 +118,7 @@ class Adam final : public Optimizer {
       float* m = m_[k].data();
       float* v = v_[k].data();
       for (int64_t i = 0; i < sizes_[k]; ++i) {
-        const float gi = g[i];
-        const float mi = beta1 * m[i] + one_minus_beta1 * gi;
-        const float vi = beta2 * v[i] + one_minus_beta2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        o[i] = w[i] - lr_t * mi / (std::sqrt(vi) + epsilon);
+        o[i] = AdamElement(c, w[i], g[i], &m[i], &v[i]);
       }
     }
   }

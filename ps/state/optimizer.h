@@ -10,6 +10,7 @@
 //     m      = beta1 * m + (1 - beta1) * g
 //     v      = beta2 * v + (1 - beta2) * g^2
 //     w     -= lr_t * m / (sqrt(v) + epsilon)
+//   (the arithmetic is common/adam.h's, shared with the workers' trainers)
 //   Slots m and v are float32, zero at the start.
 //
 //   SGD: w -= lr * g.

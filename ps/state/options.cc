@@ -2,8 +2,9 @@
 
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/adam.h"
+#include "common/cluster_name.h"
 
 namespace psgd {
 namespace ps {
@@ -13,17 +14,6 @@ absl::Status Bad(absl::string_view field, absl::string_view value,
                  absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("server option ", field, "=", value, ": ", why));
-}
-
-bool ValidClusterName(absl::string_view name) {
-  if (name.empty() || name.size() > 128) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' &&
-        c != '-' && c != '.') {
-      return false;
-    }
-  }
-  return true;
 }
 
 // The largest message gRPC accepts (its limits are ints).
@@ -65,9 +55,9 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("shard_index", absl::StrCat(o.shard_index),
                absl::StrCat("must be in [0, num_shards=", o.num_shards, ")"));
   }
-  if (!ValidClusterName(o.cluster_name)) {
+  if (!IsValidClusterName(o.cluster_name)) {
     return Bad("cluster_name", o.cluster_name,
-               "must be 1 to 128 letters, digits, '_', '-' or '.'");
+               absl::StrCat("must be ", kClusterNameRule));
   }
   if (o.replicas_to_aggregate < 1) {
     return Bad("replicas_to_aggregate", absl::StrCat(o.replicas_to_aggregate),
@@ -94,19 +84,16 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("scale_lr_by_staleness", "true", "applies to async mode only");
   }
   const OptimizerOptions& opt = o.optimizer;
-  if (!(opt.learning_rate > 0) || !std::isfinite(opt.learning_rate)) {
-    return Bad("learning_rate", absl::StrCat(opt.learning_rate),
-               "must be positive and finite");
-  }
-  if (!(opt.beta1 >= 0 && opt.beta1 < 1)) {
-    return Bad("beta1", absl::StrCat(opt.beta1), "must be in [0, 1)");
-  }
-  if (!(opt.beta2 >= 0 && opt.beta2 < 1)) {
-    return Bad("beta2", absl::StrCat(opt.beta2), "must be in [0, 1)");
-  }
-  if (!(opt.epsilon > 0) || !std::isfinite(opt.epsilon)) {
-    return Bad("epsilon", absl::StrCat(opt.epsilon),
-               "must be positive and finite");
+  if (const absl::optional<OptimizerOptionProblem> bad =
+          FindOptimizerOptionProblem(
+              AdamHyper{opt.learning_rate, opt.beta1, opt.beta2, opt.epsilon},
+              opt.kind == OptimizerOptions::Kind::kAdam);
+      bad.has_value()) {
+    const double value = bad->field == "learning_rate" ? opt.learning_rate
+                         : bad->field == "beta1"       ? opt.beta1
+                         : bad->field == "beta2"       ? opt.beta2
+                                                       : opt.epsilon;
+    return Bad(bad->field, absl::StrCat(value), bad->rule);
   }
   if (o.max_message_bytes < kMinMessageBytes ||
       o.max_message_bytes > kMaxGrpcMessageBytes) {

@@ -216,4 +216,17 @@ absl::Status CheckShape(absl::string_view op, absl::string_view what,
                    " but the plan is for ", ShapeToString(want)));
 }
 
+absl::Status CheckSameShape(absl::string_view op, const Shape& a,
+                            const Shape& b) {
+  if (a == b) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": shapes ", ShapeToString(a), " and ", ShapeToString(b), " differ"));
+}
+
+absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b) {
+  if (a == b) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", a, " elements into ", b));
+}
+
 }  // namespace psgd

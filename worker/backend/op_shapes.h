@@ -137,6 +137,12 @@ struct SoftmaxCrossEntropyShape {
 absl::Status CheckShape(absl::string_view op, absl::string_view what,
                         const Shape& got, const Shape& want);
 
+// The element-wise ops' checks, shared by every backend: INVALID_ARGUMENT
+// "<op>: shapes [..] and [..] differ" / "<op>: A elements into B".
+absl::Status CheckSameShape(absl::string_view op, const Shape& a,
+                            const Shape& b);
+absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b);
+
 }  // namespace psgd
 
 #endif  // PSGD_WORKER_BACKEND_OP_SHAPES_H_

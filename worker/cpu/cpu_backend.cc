@@ -91,19 +91,6 @@ class CpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
   const SoftmaxCrossEntropyShape shape_;
 };
 
-absl::Status CheckSameShape(absl::string_view op, const Shape& a,
-                            const Shape& b) {
-  if (a == b) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      op, ": shapes ", ShapeToString(a), " and ", ShapeToString(b), " differ"));
-}
-
-absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b) {
-  if (a == b) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ", a, " elements into ", b));
-}
-
 ThreadPool::Runtime PoolRuntime(ThreadPool::Runtime wanted) {
 #if defined(__SANITIZE_THREAD__)
   (void)wanted;

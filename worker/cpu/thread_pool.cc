@@ -23,10 +23,10 @@ ThreadPool::ThreadPool(int num_threads, Runtime runtime)
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -44,19 +44,20 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     ParallelForOpenMp(n, chunks, fn);
     return;
   }
-  std::lock_guard<std::mutex> run_lock(run_mu_);
+  MutexLock run_lock(&run_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     chunks_ = chunks;
     pending_ = chunks - 1;
     ++generation_;
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   fn(0, ChunkBegin(n, chunks, 1));
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  MutexLock lock(&mu_);
+  done_cv_.Wait(&mu_, [this]() {
+    mu_.AssertHeld();
     return pending_ == 0;
   });
   fn_ = nullptr;
@@ -81,8 +82,9 @@ void ThreadPool::WorkerLoop(int index) {
     int64_t n;
     int chunks;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      MutexLock lock(&mu_);
+      work_cv_.Wait(&mu_, [this, &seen]() {
+        mu_.AssertHeld();
         return stop_ || generation_ != seen;
       });
       if (stop_) return;
@@ -95,10 +97,10 @@ void ThreadPool::WorkerLoop(int index) {
     (*fn)(ChunkBegin(n, chunks, index), ChunkBegin(n, chunks, index + 1));
     bool last;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       last = --pending_ == 0;
     }
-    if (last) done_cv_.notify_one();
+    if (last) done_cv_.Signal();
   }
 }
 

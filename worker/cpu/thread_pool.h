@@ -19,20 +19,20 @@
 // pool of N threads starts N - 1. The destructor joins the threads and must
 // not run while a ParallelFor is in progress.
 //
-// std::mutex rather than absl::Mutex: Debian's Abseil is not built with
-// ThreadSanitizer, which therefore cannot see absl::Mutex's ordering and
-// reports false races; pthread mutexes it intercepts.
+// The locks are common/mutex.h's rather than absl::Mutex: Debian's Abseil is
+// not built with ThreadSanitizer, which therefore cannot see absl::Mutex's
+// ordering and reports false races; common/mutex.h locks std::mutex, which
+// it intercepts, and carries the annotations --config=tsa checks.
 #ifndef PSGD_WORKER_CPU_THREAD_POOL_H_
 #define PSGD_WORKER_CPU_THREAD_POOL_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
+#include "common/mutex.h"
 
 namespace psgd {
 
@@ -68,11 +68,11 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 
   // Held for a whole ParallelFor, so that calls do not interleave.
-  std::mutex run_mu_;
+  Mutex run_mu_;
 
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // generation_ or stop_ changed
-  std::condition_variable done_cv_;  // pending_ reached 0
+  Mutex mu_;
+  CondVar work_cv_;  // generation_ or stop_ changed
+  CondVar done_cv_;  // pending_ reached 0
   // The loop being run: generation_ counts loops; workers 1..chunks_-1 take
   // one chunk each and count pending_ down.
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -76,36 +76,39 @@ Batcher::Batcher(const ImageSet* set, const BatcherOptions& options,
 
 Batcher::~Batcher() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   producer_.join();
 }
 
 double Batcher::wait_seconds() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return wait_seconds_;
 }
 
 absl::StatusOr<Batch> Batcher::Next() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (finished_) {
-    return absl::OutOfRangeError(
-        absl::StrCat("batcher: the ", options_.epochs, " epochs are done"));
+  absl::StatusOr<Batch> b;
+  {
+    MutexLock lock(&mu_);
+    if (finished_) {
+      return absl::OutOfRangeError(
+          absl::StrCat("batcher: the ", options_.epochs, " epochs are done"));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    changed_.Wait(&mu_, [this]() {
+      mu_.AssertHeld();
+      return !queue_.empty();
+    });
+    wait_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    b = std::move(queue_.front());
+    queue_.pop_front();
+    if (!b.ok()) finished_ = true;
   }
-  const auto start = std::chrono::steady_clock::now();
-  changed_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty();
-  });
-  wait_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  absl::StatusOr<Batch> b = std::move(queue_.front());
-  queue_.pop_front();
-  if (!b.ok()) finished_ = true;
-  lock.unlock();
-  changed_.notify_all();
+  changed_.SignalAll();
   return b;
 }
 
@@ -125,22 +128,24 @@ void Batcher::Produce() {
     }
     for (int64_t b = 0; b < batches_per_epoch_; ++b) {
       Batch batch = MakeBatch(order, epoch, b);
-      std::unique_lock<std::mutex> lock(mu_);
-      changed_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || static_cast<int>(queue_.size()) < options_.prefetch;
-      });
-      if (stop_) return;
-      queue_.push_back(std::move(batch));
-      lock.unlock();
-      changed_.notify_all();
+      {
+        MutexLock lock(&mu_);
+        changed_.Wait(&mu_, [this]() {
+          mu_.AssertHeld();
+          return stop_ || static_cast<int>(queue_.size()) < options_.prefetch;
+        });
+        if (stop_) return;
+        queue_.push_back(std::move(batch));
+      }
+      changed_.SignalAll();
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(absl::OutOfRangeError(
         absl::StrCat("batcher: the ", options_.epochs, " epochs are done")));
   }
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 Batch Batcher::MakeBatch(const std::vector<int64_t>& order, int64_t epoch,

@@ -15,21 +15,21 @@
 //
 // Thread-safety: Next() may be called from one thread at a time. The
 // producer thread starts in Create and is stopped and joined by the
-// destructor, also while it waits on a full queue. std::mutex, as in
-// ThreadPool, so that ThreadSanitizer sees the ordering.
+// destructor, also while it waits on a full queue. The lock is common/mutex.h's
+// (std::mutex underneath, so that ThreadSanitizer sees the ordering; its
+// annotations are checked by --config=tsa).
 #ifndef PSGD_WORKER_DATA_BATCHER_H_
 #define PSGD_WORKER_DATA_BATCHER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "common/tensor.h"
 #include "worker/data/image_set.h"
 
@@ -102,8 +102,8 @@ class Batcher {
   const std::vector<int64_t> shard_;  // this worker's example indices
   const int64_t batches_per_epoch_;
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
+  mutable Mutex mu_;
+  CondVar changed_;
   // Batches ready, then (after the last) one OUT_OF_RANGE status.
   std::deque<absl::StatusOr<Batch>> queue_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // OUT_OF_RANGE handed out

@@ -16,7 +16,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kHowToGet[] =
-    "run scripts/get_cifar10.sh (or pass --data=synthetic)";
+    "run scripts/get_cifar10.sh, or train on the synthetic set instead "
+    "(a cluster config: data { source: SYNTHETIC }; train_local: "
+    "--data=synthetic)";
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }

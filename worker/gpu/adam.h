@@ -1,13 +1,14 @@
 // Adam as torch.optim.Adam computes it (no weight decay, no amsgrad), for
 // the device-resident training step of gpu_bench: the constants of a step,
 // and a host reference that the GPU kernel (LaunchAdam in elementwise.h) is
-// tested against and that CPU runs of the benchmark use.
+// tested against and that CPU runs of the benchmark use. The arithmetic is
+// common/adam.h's (PyTorch's form there), shared with the parameter
+// servers' and the local trainer's Adam (TensorFlow's form):
 //
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g^2
 //   w -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + epsilon)
 //
-// Plain C++, in namespace gpu (the parameter servers have their own Adam).
 // Thread-safety: pure functions.
 #ifndef PSGD_WORKER_GPU_ADAM_H_
 #define PSGD_WORKER_GPU_ADAM_H_
@@ -15,6 +16,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "common/adam.h"
 
 namespace psgd::gpu {
 
@@ -25,16 +27,11 @@ struct AdamParams {
   float epsilon = 1e-8f;
 };
 
-// The two per-step constants, computed in float64 from step t >= 1.
-struct AdamStepConstants {
-  float step_size = 0.0f;                  // lr / (1 - beta1^t)
-  float inv_sqrt_bias_correction2 = 0.0f;  // 1 / sqrt(1 - beta2^t)
-};
-AdamStepConstants ComputeAdamStepConstants(const AdamParams& params,
-                                           int64_t step);
+// The constants of step t >= 1 (PyTorch's form), computed in float64.
+AdamStep ComputeAdamStepConstants(const AdamParams& params, int64_t step);
 
 // w, g, m, v: (n) host memory, equal sizes. The same float operations in the
-// same order as the GPU kernel.
+// same order as the GPU kernel (both call AdamElement).
 void AdamUpdateReference(const AdamParams& params, int64_t step,
                          absl::Span<float> w, absl::Span<const float> g,
                          absl::Span<float> m, absl::Span<float> v);

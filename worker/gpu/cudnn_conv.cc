@@ -228,29 +228,24 @@ class CudnnConv2d : public Conv2dOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    RETURN_IF_ERROR(CheckShape(name_, "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(name_, "w", w.shape(), shape_.filter()));
-    RETURN_IF_ERROR(CheckShape(name_, "b", b.shape(), shape_.bias()));
-    RETURN_IF_ERROR(CheckShape(name_, "y", y.shape(), shape_.output()));
+    RETURN_IF_ERROR(shape_.CheckForward(
+        x.shape(), w.shape(), b.shape(), y.shape()));
     return WithPrefix(RunForward(x.data(), w.data(), b.data(), y.data()),
                       name_ + " forward: ");
   }
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShape(name_, "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(CheckShape(name_, "w", w.shape(), shape_.filter()));
-    RETURN_IF_ERROR(CheckShape(name_, "dx", dx.shape(), shape_.input()));
+    RETURN_IF_ERROR(shape_.CheckBackwardData(
+        dy.shape(), w.shape(), dx.shape()));
     return WithPrefix(RunBackwardData(dy.data(), w.data(), dx.data()),
                       name_ + " backward data: ");
   }
 
   absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
                               DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(CheckShape(name_, "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(name_, "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(CheckShape(name_, "dw", dw.shape(), shape_.filter()));
-    RETURN_IF_ERROR(CheckShape(name_, "db", db.shape(), shape_.bias()));
+    RETURN_IF_ERROR(shape_.CheckBackwardFilter(
+        x.shape(), dy.shape(), dw.shape(), db.shape()));
     return WithPrefix(
         RunBackwardFilter(x.data(), dy.data(), dw.data(), db.data()),
         name_ + " backward filter: ");

@@ -50,17 +50,14 @@ class GpuLrnOp : public LrnOp {
   }
 
   absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckShape(name_, "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(name_, "y", y.shape(), shape_.input()));
+    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
     return WithPrefix(RunForward(x.data(), y.data()), name_ + " forward: ");
   }
 
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShape(name_, "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(name_, "y", y.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(name_, "dy", dy.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(name_, "dx", dx.shape(), shape_.input()));
+    RETURN_IF_ERROR(shape_.CheckBackward(
+        x.shape(), y.shape(), dy.shape(), dx.shape()));
     return WithPrefix(RunBackward(x.data(), y.data(), dy.data(), dx.data()),
                       name_ + " backward: ");
   }

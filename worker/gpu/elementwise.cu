@@ -81,18 +81,12 @@ __global__ void L2WeightDecayFinishKernel(int blocks, float decay,
 }
 
 // w, g, m, v: (n).
-__global__ void AdamKernel(int64_t n, AdamKernelParams p, float* __restrict__ w,
+__global__ void AdamKernel(int64_t n, AdamStep c, float* __restrict__ w,
                            const float* __restrict__ g, float* __restrict__ m,
                            float* __restrict__ v) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const float gi = g[i];
-    const float mi = p.beta1 * m[i] + (1.0f - p.beta1) * gi;
-    const float vi = p.beta2 * v[i] + (1.0f - p.beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    w[i] -= p.step_size * mi /
-            (sqrtf(vi) * p.inv_sqrt_bias_correction2 + p.epsilon);
+    w[i] = AdamElement(c, w[i], g[i], &m[i], &v[i]);
   }
 }
 
@@ -180,7 +174,7 @@ absl::Status LaunchL2WeightDecay(int64_t n, const float* w, float decay,
   return KernelLaunchStatus("L2WeightDecayFinishKernel");
 }
 
-absl::Status LaunchAdam(int64_t n, const AdamKernelParams& params, float* w,
+absl::Status LaunchAdam(int64_t n, const AdamStep& params, float* w,
                         const float* g, float* m, float* v,
                         cudaStream_t stream) {
   AdamKernel<<<BlocksFor(n), kThreads, 0, stream>>>(n, params, w, g, m, v);

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "common/adam.h"
 
 namespace psgd::gpu {
 
@@ -46,23 +47,9 @@ absl::Status LaunchL2WeightDecay(int64_t n, const float* w, float decay,
                                  float* dw, double* scratch, double* loss,
                                  cudaStream_t stream);
 
-// One Adam step's constants (torch.optim.Adam's formulation, no weight
-// decay), computed on the host from the step number t >= 1:
-//   step_size = learning_rate / (1 - beta1^t)
-//   inv_sqrt_bias_correction2 = 1 / sqrt(1 - beta2^t)
-struct AdamKernelParams {
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float epsilon = 1e-8f;
-  float step_size = 0.0f;
-  float inv_sqrt_bias_correction2 = 0.0f;
-};
-
-// w, g, m, v: (n).
-//   m = beta1 * m + (1 - beta1) * g
-//   v = beta2 * v + (1 - beta2) * g^2
-//   w -= step_size * m / (sqrt(v) * inv_sqrt_bias_correction2 + epsilon)
-absl::Status LaunchAdam(int64_t n, const AdamKernelParams& params, float* w,
+// w, g, m, v: (n). One Adam step with the constants `step` (common/adam.h;
+// PyTorch's form, worker/gpu/adam.h), each element by AdamElement.
+absl::Status LaunchAdam(int64_t n, const AdamStep& step, float* w,
                         const float* g, float* m, float* v,
                         cudaStream_t stream);
 

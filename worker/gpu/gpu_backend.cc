@@ -22,19 +22,6 @@ namespace {
 
 using gpu::GpuContext;
 
-absl::Status CheckSameShape(absl::string_view op, const Shape& a,
-                            const Shape& b) {
-  if (a == b) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      op, ": shapes ", ShapeToString(a), " and ", ShapeToString(b), " differ"));
-}
-
-absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b) {
-  if (a == b) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ", a, " elements into ", b));
-}
-
 class GpuBackend : public Backend {
  public:
   GpuBackend(std::unique_ptr<GpuContext> context, gpu::CudnnRelu relu,
@@ -157,15 +144,8 @@ class GpuBackend : public Backend {
           absl::StrCat("adam: step is ", step, ", must be 1 or more"));
     }
     RETURN_IF_ERROR(ctx_->Activate());
-    const gpu::AdamStepConstants c =
-        gpu::ComputeAdamStepConstants(params, step);
-    gpu::AdamKernelParams p;
-    p.beta1 = params.beta1;
-    p.beta2 = params.beta2;
-    p.epsilon = params.epsilon;
-    p.step_size = c.step_size;
-    p.inv_sqrt_bias_correction2 = c.inv_sqrt_bias_correction2;
-    return gpu::WithPrefix(gpu::LaunchAdam(w.size(), p, w.data(), g.data(),
+    const AdamStep c = gpu::ComputeAdamStepConstants(params, step);
+    return gpu::WithPrefix(gpu::LaunchAdam(w.size(), c, w.data(), g.data(),
                                            m.data(), v.data(), ctx_->stream()),
                            "adam: ");
   }

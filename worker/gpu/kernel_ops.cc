@@ -34,8 +34,7 @@ class GpuMaxPool : public MaxPoolOp {
 
   // x: (N, C, H, W) -> y: (N, C, OH, OW)
   absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckShape(name_, "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(name_, "y", y.shape(), shape_.output()));
+    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(
         LaunchMaxPoolForward(geometry_, x.data(), y.data(), ctx_->stream()),
@@ -45,10 +44,8 @@ class GpuMaxPool : public MaxPoolOp {
   // x: (N, C, H, W); y, dy: (N, C, OH, OW) -> dx: (N, C, H, W)
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(CheckShape(name_, "x", x.shape(), shape_.input()));
-    RETURN_IF_ERROR(CheckShape(name_, "y", y.shape(), shape_.output()));
-    RETURN_IF_ERROR(CheckShape(name_, "dy", dy.shape(), shape_.output()));
-    RETURN_IF_ERROR(CheckShape(name_, "dx", dx.shape(), shape_.input()));
+    RETURN_IF_ERROR(shape_.CheckBackward(
+        x.shape(), y.shape(), dy.shape(), dx.shape()));
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(LaunchMaxPoolBackward(geometry_, x.data(), dy.data(),
                                             dx.data(), ctx_->stream()),

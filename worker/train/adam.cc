@@ -1,27 +1,28 @@
 #include "worker/train/adam.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
+#include "common/adam.h"
 
 namespace psgd {
 
+namespace {
+
+AdamHyper HyperOf(const AdamOptions& o) {
+  return AdamHyper{o.learning_rate, o.beta1, o.beta2, o.epsilon};
+}
+
+}  // namespace
+
 absl::Status ValidateAdamOptions(const AdamOptions& o) {
-  if (!(o.learning_rate > 0.0f)) {
+  if (const absl::optional<OptimizerOptionProblem> bad =
+          FindOptimizerOptionProblem(HyperOf(o), /*adam=*/true);
+      bad.has_value()) {
+    const float value = bad->field == "learning_rate" ? o.learning_rate
+                        : bad->field == "beta1"       ? o.beta1
+                        : bad->field == "beta2"       ? o.beta2
+                                                      : o.epsilon;
     return absl::InvalidArgumentError(absl::StrCat(
-        "adam: learning_rate is ", o.learning_rate, ", must be positive"));
-  }
-  if (!(o.beta1 >= 0.0f && o.beta1 < 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("adam: beta1 is ", o.beta1, ", must be in [0, 1)"));
-  }
-  if (!(o.beta2 >= 0.0f && o.beta2 < 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("adam: beta2 is ", o.beta2, ", must be in [0, 1)"));
-  }
-  if (!(o.epsilon > 0.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("adam: epsilon is ", o.epsilon, ", must be positive"));
+        "adam: ", bad->field, " is ", value, ", ", bad->rule));
   }
   return absl::OkStatus();
 }
@@ -29,15 +30,9 @@ absl::Status ValidateAdamOptions(const AdamOptions& o) {
 void AdamUpdate(const AdamOptions& o, int64_t t, absl::Span<float> w,
                 absl::Span<float> m, absl::Span<float> v,
                 absl::Span<const float> g) {
-  const double td = static_cast<double>(t);
-  const float lr_t = static_cast<float>(
-      o.learning_rate * std::sqrt(1.0 - std::pow(double{o.beta2}, td)) /
-      (1.0 - std::pow(double{o.beta1}, td)));
-  const float b1 = o.beta1, b2 = o.beta2;
+  const AdamStep c = TensorFlowAdamStep(HyperOf(o), t);
   for (size_t i = 0; i < w.size(); ++i) {
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-    w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + o.epsilon);
+    w[i] = AdamElement(c, w[i], g[i], &m[i], &v[i]);
   }
 }
 

@@ -1,6 +1,6 @@
 // Adam, exactly as TensorFlow's AdamOptimizer (the update train_local
-// applies locally; the parameter servers have their own copy for now, and
-// the two are meant to meet in common/ later):
+// applies locally; the arithmetic is common/adam.h's, the same as the
+// parameter servers'):
 //
 //   lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
 //   m = beta1 * m + (1 - beta1) * g

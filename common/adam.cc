@@ -1,0 +1,59 @@
+#include "common/adam.h"
+
+#include <cmath>
+
+namespace psgd {
+namespace {
+
+AdamStep Common(const AdamHyper& h) {
+  AdamStep c;
+  c.beta1 = static_cast<float>(h.beta1);
+  c.one_minus_beta1 = static_cast<float>(1.0 - h.beta1);
+  c.beta2 = static_cast<float>(h.beta2);
+  c.one_minus_beta2 = static_cast<float>(1.0 - h.beta2);
+  c.epsilon = static_cast<float>(h.epsilon);
+  return c;
+}
+
+}  // namespace
+
+AdamStep TensorFlowAdamStep(const AdamHyper& h, int64_t t, double lr_scale) {
+  const double td = static_cast<double>(t);
+  AdamStep c = Common(h);
+  c.step_size = static_cast<float>(h.learning_rate * lr_scale *
+                                   std::sqrt(1.0 - std::pow(h.beta2, td)) /
+                                   (1.0 - std::pow(h.beta1, td)));
+  c.sqrt_v_scale = 1.0f;
+  return c;
+}
+
+AdamStep PyTorchAdamStep(const AdamHyper& h, int64_t t) {
+  const double td = static_cast<double>(t);
+  AdamStep c = Common(h);
+  c.step_size =
+      static_cast<float>(h.learning_rate / (1.0 - std::pow(h.beta1, td)));
+  c.sqrt_v_scale =
+      static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(h.beta2, td)));
+  return c;
+}
+
+absl::optional<OptimizerOptionProblem> FindOptimizerOptionProblem(
+    const AdamHyper& h, bool adam) {
+  auto positive = [](double x) { return std::isfinite(x) && x > 0; };
+  if (!positive(h.learning_rate)) {
+    return OptimizerOptionProblem{"learning_rate", "must be positive and finite"};
+  }
+  if (!adam) return absl::nullopt;
+  if (!(h.beta1 >= 0 && h.beta1 < 1)) {
+    return OptimizerOptionProblem{"beta1", "must be in [0, 1)"};
+  }
+  if (!(h.beta2 >= 0 && h.beta2 < 1)) {
+    return OptimizerOptionProblem{"beta2", "must be in [0, 1)"};
+  }
+  if (!positive(h.epsilon)) {
+    return OptimizerOptionProblem{"epsilon", "must be positive and finite"};
+  }
+  return absl::nullopt;
+}
+
+}  // namespace psgd
