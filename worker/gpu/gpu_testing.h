@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "worker/backend/backend.h"
+#include "worker/testing/compare.h"
 
 namespace psgd {
 namespace testing {
@@ -37,9 +38,11 @@ std::vector<std::string> GpuBackendNames();
 // GPU's description.
 std::unique_ptr<Backend> MakeGpuBackend(const std::string& name);
 
-// max |got - want| / max(max |want|, 1e-30), both as floats.
-double RelativeError(const std::vector<float>& got,
-                     const std::vector<float>& want);
+// max |got - want| / max(max |want|, 1e-30), +inf when a value is NaN or
+// infinite (compare.h); REQUIREs equal sizes. `CHECK(RelativeError(a, b) <
+// tol)` prints the index and values of the largest difference.
+Comparison RelativeError(const std::vector<float>& got,
+                         const std::vector<float>& want);
 
 // The plan notes of a GPU backend joined one per line, for INFO.
 std::string PlanNotes(const Backend& backend);
