@@ -7,8 +7,9 @@
 #                              [--data FILE]... [TARGET...]
 #
 # TARGET defaults to every test tagged gpu under //worker/gpu,
-# //worker/gpu:gpu_options_test, //worker/gpu:gpu_bench, and //ps:ps_server
-# and //worker:worker when they exist. Binaries are built with
+# //worker/gpu:gpu_options_test, //third_party/cuda:cuda_smoke_test,
+# //worker/gpu:gpu_bench, and //ps:ps_server and //worker:worker when they
+# exist. Binaries are built with
 # `bazel build -c opt --strip=always` unless --no-build (then bazel-bin's are
 # taken as they are). --data copies a file (e.g. a CIFAR-10 .bin) into
 # DIR/data/, xz-compressed, for the device tool to carry beside the bundle.
@@ -19,12 +20,21 @@
 #   bin/       the binaries
 #   lib/       every library `ldd` resolves for them except the C library
 #              family (libc, libm, libdl, librt, libpthread, ld-linux, ...),
-#              the driver (libcuda) and the CUDA libraries the target must
-#              have: libcublas.so.13, libcublasLt.so.13, libcudnn*.so.9 (too
-#              big to carry: 54 + 541 MB and about 500 MB; see docs/GPU.md)
-#   run.sh     run.sh PROGRAM ARGS...: finds the CUDA libraries on the
-#              target, sets LD_LIBRARY_PATH and runs PROGRAM
-#   run_gpu_tests.sh  runs every bin/*_test and prints `N passed, M failed`
+#              the driver (libcuda), the C++ runtime and the CUDA libraries
+#              the target must have: libcublas.so.13, libcublasLt.so.13,
+#              libcudnn*.so.9 (too big to carry: 54 + 541 MB and about
+#              500 MB; see docs/GPU.md)
+#   lib/cxx/   this machine's libstdc++.so.6 and libgcc_s.so.1, which run.sh
+#              uses only when the target's own are older than the binaries
+#              need
+#   NEEDS      the newest symbol versions the binaries and lib/ need
+#              (GLIBC, GLIBCXX, CXXABI, GCC), measured with objdump -T
+#   run.sh     run.sh PROGRAM ARGS...: checks glibc, chooses the C++
+#              runtime, finds the CUDA libraries on the target, sets
+#              LD_LIBRARY_PATH and runs PROGRAM
+#   run_gpu_tests.sh  runs every bin/*_test, each under a timeout, and
+#              prints `N passed, M failed`
+#   gpu_check.sh      scripts/gpu_check.sh: the whole GPU check in one call
 #   gpu_bench.sh      scripts/gpu_bench.sh, to compare with PyTorch there
 #   peers/     ../shared/peers/torch_cifar10_step.py when this checkout has it
 #   MANIFEST   what is in it, with sizes
@@ -38,11 +48,17 @@ data=()
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --out|--data|--config)
+      [ $# -ge 2 ] || { echo "pack_gpu_bundle: $1 needs a value" >&2; exit 2; } ;;
+  esac
+  case "$1" in
     --out) dir="$2"; shift 2 ;;
-    --data) data+=("$2"); shift 2 ;;
+    --data)
+      [ -f "$2" ] || { echo "pack_gpu_bundle: --data $2: no such file" >&2; exit 2; }
+      data+=("$2"); shift 2 ;;
     --no-build) build=0; shift ;;
     --config) config+=("--config=$2"); shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     -*) echo "pack_gpu_bundle: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -55,7 +71,8 @@ if [ ${#targets[@]} -eq 0 ]; then
     echo "pack_gpu_bundle: bazel query failed" >&2; exit 1
   fi
   mapfile -t targets < <(bazel query 'attr(tags, "\bgpu\b", tests(//worker/gpu/...))' 2>/dev/null)
-  targets+=(//worker/gpu:gpu_options_test //worker/gpu:gpu_bench)
+  targets+=(//worker/gpu:gpu_options_test //third_party/cuda:cuda_smoke_test
+            //worker/gpu:gpu_bench)
   for t in //ps:ps_server //worker:worker; do
     if bazel query "$t" >/dev/null 2>&1; then targets+=("$t"); fi
   done
@@ -69,10 +86,12 @@ bin_dir=$(bazel info -c opt "${config[@]+"${config[@]}"}" bazel-bin 2>/dev/null)
 
 out="$dir/psgd_gpu"
 rm -rf "$out" "$out.tar.xz"
-mkdir -p "$out/bin" "$out/lib"
+mkdir -p "$out/bin" "$out/lib/cxx"
 
 # Libraries the target provides or that must match its kernel and driver.
 skip_re='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libresolv|libutil|libcuda|libnvidia-|libcublas|libcublasLt|libcudnn|libnvrtc)(\.|-|_)'
+# The C++ runtime: run.sh prefers the target's own (docs/GPU.md).
+cxx_re='^(libstdc\+\+|libgcc_s)\.'
 
 for t in "${targets[@]}"; do
   # //a/b:c -> bazel-bin/a/b/c
@@ -98,99 +117,38 @@ for t in "${targets[@]}"; do
       exit 1
     fi
     if [[ "$soname" =~ $skip_re ]]; then continue; fi
-    [ -e "$out/lib/$soname" ] || cp -L "$libpath" "$out/lib/$soname"
+    dest="$out/lib"
+    if [[ "$soname" =~ $cxx_re ]]; then dest="$out/lib/cxx"; fi
+    [ -e "$dest/$soname" ] || cp -L "$libpath" "$dest/$soname"
   done < <(ldd "$path")
 done
 chmod -R u+w "$out/lib"
 
-# --- run.sh ----------------------------------------------------------------
-cat > "$out/run.sh" <<'EOF'
-#!/usr/bin/env bash
-# run.sh PROGRAM [ARGS...]: runs a program of this bundle with its libraries.
-# The CUDA libraries come from the machine: libcublas.so.13 and
-# libcublasLt.so.13 (cuBLAS 13), libcudnn.so.9 and its sub-libraries
-# (cuDNN 9), optionally libnvrtc.so.13 (cuDNN's runtime-compiled kernels),
-# and the driver's libcuda.so.1 (driver 580 or newer for CUDA 13). They are
-# looked for in --cuda-libs DIR[:DIR] (before PROGRAM), then with ldconfig,
-# in the pip packages of python3's PyTorch (nvidia/*/lib), in
-# /usr/local/cuda*/lib64, and finally with find /. The directories found are
-# cached in .cuda_lib_dirs here.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-dirs=""
-if [ "${1:-}" = "--cuda-libs" ]; then dirs="$2"; shift 2; fi
-[ $# -ge 1 ] || { sed -n '2,10p' "$0"; exit 2; }
-
-needed=(libcublas.so.13 libcublasLt.so.13 libcudnn.so.9)
-optional=(libnvrtc.so.13)
-
-find_lib() {  # prints the directory holding $1, or nothing
-  local lib="$1" d
-  for d in ${dirs//:/ }; do [ -e "$d/$lib" ] && { echo "$d"; return; }; done
-  d=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')
-  [ -n "$d" ] && { dirname "$d"; return; }
-  local py
-  py=$(python3 -c 'import os, nvidia; print(os.path.dirname(list(nvidia.__path__)[0]) + "/nvidia")' 2>/dev/null || true)
-  for d in $py /usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib; do
-    [ -d "$d" ] || continue
-    local f
-    f=$(find "$d" -name "$lib" -print -quit 2>/dev/null)
-    [ -n "$f" ] && { dirname "$f"; return; }
-  done
-  d=$(find / -xdev \( -path /proc -o -path /sys \) -prune -o -name "$lib" -print -quit 2>/dev/null)
-  [ -n "$d" ] && dirname "$d"
+# --- NEEDS: the newest symbol versions required ------------------------------
+# objdump -T lists undefined symbols as "... *UND* ... (GLIBC_2.34) name" (or
+# without parentheses); the newest of each family is what the target needs.
+newest() {  # newest FAMILY FILE...: the newest FAMILY_x.y.z the files need
+  local fam="$1"; shift
+  objdump -T "$@" 2>/dev/null | awk '/\*UND\*/' \
+    | grep -oE "\b${fam}_[0-9][0-9.]*" | sort -u -V | tail -1
 }
+{
+  echo "# The newest symbol versions this bundle needs (objdump -T, *UND*)."
+  echo "# run.sh compares them with the target; docs/GPU.md explains."
+  echo "glibc_bin_lib=$(newest GLIBC "$out"/bin/* "$out"/lib/*.so*)"
+  echo "glibc_cxx=$(newest GLIBC "$out"/lib/cxx/*)"
+  echo "glibcxx=$(newest GLIBCXX "$out"/bin/* "$out"/lib/*.so*)"
+  echo "cxxabi=$(newest CXXABI "$out"/bin/* "$out"/lib/*.so*)"
+  echo "gcc=$(newest GCC "$out"/bin/* "$out"/lib/*.so*)"
+} > "$out/NEEDS"
+sed 's/^/pack_gpu_bundle: NEEDS /' "$out/NEEDS" | grep -v '# '
 
-if [ -z "$dirs" ] && [ -f "$here/.cuda_lib_dirs" ]; then
-  dirs=$(cat "$here/.cuda_lib_dirs")
-fi
-found=""
-missing=()
-for lib in "${needed[@]}" "${optional[@]}"; do
-  d=$(find_lib "$lib")
-  if [ -z "$d" ]; then
-    case " ${needed[*]} " in *" $lib "*) missing+=("$lib") ;; esac
-    continue
-  fi
-  case ":$found:" in *":$d:"*) ;; *) found="${found:+$found:}$d" ;; esac
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "run.sh: missing ${missing[*]} (CUDA 13 cuBLAS / cuDNN 9). Install" \
-       "PyTorch's nvidia-cublas and nvidia-cudnn-cu13 wheels or the CUDA 13" \
-       "toolkit, or pass --cuda-libs DIR. A PyTorch built for CUDA 12 ships" \
-       "libcublas.so.12, which this build (CUDA 13) cannot use." >&2
-  exit 1
-fi
-echo "$found" > "$here/.cuda_lib_dirs" 2>/dev/null || true
-export LD_LIBRARY_PATH="$here/lib:$found${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-prog="$1"; shift
-case "$prog" in */*) ;; *) [ -x "$here/bin/$prog" ] && prog="$here/bin/$prog" ;; esac
-exec "$prog" "$@"
-EOF
-
-# --- run_gpu_tests.sh --------------------------------------------------------
-cat > "$out/run_gpu_tests.sh" <<'EOF'
-#!/usr/bin/env bash
-# Runs every test of the bundle (bin/*_test) through run.sh; prints each
-# result and ends with `N passed, M failed`. Arguments go to every test
-# (Catch2's, e.g. -s for all assertions).
-set -uo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-passed=0; failed=0; failing=()
-for t in "$here"/bin/*_test; do
-  name=$(basename "$t")
-  start=$(date +%s)
-  if (cd "$here" && "$here/run.sh" "$t" "$@" > "$here/$name.log" 2>&1); then
-    passed=$((passed + 1)); echo "PASSED $name ($(( $(date +%s) - start )) s)"
-  else
-    failed=$((failed + 1)); failing+=("$name"); echo "FAILED $name ($(( $(date +%s) - start )) s)"
-    tail -40 "$here/$name.log" | sed 's/^/    /'
-  fi
-done
-echo "$passed passed, $failed failed${failing:+ (${failing[*]})}"
-[ "$failed" -eq 0 ]
-EOF
-chmod +x "$out/run.sh" "$out/run_gpu_tests.sh"
+# --- the scripts -----------------------------------------------------------------
+# run.sh and run_gpu_tests.sh live in scripts/bundle/ (bash -n checked and
+# tested there: scripts/bundle_test.sh).
+cp scripts/bundle/run.sh scripts/bundle/run_gpu_tests.sh "$out/"
+cp scripts/gpu_check.sh "$out/gpu_check.sh"
+chmod +x "$out/run.sh" "$out/run_gpu_tests.sh" "$out/gpu_check.sh"
 cp scripts/gpu_bench.sh "$out/gpu_bench.sh"
 if [ -f ../shared/peers/torch_cifar10_step.py ]; then
   mkdir -p "$out/peers"
@@ -200,12 +158,13 @@ fi
 # --- manifest and archive -------------------------------------------------------
 {
   echo "gpu bundle from $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "needs on the target: libcuda.so.1 (driver >= 580), libcublas.so.13, libcublasLt.so.13, libcudnn.so.9"
+  echo "built with: $(ls -l /usr/local/cuda 2>/dev/null | sed 's/.*-> //') ($("${CUDA_PATH:-/usr/local/cuda}"/bin/nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'); libcudart_static linked in), $(gcc --version | head -1), $(getconf GNU_LIBC_VERSION)"
+  echo "needs on the target: libcuda.so.1 (driver >= 580), libcublas.so.13, libcublasLt.so.13, libcudnn.so.9; $(grep '^glibc_bin_lib=' "$out/NEEDS")"
   (cd "$out" && find . -type f ! -name MANIFEST -printf '%10s  %p\n' | sort -k2)
 } > "$out/MANIFEST"
 tar -C "$dir" -cJf "$out.tar.xz" psgd_gpu
 size=$(stat -c %s "$out.tar.xz")
-echo "pack_gpu_bundle: $out ($(du -sh "$out" | cut -f1)), $out.tar.xz $((size / 1024 / 1024)) MiB"
+echo "pack_gpu_bundle: $out ($(du -sh "$out" | cut -f1)), $out.tar.xz $(awk -v b="$size" 'BEGIN { printf "%.1f", b / 1048576 }') MiB (a device call carries 64 MiB)"
 if [ ${#data[@]} -gt 0 ]; then
   rm -rf "$dir/data"
   mkdir -p "$dir/data"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README): installs what is missing, runs
 # `bazel test //...` and ends with one line `N passed, M failed` counting test
-# targets. Tests tagged `gpu` run only when a GPU is visible; the CUDA targets
-# are built whenever the toolkit is present. Extra arguments go to bazel, e.g.
+# targets. Tests tagged `gpu` run only when a GPU is visible (.bazelrc
+# filters them out; this script adds --config=gpu where nvidia-smi lists a
+# GPU); the CUDA targets are built whenever the toolkit is present. Extra arguments go to bazel, e.g.
 #   scripts/test.sh --config=asan
 #   scripts/test.sh //ps/...
 set -uo pipefail
@@ -24,16 +25,19 @@ for a in "$@"; do
 done
 [ ${#targets[@]} -eq 0 ] && targets=("//...")
 
+# .bazelrc leaves tests tagged gpu out of `bazel test`; --config=gpu puts
+# them back, which this script adds where nvidia-smi lists a GPU.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-  echo "test.sh: GPU visible: running tests tagged gpu too"
-  gpu_filter=()
+  echo "test.sh: GPU visible: running tests tagged gpu too (--config=gpu)"
+  gpu_filter=(--config=gpu)
 else
   echo "test.sh: no GPU visible: tests tagged gpu are built but not run"
-  gpu_filter=(--test_tag_filters=-gpu)
+  gpu_filter=()
 fi
-# A --config=asan/tsan sets its own tag filters; an explicit one wins.
+# A --config=asan/tsan sets its own tag filters (without gpu); an explicit
+# filter or config wins.
 for f in "${flags[@]+"${flags[@]}"}"; do
-  case "$f" in --config=asan|--config=tsan|--test_tag_filters=*) gpu_filter=() ;; esac
+  case "$f" in --config=asan|--config=tsan|--config=gpu|--test_tag_filters=*) gpu_filter=() ;; esac
 done
 
 log=$(mktemp)

@@ -30,4 +30,40 @@ int Saxpy(int n, float a, const float* x, float* y) {
   return static_cast<int>(err);
 }
 
+int DeviceCount(int* count) {
+  *count = 0;
+  const cudaError_t err = cudaGetDeviceCount(count);
+  if (err != cudaSuccess) (void)cudaGetLastError();
+  return static_cast<int>(err);
+}
+
+const char* ErrorName(int error) {
+  return cudaGetErrorName(static_cast<cudaError_t>(error));
+}
+
+const char* ErrorString(int error) {
+  return cudaGetErrorString(static_cast<cudaError_t>(error));
+}
+
+int DriverVersion() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) v = 0;
+  return v;
+}
+
+int RuntimeVersion() {
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess) v = 0;
+  return v;
+}
+
+const char* DeviceName() {
+  static cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  return prop.name;
+}
+
 }  // namespace psgd::cuda_smoke

@@ -47,4 +47,16 @@ CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
   return *this;
 }
 
+std::string CublasVersionString() {
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS ||
+      cublasGetProperty(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
+      cublasGetProperty(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS) {
+    return "cuBLAS ? (cublasGetProperty failed)";
+  }
+  return absl::StrCat("cuBLAS ", major, ".", minor, ".", patch, " (built with ",
+                      CUBLAS_VER_MAJOR, ".", CUBLAS_VER_MINOR, ".",
+                      CUBLAS_VER_PATCH, ")");
+}
+
 }  // namespace psgd::gpu

@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -22,6 +23,10 @@ namespace psgd::gpu {
 // with RESOURCE_EXHAUSTED for allocation failures, FAILED_PRECONDITION for a
 // library that cannot run on this device, INTERNAL otherwise.
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view call);
+
+// The loaded cuBLAS's version and the one compiled against, as
+// "cuBLAS 13.1.0 (built with 13.1.0)".
+std::string CublasVersionString();
 
 class CublasHandle {
  public:

@@ -130,4 +130,12 @@ absl::StatusOr<ActivationDescriptor> CreateReluDescriptor() {
   return desc;
 }
 
+std::string CudnnVersionString() {
+  // cuDNN 9 numbers versions major * 10000 + minor * 100 + patch.
+  const size_t v = cudnnGetVersion();
+  return absl::StrCat("cuDNN ", v / 10000, ".", v / 100 % 100, ".", v % 100,
+                      " (built with ", CUDNN_MAJOR, ".", CUDNN_MINOR, ".",
+                      CUDNN_PATCHLEVEL, ")");
+}
+
 }  // namespace psgd::gpu

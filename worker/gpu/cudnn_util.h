@@ -14,6 +14,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -29,6 +30,10 @@ namespace psgd::gpu {
 // missing or mismatched, driver or architecture not supported), INTERNAL
 // otherwise.
 absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view call);
+
+// The loaded cuDNN's version and the one compiled against, as
+// "cuDNN 9.19.0 (built with 9.19.0)".
+std::string CudnnVersionString();
 
 // `value` as an int for a cuDNN dimension; INVALID_ARGUMENT naming `what`
 // if it does not fit.

@@ -59,6 +59,13 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(
   context->description_ = absl::StrCat(
       prop.name, ", compute capability ", prop.major, ".", prop.minor, ", ",
       prop.multiProcessorCount, " SMs, ", prop.totalGlobalMem >> 20, " MiB");
+  int driver = 0, runtime = 0;
+  CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver));
+  CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&runtime));
+  absl::StrAppend(&context->description_, "; driver for CUDA ", driver / 1000,
+                  ".", driver % 1000 / 10, ", runtime ", runtime / 1000, ".",
+                  runtime % 1000 / 10, ", ", CublasVersionString(), ", ",
+                  CudnnVersionString());
   if (prop.major < 8) {
     return absl::FailedPreconditionError(absl::StrCat(
         "backend '", name, "': ", context->description_,

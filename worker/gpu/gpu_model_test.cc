@@ -2,13 +2,16 @@
 // on the GPU:
 //   - logits, loss and every variable's gradient through the Model API at
 //     batch 1, 3 and 128 (relative error below kFloat32Tolerance per
-//     variable; kTf32Tolerance with tf32=on);
+//     variable; kTf32Tolerance with tf32=on), except the convolutions'
+//     gradients at batch 128: within kTieTolerance (max pooling's
+//     near-ties; model_test_inputs.h);
 //   - the device-resident trainer with the GPU Adam kernel against the same
 //     steps on the CPU with the host Adam reference (losses within 1e-3 over
 //     5 steps: errors of 1e-6 grow through the updates);
 //   - a short training run on a fixed batch whose loss falls below half its
 //     start.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 
 #include "common/model_variables.h"
@@ -26,46 +29,21 @@ namespace {
 
 using testing::RelativeError;
 using testing::Unwrap;
+using testing::Values;
 
-NamedTensors Weights(uint64_t seed) {
-  NamedTensors w = InitialValues(Cifar10TutorialVariables(), seed);
-  Rng rng(seed + 1);
-  for (auto& [name, t] : w) {
-    if (name.find("biases") == std::string::npos) continue;
-    for (float& v : t.span()) v = static_cast<float>(rng.Uniform(-0.2, 0.2));
-  }
-  return w;
-}
-
-// Images of the scale the tutorial's LRN matters at.
-Tensor Images(int64_t n, uint64_t seed, double scale) {
-  Tensor t({n, 3, 24, 24});
-  Rng rng(seed);
-  for (float& v : t.span()) v = static_cast<float>(rng.Uniform(-scale, scale));
-  return t;
-}
-
-std::vector<int32_t> Labels(int64_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> labels(n);
-  for (int32_t& l : labels) l = static_cast<int32_t>(rng.UniformInt(10));
-  return labels;
-}
-
-std::vector<float> Values(const Tensor& t) {
-  return std::vector<float>(t.data(), t.data() + t.size());
-}
+// From this batch on, gradients are compared with the tie tolerance.
+constexpr int64_t kTieBatch = 128;
 
 void CompareModel(const std::string& gpu_name, double tolerance) {
   auto cpu = testing::MakeBackend("cpu");
   auto gpu = testing::MakeGpuBackend(gpu_name);
   auto cpu_model = Unwrap(CreateModel("cifar10_tutorial", cpu.get()));
   auto gpu_model = Unwrap(CreateModel("cifar10_tutorial", gpu.get()));
-  const NamedTensors weights = Weights(7);
+  const NamedTensors weights = testing::TutorialWeights(7);
   for (int64_t n : {1, 3, 128}) {
     INFO(gpu_name << " batch " << n);
-    const Tensor images = Images(n, 10 + n, 40.0);
-    const std::vector<int32_t> labels = Labels(n, 20 + n);
+    const Tensor images = testing::RandomImages(n, 10 + n, 40.0);
+    const std::vector<int32_t> labels = testing::RandomLabels(n, 20 + n);
     Tensor cpu_logits({n, 10}), gpu_logits({n, 10});
     REQUIRE_OK(
         cpu_model->Logits(ViewsOf(weights), images.view(), cpu_logits.view()));
@@ -83,9 +61,19 @@ void CompareModel(const std::string& gpu_name, double tolerance) {
     CHECK(b.weight_decay == Approx(a.weight_decay).epsilon(1e-6));
     CHECK(b.examples == n);
     for (const VariableSpec& s : Cifar10TutorialVariables()) {
-      INFO(s.name);
-      CHECK(RelativeError(Values(gpu_grads.at(s.name)),
-                          Values(cpu_grads.at(s.name))) < tolerance);
+      const testing::Comparison c = testing::Compare(
+          Values(gpu_grads.at(s.name)), Values(cpu_grads.at(s.name)),
+          testing::kFloat32Tolerance);
+      INFO(s.name << " " << c);
+      if (n < kTieBatch || !testing::BelowMaxPooling(s.name)) {
+        // Few pooling windows (a near-tie is unlikely), or a variable above
+        // the pools (a tie changes no forward value): the strict check.
+        CHECK(c < tolerance);
+      } else {
+        // Max pooling may pick another winner among near-equal values:
+        // kTieTolerance (model_test_inputs.h, measured by model_ties_test).
+        CHECK(c < std::max(tolerance, testing::kTieTolerance));
+      }
     }
   }
 }
@@ -104,7 +92,7 @@ std::vector<double> Train(Backend* backend, int64_t batch, int steps,
                           const Tensor& images,
                           const std::vector<int32_t>& labels) {
   auto trainer = Unwrap(TutorialTrainer::Create(backend, batch));
-  REQUIRE_OK(trainer->SetWeights(ViewsOf(Weights(3))));
+  REQUIRE_OK(trainer->SetWeights(ViewsOf(testing::TutorialWeights(3))));
   const int64_t size = trainer->flat_size();
   DeviceTensor m = Unwrap(backend->Allocate({size}));
   DeviceTensor v = Unwrap(backend->Allocate({size}));
@@ -136,8 +124,8 @@ TEST_CASE("training steps with gpu adam follow the cpu's") {
   auto cpu = testing::MakeBackend("cpu");
   auto gpu = testing::MakeGpuBackend("gpu:0");
   const int64_t n = 16;
-  const Tensor images = Images(n, 31, 2.0);
-  const std::vector<int32_t> labels = Labels(n, 32);
+  const Tensor images = testing::RandomImages(n, 31, 2.0);
+  const std::vector<int32_t> labels = testing::RandomLabels(n, 32);
   const std::vector<double> a = Train(cpu.get(), n, 5, images, labels);
   const std::vector<double> b = Train(gpu.get(), n, 5, images, labels);
   for (int i = 0; i < 5; ++i) {
@@ -149,8 +137,8 @@ TEST_CASE("training steps with gpu adam follow the cpu's") {
 TEST_CASE("a short training run on the gpu makes the loss fall") {
   auto gpu = testing::MakeGpuBackend("gpu:0");
   const int64_t n = 64;
-  const Tensor images = Images(n, 41, 2.0);
-  const std::vector<int32_t> labels = Labels(n, 42);
+  const Tensor images = testing::RandomImages(n, 41, 2.0);
+  const std::vector<int32_t> labels = testing::RandomLabels(n, 42);
   const std::vector<double> losses = Train(gpu.get(), n, 100, images, labels);
   INFO("loss " << losses.front() << " -> " << losses.back());
   for (double l : losses) CHECK(std::isfinite(l));

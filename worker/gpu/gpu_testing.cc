@@ -1,8 +1,6 @@
 #include "worker/gpu/gpu_testing.h"
 
-#include <algorithm>
 #include <catch2/catch.hpp>
-#include <cmath>
 
 #include "absl/strings/str_join.h"
 #include "worker/backends/factory.h"
@@ -29,15 +27,10 @@ std::unique_ptr<Backend> MakeGpuBackend(const std::string& name) {
   return std::move(backend).value();
 }
 
-double RelativeError(const std::vector<float>& got,
-                     const std::vector<float>& want) {
+Comparison RelativeError(const std::vector<float>& got,
+                         const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
-  double diff = 0.0, scale = 1e-30;
-  for (size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, std::abs(double{got[i]} - double{want[i]}));
-    scale = std::max(scale, std::abs(double{want[i]}));
-  }
-  return diff / scale;
+  return Compare(got, want);
 }
 
 std::string PlanNotes(const Backend& backend) {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "common/model_variables.h"
+#include "worker/gpu/model_test_inputs.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 #include "worker/random.h"
@@ -17,23 +18,6 @@ namespace psgd {
 namespace {
 
 using testing::Unwrap;
-
-NamedTensors Weights(uint64_t seed) {
-  NamedTensors w = InitialValues(Cifar10TutorialVariables(), seed);
-  Rng rng(seed + 1);
-  for (auto& [name, t] : w) {
-    if (name.find("biases") == std::string::npos) continue;
-    for (float& v : t.span()) v = static_cast<float>(rng.Uniform(-0.2, 0.2));
-  }
-  return w;
-}
-
-Tensor Images(int64_t n, uint64_t seed) {
-  Tensor t({n, 3, 24, 24});
-  Rng rng(seed);
-  for (float& v : t.span()) v = static_cast<float>(rng.Uniform(-40, 40));
-  return t;
-}
 
 double MaxAbs(const Tensor& t) {
   double m = 0;
@@ -50,7 +34,7 @@ TEST_CASE("trainer gradients equal the model's on the cpu backend") {
   CHECK(trainer->flat_size() >= TotalParameters(Cifar10TutorialVariables()));
   CHECK(trainer->flat_size() % 64 == 0);
 
-  const NamedTensors weights = Weights(5);
+  const NamedTensors weights = testing::TutorialWeights(5);
   REQUIRE_OK(trainer->SetWeights(ViewsOf(weights)));
   NamedTensors back;
   REQUIRE_OK(trainer->GetWeights(&back));
@@ -61,7 +45,7 @@ TEST_CASE("trainer gradients equal the model's on the cpu backend") {
                      back.at(name).span().begin()));
   }
 
-  const Tensor images = Images(n, 9);
+  const Tensor images = testing::RandomImages(n, 9, 40.0);
   const std::vector<int32_t> labels = {4, 0, 9};
   NamedTensors model_grads, trainer_grads;
   const StepResult a = Unwrap(model->ComputeGradients(
@@ -91,7 +75,7 @@ TEST_CASE("trainer gradients equal the model's on the cpu backend") {
 TEST_CASE("trainer refuses bad weights, images and labels") {
   auto backend = testing::MakeBackend("cpu");
   auto trainer = Unwrap(TutorialTrainer::Create(backend.get(), 2));
-  NamedTensors weights = Weights(1);
+  NamedTensors weights = testing::TutorialWeights(1);
   NamedConstViews views = ViewsOf(weights);
   views.erase("local4/biases");
   CHECK(trainer->SetWeights(views).code() ==
@@ -101,10 +85,10 @@ TEST_CASE("trainer refuses bad weights, images and labels") {
   CHECK(trainer->SetWeights(views).code() ==
         absl::StatusCode::kInvalidArgument);
   REQUIRE_OK(trainer->SetWeights(ViewsOf(weights)));
-  const Tensor three = Images(3, 2);
+  const Tensor three = testing::RandomImages(3, 2, 40.0);
   CHECK(trainer->ComputeGradients(three.view(), {0, 1, 2}).status().code() ==
         absl::StatusCode::kInvalidArgument);
-  const Tensor two = Images(2, 2);
+  const Tensor two = testing::RandomImages(2, 2, 40.0);
   CHECK(trainer->ComputeGradients(two.view(), {0, 10}).status().code() ==
         absl::StatusCode::kInvalidArgument);
   CHECK(TutorialTrainer::Create(backend.get(), 0).status().code() ==

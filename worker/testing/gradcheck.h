@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
+#include "worker/testing/compare.h"
 
 // Catch2 checks of absl::Status / StatusOr, printing the status on failure.
 #define REQUIRE_OK(expr)                         \
@@ -67,7 +68,8 @@ double Dot(const std::vector<double>& values,
            const std::vector<float>& weights);
 
 struct GradientError {
-  double max_abs_error = 0.0;    // max |analytic - numeric|
+  // max |analytic - numeric|; +inf when either is NaN or infinite.
+  double max_abs_error = 0.0;
   double max_abs_numeric = 0.0;  // max |numeric|
   int64_t worst_index = -1;
   int64_t checked = 0;
@@ -84,9 +86,11 @@ GradientError CompareGradient(
     const std::vector<double>& x, const std::vector<float>& analytic,
     double h = 1e-4, int64_t max_checks = 300, uint64_t seed = 1);
 
-// max |a - b| / max(max |b|, 1e-30)
-double MaxRelativeDifference(const std::vector<float>& a,
-                             const std::vector<double>& b);
+// max |a - b| / max(max |b|, 1e-30), +inf when a value is not finite
+// (compare.h); REQUIREs equal sizes. `CHECK(MaxRelativeDifference(a, b) <
+// tol)` prints where the largest difference is.
+Comparison MaxRelativeDifference(const std::vector<float>& a,
+                                 const std::vector<double>& b);
 
 // A layer y = f(x, w, b) with a data gradient and a gradient for (w, b):
 // convolution and dense.
