@@ -100,7 +100,7 @@ TEST_CASE("bias add and its gradient, over images and matrices") {
       std::vector<float> db(c);
       BiasGradKernel(n, c, inner, y0.data(), db.data(), &pool);
       auto e = testing::CompareGradient(
-          [&](const auto& bias) {
+          [&, n = n, c = c, inner = inner](const auto& bias) {
             double s = 0;
             for (int64_t i = 0; i < n * c * inner; ++i) {
               s += y0[i] * bias[(i / inner) % c];

@@ -36,7 +36,7 @@ TEST_CASE("softmax cross-entropy loss and gradient match the reference") {
             Approx(reference::SoftmaxCrossEntropy(n, k, ld, labels))
                 .epsilon(1e-6));
       auto e = testing::CompareGradient(
-          [&](const auto& v) {
+          [&, n = n, k = k](const auto& v) {
             return reference::SoftmaxCrossEntropy(n, k, v, labels);
           },
           ld, Download(backend.get(), grad.view()), 1e-4);

@@ -14,9 +14,6 @@ constexpr const char* kVarNames[Cifar10TutorialNet::kNumVars] = {
     "local4/weights",       "local4/biases",  "softmax_linear/weights",
     "softmax_linear/biases"};
 
-constexpr int64_t kChannels = Cifar10TutorialNet::kChannels;
-constexpr int64_t kSize = Cifar10TutorialNet::kSize;
-constexpr int64_t kClasses = Cifar10TutorialNet::kClasses;
 constexpr int64_t kFilters = 64, kKernel = 5;
 constexpr int64_t kPooled1 = 12, kPooled2 = 6;
 constexpr int64_t kLocal3 = 384, kLocal4 = 192;
