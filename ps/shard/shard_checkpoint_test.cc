@@ -73,6 +73,7 @@ TEST_CASE("a restored shard holds the whole state and waits for the rollback") {
   CHECK(shard->Status().checkpoints_written == 2);
   CHECK(shard->Status().last_checkpoint_label == 2);
   Step(*shard);  // step 3, not saved
+  const ShardPicture at3 = ShardPicture::Of(*shard);
   REQUIRE(Push(*shard, 0, 3, Gradient(0, 3)).ok());  // pending
 
   // A new process: the first one "crashed" (it is never shut down here).
@@ -105,9 +106,13 @@ TEST_CASE("a restored shard holds the whole state and waits for the rollback") {
   CHECK(s.rollbacks == std::vector<RollbackRecord>{{2, 2, 2, 2}});
   CHECK(ShardPicture::Of(*restarted) == at2);
 
-  // Training goes on from step 2 in generation 2.
+  // Training goes on from step 2 in generation 2. Redoing the lost step
+  // with the same gradients gives exactly the state the crashed shard had:
+  // nothing up to the checkpoint was lost (weights, Adam's m, v and t,
+  // counters), and what came after it is redone, not half-kept.
   Step(*restarted, 2);
   CHECK(restarted->Status().step == 3);
+  CHECK(ShardPicture::Of(*restarted) == at3);
 }
 
 TEST_CASE("the pending aggregate is not saved: its workers push for it again") {
