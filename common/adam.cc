@@ -41,17 +41,19 @@ absl::optional<OptimizerOptionProblem> FindOptimizerOptionProblem(
     const AdamHyper& h, bool adam) {
   auto positive = [](double x) { return std::isfinite(x) && x > 0; };
   if (!positive(h.learning_rate)) {
-    return OptimizerOptionProblem{"learning_rate", "must be positive and finite"};
+    return OptimizerOptionProblem{"learning_rate", h.learning_rate,
+                                  "must be positive and finite"};
   }
   if (!adam) return absl::nullopt;
   if (!(h.beta1 >= 0 && h.beta1 < 1)) {
-    return OptimizerOptionProblem{"beta1", "must be in [0, 1)"};
+    return OptimizerOptionProblem{"beta1", h.beta1, "must be in [0, 1)"};
   }
   if (!(h.beta2 >= 0 && h.beta2 < 1)) {
-    return OptimizerOptionProblem{"beta2", "must be in [0, 1)"};
+    return OptimizerOptionProblem{"beta2", h.beta2, "must be in [0, 1)"};
   }
   if (!positive(h.epsilon)) {
-    return OptimizerOptionProblem{"epsilon", "must be positive and finite"};
+    return OptimizerOptionProblem{"epsilon", h.epsilon,
+                                  "must be positive and finite"};
   }
   return absl::nullopt;
 }

@@ -79,6 +79,7 @@ PSGD_HOST_DEVICE inline float AdamElement(const AdamStep& c, float w, float g,
 // checked only when `adam`.
 struct OptimizerOptionProblem {
   std::string field;
+  double value = 0.0;
   std::string rule;  // e.g. "must be in [0, 1)"
 };
 absl::optional<OptimizerOptionProblem> FindOptimizerOptionProblem(

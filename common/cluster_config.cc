@@ -162,12 +162,8 @@ absl::Status ValidateOptimizer(const config::OptimizerConfig& o,
       AdamHyper{o.learning_rate(), o.beta1(), o.beta2(), o.epsilon()},
       o.kind() == config::OptimizerConfig::ADAM);
   if (!bad.has_value()) return absl::OkStatus();
-  const float value = bad->field == "learning_rate" ? o.learning_rate()
-                      : bad->field == "beta1"       ? o.beta1()
-                      : bad->field == "beta2"       ? o.beta2()
-                                                    : o.epsilon();
   return at.Error(o, bad->field, "training.optimizer." + bad->field,
-                  absl::StrCat(value, " ", bad->rule));
+                  absl::StrCat(static_cast<float>(bad->value), " ", bad->rule));
 }
 
 absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
@@ -219,6 +215,26 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
   if (t.has_steps() == t.has_epochs()) {
     return at.Error(t, t.has_steps() ? "epochs" : "steps", "training",
                     "set exactly one of steps and epochs");
+  }
+  if (t.optimizer().has_schedule()) {
+    const config::LearningRateSchedule& ls = t.optimizer().schedule();
+    const Locator in = at.Nested(t, "optimizer").Nested(t.optimizer(),
+                                                        "schedule");
+    if (ls.has_base_batch_size() && ls.base_batch_size() < 1) {
+      return in.Error(ls, "base_batch_size",
+                      "training.optimizer.schedule.base_batch_size",
+                      absl::StrCat(ls.base_batch_size(), " is less than 1"));
+    }
+    // Steps are the run's updates in sync mode; an async run of `steps`
+    // global steps makes as many updates.
+    const absl::optional<LrScheduleProblem> bad = FindLrScheduleProblem(
+        LrScheduleFromConfig(t), t.has_steps() ? t.steps() : 0);
+    if (bad.has_value()) {
+      const std::string field = bad->field == "scale" ? "base_batch_size"
+                                                      : bad->field;
+      return in.Error(ls, field, "training.optimizer.schedule." + field,
+                      absl::StrCat(bad->value, " ", bad->rule));
+    }
   }
   if (t.has_steps() && t.steps() < 1) {
     return at.Error(t, "steps", "training.steps",
@@ -372,6 +388,36 @@ absl::StatusOr<int> ParseDevice(absl::string_view device) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "device '", device, "' is not 'cpu' or 'gpu:K' (K a GPU index)"));
+}
+
+LrSchedule LrScheduleFromConfig(const config::TrainingConfig& t) {
+  const config::LearningRateSchedule& ls = t.optimizer().schedule();
+  LrSchedule s;
+  if (ls.has_base_batch_size() && ls.base_batch_size() > 0) {
+    const int64_t per_update =
+        int64_t{t.batch_size()} *
+        (t.mode() == config::TrainingConfig::SYNC ? t.replicas_to_aggregate()
+                                                  : 1);
+    s.scale = static_cast<double>(per_update) / ls.base_batch_size();
+  }
+  s.warmup_steps = ls.warmup_steps();
+  s.warmup_from = ls.warmup_from();
+  switch (ls.decay()) {
+    case config::LearningRateSchedule::CONSTANT:
+      s.decay = LrSchedule::Decay::kConstant;
+      break;
+    case config::LearningRateSchedule::STEP:
+      s.decay = LrSchedule::Decay::kStep;
+      break;
+    case config::LearningRateSchedule::COSINE:
+      s.decay = LrSchedule::Decay::kCosine;
+      break;
+  }
+  s.decay_every = ls.decay_every();
+  s.decay_factor = ls.decay_factor();
+  s.decay_steps = ls.decay_steps();
+  s.final_factor = ls.final_factor();
+  return s;
 }
 
 SecurityOptions SecurityFromConfig(const ClusterConfig& config) {

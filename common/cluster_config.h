@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/lr_schedule.h"
 #include "common/security.h"
 #include "proto/cluster.pb.h"
 
@@ -56,6 +57,12 @@ absl::StatusOr<int> ParseDevice(absl::string_view device);
 // The security of a validated config, for servers and workers alike:
 // no token and no TLS when it has no security block.
 SecurityOptions SecurityFromConfig(const ClusterConfig& config);
+
+// The learning-rate schedule that training.optimizer.schedule describes,
+// with the linear scaling rule's factor worked out (the global batch of one
+// update over schedule.base_batch_size). A config that LoadClusterConfig
+// accepted gives a valid schedule.
+LrSchedule LrScheduleFromConfig(const config::TrainingConfig& training);
 
 }  // namespace psgd
 

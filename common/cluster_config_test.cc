@@ -69,6 +69,32 @@ TEST_CASE("a checkpoint section takes its defaults") {
   CHECK(c->checkpoint().keep() == 3);
 }
 
+TEST_CASE("a learning-rate schedule: the linear scaling rule's factor") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      Replace(kGood, "optimizer { learning_rate: 0.01 }",
+              "optimizer { learning_rate: 0.01 schedule { base_batch_size: 16 "
+              "warmup_steps: 10 warmup_from: 0.5 decay: COSINE decay_steps: "
+              "90 final_factor: 0.1 } }"),
+      "c.pbtxt");
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  const LrSchedule s = LrScheduleFromConfig(c->training());
+  CHECK(s.scale == 4.0);  // 32 per worker x N = 2 over 16
+  CHECK(s.warmup_steps == 10);
+  CHECK(s.warmup_from == 0.5);
+  CHECK(s.decay == LrSchedule::Decay::kCosine);
+  CHECK(s.decay_steps == 90);
+  CHECK(s.final_factor == Approx(0.1));
+  // No schedule: factor 1 throughout.
+  absl::StatusOr<ClusterConfig> plain = ParseClusterConfig(kGood, "c.pbtxt");
+  REQUIRE(plain.ok());
+  const LrSchedule none = LrScheduleFromConfig(plain->training());
+  CHECK(none.scale == 1.0);
+  CHECK(none.warmup_steps == 0);
+  CHECK(none.decay == LrSchedule::Decay::kConstant);
+  for (int64_t t : {1, 50, 100}) CHECK(LrFactor(none, t) == 1.0);
+}
+
 TEST_CASE("syntax errors and unknown fields name the line") {
   CHECK(ErrorOf("name: \"x\"\nps { adress: \"a:1\" }\n") ==
         "c.pbtxt:2: Message type \"psgd.config.PsTask\" has no field named "
@@ -117,6 +143,20 @@ TEST_CASE("each validation error names file, line and field") {
        "and finite"},
       {Replace(good, "learning_rate: 0.01", "beta1: 1.0"),
        "c.pbtxt:12: training.optimizer.beta1: 1 must be in [0, 1)"},
+      {Replace(good, "optimizer { learning_rate: 0.01 }",
+               "optimizer { learning_rate: 0.01 schedule { warmup_steps: 200 "
+               "} }"),
+       "c.pbtxt:12: training.optimizer.schedule.warmup_steps: 200 goes past "
+       "the last step 100"},
+      {Replace(good, "optimizer { learning_rate: 0.01 }",
+               "optimizer { learning_rate: 0.01 schedule { decay: STEP } }"),
+       "c.pbtxt:12: training.optimizer.schedule.decay_every: 0 must be "
+       "positive for step decay"},
+      {Replace(good, "optimizer { learning_rate: 0.01 }",
+               "optimizer { learning_rate: 0.01 schedule { base_batch_size: "
+               "0 } }"),
+       "c.pbtxt:12: training.optimizer.schedule.base_batch_size: 0 is less "
+       "than 1"},
       {Replace(good, "steps: 100", "steps: 100 epochs: 2"),
        "c.pbtxt:13: training: set exactly one of steps and epochs"},
       {Replace(good, "steps: 100", "steps: 0"),

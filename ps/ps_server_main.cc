@@ -222,6 +222,10 @@ int main(int argc, char** argv) {
                options->shard_index, options->num_shards, options->cluster_name,
                std::string(psgd::ps::ModeName(options->mode)),
                (*server)->address());
+  spdlog::info("{} learning rate {} ({})",
+               std::string(psgd::ps::OptimizerKindName(options->optimizer.kind)),
+               options->optimizer.learning_rate,
+               psgd::LrScheduleToString(options->optimizer.schedule));
   LogRestore(*options, (*server)->shard()->restore_report());
   CheckpointLog checkpoint_log;
   // The rollbacks a restored shard knew of are not news.

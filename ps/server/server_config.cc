@@ -35,6 +35,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.optimizer.beta1 = opt.beta1();
   o.optimizer.beta2 = opt.beta2();
   o.optimizer.epsilon = opt.epsilon();
+  o.optimizer.schedule = LrScheduleFromConfig(t);
   o.worker_lease = absl::Seconds(config.worker_lease_seconds());
   if (config.has_checkpoint()) {
     o.checkpoint.dir = config.checkpoint().dir();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/adam.h"
+#include "common/status_macros.h"
 #include "common/tensor.h"
 
 namespace psgd {
@@ -51,13 +52,16 @@ absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(double learning_rate, std::vector<int64_t> sizes)
-      : learning_rate_(learning_rate), sizes_(std::move(sizes)) {}
+  Sgd(double learning_rate, LrSchedule schedule, std::vector<int64_t> sizes)
+      : learning_rate_(learning_rate),
+        schedule_(schedule),
+        sizes_(std::move(sizes)) {}
 
   void Apply(absl::Span<const float* const> weights,
              absl::Span<const float* const> grads, absl::Span<float* const> out,
              double lr_scale) override {
-    const float lr = static_cast<float>(learning_rate_ * lr_scale);
+    const float lr = static_cast<float>(learning_rate_ * lr_scale *
+                                        LrFactor(schedule_, step_ + 1));
     for (size_t k = 0; k < sizes_.size(); ++k) {
       const float* w = weights[k];
       const float* g = grads[k];
@@ -89,6 +93,7 @@ class Sgd final : public Optimizer {
 
  private:
   const double learning_rate_;
+  const LrSchedule schedule_;
   const std::vector<int64_t> sizes_;
   int64_t step_ = 0;
 };
@@ -110,7 +115,7 @@ class Adam final : public Optimizer {
     const AdamStep c = TensorFlowAdamStep(
         AdamHyper{options_.learning_rate, options_.beta1, options_.beta2,
                   options_.epsilon},
-        step_, lr_scale);
+        step_, lr_scale * LrFactor(options_.schedule, step_));
     for (size_t k = 0; k < sizes_.size(); ++k) {
       const float* w = weights[k];
       const float* g = grads[k];
@@ -183,21 +188,20 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
           absl::StrCat("optimizer: variable ", i, " has size ", sizes[i]));
     }
   }
-  if (!(options.learning_rate > 0) || !std::isfinite(options.learning_rate)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer: learning_rate=", options.learning_rate,
-                     " must be positive and finite"));
-  }
-  if (options.kind == OptimizerOptions::Kind::kSgd) {
-    return std::unique_ptr<Optimizer>(
-        new Sgd(options.learning_rate, std::move(sizes)));
-  }
-  if (!(options.beta1 >= 0 && options.beta1 < 1) ||
-      !(options.beta2 >= 0 && options.beta2 < 1) || !(options.epsilon > 0)) {
+  const bool adam = options.kind == OptimizerOptions::Kind::kAdam;
+  if (const absl::optional<OptimizerOptionProblem> bad =
+          FindOptimizerOptionProblem(
+              AdamHyper{options.learning_rate, options.beta1, options.beta2,
+                        options.epsilon},
+              adam);
+      bad.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer: adam needs beta1, beta2 in [0, 1) and epsilon > 0; got "
-        "beta1=",
-        options.beta1, " beta2=", options.beta2, " epsilon=", options.epsilon));
+        "optimizer: ", bad->field, "=", bad->value, " ", bad->rule));
+  }
+  RETURN_IF_ERROR(ValidateLrSchedule(options.schedule, 0));
+  if (!adam) {
+    return std::unique_ptr<Optimizer>(
+        new Sgd(options.learning_rate, options.schedule, std::move(sizes)));
   }
   return std::unique_ptr<Optimizer>(new Adam(options, std::move(sizes)));
 }

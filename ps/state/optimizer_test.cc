@@ -4,6 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "common/adam.h"
+#include "common/lr_schedule.h"
+
 namespace psgd {
 namespace ps {
 namespace {
@@ -116,6 +119,67 @@ TEST_CASE("sgd and the learning-rate scale") {
   Step(**a1, w1, {1.0f});
   Step(**a2, w2, {1.0f}, 0.5);
   CHECK(RelativeError(w2[0], w1[0] * 0.5) < 1e-6);
+}
+
+TEST_CASE("a learning-rate schedule: sgd's exact steps") {
+  OptimizerOptions o;
+  o.kind = OptimizerOptions::Kind::kSgd;
+  o.learning_rate = 1.0;
+  o.schedule.warmup_steps = 4;
+  o.schedule.warmup_from = 0.0;
+  o.schedule.decay = LrSchedule::Decay::kStep;
+  o.schedule.decay_every = 2;
+  o.schedule.decay_factor = 0.5;
+  auto sgd = CreateOptimizer(o, {1});
+  REQUIRE(sgd.ok());
+  // Updates 1..4 warm up (0.25, 0.5, 0.75, 1); then 1, 0.5, 0.5, 0.25.
+  const std::vector<float> factors = {0.25f, 0.5f, 0.75f, 1.0f,
+                                      1.0f,  0.5f, 0.5f,  0.25f};
+  std::vector<float> w = {0.0f};
+  float want = 0.0f;
+  for (float f : factors) {
+    Step(**sgd, w, {1.0f}, /*lr_scale=*/0.5);  // the staleness scale too
+    want -= 0.5f * f;
+    CHECK(w[0] == want);
+  }
+}
+
+TEST_CASE("a learning-rate schedule: adam's exact step, and after a restore") {
+  OptimizerOptions o;
+  o.schedule.scale = 2.0;
+  o.schedule.decay = LrSchedule::Decay::kCosine;
+  o.schedule.decay_steps = 10;
+  auto adam = CreateOptimizer(o, {2});
+  REQUIRE(adam.ok());
+  std::vector<float> w = {0.5f, -1.0f};
+  const std::vector<float> g = {0.1f, -0.3f};
+  // By common/adam.h with the schedule's factor at each t.
+  std::vector<float> ref_w = w, m(2, 0.0f), v(2, 0.0f);
+  auto reference_step = [&](int64_t t) {
+    const AdamStep c = TensorFlowAdamStep(
+        AdamHyper{o.learning_rate, o.beta1, o.beta2, o.epsilon}, t,
+        LrFactor(o.schedule, t));
+    for (int i = 0; i < 2; ++i) {
+      ref_w[i] = AdamElement(c, ref_w[i], g[i], &m[i], &v[i]);
+    }
+  };
+  for (int64_t t = 1; t <= 3; ++t) {
+    Step(**adam, w, g);
+    reference_step(t);
+    CHECK(w == ref_w);
+  }
+  // A shard restored from a checkpoint saved here goes on where the
+  // schedule was (t = 4), bit for bit.
+  auto restored = CreateOptimizer(o, {2});
+  REQUIRE(restored.ok());
+  REQUIRE((*restored)->LoadState((*adam)->SaveState()).ok());
+  std::vector<float> w_restored = w;
+  Step(**adam, w, g);
+  Step(**restored, w_restored, g);
+  reference_step(4);
+  CHECK(w == ref_w);
+  CHECK(w_restored == ref_w);
+  CHECK(LrFactor(o.schedule, 4) != LrFactor(o.schedule, 1));  // it moved
 }
 
 TEST_CASE("bad optimizer options are refused") {

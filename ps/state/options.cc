@@ -89,11 +89,11 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
               AdamHyper{opt.learning_rate, opt.beta1, opt.beta2, opt.epsilon},
               opt.kind == OptimizerOptions::Kind::kAdam);
       bad.has_value()) {
-    const double value = bad->field == "learning_rate" ? opt.learning_rate
-                         : bad->field == "beta1"       ? opt.beta1
-                         : bad->field == "beta2"       ? opt.beta2
-                                                       : opt.epsilon;
-    return Bad(bad->field, absl::StrCat(value), bad->rule);
+    return Bad(bad->field, absl::StrCat(bad->value), bad->rule);
+  }
+  if (absl::Status s = ValidateLrSchedule(opt.schedule, 0); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server option ", s.message()));
   }
   if (o.max_message_bytes < kMinMessageBytes ||
       o.max_message_bytes > kMaxGrpcMessageBytes) {

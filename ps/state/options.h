@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/security.h"
+#include "common/lr_schedule.h"
 
 namespace psgd {
 namespace ps {
@@ -34,6 +35,8 @@ struct OptimizerOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-8;
+  // The learning rate's factor per update (common/lr_schedule.h).
+  LrSchedule schedule;
 };
 
 // "adam" / "sgd".

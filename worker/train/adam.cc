@@ -17,12 +17,9 @@ absl::Status ValidateAdamOptions(const AdamOptions& o) {
   if (const absl::optional<OptimizerOptionProblem> bad =
           FindOptimizerOptionProblem(HyperOf(o), /*adam=*/true);
       bad.has_value()) {
-    const float value = bad->field == "learning_rate" ? o.learning_rate
-                        : bad->field == "beta1"       ? o.beta1
-                        : bad->field == "beta2"       ? o.beta2
-                                                      : o.epsilon;
     return absl::InvalidArgumentError(absl::StrCat(
-        "adam: ", bad->field, " is ", value, ", ", bad->rule));
+        "adam: ", bad->field, " is ", static_cast<float>(bad->value), ", ",
+        bad->rule));
   }
   return absl::OkStatus();
 }
