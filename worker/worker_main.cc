@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "common/cluster_config.h"
 #include "common/file_io.h"
+#include "common/host_address.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
@@ -182,6 +183,9 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
       batches->examples_per_epoch(), data.train.count(),
       w.batches.batch_size, w.loop.sync ? "sync" : "async");
 
+  // A ps host name that does not resolve is a typo, not a server to wait
+  // for: named with its task.
+  RETURN_IF_ERROR(CheckPsAddressesResolve(config));
   RETURN_IF_ERROR(WaitForServers(w.client.addresses, w.client.security,
                                  absl::Now() + w.loop.start_timeout));
 

@@ -6,6 +6,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_config.h"
+#include "common/host_address.h"
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "ps/server/server_config.h"
@@ -94,6 +95,9 @@ absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
         "task '", task_name, "' is a worker; run worker for it"));
   }
   ASSIGN_OR_RETURN(ServerOptions o, ServerOptionsFromConfig(config, task.index));
+  // A name that does not resolve or a port in use, named with the task
+  // before anything starts.
+  RETURN_IF_ERROR(CheckPsCanListen(config, task.index));
   o.port_file = absl::GetFlag(FLAGS_port_file);
   return o;
 }
