@@ -82,4 +82,50 @@ for mode in SYNC ASYNC; do
   grep -q "| $name | $H1 |" "$TMP/$name-report/report.md" || fail "$name: no link figures in the report"
 done
 
+# A ps killed and started again on its host: it asks ps:0 over RPC which
+# checkpoints it has and restores the newest both have, from its own
+# directory; the workers roll the cluster back to it and finish.
+name=hosts-restart
+cfg=$TMP/$name.pbtxt run=$TMP/runs/$name steps=1000
+host_config "$cfg" "$name" SYNC "$steps"
+mkdir -p "$run/$H0" "$run/$H1" "$run/$H2"
+echo "=== $name: kill ps:1 on $H1"
+hosts_of=("$H0" "$H1" "$H2")
+ps_pids=() w_pids=()
+for i in 0 1; do
+  ip netns exec "${hosts_of[i]}" "$PS_SERVER" --config="$cfg" --task=ps:$i \
+    --run_dir="$run/${hosts_of[i]}" > "$run/${hosts_of[i]}/ps$i.log" 2>&1 &
+  ps_pids+=($!); pids+=($!)
+done
+for j in 0 1 2; do
+  ip netns exec "${hosts_of[j]}" "$WORKER" --config="$cfg" --task=worker:$j \
+    --run_dir="$run/${hosts_of[j]}" > "$run/${hosts_of[j]}/w$j.log" 2>&1 &
+  w_pids+=($!); pids+=($!)
+done
+await_global_step "$run/$H0/worker-0.jsonl" 200 240 "${w_pids[0]}"
+kill -9 "${ps_pids[1]}" 2>/dev/null || fail "$name: ps:1 had exited before the kill"
+wait "${ps_pids[1]}" 2>/dev/null || true
+# own_labels DIR SHARD: the labels with this shard's file, one per line.
+own_labels() { ls "$1"/step-*/"shard-$2-of-2.ckpt" 2>/dev/null | sed 's|.*/step-\([0-9]*\)/.*|\1|' | sort -n; }
+common=$(comm -12 <(own_labels "$TMP/$name/$H0/ckpt" 0 | sort) <(own_labels "$TMP/$name/$H1/ckpt" 1 | sort) | sort -n | tail -1)
+echo "$name: killed ps:1 near step $(last_step "$run/$H0/worker-0.jsonl"); newest checkpoint both have: step-$common"
+[ -n "$common" ] || fail "$name: no checkpoint common to both ps"
+ip netns exec "$H1" "$PS_SERVER" --config="$cfg" --task=ps:1 \
+  --run_dir="$run/$H1" > "$run/$H1/ps1.restart.log" 2>&1 &
+ps_pids[1]=$!; pids+=($!)
+for j in 0 1 2; do
+  wait_exit "${w_pids[j]}" 300 || { cat "$run/${hosts_of[j]}/w$j.log"; fail "$name: worker:$j exited $?"; }
+done
+for i in 0 1; do
+  wait_exit "${ps_pids[i]}" 60 || { cat "$run/${hosts_of[i]}"/ps$i*.log; fail "$name: ps:$i exited $?"; }
+done
+grep -h "agreed\|restored checkpoint" "$run/$H1/ps1.restart.log"
+grep -q "agreed: step-$common" "$run/$H1/ps1.restart.log" || fail "$name: ps:1 did not agree on step-$common"
+grep -q "restored checkpoint step-$common " "$run/$H1/ps1.restart.log" || fail "$name: ps:1 did not restore step-$common"
+step=$(json_field "$run/$H0/summary.json" final_global_step)
+rollbacks=$(json_field "$run/$H0/summary.json" ps_rollbacks)
+echo "$name: final step $step, rollbacks $rollbacks"
+[ "$step" -ge "$steps" ] || fail "$name: final step $step < $steps"
+[ "$rollbacks" = 1 ] || fail "$name: $rollbacks rollbacks, expected 1"
+
 echo "PASS"

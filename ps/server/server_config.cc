@@ -40,6 +40,10 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     o.checkpoint.dir = CheckpointDir(config, index);
     o.checkpoint.every_steps = config.checkpoint().every_steps();
     o.checkpoint.keep = config.checkpoint().keep();
+    o.checkpoint.per_host = PerHostCheckpoints(config);
+  }
+  for (const config::PsTask& p : config.ps()) {
+    o.ps_addresses.push_back(p.address());
   }
   o.security = SecurityFromConfig(config);
   RETURN_IF_ERROR(ValidateServerOptions(o));
