@@ -29,6 +29,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/cluster_flags.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "ps/server/grpc_server.h"
@@ -194,6 +195,17 @@ int main(int argc, char** argv) {
       "Serves one parameter-server shard over gRPC until a Shutdown RPC, "
       "SIGINT or SIGTERM.");
   absl::ParseCommandLine(argc, argv);
+  if (psgd::PrintClusterRequested()) {
+    absl::StatusOr<psgd::ResolvedCluster> cluster =
+        psgd::ps::ResolvedClusterFromFlags();
+    if (!cluster.ok()) {
+      std::fprintf(stderr, "ps_server: %s\n",
+                   std::string(cluster.status().message()).c_str());
+      return 2;
+    }
+    std::fputs(psgd::PrintResolvedCluster(*cluster).c_str(), stdout);
+    return 0;
+  }
   absl::StatusOr<psgd::ps::ServerOptions> options =
       psgd::ps::ServerOptionsFromFlags();
   if (!options.ok()) {
