@@ -229,10 +229,18 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", server.status().ToString());
     return 1;
   }
-  spdlog::info("shard {} of {} of cluster '{}' ({} mode) listening on {}",
+  // Where it listens (the port the OS chose, for port 0) and, from a
+  // config, the address the others dial.
+  const std::string& listen = options->listen_address;
+  const std::string dialled =
+      options->ps_addresses.empty()
+          ? ""
+          : absl::StrCat(" (dialled as ",
+                         options->ps_addresses[options->shard_index], ")");
+  spdlog::info("shard {} of {} of cluster '{}' ({} mode) listening on {}:{}{}",
                options->shard_index, options->num_shards, options->cluster_name,
                std::string(psgd::ps::ModeName(options->mode)),
-               (*server)->address());
+               listen.substr(0, listen.rfind(':')), (*server)->port(), dialled);
   LogRestore(*options, (*server)->shard()->restore_report());
   CheckpointLog checkpoint_log;
   // The rollbacks a restored shard knew of are not news.
