@@ -181,15 +181,15 @@ class Run:
         return rates
 
     def payload_rates(self):
-        """Per task: mean payload bytes/s sent and received (push_bytes and
-        pull_bytes of its step lines over its training time)."""
+        """Per task: mean payload bytes/s sent and received (sent_bytes and
+        received_bytes of its step lines over its training time)."""
         per = collections.defaultdict(lambda: [0, 0, None, None])
         for r in self.steps:
-            if "push_bytes" not in r:
+            if "sent_bytes" not in r:
                 continue
             p = per[r["task"]]
-            p[0] += r["push_bytes"]
-            p[1] += r.get("pull_bytes", 0)
+            p[0] += r["sent_bytes"]
+            p[1] += r.get("received_bytes", 0)
             t = r.get("wall_time_s", 0.0)
             start = t - r.get("step_s", 0.0)
             p[2] = start if p[2] is None else min(p[2], start)

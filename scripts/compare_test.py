@@ -21,7 +21,8 @@ def write_run(root, name, mode):
                        "loss": 2.3 - 0.04 * s, "train_accuracy": 0.1 + 0.01 * s,
                        "images_per_s": 256.0, "batch_size": 128, "step_s": 0.5,
                        "pull_s": 0.05, "compute_s": 0.4, "push_s": 0.03,
-                       "wait_s": 0.02, "staleness": (s + w) % 3 if mode == "async" else 0,
+                       "wait_s": 0.02, "sent_bytes": 250_000, "received_bytes": 500_000,
+                       "staleness": (s + w) % 3 if mode == "async" else 0,
                        "outcome": ("dropped_surplus" if mode == "sync" and w == 1 and s % 4 == 0
                                    else "applied")}
                 f.write(json.dumps(rec) + "\n")
@@ -51,6 +52,8 @@ def main():
     assert "| sync-run | sync | 2 | 40 | 0.7800 | 19.5 |" in report, report
     assert "| async-run | async | 2 | 40 | 0.7800 | 19.5 |" in report, report
     assert "dropped_surplus 10" in report, report
+    # 40 steps of 250 kB sent from -0.5 s (the first step's start) to 19.5 s.
+    assert "| sync-run | worker-0 (payload) | 4.0 | 8.0 | – | – | – |" in report, report
     assert "| 0.500 | 0.050 | 0.400 | 0.030 | 0.020 |" in report, report
 
     # A run gathered from hosts: one folder per host, with link counters.

@@ -224,8 +224,16 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
   spdlog::info("run directory {}", run_dir);
 
   ClusterWorkerCallbacks callbacks;
+  // The payload of each step's pushes and pulls (what crossed the network
+  // for this worker), from the client's counters.
+  ps::GrpcPsClient::PayloadBytes last_payload = client->payload_bytes();
   callbacks.on_step = [&](const StepRecord& r) {
-    return metrics->Write(StepJson(task, r));
+    const ps::GrpcPsClient::PayloadBytes now = client->payload_bytes();
+    JsonObject line = StepJson(task, r);
+    line.Set("sent_bytes", now.sent - last_payload.sent)
+        .Set("received_bytes", now.received - last_payload.received);
+    last_payload = now;
+    return metrics->Write(line);
   };
   callbacks.on_eval = [&](const EvalRecord& e) {
     return metrics->Write(EvalJson(task, e));
