@@ -157,6 +157,22 @@ spec:
     return out
 
 
+def headless(n, role, ns, port):
+    """A headless Service: stable DNS names NAME-ROLE-I.NAME-ROLE."""
+    return f"""---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {n}-{role}
+  namespace: {ns}
+spec:
+  clusterIP: None
+  selector: {{app: {n}, role: {role}}}
+  ports:
+    - {{name: grpc, port: {port}}}
+"""
+
+
 def plain(c, image, ns, port, size):
     n = c["name"]
     ps_hosts = [f"{n}-ps-{i}.{n}-ps.{ns}.svc:{port}" for i in range(c["ps"])]
@@ -170,29 +186,7 @@ def plain(c, image, ns, port, size):
                   + " ".join(TASK_ARGS))
         return json.dumps(script)
 
-    return config_map(c, ns) + f"""---
-apiVersion: v1
-kind: Service
-metadata:
-  name: {n}-ps
-  namespace: {ns}
-spec:
-  clusterIP: None
-  selector: {{app: {n}, role: ps}}
-  ports:
-    - {{name: grpc, port: {port}}}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: {n}-worker
-  namespace: {ns}
-spec:
-  clusterIP: None
-  selector: {{app: {n}, role: worker}}
-  ports:
-    - {{name: grpc, port: {port}}}
----
+    return config_map(c, ns) + f"""{headless(n, "ps", ns, port)}{headless(n, "worker", ns, port)}---
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
