@@ -231,7 +231,10 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
     const ps::GrpcPsClient::PayloadBytes now = client->payload_bytes();
     JsonObject line = StepJson(task, r);
     line.Set("sent_bytes", now.sent - last_payload.sent)
-        .Set("received_bytes", now.received - last_payload.received);
+        .Set("received_bytes", now.received - last_payload.received)
+        // To line steps up with samples taken outside the process (a host's
+        // link counters, scripts/netns_sampler.py).
+        .Set("unix_time", absl::ToUnixMicros(absl::Now()) / 1e6);
     last_payload = now;
     return metrics->Write(line);
   };
