@@ -167,6 +167,9 @@ metadata:
   namespace: {ns}
 spec:
   clusterIP: None
+  # Names resolve before the pods are ready: a worker waits for SERVING
+  # (its health check) rather than failing on a name that is not there yet.
+  publishNotReadyAddresses: true
   selector: {{app: {n}, role: {role}}}
   ports:
     - {{name: grpc, port: {port}}}
