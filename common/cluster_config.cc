@@ -125,6 +125,13 @@ absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
     if (absl::Status s = SplitHostPort(address, &host, &port); !s.ok()) {
       return loc.Error(task, "address", path, s.message());
     }
+    if (host == "0.0.0.0" || host == "::" || host == "*") {
+      return loc.Error(task, "address", path,
+                       absl::StrCat("'", address,
+                                    "' is a wildcard, which no task can dial: "
+                                    "give the host's name or address here "
+                                    "and the wildcard as listen_address"));
+    }
     auto [it, inserted] = seen.emplace(address, task_name);
     if (!inserted) {
       return loc.Error(task, "address", path,
@@ -133,11 +140,40 @@ absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
     }
     return absl::OkStatus();
   };
+  int own_checkpoint_dirs = 0;
   for (int i = 0; i < c.ps_size(); ++i) {
+    const config::PsTask& p = c.ps(i);
     Locator loc = at.Nested(c, "ps", i);
-    RETURN_IF_ERROR(check_address(c.ps(i), c.ps(i).address(),
-                                  absl::StrCat("ps:", i), loc,
+    RETURN_IF_ERROR(check_address(p, p.address(), absl::StrCat("ps:", i), loc,
                                   absl::StrCat("ps[", i, "].address")));
+    if (p.has_listen_address()) {
+      std::string host;
+      int port;
+      if (absl::Status s = SplitHostPort(p.listen_address(), &host, &port);
+          !s.ok()) {
+        return loc.Error(p, "listen_address",
+                         absl::StrCat("ps[", i, "].listen_address"),
+                         s.message());
+      }
+    }
+    if (p.has_checkpoint_dir()) {
+      if (p.checkpoint_dir().empty()) {
+        return loc.Error(p, "checkpoint_dir",
+                         absl::StrCat("ps[", i, "].checkpoint_dir"), "empty");
+      }
+      ++own_checkpoint_dirs;
+    }
+  }
+  if (own_checkpoint_dirs > 0 && own_checkpoint_dirs < c.ps_size()) {
+    for (int i = 0; i < c.ps_size(); ++i) {
+      if (c.ps(i).has_checkpoint_dir()) continue;
+      return at.Nested(c, "ps", i)
+          .Error(c.ps(i), "address", absl::StrCat("ps[", i, "].checkpoint_dir"),
+                 absl::StrCat("missing: ", own_checkpoint_dirs, " of the ",
+                              c.ps_size(),
+                              " ps tasks have their own checkpoint "
+                              "directory; give every ps task one, or none"));
+    }
   }
   for (int i = 0; i < c.worker_size(); ++i) {
     const config::WorkerTask& w = c.worker(i);
@@ -279,12 +315,23 @@ absl::Status ValidateData(const ClusterConfig& c, const Locator& root) {
 }
 
 absl::Status ValidateCheckpoint(const ClusterConfig& c, const Locator& root) {
-  if (!c.has_checkpoint()) return absl::OkStatus();
+  if (!c.has_checkpoint()) {
+    for (int i = 0; i < c.ps_size(); ++i) {
+      if (!c.ps(i).has_checkpoint_dir()) continue;
+      return root.Nested(c, "ps", i)
+          .Error(c.ps(i), "checkpoint_dir",
+                 absl::StrCat("ps[", i, "].checkpoint_dir"),
+                 "set, but the config has no checkpoint { every_steps ... } "
+                 "block that says when to save");
+    }
+    return absl::OkStatus();
+  }
   const config::CheckpointConfig& k = c.checkpoint();
   Locator at = root.Nested(c, "checkpoint");
-  if (k.dir().empty()) {
+  if (k.dir().empty() && !PerHostCheckpoints(c)) {
     return at.Error(k, "dir", "checkpoint.dir",
-                    "missing: the directory the checkpoints go to");
+                    "missing: the directory the checkpoints go to (or give "
+                    "every ps task its own checkpoint_dir)");
   }
   if (k.every_steps() < 0) {
     return at.Error(k, "every_steps", "checkpoint.every_steps",
@@ -374,7 +421,20 @@ absl::Status SplitHostPort(absl::string_view address, std::string* host,
     return absl::InvalidArgumentError(absl::StrCat(
         "'", address, "' has port '", p, "' (expected 1..65535)"));
   }
-  *host = std::string(address.substr(0, colon));
+  absl::string_view h = address.substr(0, colon);
+  if (absl::StrContains(h, ':') &&
+      !(h.size() > 2 && h.front() == '[' && h.back() == ']')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", address, "': an IPv6 address goes in brackets, as '[::1]:2222'"));
+  }
+  if (h.front() == '[' || h.back() == ']') {
+    if (!(h.size() > 2 && h.front() == '[' && h.back() == ']' &&
+          absl::StrContains(h, ':'))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", address, "': only an IPv6 address goes in brackets"));
+    }
+  }
+  *host = std::string(h);
   *port = value;
   return absl::OkStatus();
 }
@@ -418,6 +478,23 @@ LrSchedule LrScheduleFromConfig(const config::TrainingConfig& t) {
   s.decay_steps = ls.decay_steps();
   s.final_factor = ls.final_factor();
   return s;
+}
+
+bool PerHostCheckpoints(const ClusterConfig& config) {
+  for (const config::PsTask& p : config.ps()) {
+    if (p.has_checkpoint_dir()) return true;
+  }
+  return false;
+}
+
+std::string ListenAddress(const config::PsTask& task) {
+  return task.has_listen_address() ? task.listen_address() : task.address();
+}
+
+std::string CheckpointDir(const ClusterConfig& config, int ps_index) {
+  if (!config.has_checkpoint()) return "";
+  const config::PsTask& p = config.ps(ps_index);
+  return p.has_checkpoint_dir() ? p.checkpoint_dir() : config.checkpoint().dir();
 }
 
 SecurityOptions SecurityFromConfig(const ClusterConfig& config) {

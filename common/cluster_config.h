@@ -47,9 +47,22 @@ absl::StatusOr<TaskId> ParseTaskId(absl::string_view text,
                                    const ClusterConfig& config);
 
 // "host:port" into its parts; INVALID_ARGUMENT unless the port is 1..65535
-// and the host is non-empty.
+// and the host is non-empty. An IPv6 host must be in brackets ("[::1]:80";
+// *host keeps them).
 absl::Status SplitHostPort(absl::string_view address, std::string* host,
                            int* port);
+
+// True when the ps tasks have checkpoint directories of their own
+// (PsTask.checkpoint_dir): nothing is shared between them, and a restarted
+// ps agrees with the others over RPC which checkpoint to restore.
+bool PerHostCheckpoints(const ClusterConfig& config);
+
+// Where ps task `task` listens: its listen_address, else its address.
+std::string ListenAddress(const config::PsTask& task);
+
+// The checkpoint directory of ps:`ps_index` of a validated config: its own,
+// else the cluster's; empty without a checkpoint block.
+std::string CheckpointDir(const ClusterConfig& config, int ps_index);
 
 // "gpu:K" -> K, "cpu" -> -1; INVALID_ARGUMENT otherwise.
 absl::StatusOr<int> ParseDevice(absl::string_view device);

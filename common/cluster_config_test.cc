@@ -182,7 +182,7 @@ TEST_CASE("each validation error names file, line and field") {
        "c.pbtxt:9: training.max_seconds: -3 is not in [0, 1e7]"},
       {good + "checkpoint { every_steps: 10 }\n",
        "c.pbtxt:16: checkpoint.dir: missing: the directory the checkpoints go "
-       "to"},
+       "to (or give every ps task its own checkpoint_dir)"},
       {good + "checkpoint {\n dir: \"c\"\n every_steps: -1 }\n",
        "c.pbtxt:18: checkpoint.every_steps: -1 is negative (0: not by steps)"},
       {good + "checkpoint { dir: \"c\" every_seconds: -1 }\n",
@@ -302,6 +302,63 @@ TEST_CASE("security: each error names file, line and field") {
     INFO(c.security);
     CHECK(ErrorOf(good + c.security) == c.expected);
   }
+}
+
+TEST_CASE("hosts: names, IPv6, listen addresses, own checkpoint dirs") {
+  std::string multi = Replace(
+      Replace(kGood, "ps { address: \"127.0.0.1:5000\" }",
+              "ps { address: \"h0:2222\" listen_address: \"0.0.0.0:2222\" "
+              "checkpoint_dir: \"/var/ckpt\" }"),
+      "ps { address: \"127.0.0.1:5001\" }",
+      "ps { address: \"[fd00::1]:2222\" listen_address: \"[::]:2222\" "
+      "checkpoint_dir: \"/var/ckpt\" }");
+  multi += "checkpoint { every_steps: 10 }\n";
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(multi, "c.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(ListenAddress(c->ps(0)) == "0.0.0.0:2222");
+  CHECK(ListenAddress(c->ps(1)) == "[::]:2222");
+  CHECK(PerHostCheckpoints(*c));
+  CHECK(CheckpointDir(*c, 1) == "/var/ckpt");
+  // Without listen_address a task listens where it is dialled.
+  absl::StatusOr<ClusterConfig> good = ParseClusterConfig(kGood, "c.pbtxt");
+  REQUIRE(good.ok());
+  CHECK(ListenAddress(good->ps(1)) == "127.0.0.1:5001");
+  CHECK_FALSE(PerHostCheckpoints(*good));
+
+  const struct {
+    std::string from, to, error;
+  } cases[] = {
+      {"127.0.0.1:5000", "0.0.0.0:5000",
+       "c.pbtxt:3: ps[0].address: '0.0.0.0:5000' is a wildcard, which no task "
+       "can dial"},
+      {"127.0.0.1:5000", "fd00::1:5000",
+       "c.pbtxt:3: ps[0].address: 'fd00::1:5000': an IPv6 address goes in "
+       "brackets"},
+      {"127.0.0.1:5000", "[h0]:5000",
+       "c.pbtxt:3: ps[0].address: '[h0]:5000': only an IPv6 address goes in "
+       "brackets"},
+      {"127.0.0.1:5000\"", "h0:1\" listen_address: \"0.0.0.0\"",
+       "c.pbtxt:3: ps[0].listen_address: '0.0.0.0' is not host:port"},
+  };
+  for (const auto& t : cases) {
+    CAPTURE(t.to);
+    CHECK_THAT(ErrorOf(Replace(kGood, t.from, t.to)),
+               Catch::StartsWith(t.error));
+  }
+  std::string no_block = multi.substr(0, multi.find("checkpoint {"));
+  CHECK_THAT(ErrorOf(no_block),
+             Catch::StartsWith("c.pbtxt:3: ps[0].checkpoint_dir: set, but the "
+                               "config has no checkpoint"));
+  // Every ps task or none has its own directory.
+  std::string half =
+      Replace(kGood, "127.0.0.1:5000\"", "h0:1\" checkpoint_dir: \"/c\"") +
+      "checkpoint { every_steps: 5 }\n";
+  CHECK_THAT(ErrorOf(half),
+             Catch::StartsWith("c.pbtxt:4: ps[1].checkpoint_dir: missing: 1 "
+                               "of the 2 ps tasks have their own"));
+  // The cluster's directory may be left out when every task has its own.
+  CHECK_THAT(ErrorOf(kGood + std::string("checkpoint { every_steps: 5 }\n")),
+             Catch::Contains("checkpoint.dir: missing"));
 }
 
 TEST_CASE("a missing file is NOT_FOUND") {

@@ -29,6 +29,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/cluster_flags.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -195,6 +196,17 @@ int main(int argc, char** argv) {
       "Serves one parameter-server shard over gRPC until a Shutdown RPC, "
       "SIGINT or SIGTERM.");
   absl::ParseCommandLine(argc, argv);
+  if (psgd::PrintClusterRequested()) {
+    absl::StatusOr<psgd::ResolvedCluster> cluster =
+        psgd::ps::ResolvedClusterFromFlags();
+    if (!cluster.ok()) {
+      std::fprintf(stderr, "ps_server: %s\n",
+                   std::string(cluster.status().message()).c_str());
+      return 2;
+    }
+    std::fputs(psgd::PrintResolvedCluster(*cluster).c_str(), stdout);
+    return 0;
+  }
   absl::StatusOr<psgd::ps::ServerOptions> options =
       psgd::ps::ServerOptionsFromFlags();
   if (!options.ok()) {
@@ -218,10 +230,18 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", server.status().ToString());
     return 1;
   }
-  spdlog::info("shard {} of {} of cluster '{}' ({} mode) listening on {}",
+  // Where it listens (the port the OS chose, for port 0) and, from a
+  // config, the address the others dial.
+  const std::string& listen = options->listen_address;
+  const std::string dialled =
+      options->ps_addresses.empty()
+          ? ""
+          : absl::StrCat(" (dialled as ",
+                         options->ps_addresses[options->shard_index], ")");
+  spdlog::info("shard {} of {} of cluster '{}' ({} mode) listening on {}:{}{}",
                options->shard_index, options->num_shards, options->cluster_name,
                std::string(psgd::ps::ModeName(options->mode)),
-               (*server)->address());
+               listen.substr(0, listen.rfind(':')), (*server)->port(), dialled);
   spdlog::info("{} learning rate {} ({})",
                std::string(psgd::ps::OptimizerKindName(options->optimizer.kind)),
                options->optimizer.learning_rate,

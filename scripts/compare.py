@@ -12,6 +12,11 @@ Each RUN_DIR is what a cluster (scripts/launch.sh) or train_local wrote:
       {"kind": "eval", "step", "wall_time_s", "test_accuracy"}
   ps-I.jsonl                       server lines ({"kind": "server", ...})
   summary.json                     the run's summary (the chief's)
+  net-HOST.jsonl                   a host's link counters (launch.sh --netns)
+A run gathered from several hosts may keep each host's or task's files in a
+folder of its own (RUN_DIR/h0/, RUN_DIR/h1/, ...; scripts/collect_run.sh
+gathers them): the files of RUN_DIR and of its sub-folders are read as one
+run, and a file name found in two folders is an error.
 
 Plots (PNG, in --out, default the first run's parent directory / compare-TIME):
   loss.png        loss per step and loss per wall-clock second (two panels)
@@ -52,6 +57,7 @@ class Run:
         self.steps = []    # step lines of every worker, by wall time
         self.evals = []    # eval lines, by wall time
         self.servers = []  # server lines
+        self.net = collections.defaultdict(list)  # host -> net lines
         self.summary = {}
         self.mode = "local"
         self._load()
@@ -59,12 +65,25 @@ class Run:
     def _load(self):
         if not os.path.isdir(self.path):
             raise RunError(f"{self.path}: not a directory")
-        files = sorted(f for f in os.listdir(self.path) if f.endswith(".jsonl"))
+        found = {}  # file name -> folder
+        folders = [self.path] + sorted(
+            os.path.join(self.path, d) for d in os.listdir(self.path)
+            if os.path.isdir(os.path.join(self.path, d)))
+        for folder in folders:
+            for f in sorted(os.listdir(folder)):
+                if not (f.endswith(".jsonl") or f in ("summary.json", "config.pbtxt")):
+                    continue
+                if f in found:
+                    raise RunError(f"{self.path}: {f} is in both {found[f]} and "
+                                   f"{folder}: one task's files per folder")
+                found[f] = folder
+        files = sorted(f for f in found if f.endswith(".jsonl"))
+        self.files = found
         if not files:
             raise RunError(f"{self.path}: no .jsonl metrics files")
         for f in files:
             task = f[:-len(".jsonl")]
-            with open(os.path.join(self.path, f)) as fh:
+            with open(os.path.join(found[f], f)) as fh:
                 for lineno, line in enumerate(fh, 1):
                     line = line.strip()
                     if not line:
@@ -84,18 +103,20 @@ class Run:
                         self.evals.append(rec)
                     elif kind == "server":
                         self.servers.append(rec)
+                    elif kind == "net":
+                        self.net[rec["host"]].append(rec)
         if not self.steps:
             raise RunError(f"{self.path}: no training-step lines in {', '.join(files)}")
         self.steps.sort(key=lambda r: r.get("wall_time_s", 0.0))
         self.evals.sort(key=lambda r: r.get("wall_time_s", 0.0))
-        summary = os.path.join(self.path, "summary.json")
+        summary = os.path.join(found.get("summary.json", self.path), "summary.json")
         if os.path.exists(summary):
             with open(summary) as fh:
                 self.summary = json.load(fh)
         self.mode = self.summary.get("mode") or self._mode_from_config()
 
     def _mode_from_config(self):
-        cfg = os.path.join(self.path, "config.pbtxt")
+        cfg = os.path.join(self.files.get("config.pbtxt", self.path), "config.pbtxt")
         if os.path.exists(cfg):
             with open(cfg) as fh:
                 for line in fh:
@@ -138,6 +159,43 @@ class Run:
         if not per_worker:
             return None
         return sum(sum(v) / len(v) for v in per_worker.values())
+
+    def link_rates(self):
+        """Per host: (mean sent B/s, mean received B/s, peak sent+received
+        over 1 s... of the samples, cap in bit/s) over the run."""
+        rates = {}
+        for host, recs in sorted(self.net.items()):
+            recs = sorted(recs, key=lambda r: r["unix_time"])
+            if len(recs) < 2:
+                continue
+            dt = recs[-1]["unix_time"] - recs[0]["unix_time"]
+            tx = (recs[-1]["tx_bytes"] - recs[0]["tx_bytes"]) / dt
+            rx = (recs[-1]["rx_bytes"] - recs[0]["rx_bytes"]) / dt
+            peak = 0.0
+            for a, b in zip(recs, recs[1:]):
+                d = b["unix_time"] - a["unix_time"]
+                if d > 0:
+                    peak = max(peak, max(b["tx_bytes"] - a["tx_bytes"],
+                                         b["rx_bytes"] - a["rx_bytes"]) / d)
+            rates[host] = (tx, rx, peak, recs[-1].get("cap_bits_per_s", 0))
+        return rates
+
+    def payload_rates(self):
+        """Per task: mean payload bytes/s sent and received (sent_bytes and
+        received_bytes of its step lines over its training time)."""
+        per = collections.defaultdict(lambda: [0, 0, None, None])
+        for r in self.steps:
+            if "sent_bytes" not in r:
+                continue
+            p = per[r["task"]]
+            p[0] += r["sent_bytes"]
+            p[1] += r.get("received_bytes", 0)
+            t = r.get("wall_time_s", 0.0)
+            start = t - r.get("step_s", 0.0)
+            p[2] = start if p[2] is None else min(p[2], start)
+            p[3] = t if p[3] is None else max(p[3], t)
+        return {task: (p[0] / (p[3] - p[2]), p[1] / (p[3] - p[2]))
+                for task, p in sorted(per.items()) if p[3] and p[3] > p[2]}
 
     def outcomes(self):
         return collections.Counter(r.get("outcome", "applied") for r in self.steps)
@@ -316,6 +374,28 @@ def report(runs, out, target, plots):
             lines.append(f"  staleness of applied gradients: mean {sum(s) / len(s):.2f}, "
                          f"max {max(s)}")
     lines.append("")
+    net_lines = []
+    for r in runs:
+        for host, (tx, rx, peak, cap) in r.link_rates().items():
+            capped = f"{cap / 1e6:.0f} Mbit/s" if cap else "none"
+            share = f"{8 * max(tx, rx) / cap:.0%}" if cap else "–"
+            net_lines.append(f"| {r.name} | {host} | {8 * tx / 1e6:.1f} | "
+                             f"{8 * rx / 1e6:.1f} | {8 * peak / 1e6:.1f} | "
+                             f"{capped} | {share} |")
+        for task, (sent, received) in r.payload_rates().items():
+            net_lines.append(f"| {r.name} | {task} (payload) | "
+                             f"{8 * sent / 1e6:.1f} | {8 * received / 1e6:.1f} "
+                             f"| – | – | – |")
+    if net_lines:
+        lines.append("Network, Mbit/s: each host's link (its interface's "
+                     "counters, payload and protocol) and each task's payload, "
+                     "mean over the run; peak over 1 s; share: the busier "
+                     "direction's mean over the cap.")
+        lines.append("")
+        lines.append("| run | host or task | sent | received | peak | cap | share |")
+        lines.append("|" + " --- |" * 7)
+        lines.extend(net_lines)
+        lines.append("")
     for p in plots:
         lines.append(f"![{p}]({p})")
     lines.append("")

@@ -1,6 +1,7 @@
 """Checks scripts/compare.py on two fabricated runs (sync and async)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,8 @@ def write_run(root, name, mode):
                        "loss": 2.3 - 0.04 * s, "train_accuracy": 0.1 + 0.01 * s,
                        "images_per_s": 256.0, "batch_size": 128, "step_s": 0.5,
                        "pull_s": 0.05, "compute_s": 0.4, "push_s": 0.03,
-                       "wait_s": 0.02, "staleness": (s + w) % 3 if mode == "async" else 0,
+                       "wait_s": 0.02, "sent_bytes": 250_000, "received_bytes": 500_000,
+                       "staleness": (s + w) % 3 if mode == "async" else 0,
                        "outcome": ("dropped_surplus" if mode == "sync" and w == 1 and s % 4 == 0
                                    else "applied")}
                 f.write(json.dumps(rec) + "\n")
@@ -50,7 +52,34 @@ def main():
     assert "| sync-run | sync | 2 | 40 | 0.7800 | 19.5 |" in report, report
     assert "| async-run | async | 2 | 40 | 0.7800 | 19.5 |" in report, report
     assert "dropped_surplus 10" in report, report
+    # 40 steps of 250 kB sent from -0.5 s (the first step's start) to 19.5 s.
+    assert "| sync-run | worker-0 (payload) | 4.0 | 8.0 | – | – | – |" in report, report
     assert "| 0.500 | 0.050 | 0.400 | 0.030 | 0.020 |" in report, report
+
+    # A run gathered from hosts: one folder per host, with link counters.
+    hosts = os.path.join(root, "hosts-run")
+    shutil.copytree(a, os.path.join(hosts, "h0"))
+    os.makedirs(os.path.join(hosts, "h1"))
+    os.rename(os.path.join(hosts, "h0", "worker-1.jsonl"),
+              os.path.join(hosts, "h1", "worker-1.jsonl"))
+    for h, cap in (("h0", 0), ("h1", 100_000_000)):
+        with open(os.path.join(hosts, h, f"net-{h}.jsonl"), "w") as f:
+            for t in range(11):  # 1 MB/s sent, 0.5 MB/s received
+                f.write(json.dumps({"kind": "net", "host": h, "unix_time": 100.0 + t,
+                                    "tx_bytes": 1_000_000 * t, "rx_bytes": 500_000 * t,
+                                    "cap_bits_per_s": cap}) + "\n")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), hosts,
+                        "--out", out], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    report = open(os.path.join(out, "report.md")).read()
+    assert "| hosts-run | sync | 2 | 40 | 0.7800 |" in report, report
+    assert "| hosts-run | h0 | 8.0 | 4.0 | 8.0 | none | – |" in report, report
+    assert "| hosts-run | h1 | 8.0 | 4.0 | 8.0 | 100 Mbit/s | 8% |" in report, report
+    # The same task's file in two folders is refused by name.
+    shutil.copy(os.path.join(hosts, "h1", "worker-1.jsonl"), os.path.join(hosts, "h0"))
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), hosts],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "worker-1.jsonl is in both" in r.stderr, r.stderr
 
     # Bad input: a directory without metrics is refused by name.
     empty = os.path.join(root, "empty")

@@ -3,14 +3,20 @@
 # with a task prefix, and stops them all on Ctrl-C or as soon as one fails.
 # Exits 0 when every task exited 0, non-zero otherwise.
 #
-#   scripts/launch.sh [--no-build] [--bin_dir=DIR] [--run_dir=DIR] CONFIG
-#                     [-- FLAGS...]
+#   scripts/launch.sh [--no-build] [--bin_dir=DIR] [--run_dir=DIR] [--netns]
+#                     CONFIG [-- FLAGS...]
 #
 # --no-build     use the binaries already in bazel-bin (built with -c opt)
 # --bin_dir=DIR  take ps/ps_server, worker/worker and configs/cluster_tasks
 #                from DIR instead of bazel-bin (implies --no-build)
 # --run_dir=DIR  where the run is written (default RUN_ROOT/NAME-TIMESTAMP
 #                from the config)
+# --netns        run each task inside the network namespace its host names
+#                (the host of its address; scripts/netns_hosts.sh makes
+#                them). Each host gets its own folder of the run directory
+#                (RUN/HOST/: nothing shared between hosts; compare.py reads
+#                such a run), and RUN/HOST/net-HOST.jsonl samples the bytes
+#                its link carried every second (scripts/netns_sampler.py).
 # FLAGS          passed to every ps_server and worker (e.g. --log_level=debug)
 #
 # The tasks run in the repository root: relative paths inside the config
@@ -20,6 +26,7 @@ here=$(pwd)
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
 
 build=1
+netns=0
 bin=bazel-bin
 run_dir=""
 config=""
@@ -29,8 +36,9 @@ while [ $# -gt 0 ]; do
     --no-build) build=0 ;;
     --bin_dir=*) bin=$(abs "${1#--bin_dir=}"); build=0 ;;
     --run_dir=*) run_dir=$(abs "${1#--run_dir=}") ;;
+    --netns) netns=1 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "launch.sh: unknown option '$1'" >&2; exit 2 ;;
     *) if [ -n "$config" ]; then echo "launch.sh: one config only ('$config', '$1')" >&2; exit 2; fi
        config=$(abs "$1") ;;
@@ -67,6 +75,27 @@ fi
 mkdir -p "$run_dir" || exit 1
 echo "launch.sh: run directory $run_dir"
 
+# --netns: each task's host (its address without the port) must be a
+# namespace.
+declare -A host_of=()   # task -> namespace
+hosts=()
+if [ "$netns" = 1 ]; then
+  PATH=$PATH:/usr/sbin:/sbin
+  namespaces=" $(ip netns list 2>/dev/null | awk '{print $1}' | tr '\n' ' ') "
+  while read -r task address; do
+    host=${address%:*}; host=${host#[}; host=${host%]}
+    if [[ $namespaces != *" $host "* ]]; then
+      echo "launch.sh: --netns: $task's host '$host' (address '$address') is not a network namespace here (make them with scripts/netns_hosts.sh up N)" >&2
+      exit 2
+    fi
+    host_of[$task]=$host
+    [[ " ${hosts[*]-} " == *" $host "* ]] || hosts+=("$host")
+  done < <("$bin/configs/cluster_tasks" --config="$config" --addresses)
+  python3 "$(pwd)/scripts/netns_sampler.py" --run_dir="$run_dir" \
+    --hosts="$(IFS=,; echo "${hosts[*]}")" --parent=$$ &
+  sampler=$!
+fi
+
 declare -A task_of=()   # pid -> task
 declare -A alive=()     # pid -> 1 while running
 pids=()
@@ -84,7 +113,13 @@ start_task() {
     ps:*) binary="$bin/ps/ps_server" ;;
     worker:*) binary="$bin/worker/worker" ;;
   esac
-  "$binary" --config="$config" --task="$task" --run_dir="$run_dir" \
+  local in=() dir=$run_dir
+  if [ "$netns" = 1 ]; then
+    in=(ip netns exec "${host_of[$task]}")
+    dir=$run_dir/${host_of[$task]}
+    mkdir -p "$dir"
+  fi
+  ${in[@]+"${in[@]}"} "$binary" --config="$config" --task="$task" --run_dir="$dir" \
     "${extra[@]+"${extra[@]}"}" \
     > >(sed -u "s/^/$(printf '%-9s|' "$task") /") 2>&1 &
   pids+=($!)
@@ -128,6 +163,7 @@ while [ "$remaining" -gt 0 ]; do
     echo "launch.sh: $task exited 0" >&2
   fi
 done
+[ -n "${sampler:-}" ] && kill "$sampler" 2>/dev/null
 wait 2>/dev/null
 
 if [ "$interrupted" = 1 ]; then

@@ -18,7 +18,8 @@ PACKAGES=(
   clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
   libssl-dev openssl       # the cluster token's SHA-256; test certificates
   python3 python3-numpy python3-matplotlib  # scripts/compare.py
-  procps iproute2          # scripts/launch.sh, tests
+  procps iproute2          # scripts/launch.sh, tests; ip netns and tc (netns_hosts.sh)
+  slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/slurm/)
 )
 BENCH_PACKAGES=(python3-torch)
 

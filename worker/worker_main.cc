@@ -22,8 +22,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cluster_config.h"
+#include "common/cluster_env.h"
+#include "common/cluster_flags.h"
 #include "common/file_io.h"
 #include "common/flags_usage.h"
+#include "common/host_address.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
@@ -40,7 +43,6 @@
 #include "worker/paths.h"
 
 ABSL_FLAG(std::string, config, "", "Cluster config file (text format).");
-ABSL_FLAG(std::string, task, "", "This task: worker:J.");
 ABSL_FLAG(std::string, run_dir, "",
           "Run directory shared by every task (scripts/launch.sh passes one); "
           "default: the chief's RUN_ROOT/NAME-TIMESTAMP.");
@@ -183,6 +185,9 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
       batches->examples_per_epoch(), data.train.count(),
       w.batches.batch_size, w.loop.sync ? "sync" : "async");
 
+  // A ps host name that does not resolve is a typo, not a server to wait
+  // for: named with its task.
+  RETURN_IF_ERROR(CheckPsAddressesResolve(config));
   RETURN_IF_ERROR(WaitForServers(w.client.addresses, w.client.security,
                                  absl::Now() + w.loop.start_timeout));
 
@@ -220,8 +225,19 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
   spdlog::info("run directory {}", run_dir);
 
   ClusterWorkerCallbacks callbacks;
+  // The payload of each step's pushes and pulls (what crossed the network
+  // for this worker), from the client's counters.
+  ps::GrpcPsClient::PayloadBytes last_payload = client->payload_bytes();
   callbacks.on_step = [&](const StepRecord& r) {
-    return metrics->Write(StepJson(task, r));
+    const ps::GrpcPsClient::PayloadBytes now = client->payload_bytes();
+    JsonObject line = StepJson(task, r);
+    line.Set("sent_bytes", now.sent - last_payload.sent)
+        .Set("received_bytes", now.received - last_payload.received)
+        // To line steps up with samples taken outside the process (a host's
+        // link counters, scripts/netns_sampler.py).
+        .Set("unix_time", absl::ToUnixMicros(absl::Now()) / 1e6);
+    last_payload = now;
+    return metrics->Write(line);
   };
   callbacks.on_eval = [&](const EvalRecord& e) {
     return metrics->Write(EvalJson(task, e));
@@ -250,29 +266,34 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string config_path =
       psgd::ResolveUserPath(absl::GetFlag(FLAGS_config));
-  if (config_path.empty() || absl::GetFlag(FLAGS_task).empty()) {
-    std::fprintf(stderr, "worker: --config and --task are required\n");
+  if (config_path.empty() || (absl::GetFlag(FLAGS_task).empty() &&
+                              absl::GetFlag(FLAGS_cluster_from).empty())) {
+    std::fprintf(stderr,
+                 "worker: --config and --task (or --cluster_from) are "
+                 "required\n");
     return 2;
   }
-  absl::StatusOr<psgd::ClusterConfig> config =
+  absl::StatusOr<psgd::ClusterConfig> loaded =
       psgd::LoadClusterConfig(config_path);
-  if (!config.ok()) {
+  absl::StatusOr<psgd::ResolvedCluster> cluster =
+      loaded.ok() ? psgd::ClusterFromFlags(*loaded)
+                  : absl::StatusOr<psgd::ResolvedCluster>(loaded.status());
+  if (cluster.ok() && cluster->task.kind != psgd::TaskId::Kind::kWorker) {
+    cluster = absl::InvalidArgumentError(absl::StrCat(
+        "task '", cluster->task.ToString(), "' (from ", cluster->source,
+        ") is a parameter server; run ps_server for it"));
+  }
+  if (!cluster.ok()) {
     std::fprintf(stderr, "worker: %s\n",
-                 std::string(config.status().message()).c_str());
+                 std::string(cluster.status().message()).c_str());
     return 2;
   }
-  absl::StatusOr<psgd::TaskId> task =
-      psgd::ParseTaskId(absl::GetFlag(FLAGS_task), *config);
-  if (task.ok() && task->kind != psgd::TaskId::Kind::kWorker) {
-    task = absl::InvalidArgumentError(
-        absl::StrCat("task '", absl::GetFlag(FLAGS_task),
-                     "' is a parameter server; run ps_server for it"));
+  if (psgd::PrintClusterRequested()) {
+    std::fputs(psgd::PrintResolvedCluster(*cluster).c_str(), stdout);
+    return 0;
   }
-  if (!task.ok()) {
-    std::fprintf(stderr, "worker: %s\n",
-                 std::string(task.status().message()).c_str());
-    return 2;
-  }
+  const psgd::ClusterConfig* config = &cluster->config;
+  const psgd::TaskId* task = &cluster->task;
   if (absl::Status s = psgd::InitLoggingFromFlags(task->ToString()); !s.ok()) {
     std::fprintf(stderr, "worker: %s\n", std::string(s.message()).c_str());
     return 2;

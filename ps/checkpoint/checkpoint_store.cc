@@ -88,6 +88,25 @@ std::vector<int64_t> CheckpointStore::LabelsLocked() const {
 absl::StatusOr<ShardCheckpoint> CheckpointStore::VerifyLocked(
     int64_t label) const {
   const std::string dir = StepDir(label);
+  if (options_.per_host) {
+    const std::string path =
+        absl::StrCat(dir, "/", ShardFileName(options_.shard_index));
+    absl::StatusOr<std::string> file = ReadFileToString(path);
+    if (absl::IsNotFound(file.status())) {
+      return absl::DataLossError(absl::StrCat(path, " is missing"));
+    }
+    RETURN_IF_ERROR(file.status());
+    ASSIGN_OR_RETURN(ShardCheckpoint c, DecodeShardCheckpoint(*file, path));
+    if (c.cluster != options_.cluster ||
+        c.shard_index != options_.shard_index ||
+        c.num_shards != options_.num_shards || c.label != label) {
+      return absl::DataLossError(absl::StrCat(
+          path, " holds shard ", c.shard_index, " of ", c.num_shards,
+          " of cluster '", c.cluster, "', label ", c.label,
+          ", which is not this shard's file of that label"));
+    }
+    return c;
+  }
   const std::string manifest_path = absl::StrCat(dir, "/", kManifest);
   absl::StatusOr<std::string> bytes = ReadFileToString(manifest_path);
   if (absl::IsNotFound(bytes.status())) {
@@ -153,6 +172,17 @@ absl::StatusOr<ShardCheckpoint> CheckpointStore::ReadNewestComplete(
       " refused)"));
 }
 
+std::vector<CompleteCheckpointInfo> CheckpointStore::ListComplete() {
+  MutexLock lock(&mu_);
+  std::vector<CompleteCheckpointInfo> out;
+  std::vector<int64_t> labels = LabelsLocked();
+  for (auto it = labels.rbegin(); it != labels.rend(); ++it) {
+    absl::StatusOr<ShardCheckpoint> c = VerifyLocked(*it);
+    if (c.ok()) out.push_back({c->label, c->generation, c->step});
+  }
+  return out;
+}
+
 absl::StatusOr<ShardCheckpoint> CheckpointStore::Read(int64_t label) {
   MutexLock lock(&mu_);
   std::error_code ec;
@@ -179,7 +209,9 @@ absl::Status CheckpointStore::Write(const ShardCheckpoint& c) {
   RETURN_IF_ERROR(MakeDirectories(dir));
   RETURN_IF_ERROR(WriteFileAtomically(
       absl::StrCat(dir, "/", ShardFileName(options_.shard_index)), bytes));
-  RETURN_IF_ERROR(MaybeWriteManifestLocked(c.label, c.generation));
+  if (!options_.per_host) {
+    RETURN_IF_ERROR(MaybeWriteManifestLocked(c.label, c.generation));
+  }
   return PruneLocked();
 }
 
@@ -232,8 +264,12 @@ absl::Status CheckpointStore::PruneLocked() {
   std::vector<int64_t> labels = LabelsLocked();
   std::vector<int64_t> complete;
   std::error_code ec;
+  // Per host, this shard's file stands for the manifest (the agreement on
+  // restart needs the newest `keep` that each shard has).
+  const std::string marker =
+      options_.per_host ? ShardFileName(options_.shard_index) : kManifest;
   for (int64_t label : labels) {
-    if (fs::exists(absl::StrCat(StepDir(label), "/", kManifest), ec)) {
+    if (fs::exists(absl::StrCat(StepDir(label), "/", marker), ec)) {
       complete.push_back(label);
     }
   }

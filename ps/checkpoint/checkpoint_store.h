@@ -17,6 +17,13 @@
 // written by whichever shard completes the set (identical bytes if two do)
 // and deleted by any.
 //
+// Per host (options.per_host: each shard has a directory of its own, which
+// no other shard sees): DIR/step-<label>/shard-<i>-of-<n>.ckpt only, no
+// MANIFEST. A checkpoint is complete *here* when this shard's file decodes
+// (its framing checksum) and names this cluster, shard and label;
+// whether every shard has it is agreed over RPC
+// (ps/checkpoint/agreement.h), so ReadNewestComplete is not used then.
+//
 // Thread-safety: thread-safe; one mutex orders this object's file
 // operations (the writer thread's saves and a rollback's read).
 #ifndef PSGD_PS_CHECKPOINT_CHECKPOINT_STORE_H_
@@ -41,6 +48,19 @@ struct CheckpointStoreOptions {
   int num_shards = 1;
   // Complete checkpoints kept (>= 1).
   int keep = 3;
+  // The directory is this shard's own (see above).
+  bool per_host = false;
+};
+
+// A checkpoint complete in one shard's directory.
+struct CompleteCheckpointInfo {
+  int64_t label = 0;
+  int64_t generation = 1;
+  int64_t step = 0;
+
+  bool operator==(const CompleteCheckpointInfo& o) const {
+    return label == o.label && generation == o.generation && step == o.step;
+  }
 };
 
 class CheckpointStore {
@@ -82,6 +102,10 @@ class CheckpointStore {
   // their manifests: after a rollback to `label` they belong to an abandoned
   // history. INTERNAL naming the path on failure.
   absl::Status DeleteNewerThan(int64_t label);
+
+  // The checkpoints complete here, newest first: complete for every shard
+  // (shared directory) or this shard's file (per host).
+  std::vector<CompleteCheckpointInfo> ListComplete();
 
   // Labels that have a step directory, ascending.
   std::vector<int64_t> Labels() const;

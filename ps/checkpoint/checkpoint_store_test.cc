@@ -131,6 +131,42 @@ TEST_CASE("old checkpoints are pruned and a rollback deletes later ones") {
   CHECK(b->Read(30).ok());
 }
 
+TEST_CASE("per host: a shard's own file is its complete checkpoint") {
+  // Two directories, as on two hosts: neither sees the other's files.
+  const std::string d0 = FreshDir("host0"), d1 = FreshDir("host1");
+  auto open = [](const std::string& dir, int shard) {
+    CheckpointStoreOptions o{dir, "c", shard, 2, /*keep=*/2};
+    o.per_host = true;
+    auto store = CheckpointStore::Open(o);
+    REQUIRE(store.ok());
+    return *std::move(store);
+  };
+  auto a = open(d0, 0), b = open(d1, 1);
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 10, 10)).ok());
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 20, 20, /*generation=*/2)).ok());
+  REQUIRE(b->Write(SmallCheckpoint(1, 2, 10, 10)).ok());
+  CHECK_FALSE(Exists(d0 + "/step-10/MANIFEST"));
+  CHECK(a->ListComplete() ==
+        std::vector<CompleteCheckpointInfo>{{20, 2, 20}, {10, 1, 10}});
+  CHECK(b->ListComplete() == std::vector<CompleteCheckpointInfo>{{10, 1, 10}});
+  absl::StatusOr<ShardCheckpoint> own = b->Read(10);
+  REQUIRE(own.ok());
+  CHECK(own->shard_index == 1);
+  // A corrupt file is not complete, by name.
+  {
+    std::fstream f(d0 + "/step-20/shard-0-of-2.ckpt",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  CHECK(a->ListComplete() == std::vector<CompleteCheckpointInfo>{{10, 1, 10}});
+  CHECK(a->Read(20).status().code() == absl::StatusCode::kDataLoss);
+  // Pruning keeps this shard's newest `keep` files.
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 30, 30, 2)).ok());
+  CHECK_FALSE(Exists(d0 + "/step-10"));
+  CHECK(Exists(d0 + "/step-20/shard-0-of-2.ckpt"));
+}
+
 TEST_CASE("the writer saves in order on its thread and counts failures") {
   const std::string dir = FreshDir("writer");
   CheckpointWriter a(Open(dir, 0)), b(Open(dir, 1));

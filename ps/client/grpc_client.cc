@@ -201,6 +201,8 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   // Each slice's bytes go straight from gRPC's buffers into `out`.
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
   for (int i = 0; i < num_shards(); ++i) {
+    sent_bytes_ += static_cast<int64_t>(shards_[i]->request.Length());
+    received_bytes_ += static_cast<int64_t>(shards_[i]->response.Length());
     ShardAssembler assembler(placement_, i, model);
     int64_t wait_micros = 0;
     int64_t generation = 0;
@@ -257,6 +259,11 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
         s.raw->UnaryCall(ctx, kPushMethod, {}, &s.request, &s.response,
                          std::move(done));
       });
+  for (int i = 0; i < num_shards(); ++i) {
+    if (version.steps[i] == kNoPush) continue;
+    sent_bytes_ += static_cast<int64_t>(shards_[i]->request.Length());
+    received_bytes_ += static_cast<int64_t>(shards_[i]->response.Length());
+  }
   for (auto& shard : shards_) shard->request.Clear();
   if (!released->WaitForNotificationWithDeadline(absl::Now() +
                                                  absl::Seconds(30))) {

@@ -9,6 +9,7 @@
 #define PSGD_PS_CLIENT_GRPC_CLIENT_H_
 
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,18 @@ class GrpcPsClient final : public PsClient {
   absl::Status Rollback(int64_t label, int64_t generation) override;
   absl::Status RequestCheckpoint(int64_t label, bool now) override;
 
+  // The serialized bytes of the pushes and pulls so far: what this worker
+  // sent (push requests, pull requests) and received (pull and push
+  // responses), payload without gRPC's framing. Thread-safe.
+  struct PayloadBytes {
+    int64_t sent = 0;
+    int64_t received = 0;
+  };
+  PayloadBytes payload_bytes() const {
+    return {sent_bytes_.load(std::memory_order_relaxed),
+            received_bytes_.load(std::memory_order_relaxed)};
+  }
+
  private:
   struct Shard;
   template <typename Request, typename Response>
@@ -121,6 +134,8 @@ class GrpcPsClient final : public PsClient {
   const GrpcClientOptions options_;
   const Placement placement_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<int64_t> sent_bytes_{0};
+  std::atomic<int64_t> received_bytes_{0};
 };
 
 }  // namespace ps

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_security.h"
 #include "common/status_macros.h"
+#include "ps/server/checkpoint_agreement.h"
 
 namespace psgd {
 namespace ps {
@@ -51,6 +52,9 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT on Linux by default, so that a second server on
+  // a port in use would start and share the connections: refuse instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen_address, credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
@@ -59,6 +63,22 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen_address));
+  }
+  if (s->shard_->agreeing()) {
+    // Per-host checkpoints: serving (ListCheckpoints for the other shards)
+    // but not SERVING to health checks until the checkpoint is agreed.
+    if (grpc::HealthCheckServiceInterface* health =
+            s->server_->GetHealthCheckService()) {
+      health->SetServingStatus(false);
+    }
+    RETURN_IF_ERROR(
+        AgreeAndRestore(s->shard_.get(),
+                        absl::Now() + options.checkpoint.agree_timeout)
+            .status());
+    if (grpc::HealthCheckServiceInterface* health =
+            s->server_->GetHealthCheckService()) {
+      health->SetServingStatus(true);
+    }
   }
   if (!options.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(options.port_file, s->port_));

@@ -32,6 +32,9 @@ class PsGrpcServer {
   // options, NOT_FOUND / INTERNAL for TLS files that cannot be read (bad
   // PEM contents make the listen fail: UNAVAILABLE), UNAVAILABLE when the
   // address cannot be bound, INTERNAL when the port file cannot be written.
+  // With per-host checkpoints (options.checkpoint.per_host) it first agrees
+  // with the other shards on the checkpoint to restore
+  // (ps/server/checkpoint_agreement.h) and fails as that does.
   static absl::StatusOr<std::unique_ptr<PsGrpcServer>> Start(
       const ServerOptions& options);
 

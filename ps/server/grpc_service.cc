@@ -206,5 +206,13 @@ grpc::ServerUnaryReactor* PsGrpcService::Checkpoint(
   return Respond(ctx, [&] { return handler_.Checkpoint(*request, response); });
 }
 
+grpc::ServerUnaryReactor* PsGrpcService::ListCheckpoints(
+    grpc::CallbackServerContext* ctx,
+    const wire::ListCheckpointsRequest* request,
+    wire::ListCheckpointsResponse* response) {
+  return Respond(ctx,
+                 [&] { return handler_.ListCheckpoints(*request, response); });
+}
+
 }  // namespace ps
 }  // namespace psgd

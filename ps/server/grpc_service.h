@@ -70,6 +70,10 @@ class PsGrpcService final
   grpc::ServerUnaryReactor* Checkpoint(
       grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
       wire::CheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* ListCheckpoints(
+      grpc::CallbackServerContext* ctx,
+      const wire::ListCheckpointsRequest* request,
+      wire::ListCheckpointsResponse* response) override;
 
   // The run directory: the first non-empty value given here or carried by
   // an Initialize request; reported by Status.

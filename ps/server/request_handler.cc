@@ -116,5 +116,19 @@ absl::Status ShardRequestHandler::Checkpoint(
   return shard_->RequestCheckpoint(request.label(), request.now());
 }
 
+absl::Status ShardRequestHandler::ListCheckpoints(
+    const wire::ListCheckpointsRequest& request,
+    wire::ListCheckpointsResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  response->set_shard_index(shard_->options().shard_index);
+  for (const CompleteCheckpointInfo& c : shard_->CompleteCheckpoints()) {
+    wire::CompleteCheckpointInfo* out = response->add_checkpoints();
+    out->set_label(c.label);
+    out->set_generation(c.generation);
+    out->set_step(c.step);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ps
 }  // namespace psgd

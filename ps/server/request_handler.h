@@ -59,6 +59,10 @@ class ShardRequestHandler {
   // Asks the shard for a checkpoint (ParameterShard::RequestCheckpoint).
   absl::Status Checkpoint(const wire::CheckpointRequest& request,
                           wire::CheckpointResponse* response);
+  // The checkpoints complete in the shard's own directory
+  // (ParameterShard::CompleteCheckpoints); answered while agreeing too.
+  absl::Status ListCheckpoints(const wire::ListCheckpointsRequest& request,
+                               wire::ListCheckpointsResponse* response);
 
   // The run directory: the first non-empty value given here or carried by
   // an Initialize request; reported by Status.

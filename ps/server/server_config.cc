@@ -16,7 +16,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   const config::TrainingConfig& t = config.training();
   const bool sync = t.mode() == config::TrainingConfig::SYNC;
   ServerOptions o;
-  o.listen_address = config.ps(index).address();
+  o.listen_address = ListenAddress(config.ps(index));
   o.shard_index = index;
   o.num_shards = config.ps_size();
   o.cluster_name = config.name();
@@ -38,9 +38,13 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.optimizer.schedule = LrScheduleFromConfig(t);
   o.worker_lease = absl::Seconds(config.worker_lease_seconds());
   if (config.has_checkpoint()) {
-    o.checkpoint.dir = config.checkpoint().dir();
+    o.checkpoint.dir = CheckpointDir(config, index);
     o.checkpoint.every_steps = config.checkpoint().every_steps();
     o.checkpoint.keep = config.checkpoint().keep();
+    o.checkpoint.per_host = PerHostCheckpoints(config);
+  }
+  for (const config::PsTask& p : config.ps()) {
+    o.ps_addresses.push_back(p.address());
   }
   o.security = SecurityFromConfig(config);
   RETURN_IF_ERROR(ValidateServerOptions(o));

@@ -6,6 +6,8 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_config.h"
+#include "common/cluster_flags.h"
+#include "common/host_address.h"
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "ps/server/server_config.h"
@@ -49,7 +51,6 @@ ABSL_FLAG(double, worker_lease_seconds, 0,
           "set; 0: never.");
 ABSL_FLAG(std::string, config, "",
           "Cluster config file: the options of --task come from it.");
-ABSL_FLAG(std::string, task, "", "With --config: this task, ps:I.");
 ABSL_FLAG(std::string, token_file, "",
           "A file holding the cluster's token: every call must then carry "
           "it (gRPC metadata 'authorization: Bearer <token>'). Default: no "
@@ -83,17 +84,13 @@ absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
           "): the config sets it"));
     }
   }
-  ASSIGN_OR_RETURN(ClusterConfig config, LoadClusterConfig(path));
-  const std::string task_name = absl::GetFlag(FLAGS_task);
-  if (task_name.empty()) {
-    return absl::InvalidArgumentError("--config needs --task=ps:I");
-  }
-  ASSIGN_OR_RETURN(TaskId task, ParseTaskId(task_name, config));
-  if (task.kind != TaskId::Kind::kPs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "task '", task_name, "' is a worker; run worker for it"));
-  }
+  ASSIGN_OR_RETURN(ResolvedCluster cluster, ResolvedClusterFromFlags());
+  const ClusterConfig& config = cluster.config;
+  const TaskId task = cluster.task;
   ASSIGN_OR_RETURN(ServerOptions o, ServerOptionsFromConfig(config, task.index));
+  // A name that does not resolve or a port in use, named with the task
+  // before anything starts.
+  RETURN_IF_ERROR(CheckPsCanListen(config, task.index));
   o.port_file = absl::GetFlag(FLAGS_port_file);
   return o;
 }
@@ -101,6 +98,26 @@ absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
 }  // namespace
 
 std::string RunDirFromFlags() { return absl::GetFlag(FLAGS_run_dir); }
+
+absl::StatusOr<ResolvedCluster> ResolvedClusterFromFlags() {
+  const std::string path = absl::GetFlag(FLAGS_config);
+  if (path.empty()) {
+    return absl::InvalidArgumentError("--print_cluster needs --config");
+  }
+  ASSIGN_OR_RETURN(ClusterConfig config, LoadClusterConfig(path));
+  if (absl::GetFlag(FLAGS_task).empty() &&
+      absl::GetFlag(FLAGS_cluster_from).empty()) {
+    return absl::InvalidArgumentError(
+        "--config needs --task=ps:I or --cluster_from=slurm|tf_config");
+  }
+  ASSIGN_OR_RETURN(ResolvedCluster cluster, ClusterFromFlags(config));
+  if (cluster.task.kind != TaskId::Kind::kPs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task '", cluster.task.ToString(), "' (from ", cluster.source,
+        ") is a worker; run worker for it"));
+  }
+  return cluster;
+}
 
 absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/cluster_env.h"
 #include "ps/state/options.h"
 
 namespace psgd {
@@ -25,6 +26,10 @@ namespace ps {
 // naming file, line and field), a --task that is not one of its ps tasks,
 // or an option flag given beside it.
 absl::StatusOr<ServerOptions> ServerOptionsFromFlags();
+
+// The task and cluster of --config with --task or --cluster_from
+// (common/cluster_flags.h); INVALID_ARGUMENT for a worker's task.
+absl::StatusOr<ResolvedCluster> ResolvedClusterFromFlags();
 
 // --run_dir: where the server writes ps-I.jsonl; empty when not given (then
 // the chief's choice arrives with Initialize).

@@ -40,9 +40,16 @@ absl::Status ParameterShard::CheckCluster(absl::string_view cluster) const {
 }
 
 absl::Status ParameterShard::CheckOpenLocked() const {
-  if (!shut_down_) return absl::OkStatus();
-  return absl::CancelledError(
-      absl::StrCat(name_, " is shut down: ", shutdown_reason_));
+  if (shut_down_) {
+    return absl::CancelledError(
+        absl::StrCat(name_, " is shut down: ", shutdown_reason_));
+  }
+  if (agreeing_) {
+    return absl::UnavailableError(absl::StrCat(
+        name_, " is agreeing with the other ps tasks on the checkpoint to "
+               "restore: try again"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {

@@ -107,12 +107,27 @@ class ParameterShard {
   static absl::StatusOr<std::unique_ptr<ParameterShard>> Create(
       const ServerOptions& options);
 
+  // Per-host checkpoints (options().checkpoint.per_host): Create restores
+  // nothing; the shard is "agreeing" and refuses every request but Status,
+  // ListCheckpoints and Shutdown with UNAVAILABLE until RestoreAgreed.
+  // The checkpoints complete in this shard's directory, newest first (empty
+  // without a checkpoint directory).
+  std::vector<CompleteCheckpointInfo> CompleteCheckpoints() const;
+  // Ends the agreement: restores checkpoint `label` of this shard's own
+  // directory (restore_report() says so; the shard then awaits the
+  // rollback, as after a restore at Create) or, for -1, starts empty.
+  // FAILED_PRECONDITION unless the shard is agreeing; NOT_FOUND / DATA_LOSS
+  // when that checkpoint is not complete here (the shard stays agreeing).
+  absl::Status RestoreAgreed(int64_t label);
+  bool agreeing() const;
+
   // Shuts down first when Shutdown has not run: waiting pulls end.
   ~ParameterShard();
   ParameterShard(const ParameterShard&) = delete;
   ParameterShard& operator=(const ParameterShard&) = delete;
 
   const ServerOptions& options() const { return options_; }
+  // Constant once Create (or, per host, RestoreAgreed) has returned.
   const RestoreReport& restore_report() const { return restore_report_; }
 
   // OK when `cluster` is this shard's cluster name; FAILED_PRECONDITION
@@ -255,6 +270,7 @@ class ParameterShard {
   const std::string name_;  // "shard 0", for messages
   // Constant after Create. Null without a checkpoint directory.
   std::unique_ptr<CheckpointWriter> checkpoints_;
+  // Written by Create or RestoreAgreed before the server reads it.
   RestoreReport restore_report_;
 
   mutable Mutex mu_;
@@ -275,6 +291,8 @@ class ParameterShard {
   // Checkpoints and rollbacks.
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
   bool awaiting_rollback_ ABSL_GUARDED_BY(mu_) = false;
+  // Per-host checkpoints: until RestoreAgreed.
+  bool agreeing_ ABSL_GUARDED_BY(mu_) = false;
   std::set<int64_t> requested_labels_ ABSL_GUARDED_BY(mu_);
   int64_t last_saved_step_ ABSL_GUARDED_BY(mu_) = -1;
   std::vector<RollbackRecord> rollbacks_ ABSL_GUARDED_BY(mu_);

@@ -19,8 +19,16 @@ absl::Status ParameterShard::OpenCheckpoints() {
   o.shard_index = options_.shard_index;
   o.num_shards = options_.num_shards;
   o.keep = options_.checkpoint.keep;
+  o.per_host = options_.checkpoint.per_host;
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointStore> store,
                    CheckpointStore::Open(std::move(o)));
+  if (options_.checkpoint.per_host) {
+    // Which checkpoint every shard has is agreed over RPC: RestoreAgreed.
+    MutexLock lock(&mu_);
+    agreeing_ = true;
+    checkpoints_ = std::make_unique<CheckpointWriter>(std::move(store));
+    return absl::OkStatus();
+  }
   absl::StatusOr<ShardCheckpoint> newest =
       store->ReadNewestComplete(&restore_report_.refused);
   if (newest.ok()) {
@@ -38,6 +46,48 @@ absl::Status ParameterShard::OpenCheckpoints() {
     return newest.status();
   }
   checkpoints_ = std::make_unique<CheckpointWriter>(std::move(store));
+  return absl::OkStatus();
+}
+
+std::vector<CompleteCheckpointInfo> ParameterShard::CompleteCheckpoints()
+    const {
+  if (checkpoints_ == nullptr) return {};
+  return checkpoints_->store().ListComplete();
+}
+
+bool ParameterShard::agreeing() const {
+  MutexLock lock(&mu_);
+  return agreeing_;
+}
+
+absl::Status ParameterShard::RestoreAgreed(int64_t label) {
+  {
+    MutexLock lock(&mu_);
+    if (!agreeing_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, " is not agreeing on a checkpoint"));
+    }
+    if (label < 0) {
+      agreeing_ = false;
+      return absl::OkStatus();
+    }
+  }
+  absl::StatusOr<ShardCheckpoint> c = checkpoints_->store().Read(label);
+  if (!c.ok()) {
+    return Annotate(c.status(), absl::StrCat(name_, ": restoring the agreed "
+                                                    "checkpoint step-",
+                                             label, ": "));
+  }
+  MutexLock lock(&mu_);
+  RETURN_IF_ERROR(Annotate(
+      InstallLocked(*c, /*restart=*/true, c->generation),
+      absl::StrCat(name_, ": restoring checkpoint step-", label, ": ")));
+  generation_ = c->generation;
+  awaiting_rollback_ = true;
+  agreeing_ = false;
+  restore_report_.label = c->label;
+  restore_report_.step = c->step;
+  restore_report_.generation = c->generation;
   return absl::OkStatus();
 }
 

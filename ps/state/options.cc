@@ -115,6 +115,14 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("checkpoint.every_steps", absl::StrCat(o.checkpoint.every_steps),
                "must be >= 0 (0: not by steps)");
   }
+  if (o.checkpoint.per_host &&
+      (o.checkpoint.dir.empty() ||
+       static_cast<int>(o.ps_addresses.size()) != o.num_shards)) {
+    return Bad("checkpoint.per_host", "true",
+               absl::StrCat("needs a checkpoint directory and the addresses "
+                            "of all ", o.num_shards, " shards (",
+                            o.ps_addresses.size(), " given)"));
+  }
   if (o.checkpoint.keep < 1) {
     return Bad("checkpoint.keep", absl::StrCat(o.checkpoint.keep),
                "must be >= 1");

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,6 +57,14 @@ struct CheckpointOptions {
   int64_t every_steps = 0;
   // Complete checkpoints kept (>= 1); older ones are deleted.
   int keep = 3;
+  // `dir` is this shard's own (no other shard sees it): at start the server
+  // asks the other shards (ServerOptions::ps_addresses) which checkpoints
+  // they have complete and restores the newest that all have
+  // (docs/MULTIHOST.md). Until then the shard answers only Status,
+  // ListCheckpoints and Shutdown.
+  bool per_host = false;
+  // How long the server waits for every other shard to answer.
+  absl::Duration agree_timeout = absl::Minutes(5);
 };
 
 struct ServerOptions {
@@ -99,6 +108,9 @@ struct ServerOptions {
   absl::Duration worker_lease = absl::ZeroDuration();
 
   CheckpointOptions checkpoint;
+  // Every shard's address (what the others dial), by shard index: for the
+  // agreement of per-host checkpoints. May be empty otherwise.
+  std::vector<std::string> ps_addresses;
   // The cluster's token and TLS files (common/security.h): the gRPC server
   // takes only calls that carry the token, over TLS when set. The shard
   // itself ignores them. Default: no token, plaintext.

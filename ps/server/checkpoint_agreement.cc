@@ -1,0 +1,105 @@
+#include "ps/server/checkpoint_agreement.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/grpc_security.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "ps/checkpoint/agreement.h"
+#include "proto/ps.grpc.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace psgd {
+namespace ps {
+
+absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
+                                        absl::Time deadline) {
+  const ServerOptions& o = shard->options();
+  ASSIGN_OR_RETURN(ClientCredentials credentials,
+                   MakeClientCredentials(o.security));
+  std::vector<std::vector<CompleteCheckpointInfo>> per_shard(o.num_shards);
+  per_shard[o.shard_index] = shard->CompleteCheckpoints();
+  std::map<int, std::string> missing;  // shard -> its last error
+  std::map<int, std::unique_ptr<wire::ParameterServer::Stub>> stubs;
+  for (int i = 0; i < o.num_shards; ++i) {
+    if (i == o.shard_index) continue;
+    missing[i] = "not asked yet";
+    stubs[i] = wire::ParameterServer::NewStub(
+        CreateChannel(o.ps_addresses[i], credentials, grpc::ChannelArguments()));
+  }
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (!missing.empty()) {
+    for (auto it = missing.begin(); it != missing.end();) {
+      const int i = it->first;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(
+          std::min(deadline, absl::Now() + absl::Seconds(5))));
+      wire::ListCheckpointsRequest request;
+      request.set_cluster(o.cluster_name);
+      wire::ListCheckpointsResponse response;
+      absl::Status s =
+          FromGrpcStatus(stubs[i]->ListCheckpoints(&ctx, request, &response));
+      if (s.ok() && response.shard_index() != i) {
+        s = absl::FailedPreconditionError(absl::StrCat(
+            "it says it is shard ", response.shard_index()));
+      }
+      if (s.ok()) {
+        for (const wire::CompleteCheckpointInfo& c : response.checkpoints()) {
+          per_shard[i].push_back({c.label(), c.generation(), c.step()});
+        }
+        it = missing.erase(it);
+        continue;
+      }
+      if (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s)) {
+        return absl::Status(
+            s.code(), absl::StrCat("ps:", o.shard_index,
+                                   ": agreeing on a checkpoint: ps:", i,
+                                   " at ", o.ps_addresses[i], " refused: ",
+                                   s.message()));
+      }
+      it->second = std::string(s.message());
+      ++it;
+    }
+    if (missing.empty()) break;
+    if (absl::Now() >= deadline) {
+      std::vector<std::string> names;
+      for (const auto& [i, error] : missing) {
+        names.push_back(absl::StrCat("ps:", i, " at ", o.ps_addresses[i],
+                                     " (", error, ")"));
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          "ps:", o.shard_index,
+          ": cannot agree on the checkpoint to restore: no answer from ",
+          absl::StrJoin(names, ", ")));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+  const int64_t label = AgreeOnCheckpoint(per_shard);
+  std::vector<std::string> lists;
+  for (int i = 0; i < o.num_shards; ++i) {
+    std::vector<std::string> labels;
+    for (const CompleteCheckpointInfo& c : per_shard[i]) {
+      labels.push_back(absl::StrCat(c.label, "/g", c.generation));
+    }
+    lists.push_back(absl::StrCat("ps:", i, " [", absl::StrJoin(labels, " "),
+                                 "]"));
+  }
+  spdlog::info("checkpoints complete per shard: {}; agreed: {}",
+               absl::StrJoin(lists, ", "),
+               label < 0 ? std::string("none (start empty)")
+                         : absl::StrCat("step-", label));
+  RETURN_IF_ERROR(shard->RestoreAgreed(label));
+  return label;
+}
+
+}  // namespace ps
+}  // namespace psgd

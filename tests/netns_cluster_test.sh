@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# A cluster across three hosts: network namespaces made by
+# scripts/netns_hosts.sh (198.18.0.0/15, a bridge, nothing routed off the
+# machine), with a unique prefix so that it cannot meet a developer's hosts.
+# 2 ps tasks on hosts 0 and 1 (listening on 0.0.0.0, dialled by host name)
+# and 3 workers, one per host; each host writes its own folder of the run
+# directory and each ps its own checkpoint directory (nothing shared).
+#   sync and async runs through scripts/launch.sh --netns to their last step;
+#   ps:1 killed (SIGKILL) mid-run and started again on its host: it agrees
+#   with ps:0 over RPC on the newest checkpoint both have, restores its own
+#   file of it, and the run goes on to its last step.
+# Every namespace, veth and the bridge are removed on any exit.
+source "$(dirname "$0")/cluster_test_lib.sh"
+NETNS_HOSTS=$RUNFILES/scripts/netns_hosts.sh
+
+if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
+  echo "SKIP: needs root and iproute2 (ip netns); CI runs as root"
+  exit 0
+fi
+
+pids=()
+prefix=""
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  [ -n "$prefix" ] && bash "$NETNS_HOSTS" down --prefix="$prefix" || true
+}
+trap cleanup EXIT
+
+# A prefix no one else uses: 'nt' and 4 hex digits (up refuses one in use).
+for attempt in 1 2 3 4 5; do
+  candidate=nt$(printf '%04x' $((RANDOM % 65536)))
+  if bash "$NETNS_HOSTS" up 3 --prefix="$candidate"; then prefix=$candidate; break; fi
+done
+[ -n "$prefix" ] || fail "could not make the namespace hosts"
+H0=${prefix}0 H1=${prefix}1 H2=${prefix}2
+
+# Names resolve inside a namespace; nothing routes off the machine.
+ip netns exec "$H0" getent hosts "$H2" | grep -q '^198\.18\.0\.12 ' || fail "$H2 does not resolve in $H0"
+[ -z "$(ip -n "$H0" route show default)" ] || fail "$H0 has a default route"
+
+# host_config FILE NAME MODE STEPS [EXTRA]
+host_config() {
+  local file=$1 name=$2 mode=$3 steps=$4
+  cat > "$file" <<EOC
+name: "$name"
+ps { address: "$H0:2222" listen_address: "0.0.0.0:2222" checkpoint_dir: "$TMP/$name/$H0/ckpt" }
+ps { address: "$H1:2222" listen_address: "0.0.0.0:2222" checkpoint_dir: "$TMP/$name/$H1/ckpt" }
+worker { address: "$H0:2300" }
+worker { address: "$H1:2300" }
+worker { address: "$H2:2300" }
+training { mode: $mode batch_size: 16 steps: $steps eval_every: 50 eval_examples: 200 }
+model { name: "cifar10_linear" }
+data { source: SYNTHETIC synthetic_train_size: 1200 synthetic_test_size: 300 }
+checkpoint { every_steps: 40 }
+worker_lease_seconds: 10
+ps_unavailable_timeout_seconds: 120
+EOC
+}
+
+for mode in SYNC ASYNC; do
+  name=hosts-${mode,,}
+  cfg=$TMP/$name.pbtxt run=$TMP/runs/$name
+  steps=150; [ "$mode" = ASYNC ] && steps=600
+  host_config "$cfg" "$name" "$mode" "$steps"
+  echo "=== $name: launch.sh --netns"
+  timeout 300 bash "$LAUNCH" --bin_dir="$RUNFILES" --netns --run_dir="$run" "$cfg" > "$TMP/$name.log" 2>&1 ||
+    { tail -40 "$TMP/$name.log"; fail "$name: launch.sh failed"; }
+  # One folder per host; the chief's summary on its host.
+  for h in "$H0" "$H1" "$H2"; do [ -d "$run/$h" ] || fail "$name: no folder of $h"; done
+  [ -f "$run/$H0/summary.json" ] || fail "$name: no summary on $H0"
+  [ -f "$run/$H2/worker-2.jsonl" ] || fail "$name: worker:2's metrics are not on $H2"
+  [ -f "$run/$H1/ps-1.jsonl" ] || fail "$name: ps:1's metrics are not on $H1"
+  step=$(json_field "$run/$H0/summary.json" final_global_step)
+  echo "$name: final step $step"
+  [ "$step" -ge "$steps" ] || fail "$name: final step $step < $steps"
+  # Each ps checkpointed into its own directory only.
+  ls "$TMP/$name/$H0/ckpt"/step-*/shard-0-of-2.ckpt >/dev/null || fail "$name: no checkpoint of ps:0"
+  ! ls "$TMP/$name/$H0/ckpt"/step-*/shard-1-of-2.ckpt >/dev/null 2>&1 || fail "$name: ps:1 wrote into ps:0's directory"
+  # The link counters were sampled per host; compare.py reads the run.
+  [ -s "$run/$H1/net-$H1.jsonl" ] || fail "$name: no link samples of $H1"
+  "$PY" "$COMPARE" "$run" --out "$TMP/$name-report" >/dev/null || fail "$name: compare.py failed"
+  grep -q "| $name | $H1 |" "$TMP/$name-report/report.md" || fail "$name: no link figures in the report"
+done
+
+# A ps killed and started again on its host: it asks ps:0 over RPC which
+# checkpoints it has and restores the newest both have, from its own
+# directory; the workers roll the cluster back to it and finish.
+name=hosts-restart
+cfg=$TMP/$name.pbtxt run=$TMP/runs/$name steps=1000
+host_config "$cfg" "$name" SYNC "$steps"
+mkdir -p "$run/$H0" "$run/$H1" "$run/$H2"
+echo "=== $name: kill ps:1 on $H1"
+hosts_of=("$H0" "$H1" "$H2")
+ps_pids=() w_pids=()
+for i in 0 1; do
+  ip netns exec "${hosts_of[i]}" "$PS_SERVER" --config="$cfg" --task=ps:$i \
+    --run_dir="$run/${hosts_of[i]}" > "$run/${hosts_of[i]}/ps$i.log" 2>&1 &
+  ps_pids+=($!); pids+=($!)
+done
+for j in 0 1 2; do
+  ip netns exec "${hosts_of[j]}" "$WORKER" --config="$cfg" --task=worker:$j \
+    --run_dir="$run/${hosts_of[j]}" > "$run/${hosts_of[j]}/w$j.log" 2>&1 &
+  w_pids+=($!); pids+=($!)
+done
+await_global_step "$run/$H0/worker-0.jsonl" 200 240 "${w_pids[0]}"
+kill -9 "${ps_pids[1]}" 2>/dev/null || fail "$name: ps:1 had exited before the kill"
+wait "${ps_pids[1]}" 2>/dev/null || true
+# own_labels DIR SHARD: the labels with this shard's file, one per line.
+own_labels() { ls "$1"/step-*/"shard-$2-of-2.ckpt" 2>/dev/null | sed 's|.*/step-\([0-9]*\)/.*|\1|' | sort -n; }
+common=$(comm -12 <(own_labels "$TMP/$name/$H0/ckpt" 0 | sort) <(own_labels "$TMP/$name/$H1/ckpt" 1 | sort) | sort -n | tail -1)
+echo "$name: killed ps:1 near step $(last_step "$run/$H0/worker-0.jsonl"); newest checkpoint both have: step-$common"
+[ -n "$common" ] || fail "$name: no checkpoint common to both ps"
+ip netns exec "$H1" "$PS_SERVER" --config="$cfg" --task=ps:1 \
+  --run_dir="$run/$H1" > "$run/$H1/ps1.restart.log" 2>&1 &
+ps_pids[1]=$!; pids+=($!)
+for j in 0 1 2; do
+  wait_exit "${w_pids[j]}" 300 || { cat "$run/${hosts_of[j]}/w$j.log"; fail "$name: worker:$j exited $?"; }
+done
+for i in 0 1; do
+  wait_exit "${ps_pids[i]}" 60 || { cat "$run/${hosts_of[i]}"/ps$i*.log; fail "$name: ps:$i exited $?"; }
+done
+grep -h "agreed\|restored checkpoint" "$run/$H1/ps1.restart.log"
+grep -q "agreed: step-$common" "$run/$H1/ps1.restart.log" || fail "$name: ps:1 did not agree on step-$common"
+grep -q "restored checkpoint step-$common " "$run/$H1/ps1.restart.log" || fail "$name: ps:1 did not restore step-$common"
+step=$(json_field "$run/$H0/summary.json" final_global_step)
+rollbacks=$(json_field "$run/$H0/summary.json" ps_rollbacks)
+echo "$name: final step $step, rollbacks $rollbacks"
+[ "$step" -ge "$steps" ] || fail "$name: final step $step < $steps"
+[ "$rollbacks" = 1 ] || fail "$name: $rollbacks rollbacks, expected 1"
+
+echo "PASS"

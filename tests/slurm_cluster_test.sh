@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# A Slurm cluster on this machine started by the test (Debian's slurmctld and
+# slurmd as root: auth/none, cred/none, proctrack/pgid, task/none, its own
+# ports, state and spool directories under the test's TMP), and
+# scripts/slurm/psgd.sbatch submitted with sbatch: srun --multi-prog runs 2
+# ps and 2 workers of one config, each taking its role and the others'
+# addresses from SLURM_* (--cluster_from=slurm), to the last step. The
+# daemons are stopped and their directories removed on any exit.
+source "$(dirname "$0")/cluster_test_lib.sh"
+SBATCH_SCRIPT=$RUNFILES/scripts/slurm/psgd.sbatch
+PATH=$PATH:/usr/sbin:/sbin
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: slurmd must run as root here (CI runs as root)"; exit 0
+fi
+for b in slurmctld slurmd sbatch srun sinfo; do
+  command -v "$b" >/dev/null || fail "$b is missing: scripts/setup.sh installs slurmctld, slurmd and slurm-client"
+done
+
+# Short: slurmd's Unix sockets in the spool directory allow 108 characters.
+S=$(mktemp -d /tmp/psgd-slurm.XXXXXX)
+mkdir -p "$S/state" "$S/spool"
+cleanup() {
+  for f in "$S/slurmd.pid" "$S/slurmctld.pid"; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+  done
+  for f in "$S/slurmd.pid" "$S/slurmctld.pid"; do
+    for _ in $(seq 50); do [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null || break; sleep 0.1; done
+    [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
+  done
+  [ -n "${KEEP_SLURM:-}" ] || rm -rf "$S"
+}
+trap cleanup EXIT
+
+node=$(hostname -s)
+ports=($(free_ports 3))
+# The ps tasks listen on a base port and the next one: find a free pair.
+base=$("$PY" - <<'PYEOF'
+import socket
+for _ in range(100):
+    a = socket.socket(); a.bind(("0.0.0.0", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("0.0.0.0", p + 1)); print(p); break
+    except OSError:
+        pass
+    finally:
+        a.close(); b.close()
+PYEOF
+)
+cat > "$S/slurm.conf" <<EOC
+ClusterName=psgdtest$$
+SlurmctldHost=$node
+SlurmctldPort=${ports[0]}
+SlurmdPort=${ports[1]}
+SrunPortRange=${ports[2]}-$((ports[2]))
+AuthType=auth/none
+CredType=cred/none
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SlurmdParameters=config_overrides
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$S/slurmctld.log
+SlurmdLogFile=$S/slurmd.log
+SchedulerType=sched/builtin
+SelectType=select/linear
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+NodeName=$node CPUs=8 State=UNKNOWN
+PartitionName=psgd Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+EOC
+sed -i '/^SrunPortRange/d' "$S/slurm.conf"
+export SLURM_CONF=$S/slurm.conf
+slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start: $(tail -5 "$S/slurmctld.log")"
+slurmd -f "$SLURM_CONF" || fail "slurmd did not start: $(tail -5 "$S/slurmd.log")"
+for _ in $(seq 100); do
+  sinfo -h -o '%T' 2>/dev/null | grep -q idle && break
+  sleep 0.2
+done
+sinfo -h -o '%T' | grep -q idle || fail "the node is not idle: $(sinfo 2>&1; tail -5 "$S/slurmctld.log")"
+echo "slurm: $(sinfo -h -o '%P %D %T %N')"
+
+cfg=$TMP/slurm-sync.pbtxt run=$TMP/runs/slurm-sync
+write_config "$cfg" slurm-sync SYNC 2 2 2 100 10
+echo 'model { name: "cifar10_linear" }' >> "$cfg"
+# The config's own addresses are placeholders: Slurm's node list decides.
+timeout 300 sbatch --wait --no-requeue -n 4 -o "$TMP/job.out" "$SBATCH_SCRIPT" "$cfg" \
+  --bin_dir="$RUNFILES" --run_dir="$run" --port_base="$base" ||
+  { cat "$TMP/job.out"; fail "the job failed"; }
+grep -m3 "psgd.sbatch\|this task\|listening" "$TMP/job.out" || true
+grep -q "listening on 0.0.0.0:$base (dialled as $node:$base)" "$TMP/job.out" || fail "ps:0 did not listen on the base port $base"
+step=$(json_field "$run/summary.json" final_global_step)
+echo "slurm-sync: final step $step"
+[ "$step" -ge 100 ] || fail "final step $step < 100"
+# Bad input: a job with the wrong task count is refused by name, at once.
+if timeout 120 sbatch --wait --no-requeue -n 3 -o "$TMP/bad.out" "$SBATCH_SCRIPT" "$cfg" --bin_dir="$RUNFILES" --run_dir="$TMP/runs/bad"; then
+  fail "a 3-task job of a 4-task config succeeded"
+fi
+grep -q "SLURM_NTASKS=3, but .* has 4 tasks" "$TMP/bad.out" || { cat "$TMP/bad.out"; fail "the wrong task count was not named"; }
+# And srun with the wrong count straight to a binary names the variable.
+if timeout 60 srun -n 3 "$WORKER" --config="$cfg" --cluster_from=slurm > "$TMP/srun.out" 2>&1; then
+  fail "srun -n 3 of a 4-task config succeeded"
+fi
+grep -q "SLURM_STEP_NUM_TASKS='3': config 'slurm-sync' has 2 ps and 2 worker tasks (4)" "$TMP/srun.out" || { cat "$TMP/srun.out"; fail "srun -n 3 not named"; }
+echo "PASS"
