@@ -18,6 +18,7 @@
 // checkpoint at start (and logs each newer one it refused, with the file and
 // the reason), saves checkpoints while it serves and its final state when it
 // stops (docs/RELIABILITY.md).
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -26,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -35,6 +37,11 @@
 #include "common/metrics.h"
 #include "ps/server/grpc_server.h"
 #include "ps/server/server_flags.h"
+#include "ps/server/slow_step.h"
+
+ABSL_FLAG(double, slow_step_seconds, 10,
+          "Log which workers a sync step waits for once it has waited this "
+          "long (0: never).");
 
 namespace {
 
@@ -196,6 +203,13 @@ int main(int argc, char** argv) {
       "Serves one parameter-server shard over gRPC until a Shutdown RPC, "
       "SIGINT or SIGTERM.");
   absl::ParseCommandLine(argc, argv);
+  if (const double slow = absl::GetFlag(FLAGS_slow_step_seconds);
+      !(slow >= 0) || !std::isfinite(slow)) {
+    std::fprintf(stderr,
+                 "ps_server: --slow_step_seconds=%g must be >= 0 (0: never)\n",
+                 slow);
+    return 2;
+  }
   if (psgd::PrintClusterRequested()) {
     absl::StatusOr<psgd::ResolvedCluster> cluster =
         psgd::ps::ResolvedClusterFromFlags();
@@ -261,9 +275,16 @@ int main(int argc, char** argv) {
   // Refused calls are logged at most every 10 s (a scanner could send many).
   int64_t unauthenticated = 0;
   absl::Time next_auth_log = absl::InfinitePast();
+  psgd::ps::SlowStepLog slow_steps(
+      absl::Seconds(absl::GetFlag(FLAGS_slow_step_seconds)));
   while (reason.empty()) {
     metrics.Tick();
-    checkpoint_log.Tick((*server)->shard()->Status());
+    const psgd::ps::ShardStatus now = (*server)->shard()->Status();
+    checkpoint_log.Tick(now);
+    if (const std::string slow = slow_steps.Check(now, absl::Now());
+        !slow.empty()) {
+      spdlog::warn("{}", slow);
+    }
     if (const int64_t n = (*server)->service()->unauthenticated_calls();
         n > unauthenticated && absl::Now() >= next_auth_log) {
       spdlog::warn("refused {} call(s) without the cluster's token ({} so far)",

@@ -183,6 +183,8 @@ TEST_CASE("ps_server refuses bad flags with exit code 2") {
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
   pid = Spawn({"--token_file=/nonexistent/token"});
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
+  pid = Spawn({"--slow_step_seconds=-1"});
+  CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
 }
 
 }  // namespace

@@ -102,6 +102,7 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
         layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);
     step_ = 0;
+    step_started_ = absl::Now();
     SaveLocked(0);
     CollectReadyLocked(&ready);
   }
@@ -307,6 +308,7 @@ void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
     optimizer->Apply(in, grads, out, lr_scale);
   });
   ++step_;
+  step_started_ = absl::Now();
   CollectReadyLocked(ready);
 }
 
@@ -418,6 +420,12 @@ ShardStatus ParameterShard::Status() const {
   s.total_num_replicas = options_.total_num_replicas;
   s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;
   s.pending_gradients = aggregator_ == nullptr ? 0 : aggregator_->count();
+  s.step_started = step_started_;
+  if (options_.mode == Mode::kSync) {
+    for (int w : s.live_workers) {
+      if (membership_.last_push_step(w) < step_) s.waiting_for.push_back(w);
+    }
+  }
   s.shutting_down = shut_down_;
   s.generation = generation_;
   s.awaiting_rollback = awaiting_rollback_;

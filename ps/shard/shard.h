@@ -279,6 +279,8 @@ class ParameterShard {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string shutdown_reason_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // When step_ last changed (ShardStatus::step_started).
+  absl::Time step_started_ ABSL_GUARDED_BY(mu_) = absl::Now();
   // Null until Initialize; then fixed.
   std::unique_ptr<VariableStore> store_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);

@@ -127,6 +127,7 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   aggregator_ = std::make_unique<SyncAggregator>(
       store_->layout().sizes, options_.replicas_to_aggregate);
   step_ = c.step;
+  step_started_ = absl::Now();
   membership_.RestoreLastPushSteps(c.last_push_step);
   counters_ = c.counters;
   async_.RestoreHistogram(c.staleness_histogram);

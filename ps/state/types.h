@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace psgd {
@@ -123,6 +124,11 @@ struct ShardStatus {
   int total_num_replicas = 1;
   int64_t num_parameters = 0;
   int pending_gradients = 0;  // sync: gathered for the current step
+  // Sync: when the current step began (the last one completed, the
+  // initialisation, a restore or a rollback), and the live workers that have
+  // not pushed for it yet, ascending.
+  absl::Time step_started = absl::InfinitePast();
+  std::vector<int> waiting_for;
   bool shutting_down = false;
   // Workers taken out of the live set by ExpireWorkers (lease ran out).
   int64_t workers_expired = 0;

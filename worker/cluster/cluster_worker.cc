@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "worker/cluster/progress.h"
 #include "worker/cluster/resync.h"
 #include "worker/models/initialize.h"
 #include "worker/train/evaluate.h"
@@ -541,13 +542,23 @@ absl::Status ClusterWorker::Record(StepRecord* rec, const StepResult& r,
   window_loss_ += r.loss;
   ++window_steps_;
   if (options_.log_every > 0 && result_.local_steps % options_.log_every == 0) {
+    RunEnds ends;
+    ends.max_steps = options_.max_steps;
+    ends.max_seconds = absl::ToDoubleSeconds(options_.max_time);
+    ends.total_batches = train_->epochs() * train_->batches_per_epoch();
+    const std::string progress = ProgressText(
+        FractionDone(ends, GlobalStep(version_), rec->wall_time_s,
+                     batch.epoch * train_->batches_per_epoch() + batch.index +
+                         1),
+        rec->wall_time_s);
     spdlog::info("step {} (local {}): loss {:.4f}, {:.0f} images/s, last "
                  "step {:.3f} s (pull {:.3f}, compute {:.3f}, push {:.3f}, "
-                 "wait {:.3f}), {}",
+                 "wait {:.3f}), {}{}{}",
                  GlobalStep(version_), result_.local_steps,
                  window_loss_ / window_steps_, images_ / step_seconds_,
                  rec->step_s, rec->pull_s, rec->compute_s, rec->push_s,
-                 rec->wait_s, std::string(StepOutcomeName(rec->outcome)));
+                 rec->wait_s, std::string(StepOutcomeName(rec->outcome)),
+                 progress.empty() ? "" : "; ", progress);
     window_loss_ = 0.0;
     window_steps_ = 0;
   }

@@ -86,6 +86,8 @@ class Batcher {
     return static_cast<int64_t>(shard_.size());
   }
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // Passes over the data (0: without end).
+  int64_t epochs() const { return options_.epochs; }
   // Seconds Next() has spent waiting for the producer, in total.
   double wait_seconds() const;
 

@@ -3,7 +3,11 @@
 // everywhere: the same model on inputs that differ by a small relative noise,
 // which stands for the float32 rounding differences between two backends.
 //   - 1e-6 (plain float32 summation-order differences): everything within
-//     kFloat32Tolerance at batch 1, 3 and 128;
+//     kFloat32Tolerance at batch 1 and 3, and at batch 128 all but the
+//     convolutions' gradients (a winner can flip even here: two runs of the
+//     same CPU model differ at that level when the machine's load changes
+//     the threads' summation order, and one flip moved conv1's gradient by
+//     3e-3 in a loaded run), which stay within kTieTolerance;
 //   - 1e-5 (cuDNN's FFT and Winograd rounding) and 1e-4 at batch 128: max
 //     pooling picks other winners among near-equal values; the convolutions'
 //     gradients move by up to a few 1e-2 at 1e-4 (beyond the strict
@@ -68,7 +72,7 @@ double CompareRuns(const Run& a, const Run& b, double noise, int64_t n) {
                                  Values(a.grads.at(s.name)), kFloat32Tolerance);
     INFO(s.name << " " << c);
     WARN("batch " << n << " noise " << noise << " " << s.name << ": " << c);
-    if (n < 128 || noise <= 1e-6 || !testing::BelowMaxPooling(s.name)) {
+    if (n < 128 || !testing::BelowMaxPooling(s.name)) {
       CHECK(c < kFloat32Tolerance);
     } else {
       CHECK(c < kTieTolerance);

@@ -1,0 +1,30 @@
+#include "worker/cluster/progress.h"
+
+#include <catch2/catch.hpp>
+
+namespace psgd {
+namespace {
+
+TEST_CASE("the fraction done is that of the end that comes first") {
+  RunEnds ends;
+  CHECK(FractionDone(ends, 10, 5.0, 3) == -1.0);  // no known end
+  ends.max_steps = 200;
+  CHECK(FractionDone(ends, 50, 5.0, 3) == 0.25);
+  ends.max_seconds = 10.0;
+  CHECK(FractionDone(ends, 50, 5.0, 3) == 0.5);   // the budget is nearer
+  ends.total_batches = 4;
+  CHECK(FractionDone(ends, 50, 5.0, 3) == 0.75);  // the data nearer still
+  CHECK(FractionDone(ends, 500, 50.0, 9) == 1.0);  // never past the end
+}
+
+TEST_CASE("progress text: percent and the time left at the pace so far") {
+  CHECK(ProgressText(-1.0, 10.0).empty());
+  CHECK(ProgressText(0.0, 10.0).empty());
+  CHECK(ProgressText(0.25, 10.0) == "25.0% done, ETA 30s");
+  CHECK(ProgressText(0.5, 100.0) == "50.0% done, ETA 1m40s");
+  CHECK(ProgressText(0.1, 1000.0) == "10.0% done, ETA 2h30m");
+  CHECK(ProgressText(1.0, 100.0) == "100.0% done, ETA 0s");
+}
+
+}  // namespace
+}  // namespace psgd
