@@ -69,7 +69,8 @@ JsonObject& JsonObject::SetEncoded(absl::string_view key, std::string encoded) {
 
 JsonObject& JsonObject::Set(absl::string_view key, double value) {
   if (!std::isfinite(value)) return SetEncoded(key, "null");
-  return SetEncoded(key, absl::StrFormat("%.10g", value));
+  // 16 significant digits: a Unix time keeps its microseconds.
+  return SetEncoded(key, absl::StrFormat("%.16g", value));
 }
 
 JsonObject& JsonObject::Set(absl::string_view key, int64_t value) {

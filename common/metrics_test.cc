@@ -52,6 +52,10 @@ TEST_CASE("records hold numbers, strings and booleans in field order") {
       .Set("c", 1e-300)
       .Set("d", 123456789.0);
   CHECK(n.ToString() == "{\"a\":null,\"b\":null,\"c\":1e-300,\"d\":123456789}");
+  // A Unix time keeps its microseconds; short decimals stay short.
+  CHECK(JsonObject().Set("t", 1795459285.123456).ToString() ==
+        "{\"t\":1795459285.123456}");
+  CHECK(JsonObject().Set("x", 0.1).ToString() == "{\"x\":0.1}");
   CHECK(JsonObject().ToString() == "{}");
   CHECK(JsonObject().empty());
 }

@@ -62,6 +62,7 @@ psgd::JsonObject StatusJson(const std::string& task,
   j.Set("kind", "server")
       .Set("task", task)
       .Set("wall_time_s", wall_time_s)
+      .Set("unix_time", absl::ToUnixMicros(absl::Now()) / 1e6)
       .Set("step", s.step)
       .Set("aggregated", s.counters.aggregated)
       .Set("applied", s.counters.applied)
