@@ -32,6 +32,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_flags.h"
+#include "common/event_file.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -118,9 +119,41 @@ class ServerMetrics {
  private:
   void Write() {
     if (writer_ == nullptr && !Open()) return;
+    const psgd::ps::ShardStatus status = server_->shard()->Status();
     absl::Status s = writer_->Write(StatusJson(
-        task_, server_->shard()->Status(),
-        absl::ToDoubleSeconds(absl::Now() - start_)));
+        task_, status, absl::ToDoubleSeconds(absl::Now() - start_)));
+    if (!s.ok()) spdlog::warn("{}", s.ToString());
+    if (events_ != nullptr) WriteEvents(status);
+  }
+
+  // The same figures as TensorBoard scalars, at the shard's step.
+  void WriteEvents(const psgd::ps::ShardStatus& st) {
+    const double now = absl::ToUnixMicros(absl::Now()) / 1e6;
+    const std::string p = absl::StrCat("ps", index_, "/");
+    const std::pair<const char*, double> scalars[] = {
+        {"pushes_applied", static_cast<double>(st.counters.applied)},
+        {"pushes_aggregated", static_cast<double>(st.counters.aggregated)},
+        {"pushes_dropped_stale", static_cast<double>(st.counters.dropped_stale)},
+        {"pushes_dropped_surplus",
+         static_cast<double>(st.counters.dropped_surplus)},
+        {"pushes_refused", static_cast<double>(st.counters.refused)},
+        {"live_workers", static_cast<double>(st.live_workers.size())},
+        {"pending_gradients", static_cast<double>(st.pending_gradients)},
+    };
+    absl::Status s;
+    for (const auto& [tag, value] : scalars) {
+      s.Update(events_->WriteScalar(p + tag, st.step, value, now));
+    }
+    int64_t pushes = 0, total = 0;
+    for (const auto& [staleness, count] : st.staleness_histogram) {
+      pushes += count;
+      total += staleness * count;
+    }
+    if (pushes > 0) {
+      s.Update(events_->WriteScalar(p + "staleness_mean", st.step,
+                                    static_cast<double>(total) / pushes, now));
+    }
+    s.Update(events_->Flush());
     if (!s.ok()) spdlog::warn("{}", s.ToString());
   }
 
@@ -144,6 +177,13 @@ class ServerMetrics {
     dir_ = *made;
     writer_ = *std::move(w);
     spdlog::info("writing metrics to {}", writer_->path());
+    absl::StatusOr<std::unique_ptr<psgd::EventFileWriter>> events =
+        psgd::EventFileWriter::Create(dir_, absl::StrCat("ps-", index_));
+    if (events.ok()) {
+      events_ = *std::move(events);
+    } else {
+      spdlog::warn("no TensorBoard events: {}", events.status().ToString());
+    }
     return true;
   }
 
@@ -154,6 +194,7 @@ class ServerMetrics {
   absl::Time next_ = absl::InfinitePast();
   std::string dir_;
   std::unique_ptr<psgd::MetricsWriter> writer_;
+  std::unique_ptr<psgd::EventFileWriter> events_;
   bool failed_ = false;
 };
 

@@ -21,6 +21,14 @@ for mode in SYNC ASYNC; do
   done
   step=$(json_field "$run/summary.json" final_global_step)
   [ "$step" -ge "$steps" ] || fail "$mode: final step $step < $steps"
+  # TensorBoard event files of the chief and both servers, every CRC good.
+  events=("$run"/events.out.tfevents.*)
+  [ "${#events[@]}" -eq 3 ] || fail "$mode: ${#events[@]} event files, expected 3"
+  "$RUNFILES/tests/read_events" "${events[@]}" > "$TMP/events-$mode.txt" ||
+    fail "$mode: an event file does not read back"
+  for tag in train/loss test/accuracy step/compute_s outcomes/ ps0/pushes_applied ps1/live_workers; do
+    grep -q "  $tag" "$TMP/events-$mode.txt" || fail "$mode: no $tag in the event files"
+  done
   acc=$(json_field "$run/summary.json" final_test_accuracy)
   first=$(mean_loss "$run/worker-0.jsonl" FIRST 5)
   last=$(mean_loss "$run/worker-0.jsonl" LAST 5)

@@ -25,6 +25,7 @@
 #include "common/cluster_env.h"
 #include "common/cluster_flags.h"
 #include "common/file_io.h"
+#include "common/event_file.h"
 #include "common/flags_usage.h"
 #include "common/host_address.h"
 #include "common/logging.h"
@@ -224,6 +225,12 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
   }
   spdlog::info("run directory {}", run_dir);
 
+  // The chief's TensorBoard scalars (tensorboard --logdir RUN_DIR).
+  std::unique_ptr<EventFileWriter> events;
+  if (w.loop.chief) {
+    ASSIGN_OR_RETURN(events, EventFileWriter::Create(run_dir, absl::StrCat("worker-", task_id.index)));
+  }
+  std::map<StepOutcome, int64_t> outcomes;
   ClusterWorkerCallbacks callbacks;
   // The payload of each step's pushes and pulls (what crossed the network
   // for this worker), from the client's counters.
@@ -236,10 +243,46 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
         // To line steps up with samples taken outside the process (a host's
         // link counters, scripts/netns_sampler.py).
         .Set("unix_time", absl::ToUnixMicros(absl::Now()) / 1e6);
+    if (events != nullptr) {
+      const double t = absl::ToUnixMicros(absl::Now()) / 1e6;
+      const std::pair<std::string, double> scalars[] = {
+          {"train/loss", r.loss},
+          {"train/accuracy", r.train_accuracy},
+          {"train/images_per_s", r.images_per_s},
+          {"step/step_s", r.step_s},
+          {"step/input_s", r.input_s},
+          {"step/compute_s", r.compute_s},
+          {"step/push_s", r.push_s},
+          {"step/pull_s", r.pull_s},
+          {"step/wait_s", r.wait_s},
+          {"train/staleness", static_cast<double>(r.staleness)},
+          {"bytes/sent", static_cast<double>(now.sent - last_payload.sent)},
+          {"bytes/received",
+           static_cast<double>(now.received - last_payload.received)},
+      };
+      for (const auto& [tag, value] : scalars) {
+        RETURN_IF_ERROR(events->WriteScalar(tag, r.global_step, value, t));
+      }
+      ++outcomes[r.outcome];
+      for (const auto& [outcome, n] : outcomes) {
+        RETURN_IF_ERROR(events->WriteScalar(
+            absl::StrCat("outcomes/", StepOutcomeName(outcome)), r.global_step,
+            static_cast<double>(n), t));
+      }
+      RETURN_IF_ERROR(events->Flush());
+    }
     last_payload = now;
     return metrics->Write(line);
   };
   callbacks.on_eval = [&](const EvalRecord& e) {
+    if (events != nullptr) {
+      const double t = absl::ToUnixMicros(absl::Now()) / 1e6;
+      RETURN_IF_ERROR(
+          events->WriteScalar("test/accuracy", e.global_step, e.test_accuracy, t));
+      RETURN_IF_ERROR(
+          events->WriteScalar("test/loss", e.global_step, e.test_loss, t));
+      RETURN_IF_ERROR(events->Flush());
+    }
     return metrics->Write(EvalJson(task, e));
   };
   ClusterWorker worker(client.get(), model.get(), batches.get(),
