@@ -140,6 +140,30 @@ absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
     }
     return absl::OkStatus();
   };
+  // host:metrics_port -> task, so that two tasks of one host do not share
+  // a metrics port (nor a task's gRPC port).
+  auto check_metrics_port = [&](const Message& task, int port,
+                                const std::string& address,
+                                const std::string& task_name,
+                                const Locator& loc,
+                                const std::string& path) -> absl::Status {
+    if (port == 0) return absl::OkStatus();
+    if (port < 0 || port > 65535) {
+      return loc.Error(task, "metrics_port", path,
+                       absl::StrCat(port, " is not in 1..65535 (0: none)"));
+    }
+    std::string host;
+    int grpc_port = 0;
+    RETURN_IF_ERROR(SplitHostPort(address, &host, &grpc_port));
+    const std::string key = absl::StrCat(host, ":", port);
+    auto [it, inserted] = seen.emplace(key, task_name);
+    if (!inserted) {
+      return loc.Error(task, "metrics_port", path,
+                       absl::StrCat(port, " is already used on ", host, " by ",
+                                    it->second));
+    }
+    return absl::OkStatus();
+  };
   int own_checkpoint_dirs = 0;
   for (int i = 0; i < c.ps_size(); ++i) {
     const config::PsTask& p = c.ps(i);
@@ -188,6 +212,19 @@ absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
       return loc.Error(w, "threads", path + ".threads",
                        absl::StrCat(w.threads(), " is not in 1..256"));
     }
+  }
+  // Metrics ports, once every task's address is known.
+  for (int i = 0; i < c.ps_size(); ++i) {
+    RETURN_IF_ERROR(check_metrics_port(
+        c.ps(i), c.ps(i).metrics_port(), c.ps(i).address(),
+        absl::StrCat("ps:", i, " (metrics)"), at.Nested(c, "ps", i),
+        absl::StrCat("ps[", i, "].metrics_port")));
+  }
+  for (int i = 0; i < c.worker_size(); ++i) {
+    RETURN_IF_ERROR(check_metrics_port(
+        c.worker(i), c.worker(i).metrics_port(), c.worker(i).address(),
+        absl::StrCat("worker:", i, " (metrics)"), at.Nested(c, "worker", i),
+        absl::StrCat("worker[", i, "].metrics_port")));
   }
   return absl::OkStatus();
 }

@@ -157,6 +157,13 @@ TEST_CASE("each validation error names file, line and field") {
                "0 } }"),
        "c.pbtxt:12: training.optimizer.schedule.base_batch_size: 0 is less "
        "than 1"},
+      {Replace(good, "ps { address: \"127.0.0.1:5001\" }",
+               "ps { address: \"127.0.0.1:5001\" metrics_port: 70000 }"),
+       "c.pbtxt:4: ps[1].metrics_port: 70000 is not in 1..65535 (0: none)"},
+      {Replace(good, "ps { address: \"127.0.0.1:5001\" }",
+               "ps { address: \"127.0.0.1:5001\" metrics_port: 6000 }"),
+       "c.pbtxt:4: ps[1].metrics_port: 6000 is already used on 127.0.0.1 by "
+       "worker:0"},
       {Replace(good, "steps: 100", "steps: 100 epochs: 2"),
        "c.pbtxt:13: training: set exactly one of steps and epochs"},
       {Replace(good, "steps: 100", "steps: 0"),

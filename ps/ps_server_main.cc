@@ -36,7 +36,9 @@
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/prometheus.h"
 #include "ps/server/grpc_server.h"
+#include "ps/server/prometheus_page.h"
 #include "ps/server/server_flags.h"
 #include "ps/server/slow_step.h"
 
@@ -302,6 +304,24 @@ int main(int argc, char** argv) {
                std::string(psgd::ps::OptimizerKindName(options->optimizer.kind)),
                options->optimizer.learning_rate,
                psgd::LrScheduleToString(options->optimizer.schedule));
+  std::unique_ptr<psgd::MetricsHttpServer> prometheus;
+  if (options->metrics_port > 0) {
+    const std::string& listen = options->listen_address;
+    std::string host = listen.substr(0, listen.rfind(':'));
+    psgd::ps::PsGrpcServer* const served = server->get();
+    absl::StatusOr<std::unique_ptr<psgd::MetricsHttpServer>> started =
+        psgd::MetricsHttpServer::Start(host, options->metrics_port, [served] {
+          return psgd::ps::ShardMetricsText(served->shard()->Status());
+        });
+    if (!started.ok()) {
+      spdlog::error("ps:{}: cannot serve its metrics: {}", options->shard_index,
+                    started.status().ToString());
+      return 1;
+    }
+    prometheus = *std::move(started);
+    spdlog::info("Prometheus metrics on http://{}:{}/metrics", host,
+                 prometheus->port());
+  }
   LogRestore(*options, (*server)->shard()->restore_report());
   CheckpointLog checkpoint_log;
   // The rollbacks a restored shard knew of are not news.

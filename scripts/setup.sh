@@ -20,6 +20,7 @@ PACKAGES=(
   python3 python3-numpy python3-matplotlib  # scripts/compare.py
   procps iproute2          # scripts/launch.sh, tests; ip netns and tc (netns_hosts.sh)
   slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/slurm/)
+  prometheus               # promtool: the /metrics pages' format check in the tests
 )
 BENCH_PACKAGES=(python3-torch)
 

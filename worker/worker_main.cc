@@ -27,6 +27,7 @@
 #include "common/file_io.h"
 #include "common/event_file.h"
 #include "common/flags_usage.h"
+#include "common/prometheus.h"
 #include "common/host_address.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -38,6 +39,7 @@
 #include "worker/cluster/resync.h"
 #include "worker/cluster/server_wait.h"
 #include "worker/cluster/worker_config.h"
+#include "worker/cluster/worker_metrics.h"
 #include "worker/data/batcher.h"
 #include "worker/data/dataset.h"
 #include "worker/models/registry.h"
@@ -171,6 +173,23 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
   ASSIGN_OR_RETURN(WorkerTaskConfig w,
                    WorkerTaskFromConfig(config, task_id.index));
   w.data.data_dir = ResolveUserPath(w.data.data_dir);
+  // Prometheus (worker.metrics_port), first: a port in use stops the task
+  // before it connects or trains.
+  WorkerMetrics prometheus_metrics(task_id.index);
+  std::unique_ptr<MetricsHttpServer> prometheus;
+  if (const config::WorkerTask& wt = config.worker(task_id.index);
+      wt.metrics_port() > 0) {
+    std::string host;
+    int port = 0;
+    RETURN_IF_ERROR(SplitHostPort(wt.address(), &host, &port));
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
+        MetricsHttpServer::Start("0.0.0.0", wt.metrics_port(),
+                                 [&] { return prometheus_metrics.Text(); });
+    if (!started.ok()) return Annotate(started.status(), task + ": ");
+    prometheus = *std::move(started);
+    spdlog::info("Prometheus metrics on http://{}:{}/metrics", host,
+                 prometheus->port());
+  }
 
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(w.backend, w.backend_options));
@@ -271,6 +290,8 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
       }
       RETURN_IF_ERROR(events->Flush());
     }
+    prometheus_metrics.Record(r, now.sent - last_payload.sent,
+                              now.received - last_payload.received);
     last_payload = now;
     return metrics->Write(line);
   };

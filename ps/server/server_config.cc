@@ -17,6 +17,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   const bool sync = t.mode() == config::TrainingConfig::SYNC;
   ServerOptions o;
   o.listen_address = ListenAddress(config.ps(index));
+  o.metrics_port = config.ps(index).metrics_port();
   o.shard_index = index;
   o.num_shards = config.ps_size();
   o.cluster_name = config.name();

@@ -70,6 +70,9 @@ struct CheckpointOptions {
 struct ServerOptions {
   // host:port to listen on; port 0 lets the OS choose.
   std::string listen_address = "127.0.0.1:0";
+  // Prometheus metrics on HTTP at the listen address's host and this port
+  // (GET /metrics); 0: none. Served by ps_server, not by the shard.
+  int metrics_port = 0;
   // This server's shard, in [0, num_shards).
   int shard_index = 0;
   int num_shards = 1;

@@ -1,0 +1,90 @@
+// Prometheus' text exposition format (version 0.0.4), built by hand: a page
+// of metric families (counters, gauges, histograms), each with its # HELP
+// and # TYPE lines once, then its samples. MetricsHttpServer serves such a
+// page on GET /metrics from a thread of its own.
+//
+// Thread-safety: MetricsPage is a plain value. MetricsHttpServer calls
+// `render` from its thread; `render` must be thread-safe.
+#ifndef PSGD_COMMON_PROMETHEUS_H_
+#define PSGD_COMMON_PROMETHEUS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace psgd {
+
+using PrometheusLabels = std::vector<std::pair<std::string, std::string>>;
+
+class MetricsPage {
+ public:
+  // `name` in [a-zA-Z_:][a-zA-Z0-9_:]*; a counter's ends in _total.
+  void Counter(absl::string_view name, absl::string_view help, double value,
+               const PrometheusLabels& labels = {});
+  void Gauge(absl::string_view name, absl::string_view help, double value,
+             const PrometheusLabels& labels = {});
+  // Cumulative: counts[i] observations <= upper_bounds[i] (ascending, the
+  // +Inf bucket added here with `count`).
+  void Histogram(absl::string_view name, absl::string_view help,
+                 const std::vector<double>& upper_bounds,
+                 const std::vector<uint64_t>& cumulative_counts, double sum,
+                 uint64_t count, const PrometheusLabels& labels = {});
+
+  std::string Text() const;
+
+ private:
+  struct Family {
+    std::string type, help;
+    std::vector<std::string> samples;
+  };
+  Family& FamilyOf(absl::string_view name, absl::string_view type,
+                   absl::string_view help);
+  std::vector<std::string> order_;
+  std::map<std::string, Family> families_;
+};
+
+// A histogram with fixed bucket bounds that observations are added to.
+struct HistogramData {
+  explicit HistogramData(std::vector<double> bounds)
+      : upper_bounds(std::move(bounds)), counts(upper_bounds.size(), 0) {}
+  void Observe(double value);
+  std::vector<double> upper_bounds;
+  std::vector<uint64_t> counts;  // cumulative
+  double sum = 0.0;
+  uint64_t count = 0;
+};
+
+class MetricsHttpServer {
+ public:
+  // Listens on `host`:`port` (port 0: the OS chooses). FAILED_PRECONDITION
+  // naming the address when it is in use or cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
+      const std::string& host, int port, std::function<std::string()> render);
+  ~MetricsHttpServer();
+
+  int port() const { return port_; }
+
+ private:
+  MetricsHttpServer(int fd, int port, std::function<std::string()> render);
+  void Serve();
+  void Answer(int client);
+
+  const int fd_;
+  const int port_;
+  const std::function<std::string()> render_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace psgd
+
+#endif  // PSGD_COMMON_PROMETHEUS_H_

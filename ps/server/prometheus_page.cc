@@ -1,0 +1,66 @@
+#include "ps/server/prometheus_page.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/prometheus.h"
+
+namespace psgd {
+namespace ps {
+
+std::string ShardMetricsText(const ShardStatus& s) {
+  MetricsPage page;
+  const PrometheusLabels shard = {{"shard", absl::StrCat(s.shard_index)}};
+  auto with = [&](const char* key, const std::string& value) {
+    PrometheusLabels l = shard;
+    l.emplace_back(key, value);
+    return l;
+  };
+  const char* kPushes = "psgd_ps_pushes_total";
+  const char* kPushesHelp = "Pushes the shard took or refused, by outcome.";
+  page.Counter(kPushes, kPushesHelp, s.counters.applied, with("outcome", "applied"));
+  page.Counter(kPushes, kPushesHelp, s.counters.aggregated,
+               with("outcome", "aggregated"));
+  page.Counter(kPushes, kPushesHelp, s.counters.dropped_stale,
+               with("outcome", "dropped_stale"));
+  page.Counter(kPushes, kPushesHelp, s.counters.dropped_surplus,
+               with("outcome", "dropped_surplus"));
+  page.Counter(kPushes, kPushesHelp,
+               s.counters.refused - s.counters.refused_too_stale,
+               with("outcome", "refused"));
+  page.Counter(kPushes, kPushesHelp, s.counters.refused_too_stale,
+               with("outcome", "refused_too_stale"));
+  page.Gauge("psgd_ps_step", "The shard's step (updates applied).", s.step,
+             shard);
+  page.Gauge("psgd_ps_live_workers", "Workers in the live set.",
+             s.live_workers.size(), shard);
+  page.Gauge("psgd_ps_pending_gradients",
+             "Sync: gradients gathered for the current step.",
+             s.pending_gradients, shard);
+  page.Gauge("psgd_ps_generation",
+             "The cluster's generation (one more per rollback).", s.generation,
+             shard);
+  page.Counter("psgd_ps_workers_expired_total",
+               "Workers taken out of the live set by their lease.",
+               s.workers_expired, shard);
+  page.Counter("psgd_ps_checkpoints_written_total", "Checkpoints written.",
+               s.checkpoints_written, shard);
+  page.Counter("psgd_ps_checkpoint_failures_total", "Checkpoints that failed.",
+               s.checkpoint_failures, shard);
+  // Async staleness: the histogram the shard keeps, in power-of-two buckets.
+  HistogramData h({0, 1, 2, 4, 8, 16, 32, 64});
+  for (const auto& [staleness, count] : s.staleness_histogram) {
+    for (size_t i = 0; i < h.upper_bounds.size(); ++i) {
+      if (staleness <= h.upper_bounds[i]) h.counts[i] += count;
+    }
+    h.sum += static_cast<double>(staleness) * count;
+    h.count += count;
+  }
+  page.Histogram("psgd_ps_staleness",
+                 "Async: staleness of the applied pushes (steps).",
+                 h.upper_bounds, h.counts, h.sum, h.count, shard);
+  return page.Text();
+}
+
+}  // namespace ps
+}  // namespace psgd

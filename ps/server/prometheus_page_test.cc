@@ -1,0 +1,40 @@
+#include "ps/server/prometheus_page.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+namespace psgd {
+namespace ps {
+namespace {
+
+TEST_CASE("a shard's page: pushes by outcome and the staleness histogram") {
+  ShardStatus s;
+  s.shard_index = 1;
+  s.step = 12;
+  s.counters.applied = 12;
+  s.counters.refused = 3;
+  s.counters.refused_too_stale = 1;
+  s.live_workers = {0, 2};
+  s.staleness_histogram = {{0, 4}, {1, 5}, {3, 3}};
+  const std::string t = ShardMetricsText(s);
+  INFO(t);
+  CHECK(t.find("psgd_ps_pushes_total{shard=\"1\",outcome=\"applied\"} 12\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_pushes_total{shard=\"1\",outcome=\"refused\"} 2\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_pushes_total{shard=\"1\",outcome=\"refused_too_stale\"} "
+               "1\n") != std::string::npos);
+  CHECK(t.find("psgd_ps_live_workers{shard=\"1\"} 2\n") != std::string::npos);
+  CHECK(t.find("psgd_ps_staleness_bucket{shard=\"1\",le=\"0\"} 4\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_staleness_bucket{shard=\"1\",le=\"2\"} 9\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_staleness_bucket{shard=\"1\",le=\"4\"} 12\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_staleness_sum{shard=\"1\"} 14\n") != std::string::npos);
+  CHECK(t.find("psgd_ps_staleness_count{shard=\"1\"} 12\n") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd
