@@ -13,6 +13,7 @@
 #include "ps/client/model_slices.h"
 #include "common/mutex.h"
 #include "ps/wire/wire.h"
+#include "ps/wire/wire_dtype.h"
 #include "ps/wire/wire_zero_copy.h"
 
 namespace psgd {
@@ -25,6 +26,8 @@ struct GrpcPsClient::Shard {
   std::unique_ptr<grpc::GenericStub> raw;
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
+  // Gradients in the wire dtype while a push is sent.
+  WireEncoder encoder;
 };
 
 namespace {
@@ -201,16 +204,17 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   // Each slice's bytes go straight from gRPC's buffers into `out`.
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
   for (int i = 0; i < num_shards(); ++i) {
-    ShardAssembler assembler(placement_, i, model);
+    ShardAssembler assembler(placement_, i, model, options_.wire_weights);
     int64_t wait_micros = 0;
     int64_t generation = 0;
     RETURN_IF_ERROR(
-        Annotate(DecodePullResponse(&shards_[i]->response, &version.steps[i],
-                                    &wait_micros,
-                                    [&](const TensorBytes& t, size_t bytes) {
-                                      return assembler.Destination(t, bytes);
-                                    },
-                                    &generation),
+        Annotate(DecodePullResponse(
+                     &shards_[i]->response, &version.steps[i], &wait_micros,
+                     [&](const TensorBytes& t, size_t bytes) {
+                       return assembler.Destination(t, bytes);
+                     },
+                     &generation,
+                     [&](const TensorBytes& t) { return assembler.Done(t); }),
                  absl::StrCat("pull from shard ", i, " at ",
                               shards_[i]->address, ": ")));
     RETURN_IF_ERROR(assembler.Finish());
@@ -241,9 +245,11 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
       header.set_worker_id(options_.worker_id);
       header.set_step(version.steps[i]);
       header.set_generation(version.generation);
-      shards_[i]->request =
-          EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
-                            ShardSlices(placement_, i, model), in_use);
+      const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
+      shards_[i]->request = EncodeWithTensors(
+          header, wire::PushRequest::kGradientsFieldNumber,
+          shards_[i]->encoder.FromFloat(slices, options_.wire_gradients),
+          in_use);
     }
   }
   absl::Status status = CallInParallel(

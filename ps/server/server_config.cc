@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
@@ -42,6 +43,11 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     o.checkpoint.keep = config.checkpoint().keep();
   }
   o.security = SecurityFromConfig(config);
+  ASSIGN_OR_RETURN(o.wire_gradients,
+                   ParseWireDType(config::WireConfig::DType_Name(
+                       config.wire().gradients())));
+  ASSIGN_OR_RETURN(o.wire_weights, ParseWireDType(config::WireConfig::DType_Name(
+                                       config.wire().weights())));
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

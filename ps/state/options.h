@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/security.h"
+#include "ps/state/types.h"
 
 namespace psgd {
 namespace ps {
@@ -94,6 +95,14 @@ struct ServerOptions {
   // a pull, is taken out of the live set as if it had left (a killed
   // worker), so that sync steps go on without it. Zero: never.
   absl::Duration worker_lease = absl::ZeroDuration();
+
+  // The element types on the wire (the cluster config's `wire` block,
+  // docs/PS.md "Wire dtypes"): pushes must carry gradients of
+  // wire_gradients (others are refused with INVALID_ARGUMENT), pulls are
+  // answered with weights of wire_weights. The shard stores float32 either
+  // way.
+  DType wire_gradients = DType::kFloat32;
+  DType wire_weights = DType::kFloat32;
 
   CheckpointOptions checkpoint;
   // The cluster's token and TLS files (common/security.h): the gRPC server
