@@ -81,6 +81,10 @@ inline float HalfToFloatPortable(uint16_t h) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PSGD_HAVE_AVX512_PATH 1
+// GCC 12 warns about _mm512_undefined_epi32() inside its own intrinsics at
+// -O2 (GCC bug 105593), a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 __attribute__((target("avx512f"))) void FloatToBFloat16Avx512(
     const float* in, int64_t n, uint16_t* out) {
@@ -146,6 +150,7 @@ __attribute__((target("avx512f"))) void HalfToFloatAvx512(const uint16_t* in,
   }
   for (; i < n; ++i) out[i] = HalfToFloatPortable(in[i]) * inv_scale;
 }
+#pragma GCC diagnostic pop
 #endif
 
 ConvertPath Resolve(ConvertPath path) {
