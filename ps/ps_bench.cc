@@ -37,6 +37,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,6 +60,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/cluster_config.h"
+#include "common/grpc_tuning.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "proto/echo.grpc.pb.h"
@@ -218,13 +220,16 @@ class ParameterServerBench {
           int64_t steps = 0;
           for (;;) {
             if (absl::Now() >= end) {
-              if (mode_ == Mode::kAsync) break;
+              if (mode_ == Mode::kAsync || !coordinate_stop_) break;
               int64_t want = v.steps[0] + 1, seen = stop_step.load();
               while (want < seen &&
                      !stop_step.compare_exchange_weak(seen, want)) {
               }
             }
-            if (mode_ == Mode::kSync && v.steps[0] >= stop_step.load()) break;
+            if (mode_ == Mode::kSync && coordinate_stop_ &&
+                v.steps[0] >= stop_step.load()) {
+              break;
+            }
             RETURN_IF_ERROR(
                 clients_[w]->Push(v, ConstViews(grads_[w])).status());
             ASSIGN_OR_RETURN(
@@ -241,6 +246,14 @@ class ParameterServerBench {
   }
 
   void set_mode(Mode mode) { mode_ = mode; }
+  // Against servers shared with other processes: each worker stops at the
+  // end of the round and leaves (sync steps go on without it) instead of
+  // all meeting at one last step.
+  void set_independent_workers() { coordinate_stop_ = false; }
+  absl::Status LeaveAll() {
+    for (auto& c : clients_) RETURN_IF_ERROR(c->Leave());
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<int64_t> Step() {
     ASSIGN_OR_RETURN(std::vector<ShardStatus> s, chief_->Status());
@@ -271,6 +284,7 @@ class ParameterServerBench {
   const std::vector<VariableSpec> specs_ = Cifar10TutorialVariables();
   Mode mode_ = Mode::kSync;
   DType wire_ = DType::kFloat32;
+  bool coordinate_stop_ = true;
   GrpcClientOptions options_;
   std::vector<std::unique_ptr<PsGrpcServer>> servers_;
   std::vector<std::string> addresses_;
@@ -309,6 +323,7 @@ class EchoBench {
       builder.RegisterService(services_.back().get());
       builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
       builder.SetMaxSendMessageSize(kMaxMessageBytes);
+      SetLargeMessageArgs(&builder);
       servers_.push_back(builder.BuildAndStart());
       if (servers_.back() == nullptr || port == 0) {
         return absl::UnavailableError("an echo server did not start");
@@ -483,6 +498,14 @@ class TcpEchoBench {
   std::vector<std::string> buffers_;  // per (worker, shard)
 };
 
+// User + system CPU seconds of this process so far.
+double ProcessCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 // One of the things measured, with its tally over the rounds.
 struct Measured {
   Measured(std::string name,
@@ -495,6 +518,8 @@ struct Measured {
   std::function<absl::StatusOr<Tally>(absl::Duration)> round;
   int64_t bytes_per_step = 0;
   Tally total;
+  double cpu_seconds = 0;  // the process's user + system time in rounds
+  double cpu_ms_per_step() const { return cpu_seconds * 1e3 / total.steps; }
   double steps_per_s() const { return total.steps / total.seconds; }
   double gb_per_s() const { return total.gb_per_s(bytes_per_step); }
 };
@@ -565,7 +590,9 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   for (Measured& m : measured) RETURN_IF_ERROR(m.round(warmup).status());
   for (int r = 0; r < rounds; ++r) {
     for (Measured& m : measured) {
+      const double cpu_before = ProcessCpuSeconds();
       ASSIGN_OR_RETURN(Tally t, m.round(round));
+      m.cpu_seconds += ProcessCpuSeconds() - cpu_before;
       m.total.Add(t);
     }
   }
@@ -574,8 +601,11 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   const Measured* grpc_echo = nullptr;
   const Measured* tcp_echo = nullptr;
   for (const Measured& m : measured) {
-    std::printf("%-26s %7.1f worker steps/s, %.3f GB/s pushed + pulled\n",
-                (m.name + ":").c_str(), m.steps_per_s(), m.gb_per_s());
+    std::printf(
+        "%-26s %7.1f worker steps/s, %.3f GB/s pushed + pulled, %.2f CPU "
+        "ms per worker step\n",
+        (m.name + ":").c_str(), m.steps_per_s(), m.gb_per_s(),
+        m.cpu_ms_per_step());
     if (m.name == "parameter server (fp32)") fp32 = &m;
     if (absl::StartsWith(m.name, "parameter server") && &m != fp32) {
       narrow = &m;
@@ -625,6 +655,7 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   const int first = absl::GetFlag(FLAGS_first_worker);
   ParameterServerBench ps;
   ps.set_mode(mode);
+  ps.set_independent_workers();
   RETURN_IF_ERROR(ps.Connect(o, workers, first));
   const double seconds = absl::GetFlag(FLAGS_seconds);
   std::printf(
@@ -639,6 +670,7 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   RETURN_IF_ERROR(
       ps.Round(absl::Seconds(absl::GetFlag(FLAGS_warmup_seconds))).status());
   ASSIGN_OR_RETURN(Tally t, ps.Round(absl::Seconds(seconds)));
+  RETURN_IF_ERROR(ps.LeaveAll());
   // Gradients up in the gradients' dtype, weights down in the weights'.
   const std::vector<VariableSpec> specs = Cifar10TutorialVariables();
   ASSIGN_OR_RETURN(Placement placement,
