@@ -54,6 +54,17 @@ for t in $tasks; do
   server_pids+=($!)
 done
 
+# Wait until every server listens (30 s at most).
+while read -r task address; do
+  [[ $task == ps:* ]] || continue
+  host=${address%:*} port=${address##*:}
+  [ "$host" = "0.0.0.0" ] && host=127.0.0.1
+  for ((i = 0; i < 300; i++)); do
+    (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+done < <("$bin/configs/cluster_tasks" --config="$config" --addresses)
+
 client_pids=()
 first=0
 for ((p = 0; p < processes; p++)); do
