@@ -60,7 +60,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/cluster_config.h"
-#include "common/grpc_tuning.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "proto/echo.grpc.pb.h"
@@ -323,8 +322,7 @@ class EchoBench {
       builder.RegisterService(services_.back().get());
       builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
       builder.SetMaxSendMessageSize(kMaxMessageBytes);
-      SetLargeMessageArgs(&builder);
-      servers_.push_back(builder.BuildAndStart());
+          servers_.push_back(builder.BuildAndStart());
       if (servers_.back() == nullptr || port == 0) {
         return absl::UnavailableError("an echo server did not start");
       }

@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
-#include "common/grpc_tuning.h"
 #include "common/status_macros.h"
 #include "ps/client/model_slices.h"
 #include "common/mutex.h"
@@ -82,7 +81,6 @@ std::shared_ptr<grpc::Channel> CreatePsChannel(
   args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  SetLargeMessageArgs(&args);
   // gRPC's default reconnect backoff grows to 2 minutes: a server restarted
   // after a crash would stay unseen that long. The minimum is also how long
   // a connection attempt may take until the server's HTTP/2 SETTINGS

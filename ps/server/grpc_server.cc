@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_security.h"
-#include "common/grpc_tuning.h"
 #include "common/status_macros.h"
 
 namespace psgd {
@@ -56,7 +55,6 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  SetLargeMessageArgs(&builder);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
