@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "catch2/catch.hpp"
@@ -70,6 +71,27 @@ std::vector<float> FloatPatterns() {
   std::vector<float> out;
   for (uint32_t b : bits) out.push_back(FromBits(b));
   return out;
+}
+
+// Elements where got and want differ (as bits), the first few reported.
+template <typename In, typename Out>
+int64_t Differing(const std::vector<In>& in, const std::vector<Out>& got,
+                  const std::vector<Out>& want) {
+  auto bits = [](auto x) -> uint32_t {
+    if constexpr (std::is_same_v<decltype(x), float>) {
+      return Bits(x);
+    } else {
+      return x;
+    }
+  };
+  int64_t differ = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (bits(got[i]) != bits(want[i]) && differ++ < 5) {
+      UNSCOPED_INFO("input bits " << bits(in[i]) << ": " << bits(got[i])
+                                  << " vs " << bits(want[i]));
+    }
+  }
+  return differ;
 }
 
 TEST_CASE("reference: known values") {
@@ -161,16 +183,7 @@ TEST_CASE("fast paths: 16-bit -> float bit-identical for all 65536 values") {
     for (ConvertPath path : FastPaths()) {
       INFO(ConvertPathName(path) << " inv_scale " << inv_scale);
       HalfToFloat(all.data(), all.size(), inv_scale, got.data(), path);
-      int64_t differ = 0;
-      for (size_t i = 0; i < all.size(); ++i) {
-        if (Bits(got[i]) != Bits(want[i])) {
-          if (differ++ < 5) {
-            UNSCOPED_INFO("half " << i << ": " << Bits(got[i]) << " vs "
-                                  << Bits(want[i]));
-          }
-        }
-      }
-      CHECK(differ == 0);
+      CHECK(Differing(all, got, want) == 0);
     }
   }
   BFloat16ToFloat(all.data(), all.size(), want.data(),
@@ -189,14 +202,7 @@ TEST_CASE("fast paths: float -> 16-bit bit-identical on the sweep") {
   for (ConvertPath path : FastPaths()) {
     INFO(ConvertPathName(path) << " bfloat16");
     FloatToBFloat16(in.data(), in.size(), got.data(), path);
-    int64_t differ = 0;
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (got[i] != want[i] && differ++ < 5) {
-        UNSCOPED_INFO("float " << Bits(in[i]) << ": " << got[i] << " vs "
-                               << want[i]);
-      }
-    }
-    CHECK(differ == 0);
+    CHECK(Differing(in, got, want) == 0);
   }
   for (float scale : {1.0f, 0.5f, 4096.0f}) {
     FloatToHalf(in.data(), in.size(), scale, want.data(),
@@ -204,14 +210,7 @@ TEST_CASE("fast paths: float -> 16-bit bit-identical on the sweep") {
     for (ConvertPath path : FastPaths()) {
       INFO(ConvertPathName(path) << " float16 scale " << scale);
       FloatToHalf(in.data(), in.size(), scale, got.data(), path);
-      int64_t differ = 0;
-      for (size_t i = 0; i < in.size(); ++i) {
-        if (got[i] != want[i] && differ++ < 5) {
-          UNSCOPED_INFO("float " << Bits(in[i]) << ": " << got[i] << " vs "
-                                 << want[i]);
-        }
-      }
-      CHECK(differ == 0);
+      CHECK(Differing(in, got, want) == 0);
     }
   }
 }

@@ -464,9 +464,11 @@ class TcpEchoBench {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   }
-  static bool ReadAll(int fd, char* p, int64_t n) {
+  // read() or write() until n bytes moved; false on an error or EOF.
+  template <typename Pointer, typename Io>
+  static bool Transfer(Io io, int fd, Pointer p, int64_t n) {
     while (n > 0) {
-      const ssize_t r = ::read(fd, p, n);
+      const ssize_t r = io(fd, p, n);
       if (r <= 0) {
         if (r < 0 && errno == EINTR) continue;
         return false;
@@ -476,17 +478,11 @@ class TcpEchoBench {
     }
     return true;
   }
+  static bool ReadAll(int fd, char* p, int64_t n) {
+    return Transfer(::read, fd, p, n);
+  }
   static bool WriteAll(int fd, const char* p, int64_t n) {
-    while (n > 0) {
-      const ssize_t r = ::write(fd, p, n);
-      if (r <= 0) {
-        if (r < 0 && errno == EINTR) continue;
-        return false;
-      }
-      p += r;
-      n -= r;
-    }
-    return true;
+    return Transfer(::write, fd, p, n);
   }
 
   std::vector<int64_t> shard_bytes_;
@@ -642,11 +638,9 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   for (const config::PsTask& t : config.ps()) o.addresses.push_back(t.address());
   o.cluster = config.name();
   o.security = SecurityFromConfig(config);
-  ASSIGN_OR_RETURN(o.wire_gradients,
-                   ParseWireDType(config::WireConfig::DType_Name(
-                       config.wire().gradients())));
-  ASSIGN_OR_RETURN(o.wire_weights, ParseWireDType(config::WireConfig::DType_Name(
-                                       config.wire().weights())));
+  const WireDTypes wire = WireDTypesFromConfig(config);
+  o.wire_gradients = wire.gradients;
+  o.wire_weights = wire.weights;
   const Mode mode = config.training().mode() == config::TrainingConfig::SYNC
                         ? Mode::kSync
                         : Mode::kAsync;

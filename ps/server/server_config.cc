@@ -43,11 +43,9 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     o.checkpoint.keep = config.checkpoint().keep();
   }
   o.security = SecurityFromConfig(config);
-  ASSIGN_OR_RETURN(o.wire_gradients,
-                   ParseWireDType(config::WireConfig::DType_Name(
-                       config.wire().gradients())));
-  ASSIGN_OR_RETURN(o.wire_weights, ParseWireDType(config::WireConfig::DType_Name(
-                                       config.wire().weights())));
+  const WireDTypes wire = WireDTypesFromConfig(config);
+  o.wire_gradients = wire.gradients;
+  o.wire_weights = wire.weights;
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

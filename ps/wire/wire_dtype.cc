@@ -21,6 +21,27 @@ absl::StatusOr<DType> ParseWireDType(absl::string_view name) {
       "wire dtype '", name, "': expected fp32, bf16 or fp16"));
 }
 
+namespace {
+
+DType FromConfig(config::WireConfig::DType d) {
+  switch (d) {
+    case config::WireConfig::FP32:
+      return DType::kFloat32;
+    case config::WireConfig::BF16:
+      return DType::kBFloat16;
+    case config::WireConfig::FP16:
+      return DType::kFloat16;
+  }
+  return DType::kFloat32;  // proto2 enums hold only their values
+}
+
+}  // namespace
+
+WireDTypes WireDTypesFromConfig(const ClusterConfig& config) {
+  return WireDTypes{FromConfig(config.wire().gradients()),
+                    FromConfig(config.wire().weights())};
+}
+
 absl::Status CheckWireTensor(const TensorBytes& t, DType expected,
                              absl::string_view what) {
   if (t.dtype != expected) {

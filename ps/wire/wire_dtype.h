@@ -17,15 +17,22 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/cluster_config.h"
 #include "ps/state/types.h"
 
 namespace psgd {
 namespace ps {
 
-// "fp32", "bf16" or "fp16" (in any case, so also the cluster config's
-// WireConfig.DType names) to a dtype; INVALID_ARGUMENT naming the value
-// otherwise.
+// "fp32", "bf16" or "fp16" (in any case; ps_bench's --wire) to a dtype;
+// INVALID_ARGUMENT naming the value otherwise.
 absl::StatusOr<DType> ParseWireDType(absl::string_view name);
+
+// The cluster config's `wire` block (default float32 both ways).
+struct WireDTypes {
+  DType gradients = DType::kFloat32;
+  DType weights = DType::kFloat32;
+};
+WireDTypes WireDTypesFromConfig(const ClusterConfig& config);
 
 // OK when `t` may be decoded as a tensor of dtype `expected`: its dtype is
 // `expected`; for bfloat16 and float16 a valid shape and exactly

@@ -62,12 +62,9 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.client.cluster = config.name();
   w.client.worker_id = index;
   w.client.security = SecurityFromConfig(config);
-  ASSIGN_OR_RETURN(w.client.wire_gradients,
-                   ps::ParseWireDType(config::WireConfig::DType_Name(
-                       config.wire().gradients())));
-  ASSIGN_OR_RETURN(w.client.wire_weights,
-                   ps::ParseWireDType(config::WireConfig::DType_Name(
-                       config.wire().weights())));
+  const ps::WireDTypes wire = ps::WireDTypesFromConfig(config);
+  w.client.wire_gradients = wire.gradients;
+  w.client.wire_weights = wire.weights;
   ASSIGN_OR_RETURN(w.client.variables, ModelVariables(w.model));
   return w;
 }
