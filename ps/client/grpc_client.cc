@@ -28,6 +28,8 @@ struct GrpcPsClient::Shard {
   grpc::ByteBuffer response;
   // Gradients in the wire dtype while a push is sent.
   WireEncoder encoder;
+  // A pulled 16-bit slice before it is converted.
+  std::vector<uint16_t> pull_scratch;
 };
 
 namespace {
@@ -208,7 +210,8 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   // Each slice's bytes go straight from gRPC's buffers into `out`.
   ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
   for (int i = 0; i < num_shards(); ++i) {
-    ShardAssembler assembler(placement_, i, model, options_.wire_weights);
+    ShardAssembler assembler(placement_, i, model, options_.wire_weights,
+                             &shards_[i]->pull_scratch);
     int64_t wait_micros = 0;
     int64_t generation = 0;
     RETURN_IF_ERROR(

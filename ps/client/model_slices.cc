@@ -115,9 +115,11 @@ absl::StatusOr<char*> ShardAssembler::Destination(const TensorBytes& t,
   }
   float* dest = model_[slice.variable] + slice.offset;
   if (wire_dtype_ == DType::kFloat32) return reinterpret_cast<char*>(dest);
-  scratch_.resize(slice.num_elements);
+  if (scratch_->size() < static_cast<size_t>(slice.num_elements)) {
+    scratch_->resize(slice.num_elements);
+  }
   pending_ = dest;
-  return reinterpret_cast<char*>(scratch_.data());
+  return reinterpret_cast<char*>(scratch_->data());
 }
 
 absl::Status ShardAssembler::Done(const TensorBytes& t) {

@@ -53,15 +53,20 @@ std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
 // slice without a finite scale > 0.
 class ShardAssembler {
  public:
-  // The placement and the model's memory are borrowed.
+  // The placement and the model's memory are borrowed; so is `scratch`,
+  // where 16-bit slices wait for Done (a caller that pulls again and again
+  // passes the same one, so that its memory is reused; null: the
+  // assembler's own).
   ShardAssembler(const Placement& placement, int shard,
                  absl::Span<float* const> model,
-                 DType wire_dtype = DType::kFloat32)
+                 DType wire_dtype = DType::kFloat32,
+                 std::vector<uint16_t>* scratch = nullptr)
       : placement_(placement),
         shard_(shard),
         model_(model),
         wire_dtype_(wire_dtype),
-        seen_(placement.slices.size(), false) {}
+        seen_(placement.slices.size(), false),
+        scratch_(scratch != nullptr ? scratch : &own_scratch_) {}
 
   // `tensor`'s data is not used: only its name, shape and dtype.
   absl::StatusOr<char*> Destination(const TensorBytes& tensor, size_t bytes);
@@ -76,7 +81,8 @@ class ShardAssembler {
   const DType wire_dtype_;
   std::vector<bool> seen_;
   // A 16-bit slice's bytes, until Done converts them to model_.
-  std::vector<uint16_t> scratch_;
+  std::vector<uint16_t> own_scratch_;
+  std::vector<uint16_t>* const scratch_;
   float* pending_ = nullptr;
 };
 

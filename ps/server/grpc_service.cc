@@ -120,7 +120,12 @@ class PsGrpcService::WireWeights {
   std::shared_ptr<const Encoded> Get(const ParameterShard::Snapshot& snapshot) {
     MutexLock lock(&mu_);
     if (current_ != nullptr && current_->snapshot == snapshot) return current_;
-    auto e = std::make_shared<Encoded>();
+    // Every copy of current_ is made under mu_: when the cache holds the
+    // only one, no pull is sending it any more and its buffers are reused
+    // (no fresh pages to fault in at every step).
+    std::shared_ptr<Encoded> e = current_.use_count() == 1
+                                     ? std::move(current_)
+                                     : std::make_shared<Encoded>();
     e->snapshot = snapshot;
     const WeightsSnapshot& s = *snapshot;
     std::vector<TensorBytes> floats;
@@ -137,7 +142,7 @@ class PsGrpcService::WireWeights {
  private:
   const DType dtype_;
   Mutex mu_;
-  std::shared_ptr<const Encoded> current_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Encoded> current_ ABSL_GUARDED_BY(mu_);
 };
 
 // Push messages for reuse: a request's gradient buffers keep their capacity
