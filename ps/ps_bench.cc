@@ -1,7 +1,10 @@
-// ps_bench: parameter-server throughput against a bare gRPC echo of the
-// same bytes, in one process on loopback.
+// ps_bench: parameter-server throughput against a bare gRPC echo and a
+// plain TCP echo of the same bytes, in one process on loopback; or against
+// the ps_server processes of a cluster config.
 //
 //   bazel run -c opt //ps:ps_bench -- --shards=2 --workers=4 --seconds=10
+//   bazel-bin/ps/ps_bench --wire=bf16        # also the servers with bf16
+//   bazel-bin/ps/ps_bench --config=F --workers=4   # real ps_server tasks
 //
 // Parameter server: S shard servers (PsGrpcServer) hold the TF cifar10
 // tutorial model (1,068,298 float32 parameters) placed over them; W worker
@@ -11,13 +14,39 @@
 // Echo: S bare echo servers; W threads, each with its own channels, echo
 // each shard's bytes to its echo server in parallel: the same bytes up
 // (push) and down (pull) per step, with nothing of the parameter server.
-// After a warmup of each, the two alternate in --rounds rounds of
-// --seconds / --rounds each, so that both see the same background load.
-// The last line is ratio_vs_grpc_echo=<ps GB/s / echo GB/s>.
+// TCP: S plain TCP echo servers (a thread per connection) and, for each
+// worker and shard, a thread with its own connection that sends the shard's
+// bytes and reads them back: what this machine moves over loopback sockets
+// with the same threads and no protocol. With --wire=bf16 (or fp16) a
+// second set of shard servers takes bfloat16 gradients and answers with
+// bfloat16 weights (the cluster config's wire block).
+// After a warmup of each, they alternate in --rounds rounds of
+// --seconds / --rounds each, so that all see the same background load.
+// It prints ratio_vs_grpc_echo=<ps GB/s / echo GB/s> (float32 on the wire),
+// ratio_vs_tcp=<ps GB/s / tcp GB/s> and, with --wire,
+// ratio_bf16_vs_fp32=<worker steps/s with the wire dtype / with float32>.
+//
+// --config=F: no servers in this process; W worker threads (ids
+// --first_worker.. of the config's workers, each with its own connections)
+// push and pull against the config's ps tasks (started by hand or by
+// scripts/ps_bench_cluster.sh, possibly on other hosts), with the config's
+// wire dtypes, mode and token, for --seconds; it prints bytes per second
+// per worker and per server.
 #include <grpcpp/grpcpp.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -25,13 +54,18 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/cluster_config.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "proto/echo.grpc.pb.h"
 #include "ps/client/grpc_client.h"
 #include "ps/server/grpc_server.h"
+#include "ps/wire/wire_dtype.h"
 
 ABSL_FLAG(int, shards, 2, "Parameter-server shards S.");
 ABSL_FLAG(int, workers, 4, "Worker threads W.");
@@ -41,6 +75,15 @@ ABSL_FLAG(double, warmup_seconds, 1, "Unmeasured seconds of each first.");
 ABSL_FLAG(std::string, mode, "sync", "sync (N = M = W) or async.");
 ABSL_FLAG(int64_t, split_threshold_bytes, int64_t{1} << 20,
           "Split threshold of the placement.");
+ABSL_FLAG(std::string, wire, "fp32",
+          "fp32, bf16 or fp16: with bf16 or fp16 the parameter server also "
+          "runs with that dtype on the wire (gradients and weights).");
+ABSL_FLAG(std::string, only, "ps,echo,tcp",
+          "Which to run, of ps (and the --wire one), echo and tcp.");
+ABSL_FLAG(std::string, config, "",
+          "A cluster config: measure its running ps_server tasks instead.");
+ABSL_FLAG(int, first_worker, 0,
+          "--config: the worker id of the first worker thread.");
 
 namespace psgd {
 namespace ps {
@@ -96,8 +139,9 @@ std::vector<Tensor> Filled(const std::vector<VariableSpec>& specs,
 // round to round.
 class ParameterServerBench {
  public:
-  absl::Status Start(Mode mode, int shards, int workers) {
+  absl::Status Start(Mode mode, int shards, int workers, DType wire) {
     mode_ = mode;
+    wire_ = wire;
     for (int i = 0; i < shards; ++i) {
       ServerOptions o;
       o.shard_index = i;
@@ -108,24 +152,60 @@ class ParameterServerBench {
       o.replicas_to_aggregate = mode == Mode::kSync ? workers : 1;
       o.max_message_bytes = kMaxMessageBytes;
       o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
+      o.wire_gradients = wire;
+      o.wire_weights = wire;
       ASSIGN_OR_RETURN(std::unique_ptr<PsGrpcServer> server,
                        PsGrpcServer::Start(o));
       addresses_.push_back(server->address());
       servers_.push_back(std::move(server));
     }
+    GrpcClientOptions o;
+    o.addresses = addresses_;
+    o.cluster = kCluster;
+    o.wire_gradients = wire;
+    o.wire_weights = wire;
+    return Connect(o, workers, 0);
+  }
+
+  // Clients of running servers: a chief that initialises them (a no-op
+  // when they are), and `workers` workers from worker id `first` on, which
+  // join and start at the servers' current step.
+  absl::Status Connect(GrpcClientOptions o, int workers, int first) {
+    o.variables = specs_;
+    o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
+    o.max_message_bytes = kMaxMessageBytes;
+    options_ = o;
+    addresses_ = o.addresses;
+    const int shards = static_cast<int>(addresses_.size());
     ASSIGN_OR_RETURN(chief_, Client(-1));
     const std::vector<Tensor> initial = Filled(specs_, 0.01f);
     RETURN_IF_ERROR(chief_->Initialize(ConstViews(initial)));
     for (int w = 0; w < workers; ++w) {
-      ASSIGN_OR_RETURN(std::unique_ptr<GrpcPsClient> c, Client(w));
+      ASSIGN_OR_RETURN(std::unique_ptr<GrpcPsClient> c, Client(first + w));
       RETURN_IF_ERROR(c->Join());
-      clients_.push_back(std::move(c));
       weights_.push_back(Filled(specs_, 0));
       grads_.push_back(Filled(specs_, 1e-3f * (w + 1)));
-      versions_.push_back(ModelVersion::AtLeast(shards, 0));
+      ASSIGN_OR_RETURN(
+          ModelVersion v,
+          c->Pull(ModelVersion::AtLeast(shards, 0),
+                  absl::Now() + absl::Seconds(60), Views(weights_.back())));
+      versions_.push_back(v);
+      clients_.push_back(std::move(c));
     }
     return absl::OkStatus();
   }
+
+  // Bytes one worker step moves through shard i: its slices up as
+  // gradients and down as weights, in the wire dtype.
+  int64_t StepBytes(int shard) const {
+    return chief_->placement().shard_bytes[shard] / 4 * 2 * DTypeSize(wire_);
+  }
+  int64_t StepBytes() const {
+    int64_t n = 0;
+    for (size_t i = 0; i < addresses_.size(); ++i) n += StepBytes(i);
+    return n;
+  }
+  const std::vector<std::string>& addresses() const { return addresses_; }
 
   absl::StatusOr<Tally> Round(absl::Duration length) {
     // Sync: the first worker to see the round end picks the last step,
@@ -139,13 +219,16 @@ class ParameterServerBench {
           int64_t steps = 0;
           for (;;) {
             if (absl::Now() >= end) {
-              if (mode_ == Mode::kAsync) break;
+              if (mode_ == Mode::kAsync || !coordinate_stop_) break;
               int64_t want = v.steps[0] + 1, seen = stop_step.load();
               while (want < seen &&
                      !stop_step.compare_exchange_weak(seen, want)) {
               }
             }
-            if (mode_ == Mode::kSync && v.steps[0] >= stop_step.load()) break;
+            if (mode_ == Mode::kSync && coordinate_stop_ &&
+                v.steps[0] >= stop_step.load()) {
+              break;
+            }
             RETURN_IF_ERROR(
                 clients_[w]->Push(v, ConstViews(grads_[w])).status());
             ASSIGN_OR_RETURN(
@@ -161,6 +244,16 @@ class ParameterServerBench {
         });
   }
 
+  void set_mode(Mode mode) { mode_ = mode; }
+  // Against servers shared with other processes: each worker stops at the
+  // end of the round and leaves (sync steps go on without it) instead of
+  // all meeting at one last step.
+  void set_independent_workers() { coordinate_stop_ = false; }
+  absl::Status LeaveAll() {
+    for (auto& c : clients_) RETURN_IF_ERROR(c->Leave());
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<int64_t> Step() {
     ASSIGN_OR_RETURN(std::vector<ShardStatus> s, chief_->Status());
     return s[0].step;
@@ -168,13 +261,8 @@ class ParameterServerBench {
 
  private:
   absl::StatusOr<std::unique_ptr<GrpcPsClient>> Client(int worker) {
-    GrpcClientOptions o;
-    o.addresses = addresses_;
-    o.cluster = kCluster;
+    GrpcClientOptions o = options_;
     o.worker_id = worker;
-    o.variables = specs_;
-    o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
-    o.max_message_bytes = kMaxMessageBytes;
     return GrpcPsClient::Create(o);
   }
   std::vector<NamedConstTensorView> ConstViews(const std::vector<Tensor>& t) {
@@ -194,6 +282,9 @@ class ParameterServerBench {
 
   const std::vector<VariableSpec> specs_ = Cifar10TutorialVariables();
   Mode mode_ = Mode::kSync;
+  DType wire_ = DType::kFloat32;
+  bool coordinate_stop_ = true;
+  GrpcClientOptions options_;
   std::vector<std::unique_ptr<PsGrpcServer>> servers_;
   std::vector<std::string> addresses_;
   std::unique_ptr<GrpcPsClient> chief_;
@@ -227,10 +318,11 @@ class EchoBench {
       grpc::ServerBuilder builder;
       builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                                &port);
-      builder.RegisterService(&service_);
+      services_.push_back(std::make_unique<EchoService>());
+      builder.RegisterService(services_.back().get());
       builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
       builder.SetMaxSendMessageSize(kMaxMessageBytes);
-      servers_.push_back(builder.BuildAndStart());
+          servers_.push_back(builder.BuildAndStart());
       if (servers_.back() == nullptr || port == 0) {
         return absl::UnavailableError("an echo server did not start");
       }
@@ -272,13 +364,165 @@ class EchoBench {
     std::vector<std::unique_ptr<echo::Echo::Stub>> stubs;
     std::vector<echo::EchoMessage> requests, replies;
   };
-  EchoService service_;
+  std::vector<std::unique_ptr<EchoService>> services_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
   std::vector<std::string> addresses_;
   std::vector<Worker> workers_;
 };
 
-absl::Status Run(Mode mode, int shards, int workers) {
+// Plain TCP echo: per shard a listening socket and a thread per
+// connection that reads the shard's bytes and writes them back; per worker
+// and shard a connection and a thread that sends and reads them, each
+// worker's S threads independently (a worker step is S shard echoes).
+class TcpEchoBench {
+ public:
+  ~TcpEchoBench() {
+    for (int fd : client_fds_) ::close(fd);  // the servers see EOF
+    for (std::thread& t : server_threads_) t.join();
+    for (int fd : listen_fds_) ::close(fd);
+  }
+
+  absl::Status Start(const std::vector<int64_t>& shard_bytes, int workers) {
+    shard_bytes_ = shard_bytes;
+    workers_ = workers;
+    const int shards = static_cast<int>(shard_bytes.size());
+    std::vector<int> ports;
+    for (int i = 0; i < shards; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (fd < 0) return Errno("socket");
+      listen_fds_.push_back(fd);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof(a);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+          ::listen(fd, 64) != 0 ||
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        return Errno("bind/listen");
+      }
+      ports.push_back(ntohs(a.sin_port));
+    }
+    for (int w = 0; w < workers; ++w) {
+      for (int i = 0; i < shards; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) return Errno("socket");
+        client_fds_.push_back(fd);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(ports[i]);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+          return Errno("connect");
+        }
+        NoDelay(fd);
+        const int server_fd = ::accept(listen_fds_[i], nullptr, nullptr);
+        if (server_fd < 0) return Errno("accept");
+        NoDelay(server_fd);
+        const int64_t n = shard_bytes[i];
+        server_threads_.emplace_back([server_fd, n] {
+          std::string buffer(n, '\0');
+          while (ReadAll(server_fd, buffer.data(), n) &&
+                 WriteAll(server_fd, buffer.data(), n)) {
+          }
+          ::close(server_fd);
+        });
+        buffers_.emplace_back(n, 'x');
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Tally> Round(absl::Duration length) {
+    const int shards = static_cast<int>(shard_bytes_.size());
+    ASSIGN_OR_RETURN(
+        Tally t,
+        RunRound(workers_ * shards, length,
+                 [&](int index, absl::Time end) -> absl::StatusOr<int64_t> {
+                   const int fd = client_fds_[index];
+                   const int64_t n = shard_bytes_[index % shards];
+                   std::string& buffer = buffers_[index];
+                   int64_t echoes = 0;
+                   while (absl::Now() < end) {
+                     if (!WriteAll(fd, buffer.data(), n) ||
+                         !ReadAll(fd, buffer.data(), n)) {
+                       return Errno("tcp echo");
+                     }
+                     if (absl::Now() < end) ++echoes;
+                   }
+                   return echoes;
+                 }));
+    // Worker steps: S shard echoes each (RunRound summed them).
+    t.steps /= shards;
+    return t;
+  }
+
+ private:
+  static absl::Status Errno(absl::string_view what) {
+    return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+  }
+  static void NoDelay(int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  // read() or write() until n bytes moved; false on an error or EOF.
+  template <typename Pointer, typename Io>
+  static bool Transfer(Io io, int fd, Pointer p, int64_t n) {
+    while (n > 0) {
+      const ssize_t r = io(fd, p, n);
+      if (r <= 0) {
+        if (r < 0 && errno == EINTR) continue;
+        return false;
+      }
+      p += r;
+      n -= r;
+    }
+    return true;
+  }
+  static bool ReadAll(int fd, char* p, int64_t n) {
+    return Transfer(::read, fd, p, n);
+  }
+  static bool WriteAll(int fd, const char* p, int64_t n) {
+    return Transfer(::write, fd, p, n);
+  }
+
+  std::vector<int64_t> shard_bytes_;
+  int workers_ = 0;
+  std::vector<int> listen_fds_, client_fds_;
+  std::vector<std::thread> server_threads_;
+  std::vector<std::string> buffers_;  // per (worker, shard)
+};
+
+// User + system CPU seconds of this process so far.
+double ProcessCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// One of the things measured, with its tally over the rounds.
+struct Measured {
+  Measured(std::string name,
+           std::function<absl::StatusOr<Tally>(absl::Duration)> round,
+           int64_t bytes_per_step)
+      : name(std::move(name)),
+        round(std::move(round)),
+        bytes_per_step(bytes_per_step) {}
+  std::string name;
+  std::function<absl::StatusOr<Tally>(absl::Duration)> round;
+  int64_t bytes_per_step = 0;
+  Tally total;
+  double cpu_seconds = 0;  // the process's user + system time in rounds
+  double cpu_ms_per_step() const { return cpu_seconds * 1e3 / total.steps; }
+  double steps_per_s() const { return total.steps / total.seconds; }
+  double gb_per_s() const { return total.gb_per_s(bytes_per_step); }
+};
+
+absl::Status Run(Mode mode, int shards, int workers, DType wire,
+                 const std::vector<std::string>& only) {
+  auto wanted = [&](absl::string_view what) {
+    return std::find(only.begin(), only.end(), what) != only.end();
+  };
   const std::vector<VariableSpec> specs = Cifar10TutorialVariables();
   ASSIGN_OR_RETURN(Placement placement,
                    PlaceVariables(specs, shards,
@@ -306,31 +550,138 @@ absl::Status Run(Mode mode, int shards, int workers) {
   }
   std::fflush(stdout);
 
-  ParameterServerBench ps;
-  RETURN_IF_ERROR(ps.Start(mode, shards, workers));
+  std::vector<Measured> measured;
+  ParameterServerBench ps, ps_wire;
   EchoBench echo;
-  RETURN_IF_ERROR(echo.Start(placement.shard_bytes, workers));
-  RETURN_IF_ERROR(ps.Round(warmup).status());
-  RETURN_IF_ERROR(echo.Round(warmup).status());
-  Tally ps_total, echo_total;
-  for (int r = 0; r < rounds; ++r) {
-    ASSIGN_OR_RETURN(Tally p, ps.Round(round));
-    ASSIGN_OR_RETURN(Tally e, echo.Round(round));
-    ps_total.Add(p);
-    echo_total.Add(e);
+  TcpEchoBench tcp;
+  if (wanted("ps")) {
+    RETURN_IF_ERROR(ps.Start(mode, shards, workers, DType::kFloat32));
+    measured.push_back({"parameter server (fp32)",
+                        [&](absl::Duration d) { return ps.Round(d); },
+                        ps.StepBytes()});
+    if (wire != DType::kFloat32) {
+      RETURN_IF_ERROR(ps_wire.Start(mode, shards, workers, wire));
+      measured.push_back(
+          {absl::StrCat("parameter server (", DTypeName(wire), ")"),
+           [&](absl::Duration d) { return ps_wire.Round(d); },
+           ps_wire.StepBytes()});
+    }
   }
-  ASSIGN_OR_RETURN(int64_t global_steps, ps.Step());
+  if (wanted("echo")) {
+    RETURN_IF_ERROR(echo.Start(placement.shard_bytes, workers));
+    measured.push_back({"grpc echo", [&](absl::Duration d) {
+                          return echo.Round(d);
+                        },
+                        bytes_per_step});
+  }
+  if (wanted("tcp")) {
+    RETURN_IF_ERROR(tcp.Start(placement.shard_bytes, workers));
+    measured.push_back({"tcp echo", [&](absl::Duration d) {
+                          return tcp.Round(d);
+                        },
+                        bytes_per_step});
+  }
+  for (Measured& m : measured) RETURN_IF_ERROR(m.round(warmup).status());
+  for (int r = 0; r < rounds; ++r) {
+    for (Measured& m : measured) {
+      const double cpu_before = ProcessCpuSeconds();
+      ASSIGN_OR_RETURN(Tally t, m.round(round));
+      m.cpu_seconds += ProcessCpuSeconds() - cpu_before;
+      m.total.Add(t);
+    }
+  }
+  const Measured* fp32 = nullptr;
+  const Measured* narrow = nullptr;
+  const Measured* grpc_echo = nullptr;
+  const Measured* tcp_echo = nullptr;
+  for (const Measured& m : measured) {
+    std::printf(
+        "%-26s %7.1f worker steps/s, %.3f GB/s pushed + pulled, %.2f CPU "
+        "ms per worker step\n",
+        (m.name + ":").c_str(), m.steps_per_s(), m.gb_per_s(),
+        m.cpu_ms_per_step());
+    if (m.name == "parameter server (fp32)") fp32 = &m;
+    if (absl::StartsWith(m.name, "parameter server") && &m != fp32) {
+      narrow = &m;
+    }
+    if (m.name == "grpc echo") grpc_echo = &m;
+    if (m.name == "tcp echo") tcp_echo = &m;
+  }
+  if (fp32 != nullptr) {
+    ASSIGN_OR_RETURN(int64_t global_steps, ps.Step());
+    std::printf("(%lld shard steps of the fp32 servers in all)\n",
+                static_cast<long long>(global_steps));
+  }
+  if (grpc_echo != nullptr && tcp_echo != nullptr) {
+    std::printf("grpc_echo_vs_tcp=%.3f\n",
+                grpc_echo->gb_per_s() / tcp_echo->gb_per_s());
+  }
+  if (fp32 != nullptr && tcp_echo != nullptr) {
+    std::printf("ratio_vs_tcp=%.3f\n", fp32->gb_per_s() / tcp_echo->gb_per_s());
+  }
+  if (fp32 != nullptr && narrow != nullptr) {
+    std::printf("ratio_%s_vs_fp32=%.3f\n",
+                absl::GetFlag(FLAGS_wire).c_str(),
+                narrow->steps_per_s() / fp32->steps_per_s());
+  }
+  if (fp32 != nullptr && grpc_echo != nullptr) {
+    std::printf("ratio_vs_grpc_echo=%.3f\n",
+                fp32->gb_per_s() / grpc_echo->gb_per_s());
+  }
+  return absl::OkStatus();
+}
+
+// --config: worker threads against the config's running ps tasks.
+absl::Status RunAgainstConfig(const std::string& path, int workers) {
+  ASSIGN_OR_RETURN(ClusterConfig config, LoadClusterConfig(path));
+  GrpcClientOptions o;
+  for (const config::PsTask& t : config.ps()) o.addresses.push_back(t.address());
+  o.cluster = config.name();
+  o.security = SecurityFromConfig(config);
+  const WireDTypes wire = WireDTypesFromConfig(config);
+  o.wire_gradients = wire.gradients;
+  o.wire_weights = wire.weights;
+  const Mode mode = config.training().mode() == config::TrainingConfig::SYNC
+                        ? Mode::kSync
+                        : Mode::kAsync;
+  const int first = absl::GetFlag(FLAGS_first_worker);
+  ParameterServerBench ps;
+  ps.set_mode(mode);
+  ps.set_independent_workers();
+  RETURN_IF_ERROR(ps.Connect(o, workers, first));
+  const double seconds = absl::GetFlag(FLAGS_seconds);
   std::printf(
-      "parameter server: %.1f worker steps/s, %.3f GB/s pushed + pulled "
-      "(%lld shard steps in all)\n",
-      ps_total.steps / ps_total.seconds, ps_total.gb_per_s(bytes_per_step),
-      static_cast<long long>(global_steps));
-  std::printf("grpc echo:        %.1f worker steps/s, %.3f GB/s echoed\n",
-              echo_total.steps / echo_total.seconds,
-              echo_total.gb_per_s(bytes_per_step));
-  std::printf(
-      "ratio_vs_grpc_echo=%.3f\n",
-      ps_total.gb_per_s(bytes_per_step) / echo_total.gb_per_s(bytes_per_step));
+      "ps_bench --config=%s: %zu ps tasks, workers %d..%d, %s, gradients %s, "
+      "weights %s; %.1f s after %.1f s warmup\n",
+      path.c_str(), o.addresses.size(), first, first + workers - 1,
+      std::string(ModeName(mode)).c_str(),
+      std::string(DTypeName(o.wire_gradients)).c_str(),
+      std::string(DTypeName(o.wire_weights)).c_str(), seconds,
+      absl::GetFlag(FLAGS_warmup_seconds));
+  std::fflush(stdout);
+  RETURN_IF_ERROR(
+      ps.Round(absl::Seconds(absl::GetFlag(FLAGS_warmup_seconds))).status());
+  ASSIGN_OR_RETURN(Tally t, ps.Round(absl::Seconds(seconds)));
+  RETURN_IF_ERROR(ps.LeaveAll());
+  // Gradients up in the gradients' dtype, weights down in the weights'.
+  const std::vector<VariableSpec> specs = Cifar10TutorialVariables();
+  ASSIGN_OR_RETURN(Placement placement,
+                   PlaceVariables(specs, static_cast<int>(o.addresses.size()),
+                                  absl::GetFlag(FLAGS_split_threshold_bytes)));
+  int64_t step_bytes = 0;
+  for (size_t i = 0; i < o.addresses.size(); ++i) {
+    const int64_t elements = placement.shard_bytes[i] / 4;
+    const int64_t bytes = elements * (DTypeSize(o.wire_gradients) +
+                                      DTypeSize(o.wire_weights));
+    step_bytes += bytes;
+    std::printf("server %zu (%s): %.1f MB/s pushed + pulled\n", i,
+                o.addresses[i].c_str(), t.steps * bytes / t.seconds / 1e6);
+  }
+  std::printf("per worker: %.1f steps/s, %.1f MB/s\n",
+              t.steps / t.seconds / workers,
+              t.steps * step_bytes / t.seconds / workers / 1e6);
+  std::printf("all workers: %.1f steps/s, %.1f MB/s\n", t.steps / t.seconds,
+              t.steps * step_bytes / t.seconds / 1e6);
   return absl::OkStatus();
 }
 
@@ -340,15 +691,34 @@ absl::Status Run(Mode mode, int shards, int workers) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  const int workers = absl::GetFlag(FLAGS_workers);
+  if (!absl::GetFlag(FLAGS_config).empty()) {
+    if (workers < 1) {
+      std::fprintf(stderr, "ps_bench: --workers must be >= 1\n");
+      return 2;
+    }
+    absl::Status s =
+        psgd::ps::RunAgainstConfig(absl::GetFlag(FLAGS_config), workers);
+    if (!s.ok()) {
+      std::fprintf(stderr, "ps_bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    return 0;
+  }
   absl::StatusOr<psgd::ps::Mode> mode =
       psgd::ps::ParseMode(absl::GetFlag(FLAGS_mode));
+  absl::StatusOr<psgd::ps::DType> wire =
+      psgd::ps::ParseWireDType(absl::GetFlag(FLAGS_wire));
   const int shards = absl::GetFlag(FLAGS_shards);
-  const int workers = absl::GetFlag(FLAGS_workers);
-  if (!mode.ok() || shards < 1 || workers < 1) {
-    std::fprintf(stderr, "ps_bench: bad --mode, --shards or --workers\n");
+  if (!mode.ok() || !wire.ok() || shards < 1 || workers < 1) {
+    std::fprintf(stderr,
+                 "ps_bench: bad --mode, --wire, --shards or --workers\n");
     return 2;
   }
-  if (absl::Status s = psgd::ps::Run(*mode, shards, workers); !s.ok()) {
+  const std::vector<std::string> only =
+      absl::StrSplit(absl::GetFlag(FLAGS_only), ',');
+  if (absl::Status s = psgd::ps::Run(*mode, shards, workers, *wire, only);
+      !s.ok()) {
     std::fprintf(stderr, "ps_bench: %s\n", s.ToString().c_str());
     return 1;
   }

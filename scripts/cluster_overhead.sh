@@ -6,17 +6,20 @@
 #
 #   scripts/cluster_overhead.sh [--steps=N] [--batch=B] [--threads=T]
 #                               [--data_dir=DIR | --synthetic] [--rounds=R]
+#                               [--wire=fp32|bf16|fp16]
 #
 # Defaults: 60 steps of batch 128 with 2 threads, CIFAR-10 from
 # data/cifar-10-batches-bin (the synthetic set when absent), 2 rounds; the
 # first 5 steps of each run are warm-up and not counted. The rounds
 # alternate local and cluster runs so that both see the same background
-# load. Last line: overhead_ratio=X (cluster step time / local step time).
+# load. --wire sets the cluster's wire block (gradients and weights in that
+# dtype; default fp32). Last line: overhead_ratio=X (cluster step time /
+# local step time).
 set -uo pipefail
 here=$(pwd)
 cd "$(dirname "$0")/.." || exit 1
 
-steps=60 batch=128 threads=2 rounds=2 data_dir="" synthetic=0
+steps=60 batch=128 threads=2 rounds=2 data_dir="" synthetic=0 wire=fp32
 for a in "$@"; do
   case "$a" in
     --steps=*) steps=${a#--steps=} ;;
@@ -26,7 +29,8 @@ for a in "$@"; do
     --data_dir=*) data_dir=${a#--data_dir=}
                   case "$data_dir" in /*) ;; *) data_dir="$here/$data_dir" ;; esac ;;
     --synthetic) synthetic=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --wire=*) wire=${a#--wire=} ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "cluster_overhead.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -36,6 +40,10 @@ for v in steps batch threads rounds; do
   fi
 done
 [ "$steps" -gt 10 ] || { echo "cluster_overhead.sh: --steps must be > 10" >&2; exit 2; }
+case "$wire" in
+  fp32|bf16|fp16) ;;
+  *) echo "cluster_overhead.sh: --wire=$wire: expected fp32, bf16 or fp16" >&2; exit 2 ;;
+esac
 
 bazel build -c opt //worker:train_local //ps:ps_server //worker:worker \
   //configs:cluster_tasks >/dev/null 2>&1 || { echo "cluster_overhead.sh: build failed" >&2; exit 1; }
@@ -65,6 +73,7 @@ ps { address: "127.0.0.1:${ports[0]}" }
 worker { address: "127.0.0.1:${ports[1]}" threads: $threads }
 training { mode: SYNC batch_size: $batch steps: $steps }
 data { $config_data }
+wire { gradients: ${wire^^} weights: ${wire^^} }
 EOF
 
 # mean_step FILE: mean step_s of the train lines after the first 5.
@@ -91,7 +100,7 @@ for ((r = 1; r <= rounds; r++)); do
   local_times+=("$(sed 's/ .*//; s/step_s=//' <<<"$l")")
   cluster_times+=("$(sed 's/ .*//; s/step_s=//' <<<"$c")")
 done
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "wire: $wire; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 - "${local_times[*]}" "${cluster_times[*]}" <<'EOF'
 import statistics, sys
 local = [float(x) for x in sys.argv[1].split()]

@@ -13,6 +13,7 @@
 #include "ps/client/model_slices.h"
 #include "common/mutex.h"
 #include "ps/wire/wire.h"
+#include "ps/wire/wire_dtype.h"
 #include "ps/wire/wire_zero_copy.h"
 
 namespace psgd {
@@ -25,6 +26,10 @@ struct GrpcPsClient::Shard {
   std::unique_ptr<grpc::GenericStub> raw;
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
+  // Gradients in the wire dtype while a push is sent.
+  WireEncoder encoder;
+  // A pulled 16-bit slice before it is converted.
+  std::vector<uint16_t> pull_scratch;
 };
 
 namespace {
@@ -79,9 +84,13 @@ std::shared_ptr<grpc::Channel> CreatePsChannel(
   args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // gRPC's default reconnect backoff grows to 2 minutes: a server restarted
-  // after a crash would stay unseen that long.
+  // after a crash would stay unseen that long. The minimum is also how long
+  // a connection attempt may take until the server's HTTP/2 SETTINGS
+  // arrive: at 100 ms, attempts on a loaded machine (load average 8 and
+  // more, as when other builds run) timed out and calls failed with
+  // UNAVAILABLE "timed out before receiving SETTINGS frame".
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return CreateChannel(address, credentials, args);
 }
@@ -203,16 +212,18 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   for (int i = 0; i < num_shards(); ++i) {
     sent_bytes_ += static_cast<int64_t>(shards_[i]->request.Length());
     received_bytes_ += static_cast<int64_t>(shards_[i]->response.Length());
-    ShardAssembler assembler(placement_, i, model);
+    ShardAssembler assembler(placement_, i, model, options_.wire_weights,
+                             &shards_[i]->pull_scratch);
     int64_t wait_micros = 0;
     int64_t generation = 0;
     RETURN_IF_ERROR(
-        Annotate(DecodePullResponse(&shards_[i]->response, &version.steps[i],
-                                    &wait_micros,
-                                    [&](const TensorBytes& t, size_t bytes) {
-                                      return assembler.Destination(t, bytes);
-                                    },
-                                    &generation),
+        Annotate(DecodePullResponse(
+                     &shards_[i]->response, &version.steps[i], &wait_micros,
+                     [&](const TensorBytes& t, size_t bytes) {
+                       return assembler.Destination(t, bytes);
+                     },
+                     &generation,
+                     [&](const TensorBytes& t) { return assembler.Done(t); }),
                  absl::StrCat("pull from shard ", i, " at ",
                               shards_[i]->address, ": ")));
     RETURN_IF_ERROR(assembler.Finish());
@@ -243,9 +254,11 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
       header.set_worker_id(options_.worker_id);
       header.set_step(version.steps[i]);
       header.set_generation(version.generation);
-      shards_[i]->request =
-          EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
-                            ShardSlices(placement_, i, model), in_use);
+      const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
+      shards_[i]->request = EncodeWithTensors(
+          header, wire::PushRequest::kGradientsFieldNumber,
+          shards_[i]->encoder.FromFloat(slices, options_.wire_gradients),
+          in_use);
     }
   }
   absl::Status status = CallInParallel(

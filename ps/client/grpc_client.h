@@ -66,6 +66,11 @@ struct GrpcClientOptions {
   // Sent with Initialize: the run directory the servers and the other
   // workers use when they were given none (see proto/ps.proto).
   std::string run_dir;
+  // The element types on the wire, as the servers' (the cluster config's
+  // `wire` block): gradients are pushed as wire_gradients, pulled weights
+  // must come as wire_weights (docs/PS.md, "Wire dtypes").
+  DType wire_gradients = DType::kFloat32;
+  DType wire_weights = DType::kFloat32;
   // The cluster's token, sent with every call, and TLS (tls, tls_ca_file;
   // the certificate and key are the servers'). Default: neither.
   SecurityOptions security;

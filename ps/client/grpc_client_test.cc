@@ -6,7 +6,12 @@
 #include "ps/client/grpc_client.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <thread>
+
+#include "common/dtype_convert.h"
 
 #include "ps/server/grpc_server.h"
 #include "ps/testing/ps_client_test_util.h"
@@ -19,10 +24,15 @@ using testing::Scenario;
 
 // Shard servers on 127.0.0.1 with OS-chosen ports.
 struct GrpcCluster {
-  GrpcCluster(const Scenario& sc, int num_shards) {
+  GrpcCluster(const Scenario& sc, int num_shards,
+              DType wire_gradients = DType::kFloat32,
+              DType wire_weights = DType::kFloat32)
+      : wire_gradients(wire_gradients), wire_weights(wire_weights) {
     for (int i = 0; i < num_shards; ++i) {
       ServerOptions o = testing::ScenarioOptions(sc, i, num_shards);
       o.listen_address = "127.0.0.1:0";
+      o.wire_gradients = wire_gradients;
+      o.wire_weights = wire_weights;
       auto server = PsGrpcServer::Start(o);
       REQUIRE(server.ok());
       addresses.push_back((*server)->address());
@@ -37,6 +47,8 @@ struct GrpcCluster {
     o.variables = testing::ScenarioModel();
     o.split_threshold_bytes = testing::kScenarioSplitThreshold;
     o.rpc_timeout = absl::Seconds(30);
+    o.wire_gradients = wire_gradients;
+    o.wire_weights = wire_weights;
     auto client = GrpcPsClient::Create(o);
     REQUIRE(client.ok());
     return *std::move(client);
@@ -52,6 +64,7 @@ struct GrpcCluster {
     return chief;
   }
 
+  const DType wire_gradients, wire_weights;
   std::vector<std::string> addresses;
   std::vector<std::unique_ptr<PsGrpcServer>> servers;
 };
@@ -160,6 +173,155 @@ TEST_CASE("grpc: Shutdown ends waiting pulls and the servers' wait") {
   for (auto& server : cluster.servers) {
     CHECK(server->WaitForShutdown(absl::Now() + absl::Seconds(10)));
   }
+}
+
+// Two workers push gradients that bfloat16 and float16 (with its power-of-
+// two scale) carry exactly, for two steps; returns what worker 0 pulls.
+Values TwoSteps(DType wire_gradients, DType wire_weights) {
+  GrpcCluster cluster(testing::SyncScenario(2, 2), 2, wire_gradients,
+                      wire_weights);
+  Values init;
+  for (size_t i = 0; i < init.w.size(); ++i) init.w[i] = 0.01f * i - 1.7f;
+  auto chief = cluster.InitializedChief(init);
+  std::vector<std::unique_ptr<GrpcPsClient>> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.push_back(cluster.Client(w, "scenario"));
+    REQUIRE(workers.back()->Join().ok());
+  }
+  ModelVersion v = ModelVersion::AtLeast(2, 0);
+  Values got;
+  for (int step = 0; step < 2; ++step) {
+    for (int w = 0; w < 2; ++w) {
+      Values g;
+      for (size_t i = 0; i < g.w.size(); ++i) {
+        g.w[i] = std::ldexp(static_cast<float>(i % 5) - 2, -(w + 3 * step));
+      }
+      REQUIRE(workers[w]->Push(v, g.Const()).ok());
+    }
+    absl::StatusOr<ModelVersion> next = workers[0]->Pull(
+        v.Next(), absl::Now() + absl::Seconds(30), got.Mutable());
+    REQUIRE(next.ok());
+    v = *next;
+  }
+  CHECK(v.steps == std::vector<int64_t>{2, 2});
+  return got;
+}
+
+TEST_CASE("grpc: bfloat16 and float16 on the wire, float32 on the servers") {
+  const Values exact = TwoSteps(DType::kFloat32, DType::kFloat32);
+  // Gradients exact in 16 bits: the servers' float32 weights are the same
+  // bits as with float32 on the wire.
+  const Values grads16 = TwoSteps(DType::kBFloat16, DType::kFloat32);
+  CHECK(grads16.w == exact.w);
+  CHECK(TwoSteps(DType::kFloat16, DType::kFloat32).w == exact.w);
+  // Weights sent as bfloat16 are the server's float32 weights rounded.
+  const Values bf16 = TwoSteps(DType::kBFloat16, DType::kBFloat16);
+  for (size_t i = 0; i < exact.w.size(); ++i) {
+    INFO(i);
+    CHECK(bf16.w[i] == BFloat16ToFloatRef(FloatToBFloat16Ref(exact.w[i])));
+  }
+  CHECK(bf16.w != exact.w);  // (the test would see no rounding otherwise)
+  // float16 with the tensor's scale: within float16's relative precision.
+  const Values fp16 = TwoSteps(DType::kFloat16, DType::kFloat16);
+  for (size_t i = 0; i < exact.w.size(); ++i) {
+    INFO(i);
+    CHECK(std::fabs(fp16.w[i] - exact.w[i]) <=
+          std::fabs(exact.w[i]) * (1.0f / 2048) + 1e-6f);
+  }
+  // A client that expects float32 weights refuses bfloat16 ones.
+  GrpcCluster cluster(testing::SyncScenario(1, 1), 2, DType::kFloat32,
+                      DType::kBFloat16);
+  Values init;
+  auto chief = cluster.InitializedChief(init);
+  GrpcClientOptions o;
+  o.addresses = cluster.addresses;
+  o.cluster = "scenario";
+  o.worker_id = 0;
+  o.variables = testing::ScenarioModel();
+  o.split_threshold_bytes = testing::kScenarioSplitThreshold;
+  auto fp32_client = GrpcPsClient::Create(o);
+  REQUIRE(fp32_client.ok());
+  absl::Status s = (*fp32_client)
+                       ->Pull(ModelVersion::AtLeast(2, 0),
+                              absl::Now() + absl::Seconds(30), init.Mutable())
+                       .status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(s.message().find("as bfloat16") != absl::string_view::npos);
+}
+
+// A push sent with the generated stub, its gradient `b` as given.
+absl::Status RawPush(const std::string& address, wire::DataType dtype,
+                     const std::string& data, std::optional<float> scale) {
+  auto stub =
+      wire::ParameterServer::NewStub(CreatePsChannel(address, 64 << 20));
+  wire::PushRequest request;
+  request.set_cluster("scenario");
+  request.set_worker_id(0);
+  request.set_step(0);
+  wire::TensorData* t = request.add_gradients();
+  t->set_name("b");
+  t->add_shape(8);
+  t->set_dtype(dtype);
+  t->set_data(data);
+  if (scale.has_value()) t->set_scale(*scale);
+  wire::PushResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Status s = stub->Push(&ctx, request, &response);
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      s.error_message());
+}
+
+TEST_CASE("grpc: pushes that do not fit the wire setting are refused") {
+  GrpcCluster cluster(testing::SyncScenario(2, 1), 1, DType::kFloat16,
+                      DType::kFloat16);
+  Values init;
+  auto chief = cluster.InitializedChief(init);
+  auto worker = cluster.Client(0, "scenario");
+  REQUIRE(worker->Join().ok());
+  const std::string& address = cluster.addresses[0];
+  const std::string sixteen(16, '\0'), fifteen(15, '\0');
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    wire::DataType dtype;
+    std::string data;
+    std::optional<float> scale;
+    std::string says;
+  };
+  const Case cases[] = {
+      {wire::DT_FLOAT32, std::string(32, '\0'), std::nullopt,
+       "gradient 'b' has dtype float32, but the cluster's wire setting is "
+       "float16"},
+      {wire::DT_BFLOAT16, sixteen, std::nullopt, "gradient 'b' has dtype "
+                                                 "bfloat16"},
+      {wire::DT_FLOAT16, fifteen, 1.0f,
+       "gradient 'b' of shape [8] needs 16 bytes of float16 but carries 15"},
+      {wire::DT_FLOAT16, sixteen, 0.0f, "gradient 'b' of dtype float16 has "
+                                        "scale 0"},
+      {wire::DT_FLOAT16, sixteen, inf, "has scale inf"},
+      {wire::DT_FLOAT16, sixteen, std::nanf(""), "has scale nan"},
+      {wire::DT_FLOAT16, sixteen, std::nullopt, "carries no scale"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.says);
+    absl::Status s = RawPush(address, c.dtype, c.data, c.scale);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().find(c.says) != absl::string_view::npos);
+    CHECK(s.message().find("shard 0: push from worker 0 for step 0") !=
+          absl::string_view::npos);
+  }
+  // Nothing changed: no gradient gathered, no push recorded (the worker,
+  // the only live one, may still push for step 0 and completes it).
+  auto status = chief->Status();
+  REQUIRE(status.ok());
+  CHECK((*status)[0].step == 0);
+  CHECK((*status)[0].pending_gradients == 0);
+  CHECK((*status)[0].counters.aggregated == 0);
+  REQUIRE(worker->Push(ModelVersion::AtLeast(1, 0), init.Const()).ok());
+  status = chief->Status();
+  REQUIRE(status.ok());
+  CHECK((*status)[0].step == 1);
+  CHECK((*status)[0].counters.applied == 1);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
@@ -103,14 +105,35 @@ absl::StatusOr<char*> ShardAssembler::Destination(const TensorBytes& t,
   }
   seen_[it->second] = true;
   const Shape shape(t.shape.begin(), t.shape.end());
-  const size_t want = slice.num_elements * sizeof(float);
-  if (t.dtype != DType::kFloat32 || shape != slice.shape || bytes != want) {
+  const size_t want = slice.num_elements * DTypeSize(wire_dtype_);
+  if (t.dtype != wire_dtype_ || shape != slice.shape || bytes != want) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shard ", shard_, " returned '", t.name, "' as ", DTypeName(t.dtype),
-        " ", ShapeToString(shape), " in ", bytes, " bytes; expected float32 ",
-        ShapeToString(slice.shape), " in ", want, " bytes"));
+        " ", ShapeToString(shape), " in ", bytes, " bytes; expected ",
+        DTypeName(wire_dtype_), " ", ShapeToString(slice.shape), " in ", want,
+        " bytes"));
   }
-  return reinterpret_cast<char*>(model_[slice.variable] + slice.offset);
+  float* dest = model_[slice.variable] + slice.offset;
+  if (wire_dtype_ == DType::kFloat32) return reinterpret_cast<char*>(dest);
+  if (scratch_->size() < static_cast<size_t>(slice.num_elements)) {
+    scratch_->resize(slice.num_elements);
+  }
+  pending_ = dest;
+  return reinterpret_cast<char*>(scratch_->data());
+}
+
+absl::Status ShardAssembler::Done(const TensorBytes& t) {
+  if (wire_dtype_ == DType::kFloat32) return absl::OkStatus();
+  float* dest = pending_;
+  pending_ = nullptr;
+  if (dest == nullptr) {
+    return absl::InternalError(absl::StrCat("shard ", shard_, ": '", t.name,
+                                            "' ended without its data"));
+  }
+  RETURN_IF_ERROR(Annotate(CheckWireTensor(t, wire_dtype_, "weight"),
+                           absl::StrCat("shard ", shard_, " returned ")));
+  DecodeWireTensor(t, dest);
+  return absl::OkStatus();
 }
 
 absl::Status ShardAssembler::Finish() const {
@@ -132,6 +155,9 @@ absl::Status AssembleShard(const Placement& placement, int shard,
     absl::StatusOr<char*> dest = assembler.Destination(t, t.data.size());
     if (!dest.ok()) return dest.status();
     std::memcpy(*dest, t.data.data(), t.data.size());
+    TensorBytes arrived = t;
+    arrived.data = absl::string_view(*dest, t.data.size());
+    RETURN_IF_ERROR(assembler.Done(arrived));
   }
   return assembler.Finish();
 }

@@ -44,29 +44,46 @@ std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
 
 // Puts one shard's pulled slices into the ordered model as they are
 // decoded: Destination checks a slice against the placement and says where
-// its bytes go; Finish checks that every slice of the shard came.
+// its bytes go; Done, called once the slice's bytes are there, converts a
+// bfloat16 or float16 slice into the model; Finish checks that every slice
+// of the shard came.
 // Errors: INVALID_ARGUMENT naming the shard and the slice for a slice the
-// shard does not hold, one repeated or missing, a dtype other than float32,
-// another shape or byte count.
+// shard does not hold, one repeated or missing, a dtype other than the
+// wire dtype (float32 by default), another shape or byte count, a float16
+// slice without a finite scale > 0.
 class ShardAssembler {
  public:
-  // The placement and the model's memory are borrowed.
+  // The placement and the model's memory are borrowed; so is `scratch`,
+  // where 16-bit slices wait for Done (a caller that pulls again and again
+  // passes the same one, so that its memory is reused; null: the
+  // assembler's own).
   ShardAssembler(const Placement& placement, int shard,
-                 absl::Span<float* const> model)
+                 absl::Span<float* const> model,
+                 DType wire_dtype = DType::kFloat32,
+                 std::vector<uint16_t>* scratch = nullptr)
       : placement_(placement),
         shard_(shard),
         model_(model),
-        seen_(placement.slices.size(), false) {}
+        wire_dtype_(wire_dtype),
+        seen_(placement.slices.size(), false),
+        scratch_(scratch != nullptr ? scratch : &own_scratch_) {}
 
   // `tensor`'s data is not used: only its name, shape and dtype.
   absl::StatusOr<char*> Destination(const TensorBytes& tensor, size_t bytes);
+  // `tensor` with every field and its data where Destination said.
+  absl::Status Done(const TensorBytes& tensor);
   absl::Status Finish() const;
 
  private:
   const Placement& placement_;
   const int shard_;
   const absl::Span<float* const> model_;
+  const DType wire_dtype_;
   std::vector<bool> seen_;
+  // A 16-bit slice's bytes, until Done converts them to model_.
+  std::vector<uint16_t> own_scratch_;
+  std::vector<uint16_t>* const scratch_;
+  float* pending_ = nullptr;
 };
 
 // Copies what shard `shard` returned into the ordered model, with the

@@ -1,9 +1,11 @@
 #include "ps/server/grpc_service.h"
 
+#include <functional>
 #include <utility>
 
 #include "common/grpc_status.h"
 #include "common/mutex.h"
+#include "ps/wire/wire_dtype.h"
 #include "ps/wire/wire_zero_copy.h"
 
 namespace psgd {
@@ -18,14 +20,29 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
+// The tensors of a snapshot in the wire dtype (PsGrpcService::WireWeights).
+struct WireEncoded {
+  ParameterShard::Snapshot snapshot;  // names and shapes borrowed from it
+  WireEncoder encoder;                // owns the data
+  std::vector<TensorBytes> tensors;
+};
+
+// Gives a snapshot's WireEncoded, kept alive by the pointer; null: send
+// float32 straight from the snapshot.
+using WireWeightsSource = std::function<std::shared_ptr<const void>(
+    const ParameterShard::Snapshot&)>;
+
 // A pull that may wait: registered with the shard, finished by whichever
 // comes first, the shard reaching the step or the call's cancellation
 // (its deadline, the client, or the server shutting down).
 class PullReactor final : public grpc::ServerUnaryReactor {
  public:
-  PullReactor(ShardRequestHandler* handler,
+  PullReactor(ShardRequestHandler* handler, WireWeightsSource wire_weights,
               const grpc::ByteBuffer& request_bytes, grpc::ByteBuffer* response)
-      : shard_(handler->shard()), response_(response), arrived_(absl::Now()) {
+      : shard_(handler->shard()),
+        wire_weights_(std::move(wire_weights)),
+        response_(response),
+        arrived_(absl::Now()) {
     grpc::ByteBuffer bytes(request_bytes);  // shares the slices
     wire::PullRequest request;
     grpc::Status parsed =
@@ -62,23 +79,71 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     header.set_step(s.step);
     header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived_));
     header.set_generation(s.generation);
-    std::vector<TensorBytes> tensors;
-    for (int i = 0; i < s.layout->size(); ++i) {
-      tensors.push_back(FloatTensorBytes(
-          s.layout->names[i], s.layout->shapes[i], s.weights[i].data()));
+    if (wire_weights_ != nullptr) {
+      std::shared_ptr<const void> encoded = wire_weights_(*snapshot);
+      const auto* e = static_cast<const WireEncoded*>(encoded.get());
+      *response_ =
+          EncodeWithTensors(header, wire::PullResponse::kVariablesFieldNumber,
+                            e->tensors, std::move(encoded));
+    } else {
+      std::vector<TensorBytes> tensors;
+      for (int i = 0; i < s.layout->size(); ++i) {
+        tensors.push_back(FloatTensorBytes(
+            s.layout->names[i], s.layout->shapes[i], s.weights[i].data()));
+      }
+      *response_ =
+          EncodeWithTensors(header, wire::PullResponse::kVariablesFieldNumber,
+                            tensors, *snapshot);
     }
-    *response_ = EncodeWithTensors(
-        header, wire::PullResponse::kVariablesFieldNumber, tensors, *snapshot);
     Finish(grpc::Status::OK);  // last: OnDone may delete this at once
   }
 
   ParameterShard* const shard_;       // Not owned.
+  const WireWeightsSource wire_weights_;
   grpc::ByteBuffer* const response_;  // Owned by gRPC.
   const absl::Time arrived_;
   uint64_t ticket_ = 0;
 };
 
 }  // namespace
+
+// The weights of one snapshot in the cluster's wire dtype, encoded once and
+// shared by every pull that answers with that snapshot (in sync mode all M
+// workers pull the same one). Thread-safe.
+class PsGrpcService::WireWeights {
+ public:
+  using Encoded = WireEncoded;
+
+  explicit WireWeights(DType dtype) : dtype_(dtype) {}
+
+  // `snapshot`'s tensors in the wire dtype, kept alive by the result.
+  std::shared_ptr<const Encoded> Get(const ParameterShard::Snapshot& snapshot) {
+    MutexLock lock(&mu_);
+    if (current_ != nullptr && current_->snapshot == snapshot) return current_;
+    // Every copy of current_ is made under mu_: when the cache holds the
+    // only one, no pull is sending it any more and its buffers are reused
+    // (no fresh pages to fault in at every step).
+    std::shared_ptr<Encoded> e = current_.use_count() == 1
+                                     ? std::move(current_)
+                                     : std::make_shared<Encoded>();
+    e->snapshot = snapshot;
+    const WeightsSnapshot& s = *snapshot;
+    std::vector<TensorBytes> floats;
+    for (int i = 0; i < s.layout->size(); ++i) {
+      floats.push_back(FloatTensorBytes(s.layout->names[i], s.layout->shapes[i],
+                                        s.weights[i].data()));
+    }
+    absl::Span<const TensorBytes> encoded = e->encoder.FromFloat(floats, dtype_);
+    e->tensors.assign(encoded.begin(), encoded.end());
+    current_ = e;
+    return current_;
+  }
+
+ private:
+  const DType dtype_;
+  Mutex mu_;
+  std::shared_ptr<Encoded> current_ ABSL_GUARDED_BY(mu_);
+};
 
 // Push messages for reuse: a request's gradient buffers keep their capacity
 // (Clear() keeps them), so a 2 MB gradient is not parsed into freshly mapped
@@ -134,7 +199,11 @@ class PsGrpcService::PushMessagePool final
 PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
     : authenticator_(std::move(token)),
       handler_(shard),
-      push_messages_(std::make_unique<PushMessagePool>()) {
+      push_messages_(std::make_unique<PushMessagePool>()),
+      wire_weights_(shard->options().wire_weights == DType::kFloat32
+                        ? nullptr
+                        : std::make_unique<WireWeights>(
+                              shard->options().wire_weights)) {
   SetMessageAllocatorFor_Push(push_messages_.get());
 }
 
@@ -161,7 +230,13 @@ grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
   if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
     return Finish(ctx, s);
   }
-  return new PullReactor(&handler_, *request, response);
+  WireWeightsSource source;
+  if (wire_weights_ != nullptr) {
+    source = [w = wire_weights_.get()](const ParameterShard::Snapshot& s) {
+      return std::shared_ptr<const void>(w->Get(s));
+    };
+  }
+  return new PullReactor(&handler_, std::move(source), *request, response);
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,

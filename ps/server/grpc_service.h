@@ -87,6 +87,7 @@ class PsGrpcService final
 
  private:
   class PushMessagePool;
+  class WireWeights;
 
   // Finishes the call with the status of `handle()`, which runs only when
   // the call passes the token check.
@@ -97,6 +98,8 @@ class PsGrpcService final
   CallAuthenticator authenticator_;
   ShardRequestHandler handler_;
   const std::unique_ptr<PushMessagePool> push_messages_;
+  // The newest weights in the wire dtype (when it is not float32).
+  const std::unique_ptr<WireWeights> wire_weights_;
 };
 
 }  // namespace ps

@@ -3,8 +3,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/wire/wire.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
@@ -56,10 +58,23 @@ uint64_t ShardRequestHandler::Pull(const wire::PullRequest& request,
 absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                        wire::PushResponse* response) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
-  ASSIGN_OR_RETURN(std::vector<TensorBytes> gradients,
+  ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
                    TensorBytesFromProto(request.gradients()));
+  // In the cluster's wire dtype; float32 for the shard. Each gRPC thread
+  // keeps its decoder's buffers from call to call.
+  thread_local WireDecoder decoder;
+  absl::StatusOr<absl::Span<const TensorBytes>> gradients =
+      decoder.ToFloat(wire_gradients, shard_->options().wire_gradients,
+                      "gradient");
+  if (!gradients.ok()) {
+    return Annotate(gradients.status(),
+                    absl::StrCat("shard ", shard_->options().shard_index,
+                                 ": push from worker ",
+                                 request.worker_id(), " for step ",
+                                 request.step(), ": "));
+  }
   ASSIGN_OR_RETURN(PushReply reply,
-                   shard_->Push(request.worker_id(), request.step(), gradients,
+                   shard_->Push(request.worker_id(), request.step(), *gradients,
                                 request.generation()));
   PushReplyToProto(reply, response);
   return absl::OkStatus();

@@ -42,6 +42,12 @@ class ShardRequestHandler {
   // ParameterShard::CancelPull, or 0 when `done` has run.
   uint64_t Pull(const wire::PullRequest& request,
                 ParameterShard::PullDone done);
+  // Checks the gradients against the cluster's wire dtype
+  // (options().wire_gradients; ps/wire/wire_dtype.h) and converts 16-bit
+  // ones to float32 before the shard sees them: INVALID_ARGUMENT naming the
+  // tensor for another dtype, a wrong byte count or a bad float16 scale,
+  // with the shard unchanged. Each gRPC thread keeps its conversion
+  // buffers (thread_local) from call to call.
   absl::Status Push(const wire::PushRequest& request,
                     wire::PushResponse* response);
   absl::Status Join(const wire::JoinRequest& request,

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
@@ -48,6 +49,9 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     o.ps_addresses.push_back(p.address());
   }
   o.security = SecurityFromConfig(config);
+  const WireDTypes wire = WireDTypesFromConfig(config);
+  o.wire_gradients = wire.gradients;
+  o.wire_weights = wire.weights;
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

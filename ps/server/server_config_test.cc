@@ -26,9 +26,37 @@ TEST_CASE("a ps task's options come from the config") {
   CHECK(o->checkpoint.dir.empty());  // no checkpoint section
   CHECK(o->security.token.empty());
   CHECK_FALSE(o->security.tls);
+  CHECK(o->wire_gradients == DType::kFloat32);  // no wire block
+  CHECK(o->wire_weights == DType::kFloat32);
 
   CHECK(ServerOptionsFromConfig(*sync, 2).status().message() ==
         "ps:2 is not in cluster 'sync-backup-3of4' (2 ps tasks)");
+}
+
+TEST_CASE("the wire block sets the dtypes on the wire") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
+    name: "a"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:2" }
+    training { steps: 10 }
+    data { source: SYNTHETIC }
+    wire { gradients: FP16 weights: BF16 }
+  )",
+                                                       "a.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+  REQUIRE(o.ok());
+  CHECK(o->wire_gradients == DType::kFloat16);
+  CHECK(o->wire_weights == DType::kBFloat16);
+  CHECK_FALSE(ParseClusterConfig(R"(
+    name: "a"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:2" }
+    training { steps: 10 }
+    wire { gradients: INT8 }
+  )",
+                                 "a.pbtxt")
+                  .ok());
 }
 
 TEST_CASE("async: no aggregation, the staleness bound maps 0 to none") {

@@ -275,6 +275,18 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
       break;
     case SyncAggregator::Verdict::kAccept:
     case SyncAggregator::Verdict::kFuture:  // refused above
+      if (aggregator_->count() == 0 &&
+          aggregator_->Required(membership_.num_live()) == 1) {
+        // The mean of one gradient is the gradient: apply it as it is,
+        // without copying it into the aggregate first (one worker, or
+        // N = 1).
+        ApplyLocked(grads, 1.0, ready);
+        ++counters_.applied;
+        reply->outcome = PushOutcome::kApplied;
+        reply->reason = absl::StrCat("completed step ", step,
+                                     " with the average of 1 gradients");
+        break;
+      }
       aggregator_->Add(grads);
       if (aggregator_->IsComplete(membership_.num_live())) {
         const int count = aggregator_->count();

@@ -139,6 +139,31 @@ TEST_CASE("sync N=3 of M=4: one update, surplus, stale, pulls released") {
   CHECK(s.mode == "sync");
 }
 
+TEST_CASE("sync: a step of one gradient applies it as the mean would") {
+  // N = 1 (one worker, or N = 1 of M) applies the pushed gradient without
+  // aggregating it first; N = 2 with two equal gradients averages them to
+  // the same values: the weights must be the same bits.
+  auto one = MakeShard(SyncOptions(1, 1));
+  auto two = MakeShard(SyncOptions(2, 2));
+  Replay replay(OptimizerOptions{});
+  for (int64_t s = 0; s < 3; ++s) {
+    REQUIRE(Push(*one, 0, s, Gradient(0, s)).ok());
+    auto reply = Push(*two, 0, s, Gradient(0, s));
+    REQUIRE(reply.ok());
+    CHECK(reply->outcome == PushOutcome::kAggregated);
+    reply = Push(*two, 1, s, Gradient(0, s));
+    REQUIRE(reply.ok());
+    CHECK(reply->outcome == PushOutcome::kApplied);
+    replay.StepOnMean({Gradient(0, s)});
+  }
+  CHECK(one->Status().step == 3);
+  CHECK(one->Status().counters.applied == 3);
+  CHECK(one->Status().pending_gradients == 0);
+  CHECK(Weights(*one).w == Weights(*two).w);
+  CHECK(Weights(*one).b == Weights(*two).b);
+  replay.CheckEquals(Weights(*one));
+}
+
 TEST_CASE("sync: a step never waits for a worker that left") {
   auto shard = MakeShard(SyncOptions(3, 4));
   Replay replay(OptimizerOptions{});

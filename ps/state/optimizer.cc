@@ -98,6 +98,19 @@ class Sgd final : public Optimizer {
   int64_t step_ = 0;
 };
 
+// One variable's Adam update, element-wise by common/adam.h's AdamElement.
+// Compiled for AVX-512, AVX2 and the baseline and chosen at load time (the
+// same bits in each: no FMA contraction in ISO C++ mode, no reordering).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void AdamUpdate(
+    int64_t n, const AdamStep& step, const float* __restrict w,
+    const float* __restrict g, float* __restrict m, float* __restrict v,
+    float* __restrict o) {
+  const AdamStep c = step;  // a local copy: o cannot alias it
+  for (int64_t i = 0; i < n; ++i) {
+    o[i] = AdamElement(c, w[i], g[i], &m[i], &v[i]);
+  }
+}
+
 class Adam final : public Optimizer {
  public:
   Adam(const OptimizerOptions& o, std::vector<int64_t> sizes)
@@ -122,9 +135,7 @@ class Adam final : public Optimizer {
       float* o = out[k];
       float* m = m_[k].data();
       float* v = v_[k].data();
-      for (int64_t i = 0; i < sizes_[k]; ++i) {
-        o[i] = AdamElement(c, w[i], g[i], &m[i], &v[i]);
-      }
+      AdamUpdate(sizes_[k], c, w, g, m, v, o);
     }
   }
 

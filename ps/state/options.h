@@ -15,8 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/security.h"
 #include "common/lr_schedule.h"
+#include "common/security.h"
+#include "ps/state/types.h"
 
 namespace psgd {
 namespace ps {
@@ -109,6 +110,14 @@ struct ServerOptions {
   // a pull, is taken out of the live set as if it had left (a killed
   // worker), so that sync steps go on without it. Zero: never.
   absl::Duration worker_lease = absl::ZeroDuration();
+
+  // The element types on the wire (the cluster config's `wire` block,
+  // docs/PS.md "Wire dtypes"): pushes must carry gradients of
+  // wire_gradients (others are refused with INVALID_ARGUMENT), pulls are
+  // answered with weights of wire_weights. The shard stores float32 either
+  // way.
+  DType wire_gradients = DType::kFloat32;
+  DType wire_weights = DType::kFloat32;
 
   CheckpointOptions checkpoint;
   // Every shard's address (what the others dial), by shard index: for the

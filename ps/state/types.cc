@@ -36,7 +36,8 @@ TensorBytes FloatTensorBytes(absl::string_view name,
   for (int64_t d : shape) n *= d;
   return TensorBytes{name, shape, DType::kFloat32,
                      absl::string_view(reinterpret_cast<const char*>(data),
-                                       static_cast<size_t>(n) * sizeof(float))};
+                                       static_cast<size_t>(n) * sizeof(float)),
+                     std::nullopt};
 }
 
 absl::string_view PushOutcomeName(PushOutcome outcome) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,8 @@
 namespace psgd {
 namespace ps {
 
-// Element type on the wire. Only kFloat32 is stored; the others are refused
-// until a shard supports them.
+// Element type on the wire. Shards store float32; bfloat16 and float16
+// travel only (ps/wire/wire_dtype.h converts them).
 enum class DType { kFloat32, kBFloat16, kFloat16 };
 
 // "float32", "bfloat16", "float16".
@@ -37,6 +38,9 @@ struct TensorBytes {
   absl::Span<const int64_t> shape;
   DType dtype = DType::kFloat32;
   absl::string_view data;
+  // kFloat16 on the wire: the elements are float16(x * scale)
+  // (proto/ps.proto, TensorData.scale). Absent for the other dtypes.
+  std::optional<float> scale;
 };
 
 // Borrows a float tensor's memory as TensorBytes.

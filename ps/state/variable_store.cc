@@ -21,18 +21,28 @@ Shape ToShape(absl::Span<const int64_t> shape) {
 // sign cleared (NaN's are above Inf's, which is above every finite one), so
 // the scan is one integer comparison per element and vectorises; the second
 // loop runs only on bad input.
+// The largest magnitude's bits (sign cleared) of n floats given as bits;
+// compiled for AVX-512, AVX2 and the baseline.
+__attribute__((target_clones("avx512f", "avx2", "default"))) uint32_t
+MaxMagnitudeBits(const uint32_t* bits, int64_t n) {
+  uint32_t max = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t b = bits[i] & 0x7fffffffu;
+    max = b > max ? b : max;
+  }
+  return max;
+}
+
 int64_t FirstBeyond(absl::string_view data, float limit) {
   uint32_t limit_bits;
   std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
   const char* p = data.data();
   const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
-  bool any = false;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, p + i * sizeof(float), sizeof(bits));
-    any |= (bits & 0x7fffffffu) > limit_bits;
+  // CheckFloatTensor has checked the 4-byte alignment.
+  if (MaxMagnitudeBits(reinterpret_cast<const uint32_t*>(p), n) <=
+      limit_bits) {
+    return -1;
   }
-  if (!any) return -1;
   for (int64_t i = 0; i < n; ++i) {
     float f;
     std::memcpy(&f, p + i * sizeof(float), sizeof(f));

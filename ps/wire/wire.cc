@@ -41,7 +41,8 @@ absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
     if (!dtype.ok()) return dtype.status();
     out.push_back(TensorBytes{
         t.name(), absl::MakeConstSpan(t.shape().data(), t.shape().size()),
-        *dtype, t.data()});
+        *dtype, t.data(), std::nullopt});
+    if (t.has_scale()) out.back().scale = t.scale();
   }
   return out;
 }
@@ -51,6 +52,11 @@ void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out) {
   out->mutable_shape()->Assign(t.shape.begin(), t.shape.end());
   out->set_dtype(DTypeToProto(t.dtype));
   out->mutable_data()->assign(t.data.data(), t.data.size());
+  if (t.scale.has_value()) {
+    out->set_scale(*t.scale);
+  } else {
+    out->clear_scale();
+  }
 }
 
 void TensorBytesToProto(

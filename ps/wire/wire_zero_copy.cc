@@ -23,7 +23,9 @@ using google::protobuf::io::CodedInputStream;
 constexpr uint32_t kLengthDelimited = 2;
 constexpr uint32_t kVarint = 0;
 // TensorData's fields (proto/ps.proto).
-constexpr int kNameField = 1, kShapeField = 2, kDTypeField = 3, kDataField = 4;
+constexpr int kNameField = 1, kShapeField = 2, kDTypeField = 3, kDataField = 4,
+              kScaleField = 5;
+constexpr uint32_t kFixed32 = 5;
 
 void AppendVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
@@ -65,18 +67,23 @@ absl::Status Malformed(absl::string_view what) {
 
 // The tensor `meta` describes, without data.
 TensorBytes MetaOf(const wire::TensorData& meta, DType dtype) {
-  return TensorBytes{
-      meta.name(),
-      absl::MakeConstSpan(meta.shape().data(), meta.shape().size()),
-      dtype,
-      {}};
+  TensorBytes t{meta.name(),
+                absl::MakeConstSpan(meta.shape().data(), meta.shape().size()),
+                dtype,
+                {},
+                std::nullopt};
+  if (meta.has_scale()) t.scale = meta.scale();
+  return t;
 }
 
 // One TensorData within its length limit; `input` stands at its first field.
-absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink) {
+absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
+                          const TensorDone& done) {
   wire::TensorData meta;  // everything but the data
   std::string early_data;
   bool data_seen = false, data_done = false;
+  char* dest_data = nullptr;
+  size_t dest_size = 0;
   while (uint32_t tag = input->ReadTag()) {
     const int field = static_cast<int>(tag >> 3);
     const uint32_t type = tag & 7;
@@ -102,6 +109,12 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink) {
       uint32_t dtype;
       if (!input->ReadVarint32(&dtype)) return Malformed("tensor dtype");
       meta.set_dtype(static_cast<wire::DataType>(dtype));
+    } else if (field == kScaleField && type == kFixed32) {
+      uint32_t bits;
+      if (!input->ReadLittleEndian32(&bits)) return Malformed("tensor scale");
+      float scale;
+      std::memcpy(&scale, &bits, sizeof(scale));
+      meta.set_scale(scale);
     } else if (field == kDataField && type == kLengthDelimited) {
       const int length = ReadLength(input);
       if (length < 0) return Malformed("data length");
@@ -120,6 +133,8 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink) {
       if (!input->ReadRaw(*dest, length)) {
         return Malformed("tensor data");
       }
+      dest_data = *dest;
+      dest_size = length;
       data_done = true;
     } else if (!google::protobuf::internal::WireFormatLite::SkipField(input,
                                                                       tag)) {
@@ -132,14 +147,22 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink) {
     absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), early_data.size());
     if (!dest.ok()) return dest.status();
     std::memcpy(*dest, early_data.data(), early_data.size());
+    dest_data = *dest;
+    dest_size = early_data.size();
   } else if (!data_seen) {
     // proto3 leaves out empty bytes: a tensor with no elements.
     absl::StatusOr<DType> dtype = DTypeFromProto(meta);
     if (!dtype.ok()) return dtype.status();
     absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), 0);
     if (!dest.ok()) return dest.status();
+    dest_data = *dest;
   }
-  return absl::OkStatus();
+  if (done == nullptr) return absl::OkStatus();
+  absl::StatusOr<DType> dtype = DTypeFromProto(meta);
+  if (!dtype.ok()) return dtype.status();
+  TensorBytes tensor = MetaOf(meta, *dtype);
+  tensor.data = absl::string_view(dest_data, dest_size);
+  return done(tensor);
 }
 
 }  // namespace
@@ -159,6 +182,7 @@ grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
     meta.set_name(t.name.data(), t.name.size());
     meta.mutable_shape()->Assign(t.shape.begin(), t.shape.end());
     meta.set_dtype(DTypeToProto(t.dtype));
+    if (t.scale.has_value()) meta.set_scale(*t.scale);
     const std::string meta_bytes = meta.SerializeAsString();
     const size_t n = t.data.size();
     const size_t length = meta_bytes.size() + 1 + VarintSize(n) + n;
@@ -181,7 +205,7 @@ grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
 
 absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
                                 int64_t* wait_micros, const TensorSink& sink,
-                                int64_t* generation) {
+                                int64_t* generation, const TensorDone& done) {
   grpc::ProtoBufferReader reader(buffer);
   CodedInputStream input(&reader);
   input.SetTotalBytesLimit(INT32_MAX);
@@ -207,7 +231,7 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
       const int length = ReadLength(&input);
       if (length < 0) return Malformed("tensor length");
       const CodedInputStream::Limit limit = input.PushLimit(length);
-      if (absl::Status s = DecodeTensor(&input, sink); !s.ok()) return s;
+      if (absl::Status s = DecodeTensor(&input, sink, done); !s.ok()) return s;
       if (!input.ConsumedEntireMessage() || input.BytesUntilLimit() != 0) {
         return Malformed("tensor");
       }

@@ -47,13 +47,19 @@ grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
 using TensorSink = std::function<absl::StatusOr<char*>(
     const TensorBytes& tensor, size_t bytes)>;
 
+// Called once a tensor's every field is read, with all of them (the scale
+// among them) and its data where the sink put it; an error ends the
+// decoding.
+using TensorDone = std::function<absl::Status(const TensorBytes& tensor)>;
+
 // Decodes a PullResponse: its step into *step, its wait_micros into
 // *wait_micros, its generation into *generation (when not null) and each
-// tensor through `sink`. DATA_LOSS for bytes that are no valid
-// PullResponse; the sink's errors as they are.
+// tensor through `sink` (and `done`, when set). DATA_LOSS for bytes that
+// are no valid PullResponse; the sink's errors as they are.
 absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
                                 int64_t* wait_micros, const TensorSink& sink,
-                                int64_t* generation = nullptr);
+                                int64_t* generation = nullptr,
+                                const TensorDone& done = nullptr);
 
 }  // namespace ps
 }  // namespace psgd

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "proto/ps.pb.h"
@@ -188,6 +189,53 @@ TEST_CASE("malformed bytes and sink refusals end the decoding") {
   grpc::ByteBuffer unspecified = Serialized(m);
   absl::Status dtype = Decode(std::move(unspecified), &step, &got);
   CHECK(dtype.code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a float16 tensor's scale goes both ways, in any field order") {
+  std::vector<uint16_t> half(3072, 0x3c00);
+  TensorBytes t{"h",
+                kBigShape,
+                DType::kFloat16,
+                absl::string_view(reinterpret_cast<const char*>(half.data()),
+                                  half.size() * 2),
+                0.25f};
+  wire::PullResponse header;
+  header.set_step(3);
+  grpc::ByteBuffer encoded = EncodeWithTensors(
+      header, wire::PullResponse::kVariablesFieldNumber, {&t, 1}, nullptr);
+  wire::PullResponse parsed;
+  REQUIRE(parsed.ParseFromString(Flatten(encoded)));
+  REQUIRE(parsed.variables_size() == 1);
+  CHECK(parsed.variables(0).has_scale());
+  CHECK(parsed.variables(0).scale() == 0.25f);
+  CHECK(parsed.variables(0).dtype() == wire::DT_FLOAT16);
+
+  // The generated code writes the scale after the data: the done callback
+  // still sees it, with the data where the sink put it.
+  for (const grpc::ByteBuffer& bytes : {encoded, Serialized(parsed)}) {
+    grpc::ByteBuffer buffer(bytes);
+    std::vector<uint16_t> got;
+    std::optional<float> scale;
+    int64_t step = 0, wait = 0;
+    REQUIRE(DecodePullResponse(
+                &buffer, &step, &wait,
+                [&](const TensorBytes& m, size_t n) {
+                  got.resize(n / 2);
+                  return reinterpret_cast<char*>(got.data());
+                },
+                nullptr,
+                [&](const TensorBytes& done) {
+                  scale = done.scale;
+                  CHECK(done.data.data() ==
+                        reinterpret_cast<const char*>(got.data()));
+                  CHECK(done.data.size() == half.size() * 2);
+                  return absl::OkStatus();
+                })
+                .ok());
+    CHECK(step == 3);
+    CHECK(got == half);
+    CHECK(scale == 0.25f);
+  }
 }
 
 }  // namespace

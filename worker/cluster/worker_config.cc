@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "ps/wire/wire_dtype.h"
 #include "worker/models/registry.h"
 
 namespace psgd {
@@ -61,6 +62,9 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.client.cluster = config.name();
   w.client.worker_id = index;
   w.client.security = SecurityFromConfig(config);
+  const ps::WireDTypes wire = ps::WireDTypesFromConfig(config);
+  w.client.wire_gradients = wire.gradients;
+  w.client.wire_weights = wire.weights;
   ASSIGN_OR_RETURN(w.client.variables, ModelVariables(w.model));
   return w;
 }
