@@ -122,8 +122,16 @@ class ServerMetrics {
   void Write() {
     if (writer_ == nullptr && !Open()) return;
     const psgd::ps::ShardStatus status = server_->shard()->Status();
-    absl::Status s = writer_->Write(StatusJson(
-        task_, status, absl::ToDoubleSeconds(absl::Now() - start_)));
+    // Payload bytes since the last line (per-task network figures).
+    const int64_t sent = server_->service()->payload_sent_bytes();
+    const int64_t received = server_->service()->payload_received_bytes();
+    psgd::JsonObject line =
+        StatusJson(task_, status, absl::ToDoubleSeconds(absl::Now() - start_));
+    line.Set("sent_bytes", sent - last_sent_)
+        .Set("received_bytes", received - last_received_);
+    last_sent_ = sent;
+    last_received_ = received;
+    absl::Status s = writer_->Write(line);
     if (!s.ok()) spdlog::warn("{}", s.ToString());
     if (events_ != nullptr) WriteEvents(status);
   }
@@ -197,6 +205,8 @@ class ServerMetrics {
   std::string dir_;
   std::unique_ptr<psgd::MetricsWriter> writer_;
   std::unique_ptr<psgd::EventFileWriter> events_;
+  int64_t last_sent_ = 0;
+  int64_t last_received_ = 0;
   bool failed_ = false;
 };
 
@@ -311,7 +321,10 @@ int main(int argc, char** argv) {
     psgd::ps::PsGrpcServer* const served = server->get();
     absl::StatusOr<std::unique_ptr<psgd::MetricsHttpServer>> started =
         psgd::MetricsHttpServer::Start(host, options->metrics_port, [served] {
-          return psgd::ps::ShardMetricsText(served->shard()->Status());
+          return psgd::ps::ShardMetricsText(
+              served->shard()->Status(),
+              served->service()->payload_sent_bytes(),
+              served->service()->payload_received_bytes());
         });
     if (!started.ok()) {
       spdlog::error("ps:{}: cannot serve its metrics: {}", options->shard_index,

@@ -182,16 +182,23 @@ class Run:
 
     def payload_rates(self):
         """Per task: mean payload bytes/s sent and received (sent_bytes and
-        received_bytes of its step lines over its training time)."""
+        received_bytes of its step lines, and of a server's lines, which
+        count since the line before, over the task's time)."""
         per = collections.defaultdict(lambda: [0, 0, None, None])
-        for r in self.steps:
+        servers = sorted(self.servers, key=lambda r: (r["task"], r.get("wall_time_s", 0.0)))
+        last_server_time = {}
+        for r in list(self.steps) + servers:
             if "sent_bytes" not in r:
                 continue
             p = per[r["task"]]
             p[0] += r["sent_bytes"]
             p[1] += r.get("received_bytes", 0)
             t = r.get("wall_time_s", 0.0)
-            start = t - r.get("step_s", 0.0)
+            if r.get("kind") == "server":
+                start = last_server_time.get(r["task"], 0.0)
+                last_server_time[r["task"]] = t
+            else:
+                start = t - r.get("step_s", 0.0)
             p[2] = start if p[2] is None else min(p[2], start)
             p[3] = t if p[3] is None else max(p[3], t)
         return {task: (p[0] / (p[3] - p[2]), p[1] / (p[3] - p[2]))

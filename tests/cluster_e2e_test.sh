@@ -21,6 +21,9 @@ for mode in SYNC ASYNC; do
   done
   step=$(json_field "$run/summary.json" final_global_step)
   [ "$step" -ge "$steps" ] || fail "$mode: final step $step < $steps"
+  # Every task's payload bytes: the workers' per step, the servers' per line.
+  grep -q '"sent_bytes":[1-9]' "$run/ps-0.jsonl" || fail "$mode: ps:0 records no bytes sent"
+  grep -q '"received_bytes":[1-9]' "$run/ps-1.jsonl" || fail "$mode: ps:1 records no bytes received"
   # TensorBoard event files of the chief and both servers, every CRC good.
   events=("$run"/events.out.tfevents.*)
   [ "${#events[@]}" -eq 3 ] || fail "$mode: ${#events[@]} event files, expected 3"
@@ -45,5 +48,6 @@ for f in report.md loss.png accuracy.png throughput.png staleness.png dropped.pn
 done
 grep -q '^| SYNC | sync | 3 | 30 |' "$TMP/report/report.md" || fail "report lacks the sync row"
 grep -q '^| ASYNC | async | 3 |' "$TMP/report/report.md" || fail "report lacks the async row"
+grep -q '| ps:0 (payload) |' "$TMP/report/report.md" || fail "report lacks the servers' payload"
 cat "$TMP/report/report.md"
 echo "PASS"

@@ -38,10 +38,12 @@ using WireWeightsSource = std::function<std::shared_ptr<const void>(
 class PullReactor final : public grpc::ServerUnaryReactor {
  public:
   PullReactor(ShardRequestHandler* handler, WireWeightsSource wire_weights,
-              const grpc::ByteBuffer& request_bytes, grpc::ByteBuffer* response)
+              const grpc::ByteBuffer& request_bytes, grpc::ByteBuffer* response,
+              std::atomic<int64_t>* sent_bytes)
       : shard_(handler->shard()),
         wire_weights_(std::move(wire_weights)),
         response_(response),
+        sent_bytes_(sent_bytes),
         arrived_(absl::Now()) {
     grpc::ByteBuffer bytes(request_bytes);  // shares the slices
     wire::PullRequest request;
@@ -95,12 +97,15 @@ class PullReactor final : public grpc::ServerUnaryReactor {
           EncodeWithTensors(header, wire::PullResponse::kVariablesFieldNumber,
                             tensors, *snapshot);
     }
+    sent_bytes_->fetch_add(static_cast<int64_t>(response_->Length()),
+                           std::memory_order_relaxed);
     Finish(grpc::Status::OK);  // last: OnDone may delete this at once
   }
 
   ParameterShard* const shard_;       // Not owned.
   const WireWeightsSource wire_weights_;
   grpc::ByteBuffer* const response_;  // Owned by gRPC.
+  std::atomic<int64_t>* const sent_bytes_;  // The service's counter.
   const absl::Time arrived_;
   uint64_t ticket_ = 0;
 };
@@ -236,13 +241,23 @@ grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
       return std::shared_ptr<const void>(w->Get(s));
     };
   }
-  return new PullReactor(&handler_, std::move(source), *request, response);
+  received_bytes_.fetch_add(static_cast<int64_t>(request->Length()),
+                            std::memory_order_relaxed);
+  return new PullReactor(&handler_, std::move(source), *request, response,
+                         &sent_bytes_);
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
                                               const wire::PushRequest* request,
                                               wire::PushResponse* response) {
-  return Respond(ctx, [&] { return handler_.Push(*request, response); });
+  received_bytes_.fetch_add(static_cast<int64_t>(request->ByteSizeLong()),
+                            std::memory_order_relaxed);
+  return Respond(ctx, [&] {
+    absl::Status s = handler_.Push(*request, response);
+    sent_bytes_.fetch_add(static_cast<int64_t>(response->ByteSizeLong()),
+                          std::memory_order_relaxed);
+    return s;
+  });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Join(

@@ -22,6 +22,7 @@
 #ifndef PSGD_PS_SERVER_GRPC_SERVICE_H_
 #define PSGD_PS_SERVER_GRPC_SERVICE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -85,6 +86,15 @@ class PsGrpcService final
   // Calls refused for a missing or wrong token so far.
   int64_t unauthenticated_calls() const { return authenticator_.refused(); }
 
+  // Payload bytes of pushes and pulls so far: received (requests) and sent
+  // (replies), as gRPC carried them (before its framing and compression).
+  int64_t payload_received_bytes() const {
+    return received_bytes_.load(std::memory_order_relaxed);
+  }
+  int64_t payload_sent_bytes() const {
+    return sent_bytes_.load(std::memory_order_relaxed);
+  }
+
  private:
   class PushMessagePool;
   class WireWeights;
@@ -97,6 +107,8 @@ class PsGrpcService final
 
   CallAuthenticator authenticator_;
   ShardRequestHandler handler_;
+  std::atomic<int64_t> received_bytes_{0};
+  std::atomic<int64_t> sent_bytes_{0};
   const std::unique_ptr<PushMessagePool> push_messages_;
   // The newest weights in the wire dtype (when it is not float32).
   const std::unique_ptr<WireWeights> wire_weights_;

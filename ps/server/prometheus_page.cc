@@ -8,7 +8,8 @@
 namespace psgd {
 namespace ps {
 
-std::string ShardMetricsText(const ShardStatus& s) {
+std::string ShardMetricsText(const ShardStatus& s, int64_t sent_bytes,
+                             int64_t received_bytes) {
   MetricsPage page;
   const PrometheusLabels shard = {{"shard", absl::StrCat(s.shard_index)}};
   auto with = [&](const char* key, const std::string& value) {
@@ -43,6 +44,13 @@ std::string ShardMetricsText(const ShardStatus& s) {
   page.Counter("psgd_ps_workers_expired_total",
                "Workers taken out of the live set by their lease.",
                s.workers_expired, shard);
+  page.Counter("psgd_ps_sent_bytes_total",
+               "Payload bytes the server sent (pulled weights, replies).",
+               sent_bytes, shard);
+  page.Counter("psgd_ps_received_bytes_total",
+               "Payload bytes the server received (pushed gradients, "
+               "requests).",
+               received_bytes, shard);
   page.Counter("psgd_ps_checkpoints_written_total", "Checkpoints written.",
                s.checkpoints_written, shard);
   page.Counter("psgd_ps_checkpoint_failures_total", "Checkpoints that failed.",

@@ -6,6 +6,7 @@
 #ifndef PSGD_PS_SERVER_PROMETHEUS_PAGE_H_
 #define PSGD_PS_SERVER_PROMETHEUS_PAGE_H_
 
+#include <cstdint>
 #include <string>
 
 #include "ps/state/types.h"
@@ -13,7 +14,10 @@
 namespace psgd {
 namespace ps {
 
-std::string ShardMetricsText(const ShardStatus& status);
+// sent_bytes, received_bytes: the server's payload so far (pulls' replies,
+// pushes).
+std::string ShardMetricsText(const ShardStatus& status, int64_t sent_bytes,
+                             int64_t received_bytes);
 
 }  // namespace ps
 }  // namespace psgd

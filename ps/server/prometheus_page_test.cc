@@ -16,7 +16,7 @@ TEST_CASE("a shard's page: pushes by outcome and the staleness histogram") {
   s.counters.refused_too_stale = 1;
   s.live_workers = {0, 2};
   s.staleness_histogram = {{0, 4}, {1, 5}, {3, 3}};
-  const std::string t = ShardMetricsText(s);
+  const std::string t = ShardMetricsText(s, 4096, 1024);
   INFO(t);
   CHECK(t.find("psgd_ps_pushes_total{shard=\"1\",outcome=\"applied\"} 12\n") !=
         std::string::npos);
@@ -25,6 +25,10 @@ TEST_CASE("a shard's page: pushes by outcome and the staleness histogram") {
   CHECK(t.find("psgd_ps_pushes_total{shard=\"1\",outcome=\"refused_too_stale\"} "
                "1\n") != std::string::npos);
   CHECK(t.find("psgd_ps_live_workers{shard=\"1\"} 2\n") != std::string::npos);
+  CHECK(t.find("psgd_ps_sent_bytes_total{shard=\"1\"} 4096\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_received_bytes_total{shard=\"1\"} 1024\n") !=
+        std::string::npos);
   CHECK(t.find("psgd_ps_staleness_bucket{shard=\"1\",le=\"0\"} 4\n") !=
         std::string::npos);
   CHECK(t.find("psgd_ps_staleness_bucket{shard=\"1\",le=\"2\"} 9\n") !=
