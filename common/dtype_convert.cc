@@ -84,7 +84,9 @@ inline float HalfToFloatPortable(uint16_t h) {
 // GCC 12 warns about _mm512_undefined_epi32() inside its own intrinsics at
 // -O2 (GCC bug 105593), a false positive.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // clang has no such warning (--config=tsa builds with it)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 __attribute__((target("avx512f"))) void FloatToBFloat16Avx512(
     const float* in, int64_t n, uint16_t* out) {
