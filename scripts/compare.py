@@ -33,6 +33,7 @@ import datetime
 import json
 import math
 import os
+import re
 import sys
 
 try:
@@ -124,6 +125,43 @@ class Run:
                         return "async"
             return "sync"
         return "local"
+
+    def config_fields(self):
+        """The training settings of config.pbtxt that tell runs apart (N, M,
+        batch, learning rate, schedule, staleness controls, wire), as text;
+        "–" for one the config leaves at its default."""
+        cfg = os.path.join(self.files.get("config.pbtxt", self.path), "config.pbtxt")
+        text = open(cfg).read() if os.path.exists(cfg) else ""
+        text = re.sub(r"#[^\n]*", "", text)
+
+        def field(name, default="–"):
+            m = re.search(r"\b" + name + r"\s*:\s*\"?([^\s\"}]+)", text)
+            return m.group(1) if m else default
+
+        workers = str(len(self.workers()))
+        schedule = "–"
+        if re.search(r"\bschedule\s*\{", text):
+            parts = []
+            if field("base_batch_size") != "–":
+                parts.append(f"x batch/{field('base_batch_size')}")
+            if field("warmup_steps") != "–":
+                parts.append(f"warmup {field('warmup_steps')}")
+            if field("decay") != "–":
+                parts.append(field("decay").lower())
+            schedule = ", ".join(parts) or "constant"
+        wire = "–"
+        if re.search(r"\bwire\s*\{", text):
+            wire = f"{field('gradients', 'FP32')}/{field('weights', 'FP32')}"
+        return {
+            "N": field("replicas_to_aggregate", workers if self.mode == "sync" else "1"),
+            "M": field("total_num_replicas", workers),
+            "batch": field("batch_size", "128"),
+            "lr": field("learning_rate", "0.001"),
+            "schedule": schedule,
+            "staleness bound": field("staleness_bound"),
+            "lr / staleness": field("lr_scaled_by_staleness"),
+            "wire": wire,
+        }
 
     @property
     def label(self):
@@ -366,6 +404,15 @@ def report(runs, out, target, plots):
             f"{fmt(r.duration(), 1)} | {fmt(r.total_images_per_s(), 1)} | "
             f"{fmt(step_s)} | {fmt(parts['pull_s'])} | {fmt(parts['compute_s'])} | "
             f"{fmt(parts['push_s'])} | {fmt(parts['wait_s'])} |")
+    lines.append("")
+    cols = list(runs[0].config_fields().keys())
+    lines.append("Configs side by side (config.pbtxt; – is the default):")
+    lines.append("")
+    lines.append("| run | " + " | ".join(cols) + " |")
+    lines.append("|" + " --- |" * (len(cols) + 1))
+    for r in runs:
+        c = r.config_fields()
+        lines.append(f"| {r.name} | " + " | ".join(c[k] for k in cols) + " |")
     lines.append("")
     lines.append("Step times are means over every worker's steps, in seconds; "
                  "wait is the time a worker spent waiting for the step to "
