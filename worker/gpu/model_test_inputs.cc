@@ -33,10 +33,6 @@ std::vector<int32_t> RandomLabels(int64_t n, uint64_t seed) {
   return labels;
 }
 
-bool BelowMaxPooling(const std::string& variable) {
-  return variable.rfind("conv", 0) == 0;
-}
-
 std::vector<float> Values(const Tensor& t) {
   return std::vector<float>(t.data(), t.data() + t.size());
 }

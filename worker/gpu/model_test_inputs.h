@@ -11,23 +11,22 @@
 //   kTf32Tolerance    = 1e-2  tf32=on: products of 10-bit mantissas (a
 //                             relative error of 2^-11 per product) summed
 //                             over up to 1600 terms in a convolution
-//   kTieTolerance     = 5e-2  the gradients of the convolutions (the
-//                             variables below a max pooling) at a large
-//                             batch. Max pooling passes each window's
-//                             gradient to its largest input; where two
-//                             inputs are equal to rounding, the GPU and the
-//                             CPU may pick different winners, and one flipped
-//                             winner moves a whole output channel's weight
-//                             gradients by a few 1e-3 of their largest value.
+//   kTieTolerance     = 1e-1  every gradient at a large batch (128): max
+//                             pooling passes each window's gradient to its
+//                             largest input, and where two inputs are equal
+//                             to rounding the GPU and the CPU may pick
+//                             different winners; a ReLU whose input is
+//                             within rounding of zero may open on one and
+//                             stay shut on the other. Either moves a whole
+//                             channel's or unit's weight gradient.
 //                             model_ties_test measures it on the CPU with the
-//                             inputs perturbed by a relative 1e-5 (up to
-//                             4.5e-3, 1e-5 being the size of cuDNN's FFT and
-//                             Winograd rounding) and 1e-4 (up to 2.0e-2, ten
-//                             times more), while the variables above the
-//                             pools stay within 2e-5: a flipped winner
-//                             changes no forward value. So the strict tolerance still
-//                             holds for logits, loss and the dense layers,
-//                             and a wrong convolution gradient (order 1) is
+//                             inputs perturbed by a relative 1e-5 (cuDNN's
+//                             FFT/Winograd rounding): up to 4.5e-3 for the
+//                             convolutions and, in one run, 2.4e-2 for
+//                             local3 (a ReLU gate); 1e-4 gave up to 4.4e-2.
+//                             Logits and loss stay within kFloat32Tolerance,
+//                             batch 1 and 3 keep the strict tolerance for
+//                             everything, and a wrong gradient (order 1) is
 //                             still far outside kTieTolerance.
 //
 // Thread-safety: plain functions.
@@ -46,11 +45,8 @@ namespace testing {
 
 constexpr double kFloat32Tolerance = 1e-4;
 constexpr double kTf32Tolerance = 1e-2;
-constexpr double kTieTolerance = 5e-2;
+constexpr double kTieTolerance = 1e-1;
 
-// Whether a tutorial-model variable lies below a max pooling (conv1/*,
-// conv2/*), where kTieTolerance applies at a large batch.
-bool BelowMaxPooling(const std::string& variable);
 // The tutorial model's initial values (seeded) with biases uniform in
 // [-0.2, 0.2] rather than constant, so that bias errors show.
 NamedTensors TutorialWeights(uint64_t seed);
