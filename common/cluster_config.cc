@@ -268,7 +268,7 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
                     absl::StrCat(t.staleness_bound(), " is negative"));
   }
   if (t.mode() == config::TrainingConfig::SYNC) {
-    if (t.staleness_bound() != 0) {
+    if (t.has_staleness_bound()) {
       return at.Error(t, "staleness_bound", "training.staleness_bound",
                       "applies to async mode only (sync drops every stale "
                       "gradient)");

@@ -171,6 +171,9 @@ TEST_CASE("each validation error names file, line and field") {
       {Replace(good, "mode: SYNC", "staleness_bound: 4"),
        "c.pbtxt:9: training.staleness_bound: applies to async mode only (sync "
        "drops every stale gradient)"},
+      {Replace(good, "mode: SYNC", "staleness_bound: 0"),
+       "c.pbtxt:9: training.staleness_bound: applies to async mode only (sync "
+       "drops every stale gradient)"},
       {Replace(good, "mode: SYNC", "mode: ASYNC staleness_bound: -1"),
        "c.pbtxt:9: training.staleness_bound: -1 is negative"},
       {Replace(good, "source: SYNTHETIC", "source: CIFAR10"),

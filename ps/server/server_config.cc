@@ -26,8 +26,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   // Async applies every gradient on arrival: no aggregation.
   o.replicas_to_aggregate = sync ? t.replicas_to_aggregate() : 1;
   o.total_num_replicas = t.total_num_replicas();
-  // The config says 0 for no bound; the server says -1.
-  o.staleness_bound = t.staleness_bound() > 0 ? t.staleness_bound() : -1;
+  // Unset in the config: no bound (the server says -1); 0 is a bound.
+  o.staleness_bound = t.has_staleness_bound() ? t.staleness_bound() : -1;
   o.scale_lr_by_staleness = t.lr_scaled_by_staleness();
   const config::OptimizerConfig& opt = t.optimizer();
   o.optimizer.kind = opt.kind() == config::OptimizerConfig::ADAM

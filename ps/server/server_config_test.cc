@@ -1,6 +1,8 @@
 #include "ps/server/server_config.h"
 
 #include <catch2/catch.hpp>
+#include <string>
+#include <utility>
 
 namespace psgd {
 namespace ps {
@@ -59,7 +61,23 @@ TEST_CASE("the wire block sets the dtypes on the wire") {
                   .ok());
 }
 
-TEST_CASE("async: no aggregation, the staleness bound maps 0 to none") {
+TEST_CASE("async: the staleness bound: unset is none, 0 is a bound") {
+  for (const auto& [text, want] :
+       {std::pair<std::string, int64_t>{"", -1},
+        std::pair<std::string, int64_t>{"staleness_bound: 0", 0}}) {
+    absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+        "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
+        "\"127.0.0.1:2\" } training { mode: ASYNC " +
+            text + " steps: 10 } data { source: SYNTHETIC }",
+        "a.pbtxt");
+    REQUIRE(c.ok());
+    absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+    REQUIRE(o.ok());
+    CHECK(o->staleness_bound == want);
+  }
+}
+
+TEST_CASE("async: no aggregation, a staleness bound, lr scaling") {
   absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
     name: "a"
     ps { address: "127.0.0.1:1" }
