@@ -14,26 +14,14 @@
 namespace psgd {
 namespace {
 
-void PutLittleEndian(uint64_t v, int bytes, std::string* out) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-uint64_t GetLittleEndian(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) {
-    v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
-  }
-  return v;
-}
-
 std::string Record(absl::string_view data) {
   std::string out;
   std::string length;
-  PutLittleEndian(data.size(), 8, &length);
+  PutLe(&length, data.size(), 8);
   out += length;
-  PutLittleEndian(MaskedCrc32c(length), 4, &out);
+  PutLe(&out, MaskedCrc32c(length), 4);
   out.append(data.data(), data.size());
-  PutLittleEndian(MaskedCrc32c(data), 4, &out);
+  PutLe(&out, MaskedCrc32c(data), 4);
   return out;
 }
 
@@ -54,9 +42,9 @@ absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(
   }
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);
-  std::string path =
-      absl::StrCat(dir, "/events.out.tfevents.", absl::ToUnixSeconds(absl::Now()),
-                   ".", host, suffix.empty() ? "" : ".", suffix);
+  std::string path = absl::StrCat(dir, "/events.out.tfevents.",
+                                  absl::ToUnixSeconds(absl::Now()), ".", host,
+                                  suffix.empty() ? "" : ".", suffix);
   std::FILE* f = std::fopen(path.c_str(), "ab");
   if (f == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -76,9 +64,8 @@ EventFileWriter::~EventFileWriter() { std::fclose(file_); }
 absl::Status EventFileWriter::Write(const tensorboard::Event& event) {
   const std::string record = Record(event.SerializeAsString());
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size()) {
-    return absl::DataLossError(
-        absl::StrCat("event file ", path_, ": write failed: ",
-                     std::strerror(errno)));
+    return absl::DataLossError(absl::StrCat(
+        "event file ", path_, ": write failed: ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -106,7 +93,8 @@ absl::StatusOr<std::vector<tensorboard::Event>> ReadEventFile(
     const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("event file ", path, ": cannot open"));
+    return absl::NotFoundError(
+        absl::StrCat("event file ", path, ": cannot open"));
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
@@ -114,23 +102,24 @@ absl::StatusOr<std::vector<tensorboard::Event>> ReadEventFile(
   std::vector<tensorboard::Event> events;
   size_t at = 0;
   auto bad = [&](size_t offset, absl::string_view why) {
-    return absl::DataLossError(absl::StrCat("event file ", path,
-                                            ": record at byte ", offset, ": ",
-                                            why));
+    return absl::DataLossError(absl::StrCat(
+        "event file ", path, ": record at byte ", offset, ": ", why));
   };
   while (at < data.size()) {
     if (data.size() - at < 12) return bad(at, "truncated length header");
     const absl::string_view length_bytes(data.data() + at, 8);
-    const uint64_t length = GetLittleEndian(data.data() + at, 8);
-    if (GetLittleEndian(data.data() + at + 8, 4) != MaskedCrc32c(length_bytes)) {
+    const uint64_t length = GetLe(absl::string_view(data).substr(at), 8);
+    if (GetLe(absl::string_view(data).substr(at + 8), 4) !=
+        MaskedCrc32c(length_bytes)) {
       return bad(at, "the length's CRC differs (corrupt)");
     }
     if (length > data.size() - at - 12 || data.size() - at - 12 - length < 4) {
-      return bad(at, absl::StrCat("truncated: ", length,
-                                  " bytes of data announced"));
+      return bad(
+          at, absl::StrCat("truncated: ", length, " bytes of data announced"));
     }
     const absl::string_view body(data.data() + at + 12, length);
-    if (GetLittleEndian(data.data() + at + 12 + length, 4) != MaskedCrc32c(body)) {
+    if (GetLe(absl::string_view(data).substr(at + 12 + length), 4) !=
+        MaskedCrc32c(body)) {
       return bad(at, "the data's CRC differs (corrupt)");
     }
     tensorboard::Event e;

@@ -29,8 +29,13 @@ absl::Status Errno(absl::string_view what, const std::string& path) {
       absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
 }
 
+constexpr size_t kHeader = 8 + 8 + 4;
+
+}  // namespace
+
 void PutLe(std::string* out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+  for (int i = 0; i < bytes; ++i)
+    out->push_back(static_cast<char>(v >> (8 * i)));
 }
 
 uint64_t GetLe(absl::string_view in, int bytes) {
@@ -40,10 +45,6 @@ uint64_t GetLe(absl::string_view in, int bytes) {
   }
   return v;
 }
-
-constexpr size_t kHeader = 8 + 8 + 4;
-
-}  // namespace
 
 uint32_t Crc32c(absl::string_view data, uint32_t crc) {
   static const std::array<uint32_t, 256> kTable = MakeCrcTable();
@@ -162,9 +163,9 @@ absl::StatusOr<std::string> UnframeChecksummed(absl::string_view magic,
                                                absl::string_view bytes,
                                                absl::string_view filename) {
   if (bytes.size() < kHeader) {
-    return absl::DataLossError(absl::StrCat(
-        filename, ": truncated: ", bytes.size(), " bytes, shorter than the ",
-        kHeader, "-byte header"));
+    return absl::DataLossError(
+        absl::StrCat(filename, ": truncated: ", bytes.size(),
+                     " bytes, shorter than the ", kHeader, "-byte header"));
   }
   if (bytes.substr(0, 8) != magic) {
     return absl::DataLossError(absl::StrCat(

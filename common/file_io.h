@@ -22,6 +22,11 @@
 
 namespace psgd {
 
+// The low `bytes` bytes of `v`, little-endian, appended to *out; and back
+// from the first `bytes` bytes of `in` (which must hold them).
+void PutLe(std::string* out, uint64_t v, int bytes);
+uint64_t GetLe(absl::string_view in, int bytes);
+
 // CRC-32C (Castagnoli) of `data`, continuing from `crc` (0 to start).
 uint32_t Crc32c(absl::string_view data, uint32_t crc = 0);
 
