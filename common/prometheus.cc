@@ -37,10 +37,10 @@ std::string LabelText(const PrometheusLabels& labels,
                       absl::string_view extra_value = "") {
   std::string out;
   auto add = [&](absl::string_view k, absl::string_view v) {
-    absl::StrAppend(&out, out.empty() ? "{" : ",", k, "=\"",
-                    absl::StrReplaceAll(v, {{"\\", "\\\\"}, {"\"", "\\\""},
-                                            {"\n", "\\n"}}),
-                    "\"");
+    absl::StrAppend(
+        &out, out.empty() ? "{" : ",", k, "=\"",
+        absl::StrReplaceAll(v, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}}),
+        "\"");
   };
   for (const auto& [k, v] : labels) add(k, v);
   if (!extra_name.empty()) add(extra_name, extra_value);
@@ -87,10 +87,10 @@ void MetricsPage::Histogram(absl::string_view name, absl::string_view help,
         name, "_bucket", LabelText(labels, "le", Number(upper_bounds[i])), " ",
         cumulative_counts[i]));
   }
-  f.samples.push_back(absl::StrCat(name, "_bucket",
-                                   LabelText(labels, "le", "+Inf"), " ", count));
-  f.samples.push_back(absl::StrCat(name, "_sum", LabelText(labels), " ",
-                                   Number(sum)));
+  f.samples.push_back(absl::StrCat(
+      name, "_bucket", LabelText(labels, "le", "+Inf"), " ", count));
+  f.samples.push_back(
+      absl::StrCat(name, "_sum", LabelText(labels), " ", Number(sum)));
   f.samples.push_back(
       absl::StrCat(name, "_count", LabelText(labels), " ", count));
 }
@@ -99,20 +99,21 @@ std::string MetricsPage::Text() const {
   std::string out;
   for (const std::string& name : order_) {
     const Family& f = families_.at(name);
-    absl::StrAppend(&out, "# HELP ", name, " ",
-                    absl::StrReplaceAll(f.help, {{"\\", "\\\\"}, {"\n", "\\n"}}),
-                    "\n# TYPE ", name, " ", f.type, "\n");
+    absl::StrAppend(
+        &out, "# HELP ", name, " ",
+        absl::StrReplaceAll(f.help, {{"\\", "\\\\"}, {"\n", "\\n"}}),
+        "\n# TYPE ", name, " ", f.type, "\n");
     for (const std::string& s : f.samples) absl::StrAppend(&out, s, "\n");
   }
   return out;
 }
 
-void HistogramData::Observe(double value) {
+void HistogramData::Observe(double value, uint64_t times) {
   for (size_t i = 0; i < upper_bounds.size(); ++i) {
-    if (value <= upper_bounds[i]) ++counts[i];
+    if (value <= upper_bounds[i]) counts[i] += times;
   }
-  sum += value;
-  ++count;
+  sum += value * static_cast<double>(times);
+  count += times;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
@@ -123,9 +124,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  const std::string bare = absl::StartsWith(host, "[")
-                               ? host.substr(1, host.size() - 2)
-                               : host;
+  const std::string bare =
+      absl::StartsWith(host, "[") ? host.substr(1, host.size() - 2) : host;
   if (int rc = getaddrinfo(bare.c_str(), std::to_string(port).c_str(), &hints,
                            &found);
       rc != 0) {
@@ -135,8 +135,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     freeaddrinfo(found);
-    return absl::FailedPreconditionError(
-        absl::StrCat("metrics port ", where, ": socket: ", std::strerror(errno)));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "metrics port ", where, ": socket: ", std::strerror(errno)));
   }
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -144,9 +144,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const int e = errno;
     freeaddrinfo(found);
     close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "metrics port ", where, ": ",
-        e == EADDRINUSE ? "already in use" : std::strerror(e)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("metrics port ", where, ": ",
+                     e == EADDRINUSE ? "already in use" : std::strerror(e)));
   }
   freeaddrinfo(found);
   sockaddr_storage bound{};
@@ -188,7 +188,8 @@ void MetricsHttpServer::Answer(int client) {
   // headers end (or 8 KiB, or 2 s).
   std::string request;
   char buffer[1024];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 8192) {
+  while (request.find("\r\n\r\n") == std::string::npos &&
+         request.size() < 8192) {
     pollfd p{client, POLLIN, 0};
     if (poll(&p, 1, 2000) <= 0) return;
     const ssize_t n = read(client, buffer, sizeof(buffer));
@@ -199,11 +200,11 @@ void MetricsHttpServer::Answer(int client) {
                        absl::StartsWith(request, "GET /metrics?");
   const std::string body =
       metrics ? render_() : "not found: GET /metrics serves the metrics\n";
-  const std::string response = absl::StrCat(
-      "HTTP/1.1 ", metrics ? "200 OK" : "404 Not Found",
-      "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"
-      "\r\nContent-Length: ",
-      body.size(), "\r\nConnection: close\r\n\r\n", body);
+  const std::string response =
+      absl::StrCat("HTTP/1.1 ", metrics ? "200 OK" : "404 Not Found",
+                   "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"
+                   "\r\nContent-Length: ",
+                   body.size(), "\r\nConnection: close\r\n\r\n", body);
   size_t sent = 0;
   while (sent < response.size()) {
     const ssize_t n = send(client, response.data() + sent,

@@ -56,7 +56,8 @@ class MetricsPage {
 struct HistogramData {
   explicit HistogramData(std::vector<double> bounds)
       : upper_bounds(std::move(bounds)), counts(upper_bounds.size(), 0) {}
-  void Observe(double value);
+  // `times` observations of `value`.
+  void Observe(double value, uint64_t times = 1);
   std::vector<double> upper_bounds;
   std::vector<uint64_t> counts;  // cumulative
   double sum = 0.0;

@@ -19,7 +19,8 @@ std::string ShardMetricsText(const ShardStatus& s, int64_t sent_bytes,
   };
   const char* kPushes = "psgd_ps_pushes_total";
   const char* kPushesHelp = "Pushes the shard took or refused, by outcome.";
-  page.Counter(kPushes, kPushesHelp, s.counters.applied, with("outcome", "applied"));
+  page.Counter(kPushes, kPushesHelp, s.counters.applied,
+               with("outcome", "applied"));
   page.Counter(kPushes, kPushesHelp, s.counters.aggregated,
                with("outcome", "aggregated"));
   page.Counter(kPushes, kPushesHelp, s.counters.dropped_stale,
@@ -58,11 +59,7 @@ std::string ShardMetricsText(const ShardStatus& s, int64_t sent_bytes,
   // Async staleness: the histogram the shard keeps, in power-of-two buckets.
   HistogramData h({0, 1, 2, 4, 8, 16, 32, 64});
   for (const auto& [staleness, count] : s.staleness_histogram) {
-    for (size_t i = 0; i < h.upper_bounds.size(); ++i) {
-      if (staleness <= h.upper_bounds[i]) h.counts[i] += count;
-    }
-    h.sum += static_cast<double>(staleness) * count;
-    h.count += count;
+    h.Observe(static_cast<double>(staleness), static_cast<uint64_t>(count));
   }
   page.Histogram("psgd_ps_staleness",
                  "Async: staleness of the applied pushes (steps).",
