@@ -25,7 +25,18 @@ Plots (PNG, in --out, default the first run's parent directory / compare-TIME):
   staleness.png   staleness histogram of async runs
   dropped.png     gradients dropped per run (stale, surplus) of sync runs
 and report.md with one table: final accuracy, time to --target accuracy,
-steps, images/s, and mean step time split into pull, compute, push, wait.
+steps, epochs, images/s, and mean step time split into pull, compute, push,
+wait; the runs' configs side by side. accuracy.png has a panel per second and
+one per epoch (images taken by all workers over the training set's size,
+from the train_examples of the workers' step lines, or the epoch of
+train_local's eval lines).
+
+    --repeats N   each setting was run N times, its run directories given one
+                  after the other (sync-r1 sync-r2 sync-r3 async-r1 ...): the
+                  report opens with the mean and sample standard deviation of
+                  each setting's final accuracy, time to target, epochs,
+                  images/s and steps, and the accuracy plots colour each
+                  setting's repeats alike.
 """
 import argparse
 import collections
@@ -160,6 +171,8 @@ class Run:
             "schedule": schedule,
             "staleness bound": field("staleness_bound"),
             "lr / staleness": field("lr_scaled_by_staleness"),
+            "DC-ASGD λ": field("dc_asgd_lambda"),
+            "async β1": field("async_beta1"),
             "wire": wire,
         }
 
@@ -177,6 +190,40 @@ class Run:
         if self.summary.get("final_test_accuracy") is not None:
             return self.summary["final_test_accuracy"]
         return self.evals[-1]["test_accuracy"] if self.evals else None
+
+    def train_examples(self):
+        """The training set's size (cluster workers write it on their step
+        lines), or None."""
+        for r in reversed(self.steps):
+            n = r.get("train_examples")
+            if isinstance(n, (int, float)) and n > 0:
+                return n
+        return None
+
+    def eval_epochs(self):
+        """(epochs, test accuracy) of each eval: the epoch an eval line
+        carries (train_local), else the images every worker had taken up to
+        the eval's time over the training set's size. Empty when neither is
+        known."""
+        n = self.train_examples()
+        out, i, images = [], 0, 0
+        for e in self.evals:
+            while i < len(self.steps) and self.steps[i].get("wall_time_s", 0.0) <= e["wall_time_s"]:
+                images += self.steps[i].get("batch_size") or 0
+                i += 1
+            if isinstance(e.get("epoch"), (int, float)):
+                out.append((float(e["epoch"]), e["test_accuracy"]))
+            elif n:
+                out.append((images / n, e["test_accuracy"]))
+        return out
+
+    def epochs(self):
+        """Epochs over the training set that the run's workers took in all."""
+        n = self.train_examples()
+        if n:
+            return sum(r.get("batch_size") or 0 for r in self.steps) / n
+        ee = self.eval_epochs()
+        return ee[-1][0] if ee else None
 
     def time_to(self, target):
         for r in self.evals:
@@ -288,18 +335,36 @@ def plot_loss(runs, out):
     plt.close(fig)
 
 
-def plot_accuracy(runs, out):
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def plot_accuracy(runs, out, colors=None):
+    """Test accuracy per wall-clock second and per epoch. With repeats,
+    `colors` maps a run to its setting's color and label (one legend entry
+    per setting)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    labelled = set()
     for run in runs:
-        if run.evals:
-            ax.plot([r["wall_time_s"] for r in run.evals],
-                    [r["test_accuracy"] for r in run.evals], marker="o",
-                    markersize=3, label=run.label)
-    ax.set_xlabel("wall-clock seconds")
-    ax.set_ylabel("test accuracy")
-    ax.set_title("test accuracy per second")
-    ax.grid(alpha=0.3)
-    ax.legend()
+        if not run.evals:
+            continue
+        color, label = (colors or {}).get(run.path, (None, run.label))
+        if label in labelled:
+            label = None
+        else:
+            labelled.add(label)
+        style = dict(marker="o", markersize=3, color=color, label=label,
+                     alpha=0.7 if colors else 1.0)
+        a.plot([r["wall_time_s"] for r in run.evals],
+               [r["test_accuracy"] for r in run.evals], **style)
+        ee = run.eval_epochs()
+        if ee:
+            b.plot([e for e, _ in ee], [acc for _, acc in ee], **style)
+    a.set_xlabel("wall-clock seconds")
+    a.set_title("test accuracy per second")
+    b.set_xlabel("epochs (images taken by all workers / training set)")
+    b.set_title("test accuracy per epoch")
+    for ax in (a, b):
+        ax.set_ylabel("test accuracy")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(os.path.join(out, "accuracy.png"), dpi=100)
     plt.close(fig)
@@ -382,14 +447,66 @@ def fmt(x, digits=3, unit=""):
     return f"{x:.{digits}f}{unit}"
 
 
-def report(runs, out, target, plots):
+def setting_name(group):
+    """A name for runs that repeat one setting: their common prefix without
+    a trailing separator or repeat number (sync-r1, sync-r2 -> sync)."""
+    names = [r.name for r in group]
+    prefix = os.path.commonprefix(names)
+    if len(names) > 1:
+        prefix = re.sub(r"[-_.]?(r|rep|repeat)?\d*$", "", prefix)
+    return prefix or names[0]
+
+
+def mean_spread(values):
+    """(mean, sample standard deviation, count) of the values that are not
+    None; the deviation is None for fewer than two."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None, None, 0
+    m = sum(vals) / len(vals)
+    if len(vals) < 2:
+        return m, None, len(vals)
+    return m, math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)), len(vals)
+
+
+def fmt_spread(values, digits):
+    m, sd, n = mean_spread(values)
+    if m is None:
+        return "–"
+    text = fmt(m, digits) + (f" ± {fmt(sd, digits)}" if sd is not None else "")
+    return text + (f" ({n} of {len(values)})" if n < len(values) else "")
+
+
+def repeats_table(groups, target):
+    """Mean ± sample standard deviation over each setting's repeats."""
+    lines = [f"Repeats: mean ± sample standard deviation over each setting's "
+             f"runs (a count in brackets: runs that reached it).", "",
+             f"| setting | runs | final test accuracy | time to {target:.0%} (s) | "
+             f"epochs | images/s | steps |",
+             "|" + " --- |" * 7]
+    for g in groups:
+        steps = [r.summary.get("final_global_step", max(x["step"] for x in r.steps) + 1)
+                 for r in g]
+        lines.append(
+            f"| {setting_name(g)} | {len(g)} | {fmt_spread([r.final_accuracy() for r in g], 4)} | "
+            f"{fmt_spread([r.time_to(target) for r in g], 1)} | "
+            f"{fmt_spread([r.epochs() for r in g], 2)} | "
+            f"{fmt_spread([r.total_images_per_s() for r in g], 1)} | "
+            f"{fmt_spread(steps, 1)} |")
+    lines.append("")
+    return lines
+
+
+def report(runs, out, target, plots, groups=None):
     lines = [f"# Run comparison ({datetime.date.today().isoformat()})", ""]
     lines.append("Runs: " + ", ".join(f"`{r.path}`" for r in runs))
     lines.append("")
+    if groups:
+        lines.extend(repeats_table(groups, target))
     lines.append(f"| run | mode | workers | steps | final test accuracy | "
-                 f"time to {target:.0%} (s) | duration (s) | images/s | "
+                 f"time to {target:.0%} (s) | duration (s) | epochs | images/s | "
                  f"step (s) | pull | compute | push | wait |")
-    lines.append("|" + " --- |" * 13)
+    lines.append("|" + " --- |" * 14)
     for r in runs:
         step_s = r.mean("step_s")
         parts = {k: r.mean(k) for k in ("pull_s", "compute_s", "push_s", "wait_s")}
@@ -401,7 +518,8 @@ def report(runs, out, target, plots):
         lines.append(
             f"| {r.name} | {r.mode} | {len(r.workers())} | {last_step} | "
             f"{fmt(r.final_accuracy(), 4)} | {fmt(r.time_to(target), 1)} | "
-            f"{fmt(r.duration(), 1)} | {fmt(r.total_images_per_s(), 1)} | "
+            f"{fmt(r.duration(), 1)} | {fmt(r.epochs(), 2)} | "
+            f"{fmt(r.total_images_per_s(), 1)} | "
             f"{fmt(step_s)} | {fmt(parts['pull_s'])} | {fmt(parts['compute_s'])} | "
             f"{fmt(parts['push_s'])} | {fmt(parts['wait_s'])} |")
     lines.append("")
@@ -463,26 +581,41 @@ def main(argv=None):
     p.add_argument("--out", help="output directory")
     p.add_argument("--target", type=float, default=0.6,
                    help="target test accuracy for the time-to-accuracy column")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="each setting was run this many times: the run "
+                        "directories come in groups of this many consecutive "
+                        "ones, and the report adds the mean and spread of each")
     a = p.parse_args(argv)
     if not 0 < a.target <= 1:
         p.error(f"--target {a.target} is not in (0, 1]")
+    if a.repeats < 1:
+        p.error(f"--repeats {a.repeats} is not a positive count")
+    if len(a.runs) % a.repeats:
+        p.error(f"--repeats {a.repeats}: {len(a.runs)} run directories do not "
+                f"split into groups of {a.repeats}")
     try:
         runs = [Run(path) for path in a.runs]
     except RunError as e:
         sys.exit(f"compare.py: {e}")
+    groups, colors = None, None
+    if a.repeats > 1:
+        groups = [runs[i:i + a.repeats] for i in range(0, len(runs), a.repeats)]
+        palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        colors = {r.path: (palette[i % len(palette)], setting_name(g))
+                  for i, g in enumerate(groups) for r in g}
     out = a.out or os.path.join(
         os.path.dirname(os.path.abspath(runs[0].path)),
         "compare-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     plot_loss(runs, out)
-    plot_accuracy(runs, out)
+    plot_accuracy(runs, out, colors)
     plot_throughput(runs, out)
     plots = ["loss.png", "accuracy.png", "throughput.png"]
     if plot_staleness(runs, out):
         plots.append("staleness.png")
     if plot_dropped(runs, out):
         plots.append("dropped.png")
-    report(runs, out, a.target, plots)
+    report(runs, out, a.target, plots, groups)
     print(f"compare.py: wrote {os.path.join(out, 'report.md')} and {len(plots)} plots")
     return 0
 

@@ -27,6 +27,7 @@ def write_run(root, name, mode):
                        "images_per_s": 256.0, "batch_size": 128, "step_s": 0.5,
                        "pull_s": 0.05, "compute_s": 0.4, "push_s": 0.03,
                        "wait_s": 0.02, "sent_bytes": 250_000, "received_bytes": 500_000,
+                       "train_examples": 10240,
                        "staleness": (s + w) % 3 if mode == "async" else 0,
                        "outcome": ("dropped_surplus" if mode == "sync" and w == 1 and s % 4 == 0
                                    else "applied")}
@@ -58,14 +59,33 @@ def main():
     assert "| async-run | async | 2 | 40 | 0.7800 | 19.5 |" in report, report
     assert "dropped_surplus 10" in report, report
     # The configs side by side.
-    assert ("| run | N | M | batch | lr | schedule | staleness bound | lr / staleness | wire |"
+    assert ("| run | N | M | batch | lr | schedule | staleness bound | lr / staleness | "
+            "DC-ASGD λ | async β1 | wire |" in report), report
+    assert "| sync-run | 2 | 2 | 128 | 0.001 | – | – | – | – | – | – |" in report, report
+    assert ("| async-run | 1 | 2 | 64 | 0.002 | warmup 100, cosine | 3 | – | – | – | BF16/BF16 |"
             in report), report
-    assert "| sync-run | 2 | 2 | 128 | 0.001 | – | – | – | – |" in report, report
-    assert ("| async-run | 1 | 2 | 64 | 0.002 | warmup 100, cosine | 3 | – | BF16/BF16 |"
-            in report), report
+    # Epochs: 2 workers x 40 steps x 128 images over 10240 training images.
+    assert "| 19.5 | 19.6 | 1.00 | 512.0 |" in report, report
     # 40 steps of 250 kB sent from -0.5 s (the first step's start) to 19.5 s.
     assert "| sync-run | worker-0 (payload) | 4.0 | 8.0 | – | – | – |" in report, report
     assert "| 0.500 | 0.050 | 0.400 | 0.030 | 0.020 |" in report, report
+
+    # Repeats: two settings of two runs each; mean and spread per setting.
+    reps = [write_run(root, name, mode) for name, mode in
+            (("sync-r1", "sync"), ("sync-r2", "sync"), ("async-r1", "async"), ("async-r2", "async"))]
+    with open(os.path.join(reps[1], "summary.json"), "w") as f:
+        json.dump({"mode": "sync", "final_test_accuracy": 0.70}, f)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), *reps,
+                        "--repeats", "2", "--out", out, "--target", "0.5"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    report = open(os.path.join(out, "report.md")).read()
+    # 0.78 and 0.70: mean 0.74, sample deviation 0.0566.
+    assert "| sync | 2 | 0.7400 ± 0.0566 | 19.5 ± 0.0 | 1.00 ± 0.00 |" in report, report
+    assert "| async | 2 | 0.7800 ± 0.0000 |" in report, report
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), *reps[:3],
+                        "--repeats", "2"], capture_output=True, text=True)
+    assert r.returncode != 0 and "3 run directories do not split into groups of 2" in r.stderr, r.stderr
 
     # A run gathered from hosts: one folder per host, with link counters.
     hosts = os.path.join(root, "hosts-run")

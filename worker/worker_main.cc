@@ -259,6 +259,9 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
     JsonObject line = StepJson(task, r);
     line.Set("sent_bytes", now.sent - last_payload.sent)
         .Set("received_bytes", now.received - last_payload.received)
+        // The whole training set's size: epochs of the cluster are the
+        // images every worker took over it (scripts/compare.py).
+        .Set("train_examples", data.train.count())
         // To line steps up with samples taken outside the process (a host's
         // link counters, scripts/netns_sampler.py).
         .Set("unix_time", absl::ToUnixMicros(absl::Now()) / 1e6);
