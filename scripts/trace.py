@@ -55,35 +55,43 @@ def build_trace(run):
                        "args": {"sort_index": pid[t]}})
 
     def us(seconds):
-        return round(seconds * 1e6, 1)
+        return round(seconds * 1e6)
 
-    for r in timed:
+    # Events of one row (task, thread) must not overlap, or viewers nest
+    # them: each lands on whole microseconds, at or after the row's last end
+    # (clocks read apart round a phase's edges a microsecond either way).
+    row_end = {}
+
+    def place(task, tid, begin_s, dur_s):
+        key = (pid[task], tid)
+        ts = max(us(begin_s), row_end.get(key, us(begin_s)))
+        end = max(ts, us(begin_s + dur_s))
+        row_end[key] = end
+        return {"pid": pid[task], "tid": tid, "ts": ts, "dur": end - ts}
+
+    for r in sorted(timed, key=lambda r: (r["task"], r["unix_time"])):
         end = r["unix_time"] - origin
         begin = end - r.get("step_s", 0.0)
         args = {k: r[k] for k in ("step", "local_step", "loss", "outcome",
                                   "staleness") if k in r}
         events.append({"ph": "X", "name": f"step {r.get('step')}",
-                       "cat": "step", "pid": pid[r["task"]], "tid": 1,
-                       "ts": us(begin), "dur": us(r.get("step_s", 0.0)),
+                       "cat": "step", **place(r["task"], 1, begin, r.get("step_s", 0.0)),
                        "args": args})
         at = begin
         for name, field in PHASES:
             d = float(r.get(field, 0.0) or 0.0)
             if d > 0:
                 events.append({"ph": "X", "name": name, "cat": "phase",
-                               "pid": pid[r["task"]], "tid": 2,
-                               "ts": us(at), "dur": us(d),
+                               **place(r["task"], 2, at, d),
                                "args": {"step": r.get("step")}})
             at += d
-    for e in run.evals:
+    for e in sorted(run.evals, key=lambda e: (e["task"], e.get("wall_time_s", 0.0))):
         start = starts.get(e["task"])
         if start is None or "wall_time_s" not in e:
             continue
         end = start + e["wall_time_s"] - origin
         events.append({"ph": "X", "name": "eval", "cat": "eval",
-                       "pid": pid[e["task"]], "tid": 3,
-                       "ts": us(end - e.get("eval_s", 0.0)),
-                       "dur": us(e.get("eval_s", 0.0)),
+                       **place(e["task"], 3, end - e.get("eval_s", 0.0), e.get("eval_s", 0.0)),
                        "args": {"step": e.get("step"),
                                 "test_accuracy": e.get("test_accuracy")}})
     for s in run.servers:

@@ -73,6 +73,17 @@ def main():
     w0 = [e for e in ev if e.get("cat") == "phase" and e["pid"] == pid["worker:0"]
           and e["name"] == "wait"]
     assert all(e["dur"] == 500000.0 for e in w0)
+    # No two events of a row overlap (viewers would nest them): on whole
+    # microseconds, each starts at or after the end of the one before.
+    rows = {}
+    for e in ev:
+        if e["ph"] == "X":
+            rows.setdefault((e["pid"], e["tid"]), []).append(e)
+    for row in rows.values():
+        row.sort(key=lambda e: e["ts"])
+        for a, b in zip(row, row[1:]):
+            assert isinstance(a["ts"], int) and isinstance(a["dur"], int), a
+            assert a["ts"] + a["dur"] <= b["ts"], (a, b)
     # The chief's evaluation and the server's counters are there.
     assert any(e.get("cat") == "eval" for e in ev)
     assert any(e["ph"] == "C" and e["pid"] == pid["ps:0"] for e in ev)
