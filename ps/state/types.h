@@ -123,6 +123,14 @@ struct ShardStatus {
   PushCounters counters;
   // Async: staleness -> number of applied pushes with it.
   std::map<int64_t, int64_t> staleness_histogram;
+  // Async staleness controls, since the server started (not saved in
+  // checkpoints): pulls the staleness bound held back and their time held
+  // back; pushes delay-compensated (DC-ASGD) and pushes applied without
+  // compensation (no snapshot of their step recorded for the worker).
+  int64_t ssp_blocked_pulls = 0;
+  double ssp_blocked_seconds = 0;
+  int64_t dc_compensated = 0;
+  int64_t dc_uncompensated = 0;
   std::vector<int> live_workers;  // ascending
   int replicas_to_aggregate = 1;
   int total_num_replicas = 1;
