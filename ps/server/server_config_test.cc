@@ -77,6 +77,34 @@ TEST_CASE("async: the staleness bound: unset is none, 0 is a bound") {
   }
 }
 
+TEST_CASE("async staleness controls: unset is off, each set reaches the "
+          "server") {
+  auto options = [](const std::string& text) {
+    absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+        "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
+        "\"127.0.0.1:2\" } training { mode: ASYNC " +
+            text + " steps: 10 } data { source: SYNTHETIC }",
+        "a.pbtxt");
+    REQUIRE(c.ok());
+    absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+    REQUIRE(o.ok());
+    return *o;
+  };
+  ServerOptions o = options("");
+  CHECK(o.max_push_staleness == -1);
+  CHECK(o.dc_asgd_lambda == 0);
+  CHECK(o.async_beta1 == -1);
+  CHECK(ShardOptimizerOptions(o).beta1 == o.optimizer.beta1);
+  o = options(
+      "staleness_bound: 1 max_push_staleness: 0 dc_asgd_lambda: 0.25 "
+      "async_beta1: 0.5");
+  CHECK(o.staleness_bound == 1);
+  CHECK(o.max_push_staleness == 0);
+  CHECK(o.dc_asgd_lambda == 0.25);
+  CHECK(o.async_beta1 == 0.5);
+  CHECK(ShardOptimizerOptions(o).beta1 == 0.5);
+}
+
 TEST_CASE("async: no aggregation, a staleness bound, lr scaling") {
   absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
     name: "a"
