@@ -17,7 +17,7 @@
 //                        initialised, another cluster's name, a step from
 //                        the future, a second push for a step, a worker that
 //                        has not joined, an Initialize with another variable
-//                        set, a gradient beyond the async staleness bound.
+//                        set, a gradient beyond async max_push_staleness.
 //   DEADLINE_EXCEEDED    a pull whose step was not reached in time.
 //   ABORTED              a push or pull of another generation (the cluster
 //                        rolled back to a checkpoint), or any push or pull

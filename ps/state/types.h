@@ -67,7 +67,7 @@ enum class PushRefusal {
   kNone,           // not a push refusal: OK, or any other error
   kNotLive,        // the worker is not in the live set: join again
   kAlreadyPushed,  // the worker already pushed for that step (a copy)
-  kTooStale,       // async: staleness beyond the staleness bound
+  kTooStale,       // async: staleness beyond max_push_staleness
   kFromFuture,     // the push's step is ahead of the shard's
 };
 
@@ -95,7 +95,7 @@ struct PushCounters {
   int64_t dropped_stale = 0;
   int64_t dropped_surplus = 0;
   int64_t refused = 0;             // every refused push, too stale included
-  int64_t refused_too_stale = 0;   // async: beyond the staleness bound
+  int64_t refused_too_stale = 0;   // async: beyond max_push_staleness
   int64_t completed_by_leave = 0;  // sync: steps a Leave completed
 };
 
