@@ -19,12 +19,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# async_config FILE NAME STEPS EXTRA: 2 ps, 2 workers, the linear model,
-# EXTRA inside the training block.
-async_config() {
-  write_config "$1" "$2" ASYNC 2 2 1 "$3" 30
-  sed -i "s/^training { mode: ASYNC/training { mode: ASYNC $4/" "$1"
-  echo 'model { name: "cifar10_linear" }' >> "$1"
+# start_async NAME STEPS EXTRA: starts 2 ps and 2 workers of an async
+# cluster (the linear model, EXTRA inside the training block) with run
+# directory $TMP/runs/NAME.
+start_async() {
+  local cfg=$TMP/$1.pbtxt run=$TMP/runs/$1
+  write_config "$cfg" "$1" ASYNC 2 2 1 "$2" 30
+  sed -i "s/^training { mode: ASYNC/training { mode: ASYNC $3/" "$cfg"
+  echo 'model { name: "cifar10_linear" }' >> "$cfg"
+  mkdir -p "$run"
+  echo "=== $1"
+  pids=()
+  start_cluster "$cfg" "$run" 2 2
 }
 
 # last_server_field RUN KEY: KEY of the last "server" line, summed over ps:0, ps:1.
@@ -46,29 +52,29 @@ print(total)
 PYEOF
 }
 
+# await_exits NAME RUN: every worker, then every ps of start_cluster exit 0.
+await_exits() {
+  local j i
+  for j in "${!w_pids[@]}"; do
+    wait_exit "${w_pids[j]}" 300 || { cat "$2/w$j.log"; fail "$1: worker:$j exited $?"; }
+  done
+  for i in "${!ps_pids[@]}"; do
+    wait_exit "${ps_pids[i]}" 60 || { cat "$2/ps$i.log"; fail "$1: ps:$i exited $?"; }
+  done
+}
+
 ssp_case() {
-  local bound=$1 steps=240
-  local name=ssp_bound_$bound
-  local cfg=$TMP/$name.pbtxt run=$TMP/runs/$name
-  async_config "$cfg" "$name" "$steps" "staleness_bound: $bound"
-  mkdir -p "$run"
-  echo "=== $name"
-  pids=()
-  start_cluster "$cfg" "$run" 2 2
-  local ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
+  local bound=$1 name=ssp_bound_$1 run=$TMP/runs/ssp_bound_$1
+  start_async "$name" 240 "staleness_bound: $bound"
+  local ws=("${w_pids[@]}")
   # Throttle worker:1 once it has trained a step (both have joined then).
   await_steps "$run/worker-1.jsonl" 1 300 "${ws[1]}"
   ( while kill -STOP "${ws[1]}" 2>/dev/null; do
       sleep 0.15; kill -CONT "${ws[1]}" 2>/dev/null || break; sleep 0.05
     done ) &
   throttle=$!
-  for j in 0 1; do
-    wait_exit "${ws[j]}" 300 || { cat "$run/w$j.log"; fail "$name: worker:$j exited $?"; }
-  done
+  await_exits "$name" "$run"
   kill "$throttle" 2>/dev/null || true; wait "$throttle" 2>/dev/null || true; throttle=
-  for i in 0 1; do
-    wait_exit "${ps[i]}" 60 || { cat "$run/ps$i.log"; fail "$name: ps:$i exited $?"; }
-  done
   "$PY" - "$run" "$bound" <<'PYEOF' || fail "$name: the bound was broken"
 import json, sys
 run, bound = sys.argv[1], int(sys.argv[2])
@@ -99,20 +105,9 @@ PYEOF
 }
 
 dc_case() {
-  local name=dc_beta1 steps=400
-  local cfg=$TMP/$name.pbtxt run=$TMP/runs/$name
-  async_config "$cfg" "$name" "$steps" "dc_asgd_lambda: 0.04 async_beta1: 0.5"
-  mkdir -p "$run"
-  echo "=== $name"
-  pids=()
-  start_cluster "$cfg" "$run" 2 2
-  local ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
-  for j in 0 1; do
-    wait_exit "${ws[j]}" 300 || { cat "$run/w$j.log"; fail "$name: worker:$j exited $?"; }
-  done
-  for i in 0 1; do
-    wait_exit "${ps[i]}" 60 || { cat "$run/ps$i.log"; fail "$name: ps:$i exited $?"; }
-  done
+  local name=dc_beta1 run=$TMP/runs/dc_beta1
+  start_async "$name" 400 "dc_asgd_lambda: 0.04 async_beta1: 0.5"
+  await_exits "$name" "$run"
   local first last compensated
   first=$(mean_loss "$run/worker-1.jsonl" FIRST 20)
   last=$(mean_loss "$run/worker-1.jsonl" LAST 20)

@@ -23,22 +23,8 @@ using testing::ShardPicture;
 using testing::TwoVariables;
 using testing::Weights;
 
-// Exactly representable values (multiples of 1/8).
-TwoVariables Gradient(int w, int64_t s) {
-  TwoVariables g;
-  for (int i = 0; i < 6; ++i) g.w[i] = 0.25f * (w + 1) - 0.125f * i + 0.5f * s;
-  g.b = {0.5f * w - 1.0f, 0.25f * s - 0.5f};
-  return g;
-}
-
-ServerOptions Async(int workers) {
-  ServerOptions o;
-  o.mode = Mode::kAsync;
-  o.total_num_replicas = workers;
-  o.optimizer.kind = OptimizerOptions::Kind::kSgd;
-  o.optimizer.learning_rate = 0.5;
-  return o;
-}
+TwoVariables Gradient(int w, int64_t s) { return testing::ExactGradient(w, s); }
+ServerOptions Async(int workers) { return testing::AsyncSgdOptions(workers); }
 
 absl::StatusOr<ParameterShard::Snapshot> PullNow(ParameterShard& shard,
                                                  int worker) {

@@ -276,14 +276,7 @@ TEST_CASE("sync: a joining worker raises the count a step needs") {
   CHECK(Push(**shard, 1, 1, Gradient(1, 1))->outcome == PushOutcome::kApplied);
 }
 
-ServerOptions AsyncOptions(int m) {
-  ServerOptions o;
-  o.mode = Mode::kAsync;
-  o.total_num_replicas = m;
-  o.optimizer.kind = OptimizerOptions::Kind::kSgd;
-  o.optimizer.learning_rate = 0.5;
-  return o;
-}
+ServerOptions AsyncOptions(int m) { return testing::AsyncSgdOptions(m); }
 
 TEST_CASE("async: every push applies; the histogram follows the interleaving") {
   auto shard = MakeShard(AsyncOptions(3));
