@@ -29,6 +29,8 @@ struct Scenario {
   int steps = 200;  // pushes per worker
   int replicas_to_aggregate = 8;
   bool scale_lr_by_staleness = false;
+  // Async: the blocking staleness bound (-1: none).
+  int64_t staleness_bound = -1;
 };
 
 // Sync with N = M = workers (lockstep), sync with backup workers (N < M),
