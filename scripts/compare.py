@@ -159,10 +159,7 @@ class Run:
             "lr": field("learning_rate", "0.001"),
             "schedule": schedule,
             "staleness bound": field("staleness_bound"),
-            "max push staleness": field("max_push_staleness"),
             "lr / staleness": field("lr_scaled_by_staleness"),
-            "DC-ASGD lambda": field("dc_asgd_lambda"),
-            "async beta1": field("async_beta1"),
             "wire": wire,
         }
 
