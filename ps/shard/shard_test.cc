@@ -1,6 +1,6 @@
 // ParameterShard: sync (N of M, stale and surplus drops, pulls released by
 // the update, membership), async (staleness histogram, max_push_staleness,
-// lr scaling; the staleness bound and DC-ASGD are in shard_staleness_test.cc),
+// lr scaling; the staleness bound and DC-ASGD are in shard_async_test.cc),
 // pulls, Initialize and Shutdown. Bad input is in shard_bad_input_test.cc.
 #include "ps/shard/shard.h"
 

@@ -27,10 +27,10 @@ struct Scenario {
   Mode mode = Mode::kSync;
   int workers = 8;
   int steps = 200;  // pushes per worker
-  int replicas_to_aggregate = 8;
-  bool scale_lr_by_staleness = false;
   // Async: the blocking staleness bound (-1: none).
   int64_t staleness_bound = -1;
+  int replicas_to_aggregate = 8;
+  bool scale_lr_by_staleness = false;
 };
 
 // Sync with N = M = workers (lockstep), sync with backup workers (N < M),
