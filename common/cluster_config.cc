@@ -276,8 +276,7 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
                     absl::StrCat(t.dc_asgd_lambda(),
                                  " is not a finite number >= 0 (0: off)"));
   }
-  if (t.has_async_beta1() &&
-      !(t.async_beta1() >= 0 && t.async_beta1() < 1)) {
+  if (t.has_async_beta1() && !(t.async_beta1() >= 0 && t.async_beta1() < 1)) {
     return at.Error(t, "async_beta1", "training.async_beta1",
                     absl::StrCat(t.async_beta1(), " is not in [0, 1)"));
   }

@@ -80,8 +80,7 @@ TEST_CASE("async: the staleness bound: unset is none, 0 is a bound") {
   CHECK(AsyncServerOptions("staleness_bound: 0").staleness_bound == 0);
 }
 
-TEST_CASE("async staleness controls: unset is off, each set reaches the "
-          "server") {
+TEST_CASE("async staleness controls: unset is off, each reaches the server") {
   ServerOptions o = AsyncServerOptions("");
   CHECK(o.max_push_staleness == -1);
   CHECK(o.dc_asgd_lambda == 0);

@@ -99,8 +99,9 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
           options_.max_message_bytes,
           " (raise it, lower split_threshold_bytes or add shards)"));
     }
-    ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(ShardOptimizerOptions(options_),
-                                                 layout.sizes));
+    ASSIGN_OR_RETURN(
+        optimizer_,
+        CreateOptimizer(ShardOptimizerOptions(options_), layout.sizes));
     aggregator_ = std::make_unique<SyncAggregator>(
         layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);

@@ -33,10 +33,11 @@ absl::StatusOr<ParameterShard::Snapshot> PullNow(ParameterShard& shard,
 
 // A pull of `worker` that waits; *answered turns true when it is answered.
 void PullLater(ParameterShard& shard, int worker, std::atomic<bool>* answered) {
-  shard.PullAsync(0, worker, [answered](absl::StatusOr<ParameterShard::Snapshot> s) {
-    CHECK(s.ok());
-    *answered = true;
-  });
+  shard.PullAsync(0, worker,
+                  [answered](absl::StatusOr<ParameterShard::Snapshot> s) {
+                    CHECK(s.ok());
+                    *answered = true;
+                  });
 }
 
 TEST_CASE("staleness bound: a worker too far ahead waits for the slowest") {
@@ -111,8 +112,8 @@ TEST_CASE("staleness bound: after a rollback every clock starts at 0") {
 
 // SGD (lr 0.5) on the shard's weights `w` with gradient `g`, DC-ASGD
 // compensated against `then` when given: the shard's arithmetic, replayed.
-TwoVariables SgdStep(const TwoVariables& w, const TwoVariables& g,
-                     float lambda, const TwoVariables* then) {
+TwoVariables SgdStep(const TwoVariables& w, const TwoVariables& g, float lambda,
+                     const TwoVariables* then) {
   TwoVariables c = g;
   if (then != nullptr) {
     CompensateDelay(lambda, 6, g.w.data(), w.w.data(), then->w.data(),

@@ -115,9 +115,9 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   if (store_ != nullptr) RETURN_IF_ERROR(store_->CheckSameVariables(variables));
   ASSIGN_OR_RETURN(std::unique_ptr<VariableStore> store,
                    VariableStore::Create(variables, c.step, generation));
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   CreateOptimizer(ShardOptimizerOptions(options_),
-                                   store->layout().sizes));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Optimizer> optimizer,
+      CreateOptimizer(ShardOptimizerOptions(options_), store->layout().sizes));
   if (absl::Status s = optimizer->LoadState(c.optimizer); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }

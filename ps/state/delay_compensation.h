@@ -69,7 +69,7 @@ class DelayCompensator {
 
  private:
   const float lambda_;
-  std::vector<Snapshot> pulled_;  // by worker id; null: none
+  std::vector<Snapshot> pulled_;             // by worker id; null: none
   std::vector<std::vector<float>> buffers_;  // by variable
   int64_t compensated_ = 0;
   int64_t uncompensated_ = 0;
