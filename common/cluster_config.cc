@@ -267,11 +267,43 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
     return at.Error(t, "staleness_bound", "training.staleness_bound",
                     absl::StrCat(t.staleness_bound(), " is negative"));
   }
+  if (t.max_push_staleness() < 0) {
+    return at.Error(t, "max_push_staleness", "training.max_push_staleness",
+                    absl::StrCat(t.max_push_staleness(), " is negative"));
+  }
+  if (!(t.dc_asgd_lambda() >= 0) || !std::isfinite(t.dc_asgd_lambda())) {
+    return at.Error(t, "dc_asgd_lambda", "training.dc_asgd_lambda",
+                    absl::StrCat(t.dc_asgd_lambda(),
+                                 " is not a finite number >= 0 (0: off)"));
+  }
+  if (t.has_async_beta1() && !(t.async_beta1() >= 0 && t.async_beta1() < 1)) {
+    return at.Error(t, "async_beta1", "training.async_beta1",
+                    absl::StrCat(t.async_beta1(), " is not in [0, 1)"));
+  }
+  if (t.has_async_beta1() &&
+      t.optimizer().kind() != config::OptimizerConfig::ADAM) {
+    return at.Error(t, "async_beta1", "training.async_beta1",
+                    "applies to Adam only");
+  }
   if (t.mode() == config::TrainingConfig::SYNC) {
     if (t.has_staleness_bound()) {
       return at.Error(t, "staleness_bound", "training.staleness_bound",
                       "applies to async mode only (sync drops every stale "
                       "gradient)");
+    }
+    if (t.has_max_push_staleness()) {
+      return at.Error(t, "max_push_staleness", "training.max_push_staleness",
+                      "applies to async mode only (sync drops every stale "
+                      "gradient)");
+    }
+    if (t.dc_asgd_lambda() != 0) {
+      return at.Error(t, "dc_asgd_lambda", "training.dc_asgd_lambda",
+                      "applies to async mode only (sync gradients are never "
+                      "stale)");
+    }
+    if (t.has_async_beta1()) {
+      return at.Error(t, "async_beta1", "training.async_beta1",
+                      "applies to async mode only");
     }
     if (t.lr_scaled_by_staleness()) {
       return at.Error(t, "lr_scaled_by_staleness",

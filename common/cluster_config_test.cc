@@ -176,6 +176,33 @@ TEST_CASE("each validation error names file, line and field") {
        "drops every stale gradient)"},
       {Replace(good, "mode: SYNC", "mode: ASYNC staleness_bound: -1"),
        "c.pbtxt:9: training.staleness_bound: -1 is negative"},
+      {Replace(good, "mode: SYNC", "mode: ASYNC max_push_staleness: -1"),
+       "c.pbtxt:9: training.max_push_staleness: -1 is negative"},
+      {Replace(good, "mode: SYNC", "max_push_staleness: 2"),
+       "c.pbtxt:9: training.max_push_staleness: applies to async mode only "
+       "(sync drops every stale gradient)"},
+      {Replace(good, "mode: SYNC", "dc_asgd_lambda: 0.1"),
+       "c.pbtxt:9: training.dc_asgd_lambda: applies to async mode only (sync "
+       "gradients are never stale)"},
+      {Replace(good, "mode: SYNC", "mode: ASYNC dc_asgd_lambda: -0.5"),
+       "c.pbtxt:9: training.dc_asgd_lambda: -0.5 is not a finite number >= 0 "
+       "(0: off)"},
+      {Replace(good, "mode: SYNC", "mode: ASYNC dc_asgd_lambda: nan"),
+       "c.pbtxt:9: training.dc_asgd_lambda: nan is not a finite number >= 0 "
+       "(0: off)"},
+      {Replace(good, "mode: SYNC", "mode: ASYNC dc_asgd_lambda: inf"),
+       "c.pbtxt:9: training.dc_asgd_lambda: inf is not a finite number >= 0 "
+       "(0: off)"},
+      {Replace(good, "mode: SYNC", "async_beta1: 0.5"),
+       "c.pbtxt:9: training.async_beta1: applies to async mode only"},
+      {Replace(good, "mode: SYNC", "mode: ASYNC async_beta1: 1"),
+       "c.pbtxt:9: training.async_beta1: 1 is not in [0, 1)"},
+      {Replace(good, "mode: SYNC", "mode: ASYNC async_beta1: -0.25"),
+       "c.pbtxt:9: training.async_beta1: -0.25 is not in [0, 1)"},
+      {Replace(Replace(good, "mode: SYNC", "mode: ASYNC async_beta1: 0.5"),
+               "optimizer { learning_rate: 0.01 }",
+               "optimizer { kind: SGD learning_rate: 0.01 }"),
+       "c.pbtxt:9: training.async_beta1: applies to Adam only"},
       {Replace(good, "source: SYNTHETIC", "source: CIFAR10"),
        "c.pbtxt:15: data.dir: missing: CIFAR10 needs the directory of its "
        ".bin files (or use source: SYNTHETIC)"},

@@ -56,6 +56,18 @@ std::string ShardMetricsText(const ShardStatus& s, int64_t sent_bytes,
                s.checkpoints_written, shard);
   page.Counter("psgd_ps_checkpoint_failures_total", "Checkpoints that failed.",
                s.checkpoint_failures, shard);
+  // Async staleness controls (docs/PS.md, "Async mode").
+  page.Counter("psgd_ps_ssp_blocked_pulls_total",
+               "Async: pulls the staleness bound held back.",
+               s.ssp_blocked_pulls, shard);
+  page.Counter("psgd_ps_ssp_blocked_seconds_total",
+               "Async: time pulls were held back by the staleness bound.",
+               s.ssp_blocked_seconds, shard);
+  const char* kDc = "psgd_ps_dc_asgd_pushes_total";
+  const char* kDcHelp =
+      "Async: pushes with DC-ASGD on, by whether they were compensated.";
+  page.Counter(kDc, kDcHelp, s.dc_compensated, with("compensated", "true"));
+  page.Counter(kDc, kDcHelp, s.dc_uncompensated, with("compensated", "false"));
   // Async staleness: the histogram the shard keeps, in power-of-two buckets.
   HistogramData h({0, 1, 2, 4, 8, 16, 32, 64});
   for (const auto& [staleness, count] : s.staleness_histogram) {

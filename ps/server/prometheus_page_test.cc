@@ -39,6 +39,24 @@ TEST_CASE("a shard's page: pushes by outcome and the staleness histogram") {
   CHECK(t.find("psgd_ps_staleness_count{shard=\"1\"} 12\n") != std::string::npos);
 }
 
+TEST_CASE("a shard's page: the async staleness controls") {
+  ShardStatus s;
+  s.ssp_blocked_pulls = 7;
+  s.ssp_blocked_seconds = 1.5;
+  s.dc_compensated = 20;
+  s.dc_uncompensated = 2;
+  const std::string t = ShardMetricsText(s, 0, 0);
+  INFO(t);
+  CHECK(t.find("psgd_ps_ssp_blocked_pulls_total{shard=\"0\"} 7\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_ssp_blocked_seconds_total{shard=\"0\"} 1.5\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_dc_asgd_pushes_total{shard=\"0\",compensated="
+               "\"true\"} 20\n") != std::string::npos);
+  CHECK(t.find("psgd_ps_dc_asgd_pushes_total{shard=\"0\",compensated="
+               "\"false\"} 2\n") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace psgd

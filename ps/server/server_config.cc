@@ -28,7 +28,11 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.total_num_replicas = t.total_num_replicas();
   // Unset in the config: no bound (the server says -1); 0 is a bound.
   o.staleness_bound = t.has_staleness_bound() ? t.staleness_bound() : -1;
+  o.max_push_staleness =
+      t.has_max_push_staleness() ? t.max_push_staleness() : -1;
   o.scale_lr_by_staleness = t.lr_scaled_by_staleness();
+  o.dc_asgd_lambda = t.dc_asgd_lambda();
+  o.async_beta1 = t.has_async_beta1() ? t.async_beta1() : -1;
   const config::OptimizerConfig& opt = t.optimizer();
   o.optimizer.kind = opt.kind() == config::OptimizerConfig::ADAM
                          ? OptimizerOptions::Kind::kAdam

@@ -61,20 +61,39 @@ TEST_CASE("the wire block sets the dtypes on the wire") {
                   .ok());
 }
 
+// The server options of a one-ps, one-worker async cluster whose training
+// block also holds `training`.
+ServerOptions AsyncServerOptions(const std::string& training) {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
+      "\"127.0.0.1:2\" } training { mode: ASYNC " +
+          training + " steps: 10 } data { source: SYNTHETIC }",
+      "a.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+  REQUIRE(o.ok());
+  return *o;
+}
+
 TEST_CASE("async: the staleness bound: unset is none, 0 is a bound") {
-  for (const auto& [text, want] :
-       {std::pair<std::string, int64_t>{"", -1},
-        std::pair<std::string, int64_t>{"staleness_bound: 0", 0}}) {
-    absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
-        "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
-        "\"127.0.0.1:2\" } training { mode: ASYNC " +
-            text + " steps: 10 } data { source: SYNTHETIC }",
-        "a.pbtxt");
-    REQUIRE(c.ok());
-    absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
-    REQUIRE(o.ok());
-    CHECK(o->staleness_bound == want);
-  }
+  CHECK(AsyncServerOptions("").staleness_bound == -1);
+  CHECK(AsyncServerOptions("staleness_bound: 0").staleness_bound == 0);
+}
+
+TEST_CASE("async staleness controls: unset is off, each reaches the server") {
+  ServerOptions o = AsyncServerOptions("");
+  CHECK(o.max_push_staleness == -1);
+  CHECK(o.dc_asgd_lambda == 0);
+  CHECK(o.async_beta1 == -1);
+  CHECK(ShardOptimizerOptions(o).beta1 == o.optimizer.beta1);
+  o = AsyncServerOptions(
+      "staleness_bound: 1 max_push_staleness: 0 dc_asgd_lambda: 0.25 "
+      "async_beta1: 0.5");
+  CHECK(o.staleness_bound == 1);
+  CHECK(o.max_push_staleness == 0);
+  CHECK(o.dc_asgd_lambda == 0.25);
+  CHECK(o.async_beta1 == 0.5);
+  CHECK(ShardOptimizerOptions(o).beta1 == 0.5);
 }
 
 TEST_CASE("async: no aggregation, a staleness bound, lr scaling") {

@@ -30,9 +30,16 @@ ABSL_FLAG(int, replicas_to_aggregate, kDefaults.replicas_to_aggregate,
 ABSL_FLAG(int, total_num_replicas, kDefaults.total_num_replicas,
           "Number of workers M >= N; worker ids are 0..M-1.");
 ABSL_FLAG(int64_t, staleness_bound, kDefaults.staleness_bound,
-          "Async: refuse gradients staler than this; -1: no bound.");
+          "Async: a worker more than this many pushes ahead of the slowest "
+          "live worker waits in its pull (SSP); -1: no bound.");
+ABSL_FLAG(int64_t, max_push_staleness, kDefaults.max_push_staleness,
+          "Async: refuse gradients staler than this; -1: no limit.");
 ABSL_FLAG(bool, scale_lr_by_staleness, kDefaults.scale_lr_by_staleness,
           "Async: learning rate times 1/staleness.");
+ABSL_FLAG(double, dc_asgd_lambda, kDefaults.dc_asgd_lambda,
+          "Async: DC-ASGD's lambda (delay compensation); 0: off.");
+ABSL_FLAG(double, async_beta1, kDefaults.async_beta1,
+          "Async: Adam's beta1 in place of --beta1; -1: --beta1.");
 ABSL_FLAG(std::string, optimizer, "adam", "adam or sgd.");
 ABSL_FLAG(double, learning_rate, kDefaults.optimizer.learning_rate,
           "Learning rate.");
@@ -70,7 +77,8 @@ namespace {
 constexpr const char* kOptionFlags[] = {
     "listen_address", "shard_index",        "num_shards",
     "cluster_name",   "mode",               "replicas_to_aggregate",
-    "total_num_replicas", "staleness_bound", "scale_lr_by_staleness",
+    "total_num_replicas", "staleness_bound", "max_push_staleness",
+    "scale_lr_by_staleness", "dc_asgd_lambda", "async_beta1",
     "optimizer",      "learning_rate",      "beta1",
     "beta2",          "epsilon",            "max_message_bytes",
     "split_threshold_bytes", "worker_lease_seconds", "token_file"};
@@ -135,7 +143,10 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
   o.total_num_replicas = absl::GetFlag(FLAGS_total_num_replicas);
   o.staleness_bound = absl::GetFlag(FLAGS_staleness_bound);
+  o.max_push_staleness = absl::GetFlag(FLAGS_max_push_staleness);
   o.scale_lr_by_staleness = absl::GetFlag(FLAGS_scale_lr_by_staleness);
+  o.dc_asgd_lambda = absl::GetFlag(FLAGS_dc_asgd_lambda);
+  o.async_beta1 = absl::GetFlag(FLAGS_async_beta1);
   ASSIGN_OR_RETURN(o.optimizer.kind,
                    ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
   o.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);

@@ -27,7 +27,10 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
 ParameterShard::ParameterShard(const ServerOptions& options)
     : options_(options),
       name_(absl::StrCat("shard ", options.shard_index)),
-      async_(options.staleness_bound, options.scale_lr_by_staleness),
+      async_(options.max_push_staleness, options.scale_lr_by_staleness),
+      ssp_(options.staleness_bound, options.total_num_replicas),
+      dc_(static_cast<float>(options.dc_asgd_lambda),
+          options.total_num_replicas),
       membership_(options.total_num_replicas) {}
 
 ParameterShard::~ParameterShard() { Shutdown("the shard object is destroyed"); }
@@ -96,8 +99,9 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
           options_.max_message_bytes,
           " (raise it, lower split_threshold_bytes or add shards)"));
     }
-    ASSIGN_OR_RETURN(optimizer_,
-                     CreateOptimizer(options_.optimizer, layout.sizes));
+    ASSIGN_OR_RETURN(
+        optimizer_,
+        CreateOptimizer(ShardOptimizerOptions(options_), layout.sizes));
     aggregator_ = std::make_unique<SyncAggregator>(
         layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);
@@ -110,8 +114,19 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
   return reply;
 }
 
-bool ParameterShard::PullReadyLocked(int64_t min_step) const {
-  return store_ != nullptr && step_ >= min_step;
+bool ParameterShard::PullReadyLocked(int64_t min_step, int worker_id) const {
+  return store_ != nullptr && step_ >= min_step && !SspBlockedLocked(worker_id);
+}
+
+bool ParameterShard::SspBlockedLocked(int worker_id) const {
+  return options_.mode == Mode::kAsync && ssp_.enabled() &&
+         ssp_.MustWait(worker_id, membership_.LiveWorkers());
+}
+
+ParameterShard::Snapshot ParameterShard::AnswerPullLocked(int worker_id) {
+  Snapshot s = store_->current();
+  if (options_.mode == Mode::kAsync) dc_.RecordPull(worker_id, s);
+  return s;
 }
 
 uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
@@ -131,10 +146,17 @@ uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
           Annotate(membership_.CheckWorkerId(worker_id), name_ + ": pull: ");
       if (error.ok()) membership_.Touch(worker_id, absl::Now());
     }
-    if (error.ok() && PullReadyLocked(min_step)) snapshot = store_->current();
+    if (error.ok() && PullReadyLocked(min_step, worker_id)) {
+      snapshot = AnswerPullLocked(worker_id);
+    }
     if (error.ok() && snapshot == nullptr) {
+      Waiter waiter{min_step, worker_id, std::move(done)};
+      if (SspBlockedLocked(worker_id)) {
+        ++ssp_blocked_pulls_;
+        waiter.ssp_blocked_since = absl::Now();
+      }
       const uint64_t ticket = next_ticket_++;
-      waiters_.emplace(ticket, Waiter{min_step, worker_id, std::move(done)});
+      waiters_.emplace(ticket, std::move(waiter));
       return ticket;
     }
   }
@@ -246,7 +268,11 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
     }
     membership_.RecordPush(worker_id, step);
     membership_.Touch(worker_id, absl::Now());
-    ApplyLocked(grads, async_.LrScale(*staleness), ready);
+    // Before the update, whose collection of ready pulls reads the clocks.
+    ssp_.Tick(worker_id);
+    std::vector<const float*> applied;
+    dc_.Compensate(worker_id, step, *store_->current(), grads, &applied);
+    ApplyLocked(applied, async_.LrScale(*staleness), ready);
     async_.Record(*staleness);
     ++counters_.applied;
     reply->outcome = PushOutcome::kApplied;
@@ -328,12 +354,15 @@ void ParameterShard::CollectReadyLocked(Ready* ready) {
   const absl::Time now = absl::Now();
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     auto next = std::next(it);
-    if (PullReadyLocked(it->second.min_step)) {
+    const int worker_id = it->second.worker_id;
+    if (PullReadyLocked(it->second.min_step, worker_id)) {
       // The worker waited here until now: its lease starts again.
-      if (it->second.worker_id >= 0) {
-        membership_.Touch(it->second.worker_id, now);
+      if (worker_id >= 0) membership_.Touch(worker_id, now);
+      if (it->second.ssp_blocked_since != absl::InfinitePast()) {
+        ssp_blocked_time_ += now - it->second.ssp_blocked_since;
       }
-      ready->emplace_back(std::move(it->second.done), store_->current());
+      ready->emplace_back(std::move(it->second.done),
+                          AnswerPullLocked(worker_id));
       waiters_.erase(it);
     }
     it = next;
@@ -360,7 +389,9 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
   RETURN_IF_ERROR(CheckOpenLocked());
   RETURN_IF_ERROR(
       Annotate(membership_.CheckWorkerId(worker_id), name_ + ": join: "));
-  membership_.Join(worker_id, absl::Now());
+  if (membership_.Join(worker_id, absl::Now())) {
+    ssp_.Join(worker_id, membership_.LiveWorkers());
+  }
   return MembershipReplyLocked();
 }
 
@@ -389,6 +420,10 @@ void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
     ApplySyncStepLocked(ready);
     ++counters_.completed_by_leave;
     MaybeSaveLocked();
+  }
+  // Nor does a pull wait for a worker that left (staleness_bound).
+  if (options_.mode == Mode::kAsync && ssp_.enabled()) {
+    CollectReadyLocked(ready);
   }
 }
 
@@ -426,6 +461,10 @@ ShardStatus ParameterShard::Status() const {
   s.step = step_;
   s.counters = counters_;
   s.staleness_histogram = async_.histogram();
+  s.ssp_blocked_pulls = ssp_blocked_pulls_;
+  s.ssp_blocked_seconds = absl::ToDoubleSeconds(ssp_blocked_time_);
+  s.dc_compensated = dc_.compensated();
+  s.dc_uncompensated = dc_.uncompensated();
   s.live_workers = membership_.LiveWorkers();
   s.workers_expired = workers_expired_;
   s.replicas_to_aggregate = options_.replicas_to_aggregate;

@@ -17,7 +17,7 @@
 //                        initialised, another cluster's name, a step from
 //                        the future, a second push for a step, a worker that
 //                        has not joined, an Initialize with another variable
-//                        set, a gradient beyond the async staleness bound.
+//                        set, a gradient beyond async max_push_staleness.
 //   DEADLINE_EXCEEDED    a pull whose step was not reached in time.
 //   ABORTED              a push or pull of another generation (the cluster
 //                        rolled back to a checkpoint), or any push or pull
@@ -59,10 +59,12 @@
 #include "ps/state/async_applier.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/checkpoint/checkpoint_writer.h"
+#include "ps/state/delay_compensation.h"
 #include "ps/state/membership.h"
 #include "common/mutex.h"
 #include "ps/state/optimizer.h"
 #include "ps/state/options.h"
+#include "ps/state/ssp_clock.h"
 #include "ps/state/sync_aggregator.h"
 #include "ps/state/types.h"
 #include "ps/state/variable_store.h"
@@ -143,8 +145,10 @@ class ParameterShard {
       absl::Span<const TensorBytes> variables);
 
   // Calls `done` with the weights once the shard is initialised and at step
-  // >= min_step: at once (on this thread) when it is, else on the thread
-  // that gets it there. Errors through `done`: INVALID_ARGUMENT for a
+  // >= min_step (and, in async mode with a staleness_bound, once the worker
+  // is within the bound of the slowest other live worker: SspClock): at
+  // once (on this thread) when it is, else on the thread that gets it
+  // there. Errors through `done`: INVALID_ARGUMENT for a
   // negative min_step or a worker_id other than -1 (no worker) out of
   // range, CANCELLED at shutdown. Returns a ticket for CancelPull, or 0 when
   // `done` has already run.
@@ -220,6 +224,8 @@ class ParameterShard {
     int64_t min_step = 0;
     int worker_id = -1;  // -1: no worker
     PullDone done;
+    // When the staleness bound held it back on arrival (else InfinitePast).
+    absl::Time ssp_blocked_since = absl::InfinitePast();
   };
   using Ready = std::vector<std::pair<PullDone, absl::StatusOr<Snapshot>>>;
 
@@ -230,8 +236,13 @@ class ParameterShard {
   // the shard's.
   absl::Status CheckGenerationLocked(int64_t generation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PullReadyLocked(int64_t min_step) const
+  bool PullReadyLocked(int64_t min_step, int worker_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Async with a staleness_bound: the worker is too far ahead to pull.
+  bool SspBlockedLocked(int worker_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current weights for a pull of `worker_id` (-1: none), recorded for
+  // delay compensation.
+  Snapshot AnswerPullLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PushLocked(int worker_id, int64_t step,
                           absl::Span<const TensorBytes> gradients,
                           PushReply* reply, Ready* ready)
@@ -286,6 +297,12 @@ class ParameterShard {
   std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SyncAggregator> aggregator_ ABSL_GUARDED_BY(mu_);
   AsyncApplier async_ ABSL_GUARDED_BY(mu_);
+  // Async staleness controls (docs/PS.md, "Async mode"); reset by a restore
+  // or a rollback.
+  SspClock ssp_ ABSL_GUARDED_BY(mu_);
+  DelayCompensator dc_ ABSL_GUARDED_BY(mu_);
+  int64_t ssp_blocked_pulls_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration ssp_blocked_time_ ABSL_GUARDED_BY(mu_);
   Membership membership_ ABSL_GUARDED_BY(mu_);
   PushCounters counters_ ABSL_GUARDED_BY(mu_);
   int64_t workers_expired_ ABSL_GUARDED_BY(mu_) = 0;

@@ -115,8 +115,9 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   if (store_ != nullptr) RETURN_IF_ERROR(store_->CheckSameVariables(variables));
   ASSIGN_OR_RETURN(std::unique_ptr<VariableStore> store,
                    VariableStore::Create(variables, c.step, generation));
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   CreateOptimizer(options_.optimizer, store->layout().sizes));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Optimizer> optimizer,
+      CreateOptimizer(ShardOptimizerOptions(options_), store->layout().sizes));
   if (absl::Status s = optimizer->LoadState(c.optimizer); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }
@@ -131,6 +132,10 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   membership_.RestoreLastPushSteps(c.last_push_step);
   counters_ = c.counters;
   async_.RestoreHistogram(c.staleness_histogram);
+  // A new generation: every worker re-syncs, its clock starts at 0 and its
+  // next pull records the snapshot its pushes are compensated against.
+  ssp_.Reset();
+  dc_.Clear();
   workers_expired_ = c.workers_expired;
   if (restart) {
     // The workers that were live: their leases start now.

@@ -25,12 +25,7 @@ using testing::Push;
 using testing::ShardPicture;
 using testing::TwoVariables;
 
-TwoVariables Gradient(int w, int64_t s) {
-  TwoVariables g;
-  for (int i = 0; i < 6; ++i) g.w[i] = 0.25f * (w + 1) - 0.125f * i + 0.5f * s;
-  g.b = {0.5f * w - 1.0f, 0.25f * s - 0.5f};
-  return g;
-}
+TwoVariables Gradient(int w, int64_t s) { return testing::ExactGradient(w, s); }
 
 ServerOptions CheckpointOptions(const std::string& dir, int every_steps,
                                 int shard = 0, int num_shards = 1) {

@@ -1,5 +1,6 @@
 // ParameterShard: sync (N of M, stale and surplus drops, pulls released by
-// the update, membership), async (staleness histogram, bound, lr scaling),
+// the update, membership), async (staleness histogram, max_push_staleness,
+// lr scaling; the staleness bound and DC-ASGD are in shard_async_test.cc),
 // pulls, Initialize and Shutdown. Bad input is in shard_bad_input_test.cc.
 #include "ps/shard/shard.h"
 
@@ -275,14 +276,7 @@ TEST_CASE("sync: a joining worker raises the count a step needs") {
   CHECK(Push(**shard, 1, 1, Gradient(1, 1))->outcome == PushOutcome::kApplied);
 }
 
-ServerOptions AsyncOptions(int m) {
-  ServerOptions o;
-  o.mode = Mode::kAsync;
-  o.total_num_replicas = m;
-  o.optimizer.kind = OptimizerOptions::Kind::kSgd;
-  o.optimizer.learning_rate = 0.5;
-  return o;
-}
+ServerOptions AsyncOptions(int m) { return testing::AsyncSgdOptions(m); }
 
 TEST_CASE("async: every push applies; the histogram follows the interleaving") {
   auto shard = MakeShard(AsyncOptions(3));
@@ -316,9 +310,9 @@ TEST_CASE("async: every push applies; the histogram follows the interleaving") {
   CHECK(s.mode == "async");
 }
 
-TEST_CASE("async: the staleness bound refuses what exceeds it, and only that") {
+TEST_CASE("async: max_push_staleness refuses what exceeds it, and only that") {
   ServerOptions o = AsyncOptions(3);
-  o.staleness_bound = 1;
+  o.max_push_staleness = 1;
   auto shard = MakeShard(o);
   REQUIRE(Push(*shard, 0, 0, Gradient(0, 0)).ok());
   REQUIRE(Push(*shard, 1, 0, Gradient(1, 0)).ok());  // staleness 1

@@ -16,7 +16,7 @@ absl::StatusOr<int64_t> AsyncApplier::Admit(int64_t current_step,
         PushRefusal::kTooStale,
         absl::StrCat("gradient from step ", gradient_step, " has staleness ",
                      staleness, " (the shard is at step ", current_step,
-                     "), beyond the staleness bound ", staleness_bound_,
+                     "), beyond max_push_staleness ", staleness_bound_,
                      ": pull fresh weights and compute again"));
   }
   return staleness;

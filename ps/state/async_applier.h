@@ -1,7 +1,8 @@
 // The rules of async mode on a shard: every admitted gradient is applied on
 // arrival; its staleness (the shard's step when it arrives minus the step it
-// was computed from) is recorded in a histogram; an optional bound refuses
-// gradients staler than it (stale-synchronous parallel); optionally the
+// was computed from) is recorded in a histogram; an optional limit
+// (max_push_staleness) refuses gradients staler than it (the bound that
+// makes fast workers wait instead is ps/state/ssp_clock.h); optionally the
 // learning rate is scaled by 1/staleness (staleness-aware async SGD, with
 // staleness 0 counted as 1).
 //
@@ -24,7 +25,7 @@ class AsyncApplier {
   // (keyed kMaxTrackedStaleness), so that the histogram stays small.
   static constexpr int64_t kMaxTrackedStaleness = 1000;
 
-  // staleness_bound: -1 for none, else >= 0.
+  // staleness_bound: max_push_staleness, -1 for none, else >= 0.
   AsyncApplier(int64_t staleness_bound, bool scale_lr_by_staleness)
       : staleness_bound_(staleness_bound),
         scale_lr_by_staleness_(scale_lr_by_staleness) {}

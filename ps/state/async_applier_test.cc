@@ -15,7 +15,7 @@ TEST_CASE("staleness is the shard's step minus the gradient's step") {
   CHECK(a.LrScale(5) == 1.0);
 }
 
-TEST_CASE("the staleness bound refuses what exceeds it") {
+TEST_CASE("max_push_staleness refuses what exceeds it") {
   AsyncApplier a(2, false);
   CHECK(*a.Admit(10, 8) == 2);
   absl::Status s = a.Admit(10, 7).status();
@@ -23,7 +23,7 @@ TEST_CASE("the staleness bound refuses what exceeds it") {
   CHECK(PushRefusalOf(s) == PushRefusal::kTooStale);
   CHECK(PushRefusalOf(a.Admit(10, 8).status()) == PushRefusal::kNone);
   CHECK(s.message().find("staleness 3") != absl::string_view::npos);
-  CHECK(s.message().find("bound 2") != absl::string_view::npos);
+  CHECK(s.message().find("max_push_staleness 2") != absl::string_view::npos);
   AsyncApplier zero(0, false);
   CHECK(zero.Admit(3, 3).ok());
   CHECK(!zero.Admit(3, 2).ok());

@@ -61,6 +61,34 @@ TEST_CASE("adam matches hand-derived values over three steps") {
   }
 }
 
+TEST_CASE("async_beta1: Adam's momentum in async mode, by hand") {
+  // beta1 0.9 in the optimizer block, 0.5 in async mode; beta2 0.75 and lr
+  // 0.5 keep the arithmetic short.
+  ServerOptions o;
+  o.mode = Mode::kAsync;
+  o.optimizer.learning_rate = 0.5;
+  o.optimizer.beta2 = 0.75;
+  o.async_beta1 = 0.5;
+  auto adam = CreateOptimizer(ShardOptimizerOptions(o), {1});
+  REQUIRE(adam.ok());
+  std::vector<float> w = {3.0f};
+  // Step 1, g = 2: m = 0.5 * 2 = 1, v = 0.25 * 4 = 1 (exact),
+  // lr_1 = 0.5 * sqrt(1 - 0.75) / (1 - 0.5) = 0.5, w = 3 - 0.5 * 1 / (1 +
+  // 1e-8) = 2.5 (1 + 1e-8 rounds to 1 in float32).
+  Step(**adam, w, {2.0f});
+  CHECK((*adam)->Slot("m", 0)[0] == 1.0f);
+  CHECK((*adam)->Slot("v", 0)[0] == 1.0f);
+  CHECK(w[0] == 2.5f);
+  // Step 2, g = 2: m = 0.5 * 1 + 0.5 * 2 = 1.5 (with beta1 0.9 it would be
+  // 0.9 * 0.2 + 0.1 * 2 = 0.38), v = 0.75 * 1 + 0.25 * 4 = 1.75,
+  // lr_2 = 0.5 * sqrt(1 - 0.5625) / (1 - 0.25) = 0.4409585518,
+  // w = 2.5 - lr_2 * 1.5 / sqrt(1.75) = 2.5 - 0.5 = 2.
+  Step(**adam, w, {2.0f});
+  CHECK((*adam)->Slot("m", 0)[0] == 1.5f);
+  CHECK((*adam)->Slot("v", 0)[0] == 1.75f);
+  CHECK(RelativeError(w[0], 2.0) < 1e-6);
+}
+
 TEST_CASE("adam keeps one step count for all variables of a shard") {
   OptimizerOptions o;
   o.learning_rate = 0.01;

@@ -83,6 +83,36 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.mode == Mode::kSync && o.scale_lr_by_staleness) {
     return Bad("scale_lr_by_staleness", "true", "applies to async mode only");
   }
+  if (o.max_push_staleness < -1) {
+    return Bad("max_push_staleness", absl::StrCat(o.max_push_staleness),
+               "must be -1 (no limit) or >= 0");
+  }
+  if (o.mode == Mode::kSync && o.max_push_staleness != -1) {
+    return Bad("max_push_staleness", absl::StrCat(o.max_push_staleness),
+               "applies to async mode only");
+  }
+  if (!(o.dc_asgd_lambda >= 0) || !std::isfinite(o.dc_asgd_lambda)) {
+    return Bad("dc_asgd_lambda", absl::StrCat(o.dc_asgd_lambda),
+               "must be finite and >= 0 (0: off)");
+  }
+  if (o.mode == Mode::kSync && o.dc_asgd_lambda != 0) {
+    return Bad("dc_asgd_lambda", absl::StrCat(o.dc_asgd_lambda),
+               "applies to async mode only (sync gradients are never stale)");
+  }
+  if (o.async_beta1 != -1) {
+    if (!(o.async_beta1 >= 0 && o.async_beta1 < 1)) {
+      return Bad("async_beta1", absl::StrCat(o.async_beta1),
+                 "must be in [0, 1), or -1 for optimizer.beta1");
+    }
+    if (o.mode == Mode::kSync) {
+      return Bad("async_beta1", absl::StrCat(o.async_beta1),
+                 "applies to async mode only");
+    }
+    if (o.optimizer.kind != OptimizerOptions::Kind::kAdam) {
+      return Bad("async_beta1", absl::StrCat(o.async_beta1),
+                 "applies to Adam only");
+    }
+  }
   const OptimizerOptions& opt = o.optimizer;
   if (const absl::optional<OptimizerOptionProblem> bad =
           FindOptimizerOptionProblem(
@@ -140,6 +170,12 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
                "TLS needs tls_cert_file and tls_key_file");
   }
   return absl::OkStatus();
+}
+
+OptimizerOptions ShardOptimizerOptions(const ServerOptions& options) {
+  OptimizerOptions o = options.optimizer;
+  if (options.async_beta1 != -1) o.beta1 = options.async_beta1;
+  return o;
 }
 
 }  // namespace ps

@@ -86,11 +86,23 @@ struct ServerOptions {
   // Number of workers M >= N (the extra ones are backup workers); worker ids
   // are 0..M-1 in both modes.
   int total_num_replicas = 1;
-  // Async: a push whose staleness exceeds this is refused; -1 for no bound.
-  // Must be -1 in sync mode.
+  // Async, stale-synchronous parallel (ps/state/ssp_clock.h): a pull of a
+  // worker that has pushed more than this many gradients beyond the slowest
+  // other live worker waits; -1 for no bound. Must be -1 in sync mode.
   int64_t staleness_bound = -1;
+  // Async: a push whose staleness (shard steps since the step it was
+  // computed from) exceeds this is refused; -1 for no limit. Must be -1 in
+  // sync mode.
+  int64_t max_push_staleness = -1;
   // Async: learning rate times 1/max(1, staleness). Must be false in sync.
   bool scale_lr_by_staleness = false;
+  // Async: DC-ASGD's lambda (ps/state/delay_compensation.h); 0: off. Must be
+  // finite and >= 0, and 0 in sync mode.
+  double dc_asgd_lambda = 0;
+  // Async: Adam's beta1 in place of optimizer.beta1 (asynchrony itself acts
+  // as momentum); -1: optimizer.beta1. In [0, 1) when set; Adam and async
+  // mode only.
+  double async_beta1 = -1;
 
   OptimizerOptions optimizer;
 
@@ -131,6 +143,10 @@ struct ServerOptions {
 
 // OK, or INVALID_ARGUMENT naming the first bad field and its value.
 absl::Status ValidateServerOptions(const ServerOptions& options);
+
+// The optimizer a shard of `options` runs: options.optimizer, with beta1
+// replaced by async_beta1 when that is set (async mode).
+OptimizerOptions ShardOptimizerOptions(const ServerOptions& options);
 
 }  // namespace ps
 }  // namespace psgd

@@ -1,6 +1,7 @@
 #include "ps/state/options.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 namespace psgd {
 namespace ps {
@@ -19,6 +20,22 @@ TEST_CASE("default options are valid") {
   o.scale_lr_by_staleness = true;
   o.total_num_replicas = 8;
   CHECK(ValidateServerOptions(o).ok());
+  o.staleness_bound = 0;
+  o.max_push_staleness = 0;
+  o.dc_asgd_lambda = 0.04;
+  o.async_beta1 = 0;
+  CHECK(ValidateServerOptions(o).ok());
+}
+
+TEST_CASE("async_beta1 replaces beta1 in the shard's optimizer") {
+  ServerOptions o;
+  o.mode = Mode::kAsync;
+  CHECK(ShardOptimizerOptions(o).beta1 == o.optimizer.beta1);
+  o.async_beta1 = 0.5;
+  const OptimizerOptions opt = ShardOptimizerOptions(o);
+  CHECK(opt.beta1 == 0.5);
+  CHECK(opt.beta2 == o.optimizer.beta2);
+  CHECK(opt.learning_rate == o.optimizer.learning_rate);
 }
 
 TEST_CASE("each bad option is refused naming the field and value") {
@@ -57,6 +74,37 @@ TEST_CASE("each bad option is refused naming the field and value") {
               "staleness_bound=-2"));
   CHECK(Names(with([](ServerOptions& o) { o.scale_lr_by_staleness = true; }),
               "scale_lr_by_staleness"));
+  CHECK(Names(with([](ServerOptions& o) { o.max_push_staleness = 1; }),
+              "max_push_staleness=1"));
+  CHECK(Names(with([](ServerOptions& o) {
+                o.mode = Mode::kAsync;
+                o.max_push_staleness = -3;
+              }),
+              "max_push_staleness=-3"));
+  CHECK(Names(with([](ServerOptions& o) { o.dc_asgd_lambda = 0.5; }),
+              "dc_asgd_lambda=0.5: applies to async mode only"));
+  for (double bad : {-0.5, std::nan(""), HUGE_VAL}) {
+    CHECK(Names(with([bad](ServerOptions& o) {
+                  o.mode = Mode::kAsync;
+                  o.dc_asgd_lambda = bad;
+                }),
+                "dc_asgd_lambda="));
+  }
+  CHECK(Names(with([](ServerOptions& o) { o.async_beta1 = 0.5; }),
+              "async_beta1=0.5: applies to async mode only"));
+  for (double bad : {1.0, -0.5, std::nan("")}) {
+    CHECK(Names(with([bad](ServerOptions& o) {
+                  o.mode = Mode::kAsync;
+                  o.async_beta1 = bad;
+                }),
+                "async_beta1="));
+  }
+  CHECK(Names(with([](ServerOptions& o) {
+                o.mode = Mode::kAsync;
+                o.optimizer.kind = OptimizerOptions::Kind::kSgd;
+                o.async_beta1 = 0.5;
+              }),
+              "async_beta1=0.5: applies to Adam only"));
   CHECK(Names(with([](ServerOptions& o) { o.optimizer.learning_rate = 0; }),
               "learning_rate=0"));
   CHECK(

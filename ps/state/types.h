@@ -67,7 +67,7 @@ enum class PushRefusal {
   kNone,           // not a push refusal: OK, or any other error
   kNotLive,        // the worker is not in the live set: join again
   kAlreadyPushed,  // the worker already pushed for that step (a copy)
-  kTooStale,       // async: staleness beyond the staleness bound
+  kTooStale,       // async: staleness beyond max_push_staleness
   kFromFuture,     // the push's step is ahead of the shard's
 };
 
@@ -95,7 +95,7 @@ struct PushCounters {
   int64_t dropped_stale = 0;
   int64_t dropped_surplus = 0;
   int64_t refused = 0;             // every refused push, too stale included
-  int64_t refused_too_stale = 0;   // async: beyond the staleness bound
+  int64_t refused_too_stale = 0;   // async: beyond max_push_staleness
   int64_t completed_by_leave = 0;  // sync: steps a Leave completed
 };
 
@@ -123,6 +123,14 @@ struct ShardStatus {
   PushCounters counters;
   // Async: staleness -> number of applied pushes with it.
   std::map<int64_t, int64_t> staleness_histogram;
+  // Async staleness controls, since the server started (not saved in
+  // checkpoints): pulls the staleness bound held back and their time held
+  // back; pushes delay-compensated (DC-ASGD) and pushes applied without
+  // compensation (no snapshot of their step recorded for the worker).
+  int64_t ssp_blocked_pulls = 0;
+  double ssp_blocked_seconds = 0;
+  int64_t dc_compensated = 0;
+  int64_t dc_uncompensated = 0;
   std::vector<int> live_workers;  // ascending
   int replicas_to_aggregate = 1;
   int total_num_replicas = 1;

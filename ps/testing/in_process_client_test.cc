@@ -57,6 +57,19 @@ TEST_CASE("in-process: sync with backup workers, N < M") {
   }
 }
 
+TEST_CASE("in-process: async with a blocking staleness bound") {
+  // Fast threads wait in their pulls for the slow ones; nothing deadlocks
+  // (a worker that is done leaves) and the replay still matches.
+  for (int workers : {2, 8}) {
+    for (int64_t bound : {0, 2}) {
+      Scenario sc = testing::AsyncScenario(workers, 100, false);
+      sc.staleness_bound = bound;
+      InProcessCluster cluster(sc, 2);
+      RunScenario(sc, cluster.Factory());
+    }
+  }
+}
+
 TEST_CASE("in-process: async, plain and with lr scaled by staleness") {
   for (bool scale : {false, true}) {
     const Scenario sc = testing::AsyncScenario(8, 150, scale);

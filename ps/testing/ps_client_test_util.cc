@@ -213,6 +213,7 @@ ServerOptions ScenarioOptions(const Scenario& sc, int shard_index,
   o.replicas_to_aggregate =
       sc.mode == Mode::kSync ? sc.replicas_to_aggregate : 1;
   o.scale_lr_by_staleness = sc.scale_lr_by_staleness;
+  o.staleness_bound = sc.staleness_bound;
   o.optimizer.learning_rate = 0.01;
   o.split_threshold_bytes = kScenarioSplitThreshold;
   return o;

@@ -27,6 +27,8 @@ struct Scenario {
   Mode mode = Mode::kSync;
   int workers = 8;
   int steps = 200;  // pushes per worker
+  // Async: the blocking staleness bound (-1: none).
+  int64_t staleness_bound = -1;
   int replicas_to_aggregate = 8;
   bool scale_lr_by_staleness = false;
 };

@@ -51,6 +51,24 @@ inline TwoVariables InitialValues() {
   return t;
 }
 
+// Worker w's gradient for step s: multiples of 1/8, exact in float32.
+inline TwoVariables ExactGradient(int w, int64_t s) {
+  TwoVariables g;
+  for (int i = 0; i < 6; ++i) g.w[i] = 0.25f * (w + 1) - 0.125f * i + 0.5f * s;
+  g.b = {0.5f * w - 1.0f, 0.25f * s - 0.5f};
+  return g;
+}
+
+// Async mode, M workers, SGD with learning rate 0.5 (exact steps).
+inline ServerOptions AsyncSgdOptions(int m) {
+  ServerOptions o;
+  o.mode = Mode::kAsync;
+  o.total_num_replicas = m;
+  o.optimizer.kind = OptimizerOptions::Kind::kSgd;
+  o.optimizer.learning_rate = 0.5;
+  return o;
+}
+
 // A shard holding InitialValues(), with workers 0..M-1 joined.
 inline std::unique_ptr<ParameterShard> MakeShard(const ServerOptions& options) {
   auto shard = ParameterShard::Create(options);

@@ -50,7 +50,7 @@ ps::ServerOptions FuzzConfig::ToServerOptions() const {
   o.mode = async ? ps::Mode::kAsync : ps::Mode::kSync;
   o.total_num_replicas = total_num_replicas;
   o.replicas_to_aggregate = replicas_to_aggregate;
-  o.staleness_bound = staleness_bound;
+  o.max_push_staleness = staleness_bound;  // the refusing limit, not SSP
   o.scale_lr_by_staleness = scale_lr;
   o.optimizer.kind = sgd ? ps::OptimizerOptions::Kind::kSgd
                          : ps::OptimizerOptions::Kind::kAdam;

@@ -268,8 +268,8 @@ void Driver::CheckPush(const ps::wire::PushRequest& request,
         const int64_t staleness = a.step - request.step();
         FUZZ_EXPECT(response.staleness() == staleness, what, ": staleness ",
                     response.staleness());
-        FUZZ_EXPECT(options_.staleness_bound < 0 ||
-                        staleness <= options_.staleness_bound,
+        FUZZ_EXPECT(options_.max_push_staleness < 0 ||
+                        staleness <= options_.max_push_staleness,
                     what, ": beyond the bound");
       } else {
         FUZZ_EXPECT(request.step() == a.step, what);

@@ -1,0 +1,49 @@
+#include "ps/state/delay_compensation.h"
+
+#include <utility>
+
+namespace psgd {
+namespace ps {
+
+void CompensateDelay(float lambda, int64_t n, const float* g,
+                     const float* w_now, const float* w_then, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = g[i] + lambda * g[i] * g[i] * (w_now[i] - w_then[i]);
+  }
+}
+
+void DelayCompensator::RecordPull(int worker, Snapshot pulled) {
+  if (!enabled() || worker < 0) return;
+  pulled_[worker] = std::move(pulled);
+}
+
+bool DelayCompensator::Compensate(int worker, int64_t step,
+                                  const WeightsSnapshot& now,
+                                  const std::vector<const float*>& grads,
+                                  std::vector<const float*>* out) {
+  *out = grads;
+  if (!enabled()) return false;
+  const Snapshot& then = pulled_[worker];
+  if (then == nullptr || then->step != step ||
+      then->weights.size() != grads.size()) {
+    ++uncompensated_;
+    return false;
+  }
+  buffers_.resize(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const int64_t n = now.weights[i].size();
+    buffers_[i].resize(static_cast<size_t>(n));
+    CompensateDelay(lambda_, n, grads[i], now.weights[i].data(),
+                    then->weights[i].data(), buffers_[i].data());
+    (*out)[i] = buffers_[i].data();
+  }
+  ++compensated_;
+  return true;
+}
+
+void DelayCompensator::Clear() {
+  for (Snapshot& s : pulled_) s.reset();
+}
+
+}  // namespace ps
+}  // namespace psgd
