@@ -170,6 +170,7 @@ class Run:
             "lr": field("learning_rate", "0.001"),
             "schedule": schedule,
             "staleness bound": field("staleness_bound"),
+            "max push staleness": field("max_push_staleness"),
             "lr / staleness": field("lr_scaled_by_staleness"),
             "DC-ASGD λ": field("dc_asgd_lambda"),
             "async β1": field("async_beta1"),

@@ -59,10 +59,10 @@ def main():
     assert "| async-run | async | 2 | 40 | 0.7800 | 19.5 |" in report, report
     assert "dropped_surplus 10" in report, report
     # The configs side by side.
-    assert ("| run | N | M | batch | lr | schedule | staleness bound | lr / staleness | "
-            "DC-ASGD λ | async β1 | wire |" in report), report
-    assert "| sync-run | 2 | 2 | 128 | 0.001 | – | – | – | – | – | – |" in report, report
-    assert ("| async-run | 1 | 2 | 64 | 0.002 | warmup 100, cosine | 3 | – | – | – | BF16/BF16 |"
+    assert ("| run | N | M | batch | lr | schedule | staleness bound | max push staleness | "
+            "lr / staleness | DC-ASGD λ | async β1 | wire |" in report), report
+    assert "| sync-run | 2 | 2 | 128 | 0.001 | – | – | – | – | – | – | – |" in report, report
+    assert ("| async-run | 1 | 2 | 64 | 0.002 | warmup 100, cosine | 3 | – | – | – | – | BF16/BF16 |"
             in report), report
     # Epochs: 2 workers x 40 steps x 128 images over 10240 training images.
     assert "| 19.5 | 19.6 | 1.00 | 512.0 |" in report, report
