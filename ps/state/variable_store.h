@@ -94,6 +94,9 @@ class VariableStore {
   // variable i. INVALID_ARGUMENT naming the gradient when one is unknown,
   // repeated, missing or of another shape. Values are not checked here
   // (CheckFloatTensor does that).
+  // The layout index of gradient `g`'s variable; INVALID_ARGUMENT naming
+  // the tensor for an unknown name or another shape.
+  absl::StatusOr<int> MatchGradient(const TensorBytes& g) const;
   absl::Status MatchGradients(absl::Span<const TensorBytes> gradients,
                               std::vector<const float*>* ordered) const;
 
