@@ -123,6 +123,23 @@ class PsClient {
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) = 0;
 
+  // Overlap (docs/PS.md, "Pushes in parts"): Push and Pull for a part of
+  // the model. `gradients` / `out` hold some of the model's variables, each
+  // once. Only the shards that hold slices of them are called: their steps
+  // and replies are as Push's and Pull's; the other shards' replies are
+  // `skipped`, and their steps in PullPart's version are kNoPush. A push
+  // part is staged by each shard (reply `staged`) until the shard has every
+  // one of its variables' gradients from this worker for that step; that
+  // part's reply is the push's outcome. Both may be called from several
+  // threads at once (e.g. one pull per group of variables while parts are
+  // pushed), also in GrpcPsClient.
+  virtual absl::StatusOr<ModelVersion> PullPart(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) = 0;
+  virtual absl::StatusOr<PushResult> PushPart(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) = 0;
+
   // One status per shard.
   virtual absl::StatusOr<std::vector<ShardStatus>> Status() = 0;
 

@@ -193,6 +193,30 @@ absl::Status VariableStore::CheckSameVariables(
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<int>> VariableLayout::Select(
+    absl::Span<const std::string> names) const {
+  std::vector<int> out;
+  if (names.empty()) {
+    for (int i = 0; i < size(); ++i) out.push_back(i);
+    return out;
+  }
+  std::vector<bool> seen(size(), false);
+  for (const std::string& name : names) {
+    const int i = Find(name);
+    if (i < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pull of unknown variable '", name, "'"));
+    }
+    if (seen[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pull of variable '", name, "' twice"));
+    }
+    seen[i] = true;
+    out.push_back(i);
+  }
+  return out;
+}
+
 absl::StatusOr<int> VariableStore::MatchGradient(const TensorBytes& g) const {
   const int i = layout_->Find(g.name);
   if (i < 0) {

@@ -42,6 +42,11 @@ struct VariableLayout {
   int size() const { return static_cast<int>(names.size()); }
   // Index of `name`, or -1.
   int Find(absl::string_view name) const;
+  // The indices of `names` (a pull of some variables, PullRequest.variables)
+  // in that order; every index for none. INVALID_ARGUMENT naming the tensor
+  // for an unknown or a repeated name.
+  absl::StatusOr<std::vector<int>> Select(
+      absl::Span<const std::string> names) const;
 };
 
 // One version of a shard's weights. Immutable once published.

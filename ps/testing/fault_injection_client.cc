@@ -232,6 +232,34 @@ absl::StatusOr<PushResult> FaultInjectionPsClient::Push(
   return result;
 }
 
+absl::StatusOr<ModelVersion> FaultInjectionPsClient::PullPart(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<const NamedTensorView> out) {
+  absl::StatusOr<ModelVersion> result;
+  absl::Status s = Inject(CallKind::kPull, deadline, [&]() {
+    result = inner_->PullPart(min_version, deadline, out);
+    return result.status();
+  });
+  if (!s.ok()) return s;
+  return result;
+}
+
+absl::StatusOr<PushResult> FaultInjectionPsClient::PushPart(
+    const ModelVersion& version,
+    absl::Span<const NamedConstTensorView> gradients) {
+  absl::StatusOr<PushResult> result;
+  bool first = true;
+  absl::Status s = Inject(CallKind::kPush, absl::Now() + call_timeout_, [&]() {
+    absl::StatusOr<PushResult> r = inner_->PushPart(version, gradients);
+    absl::Status status = r.status();
+    if (first) result = std::move(r);
+    first = false;
+    return status;
+  });
+  if (!s.ok()) return s;
+  return result;
+}
+
 absl::StatusOr<std::vector<ShardStatus>> FaultInjectionPsClient::Status() {
   absl::StatusOr<std::vector<ShardStatus>> result;
   absl::Status s = Inject(CallKind::kStatus, absl::Now() + call_timeout_, [&]() {

@@ -166,6 +166,13 @@ class FaultInjectionPsClient final : public PsClient {
   absl::StatusOr<PushResult> Push(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
+  // Faults as for Pull and Push.
+  absl::StatusOr<ModelVersion> PullPart(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) override;
+  absl::StatusOr<PushResult> PushPart(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::Status Shutdown(absl::string_view reason) override;
   absl::Status Rollback(int64_t label, int64_t generation) override;
