@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/mutex.h"
+#include "ps/client/parts.h"
 #include "ps/state/optimizer.h"
 
 namespace psgd {
@@ -91,26 +92,20 @@ class JoinBarrier {
 absl::StatusOr<PushResult> PushInParts(
     PsClient& client, const ModelVersion& version,
     const std::vector<NamedConstTensorView>& gradients) {
-  PushResult merged;
-  merged.shards.resize(client.num_shards());
+  PushResult merged = NoReplies(client.num_shards());
   for (auto it = gradients.rbegin(); it != gradients.rend(); ++it) {
     absl::StatusOr<PushResult> r = client.PushPart(version, {*it});
     if (!r.ok()) return r.status();
-    for (int i = 0; i < client.num_shards(); ++i) {
-      const PushReply& reply = r->shards[i];
-      if (!reply.skipped && !reply.staged) merged.shards[i] = reply;
-    }
+    MergePartReplies(*r, &merged);
   }
   return merged;
 }
 
-// One pull per variable, each on a thread of its own; a whole pull when the
-// answers of one shard are of different steps (the shard moved between
-// them), as the cluster worker does.
-absl::StatusOr<ModelVersion> PullInParts(PsClient& client,
-                                         const ModelVersion& wanted,
-                                         absl::Time deadline,
-                                         const std::vector<NamedTensorView>& out) {
+// One pull per variable, each on a thread of its own; a whole pull when a
+// shard moved between them, as the cluster worker does.
+absl::StatusOr<ModelVersion> PullInParts(
+    PsClient& client, const ModelVersion& wanted, absl::Time deadline,
+    const std::vector<NamedTensorView>& out) {
   std::vector<absl::StatusOr<ModelVersion>> got(
       out.size(), absl::UnknownError("not pulled"));
   std::vector<std::thread> threads;
@@ -119,22 +114,16 @@ absl::StatusOr<ModelVersion> PullInParts(PsClient& client,
         [&, j] { got[j] = client.PullPart(wanted, deadline, {out[j]}); });
   }
   for (std::thread& t : threads) t.join();
-  ModelVersion version = ModelVersion::AtLeast(client.num_shards(), kNoPush);
-  bool agree = true;
+  std::vector<ModelVersion> parts;
   for (const absl::StatusOr<ModelVersion>& v : got) {
     if (!v.ok()) return v.status();
-    for (int i = 0; i < client.num_shards(); ++i) {
-      if (v->steps[i] == kNoPush) continue;
-      if (version.steps[i] != kNoPush && version.steps[i] != v->steps[i]) {
-        agree = false;
-      }
-      version.steps[i] = v->steps[i];
-    }
-    agree &= version.generation == 0 || version.generation == v->generation;
-    version.generation = v->generation;
-    version.server_wait = std::max(version.server_wait, v->server_wait);
+    parts.push_back(*v);
   }
-  if (!agree) return client.Pull(wanted, deadline, out);
+  absl::StatusOr<ModelVersion> version =
+      MergePartVersions(parts, client.num_shards());
+  if (absl::IsFailedPrecondition(version.status())) {
+    return client.Pull(wanted, deadline, out);
+  }
   return version;
 }
 

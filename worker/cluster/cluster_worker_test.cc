@@ -171,6 +171,77 @@ TEST_CASE("sync: a worker whose data ends leaves, and the others go on") {
   }
 }
 
+TEST_CASE("overlap: pushes in parts and pulls in groups keep every rule") {
+  auto overlap = [](int, ClusterWorkerOptions* o) { o->overlap = true; };
+  SECTION("sync, N = M: lockstep, every step from every worker") {
+    ClusterSetup setup;
+    setup.adjust = overlap;
+    ClusterRun run = RunCluster(setup);
+    CheckCommon(setup, run);
+    for (const ps::ShardStatus& s : run.final_status) {
+      CHECK(s.step == setup.max_steps);
+      CHECK(s.counters.applied == setup.max_steps);
+      CHECK(s.counters.aggregated == setup.max_steps * (setup.workers - 1));
+      CHECK(s.counters.dropped_surplus + s.counters.dropped_stale == 0);
+      CHECK(s.counters.refused == 0);
+    }
+    for (const WorkerRun& w : run.workers) {
+      CHECK(w.result->local_steps == setup.max_steps);
+      CHECK(w.result->final_global_step == setup.max_steps);
+      for (size_t i = 0; i < w.steps.size(); ++i) {
+        CHECK(w.steps[i].global_step == static_cast<int64_t>(i));
+      }
+    }
+    const std::vector<StepRecord>& chief = run.workers[0].steps;
+    CHECK(MeanLoss(chief, chief.size() - 4, chief.size()) <
+          MeanLoss(chief, 0, 4));
+  }
+  SECTION("sync with a backup worker: N gradients a step, the rest dropped") {
+    ClusterSetup setup;
+    setup.adjust = overlap;
+    setup.replicas_to_aggregate = 2;
+    ClusterRun run = RunCluster(setup);
+    CheckCommon(setup, run);
+    int64_t pushes = 0;
+    for (const WorkerRun& w : run.workers) pushes += w.result->local_steps;
+    for (const ps::ShardStatus& s : run.final_status) {
+      CHECK(s.step == setup.max_steps);
+      CHECK(s.counters.applied == setup.max_steps);
+      CHECK(s.counters.aggregated == setup.max_steps);
+      CHECK(s.counters.applied + s.counters.aggregated +
+                s.counters.dropped_surplus + s.counters.dropped_stale ==
+            pushes);
+      CHECK(s.counters.refused == 0);
+    }
+  }
+  SECTION("async: every push applies") {
+    ClusterSetup setup;
+    setup.adjust = overlap;
+    setup.sync = false;
+    setup.max_steps = 20;
+    ClusterRun run = RunCluster(setup);
+    CheckCommon(setup, run);
+    int64_t pushes = 0;
+    for (const WorkerRun& w : run.workers) pushes += w.result->local_steps;
+    for (const ps::ShardStatus& s : run.final_status) {
+      CHECK(s.counters.applied == pushes);
+      CHECK(s.step == pushes);
+    }
+  }
+  SECTION("sync: a worker whose data ends leaves, the others go on") {
+    ClusterSetup setup;
+    setup.adjust = overlap;
+    setup.max_steps = 40;
+    setup.short_lived_worker = 2;
+    ClusterRun run = RunCluster(setup);
+    CheckCommon(setup, run);
+    CHECK(run.workers[2].result->local_steps == 25);
+    for (const ps::ShardStatus& s : run.final_status) {
+      CHECK(s.step == setup.max_steps);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace psgd
 
