@@ -15,8 +15,7 @@ PushResult NoReplies(int num_shards) {
 }
 
 void MergePartReplies(const PushResult& part, PushResult* merged) {
-  for (size_t i = 0; i < part.shards.size() && i < merged->shards.size();
-       ++i) {
+  for (size_t i = 0; i < part.shards.size() && i < merged->shards.size(); ++i) {
     const PushReply& reply = part.shards[i];
     if (!reply.skipped && !reply.staged) merged->shards[i] = reply;
   }

@@ -24,7 +24,8 @@
 // the worker re-syncs (docs/RELIABILITY.md).
 //
 // Thread-safety: as each implementation says (InProcessPsClient is
-// thread-safe, GrpcPsClient thread-compatible: one per worker).
+// thread-safe, GrpcPsClient thread-compatible: one per worker, except that
+// its PullPart and PushPart may run on several threads at once).
 #ifndef PSGD_PS_CLIENT_PS_CLIENT_H_
 #define PSGD_PS_CLIENT_PS_CLIENT_H_
 

@@ -15,9 +15,8 @@ namespace ps {
 absl::StatusOr<PushReply> ParameterShard::PushPart(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
     int64_t generation) {
-  const std::string context =
-      absl::StrCat(name_, ": push part from worker ", worker_id, " for step ",
-                   step, ": ");
+  const std::string context = absl::StrCat(name_, ": push part from worker ",
+                                           worker_id, " for step ", step, ": ");
   // Checked and copied outside the lock: the scan and the copy read the
   // whole part, while other workers' parts are decided.
   absl::Status status;
@@ -26,8 +25,7 @@ absl::StatusOr<PushReply> ParameterShard::PushPart(
   }
   std::vector<std::vector<float>> copies(gradients.size());
   for (size_t i = 0; status.ok() && i < gradients.size(); ++i) {
-    status =
-        CheckFloatTensor(gradients[i], "gradient", kMaxGradientMagnitude);
+    status = CheckFloatTensor(gradients[i], "gradient", kMaxGradientMagnitude);
     if (!status.ok()) break;
     const absl::string_view data = gradients[i].data;
     copies[i].resize(data.size() / sizeof(float));
@@ -39,8 +37,8 @@ absl::StatusOr<PushReply> ParameterShard::PushPart(
     MutexLock lock(&mu_);
     if (status.ok()) status = CheckGenerationLocked(generation);
     if (status.ok()) {
-      status = StagePartLocked(worker_id, step, gradients, &copies, &reply,
-                               &ready);
+      status =
+          StagePartLocked(worker_id, step, gradients, &copies, &reply, &ready);
     }
     if (!status.ok()) ++counters_.refused;
   }

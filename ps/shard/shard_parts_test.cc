@@ -23,6 +23,14 @@ using testing::MakeShard;
 using testing::ShardPicture;
 using testing::TwoVariables;
 
+// Sync, N of M.
+ServerOptions Options(int n, int m) {
+  ServerOptions o;
+  o.replicas_to_aggregate = n;
+  o.total_num_replicas = m;
+  return o;
+}
+
 TwoVariables Gradient(int w, int64_t s) {
   TwoVariables g;
   for (int i = 0; i < 6; ++i) g.w[i] = 0.3f * (w + 1) - 0.07f * i + 0.11f * s;
@@ -136,9 +144,7 @@ void CheckSame(const ServerOptions& options, const Rounds& rounds) {
 }
 
 TEST_CASE("sync N of M in parts decides as whole pushes", "[shard][parts]") {
-  ServerOptions o;
-  o.replicas_to_aggregate = 2;
-  o.total_num_replicas = 4;
+  ServerOptions o = Options(2, 4);
   const Rounds rounds = {
       {{Op::kPush, 0, 0}, {Op::kPush, 1, 0}, {Op::kPush, 2, 0}},  // surplus
       {{Op::kPush, 2, 1}, {Op::kPush, 0, 1}},
@@ -153,23 +159,21 @@ TEST_CASE("sync N of M in parts decides as whole pushes", "[shard][parts]") {
 
 TEST_CASE("a Leave completes a step in parts as with whole pushes",
           "[shard][parts]") {
-  ServerOptions o;
-  o.replicas_to_aggregate = 3;
-  o.total_num_replicas = 3;
+  ServerOptions o = Options(3, 3);
   const Rounds rounds = {
       {{Op::kPush, 0, 0}, {Op::kPush, 1, 0}},
       {{Op::kLeave, 2, 0}},
-      {{Op::kJoin, 2, 0}, {Op::kPush, 2, 1}, {Op::kPush, 0, 1},
+      {{Op::kJoin, 2, 0},
+       {Op::kPush, 2, 1},
+       {Op::kPush, 0, 1},
        {Op::kPush, 1, 1}},
   };
   CheckSame(o, rounds);
 }
 
 TEST_CASE("async in parts decides as whole pushes", "[shard][parts]") {
-  ServerOptions o;
+  ServerOptions o = Options(1, 3);
   o.mode = Mode::kAsync;
-  o.replicas_to_aggregate = 1;
-  o.total_num_replicas = 3;
   o.staleness_bound = 2;
   o.scale_lr_by_staleness = true;
   const Rounds rounds = {
@@ -180,11 +184,8 @@ TEST_CASE("async in parts decides as whole pushes", "[shard][parts]") {
   CheckSame(o, rounds);
 }
 
-TEST_CASE("staged parts count for nothing until the last",
-          "[shard][parts]") {
-  ServerOptions o;
-  o.replicas_to_aggregate = 2;
-  o.total_num_replicas = 2;
+TEST_CASE("staged parts count for nothing until the last", "[shard][parts]") {
+  ServerOptions o = Options(2, 2);
   auto shard = MakeShard(o);
   const ShardPicture before = ShardPicture::Of(*shard);
   const TwoVariables g = Gradient(0, 0);
@@ -211,8 +212,7 @@ TEST_CASE("staged parts count for nothing until the last",
   SECTION("a variable twice is refused, the stage unchanged") {
     auto twice = shard->PushPart(0, 0, {g.Bytes()[0]});
     CHECK(absl::IsInvalidArgument(twice.status()));
-    CHECK_THAT(std::string(twice.status().message()),
-               Catch::Contains("'w'"));
+    CHECK_THAT(std::string(twice.status().message()), Catch::Contains("'w'"));
     auto last = shard->PushPart(0, 0, {g.Bytes()[1]});
     REQUIRE(last.ok());
     CHECK_FALSE(last->staged);
@@ -221,9 +221,7 @@ TEST_CASE("staged parts count for nothing until the last",
 }
 
 TEST_CASE("malformed parts are refused naming the tensor", "[shard][parts]") {
-  ServerOptions o;
-  o.replicas_to_aggregate = 2;
-  o.total_num_replicas = 2;
+  ServerOptions o = Options(2, 2);
   auto shard = MakeShard(o);
   const TwoVariables g = Gradient(0, 0);
   REQUIRE(shard->PushPart(0, 0, {g.Bytes()[0]})->staged);
@@ -261,9 +259,7 @@ TEST_CASE("malformed parts are refused naming the tensor", "[shard][parts]") {
 TEST_CASE("a rollback drops staged parts; parts after it decide as whole",
           "[shard][parts]") {
   auto make = [](const std::string& name) {
-    ServerOptions o;
-    o.replicas_to_aggregate = 2;
-    o.total_num_replicas = 2;
+    ServerOptions o = Options(2, 2);
     o.checkpoint.dir = testing::FreshDir(name);
     o.checkpoint.every_steps = 1;
     return MakeShard(o);

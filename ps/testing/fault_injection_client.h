@@ -191,6 +191,13 @@ class FaultInjectionPsClient final : public PsClient {
   // What a call meets while cut off (blocks in kHang mode until `deadline`
   // or the link comes back).
   absl::Status CutOff(CallKind kind, absl::Time deadline);
+  // Pull / PullPart and Push / PushPart (a duplicate's first result is
+  // the caller's) through Inject.
+  absl::StatusOr<ModelVersion> InjectPull(
+      absl::Time deadline,
+      const std::function<absl::StatusOr<ModelVersion>()>& pull);
+  absl::StatusOr<PushResult> InjectPush(
+      const std::function<absl::StatusOr<PushResult>()>& push);
   // Runs `call` with the faults that apply to a call of `kind`.
   absl::Status Inject(CallKind kind, absl::Time deadline,
                       const std::function<absl::Status()>& call);

@@ -38,12 +38,12 @@ absl::StatusOr<bool> ClusterWorker::ComputeOverlapped(const Batch& batch,
     sender_->Add({name, gradients_.at(name).view()});
   };
   absl::StatusOr<StepResult> r = model_->ComputeGradientsWithHooks(
-      ViewsOf(weights_), batch.images.view(), batch.labels, &gradients_,
-      hooks);
+      ViewsOf(weights_), batch.images.view(), batch.labels, &gradients_, hooks);
   if (!pull_failure.ok()) {
-    spdlog::info("worker {}: the pulls of the variables' groups gave no "
-                 "common step ({}); pulling the whole model",
-                 options_.worker_id, pull_failure.ToString());
+    spdlog::info(
+        "worker {}: the pulls of the variables' groups gave no "
+        "common step ({}); pulling the whole model",
+        options_.worker_id, pull_failure.ToString());
     if (puller_->in_flight()) puller_->Join().IgnoreError();
     RETURN_IF_ERROR(PullWhole(puller_->wanted()));
     return false;

@@ -1,7 +1,7 @@
 // The worker loop over in-process parameter-server shards: several workers
 // (threads) train the tutorial model on a small synthetic set, sync and
-// async, with backup workers and with a worker whose data ends early. No
-// sockets, so it runs under ThreadSanitizer.
+// async, with backup workers and with a worker whose data ends early, each
+// without and with overlap. No sockets, so it runs under ThreadSanitizer.
 #include "worker/cluster/cluster_worker.h"
 
 #include <algorithm>
@@ -17,6 +17,17 @@ using testing::ClusterSetup;
 using testing::MeanLoss;
 using testing::RunCluster;
 using testing::WorkerRun;
+
+// Each case runs without and with overlap (pushes in parts, pulls in
+// groups): the same rules give the same counters.
+ClusterSetup Setup() {
+  ClusterSetup setup;
+  const bool overlap = GENERATE(false, true);
+  setup.adjust = [overlap](int, ClusterWorkerOptions* o) {
+    o->overlap = overlap;
+  };
+  return setup;
+}
 
 void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
   for (int w = 0; w < setup.workers; ++w) {
@@ -45,7 +56,7 @@ void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
 }
 
 TEST_CASE("sync, N = M: every worker stops at the last step, shards agree") {
-  ClusterSetup setup;
+  ClusterSetup setup = Setup();
   ClusterRun run = RunCluster(setup);
   CheckCommon(setup, run);
   for (const ps::ShardStatus& s : run.final_status) {
@@ -70,7 +81,7 @@ TEST_CASE("sync, N = M: every worker stops at the last step, shards agree") {
 }
 
 TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
-  ClusterSetup setup;
+  ClusterSetup setup = Setup();
   setup.replicas_to_aggregate = 2;
   ClusterRun run = RunCluster(setup);
   CheckCommon(setup, run);
@@ -121,7 +132,7 @@ TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
 }
 
 TEST_CASE("async: every push applies and staleness is recorded") {
-  ClusterSetup setup;
+  ClusterSetup setup = Setup();
   setup.sync = false;
   setup.max_steps = 20;
   ClusterRun run = RunCluster(setup);
@@ -155,7 +166,7 @@ TEST_CASE("async: every push applies and staleness is recorded") {
 }
 
 TEST_CASE("sync: a worker whose data ends leaves, and the others go on") {
-  ClusterSetup setup;
+  ClusterSetup setup = Setup();
   setup.max_steps = 40;
   setup.short_lived_worker = 2;  // 200 images / batch 8: 25 steps
   ClusterRun run = RunCluster(setup);
@@ -168,77 +179,6 @@ TEST_CASE("sync: a worker whose data ends leaves, and the others go on") {
   }
   for (const ps::ShardStatus& s : run.final_status) {
     CHECK(s.step == setup.max_steps);
-  }
-}
-
-TEST_CASE("overlap: pushes in parts and pulls in groups keep every rule") {
-  auto overlap = [](int, ClusterWorkerOptions* o) { o->overlap = true; };
-  SECTION("sync, N = M: lockstep, every step from every worker") {
-    ClusterSetup setup;
-    setup.adjust = overlap;
-    ClusterRun run = RunCluster(setup);
-    CheckCommon(setup, run);
-    for (const ps::ShardStatus& s : run.final_status) {
-      CHECK(s.step == setup.max_steps);
-      CHECK(s.counters.applied == setup.max_steps);
-      CHECK(s.counters.aggregated == setup.max_steps * (setup.workers - 1));
-      CHECK(s.counters.dropped_surplus + s.counters.dropped_stale == 0);
-      CHECK(s.counters.refused == 0);
-    }
-    for (const WorkerRun& w : run.workers) {
-      CHECK(w.result->local_steps == setup.max_steps);
-      CHECK(w.result->final_global_step == setup.max_steps);
-      for (size_t i = 0; i < w.steps.size(); ++i) {
-        CHECK(w.steps[i].global_step == static_cast<int64_t>(i));
-      }
-    }
-    const std::vector<StepRecord>& chief = run.workers[0].steps;
-    CHECK(MeanLoss(chief, chief.size() - 4, chief.size()) <
-          MeanLoss(chief, 0, 4));
-  }
-  SECTION("sync with a backup worker: N gradients a step, the rest dropped") {
-    ClusterSetup setup;
-    setup.adjust = overlap;
-    setup.replicas_to_aggregate = 2;
-    ClusterRun run = RunCluster(setup);
-    CheckCommon(setup, run);
-    int64_t pushes = 0;
-    for (const WorkerRun& w : run.workers) pushes += w.result->local_steps;
-    for (const ps::ShardStatus& s : run.final_status) {
-      CHECK(s.step == setup.max_steps);
-      CHECK(s.counters.applied == setup.max_steps);
-      CHECK(s.counters.aggregated == setup.max_steps);
-      CHECK(s.counters.applied + s.counters.aggregated +
-                s.counters.dropped_surplus + s.counters.dropped_stale ==
-            pushes);
-      CHECK(s.counters.refused == 0);
-    }
-  }
-  SECTION("async: every push applies") {
-    ClusterSetup setup;
-    setup.adjust = overlap;
-    setup.sync = false;
-    setup.max_steps = 20;
-    ClusterRun run = RunCluster(setup);
-    CheckCommon(setup, run);
-    int64_t pushes = 0;
-    for (const WorkerRun& w : run.workers) pushes += w.result->local_steps;
-    for (const ps::ShardStatus& s : run.final_status) {
-      CHECK(s.counters.applied == pushes);
-      CHECK(s.step == pushes);
-    }
-  }
-  SECTION("sync: a worker whose data ends leaves, the others go on") {
-    ClusterSetup setup;
-    setup.adjust = overlap;
-    setup.max_steps = 40;
-    setup.short_lived_worker = 2;
-    ClusterRun run = RunCluster(setup);
-    CheckCommon(setup, run);
-    CHECK(run.workers[2].result->local_steps == 25);
-    for (const ps::ShardStatus& s : run.final_status) {
-      CHECK(s.step == setup.max_steps);
-    }
   }
 }
 

@@ -149,8 +149,7 @@ absl::StatusOr<ps::ModelVersion> GroupPuller::Join() {
     if (!r.ok()) return r.status();
     parts.push_back(*r);
   }
-  return ps::MergePartVersions(parts,
-                               static_cast<int>(wanted_.steps.size()));
+  return ps::MergePartVersions(parts, static_cast<int>(wanted_.steps.size()));
 }
 
 }  // namespace psgd
