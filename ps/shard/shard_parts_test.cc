@@ -8,6 +8,7 @@
 // a Leave or a rollback drops them; malformed parts are refused naming the
 // tensor with the shard unchanged.
 #include <catch2/catch.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,49 +78,58 @@ struct Op {
 // decisions come in the round's order.
 using Rounds = std::vector<std::vector<Op>>;
 
-std::vector<Result> RunWhole(ParameterShard& shard, const Rounds& rounds) {
+// Runs the rounds: a push's last (or only) part through `push`, a Leave
+// or Join as it is; `before_round` first (the parts that stage).
+std::vector<Result> Run(
+    ParameterShard& shard, const Rounds& rounds,
+    const std::function<absl::StatusOr<PushReply>(const Op&)>& push,
+    const std::function<void(const std::vector<Op>&)>& before_round) {
   std::vector<Result> results;
   for (const auto& round : rounds) {
+    before_round(round);
     for (const Op& op : round) {
       if (op.kind == Op::kLeave) {
         REQUIRE(shard.Leave(op.worker).ok());
       } else if (op.kind == Op::kJoin) {
         REQUIRE(shard.Join(op.worker).ok());
       } else {
-        results.push_back(ResultOf(shard.Push(
-            op.worker, op.step, Gradient(op.worker, op.step).Bytes())));
+        results.push_back(ResultOf(push(op)));
       }
     }
   }
   return results;
 }
 
+std::vector<Result> RunWhole(ParameterShard& shard, const Rounds& rounds) {
+  return Run(
+      shard, rounds,
+      [&](const Op& op) {
+        return shard.Push(op.worker, op.step,
+                          Gradient(op.worker, op.step).Bytes());
+      },
+      [](const std::vector<Op>&) {});
+}
+
 std::vector<Result> RunParts(ParameterShard& shard, const Rounds& rounds,
                              int first) {
-  std::vector<Result> results;
-  for (const auto& round : rounds) {
-    for (auto it = round.rbegin(); it != round.rend(); ++it) {
-      if (it->kind != Op::kPush) continue;
-      const TwoVariables g = Gradient(it->worker, it->step);
-      auto r = shard.PushPart(it->worker, it->step, {g.Bytes()[first]});
-      INFO(r.status().ToString());
-      REQUIRE(r.ok());
-      CHECK(r->staged);
-    }
-    for (const Op& op : round) {
-      if (op.kind == Op::kLeave) {
-        REQUIRE(shard.Leave(op.worker).ok());
-      } else if (op.kind == Op::kJoin) {
-        REQUIRE(shard.Join(op.worker).ok());
-      } else {
+  return Run(
+      shard, rounds,
+      [&](const Op& op) {
         const TwoVariables g = Gradient(op.worker, op.step);
         auto r = shard.PushPart(op.worker, op.step, {g.Bytes()[1 - first]});
         if (r.ok()) CHECK_FALSE(r->staged);
-        results.push_back(ResultOf(r));
-      }
-    }
-  }
-  return results;
+        return r;
+      },
+      [&](const std::vector<Op>& round) {
+        for (auto it = round.rbegin(); it != round.rend(); ++it) {
+          if (it->kind != Op::kPush) continue;
+          const TwoVariables g = Gradient(it->worker, it->step);
+          auto r = shard.PushPart(it->worker, it->step, {g.Bytes()[first]});
+          INFO(r.status().ToString());
+          REQUIRE(r.ok());
+          CHECK(r->staged);
+        }
+      });
 }
 
 void CheckSame(const ServerOptions& options, const Rounds& rounds) {
