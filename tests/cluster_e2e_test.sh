@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end: scripts/launch.sh starts 2 ps and 3 worker processes from a
 # config on free loopback ports with synthetic data, sync for 30 steps and
-# async for 30 steps. Every process exits 0, the loss falls, and the metrics
+# async for 30 steps, and sync again with overlap (wire { overlap: true }). Every process exits 0, the loss falls, and the metrics
 # hold what scripts/compare.py needs for its report.
 source "$(dirname "$0")/cluster_test_lib.sh"
 
@@ -39,6 +39,34 @@ for mode in SYNC ASYNC; do
   "$PY" -c "import sys; sys.exit(0 if $last < $first else 1)" \
     || fail "$mode: loss did not fall ($first -> $last)"
 done
+
+# Overlap (wire { overlap: true }): the same sync cluster pushes in parts
+# and pulls in groups; every process exits 0, every step takes exactly one
+# gradient from each worker, the loss falls.
+cfg=$TMP/OVERLAP.pbtxt
+run=$TMP/runs/OVERLAP
+write_config "$cfg" "e2e-overlap" SYNC 2 3 3 30 30
+echo 'wire { overlap: true }' >> "$cfg"
+echo "=== SYNC with overlap"
+timeout 600 "$LAUNCH" --bin_dir="$RUNFILES" --run_dir="$run" "$cfg" \
+  || fail "overlap: launch.sh exited $?"
+step=$(json_field "$run/summary.json" final_global_step)
+[ "$step" -ge 30 ] || fail "overlap: final step $step < 30"
+for i in 0 1; do
+  "$PY" - "$run/ps-$i.summary.json" <<'PYEOF' || fail "overlap: ps:$i counters"
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = s.get("counters", s)
+applied, aggregated = c["applied"], c["aggregated"]
+assert applied == 30 and aggregated == 60, (applied, aggregated)
+assert c.get("dropped_stale", 0) == 0 and c.get("dropped_surplus", 0) == 0, c
+PYEOF
+done
+first=$(mean_loss "$run/worker-0.jsonl" FIRST 5)
+last=$(mean_loss "$run/worker-0.jsonl" LAST 5)
+echo "overlap: final step $step, loss $first -> $last"
+"$PY" -c "import sys; sys.exit(0 if $last < $first else 1)" \
+  || fail "overlap: loss did not fall ($first -> $last)"
 
 # Both runs in one report, with the sync and async plots.
 "$PY" "$COMPARE" "$TMP/runs/SYNC" "$TMP/runs/ASYNC" --out "$TMP/report" --target 0.3 \

@@ -19,17 +19,24 @@
 namespace psgd {
 namespace ps {
 
-struct GrpcPsClient::Shard {
-  std::string address;
-  std::unique_ptr<wire::ParameterServer::Stub> stub;
-  // Push and Pull as raw bytes (ps/wire/wire_zero_copy.h).
-  std::unique_ptr<grpc::GenericStub> raw;
+// What one push or pull to one shard needs besides the stub.
+struct GrpcPsClient::CallBuffers {
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
   // Gradients in the wire dtype while a push is sent.
   WireEncoder encoder;
   // A pulled 16-bit slice before it is converted.
   std::vector<uint16_t> pull_scratch;
+};
+
+struct GrpcPsClient::Shard {
+  std::string address;
+  std::unique_ptr<wire::ParameterServer::Stub> stub;
+  // Push and Pull as raw bytes (ps/wire/wire_zero_copy.h).
+  std::unique_ptr<grpc::GenericStub> raw;
+  // Pull's and Push's, reused from call to call (PullPart and PushPart,
+  // which may run on several threads at once, have their own).
+  CallBuffers buffers;
 };
 
 namespace {
@@ -190,35 +197,73 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
   RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
   std::vector<float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, out, &model));
+  std::vector<CallBuffers*> buffers;
+  for (auto& shard : shards_) buffers.push_back(&shard->buffers);
+  return PullModel(min_version, deadline, model, /*part=*/false, buffers);
+}
+
+absl::StatusOr<ModelVersion> GrpcPsClient::PullPart(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<const NamedTensorView> out) {
+  RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
+  std::vector<float*> model;
+  RETURN_IF_ERROR(OrderPart(placement_, out, &model));
+  std::vector<CallBuffers> own(num_shards());
+  std::vector<CallBuffers*> buffers;
+  for (CallBuffers& b : own) buffers.push_back(&b);
+  return PullModel(min_version, deadline, model, /*part=*/true, buffers);
+}
+
+absl::StatusOr<ModelVersion> GrpcPsClient::PullModel(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<float* const> model, bool part,
+    absl::Span<CallBuffers* const> buffers) {
+  const std::vector<const float*> asked_model(model.begin(), model.end());
+  std::vector<bool> asked(num_shards(), false);
   for (int i = 0; i < num_shards(); ++i) {
+    const std::vector<TensorBytes> slices =
+        ShardSlices(placement_, i, asked_model);
+    // A whole pull asks every shard, as a whole push goes to every one.
+    if (part && slices.empty()) continue;
+    asked[i] = true;
     wire::PullRequest r;
     r.set_cluster(options_.cluster);
     r.set_min_step(min_version.steps[i]);
     r.set_worker_id(options_.worker_id);
     r.set_generation(min_version.generation);
+    if (part) {
+      for (const TensorBytes& t : slices) r.add_variables(std::string(t.name));
+    }
     bool own_buffer;
     grpc::Status s = grpc::SerializationTraits<wire::PullRequest>::Serialize(
-        r, &shards_[i]->request, &own_buffer);
+        r, &buffers[i]->request, &own_buffer);
     if (!s.ok()) return FromGrpcStatus(s);
   }
   RETURN_IF_ERROR(CallInParallel(
       options_.addresses, "pull", deadline, [&](int i, auto* ctx, auto done) {
-        Shard& s = *shards_[i];
-        s.raw->UnaryCall(ctx, kPullMethod, {}, &s.request, &s.response,
-                         std::move(done));
+        if (!asked[i]) {
+          done(grpc::Status::OK);
+          return;
+        }
+        CallBuffers& b = *buffers[i];
+        shards_[i]->raw->UnaryCall(ctx, kPullMethod, {}, &b.request,
+                                   &b.response, std::move(done));
       }));
-  // Each slice's bytes go straight from gRPC's buffers into `out`.
-  ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
+  // Each slice's bytes go straight from gRPC's buffers into `model`.
+  ModelVersion version = ModelVersion::AtLeast(num_shards(), kNoPush);
+  bool first = true;
   for (int i = 0; i < num_shards(); ++i) {
-    sent_bytes_ += static_cast<int64_t>(shards_[i]->request.Length());
-    received_bytes_ += static_cast<int64_t>(shards_[i]->response.Length());
+    if (!asked[i]) continue;
+    CallBuffers& b = *buffers[i];
+    sent_bytes_ += static_cast<int64_t>(b.request.Length());
+    received_bytes_ += static_cast<int64_t>(b.response.Length());
     ShardAssembler assembler(placement_, i, model, options_.wire_weights,
-                             &shards_[i]->pull_scratch);
+                             &b.pull_scratch);
     int64_t wait_micros = 0;
     int64_t generation = 0;
     RETURN_IF_ERROR(
         Annotate(DecodePullResponse(
-                     &shards_[i]->response, &version.steps[i], &wait_micros,
+                     &b.response, &version.steps[i], &wait_micros,
                      [&](const TensorBytes& t, size_t bytes) {
                        return assembler.Destination(t, bytes);
                      },
@@ -227,8 +272,9 @@ absl::StatusOr<ModelVersion> GrpcPsClient::Pull(
                  absl::StrCat("pull from shard ", i, " at ",
                               shards_[i]->address, ": ")));
     RETURN_IF_ERROR(assembler.Finish());
-    RETURN_IF_ERROR(AgreeOnGeneration(i, generation, &version));
-    shards_[i]->response.Clear();
+    RETURN_IF_ERROR(AgreeOnGeneration(first ? 0 : i, generation, &version));
+    first = false;
+    b.response.Clear();
     version.server_wait =
         std::max(version.server_wait, absl::Microseconds(wait_micros));
   }
@@ -241,6 +287,29 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
   RETURN_IF_ERROR(CheckVersion(version, num_shards()));
   std::vector<const float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, gradients, &model));
+  std::vector<CallBuffers*> buffers;
+  for (auto& shard : shards_) buffers.push_back(&shard->buffers);
+  return PushModel(version, model, /*part=*/false, buffers);
+}
+
+absl::StatusOr<PushResult> GrpcPsClient::PushPart(
+    const ModelVersion& version,
+    absl::Span<const NamedConstTensorView> gradients) {
+  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
+  std::vector<const float*> model;
+  RETURN_IF_ERROR(OrderPart(placement_, gradients, &model));
+  std::vector<CallBuffers> own(num_shards());
+  std::vector<CallBuffers*> buffers;
+  for (CallBuffers& b : own) buffers.push_back(&b);
+  return PushModel(version, model, /*part=*/true, buffers);
+}
+
+absl::StatusOr<PushResult> GrpcPsClient::PushModel(
+    const ModelVersion& version, absl::Span<const float* const> model,
+    bool part, absl::Span<CallBuffers* const> buffers) {
+  // The shards that get something: their step is not kNoPush and they hold
+  // slices of the gradients (all of them do, for a whole push).
+  std::vector<bool> send(num_shards(), false);
   // The requests reference the gradients' memory; `released` tells when
   // gRPC holds none of it any more, so that the caller may change it.
   auto released = std::make_shared<Notification>();
@@ -249,35 +318,38 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
         nullptr, [released](const void*) { released->Notify(); });
     for (int i = 0; i < num_shards(); ++i) {
       if (version.steps[i] == kNoPush) continue;
+      const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
+      if (part && slices.empty()) continue;
+      send[i] = true;
       wire::PushRequest header;
       header.set_cluster(options_.cluster);
       header.set_worker_id(options_.worker_id);
       header.set_step(version.steps[i]);
       header.set_generation(version.generation);
-      const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
-      shards_[i]->request = EncodeWithTensors(
+      header.set_partial(part);
+      buffers[i]->request = EncodeWithTensors(
           header, wire::PushRequest::kGradientsFieldNumber,
-          shards_[i]->encoder.FromFloat(slices, options_.wire_gradients),
+          buffers[i]->encoder.FromFloat(slices, options_.wire_gradients),
           in_use);
     }
   }
   absl::Status status = CallInParallel(
       options_.addresses, "push", absl::Now() + options_.rpc_timeout,
       [&](int i, auto* ctx, auto done) {
-        if (version.steps[i] == kNoPush) {
+        if (!send[i]) {
           done(grpc::Status::OK);
           return;
         }
-        Shard& s = *shards_[i];
-        s.raw->UnaryCall(ctx, kPushMethod, {}, &s.request, &s.response,
-                         std::move(done));
+        CallBuffers& b = *buffers[i];
+        shards_[i]->raw->UnaryCall(ctx, kPushMethod, {}, &b.request,
+                                   &b.response, std::move(done));
       });
   for (int i = 0; i < num_shards(); ++i) {
-    if (version.steps[i] == kNoPush) continue;
-    sent_bytes_ += static_cast<int64_t>(shards_[i]->request.Length());
-    received_bytes_ += static_cast<int64_t>(shards_[i]->response.Length());
+    if (!send[i]) continue;
+    sent_bytes_ += static_cast<int64_t>(buffers[i]->request.Length());
+    received_bytes_ += static_cast<int64_t>(buffers[i]->response.Length());
   }
-  for (auto& shard : shards_) shard->request.Clear();
+  for (CallBuffers* b : buffers) b->request.Clear();
   if (!released->WaitForNotificationWithDeadline(absl::Now() +
                                                  absl::Seconds(30))) {
     return absl::InternalError(
@@ -286,14 +358,14 @@ absl::StatusOr<PushResult> GrpcPsClient::Push(
   RETURN_IF_ERROR(status);
   PushResult result;
   for (int i = 0; i < num_shards(); ++i) {
-    if (version.steps[i] == kNoPush) {
+    if (!send[i]) {
       result.shards.emplace_back().skipped = true;
       continue;
     }
     wire::PushResponse response;
     grpc::Status parsed =
         grpc::SerializationTraits<wire::PushResponse>::Deserialize(
-            &shards_[i]->response, &response);
+            &buffers[i]->response, &response);
     if (!parsed.ok()) return FromGrpcStatus(parsed);
     ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
     result.shards.push_back(std::move(reply));

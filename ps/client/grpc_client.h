@@ -4,7 +4,9 @@
 // each worker's client has its own connections.
 //
 // Thread-safety: thread-compatible: one thread at a time per client (each
-// worker has its own); distinct clients may be used concurrently.
+// worker has its own); distinct clients may be used concurrently. PullPart
+// and PushPart are the exception: they may run on several threads at once,
+// also beside one other call (they use buffers of their own).
 #ifndef PSGD_PS_CLIENT_GRPC_CLIENT_H_
 #define PSGD_PS_CLIENT_GRPC_CLIENT_H_
 
@@ -97,6 +99,12 @@ class GrpcPsClient final : public PsClient {
   absl::StatusOr<PushResult> Push(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
+  absl::StatusOr<ModelVersion> PullPart(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) override;
+  absl::StatusOr<PushResult> PushPart(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::Status Shutdown(absl::string_view reason) override;
   absl::Status Rollback(int64_t label, int64_t generation) override;
@@ -115,6 +123,7 @@ class GrpcPsClient final : public PsClient {
   }
 
  private:
+  struct CallBuffers;
   struct Shard;
   template <typename Request, typename Response>
   using AsyncMethod = void (wire::ParameterServer::Stub::async::*)(
@@ -130,6 +139,17 @@ class GrpcPsClient final : public PsClient {
                         AsyncMethod<Request, Response> method,
                         const std::vector<Request>& requests,
                         std::vector<Response>* responses);
+  // Pull / PullPart and Push / PushPart once `model` is ordered (a part's
+  // other variables null), with one CallBuffers per shard.
+  absl::StatusOr<ModelVersion> PullModel(const ModelVersion& min_version,
+                                         absl::Time deadline,
+                                         absl::Span<float* const> model,
+                                         bool part,
+                                         absl::Span<CallBuffers* const> buffers);
+  absl::StatusOr<PushResult> PushModel(const ModelVersion& version,
+                                       absl::Span<const float* const> model,
+                                       bool part,
+                                       absl::Span<CallBuffers* const> buffers);
   // Join or Leave on every shard.
   template <typename Request>
   absl::Status ChangeMembership(

@@ -102,6 +102,37 @@ TEST_CASE("grpc: sync with backup workers and async") {
   }
 }
 
+TEST_CASE("grpc: pushes in parts and pulls per variable (overlap)") {
+  for (Scenario sc : {testing::SyncScenario(4, 60),
+                      testing::BackupScenario(5, 3, 60),
+                      testing::AsyncScenario(4, 60, false)}) {
+    sc.parts = true;
+    GrpcCluster cluster(sc, 2);
+    RunScenario(sc, cluster.Factory());
+  }
+}
+
+TEST_CASE("grpc: a pull of an unknown tensor is refused naming it") {
+  GrpcCluster cluster(testing::SyncScenario(1, 1), 1);
+  Values init;
+  auto chief = cluster.InitializedChief(init);
+  // A PullRequest by hand: the client asks only for tensors it knows.
+  auto channel = CreatePsChannel(cluster.addresses[0], int64_t{64} << 20);
+  auto stub = wire::ParameterServer::NewStub(channel);
+  for (const auto& names : std::vector<std::vector<std::string>>{
+           {"nope"}, {"b", "b"}}) {
+    wire::PullRequest request;
+    request.set_cluster("scenario");
+    request.set_worker_id(-1);
+    for (const std::string& n : names) request.add_variables(n);
+    wire::PullResponse response;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->Pull(&ctx, request, &response);
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(s.error_message(), Catch::Contains("'" + names[0] + "'"));
+  }
+}
+
 TEST_CASE("grpc: a worker of another cluster gets a clear error") {
   Scenario sc;
   GrpcCluster cluster(sc, 2);

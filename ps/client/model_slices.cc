@@ -13,7 +13,7 @@ namespace {
 template <typename View, typename Pointer>
 absl::Status OrderModelImpl(const Placement& placement,
                             absl::Span<const View> tensors,
-                            std::vector<Pointer>* data) {
+                            std::vector<Pointer>* data, bool all) {
   data->assign(placement.variables.size(), nullptr);
   for (const View& t : tensors) {
     auto it = placement.variable_index.find(t.name);
@@ -33,7 +33,10 @@ absl::Status OrderModelImpl(const Placement& placement,
     }
     (*data)[it->second] = t.view.data();
   }
-  for (size_t v = 0; v < data->size(); ++v) {
+  if (!all && tensors.empty()) {
+    return absl::InvalidArgumentError("a part of the model with no variable");
+  }
+  for (size_t v = 0; all && v < data->size(); ++v) {
     if ((*data)[v] == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "variable '", placement.variables[v].name, "' is missing"));
@@ -68,13 +71,25 @@ absl::Status AgreeOnGeneration(int shard, int64_t generation,
 absl::Status OrderModel(const Placement& placement,
                         absl::Span<const NamedConstTensorView> tensors,
                         std::vector<const float*>* data) {
-  return OrderModelImpl(placement, tensors, data);
+  return OrderModelImpl(placement, tensors, data, /*all=*/true);
 }
 
 absl::Status OrderModel(const Placement& placement,
                         absl::Span<const NamedTensorView> tensors,
                         std::vector<float*>* data) {
-  return OrderModelImpl(placement, tensors, data);
+  return OrderModelImpl(placement, tensors, data, /*all=*/true);
+}
+
+absl::Status OrderPart(const Placement& placement,
+                       absl::Span<const NamedConstTensorView> tensors,
+                       std::vector<const float*>* data) {
+  return OrderModelImpl(placement, tensors, data, /*all=*/false);
+}
+
+absl::Status OrderPart(const Placement& placement,
+                       absl::Span<const NamedTensorView> tensors,
+                       std::vector<float*>* data) {
+  return OrderModelImpl(placement, tensors, data, /*all=*/false);
 }
 
 std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
@@ -83,6 +98,7 @@ std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
   out.reserve(placement.shard_slices[shard].size());
   for (int s : placement.shard_slices[shard]) {
     const Slice& slice = placement.slices[s];
+    if (model[slice.variable] == nullptr) continue;  // not in the part
     out.push_back(FloatTensorBytes(slice.name, slice.shape,
                                    model[slice.variable] + slice.offset));
   }
@@ -99,6 +115,10 @@ absl::StatusOr<char*> ShardAssembler::Destination(const TensorBytes& t,
                      "', which the placement does not put on it"));
   }
   const Slice& slice = placement_.slices[it->second];
+  if (model_[slice.variable] == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", shard_, " returned '", t.name, "', which was not asked for"));
+  }
   if (seen_[it->second]) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard ", shard_, " returned '", t.name, "' twice"));
@@ -138,7 +158,7 @@ absl::Status ShardAssembler::Done(const TensorBytes& t) {
 
 absl::Status ShardAssembler::Finish() const {
   for (int s : placement_.shard_slices[shard_]) {
-    if (!seen_[s]) {
+    if (!seen_[s] && model_[placement_.slices[s].variable] != nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("shard ", shard_, " did not return '",
                        placement_.slices[s].name, "'"));

@@ -38,7 +38,18 @@ absl::Status OrderModel(const Placement& placement,
                         absl::Span<const NamedTensorView> tensors,
                         std::vector<float*>* data);
 
-// Shard `shard`'s slices of an ordered model, borrowing its memory.
+// OrderModel for a part of the model (PsClient::PullPart, PushPart): some
+// variables, each once; the others' data are null. INVALID_ARGUMENT naming
+// the tensor as OrderModel's, and for no tensor at all.
+absl::Status OrderPart(const Placement& placement,
+                       absl::Span<const NamedConstTensorView> tensors,
+                       std::vector<const float*>* data);
+absl::Status OrderPart(const Placement& placement,
+                       absl::Span<const NamedTensorView> tensors,
+                       std::vector<float*>* data);
+
+// Shard `shard`'s slices of an ordered model (or part: variables whose data
+// is null are left out), borrowing its memory.
 std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
                                      absl::Span<const float* const> model);
 
@@ -46,7 +57,8 @@ std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
 // decoded: Destination checks a slice against the placement and says where
 // its bytes go; Done, called once the slice's bytes are there, converts a
 // bfloat16 or float16 slice into the model; Finish checks that every slice
-// of the shard came.
+// of the shard came (of a part: every slice of the part's variables, and
+// no other).
 // Errors: INVALID_ARGUMENT naming the shard and the slice for a slice the
 // shard does not hold, one repeated or missing, a dtype other than the
 // wire dtype (float32 by default), another shape or byte count, a float16

@@ -24,7 +24,8 @@
 // the worker re-syncs (docs/RELIABILITY.md).
 //
 // Thread-safety: as each implementation says (InProcessPsClient is
-// thread-safe, GrpcPsClient thread-compatible: one per worker).
+// thread-safe, GrpcPsClient thread-compatible: one per worker, except that
+// its PullPart and PushPart may run on several threads at once).
 #ifndef PSGD_PS_CLIENT_PS_CLIENT_H_
 #define PSGD_PS_CLIENT_PS_CLIENT_H_
 
@@ -120,6 +121,23 @@ class PsClient {
   // with version.steps[i]; a shard whose step is kNoPush gets nothing and
   // its reply is marked `skipped`.
   virtual absl::StatusOr<PushResult> Push(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) = 0;
+
+  // Overlap (docs/PS.md, "Pushes in parts"): Push and Pull for a part of
+  // the model. `gradients` / `out` hold some of the model's variables, each
+  // once. Only the shards that hold slices of them are called: their steps
+  // and replies are as Push's and Pull's; the other shards' replies are
+  // `skipped`, and their steps in PullPart's version are kNoPush. A push
+  // part is staged by each shard (reply `staged`) until the shard has every
+  // one of its variables' gradients from this worker for that step; that
+  // part's reply is the push's outcome. Both may be called from several
+  // threads at once (e.g. one pull per group of variables while parts are
+  // pushed), also in GrpcPsClient.
+  virtual absl::StatusOr<ModelVersion> PullPart(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) = 0;
+  virtual absl::StatusOr<PushResult> PushPart(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) = 0;
 

@@ -3,8 +3,10 @@
 #include <functional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/mutex.h"
+#include "common/status_macros.h"
 #include "ps/wire/wire_dtype.h"
 #include "ps/wire/wire_zero_copy.h"
 
@@ -54,6 +56,7 @@ class PullReactor final : public grpc::ServerUnaryReactor {
       Finish(parsed);
       return;
     }
+    variables_.assign(request.variables().begin(), request.variables().end());
     // Once the shard may call Reply, OnCancel may race with it; CancelPull
     // decides which of the two finishes the call.
     ticket_ = handler->Pull(
@@ -77,6 +80,14 @@ class PullReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     const WeightsSnapshot& s = **snapshot;
+    // All tensors, or those the request names (a pull of a part).
+    absl::StatusOr<std::vector<int>> selected = s.layout->Select(variables_);
+    if (!selected.ok()) {
+      Finish(ToGrpcStatus(Annotate(
+          selected.status(),
+          absl::StrCat("shard ", shard_->options().shard_index, ": "))));
+      return;
+    }
     wire::PullResponse header;
     header.set_step(s.step);
     header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived_));
@@ -84,12 +95,14 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     if (wire_weights_ != nullptr) {
       std::shared_ptr<const void> encoded = wire_weights_(*snapshot);
       const auto* e = static_cast<const WireEncoded*>(encoded.get());
+      std::vector<TensorBytes> tensors;
+      for (int i : *selected) tensors.push_back(e->tensors[i]);
       *response_ =
           EncodeWithTensors(header, wire::PullResponse::kVariablesFieldNumber,
-                            e->tensors, std::move(encoded));
+                            tensors, std::move(encoded));
     } else {
       std::vector<TensorBytes> tensors;
-      for (int i = 0; i < s.layout->size(); ++i) {
+      for (int i : *selected) {
         tensors.push_back(FloatTensorBytes(
             s.layout->names[i], s.layout->shapes[i], s.weights[i].data()));
       }
@@ -107,6 +120,8 @@ class PullReactor final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const response_;  // Owned by gRPC.
   std::atomic<int64_t>* const sent_bytes_;  // The service's counter.
   const absl::Time arrived_;
+  // PullRequest.variables: the tensors asked for (empty: all).
+  std::vector<std::string> variables_;
   uint64_t ticket_ = 0;
 };
 

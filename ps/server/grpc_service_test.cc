@@ -47,6 +47,9 @@ grpc::Status Unary(const Request& request, Response* response, Call call) {
 }
 
 TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
+  // Whole pushes and parts (PushRequest.partial) alike.
+  const bool partial = GENERATE(false, true);
+  INFO("partial " << partial);
   ServerOptions o;
   o.cluster_name = "wire";
   auto server = PsGrpcServer::Start(o);
@@ -73,6 +76,7 @@ TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
     request.set_cluster("wire");
     request.set_worker_id(0);
     request.set_step(0);
+    request.set_partial(partial);
     wire::TensorData* g = request.add_gradients();
     SetTensor("x", {0.5f, 0.5f, 0.5f, 0.5f}, g);
     g->set_dtype(dtype);

@@ -73,9 +73,13 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                  request.worker_id(), " for step ",
                                  request.step(), ": "));
   }
-  ASSIGN_OR_RETURN(PushReply reply,
-                   shard_->Push(request.worker_id(), request.step(), *gradients,
-                                request.generation()));
+  ASSIGN_OR_RETURN(
+      PushReply reply,
+      request.partial()
+          ? shard_->PushPart(request.worker_id(), request.step(), *gradients,
+                             request.generation())
+          : shard_->Push(request.worker_id(), request.step(), *gradients,
+                         request.generation()));
   PushReplyToProto(reply, response);
   return absl::OkStatus();
 }

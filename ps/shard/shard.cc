@@ -226,9 +226,8 @@ absl::StatusOr<PushReply> ParameterShard::Push(
   return reply;
 }
 
-absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
-                                        absl::Span<const TensorBytes> gradients,
-                                        PushReply* reply, Ready* ready) {
+absl::Status ParameterShard::CheckPushLocked(int worker_id,
+                                             int64_t step) const {
   RETURN_IF_ERROR(CheckOpenLocked());
   if (store_ == nullptr) {
     return absl::FailedPreconditionError("the shard is not initialized");
@@ -238,8 +237,24 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
     return absl::InvalidArgumentError(
         absl::StrCat("step ", step, " must be >= 0"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
+                                        absl::Span<const TensorBytes> gradients,
+                                        PushReply* reply, Ready* ready) {
+  RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
   std::vector<const float*> grads;
   RETURN_IF_ERROR(store_->MatchGradients(gradients, &grads));
+  RETURN_IF_ERROR(DecideLocked(worker_id, step, grads, reply, ready));
+  // A whole push replaces whatever parts the worker had staged.
+  staged_.erase(worker_id);
+  return absl::OkStatus();
+}
+
+absl::Status ParameterShard::DecideLocked(
+    int worker_id, int64_t step, const std::vector<const float*>& grads,
+    PushReply* reply, Ready* ready) {
   if (!membership_.IsLive(worker_id)) {
     return PushRefused(PushRefusal::kNotLive,
                        absl::StrCat("worker ", worker_id,
@@ -412,6 +427,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
 }
 
 void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
+  staged_.erase(worker_id);  // a worker that left loses its staged parts
   // A step never waits for a worker that left: with fewer live workers the
   // gathered gradients may now be enough.
   if (membership_.Leave(worker_id) && options_.mode == Mode::kSync &&

@@ -171,6 +171,24 @@ class ParameterShard {
                                  absl::Span<const TensorBytes> gradients,
                                  int64_t generation = 0);
 
+  // One part of a worker's push (docs/PS.md, "Pushes in parts"): gradients
+  // of some of the shard's variables, each variable in exactly one part of
+  // the push. The part is checked on arrival (dtype, byte count, NaN, Inf
+  // and magnitude outside the mutex, names and shapes under it), copied and
+  // staged for (worker, step, generation); staged gradients count for
+  // nothing. The part that completes the set of variables is decided as
+  // Push decides a whole push (same checks, outcome, counters, staleness),
+  // and the stage is emptied whatever the decision. An incomplete part's
+  // reply has `staged` set. A part for a newer step (or after a rollback)
+  // replaces what the worker had staged; one for an older step is refused
+  // (FAILED_PRECONDITION). A whole Push that succeeds, a Leave, an expired
+  // lease and a rollback drop the worker's staged parts. Refusals as Push's,
+  // plus INVALID_ARGUMENT for an empty part or a variable that is already
+  // staged; a refused part changes nothing but the `refused` counter.
+  absl::StatusOr<PushReply> PushPart(int worker_id, int64_t step,
+                                     absl::Span<const TensorBytes> gradients,
+                                     int64_t generation = 0);
+
   // Membership. Join and Leave are idempotent. A Leave that makes the
   // current sync step complete applies it before returning.
   absl::StatusOr<MembershipReply> Join(int worker_id);
@@ -247,6 +265,24 @@ class ParameterShard {
                           absl::Span<const TensorBytes> gradients,
                           PushReply* reply, Ready* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rules of a push whose gradients (layout order) have been matched
+  // to the variables: live, not from the future, not pushed twice; then
+  // sync aggregation or async application.
+  absl::Status DecideLocked(int worker_id, int64_t step,
+                            const std::vector<const float*>& grads,
+                            PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checks of a push that need no gradient: open, initialised, worker
+  // id, step.
+  absl::Status CheckPushLocked(int worker_id, int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PushPart under the mutex: `copies` hold the part's checked data
+  // (shard_parts.cc).
+  absl::Status StagePartLocked(int worker_id, int64_t step,
+                               absl::Span<const TensorBytes> gradients,
+                               std::vector<std::vector<float>>* copies,
+                               PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Optimizer step on `grads` (layout order); advances the step and moves
   // the pulls it satisfies to `ready`.
   void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
@@ -316,6 +352,16 @@ class ParameterShard {
   int64_t last_saved_step_ ABSL_GUARDED_BY(mu_) = -1;
   std::vector<RollbackRecord> rollbacks_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  // Pushes in parts: a worker's parts of one push until the last comes.
+  struct StagedPush {
+    int64_t step = 0;
+    int64_t generation = 0;
+    // Layout order; has[i] tells whether grads[i] has come.
+    std::vector<std::vector<float>> grads;
+    std::vector<bool> has;
+    int received = 0;
+  };
+  absl::flat_hash_map<int, StagedPush> staged_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps

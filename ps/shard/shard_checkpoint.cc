@@ -129,6 +129,9 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
       store_->layout().sizes, options_.replicas_to_aggregate);
   step_ = c.step;
   step_started_ = absl::Now();
+  // Staged parts of pushes are not saved either: they belong to weights now
+  // undone.
+  staged_.clear();
   membership_.RestoreLastPushSteps(c.last_push_step);
   counters_ = c.counters;
   async_.RestoreHistogram(c.staleness_histogram);

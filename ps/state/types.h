@@ -87,6 +87,9 @@ struct PushReply {
   // The push did not go to this shard (its step was kNoPush in the
   // version pushed, ps/client/ps_client.h); the other fields mean nothing.
   bool skipped = false;
+  // A part of a push (ParameterShard::PushPart) that the shard staged: the
+  // push is not complete yet, and outcome and staleness mean nothing.
+  bool staged = false;
 };
 
 struct PushCounters {

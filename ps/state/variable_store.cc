@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "common/mutex.h"
+#include "common/status_macros.h"
 
 namespace psgd {
 namespace ps {
@@ -192,27 +193,57 @@ absl::Status VariableStore::CheckSameVariables(
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<int>> VariableLayout::Select(
+    absl::Span<const std::string> names) const {
+  std::vector<int> out;
+  if (names.empty()) {
+    for (int i = 0; i < size(); ++i) out.push_back(i);
+    return out;
+  }
+  std::vector<bool> seen(size(), false);
+  for (const std::string& name : names) {
+    const int i = Find(name);
+    if (i < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pull of unknown variable '", name, "'"));
+    }
+    if (seen[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pull of variable '", name, "' twice"));
+    }
+    seen[i] = true;
+    out.push_back(i);
+  }
+  return out;
+}
+
+absl::StatusOr<int> VariableStore::MatchGradient(const TensorBytes& g) const {
+  const int i = layout_->Find(g.name);
+  if (i < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient for unknown variable '", g.name, "'"));
+  }
+  const Shape shape = ToShape(g.shape);
+  if (shape != layout_->shapes[i]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient '", g.name, "' has shape ", ShapeToString(shape),
+        " but the variable has shape ", ShapeToString(layout_->shapes[i])));
+  }
+  return i;
+}
+
 absl::Status VariableStore::MatchGradients(
     absl::Span<const TensorBytes> gradients,
     std::vector<const float*>* ordered) const {
   ordered->assign(layout_->size(), nullptr);
   for (const TensorBytes& g : gradients) {
     const int i = layout_->Find(g.name);
-    if (i < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gradient for unknown variable '", g.name, "'"));
-    }
-    if ((*ordered)[i] != nullptr) {
+    if (i >= 0 && (*ordered)[i] != nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("two gradients for variable '", g.name, "'"));
     }
-    const Shape shape = ToShape(g.shape);
-    if (shape != layout_->shapes[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient '", g.name, "' has shape ", ShapeToString(shape),
-          " but the variable has shape ", ShapeToString(layout_->shapes[i])));
-    }
-    (*ordered)[i] = reinterpret_cast<const float*>(g.data.data());
+    ASSIGN_OR_RETURN(const int matched, MatchGradient(g));
+    (*ordered)[matched] = reinterpret_cast<const float*>(g.data.data());
   }
   for (int i = 0; i < layout_->size(); ++i) {
     if ((*ordered)[i] == nullptr) {

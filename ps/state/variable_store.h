@@ -42,6 +42,11 @@ struct VariableLayout {
   int size() const { return static_cast<int>(names.size()); }
   // Index of `name`, or -1.
   int Find(absl::string_view name) const;
+  // The indices of `names` (a pull of some variables, PullRequest.variables)
+  // in that order; every index for none. INVALID_ARGUMENT naming the tensor
+  // for an unknown or a repeated name.
+  absl::StatusOr<std::vector<int>> Select(
+      absl::Span<const std::string> names) const;
 };
 
 // One version of a shard's weights. Immutable once published.
@@ -94,6 +99,9 @@ class VariableStore {
   // variable i. INVALID_ARGUMENT naming the gradient when one is unknown,
   // repeated, missing or of another shape. Values are not checked here
   // (CheckFloatTensor does that).
+  // The layout index of gradient `g`'s variable; INVALID_ARGUMENT naming
+  // the tensor for an unknown name or another shape.
+  absl::StatusOr<int> MatchGradient(const TensorBytes& g) const;
   absl::Status MatchGradients(absl::Span<const TensorBytes> gradients,
                               std::vector<const float*>* ordered) const;
 

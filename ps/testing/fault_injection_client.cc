@@ -204,25 +204,24 @@ absl::Status FaultInjectionPsClient::Leave() {
                 [&]() { return inner_->Leave(); });
 }
 
-absl::StatusOr<ModelVersion> FaultInjectionPsClient::Pull(
-    const ModelVersion& min_version, absl::Time deadline,
-    absl::Span<const NamedTensorView> out) {
+absl::StatusOr<ModelVersion> FaultInjectionPsClient::InjectPull(
+    absl::Time deadline,
+    const std::function<absl::StatusOr<ModelVersion>()>& pull) {
   absl::StatusOr<ModelVersion> result;
   absl::Status s = Inject(CallKind::kPull, deadline, [&]() {
-    result = inner_->Pull(min_version, deadline, out);
+    result = pull();
     return result.status();
   });
   if (!s.ok()) return s;
   return result;
 }
 
-absl::StatusOr<PushResult> FaultInjectionPsClient::Push(
-    const ModelVersion& version,
-    absl::Span<const NamedConstTensorView> gradients) {
+absl::StatusOr<PushResult> FaultInjectionPsClient::InjectPush(
+    const std::function<absl::StatusOr<PushResult>()>& push) {
   absl::StatusOr<PushResult> result;
   bool first = true;
   absl::Status s = Inject(CallKind::kPush, absl::Now() + call_timeout_, [&]() {
-    absl::StatusOr<PushResult> r = inner_->Push(version, gradients);
+    absl::StatusOr<PushResult> r = push();
     absl::Status status = r.status();
     if (first) result = std::move(r);
     first = false;
@@ -230,6 +229,32 @@ absl::StatusOr<PushResult> FaultInjectionPsClient::Push(
   });
   if (!s.ok()) return s;
   return result;
+}
+
+absl::StatusOr<ModelVersion> FaultInjectionPsClient::Pull(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<const NamedTensorView> out) {
+  return InjectPull(deadline,
+                    [&]() { return inner_->Pull(min_version, deadline, out); });
+}
+
+absl::StatusOr<ModelVersion> FaultInjectionPsClient::PullPart(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<const NamedTensorView> out) {
+  return InjectPull(
+      deadline, [&]() { return inner_->PullPart(min_version, deadline, out); });
+}
+
+absl::StatusOr<PushResult> FaultInjectionPsClient::Push(
+    const ModelVersion& version,
+    absl::Span<const NamedConstTensorView> gradients) {
+  return InjectPush([&]() { return inner_->Push(version, gradients); });
+}
+
+absl::StatusOr<PushResult> FaultInjectionPsClient::PushPart(
+    const ModelVersion& version,
+    absl::Span<const NamedConstTensorView> gradients) {
+  return InjectPush([&]() { return inner_->PushPart(version, gradients); });
 }
 
 absl::StatusOr<std::vector<ShardStatus>> FaultInjectionPsClient::Status() {

@@ -166,6 +166,13 @@ class FaultInjectionPsClient final : public PsClient {
   absl::StatusOr<PushResult> Push(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
+  // Faults as for Pull and Push.
+  absl::StatusOr<ModelVersion> PullPart(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) override;
+  absl::StatusOr<PushResult> PushPart(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::Status Shutdown(absl::string_view reason) override;
   absl::Status Rollback(int64_t label, int64_t generation) override;
@@ -184,6 +191,13 @@ class FaultInjectionPsClient final : public PsClient {
   // What a call meets while cut off (blocks in kHang mode until `deadline`
   // or the link comes back).
   absl::Status CutOff(CallKind kind, absl::Time deadline);
+  // Pull / PullPart and Push / PushPart (a duplicate's first result is
+  // the caller's) through Inject.
+  absl::StatusOr<ModelVersion> InjectPull(
+      absl::Time deadline,
+      const std::function<absl::StatusOr<ModelVersion>()>& pull);
+  absl::StatusOr<PushResult> InjectPush(
+      const std::function<absl::StatusOr<PushResult>()>& push);
   // Runs `call` with the faults that apply to a call of `kind`.
   absl::Status Inject(CallKind kind, absl::Time deadline,
                       const std::function<absl::Status()>& call);

@@ -1,5 +1,7 @@
 #include "ps/testing/in_process_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/client/model_slices.h"
@@ -67,6 +69,29 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
   RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
   std::vector<float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, out, &model));
+  return PullModel(min_version, deadline, model, /*part=*/false);
+}
+
+absl::StatusOr<ModelVersion> InProcessPsClient::PullPart(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<const NamedTensorView> out) {
+  RETURN_IF_ERROR(CheckClusters());
+  RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
+  std::vector<float*> model;
+  RETURN_IF_ERROR(OrderPart(placement_, out, &model));
+  return PullModel(min_version, deadline, model, /*part=*/true);
+}
+
+absl::StatusOr<ModelVersion> InProcessPsClient::PullModel(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<float* const> model, bool part) {
+  // The shards that hold some of the variables asked for (all, for a whole
+  // pull).
+  const std::vector<const float*> asked_model(model.begin(), model.end());
+  std::vector<bool> to_ask(num_shards());
+  for (int i = 0; i < num_shards(); ++i) {
+    to_ask[i] = !part || !ShardSlices(placement_, i, asked_model).empty();
+  }
   // Every shard at once, as the gRPC client does: each shard sees the
   // worker waiting in its pull (which protects its lease) for the whole wait.
   struct Pending {
@@ -80,7 +105,8 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
   auto pending = std::make_shared<Pending>();
   {
     MutexLock lock(&pending->mu);
-    pending->left = num_shards();
+    pending->left = static_cast<int>(
+        std::count(to_ask.begin(), to_ask.end(), true));
     pending->results.assign(num_shards(),
                             absl::UnknownError("pull did not finish"));
     pending->waits.assign(num_shards(), absl::ZeroDuration());
@@ -88,6 +114,10 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
   const absl::Time asked = absl::Now();
   std::vector<uint64_t> tickets;
   for (int i = 0; i < num_shards(); ++i) {
+    if (!to_ask[i]) {
+      tickets.push_back(0);
+      continue;
+    }
     tickets.push_back(shards_[i]->PullAsync(
         min_version.steps[i], worker_id_,
         [pending, i, asked](absl::StatusOr<ParameterShard::Snapshot> s) {
@@ -121,7 +151,7 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
       return pending->left == 0;
     });
     for (int i = 0; i < num_shards(); ++i) {
-      if (absl::IsUnknown(pending->results[i].status())) {
+      if (to_ask[i] && absl::IsUnknown(pending->results[i].status())) {
         pending->results[i] = absl::DeadlineExceededError(
             absl::StrCat("shard ", i, ": pull for step >= ",
                          min_version.steps[i], " timed out"));
@@ -137,18 +167,32 @@ absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
       version.server_wait = std::max(version.server_wait, w);
     }
   }
-  for (int i = 0; i < num_shards(); ++i) RETURN_IF_ERROR(results[i].status());
   for (int i = 0; i < num_shards(); ++i) {
+    if (to_ask[i]) RETURN_IF_ERROR(results[i].status());
+  }
+  bool first = true;
+  for (int i = 0; i < num_shards(); ++i) {
+    if (!to_ask[i]) {
+      version.steps[i] = kNoPush;
+      continue;
+    }
     const WeightsSnapshot& snapshot = **results[i];
     const VariableLayout& layout = *snapshot.layout;
     std::vector<TensorBytes> pulled;
     for (int v = 0; v < layout.size(); ++v) {
+      auto slice = placement_.slice_index.find(layout.names[v]);
+      if (slice != placement_.slice_index.end() &&
+          model[placement_.slices[slice->second].variable] == nullptr) {
+        continue;  // not asked for (a part)
+      }
       pulled.push_back(FloatTensorBytes(layout.names[v], layout.shapes[v],
                                         snapshot.weights[v].data()));
     }
     RETURN_IF_ERROR(AssembleShard(placement_, i, pulled, model));
     version.steps[i] = snapshot.step;
-    RETURN_IF_ERROR(AgreeOnGeneration(i, snapshot.generation, &version));
+    RETURN_IF_ERROR(AgreeOnGeneration(first ? 0 : i, snapshot.generation,
+                                      &version));
+    first = false;
   }
   return version;
 }
@@ -160,16 +204,35 @@ absl::StatusOr<PushResult> InProcessPsClient::Push(
   RETURN_IF_ERROR(CheckVersion(version, num_shards()));
   std::vector<const float*> model;
   RETURN_IF_ERROR(OrderModel(placement_, gradients, &model));
+  return PushModel(version, model, /*part=*/false);
+}
+
+absl::StatusOr<PushResult> InProcessPsClient::PushPart(
+    const ModelVersion& version,
+    absl::Span<const NamedConstTensorView> gradients) {
+  RETURN_IF_ERROR(CheckClusters());
+  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
+  std::vector<const float*> model;
+  RETURN_IF_ERROR(OrderPart(placement_, gradients, &model));
+  return PushModel(version, model, /*part=*/true);
+}
+
+absl::StatusOr<PushResult> InProcessPsClient::PushModel(
+    const ModelVersion& version, absl::Span<const float* const> model,
+    bool part) {
   PushResult result;
   absl::Status first_error;
   for (int i = 0; i < num_shards(); ++i) {
-    if (version.steps[i] == kNoPush) {
+    const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
+    if (version.steps[i] == kNoPush || (part && slices.empty())) {
       result.shards.emplace_back().skipped = true;
       continue;
     }
     absl::StatusOr<PushReply> reply =
-        shards_[i]->Push(worker_id_, version.steps[i],
-                         ShardSlices(placement_, i, model), version.generation);
+        part ? shards_[i]->PushPart(worker_id_, version.steps[i], slices,
+                                    version.generation)
+             : shards_[i]->Push(worker_id_, version.steps[i], slices,
+                                version.generation);
     if (reply.ok()) {
       result.shards.push_back(*std::move(reply));
     } else {

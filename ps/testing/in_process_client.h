@@ -41,6 +41,12 @@ class InProcessPsClient final : public PsClient {
   absl::StatusOr<PushResult> Push(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
+  absl::StatusOr<ModelVersion> PullPart(
+      const ModelVersion& min_version, absl::Time deadline,
+      absl::Span<const NamedTensorView> out) override;
+  absl::StatusOr<PushResult> PushPart(
+      const ModelVersion& version,
+      absl::Span<const NamedConstTensorView> gradients) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::Status Shutdown(absl::string_view reason) override;
   absl::Status Rollback(int64_t label, int64_t generation) override;
@@ -53,6 +59,16 @@ class InProcessPsClient final : public PsClient {
         placement_(std::move(placement)),
         cluster_(std::move(cluster)),
         worker_id_(worker_id) {}
+
+  // Pull and PullPart once `model` is ordered (null: not asked for).
+  absl::StatusOr<ModelVersion> PullModel(const ModelVersion& min_version,
+                                         absl::Time deadline,
+                                         absl::Span<float* const> model,
+                                         bool part);
+  // Push and PushPart once `model` is ordered.
+  absl::StatusOr<PushResult> PushModel(const ModelVersion& version,
+                                       absl::Span<const float* const> model,
+                                       bool part);
 
   // OK when every shard serves cluster_; checked before each call.
   absl::Status CheckClusters() const;

@@ -78,6 +78,16 @@ TEST_CASE("in-process: async, plain and with lr scaled by staleness") {
   }
 }
 
+TEST_CASE("in-process: pushes in parts and pulls per variable (overlap)") {
+  for (Scenario sc : {testing::SyncScenario(4, 100),
+                      testing::BackupScenario(5, 3, 100),
+                      testing::AsyncScenario(4, 100, true)}) {
+    sc.parts = true;
+    InProcessCluster cluster(sc, 2);
+    RunScenario(sc, cluster.Factory());
+  }
+}
+
 TEST_CASE("in-process: a client of another cluster is refused") {
   Scenario sc;
   InProcessCluster cluster(sc, 2);

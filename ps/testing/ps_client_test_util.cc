@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/mutex.h"
+#include "ps/client/parts.h"
 #include "ps/state/optimizer.h"
 
 namespace psgd {
@@ -86,6 +87,46 @@ class JoinBarrier {
   int left_ ABSL_GUARDED_BY(mu_);
 };
 
+// A push in parts, one per variable, the last variable first; each shard's
+// reply is that of the part that completed its push.
+absl::StatusOr<PushResult> PushInParts(
+    PsClient& client, const ModelVersion& version,
+    const std::vector<NamedConstTensorView>& gradients) {
+  PushResult merged = NoReplies(client.num_shards());
+  for (auto it = gradients.rbegin(); it != gradients.rend(); ++it) {
+    absl::StatusOr<PushResult> r = client.PushPart(version, {*it});
+    if (!r.ok()) return r.status();
+    MergePartReplies(*r, &merged);
+  }
+  return merged;
+}
+
+// One pull per variable, each on a thread of its own; a whole pull when a
+// shard moved between them, as the cluster worker does.
+absl::StatusOr<ModelVersion> PullInParts(
+    PsClient& client, const ModelVersion& wanted, absl::Time deadline,
+    const std::vector<NamedTensorView>& out) {
+  std::vector<absl::StatusOr<ModelVersion>> got(
+      out.size(), absl::UnknownError("not pulled"));
+  std::vector<std::thread> threads;
+  for (size_t j = 0; j < out.size(); ++j) {
+    threads.emplace_back(
+        [&, j] { got[j] = client.PullPart(wanted, deadline, {out[j]}); });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<ModelVersion> parts;
+  for (const absl::StatusOr<ModelVersion>& v : got) {
+    if (!v.ok()) return v.status();
+    parts.push_back(*v);
+  }
+  absl::StatusOr<ModelVersion> version =
+      MergePartVersions(parts, client.num_shards());
+  if (absl::IsFailedPrecondition(version.status())) {
+    return client.Pull(wanted, deadline, out);
+  }
+  return version;
+}
+
 // One worker's loop; returns its records or the first error.
 absl::Status WorkerLoop(const Scenario& sc, PsClient& client, int worker,
                         JoinBarrier& barrier,
@@ -110,14 +151,18 @@ absl::Status WorkerLoop(const Scenario& sc, PsClient& client, int worker,
       break;
     }
     const Model g = Gradient(specs, worker, k);
-    absl::StatusOr<PushResult> r = client.Push(*version, ConstViews(specs, g));
+    absl::StatusOr<PushResult> r =
+        sc.parts ? PushInParts(client, *version, ConstViews(specs, g))
+                 : client.Push(*version, ConstViews(specs, g));
     if (!r.ok()) return r.status();
     records->push_back({worker, k, *version, *std::move(r)});
     if (k + 1 == max_pushes) break;  // nothing more to push: leave
     const ModelVersion wanted = sc.mode == Mode::kSync
                                     ? version->Next()
                                     : ModelVersion::AtLeast(shards, 0);
-    version = client.Pull(wanted, deadline, Views(specs, weights));
+    version = sc.parts
+                  ? PullInParts(client, wanted, deadline, Views(specs, weights))
+                  : client.Pull(wanted, deadline, Views(specs, weights));
   }
   if (!version.ok()) return version.status();
   return client.Leave();

@@ -31,6 +31,9 @@ struct Scenario {
   int64_t staleness_bound = -1;
   int replicas_to_aggregate = 8;
   bool scale_lr_by_staleness = false;
+  // Overlap: push in parts (one per variable, the last first) and pull one
+  // variable per thread, all at once (PsClient::PushPart, PullPart).
+  bool parts = false;
 };
 
 // Sync with N = M = workers (lockstep), sync with backup workers (N < M),

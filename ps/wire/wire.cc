@@ -82,6 +82,10 @@ void PushReplyToProto(const PushReply& reply, wire::PushResponse* out) {
       out->set_outcome(wire::DROPPED_SURPLUS);
       break;
   }
+  if (reply.staged) {
+    out->set_outcome(wire::PUSH_OUTCOME_UNSPECIFIED);
+    out->set_staged(true);
+  }
   out->set_reason(reply.reason);
   out->set_step(reply.step);
   out->set_staleness(reply.staleness);
@@ -90,6 +94,12 @@ void PushReplyToProto(const PushReply& reply, wire::PushResponse* out) {
 absl::StatusOr<PushReply> PushReplyFromProto(
     const wire::PushResponse& response) {
   PushReply reply;
+  reply.reason = response.reason();
+  reply.step = response.step();
+  if (response.staged()) {
+    reply.staged = true;  // a part: no outcome yet
+    return reply;
+  }
   switch (response.outcome()) {
     case wire::AGGREGATED:
       reply.outcome = PushOutcome::kAggregated;
@@ -108,8 +118,6 @@ absl::StatusOr<PushReply> PushReplyFromProto(
           "push response has outcome ", static_cast<int>(response.outcome()),
           ", which is unspecified or unknown"));
   }
-  reply.reason = response.reason();
-  reply.step = response.step();
   reply.staleness = response.staleness();
   return reply;
 }

@@ -43,36 +43,10 @@ data_dir=$(cd "$data_dir" && pwd)
 prefix=bw
 trap 'bash scripts/netns_hosts.sh down --prefix=$prefix >/dev/null 2>&1 || true' EXIT
 
+source scripts/experiments/netns_sync_cluster.sh
 cfg=$out/bandwidth.pbtxt
-cat > "$cfg" <<EOC
-# Written by scripts/experiments/bandwidth.sh: 2 ps and 3 workers, each on a
-# namespace host of its own.
-name: "bandwidth"
-ps { address: "${prefix}0:2222" listen_address: "0.0.0.0:2222" }
-ps { address: "${prefix}1:2222" listen_address: "0.0.0.0:2222" }
-worker { address: "${prefix}2:2300" threads: 1 }
-worker { address: "${prefix}3:2300" threads: 1 }
-worker { address: "${prefix}4:2300" threads: 1 }
-training {
-  mode: SYNC
-  batch_size: $batch
-  optimizer { kind: ADAM learning_rate: 0.001 }
-  steps: $steps
-  seed: 1
-}
-model { name: "cifar10_tutorial" }
-data { source: CIFAR10 dir: "$data_dir" augment: true sharding: SHARD }
-EOC
-
-run() {  # run NAME RATE
-  local name=$1 rate=$2
-  bash scripts/netns_hosts.sh up 5 --prefix=$prefix ${rate:+--rate=$rate}
-  echo "bandwidth.sh: $name (link cap ${rate:-none}), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  bash scripts/launch.sh --no-build --netns --run_dir="$out/$name" "$cfg" > "$out/$name.log" 2>&1 ||
-    { tail -30 "$out/$name.log"; echo "bandwidth.sh: $name failed" >&2; exit 1; }
-  echo "$name ${rate:-none} $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/runs.txt"
-  bash scripts/netns_hosts.sh down --prefix=$prefix
-}
+write_sync_config "$cfg" "$prefix" "$data_dir" "$batch" "$steps"
+run() { run_on_hosts "$1" "$2" "$cfg" "$out" "$prefix"; }  # run NAME RATE
 
 : > "$out/runs.txt"
 run uncapped ""

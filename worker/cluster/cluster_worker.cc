@@ -346,7 +346,18 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
   RETURN_IF_ERROR(ValidateClusterWorkerOptions(options_));
   RETURN_IF_ERROR(Start());
   for (;;) {
-    const std::string stop = StopReason();
+    // With pulls in flight (overlap), settle them first when the worker
+    // stops or the chief evaluates: both need the weights themselves.
+    const ps::ModelVersion& ahead = AheadVersion();
+    if (!StopReason(ahead).empty() || EvalDue(ahead)) {
+      absl::Status settled = SettlePulls();
+      if (absl::IsCancelled(settled)) {
+        result_.end_reason = "the servers shut down (training is over)";
+        break;
+      }
+      RETURN_IF_ERROR(settled);
+    }
+    const std::string stop = StopReason(version_);
     if (!stop.empty()) {
       result_.end_reason = stop;
       break;
@@ -366,6 +377,13 @@ absl::Status ClusterWorker::Start() {
   }
   next_eval_ = options_.eval_every;
   weights_ = InitialValues(model_->variables(), options_.seed);
+  if (options_.overlap) {
+    sender_ = std::make_unique<PartSender>(client_);
+    if (options_.sync) {
+      puller_ = std::make_unique<GroupPuller>(
+          client_, PullGroups(model_->variables()));
+    }
+  }
   if (options_.chief) {
     // Shards that restored a checkpoint keep it (already_initialized).
     RETURN_IF_ERROR(
@@ -387,8 +405,8 @@ absl::Status ClusterWorker::Start() {
   return absl::OkStatus();
 }
 
-std::string ClusterWorker::StopReason() const {
-  const int64_t global_step = GlobalStep(version_);
+std::string ClusterWorker::StopReason(const ps::ModelVersion& version) const {
+  const int64_t global_step = GlobalStep(version);
   if (options_.max_steps > 0 && global_step >= options_.max_steps) {
     return absl::StrCat("reached step ", global_step);
   }
@@ -400,10 +418,15 @@ std::string ClusterWorker::StopReason() const {
   return "";
 }
 
+bool ClusterWorker::EvalDue(const ps::ModelVersion& version) const {
+  return options_.chief && options_.eval_every > 0 &&
+         GlobalStep(version) >= next_eval_;
+}
+
 absl::Status ClusterWorker::BetweenSteps() {
-  MaybeRequestCheckpoint(version_);
+  MaybeRequestCheckpoint(AheadVersion());
   const int64_t global_step = GlobalStep(version_);
-  if (options_.chief && options_.eval_every > 0 && global_step >= next_eval_) {
+  if (EvalDue(version_)) {
     RETURN_IF_ERROR(Evaluate(global_step, /*final=*/false));
     next_eval_ = (global_step / options_.eval_every + 1) * options_.eval_every;
   }
@@ -419,15 +442,19 @@ absl::StatusOr<bool> ClusterWorker::Step() {
   }
   RETURN_IF_ERROR(batch.status());
   const absl::Time t1 = absl::Now();
-  ASSIGN_OR_RETURN(
-      StepResult r,
-      model_->ComputeGradients(ViewsOf(weights_), batch->images.view(),
-                               batch->labels, &gradients_));
-  const absl::Time t2 = absl::Now();
+  absl::StatusOr<ps::PushResult> pushed;
+  absl::Time t2;
+  absl::StatusOr<StepResult> r = ComputeAndPush(*batch, &pushed, &t2);
+  if (absl::IsCancelled(r.status())) {
+    result_.end_reason = "the servers shut down (training is over)";
+    return false;
+  }
+  RETURN_IF_ERROR(r.status());
 
   StepRecord rec;
   rec.global_step = GlobalStep(version_);
-  absl::StatusOr<int64_t> generation = PushWithRecovery(gradients_, &rec);
+  absl::StatusOr<int64_t> generation =
+      PushWithRecovery(gradients_, &rec, std::move(pushed));
   if (absl::IsCancelled(generation.status())) {
     result_.end_reason = "the servers shut down (training is over)";
     return false;
@@ -443,12 +470,11 @@ absl::StatusOr<bool> ClusterWorker::Step() {
   RETURN_IF_ERROR(pulled);
   const absl::Time t4 = absl::Now();
 
-  RETURN_IF_ERROR(Record(&rec, r, *batch, t0, t1, t2, t3, t4));
+  RETURN_IF_ERROR(Record(&rec, *r, *batch, t0, t1, t2, t3, t4));
   return true;
 }
 
-absl::StatusOr<int64_t> ClusterWorker::PushWithRecovery(
-    const NamedTensors& gradients, StepRecord* rec) {
+ps::ModelVersion ClusterWorker::PushTarget() const {
   // Sync: only the shards at the lowest step get this gradient. Shards that
   // are a step ahead (LineUp gave up: a lagging shard waits for gradients
   // that only come from pushes tagged with its step, e.g. of a worker
@@ -456,10 +482,35 @@ absl::StatusOr<int64_t> ClusterWorker::PushWithRecovery(
   // that the lagging shards catch up and the next step is aligned; pushing
   // everywhere would keep the shards a step apart for good, every step
   // waiting out LineUp's patience.
-  const ps::ModelVersion push_to =
-      options_.sync ? PushVersion(version_) : version_;
-  absl::StatusOr<ps::PushResult> pushed =
-      client_->Push(push_to, ConstViews(gradients));
+  return options_.sync ? PushVersion(version_) : version_;
+}
+
+absl::StatusOr<StepResult> ClusterWorker::ComputeAndPush(
+    const Batch& batch, absl::StatusOr<ps::PushResult>* pushed,
+    absl::Time* t2) {
+  if (sender_ != nullptr) {
+    StepResult r;
+    ASSIGN_OR_RETURN(const bool overlapped, ComputeOverlapped(batch, &r));
+    if (overlapped) {
+      *t2 = absl::Now();
+      *pushed = sender_->Finish();
+      return r;
+    }
+    // The weights were pulled whole again: this step as without overlap.
+  }
+  ASSIGN_OR_RETURN(
+      StepResult r,
+      model_->ComputeGradients(ViewsOf(weights_), batch.images.view(),
+                               batch.labels, &gradients_));
+  *t2 = absl::Now();
+  *pushed = client_->Push(PushTarget(), ConstViews(gradients_));
+  return r;
+}
+
+absl::StatusOr<int64_t> ClusterWorker::PushWithRecovery(
+    const NamedTensors& gradients, StepRecord* rec,
+    absl::StatusOr<ps::PushResult> pushed) {
+  const ps::ModelVersion push_to = PushTarget();
   int64_t generation = version_.generation;
   while (!pushed.ok() && IsTransient(pushed.status(), /*deadline_too=*/true)) {
     ASSIGN_OR_RETURN(generation, Recover(pushed.status()));
@@ -467,7 +518,7 @@ absl::StatusOr<int64_t> ClusterWorker::PushWithRecovery(
       rec->outcome = StepOutcome::kRolledBack;  // from weights now undone
       return generation;
     }
-    // The same gradient again: shards that had it refuse the copy.
+    // The same gradient again, whole: shards that had it refuse the copy.
     pushed = client_->Push(push_to, ConstViews(gradients));
   }
   if (pushed.ok()) {
@@ -501,6 +552,17 @@ absl::Status ClusterWorker::PullAfterPush(const StepRecord& rec,
     wanted = ps::ModelVersion::AtLeast(client_->num_shards(),
                                        GlobalStep(version_) + 1);
     wanted.generation = version_.generation;
+  }
+  if (wait_for_step && puller_ != nullptr) {
+    // Overlap: one pull per group of variables, on threads of their own;
+    // the next forward awaits them variable by variable.
+    std::vector<ps::NamedTensorView> out;
+    for (const VariableSpec& v : model_->variables()) {
+      out.push_back({v.name, weights_.at(v.name).view()});
+    }
+    puller_->Start(wanted, absl::Now() + options_.step_timeout,
+                   std::move(out));
+    return absl::OkStatus();
   }
   absl::StatusOr<ps::ModelVersion> pulled =
       PullSynced(wanted, options_.step_timeout, wait_for_step);
@@ -566,6 +628,8 @@ absl::Status ClusterWorker::Record(StepRecord* rec, const StepResult& r,
 }
 
 absl::Status ClusterWorker::Finish() {
+  // Pulls still in flight (overlap) end before the weights are used again.
+  if (puller_ != nullptr && puller_->in_flight()) JoinGroups().IgnoreError();
   result_.final_global_step = GlobalStep(version_);
   spdlog::info("worker {} stops after {} steps: {}", options_.worker_id,
                result_.local_steps, result_.end_reason);

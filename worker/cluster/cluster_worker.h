@@ -29,20 +29,32 @@
 // copy: StepOutcome::kDuplicate); a gradient computed before a rollback is
 // dropped (StepOutcome::kRolledBack).
 //
+// Overlap (options.overlap): the push goes in parts from a sender thread as
+// the backward produces the gradients, and in sync mode the pull after it
+// goes in groups of variables, on threads of their own, which the next
+// step's forward awaits variable by variable. When a group's pull fails or
+// finds the shards moved between the groups, the worker pulls the whole
+// model as it does without overlap (recovering, lining up) and computes the
+// step again; a failed push in parts is sent again whole (Recover as
+// above). The rules the shards apply are the same either way.
+//
 // Thread-safety: Run() uses the calling thread (plus the batcher's and the
-// backend's own threads) and is called once.
+// backend's own threads, and with overlap the sender's and the pulls'
+// threads) and is called once.
 #ifndef PSGD_WORKER_CLUSTER_CLUSTER_WORKER_H_
 #define PSGD_WORKER_CLUSTER_CLUSTER_WORKER_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ps/client/ps_client.h"
+#include "worker/cluster/overlap.h"
 #include "worker/cluster/step_outcome.h"
 #include "worker/data/batcher.h"
 #include "worker/data/image_set.h"
@@ -84,6 +96,12 @@ struct ClusterWorkerOptions {
   // servers down (when they have a checkpoint directory).
   absl::Duration checkpoint_every = absl::ZeroDuration();
   bool final_checkpoint = false;
+  // Overlap (the config's wire { overlap: true }; docs/CLUSTER.md,
+  // "Overlap"): push each gradient as a part as soon as the backward has
+  // produced it, and (sync) pull the next step's weights in groups of
+  // variables so that the forward starts on the first layers while the
+  // rest arrive.
+  bool overlap = false;
 };
 
 // INVALID_ARGUMENT naming the first bad field.
@@ -163,9 +181,11 @@ class ClusterWorker {
   absl::Status Start();
   // Why the worker stops before its next step (max_steps reached, time
   // budget spent), or empty to go on.
-  std::string StopReason() const;
+  std::string StopReason(const ps::ModelVersion& version) const;
   // Between steps: the chief asks for a checkpoint and evaluates when due.
   absl::Status BetweenSteps();
+  // The chief's evaluation is due at `version`.
+  bool EvalDue(const ps::ModelVersion& version) const;
   // One step: batch, forward and backward, push (recovering from failures),
   // pull, record. False when the worker stops (data ended, servers shut
   // down), with result_.end_reason set.
@@ -174,8 +194,33 @@ class ClusterWorker {
   // record's outcome and staleness; returns the generation the cluster is
   // in afterwards (another one when it rolled back), CANCELLED when the
   // servers shut down.
-  absl::StatusOr<int64_t> PushWithRecovery(const NamedTensors& gradients,
-                                           StepRecord* record);
+  // `pushed` is the first try's result (whole, or in parts).
+  absl::StatusOr<int64_t> PushWithRecovery(
+      const NamedTensors& gradients, StepRecord* record,
+      absl::StatusOr<ps::PushResult> pushed);
+  // The version a push is tagged with: sync pushes only to the shards at
+  // the lowest step (PushVersion).
+  ps::ModelVersion PushTarget() const;
+  // Forward and backward; the push whole, or (overlap) in parts as the
+  // backward goes. Sets *t2 at the end of the backward.
+  absl::StatusOr<StepResult> ComputeAndPush(
+      const Batch& batch, absl::StatusOr<ps::PushResult>* pushed,
+      absl::Time* t2);
+  // Overlap: forward on weights still arriving, gradients sent as parts.
+  // False when a group's pull failed or the shards moved between the
+  // groups: nothing was sent, and the weights are pulled whole again.
+  absl::StatusOr<bool> ComputeOverlapped(const Batch& batch,
+                                         StepResult* result);
+  // Overlap: waits for the groups' pulls; version_ becomes theirs when they
+  // agree (and, sync, the shards are at one step), else an error.
+  absl::Status JoinGroups();
+  // Overlap: the groups' pulls in flight, if any, joined (JoinGroups); when
+  // that fails, the whole model pulled again as PullAfterPush would.
+  absl::Status SettlePulls();
+  absl::Status PullWhole(const ps::ModelVersion& wanted);
+  // The version of the weights the next step computes from: version_, or
+  // (overlap) the one the pulls in flight wait for.
+  const ps::ModelVersion& AheadVersion() const;
   // The pull that follows a push: sync waits until every shard is past the
   // step pushed to it, then lines the shards up; async takes any newer
   // weights. Updates version_.
@@ -237,6 +282,9 @@ class ClusterWorker {
   int64_t window_steps_ = 0;
   absl::Time next_checkpoint_ = absl::InfiniteFuture();
   ClusterWorkerResult result_;
+  // Overlap only (null otherwise; the puller in sync mode only).
+  std::unique_ptr<PartSender> sender_;
+  std::unique_ptr<GroupPuller> puller_;
 };
 
 // The lowest and the highest of the shards' steps.

@@ -1,7 +1,7 @@
 // The worker loop over in-process parameter-server shards: several workers
 // (threads) train the tutorial model on a small synthetic set, sync and
-// async, with backup workers and with a worker whose data ends early. No
-// sockets, so it runs under ThreadSanitizer.
+// async, with backup workers and with a worker whose data ends early, each
+// without and with overlap. No sockets, so it runs under ThreadSanitizer.
 #include "worker/cluster/cluster_worker.h"
 
 #include <algorithm>
@@ -17,6 +17,17 @@ using testing::ClusterSetup;
 using testing::MeanLoss;
 using testing::RunCluster;
 using testing::WorkerRun;
+
+// Each case runs without and with overlap (pushes in parts, pulls in
+// groups): the same rules give the same counters.
+ClusterSetup Setup() {
+  ClusterSetup setup;
+  const bool overlap = GENERATE(false, true);
+  setup.adjust = [overlap](int, ClusterWorkerOptions* o) {
+    o->overlap = overlap;
+  };
+  return setup;
+}
 
 void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
   for (int w = 0; w < setup.workers; ++w) {
@@ -45,7 +56,7 @@ void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
 }
 
 TEST_CASE("sync, N = M: every worker stops at the last step, shards agree") {
-  ClusterSetup setup;
+  ClusterSetup setup = Setup();
   ClusterRun run = RunCluster(setup);
   CheckCommon(setup, run);
   for (const ps::ShardStatus& s : run.final_status) {
@@ -70,7 +81,7 @@ TEST_CASE("sync, N = M: every worker stops at the last step, shards agree") {
 }
 
 TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
-  ClusterSetup setup;
+  ClusterSetup setup = Setup();
   setup.replicas_to_aggregate = 2;
   ClusterRun run = RunCluster(setup);
   CheckCommon(setup, run);
@@ -121,7 +132,7 @@ TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
 }
 
 TEST_CASE("async: every push applies and staleness is recorded") {
-  ClusterSetup setup;
+  ClusterSetup setup = Setup();
   setup.sync = false;
   setup.max_steps = 20;
   ClusterRun run = RunCluster(setup);
@@ -155,7 +166,7 @@ TEST_CASE("async: every push applies and staleness is recorded") {
 }
 
 TEST_CASE("sync: a worker whose data ends leaves, and the others go on") {
-  ClusterSetup setup;
+  ClusterSetup setup = Setup();
   setup.max_steps = 40;
   setup.short_lived_worker = 2;  // 200 images / batch 8: 25 steps
   ClusterRun run = RunCluster(setup);

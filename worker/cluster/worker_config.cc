@@ -51,6 +51,7 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.loop.seed = training.seed();
   w.loop.ps_unavailable_timeout =
       absl::Seconds(config.ps_unavailable_timeout_seconds());
+  w.loop.overlap = config.wire().overlap();
   if (config.has_checkpoint()) {
     w.loop.checkpoint_every = absl::Seconds(config.checkpoint().every_seconds());
     w.loop.final_checkpoint = true;

@@ -17,7 +17,7 @@ TEST_CASE("a worker task's settings come from the config") {
                max_seconds: 90 }
     data { source: CIFAR10 dir: "data/x" augment: false sharding: OWN_ORDER }
     security { token: "s3cret" }
-    wire { gradients: BF16 }
+    wire { gradients: BF16 overlap: true }
   )",
                                                        "w.pbtxt");
   REQUIRE(c.ok());
@@ -25,6 +25,7 @@ TEST_CASE("a worker task's settings come from the config") {
   REQUIRE(w.ok());
   CHECK(w->client.wire_gradients == ps::DType::kBFloat16);
   CHECK(w->client.wire_weights == ps::DType::kFloat32);
+  CHECK(w->loop.overlap);
   CHECK(w->backend == "gpu:1");
   CHECK(w->backend_options.threads == 3);
   CHECK(w->model == "cifar10_tutorial");

@@ -43,6 +43,44 @@ class Cifar10Tutorial : public Model {
     return r;
   }
 
+  absl::StatusOr<StepResult> ComputeGradientsWithHooks(
+      const NamedConstViews& weights, ConstTensorView images,
+      absl::Span<const int32_t> labels, NamedTensors* gradients,
+      const StepHooks& hooks) override {
+    ASSIGN_OR_RETURN(Net * net,
+                     Prepare(weights, images, &labels, /*upload=*/false));
+    vars_->ShapeGradients(gradients);
+    const Net::Weights w = Weights();
+    const Net::Gradients g = Gradients();
+    // Each layer's weights as the forward reaches it.
+    auto before = [&](Net::Var layer) -> absl::Status {
+      for (int v : {static_cast<int>(layer), layer + 1}) {
+        if (hooks.await_weights) RETURN_IF_ERROR(hooks.await_weights(v));
+        RETURN_IF_ERROR(vars_->UploadWeight(v, weights));
+      }
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(net->Forward(net->images(), w, before));
+    ASSIGN_OR_RETURN(StepResult r, net->Loss(labels));
+    // Each layer's gradients, decay included, as the backward leaves them.
+    // The decays are summed in another order than WeightDecay's, but there
+    // are two: a + b == b + a.
+    double decay = 0.0;
+    auto after = [&](Net::Var layer) -> absl::Status {
+      ASSIGN_OR_RETURN(const double d, net->WeightDecayOf(layer, w, g));
+      decay += d;
+      for (int v : {static_cast<int>(layer), layer + 1}) {
+        RETURN_IF_ERROR(vars_->DownloadGradient(v, gradients));
+        if (hooks.gradient_ready) hooks.gradient_ready(v);
+      }
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(net->Backward(net->images(), w, g, after));
+    r.weight_decay = decay;
+    r.loss = r.cross_entropy + r.weight_decay;
+    return r;
+  }
+
   absl::StatusOr<StepResult> Evaluate(
       const NamedConstViews& weights, ConstTensorView images,
       absl::Span<const int32_t> labels) override {
@@ -63,11 +101,13 @@ class Cifar10Tutorial : public Model {
   }
 
  private:
-  // Validates the inputs (labels may be null), uploads weights and images
-  // and returns the plan for the batch size.
+  // Validates the inputs (labels may be null), uploads the weights (unless
+  // not `upload`: the caller does, layer by layer) and the images and
+  // returns the plan for the batch size.
   absl::StatusOr<Net*> Prepare(const NamedConstViews& weights,
                                ConstTensorView images,
-                               const absl::Span<const int32_t>* labels) {
+                               const absl::Span<const int32_t>* labels,
+                               bool upload = true) {
     const Shape& s = images.shape();
     if (s.size() != 4 || s[0] <= 0 || s[1] != Net::kChannels ||
         s[2] != Net::kSize || s[3] != Net::kSize) {
@@ -90,7 +130,8 @@ class Cifar10Tutorial : public Model {
         }
       }
     }
-    RETURN_IF_ERROR(vars_->Upload(weights));
+    RETURN_IF_ERROR(upload ? vars_->Upload(weights)
+                           : vars_->Validate(weights));
     std::unique_ptr<Net>& net = nets_[n];
     if (net == nullptr) {
       absl::StatusOr<std::unique_ptr<Net>> made = Net::Create(backend_, n);

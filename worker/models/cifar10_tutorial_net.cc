@@ -96,23 +96,32 @@ ConstDeviceView Cifar10TutorialNet::Flat(const DeviceTensor& pooled) const {
 }
 
 absl::Status Cifar10TutorialNet::Forward(ConstDeviceView images,
-                                         const Weights& w) {
+                                         const Weights& w,
+                                         const LayerHook& before) {
   Backend* b = backend_;
+  auto layer = [&before](Var v) {
+    return before ? before(v) : absl::OkStatus();
+  };
+  RETURN_IF_ERROR(layer(kConv1W));
   RETURN_IF_ERROR(conv1_->Forward(images, w[kConv1W], w[kConv1B], a1_.view()));
   RETURN_IF_ERROR(b->ReluForward(a1_.view(), a1_.view()));
   RETURN_IF_ERROR(pool1_->Forward(a1_.view(), p1_.view()));
   RETURN_IF_ERROR(norm1_->Forward(p1_.view(), n1_.view()));
+  RETURN_IF_ERROR(layer(kConv2W));
   RETURN_IF_ERROR(
       conv2_->Forward(n1_.view(), w[kConv2W], w[kConv2B], a2_.view()));
   RETURN_IF_ERROR(b->ReluForward(a2_.view(), a2_.view()));
   RETURN_IF_ERROR(norm2_->Forward(a2_.view(), n2_.view()));
   RETURN_IF_ERROR(pool2_->Forward(n2_.view(), p2_.view()));
+  RETURN_IF_ERROR(layer(kLocal3W));
   RETURN_IF_ERROR(
       local3_->Forward(Flat(p2_), w[kLocal3W], w[kLocal3B], h3_.view()));
   RETURN_IF_ERROR(b->ReluForward(h3_.view(), h3_.view()));
+  RETURN_IF_ERROR(layer(kLocal4W));
   RETURN_IF_ERROR(
       local4_->Forward(h3_.view(), w[kLocal4W], w[kLocal4B], h4_.view()));
   RETURN_IF_ERROR(b->ReluForward(h4_.view(), h4_.view()));
+  RETURN_IF_ERROR(layer(kSoftmaxW));
   return softmax_->Forward(h4_.view(), w[kSoftmaxW], w[kSoftmaxB],
                            logits_.view());
 }
@@ -129,21 +138,27 @@ absl::StatusOr<StepResult> Cifar10TutorialNet::Loss(
 }
 
 absl::Status Cifar10TutorialNet::Backward(ConstDeviceView images,
-                                          const Weights& w,
-                                          const Gradients& g) {
+                                          const Weights& w, const Gradients& g,
+                                          const LayerHook& after) {
   Backend* b = backend_;
+  auto layer = [&after](Var v) {
+    return after ? after(v) : absl::OkStatus();
+  };
   RETURN_IF_ERROR(softmax_->BackwardWeights(h4_.view(), d_logits_.view(),
                                             g[kSoftmaxW], g[kSoftmaxB]));
+  RETURN_IF_ERROR(layer(kSoftmaxW));
   RETURN_IF_ERROR(
       softmax_->BackwardData(d_logits_.view(), w[kSoftmaxW], d_h4_.view()));
   RETURN_IF_ERROR(b->ReluBackward(h4_.view(), d_h4_.view(), d_h4_.view()));
   RETURN_IF_ERROR(local4_->BackwardWeights(h3_.view(), d_h4_.view(),
                                            g[kLocal4W], g[kLocal4B]));
+  RETURN_IF_ERROR(layer(kLocal4W));
   RETURN_IF_ERROR(
       local4_->BackwardData(d_h4_.view(), w[kLocal4W], d_h3_.view()));
   RETURN_IF_ERROR(b->ReluBackward(h3_.view(), d_h3_.view(), d_h3_.view()));
   RETURN_IF_ERROR(local3_->BackwardWeights(Flat(p2_), d_h3_.view(), g[kLocal3W],
                                            g[kLocal3B]));
+  RETURN_IF_ERROR(layer(kLocal3W));
   RETURN_IF_ERROR(local3_->BackwardData(
       d_h3_.view(), w[kLocal3W], d_p2_.view().Reshaped({batch_, kFlat})));
   RETURN_IF_ERROR(
@@ -153,6 +168,7 @@ absl::Status Cifar10TutorialNet::Backward(ConstDeviceView images,
   RETURN_IF_ERROR(b->ReluBackward(a2_.view(), d_a2_.view(), d_a2_.view()));
   RETURN_IF_ERROR(
       conv2_->BackwardFilter(n1_.view(), d_a2_.view(), g[kConv2W], g[kConv2B]));
+  RETURN_IF_ERROR(layer(kConv2W));
   RETURN_IF_ERROR(conv2_->BackwardData(d_a2_.view(), w[kConv2W], d_n1_.view()));
   RETURN_IF_ERROR(
       norm1_->Backward(p1_.view(), n1_.view(), d_n1_.view(), d_p1_.view()));
@@ -160,18 +176,26 @@ absl::Status Cifar10TutorialNet::Backward(ConstDeviceView images,
       pool1_->Backward(a1_.view(), p1_.view(), d_p1_.view(), d_a1_.view()));
   RETURN_IF_ERROR(b->ReluBackward(a1_.view(), d_a1_.view(), d_a1_.view()));
   // conv1's input is the images: no gradient for it.
-  return conv1_->BackwardFilter(images, d_a1_.view(), g[kConv1W], g[kConv1B]);
+  RETURN_IF_ERROR(
+      conv1_->BackwardFilter(images, d_a1_.view(), g[kConv1W], g[kConv1B]));
+  return layer(kConv1W);
 }
 
 absl::StatusOr<double> Cifar10TutorialNet::WeightDecay(const Weights& w,
                                                        const Gradients& g) {
   double total = 0.0;
   for (Var v : {kLocal3W, kLocal4W}) {
-    ASSIGN_OR_RETURN(double decay,
-                     backend_->L2WeightDecay(w[v], kWeightDecay, g[v]));
+    ASSIGN_OR_RETURN(double decay, WeightDecayOf(v, w, g));
     total += decay;
   }
   return total;
+}
+
+absl::StatusOr<double> Cifar10TutorialNet::WeightDecayOf(Var v,
+                                                         const Weights& w,
+                                                         const Gradients& g) {
+  if (v != kLocal3W && v != kLocal4W) return 0.0;
+  return backend_->L2WeightDecay(w[v], kWeightDecay, g[v]);
 }
 
 }  // namespace psgd

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -62,17 +63,29 @@ class Cifar10TutorialNet {
   DeviceView images() { return x_.view(); }
   ConstDeviceView logits() const { return logits_.view(); }
 
-  // Logits of `images` (batch, 3, 24, 24).
-  absl::Status Forward(ConstDeviceView images, const Weights& w);
+  // Overlap: called with a layer's weight variable (its bias is the next
+  // one), before the forward reads the layer's variables or after the
+  // backward has written their gradients; an error ends the pass.
+  using LayerHook = std::function<absl::Status(Var weight)>;
+
+  // Logits of `images` (batch, 3, 24, 24); `before` (when set) runs before
+  // each layer, first to last.
+  absl::Status Forward(ConstDeviceView images, const Weights& w,
+                       const LayerHook& before = nullptr);
   // After Forward: mean cross-entropy and accuracy (validates the labels);
   // keeps the gradient of the logits for Backward.
   absl::StatusOr<StepResult> Loss(absl::Span<const int32_t> labels);
-  // After Loss: the gradients of the mean cross-entropy into `g`.
+  // After Loss: the gradients of the mean cross-entropy into `g`;
+  // `after` (when set) runs once each layer's gradients are written, last
+  // layer first.
   absl::Status Backward(ConstDeviceView images, const Weights& w,
-                        const Gradients& g);
+                        const Gradients& g, const LayerHook& after = nullptr);
   // Adds the gradient of the L2 weight decay (0.004 on local3 and local4's
   // weights) to `g`; returns the decay's value.
   absl::StatusOr<double> WeightDecay(const Weights& w, const Gradients& g);
+  // The decay of variable v alone: 0 for the variables without decay.
+  absl::StatusOr<double> WeightDecayOf(Var v, const Weights& w,
+                                       const Gradients& g);
 
  private:
   explicit Cifar10TutorialNet(Backend* backend, int64_t batch)

@@ -5,6 +5,7 @@
 // initial values and the refusal of bad inputs.
 #include "worker/models/cifar10_tutorial.h"
 
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -177,6 +178,67 @@ TEST_CASE("plans for several batch sizes give the same answers") {
   CHECK(e.examples == 2);
   CHECK(e.weight_decay == 0);
   CHECK(e.loss == e.cross_entropy);
+}
+
+TEST_CASE("hooks: weights awaited in forward order, gradients last layer "
+          "first, and the same bits as without hooks") {
+  Fixture f;
+  const int64_t n = 4;
+  Tensor images = Images(n, 15);
+  const std::vector<int32_t> labels = {1, 5, 9, 0};
+  NamedTensors plain;
+  const StepResult a = Unwrap(f.model->ComputeGradients(
+      ViewsOf(f.weights), images.view(), labels, &plain));
+  // The hooked call starts from other weights and gets the real ones only
+  // when it awaits them, as a worker whose pull is still arriving.
+  NamedTensors arriving;
+  for (const auto& [name, t] : f.weights) arriving[name] = Tensor(t.shape());
+  const auto specs = Cifar10TutorialVariables();
+  std::vector<std::string> events;
+  NamedTensors hooked;
+  StepHooks hooks;
+  hooks.await_weights = [&](int v) {
+    events.push_back("await " + specs[v].name);
+    const Tensor& real = f.weights.at(specs[v].name);
+    std::copy(real.data(), real.data() + real.size(),
+              arriving.at(specs[v].name).data());
+    return absl::OkStatus();
+  };
+  hooks.gradient_ready = [&](int v) {
+    events.push_back("ready " + specs[v].name);
+    // Final already: equal to the plain call's.
+    const Tensor& g = hooked.at(specs[v].name);
+    const Tensor& want = plain.at(specs[v].name);
+    CHECK(std::equal(g.data(), g.data() + g.size(), want.data()));
+  };
+  const StepResult b = Unwrap(f.model->ComputeGradientsWithHooks(
+      ViewsOf(arriving), images.view(), labels, &hooked, hooks));
+  std::vector<std::string> want;
+  for (int v = 0; v < kNumVars; ++v) want.push_back("await " + specs[v].name);
+  for (int layer = kNumVars - 2; layer >= 0; layer -= 2) {
+    want.push_back("ready " + specs[layer].name);
+    want.push_back("ready " + specs[layer + 1].name);
+  }
+  CHECK(events == want);
+  CHECK(a.loss == b.loss);
+  CHECK(a.cross_entropy == b.cross_entropy);
+  CHECK(a.weight_decay == b.weight_decay);
+  CHECK(a.correct == b.correct);
+  for (const VariableSpec& s : specs) {
+    const Tensor& x = plain.at(s.name);
+    const Tensor& y = hooked.at(s.name);
+    INFO(s.name);
+    CHECK(std::equal(x.data(), x.data() + x.size(), y.data()));
+  }
+  // An error from a hook ends the step with it.
+  hooks.await_weights = [](int v) {
+    return v == 4 ? absl::AbortedError("pull failed") : absl::OkStatus();
+  };
+  CHECK(absl::IsAborted(f.model
+                            ->ComputeGradientsWithHooks(ViewsOf(arriving),
+                                                        images.view(), labels,
+                                                        &hooked, hooks)
+                            .status()));
 }
 
 TEST_CASE("bad weights, images and labels are refused with the reason") {

@@ -57,19 +57,35 @@ absl::Status DeviceVariables::Validate(const NamedConstViews& weights) const {
 absl::Status DeviceVariables::Upload(const NamedConstViews& weights) {
   RETURN_IF_ERROR(Validate(weights));
   for (size_t i = 0; i < specs_.size(); ++i) {
-    RETURN_IF_ERROR(
-        backend_->CopyToDevice(weights.at(specs_[i].name), weights_[i].view()));
+    RETURN_IF_ERROR(UploadWeight(static_cast<int>(i), weights));
   }
   return absl::OkStatus();
 }
 
+absl::Status DeviceVariables::UploadWeight(int i,
+                                           const NamedConstViews& weights) {
+  return backend_->CopyToDevice(weights.at(specs_[i].name),
+                                weights_[i].view());
+}
+
 absl::Status DeviceVariables::DownloadGradients(NamedTensors* out) {
   for (size_t i = 0; i < specs_.size(); ++i) {
-    Tensor& t = (*out)[specs_[i].name];
-    if (t.shape() != specs_[i].shape) t = Tensor(specs_[i].shape);
-    RETURN_IF_ERROR(backend_->CopyToHost(gradients_[i].view(), t.view()));
+    RETURN_IF_ERROR(DownloadGradient(static_cast<int>(i), out));
   }
   return absl::OkStatus();
+}
+
+absl::Status DeviceVariables::DownloadGradient(int i, NamedTensors* out) {
+  Tensor& t = (*out)[specs_[i].name];
+  if (t.shape() != specs_[i].shape) t = Tensor(specs_[i].shape);
+  return backend_->CopyToHost(gradients_[i].view(), t.view());
+}
+
+void DeviceVariables::ShapeGradients(NamedTensors* out) const {
+  for (const VariableSpec& s : specs_) {
+    Tensor& t = (*out)[s.name];
+    if (t.shape() != s.shape) t = Tensor(s.shape);
+  }
 }
 
 }  // namespace psgd

@@ -34,6 +34,12 @@ class DeviceVariables {
   absl::Status Upload(const NamedConstViews& weights);
   // Copies every gradient to `out`, reusing tensors of the right shape.
   absl::Status DownloadGradients(NamedTensors* out);
+  // Variable i alone (overlap: layer by layer), after Validate. Upload's and
+  // DownloadGradients' copies are these.
+  absl::Status UploadWeight(int i, const NamedConstViews& weights);
+  absl::Status DownloadGradient(int i, NamedTensors* out);
+  // Makes `out` hold a tensor of the right shape for every variable.
+  void ShapeGradients(NamedTensors* out) const;
 
  private:
   DeviceVariables(std::vector<VariableSpec> specs, Backend* backend)

@@ -17,6 +17,7 @@
 #define PSGD_WORKER_MODELS_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,20 @@ struct StepResult {
   }
 };
 
+// Overlap (docs/CLUSTER.md, "Overlap"): what a training loop is told in
+// the middle of Model::ComputeGradientsWithHooks, on the calling thread.
+// Variables are indices into Model::variables().
+struct StepHooks {
+  // Right before the forward first reads variable v, in forward order; when
+  // it returns OK, v's view in `weights` must hold the step's values. An
+  // error ends the call with it.
+  std::function<absl::Status(int v)> await_weights;
+  // As soon as v's gradient in `gradients` is final (weight decay
+  // included), last layer first. The tensor stays as it is until the next
+  // call of ComputeGradients(WithHooks).
+  std::function<void(int v)> gradient_ready;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -68,6 +83,27 @@ class Model {
   virtual absl::StatusOr<StepResult> ComputeGradients(
       const NamedConstViews& weights, ConstTensorView images,
       absl::Span<const int32_t> labels, NamedTensors* gradients) = 0;
+
+  // ComputeGradients with `hooks` (either may be empty): same results, bit
+  // for bit. `gradients` gets every variable's tensor before the first
+  // gradient_ready, so that none moves afterwards. This default awaits every
+  // variable first and reports every gradient at the end; a model overrides
+  // it to call them layer by layer.
+  virtual absl::StatusOr<StepResult> ComputeGradientsWithHooks(
+      const NamedConstViews& weights, ConstTensorView images,
+      absl::Span<const int32_t> labels, NamedTensors* gradients,
+      const StepHooks& hooks) {
+    const int n = static_cast<int>(variables().size());
+    for (int v = 0; hooks.await_weights && v < n; ++v) {
+      if (absl::Status s = hooks.await_weights(v); !s.ok()) return s;
+    }
+    absl::StatusOr<StepResult> r =
+        ComputeGradients(weights, images, labels, gradients);
+    for (int v = n - 1; r.ok() && hooks.gradient_ready && v >= 0; --v) {
+      hooks.gradient_ready(v);
+    }
+    return r;
+  }
 
   // Forward only: cross-entropy and accuracy of a batch (e.g. of the test
   // set); weight_decay is 0 and loss equals cross_entropy.

@@ -1,0 +1,48 @@
+# Sourced by the experiments that run the bandwidth experiment's cluster on
+# network-namespace hosts (scripts/experiments/bandwidth.sh, overlap.sh):
+# 2 ps and 3 workers, each on a host of its own (scripts/netns_hosts.sh),
+# sync, the tutorial network on CIFAR-10.
+#
+#   write_sync_config FILE PREFIX DATA_DIR BATCH STEPS [EXTRA]
+#       the cluster config; EXTRA (e.g. "wire { overlap: true }") is added
+#   run_on_hosts NAME RATE CFG OUT PREFIX
+#       hosts up with link cap RATE (empty: none), every task of CFG on its
+#       host (launch.sh --netns) into OUT/NAME, a line "NAME RATE LOADAVG"
+#       in OUT/runs.txt, hosts down again
+#
+# The caller removes the hosts on exit:
+#   trap 'bash scripts/netns_hosts.sh down --prefix=$prefix ...' EXIT
+
+write_sync_config() {
+  local file=$1 prefix=$2 data_dir=$3 batch=$4 steps=$5 extra=${6:-}
+  cat > "$file" <<EOC
+# Written by $(basename "$0"): 2 ps and 3 workers, each on a namespace host
+# of its own.
+name: "bandwidth"
+ps { address: "${prefix}0:2222" listen_address: "0.0.0.0:2222" }
+ps { address: "${prefix}1:2222" listen_address: "0.0.0.0:2222" }
+worker { address: "${prefix}2:2300" threads: 1 }
+worker { address: "${prefix}3:2300" threads: 1 }
+worker { address: "${prefix}4:2300" threads: 1 }
+training {
+  mode: SYNC
+  batch_size: $batch
+  optimizer { kind: ADAM learning_rate: 0.001 }
+  steps: $steps
+  seed: 1
+}
+model { name: "cifar10_tutorial" }
+data { source: CIFAR10 dir: "$data_dir" augment: true sharding: SHARD }
+$extra
+EOC
+}
+
+run_on_hosts() {
+  local name=$1 rate=$2 cfg=$3 out=$4 prefix=$5
+  bash scripts/netns_hosts.sh up 5 --prefix="$prefix" ${rate:+--rate=$rate}
+  echo "$(basename "$0"): $name (link cap ${rate:-none}), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  bash scripts/launch.sh --no-build --netns --run_dir="$out/$name" "$cfg" > "$out/$name.log" 2>&1 ||
+    { tail -30 "$out/$name.log"; echo "$(basename "$0"): $name failed" >&2; exit 1; }
+  echo "$name ${rate:-none} $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/runs.txt"
+  bash scripts/netns_hosts.sh down --prefix="$prefix"
+}
