@@ -5,23 +5,28 @@
 # their sum, and stops the servers.
 #
 #   scripts/ps_bench_cluster.sh [--workers=W] [--processes=P] [--seconds=S]
-#                               [--no-build] CONFIG
+#                               [--no-build] [--netns] CONFIG
 #
 # Defaults: W = the config's number of workers, P = W (one process per
 # worker, as a real cluster has), 10 s. The config's mode, wire dtypes and
-# token apply. Servers on other hosts (the multi-host setup) are measured by
-# starting them there by hand and running `bazel-bin/ps/ps_bench
-# --config=CONFIG --workers=K --first_worker=J` on each client host.
+# token apply. --netns runs each server inside the network namespace of its
+# address's host and each client process inside the namespace of its first
+# worker's host (scripts/netns_hosts.sh up N [--rate=RATE] makes them; as
+# root), so the bytes cross the namespaces' links and their caps. Servers
+# on real hosts are measured by starting them there and running
+# `bazel-bin/ps/ps_bench --config=CONFIG --workers=K --first_worker=J` on
+# each client host.
 set -uo pipefail
 here=$(pwd)
-workers="" processes="" seconds=10 build=1 config=""
+workers="" processes="" seconds=10 build=1 config="" netns=0
 for a in "$@"; do
   case "$a" in
     --workers=*) workers=${a#--workers=} ;;
     --processes=*) processes=${a#--processes=} ;;
     --seconds=*) seconds=${a#--seconds=} ;;
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --netns) netns=1 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "ps_bench_cluster.sh: unknown option '$a'" >&2; exit 2 ;;
     *) case "$a" in /*) config=$a ;; *) config="$here/$a" ;; esac ;;
   esac
@@ -43,13 +48,33 @@ done
 [ "$workers" -le "$num_workers" ] || { echo "ps_bench_cluster.sh: --workers=$workers > the config's $num_workers workers" >&2; exit 2; }
 [ "$processes" -le "$workers" ] || { echo "ps_bench_cluster.sh: --processes=$processes > --workers=$workers" >&2; exit 2; }
 
+# TASK -> host (its address without the port), for --netns.
+declare -A host_of
+while read -r task address; do host_of[$task]=${address%:*}; done \
+  < <("$bin/configs/cluster_tasks" --config="$config" --addresses)
+on_host() {  # on_host TASK COMMAND...: in TASK's namespace with --netns
+  local task=$1; shift
+  if [ "$netns" = 1 ]; then
+    ip netns exec "${host_of[$task]}" "$@"
+  else
+    "$@"
+  fi
+}
+if [ "$netns" = 1 ]; then
+  for t in $tasks; do
+    ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "${host_of[$t]}" || {
+      echo "ps_bench_cluster.sh: --netns: $t's host '${host_of[$t]}' is not a network namespace here (scripts/netns_hosts.sh up N)" >&2
+      exit 2; }
+  done
+fi
+
 out=$(mktemp -d /tmp/psgd_ps_bench.XXXXXX)
 server_pids=()
 cleanup() { for p in "${server_pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap cleanup EXIT
 for t in $tasks; do
   [[ $t == ps:* ]] || continue
-  "$bin/ps/ps_server" --config="$config" --task="$t" --run_dir="$out/run" \
+  on_host "$t" "$bin/ps/ps_server" --config="$config" --task="$t" --run_dir="$out/run" \
     >"$out/${t/:/-}.log" 2>&1 &
   server_pids+=($!)
 done
@@ -60,7 +85,7 @@ while read -r task address; do
   host=${address%:*} port=${address##*:}
   [ "$host" = "0.0.0.0" ] && host=127.0.0.1
   for ((i = 0; i < 300; i++)); do
-    (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && break
+    on_host worker:0 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null && break
     sleep 0.1
   done
 done < <("$bin/configs/cluster_tasks" --config="$config" --addresses)
@@ -69,8 +94,8 @@ client_pids=()
 first=0
 for ((p = 0; p < processes; p++)); do
   n=$(( workers / processes + (p < workers % processes ? 1 : 0) ))
-  "$bin/ps/ps_bench" --config="$config" --workers="$n" --first_worker="$first" \
-    --seconds="$seconds" >"$out/client-$p.log" 2>&1 &
+  on_host "worker:$first" "$bin/ps/ps_bench" --config="$config" --workers="$n" \
+    --first_worker="$first" --seconds="$seconds" >"$out/client-$p.log" 2>&1 &
   client_pids+=($!)
   first=$((first + n))
 done

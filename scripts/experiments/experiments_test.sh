@@ -38,9 +38,11 @@ for cfg in "$tmp"/st/*.pbtxt "$tmp"/bs/*.pbtxt; do
   "$tasks" --config="$cfg" >/dev/null || { echo "FAIL: $cfg does not load"; cat "$cfg"; exit 1; }
   n=$((n + 1))
 done
-[ "$n" -eq $((8 + 5 * 3 * 2)) ] || { echo "FAIL: $n configs, expected 38"; exit 1; }
+[ "$n" -eq $((10 + 5 * 3 * 2)) ] || { echo "FAIL: $n configs, expected 40"; exit 1; }
 grep -q "mode: SYNC" "$tmp/st/sync.pbtxt"
 grep -q "staleness_bound: 1" "$tmp/st/async-ssp1.pbtxt"
+grep -q "learning_rate: 0.00025" "$tmp/st/async-ssp0-quarter.pbtxt"
+grep -q "learning_rate: 0.001 " "$tmp/st/async.pbtxt"
 grep -q "batch_size: 256" "$tmp/bs/w4-b1024-scaled.pbtxt"
 grep -q "base_batch_size: 128" "$tmp/bs/w4-b1024-scaled.pbtxt"
 ! grep -q "schedule" "$tmp/bs/w4-b1024-plain.pbtxt"

@@ -21,6 +21,9 @@
 #   async-beta1     async_beta1: 0.5 (momentum lowered: asynchrony acts as
 #                   momentum of its own)
 #   async-combined  staleness_bound 1 + async_beta1 0.5 + DC-ASGD
+#   async-quarter   learning rate 0.00025 (lr / M: an async cluster makes M
+#                   Adam steps where sync makes one, each of full size)
+#   async-ssp0-quarter  staleness_bound 0 and learning rate 0.00025
 # --only keeps a subset; --repeats runs each setting R times (NAME-rK);
 # --dry-run writes the configs to OUT and stops; --bin_dir=DIR takes the
 # binaries from DIR (as scripts/launch.sh --bin_dir) instead of building.
@@ -39,7 +42,7 @@ for arg in "$@"; do
     --no-build) build=0 ;;
     --bin_dir=*) bin_dir=$(cd "${arg#*=}" && pwd); build=0 ;;
     --dry-run) dry=1 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "staleness.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -57,8 +60,12 @@ declare -A extra=(
   [async-dc]="dc_asgd_lambda: 0.04"
   [async-beta1]="async_beta1: 0.5"
   [async-combined]="staleness_bound: 1 async_beta1: 0.5 dc_asgd_lambda: 0.04"
+  [async-quarter]=""
+  [async-ssp0-quarter]="staleness_bound: 0"
 )
-order=(sync async async-ssp1 async-ssp0 async-lr async-dc async-beta1 async-combined)
+declare -A lr=([async-quarter]=0.00025 [async-ssp0-quarter]=0.00025)
+order=(sync async async-ssp1 async-ssp0 async-lr async-dc async-beta1 async-combined
+       async-quarter async-ssp0-quarter)
 if [ -n "$only" ]; then
   IFS=, read -r -a order <<<"$only"
   for n in "${order[@]}"; do
@@ -79,7 +86,7 @@ for name in "${order[@]}"; do
     run=$name; [ "$repeats" -gt 1 ] && run=$name-r$r
     mode=ASYNC; [ "$name" = sync ] && mode=SYNC
     experiment_config "$out/$run.pbtxt" "$run" "$mode" 2 4 128 \
-      "optimizer { kind: ADAM learning_rate: 0.001 } epochs: 100 max_seconds: $seconds eval_every: 200 eval_examples: 2000 seed: $r ${extra[$name]}"
+      "optimizer { kind: ADAM learning_rate: ${lr[$name]:-0.001} } epochs: 100 max_seconds: $seconds eval_every: 200 eval_examples: 2000 seed: $r ${extra[$name]}"
     [ "$dry" = 1 ] && continue
     echo "staleness.sh: $run ($minutes min), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     experiment_run "$out/$run.pbtxt" "$out/$run"
