@@ -52,13 +52,13 @@ done
 declare -A host_of
 while read -r task address; do host_of[$task]=${address%:*}; done \
   < <("$bin/configs/cluster_tasks" --config="$config" --addresses)
-on_host() {  # on_host TASK COMMAND...: in TASK's namespace with --netns
+# on_host TASK COMMAND...: becomes COMMAND (exec), in TASK's namespace with
+# --netns; call it in a subshell, "(on_host ...) &", so that $! is the
+# command's own pid.
+on_host() {
   local task=$1; shift
-  if [ "$netns" = 1 ]; then
-    ip netns exec "${host_of[$task]}" "$@"
-  else
-    "$@"
-  fi
+  [ "$netns" = 1 ] && exec ip netns exec "${host_of[$task]}" "$@"
+  exec "$@"
 }
 if [ "$netns" = 1 ]; then
   for t in $tasks; do
@@ -74,7 +74,7 @@ cleanup() { for p in "${server_pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2
 trap cleanup EXIT
 for t in $tasks; do
   [[ $t == ps:* ]] || continue
-  on_host "$t" "$bin/ps/ps_server" --config="$config" --task="$t" --run_dir="$out/run" \
+  (on_host "$t" "$bin/ps/ps_server" --config="$config" --task="$t" --run_dir="$out/run") \
     >"$out/${t/:/-}.log" 2>&1 &
   server_pids+=($!)
 done
@@ -85,7 +85,7 @@ while read -r task address; do
   host=${address%:*} port=${address##*:}
   [ "$host" = "0.0.0.0" ] && host=127.0.0.1
   for ((i = 0; i < 300; i++)); do
-    on_host worker:0 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null && break
+    (on_host worker:0 bash -c "exec 3<>/dev/tcp/$host/$port") 2>/dev/null && break
     sleep 0.1
   done
 done < <("$bin/configs/cluster_tasks" --config="$config" --addresses)
@@ -94,8 +94,8 @@ client_pids=()
 first=0
 for ((p = 0; p < processes; p++)); do
   n=$(( workers / processes + (p < workers % processes ? 1 : 0) ))
-  on_host "worker:$first" "$bin/ps/ps_bench" --config="$config" --workers="$n" \
-    --first_worker="$first" --seconds="$seconds" >"$out/client-$p.log" 2>&1 &
+  (on_host "worker:$first" "$bin/ps/ps_bench" --config="$config" --workers="$n" \
+    --first_worker="$first" --seconds="$seconds") >"$out/client-$p.log" 2>&1 &
   client_pids+=($!)
   first=$((first + n))
 done
