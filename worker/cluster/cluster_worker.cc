@@ -444,12 +444,17 @@ absl::StatusOr<bool> ClusterWorker::Step() {
   const absl::Time t1 = absl::Now();
   absl::StatusOr<ps::PushResult> pushed;
   absl::Time t2;
-  absl::StatusOr<StepResult> r = ComputeAndPush(*batch, &pushed, &t2);
+  std::string stop;
+  absl::StatusOr<StepResult> r = ComputeAndPush(*batch, &pushed, &t2, &stop);
   if (absl::IsCancelled(r.status())) {
     result_.end_reason = "the servers shut down (training is over)";
     return false;
   }
   RETURN_IF_ERROR(r.status());
+  if (!stop.empty()) {
+    result_.end_reason = stop;
+    return false;
+  }
 
   StepRecord rec;
   rec.global_step = GlobalStep(version_);
@@ -487,7 +492,7 @@ ps::ModelVersion ClusterWorker::PushTarget() const {
 
 absl::StatusOr<StepResult> ClusterWorker::ComputeAndPush(
     const Batch& batch, absl::StatusOr<ps::PushResult>* pushed,
-    absl::Time* t2) {
+    absl::Time* t2, std::string* stop) {
   if (sender_ != nullptr) {
     StepResult r;
     ASSIGN_OR_RETURN(const bool overlapped, ComputeOverlapped(batch, &r));
@@ -496,7 +501,12 @@ absl::StatusOr<StepResult> ClusterWorker::ComputeAndPush(
       *pushed = sender_->Finish();
       return r;
     }
-    // The weights were pulled whole again: this step as without overlap.
+    // The groups' pulls reached a step to stop at, or the weights were
+    // pulled whole again, maybe of a later step than the groups': the
+    // worker stops there as it would have before computing, else this step
+    // goes on as without overlap.
+    *stop = StopReason(version_);
+    if (!stop->empty()) return r;
   }
   ASSIGN_OR_RETURN(
       StepResult r,

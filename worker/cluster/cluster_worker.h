@@ -202,10 +202,12 @@ class ClusterWorker {
   // the lowest step (PushVersion).
   ps::ModelVersion PushTarget() const;
   // Forward and backward; the push whole, or (overlap) in parts as the
-  // backward goes. Sets *t2 at the end of the backward.
+  // backward goes. Sets *t2 at the end of the backward. When overlap fell
+  // back to a whole pull that reached a step to stop at, sets *stop to the
+  // reason and computes and pushes nothing.
   absl::StatusOr<StepResult> ComputeAndPush(
       const Batch& batch, absl::StatusOr<ps::PushResult>* pushed,
-      absl::Time* t2);
+      absl::Time* t2, std::string* stop);
   // Overlap: forward on weights still arriving, gradients sent as parts.
   // False when a group's pull failed or the shards moved between the
   // groups: nothing was sent, and the weights are pulled whole again.

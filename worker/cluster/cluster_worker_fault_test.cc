@@ -231,7 +231,14 @@ TEST_CASE("a rollback mid-run: every worker re-syncs and the run ends") {
       auto r = s->Rollback(10, 2);
       INFO(r.status().ToString());
       REQUIRE(r.ok());
-      CHECK(r->rolled_back);
+      // With overlap the workers' pulls are not held by the gate: one that
+      // finds shard 0 rolled back repeats the rollback on shard 1 itself,
+      // and this call finds it done.
+      if (overlap) {
+        CHECK(r->generation == 2);
+      } else {
+        CHECK(r->rolled_back);
+      }
     }
     net.injector.OpenGate();
   };

@@ -19,6 +19,7 @@ absl::StatusOr<bool> ClusterWorker::ComputeOverlapped(const Batch& batch,
   const bool in_flight = puller_ != nullptr && puller_->in_flight();
   size_t awaited = 0;
   absl::Status pull_failure;
+  bool stop = false;
   bool began = false;
   StepHooks hooks;
   hooks.await_weights = [&](int v) -> absl::Status {
@@ -27,6 +28,13 @@ absl::StatusOr<bool> ClusterWorker::ComputeOverlapped(const Batch& batch,
     // Once every variable is there: the version, before any gradient.
     if (s.ok() && ++awaited == vars.size()) s = JoinGroups();
     pull_failure = s;
+    // The pulls may return a later step than the one asked for: at a step
+    // to stop at, the forward ends here and nothing is pushed, as the
+    // worker without overlap stops before it computes.
+    if (s.ok() && awaited == vars.size() && !StopReason(version_).empty()) {
+      stop = true;
+      return absl::CancelledError("the pulled step is one to stop at");
+    }
     return s;
   };
   hooks.gradient_ready = [&](int v) {
@@ -39,6 +47,7 @@ absl::StatusOr<bool> ClusterWorker::ComputeOverlapped(const Batch& batch,
   };
   absl::StatusOr<StepResult> r = model_->ComputeGradientsWithHooks(
       ViewsOf(weights_), batch.images.view(), batch.labels, &gradients_, hooks);
+  if (stop) return false;  // ComputeAndPush finds the stop in version_
   if (!pull_failure.ok()) {
     spdlog::info(
         "worker {}: the pulls of the variables' groups gave no "

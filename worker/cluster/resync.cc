@@ -7,6 +7,34 @@
 
 namespace psgd {
 
+namespace {
+
+// True when the rollback to `label` that a restored shard awaits is under
+// way already: every shard not awaiting is in `generation`, which rolled it
+// back to `label`, and is still at that step (no step completes while a
+// shard awaits: the workers cannot pull from it). Another worker started
+// that rollback after reading the same statuses; the awaiting shard only has
+// to take the generation.
+bool RollbackUnderWay(const std::vector<ps::ShardStatus>& shards,
+                      int64_t label, int64_t generation) {
+  int moved = 0;
+  for (const ps::ShardStatus& s : shards) {
+    if (s.awaiting_rollback) continue;
+    if (s.generation != generation || s.step != label) return false;
+    const bool took = std::any_of(
+        s.rollbacks.begin(), s.rollbacks.end(),
+        [&](const ps::RollbackRecord& r) {
+          return r.generation == generation && r.label == label &&
+                 r.to_step == label;
+        });
+    if (!took) return false;
+    ++moved;
+  }
+  return moved > 0;
+}
+
+}  // namespace
+
 ResyncDecision DecideResync(const std::vector<ps::ShardStatus>& shards) {
   ResyncDecision d;
   int64_t max_generation = 0, oldest_restored = -1;
@@ -27,7 +55,10 @@ ResyncDecision DecideResync(const std::vector<ps::ShardStatus>& shards) {
   if (oldest_restored >= 0) {
     d.kind = ResyncDecision::Kind::kRollback;
     d.label = oldest_restored;
-    d.generation = max_generation + 1;
+    d.generation =
+        RollbackUnderWay(shards, oldest_restored, max_generation)
+            ? max_generation
+            : max_generation + 1;
     d.why = absl::StrCat("a shard restored checkpoint step-", oldest_restored);
     return d;
   }

@@ -50,6 +50,33 @@ TEST_CASE("a restored shard makes the cluster roll back to its checkpoint") {
   CHECK(d.generation == 3);
 }
 
+TEST_CASE("a rollback to a restored shard's checkpoint under way is joined, not started again") {
+  // Worker A rolled shard 0 back to step-40 in generation 4; shard 1, which
+  // restored step-40, has not taken it yet. Worker B, reading this, repeats
+  // generation 4 instead of starting generation 5 (a second rollback).
+  ps::ShardStatus restored = Shard(1, 40, 3);
+  restored.awaiting_rollback = true;
+  restored.restored_label = 40;
+  ps::ShardStatus moved = Shard(0, 40, 4);
+  moved.rollbacks = {{4, 40, 47, 40}};
+  ResyncDecision d = DecideResync({moved, restored});
+  CHECK(d.kind == Kind::kRollback);
+  CHECK(d.label == 40);
+  CHECK(d.generation == 4);
+  // Once the other shard has stepped on in that generation (the restored
+  // shard crashed again later, restoring the same checkpoint), it is a new
+  // rollback.
+  moved.step = 43;
+  d = DecideResync({moved, restored});
+  CHECK(d.generation == 5);
+  // Likewise when the newest generation went back to another checkpoint.
+  moved.step = 40;
+  moved.rollbacks = {{4, 30, 47, 30}};
+  moved.step = 30;
+  d = DecideResync({moved, restored});
+  CHECK(d.generation == 5);
+}
+
 TEST_CASE("a rollback half taken is repeated; shutdown ends; waits") {
   ps::ShardStatus ahead = Shard(0, 40, 4);
   ahead.rollbacks = {{3, 20, 25, 20}, {4, 40, 44, 40}};
