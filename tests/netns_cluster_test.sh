@@ -51,7 +51,10 @@ worker { address: "$H2:2300" }
 training { mode: $mode batch_size: 16 steps: $steps eval_every: 50 eval_examples: 200 }
 model { name: "cifar10_linear" }
 data { source: SYNTHETIC synthetic_train_size: 1200 synthetic_test_size: 300 }
-checkpoint { every_steps: 40 }
+# keep: 20: at 2 ms a step, a loaded machine's checkpoint writers can lag
+# several intervals behind, and the default keep of 3 could then prune on
+# ps:0 the newest checkpoint that ps:1 also has (docs/MULTIHOST.md).
+checkpoint { every_steps: 40 keep: 20 }
 worker_lease_seconds: 10
 ps_unavailable_timeout_seconds: 120
 EOC
