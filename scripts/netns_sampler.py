@@ -10,7 +10,8 @@ appends to DIR/HOST/net-HOST.jsonl a line
 with the bytes its eth0 has sent and received so far (what crossed the host's
 link: payload and protocol overhead) and the tbf cap of its upload (0: none).
 scripts/launch.sh --netns runs it for the run; scripts/compare.py turns the
-counters into bytes per second. Ends on SIGTERM or when --parent exits.
+counters into bytes per second. Ends on SIGTERM or when --parent exits,
+after one last sample.
 """
 import argparse
 import json
@@ -59,7 +60,7 @@ def main():
     for h in hosts:
         os.makedirs(os.path.join(a.run_dir, h), exist_ok=True)
         files[h] = open(os.path.join(a.run_dir, h, f"net-{h}.jsonl"), "a")
-    while not stop:
+    def sample():
         now = time.time()
         for h in hosts:
             try:
@@ -70,9 +71,15 @@ def main():
                                        "tx_bytes": tx, "rx_bytes": rx,
                                        "cap_bits_per_s": caps[h]}) + "\n")
             files[h].flush()
+
+    while not stop:
+        sample()
         if a.parent and not os.path.exists(f"/proc/{a.parent}"):
             break
         time.sleep(a.interval)
+    # A last sample at the end, so that a run shorter than two intervals
+    # still has its counters at both ends (compare.py needs two).
+    sample()
     return 0
 
 
