@@ -20,12 +20,13 @@ bool RollbackUnderWay(const std::vector<ps::ShardStatus>& shards,
   int moved = 0;
   for (const ps::ShardStatus& s : shards) {
     if (s.awaiting_rollback) continue;
-    if (s.generation != generation || s.step != label) return false;
+    if (s.generation != generation) return false;
+    // The step the checkpoint put it at, and no step since.
     const bool took = std::any_of(
         s.rollbacks.begin(), s.rollbacks.end(),
         [&](const ps::RollbackRecord& r) {
           return r.generation == generation && r.label == label &&
-                 r.to_step == label;
+                 r.to_step == s.step;
         });
     if (!took) return false;
     ++moved;
