@@ -20,7 +20,7 @@
 #include "ps/client/grpc_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/testing/shard_test_util.h"
-#include "worker/cluster/server_wait.h"
+#include "worker/session/server_wait.h"
 
 namespace psgd {
 namespace {

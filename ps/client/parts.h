@@ -1,7 +1,7 @@
 // What a caller of PsClient::PushPart and PullPart (overlap) makes of the
 // replies of several parts: the push's reply per shard and the version that
 // pulls of groups of variables make up. Shared by the cluster worker
-// (worker/cluster/overlap.h) and the client tests.
+// (worker/session/overlap.h) and the client tests.
 //
 // Thread-safety: pure functions.
 #ifndef PSGD_PS_CLIENT_PARTS_H_

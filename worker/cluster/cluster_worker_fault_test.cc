@@ -11,7 +11,7 @@
 
 #include "ps/testing/fault_injection_client.h"
 #include "worker/cluster/cluster_test_util.h"
-#include "worker/cluster/resync.h"
+#include "worker/session/resync.h"
 
 namespace psgd {
 namespace {

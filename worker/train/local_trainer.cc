@@ -4,6 +4,7 @@
 #include <chrono>
 #include <deque>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -12,6 +13,7 @@
 #include "worker/data/batcher.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
+#include "worker/session/metric_sinks.h"
 #include "worker/train/evaluate.h"
 
 namespace psgd {
@@ -84,6 +86,9 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
   double train_seconds = 0.0, window_seconds = 0.0, window_loss = 0.0;
   int64_t window_steps = 0;
 
+  // The run's lines, written as a cluster worker's (task "local").
+  std::optional<MetricSinks> sinks;
+  if (metrics != nullptr) sinks.emplace("local", metrics, nullptr, nullptr);
   auto evaluate = [&](int64_t step) -> absl::Status {
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(
@@ -102,15 +107,16 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
         "({} images, {:.1f} s)",
         step, p.epoch, p.test_accuracy, p.test_loss, r.examples,
         Seconds(t0, Clock::now()));
-    if (metrics == nullptr) return absl::OkStatus();
-    return metrics->Write(JsonObject()
-                              .Set("kind", "eval")
-                              .Set("step", step)
-                              .Set("epoch", p.epoch)
-                              .Set("wall_time_s", p.wall_time_s)
-                              .Set("test_accuracy", p.test_accuracy)
-                              .Set("test_loss", p.test_loss)
-                              .Set("eval_s", Seconds(t0, Clock::now())));
+    if (!sinks.has_value()) return absl::OkStatus();
+    EvalRecord e;
+    e.global_step = step;
+    e.epoch = p.epoch;
+    e.wall_time_s = p.wall_time_s;
+    e.test_accuracy = p.test_accuracy;
+    e.test_loss = p.test_loss;
+    e.examples = r.examples;
+    e.eval_s = Seconds(t0, Clock::now());
+    return sinks->WriteEval(e);
   };
 
   int64_t step = 0;
@@ -135,22 +141,23 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
     window_seconds += step_s;
     window_loss += r.loss;
     ++window_steps;
-    if (metrics != nullptr) {
-      RETURN_IF_ERROR(
-          metrics->Write(JsonObject()
-                             .Set("kind", "train")
-                             .Set("step", step)
-                             .Set("epoch", batch->epoch)
-                             .Set("wall_time_s", Seconds(start, t3))
-                             .Set("loss", r.loss)
-                             .Set("cross_entropy", r.cross_entropy)
-                             .Set("train_accuracy", r.accuracy())
-                             .Set("batch_size", r.examples)
-                             .Set("step_s", step_s)
-                             .Set("images_per_s", r.examples / step_s)
-                             .Set("compute_s", Seconds(t1, t2))
-                             .Set("apply_s", Seconds(t2, t3))
-                             .Set("input_wait_s", Seconds(t0, t1))));
+    if (sinks.has_value()) {
+      StepRecord rec;
+      rec.local_step = rec.global_step = step;
+      rec.epoch = batch->epoch;
+      rec.batch_size = r.examples;
+      rec.wall_time_s = Seconds(start, t3);
+      rec.loss = r.loss;
+      rec.cross_entropy = r.cross_entropy;
+      rec.train_accuracy = r.accuracy();
+      rec.step_s = step_s;
+      rec.images_per_s = r.examples / step_s;
+      rec.input_s = Seconds(t0, t1);
+      rec.compute_s = Seconds(t1, t2);
+      rec.apply_s = Seconds(t2, t3);
+      StepContext context;
+      context.train_examples = data.train.count();
+      RETURN_IF_ERROR(sinks->WriteStep(rec, context));
     }
     if (options.log_every > 0 && step % options.log_every == 0) {
       const double acc =

@@ -1,4 +1,4 @@
-#include "worker/cluster/server_wait.h"
+#include "worker/session/server_wait.h"
 
 #include <grpcpp/grpcpp.h>
 

@@ -1,4 +1,4 @@
-#include "worker/cluster/step_outcome.h"
+#include "worker/session/step_outcome.h"
 
 #include <catch2/catch.hpp>
 #include <set>

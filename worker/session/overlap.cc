@@ -1,4 +1,4 @@
-#include "worker/cluster/overlap.h"
+#include "worker/session/overlap.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "worker/cluster/progress.h"
+#include "worker/session/progress.h"
 
 #include <catch2/catch.hpp>
 

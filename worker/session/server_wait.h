@@ -3,8 +3,8 @@
 // tell them the run directory.
 //
 // Thread-safety: a free function.
-#ifndef PSGD_WORKER_CLUSTER_SERVER_WAIT_H_
-#define PSGD_WORKER_CLUSTER_SERVER_WAIT_H_
+#ifndef PSGD_WORKER_SESSION_SERVER_WAIT_H_
+#define PSGD_WORKER_SESSION_SERVER_WAIT_H_
 
 #include <string>
 #include <vector>
@@ -35,4 +35,4 @@ absl::StatusOr<std::string> AwaitRunDir(ps::PsClient* client,
 
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_CLUSTER_SERVER_WAIT_H_
+#endif  // PSGD_WORKER_SESSION_SERVER_WAIT_H_

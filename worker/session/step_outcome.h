@@ -4,8 +4,8 @@
 // word that the metrics and the summary use.
 //
 // Thread-safety: plain values and pure functions.
-#ifndef PSGD_WORKER_CLUSTER_STEP_OUTCOME_H_
-#define PSGD_WORKER_CLUSTER_STEP_OUTCOME_H_
+#ifndef PSGD_WORKER_SESSION_STEP_OUTCOME_H_
+#define PSGD_WORKER_SESSION_STEP_OUTCOME_H_
 
 #include <cstdint>
 
@@ -57,4 +57,4 @@ absl::optional<StepOutcome> OutcomeOfRefusal(const absl::Status& status);
 
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_CLUSTER_STEP_OUTCOME_H_
+#endif  // PSGD_WORKER_SESSION_STEP_OUTCOME_H_

@@ -15,8 +15,8 @@
 // Thread-safety: each object is driven by one thread (the worker's); its own
 // threads touch only the tensors handed to it, which the caller leaves
 // alone until Finish / Await says they are done.
-#ifndef PSGD_WORKER_CLUSTER_OVERLAP_H_
-#define PSGD_WORKER_CLUSTER_OVERLAP_H_
+#ifndef PSGD_WORKER_SESSION_OVERLAP_H_
+#define PSGD_WORKER_SESSION_OVERLAP_H_
 
 #include <cstdint>
 #include <deque>
@@ -113,4 +113,4 @@ class GroupPuller {
 
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_CLUSTER_OVERLAP_H_
+#endif  // PSGD_WORKER_SESSION_OVERLAP_H_

@@ -1,4 +1,4 @@
-#include "worker/cluster/resync.h"
+#include "worker/session/resync.h"
 
 #include <algorithm>
 #include <map>

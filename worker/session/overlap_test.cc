@@ -2,7 +2,7 @@
 // tutorial network (a layer's weights and bias), a push in parts whose
 // replies are those of the parts that completed each shard's push, and
 // group pulls that are awaited one by one and joined into one version.
-#include "worker/cluster/overlap.h"
+#include "worker/session/overlap.h"
 
 #include <catch2/catch.hpp>
 #include <memory>

@@ -5,8 +5,8 @@
 // protocol; ClusterWorker::Recover (cluster_worker.h) acts on the decision.
 //
 // Thread-safety: pure functions.
-#ifndef PSGD_WORKER_CLUSTER_RESYNC_H_
-#define PSGD_WORKER_CLUSTER_RESYNC_H_
+#ifndef PSGD_WORKER_SESSION_RESYNC_H_
+#define PSGD_WORKER_SESSION_RESYNC_H_
 
 #include <cstdint>
 #include <string>
@@ -58,4 +58,4 @@ RollbackSummary SummarizeRollbacks(const std::vector<ps::ShardStatus>& shards);
 
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_CLUSTER_RESYNC_H_
+#endif  // PSGD_WORKER_SESSION_RESYNC_H_

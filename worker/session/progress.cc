@@ -1,10 +1,11 @@
-#include "worker/cluster/progress.h"
+#include "worker/session/progress.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
 
 namespace psgd {
 
@@ -34,6 +35,27 @@ std::string ProgressText(double fraction, double elapsed_s) {
     eta = absl::StrCat(left, "s");
   }
   return absl::StrFormat("%.1f%% done, ETA %s", 100.0 * fraction, eta);
+}
+
+void ProgressLog::Add(const StepRecord& r, int64_t global_step,
+                      int64_t batches_done) {
+  step_seconds_ += r.step_s;
+  images_ += r.batch_size;
+  window_loss_ += r.loss;
+  ++window_steps_;
+  if (every_ <= 0 || r.local_step % every_ != 0) return;
+  const std::string progress = ProgressText(
+      FractionDone(ends_, global_step, r.wall_time_s, batches_done),
+      r.wall_time_s);
+  spdlog::info("step {} (local {}): loss {:.4f}, {:.0f} images/s, last "
+               "step {:.3f} s (pull {:.3f}, compute {:.3f}, push {:.3f}, "
+               "wait {:.3f}), {}{}{}",
+               global_step, r.local_step, window_loss_ / window_steps_,
+               images_ / step_seconds_, r.step_s, r.pull_s, r.compute_s,
+               r.push_s, r.wait_s, std::string(StepOutcomeName(r.outcome)),
+               progress.empty() ? "" : "; ", progress);
+  window_loss_ = 0.0;
+  window_steps_ = 0;
 }
 
 }  // namespace psgd

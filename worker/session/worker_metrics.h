@@ -5,8 +5,8 @@
 // server's thread.
 //
 // Thread-safety: Record and Text may be called from any thread.
-#ifndef PSGD_WORKER_CLUSTER_WORKER_METRICS_H_
-#define PSGD_WORKER_CLUSTER_WORKER_METRICS_H_
+#ifndef PSGD_WORKER_SESSION_WORKER_METRICS_H_
+#define PSGD_WORKER_SESSION_WORKER_METRICS_H_
 
 #include <cstdint>
 #include <map>
@@ -14,7 +14,7 @@
 
 #include "common/mutex.h"
 #include "common/prometheus.h"
-#include "worker/cluster/cluster_worker.h"
+#include "worker/session/records.h"
 
 namespace psgd {
 
@@ -42,4 +42,4 @@ class WorkerMetrics {
 
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_CLUSTER_WORKER_METRICS_H_
+#endif  // PSGD_WORKER_SESSION_WORKER_METRICS_H_

@@ -1,6 +1,6 @@
 // The re-sync decision after a failure, case by case, and the cost of the
 // rollbacks of a run.
-#include "worker/cluster/resync.h"
+#include "worker/session/resync.h"
 
 #include <catch2/catch.hpp>
 

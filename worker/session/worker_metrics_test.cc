@@ -1,4 +1,4 @@
-#include "worker/cluster/worker_metrics.h"
+#include "worker/session/worker_metrics.h"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>

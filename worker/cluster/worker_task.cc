@@ -1,0 +1,231 @@
+#include "worker/cluster/worker_task.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/event_file.h"
+#include "common/file_io.h"
+#include "common/host_address.h"
+#include "common/prometheus.h"
+#include "common/status_macros.h"
+#include "ps/client/grpc_client.h"
+#include "spdlog/spdlog.h"
+#include "worker/backends/factory.h"
+#include "worker/cluster/cluster_worker.h"
+#include "worker/cluster/worker_config.h"
+#include "worker/data/batcher.h"
+#include "worker/data/dataset.h"
+#include "worker/models/registry.h"
+#include "worker/paths.h"
+#include "worker/session/metric_sinks.h"
+#include "worker/session/resync.h"
+#include "worker/session/server_wait.h"
+#include "worker/session/worker_metrics.h"
+
+namespace psgd {
+namespace {
+
+// Prometheus (worker.metrics_port), first: a port in use stops the task
+// before it connects or trains. Null when the config asks for none.
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartPrometheus(
+    const ClusterConfig& config, const TaskId& task, WorkerMetrics* metrics) {
+  const config::WorkerTask& wt = config.worker(task.index);
+  if (wt.metrics_port() <= 0) return nullptr;
+  std::string host;
+  int port = 0;
+  RETURN_IF_ERROR(SplitHostPort(wt.address(), &host, &port));
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
+      MetricsHttpServer::Start("0.0.0.0", wt.metrics_port(),
+                               [metrics] { return metrics->Text(); });
+  if (!started.ok()) {
+    return Annotate(started.status(), task.ToString() + ": ");
+  }
+  spdlog::info("Prometheus metrics on http://{}:{}/metrics", host,
+               (*started)->port());
+  return started;
+}
+
+// The run directory: given, or the chief's choice, which it sends with
+// Initialize and the servers pass on to everyone else. Creates the client
+// (which carries the chief's choice) on the way.
+absl::StatusOr<std::string> OpenRunDir(
+    const WorkerTaskOptions& options, const ClusterConfig& config,
+    WorkerTaskConfig* w, std::unique_ptr<ps::GrpcPsClient>* client) {
+  std::string run_dir = ResolveUserPath(options.run_dir);
+  if (run_dir.empty() && w->loop.chief) {
+    ASSIGN_OR_RETURN(run_dir,
+                     CreateRunDir("", ResolveUserPath(config.run_root()),
+                                  config.name(), absl::Now()));
+  }
+  w->client.run_dir = run_dir;
+  ASSIGN_OR_RETURN(*client, ps::GrpcPsClient::Create(w->client));
+  if (run_dir.empty()) {
+    ASSIGN_OR_RETURN(run_dir, AwaitRunDir(client->get(),
+                                          absl::Now() + w->loop.start_timeout));
+  }
+  ASSIGN_OR_RETURN(run_dir, CreateRunDir(run_dir, "", "", absl::Now()));
+  if (w->loop.chief) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(options.config_path));
+    RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/config.pbtxt", text));
+    if (config.security().has_token() && !config.security().has_token_file()) {
+      spdlog::warn(
+          "the config holds the cluster's token inline, so {}/config.pbtxt "
+          "holds it too; security.token_file keeps it out of run directories",
+          run_dir);
+    }
+  }
+  spdlog::info("run directory {}", run_dir);
+  return run_dir;
+}
+
+}  // namespace
+
+absl::Status RunWorkerTask(const WorkerTaskOptions& options,
+                           const TaskId& task_id, const ClusterConfig& config) {
+  const std::string task = task_id.ToString();
+  ASSIGN_OR_RETURN(WorkerTaskConfig w,
+                   WorkerTaskFromConfig(config, task_id.index));
+  w.data.data_dir = ResolveUserPath(w.data.data_dir);
+  WorkerMetrics prometheus_metrics(task_id.index);
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttpServer> prometheus,
+                   StartPrometheus(config, task_id, &prometheus_metrics));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                   CreateBackend(w.backend, w.backend_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   CreateModel(w.model, backend.get()));
+  ASSIGN_OR_RETURN(Dataset data, OpenDataset(w.data));
+  ASSIGN_OR_RETURN(std::unique_ptr<Batcher> batches,
+                   Batcher::Create(&data.train, w.batches));
+  spdlog::info(
+      "{} of cluster '{}': model {} on {}, data {} ({} of {} training "
+      "images), batch {}, {} mode",
+      task, config.name(), w.model, backend->name(), data.name,
+      batches->examples_per_epoch(), data.train.count(),
+      w.batches.batch_size, w.loop.sync ? "sync" : "async");
+  // A ps host name that does not resolve is a typo, not a server to wait
+  // for: named with its task.
+  RETURN_IF_ERROR(CheckPsAddressesResolve(config));
+  RETURN_IF_ERROR(WaitForServers(w.client.addresses, w.client.security,
+                                 absl::Now() + w.loop.start_timeout));
+  std::unique_ptr<ps::GrpcPsClient> client;
+  ASSIGN_OR_RETURN(const std::string run_dir,
+                   OpenRunDir(options, config, &w, &client));
+  const std::string prefix = absl::StrCat(run_dir, "/worker-", task_id.index);
+  // A restarted worker adds to the lines of the one before.
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> jsonl,
+                   MetricsWriter::Open(prefix + ".jsonl", /*append=*/true));
+  // The chief's TensorBoard scalars (tensorboard --logdir RUN_DIR).
+  std::unique_ptr<EventFileWriter> events;
+  if (w.loop.chief) {
+    ASSIGN_OR_RETURN(events, EventFileWriter::Create(
+                                 run_dir, absl::StrCat("worker-", task_id.index)));
+  }
+  MetricSinks sinks(task, jsonl.get(), events.get(), &prometheus_metrics);
+  // The payload of each step's pushes and pulls (what crossed the network
+  // for this worker), from the client's counters.
+  ps::GrpcPsClient::PayloadBytes last = client->payload_bytes();
+  ClusterWorkerCallbacks callbacks;
+  callbacks.on_step = [&](const StepRecord& r) {
+    const ps::GrpcPsClient::PayloadBytes now = client->payload_bytes();
+    StepContext c;
+    c.sent_bytes = now.sent - last.sent;
+    c.received_bytes = now.received - last.received;
+    c.train_examples = data.train.count();
+    last = now;
+    return sinks.WriteStep(r, c);
+  };
+  callbacks.on_eval = [&](const EvalRecord& e) { return sinks.WriteEval(e); };
+  ClusterWorker worker(client.get(), model.get(), batches.get(),
+                       w.loop.chief ? &data.test : nullptr, w.loop, callbacks);
+  ASSIGN_OR_RETURN(ClusterWorkerResult result, worker.Run());
+  RETURN_IF_ERROR(
+      WriteJsonFile(prefix + ".summary.json", WorkerSummary(task, result)));
+  if (w.loop.chief) {
+    RETURN_IF_ERROR(
+        WriteJsonFile(run_dir + "/summary.json", RunSummary(config, result)));
+  }
+  spdlog::info("{} done: {} steps, final step {}, {:.0f} images/s ({})", task,
+               result.local_steps, result.final_global_step,
+               result.images_per_s, result.end_reason);
+  return absl::OkStatus();
+}
+
+JsonObject WorkerSummary(const std::string& task,
+                         const ClusterWorkerResult& r) {
+  JsonObject s;
+  s.Set("task", task)
+      .Set("local_steps", r.local_steps)
+      .Set("final_global_step", r.final_global_step)
+      .Set("seconds", r.seconds)
+      .Set("images_per_s", r.images_per_s)
+      .Set("end_reason", r.end_reason)
+      .Set("unaligned_steps", r.unaligned_steps)
+      .Set("recoveries", r.recoveries);
+  for (const auto& [outcome, count] : r.outcomes) {
+    s.Set(absl::StrCat("pushes_", StepOutcomeName(outcome)), count);
+  }
+  if (!r.evals.empty()) {
+    s.Set("final_test_accuracy", r.evals.back().test_accuracy);
+  }
+  return s;
+}
+
+JsonObject RunSummary(const ClusterConfig& config,
+                      const ClusterWorkerResult& r) {
+  const config::TrainingConfig& t = config.training();
+  JsonObject s;
+  s.Set("cluster", config.name())
+      .Set("mode", t.mode() == config::TrainingConfig::SYNC ? "sync" : "async")
+      .Set("ps_tasks", config.ps_size())
+      .Set("workers", config.worker_size())
+      .Set("replicas_to_aggregate", t.replicas_to_aggregate())
+      .Set("total_num_replicas", t.total_num_replicas())
+      .Set("batch_size", t.batch_size())
+      .Set("model", config.model().name())
+      .Set("final_global_step", r.final_global_step)
+      .Set("seconds", r.seconds);
+  if (!r.evals.empty()) {
+    s.Set("final_test_accuracy", r.evals.back().test_accuracy);
+  }
+  // Server counters summed over the shards; staleness of shard 0.
+  ps::PushCounters total;
+  int64_t expired = 0;
+  for (const ps::ShardStatus& st : r.server_status) {
+    total.aggregated += st.counters.aggregated;
+    total.applied += st.counters.applied;
+    total.dropped_stale += st.counters.dropped_stale;
+    total.dropped_surplus += st.counters.dropped_surplus;
+    total.refused += st.counters.refused;
+    total.refused_too_stale += st.counters.refused_too_stale;
+    total.completed_by_leave += st.counters.completed_by_leave;
+    expired = std::max(expired, st.workers_expired);
+  }
+  s.Set("server_workers_expired", expired);
+  // Parameter-server restarts survived and what they cost
+  // (docs/RELIABILITY.md).
+  const RollbackSummary rollbacks = SummarizeRollbacks(r.server_status);
+  s.Set("ps_rollbacks", rollbacks.rollbacks)
+      .Set("steps_redone", rollbacks.steps_redone)
+      .Set("max_steps_redone", rollbacks.max_steps_redone);
+  s.Set("server_aggregated", total.aggregated)
+      .Set("server_applied", total.applied)
+      .Set("server_dropped_stale", total.dropped_stale)
+      .Set("server_dropped_surplus", total.dropped_surplus)
+      .Set("server_refused", total.refused)
+      .Set("server_refused_too_stale", total.refused_too_stale)
+      .Set("server_completed_by_leave", total.completed_by_leave);
+  if (!r.server_status.empty()) {
+    std::string hist;
+    for (const auto& [staleness, count] :
+         r.server_status[0].staleness_histogram) {
+      absl::StrAppend(&hist, hist.empty() ? "" : ",", staleness, ":", count);
+    }
+    s.Set("staleness_histogram_shard0", hist);
+  }
+  return s;
+}
+
+}  // namespace psgd

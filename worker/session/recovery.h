@@ -1,0 +1,73 @@
+// How a worker gets back in step with the parameter servers after a
+// transient failure (docs/RELIABILITY.md): a server unreachable (killed,
+// restarting, cut off) or the cluster rolling back to a checkpoint.
+//
+// Recover asks every shard for its status, retrying with backoff (50 ms
+// doubling to 2 s) for up to `unavailable_timeout`; when a restarted shard
+// restored a checkpoint it rolls the whole cluster back to it (Rollback, the
+// same request from every worker; worker/session/resync.h decides); then it
+// joins again (a no-op when live). Retrying wraps a call in that.
+//
+// Also the version arithmetic every worker loop needs (GlobalStep,
+// NewestStep, PushVersion, AnyStepOf).
+//
+// Thread-safety: thread-compatible; one per worker, used by its loop.
+#ifndef PSGD_WORKER_SESSION_RECOVERY_H_
+#define PSGD_WORKER_SESSION_RECOVERY_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ps/client/ps_client.h"
+
+namespace psgd {
+
+// The lowest and the highest of the shards' steps (0 for none).
+int64_t GlobalStep(const ps::ModelVersion& version);
+int64_t NewestStep(const ps::ModelVersion& version);
+// What a sync worker pushes after pulling `version`: the shards at the
+// lowest step keep it, the others are ps::kNoPush (they are a step ahead).
+ps::ModelVersion PushVersion(const ps::ModelVersion& version);
+// Any step of every shard, in `generation` (0: any).
+ps::ModelVersion AnyStepOf(int num_shards, int64_t generation);
+
+// A failure the worker waits out: UNAVAILABLE or ABORTED, and with
+// `deadline_too` DEADLINE_EXCEEDED (for calls that do not wait for a step).
+bool IsTransient(const absl::Status& status, bool deadline_too);
+
+class Recovery {
+ public:
+  // `client` is not owned and must outlive this. `worker_id` names the
+  // worker in log lines.
+  Recovery(ps::PsClient* client, int worker_id,
+           absl::Duration unavailable_timeout);
+  Recovery(const Recovery&) = delete;
+  Recovery& operator=(const Recovery&) = delete;
+
+  // After `cause`: waits until every shard answers and they agree on one
+  // generation, rolling the cluster back when a restarted shard restored a
+  // checkpoint, and joins again. Returns the generation. CANCELLED when the
+  // servers shut down; the last failure (annotated) when
+  // unavailable_timeout passes; any non-transient error at once (e.g. the
+  // Rollback's when a checkpoint cannot be loaded).
+  absl::StatusOr<int64_t> Recover(const absl::Status& cause);
+
+  // call() until it succeeds or fails with anything but a transient error,
+  // recovering in between.
+  absl::Status Retrying(const std::function<absl::Status()>& call);
+
+  // Times Recover ran.
+  int64_t recoveries() const { return recoveries_; }
+
+ private:
+  ps::PsClient* const client_;  // Not owned.
+  const int worker_id_;
+  const absl::Duration unavailable_timeout_;
+  int64_t recoveries_ = 0;
+};
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_SESSION_RECOVERY_H_

@@ -1,0 +1,311 @@
+#include "worker/session/worker_session.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace psgd {
+
+absl::Status ValidateSessionOptions(const SessionOptions& o) {
+  if (o.worker_id < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker_id is ", o.worker_id, ", must be >= 0"));
+  }
+  if (o.start_timeout <= absl::ZeroDuration() ||
+      o.step_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start_timeout (", absl::FormatDuration(o.start_timeout),
+        ") and step_timeout (", absl::FormatDuration(o.step_timeout),
+        ") must be positive"));
+  }
+  if (o.ps_unavailable_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "ps_unavailable_timeout must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+WorkerSession::WorkerSession(ps::PsClient* client,
+                             std::vector<VariableSpec> variables,
+                             std::vector<ps::NamedTensorView> weights,
+                             SessionOptions options)
+    : client_(client),
+      variables_(std::move(variables)),
+      weights_(std::move(weights)),
+      options_(std::move(options)),
+      recovery_(client, options_.worker_id, options_.ps_unavailable_timeout) {
+  if (options_.overlap) {
+    sender_ = std::make_unique<PartSender>(client_);
+    if (options_.sync) {
+      puller_ =
+          std::make_unique<GroupPuller>(client_, PullGroups(variables_));
+    }
+  }
+}
+
+WorkerSession::~WorkerSession() {
+  if (puller_ != nullptr && puller_->in_flight()) puller_->Join().IgnoreError();
+}
+
+absl::Status WorkerSession::Initialize(
+    absl::Span<const ps::NamedConstTensorView> initial) {
+  RETURN_IF_ERROR(
+      recovery_.Retrying([&]() { return client_->Initialize(initial); }));
+  spdlog::info("initialised {} variables on {} shard(s)", initial.size(),
+               client_->num_shards());
+  return absl::OkStatus();
+}
+
+absl::Status WorkerSession::Start() {
+  RETURN_IF_ERROR(ValidateSessionOptions(options_));
+  RETURN_IF_ERROR(recovery_.Retrying([&]() { return client_->Join(); }));
+  // The first pull also waits for the chief's initialisation.
+  absl::StatusOr<ps::ModelVersion> pulled =
+      PullSynced(AnyStepOf(client_->num_shards(), 0), options_.start_timeout,
+                 /*line_up=*/false);
+  if (!pulled.ok()) {
+    return Annotate(pulled.status(),
+                    "waiting for the servers to be initialised: ");
+  }
+  version_ = *std::move(pulled);
+  if (GlobalStep(version_) == 0) RETURN_IF_ERROR(AwaitOtherWorkers());
+  return absl::OkStatus();
+}
+
+absl::Status WorkerSession::AwaitOtherWorkers() {
+  // A sync step completes with min(N, live workers) gradients: a worker
+  // that pushed before the others joined would complete steps alone.
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  for (;;) {
+    ASSIGN_OR_RETURN(std::vector<ps::ShardStatus> status, Status());
+    size_t joined = status[0].live_workers.size();
+    int64_t step = status[0].step;
+    for (const ps::ShardStatus& s : status) {
+      joined = std::min(joined, s.live_workers.size());
+      step = std::min(step, s.step);
+    }
+    const size_t expected = status[0].total_num_replicas;
+    if (joined >= expected || step > 0) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      spdlog::warn("{} of {} workers joined within {}; starting without the "
+                   "others",
+                   joined, expected,
+                   absl::FormatDuration(options_.start_timeout));
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+const ps::ModelVersion& WorkerSession::ahead_version() const {
+  if (puller_ != nullptr && puller_->in_flight()) return puller_->wanted();
+  return version_;
+}
+
+ps::ModelVersion WorkerSession::PushTarget() const {
+  // Sync: only the shards at the lowest step get this gradient. Shards that
+  // are a step ahead (LineUp gave up: a lagging shard waits for gradients
+  // that only come from pushes tagged with its step, e.g. of a worker
+  // killed between its pushes and started again) get nothing this time, so
+  // that the lagging shards catch up and the next step is aligned; pushing
+  // everywhere would keep the shards a step apart for good, every step
+  // waiting out LineUp's patience.
+  return options_.sync ? PushVersion(version_) : version_;
+}
+
+absl::StatusOr<PushOutcome> WorkerSession::Push(
+    absl::Span<const ps::NamedConstTensorView> gradients) {
+  return Settle(client_->Push(PushTarget(), gradients), gradients);
+}
+
+void WorkerSession::AddPart(ps::NamedConstTensorView gradient) {
+  if (!parts_begun_) {
+    sender_->Begin(PushTarget());
+    parts_begun_ = true;
+  }
+  sender_->Add(std::move(gradient));
+}
+
+absl::StatusOr<PushOutcome> WorkerSession::FinishParts(
+    absl::Span<const ps::NamedConstTensorView> gradients) {
+  parts_begun_ = false;
+  return Settle(sender_->Finish(), gradients);
+}
+
+absl::StatusOr<PushOutcome> WorkerSession::Settle(
+    absl::StatusOr<ps::PushResult> pushed,
+    absl::Span<const ps::NamedConstTensorView> gradients) {
+  const ps::ModelVersion push_to = PushTarget();
+  PushOutcome o;
+  o.generation = version_.generation;
+  while (!pushed.ok() && IsTransient(pushed.status(), /*deadline_too=*/true)) {
+    ASSIGN_OR_RETURN(o.generation, recovery_.Recover(pushed.status()));
+    if (o.generation != version_.generation) {
+      o.outcome = StepOutcome::kRolledBack;  // from weights now undone
+      return o;
+    }
+    // The same gradient again, whole: shards that had it refuse the copy.
+    pushed = client_->Push(push_to, gradients);
+  }
+  if (pushed.ok()) {
+    o.outcome = OutcomeOfReplies(*pushed, &o.staleness);
+    return o;
+  }
+  const absl::optional<StepOutcome> refused = OutcomeOfRefusal(pushed.status());
+  if (!refused.has_value()) return pushed.status();
+  o.outcome = *refused;
+  if (*refused == StepOutcome::kRejoined) {
+    // Join again at the current step; this gradient is lost (another shard
+    // may have taken it: the shards judge each push on their own).
+    spdlog::warn("worker {} was out of the live set ({}); joining again",
+                 options_.worker_id, std::string(pushed.status().message()));
+    RETURN_IF_ERROR(recovery_.Retrying([&]() { return client_->Join(); }));
+  }
+  return o;
+}
+
+absl::Status WorkerSession::PullAfterPush(const PushOutcome& pushed) {
+  // Sync: wait until each shard is past the step this worker pushed to it
+  // (its own gradient counts towards that step, so this never waits for a
+  // step it could not help complete), then line the shards up. Async (and
+  // after a rejoin or a rollback): any newer weights, without waiting.
+  const bool wait_for_step = options_.sync &&
+                             pushed.outcome != StepOutcome::kRejoined &&
+                             pushed.outcome != StepOutcome::kRolledBack;
+  ps::ModelVersion wanted = AnyStepOf(client_->num_shards(), pushed.generation);
+  if (wait_for_step) {
+    wanted = ps::ModelVersion::AtLeast(client_->num_shards(),
+                                       GlobalStep(version_) + 1);
+    wanted.generation = version_.generation;
+  }
+  if (wait_for_step && puller_ != nullptr) {
+    // Overlap: one pull per group of variables, on threads of their own;
+    // the next forward awaits them variable by variable.
+    awaited_ = 0;
+    puller_->Start(wanted, absl::Now() + options_.step_timeout, weights_);
+    return absl::OkStatus();
+  }
+  return PullWhole(wanted, wait_for_step);
+}
+
+absl::Status WorkerSession::PullWhole(const ps::ModelVersion& wanted,
+                                      bool line_up) {
+  absl::StatusOr<ps::ModelVersion> pulled =
+      PullSynced(wanted, options_.step_timeout, line_up);
+  if (absl::IsCancelled(pulled.status())) return pulled.status();
+  if (!pulled.ok()) {
+    return Annotate(pulled.status(),
+                    absl::StrCat("pulling the weights for step ",
+                                 GlobalStep(wanted), ": "));
+  }
+  version_ = *std::move(pulled);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerSession::AwaitWeights(int v) {
+  if (puller_ == nullptr || !puller_->in_flight()) return absl::OkStatus();
+  RETURN_IF_ERROR(puller_->Await(v));
+  // Once every variable is there: the version, before any gradient.
+  if (++awaited_ < variables_.size()) return absl::OkStatus();
+  return JoinGroups();
+}
+
+absl::Status WorkerSession::JoinGroups() {
+  ASSIGN_OR_RETURN(ps::ModelVersion version, puller_->Join());
+  if (options_.sync && GlobalStep(version) != NewestStep(version)) {
+    return absl::FailedPreconditionError(
+        "the shards are at different steps: line them up");
+  }
+  version_ = std::move(version);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerSession::PullWholeAfterGroups() {
+  if (puller_->in_flight()) puller_->Join().IgnoreError();
+  return PullWhole(puller_->wanted(), /*line_up=*/true);
+}
+
+absl::Status WorkerSession::SettlePulls() {
+  if (puller_ == nullptr || !puller_->in_flight()) return absl::OkStatus();
+  if (JoinGroups().ok()) return absl::OkStatus();
+  return PullWhole(puller_->wanted(), /*line_up=*/true);
+}
+
+absl::StatusOr<ps::ModelVersion> WorkerSession::PullLatest() {
+  if (puller_ != nullptr && puller_->in_flight()) JoinGroups().IgnoreError();
+  return PullSynced(AnyStepOf(client_->num_shards(), 0), options_.step_timeout,
+                    /*line_up=*/false);
+}
+
+absl::StatusOr<std::vector<ps::ShardStatus>> WorkerSession::Status() {
+  std::vector<ps::ShardStatus> status;
+  RETURN_IF_ERROR(recovery_.Retrying([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(status, client_->Status());
+    return absl::OkStatus();
+  }));
+  return status;
+}
+
+absl::Status WorkerSession::Leave() {
+  // Pulls still in flight (overlap) end before the buffers are used again.
+  if (puller_ != nullptr && puller_->in_flight()) JoinGroups().IgnoreError();
+  return recovery_.Retrying([&]() { return client_->Leave(); });
+}
+
+absl::StatusOr<ps::ModelVersion> WorkerSession::LineUp(
+    ps::ModelVersion version) {
+  // The shards answer a pull independently, so one may already have
+  // completed the next step while another has not yet (a push still in
+  // flight). Computing on such a mix would tag the pushes with different
+  // steps and let the shards drift apart (each drops surplus gradients on
+  // its own). So wait, briefly, for the lagging shards to catch up.
+  if (GlobalStep(version) == NewestStep(version)) return version;
+  const absl::Duration patience =
+      std::min(options_.step_timeout, absl::Seconds(2));
+  ps::ModelVersion newest =
+      ps::ModelVersion::AtLeast(client_->num_shards(), NewestStep(version));
+  newest.generation = version.generation;
+  absl::StatusOr<ps::ModelVersion> lined =
+      client_->Pull(newest, absl::Now() + patience, weights_);
+  if (lined.ok() || !absl::IsDeadlineExceeded(lined.status())) {
+    if (lined.ok()) lined->server_wait += version.server_wait;
+    return lined;
+  }
+  // A lagging shard may need this worker's next gradient (the others have
+  // left): go on with the mix; each push is tagged with its shard's step.
+  // The failed pull may have written some shards' weights: read them all
+  // again, without waiting, so that weights and version agree.
+  ++unaligned_steps_;
+  return client_->Pull(AnyStepOf(client_->num_shards(), version.generation),
+                       absl::Now() + options_.step_timeout, weights_);
+}
+
+absl::StatusOr<ps::ModelVersion> WorkerSession::PullSynced(
+    ps::ModelVersion wanted, absl::Duration timeout, bool line_up) {
+  for (;;) {
+    absl::StatusOr<ps::ModelVersion> pulled =
+        client_->Pull(wanted, absl::Now() + timeout, weights_);
+    if (pulled.ok() && line_up) pulled = LineUp(*std::move(pulled));
+    if (pulled.ok() || absl::IsCancelled(pulled.status())) return pulled;
+    absl::Status failure = pulled.status();
+    if (absl::IsDeadlineExceeded(failure)) {
+      // The step did not come: because a server is unreachable, or really?
+      absl::Status reachable = client_->Status().status();
+      if (!IsTransient(reachable, /*deadline_too=*/true)) return failure;
+      failure = reachable;
+    } else if (!IsTransient(failure, /*deadline_too=*/false)) {
+      return failure;
+    }
+    ASSIGN_OR_RETURN(const int64_t generation, recovery_.Recover(failure));
+    if (generation != wanted.generation) {
+      // The cluster rolled back: the weights of the new generation, now.
+      wanted = AnyStepOf(client_->num_shards(), generation);
+    }
+  }
+}
+
+}  // namespace psgd

@@ -1,0 +1,195 @@
+// A worker's session with the parameter servers, with no model in it: join,
+// pull (whole, or in groups of variables that a forward awaits one by one),
+// push (whole, or in parts as a backward produces them), each push's typed
+// outcome, and recovery from transient failures (re-sync, rollback to a
+// checkpoint, a lease that ran out). What a worker loop in C++
+// (worker/cluster/cluster_worker.h) or in Python needs between its
+// forward/backward passes:
+//
+//   WorkerSession s(client, variables, weight_buffers, options);
+//   if (chief) s.Initialize(initial_values);
+//   s.Start();                                 // join, first weights
+//   for (;;) {
+//     ... gradients from the weight buffers (at s.version()) ...
+//     PushOutcome o = *s.Push(gradients);      // typed, recovered
+//     s.PullAfterPush(o);                      // sync: waits for the step
+//   }
+//   s.Leave();
+//
+// Sync pulls wait until every shard is past the step pushed to it and then
+// line the shards up (LineUp: a shard may complete a step a moment before
+// another); async pulls take any newer weights. A failure that a worker
+// waits out (UNAVAILABLE, ABORTED, a deadline while a server is away) goes
+// through Recovery (worker/session/recovery.h): a push whose reply was lost
+// is sent again (the shards that had it refuse the copy: kDuplicate), a
+// gradient computed before a rollback is dropped (kRolledBack), a worker out
+// of the live set joins again (kRejoined), and pulls after a rollback take
+// the new generation's weights without waiting.
+//
+// Overlap (options.overlap; docs/CLUSTER.md "Overlap"): pushes go in parts
+// from a sender thread (BeginParts, AddPart, FinishParts) and, in sync mode,
+// the pull after a push goes in groups of variables on threads of their own
+// (AwaitWeights). When a group's pull fails or finds the shards moved
+// between the groups, PullWholeAfterGroups pulls the whole model as without
+// overlap; a failed push in parts is sent again whole.
+//
+// Errors: the client's (DEADLINE_EXCEEDED when a step does not come within
+// step_timeout, UNAVAILABLE when a server stays away for
+// ps_unavailable_timeout, FAILED_PRECONDITION for a server of another
+// cluster); CANCELLED when the servers shut down (training is over).
+//
+// Thread-safety: thread-compatible: one thread (the worker loop's) calls
+// it; its own threads (overlap) touch only the weight buffers, which the
+// caller leaves alone while pulls are in flight (until AwaitWeights or
+// SettlePulls), and the gradients added as parts, until FinishParts.
+#ifndef PSGD_WORKER_SESSION_WORKER_SESSION_H_
+#define PSGD_WORKER_SESSION_WORKER_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/model_variables.h"
+#include "ps/client/ps_client.h"
+#include "worker/session/overlap.h"
+#include "worker/session/recovery.h"
+#include "worker/session/step_outcome.h"
+
+namespace psgd {
+
+struct SessionOptions {
+  int worker_id = 0;
+  bool sync = true;
+  // The first pull waits this long for the chief's initialisation (and, at
+  // step 0, for the other workers to join).
+  absl::Duration start_timeout = absl::Minutes(5);
+  // A later pull waits this long for its step.
+  absl::Duration step_timeout = absl::Minutes(10);
+  // How long to keep retrying while a server is unavailable before giving
+  // up with its error (zero: give up at once).
+  absl::Duration ps_unavailable_timeout = absl::Minutes(5);
+  // Pushes in parts and (sync) pulls in groups (the config's
+  // wire { overlap: true }).
+  bool overlap = false;
+};
+
+// INVALID_ARGUMENT naming the first bad field.
+absl::Status ValidateSessionOptions(const SessionOptions& options);
+
+// What became of a push.
+struct PushOutcome {
+  StepOutcome outcome = StepOutcome::kApplied;
+  int64_t staleness = 0;  // async: the largest over the shards
+  // The generation the cluster is in afterwards (a new one when it rolled
+  // back before the push landed).
+  int64_t generation = 0;
+};
+
+class WorkerSession {
+ public:
+  // `client` is not owned. `weights` are the buffers pulls write into:
+  // every one of `variables` once, in their (forward) order, not owned;
+  // both must outlive the session.
+  WorkerSession(ps::PsClient* client, std::vector<VariableSpec> variables,
+                std::vector<ps::NamedTensorView> weights,
+                SessionOptions options);
+  // Joins the pulls in flight.
+  ~WorkerSession();
+  WorkerSession(const WorkerSession&) = delete;
+  WorkerSession& operator=(const WorkerSession&) = delete;
+
+  // Chief: puts the initial values on every shard (shards that restored a
+  // checkpoint keep theirs).
+  absl::Status Initialize(absl::Span<const ps::NamedConstTensorView> initial);
+  // Joins and pulls the first weights, waiting up to start_timeout for the
+  // chief's Initialize; at step 0 also for every worker to join (a sync
+  // step completes with min(N, live) gradients).
+  absl::Status Start();
+
+  // The version of the weight buffers: each shard's step and the
+  // generation.
+  const ps::ModelVersion& version() const { return version_; }
+  // The version the next step computes from: version(), or (group pulls in
+  // flight) the one they wait for.
+  const ps::ModelVersion& ahead_version() const;
+  // What the next push is tagged with: sync pushes only to the shards at
+  // the lowest step (PushVersion), async to every shard.
+  ps::ModelVersion PushTarget() const;
+
+  // Pushes the step's gradients whole, recovering from transient failures.
+  absl::StatusOr<PushOutcome> Push(
+      absl::Span<const ps::NamedConstTensorView> gradients);
+  // Overlap: a push in parts. AddPart each gradient as it is ready (it
+  // must stay unchanged until FinishParts); FinishParts waits for the
+  // parts, with every gradient of the step to send again whole after a
+  // transient failure.
+  void AddPart(ps::NamedConstTensorView gradient);
+  absl::StatusOr<PushOutcome> FinishParts(
+      absl::Span<const ps::NamedConstTensorView> gradients);
+
+  // The pull that follows a push (see above). With overlap in sync mode
+  // it starts the groups' pulls and returns; AwaitWeights then waits.
+  absl::Status PullAfterPush(const PushOutcome& pushed);
+  // Overlap: waits for variable v's group (OK at once when no pulls are
+  // in flight). Once every variable is there, version() is theirs.
+  // FAILED_PRECONDITION when the groups disagree: PullWholeAfterGroups.
+  absl::Status AwaitWeights(int v);
+  // Overlap: group pulls started and not yet joined.
+  bool pulls_in_flight() const {
+    return puller_ != nullptr && puller_->in_flight();
+  }
+  absl::Status PullWholeAfterGroups();
+  // Overlap: the pulls in flight, if any, joined; when they disagree or
+  // failed, the whole model pulled again.
+  absl::Status SettlePulls();
+  // The newest weights without waiting for a step (the chief's final
+  // evaluation).
+  absl::StatusOr<ps::ModelVersion> PullLatest();
+
+  // Every shard's status, recovering from transient failures.
+  absl::StatusOr<std::vector<ps::ShardStatus>> Status();
+  // Leaves the live set (first, at the end, so that no sync step waits for
+  // this worker); CANCELLED when the servers are gone.
+  absl::Status Leave();
+
+  ps::PsClient* client() const { return client_; }
+  Recovery& recovery() { return recovery_; }
+  // Sync: steps computed from shards at different steps (LineUp gave up).
+  int64_t unaligned_steps() const { return unaligned_steps_; }
+
+ private:
+  // Pull(wanted) that recovers from transient failures: after a recovery it
+  // pulls again, from the new generation without waiting when the cluster
+  // rolled back. With `line_up` (sync), LineUp follows.
+  absl::StatusOr<ps::ModelVersion> PullSynced(ps::ModelVersion wanted,
+                                              absl::Duration timeout,
+                                              bool line_up);
+  absl::StatusOr<ps::ModelVersion> LineUp(ps::ModelVersion version);
+  absl::Status PullWhole(const ps::ModelVersion& wanted, bool line_up);
+  absl::Status JoinGroups();
+  // A first try's result made an outcome, recovering and pushing again.
+  absl::StatusOr<PushOutcome> Settle(
+      absl::StatusOr<ps::PushResult> pushed,
+      absl::Span<const ps::NamedConstTensorView> gradients);
+  absl::Status AwaitOtherWorkers();
+
+  ps::PsClient* const client_;  // Not owned.
+  const std::vector<VariableSpec> variables_;
+  const std::vector<ps::NamedTensorView> weights_;  // Buffers not owned.
+  const SessionOptions options_;
+  Recovery recovery_;
+  ps::ModelVersion version_;
+  int64_t unaligned_steps_ = 0;
+  // Overlap only (null otherwise; the puller in sync mode only).
+  std::unique_ptr<PartSender> sender_;
+  bool parts_begun_ = false;
+  std::unique_ptr<GroupPuller> puller_;
+  size_t awaited_ = 0;  // variables arrived of the groups in flight
+};
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_SESSION_WORKER_SESSION_H_

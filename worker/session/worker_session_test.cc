@@ -1,0 +1,312 @@
+// The worker session on its own, with no model: sessions over in-process
+// shards push made-up gradients and pull, and its recovery is driven
+// through the fault-injection client (a lost reply, a worker out of the live
+// set, a rollback under it, servers that stay away, servers shut down).
+#include "worker/session/worker_session.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "ps/shard/shard.h"
+#include "ps/state/placement.h"
+#include "ps/testing/fault_injection_client.h"
+#include "ps/testing/in_process_client.h"
+#include "worker/session/chief.h"
+
+namespace psgd {
+namespace {
+
+// Two shards, variables "w" (split over both) and "b"; one client per
+// worker, and each worker's weight buffers.
+struct Cluster {
+  explicit Cluster(ps::Mode mode, int workers, std::string checkpoint_dir = "") {
+    specs = {{"w", {64, 8}, Initializer::Constant(0.5f)},
+             {"b", {8}, Initializer::Constant(0.25f)}};
+    auto p = ps::PlaceVariables(specs, 2, 1024);
+    REQUIRE(p.ok());
+    std::vector<ps::ParameterShard*> raw;
+    for (int i = 0; i < 2; ++i) {
+      ps::ServerOptions o;
+      o.shard_index = i;
+      o.num_shards = 2;
+      o.mode = mode;
+      o.replicas_to_aggregate = mode == ps::Mode::kSync ? workers : 1;
+      o.total_num_replicas = workers;
+      o.checkpoint.dir = checkpoint_dir;
+      auto shard = ps::ParameterShard::Create(o);
+      REQUIRE(shard.ok());
+      raw.push_back(shard->get());
+      shards.push_back(*std::move(shard));
+    }
+    for (int w = 0; w < workers; ++w) {
+      auto c = ps::InProcessPsClient::Create(raw, *p, "psgd", w);
+      REQUIRE(c.ok());
+      clients.push_back(*std::move(c));
+      weights.push_back(Pair());
+      gradients.push_back(Pair());
+    }
+  }
+
+  static std::vector<Tensor> Pair() {
+    std::vector<Tensor> p;
+    p.emplace_back(Shape{64, 8});
+    p.emplace_back(Shape{8});
+    return p;
+  }
+  std::vector<ps::NamedTensorView> Buffers(int w) {
+    return {{"w", weights[w][0].view()}, {"b", weights[w][1].view()}};
+  }
+  std::vector<ps::NamedConstTensorView> Gradients(int w, float value) {
+    for (Tensor& t : gradients[w]) {
+      for (float& x : t.span()) x = value;
+    }
+    return {{"w", gradients[w][0].view()}, {"b", gradients[w][1].view()}};
+  }
+  std::vector<ps::NamedConstTensorView> Initial() {
+    initial = Pair();
+    for (float& x : initial[0].span()) x = 0.5f;
+    for (float& x : initial[1].span()) x = 0.25f;
+    return {{"w", initial[0].view()}, {"b", initial[1].view()}};
+  }
+  ps::PushCounters Counters(int shard) const {
+    return shards[shard]->Status().counters;
+  }
+
+  std::vector<VariableSpec> specs;
+  std::vector<std::unique_ptr<ps::ParameterShard>> shards;
+  std::vector<std::unique_ptr<ps::PsClient>> clients;
+  std::vector<std::vector<Tensor>> weights, gradients;
+  std::vector<Tensor> initial;
+};
+
+SessionOptions Options(int worker, bool sync) {
+  SessionOptions o;
+  o.worker_id = worker;
+  o.sync = sync;
+  o.start_timeout = absl::Seconds(30);
+  o.step_timeout = absl::Seconds(30);
+  o.ps_unavailable_timeout = absl::Seconds(30);
+  return o;
+}
+
+bool Live(const ps::ParameterShard& shard, int worker) {
+  for (int w : shard.Status().live_workers) {
+    if (w == worker) return true;
+  }
+  return false;
+}
+
+TEST_CASE("sync: two sessions step together and the pulls see each step") {
+  const bool overlap = GENERATE(false, true);
+  INFO("overlap " << overlap);
+  Cluster c(ps::Mode::kSync, 2);
+  std::vector<std::unique_ptr<WorkerSession>> s;
+  for (int w = 0; w < 2; ++w) {
+    SessionOptions o = Options(w, /*sync=*/true);
+    o.overlap = overlap;
+    s.push_back(std::make_unique<WorkerSession>(c.clients[w].get(), c.specs,
+                                                c.Buffers(w), o));
+  }
+  REQUIRE(s[0]->Initialize(c.Initial()).ok());
+  std::vector<std::thread> threads;
+  std::vector<std::vector<StepOutcome>> outcomes(2);
+  std::vector<absl::Status> errors(2);
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      errors[w] = [&]() -> absl::Status {
+        RETURN_IF_ERROR(s[w]->Start());
+        for (int step = 0; step < 3; ++step) {
+          for (int v = 0; v < 2; ++v) RETURN_IF_ERROR(s[w]->AwaitWeights(v));
+          std::vector<ps::NamedConstTensorView> g = c.Gradients(w, 0.1f);
+          absl::StatusOr<PushOutcome> o;
+          if (overlap) {
+            for (const auto& part : g) s[w]->AddPart(part);
+            o = s[w]->FinishParts(g);
+          } else {
+            o = s[w]->Push(g);
+          }
+          RETURN_IF_ERROR(o.status());
+          outcomes[w].push_back(o->outcome);
+          RETURN_IF_ERROR(s[w]->PullAfterPush(*o));
+        }
+        RETURN_IF_ERROR(s[w]->SettlePulls());
+        return s[w]->Leave();
+      }();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int w = 0; w < 2; ++w) {
+    INFO("worker " << w << ": " << errors[w].ToString());
+    REQUIRE(errors[w].ok());
+    CHECK(GlobalStep(s[w]->version()) == 3);
+    CHECK(NewestStep(s[w]->version()) == 3);
+  }
+  // Each step: one gradient completed it on every shard, the other joined
+  // its aggregate.
+  int applied = 0;
+  for (int w = 0; w < 2; ++w) {
+    for (StepOutcome o : outcomes[w]) {
+      CHECK((o == StepOutcome::kApplied || o == StepOutcome::kAggregated));
+      applied += o == StepOutcome::kApplied;
+    }
+  }
+  CHECK(applied == 3);
+  // Both workers hold the weights of step 3, and they moved.
+  for (int i = 0; i < 2; ++i) {
+    CHECK(c.weights[0][i].span()[0] == c.weights[1][i].span()[0]);
+  }
+  CHECK(c.weights[0][0].span()[0] != 0.5f);
+}
+
+TEST_CASE("async: each push applies on arrival with its staleness") {
+  Cluster c(ps::Mode::kAsync, 2);
+  WorkerSession a(c.clients[0].get(), c.specs, c.Buffers(0), Options(0, false));
+  WorkerSession b(c.clients[1].get(), c.specs, c.Buffers(1), Options(1, false));
+  REQUIRE(a.Initialize(c.Initial()).ok());
+  REQUIRE(a.Start().ok());
+  REQUIRE(b.Start().ok());
+  // a pushes twice while b computes from step 0: b's gradient is 2 stale.
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<PushOutcome> o = a.Push(c.Gradients(0, 0.1f));
+    REQUIRE(o.ok());
+    CHECK(o->outcome == StepOutcome::kApplied);
+    REQUIRE(a.PullAfterPush(*o).ok());
+  }
+  absl::StatusOr<PushOutcome> o = b.Push(c.Gradients(1, 0.1f));
+  REQUIRE(o.ok());
+  CHECK(o->outcome == StepOutcome::kApplied);
+  CHECK(o->staleness == 2);
+  REQUIRE(b.PullAfterPush(*o).ok());
+  CHECK(GlobalStep(b.version()) == 3);
+}
+
+TEST_CASE("recovery: a push whose reply was lost is sent again, counted once") {
+  Cluster c(ps::Mode::kSync, 1);
+  ps::FaultInjector network(/*seed=*/3);
+  ps::FaultInjectionPsClient faulty(c.clients[0].get(), &network, 0);
+  WorkerSession s(&faulty, c.specs, c.Buffers(0), Options(0, true));
+  REQUIRE(s.Initialize(c.Initial()).ok());
+  REQUIRE(s.Start().ok());
+  faulty.AddRule({ps::CallKind::kPush, ps::FaultAction::kDropReply});
+  absl::StatusOr<PushOutcome> o = s.Push(c.Gradients(0, 0.1f));
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  // The first send completed the step; the copy after the recovery was
+  // refused as one.
+  CHECK(o->outcome == StepOutcome::kDuplicate);
+  CHECK(s.recovery().recoveries() == 1);
+  REQUIRE(s.PullAfterPush(*o).ok());
+  CHECK(GlobalStep(s.version()) == 1);
+  for (int shard = 0; shard < 2; ++shard) {
+    CHECK(c.Counters(shard).applied == 1);
+  }
+}
+
+TEST_CASE("recovery: a worker out of the live set joins again") {
+  Cluster c(ps::Mode::kSync, 1);
+  WorkerSession s(c.clients[0].get(), c.specs, c.Buffers(0), Options(0, true));
+  REQUIRE(s.Initialize(c.Initial()).ok());
+  REQUIRE(s.Start().ok());
+  // As if its lease had run out.
+  REQUIRE(c.clients[0]->Leave().ok());
+  REQUIRE_FALSE(Live(*c.shards[0], 0));
+  absl::StatusOr<PushOutcome> o = s.Push(c.Gradients(0, 0.1f));
+  REQUIRE(o.ok());
+  CHECK(o->outcome == StepOutcome::kRejoined);
+  CHECK(Live(*c.shards[0], 0));
+  CHECK(Live(*c.shards[1], 0));
+  // After a rejoin the pull does not wait for a step.
+  REQUIRE(s.PullAfterPush(*o).ok());
+  CHECK(GlobalStep(s.version()) == 0);
+}
+
+TEST_CASE("recovery: a gradient computed before a rollback is dropped") {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "worker_session_test_rb")
+          .string();
+  std::filesystem::remove_all(dir);
+  Cluster c(ps::Mode::kSync, 1, dir);
+  WorkerSession s(c.clients[0].get(), c.specs, c.Buffers(0), Options(0, true));
+  REQUIRE(s.Initialize(c.Initial()).ok());
+  REQUIRE(s.Start().ok());
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<PushOutcome> o = s.Push(c.Gradients(0, 0.1f));
+    REQUIRE(o.ok());
+    REQUIRE(s.PullAfterPush(*o).ok());
+  }
+  REQUIRE(GlobalStep(s.version()) == 2);
+  const int64_t generation = s.version().generation;
+  // Another worker rolls the cluster back to the initial checkpoint.
+  c.shards[0]->FlushCheckpoints();
+  c.shards[1]->FlushCheckpoints();
+  const absl::Status rolled = c.clients[0]->Rollback(0, generation + 1);
+  INFO("generation " << generation << ": " << rolled.ToString());
+  REQUIRE(rolled.ok());
+  absl::StatusOr<PushOutcome> o = s.Push(c.Gradients(0, 0.1f));
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  CHECK(o->outcome == StepOutcome::kRolledBack);
+  CHECK(o->generation == generation + 1);
+  REQUIRE(s.PullAfterPush(*o).ok());
+  CHECK(s.version().generation == generation + 1);
+  CHECK(GlobalStep(s.version()) == 0);
+  CHECK(c.weights[0][1].span()[0] == 0.25f);  // the initial values again
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("recovery gives up after ps_unavailable_timeout, naming it") {
+  Cluster c(ps::Mode::kSync, 1);
+  ps::FaultInjector network(/*seed=*/5);
+  ps::FaultInjectionPsClient faulty(c.clients[0].get(), &network, 0);
+  SessionOptions o = Options(0, true);
+  o.ps_unavailable_timeout = absl::Milliseconds(300);
+  WorkerSession s(&faulty, c.specs, c.Buffers(0), o);
+  REQUIRE(s.Initialize(c.Initial()).ok());
+  REQUIRE(s.Start().ok());
+  faulty.SetCut(ps::CutMode::kFail);
+  absl::StatusOr<PushOutcome> pushed = s.Push(c.Gradients(0, 0.1f));
+  REQUIRE(absl::IsUnavailable(pushed.status()));
+  CHECK_THAT(std::string(pushed.status().message()),
+             Catch::Contains("ps_unavailable_timeout"));
+  // Nothing reached the servers.
+  CHECK(c.Counters(0).applied == 0);
+}
+
+TEST_CASE("the chief's end: the others left, the servers shut down") {
+  Cluster c(ps::Mode::kSync, 2);
+  WorkerSession chief_session(c.clients[0].get(), c.specs, c.Buffers(0),
+                              Options(0, true));
+  WorkerSession other(c.clients[1].get(), c.specs, c.Buffers(1),
+                      Options(1, true));
+  ChiefOptions co;
+  co.finish_timeout = absl::Seconds(30);
+  Chief chief(&chief_session, co);
+  REQUIRE(chief_session.Initialize(c.Initial()).ok());
+  std::thread t([&] { REQUIRE(other.Start().ok()); });
+  REQUIRE(chief_session.Start().ok());
+  t.join();
+  REQUIRE(chief_session.Leave().ok());
+  std::thread leaver([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    REQUIRE(other.Leave().ok());
+  });
+  REQUIRE(chief.AwaitOthersLeft().ok());
+  leaver.join();
+  CHECK(c.shards[0]->Status().live_workers.empty());
+  absl::StatusOr<ps::ModelVersion> latest = chief_session.PullLatest();
+  REQUIRE(latest.ok());
+  absl::StatusOr<std::vector<ps::ShardStatus>> status =
+      chief.ShutDownServers(*latest);
+  REQUIRE(status.ok());
+  CHECK(status->size() == 2);
+  // Training is over: the other session's calls now end as CANCELLED.
+  CHECK(absl::IsCancelled(other.Push(c.Gradients(1, 0.1f)).status()));
+}
+
+}  // namespace
+}  // namespace psgd
