@@ -1,6 +1,6 @@
 // Prints the tasks of a cluster config, one per line ("ps:0", ..., "worker:0",
 // ...), after validating it; with --addresses also each task's address. Used
-// by scripts/launch.sh. Exit status 1 with the validation error on stderr.
+// by scripts/run/launch.sh. Exit status 1 with the validation error on stderr.
 #include <iostream>
 #include <string>
 

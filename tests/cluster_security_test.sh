@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end with a token and TLS: scripts/launch.sh runs 1 ps and 2
+# End to end with a token and TLS: scripts/run/launch.sh runs 1 ps and 2
 # workers (sync, 20 steps) from a config whose security block names a token
 # file and a certificate made here (tests/make_test_certs.sh); every process
 # exits 0. Then a chief with another token is refused (UNAUTHENTICATED, exit

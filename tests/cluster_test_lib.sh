@@ -5,8 +5,8 @@ set -euo pipefail
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
 PS_SERVER=$RUNFILES/ps/ps_server
 WORKER=$RUNFILES/worker/worker
-LAUNCH=$RUNFILES/scripts/launch.sh
-COMPARE=$RUNFILES/scripts/compare.py
+LAUNCH=$RUNFILES/scripts/run/launch.sh
+COMPARE=$RUNFILES/scripts/run/compare.py
 PY=/usr/bin/python3
 TMP=${TEST_TMPDIR:?}
 

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # A cluster across three hosts: network namespaces made by
-# scripts/netns_hosts.sh (198.18.0.0/15, a bridge, nothing routed off the
+# scripts/run/netns_hosts.sh (198.18.0.0/15, a bridge, nothing routed off the
 # machine), with a unique prefix so that it cannot meet a developer's hosts.
 # 2 ps tasks on hosts 0 and 1 (listening on 0.0.0.0, dialled by host name)
 # and 3 workers, one per host; each host writes its own folder of the run
 # directory and each ps its own checkpoint directory (nothing shared).
-#   sync and async runs through scripts/launch.sh --netns to their last step;
+#   sync and async runs through scripts/run/launch.sh --netns to their last step;
 #   ps:1 killed (SIGKILL) mid-run and started again on its host: it agrees
 #   with ps:0 over RPC on the newest checkpoint both have, restores its own
 #   file of it, and the run goes on to its last step.
 # Every namespace, veth and the bridge are removed on any exit.
 source "$(dirname "$0")/cluster_test_lib.sh"
-NETNS_HOSTS=$RUNFILES/scripts/netns_hosts.sh
+NETNS_HOSTS=$RUNFILES/scripts/run/netns_hosts.sh
 
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
   echo "SKIP: needs root and iproute2 (ip netns); CI runs as root"

@@ -47,7 +47,7 @@
 
 ABSL_FLAG(std::string, config, "", "Cluster config file (text format).");
 ABSL_FLAG(std::string, run_dir, "",
-          "Run directory shared by every task (scripts/launch.sh passes one); "
+          "Run directory shared by every task (scripts/run/launch.sh passes one); "
           "default: the chief's RUN_ROOT/NAME-TIMESTAMP.");
 
 namespace psgd {
@@ -260,10 +260,10 @@ absl::Status RunWorker(const std::string& config_path, const TaskId& task_id,
     line.Set("sent_bytes", now.sent - last_payload.sent)
         .Set("received_bytes", now.received - last_payload.received)
         // The whole training set's size: epochs of the cluster are the
-        // images every worker took over it (scripts/compare.py).
+        // images every worker took over it (scripts/run/compare.py).
         .Set("train_examples", data.train.count())
         // To line steps up with samples taken outside the process (a host's
-        // link counters, scripts/netns_sampler.py).
+        // link counters, scripts/run/netns_sampler.py).
         .Set("unix_time", absl::ToUnixMicros(absl::Now()) / 1e6);
     if (events != nullptr) {
       const double t = absl::ToUnixMicros(absl::Now()) / 1e6;

@@ -19,8 +19,8 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import compare  # noqa: E402  (scripts/compare.py: Run, matplotlib)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "run"))
+import compare  # noqa: E402  (scripts/run/compare.py: Run, matplotlib)
 
 plt = compare.plt
 NAME = re.compile(r"^(?:w(?P<w>\d+)|local)-b(?P<b>\d+)(?:-(?P<s>plain|scaled))?$")

@@ -35,7 +35,7 @@ experiment_run() {
   local cfg=$1 dir=$2
   mkdir -p "$dir"
   echo "before $(cut -d' ' -f1-3 /proc/loadavg)" > "$dir.load.txt"
-  if ! bash scripts/launch.sh --no-build ${bin_dir:+--bin_dir="$bin_dir"} --run_dir="$dir" "$cfg" > "$dir.log" 2>&1; then
+  if ! bash scripts/run/launch.sh --no-build ${bin_dir:+--bin_dir="$bin_dir"} --run_dir="$dir" "$cfg" > "$dir.log" 2>&1; then
     tail -30 "$dir.log" >&2
     echo "$(basename "$0"): the run $(basename "$dir") failed (log: $dir.log)" >&2
     return 1
