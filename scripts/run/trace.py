@@ -7,7 +7,7 @@ the file). A row per task: each worker's steps split into their phases
 sync step's straggler shows as the row whose compute ends last while the
 others wait; each server's step and pending gradients as counters.
 
-RUN_DIR is a run directory as scripts/run/compare.py reads it (one folder, or
+RUN_DIR is a run directory as scripts/lib/runs.py reads it (one folder, or
 one folder per task gathered from several hosts). Step lines need
 `unix_time` (the step's end, written by the worker since 2026-11); the rows
 of different tasks are placed on one clock by it. Default output:
@@ -19,8 +19,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import Run, RunError  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from runs import Run, RunError  # noqa: E402  (scripts/lib/runs.py)
 
 # Phases in the order a step runs them (the pull waits for the step first,
 # then moves the weights).
@@ -34,7 +34,7 @@ def task_order(task):
 
 
 def build_trace(run):
-    """The trace events of `run` (compare.Run) as a dict for json.dump."""
+    """The trace events of `run` (runs.Run) as a dict for json.dump."""
     timed = [r for r in run.steps if isinstance(r.get("unix_time"), (int, float))]
     if not timed:
         raise RunError(f"{run.path}: no step line has unix_time (written by "
