@@ -18,6 +18,7 @@
 set -uo pipefail
 here=$(pwd)
 cd "$(dirname "$0")/../.." || exit 1
+source scripts/lib/cluster.sh
 
 steps=60 batch=128 threads=2 rounds=2 data_dir="" synthetic=0 wire=fp32
 for a in "$@"; do
@@ -62,19 +63,8 @@ else
 fi
 
 out=$(mktemp -d /tmp/psgd_overhead.XXXXXX)
-ports=($(/usr/bin/python3 -c '
-import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])'))
-cat > "$out/one_worker.pbtxt" <<EOF
-name: "overhead"
-ps { address: "127.0.0.1:${ports[0]}" }
-worker { address: "127.0.0.1:${ports[1]}" threads: $threads }
-training { mode: SYNC batch_size: $batch steps: $steps }
-data { $config_data }
-wire { gradients: ${wire^^} weights: ${wire^^} }
-EOF
+write_cluster_config "$out/one_worker.pbtxt" overhead threads="$threads" batch="$batch" \
+  steps="$steps" data="$config_data" extra="wire { gradients: ${wire^^} weights: ${wire^^} }"
 
 # mean_step FILE: mean step_s of the train lines after the first 5.
 mean_step() {

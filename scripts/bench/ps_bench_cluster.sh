@@ -33,11 +33,13 @@ for a in "$@"; do
 done
 [ -f "$config" ] || { echo "ps_bench_cluster.sh: no config file '$config'" >&2; exit 2; }
 cd "$(dirname "$0")/../.." || exit 1
+source scripts/lib/cluster.sh
 if [ "$build" = 1 ]; then
   bazel build -c opt //ps:ps_server //ps:ps_bench //configs:cluster_tasks >&2 || {
     echo "ps_bench_cluster.sh: build failed" >&2; exit 1; }
 fi
 bin=bazel-out/k8-opt/bin
+PSGD_BIN=$bin
 tasks=$("$bin/configs/cluster_tasks" --config="$config") || exit 1
 num_workers=$(grep -c '^worker:' <<<"$tasks")
 [ -z "$workers" ] && workers=$num_workers
@@ -69,14 +71,11 @@ if [ "$netns" = 1 ]; then
 fi
 
 out=$(mktemp -d /tmp/psgd_ps_bench.XXXXXX)
-server_pids=()
-cleanup() { for p in "${server_pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
-trap cleanup EXIT
+trap 'stop_tasks TERM; wait 2>/dev/null' EXIT
 for t in $tasks; do
   [[ $t == ps:* ]] || continue
-  (on_host "$t" "$bin/ps/ps_server" --config="$config" --task="$t" --run_dir="$out/run") \
-    >"$out/${t/:/-}.log" 2>&1 &
-  server_pids+=($!)
+  in=(); [ "$netns" = 1 ] && in=(--netns="${host_of[$t]}")
+  start_task ${in[@]+"${in[@]}"} "$config" "$t" "$out/run" "$out/${t/:/-}.log"
 done
 
 # Wait until every server listens (30 s at most).

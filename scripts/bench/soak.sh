@@ -42,13 +42,13 @@ for a in "$@"; do
   esac
 done
 cd "$(dirname "$0")/../.." || exit 1
+source scripts/lib/cluster.sh
 if [ -z "$bin" ]; then
   bazel build -c opt //ps:ps_server //worker:worker >&2 || {
     echo "soak.sh: build failed" >&2; exit 1; }
   bin=$(pwd)/bazel-bin
 fi
-PS_SERVER=$bin/ps/ps_server
-WORKER=$bin/worker/worker
+PSGD_BIN=$bin
 mkdir -p "$out" || exit 1
 run=$out/run
 mkdir -p "$run"
@@ -56,51 +56,27 @@ cfg=$out/soak.pbtxt
 seconds=$((minutes * 60))
 
 # The config: free loopback ports, N = M - 2 (two backup workers).
-python3 - "$cfg" "$workers" "$seconds" "$out/ckpt" <<'PYEOF' || exit 1
-import socket, sys
-path, workers, seconds, ckpt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-socks = []
-for _ in range(2 + workers):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-ports = [s.getsockname()[1] for s in socks]
-with open(path, "w") as f:
-    f.write('name: "soak"\n')
-    for p in ports[:2]:
-        f.write(f'ps {{ address: "127.0.0.1:{p}" }}\n')
-    for p in ports[2:]:
-        f.write(f'worker {{ address: "127.0.0.1:{p}" threads: 1 }}\n')
-    f.write(f"""training {{ mode: SYNC replicas_to_aggregate: {max(1, workers - 2)}
-  batch_size: 8 steps: 1000000000 max_seconds: {seconds} eval_every: 0 }}
-model {{ name: "cifar10_linear" }}
-data {{ source: SYNTHETIC synthetic_train_size: 2000 synthetic_test_size: 500 }}
-worker_lease_seconds: 10
-ps_unavailable_timeout_seconds: 120
-checkpoint {{ dir: "{ckpt}" every_steps: 100 every_seconds: 10 keep: 3 }}
-""")
-PYEOF
+write_cluster_config "$cfg" soak ps=2 workers="$workers" n=$((workers > 3 ? workers - 2 : 1)) \
+  batch=8 steps=1000000000 training="max_seconds: $seconds eval_every: 0" model=cifar10_linear \
+  data="source: SYNTHETIC synthetic_train_size: 2000 synthetic_test_size: 500" \
+  extra="worker_lease_seconds: 10" extra="ps_unavailable_timeout_seconds: 120" \
+  extra="checkpoint { dir: \"$out/ckpt\" every_steps: 100 every_seconds: 10 keep: 3 }" || exit 1
 
 declare -a ps_pid w_pid
-cleanup() {
-  for p in "${ps_pid[@]}" "${w_pid[@]}"; do kill -9 "$p" 2>/dev/null; done
-}
-trap cleanup EXIT
+stop_tasks_on_exit
 
 start_ps() {  # start_ps I LOGNAME
-  "$PS_SERVER" --config="$cfg" --task=ps:$1 --run_dir="$run" >"$out/$2.log" 2>&1 &
+  start_task "$cfg" "ps:$1" "$run" "$out/$2.log"
   ps_pid[$1]=$!
 }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-last_step() {
-  grep '"kind":"train"' "$run/worker-0.jsonl" 2>/dev/null | tail -1 |
-    python3 -c 'import json,sys; l=sys.stdin.read(); print(json.loads(l)["step"] if l else 0)'
-}
 
 t0=$SECONDS
 hard_deadline=$((t0 + seconds + 300))
 start_ps 0 ps0
 start_ps 1 ps1
 for ((j = 0; j < workers; j++)); do
-  "$WORKER" --config="$cfg" --task=worker:$j --run_dir="$run" >"$out/w$j.log" 2>&1 &
+  start_task "$cfg" "worker:$j" "$run" "$out/w$j.log"
   w_pid[$j]=$!
 done
 echo "soak.sh: $workers workers and 2 servers started; output in $out"
@@ -129,7 +105,7 @@ while [ $SECONDS -lt $((end_time - 5)) ]; do
   if [ $SECONDS -ge $next_kill ] && [ $next_kill -lt $((end_time - 20)) ]; then
     v=$victim
     [ "$victim" = alternate ] && v=$((kills % 2))
-    step=$(last_step)
+    step=$(last_step "$run/worker-0.jsonl")
     kill -9 "${ps_pid[v]}"
     wait "${ps_pid[v]}" 2>/dev/null
     kills=$((kills + 1))
@@ -143,19 +119,11 @@ done
 echo "soak.sh: training time is up; waiting for the tasks to finish"
 
 failed=0
-for ((j = 0; j < workers; j++)); do
-  while kill -0 "${w_pid[j]}" 2>/dev/null; do
-    [ $SECONDS -lt $hard_deadline ] || { echo "soak.sh: worker:$j hangs" >&2; exit 1; }
-    sleep 0.5
-  done
-  wait "${w_pid[j]}" || { echo "soak.sh: worker:$j exited $?" >&2; failed=1; }
-done
-for i in 0 1; do
-  while kill -0 "${ps_pid[i]}" 2>/dev/null; do
-    [ $SECONDS -lt $hard_deadline ] || { echo "soak.sh: ps:$i hangs" >&2; exit 1; }
-    sleep 0.5
-  done
-  wait "${ps_pid[i]}" || { echo "soak.sh: ps:$i exited $?" >&2; failed=1; }
+for p in "${w_pid[@]}" "${ps_pid[@]}"; do
+  rc=0
+  wait_task "$p" $((hard_deadline - SECONDS)) || rc=$?
+  if kill -0 "$p" 2>/dev/null; then echo "soak.sh: ${pid_task[$p]} hangs" >&2; exit 1; fi
+  [ "$rc" = 0 ] || { echo "soak.sh: ${pid_task[$p]} exited $rc" >&2; failed=1; }
 done
 
 python3 - "$run/summary.json" "$out/soak.json" "$kills" "${rss_start[0]}" "${rss_start[1]}" \

@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 # A copy of the scripts: they cd to their repository's root.
 mkdir -p "$tmp/repo/scripts/experiments" "$tmp/repo/scripts/run" "$tmp/repo/scripts/lib"
 cp "$src"/scripts/run/compare.py "$tmp/repo/scripts/run/"
-cp "$src"/scripts/lib/runs.py "$tmp/repo/scripts/lib/"
+cp "$src"/scripts/lib/{runs.py,cluster.sh} "$tmp/repo/scripts/lib/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
   "$tmp/repo/scripts/experiments/"
 repo=$tmp/repo

@@ -54,6 +54,7 @@ if [ ! -f "$config" ]; then
   exit 2
 fi
 cd "$(dirname "$0")/../.." || exit 1
+source scripts/lib/cluster.sh
 
 if [ "$build" = 1 ]; then
   bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks >&2 || {
@@ -96,34 +97,22 @@ if [ "$netns" = 1 ]; then
   sampler=$!
 fi
 
-declare -A task_of=()   # pid -> task
+# The tasks (scripts/lib/cluster.sh's start_task): their pids in task_pids,
+# pid_task maps a pid to its task.
+PSGD_BIN=$bin
 declare -A alive=()     # pid -> 1 while running
-pids=()
 stopping=0
 interrupted=0
 
-stop_all() {
-  local sig=$1
-  for pid in "${pids[@]}"; do kill "-$sig" "$pid" 2>/dev/null; done
-}
-
-start_task() {
-  local task=$1 binary
-  case "$task" in
-    ps:*) binary="$bin/ps/ps_server" ;;
-    worker:*) binary="$bin/worker/worker" ;;
-  esac
-  local in=() dir=$run_dir
+# launch TASK: starts TASK, its output on ours with a task prefix.
+launch() {
+  local task=$1 dir=$run_dir in=()
   if [ "$netns" = 1 ]; then
-    in=(ip netns exec "${host_of[$task]}")
+    in=(--netns="${host_of[$task]}")
     dir=$run_dir/${host_of[$task]}
     mkdir -p "$dir"
   fi
-  ${in[@]+"${in[@]}"} "$binary" --config="$config" --task="$task" --run_dir="$dir" \
-    "${extra[@]+"${extra[@]}"}" \
-    > >(sed -u "s/^/$(printf '%-9s|' "$task") /") 2>&1 &
-  pids+=($!)
-  task_of[$!]=$task
+  start_task ${in[@]+"${in[@]}"} "$config" "$task" "$dir" - "${extra[@]+"${extra[@]}"}"
   alive[$!]=1
 }
 
@@ -131,16 +120,16 @@ on_signal() {
   echo "launch.sh: interrupted, stopping every task" >&2
   stopping=1
   interrupted=1
-  stop_all TERM
+  stop_tasks TERM
 }
 trap on_signal INT TERM
 
 # Servers first, so that workers find them listening.
-for t in $tasks; do [[ $t == ps:* ]] && start_task "$t"; done
-for t in $tasks; do [[ $t == worker:* ]] && start_task "$t"; done
+for t in $tasks; do [[ $t == ps:* ]] && launch "$t"; done
+for t in $tasks; do [[ $t == worker:* ]] && launch "$t"; done
 
 failed=()
-remaining=${#pids[@]}
+remaining=${#task_pids[@]}
 while [ "$remaining" -gt 0 ]; do
   finished=""
   wait -n -p finished "${!alive[@]}"
@@ -149,15 +138,15 @@ while [ "$remaining" -gt 0 ]; do
   [ -z "$finished" ] && continue
   unset "alive[$finished]"
   remaining=$((remaining - 1))
-  task=${task_of[$finished]}
+  task=${pid_task[$finished]}
   if [ "$rc" -ne 0 ]; then
     failed+=("$task (exit $rc)")
     if [ "$stopping" = 0 ]; then
       echo "launch.sh: $task failed with exit status $rc; stopping the others" >&2
       stopping=1
-      stop_all TERM
+      stop_tasks TERM
       # Anything still running after 10 s is killed.
-      ( sleep 10; stop_all KILL ) &
+      ( sleep 10; stop_tasks KILL ) &
     fi
   else
     echo "launch.sh: $task exited 0" >&2
