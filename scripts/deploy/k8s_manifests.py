@@ -3,6 +3,10 @@
 
     scripts/deploy/k8s_manifests.py CONFIG [--image IMAGE] [--namespace NS]
                              [--port 2222] [--checkpoint_size 1Gi] [--out DIR]
+                             [--cluster_tasks PATH]
+
+The config is read by configs/cluster_tasks, the real loader (built with
+Bazel when missing): a config the binaries refuse makes no manifests.
 
 writes into DIR (default: the current directory)
   NAME-tfjob.yaml      a Kubeflow TFJob (kubeflow.org/v1): a Chief (worker:0),
@@ -25,59 +29,31 @@ import os
 import re
 import sys
 
-
-class ConfigError(Exception):
-    pass
-
-
-def top_level(text):
-    """Top-level fields of a text-format config: a list of (name, value),
-    value the scalar's text or None for a message."""
-    text = re.sub(r"#[^\n]*", "", text)
-    tokens = re.findall(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[{}:]|[^\s{}:"\']+', text)
-    fields, depth, i = [], 0, 0
-    while i < len(tokens):
-        t = tokens[i]
-        if t == "{":
-            depth += 1
-        elif t == "}":
-            depth -= 1
-            if depth < 0:
-                raise ConfigError("unbalanced '}'")
-        elif depth == 0 and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t):
-            nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-            if nxt == ":" and i + 2 < len(tokens) and tokens[i + 2] != "{":
-                fields.append((t, tokens[i + 2].strip("\"'")))
-                i += 3
-                continue
-            fields.append((t, None))
-        i += 1
-    if depth != 0:
-        raise ConfigError("unbalanced '{'")
-    return fields
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from configs import ConfigError  # noqa: E402
+import configs  # noqa: E402  (scripts/lib/configs.py: configs/cluster_tasks)
 
 
-def read_config(path):
+K8S_NAME = r"[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?"
+
+
+def read_config(path, tool=None):
+    """What the manifests need of a config, read by configs/cluster_tasks
+    (scripts/lib/configs.py); ConfigError names what is wrong. The name is
+    checked against Kubernetes' rule before the loader's other checks."""
     try:
         text = open(path).read()
     except OSError as e:
         raise ConfigError(f"cannot read '{path}': {e.strerror}")
-    fields = top_level(text)
-    names = [v for k, v in fields if k == "name"]
-    ps = sum(1 for k, _ in fields if k == "ps")
-    workers = sum(1 for k, _ in fields if k == "worker")
-    if not names or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?", names[0]):
-        raise ConfigError(f"{path}: name {names[0]!r} is not a Kubernetes name "
-                          "(lower-case letters, digits and '-', at most 42)"
-                          if names else f"{path}: no name")
-    if ps < 1:
-        raise ConfigError(f"{path}: no ps task")
-    if workers < 1:
-        raise ConfigError(f"{path}: no worker task")
-    has_ckpt = any(k == "checkpoint" for k, _ in fields)
-    own_dirs = "checkpoint_dir" in text
-    return {"name": names[0], "ps": ps, "workers": workers, "text": text,
-            "checkpoint": has_ckpt, "own_checkpoint_dirs": own_dirs}
+    name = configs.field(path, "name", validate=False, tool=tool)
+    if not re.fullmatch(K8S_NAME, name):
+        raise ConfigError(f"{path}: name {name!r} is not a Kubernetes name "
+                          "(lower-case letters, digits and '-', at most 42)")
+    roles = [task.split(":")[0] for task, _ in configs.tasks(path, tool=tool)]
+    checkpoints = configs.field(path, "checkpoints", tool=tool)
+    return {"name": name, "ps": roles.count("ps"), "workers": roles.count("worker"),
+            "text": text, "checkpoint": checkpoints != "none",
+            "own_checkpoint_dirs": checkpoints == "per_task"}
 
 
 def indent(text, n):
@@ -276,11 +252,13 @@ def main(argv=None):
     p.add_argument("--port", type=int, default=2222)
     p.add_argument("--checkpoint_size", default="1Gi")
     p.add_argument("--out", default=".")
+    p.add_argument("--cluster_tasks", help="configs/cluster_tasks to read the config with "
+                   "(default: bazel-bin's, built when missing)")
     a = p.parse_args(argv)
     if not 1 <= a.port <= 65535:
         p.error(f"--port {a.port} is not in 1..65535")
     try:
-        c = read_config(a.config)
+        c = read_config(a.config, a.cluster_tasks)
     except ConfigError as e:
         sys.exit(f"k8s_manifests.py: {e}")
     os.makedirs(a.out, exist_ok=True)
