@@ -13,8 +13,9 @@ sub-folders are read as one run, and a file name found in two folders is an
 error. Used by compare.py, trace.py, experiments/bandwidth_report.py (and so
 overlap_report.py) and experiments/batch_sweep_report.py.
 
-As a command, for scripts that follow one task's metrics while it runs
-(scripts/lib/cluster.sh):
+As a command, for shell scripts that follow one task's metrics while it
+runs (scripts/lib/cluster.sh's last_step, tests/cluster_test_lib.sh's
+mean_loss):
 
     runs.py last-step FILE              the step of FILE's last complete
                                         train line (0 when none)
