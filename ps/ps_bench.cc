@@ -29,7 +29,7 @@
 // --config=F: no servers in this process; W worker threads (ids
 // --first_worker.. of the config's workers, each with its own connections)
 // push and pull against the config's ps tasks (started by hand or by
-// scripts/ps_bench_cluster.sh, possibly on other hosts), with the config's
+// scripts/bench/ps_bench_cluster.sh, possibly on other hosts), with the config's
 // wire dtypes, mode and token, for --seconds; it prints bytes per second
 // per worker and per server.
 #include <grpcpp/grpcpp.h>

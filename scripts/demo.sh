@@ -7,7 +7,7 @@
 #
 # --minutes=M     the budget of each run (default 3)
 # --data_dir=DIR  CIFAR-10's binary files (default data/cifar-10-batches-bin,
-#                 which scripts/get_cifar10.sh fills; the demo runs it when
+#                 which scripts/run/get_cifar10.sh fills; the demo runs it when
 #                 the directory is empty)
 # --synthetic     use the synthetic data set
 #
@@ -50,14 +50,14 @@ if [ "$synthetic" = 0 ]; then
   if [ -z "$data_dir" ]; then
     data_dir="$PWD/data/cifar-10-batches-bin"
     if ! has_cifar "$data_dir"; then
-      echo "== demo.sh: no CIFAR-10 in $data_dir; trying scripts/get_cifar10.sh"
-      bash scripts/get_cifar10.sh || true
+      echo "== demo.sh: no CIFAR-10 in $data_dir; trying scripts/run/get_cifar10.sh"
+      bash scripts/run/get_cifar10.sh || true
     fi
   fi
   if ! has_cifar "$data_dir"; then
     echo "demo.sh: WARNING: no CIFAR-10 data (looked in $data_dir, and the download did not work)." >&2
     echo "demo.sh: WARNING: using the SYNTHETIC data set instead; its accuracies say nothing about CIFAR-10." >&2
-    echo "demo.sh: WARNING: get the data with scripts/get_cifar10.sh [ARCHIVE|DIR], or pass --data_dir=DIR." >&2
+    echo "demo.sh: WARNING: get the data with scripts/run/get_cifar10.sh [ARCHIVE|DIR], or pass --data_dir=DIR." >&2
     synthetic=1
   fi
 fi
@@ -86,13 +86,13 @@ make_config configs/async_2ps_4workers.pbtxt "$out/async.pbtxt"
 
 for mode in sync async; do
   echo "== demo.sh: $mode run, $minutes minute(s)"
-  bash scripts/launch.sh --no-build --run_dir="$out/$mode" "$out/$mode.pbtxt" || {
+  bash scripts/run/launch.sh --no-build --run_dir="$out/$mode" "$out/$mode.pbtxt" || {
     echo "demo.sh: the $mode run failed (logs above; run directory $out/$mode)" >&2
     exit 1
   }
 done
 
 echo "== demo.sh: comparing"
-/usr/bin/python3 scripts/compare.py "$out/sync" "$out/async" --out "$out/report" || exit 1
+/usr/bin/python3 scripts/run/compare.py "$out/sync" "$out/async" --out "$out/report" || exit 1
 [ "$synthetic" = 1 ] && echo "demo.sh: (synthetic data: see the warning above)"
 echo "demo.sh: report: $PWD/$out/report/report.md"

@@ -17,9 +17,9 @@ PACKAGES=(
   libopenblas-dev libdnnl-dev  # BLAS; oneDNN (the CPU backend's convolutions, GEMMs)
   clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
   libssl-dev openssl       # the cluster token's SHA-256; test certificates
-  python3 python3-numpy python3-matplotlib  # scripts/compare.py
-  procps iproute2          # scripts/launch.sh, tests; ip netns and tc (netns_hosts.sh)
-  slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/slurm/)
+  python3 python3-numpy python3-matplotlib  # scripts/run/compare.py
+  procps iproute2          # scripts/run/launch.sh, tests; ip netns and tc (netns_hosts.sh)
+  slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/deploy/)
   prometheus               # promtool: the /metrics pages' format check in the tests
 )
 BENCH_PACKAGES=(python3-torch)

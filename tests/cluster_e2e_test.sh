@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# End to end: scripts/launch.sh starts 2 ps and 3 worker processes from a
+# End to end: scripts/run/launch.sh starts 2 ps and 3 worker processes from a
 # config on free loopback ports with synthetic data, sync for 30 steps and
 # async for 30 steps, and sync again with overlap (wire { overlap: true }). Every process exits 0, the loss falls, and the metrics
-# hold what scripts/compare.py needs for its report.
+# hold what scripts/run/compare.py needs for its report.
 source "$(dirname "$0")/cluster_test_lib.sh"
 
 for mode in SYNC ASYNC; do

@@ -71,7 +71,7 @@ restart_case() {
   wait "${ws[2]}" 2>/dev/null || true
   local killed_at
   killed_at=$(last_step "$run/worker-2.jsonl")
-  "$WORKER" --config="$cfg" --task=worker:2 --run_dir="$run" >"$run/w2.restart.log" 2>&1 &
+  start_task "$cfg" worker:2 "$run" "$run/w2.restart.log"
   ws[2]=$!; pids+=($!)
   echo "$name: killed worker:2 at step $killed_at and started it again"
 

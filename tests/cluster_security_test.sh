@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end with a token and TLS: scripts/launch.sh runs 1 ps and 2
+# End to end with a token and TLS: scripts/run/launch.sh runs 1 ps and 2
 # workers (sync, 20 steps) from a config whose security block names a token
 # file and a certificate made here (tests/make_test_certs.sh); every process
 # exits 0. Then a chief with another token is refused (UNAUTHENTICATED, exit
@@ -43,7 +43,7 @@ run=$TMP/runs/intruder
 secure_config "$cfg" e2e-intruder "token_file: \"$TMP/token\""
 sed 's|token_file: .*|token: "not-the-token"|' "$cfg" > "$TMP/wrong.pbtxt"
 mkdir -p "$run"
-"$PS_SERVER" --config="$cfg" --task=ps:0 --run_dir="$run" > "$TMP/ps.log" 2>&1 &
+start_task "$cfg" ps:0 "$run" "$TMP/ps.log"
 ps_pid=$!
 rc=0
 timeout 120 "$WORKER" --config="$TMP/wrong.pbtxt" --task=worker:0 --run_dir="$run" \

@@ -1,46 +1,29 @@
-# Shared by the cluster tests: binaries from the runfiles, free loopback
-# ports, configs, and checks on a run directory. Source it.
+# Shared by the cluster tests: binaries from the runfiles, the tests'
+# config, and checks on a run directory; free ports, configs, starting and
+# awaiting tasks and last_step come from scripts/lib/cluster.sh. Source it.
 set -euo pipefail
 
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
+source "$RUNFILES/scripts/lib/cluster.sh"
+PSGD_BIN=$RUNFILES
 PS_SERVER=$RUNFILES/ps/ps_server
 WORKER=$RUNFILES/worker/worker
-LAUNCH=$RUNFILES/scripts/launch.sh
-COMPARE=$RUNFILES/scripts/compare.py
+LAUNCH=$RUNFILES/scripts/run/launch.sh
+COMPARE=$RUNFILES/scripts/run/compare.py
 PY=/usr/bin/python3
 TMP=${TEST_TMPDIR:?}
 
-# N free TCP ports on 127.0.0.1, one per line (bound, read, released).
-free_ports() {
-  "$PY" - "$1" <<'PYEOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-for s in socks:
-    print(s.getsockname()[1])
-PYEOF
-}
-
-# write_config FILE NAME MODE PS WORKERS N STEPS LEASE_SECONDS
+# write_config FILE NAME MODE PS WORKERS N STEPS LEASE_SECONDS: the tests'
+# cluster (free loopback ports, synthetic data, batch 16), written by
+# scripts/lib/cluster.sh.
 write_config() {
-  local file=$1 name=$2 mode=$3 ps=$4 workers=$5 n=$6 steps=$7 lease=$8
-  local ports
-  ports=($(free_ports $((ps + workers))))
-  {
-    echo "name: \"$name\""
-    for ((i = 0; i < ps; i++)); do echo "ps { address: \"127.0.0.1:${ports[i]}\" }"; done
-    for ((i = 0; i < workers; i++)); do
-      echo "worker { address: \"127.0.0.1:${ports[ps + i]}\" threads: 1 }"
-    done
-    echo "training { mode: $mode"
-    [ "$mode" = SYNC ] && echo "  replicas_to_aggregate: $n"
-    echo "  batch_size: 16 steps: $steps eval_every: 10 eval_examples: 200 }"
-    echo "data { source: SYNTHETIC synthetic_train_size: 1200 synthetic_test_size: 300 }"
-    echo "worker_lease_seconds: $lease"
-  } > "$file"
+  local file=$1 name=$2 mode=$3 ps=$4 workers=$5 n=$6 steps=$7 lease=$8 sync=()
+  if [ "$mode" = SYNC ]; then sync=(n="$n"); fi
+  write_cluster_config "$file" "$name" mode="$mode" ps="$ps" workers="$workers" \
+    ${sync[@]+"${sync[@]}"} batch=16 steps="$steps" \
+    training="eval_every: 10 eval_examples: 200" \
+    data="source: SYNTHETIC synthetic_train_size: 1200 synthetic_test_size: 300" \
+    extra="worker_lease_seconds: $lease"
 }
 
 # start_cluster CFG RUN PS WORKERS: starts ps:0..PS-1 and worker:0..WORKERS-1
@@ -51,49 +34,27 @@ start_cluster() {
   local cfg=$1 run=$2 nps=$3 nw=$4 i j
   ps_pids=() w_pids=()
   for ((i = 0; i < nps; i++)); do
-    "$PS_SERVER" --config="$cfg" --task=ps:$i --run_dir="$run" >"$run/ps$i.log" 2>&1 &
+    start_task "$cfg" "ps:$i" "$run" "$run/ps$i.log"
     ps_pids+=($!); pids+=($!)
   done
   for ((j = 0; j < nw; j++)); do
-    "$WORKER" --config="$cfg" --task=worker:$j --run_dir="$run" >"$run/w$j.log" 2>&1 &
+    start_task "$cfg" "worker:$j" "$run" "$run/w$j.log"
     w_pids+=($!); pids+=($!)
   done
 }
 
 # wait_exit PID SECONDS: the process's exit status, or fails after SECONDS.
 wait_exit() {
-  local pid=$1 deadline=$((SECONDS + $2))
-  while kill -0 "$pid" 2>/dev/null; do
-    [ $SECONDS -lt $deadline ] || fail "process $pid still running after $2 s (hang)"
-    sleep 0.2
-  done
-  wait "$pid"
+  local rc=0
+  wait_task "$1" "$2" || rc=$?
+  ! kill -0 "$1" 2>/dev/null || fail "process $1 still running after $2 s (hang)"
+  return $rc
 }
 
 # train_lines FILE: the number of "train" lines of a worker's metrics.
 train_lines() {
   [ -f "$1" ] || { echo 0; return; }
   grep -c '"kind":"train"' "$1" || true
-}
-
-# last_step FILE: the step of the last "train" line of a worker's metrics.
-last_step() {
-  # Complete lines only: the worker may be writing the last one.
-  "$PY" - "$1" <<'PYEOF'
-import json, sys
-step = 0
-with open(sys.argv[1]) as f:
-    for line in f:
-        if not line.endswith("\n"):
-            break
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if r.get("kind") == "train":
-            step = r["step"]
-print(step)
-PYEOF
 }
 
 # await_steps FILE N SECONDS PID: waits until FILE has N train lines, while
@@ -122,13 +83,7 @@ await_global_step() {
 
 # mean_loss FILE FIRST|LAST N: the mean loss of the first or last N train lines.
 mean_loss() {
-  "$PY" - "$@" <<'PYEOF'
-import json, sys
-path, which, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-losses = [r["loss"] for r in map(json.loads, open(path)) if r.get("kind") == "train"]
-part = losses[:n] if which == "FIRST" else losses[-n:]
-print(sum(part) / len(part))
-PYEOF
+  /usr/bin/python3 "$RUNFILES/scripts/lib/runs.py" mean-loss "$1" "${2,,}" "$3"
 }
 
 # json_field FILE KEY

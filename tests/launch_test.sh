@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# scripts/launch.sh stops every task when one fails: with stand-in binaries
+# scripts/run/launch.sh stops every task when one fails: with stand-in binaries
 # (--bin_dir), worker:1 exits 3 while the others run on; launch.sh must send
 # the others SIGTERM, kill one that ignores it (after its 10 s grace), exit 1
 # naming the failed task, and leave no task running. A run where every task
 # exits 0 exits 0.
 set -euo pipefail
-LAUNCH=${TEST_SRCDIR:?run under bazel test}/psgd/scripts/launch.sh
+LAUNCH=${TEST_SRCDIR:?run under bazel test}/psgd/scripts/run/launch.sh
 TMP=${TEST_TMPDIR:?}
 
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # A cluster across three hosts: network namespaces made by
-# scripts/netns_hosts.sh (198.18.0.0/15, a bridge, nothing routed off the
+# scripts/run/netns_hosts.sh (198.18.0.0/15, a bridge, nothing routed off the
 # machine), with a unique prefix so that it cannot meet a developer's hosts.
 # 2 ps tasks on hosts 0 and 1 (listening on 0.0.0.0, dialled by host name)
 # and 3 workers, one per host; each host writes its own folder of the run
 # directory and each ps its own checkpoint directory (nothing shared).
-#   sync and async runs through scripts/launch.sh --netns to their last step;
+#   sync and async runs through scripts/run/launch.sh --netns to their last step;
 #   ps:1 killed (SIGKILL) mid-run and started again on its host: it agrees
 #   with ps:0 over RPC on the newest checkpoint both have, restores its own
 #   file of it, and the run goes on to its last step.
 # Every namespace, veth and the bridge are removed on any exit.
 source "$(dirname "$0")/cluster_test_lib.sh"
-NETNS_HOSTS=$RUNFILES/scripts/netns_hosts.sh
+NETNS_HOSTS=$RUNFILES/scripts/run/netns_hosts.sh
 
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
   echo "SKIP: needs root and iproute2 (ip netns); CI runs as root"
@@ -38,26 +38,19 @@ H0=${prefix}0 H1=${prefix}1 H2=${prefix}2
 ip netns exec "$H0" getent hosts "$H2" | grep -q '^198\.18\.0\.12 ' || fail "$H2 does not resolve in $H0"
 [ -z "$(ip -n "$H0" route show default)" ] || fail "$H0 has a default route"
 
-# host_config FILE NAME MODE STEPS [EXTRA]
-host_config() {
-  local file=$1 name=$2 mode=$3 steps=$4
-  cat > "$file" <<EOC
-name: "$name"
-ps { address: "$H0:2222" listen_address: "0.0.0.0:2222" checkpoint_dir: "$TMP/$name/$H0/ckpt" }
-ps { address: "$H1:2222" listen_address: "0.0.0.0:2222" checkpoint_dir: "$TMP/$name/$H1/ckpt" }
-worker { address: "$H0:2300" }
-worker { address: "$H1:2300" }
-worker { address: "$H2:2300" }
-training { mode: $mode batch_size: 16 steps: $steps eval_every: 50 eval_examples: 200 }
-model { name: "cifar10_linear" }
-data { source: SYNTHETIC synthetic_train_size: 1200 synthetic_test_size: 300 }
+# host_config FILE NAME MODE STEPS: ps:0 and ps:1 on hosts 0 and 1, each
+# with a checkpoint directory of its own host; a worker on each host.
 # keep: 20: at 2 ms a step, a loaded machine's checkpoint writers can lag
 # several intervals behind, and the default keep of 3 could then prune on
 # ps:0 the newest checkpoint that ps:1 also has (docs/MULTIHOST.md).
-checkpoint { every_steps: 40 keep: 20 }
-worker_lease_seconds: 10
-ps_unavailable_timeout_seconds: 120
-EOC
+host_config() {
+  local file=$1 name=$2 mode=$3 steps=$4
+  write_cluster_config "$file" "$name" mode="$mode" ps_hosts="$H0,$H1" \
+    worker_hosts="$H0,$H1,$H2" threads= ps_extra="checkpoint_dir: \"$TMP/$name/{host}/ckpt\"" \
+    batch=16 steps="$steps" training="eval_every: 50 eval_examples: 200" \
+    model=cifar10_linear data="source: SYNTHETIC synthetic_train_size: 1200 synthetic_test_size: 300" \
+    extra="checkpoint { every_steps: 40 keep: 20 }" extra="worker_lease_seconds: 10" \
+    extra="ps_unavailable_timeout_seconds: 120"
 }
 
 for mode in SYNC ASYNC; do
@@ -96,13 +89,11 @@ echo "=== $name: kill ps:1 on $H1"
 hosts_of=("$H0" "$H1" "$H2")
 ps_pids=() w_pids=()
 for i in 0 1; do
-  ip netns exec "${hosts_of[i]}" "$PS_SERVER" --config="$cfg" --task=ps:$i \
-    --run_dir="$run/${hosts_of[i]}" > "$run/${hosts_of[i]}/ps$i.log" 2>&1 &
+  start_task --netns="${hosts_of[i]}" "$cfg" "ps:$i" "$run/${hosts_of[i]}" "$run/${hosts_of[i]}/ps$i.log"
   ps_pids+=($!); pids+=($!)
 done
 for j in 0 1 2; do
-  ip netns exec "${hosts_of[j]}" "$WORKER" --config="$cfg" --task=worker:$j \
-    --run_dir="$run/${hosts_of[j]}" > "$run/${hosts_of[j]}/w$j.log" 2>&1 &
+  start_task --netns="${hosts_of[j]}" "$cfg" "worker:$j" "$run/${hosts_of[j]}" "$run/${hosts_of[j]}/w$j.log"
   w_pids+=($!); pids+=($!)
 done
 await_global_step "$run/$H0/worker-0.jsonl" 200 240 "${w_pids[0]}"
@@ -113,8 +104,7 @@ own_labels() { ls "$1"/step-*/"shard-$2-of-2.ckpt" 2>/dev/null | sed 's|.*/step-
 common=$(comm -12 <(own_labels "$TMP/$name/$H0/ckpt" 0 | sort) <(own_labels "$TMP/$name/$H1/ckpt" 1 | sort) | sort -n | tail -1)
 echo "$name: killed ps:1 near step $(last_step "$run/$H0/worker-0.jsonl"); newest checkpoint both have: step-$common"
 [ -n "$common" ] || fail "$name: no checkpoint common to both ps"
-ip netns exec "$H1" "$PS_SERVER" --config="$cfg" --task=ps:1 \
-  --run_dir="$run/$H1" > "$run/$H1/ps1.restart.log" 2>&1 &
+start_task --netns="$H1" "$cfg" ps:1 "$run/$H1" "$run/$H1/ps1.restart.log"
 ps_pids[1]=$!; pids+=($!)
 for j in 0 1 2; do
   wait_exit "${w_pids[j]}" 300 || { cat "$run/${hosts_of[j]}/w$j.log"; fail "$name: worker:$j exited $?"; }

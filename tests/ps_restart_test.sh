@@ -63,7 +63,7 @@ PYEOF
     echo "$name: corrupted $file; expecting step-$expect"
   fi
 
-  "$PS_SERVER" --config="$cfg" --task=ps:$victim --run_dir="$run" >"$run/ps$victim.restart.log" 2>&1 &
+  start_task "$cfg" "ps:$victim" "$run" "$run/ps$victim.restart.log"
   ps[victim]=$!; pids+=($!)
 
   for j in 0 1 2; do

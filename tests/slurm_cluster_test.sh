@@ -2,12 +2,12 @@
 # A Slurm cluster on this machine started by the test (Debian's slurmctld and
 # slurmd as root: auth/none, cred/none, proctrack/pgid, task/none, its own
 # ports, state and spool directories under the test's TMP), and
-# scripts/slurm/psgd.sbatch submitted with sbatch: srun --multi-prog runs 2
+# scripts/deploy/psgd.sbatch submitted with sbatch: srun --multi-prog runs 2
 # ps and 2 workers of one config, each taking its role and the others'
 # addresses from SLURM_* (--cluster_from=slurm), to the last step. The
 # daemons are stopped and their directories removed on any exit.
 source "$(dirname "$0")/cluster_test_lib.sh"
-SBATCH_SCRIPT=$RUNFILES/scripts/slurm/psgd.sbatch
+SBATCH_SCRIPT=$RUNFILES/scripts/deploy/psgd.sbatch
 PATH=$PATH:/usr/sbin:/sbin
 
 if [ "$(id -u)" -ne 0 ]; then

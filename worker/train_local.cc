@@ -27,7 +27,7 @@
 ABSL_FLAG(std::string, data, "cifar10", "Data set: cifar10 or synthetic.");
 ABSL_FLAG(std::string, data_dir, "data",
           "CIFAR-10 binary files: the cifar-10-batches-bin directory or its "
-          "parent (scripts/get_cifar10.sh puts it in data/).");
+          "parent (scripts/run/get_cifar10.sh puts it in data/).");
 ABSL_FLAG(int64_t, batch, 128, "Images per step.");
 ABSL_FLAG(int64_t, steps, 0, "Training steps (instead of --epochs).");
 ABSL_FLAG(int64_t, epochs, 0,

@@ -30,7 +30,7 @@
 
 ABSL_FLAG(std::string, config, "", "Cluster config file (text format).");
 ABSL_FLAG(std::string, run_dir, "",
-          "Run directory shared by every task (scripts/launch.sh passes one); "
+          "Run directory shared by every task (scripts/run/launch.sh passes one); "
           "default: the chief's RUN_ROOT/NAME-TIMESTAMP.");
 
 int main(int argc, char** argv) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The bandwidth experiment (docs/EXPERIMENTS.md, "Across hosts: 10G and 1G"):
 # the same sync cluster, 2 ps and 3 workers each on a host of its own (five
-# network namespaces, scripts/netns_hosts.sh), run uncapped and with two link
+# network namespaces, scripts/run/netns_hosts.sh), run uncapped and with two link
 # caps standing for 10 GbE and 1 GbE; one report of loss per step and per
 # second, the step split, bytes/s per host against its cap, and the step's
 # transfer time against the byte bound of the busiest link.
@@ -41,7 +41,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 data_dir=$(cd "$data_dir" && pwd)
 prefix=bw
-trap 'bash scripts/netns_hosts.sh down --prefix=$prefix >/dev/null 2>&1 || true' EXIT
+trap 'bash scripts/run/netns_hosts.sh down --prefix=$prefix >/dev/null 2>&1 || true' EXIT
 
 source scripts/experiments/netns_sync_cluster.sh
 cfg=$out/bandwidth.pbtxt
@@ -56,7 +56,7 @@ if [ -z "$cap1g" ]; then
 fi
 run cap10g "$cap10g"
 run cap1g "$cap1g"
-/usr/bin/python3 scripts/compare.py "$out/uncapped" "$out/cap10g" "$out/cap1g" --out "$out/report" --target 0.3
+/usr/bin/python3 scripts/run/compare.py "$out/uncapped" "$out/cap10g" "$out/cap1g" --out "$out/report" --target 0.3
 /usr/bin/python3 scripts/experiments/bandwidth_report.py "$out/uncapped" "$out/cap10g" "$out/cap1g" \
   --out "$out/report" --runs "$out/runs.txt"
 echo "bandwidth.sh: report $out/report/report.md and $out/report/bandwidth.md"

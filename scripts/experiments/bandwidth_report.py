@@ -7,48 +7,27 @@
         writes DIR/bandwidth.md and bandwidth_*.png
 
 A RUN is a launch.sh --netns run directory (one folder per host, with the
-hosts' link samples net-HOST.jsonl and the workers' step lines).
+hosts' link samples net-HOST.jsonl and the workers' step lines), read by
+scripts/lib/runs.py.
 """
 import argparse
 import collections
-import json
 import os
 import statistics
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import runs  # noqa: E402  (scripts/lib/runs.py: the run reader)
+
+import matplotlib  # noqa: E402
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: E402
 
 # The seed experiment: 1 GbE took 5x as long per step as 10 GbE. With
 # compute C and the busiest link's transfer T1 at 1G (T10 = T1 / 10):
 # C + T1 = 5 (C + T1/10)  =>  T1 = 8 C, T10 = 0.8 C.
 TRANSFER_OVER_COMPUTE_1G = 8.0
 SKIP = 3  # first steps left out of means (warm-up)
-
-
-def load(path):
-    steps, net = [], collections.defaultdict(list)
-    for folder, _, files in os.walk(path):
-        for f in files:
-            if not f.endswith(".jsonl"):
-                continue
-            with open(os.path.join(folder, f)) as fh:
-                for line in fh:
-                    try:
-                        r = json.loads(line)
-                    except ValueError:
-                        continue
-                    if r.get("kind") == "train":
-                        r.setdefault("task", f[:-len(".jsonl")])
-                        steps.append(r)
-                    elif r.get("kind") == "net":
-                        net[r["host"]].append(r)
-    if not steps:
-        sys.exit(f"bandwidth_report.py: {path}: no training steps")
-    for recs in net.values():
-        recs.sort(key=lambda r: r["unix_time"])
-    return steps, net
 
 
 def counter_at(recs, t, key):
@@ -63,10 +42,18 @@ def counter_at(recs, t, key):
 
 
 class Run:
+    """A run as runs.Run reads it, with the means this report takes: over
+    the workers' train lines from local step SKIP on."""
+
     def __init__(self, path):
-        self.path = path
-        self.name = os.path.basename(path.rstrip("/"))
-        self.steps, self.net = load(path)
+        try:
+            run = runs.Run(path)
+        except runs.RunError as e:
+            sys.exit(f"bandwidth_report.py: {e}")
+        self.path, self.name, self.net = run.path, run.name, run.net
+        self.steps = [r for r in run.steps if r.get("kind", "train") == "train"]
+        if not self.steps:
+            sys.exit(f"bandwidth_report.py: {path}: no training steps")
         timed = [r for r in self.steps if "unix_time" in r]
         self.start = min(r["unix_time"] - r["step_s"] for r in timed)
         self.end = max(r["unix_time"] for r in timed)

@@ -24,7 +24,7 @@
 # same --out adds runs, and the report covers every run there. --dry-run
 # writes the clusters' configs to OUT and stops. --bin_dir=DIR takes
 # ps/ps_server, worker/worker, worker/train_local and configs/cluster_tasks
-# from DIR (as scripts/launch.sh --bin_dir) instead of building.
+# from DIR (as scripts/run/launch.sh --bin_dir) instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/experiments/lib.sh

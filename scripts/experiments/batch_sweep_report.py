@@ -19,8 +19,10 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import compare  # noqa: E402  (scripts/compare.py: Run, matplotlib)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "lib"), os.path.join(HERE, "..", "run")]
+import compare  # noqa: E402  (scripts/run/compare.py: fmt, matplotlib)
+from runs import Run, RunError  # noqa: E402  (scripts/lib/runs.py)
 
 plt = compare.plt
 NAME = re.compile(r"^(?:w(?P<w>\d+)|local)-b(?P<b>\d+)(?:-(?P<s>plain|scaled))?$")
@@ -64,8 +66,8 @@ def main(argv):
         if not m or not os.path.isdir(os.path.join(out, d)):
             continue
         try:
-            run = compare.Run(os.path.join(out, d))
-        except compare.RunError as e:
+            run = Run(os.path.join(out, d))
+        except RunError as e:
             sys.exit(f"batch_sweep_report.py: {e}")
         tpe, epochs = time_per_epoch(run, settings["train_examples"])
         # A cluster's step lines carry the step their gradient was computed

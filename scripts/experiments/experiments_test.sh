@@ -9,8 +9,9 @@ tasks=$(pwd)/configs/cluster_tasks
 tmp=$(mktemp -d "${TEST_TMPDIR:-/tmp}/experiments_test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # A copy of the scripts: they cd to their repository's root.
-mkdir -p "$tmp/repo/scripts/experiments"
-cp "$src"/scripts/compare.py "$tmp/repo/scripts/"
+mkdir -p "$tmp/repo/scripts/experiments" "$tmp/repo/scripts/run" "$tmp/repo/scripts/lib"
+cp "$src"/scripts/run/compare.py "$tmp/repo/scripts/run/"
+cp "$src"/scripts/lib/{runs.py,cluster.sh} "$tmp/repo/scripts/lib/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
   "$tmp/repo/scripts/experiments/"
 repo=$tmp/repo

@@ -1,30 +1,17 @@
 # Shared by the experiment scripts (staleness.sh, batch_sweep.sh): a
 # cluster config written for one setting, and one run of it on this machine.
 # Sourced from the repository's root; the caller sets `data_dir` (absolute).
+source scripts/lib/cluster.sh
 
 # experiment_config FILE NAME MODE PS WORKERS BATCH TRAINING_EXTRA [THREADS]
 # Writes a config of PS servers and WORKERS workers (THREADS compute threads
-# each, default 1) on 127.0.0.1 (ports
-# 24100+ and 24200+), CIFAR-10 from $data_dir. TRAINING_EXTRA goes into the
-# training block (optimizer, seed, steps or epochs, max_seconds, staleness
-# controls ...).
+# each, default 1) on free 127.0.0.1 ports (scripts/lib/cluster.sh),
+# CIFAR-10 from $data_dir. TRAINING_EXTRA goes into the training block
+# (optimizer, seed, steps or epochs, max_seconds, staleness controls ...).
 experiment_config() {
-  local file=$1 name=$2 mode=$3 ps=$4 workers=$5 batch=$6 extra=$7 threads=${8:-1} i
-  {
-    echo "# Written by scripts/experiments/$(basename "$0") for the setting '$name'."
-    echo "name: \"$name\""
-    for ((i = 0; i < ps; i++)); do echo "ps { address: \"127.0.0.1:$((24100 + i))\" }"; done
-    for ((i = 0; i < workers; i++)); do
-      echo "worker { address: \"127.0.0.1:$((24200 + i))\" threads: $threads }"
-    done
-    echo "training {"
-    echo "  mode: $mode"
-    echo "  batch_size: $batch"
-    echo "  $extra"
-    echo "}"
-    echo "model { name: \"cifar10_tutorial\" }"
-    echo "data { source: CIFAR10 dir: \"$data_dir\" augment: true sharding: SHARD }"
-  } > "$file"
+  write_cluster_config "$1" "$2" mode="$3" ps="$4" workers="$5" batch="$6" training="$7" \
+    threads="${8:-1}" model=cifar10_tutorial \
+    data="source: CIFAR10 dir: \"$data_dir\" augment: true sharding: SHARD"
 }
 
 # experiment_run CONFIG RUN_DIR: runs every task of CONFIG (the binaries in
@@ -35,7 +22,7 @@ experiment_run() {
   local cfg=$1 dir=$2
   mkdir -p "$dir"
   echo "before $(cut -d' ' -f1-3 /proc/loadavg)" > "$dir.load.txt"
-  if ! bash scripts/launch.sh --no-build ${bin_dir:+--bin_dir="$bin_dir"} --run_dir="$dir" "$cfg" > "$dir.log" 2>&1; then
+  if ! bash scripts/run/launch.sh --no-build ${bin_dir:+--bin_dir="$bin_dir"} --run_dir="$dir" "$cfg" > "$dir.log" 2>&1; then
     tail -30 "$dir.log" >&2
     echo "$(basename "$0"): the run $(basename "$dir") failed (log: $dir.log)" >&2
     return 1

@@ -39,7 +39,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 data_dir=$(cd "$data_dir" && pwd)
 prefix=ov
-trap 'bash scripts/netns_hosts.sh down --prefix=$prefix >/dev/null 2>&1 || true' EXIT
+trap 'bash scripts/run/netns_hosts.sh down --prefix=$prefix >/dev/null 2>&1 || true' EXIT
 
 source scripts/experiments/netns_sync_cluster.sh
 write_sync_config "$out/off.pbtxt" "$prefix" "$data_dir" "$batch" "$steps"

@@ -2,7 +2,7 @@
 # The staleness experiment (docs/EXPERIMENTS.md, "Closing the async gap"):
 # sync against async, and async with each staleness control, 2 ps x 4
 # workers on this machine, each for the same wall-clock budget on CIFAR-10;
-# one report (scripts/compare.py) with accuracy per second and per epoch,
+# one report (scripts/run/compare.py) with accuracy per second and per epoch,
 # staleness histograms and the configs side by side.
 #
 #   scripts/experiments/staleness.sh [--minutes=3] [--repeats=1]
@@ -26,7 +26,7 @@
 #   async-ssp0-quarter  staleness_bound 0 and learning rate 0.00025
 # --only keeps a subset; --repeats runs each setting R times (NAME-rK);
 # --dry-run writes the configs to OUT and stops; --bin_dir=DIR takes the
-# binaries from DIR (as scripts/launch.sh --bin_dir) instead of building.
+# binaries from DIR (as scripts/run/launch.sh --bin_dir) instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/experiments/lib.sh
@@ -94,5 +94,5 @@ for name in "${order[@]}"; do
   done
 done
 [ "$dry" = 1 ] && { echo "staleness.sh: configs in $out (--dry-run: nothing run)"; exit 0; }
-/usr/bin/python3 scripts/compare.py "${dirs[@]}" --repeats "$repeats" --target 0.5 --out "$out/report"
+/usr/bin/python3 scripts/run/compare.py "${dirs[@]}" --repeats "$repeats" --target 0.5 --out "$out/report"
 echo "staleness.sh: report $out/report/report.md"

@@ -1,7 +1,7 @@
 // The shard fuzzer's harness in every build (gcc, asan, tsan): the seed
 // corpus (and the reproducers of past findings) in tests/fuzz/corpus, and
 // deterministic mutations of it, through the same LLVMFuzzerTestOneInput
-// that libFuzzer drives (scripts/fuzz.sh). A finding aborts the test with
+// that libFuzzer drives (scripts/bench/fuzz.sh). A finding aborts the test with
 // the harness's message.
 #include "tests/fuzz/shard_fuzz.h"
 

@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kHowToGet[] =
-    "run scripts/get_cifar10.sh, or train on the synthetic set instead "
+    "run scripts/run/get_cifar10.sh, or train on the synthetic set instead "
     "(a cluster config: data { source: SYNTHETIC }; train_local: "
     "--data=synthetic)";
 

@@ -1,7 +1,7 @@
 // Where a worker's records go, in one place for the cluster worker
 // (worker/cluster/worker_task.h) and the local trainer
 // (worker/train/local_trainer.h): the run directory's JSONL lines (a
-// "train" line per step, an "eval" line per evaluation; scripts/compare.py
+// "train" line per step, an "eval" line per evaluation; scripts/run/compare.py
 // reads them), TensorBoard scalars (the chief's; common/event_file.h) and
 // the Prometheus page's counters (worker/session/worker_metrics.h).
 //
@@ -32,7 +32,7 @@ struct StepContext {
   int64_t sent_bytes = -1;
   int64_t received_bytes = -1;
   // The training set's size: a cluster's epochs are the images every
-  // worker took over it (scripts/compare.py); 0: not written.
+  // worker took over it (scripts/run/compare.py); 0: not written.
   int64_t train_examples = 0;
 };
 

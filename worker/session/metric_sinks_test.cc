@@ -1,5 +1,5 @@
 // The metric sinks: a step's and an evaluation's JSONL lines as
-// scripts/compare.py reads them, with the context's fields only where
+// scripts/run/compare.py reads them, with the context's fields only where
 // known, for the cluster worker and the local trainer alike.
 #include "worker/session/metric_sinks.h"
 

@@ -1,0 +1,280 @@
+#!/usr/bin/python3
+"""Kubernetes manifests for a cluster config.
+
+    scripts/deploy/k8s_manifests.py CONFIG [--image IMAGE] [--namespace NS]
+                             [--port 2222] [--checkpoint_size 1Gi] [--out DIR]
+                             [--cluster_tasks PATH]
+
+The config is read by configs/cluster_tasks, the real loader (built with
+Bazel when missing): a config the binaries refuse makes no manifests.
+
+writes into DIR (default: the current directory)
+  NAME-tfjob.yaml      a Kubeflow TFJob (kubeflow.org/v1): a Chief (worker:0),
+                       Worker replicas (worker:1..) and PS replicas; every task
+                       runs with --cluster_from=tf_config and reads the TF_CONFIG
+                       the training operator sets.
+  NAME-k8s.yaml        the same without Kubeflow: a ConfigMap with the config,
+                       a headless Service and a StatefulSet for the ps tasks
+                       (stable names NAME-ps-I.NAME-ps, a checkpoint volume per
+                       pod), and an Indexed Job for the workers (index 0 is the
+                       chief); each task builds its TF_CONFIG from its ordinal.
+Both carry the config in a ConfigMap (NAME-config), gRPC health probes on the
+ps port (Kubernetes' grpc probe: the ps serves grpc.health.v1), and for each ps
+a volume at /checkpoints. For checkpoints that stay on the ps's own volume, give
+every ps task `checkpoint_dir: "/checkpoints"` in the config (docs/MULTIHOST.md).
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from configs import ConfigError  # noqa: E402
+import configs  # noqa: E402  (scripts/lib/configs.py: configs/cluster_tasks)
+
+
+K8S_NAME = r"[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?"
+
+
+def read_config(path, tool=None):
+    """What the manifests need of a config, read by configs/cluster_tasks
+    (scripts/lib/configs.py); ConfigError names what is wrong. The name is
+    checked against Kubernetes' rule before the loader's other checks."""
+    try:
+        text = open(path).read()
+    except OSError as e:
+        raise ConfigError(f"cannot read '{path}': {e.strerror}")
+    name = configs.field(path, "name", validate=False, tool=tool)
+    if not re.fullmatch(K8S_NAME, name):
+        raise ConfigError(f"{path}: name {name!r} is not a Kubernetes name "
+                          "(lower-case letters, digits and '-', at most 42)")
+    roles = [task.split(":")[0] for task, _ in configs.tasks(path, tool=tool)]
+    checkpoints = configs.field(path, "checkpoints", tool=tool)
+    return {"name": name, "ps": roles.count("ps"), "workers": roles.count("worker"),
+            "text": text, "checkpoint": checkpoints != "none",
+            "own_checkpoint_dirs": checkpoints == "per_task"}
+
+
+def indent(text, n):
+    pad = " " * n
+    return "\n".join(pad + line if line else line for line in text.splitlines())
+
+
+def config_map(c, ns):
+    return f"""apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {c['name']}-config
+  namespace: {ns}
+data:
+  cluster.pbtxt: |
+{indent(c['text'].rstrip(), 4)}
+"""
+
+
+def container(binary, args, port, ps):
+    probe = f"""
+        readinessProbe:
+          grpc: {{port: {port}}}
+          periodSeconds: 5
+        livenessProbe:
+          grpc: {{port: {port}}}
+          initialDelaySeconds: 30
+          periodSeconds: 20""" if ps else ""
+    ckpt = """
+          - {name: checkpoints, mountPath: /checkpoints}""" if ps else ""
+    return f"""        command: [{binary}]
+        args: [{", ".join(json.dumps(a) for a in args)}]
+        ports:
+          - {{name: tfjob-port, containerPort: {port}}}{probe}
+        volumeMounts:
+          - {{name: config, mountPath: /etc/psgd, readOnly: true}}
+          - {{name: runs, mountPath: /runs}}{ckpt}"""
+
+
+TASK_ARGS = ["--config=/etc/psgd/cluster.pbtxt", "--cluster_from=tf_config",
+             "--run_dir=/runs"]
+
+
+def tfjob(c, image, ns, port):
+    def replica(kind, count, binary, ps):
+        ckpt = """
+              - {name: checkpoints, emptyDir: {}}""" if ps else ""
+        return f"""    {kind}:
+      replicas: {count}
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: {image}
+{indent(container(binary, TASK_ARGS, port, ps), 6)}
+          volumes:
+            - name: config
+              configMap: {{name: {c['name']}-config}}
+            - {{name: runs, emptyDir: {{}}}}{ckpt}
+"""
+    out = config_map(c, ns) + f"""---
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: {c['name']}
+  namespace: {ns}
+spec:
+  runPolicy:
+    cleanPodPolicy: Running
+  tfReplicaSpecs:
+"""
+    out += replica("Chief", 1, "/psgd/worker", False)
+    if c["workers"] > 1:
+        out += replica("Worker", c["workers"] - 1, "/psgd/worker", False)
+    out += replica("PS", c["ps"], "/psgd/ps_server", True)
+    return out
+
+
+def headless(n, role, ns, port):
+    """A headless Service: stable DNS names NAME-ROLE-I.NAME-ROLE."""
+    return f"""---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {n}-{role}
+  namespace: {ns}
+spec:
+  clusterIP: None
+  # Names resolve before the pods are ready: a worker waits for SERVING
+  # (its health check) rather than failing on a name that is not there yet.
+  publishNotReadyAddresses: true
+  selector: {{app: {n}, role: {role}}}
+  ports:
+    - {{name: grpc, port: {port}}}
+"""
+
+
+def plain(c, image, ns, port, size):
+    n = c["name"]
+    ps_hosts = [f"{n}-ps-{i}.{n}-ps.{ns}.svc:{port}" for i in range(c["ps"])]
+    worker_hosts = [f"{n}-worker-{i}.{n}-worker.{ns}.svc:{port}"
+                    for i in range(c["workers"])]
+    cluster = json.dumps({"ps": ps_hosts, "worker": worker_hosts}, separators=(",", ":"))
+
+    def task_command(binary, role, index_var):
+        script = (f"export TF_CONFIG='{{\"cluster\":{cluster},\"task\":{{\"type\":\"{role}\","
+                  f"\"index\":'\"${{{index_var}}}\"'}}}}'; exec {binary} "
+                  + " ".join(TASK_ARGS))
+        return json.dumps(script)
+
+    return config_map(c, ns) + f"""{headless(n, "ps", ns, port)}{headless(n, "worker", ns, port)}---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {n}-ps
+  namespace: {ns}
+spec:
+  serviceName: {n}-ps
+  replicas: {c['ps']}
+  podManagementPolicy: Parallel
+  selector:
+    matchLabels: {{app: {n}, role: ps}}
+  template:
+    metadata:
+      labels: {{app: {n}, role: ps}}
+    spec:
+      containers:
+        - name: ps
+          image: {image}
+          command: [/bin/sh, -c]
+          args: [{task_command('/psgd/ps_server', 'ps', 'HOSTNAME##*-')}]
+          ports:
+            - {{name: grpc, containerPort: {port}}}
+          readinessProbe:
+            grpc: {{port: {port}}}
+            periodSeconds: 5
+          livenessProbe:
+            grpc: {{port: {port}}}
+            initialDelaySeconds: 30
+            periodSeconds: 20
+          volumeMounts:
+            - {{name: config, mountPath: /etc/psgd, readOnly: true}}
+            - {{name: runs, mountPath: /runs}}
+            - {{name: checkpoints, mountPath: /checkpoints}}
+      volumes:
+        - name: config
+          configMap: {{name: {n}-config}}
+        - {{name: runs, emptyDir: {{}}}}
+  volumeClaimTemplates:
+    - metadata:
+        name: checkpoints
+      spec:
+        accessModes: [ReadWriteOnce]
+        resources:
+          requests:
+            storage: {size}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {n}-worker
+  namespace: {ns}
+spec:
+  completionMode: Indexed
+  completions: {c['workers']}
+  parallelism: {c['workers']}
+  backoffLimit: {4 * c['workers']}
+  template:
+    metadata:
+      labels: {{app: {n}, role: worker}}
+    spec:
+      subdomain: {n}-worker
+      restartPolicy: OnFailure
+      containers:
+        - name: worker
+          image: {image}
+          command: [/bin/sh, -c]
+          args: [{task_command('/psgd/worker', 'worker', 'JOB_COMPLETION_INDEX')}]
+          volumeMounts:
+            - {{name: config, mountPath: /etc/psgd, readOnly: true}}
+            - {{name: runs, mountPath: /runs}}
+      volumes:
+        - name: config
+          configMap: {{name: {n}-config}}
+        - {{name: runs, emptyDir: {{}}}}
+"""
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("config")
+    p.add_argument("--image", default="psgd:latest",
+                   help="an image with /psgd/ps_server and /psgd/worker")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--port", type=int, default=2222)
+    p.add_argument("--checkpoint_size", default="1Gi")
+    p.add_argument("--out", default=".")
+    p.add_argument("--cluster_tasks", help="configs/cluster_tasks to read the config with "
+                   "(default: bazel-bin's, built when missing)")
+    a = p.parse_args(argv)
+    if not 1 <= a.port <= 65535:
+        p.error(f"--port {a.port} is not in 1..65535")
+    try:
+        c = read_config(a.config, a.cluster_tasks)
+    except ConfigError as e:
+        sys.exit(f"k8s_manifests.py: {e}")
+    os.makedirs(a.out, exist_ok=True)
+    files = {f"{c['name']}-tfjob.yaml": tfjob(c, a.image, a.namespace, a.port),
+             f"{c['name']}-k8s.yaml": plain(c, a.image, a.namespace, a.port,
+                                            a.checkpoint_size)}
+    for name, text in files.items():
+        with open(os.path.join(a.out, name), "w") as fh:
+            fh.write(text)
+        print(f"k8s_manifests.py: wrote {os.path.join(a.out, name)}")
+    if c["checkpoint"] and not c["own_checkpoint_dirs"]:
+        print("k8s_manifests.py: warning: the config's checkpoint directory is shared "
+              "by every ps; give each ps task checkpoint_dir: \"/checkpoints\" to keep "
+              "them on its own volume", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
