@@ -94,8 +94,10 @@ TEST_CASE("in-process: a client of another cluster is refused") {
   auto client = cluster.Client(0, "other");
   absl::Status s = client->Join();
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  // The sharded client names the shard in front, as over gRPC.
   CHECK(s.message() ==
-        "request for cluster 'other' reached shard 0 of cluster 'scenario'");
+        "join to shard 0: request for cluster 'other' reached shard 0 of "
+        "cluster 'scenario'");
 }
 
 TEST_CASE("in-process: tensors that do not match the model are refused") {
