@@ -236,6 +236,32 @@ TEST_CASE("in-process: the request handler refuses what does not fit the "
   CHECK(cluster.shards[0]->Status().counters.applied == 1);
 }
 
+TEST_CASE("in-process: a pull of an unknown tensor is refused naming it") {
+  InProcessCluster cluster(testing::SyncScenario(1, 1), 1);
+  Values init;
+  REQUIRE(cluster.Client(-1, "scenario")->Initialize(init.Const()).ok());
+  // A PullRequest by hand, through the channel: the client asks only for
+  // tensors it knows.
+  InProcessShardChannel channel(0, cluster.shards[0].get());
+  for (const auto& names : std::vector<std::vector<std::string>>{
+           {"nope"}, {"b", "b"}}) {
+    wire::PullRequest request;
+    request.set_cluster("scenario");
+    request.set_worker_id(-1);
+    for (const std::string& n : names) request.add_variables(n);
+    std::unique_ptr<ShardExchange> exchange = channel.NewExchange();
+    exchange->StartPull(request, absl::Now() + absl::Seconds(30));
+    REQUIRE(exchange->Await().ok());
+    std::vector<float*> model(cluster.placement.variables.size(), nullptr);
+    ShardAssembler assembler(cluster.placement, 0, model);
+    PulledVersion version;
+    absl::Status s = exchange->ReadPull(&version, &assembler);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()),
+               Catch::Contains("'" + names[0] + "'"));
+  }
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace psgd
