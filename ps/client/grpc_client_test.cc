@@ -11,8 +11,6 @@
 #include <optional>
 #include <thread>
 
-#include "common/dtype_convert.h"
-
 #include "ps/server/grpc_server.h"
 #include "ps/testing/ps_client_test_util.h"
 
@@ -70,21 +68,7 @@ struct GrpcCluster {
 };
 
 // The scenario model's variables, held by the test.
-struct Values {
-  std::vector<float> w = std::vector<float>(64 * 8, 0.5f);
-  std::vector<float> b = std::vector<float>(8, 0.25f);
-  std::vector<float> v = std::vector<float>(16 * 4, -0.5f);
-  std::vector<NamedConstTensorView> Const() const {
-    return {{"w", ConstTensorView(w.data(), {64, 8})},
-            {"b", ConstTensorView(b.data(), {8})},
-            {"v", ConstTensorView(v.data(), {16, 4})}};
-  }
-  std::vector<NamedTensorView> Mutable() {
-    return {{"w", TensorView(w.data(), {64, 8})},
-            {"b", TensorView(b.data(), {8})},
-            {"v", TensorView(v.data(), {16, 4})}};
-  }
-};
+using Values = testing::ScenarioValues;
 
 TEST_CASE("grpc: sync N=M, threads x hundreds of steps over 2 shards") {
   for (int workers : {2, 8}) {
@@ -206,59 +190,15 @@ TEST_CASE("grpc: Shutdown ends waiting pulls and the servers' wait") {
   }
 }
 
-// Two workers push gradients that bfloat16 and float16 (with its power-of-
-// two scale) carry exactly, for two steps; returns what worker 0 pulls.
+// testing::TwoWireSteps over gRPC.
 Values TwoSteps(DType wire_gradients, DType wire_weights) {
   GrpcCluster cluster(testing::SyncScenario(2, 2), 2, wire_gradients,
                       wire_weights);
-  Values init;
-  for (size_t i = 0; i < init.w.size(); ++i) init.w[i] = 0.01f * i - 1.7f;
-  auto chief = cluster.InitializedChief(init);
-  std::vector<std::unique_ptr<GrpcPsClient>> workers;
-  for (int w = 0; w < 2; ++w) {
-    workers.push_back(cluster.Client(w, "scenario"));
-    REQUIRE(workers.back()->Join().ok());
-  }
-  ModelVersion v = ModelVersion::AtLeast(2, 0);
-  Values got;
-  for (int step = 0; step < 2; ++step) {
-    for (int w = 0; w < 2; ++w) {
-      Values g;
-      for (size_t i = 0; i < g.w.size(); ++i) {
-        g.w[i] = std::ldexp(static_cast<float>(i % 5) - 2, -(w + 3 * step));
-      }
-      REQUIRE(workers[w]->Push(v, g.Const()).ok());
-    }
-    absl::StatusOr<ModelVersion> next = workers[0]->Pull(
-        v.Next(), absl::Now() + absl::Seconds(30), got.Mutable());
-    REQUIRE(next.ok());
-    v = *next;
-  }
-  CHECK(v.steps == std::vector<int64_t>{2, 2});
-  return got;
+  return testing::TwoWireSteps(cluster.Factory());
 }
 
 TEST_CASE("grpc: bfloat16 and float16 on the wire, float32 on the servers") {
-  const Values exact = TwoSteps(DType::kFloat32, DType::kFloat32);
-  // Gradients exact in 16 bits: the servers' float32 weights are the same
-  // bits as with float32 on the wire.
-  const Values grads16 = TwoSteps(DType::kBFloat16, DType::kFloat32);
-  CHECK(grads16.w == exact.w);
-  CHECK(TwoSteps(DType::kFloat16, DType::kFloat32).w == exact.w);
-  // Weights sent as bfloat16 are the server's float32 weights rounded.
-  const Values bf16 = TwoSteps(DType::kBFloat16, DType::kBFloat16);
-  for (size_t i = 0; i < exact.w.size(); ++i) {
-    INFO(i);
-    CHECK(bf16.w[i] == BFloat16ToFloatRef(FloatToBFloat16Ref(exact.w[i])));
-  }
-  CHECK(bf16.w != exact.w);  // (the test would see no rounding otherwise)
-  // float16 with the tensor's scale: within float16's relative precision.
-  const Values fp16 = TwoSteps(DType::kFloat16, DType::kFloat16);
-  for (size_t i = 0; i < exact.w.size(); ++i) {
-    INFO(i);
-    CHECK(std::fabs(fp16.w[i] - exact.w[i]) <=
-          std::fabs(exact.w[i]) * (1.0f / 2048) + 1e-6f);
-  }
+  testing::CheckWireDTypes(TwoSteps);
   // A client that expects float32 weights refuses bfloat16 ones.
   GrpcCluster cluster(testing::SyncScenario(1, 1), 2, DType::kFloat32,
                       DType::kBFloat16);

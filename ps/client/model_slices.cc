@@ -156,6 +156,14 @@ absl::Status ShardAssembler::Done(const TensorBytes& t) {
   return absl::OkStatus();
 }
 
+absl::Status ShardAssembler::Add(const TensorBytes& t) {
+  ASSIGN_OR_RETURN(char* dest, Destination(t, t.data.size()));
+  std::memcpy(dest, t.data.data(), t.data.size());
+  TensorBytes arrived = t;
+  arrived.data = absl::string_view(dest, t.data.size());
+  return Done(arrived);
+}
+
 absl::Status ShardAssembler::Finish() const {
   for (int s : placement_.shard_slices[shard_]) {
     if (!seen_[s] && model_[placement_.slices[s].variable] != nullptr) {
@@ -171,14 +179,7 @@ absl::Status AssembleShard(const Placement& placement, int shard,
                            absl::Span<const TensorBytes> pulled,
                            absl::Span<float* const> model) {
   ShardAssembler assembler(placement, shard, model);
-  for (const TensorBytes& t : pulled) {
-    absl::StatusOr<char*> dest = assembler.Destination(t, t.data.size());
-    if (!dest.ok()) return dest.status();
-    std::memcpy(*dest, t.data.data(), t.data.size());
-    TensorBytes arrived = t;
-    arrived.data = absl::string_view(*dest, t.data.size());
-    RETURN_IF_ERROR(assembler.Done(arrived));
-  }
+  for (const TensorBytes& t : pulled) RETURN_IF_ERROR(assembler.Add(t));
   return assembler.Finish();
 }
 

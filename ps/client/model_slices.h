@@ -84,6 +84,9 @@ class ShardAssembler {
   absl::StatusOr<char*> Destination(const TensorBytes& tensor, size_t bytes);
   // `tensor` with every field and its data where Destination said.
   absl::Status Done(const TensorBytes& tensor);
+  // Destination, a copy of `tensor`'s data there, and Done: for a tensor
+  // whose bytes are all at hand.
+  absl::Status Add(const TensorBytes& tensor);
   absl::Status Finish() const;
 
  private:

@@ -1,8 +1,9 @@
-// How a worker reaches the parameter servers: one interface with a gRPC
-// implementation (ps/client/grpc_client.h, S addresses, all shards in parallel) and
-// an in-process one over ParameterShard objects (ps/testing/in_process_client.h, for
-// tests). It takes and returns whole model variables by name; slicing them
-// over the shards (ps/state/placement.h) and assembling them again is its job.
+// How a worker reaches the parameter servers: one interface, implemented once
+// by ShardedPsClient (ps/client/sharded_client.h) over a channel per shard: gRPC
+// (ps/client/grpc_client.h, S addresses, all shards in parallel) or the shards'
+// request handlers in process (ps/testing/in_process_client.h, for tests). It
+// takes and returns whole model variables by name; slicing them over the
+// shards (ps/state/placement.h) and assembling them again is its job.
 //
 // A worker loop (sync):
 //   client->Join();
@@ -23,9 +24,8 @@
 // ABORTED means the cluster rolled back to a checkpoint (or is about to):
 // the worker re-syncs (docs/RELIABILITY.md).
 //
-// Thread-safety: as each implementation says (InProcessPsClient is
-// thread-safe, GrpcPsClient thread-compatible: one per worker, except that
-// its PullPart and PushPart may run on several threads at once).
+// Thread-safety: as each implementation says (ShardedPsClient, hence
+// GrpcPsClient and InProcessPsClient, is thread-safe).
 #ifndef PSGD_PS_CLIENT_PS_CLIENT_H_
 #define PSGD_PS_CLIENT_PS_CLIENT_H_
 

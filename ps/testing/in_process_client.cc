@@ -1,276 +1,225 @@
 #include "ps/testing/in_process_client.h"
 
-#include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
-#include "ps/client/model_slices.h"
 #include "common/mutex.h"
+#include "common/status_macros.h"
+#include "ps/wire/wire.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
 
+// A push is handled when it starts; a pull is registered with the shard
+// when it starts and awaited until its deadline. The weights are sent in
+// the shard's wire dtype and taken apart by the client's assembler, as the
+// gRPC service sends them (ps/server/grpc_service.cc).
+class InProcessShardChannel::Exchange final : public ShardExchange {
+ public:
+  explicit Exchange(InProcessShardChannel* channel) : channel_(channel) {}
+  // A pull that was never awaited is withdrawn (its callback holds only
+  // the PendingPull, so one answering right now is harmless).
+  ~Exchange() override {
+    if (pull_ != nullptr && ticket_ != 0) {
+      channel_->handler_.shard()->CancelPull(ticket_);
+    }
+  }
+
+  void StartPush(const wire::PushRequest& header,
+                 absl::Span<const TensorBytes> gradients,
+                 std::shared_ptr<const void> in_use,
+                 absl::Time /*deadline*/) override {
+    push_request_ = header;
+    TensorBytesToProto(std::vector<TensorBytes>(gradients.begin(),
+                                                gradients.end()),
+                       push_request_.mutable_gradients());
+    in_use.reset();  // copied
+    push_response_.Clear();
+    push_status_ =
+        channel_->handler_.Push(push_request_, &push_response_);
+  }
+
+  void StartPull(const wire::PullRequest& request,
+                 absl::Time deadline) override {
+    pull_request_ = request;
+    deadline_ = deadline;
+    pull_ = std::make_shared<PendingPull>();
+    const absl::Time arrived = absl::Now();
+    ticket_ = channel_->handler_.Pull(
+        pull_request_,
+        [pull = pull_, arrived](absl::StatusOr<ParameterShard::Snapshot> s) {
+          MutexLock lock(&pull->mu);
+          pull->result = std::move(s);
+          pull->wait = absl::Now() - arrived;
+          pull->done = true;
+          pull->answered.SignalAll();
+        });
+  }
+
+  absl::Status Await() override {
+    if (pull_ == nullptr) return push_status_;
+    std::shared_ptr<PendingPull> pull = std::move(pull_);
+    bool answered;
+    {
+      MutexLock lock(&pull->mu);
+      answered = pull->answered.WaitUntil(&pull->mu, deadline_, [&]() {
+        pull->mu.AssertHeld();
+        return pull->done;
+      });
+    }
+    // Withdraw a pull that still waits; one answering right now finishes
+    // at once.
+    if (!answered && ticket_ != 0 &&
+        channel_->handler_.shard()->CancelPull(ticket_)) {
+      snapshot_ = absl::DeadlineExceededError(
+          absl::StrCat("pull for step >= ", pull_request_.min_step(),
+                       " timed out"));
+      return snapshot_.status();
+    }
+    MutexLock lock(&pull->mu);
+    pull->answered.Wait(&pull->mu, [&]() {
+      pull->mu.AssertHeld();
+      return pull->done;
+    });
+    snapshot_ = std::move(pull->result);
+    wait_ = pull->wait;
+    return snapshot_.status();
+  }
+
+  absl::Status ReadPush(wire::PushResponse* response) override {
+    *response = push_response_;
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadPull(PulledVersion* version,
+                        ShardAssembler* assembler) override {
+    RETURN_IF_ERROR(snapshot_.status());
+    const WeightsSnapshot& s = **snapshot_;
+    ParameterShard* shard = channel_->handler_.shard();
+    // All tensors, or those the request names (a pull of a part).
+    const std::vector<std::string> names(pull_request_.variables().begin(),
+                                         pull_request_.variables().end());
+    absl::StatusOr<std::vector<int>> selected = s.layout->Select(names);
+    RETURN_IF_ERROR(Annotate(
+        selected.status(),
+        absl::StrCat("shard ", shard->options().shard_index, ": ")));
+    std::vector<TensorBytes> floats;
+    for (int i : *selected) {
+      floats.push_back(FloatTensorBytes(s.layout->names[i], s.layout->shapes[i],
+                                        s.weights[i].data()));
+    }
+    version->step = s.step;
+    version->generation = s.generation;
+    version->wait = wait_;
+    for (const TensorBytes& t :
+         encoder_.FromFloat(floats, shard->options().wire_weights)) {
+      RETURN_IF_ERROR(assembler->Add(t));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  struct PendingPull {
+    Mutex mu;
+    CondVar answered;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::StatusOr<ParameterShard::Snapshot> result ABSL_GUARDED_BY(mu) =
+        absl::UnknownError("pull did not finish");
+    absl::Duration wait ABSL_GUARDED_BY(mu);
+  };
+
+  InProcessShardChannel* const channel_;  // Not owned.
+  wire::PushRequest push_request_;
+  wire::PushResponse push_response_;
+  absl::Status push_status_;
+  wire::PullRequest pull_request_;
+  absl::Time deadline_;
+  // The pull under way (null: none, or awaited).
+  std::shared_ptr<PendingPull> pull_;
+  uint64_t ticket_ = 0;
+  absl::StatusOr<ParameterShard::Snapshot> snapshot_;
+  absl::Duration wait_;
+  WireEncoder encoder_;
+};
+
+InProcessShardChannel::InProcessShardChannel(int index, ParameterShard* shard)
+    : name_(absl::StrCat("shard ", index)), handler_(shard) {}
+
+std::unique_ptr<ShardCall> InProcessShardChannel::Initialize(
+    const wire::InitializeRequest& request, absl::Time /*deadline*/,
+    wire::InitializeResponse* response) {
+  return FinishedCall(handler_.Initialize(request, response));
+}
+
+std::unique_ptr<ShardCall> InProcessShardChannel::Join(
+    const wire::JoinRequest& request, absl::Time /*deadline*/,
+    wire::MembershipResponse* response) {
+  return FinishedCall(handler_.Join(request, response));
+}
+
+std::unique_ptr<ShardCall> InProcessShardChannel::Leave(
+    const wire::LeaveRequest& request, absl::Time /*deadline*/,
+    wire::MembershipResponse* response) {
+  return FinishedCall(handler_.Leave(request, response));
+}
+
+std::unique_ptr<ShardCall> InProcessShardChannel::Status(
+    const wire::StatusRequest& request, absl::Time /*deadline*/,
+    wire::StatusResponse* response) {
+  return FinishedCall(handler_.Status(request, response));
+}
+
+std::unique_ptr<ShardCall> InProcessShardChannel::Shutdown(
+    const wire::ShutdownRequest& request, absl::Time /*deadline*/,
+    wire::ShutdownResponse* response) {
+  return FinishedCall(handler_.Shutdown(request, response));
+}
+
+std::unique_ptr<ShardCall> InProcessShardChannel::Rollback(
+    const wire::RollbackRequest& request, absl::Time /*deadline*/,
+    wire::RollbackResponse* response) {
+  return FinishedCall(handler_.Rollback(request, response));
+}
+
+std::unique_ptr<ShardCall> InProcessShardChannel::Checkpoint(
+    const wire::CheckpointRequest& request, absl::Time /*deadline*/,
+    wire::CheckpointResponse* response) {
+  return FinishedCall(handler_.Checkpoint(request, response));
+}
+
+std::unique_ptr<ShardExchange> InProcessShardChannel::NewExchange() {
+  return std::make_unique<Exchange>(this);
+}
+
 absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
     std::vector<ParameterShard*> shards, Placement placement,
     std::string cluster, int worker_id) {
-  if (static_cast<int>(shards.size()) != placement.num_shards) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("in-process client: ", shards.size(),
-                     " shards for a placement over ", placement.num_shards));
+  ShardedClientOptions options;
+  options.cluster = std::move(cluster);
+  options.worker_id = worker_id;
+  if (!shards.empty() && shards[0] != nullptr) {
+    options.wire_gradients = shards[0]->options().wire_gradients;
+    options.wire_weights = shards[0]->options().wire_weights;
   }
-  for (ParameterShard* s : shards) {
-    if (s == nullptr) {
+  return Create(std::move(shards), std::move(placement), std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
+    std::vector<ParameterShard*> shards, Placement placement,
+    ShardedClientOptions options) {
+  std::vector<std::unique_ptr<ShardChannel>> channels;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (shards[i] == nullptr) {
       return absl::InvalidArgumentError("in-process client: a null shard");
     }
+    channels.push_back(
+        std::make_unique<InProcessShardChannel>(static_cast<int>(i), shards[i]));
   }
+  RETURN_IF_ERROR(Annotate(CheckChannels(placement, channels),
+                           "in-process client: "));
   return std::unique_ptr<InProcessPsClient>(new InProcessPsClient(
-      std::move(shards), std::move(placement), std::move(cluster), worker_id));
-}
-
-absl::Status InProcessPsClient::CheckClusters() const {
-  for (ParameterShard* shard : shards_) {
-    RETURN_IF_ERROR(shard->CheckCluster(cluster_));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPsClient::Initialize(
-    absl::Span<const NamedConstTensorView> variables) {
-  RETURN_IF_ERROR(CheckClusters());
-  std::vector<const float*> model;
-  RETURN_IF_ERROR(OrderModel(placement_, variables, &model));
-  for (int i = 0; i < num_shards(); ++i) {
-    RETURN_IF_ERROR(
-        shards_[i]->Initialize(ShardSlices(placement_, i, model)).status());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPsClient::Join() {
-  RETURN_IF_ERROR(CheckClusters());
-  for (ParameterShard* shard : shards_) {
-    RETURN_IF_ERROR(shard->Join(worker_id_).status());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPsClient::Leave() {
-  RETURN_IF_ERROR(CheckClusters());
-  for (ParameterShard* shard : shards_) {
-    RETURN_IF_ERROR(shard->Leave(worker_id_).status());
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<ModelVersion> InProcessPsClient::Pull(
-    const ModelVersion& min_version, absl::Time deadline,
-    absl::Span<const NamedTensorView> out) {
-  RETURN_IF_ERROR(CheckClusters());
-  RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
-  std::vector<float*> model;
-  RETURN_IF_ERROR(OrderModel(placement_, out, &model));
-  return PullModel(min_version, deadline, model, /*part=*/false);
-}
-
-absl::StatusOr<ModelVersion> InProcessPsClient::PullPart(
-    const ModelVersion& min_version, absl::Time deadline,
-    absl::Span<const NamedTensorView> out) {
-  RETURN_IF_ERROR(CheckClusters());
-  RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
-  std::vector<float*> model;
-  RETURN_IF_ERROR(OrderPart(placement_, out, &model));
-  return PullModel(min_version, deadline, model, /*part=*/true);
-}
-
-absl::StatusOr<ModelVersion> InProcessPsClient::PullModel(
-    const ModelVersion& min_version, absl::Time deadline,
-    absl::Span<float* const> model, bool part) {
-  // The shards that hold some of the variables asked for (all, for a whole
-  // pull).
-  const std::vector<const float*> asked_model(model.begin(), model.end());
-  std::vector<bool> to_ask(num_shards());
-  for (int i = 0; i < num_shards(); ++i) {
-    to_ask[i] = !part || !ShardSlices(placement_, i, asked_model).empty();
-  }
-  // Every shard at once, as the gRPC client does: each shard sees the
-  // worker waiting in its pull (which protects its lease) for the whole wait.
-  struct Pending {
-    Mutex mu;
-    CondVar done;
-    int left ABSL_GUARDED_BY(mu) = 0;
-    std::vector<absl::StatusOr<ParameterShard::Snapshot>> results
-        ABSL_GUARDED_BY(mu);
-    std::vector<absl::Duration> waits ABSL_GUARDED_BY(mu);
-  };
-  auto pending = std::make_shared<Pending>();
-  {
-    MutexLock lock(&pending->mu);
-    pending->left = static_cast<int>(
-        std::count(to_ask.begin(), to_ask.end(), true));
-    pending->results.assign(num_shards(),
-                            absl::UnknownError("pull did not finish"));
-    pending->waits.assign(num_shards(), absl::ZeroDuration());
-  }
-  const absl::Time asked = absl::Now();
-  std::vector<uint64_t> tickets;
-  for (int i = 0; i < num_shards(); ++i) {
-    if (!to_ask[i]) {
-      tickets.push_back(0);
-      continue;
-    }
-    tickets.push_back(shards_[i]->PullAsync(
-        min_version.steps[i], worker_id_,
-        [pending, i, asked](absl::StatusOr<ParameterShard::Snapshot> s) {
-          MutexLock lock(&pending->mu);
-          pending->results[i] = std::move(s);
-          pending->waits[i] = absl::Now() - asked;
-          if (--pending->left == 0) pending->done.SignalAll();
-        },
-        min_version.generation));
-  }
-  bool all_answered;
-  {
-    MutexLock lock(&pending->mu);
-    all_answered =
-        pending->done.WaitUntil(&pending->mu, deadline, [&]() {
-          pending->mu.AssertHeld();
-          return pending->left == 0;
-        });
-  }
-  if (!all_answered) {
-    // Withdraw the pulls that still wait; one answering right now finishes
-    // at once.
-    int withdrawn = 0;
-    for (int i = 0; i < num_shards(); ++i) {
-      withdrawn += tickets[i] != 0 && shards_[i]->CancelPull(tickets[i]);
-    }
-    MutexLock lock(&pending->mu);
-    pending->left -= withdrawn;
-    pending->done.WaitUntil(&pending->mu, absl::InfiniteFuture(), [&]() {
-      pending->mu.AssertHeld();
-      return pending->left == 0;
-    });
-    for (int i = 0; i < num_shards(); ++i) {
-      if (to_ask[i] && absl::IsUnknown(pending->results[i].status())) {
-        pending->results[i] = absl::DeadlineExceededError(
-            absl::StrCat("shard ", i, ": pull for step >= ",
-                         min_version.steps[i], " timed out"));
-      }
-    }
-  }
-  std::vector<absl::StatusOr<ParameterShard::Snapshot>> results;
-  ModelVersion version = ModelVersion::AtLeast(num_shards(), 0);
-  {
-    MutexLock lock(&pending->mu);
-    results = std::move(pending->results);
-    for (const absl::Duration& w : pending->waits) {
-      version.server_wait = std::max(version.server_wait, w);
-    }
-  }
-  for (int i = 0; i < num_shards(); ++i) {
-    if (to_ask[i]) RETURN_IF_ERROR(results[i].status());
-  }
-  bool first = true;
-  for (int i = 0; i < num_shards(); ++i) {
-    if (!to_ask[i]) {
-      version.steps[i] = kNoPush;
-      continue;
-    }
-    const WeightsSnapshot& snapshot = **results[i];
-    const VariableLayout& layout = *snapshot.layout;
-    std::vector<TensorBytes> pulled;
-    for (int v = 0; v < layout.size(); ++v) {
-      auto slice = placement_.slice_index.find(layout.names[v]);
-      if (slice != placement_.slice_index.end() &&
-          model[placement_.slices[slice->second].variable] == nullptr) {
-        continue;  // not asked for (a part)
-      }
-      pulled.push_back(FloatTensorBytes(layout.names[v], layout.shapes[v],
-                                        snapshot.weights[v].data()));
-    }
-    RETURN_IF_ERROR(AssembleShard(placement_, i, pulled, model));
-    version.steps[i] = snapshot.step;
-    RETURN_IF_ERROR(AgreeOnGeneration(first ? 0 : i, snapshot.generation,
-                                      &version));
-    first = false;
-  }
-  return version;
-}
-
-absl::StatusOr<PushResult> InProcessPsClient::Push(
-    const ModelVersion& version,
-    absl::Span<const NamedConstTensorView> gradients) {
-  RETURN_IF_ERROR(CheckClusters());
-  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
-  std::vector<const float*> model;
-  RETURN_IF_ERROR(OrderModel(placement_, gradients, &model));
-  return PushModel(version, model, /*part=*/false);
-}
-
-absl::StatusOr<PushResult> InProcessPsClient::PushPart(
-    const ModelVersion& version,
-    absl::Span<const NamedConstTensorView> gradients) {
-  RETURN_IF_ERROR(CheckClusters());
-  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
-  std::vector<const float*> model;
-  RETURN_IF_ERROR(OrderPart(placement_, gradients, &model));
-  return PushModel(version, model, /*part=*/true);
-}
-
-absl::StatusOr<PushResult> InProcessPsClient::PushModel(
-    const ModelVersion& version, absl::Span<const float* const> model,
-    bool part) {
-  PushResult result;
-  absl::Status first_error;
-  for (int i = 0; i < num_shards(); ++i) {
-    const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
-    if (version.steps[i] == kNoPush || (part && slices.empty())) {
-      result.shards.emplace_back().skipped = true;
-      continue;
-    }
-    absl::StatusOr<PushReply> reply =
-        part ? shards_[i]->PushPart(worker_id_, version.steps[i], slices,
-                                    version.generation)
-             : shards_[i]->Push(worker_id_, version.steps[i], slices,
-                                version.generation);
-    if (reply.ok()) {
-      result.shards.push_back(*std::move(reply));
-    } else {
-      result.shards.emplace_back();
-      first_error.Update(reply.status());
-    }
-  }
-  RETURN_IF_ERROR(first_error);
-  return result;
-}
-
-absl::StatusOr<std::vector<ShardStatus>> InProcessPsClient::Status() {
-  RETURN_IF_ERROR(CheckClusters());
-  std::vector<ShardStatus> out;
-  for (ParameterShard* shard : shards_) out.push_back(shard->Status());
-  return out;
-}
-
-absl::Status InProcessPsClient::Shutdown(absl::string_view reason) {
-  RETURN_IF_ERROR(CheckClusters());
-  for (ParameterShard* shard : shards_) shard->Shutdown(reason);
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPsClient::Rollback(int64_t label, int64_t generation) {
-  RETURN_IF_ERROR(CheckClusters());
-  for (ParameterShard* shard : shards_) {
-    RETURN_IF_ERROR(shard->Rollback(label, generation).status());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPsClient::RequestCheckpoint(int64_t label, bool now) {
-  RETURN_IF_ERROR(CheckClusters());
-  for (ParameterShard* shard : shards_) {
-    RETURN_IF_ERROR(shard->RequestCheckpoint(label, now));
-  }
-  return absl::OkStatus();
+      std::move(placement), std::move(channels), std::move(options)));
 }
 
 }  // namespace ps

@@ -1,10 +1,16 @@
-// A PsClient over ParameterShard objects in this process: the same core the
-// gRPC server wraps, without sockets. For tests, including those that run
-// under ThreadSanitizer (Debian's gRPC is not tsan-built).
+// The PsClient over ParameterShard objects in this process: the sharded client
+// (ps/client/sharded_client.h) over one InProcessShardChannel per shard, which
+// hands each request to the shard's request handler (ps/server/request_handler.h),
+// the same core the gRPC server wraps, without sockets. So a test in process
+// runs the handler's checks and the wire dtype conversions (gradients to the
+// wire dtype and back, weights in the shards' wire dtype back to float32) as
+// over gRPC. For tests, including those that run under ThreadSanitizer
+// (Debian's gRPC is not tsan-built).
 //
-// Thread-safety: thread-safe (it holds no mutable state); many clients, one
-// per worker thread, may share the shards. The shards are not owned and
-// must outlive the client.
+// Thread-safety: InProcessShardChannel and InProcessPsClient are
+// thread-safe (ShardedPsClient's contract); many clients, one per worker
+// thread, may share the shards. The shards are not owned and must outlive
+// the channels and clients over them.
 #ifndef PSGD_PS_TESTING_IN_PROCESS_CLIENT_H_
 #define PSGD_PS_TESTING_IN_PROCESS_CLIENT_H_
 
@@ -12,71 +18,75 @@
 #include <string>
 #include <vector>
 
-#include "ps/state/placement.h"
-#include "ps/client/ps_client.h"
+#include "ps/client/shard_channel.h"
+#include "ps/client/sharded_client.h"
+#include "ps/server/request_handler.h"
 #include "ps/shard/shard.h"
+#include "ps/state/placement.h"
 
 namespace psgd {
 namespace ps {
 
-class InProcessPsClient final : public PsClient {
+// Shard `index` of a client (named "shard <index>" in errors), reached
+// through a request handler of its own. Calls are made on the caller's
+// thread and have ended when they return, but for a pull, which waits for
+// its step until its deadline (then DEADLINE_EXCEEDED) in Await. Other
+// calls' deadlines are not used: nothing in process takes that long.
+class InProcessShardChannel final : public ShardChannel {
+ public:
+  InProcessShardChannel(int index, ParameterShard* shard);
+
+  const std::string& name() const override { return name_; }
+  std::unique_ptr<ShardCall> Initialize(
+      const wire::InitializeRequest& request, absl::Time deadline,
+      wire::InitializeResponse* response) override;
+  std::unique_ptr<ShardCall> Join(const wire::JoinRequest& request,
+                                  absl::Time deadline,
+                                  wire::MembershipResponse* response) override;
+  std::unique_ptr<ShardCall> Leave(const wire::LeaveRequest& request,
+                                   absl::Time deadline,
+                                   wire::MembershipResponse* response) override;
+  std::unique_ptr<ShardCall> Status(const wire::StatusRequest& request,
+                                    absl::Time deadline,
+                                    wire::StatusResponse* response) override;
+  std::unique_ptr<ShardCall> Shutdown(
+      const wire::ShutdownRequest& request, absl::Time deadline,
+      wire::ShutdownResponse* response) override;
+  std::unique_ptr<ShardCall> Rollback(
+      const wire::RollbackRequest& request, absl::Time deadline,
+      wire::RollbackResponse* response) override;
+  std::unique_ptr<ShardCall> Checkpoint(
+      const wire::CheckpointRequest& request, absl::Time deadline,
+      wire::CheckpointResponse* response) override;
+  std::unique_ptr<ShardExchange> NewExchange() override;
+
+ private:
+  class Exchange;
+
+  const std::string name_;
+  ShardRequestHandler handler_;
+};
+
+class InProcessPsClient final : public ShardedPsClient {
  public:
   // shards[i] serves shard i of `placement`. Every request carries
   // `cluster`; worker_id is this client's worker (-1: none, for a chief or
-  // an evaluator that only initialises, pulls or shuts down).
+  // an evaluator that only initialises, pulls or shuts down). The wire
+  // dtypes are the shards' (shards[0]->options()), as a cluster config
+  // gives the servers and the workers the same.
   // INVALID_ARGUMENT when the number of shards differs from the placement's
   // or a shard is null.
   static absl::StatusOr<std::unique_ptr<InProcessPsClient>> Create(
       std::vector<ParameterShard*> shards, Placement placement,
       std::string cluster, int worker_id);
-
-  const Placement& placement() const override { return placement_; }
-  absl::Status Initialize(
-      absl::Span<const NamedConstTensorView> variables) override;
-  absl::Status Join() override;
-  absl::Status Leave() override;
-  absl::StatusOr<ModelVersion> Pull(
-      const ModelVersion& min_version, absl::Time deadline,
-      absl::Span<const NamedTensorView> out) override;
-  absl::StatusOr<PushResult> Push(
-      const ModelVersion& version,
-      absl::Span<const NamedConstTensorView> gradients) override;
-  absl::StatusOr<ModelVersion> PullPart(
-      const ModelVersion& min_version, absl::Time deadline,
-      absl::Span<const NamedTensorView> out) override;
-  absl::StatusOr<PushResult> PushPart(
-      const ModelVersion& version,
-      absl::Span<const NamedConstTensorView> gradients) override;
-  absl::StatusOr<std::vector<ShardStatus>> Status() override;
-  absl::Status Shutdown(absl::string_view reason) override;
-  absl::Status Rollback(int64_t label, int64_t generation) override;
-  absl::Status RequestCheckpoint(int64_t label, bool now) override;
+  // With every client option given (e.g. wire dtypes other than the
+  // shards', to see them refused).
+  static absl::StatusOr<std::unique_ptr<InProcessPsClient>> Create(
+      std::vector<ParameterShard*> shards, Placement placement,
+      ShardedClientOptions options);
 
  private:
-  InProcessPsClient(std::vector<ParameterShard*> shards, Placement placement,
-                    std::string cluster, int worker_id)
-      : shards_(std::move(shards)),
-        placement_(std::move(placement)),
-        cluster_(std::move(cluster)),
-        worker_id_(worker_id) {}
-
-  // Pull and PullPart once `model` is ordered (null: not asked for).
-  absl::StatusOr<ModelVersion> PullModel(const ModelVersion& min_version,
-                                         absl::Time deadline,
-                                         absl::Span<float* const> model,
-                                         bool part);
-  // Push and PushPart once `model` is ordered.
-  absl::StatusOr<PushResult> PushModel(const ModelVersion& version,
-                                       absl::Span<const float* const> model,
-                                       bool part);
-
-  // OK when every shard serves cluster_; checked before each call.
-  absl::Status CheckClusters() const;
-
-  const std::vector<ParameterShard*> shards_;  // Not owned.
-  const Placement placement_;
-  const std::string cluster_;
-  const int worker_id_;
+  using ShardedPsClient::ShardedPsClient;
 };
 
 }  // namespace ps

@@ -14,10 +14,14 @@ using testing::Scenario;
 
 // Shards for a scenario and a factory of clients over them.
 struct InProcessCluster {
-  InProcessCluster(const Scenario& sc, int num_shards) {
+  InProcessCluster(const Scenario& sc, int num_shards,
+                   DType wire_gradients = DType::kFloat32,
+                   DType wire_weights = DType::kFloat32) {
     for (int i = 0; i < num_shards; ++i) {
-      auto shard =
-          ParameterShard::Create(testing::ScenarioOptions(sc, i, num_shards));
+      ServerOptions o = testing::ScenarioOptions(sc, i, num_shards);
+      o.wire_gradients = wire_gradients;
+      o.wire_weights = wire_weights;
+      auto shard = ParameterShard::Create(o);
       REQUIRE(shard.ok());
       shards.push_back(*std::move(shard));
     }
@@ -26,10 +30,25 @@ struct InProcessCluster {
     REQUIRE(p.ok());
     placement = *p;
   }
-  std::unique_ptr<PsClient> Client(int worker, const std::string& cluster) {
+  std::vector<ParameterShard*> Raw() {
     std::vector<ParameterShard*> raw;
     for (auto& s : shards) raw.push_back(s.get());
-    auto c = InProcessPsClient::Create(raw, placement, cluster, worker);
+    return raw;
+  }
+  std::unique_ptr<PsClient> Client(int worker, const std::string& cluster) {
+    auto c = InProcessPsClient::Create(Raw(), placement, cluster, worker);
+    REQUIRE(c.ok());
+    return *std::move(c);
+  }
+  // A client whose wire dtypes are its own, not the shards'.
+  std::unique_ptr<PsClient> ClientWithWire(int worker, DType wire_gradients,
+                                           DType wire_weights) {
+    ShardedClientOptions o;
+    o.cluster = "scenario";
+    o.worker_id = worker;
+    o.wire_gradients = wire_gradients;
+    o.wire_weights = wire_weights;
+    auto c = InProcessPsClient::Create(Raw(), placement, o);
     REQUIRE(c.ok());
     return *std::move(c);
   }
@@ -94,8 +113,10 @@ TEST_CASE("in-process: a client of another cluster is refused") {
   auto client = cluster.Client(0, "other");
   absl::Status s = client->Join();
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  // The sharded client names the shard in front, as over gRPC.
   CHECK(s.message() ==
-        "request for cluster 'other' reached shard 0 of cluster 'scenario'");
+        "join to shard 0: request for cluster 'other' reached shard 0 of "
+        "cluster 'scenario'");
 }
 
 TEST_CASE("in-process: tensors that do not match the model are refused") {
@@ -156,6 +177,88 @@ TEST_CASE("in-process: initialise, pull back whole variables, shut down") {
   REQUIRE(client->Shutdown("done").ok());
   for (auto& shard : cluster.shards) {
     CHECK(shard->AwaitShutdown(absl::Now()));
+  }
+}
+
+using Values = testing::ScenarioValues;
+
+// testing::TwoWireSteps in process: the in-process channels convert
+// gradients and weights as the gRPC path does.
+Values TwoSteps(DType wire_gradients, DType wire_weights) {
+  InProcessCluster cluster(testing::SyncScenario(2, 2), 2, wire_gradients,
+                           wire_weights);
+  return testing::TwoWireSteps(cluster.Factory());
+}
+
+TEST_CASE("in-process: bfloat16 and float16 on the wire, as over gRPC") {
+  testing::CheckWireDTypes(TwoSteps);
+}
+
+TEST_CASE("in-process: the request handler refuses what does not fit the "
+          "wire setting, naming the tensor") {
+  InProcessCluster cluster(testing::SyncScenario(2, 1), 1, DType::kFloat16,
+                           DType::kBFloat16);
+  Values init;
+  REQUIRE(cluster.Client(-1, "scenario")->Initialize(init.Const()).ok());
+  // float32 gradients to shards that take float16: the handler's check.
+  auto fp32 = cluster.ClientWithWire(0, DType::kFloat32, DType::kBFloat16);
+  REQUIRE(fp32->Join().ok());
+  const ModelVersion v0 = ModelVersion::AtLeast(1, 0);
+  absl::Status pushed = fp32->Push(v0, init.Const()).status();
+  CHECK(pushed.code() == absl::StatusCode::kInvalidArgument);
+  const std::string first = cluster.placement.slices[
+      cluster.placement.shard_slices[0][0]].name;
+  CHECK(pushed.message() ==
+        "push to shard 0: shard 0: push from worker 0 for step 0: gradient '" +
+            first + "' has dtype float32, but the cluster's wire setting is "
+            "float16");
+  // Nothing changed on the shard.
+  ShardStatus status = cluster.shards[0]->Status();
+  CHECK(status.pending_gradients == 0);
+  CHECK(status.counters.aggregated == 0);
+  CHECK(status.counters.applied == 0);
+  // bfloat16 weights to a client that expects float32: the client's
+  // assembler refuses them, naming the tensor.
+  auto wants_fp32 = cluster.ClientWithWire(-1, DType::kFloat16,
+                                           DType::kFloat32);
+  Values got;
+  absl::Status pulled =
+      wants_fp32->Pull(v0, absl::Now() + absl::Seconds(30), got.Mutable())
+          .status();
+  CHECK(pulled.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(pulled.message()),
+             Catch::StartsWith("pull from shard 0: shard 0 returned '" + first +
+                               "' as bfloat16"));
+  // The worker with the cluster's setting pushes for step 0 and completes
+  // it (it is the only live worker).
+  auto fp16 = cluster.Client(0, "scenario");
+  REQUIRE(fp16->Push(v0, init.Const()).ok());
+  CHECK(cluster.shards[0]->Status().counters.applied == 1);
+}
+
+TEST_CASE("in-process: a pull of an unknown tensor is refused naming it") {
+  InProcessCluster cluster(testing::SyncScenario(1, 1), 1);
+  Values init;
+  REQUIRE(cluster.Client(-1, "scenario")->Initialize(init.Const()).ok());
+  // A PullRequest by hand, through the channel: the client asks only for
+  // tensors it knows.
+  InProcessShardChannel channel(0, cluster.shards[0].get());
+  for (const auto& names : std::vector<std::vector<std::string>>{
+           {"nope"}, {"b", "b"}}) {
+    wire::PullRequest request;
+    request.set_cluster("scenario");
+    request.set_worker_id(-1);
+    for (const std::string& n : names) request.add_variables(n);
+    std::unique_ptr<ShardExchange> exchange = channel.NewExchange();
+    exchange->StartPull(request, absl::Now() + absl::Seconds(30));
+    REQUIRE(exchange->Await().ok());
+    std::vector<float*> model(cluster.placement.variables.size(), nullptr);
+    ShardAssembler assembler(cluster.placement, 0, model);
+    PulledVersion version;
+    absl::Status s = exchange->ReadPull(&version, &assembler);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()),
+               Catch::Contains("'" + names[0] + "'"));
   }
 }
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype_convert.h"
 #include "common/mutex.h"
 #include "ps/client/parts.h"
 #include "ps/state/optimizer.h"
@@ -342,6 +344,69 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
         }
       }
     }
+  }
+}
+
+std::vector<NamedConstTensorView> ScenarioValues::Const() const {
+  return {{"w", ConstTensorView(w.data(), {64, 8})},
+          {"b", ConstTensorView(b.data(), {8})},
+          {"v", ConstTensorView(v.data(), {16, 4})}};
+}
+
+std::vector<NamedTensorView> ScenarioValues::Mutable() {
+  return {{"w", TensorView(w.data(), {64, 8})},
+          {"b", TensorView(b.data(), {8})},
+          {"v", TensorView(v.data(), {16, 4})}};
+}
+
+ScenarioValues TwoWireSteps(const ClientFactory& make_client) {
+  ScenarioValues init;
+  for (size_t i = 0; i < init.w.size(); ++i) init.w[i] = 0.01f * i - 1.7f;
+  REQUIRE(make_client(-1)->Initialize(init.Const()).ok());
+  std::vector<std::unique_ptr<PsClient>> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.push_back(make_client(w));
+    REQUIRE(workers.back()->Join().ok());
+  }
+  ModelVersion v = ModelVersion::AtLeast(2, 0);
+  ScenarioValues got;
+  for (int step = 0; step < 2; ++step) {
+    for (int w = 0; w < 2; ++w) {
+      ScenarioValues g;
+      for (size_t i = 0; i < g.w.size(); ++i) {
+        g.w[i] = std::ldexp(static_cast<float>(i % 5) - 2, -(w + 3 * step));
+      }
+      REQUIRE(workers[w]->Push(v, g.Const()).ok());
+    }
+    absl::StatusOr<ModelVersion> next = workers[0]->Pull(
+        v.Next(), absl::Now() + absl::Seconds(30), got.Mutable());
+    REQUIRE(next.ok());
+    v = *next;
+  }
+  CHECK(v.steps == std::vector<int64_t>{2, 2});
+  return got;
+}
+
+void CheckWireDTypes(const WireRun& run) {
+  const ScenarioValues exact = run(DType::kFloat32, DType::kFloat32);
+  // Gradients exact in 16 bits: the servers' float32 weights are the same
+  // bits as with float32 on the wire.
+  const ScenarioValues grads16 = run(DType::kBFloat16, DType::kFloat32);
+  CHECK(grads16.w == exact.w);
+  CHECK(run(DType::kFloat16, DType::kFloat32).w == exact.w);
+  // Weights sent as bfloat16 are the server's float32 weights rounded.
+  const ScenarioValues bf16 = run(DType::kBFloat16, DType::kBFloat16);
+  for (size_t i = 0; i < exact.w.size(); ++i) {
+    INFO(i);
+    CHECK(bf16.w[i] == BFloat16ToFloatRef(FloatToBFloat16Ref(exact.w[i])));
+  }
+  CHECK(bf16.w != exact.w);  // (the test would see no rounding otherwise)
+  // float16 with the tensor's scale: within float16's relative precision.
+  const ScenarioValues fp16 = run(DType::kFloat16, DType::kFloat16);
+  for (size_t i = 0; i < exact.w.size(); ++i) {
+    INFO(i);
+    CHECK(std::fabs(fp16.w[i] - exact.w[i]) <=
+          std::fabs(exact.w[i]) * (1.0f / 2048) + 1e-6f);
   }
 }
 

@@ -53,6 +53,30 @@ using ClientFactory = std::function<std::unique_ptr<PsClient>(int worker_id)>;
 // with Catch2 (on the calling thread).
 void RunScenario(const Scenario& scenario, const ClientFactory& make_client);
 
+// The scenario model's variables, held by a test.
+struct ScenarioValues {
+  std::vector<float> w = std::vector<float>(64 * 8, 0.5f);
+  std::vector<float> b = std::vector<float>(8, 0.25f);
+  std::vector<float> v = std::vector<float>(16 * 4, -0.5f);
+  std::vector<NamedConstTensorView> Const() const;
+  std::vector<NamedTensorView> Mutable();
+};
+
+// Two workers push gradients that bfloat16 and float16 (with its power-of-
+// two scale) carry exactly, for two steps, through clients from
+// make_client over 2 shards of SyncScenario(2, 2) (the chief, -1,
+// initialises); returns what worker 0 pulls.
+ScenarioValues TwoWireSteps(const ClientFactory& make_client);
+
+// TwoWireSteps over a fresh cluster whose servers and clients use the wire
+// dtypes given.
+using WireRun =
+    std::function<ScenarioValues(DType wire_gradients, DType wire_weights)>;
+// Checks with Catch2 what `run` returns: with gradients exact in 16 bits
+// the weights are float32's; bfloat16 weights are float32's rounded;
+// float16 ones are within float16's relative precision.
+void CheckWireDTypes(const WireRun& run);
+
 }  // namespace testing
 }  // namespace ps
 }  // namespace psgd

@@ -1,0 +1,276 @@
+#include "ps/client/grpc_channel.h"
+
+#include <grpc/grpc.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/mutex.h"
+#include "common/status_macros.h"
+#include "ps/wire/wire_zero_copy.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// The full names of the methods called through the generic stub.
+constexpr char kPushMethod[] = "/psgd.ps.wire.ParameterServer/Push";
+constexpr char kPullMethod[] = "/psgd.ps.wire.ParameterServer/Pull";
+
+// How a call ends, shared with gRPC's callback (which may run after the
+// waiter has woken up, so the waiter must not own it alone).
+struct Outcome {
+  Notification done;
+  grpc::Status status;  // written before `done`, read after
+
+  static std::function<void(grpc::Status)> Callback(
+      const std::shared_ptr<Outcome>& outcome) {
+    return [outcome](grpc::Status s) {
+      outcome->status = std::move(s);
+      outcome->done.Notify();
+    };
+  }
+};
+
+// A unary call through the generated stub.
+class GrpcCall final : public ShardCall {
+ public:
+  explicit GrpcCall(absl::Time deadline)
+      : outcome_(std::make_shared<Outcome>()) {
+    context_.set_deadline(absl::ToChronoTime(deadline));
+  }
+  // gRPC uses the context until the call ends.
+  ~GrpcCall() override { outcome_->done.WaitForNotification(); }
+
+  grpc::ClientContext* context() { return &context_; }
+  std::function<void(grpc::Status)> Callback() {
+    return Outcome::Callback(outcome_);
+  }
+
+  absl::Status Await() override {
+    outcome_->done.WaitForNotification();
+    return FromGrpcStatus(outcome_->status);
+  }
+
+ private:
+  grpc::ClientContext context_;
+  const std::shared_ptr<Outcome> outcome_;
+};
+
+}  // namespace
+
+// Pushes and pulls as raw bytes, the messages' buffers kept from call to
+// call.
+class GrpcShardChannel::Exchange final : public ShardExchange {
+ public:
+  explicit Exchange(GrpcShardChannel* channel) : channel_(channel) {}
+  ~Exchange() override {
+    if (outcome_ != nullptr) outcome_->done.WaitForNotification();
+  }
+
+  void StartPush(const wire::PushRequest& header,
+                 absl::Span<const TensorBytes> gradients,
+                 std::shared_ptr<const void> in_use,
+                 absl::Time deadline) override {
+    request_ = EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
+                                 gradients, std::move(in_use));
+    Start(kPushMethod, deadline);
+  }
+
+  void StartPull(const wire::PullRequest& request,
+                 absl::Time deadline) override {
+    bool own_buffer;
+    grpc::Status s = grpc::SerializationTraits<wire::PullRequest>::Serialize(
+        request, &request_, &own_buffer);
+    if (!s.ok()) {
+      outcome_ = std::make_shared<Outcome>();
+      Outcome::Callback(outcome_)(std::move(s));
+      return;
+    }
+    Start(kPullMethod, deadline);
+  }
+
+  absl::Status Await() override {
+    outcome_->done.WaitForNotification();
+    channel_->sent_bytes_.fetch_add(static_cast<int64_t>(request_.Length()),
+                                    std::memory_order_relaxed);
+    channel_->received_bytes_.fetch_add(
+        static_cast<int64_t>(response_.Length()), std::memory_order_relaxed);
+    // A push's request references the gradients: let go of them.
+    request_.Clear();
+    context_.reset();
+    const grpc::Status status = std::move(outcome_->status);
+    outcome_.reset();
+    return FromGrpcStatus(status);
+  }
+
+  absl::Status ReadPush(wire::PushResponse* response) override {
+    grpc::Status parsed =
+        grpc::SerializationTraits<wire::PushResponse>::Deserialize(&response_,
+                                                                   response);
+    response_.Clear();
+    return FromGrpcStatus(parsed);
+  }
+
+  absl::Status ReadPull(PulledVersion* version,
+                        ShardAssembler* assembler) override {
+    int64_t wait_micros = 0;
+    absl::Status s = DecodePullResponse(
+        &response_, &version->step, &wait_micros,
+        [&](const TensorBytes& t, size_t bytes) {
+          return assembler->Destination(t, bytes);
+        },
+        &version->generation,
+        [&](const TensorBytes& t) { return assembler->Done(t); });
+    response_.Clear();
+    version->wait = absl::Microseconds(wait_micros);
+    return s;
+  }
+
+ private:
+  void Start(const std::string& method, absl::Time deadline) {
+    context_ = std::make_unique<grpc::ClientContext>();
+    context_->set_deadline(absl::ToChronoTime(deadline));
+    outcome_ = std::make_shared<Outcome>();
+    channel_->raw_->UnaryCall(context_.get(), method, {}, &request_,
+                              &response_, Outcome::Callback(outcome_));
+  }
+
+  GrpcShardChannel* const channel_;  // Not owned.
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  // The call under way (null: none).
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::shared_ptr<Outcome> outcome_;
+};
+
+absl::Status CallInParallel(const std::vector<std::string>& addresses,
+                            absl::string_view what, absl::Time deadline,
+                            const StartCall& start) {
+  const int num_shards = static_cast<int>(addresses.size());
+  std::unique_ptr<grpc::ClientContext[]> contexts(
+      new grpc::ClientContext[num_shards]);
+  std::vector<grpc::Status> statuses(num_shards);
+  Mutex mu;
+  CondVar all_done;
+  int pending = num_shards;
+  for (int i = 0; i < num_shards; ++i) {
+    contexts[i].set_deadline(absl::ToChronoTime(deadline));
+    start(i, &contexts[i], [&, i](grpc::Status status) {
+      MutexLock lock(&mu);
+      statuses[i] = std::move(status);
+      if (--pending == 0) all_done.SignalAll();
+    });
+  }
+  {
+    // Bounded: every call ends by its deadline at the latest.
+    MutexLock lock(&mu);
+    all_done.WaitUntil(&mu, absl::InfiniteFuture(), [&]() {
+      mu.AssertHeld();
+      return pending == 0;
+    });
+  }
+  for (int i = 0; i < num_shards; ++i) {
+    if (!statuses[i].ok()) {
+      return Annotate(
+          FromGrpcStatus(statuses[i]),
+          absl::StrCat(what, " to shard ", i, " at ", addresses[i], ": "));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::Channel> CreatePsChannel(
+    const std::string& address, int64_t max_message_bytes,
+    const ClientCredentials& credentials) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // gRPC's default reconnect backoff grows to 2 minutes: a server restarted
+  // after a crash would stay unseen that long. The minimum is also how long
+  // a connection attempt may take until the server's HTTP/2 SETTINGS
+  // arrive: at 100 ms, attempts on a loaded machine (load average 8 and
+  // more, as when other builds run) timed out and calls failed with
+  // UNAVAILABLE "timed out before receiving SETTINGS frame".
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return CreateChannel(address, credentials, args);
+}
+
+GrpcShardChannel::GrpcShardChannel(int shard, const std::string& address,
+                                   const std::shared_ptr<grpc::Channel>& channel)
+    : name_(absl::StrCat("shard ", shard, " at ", address)),
+      stub_(wire::ParameterServer::NewStub(channel)),
+      raw_(std::make_unique<grpc::GenericStub>(channel)) {}
+
+GrpcShardChannel::~GrpcShardChannel() = default;
+
+template <typename Request, typename Response>
+std::unique_ptr<ShardCall> GrpcShardChannel::Start(
+    AsyncMethod<Request, Response> method, const Request& request,
+    absl::Time deadline, Response* response) {
+  auto call = std::make_unique<GrpcCall>(deadline);
+  (stub_->async()->*method)(call->context(), &request, response,
+                            call->Callback());
+  return call;
+}
+
+std::unique_ptr<ShardCall> GrpcShardChannel::Initialize(
+    const wire::InitializeRequest& request, absl::Time deadline,
+    wire::InitializeResponse* response) {
+  return Start(&wire::ParameterServer::Stub::async::Initialize, request,
+               deadline, response);
+}
+
+std::unique_ptr<ShardCall> GrpcShardChannel::Join(
+    const wire::JoinRequest& request, absl::Time deadline,
+    wire::MembershipResponse* response) {
+  return Start(&wire::ParameterServer::Stub::async::Join, request, deadline,
+               response);
+}
+
+std::unique_ptr<ShardCall> GrpcShardChannel::Leave(
+    const wire::LeaveRequest& request, absl::Time deadline,
+    wire::MembershipResponse* response) {
+  return Start(&wire::ParameterServer::Stub::async::Leave, request, deadline,
+               response);
+}
+
+std::unique_ptr<ShardCall> GrpcShardChannel::Status(
+    const wire::StatusRequest& request, absl::Time deadline,
+    wire::StatusResponse* response) {
+  return Start(&wire::ParameterServer::Stub::async::Status, request, deadline,
+               response);
+}
+
+std::unique_ptr<ShardCall> GrpcShardChannel::Shutdown(
+    const wire::ShutdownRequest& request, absl::Time deadline,
+    wire::ShutdownResponse* response) {
+  return Start(&wire::ParameterServer::Stub::async::Shutdown, request,
+               deadline, response);
+}
+
+std::unique_ptr<ShardCall> GrpcShardChannel::Rollback(
+    const wire::RollbackRequest& request, absl::Time deadline,
+    wire::RollbackResponse* response) {
+  return Start(&wire::ParameterServer::Stub::async::Rollback, request,
+               deadline, response);
+}
+
+std::unique_ptr<ShardCall> GrpcShardChannel::Checkpoint(
+    const wire::CheckpointRequest& request, absl::Time deadline,
+    wire::CheckpointResponse* response) {
+  return Start(&wire::ParameterServer::Stub::async::Checkpoint, request,
+               deadline, response);
+}
+
+std::unique_ptr<ShardExchange> GrpcShardChannel::NewExchange() {
+  return std::make_unique<Exchange>(this);
+}
+
+}  // namespace ps
+}  // namespace psgd

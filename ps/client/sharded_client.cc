@@ -1,0 +1,355 @@
+#include "ps/client/sharded_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/client/model_slices.h"
+#include "ps/wire/wire.h"
+#include "ps/wire/wire_dtype.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// Spare Buffers kept for reuse: a worker needs one for its pushes and
+// pulls, plus one per thread that pushes or pulls parts at the same time.
+constexpr size_t kMaxSpareBuffers = 8;
+
+}  // namespace
+
+// What one push or pull keeps from call to call, per shard.
+struct ShardedPsClient::Buffers {
+  struct Shard {
+    std::unique_ptr<ShardExchange> exchange;  // made when first needed
+    // Gradients in the wire dtype while a push is sent.
+    WireEncoder encoder;
+    // A pulled 16-bit slice before it is converted.
+    std::vector<uint16_t> pull_scratch;
+  };
+  std::vector<Shard> shards;
+};
+
+absl::Status ShardedPsClient::CheckChannels(
+    const Placement& placement,
+    const std::vector<std::unique_ptr<ShardChannel>>& channels) {
+  if (static_cast<int>(channels.size()) != placement.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(channels.size(), " shards for a placement over ",
+                     placement.num_shards));
+  }
+  for (const auto& c : channels) {
+    if (c == nullptr) return absl::InvalidArgumentError("a null shard");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ShardedPsClient>> ShardedPsClient::Create(
+    Placement placement, std::vector<std::unique_ptr<ShardChannel>> channels,
+    ShardedClientOptions options) {
+  RETURN_IF_ERROR(
+      Annotate(CheckChannels(placement, channels), "sharded client: "));
+  return std::unique_ptr<ShardedPsClient>(new ShardedPsClient(
+      std::move(placement), std::move(channels), std::move(options)));
+}
+
+ShardedPsClient::ShardedPsClient(
+    Placement placement, std::vector<std::unique_ptr<ShardChannel>> channels,
+    ShardedClientOptions options)
+    : options_(std::move(options)),
+      placement_(std::move(placement)),
+      channels_(std::move(channels)) {}
+
+ShardedPsClient::~ShardedPsClient() = default;
+
+std::unique_ptr<ShardedPsClient::Buffers> ShardedPsClient::TakeBuffers() {
+  {
+    MutexLock lock(&mu_);
+    if (!spare_.empty()) {
+      std::unique_ptr<Buffers> b = std::move(spare_.back());
+      spare_.pop_back();
+      return b;
+    }
+  }
+  auto b = std::make_unique<Buffers>();
+  b->shards.resize(num_shards());
+  return b;
+}
+
+void ShardedPsClient::ReturnBuffers(std::unique_ptr<Buffers> buffers) {
+  MutexLock lock(&mu_);
+  if (spare_.size() < kMaxSpareBuffers) spare_.push_back(std::move(buffers));
+}
+
+template <typename Request, typename Response>
+absl::Status ShardedPsClient::CallEach(absl::string_view what,
+                                       Method<Request, Response> method,
+                                       const std::vector<Request>& requests,
+                                       std::vector<Response>* responses) {
+  responses->resize(num_shards());
+  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
+  std::vector<std::unique_ptr<ShardCall>> calls;
+  for (int i = 0; i < num_shards(); ++i) {
+    calls.push_back(
+        (channels_[i].get()->*method)(requests[i], deadline, &(*responses)[i]));
+  }
+  absl::Status first;
+  for (int i = 0; i < num_shards(); ++i) {
+    const absl::Status s = calls[i]->Await();
+    if (!s.ok() && first.ok()) {
+      first = Annotate(s, absl::StrCat(what, " to ", channels_[i]->name(), ": "));
+    }
+  }
+  return first;
+}
+
+template <typename Request, typename Response>
+absl::Status ShardedPsClient::CallAll(absl::string_view what,
+                                      Method<Request, Response> method,
+                                      const Request& request) {
+  std::vector<Response> responses;
+  return CallEach(what, method, std::vector<Request>(num_shards(), request),
+                  &responses);
+}
+
+absl::Status ShardedPsClient::Initialize(
+    absl::Span<const NamedConstTensorView> variables) {
+  std::vector<const float*> model;
+  RETURN_IF_ERROR(OrderModel(placement_, variables, &model));
+  std::vector<wire::InitializeRequest> requests(num_shards());
+  for (int i = 0; i < num_shards(); ++i) {
+    requests[i].set_cluster(options_.cluster);
+    requests[i].set_run_dir(options_.run_dir);
+    TensorBytesToProto(ShardSlices(placement_, i, model),
+                       requests[i].mutable_variables());
+  }
+  std::vector<wire::InitializeResponse> responses;
+  return CallEach("initialize", &ShardChannel::Initialize, requests,
+                  &responses);
+}
+
+absl::Status ShardedPsClient::Join() {
+  wire::JoinRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_worker_id(options_.worker_id);
+  return CallAll<wire::JoinRequest, wire::MembershipResponse>(
+      "join", &ShardChannel::Join, r);
+}
+
+absl::Status ShardedPsClient::Leave() {
+  wire::LeaveRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_worker_id(options_.worker_id);
+  return CallAll<wire::LeaveRequest, wire::MembershipResponse>(
+      "leave", &ShardChannel::Leave, r);
+}
+
+absl::StatusOr<ModelVersion> ShardedPsClient::Pull(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<const NamedTensorView> out) {
+  RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
+  std::vector<float*> model;
+  RETURN_IF_ERROR(OrderModel(placement_, out, &model));
+  return PullModel(min_version, deadline, model, /*part=*/false);
+}
+
+absl::StatusOr<ModelVersion> ShardedPsClient::PullPart(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<const NamedTensorView> out) {
+  RETURN_IF_ERROR(CheckVersion(min_version, num_shards()));
+  std::vector<float*> model;
+  RETURN_IF_ERROR(OrderPart(placement_, out, &model));
+  return PullModel(min_version, deadline, model, /*part=*/true);
+}
+
+absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
+    const ModelVersion& min_version, absl::Time deadline,
+    absl::Span<float* const> model, bool part) {
+  std::unique_ptr<Buffers> buffers = TakeBuffers();
+  // Every asked shard's pull at once: each shard sees the worker waiting in
+  // its pull (which protects its lease) for the whole wait.
+  const std::vector<const float*> asked_model(model.begin(), model.end());
+  std::vector<bool> asked(num_shards(), false);
+  for (int i = 0; i < num_shards(); ++i) {
+    const std::vector<TensorBytes> slices =
+        ShardSlices(placement_, i, asked_model);
+    // A whole pull asks every shard, as a whole push goes to every one.
+    if (part && slices.empty()) continue;
+    asked[i] = true;
+    wire::PullRequest r;
+    r.set_cluster(options_.cluster);
+    r.set_min_step(min_version.steps[i]);
+    r.set_worker_id(options_.worker_id);
+    r.set_generation(min_version.generation);
+    if (part) {
+      for (const TensorBytes& t : slices) r.add_variables(std::string(t.name));
+    }
+    Buffers::Shard& b = buffers->shards[i];
+    if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
+    b.exchange->StartPull(r, deadline);
+  }
+  absl::Status status;
+  for (int i = 0; i < num_shards(); ++i) {
+    if (!asked[i]) continue;
+    const absl::Status s = buffers->shards[i].exchange->Await();
+    if (!s.ok() && status.ok()) {
+      status = Annotate(s, absl::StrCat("pull to ", channels_[i]->name(), ": "));
+    }
+  }
+  // Each slice's bytes go straight from the channel into `model`.
+  absl::StatusOr<ModelVersion> result = [&]() -> absl::StatusOr<ModelVersion> {
+    RETURN_IF_ERROR(status);
+    ModelVersion version = ModelVersion::AtLeast(num_shards(), kNoPush);
+    bool first = true;
+    for (int i = 0; i < num_shards(); ++i) {
+      if (!asked[i]) continue;
+      Buffers::Shard& b = buffers->shards[i];
+      ShardAssembler assembler(placement_, i, model, options_.wire_weights,
+                               &b.pull_scratch);
+      PulledVersion pulled;
+      RETURN_IF_ERROR(Annotate(
+          b.exchange->ReadPull(&pulled, &assembler),
+          absl::StrCat("pull from ", channels_[i]->name(), ": ")));
+      RETURN_IF_ERROR(assembler.Finish());
+      version.steps[i] = pulled.step;
+      RETURN_IF_ERROR(
+          AgreeOnGeneration(first ? 0 : i, pulled.generation, &version));
+      first = false;
+      version.server_wait = std::max(version.server_wait, pulled.wait);
+    }
+    return version;
+  }();
+  ReturnBuffers(std::move(buffers));
+  return result;
+}
+
+absl::StatusOr<PushResult> ShardedPsClient::Push(
+    const ModelVersion& version,
+    absl::Span<const NamedConstTensorView> gradients) {
+  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
+  std::vector<const float*> model;
+  RETURN_IF_ERROR(OrderModel(placement_, gradients, &model));
+  return PushModel(version, model, /*part=*/false);
+}
+
+absl::StatusOr<PushResult> ShardedPsClient::PushPart(
+    const ModelVersion& version,
+    absl::Span<const NamedConstTensorView> gradients) {
+  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
+  std::vector<const float*> model;
+  RETURN_IF_ERROR(OrderPart(placement_, gradients, &model));
+  return PushModel(version, model, /*part=*/true);
+}
+
+absl::StatusOr<PushResult> ShardedPsClient::PushModel(
+    const ModelVersion& version, absl::Span<const float* const> model,
+    bool part) {
+  std::unique_ptr<Buffers> buffers = TakeBuffers();
+  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
+  // The shards that get something: their step is not kNoPush and they hold
+  // slices of the gradients (all of them do, for a whole push).
+  std::vector<bool> send(num_shards(), false);
+  // The requests may reference the gradients' memory; `released` tells
+  // when no channel holds any of it, so that the caller may change it.
+  auto released = std::make_shared<Notification>();
+  {
+    std::shared_ptr<const void> in_use(
+        nullptr, [released](const void*) { released->Notify(); });
+    for (int i = 0; i < num_shards(); ++i) {
+      if (version.steps[i] == kNoPush) continue;
+      const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
+      if (part && slices.empty()) continue;
+      send[i] = true;
+      wire::PushRequest header;
+      header.set_cluster(options_.cluster);
+      header.set_worker_id(options_.worker_id);
+      header.set_step(version.steps[i]);
+      header.set_generation(version.generation);
+      header.set_partial(part);
+      Buffers::Shard& b = buffers->shards[i];
+      if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
+      b.exchange->StartPush(header,
+                            b.encoder.FromFloat(slices, options_.wire_gradients),
+                            in_use, deadline);
+    }
+  }
+  absl::Status status;
+  for (int i = 0; i < num_shards(); ++i) {
+    if (!send[i]) continue;
+    const absl::Status s = buffers->shards[i].exchange->Await();
+    if (!s.ok() && status.ok()) {
+      status = Annotate(s, absl::StrCat("push to ", channels_[i]->name(), ": "));
+    }
+  }
+  if (!released->WaitForNotificationWithDeadline(absl::Now() +
+                                                 absl::Seconds(30))) {
+    // The transport may still read the encoder's memory: leave it be
+    // rather than free it under the transport's feet (this never happens
+    // with a working transport).
+    static_cast<void>(buffers.release());
+    return absl::InternalError(
+        "push: the transport still holds the gradients' memory 30 s after "
+        "the call");
+  }
+  absl::StatusOr<PushResult> result = [&]() -> absl::StatusOr<PushResult> {
+    RETURN_IF_ERROR(status);
+    PushResult result;
+    for (int i = 0; i < num_shards(); ++i) {
+      if (!send[i]) {
+        result.shards.emplace_back().skipped = true;
+        continue;
+      }
+      wire::PushResponse response;
+      RETURN_IF_ERROR(buffers->shards[i].exchange->ReadPush(&response));
+      ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
+      result.shards.push_back(std::move(reply));
+    }
+    return result;
+  }();
+  ReturnBuffers(std::move(buffers));
+  return result;
+}
+
+absl::StatusOr<std::vector<ShardStatus>> ShardedPsClient::Status() {
+  wire::StatusRequest r;
+  r.set_cluster(options_.cluster);
+  std::vector<wire::StatusResponse> responses;
+  RETURN_IF_ERROR(CallEach("status", &ShardChannel::Status,
+                           std::vector<wire::StatusRequest>(num_shards(), r),
+                           &responses));
+  std::vector<ShardStatus> out;
+  for (const wire::StatusResponse& response : responses) {
+    out.push_back(ShardStatusFromProto(response));
+  }
+  return out;
+}
+
+absl::Status ShardedPsClient::Shutdown(absl::string_view reason) {
+  wire::ShutdownRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_reason(std::string(reason));
+  return CallAll<wire::ShutdownRequest, wire::ShutdownResponse>(
+      "shutdown", &ShardChannel::Shutdown, r);
+}
+
+absl::Status ShardedPsClient::Rollback(int64_t label, int64_t generation) {
+  wire::RollbackRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_label(label);
+  r.set_generation(generation);
+  return CallAll<wire::RollbackRequest, wire::RollbackResponse>(
+      "rollback", &ShardChannel::Rollback, r);
+}
+
+absl::Status ShardedPsClient::RequestCheckpoint(int64_t label, bool now) {
+  wire::CheckpointRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_label(label);
+  r.set_now(now);
+  return CallAll<wire::CheckpointRequest, wire::CheckpointResponse>(
+      "checkpoint", &ShardChannel::Checkpoint, r);
+}
+
+}  // namespace ps
+}  // namespace psgd
