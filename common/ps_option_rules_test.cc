@@ -71,26 +71,32 @@ TEST_CASE("each bound is refused naming the field, the value and the rule") {
 }
 
 TEST_CASE("sync mode refuses every async control that is set") {
-  PsOptionValues v;
-  v.staleness_bound = 0;
-  CHECK(ProblemOf(v) ==
-        "staleness_bound 0 applies to async mode only (sync drops every "
-        "stale gradient) [not here]");
-  v = PsOptionValues{};
-  v.max_push_staleness = 2;
-  CHECK(FindPsOptionProblem(v)->field == "max_push_staleness");
-  v = PsOptionValues{};
-  v.dc_asgd_lambda = 0.5;
-  CHECK(ProblemOf(v) ==
-        "dc_asgd_lambda 0.5 applies to async mode only (sync gradients are "
-        "never stale) [not here]");
-  v = PsOptionValues{};
-  v.async_beta1 = 0.5;
-  CHECK(ProblemOf(v) == "async_beta1 0.5 applies to async mode only [not here]");
-  v = PsOptionValues{};
-  v.scale_lr_by_staleness = true;
-  CHECK(ProblemOf(v) ==
-        "scale_lr_by_staleness true applies to async mode only [not here]");
+  const struct {
+    void (*set)(PsOptionValues*);
+    const char* expected;
+  } cases[] = {
+      {[](PsOptionValues* v) { v->staleness_bound = 0; },
+       "staleness_bound 0 applies to async mode only (sync drops every stale "
+       "gradient) [not here]"},
+      {[](PsOptionValues* v) { v->max_push_staleness = 2; },
+       "max_push_staleness 2 applies to async mode only (sync drops every "
+       "stale gradient) [not here]"},
+      {[](PsOptionValues* v) { v->dc_asgd_lambda = 0.5; },
+       "dc_asgd_lambda 0.5 applies to async mode only (sync gradients are "
+       "never stale) [not here]"},
+      {[](PsOptionValues* v) { v->async_beta1 = 0.5; },
+       "async_beta1 0.5 applies to async mode only [not here]"},
+      {[](PsOptionValues* v) { v->scale_lr_by_staleness = true; },
+       "scale_lr_by_staleness true applies to async mode only [not here]"},
+  };
+  for (const auto& c : cases) {
+    PsOptionValues sync;
+    c.set(&sync);
+    CHECK(ProblemOf(sync) == c.expected);
+    PsOptionValues async = Async();
+    c.set(&async);
+    CHECK(ProblemOf(async) == "ok");
+  }
 }
 
 }  // namespace
