@@ -1,6 +1,5 @@
 #include "common/cluster_config.h"
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "common/adam.h"
 #include "common/cluster_name.h"
+#include "common/ps_option_rules.h"
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -253,63 +253,13 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
                                  " differs from the number of worker tasks (",
                                  workers, ")"));
   }
-  if (t.replicas_to_aggregate() < 1) {
-    return at.Error(t, "replicas_to_aggregate", "training.replicas_to_aggregate",
-                    absl::StrCat(t.replicas_to_aggregate(), " is less than 1"));
-  }
+  // Across tasks: N of the worker tasks. N >= 1 and the async staleness
+  // controls are ValidatePsOptions'.
   if (t.replicas_to_aggregate() > t.total_num_replicas()) {
     return at.Error(t, "replicas_to_aggregate", "training.replicas_to_aggregate",
                     absl::StrCat(t.replicas_to_aggregate(),
                                  " is more than total_num_replicas (",
                                  t.total_num_replicas(), ")"));
-  }
-  if (t.staleness_bound() < 0) {
-    return at.Error(t, "staleness_bound", "training.staleness_bound",
-                    absl::StrCat(t.staleness_bound(), " is negative"));
-  }
-  if (t.max_push_staleness() < 0) {
-    return at.Error(t, "max_push_staleness", "training.max_push_staleness",
-                    absl::StrCat(t.max_push_staleness(), " is negative"));
-  }
-  if (!(t.dc_asgd_lambda() >= 0) || !std::isfinite(t.dc_asgd_lambda())) {
-    return at.Error(t, "dc_asgd_lambda", "training.dc_asgd_lambda",
-                    absl::StrCat(t.dc_asgd_lambda(),
-                                 " is not a finite number >= 0 (0: off)"));
-  }
-  if (t.has_async_beta1() && !(t.async_beta1() >= 0 && t.async_beta1() < 1)) {
-    return at.Error(t, "async_beta1", "training.async_beta1",
-                    absl::StrCat(t.async_beta1(), " is not in [0, 1)"));
-  }
-  if (t.has_async_beta1() &&
-      t.optimizer().kind() != config::OptimizerConfig::ADAM) {
-    return at.Error(t, "async_beta1", "training.async_beta1",
-                    "applies to Adam only");
-  }
-  if (t.mode() == config::TrainingConfig::SYNC) {
-    if (t.has_staleness_bound()) {
-      return at.Error(t, "staleness_bound", "training.staleness_bound",
-                      "applies to async mode only (sync drops every stale "
-                      "gradient)");
-    }
-    if (t.has_max_push_staleness()) {
-      return at.Error(t, "max_push_staleness", "training.max_push_staleness",
-                      "applies to async mode only (sync drops every stale "
-                      "gradient)");
-    }
-    if (t.dc_asgd_lambda() != 0) {
-      return at.Error(t, "dc_asgd_lambda", "training.dc_asgd_lambda",
-                      "applies to async mode only (sync gradients are never "
-                      "stale)");
-    }
-    if (t.has_async_beta1()) {
-      return at.Error(t, "async_beta1", "training.async_beta1",
-                      "applies to async mode only");
-    }
-    if (t.lr_scaled_by_staleness()) {
-      return at.Error(t, "lr_scaled_by_staleness",
-                      "training.lr_scaled_by_staleness",
-                      "applies to async mode only");
-    }
   }
   if (t.batch_size() < 1 || t.batch_size() > 65536) {
     return at.Error(t, "batch_size", "training.batch_size",
@@ -364,6 +314,51 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
   return absl::OkStatus();
 }
 
+// The values of the options a ps task takes from the config that
+// ServerOptions also has (common/ps_option_rules.h).
+PsOptionValues PsOptionValuesOf(const ClusterConfig& c) {
+  const config::TrainingConfig& t = c.training();
+  PsOptionValues v;
+  v.async = t.mode() == config::TrainingConfig::ASYNC;
+  v.adam = t.optimizer().kind() == config::OptimizerConfig::ADAM;
+  v.replicas_to_aggregate = t.replicas_to_aggregate();
+  if (t.has_staleness_bound()) v.staleness_bound = t.staleness_bound();
+  if (t.has_max_push_staleness()) v.max_push_staleness = t.max_push_staleness();
+  v.scale_lr_by_staleness = t.lr_scaled_by_staleness();
+  v.dc_asgd_lambda = t.dc_asgd_lambda();
+  if (t.has_async_beta1()) v.async_beta1 = t.async_beta1();
+  v.worker_lease_seconds = c.worker_lease_seconds();
+  if (c.has_checkpoint()) {
+    v.checkpoint_every_steps = c.checkpoint().every_steps();
+    v.checkpoint_keep = c.checkpoint().keep();
+  }
+  return v;
+}
+
+// FindPsOptionProblem's answer at the file, line and field of the config
+// that set the value.
+absl::Status ValidatePsOptions(const ClusterConfig& c, const Locator& root) {
+  const absl::optional<PsOptionProblem> bad =
+      FindPsOptionProblem(PsOptionValuesOf(c));
+  if (!bad.has_value()) return absl::OkStatus();
+  const std::string message =
+      bad->out_of_range ? absl::StrCat(bad->value, " ", bad->rule) : bad->rule;
+  if (bad->field == "worker_lease_seconds") {
+    return root.Error(c, bad->field, bad->field, message);
+  }
+  if (absl::StartsWith(bad->field, "checkpoint.")) {
+    const std::string name = bad->field.substr(sizeof("checkpoint.") - 1);
+    return root.Nested(c, "checkpoint")
+        .Error(c.checkpoint(), name, bad->field, message);
+  }
+  // The rest are training's; one has another name there.
+  const std::string name = bad->field == "scale_lr_by_staleness"
+                               ? "lr_scaled_by_staleness"
+                               : bad->field;
+  return root.Nested(c, "training")
+      .Error(c.training(), name, "training." + name, message);
+}
+
 absl::Status ValidateData(const ClusterConfig& c, const Locator& root) {
   const config::DataConfig& d = c.data();
   Locator at = root.Nested(c, "data");
@@ -402,18 +397,10 @@ absl::Status ValidateCheckpoint(const ClusterConfig& c, const Locator& root) {
                     "missing: the directory the checkpoints go to (or give "
                     "every ps task its own checkpoint_dir)");
   }
-  if (k.every_steps() < 0) {
-    return at.Error(k, "every_steps", "checkpoint.every_steps",
-                    absl::StrCat(k.every_steps(), " is negative (0: not by steps)"));
-  }
   if (!(k.every_seconds() >= 0 && k.every_seconds() <= 1e6)) {
     return at.Error(k, "every_seconds", "checkpoint.every_seconds",
                     absl::StrCat(k.every_seconds(),
                                  " is not in [0, 1e6] (0: not by time)"));
-  }
-  if (k.keep() < 1 || k.keep() > 1000) {
-    return at.Error(k, "keep", "checkpoint.keep",
-                    absl::StrCat(k.keep(), " is not in 1..1000"));
   }
   return absl::OkStatus();
 }
@@ -624,6 +611,7 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   }
   RETURN_IF_ERROR(ValidateTasks(config, at));
   RETURN_IF_ERROR(ValidateTraining(config, at));
+  RETURN_IF_ERROR(ValidatePsOptions(config, at));
   if (config.model().name().empty()) {
     return at.Nested(config, "model").Error(config.model(), "name",
                                             "model.name", "empty");
@@ -631,12 +619,6 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   RETURN_IF_ERROR(ValidateData(config, at));
   if (config.run_root().empty()) {
     return at.Error(config, "run_root", "run_root", "empty");
-  }
-  if (!(config.worker_lease_seconds() >= 0 &&
-        config.worker_lease_seconds() <= 86400)) {
-    return at.Error(config, "worker_lease_seconds", "worker_lease_seconds",
-                    absl::StrCat(config.worker_lease_seconds(),
-                                 " is not in [0, 86400] (0: no lease)"));
   }
   RETURN_IF_ERROR(ValidateCheckpoint(config, at));
   if (!(config.ps_unavailable_timeout_seconds() >= 0 &&

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_security.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "ps/server/checkpoint_agreement.h"
 
@@ -38,13 +39,18 @@ absl::Status WritePortFile(const std::string& path, int port) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
-    const ServerOptions& options) {
+    const ServerOptions& options, const LifecycleOptions& lifecycle) {
+  RETURN_IF_ERROR(ValidateLifecycleOptions(lifecycle));
   std::unique_ptr<PsGrpcServer> s(new PsGrpcServer());
   ASSIGN_OR_RETURN(s->shard_, ParameterShard::Create(options));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(options.security));
   s->service_ =
       std::make_unique<PsGrpcService>(s->shard_.get(), options.security.token);
+  // Before any Initialize can bring the chief's.
+  if (!lifecycle.run_dir.empty()) {
+    s->service_->SetRunDirIfUnset(lifecycle.run_dir);
+  }
   s->host_ =
       options.listen_address.substr(0, options.listen_address.rfind(':'));
 
@@ -80,6 +86,19 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
       health->SetServingStatus(true);
     }
   }
+  // Where it listens (the port the OS chose, for port 0) and, from a
+  // config, the address the others dial.
+  spdlog::info(
+      "shard {} of {} of cluster '{}' ({} mode) listening on {}:{}{}",
+      options.shard_index, options.num_shards, options.cluster_name,
+      std::string(ModeName(options.mode)), s->host_, s->port_,
+      options.ps_addresses.empty()
+          ? ""
+          : absl::StrCat(" (dialled as ",
+                         options.ps_addresses[options.shard_index], ")"));
+  ASSIGN_OR_RETURN(s->lifecycle_, ShardLifecycle::Start(s->shard_.get(),
+                                                        s->service_.get(),
+                                                        lifecycle));
   if (!options.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(options.port_file, s->port_));
   }
@@ -98,7 +117,7 @@ bool PsGrpcServer::WaitForShutdown(absl::Time deadline) {
   return shard_->AwaitShutdown(deadline);
 }
 
-void PsGrpcServer::Stop(absl::Duration grace) {
+void PsGrpcServer::Stop(absl::Duration grace, absl::string_view reason) {
   {
     MutexLock lock(&stop_mu_);
     if (stopped_ || server_ == nullptr) return;
@@ -111,6 +130,7 @@ void PsGrpcServer::Stop(absl::Duration grace) {
   }
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
+  if (lifecycle_ != nullptr) lifecycle_->Stop(reason);
 }
 
 }  // namespace ps

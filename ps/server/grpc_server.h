@@ -3,8 +3,11 @@
 // reflection, listening on options.listen_address with the message size
 // limits raised to options.max_message_bytes, over TLS and taking only calls
 // with the cluster's token when options.security says so (the health and
-// reflection services need no token). ps_server runs one; tests and
-// ps_bench run several in one process.
+// reflection services need no token). It owns the shard's lifecycle
+// (ps/server/server_lifecycle.h: lease expiry, logs, metrics files and the
+// Prometheus page), so that a server in a test expires silent workers as
+// ps_server's does. ps_server runs one; tests and ps_bench run several in
+// one process.
 //
 // Thread-safety: thread-safe.
 #ifndef PSGD_PS_SERVER_GRPC_SERVER_H_
@@ -18,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ps/server/grpc_service.h"
+#include "ps/server/server_lifecycle.h"
 #include "common/mutex.h"
 #include "ps/state/options.h"
 #include "ps/shard/shard.h"
@@ -34,9 +38,11 @@ class PsGrpcServer {
   // address cannot be bound, INTERNAL when the port file cannot be written.
   // With per-host checkpoints (options.checkpoint.per_host) it first agrees
   // with the other shards on the checkpoint to restore
-  // (ps/server/checkpoint_agreement.h) and fails as that does.
+  // (ps/server/checkpoint_agreement.h) and fails as that does. Then starts
+  // the lifecycle with `lifecycle` (its run_dir, when set, is also the
+  // service's) and fails as ShardLifecycle::Start does.
   static absl::StatusOr<std::unique_ptr<PsGrpcServer>> Start(
-      const ServerOptions& options);
+      const ServerOptions& options, const LifecycleOptions& lifecycle = {});
 
   // Stop(absl::ZeroDuration()) unless stopped.
   ~PsGrpcServer();
@@ -51,6 +57,7 @@ class PsGrpcServer {
 
   ParameterShard* shard() { return shard_.get(); }
   PsGrpcService* service() { return service_.get(); }
+  ShardLifecycle* lifecycle() { return lifecycle_.get(); }
 
   // Waits until the shard is shut down (a Shutdown RPC) or `deadline`;
   // true when it is.
@@ -58,19 +65,22 @@ class PsGrpcServer {
 
   // Shuts the shard down (waiting pulls end), marks the health service
   // NOT_SERVING and stops the gRPC server, cancelling calls still in
-  // flight after `grace`. Idempotent.
-  void Stop(absl::Duration grace);
+  // flight after `grace`; then stops the lifecycle, which records `reason`
+  // in the summary. Idempotent.
+  void Stop(absl::Duration grace,
+            absl::string_view reason = "the server is stopping");
 
  private:
   PsGrpcServer() = default;
 
   std::string host_;
   int port_ = 0;
-  // Destroyed in reverse order: the server before the service and the
-  // shard it calls.
+  // Destroyed in reverse order: the lifecycle and the server before the
+  // service and the shard they call.
   std::unique_ptr<ParameterShard> shard_;
   std::unique_ptr<PsGrpcService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ShardLifecycle> lifecycle_;
   Mutex stop_mu_;
   bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
 };

@@ -30,6 +30,7 @@
 #include "common/grpc_security.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/server/request_handler.h"
+#include "ps/server/server_lifecycle.h"
 #include "ps/shard/shard.h"
 
 namespace psgd {
@@ -37,7 +38,8 @@ namespace ps {
 
 class PsGrpcService final
     : public wire::ParameterServer::WithRawCallbackMethod_Pull<
-          wire::ParameterServer::CallbackService> {
+          wire::ParameterServer::CallbackService>,
+      public ServingCounters {
  public:
   // Every call must carry `token` unless it is empty.
   explicit PsGrpcService(ParameterShard* shard, std::string token = "");
@@ -81,17 +83,19 @@ class PsGrpcService final
   void SetRunDirIfUnset(absl::string_view run_dir) {
     handler_.SetRunDirIfUnset(run_dir);
   }
-  std::string run_dir() const { return handler_.run_dir(); }
+  std::string run_dir() const override { return handler_.run_dir(); }
 
   // Calls refused for a missing or wrong token so far.
-  int64_t unauthenticated_calls() const { return authenticator_.refused(); }
+  int64_t unauthenticated_calls() const override {
+    return authenticator_.refused();
+  }
 
   // Payload bytes of pushes and pulls so far: received (requests) and sent
   // (replies), as gRPC carried them (before its framing and compression).
-  int64_t payload_received_bytes() const {
+  int64_t payload_received_bytes() const override {
     return received_bytes_.load(std::memory_order_relaxed);
   }
-  int64_t payload_sent_bytes() const {
+  int64_t payload_sent_bytes() const override {
     return sent_bytes_.load(std::memory_order_relaxed);
   }
 

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/cluster_env.h"
+#include "ps/server/server_lifecycle.h"
 #include "ps/state/options.h"
 
 namespace psgd {
@@ -31,9 +32,11 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags();
 // (common/cluster_flags.h); INVALID_ARGUMENT for a worker's task.
 absl::StatusOr<ResolvedCluster> ResolvedClusterFromFlags();
 
-// --run_dir: where the server writes ps-I.jsonl; empty when not given (then
-// the chief's choice arrives with Initialize).
-std::string RunDirFromFlags();
+// The lifecycle's options: --run_dir (where the server writes ps-I.jsonl;
+// empty when not given, then the chief's choice arrives with Initialize)
+// and --slow_step_seconds, validated (ValidateLifecycleOptions);
+// INVALID_ARGUMENT naming the flag and its value otherwise.
+absl::StatusOr<LifecycleOptions> LifecycleOptionsFromFlags();
 
 }  // namespace ps
 }  // namespace psgd

@@ -1,7 +1,5 @@
 #include "ps/state/options.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "common/adam.h"
 #include "common/cluster_name.h"
@@ -21,6 +19,23 @@ constexpr int64_t kMaxGrpcMessageBytes = (int64_t{1} << 31) - 1;
 constexpr int64_t kMinMessageBytes = int64_t{4} << 20;
 
 }  // namespace
+
+PsOptionValues PsOptionValuesOf(const ServerOptions& o) {
+  PsOptionValues v;
+  v.async = o.mode == Mode::kAsync;
+  v.adam = o.optimizer.kind == OptimizerOptions::Kind::kAdam;
+  v.replicas_to_aggregate = o.replicas_to_aggregate;
+  // -1 is "off" here; any other value is set (and -2 out of range).
+  if (o.staleness_bound != -1) v.staleness_bound = o.staleness_bound;
+  if (o.max_push_staleness != -1) v.max_push_staleness = o.max_push_staleness;
+  v.scale_lr_by_staleness = o.scale_lr_by_staleness;
+  v.dc_asgd_lambda = o.dc_asgd_lambda;
+  if (o.async_beta1 != -1) v.async_beta1 = o.async_beta1;
+  v.worker_lease_seconds = absl::ToDoubleSeconds(o.worker_lease);
+  v.checkpoint_every_steps = o.checkpoint.every_steps;
+  v.checkpoint_keep = o.checkpoint.keep;
+  return v;
+}
 
 absl::string_view ModeName(Mode mode) {
   return mode == Mode::kSync ? "sync" : "async";
@@ -59,9 +74,10 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("cluster_name", o.cluster_name,
                absl::StrCat("must be ", kClusterNameRule));
   }
-  if (o.replicas_to_aggregate < 1) {
-    return Bad("replicas_to_aggregate", absl::StrCat(o.replicas_to_aggregate),
-               "must be >= 1");
+  if (const absl::optional<PsOptionProblem> bad =
+          FindPsOptionProblem(PsOptionValuesOf(o));
+      bad.has_value()) {
+    return Bad(bad->field, bad->value, bad->rule);
   }
   if (o.total_num_replicas < o.replicas_to_aggregate) {
     return Bad("total_num_replicas", absl::StrCat(o.total_num_replicas),
@@ -71,47 +87,6 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.mode == Mode::kAsync && o.replicas_to_aggregate != 1) {
     return Bad("replicas_to_aggregate", absl::StrCat(o.replicas_to_aggregate),
                "async mode aggregates nothing: must be 1");
-  }
-  if (o.staleness_bound < -1) {
-    return Bad("staleness_bound", absl::StrCat(o.staleness_bound),
-               "must be -1 (no bound) or >= 0");
-  }
-  if (o.mode == Mode::kSync && o.staleness_bound != -1) {
-    return Bad("staleness_bound", absl::StrCat(o.staleness_bound),
-               "applies to async mode only (sync drops every stale gradient)");
-  }
-  if (o.mode == Mode::kSync && o.scale_lr_by_staleness) {
-    return Bad("scale_lr_by_staleness", "true", "applies to async mode only");
-  }
-  if (o.max_push_staleness < -1) {
-    return Bad("max_push_staleness", absl::StrCat(o.max_push_staleness),
-               "must be -1 (no limit) or >= 0");
-  }
-  if (o.mode == Mode::kSync && o.max_push_staleness != -1) {
-    return Bad("max_push_staleness", absl::StrCat(o.max_push_staleness),
-               "applies to async mode only");
-  }
-  if (!(o.dc_asgd_lambda >= 0) || !std::isfinite(o.dc_asgd_lambda)) {
-    return Bad("dc_asgd_lambda", absl::StrCat(o.dc_asgd_lambda),
-               "must be finite and >= 0 (0: off)");
-  }
-  if (o.mode == Mode::kSync && o.dc_asgd_lambda != 0) {
-    return Bad("dc_asgd_lambda", absl::StrCat(o.dc_asgd_lambda),
-               "applies to async mode only (sync gradients are never stale)");
-  }
-  if (o.async_beta1 != -1) {
-    if (!(o.async_beta1 >= 0 && o.async_beta1 < 1)) {
-      return Bad("async_beta1", absl::StrCat(o.async_beta1),
-                 "must be in [0, 1), or -1 for optimizer.beta1");
-    }
-    if (o.mode == Mode::kSync) {
-      return Bad("async_beta1", absl::StrCat(o.async_beta1),
-                 "applies to async mode only");
-    }
-    if (o.optimizer.kind != OptimizerOptions::Kind::kAdam) {
-      return Bad("async_beta1", absl::StrCat(o.async_beta1),
-                 "applies to Adam only");
-    }
   }
   const OptimizerOptions& opt = o.optimizer;
   if (const absl::optional<OptimizerOptionProblem> bad =
@@ -137,14 +112,6 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
                absl::StrCat("must be in [1024, max_message_bytes=",
                             o.max_message_bytes, "]"));
   }
-  if (o.worker_lease < absl::ZeroDuration()) {
-    return Bad("worker_lease", absl::FormatDuration(o.worker_lease),
-               "must not be negative");
-  }
-  if (o.checkpoint.every_steps < 0) {
-    return Bad("checkpoint.every_steps", absl::StrCat(o.checkpoint.every_steps),
-               "must be >= 0 (0: not by steps)");
-  }
   if (o.checkpoint.per_host &&
       (o.checkpoint.dir.empty() ||
        static_cast<int>(o.ps_addresses.size()) != o.num_shards)) {
@@ -152,10 +119,6 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
                absl::StrCat("needs a checkpoint directory and the addresses "
                             "of all ", o.num_shards, " shards (",
                             o.ps_addresses.size(), " given)"));
-  }
-  if (o.checkpoint.keep < 1) {
-    return Bad("checkpoint.keep", absl::StrCat(o.checkpoint.keep),
-               "must be >= 1");
   }
   if (!o.security.token.empty()) {
     // Never echo the token.

@@ -1,7 +1,9 @@
-// Every option of a parameter-server shard in one plain struct. The flags of
-// ps_server fill it today (ps/ps_server_main.cc); the cluster config file
-// will fill it tomorrow. ValidateServerOptions refuses bad values with a
-// status naming the field and the value.
+// Every option of a parameter-server shard in one plain struct, filled by
+// ps_server's flags or by the cluster config (ps/server/server_flags.h,
+// ps/server/server_config.h). ValidateServerOptions, its one sanitizer,
+// refuses bad values with a status naming the field and the value; the
+// bounds it shares with the cluster config's loader are written once, in
+// common/ps_option_rules.h.
 //
 // Thread-safety: plain values.
 #ifndef PSGD_PS_STATE_OPTIONS_H_
@@ -16,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/lr_schedule.h"
+#include "common/ps_option_rules.h"
 #include "common/security.h"
 #include "ps/state/types.h"
 
@@ -56,7 +59,7 @@ struct CheckpointOptions {
   // (the initial values) and the state at shutdown are saved whenever `dir`
   // is set.
   int64_t every_steps = 0;
-  // Complete checkpoints kept (>= 1); older ones are deleted.
+  // Complete checkpoints kept (1..1000); older ones are deleted.
   int keep = 3;
   // `dir` is this shard's own (no other shard sees it): at start the server
   // asks the other shards (ServerOptions::ps_addresses) which checkpoints
@@ -120,7 +123,8 @@ struct ServerOptions {
 
   // A live worker that sends nothing for this long, and is not waiting in
   // a pull, is taken out of the live set as if it had left (a killed
-  // worker), so that sync steps go on without it. Zero: never.
+  // worker), so that sync steps go on without it. Zero: never; at most a
+  // day.
   absl::Duration worker_lease = absl::ZeroDuration();
 
   // The element types on the wire (the cluster config's `wire` block,
@@ -141,8 +145,13 @@ struct ServerOptions {
   SecurityOptions security;
 };
 
-// OK, or INVALID_ARGUMENT naming the first bad field and its value.
+// OK, or INVALID_ARGUMENT naming the first bad field and its value
+// ("server option staleness_bound=-2: is negative").
 absl::Status ValidateServerOptions(const ServerOptions& options);
+
+// The options that the cluster config also sets, as the shared rules take
+// them (common/ps_option_rules.h): -1 (off) becomes an unset value.
+PsOptionValues PsOptionValuesOf(const ServerOptions& options);
 
 // The optimizer a shard of `options` runs: options.optimizer, with beta1
 // replaced by async_beta1 when that is set (async mode).

@@ -1,0 +1,114 @@
+// ShardLifecycle over a bare shard, without gRPC or sockets: its own loop
+// expires a silent worker's lease; Stop writes the last metrics line and
+// the summary into the run directory.
+#include "ps/server/server_lifecycle.h"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
+
+#include "common/file_io.h"
+#include "ps/testing/shard_test_util.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// Polls `done` until it holds or a generous deadline passes (no timing is
+// asserted: the loop only has to get there).
+template <typename Predicate>
+bool Eventually(Predicate done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+LifecycleOptions Fast() {
+  LifecycleOptions o;
+  o.tick = absl::Milliseconds(5);
+  o.metrics_every = absl::Milliseconds(5);
+  return o;
+}
+
+TEST_CASE("the lifecycle's own loop expires a silent worker's lease") {
+  ServerOptions options;
+  options.mode = Mode::kAsync;
+  options.total_num_replicas = 2;
+  options.worker_lease = absl::Milliseconds(50);
+  auto shard = testing::MakeShard(options);
+  REQUIRE(shard->Join(1).ok());
+  REQUIRE(shard->Status().workers_expired == 0);
+
+  auto lifecycle = ShardLifecycle::Start(shard.get(), nullptr, Fast());
+  REQUIRE(lifecycle.ok());
+  // Nobody sends anything: both workers' leases run out, and only the
+  // lifecycle calls ExpireWorkers.
+  CHECK(Eventually([&] {
+    const ShardStatus s = shard->Status();
+    return s.live_workers.empty() && s.workers_expired == 2;
+  }));
+  // An expired worker may join again.
+  REQUIRE(shard->Join(1).ok());
+  (*lifecycle)->Stop("test over");
+  (*lifecycle)->Stop("twice");  // idempotent
+}
+
+TEST_CASE("without a lease the lifecycle expires nobody") {
+  ServerOptions options;
+  options.total_num_replicas = 2;
+  auto shard = testing::MakeShard(options);
+  auto lifecycle = ShardLifecycle::Start(shard.get(), nullptr, Fast());
+  REQUIRE(lifecycle.ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  (*lifecycle)->Stop("test over");
+  CHECK(shard->Status().live_workers.size() == 2);
+  CHECK(shard->Status().workers_expired == 0);
+}
+
+TEST_CASE("metrics lines and the summary go to the run directory") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") +
+                          "/lifecycle_run";
+  ServerOptions options;
+  options.shard_index = 1;
+  options.num_shards = 2;
+  auto shard = testing::MakeShard(options);
+  LifecycleOptions lo = Fast();
+  lo.run_dir = dir;
+  auto lifecycle = ShardLifecycle::Start(shard.get(), nullptr, lo);
+  REQUIRE(lifecycle.ok());
+  (*lifecycle)->Stop("test over");
+  absl::StatusOr<std::string> lines = ReadFileToString(dir + "/ps-1.jsonl");
+  REQUIRE(lines.ok());
+  CHECK(lines->find("\"server\"") != std::string::npos);
+  CHECK(lines->find("\"ps:1\"") != std::string::npos);
+  absl::StatusOr<std::string> summary =
+      ReadFileToString(dir + "/ps-1.summary.json");
+  REQUIRE(summary.ok());
+  CHECK(summary->find("\"server_summary\"") != std::string::npos);
+  CHECK(summary->find("\"test over\"") != std::string::npos);
+}
+
+TEST_CASE("bad lifecycle options are refused naming the field") {
+  ServerOptions options;
+  auto shard = testing::MakeShard(options);
+  LifecycleOptions o;
+  o.slow_step = absl::Seconds(-1);
+  absl::StatusOr<std::unique_ptr<ShardLifecycle>> l =
+      ShardLifecycle::Start(shard.get(), nullptr, o);
+  CHECK(l.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(l.status().message() ==
+        "lifecycle option slow_step=-1s: must be finite and >= 0 (0: never)");
+  o = LifecycleOptions{};
+  o.tick = absl::ZeroDuration();
+  CHECK(ValidateLifecycleOptions(o).message() ==
+        "lifecycle option tick=0: must be positive and finite");
+  CHECK(ValidateLifecycleOptions(LifecycleOptions{}).ok());
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd
