@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace psgd {
 namespace {
 
@@ -54,6 +56,33 @@ absl::optional<OptimizerOptionProblem> FindOptimizerOptionProblem(
   if (!positive(h.epsilon)) {
     return OptimizerOptionProblem{"epsilon", h.epsilon,
                                   "must be positive and finite"};
+  }
+  return absl::nullopt;
+}
+
+absl::optional<OptimizerOptionProblem> FindSgdOptionProblem(
+    const SgdHyper& h, absl::string_view kind) {
+  const bool momentum_kind = kind == "momentum";
+  if (!(h.momentum >= 0 && h.momentum < 1)) {
+    return OptimizerOptionProblem{"momentum", h.momentum, "must be in [0, 1)"};
+  }
+  if (h.momentum != 0 && !momentum_kind) {
+    return OptimizerOptionProblem{
+        "momentum", h.momentum,
+        absl::StrCat("is for kind MOMENTUM, not ", kind)};
+  }
+  if (h.nesterov && !(momentum_kind && h.momentum > 0)) {
+    return OptimizerOptionProblem{"nesterov", 1.0,
+                                  "needs kind MOMENTUM with momentum > 0"};
+  }
+  if (!(std::isfinite(h.weight_decay) && h.weight_decay >= 0)) {
+    return OptimizerOptionProblem{"weight_decay", h.weight_decay,
+                                  "must be >= 0 and finite"};
+  }
+  if (h.weight_decay != 0 && kind == "adam") {
+    return OptimizerOptionProblem{
+        "weight_decay", h.weight_decay,
+        "is for SGD and MOMENTUM (Adam keeps TensorFlow's form)"};
   }
   return absl::nullopt;
 }

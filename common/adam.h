@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 
 #if defined(__CUDACC__)
@@ -84,6 +85,18 @@ struct OptimizerOptionProblem {
 };
 absl::optional<OptimizerOptionProblem> FindOptimizerOptionProblem(
     const AdamHyper& hyper, bool adam);
+
+// SGD's and momentum SGD's options (PyTorch's SGD, dampening 0).
+struct SgdHyper {
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+};
+// The first of them out of range for an optimizer of kind "adam", "sgd" or
+// "momentum": momentum in [0, 1) and only for "momentum"; nesterov only
+// with momentum > 0; weight_decay >= 0, finite, and 0 for "adam".
+absl::optional<OptimizerOptionProblem> FindSgdOptionProblem(
+    const SgdHyper& hyper, absl::string_view kind);
 
 }  // namespace psgd
 

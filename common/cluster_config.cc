@@ -234,9 +234,21 @@ absl::Status ValidateOptimizer(const config::OptimizerConfig& o,
   const absl::optional<OptimizerOptionProblem> bad = FindOptimizerOptionProblem(
       AdamHyper{o.learning_rate(), o.beta1(), o.beta2(), o.epsilon()},
       o.kind() == config::OptimizerConfig::ADAM);
-  if (!bad.has_value()) return absl::OkStatus();
-  return at.Error(o, bad->field, "training.optimizer." + bad->field,
-                  absl::StrCat(static_cast<float>(bad->value), " ", bad->rule));
+  if (bad.has_value()) {
+    return at.Error(o, bad->field, "training.optimizer." + bad->field,
+                    absl::StrCat(static_cast<float>(bad->value), " ", bad->rule));
+  }
+  absl::string_view kind = "adam";
+  if (o.kind() == config::OptimizerConfig::SGD) kind = "sgd";
+  if (o.kind() == config::OptimizerConfig::MOMENTUM) kind = "momentum";
+  const absl::optional<OptimizerOptionProblem> sgd = FindSgdOptionProblem(
+      SgdHyper{o.momentum(), o.nesterov(), o.weight_decay()}, kind);
+  if (!sgd.has_value()) return absl::OkStatus();
+  const std::string value =
+      sgd->field == "nesterov" ? "true"
+                               : absl::StrCat(static_cast<float>(sgd->value));
+  return at.Error(o, sgd->field, "training.optimizer." + sgd->field,
+                  absl::StrCat(value, " ", sgd->rule));
 }
 
 absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {

@@ -144,6 +144,25 @@ TEST_CASE("each validation error names file, line and field") {
       {Replace(good, "learning_rate: 0.01", "beta1: 1.0"),
        "c.pbtxt:12: training.optimizer.beta1: 1 must be in [0, 1)"},
       {Replace(good, "optimizer { learning_rate: 0.01 }",
+               "optimizer { kind: MOMENTUM momentum: 1.0 }"),
+       "c.pbtxt:12: training.optimizer.momentum: 1 must be in [0, 1)"},
+      {Replace(good, "optimizer { learning_rate: 0.01 }",
+               "optimizer { kind: MOMENTUM nesterov: true }"),
+       "c.pbtxt:12: training.optimizer.nesterov: true needs kind MOMENTUM "
+       "with momentum > 0"},
+      {Replace(good, "optimizer { learning_rate: 0.01 }",
+               "optimizer { momentum: 0.9 }"),
+       "c.pbtxt:12: training.optimizer.momentum: 0.9 is for kind MOMENTUM, "
+       "not adam"},
+      {Replace(good, "optimizer { learning_rate: 0.01 }",
+               "optimizer { kind: SGD weight_decay: -0.1 }"),
+       "c.pbtxt:12: training.optimizer.weight_decay: -0.1 must be >= 0 and "
+       "finite"},
+      {Replace(good, "optimizer { learning_rate: 0.01 }",
+               "optimizer { weight_decay: 0.0005 }"),
+       "c.pbtxt:12: training.optimizer.weight_decay: 0.0005 is for SGD and "
+       "MOMENTUM (Adam keeps TensorFlow's form)"},
+      {Replace(good, "optimizer { learning_rate: 0.01 }",
                "optimizer { learning_rate: 0.01 schedule { warmup_steps: 200 "
                "} }"),
        "c.pbtxt:12: training.optimizer.schedule.warmup_steps: 200 goes past "

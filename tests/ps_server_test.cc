@@ -190,6 +190,11 @@ TEST_CASE("ps_server refuses bad flags with exit code 2") {
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
   pid = Spawn({"--mode=async", "--staleness_bound=-2"});
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
+  // Momentum SGD's rules, as in the config.
+  pid = Spawn({"--optimizer=momentum", "--nesterov"});
+  CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
+  pid = Spawn({"--optimizer=momentum", "--momentum=1.5"});
+  CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
 }
 
 }  // namespace

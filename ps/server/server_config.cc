@@ -34,13 +34,25 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.dc_asgd_lambda = t.dc_asgd_lambda();
   o.async_beta1 = t.has_async_beta1() ? t.async_beta1() : -1;
   const config::OptimizerConfig& opt = t.optimizer();
-  o.optimizer.kind = opt.kind() == config::OptimizerConfig::ADAM
-                         ? OptimizerOptions::Kind::kAdam
-                         : OptimizerOptions::Kind::kSgd;
+  switch (opt.kind()) {
+    case config::OptimizerConfig::SGD:
+      o.optimizer.kind = OptimizerOptions::Kind::kSgd;
+      break;
+    case config::OptimizerConfig::MOMENTUM:
+      o.optimizer.kind = OptimizerOptions::Kind::kMomentum;
+      break;
+    default:
+      o.optimizer.kind = OptimizerOptions::Kind::kAdam;
+  }
   o.optimizer.learning_rate = opt.learning_rate();
   o.optimizer.beta1 = opt.beta1();
   o.optimizer.beta2 = opt.beta2();
   o.optimizer.epsilon = opt.epsilon();
+  o.optimizer.momentum = opt.momentum();
+  o.optimizer.nesterov = opt.nesterov();
+  o.optimizer.weight_decay = opt.weight_decay();
+  o.optimizer.no_weight_decay.assign(opt.no_weight_decay().begin(),
+                                     opt.no_weight_decay().end());
   o.optimizer.schedule = LrScheduleFromConfig(t);
   o.worker_lease = absl::Seconds(config.worker_lease_seconds());
   if (config.has_checkpoint()) {

@@ -101,7 +101,8 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
     }
     ASSIGN_OR_RETURN(
         optimizer_,
-        CreateOptimizer(ShardOptimizerOptions(options_), layout.sizes));
+        CreateOptimizer(ShardOptimizerOptions(options_), layout.sizes,
+                        layout.names));
     aggregator_ = std::make_unique<SyncAggregator>(
         layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);

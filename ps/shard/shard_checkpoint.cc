@@ -117,7 +117,8 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
                    VariableStore::Create(variables, c.step, generation));
   ASSIGN_OR_RETURN(
       std::unique_ptr<Optimizer> optimizer,
-      CreateOptimizer(ShardOptimizerOptions(options_), store->layout().sizes));
+      CreateOptimizer(ShardOptimizerOptions(options_), store->layout().sizes,
+                      store->layout().names));
   if (absl::Status s = optimizer->LoadState(c.optimizer); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }

@@ -50,12 +50,29 @@ absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
   return absl::OkStatus();
 }
 
+// SGD and momentum SGD, PyTorch's formulas per element in float32
+// (dampening 0; common/adam.h's SgdHyper):
+//   d    = g + weight_decay_i * w        (weight_decay_i: 0 for the
+//                                         variables in no_weight_decay)
+//   buf  = momentum * buf + d            (momentum SGD; buf starts at 0, so
+//                                         the first step's buf is d)
+//   d    = nesterov ? d + momentum * buf : buf
+//   w   -= lr * d
 class Sgd final : public Optimizer {
  public:
-  Sgd(double learning_rate, LrSchedule schedule, std::vector<int64_t> sizes)
-      : learning_rate_(learning_rate),
-        schedule_(schedule),
-        sizes_(std::move(sizes)) {}
+  Sgd(const OptimizerOptions& o, std::vector<int64_t> sizes,
+      std::vector<float> decay)
+      : kind_(OptimizerKindName(o.kind)),
+        learning_rate_(o.learning_rate),
+        momentum_(static_cast<float>(o.momentum)),
+        nesterov_(o.nesterov),
+        schedule_(o.schedule),
+        sizes_(std::move(sizes)),
+        decay_(std::move(decay)) {
+    if (kind_ == "momentum") {
+      for (int64_t n : sizes_) buf_.emplace_back(static_cast<size_t>(n));
+    }
+  }
 
   void Apply(absl::Span<const float* const> weights,
              absl::Span<const float* const> grads, absl::Span<float* const> out,
@@ -66,35 +83,74 @@ class Sgd final : public Optimizer {
       const float* w = weights[k];
       const float* g = grads[k];
       float* o = out[k];
-      for (int64_t i = 0; i < sizes_[k]; ++i) o[i] = w[i] - lr * g[i];
+      const float wd = decay_[k];
+      if (buf_.empty() && wd == 0) {
+        for (int64_t i = 0; i < sizes_[k]; ++i) o[i] = w[i] - lr * g[i];
+        continue;
+      }
+      float* buf = buf_.empty() ? nullptr : buf_[k].data();
+      for (int64_t i = 0; i < sizes_[k]; ++i) {
+        float d = wd == 0 ? g[i] : g[i] + wd * w[i];
+        if (buf != nullptr) {
+          const float b = momentum_ * buf[i] + d;
+          buf[i] = b;
+          d = nesterov_ ? d + momentum_ * b : b;
+        }
+        o[i] = w[i] - lr * d;
+      }
     }
     ++step_;
   }
 
   int64_t step() const override { return step_; }
-  absl::Span<const float> Slot(absl::string_view, int) const override {
-    return {};
+  absl::Span<const float> Slot(absl::string_view name,
+                               int variable) const override {
+    if (name != "momentum" || buf_.empty() || variable < 0 ||
+        variable >= static_cast<int>(buf_.size())) {
+      return {};
+    }
+    return absl::MakeConstSpan(buf_[variable].data(), buf_[variable].size());
   }
-  absl::string_view name() const override { return "sgd"; }
+  absl::string_view name() const override { return kind_; }
 
   OptimizerState SaveState() const override {
     OptimizerState s;
-    s.kind = "sgd";
+    s.kind = std::string(kind_);
     s.step = step_;
+    if (!buf_.empty()) {
+      s.slot_names = {"momentum"};
+      std::vector<std::vector<float>>& out = s.slots.emplace_back();
+      for (const AlignedBuffer& b : buf_) {
+        out.emplace_back(b.data(), b.data() + b.size());
+      }
+    }
     return s;
   }
+
   absl::Status LoadState(const OptimizerState& state) override {
-    if (absl::Status s = CheckState(state, "sgd", {}, sizes_); !s.ok()) {
+    const std::vector<std::string> slots =
+        buf_.empty() ? std::vector<std::string>{}
+                     : std::vector<std::string>{"momentum"};
+    if (absl::Status s = CheckState(state, kind_, slots, sizes_); !s.ok()) {
       return s;
     }
     step_ = state.step;
+    for (size_t i = 0; i < buf_.size(); ++i) {
+      std::copy(state.slots[0][i].begin(), state.slots[0][i].end(),
+                buf_[i].data());
+    }
     return absl::OkStatus();
   }
 
  private:
+  const absl::string_view kind_;  // "sgd" or "momentum"
   const double learning_rate_;
+  const float momentum_;
+  const bool nesterov_;
   const LrSchedule schedule_;
   const std::vector<int64_t> sizes_;
+  const std::vector<float> decay_;  // per variable
+  std::vector<AlignedBuffer> buf_;  // momentum only
   int64_t step_ = 0;
 };
 
@@ -191,8 +247,25 @@ class Adam final : public Optimizer {
 
 }  // namespace
 
+absl::string_view VariableOfSlice(absl::string_view slice) {
+  const size_t at = slice.rfind("/part_");
+  if (at == absl::string_view::npos) return slice;
+  const absl::string_view digits = slice.substr(at + 6);
+  if (digits.empty()) return slice;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return slice;
+  }
+  return slice.substr(0, at);
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
-    const OptimizerOptions& options, std::vector<int64_t> sizes) {
+    const OptimizerOptions& options, std::vector<int64_t> sizes,
+    const std::vector<std::string>& names) {
+  if (!names.empty() && names.size() != sizes.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: ", names.size(), " names for ", sizes.size(),
+                     " variables"));
+  }
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] < 0) {
       return absl::InvalidArgumentError(
@@ -209,10 +282,25 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer: ", bad->field, "=", bad->value, " ", bad->rule));
   }
+  if (const absl::optional<OptimizerOptionProblem> bad = FindSgdOptionProblem(
+          SgdHyper{options.momentum, options.nesterov, options.weight_decay},
+          OptimizerKindName(options.kind));
+      bad.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer: ", bad->field, "=", bad->value, " ", bad->rule));
+  }
   RETURN_IF_ERROR(ValidateLrSchedule(options.schedule, 0));
   if (!adam) {
+    std::vector<float> decay(sizes.size(),
+                             static_cast<float>(options.weight_decay));
+    for (size_t i = 0; i < names.size(); ++i) {
+      const absl::string_view variable = VariableOfSlice(names[i]);
+      for (const std::string& excluded : options.no_weight_decay) {
+        if (variable == excluded) decay[i] = 0;
+      }
+    }
     return std::unique_ptr<Optimizer>(
-        new Sgd(options.learning_rate, options.schedule, std::move(sizes)));
+        new Sgd(options, std::move(sizes), std::move(decay)));
   }
   return std::unique_ptr<Optimizer>(new Adam(options, std::move(sizes)));
 }

@@ -15,7 +15,13 @@
 //
 //   SGD: w -= lr * g.
 //
-// Both multiply the learning rate by the lr_scale passed to Apply
+//   Momentum SGD and SGD with weight decay, PyTorch's SGD (dampening 0):
+//     d     = g + weight_decay * w      (not for variables in no_weight_decay)
+//     buf   = momentum * buf + d        (slot "momentum", zero at the start)
+//     d     = nesterov ? d + momentum * buf : buf
+//     w    -= lr * d
+//
+// All multiply the learning rate by the lr_scale passed to Apply
 // (staleness-aware async SGD passes 1/staleness).
 //
 // Thread-safety: none; the shard calls it under its mutex.
@@ -38,7 +44,7 @@ namespace ps {
 // An optimizer's state, for checkpoints: its kind, its step (Adam's t) and
 // its slots, copied.
 struct OptimizerState {
-  std::string kind;  // name(): "adam", "sgd"
+  std::string kind;  // name(): "adam", "sgd", "momentum"
   int64_t step = 0;
   // slots[k][i]: slot slot_names[k] of variable i, (sizes[i],).
   std::vector<std::string> slot_names;
@@ -77,8 +83,15 @@ class Optimizer {
 
 // An optimizer for variables of `sizes` elements each. INVALID_ARGUMENT for
 // options that ValidateServerOptions would refuse or a negative size.
+// `names` (empty, or one per variable: the shard's slice names) decide
+// which variables options.no_weight_decay exempts from weight decay.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
-    const OptimizerOptions& options, std::vector<int64_t> sizes);
+    const OptimizerOptions& options, std::vector<int64_t> sizes,
+    const std::vector<std::string>& names = {});
+
+// The variable a shard's slice belongs to: "w" for "w/part_3" (a split
+// variable, ps/state/placement.h), the name itself otherwise.
+absl::string_view VariableOfSlice(absl::string_view slice);
 
 }  // namespace ps
 }  // namespace psgd

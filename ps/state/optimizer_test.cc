@@ -210,6 +210,106 @@ TEST_CASE("a learning-rate schedule: adam's exact step, and after a restore") {
   CHECK(LrFactor(o.schedule, 4) != LrFactor(o.schedule, 1));  // it moved
 }
 
+// PyTorch's SGD (dampening 0) in double, for one element.
+struct TorchSgd {
+  double momentum, weight_decay;
+  bool nesterov;
+  double buf = 0;
+  double Step(double w, double g, double lr) {
+    double d = g + weight_decay * w;
+    if (momentum > 0 || nesterov) {
+      buf = momentum * buf + d;
+      d = nesterov ? d + momentum * buf : buf;
+    }
+    return w - lr * d;
+  }
+};
+
+TEST_CASE("momentum SGD: PyTorch's formulas, Nesterov and weight decay") {
+  const bool nesterov = GENERATE(false, true);
+  const double decay = GENERATE(0.0, 5e-4);
+  INFO("nesterov " << nesterov << ", weight decay " << decay);
+  OptimizerOptions o;
+  o.kind = OptimizerOptions::Kind::kMomentum;
+  o.learning_rate = 0.1;
+  o.momentum = 0.9;
+  o.nesterov = nesterov;
+  o.weight_decay = decay;
+  auto opt = CreateOptimizer(o, {3});
+  REQUIRE(opt.ok());
+  CHECK((*opt)->name() == "momentum");
+  std::vector<float> w = {0.5f, -1.0f, 2.0f};
+  std::vector<TorchSgd> torch(3, TorchSgd{0.9, decay, nesterov});
+  std::vector<double> want = {0.5, -1.0, 2.0};
+  const std::vector<std::vector<float>> grads = {
+      {0.1f, -0.2f, 0.3f}, {0.05f, 0.1f, -0.4f}, {-0.3f, 0.0f, 0.2f}};
+  for (int t = 0; t < 3; ++t) {
+    Step(**opt, w, grads[t]);
+    absl::Span<const float> buf = (*opt)->Slot("momentum", 0);
+    REQUIRE(buf.size() == 3);
+    for (int i = 0; i < 3; ++i) {
+      INFO("step " << t + 1 << " element " << i);
+      want[i] = torch[i].Step(want[i], grads[t][i], 0.1);
+      CHECK(RelativeError(w[i], want[i]) < 1e-6);
+      CHECK(std::abs(buf[i] - torch[i].buf) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("weight decay spares the variables in no_weight_decay") {
+  OptimizerOptions o;
+  o.kind = OptimizerOptions::Kind::kSgd;
+  o.learning_rate = 0.1;
+  o.weight_decay = 0.5;
+  o.no_weight_decay = {"bn/gamma"};
+  // A split variable's slices are exempt too.
+  auto opt = CreateOptimizer(o, {1, 1, 1}, {"conv/w", "bn/gamma", "bn/gamma/part_1"});
+  REQUIRE(opt.ok());
+  std::vector<float> w = {1.0f, 1.0f, 1.0f};
+  const std::vector<float> g = {0.0f, 0.0f, 0.0f};
+  const float* in[] = {&w[0], &w[1], &w[2]};
+  const float* grads[] = {&g[0], &g[1], &g[2]};
+  float* out[] = {&w[0], &w[1], &w[2]};
+  (*opt)->Apply(in, grads, out, 1.0);
+  CHECK(w[0] == 1.0f - 0.1f * 0.5f);
+  CHECK(w[1] == 1.0f);
+  CHECK(w[2] == 1.0f);
+  CHECK(VariableOfSlice("a/part_12") == "a");
+  CHECK(VariableOfSlice("a/part_x") == "a/part_x");
+}
+
+TEST_CASE("the momentum slot is saved and restored bit-exactly") {
+  OptimizerOptions o;
+  o.kind = OptimizerOptions::Kind::kMomentum;
+  o.learning_rate = 0.05;
+  o.momentum = 0.9;
+  o.nesterov = true;
+  auto a = CreateOptimizer(o, {4});
+  REQUIRE(a.ok());
+  std::vector<float> w = {0.1f, 0.2f, -0.3f, 0.4f};
+  Step(**a, w, {0.3f, -0.1f, 0.7f, 1e-3f});
+  Step(**a, w, {-0.2f, 0.4f, 0.1f, 2e-3f});
+  const OptimizerState saved = (*a)->SaveState();
+  CHECK(saved.kind == "momentum");
+  CHECK(saved.slot_names == std::vector<std::string>{"momentum"});
+  auto b = CreateOptimizer(o, {4});
+  REQUIRE(b.ok());
+  REQUIRE((*b)->LoadState(saved).ok());
+  std::vector<float> w2 = w;
+  Step(**a, w, {0.5f, 0.5f, -0.5f, 0.25f});
+  Step(**b, w2, {0.5f, 0.5f, -0.5f, 0.25f});
+  CHECK(w == w2);
+  CHECK((*b)->step() == 3);
+  // A checkpoint of another optimizer is refused, naming both.
+  auto adam = CreateOptimizer(OptimizerOptions{}, {4});
+  REQUIRE(adam.ok());
+  const absl::Status s = (*adam)->LoadState(saved);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("'momentum'") &&
+                                           Catch::Contains("adam"));
+  CHECK_FALSE((*b)->LoadState((*adam)->SaveState()).ok());
+}
+
 TEST_CASE("bad optimizer options are refused") {
   OptimizerOptions o;
   o.learning_rate = -1;
@@ -221,6 +321,19 @@ TEST_CASE("bad optimizer options are refused") {
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK(s.message().find("beta1=1") != absl::string_view::npos);
   CHECK(!CreateOptimizer(OptimizerOptions{}, {-1}).ok());
+  o = OptimizerOptions{};
+  o.kind = OptimizerOptions::Kind::kMomentum;
+  o.momentum = 1.0;
+  s = CreateOptimizer(o, {1}).status();
+  CHECK(s.message().find("momentum=1 must be in [0, 1)") !=
+        absl::string_view::npos);
+  o.momentum = 0.0;
+  o.nesterov = true;
+  s = CreateOptimizer(o, {1}).status();
+  CHECK(s.message().find("nesterov") != absl::string_view::npos);
+  o = OptimizerOptions{};
+  o.weight_decay = 1e-4;  // Adam keeps TensorFlow's form
+  CHECK(!CreateOptimizer(o, {1}).ok());
 }
 
 }  // namespace

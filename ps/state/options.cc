@@ -48,14 +48,23 @@ absl::StatusOr<Mode> ParseMode(absl::string_view name) {
 }
 
 absl::string_view OptimizerKindName(OptimizerOptions::Kind kind) {
-  return kind == OptimizerOptions::Kind::kAdam ? "adam" : "sgd";
+  switch (kind) {
+    case OptimizerOptions::Kind::kAdam:
+      return "adam";
+    case OptimizerOptions::Kind::kSgd:
+      return "sgd";
+    case OptimizerOptions::Kind::kMomentum:
+      return "momentum";
+  }
+  return "?";
 }
 
 absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(
     absl::string_view name) {
   if (name == "adam") return OptimizerOptions::Kind::kAdam;
   if (name == "sgd") return OptimizerOptions::Kind::kSgd;
-  return Bad("optimizer", name, "expected adam or sgd");
+  if (name == "momentum") return OptimizerOptions::Kind::kMomentum;
+  return Bad("optimizer", name, "expected adam, sgd or momentum");
 }
 
 absl::Status ValidateServerOptions(const ServerOptions& o) {
@@ -93,6 +102,12 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
           FindOptimizerOptionProblem(
               AdamHyper{opt.learning_rate, opt.beta1, opt.beta2, opt.epsilon},
               opt.kind == OptimizerOptions::Kind::kAdam);
+      bad.has_value()) {
+    return Bad(bad->field, absl::StrCat(bad->value), bad->rule);
+  }
+  if (const absl::optional<OptimizerOptionProblem> bad = FindSgdOptionProblem(
+          SgdHyper{opt.momentum, opt.nesterov, opt.weight_decay},
+          OptimizerKindName(opt.kind));
       bad.has_value()) {
     return Bad(bad->field, absl::StrCat(bad->value), bad->rule);
   }

@@ -33,20 +33,28 @@ absl::string_view ModeName(Mode mode);
 absl::StatusOr<Mode> ParseMode(absl::string_view name);
 
 struct OptimizerOptions {
-  enum class Kind { kAdam, kSgd };
+  enum class Kind { kAdam, kSgd, kMomentum };
   Kind kind = Kind::kAdam;
   // TensorFlow's AdamOptimizer defaults; SGD uses learning_rate only.
   double learning_rate = 0.001;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-8;
+  // SGD and momentum SGD as PyTorch's (common/adam.h's SgdHyper rules):
+  // momentum and nesterov for kMomentum, weight decay (L2 on the gradient)
+  // on every variable but those named in no_weight_decay.
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  std::vector<std::string> no_weight_decay;
   // The learning rate's factor per update (common/lr_schedule.h).
   LrSchedule schedule;
 };
 
-// "adam" / "sgd".
+// "adam" / "sgd" / "momentum".
 absl::string_view OptimizerKindName(OptimizerOptions::Kind kind);
-// INVALID_ARGUMENT naming the value for anything but "adam" or "sgd".
+// INVALID_ARGUMENT naming the value for anything but "adam", "sgd" or
+// "momentum".
 absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(
     absl::string_view name);
 

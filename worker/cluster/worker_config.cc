@@ -22,6 +22,21 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.backend = task.device();
   w.backend_options.threads = task.threads();
   w.model = config.model().name();
+  // The servers exempt these from weight decay: each must be the model's.
+  const config::OptimizerConfig& opt = config.training().optimizer();
+  if (opt.no_weight_decay_size() > 0) {
+    ASSIGN_OR_RETURN(const std::vector<VariableSpec> variables,
+                     ModelVariables(w.model));
+    for (const std::string& name : opt.no_weight_decay()) {
+      bool found = false;
+      for (const VariableSpec& v : variables) found |= v.name == name;
+      if (!found) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "training.optimizer.no_weight_decay: '", name,
+            "' is not a variable of model ", w.model));
+      }
+    }
+  }
 
   w.data.name = data.source() == config::DataConfig::CIFAR10 ? "cifar10"
                                                              : "synthetic";

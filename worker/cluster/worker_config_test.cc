@@ -86,5 +86,28 @@ TEST_CASE("a step budget makes the data repeat") {
   CHECK(w->loop.final_checkpoint);
 }
 
+TEST_CASE("weight decay exemptions must name the model's variables") {
+  const std::string config = R"(
+    name: "w"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:3" }
+    training { steps: 100 optimizer { kind: MOMENTUM momentum: 0.9
+               nesterov: true weight_decay: 0.0005 no_weight_decay: "NAME" } }
+    data { source: SYNTHETIC }
+  )";
+  std::string good = config;
+  good.replace(good.find("NAME"), 4, "softmax_linear/biases");
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(good, "w.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(WorkerTaskFromConfig(*c, 0).ok());
+  std::string bad = config;
+  bad.replace(bad.find("NAME"), 4, "fc9/weights");
+  c = ParseClusterConfig(bad, "w.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(WorkerTaskFromConfig(*c, 0).status().message() ==
+        "training.optimizer.no_weight_decay: 'fc9/weights' is not a variable "
+        "of model cifar10_tutorial");
+}
+
 }  // namespace
 }  // namespace psgd
