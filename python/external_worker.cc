@@ -18,9 +18,8 @@ namespace psgd {
 
 absl::StatusOr<std::unique_ptr<ExternalWorker>> ExternalWorker::Create(
     const ExternalWorkerOptions& options) {
-  if (options.log_every < 0 || options.total_batches < 0) {
-    return absl::InvalidArgumentError(
-        "log_every and total_batches must not be negative");
+  if (options.log_every < 0) {
+    return absl::InvalidArgumentError("log_every must not be negative");
   }
   const std::string path = ResolveUserPath(options.config_path);
   ASSIGN_OR_RETURN(ClusterConfig loaded, LoadClusterConfig(path));
@@ -82,12 +81,16 @@ absl::Status ExternalWorker::CheckVariables(
   return CompareVariables(mine, servers, me, "the servers' (the chief's)");
 }
 
-absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables) {
+absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
+                                  int64_t total_batches) {
   if (session_ != nullptr) {
     return absl::FailedPreconditionError("the worker has joined already");
   }
   if (variables.empty()) {
     return absl::InvalidArgumentError("the model has no variables");
+  }
+  if (total_batches < 0) {
+    return absl::InvalidArgumentError("total_batches must not be negative");
   }
   variables_.clear();
   for (const ps::NamedTensorView& v : variables) {
@@ -112,7 +115,7 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables) {
   if (config_.model().name() == kExternalModel) {
     RETURN_IF_ERROR(CheckVariables(variables_));
   }
-  RETURN_IF_ERROR(OpenSinks());
+  RETURN_IF_ERROR(OpenSinks(total_batches));
   std::vector<ps::NamedConstTensorView> initial;
   for (const ps::NamedTensorView& v : variables) {
     initial.push_back({v.name, ConstTensorView(v.view.data(), v.view.shape())});
@@ -130,7 +133,7 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables) {
   return absl::OkStatus();
 }
 
-absl::Status ExternalWorker::OpenSinks() {
+absl::Status ExternalWorker::OpenSinks(int64_t total_batches) {
   const std::string prefix = absl::StrCat(run_dir_, "/worker-", task_.index);
   // A restarted worker adds to the lines of the one before.
   ASSIGN_OR_RETURN(jsonl_,
@@ -145,7 +148,7 @@ absl::Status ExternalWorker::OpenSinks() {
   RunEnds ends;
   ends.max_steps = settings_.max_steps;
   ends.max_seconds = absl::ToDoubleSeconds(settings_.max_time);
-  ends.total_batches = options_.total_batches;
+  ends.total_batches = total_batches;
   progress_ = std::make_unique<ProgressLog>(options_.log_every, ends);
   return absl::OkStatus();
 }
@@ -159,6 +162,7 @@ absl::Status ExternalWorker::CheckJoined() const {
 }
 
 int64_t ExternalWorker::step() const {
+  if (left_) return result_.final_global_step;  // the chief's: the newest
   return session_ == nullptr ? 0 : GlobalStep(session_->version());
 }
 

@@ -62,9 +62,6 @@ struct ExternalWorkerOptions {
   std::string run_dir;
   // A progress line every this many local steps (0: never).
   int64_t log_every = 50;
-  // The worker's batches in all (epochs x batches per epoch; 0: unknown),
-  // for the progress lines' ETA.
-  int64_t total_batches = 0;
 };
 
 class ExternalWorker {
@@ -89,10 +86,14 @@ class ExternalWorker {
   // the cluster's (see python/model_check.h), waits for the servers, opens
   // the run directory; the chief initialises the servers from the buffers;
   // then joins and pulls the first weights. INVALID_ARGUMENT for bad
-  // variables; FAILED_PRECONDITION for a second Join.
-  absl::Status Join(std::vector<ps::NamedTensorView> variables);
+  // variables; FAILED_PRECONDITION for a second Join. `total_batches`: the
+  // worker's batches in all (epochs x batches per epoch; 0: unknown), for
+  // the progress lines' ETA.
+  absl::Status Join(std::vector<ps::NamedTensorView> variables,
+                    int64_t total_batches);
 
-  // The weights' global step (the lowest shard step) and generation.
+  // The weights' global step (the lowest shard step) and generation; after
+  // Leave, the last step (the chief's: of the newest weights).
   int64_t step() const;
   int64_t generation() const;
   // Why the worker stops before its next step (max_steps reached at the
@@ -158,7 +159,7 @@ class ExternalWorker {
   absl::Status CheckGradients(
       int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) const;
   absl::Status CheckVariables(const std::vector<VariableSpec>& mine);
-  absl::Status OpenSinks();
+  absl::Status OpenSinks(int64_t total_batches);
 
   const ExternalWorkerOptions options_;
   const ClusterConfig config_;

@@ -126,14 +126,13 @@ class PyWorker {
  public:
   PyWorker(const std::string& config, const std::string& task,
            const std::string& cluster_from, const std::string& run_dir,
-           int64_t log_every, int64_t total_batches, int slurm_port_base) {
+           int64_t log_every, int slurm_port_base) {
     ExternalWorkerOptions o;
     o.config_path = config;
     o.task = task;
     o.cluster_from = cluster_from;
     o.run_dir = run_dir;
     o.log_every = log_every;
-    o.total_batches = total_batches;
     o.slurm_port_base = slurm_port_base;
     worker_ = ValueOrThrow(ExternalWorker::Create(o));
   }
@@ -169,7 +168,7 @@ class PyWorker {
     return d;
   }
 
-  void Join(const NamedArrays& weights) {
+  void Join(const NamedArrays& weights, int64_t total_batches) {
     std::vector<ps::NamedTensorView> views;
     for (const auto& [name, obj] : weights) {
       weights_.push_back(RequestBuffer(name, obj, /*writable=*/true, "weight"));
@@ -179,7 +178,7 @@ class PyWorker {
                                         b.shape)});
     }
     py::gil_scoped_release release;
-    ThrowIfError(worker_->Join(std::move(views)));
+    ThrowIfError(worker_->Join(std::move(views), total_batches));
   }
 
   py::tuple Push(int64_t step, const NamedArrays& gradients) {
@@ -378,10 +377,9 @@ PYBIND11_MODULE(_psgd, m) {
   using Release = py::call_guard<py::gil_scoped_release>;
   py::class_<PyWorker>(m, "Worker")
       .def(py::init<const std::string&, const std::string&,
-                    const std::string&, const std::string&, int64_t, int64_t,
-                    int>(),
+                    const std::string&, const std::string&, int64_t, int>(),
            py::arg("config"), py::arg("task"), py::arg("cluster_from"),
-           py::arg("run_dir"), py::arg("log_every"), py::arg("total_batches"),
+           py::arg("run_dir"), py::arg("log_every"),
            py::arg("slurm_port_base"))
       .def_property_readonly("settings", &PyWorker::Settings)
       .def_property_readonly("run_dir",
