@@ -169,6 +169,7 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--task", help="worker:J (or --cluster_from)")
     parser.add_argument("--cluster_from", choices=("slurm", "tf_config"))
+    parser.add_argument("--slurm_port_base", type=int, default=8888)
     parser.add_argument("--run_dir")
     parser.add_argument("--model", choices=("resnet20", "tutorial"),
                         default="resnet20")
@@ -179,7 +180,8 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = psgd.Session(args.config, args.task,
-                            cluster_from=args.cluster_from).settings
+                            cluster_from=args.cluster_from,
+                            slurm_port_base=args.slurm_port_base).settings
     if settings["synthetic"]:
         train = synthetic(settings["synthetic_train_size"], settings["seed"])
         test = synthetic(settings["synthetic_test_size"], settings["seed"] + 1)
@@ -195,8 +197,9 @@ def main():
                    augment=not settings["synthetic"])
     summary = psgd.torch.train(
         model, loss, data, args.config, args.task,
-        cluster_from=args.cluster_from, run_dir=args.run_dir,
-        evaluate=evaluator(*test, tutorial), log_every=args.log_every)
+        cluster_from=args.cluster_from, slurm_port_base=args.slurm_port_base,
+        run_dir=args.run_dir, evaluate=evaluator(*test, tutorial),
+        log_every=args.log_every)
     print(f"{settings['task']}: {summary['local_steps']} steps, "
           f"{summary['end_reason']}")
 

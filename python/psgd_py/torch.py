@@ -46,12 +46,13 @@ class Worker:
     Args:
       module: the model; its named_parameters() (float32) are the variables,
         in that order (the forward's, for overlap).
-      config, task, cluster_from, run_dir: as psgd.Session's.
+      config, task, cluster_from, slurm_port_base, run_dir: as
+        psgd.Session's.
       log_every: a progress line every this many steps.
     """
 
     def __init__(self, module, config, task=None, *, cluster_from=None,
-                 run_dir=None, log_every=50):
+                 slurm_port_base=8888, run_dir=None, log_every=50):
         self.module = module
         self.params = [(n, p) for n, p in module.named_parameters()]
         for n, p in self.params:
@@ -60,6 +61,7 @@ class Worker:
                     f"parameter '{n}' is {p.dtype}; psgd trains float32")
         self.cuda = any(p.is_cuda for _, p in self.params)
         self.session = psgd.Session(config, task, cluster_from=cluster_from,
+                                    slurm_port_base=slurm_port_base,
                                     run_dir=run_dir, log_every=log_every)
         self.settings = self.session.settings
         self.overlap = self.settings["overlap"]
@@ -269,10 +271,11 @@ class Worker:
 
 
 def train(module, loss_fn, data, config, task=None, *, cluster_from=None,
-          run_dir=None, evaluate=None, log_every=50,
+          slurm_port_base=8888, run_dir=None, evaluate=None, log_every=50,
           accuracy=_default_accuracy):
     """Worker(module, config, task, ...).run(data, loss_fn, ...): trains the
     module as task `task` of the cluster and returns the worker's summary."""
     w = Worker(module, config, task, cluster_from=cluster_from,
-               run_dir=run_dir, log_every=log_every)
+               slurm_port_base=slurm_port_base, run_dir=run_dir,
+               log_every=log_every)
     return w.run(data, loss_fn, evaluate=evaluate, accuracy=accuracy)

@@ -32,6 +32,14 @@ class Cluster:
     """
     _count = 0
 
+    @staticmethod
+    def tmp():
+        """A fresh directory for the test's own files."""
+        Cluster._count += 1
+        path = os.path.join(TMP, f"files-{Cluster._count}")
+        os.makedirs(path, exist_ok=True)
+        return path
+
     def __init__(self, name, **keys):
         Cluster._count += 1
         self.dir = os.path.join(TMP, f"{name}-{Cluster._count}")
@@ -48,18 +56,20 @@ class Cluster:
         self.num_ps = int(keys.get("ps", 1))
         self.procs = []
         for i in range(self.num_ps):
-            self.procs.append(self._start(PS_SERVER, f"ps:{i}"))
+            self.procs.append(self.start(PS_SERVER, f"ps:{i}"))
 
-    def _start(self, binary, task):
+    def start(self, binary, task):
+        """`binary` as `task` of the config, its output in DIR/TASK.log
+        (appended to: a restarted task keeps the log of the one before)."""
         with open(os.path.join(self.dir, task.replace(":", "") + ".log"),
-                  "w") as log:
+                  "a") as log:
             return subprocess.Popen(
                 [binary, f"--config={self.config}", f"--task={task}",
                  f"--run_dir={self.run_dir}"],
                 stdout=log, stderr=subprocess.STDOUT)
 
     def start_cpp_worker(self, j):
-        p = self._start(WORKER, f"worker:{j}")
+        p = self.start(WORKER, f"worker:{j}")
         self.procs.append(p)
         return p
 
