@@ -137,6 +137,15 @@ class PyWorker {
     worker_ = ValueOrThrow(ExternalWorker::Create(o));
   }
 
+  // Leaving the live set waits on the network: without the GIL. The
+  // buffers are released after, with it.
+  ~PyWorker() {
+    py::gil_scoped_release release;
+    worker_.reset();
+  }
+  PyWorker(const PyWorker&) = delete;
+  PyWorker& operator=(const PyWorker&) = delete;
+
   ExternalWorker& w() { return *worker_; }
 
   py::dict Settings() const {

@@ -178,7 +178,7 @@ class Session:
         import numpy as np
         for name, t in _arrays(tensors):
             src = self._joined[name]
-            if t is not src and not np.shares_memory(t, src):
+            if t is not src and not np.may_share_memory(t, src):
                 np.copyto(t, src)
 
     def push(self, step, grads):
