@@ -153,6 +153,20 @@ absl::Status ExternalWorker::OpenSinks(int64_t total_batches) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// INVALID_ARGUMENT unless `gradient` has `variable`'s shape.
+absl::Status CheckShape(const ps::NamedConstTensorView& gradient,
+                        const VariableSpec& variable) {
+  if (gradient.view.shape() == variable.shape) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "gradient '", gradient.name, "' has shape ",
+      ShapeToString(gradient.view.shape()), ", the variable has shape ",
+      ShapeToString(variable.shape)));
+}
+
+}  // namespace
+
 absl::Status ExternalWorker::CheckJoined() const {
   if (session_ == nullptr) {
     return absl::FailedPreconditionError("the worker has not joined (join)");
@@ -172,16 +186,11 @@ int64_t ExternalWorker::generation() const {
 
 std::string ExternalWorker::StopReason() const {
   if (session_ == nullptr) return "";
-  const int64_t ahead = GlobalStep(session_->ahead_version());
-  if (settings_.max_steps > 0 && ahead >= settings_.max_steps) {
-    return absl::StrCat("reached step ", ahead);
-  }
-  if (settings_.max_time > absl::ZeroDuration() &&
-      absl::Now() - start_ >= settings_.max_time) {
-    return absl::StrCat("the time budget of ",
-                        absl::FormatDuration(settings_.max_time), " is spent");
-  }
-  return "";
+  RunEnds ends;
+  ends.max_steps = settings_.max_steps;
+  ends.max_seconds = absl::ToDoubleSeconds(settings_.max_time);
+  return psgd::StopReason(ends, GlobalStep(session_->ahead_version()),
+                          absl::Now() - start_);
 }
 
 absl::Status ExternalWorker::CheckGradients(
@@ -204,12 +213,7 @@ absl::Status ExternalWorker::CheckGradients(
           "gradient ", i, " is '", gradients[i].name, "', expected '",
           variables_[i].name, "' (the variables' order)"));
     }
-    if (gradients[i].view.shape() != variables_[i].shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient '", gradients[i].name, "' has shape ",
-          ShapeToString(gradients[i].view.shape()),
-          ", the variable has shape ", ShapeToString(variables_[i].shape)));
-    }
+    RETURN_IF_ERROR(CheckShape(gradients[i], variables_[i]));
   }
   return absl::OkStatus();
 }
@@ -230,12 +234,7 @@ absl::Status ExternalWorker::AddPart(ps::NamedConstTensorView gradient) {
   }
   for (const VariableSpec& v : variables_) {
     if (v.name != gradient.name) continue;
-    if (v.shape != gradient.view.shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient '", gradient.name, "' has shape ",
-          ShapeToString(gradient.view.shape()), ", the variable has shape ",
-          ShapeToString(v.shape)));
-    }
+    RETURN_IF_ERROR(CheckShape(gradient, v));
     session_->AddPart(std::move(gradient));
     return absl::OkStatus();
   }
