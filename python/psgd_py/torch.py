@@ -125,15 +125,25 @@ class Worker:
         # parameter's gradient is whole (horovod.torch's way).
         self._accumulators = []
         for n, p in self.params:
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(self._part_hook(n, p))
-            self._accumulators.append(acc)
+            if p.requires_grad:
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(self._part_hook(n, p))
+                self._accumulators.append(acc)
 
     def _part_hook(self, n, p):
         def hook(*_):
             if self._parts_open:
+                self._added.add(n)
                 self.session.add_part(n, self._grad(n, p))
         return hook
+
+    def _add_missing_parts(self):
+        # Parameters the backward did not reach (unused in this forward,
+        # frozen) go as zeros: the servers decide a push once every
+        # variable's part is in.
+        for n, p in self.params:
+            if n not in self._added:
+                self.session.add_part(n, self._grad(n, p))
 
     def _await(self, i):
         if i in self._awaited or not self._in_flight_at_start:
@@ -259,8 +269,11 @@ class Worker:
         step = s.step
         loss = loss_fn(outputs, targets)
         self._parts_open = self.overlap
+        self._added = set()
         loss.backward()
         self._parts_open = False
+        if self.overlap:
+            self._add_missing_parts()
         t_computed = time.time()
         acc = accuracy(outputs.detach(), targets)
         if self.overlap:

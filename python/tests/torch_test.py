@@ -22,6 +22,8 @@ class Mlp(torch.nn.Module):
         torch.manual_seed(seed)
         self.hidden = torch.nn.Linear(8, 16)
         self.out = torch.nn.Linear(16, 3)
+        # Never used by the forward: its gradient goes as zeros.
+        self.unused = torch.nn.Parameter(torch.zeros(2))
 
     def forward(self, x):
         return self.out(torch.relu(self.hidden(x)))
@@ -83,9 +85,10 @@ class TorchTest(unittest.TestCase):
             finally:
                 psgd.Session.add_part = add_part
             run = self.check_run(c, summaries)
-            # Every gradient went out from its hook, during the backward.
+            # Every gradient went out as a part (4 from their hooks during
+            # the backward, the unused parameter's after it).
             pushes = sum(sum(s["outcomes"].values()) for s in summaries)
-            self.assertEqual(len(parts), 4 * pushes)
+            self.assertEqual(len(parts), 5 * pushes)
             self.assertEqual(run["final_global_step"], 12)
             self.assertEqual(run["server_applied"], 2 * 12)
 
