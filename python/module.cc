@@ -215,7 +215,6 @@ class PyWorker {
 
   py::tuple FinishParts(int64_t step, const NamedArrays& gradients) {
     Gradients g = ViewGradients(gradients);
-    PushOutcome o;
     absl::StatusOr<PushOutcome> r;
     {
       py::gil_scoped_release release;
