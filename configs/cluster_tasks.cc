@@ -1,6 +1,6 @@
 // Prints the tasks of a cluster config, one per line ("ps:0", ..., "worker:0",
 // ...), after validating it; with --addresses also each task's address, with
-// --field one value. The one reader of configs for the scripts
+// --field one value, with --program a worker task's program. The one reader of configs for the scripts
 // (scripts/run/launch.sh, scripts/lib/configs.py and those that use them).
 // Exit status 1 with the validation error on stderr.
 //
@@ -24,6 +24,9 @@ ABSL_FLAG(std::string, field, "",
           "Print one value instead of the tasks: name, run_root, mode, or "
           "checkpoints (none, shared: one directory for every ps, or "
           "per_task: each ps its own checkpoint_dir).");
+ABSL_FLAG(std::string, program, "",
+          "Print the worker program of this task (worker:J): its "
+          "WorkerTask.program, an empty line for the C++ worker.");
 ABSL_FLAG(bool, validate, true,
           "Validate the config; --novalidate only parses it (with "
           "--field=name only).");
@@ -54,7 +57,8 @@ int PrintUnvalidatedName(const std::string& path) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "cluster_tasks --config=F [--addresses | "
-      "--field=name|run_root|mode|checkpoints] [--novalidate]");
+      "--field=name|run_root|mode|checkpoints | --program=worker:J] "
+      "[--novalidate]");
   absl::ParseCommandLine(argc, argv);
   const std::string path = absl::GetFlag(FLAGS_config);
   if (path.empty()) {
@@ -95,6 +99,16 @@ int main(int argc, char** argv) {
                 << "' (expected name, run_root, mode or checkpoints)\n";
       return 2;
     }
+    return 0;
+  }
+  if (const std::string task = absl::GetFlag(FLAGS_program); !task.empty()) {
+    absl::StatusOr<psgd::TaskId> id = psgd::ParseTaskId(task, *config);
+    if (!id.ok() || id->kind != psgd::TaskId::Kind::kWorker) {
+      std::cerr << "cluster_tasks: --program: '" << task
+                << "' is not a worker task of the config\n";
+      return 2;
+    }
+    std::cout << config->worker(id->index).program() << "\n";
     return 0;
   }
   const bool addresses = absl::GetFlag(FLAGS_addresses);

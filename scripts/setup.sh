@@ -3,7 +3,8 @@
 # need. Idempotent: when everything is present it only checks (a second or
 # two). Usage:
 #   scripts/setup.sh            build + tests + scripts
-#   scripts/setup.sh --bench    also PyTorch (the peer of the CPU benchmark)
+#   scripts/setup.sh --bench    also what only the benchmarks need (none now:
+#                               PyTorch, their peer, is in the main list)
 #   scripts/setup.sh --list     print the package list and exit
 # On a system without apt-get it prints what to install and fails.
 set -euo pipefail
@@ -18,16 +19,17 @@ PACKAGES=(
   clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
   libssl-dev openssl       # the cluster token's SHA-256; test certificates
   python3 python3-numpy python3-matplotlib  # scripts/run/compare.py
+  pybind11-dev python3-dev python3-torch    # the psgd Python package (//python), its tests
   procps iproute2          # scripts/run/launch.sh, tests; ip netns and tc (netns_hosts.sh)
   slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/deploy/)
   prometheus               # promtool: the /metrics pages' format check in the tests
 )
-BENCH_PACKAGES=(python3-torch)
+BENCH_PACKAGES=()
 
 want=("${PACKAGES[@]}")
 case "${1:-}" in
-  --bench) want+=("${BENCH_PACKAGES[@]}") ;;
-  --list) printf '%s\n' "${PACKAGES[@]}"; echo "# with --bench:"; printf '%s\n' "${BENCH_PACKAGES[@]}"; exit 0 ;;
+  --bench) want+=(${BENCH_PACKAGES[@]+"${BENCH_PACKAGES[@]}"}) ;;
+  --list) printf '%s\n' "${PACKAGES[@]}"; echo "# with --bench:"; printf '%s\n' ${BENCH_PACKAGES[@]+"${BENCH_PACKAGES[@]}"}; exit 0 ;;
   "") ;;
   *) echo "setup.sh: unknown option '$1' (expected --bench or --list)" >&2; exit 2 ;;
 esac

@@ -21,6 +21,7 @@ make_bin() {
 case "$*" in
   *--field=name*) echo stand-in ;;
   *--field=run_root*) echo "$STUB_DIR/runs" ;;
+  *--program=*) echo ;;
   *) printf '%s\n' ps:0 ps:1 worker:0 worker:1 worker:2 ;;
 esac
 EOS

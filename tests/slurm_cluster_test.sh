@@ -99,6 +99,22 @@ grep -q "listening on 0.0.0.0:$base (dialled as $node:$base)" "$TMP/job.out" || 
 step=$(json_field "$run/summary.json" final_global_step)
 echo "slurm-sync: final step $step"
 [ "$step" -ge 100 ] || fail "final step $step < 100"
+# A Python worker program (WorkerTask.program) beside the C++ worker: the
+# tutorial network of examples/torch_cifar10.py as worker:1.
+pcfg=$TMP/slurm-python.pbtxt prun=$TMP/runs/slurm-python
+# A lease longer than importing torch takes on a loaded machine: the chief
+# waits for every worker to join at step 0 and would lose its lease.
+write_config "$pcfg" slurm-python SYNC 1 2 2 5 60
+echo 'model { name: "cifar10_tutorial" }' >> "$pcfg"
+sed -i '0,/^worker {/!{0,/^worker {/s|^worker { \(.*\) }$|worker { \1 program: "examples/torch_cifar10.py --model=tutorial --threads=1 --log_every=1" }|}' "$pcfg"
+grep -q 'program: "examples/torch_cifar10.py' "$pcfg" || fail "no program in $pcfg"
+timeout 300 sbatch --wait --no-requeue -n 3 -o "$TMP/python.out" "$SBATCH_SCRIPT" "$pcfg" \
+  --bin_dir="$RUNFILES" --run_dir="$prun" --port_base="$base" ||
+  { cat "$TMP/python.out"; fail "the job with a Python worker failed"; }
+grep -q "% done" "$TMP/python.out" || { cat "$TMP/python.out"; fail "no progress line of the Python worker"; }
+step=$(json_field "$prun/summary.json" final_global_step)
+echo "slurm-python: final step $step"
+[ "$step" -ge 5 ] || fail "final step $step < 5"
 # Bad input: a job with the wrong task count is refused by name, at once.
 if timeout 120 sbatch --wait --no-requeue -n 3 -o "$TMP/bad.out" "$SBATCH_SCRIPT" "$cfg" --bin_dir="$RUNFILES" --run_dir="$TMP/runs/bad"; then
   fail "a 3-task job of a 4-task config succeeded"

@@ -18,7 +18,10 @@ writes into DIR (default: the current directory)
                        (stable names NAME-ps-I.NAME-ps, a checkpoint volume per
                        pod), and an Indexed Job for the workers (index 0 is the
                        chief); each task builds its TF_CONFIG from its ordinal.
-Both carry the config in a ConfigMap (NAME-config), gRPC health probes on the
+A worker task with a program (WorkerTask.program, e.g. a PyTorch worker) runs
+it from the image's /psgd (a .py script with /usr/bin/python3 and the psgd
+package of /psgd/python on PYTHONPATH); the TFJob needs one program for
+worker:1.. (one replica template). Both carry the config in a ConfigMap (NAME-config), gRPC health probes on the
 ps port (Kubernetes' grpc probe: the ps serves grpc.health.v1), and for each ps
 a volume at /checkpoints. For checkpoints that stay on the ps's own volume, give
 every ps task `checkpoint_dir: "/checkpoints"` in the config (docs/MULTIHOST.md).
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -51,9 +55,24 @@ def read_config(path, tool=None):
                           "(lower-case letters, digits and '-', at most 42)")
     roles = [task.split(":")[0] for task, _ in configs.tasks(path, tool=tool)]
     checkpoints = configs.field(path, "checkpoints", tool=tool)
-    return {"name": name, "ps": roles.count("ps"), "workers": roles.count("worker"),
+    workers = roles.count("worker")
+    return {"name": name, "ps": roles.count("ps"), "workers": workers,
             "text": text, "checkpoint": checkpoints != "none",
-            "own_checkpoint_dirs": checkpoints == "per_task"}
+            "own_checkpoint_dirs": checkpoints == "per_task",
+            "commands": [worker_command(configs.program(path, f"worker:{j}", tool=tool))
+                         for j in range(workers)]}
+
+
+def worker_command(program):
+    """A worker task's command line in the image: the C++ worker, or its
+    program (WorkerTask.program) below /psgd with the psgd package
+    (/psgd/python) on PYTHONPATH, a .py script run by /usr/bin/python3."""
+    if not program:
+        return ["/psgd/worker"]
+    words = program.split()
+    path = words[0] if words[0].startswith("/") else "/psgd/" + words[0]
+    python = ["/usr/bin/python3"] if path.endswith(".py") else []
+    return ["/usr/bin/env", "PYTHONPATH=/psgd/python"] + python + [path] + words[1:]
 
 
 def indent(text, n):
@@ -73,7 +92,7 @@ data:
 """
 
 
-def container(binary, args, port, ps):
+def container(command, args, port, ps):
     probe = f"""
         readinessProbe:
           grpc: {{port: {port}}}
@@ -84,8 +103,8 @@ def container(binary, args, port, ps):
           periodSeconds: 20""" if ps else ""
     ckpt = """
           - {name: checkpoints, mountPath: /checkpoints}""" if ps else ""
-    return f"""        command: [{binary}]
-        args: [{", ".join(json.dumps(a) for a in args)}]
+    return f"""        command: [{command[0]}]
+        args: [{", ".join(json.dumps(a) for a in command[1:] + args)}]
         ports:
           - {{name: tfjob-port, containerPort: {port}}}{probe}
         volumeMounts:
@@ -98,7 +117,7 @@ TASK_ARGS = ["--config=/etc/psgd/cluster.pbtxt", "--cluster_from=tf_config",
 
 
 def tfjob(c, image, ns, port):
-    def replica(kind, count, binary, ps):
+    def replica(kind, count, command, ps):
         ckpt = """
               - {name: checkpoints, emptyDir: {}}""" if ps else ""
         return f"""    {kind}:
@@ -109,7 +128,7 @@ def tfjob(c, image, ns, port):
           containers:
             - name: tensorflow
               image: {image}
-{indent(container(binary, TASK_ARGS, port, ps), 6)}
+{indent(container(command, TASK_ARGS, port, ps), 6)}
           volumes:
             - name: config
               configMap: {{name: {c['name']}-config}}
@@ -126,10 +145,14 @@ spec:
     cleanPodPolicy: Running
   tfReplicaSpecs:
 """
-    out += replica("Chief", 1, "/psgd/worker", False)
+    commands = c["commands"]
+    out += replica("Chief", 1, commands[0], False)
     if c["workers"] > 1:
-        out += replica("Worker", c["workers"] - 1, "/psgd/worker", False)
-    out += replica("PS", c["ps"], "/psgd/ps_server", True)
+        if any(cmd != commands[1] for cmd in commands[2:]):
+            raise ConfigError("a TFJob runs worker:1.. from one template: give "
+                              "them the same program (WorkerTask.program)")
+        out += replica("Worker", c["workers"] - 1, commands[1], False)
+    out += replica("PS", c["ps"], ["/psgd/ps_server"], True)
     return out
 
 
@@ -159,11 +182,16 @@ def plain(c, image, ns, port, size):
                     for i in range(c["workers"])]
     cluster = json.dumps({"ps": ps_hosts, "worker": worker_hosts}, separators=(",", ":"))
 
-    def task_command(binary, role, index_var):
+    def task_command(commands, role, index_var):
+        """The task's shell line; `commands` by index (one: for all)."""
         script = (f"export TF_CONFIG='{{\"cluster\":{cluster},\"task\":{{\"type\":\"{role}\","
-                  f"\"index\":'\"${{{index_var}}}\"'}}}}'; exec {binary} "
-                  + " ".join(TASK_ARGS))
-        return json.dumps(script)
+                  f"\"index\":'\"${{{index_var}}}\"'}}}}'; ")
+        def run(command):
+            return "exec " + " ".join(shlex.quote(w) for w in command + TASK_ARGS)
+        if all(cmd == commands[0] for cmd in commands):
+            return json.dumps(script + run(commands[0]))
+        cases = " ".join(f"{i}) {run(cmd)};;" for i, cmd in enumerate(commands))
+        return json.dumps(script + f'case "${{{index_var}}}" in {cases} esac')
 
     return config_map(c, ns) + f"""{headless(n, "ps", ns, port)}{headless(n, "worker", ns, port)}---
 apiVersion: apps/v1
@@ -185,7 +213,7 @@ spec:
         - name: ps
           image: {image}
           command: [/bin/sh, -c]
-          args: [{task_command('/psgd/ps_server', 'ps', 'HOSTNAME##*-')}]
+          args: [{task_command([['/psgd/ps_server']], 'ps', 'HOSTNAME##*-')}]
           ports:
             - {{name: grpc, containerPort: {port}}}
           readinessProbe:
@@ -232,7 +260,7 @@ spec:
         - name: worker
           image: {image}
           command: [/bin/sh, -c]
-          args: [{task_command('/psgd/worker', 'worker', 'JOB_COMPLETION_INDEX')}]
+          args: [{task_command(c['commands'], 'worker', 'JOB_COMPLETION_INDEX')}]
           volumeMounts:
             - {{name: config, mountPath: /etc/psgd, readOnly: true}}
             - {{name: runs, mountPath: /runs}}
@@ -247,7 +275,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("config")
     p.add_argument("--image", default="psgd:latest",
-                   help="an image with /psgd/ps_server and /psgd/worker")
+                   help="an image with /psgd/ps_server and /psgd/worker (and, "
+                        "for worker programs, /psgd/python and the programs)")
     p.add_argument("--namespace", default="default")
     p.add_argument("--port", type=int, default=2222)
     p.add_argument("--checkpoint_size", default="1Gi")

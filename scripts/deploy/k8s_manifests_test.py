@@ -62,6 +62,39 @@ def main():
         assert r.stdout.startswith(f"# this task: {expect} (from tf_config)"), r.stdout
         assert 'address: "hosts-ps-0.hosts-ps.train.svc:2222"' in r.stdout, r.stdout
 
+    # Worker programs (WorkerTask.program): a Python chief beside C++
+    # workers picks its command by index in the Indexed Job, and is the
+    # TFJob's Chief; worker:1.. of a TFJob need one program.
+    text = open(config).read()
+    programs = os.path.join(out, "programs.pbtxt")
+    open(programs, "w").write(re.sub(
+        r'worker \{ address: "([^"]*)" \}',
+        lambda m, n=iter(range(99)): (
+            f'worker {{ address: "{m.group(1)}" program: "examples/torch_cifar10.py --model=tutorial" }}'
+            if next(n) == 0 else m.group(0)), text, count=0))
+    assert "program:" in open(programs).read(), open(programs).read()
+    r = run(sys.executable, TOOL, programs, "--out", out)
+    assert r.returncode == 0, r.stderr
+    plain = open(os.path.join(out, "hosts-k8s.yaml")).read()
+    tfjob = open(os.path.join(out, "hosts-tfjob.yaml")).read()
+    python = ("/usr/bin/env PYTHONPATH=/psgd/python /usr/bin/python3 "
+              "/psgd/examples/torch_cifar10.py --model=tutorial")
+    assert f"0) exec {python} --config=" in plain, plain
+    assert "1) exec /psgd/worker --config=" in plain, plain
+    chief = tfjob[tfjob.index("Chief:"):tfjob.index("Worker:")]
+    assert ('command: [/usr/bin/env]' in chief and '"/psgd/examples/torch_cifar10.py"'
+            in chief), chief
+    assert "command: [/psgd/worker]" in tfjob[tfjob.index("Worker:"):], tfjob
+    # The Indexed Job's line runs the right program for each index.
+    script = json.loads(re.search(r'"export TF_CONFIG=.*?esac"', plain).group(0))
+    script = script.replace("/usr/bin/env PYTHONPATH=/psgd/python /usr/bin/python3 "
+                            "/psgd/examples/torch_cifar10.py --model=tutorial",
+                            "echo python")
+    script = script.replace("/psgd/worker", "echo cpp")
+    for index, expect in (("0", "python"), ("1", "cpp")):
+        r = run("/bin/sh", "-c", script, env=dict(os.environ, JOB_COMPLETION_INDEX=index))
+        assert r.returncode == 0 and r.stdout.startswith(expect), (index, r.stdout)
+
     # Bad input is named.
     bad = os.path.join(out, "bad.pbtxt")
     open(bad, "w").write('name: "Bad_Name" worker { address: "a:1" }\n')

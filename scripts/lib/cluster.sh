@@ -18,7 +18,12 @@
 #                                a config; the keys are listed at the function
 #   start_task [--netns=NS] CONFIG TASK RUN_DIR LOG [FLAGS...]
 #                                TASK (ps:I, worker:J) in the background, in
-#                                network namespace NS when given; stdout and
+#                                network namespace NS when given; a worker
+#                                with a program (WorkerTask.program: a
+#                                Python script gets /usr/bin/python3 and
+#                                $PSGD_BIN/python on PYTHONPATH) runs it
+#                                instead of worker/worker, without FLAGS;
+#                                stdout and
 #                                stderr to LOG, or with LOG "-" to this
 #                                script's stdout, each line prefixed by TASK.
 #                                $! is its pid, also kept in task_pid[TASK],
@@ -27,6 +32,8 @@
 #   stop_tasks_on_exit           on exit, SIGKILL every task still running
 #   wait_task PID SECONDS        the task's exit status, or 124 (and a line
 #                                on stderr) while it still runs after SECONDS
+#   task_program CONFIG TASK     the worker program of TASK (empty: the C++
+#                                worker)
 #   last_step FILE               the step of the last complete train line of
 #                                a task's metrics (0 when none), as
 #                                scripts/lib/runs.py reads it
@@ -107,20 +114,32 @@ write_cluster_config() {
 start_task() {
   local netns=""
   case "$1" in --netns=*) netns=${1#--netns=}; shift ;; esac
-  local cfg=$1 task=$2 run=$3 log=$4 binary
+  local cfg=$1 task=$2 run=$3 log=$4
   shift 4
+  local command=()
   case "$task" in
-    ps:*) binary=$PSGD_BIN/ps/ps_server ;;
-    worker:*) binary=$PSGD_BIN/worker/worker ;;
+    ps:*) command=("$PSGD_BIN/ps/ps_server") ;;
+    worker:*)
+      command=($(task_program "$cfg" "$task")) || return 2
+      if [ ${#command[@]} -eq 0 ]; then
+        command=("$PSGD_BIN/worker/worker")
+      else
+        # A worker program (WorkerTask.program): the FLAGS are the C++
+        # binaries', not passed on.
+        set --
+        [[ ${command[0]} != *.py ]] || command=(/usr/bin/python3 "${command[@]}")
+      fi ;;
     *) echo "start_task: '$task' is neither ps:I nor worker:J" >&2; return 2 ;;
   esac
   local in=()
   [ -z "$netns" ] || in=(ip netns exec "$netns")
+  # The psgd package (//python:psgd) for Python worker programs.
+  in+=(env "PYTHONPATH=$PSGD_BIN/python${PYTHONPATH:+:$PYTHONPATH}")
   if [ "$log" = - ]; then
-    ${in[@]+"${in[@]}"} "$binary" --config="$cfg" --task="$task" --run_dir="$run" "$@" \
+    "${in[@]}" "${command[@]}" --config="$cfg" --task="$task" --run_dir="$run" "$@" \
       > >(sed -u "s/^/$(printf '%-9s|' "$task") /") 2>&1 &
   else
-    ${in[@]+"${in[@]}"} "$binary" --config="$cfg" --task="$task" --run_dir="$run" "$@" \
+    "${in[@]}" "${command[@]}" --config="$cfg" --task="$task" --run_dir="$run" "$@" \
       > "$log" 2>&1 &
   fi
   task_pid[$task]=$!
@@ -148,6 +167,12 @@ wait_task() {
     sleep 0.2
   done
   wait "$pid"
+}
+
+task_program() {
+  # Scripts that run only C++ workers may not have built cluster_tasks.
+  [ -x "$PSGD_BIN/configs/cluster_tasks" ] || return 0
+  "$PSGD_BIN/configs/cluster_tasks" --config="$1" --program="$2"
 }
 
 last_step() {

@@ -5,6 +5,7 @@ fields. No script parses a config's text itself.
     sys.path.insert(0, ".../scripts/lib"); import configs
     configs.tasks("c.pbtxt")          # [("ps:0", "h0:2222"), ...]
     configs.field("c.pbtxt", "name")  # also run_root, mode, checkpoints
+    configs.program("c.pbtxt", "worker:1")  # WorkerTask.program, or ""
 
 The binary: the one given, else configs/cluster_tasks under the repository
 root (a test's runfiles, or a --bin_dir-style tree), else bazel-bin's, else
@@ -62,3 +63,9 @@ def field(config, name, validate=True, tool=None):
     checks."""
     flags = [f"--field={name}"] + ([] if validate else ["--novalidate"])
     return _run(config, flags, tool).strip()
+
+
+def program(config, task, tool=None):
+    """The worker program of worker task `task` ("worker:J"):
+    WorkerTask.program, "" for the C++ worker."""
+    return _run(config, [f"--program={task}"], tool).strip()

@@ -17,7 +17,12 @@
 #                (RUN/HOST/: nothing shared between hosts; compare.py reads
 #                such a run), and RUN/HOST/net-HOST.jsonl samples the bytes
 #                its link carried every second (scripts/run/netns_sampler.py).
-# FLAGS          passed to every ps_server and worker (e.g. --log_level=debug)
+# FLAGS          passed to every ps_server and C++ worker (e.g.
+#                --log_level=debug); not to worker programs
+#
+# A worker task with a program (WorkerTask.program, e.g. a PyTorch worker:
+# examples/torch_cifar10.py) runs it instead of worker/worker, with the psgd
+# package of $bin/python on PYTHONPATH (docs/PYTHON.md).
 #
 # The tasks run in the repository root: relative paths inside the config
 # (data.dir, run_root) are taken from there.
@@ -38,7 +43,7 @@ while [ $# -gt 0 ]; do
     --run_dir=*) run_dir=$(abs "${1#--run_dir=}") ;;
     --netns) netns=1 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) echo "launch.sh: unknown option '$1'" >&2; exit 2 ;;
     *) if [ -n "$config" ]; then echo "launch.sh: one config only ('$config', '$1')" >&2; exit 2; fi
        config=$(abs "$1") ;;
@@ -57,7 +62,8 @@ cd "$(dirname "$0")/../.." || exit 1
 source scripts/lib/cluster.sh
 
 if [ "$build" = 1 ]; then
-  bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks >&2 || {
+  bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks \
+    //python:psgd >&2 || {
     echo "launch.sh: build failed" >&2; exit 1; }
 fi
 for b in ps/ps_server worker/worker configs/cluster_tasks; do

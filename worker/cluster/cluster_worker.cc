@@ -93,16 +93,10 @@ absl::Status ClusterWorker::Start() {
 }
 
 std::string ClusterWorker::StopReason(const ps::ModelVersion& version) const {
-  const int64_t global_step = GlobalStep(version);
-  if (options_.max_steps > 0 && global_step >= options_.max_steps) {
-    return absl::StrCat("reached step ", global_step);
-  }
-  if (options_.max_time > absl::ZeroDuration() &&
-      absl::Now() - start_ >= options_.max_time) {
-    return absl::StrCat("the time budget of ",
-                        absl::FormatDuration(options_.max_time), " is spent");
-  }
-  return "";
+  RunEnds ends;
+  ends.max_steps = options_.max_steps;
+  ends.max_seconds = absl::ToDoubleSeconds(options_.max_time);
+  return psgd::StopReason(ends, GlobalStep(version), absl::Now() - start_);
 }
 
 bool ClusterWorker::End(std::string reason) {

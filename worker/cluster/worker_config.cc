@@ -1,19 +1,18 @@
 #include "worker/cluster/worker_config.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "ps/wire/wire_dtype.h"
 #include "worker/models/registry.h"
+#include "worker/session/session_config.h"
 
 namespace psgd {
 
 absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
     const ClusterConfig& config, int index) {
-  if (index < 0 || index >= config.worker_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("worker:", index, " is not in cluster '", config.name(),
-                     "' (", config.worker_size(), " workers)"));
-  }
+  ASSIGN_OR_RETURN(SessionTaskConfig session,
+                   SessionTaskFromConfig(config, index));
   const config::WorkerTask& task = config.worker(index);
   const config::TrainingConfig& training = config.training();
   const config::DataConfig& data = config.data();
@@ -56,31 +55,21 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
                             : BatcherOptions::Partition::kOwnOrder;
   w.batches.augment = data.augment();
 
-  w.loop.worker_id = index;
-  w.loop.chief = index == 0;
-  w.loop.sync = training.mode() == config::TrainingConfig::SYNC;
-  w.loop.max_steps = training.has_steps() ? training.steps() : 0;
-  w.loop.max_time = absl::Seconds(training.max_seconds());
-  w.loop.eval_every = training.eval_every();
-  w.loop.eval_examples = training.eval_examples();
+  static_cast<SessionOptions&>(w.loop) = session.session;
+  static_cast<ChiefOptions&>(w.loop) = session.chief_options;
+  w.loop.chief = session.chief;
+  w.loop.max_steps = session.max_steps;
+  w.loop.max_time = session.max_time;
+  w.loop.eval_examples = session.eval_examples;
   w.loop.seed = training.seed();
-  w.loop.ps_unavailable_timeout =
-      absl::Seconds(config.ps_unavailable_timeout_seconds());
-  w.loop.overlap = config.wire().overlap();
-  if (config.has_checkpoint()) {
-    w.loop.checkpoint_every = absl::Seconds(config.checkpoint().every_seconds());
-    w.loop.final_checkpoint = true;
-  }
 
-  for (const config::PsTask& ps : config.ps()) {
-    w.client.addresses.push_back(ps.address());
+  w.client = std::move(session.client);
+  if (w.model == kExternalModel) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker:", index, ": model \"", kExternalModel,
+        "\" comes from the worker program: start this task with Python "
+        "(python/psgd, docs/PYTHON.md)"));
   }
-  w.client.cluster = config.name();
-  w.client.worker_id = index;
-  w.client.security = SecurityFromConfig(config);
-  const ps::WireDTypes wire = ps::WireDTypesFromConfig(config);
-  w.client.wire_gradients = wire.gradients;
-  w.client.wire_weights = wire.weights;
   ASSIGN_OR_RETURN(w.client.variables, ModelVariables(w.model));
   return w;
 }

@@ -109,5 +109,22 @@ TEST_CASE("weight decay exemptions must name the model's variables") {
         "of model cifar10_tutorial");
 }
 
+TEST_CASE("the C++ worker refuses a model that comes from the worker program") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(R"(
+    name: "x"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:2" }
+    training { steps: 5 }
+    model { name: "external" }
+    data { source: SYNTHETIC }
+  )",
+                                                       "x.pbtxt");
+  REQUIRE(c.ok());
+  absl::StatusOr<WorkerTaskConfig> w = WorkerTaskFromConfig(*c, 0);
+  CHECK(absl::IsInvalidArgument(w.status()));
+  CHECK_THAT(std::string(w.status().message()),
+             Catch::Contains("worker:0") && Catch::Contains("Python"));
+}
+
 }  // namespace
 }  // namespace psgd

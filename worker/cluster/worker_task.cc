@@ -1,13 +1,11 @@
 #include "worker/cluster/worker_task.h"
 
-#include <algorithm>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/event_file.h"
-#include "common/file_io.h"
 #include "common/host_address.h"
 #include "common/prometheus.h"
 #include "common/status_macros.h"
@@ -21,7 +19,6 @@
 #include "worker/models/registry.h"
 #include "worker/paths.h"
 #include "worker/session/metric_sinks.h"
-#include "worker/session/resync.h"
 #include "worker/session/server_wait.h"
 #include "worker/session/worker_metrics.h"
 
@@ -46,39 +43,6 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartPrometheus(
   spdlog::info("Prometheus metrics on http://{}:{}/metrics", host,
                (*started)->port());
   return started;
-}
-
-// The run directory: given, or the chief's choice, which it sends with
-// Initialize and the servers pass on to everyone else. Creates the client
-// (which carries the chief's choice) on the way.
-absl::StatusOr<std::string> OpenRunDir(
-    const WorkerTaskOptions& options, const ClusterConfig& config,
-    WorkerTaskConfig* w, std::unique_ptr<ps::GrpcPsClient>* client) {
-  std::string run_dir = ResolveUserPath(options.run_dir);
-  if (run_dir.empty() && w->loop.chief) {
-    ASSIGN_OR_RETURN(run_dir,
-                     CreateRunDir("", ResolveUserPath(config.run_root()),
-                                  config.name(), absl::Now()));
-  }
-  w->client.run_dir = run_dir;
-  ASSIGN_OR_RETURN(*client, ps::GrpcPsClient::Create(w->client));
-  if (run_dir.empty()) {
-    ASSIGN_OR_RETURN(run_dir, AwaitRunDir(client->get(),
-                                          absl::Now() + w->loop.start_timeout));
-  }
-  ASSIGN_OR_RETURN(run_dir, CreateRunDir(run_dir, "", "", absl::Now()));
-  if (w->loop.chief) {
-    ASSIGN_OR_RETURN(std::string text, ReadFileToString(options.config_path));
-    RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/config.pbtxt", text));
-    if (config.security().has_token() && !config.security().has_token_file()) {
-      spdlog::warn(
-          "the config holds the cluster's token inline, so {}/config.pbtxt "
-          "holds it too; security.token_file keeps it out of run directories",
-          run_dir);
-    }
-  }
-  spdlog::info("run directory {}", run_dir);
-  return run_dir;
 }
 
 }  // namespace
@@ -111,8 +75,10 @@ absl::Status RunWorkerTask(const WorkerTaskOptions& options,
   RETURN_IF_ERROR(WaitForServers(w.client.addresses, w.client.security,
                                  absl::Now() + w.loop.start_timeout));
   std::unique_ptr<ps::GrpcPsClient> client;
-  ASSIGN_OR_RETURN(const std::string run_dir,
-                   OpenRunDir(options, config, &w, &client));
+  ASSIGN_OR_RETURN(
+      const std::string run_dir,
+      OpenRunDir(options.run_dir, options.config_path, config, w.loop.chief,
+                 w.loop.start_timeout, &w.client, &client));
   const std::string prefix = absl::StrCat(run_dir, "/worker-", task_id.index);
   // A restarted worker adds to the lines of the one before.
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> jsonl,
@@ -151,81 +117,6 @@ absl::Status RunWorkerTask(const WorkerTaskOptions& options,
                result.local_steps, result.final_global_step,
                result.images_per_s, result.end_reason);
   return absl::OkStatus();
-}
-
-JsonObject WorkerSummary(const std::string& task,
-                         const ClusterWorkerResult& r) {
-  JsonObject s;
-  s.Set("task", task)
-      .Set("local_steps", r.local_steps)
-      .Set("final_global_step", r.final_global_step)
-      .Set("seconds", r.seconds)
-      .Set("images_per_s", r.images_per_s)
-      .Set("end_reason", r.end_reason)
-      .Set("unaligned_steps", r.unaligned_steps)
-      .Set("recoveries", r.recoveries);
-  for (const auto& [outcome, count] : r.outcomes) {
-    s.Set(absl::StrCat("pushes_", StepOutcomeName(outcome)), count);
-  }
-  if (!r.evals.empty()) {
-    s.Set("final_test_accuracy", r.evals.back().test_accuracy);
-  }
-  return s;
-}
-
-JsonObject RunSummary(const ClusterConfig& config,
-                      const ClusterWorkerResult& r) {
-  const config::TrainingConfig& t = config.training();
-  JsonObject s;
-  s.Set("cluster", config.name())
-      .Set("mode", t.mode() == config::TrainingConfig::SYNC ? "sync" : "async")
-      .Set("ps_tasks", config.ps_size())
-      .Set("workers", config.worker_size())
-      .Set("replicas_to_aggregate", t.replicas_to_aggregate())
-      .Set("total_num_replicas", t.total_num_replicas())
-      .Set("batch_size", t.batch_size())
-      .Set("model", config.model().name())
-      .Set("final_global_step", r.final_global_step)
-      .Set("seconds", r.seconds);
-  if (!r.evals.empty()) {
-    s.Set("final_test_accuracy", r.evals.back().test_accuracy);
-  }
-  // Server counters summed over the shards; staleness of shard 0.
-  ps::PushCounters total;
-  int64_t expired = 0;
-  for (const ps::ShardStatus& st : r.server_status) {
-    total.aggregated += st.counters.aggregated;
-    total.applied += st.counters.applied;
-    total.dropped_stale += st.counters.dropped_stale;
-    total.dropped_surplus += st.counters.dropped_surplus;
-    total.refused += st.counters.refused;
-    total.refused_too_stale += st.counters.refused_too_stale;
-    total.completed_by_leave += st.counters.completed_by_leave;
-    expired = std::max(expired, st.workers_expired);
-  }
-  s.Set("server_workers_expired", expired);
-  // Parameter-server restarts survived and what they cost
-  // (docs/RELIABILITY.md).
-  const RollbackSummary rollbacks = SummarizeRollbacks(r.server_status);
-  s.Set("ps_rollbacks", rollbacks.rollbacks)
-      .Set("steps_redone", rollbacks.steps_redone)
-      .Set("max_steps_redone", rollbacks.max_steps_redone);
-  s.Set("server_aggregated", total.aggregated)
-      .Set("server_applied", total.applied)
-      .Set("server_dropped_stale", total.dropped_stale)
-      .Set("server_dropped_surplus", total.dropped_surplus)
-      .Set("server_refused", total.refused)
-      .Set("server_refused_too_stale", total.refused_too_stale)
-      .Set("server_completed_by_leave", total.completed_by_leave);
-  if (!r.server_status.empty()) {
-    std::string hist;
-    for (const auto& [staleness, count] :
-         r.server_status[0].staleness_histogram) {
-      absl::StrAppend(&hist, hist.empty() ? "" : ",", staleness, ":", count);
-    }
-    s.Set("staleness_histogram_shard0", hist);
-  }
-  return s;
 }
 
 }  // namespace psgd

@@ -4,7 +4,8 @@
 // on by the servers), the metric sinks (worker/session/metric_sinks.h:
 // worker-J.jsonl, the chief's TensorBoard events, /metrics), the training
 // loop (worker/cluster/cluster_worker.h), and the summaries
-// (worker-J.summary.json; the chief's config.pbtxt and summary.json).
+// (worker-J.summary.json; the chief's config.pbtxt and summary.json;
+// worker/session/task_files.h, shared with the Python worker).
 // //worker:worker parses its flags and calls RunWorkerTask.
 //
 // Thread-safety: RunWorkerTask uses the calling thread (plus the loop's).
@@ -17,6 +18,7 @@
 #include "common/cluster_config.h"
 #include "common/metrics.h"
 #include "worker/session/records.h"
+#include "worker/session/task_files.h"  // WorkerSummary, RunSummary
 
 namespace psgd {
 
@@ -34,13 +36,6 @@ struct WorkerTaskOptions {
 // the loop's, a run directory that cannot be written.
 absl::Status RunWorkerTask(const WorkerTaskOptions& options,
                            const TaskId& task, const ClusterConfig& config);
-
-// worker-J.summary.json, and the chief's run summary.json (the servers'
-// counters summed over the shards, the rollbacks they survived).
-JsonObject WorkerSummary(const std::string& task,
-                         const ClusterWorkerResult& result);
-JsonObject RunSummary(const ClusterConfig& config,
-                      const ClusterWorkerResult& result);
 
 }  // namespace psgd
 

@@ -22,6 +22,19 @@ double FractionDone(const RunEnds& ends, int64_t global_step,
   return f < 0 ? -1.0 : std::min(f, 1.0);
 }
 
+std::string StopReason(const RunEnds& ends, int64_t global_step,
+                       absl::Duration elapsed) {
+  if (ends.max_steps > 0 && global_step >= ends.max_steps) {
+    return absl::StrCat("reached step ", global_step);
+  }
+  const absl::Duration budget = absl::Seconds(ends.max_seconds);
+  if (budget > absl::ZeroDuration() && elapsed >= budget) {
+    return absl::StrCat("the time budget of ", absl::FormatDuration(budget),
+                        " is spent");
+  }
+  return "";
+}
+
 std::string ProgressText(double fraction, double elapsed_s) {
   if (!(fraction > 0)) return "";
   const int64_t left =

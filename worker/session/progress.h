@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/time/time.h"
 #include "worker/session/records.h"
 
 namespace psgd {
@@ -27,6 +28,14 @@ struct RunEnds {
 // In [0, 1]; -1 when the run has no known end.
 double FractionDone(const RunEnds& ends, int64_t global_step,
                     double elapsed_s, int64_t batches_done);
+
+// Why a worker stops before computing from weights at `global_step`,
+// `elapsed` after it started: "reached step N" (max_steps), "the time budget
+// of 1m30s is spent" (max_seconds); "" to go on. (The data's end is the
+// batcher's to tell.) Every worker program's rule: the C++ worker loop's
+// and the Python one's.
+std::string StopReason(const RunEnds& ends, int64_t global_step,
+                       absl::Duration elapsed);
 
 // "37.5% done, ETA 3m12s"; "" when the fraction is unknown (< 0) or zero.
 std::string ProgressText(double fraction, double elapsed_s);

@@ -27,4 +27,15 @@ TEST_CASE("progress text: percent and the time left at the pace so far") {
 }
 
 }  // namespace
+TEST_CASE("a run stops at its last step or when its time is spent") {
+  RunEnds ends;
+  CHECK(StopReason(ends, 1000, absl::Hours(9)).empty());
+  ends.max_steps = 10;
+  CHECK(StopReason(ends, 9, absl::Seconds(1)).empty());
+  CHECK(StopReason(ends, 11, absl::Seconds(1)) == "reached step 11");
+  ends.max_seconds = 90;
+  CHECK(StopReason(ends, 3, absl::Seconds(90)) ==
+        "the time budget of 1m30s is spent");
+}
+
 }  // namespace psgd

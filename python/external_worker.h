@@ -1,0 +1,191 @@
+// A worker task whose model lives outside C++ (the Python package psgd,
+// python/psgd_py/): the config and task resolved as the daemons resolve
+// them, the servers awaited, the run directory and metric sinks of the C++
+// worker (worker-J.jsonl, the chief's TensorBoard events and summary.json;
+// worker/session/task_files.h, metric_sinks.h), the session
+// (worker/session/worker_session.h) over the caller's weight buffers, and
+// the chief's duties (worker/session/chief.h). The caller's loop computes
+// the gradients; python/module.cc is the thin binding over this class.
+//
+//   auto w = *ExternalWorker::Create(options);      // no network yet
+//   w->Join(variables);        // chief: initialise; all: first weights
+//   for (;;) {
+//     ... gradients from the buffers, computed at w->step() ...
+//     PushOutcome o = *w->Push(step, gradients);
+//     w->Pull();                                    // the next weights
+//     w->RecordStep(...);
+//   }
+//   w->Leave();                // chief: waits for the others, newest weights
+//   w->Finish(reason);         // chief: shuts the servers down; summaries
+//
+// Errors: INVALID_ARGUMENT for a bad config, task or input (naming it;
+// nothing is sent), FAILED_PRECONDITION for variables that are not the
+// cluster's (payload kModelMismatchPayload, python/model_check.h), and the
+// session's (DEADLINE_EXCEEDED, UNAVAILABLE, UNAUTHENTICATED for a wrong
+// token, CANCELLED once the servers shut down).
+//
+// Thread-safety: thread-compatible: one thread calls it (AddPart may come
+// from backward hooks on the autograd thread, one at a time, while the
+// calling thread waits in the backward).
+#ifndef PSGD_PYTHON_EXTERNAL_WORKER_H_
+#define PSGD_PYTHON_EXTERNAL_WORKER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/cluster_config.h"
+#include "common/event_file.h"
+#include "common/metrics.h"
+#include "ps/client/grpc_client.h"
+#include "worker/session/chief.h"
+#include "worker/session/metric_sinks.h"
+#include "worker/session/progress.h"
+#include "worker/session/records.h"
+#include "worker/session/session_config.h"
+#include "worker/session/worker_session.h"
+
+namespace psgd {
+
+struct ExternalWorkerOptions {
+  std::string config_path;
+  // "worker:J"; may be empty when cluster_from names the engine.
+  std::string task;
+  // "" (the config's addresses), "slurm" or "tf_config" (common/cluster_env.h).
+  std::string cluster_from;
+  int slurm_port_base = 8888;
+  // The run directory; empty: the chief's RUN_ROOT/NAME-TIMESTAMP.
+  std::string run_dir;
+  // A progress line every this many local steps (0: never).
+  int64_t log_every = 50;
+};
+
+class ExternalWorker {
+ public:
+  // Loads the config and resolves the task; no network. INVALID_ARGUMENT
+  // (the config's file, line and field; a task the config lacks; a ps
+  // task), NOT_FOUND for a config that cannot be read.
+  static absl::StatusOr<std::unique_ptr<ExternalWorker>> Create(
+      const ExternalWorkerOptions& options);
+  // Leaves the live set when joined and not left (errors ignored).
+  ~ExternalWorker();
+  ExternalWorker(const ExternalWorker&) = delete;
+  ExternalWorker& operator=(const ExternalWorker&) = delete;
+
+  const ClusterConfig& config() const { return config_; }
+  const TaskId& task() const { return task_; }
+  const SessionTaskConfig& settings() const { return settings_; }
+  const std::string& run_dir() const { return run_dir_; }
+
+  // `variables`: the model's, in forward order, each with the buffer that
+  // pulls write into (not owned; must outlive this). Checks them against
+  // the cluster's (see python/model_check.h), waits for the servers, opens
+  // the run directory; the chief initialises the servers from the buffers;
+  // then joins and pulls the first weights. INVALID_ARGUMENT for bad
+  // variables; FAILED_PRECONDITION for a second Join. `total_batches`: the
+  // worker's batches in all (epochs x batches per epoch; 0: unknown), for
+  // the progress lines' ETA.
+  absl::Status Join(std::vector<ps::NamedTensorView> variables,
+                    int64_t total_batches);
+
+  // The weights' global step (the lowest shard step) and generation; after
+  // Leave, the last step (the chief's: of the newest weights).
+  int64_t step() const;
+  int64_t generation() const;
+  // Why the worker stops before its next step (max_steps reached at the
+  // step of the next weights, the time budget spent), or empty.
+  std::string StopReason() const;
+
+  // The step's gradients, whole, computed from the weights at `step`
+  // (INVALID_ARGUMENT when that is not step(): nothing sent; every
+  // variable once, with its shape).
+  absl::StatusOr<PushOutcome> Push(
+      int64_t step, absl::Span<const ps::NamedConstTensorView> gradients);
+  // Overlap (wire { overlap: true }): one gradient as soon as it is ready;
+  // it must stay unchanged until FinishParts. INVALID_ARGUMENT for an
+  // unknown variable or another shape (nothing sent).
+  absl::Status AddPart(ps::NamedConstTensorView gradient);
+  absl::StatusOr<PushOutcome> FinishParts(
+      int64_t step, absl::Span<const ps::NamedConstTensorView> gradients);
+  // The weights for the next step, into the buffers: after a push the
+  // session's pull (sync: waits for the step; with overlap the groups'
+  // pulls start and AwaitWeights waits); before any push the newest.
+  absl::Status Pull();
+  // Overlap: waits for variable v's group; on a failure the whole model is
+  // pulled again (and OK returned: the weights are whole, maybe of a later
+  // step). bool pulls_in_flight().
+  absl::Status AwaitWeights(int v);
+  bool pulls_in_flight() const;
+  absl::Status SettlePulls();
+
+  // Chief: an evaluation is due at the current weights; Evaluated() after
+  // it. A checkpoint asked for when due.
+  bool EvalDue() const;
+  void Evaluated();
+  void MaybeRequestCheckpoint();
+
+  // A finished step computed at `global_step`, with the last push's
+  // outcome; `timings` as worker/session/records.h; writes the JSONL line,
+  // the chief's scalars and the progress line.
+  struct StepStats {
+    int64_t global_step = 0;
+    int64_t epoch = 0;
+    int64_t batch_size = 0;
+    double loss = 0.0;
+    double train_accuracy = 0.0;
+    int64_t batches_done = 0;  // this worker's batches so far
+  };
+  absl::Status RecordStep(const StepStats& stats, const StepTimings& timings);
+  absl::Status RecordEval(EvalRecord record);
+
+  // Every shard's status.
+  absl::StatusOr<std::vector<ps::ShardStatus>> Status();
+  // Leaves the live set; the chief then waits for the others to leave and
+  // pulls the newest weights (for its final evaluation). OK when the
+  // servers have already shut down.
+  absl::Status Leave();
+  // After Leave: the chief's final checkpoint and Shutdown; the summaries.
+  absl::Status Finish(const std::string& end_reason);
+  const ClusterWorkerResult& result() const { return result_; }
+
+ private:
+  ExternalWorker(ExternalWorkerOptions options, ClusterConfig config,
+                 TaskId task, SessionTaskConfig settings);
+  absl::Status CheckJoined() const;
+  absl::Status CheckGradients(
+      int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) const;
+  absl::Status CheckVariables(const std::vector<VariableSpec>& mine);
+  absl::Status OpenSinks(int64_t total_batches);
+
+  const ExternalWorkerOptions options_;
+  const ClusterConfig config_;
+  const TaskId task_;
+  const SessionTaskConfig settings_;
+  absl::Time start_;
+  std::vector<VariableSpec> variables_;
+  std::string run_dir_;
+  std::unique_ptr<ps::GrpcPsClient> client_;
+  std::unique_ptr<WorkerSession> session_;
+  std::unique_ptr<Chief> chief_;  // the chief only
+  std::unique_ptr<MetricsWriter> jsonl_;
+  std::unique_ptr<EventFileWriter> events_;  // the chief only
+  std::unique_ptr<MetricSinks> sinks_;
+  std::unique_ptr<ProgressLog> progress_;
+  ps::GrpcPsClient::PayloadBytes last_bytes_;
+  PushOutcome last_push_;
+  ps::ModelVersion latest_;  // the chief's final weights (Leave)
+  bool pushed_ = false;  // a push since the last pull
+  bool left_ = false;
+  bool servers_gone_ = false;
+  double step_seconds_ = 0.0;
+  int64_t images_ = 0;
+  ClusterWorkerResult result_;
+};
+
+}  // namespace psgd
+
+#endif  // PSGD_PYTHON_EXTERNAL_WORKER_H_

@@ -1,0 +1,423 @@
+// _psgd: the pybind11 binding of python/external_worker.h, imported by the
+// psgd package (python/psgd_py/__init__.py), which gives it its Pythonic
+// face. Arrays cross without copies through the buffer protocol: float32,
+// C-contiguous (numpy arrays; CPU torch tensors through .numpy()); the
+// weight buffers given to join() are kept alive and written in place by
+// every pull. The GIL is released during every call that waits on the
+// network. A Status becomes a Python exception in one place (the
+// translator below), by its code and, for a model mismatch, its payload.
+//
+// Thread-safety: as ExternalWorker's (one Python thread per Worker;
+// add_part may come from autograd's thread while the caller waits).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "python/external_worker.h"
+#include "python/model_check.h"
+#include "worker/session/step_outcome.h"
+
+namespace py = pybind11;
+
+namespace psgd {
+namespace {
+
+// A non-OK Status on its way to Python.
+class StatusError : public std::exception {
+ public:
+  explicit StatusError(absl::Status status)
+      : status_(std::move(status)), what_(status_.ToString()) {}
+  const absl::Status& status() const { return status_; }
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  absl::Status status_;
+  std::string what_;
+};
+
+void ThrowIfError(absl::Status status) {
+  if (!status.ok()) throw StatusError(std::move(status));
+}
+
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> v) {
+  if (!v.ok()) throw StatusError(v.status());
+  return *std::move(v);
+}
+
+// A float32, C-contiguous buffer of `obj`, kept while this lives.
+struct Buffer {
+  std::string name;
+  py::buffer_info info;
+  Shape shape;
+};
+
+std::unique_ptr<Buffer> RequestBuffer(const std::string& name,
+                                      py::handle obj, bool writable,
+                                      const char* what) {
+  if (!PyObject_CheckBuffer(obj.ptr())) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        what, " '", name, "' is a ", std::string(py::str(obj.get_type())),
+        ", not an array (numpy, or a CPU torch tensor through .numpy())")));
+  }
+  auto b = std::make_unique<Buffer>();
+  b->name = name;
+  b->info = py::reinterpret_borrow<py::buffer>(obj).request(writable);
+  const std::string& f = b->info.format;
+  if (b->info.itemsize != 4 || (f != "f" && f != "<f" && f != "=f")) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        what, " '", name, "' has dtype format '", f, "' (", b->info.itemsize,
+        " bytes), expected float32")));
+  }
+  py::ssize_t expected = b->info.itemsize;
+  for (int i = static_cast<int>(b->info.ndim) - 1; i >= 0; --i) {
+    if (b->info.shape[i] > 1 && b->info.strides[i] != expected) {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+          what, " '", name,
+          "' is not contiguous (a view, a transpose or a slice): pass "
+          ".contiguous() / np.ascontiguousarray")));
+    }
+    expected *= b->info.shape[i];
+  }
+  b->shape.assign(b->info.shape.begin(), b->info.shape.end());
+  return b;
+}
+
+using NamedArrays = std::vector<std::pair<std::string, py::object>>;
+
+// The gradients of a push, viewed in place.
+struct Gradients {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<ps::NamedConstTensorView> views;
+};
+
+Gradients ViewGradients(const NamedArrays& arrays) {
+  Gradients g;
+  for (const auto& [name, obj] : arrays) {
+    g.buffers.push_back(RequestBuffer(name, obj, /*writable=*/false,
+                                      "gradient"));
+    const Buffer& b = *g.buffers.back();
+    g.views.push_back(
+        {name, ConstTensorView(static_cast<const float*>(b.info.ptr), b.shape)});
+  }
+  return g;
+}
+
+py::tuple OutcomeTuple(const PushOutcome& o) {
+  return py::make_tuple(std::string(StepOutcomeName(o.outcome)), o.staleness,
+                        o.generation);
+}
+
+absl::Time FromUnixSeconds(double s) {
+  return absl::FromUnixNanos(static_cast<int64_t>(s * 1e9));
+}
+
+// The Python object behind psgd.Session: the worker, the weight buffers
+// it writes into and the gradient parts it sends from.
+class PyWorker {
+ public:
+  PyWorker(const std::string& config, const std::string& task,
+           const std::string& cluster_from, const std::string& run_dir,
+           int64_t log_every, int slurm_port_base) {
+    ExternalWorkerOptions o;
+    o.config_path = config;
+    o.task = task;
+    o.cluster_from = cluster_from;
+    o.run_dir = run_dir;
+    o.log_every = log_every;
+    o.slurm_port_base = slurm_port_base;
+    worker_ = ValueOrThrow(ExternalWorker::Create(o));
+  }
+
+  // Leaving the live set waits on the network: without the GIL. The
+  // buffers are released after, with it.
+  ~PyWorker() {
+    py::gil_scoped_release release;
+    worker_.reset();
+  }
+  PyWorker(const PyWorker&) = delete;
+  PyWorker& operator=(const PyWorker&) = delete;
+
+  ExternalWorker& w() { return *worker_; }
+
+  py::dict Settings() const {
+    const SessionTaskConfig& s = worker_->settings();
+    const ClusterConfig& c = worker_->config();
+    const config::TrainingConfig& t = c.training();
+    py::dict d;
+    d["task"] = worker_->task().ToString();
+    d["worker_index"] = worker_->task().index;
+    d["num_workers"] = c.worker_size();
+    d["chief"] = s.chief;
+    d["sync"] = s.session.sync;
+    d["overlap"] = s.session.overlap;
+    d["max_steps"] = s.max_steps;
+    d["max_seconds"] = absl::ToDoubleSeconds(s.max_time);
+    d["epochs"] = t.has_epochs() ? t.epochs() : 0;
+    d["batch_size"] = t.batch_size();
+    d["seed"] = t.seed();
+    d["eval_every"] = s.chief_options.eval_every;
+    d["eval_examples"] = s.eval_examples;
+    d["model"] = c.model().name();
+    d["cluster"] = c.name();
+    d["replicas_to_aggregate"] = t.replicas_to_aggregate();
+    d["total_num_replicas"] = t.total_num_replicas();
+    d["synthetic"] = c.data().source() == config::DataConfig::SYNTHETIC;
+    d["data_dir"] = c.data().dir();
+    d["synthetic_train_size"] = c.data().synthetic_train_size();
+    d["synthetic_test_size"] = c.data().synthetic_test_size();
+    return d;
+  }
+
+  void Join(const NamedArrays& weights, int64_t total_batches) {
+    std::vector<ps::NamedTensorView> views;
+    for (const auto& [name, obj] : weights) {
+      weights_.push_back(RequestBuffer(name, obj, /*writable=*/true, "weight"));
+      objects_.push_back(obj);
+      const Buffer& b = *weights_.back();
+      views.push_back({name, TensorView(static_cast<float*>(b.info.ptr),
+                                        b.shape)});
+    }
+    py::gil_scoped_release release;
+    ThrowIfError(worker_->Join(std::move(views), total_batches));
+  }
+
+  py::tuple Push(int64_t step, const NamedArrays& gradients) {
+    Gradients g = ViewGradients(gradients);
+    PushOutcome o;
+    {
+      py::gil_scoped_release release;
+      o = ValueOrThrow(worker_->Push(step, g.views));
+    }
+    return OutcomeTuple(o);
+  }
+
+  void AddPart(const std::string& name, py::object gradient) {
+    std::unique_ptr<Buffer> b =
+        RequestBuffer(name, gradient, /*writable=*/false, "gradient");
+    ps::NamedConstTensorView view{
+        name, ConstTensorView(static_cast<const float*>(b->info.ptr),
+                              b->shape)};
+    // Kept until FinishParts: the sender thread reads it.
+    parts_.push_back(std::move(b));
+    part_objects_.push_back(std::move(gradient));
+    py::gil_scoped_release release;
+    ThrowIfError(worker_->AddPart(std::move(view)));
+  }
+
+  py::tuple FinishParts(int64_t step, const NamedArrays& gradients) {
+    Gradients g = ViewGradients(gradients);
+    absl::StatusOr<PushOutcome> r;
+    {
+      py::gil_scoped_release release;
+      r = worker_->FinishParts(step, g.views);
+    }
+    parts_.clear();
+    part_objects_.clear();
+    return OutcomeTuple(ValueOrThrow(std::move(r)));
+  }
+
+  py::tuple RecordStep(int64_t global_step, int64_t epoch, int64_t batch_size,
+                       double loss, double accuracy, int64_t batches_done,
+                       const std::vector<double>& times) {
+    if (times.size() != 5) {
+      throw StatusError(absl::InvalidArgumentError(
+          "times: (begin, batch_ready, computed, pushed, pulled) in unix "
+          "seconds"));
+    }
+    ExternalWorker::StepStats s;
+    s.global_step = global_step;
+    s.epoch = epoch;
+    s.batch_size = batch_size;
+    s.loss = loss;
+    s.train_accuracy = accuracy;
+    s.batches_done = batches_done;
+    StepTimings t;
+    t.begin = FromUnixSeconds(times[0]);
+    t.batch_ready = FromUnixSeconds(times[1]);
+    t.computed = FromUnixSeconds(times[2]);
+    t.pushed = FromUnixSeconds(times[3]);
+    t.pulled = FromUnixSeconds(times[4]);
+    ThrowIfError(worker_->RecordStep(s, t));
+    return py::make_tuple(worker_->result().local_steps);
+  }
+
+  void RecordEval(int64_t global_step, double accuracy, double loss,
+                  int64_t examples, double eval_s, bool final) {
+    EvalRecord e;
+    e.global_step = global_step;
+    e.test_accuracy = accuracy;
+    e.test_loss = loss;
+    e.examples = examples;
+    e.eval_s = eval_s;
+    e.final = final;
+    ThrowIfError(worker_->RecordEval(e));
+  }
+
+  py::list Status() {
+    std::vector<ps::ShardStatus> status;
+    {
+      py::gil_scoped_release release;
+      status = ValueOrThrow(worker_->Status());
+    }
+    py::list shards;
+    for (const ps::ShardStatus& s : status) {
+      py::dict d;
+      d["shard"] = s.shard_index;
+      d["step"] = s.step;
+      d["generation"] = s.generation;
+      d["initialized"] = s.initialized;
+      d["live_workers"] = s.live_workers;
+      d["applied"] = s.counters.applied;
+      d["aggregated"] = s.counters.aggregated;
+      d["dropped_stale"] = s.counters.dropped_stale;
+      d["dropped_surplus"] = s.counters.dropped_surplus;
+      d["refused"] = s.counters.refused;
+      d["refused_too_stale"] = s.counters.refused_too_stale;
+      d["completed_by_leave"] = s.counters.completed_by_leave;
+      d["staleness_histogram"] = s.staleness_histogram;
+      d["num_parameters"] = s.num_parameters;
+      shards.append(d);
+    }
+    return shards;
+  }
+
+  py::dict Finish(const std::string& reason) {
+    {
+      py::gil_scoped_release release;
+      ThrowIfError(worker_->Finish(reason));
+    }
+    const ClusterWorkerResult& r = worker_->result();
+    py::dict d;
+    d["local_steps"] = r.local_steps;
+    d["final_global_step"] = r.final_global_step;
+    d["seconds"] = r.seconds;
+    d["end_reason"] = r.end_reason;
+    py::dict outcomes;
+    for (const auto& [o, n] : r.outcomes) {
+      outcomes[py::str(std::string(StepOutcomeName(o)))] = n;
+    }
+    d["outcomes"] = outcomes;
+    return d;
+  }
+
+ private:
+  // The arrays the worker reads and writes, released after it: members are
+  // destroyed in reverse order, so worker_ (declared last) leaves and joins
+  // its pulls first.
+  std::vector<py::object> objects_;
+  std::vector<std::unique_ptr<Buffer>> weights_;
+  std::vector<py::object> part_objects_;
+  std::vector<std::unique_ptr<Buffer>> parts_;
+  std::unique_ptr<ExternalWorker> worker_;
+};
+
+}  // namespace
+}  // namespace psgd
+
+PYBIND11_MODULE(_psgd, m) {
+  using psgd::PyWorker;
+  m.doc() = "psgd's worker session (python/external_worker.h); use psgd.";
+
+  // The exceptions, by absl status code (and the model-mismatch payload).
+  static py::exception<psgd::StatusError> error(m, "Error", PyExc_Exception);
+  // Handles, never released: the classes live as long as the module.
+  auto sub = [&](const char* name, PyObject* also) -> py::handle {
+    py::tuple bases = also == nullptr ? py::make_tuple(error)
+                                      : py::make_tuple(error, py::handle(also));
+    py::object cls = py::reinterpret_steal<py::object>(PyErr_NewException(
+        (std::string("psgd._psgd.") + name).c_str(), bases.ptr(), nullptr));
+    m.attr(name) = cls;
+    return cls.release();
+  };
+  static py::handle invalid = sub("InvalidArgumentError", PyExc_ValueError);
+  static py::handle precondition = sub("FailedPreconditionError", nullptr);
+  static py::handle not_found = sub("NotFoundError", PyExc_FileNotFoundError);
+  static py::handle deadline = sub("DeadlineExceededError", PyExc_TimeoutError);
+  static py::handle unavailable = sub("UnavailableError", PyExc_ConnectionError);
+  static py::handle unauthenticated =
+      sub("UnauthenticatedError", PyExc_PermissionError);
+  static py::handle cancelled = sub("CancelledError", nullptr);
+  static py::handle mismatch = [&] {
+    py::object cls = py::reinterpret_steal<py::object>(PyErr_NewException(
+        "psgd._psgd.ModelMismatchError", precondition.ptr(), nullptr));
+    m.attr("ModelMismatchError") = cls;
+    return cls.release();
+  }();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const psgd::StatusError& e) {
+      const absl::Status& s = e.status();
+      py::handle cls = error;
+      switch (s.code()) {
+        case absl::StatusCode::kInvalidArgument: cls = invalid; break;
+        case absl::StatusCode::kFailedPrecondition:
+          cls = s.GetPayload(psgd::kModelMismatchPayload).has_value()
+                    ? mismatch
+                    : precondition;
+          break;
+        case absl::StatusCode::kNotFound: cls = not_found; break;
+        case absl::StatusCode::kDeadlineExceeded: cls = deadline; break;
+        case absl::StatusCode::kUnavailable: cls = unavailable; break;
+        case absl::StatusCode::kUnauthenticated: cls = unauthenticated; break;
+        case absl::StatusCode::kCancelled: cls = cancelled; break;
+        default: break;
+      }
+      PyErr_SetString(cls.ptr(), std::string(s.message()).c_str());
+    }
+  });
+
+  py::list outcomes;
+  for (psgd::StepOutcome o : psgd::kAllStepOutcomes) {
+    outcomes.append(std::string(psgd::StepOutcomeName(o)));
+  }
+  m.attr("STEP_OUTCOMES") = outcomes;
+
+  using Release = py::call_guard<py::gil_scoped_release>;
+  py::class_<PyWorker>(m, "Worker")
+      .def(py::init<const std::string&, const std::string&,
+                    const std::string&, const std::string&, int64_t, int>(),
+           py::arg("config"), py::arg("task"), py::arg("cluster_from"),
+           py::arg("run_dir"), py::arg("log_every"),
+           py::arg("slurm_port_base"))
+      .def_property_readonly("settings", &PyWorker::Settings)
+      .def_property_readonly("run_dir",
+                             [](PyWorker& p) { return p.w().run_dir(); })
+      .def_property_readonly("step", [](PyWorker& p) { return p.w().step(); })
+      .def_property_readonly("generation",
+                             [](PyWorker& p) { return p.w().generation(); })
+      .def_property_readonly(
+          "pulls_in_flight", [](PyWorker& p) { return p.w().pulls_in_flight(); })
+      .def("stop_reason", [](PyWorker& p) { return p.w().StopReason(); })
+      .def("join", &PyWorker::Join)
+      .def("push", &PyWorker::Push)
+      .def("add_part", &PyWorker::AddPart)
+      .def("finish_parts", &PyWorker::FinishParts)
+      .def("pull", [](PyWorker& p) { psgd::ThrowIfError(p.w().Pull()); },
+           Release())
+      .def("await_weights",
+           [](PyWorker& p, int v) { psgd::ThrowIfError(p.w().AwaitWeights(v)); },
+           Release())
+      .def("settle_pulls",
+           [](PyWorker& p) { psgd::ThrowIfError(p.w().SettlePulls()); },
+           Release())
+      .def("eval_due", [](PyWorker& p) { return p.w().EvalDue(); })
+      .def("evaluated", [](PyWorker& p) { p.w().Evaluated(); })
+      .def("maybe_request_checkpoint",
+           [](PyWorker& p) { p.w().MaybeRequestCheckpoint(); }, Release())
+      .def("record_step", &PyWorker::RecordStep)
+      .def("record_eval", &PyWorker::RecordEval)
+      .def("status", &PyWorker::Status)
+      .def("leave", [](PyWorker& p) { psgd::ThrowIfError(p.w().Leave()); },
+           Release())
+      .def("finish", &PyWorker::Finish);
+}

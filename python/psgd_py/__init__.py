@@ -1,0 +1,293 @@
+"""psgd: a worker of a psgd parameter-server cluster, in Python.
+
+A Session is one worker task of a cluster config (configs/*.pbtxt), the same
+config the ps_server and worker daemons read. It joins the cluster, pulls
+the weights into arrays it borrows, pushes gradients and says what became of
+each push; the recovery from servers that restart, the chief's duties and the
+run directory's files (worker-J.jsonl, the chief's summary.json) are the C++
+worker's own (worker/session/). psgd.torch runs a whole training loop for a
+torch.nn.Module.
+
+    import numpy as np, psgd
+    w = {"linear/weights": np.zeros((1728, 10), np.float32),
+         "linear/biases": np.zeros((10,), np.float32)}
+    with psgd.Session("cluster.pbtxt", "worker:1") as s:
+        s.join(w)                          # the first weights, into w
+        while not s.stop_reason():
+            step = s.step
+            grads = compute(w)             # name -> float32 array, w's shapes
+            outcome = s.push(step, grads)  # psgd.PushOutcome
+            s.pull_into(w)                 # the next weights, in place
+
+Arrays are float32 and C-contiguous: numpy arrays, or CPU torch tensors (their
+memory, through .numpy(), without a copy). Errors are psgd.Error subclasses
+named after what went wrong (InvalidArgumentError is also a ValueError,
+ModelMismatchError a FailedPreconditionError ...); a refused call sends
+nothing to the servers.
+"""
+
+import enum
+import time
+import typing
+
+from psgd import _psgd
+
+__all__ = [
+    "Session", "StepOutcome", "PushOutcome", "Error", "InvalidArgumentError",
+    "FailedPreconditionError", "ModelMismatchError", "NotFoundError",
+    "DeadlineExceededError", "UnavailableError", "UnauthenticatedError",
+    "CancelledError",
+]
+
+Error = _psgd.Error
+InvalidArgumentError = _psgd.InvalidArgumentError
+FailedPreconditionError = _psgd.FailedPreconditionError
+ModelMismatchError = _psgd.ModelMismatchError
+NotFoundError = _psgd.NotFoundError
+DeadlineExceededError = _psgd.DeadlineExceededError
+UnavailableError = _psgd.UnavailableError
+UnauthenticatedError = _psgd.UnauthenticatedError
+CancelledError = _psgd.CancelledError
+
+# The C++ StepOutcome (worker/session/step_outcome.h), member for member:
+# kApplied is APPLIED, kDroppedStale DROPPED_STALE ...; the values are the
+# words of the metrics (worker-J.jsonl's "outcome").
+StepOutcome = enum.Enum(
+    "StepOutcome", [(name.upper(), name) for name in _psgd.STEP_OUTCOMES],
+    module=__name__)
+StepOutcome.__doc__ = """What became of a push (worker/session/step_outcome.h).
+
+APPLIED: completed a step on a shard (sync) or applied (async); AGGREGATED:
+joined the step's aggregate; DROPPED_STALE / DROPPED_SURPLUS / DROPPED /
+PARTLY_DROPPED: dropped by every / some shards; REFUSED_TOO_STALE: beyond
+the async staleness bound; REJOINED: the worker was out of the live set and
+joined again; DUPLICATE: sent again after a failure, the shards had it;
+ROLLED_BACK: the cluster went back to a checkpoint before it landed."""
+
+
+class PushOutcome(typing.NamedTuple):
+    """A push's outcome, its staleness (async: the largest over the shards)
+    and the cluster's generation afterwards."""
+    outcome: StepOutcome
+    staleness: int
+    generation: int
+
+
+def _array(name, t):
+    """A float32 array over `t`'s own memory (numpy, or a CPU torch tensor)."""
+    if hasattr(t, "detach") and hasattr(t, "numpy"):  # a torch tensor
+        if getattr(t, "is_cuda", False):
+            raise InvalidArgumentError(
+                f"'{name}' is a CUDA tensor: psgd.torch stages CUDA tensors "
+                "through host memory; Session takes host arrays")
+        return t.detach().numpy()
+    return t
+
+
+def _arrays(tensors):
+    items = tensors.items() if hasattr(tensors, "items") else tensors
+    return [(str(name), _array(name, t)) for name, t in items]
+
+
+def _outcome(t):
+    return PushOutcome(StepOutcome(t[0]), t[1], t[2])
+
+
+class Session:
+    """One worker task of a psgd cluster.
+
+    Args:
+      config: the cluster config file (text format, proto/cluster.proto).
+      task: "worker:J"; None with cluster_from.
+      cluster_from: "slurm" or "tf_config": the task and the addresses from
+        the engine's environment, as the daemons' --cluster_from.
+      run_dir: the run directory shared by the tasks; None: the chief's
+        RUN_ROOT/NAME-TIMESTAMP, which the servers pass on.
+      log_every: a progress line every this many steps (0: never).
+
+    Raises InvalidArgumentError for a bad config or a task the config lacks,
+    NotFoundError for a config that cannot be read. Nothing is sent before
+    join(). One thread uses a Session.
+    """
+
+    def __init__(self, config, task=None, *, cluster_from=None, run_dir=None,
+                 log_every=50, slurm_port_base=8888):
+        self._w = _psgd.Worker(str(config), task or "", cluster_from or "",
+                               str(run_dir or ""), int(log_every),
+                               int(slurm_port_base))
+        self._joined = {}
+        self._left = False
+        self._finished = False
+
+    # What the config says for this task.
+    @property
+    def settings(self):
+        """The task's settings from the config, a dict: task, worker_index,
+        num_workers, chief, sync, overlap, max_steps, max_seconds, epochs,
+        batch_size, seed, eval_every, eval_examples, model, cluster, data."""
+        return self._w.settings
+
+    @property
+    def chief(self):
+        return self.settings["chief"]
+
+    @property
+    def run_dir(self):
+        return self._w.run_dir
+
+    @property
+    def step(self):
+        """The global step (the lowest shard step) of the weights pulled."""
+        return self._w.step
+
+    @property
+    def generation(self):
+        """The cluster's generation (one more with each rollback)."""
+        return self._w.generation
+
+    def join(self, weights, total_batches=0):
+        """Joins the cluster; the first weights are written into `weights`.
+
+        Args:
+          weights: name -> float32 C-contiguous array (each variable of the
+            model, in forward order). Borrowed for the session's life: every
+            pull writes into their memory. The chief's current values
+            initialise the servers.
+          total_batches: this worker's batches in all (epochs x batches per
+            epoch), for the progress lines' ETA; 0: unknown.
+
+        Raises ModelMismatchError when the variables are not the cluster's
+        (naming the first that differs and both shapes), and the servers'
+        errors (UnauthenticatedError for a wrong token, DeadlineExceededError
+        when they do not come up).
+        """
+        arrays = _arrays(weights)
+        self._w.join(arrays, int(total_batches))
+        self._joined = dict(arrays)
+
+    def pull_into(self, tensors=None):
+        """The weights for the next step. After a push: sync, waits until
+        the servers completed the step; async, the newest. Before any push:
+        the newest. The weights land in the arrays given to join(); other
+        `tensors` (name -> array of the same shapes) get a copy."""
+        self._w.pull()
+        if tensors is not None:
+            self._copy_into(tensors)
+
+    def _copy_into(self, tensors):
+        import numpy as np
+        for name, t in _arrays(tensors):
+            src = self._joined[name]
+            if t is not src and not np.may_share_memory(t, src):
+                np.copyto(t, src)
+
+    def push(self, step, grads):
+        """Pushes the step's gradients, whole.
+
+        Args:
+          step: the step the gradients were computed at (self.step then).
+          grads: name -> float32 C-contiguous array, every variable once in
+            join()'s order, with its shape.
+
+        Returns a PushOutcome. Raises InvalidArgumentError (nothing sent)
+        for another step, a missing or unknown variable, another shape or
+        dtype, or a non-contiguous array; CancelledError once the servers
+        have shut down (training is over).
+        """
+        return _outcome(self._w.push(int(step), _arrays(grads)))
+
+    def add_part(self, name, grad):
+        """Overlap (wire { overlap: true }): one variable's gradient as soon
+        as the backward has it; it must not change until finish_parts."""
+        self._w.add_part(str(name), _array(name, grad))
+
+    def finish_parts(self, step, grads):
+        """Overlap: waits for the parts; `grads` as push()'s, sent again
+        whole after a transient failure. Returns a PushOutcome."""
+        return _outcome(self._w.finish_parts(int(step), _arrays(grads)))
+
+    def await_weights(self, index):
+        """Overlap, sync: waits for the group of variable `index` (join()'s
+        order) of the pulls in flight. Call it once per variable and step."""
+        self._w.await_weights(int(index))
+
+    @property
+    def pulls_in_flight(self):
+        return self._w.pulls_in_flight
+
+    def settle_pulls(self):
+        """Overlap: the pulls in flight, if any, finished."""
+        self._w.settle_pulls()
+
+    def stop_reason(self):
+        """Why training stops before the next step ("reached step N", the
+        time budget spent), or "" to go on."""
+        return self._w.stop_reason()
+
+    # The chief's duties.
+    def eval_due(self):
+        """Chief: an evaluation is due at the current weights."""
+        return self._w.eval_due()
+
+    def maybe_request_checkpoint(self):
+        self._w.maybe_request_checkpoint()
+
+    def record_step(self, step, *, loss, accuracy=0.0, batch_size, epoch=0,
+                    batches_done=0, times):
+        """Writes the step's line (worker-J.jsonl), the chief's scalars and
+        the progress line. `times`: unix seconds when the step began, its
+        batch was ready, the gradients were computed, pushed, and the next
+        weights pulled. The outcome is the last push's."""
+        self._w.record_step(int(step), int(epoch), int(batch_size),
+                            float(loss), float(accuracy), int(batches_done),
+                            [float(t) for t in times])
+
+    def record_eval(self, step, *, accuracy, loss, examples, seconds=0.0,
+                    final=False):
+        """An evaluation's line (the chief's)."""
+        self._w.record_eval(int(step), float(accuracy), float(loss),
+                            int(examples), float(seconds), bool(final))
+        if not final:
+            self._w.evaluated()
+
+    def status(self):
+        """Every shard's status: a list of dicts (step, generation,
+        live_workers, and the counters applied, aggregated, dropped_stale,
+        dropped_surplus, refused, refused_too_stale, ...)."""
+        return self._w.status()
+
+    def close(self, reason="", evaluate=None):
+        """Leaves the cluster. The chief waits for the others to leave,
+        pulls the newest weights, calls `evaluate()` (-> (accuracy, loss,
+        examples), or None) for the final evaluation, shuts the servers down
+        and writes summary.json. Returns this worker's summary (a dict).
+        Idempotent; OK when the servers are gone already."""
+        if self._finished or not self._joined:
+            return None
+        if not self._left:
+            self._left = True
+            self._w.leave()
+        if self.chief and evaluate is not None:
+            t0 = time.time()
+            result = evaluate()
+            if result is not None:
+                accuracy, loss, examples = result
+                self.record_eval(self.step, accuracy=accuracy, loss=loss,
+                                 examples=examples, seconds=time.time() - t0,
+                                 final=True)
+        self._finished = True
+        return self._w.finish(reason)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.close()
+        elif self._joined and not self._left:
+            self._left = True
+            try:
+                self._w.leave()
+            except Error:
+                pass
+        return False

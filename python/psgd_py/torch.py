@@ -1,0 +1,294 @@
+"""psgd.torch: train any torch.nn.Module as a worker of a psgd cluster.
+
+    import psgd.torch
+    model = Net()                        # any nn.Module
+    summary = psgd.torch.train(model, torch.nn.functional.cross_entropy,
+                               loader, "cluster.pbtxt", "worker:1",
+                               evaluate=lambda m: ...)
+
+The module's named_parameters() are the servers' variables (names and
+shapes as torch has them; config model { name: "external" }, or a model of
+the registry whose names and layouts the module follows). The chief
+initialises the servers from the module's values; every pull writes the
+parameters in place (CPU: their own memory, no copy). The loop is the C++
+worker's (worker/cluster/cluster_worker.h): sync (N of M, backup workers)
+or async as the config says, the chief's evaluations, checkpoints and end
+of training, the same run-directory files and progress lines with an ETA.
+
+With wire { overlap: true } the gradients go out during the backward: a
+hook on each parameter's gradient accumulator hands it to the session as
+soon as autograd has it (as horovod.torch's DistributedOptimizer); in sync
+mode the forward waits for each layer's weights only when it reaches it.
+
+Not handled: buffers (batch-norm running statistics) stay local to each
+worker (the batch-norm issue); parameters must be float32. CUDA modules are
+staged through pinned host buffers; that path is untested here (no GPU).
+"""
+
+import time
+
+import torch
+
+import psgd
+
+__all__ = ["Worker", "train"]
+
+
+def _default_accuracy(outputs, targets):
+    if outputs.dim() == 2 and targets.dim() == 1 and not targets.is_floating_point():
+        return (outputs.argmax(1) == targets).float().mean().item()
+    return 0.0
+
+
+class Worker:
+    """A torch.nn.Module's worker loop over a psgd.Session.
+
+    Args:
+      module: the model; its named_parameters() (float32) are the variables,
+        in that order (the forward's, for overlap).
+      config, task, cluster_from, slurm_port_base, run_dir: as
+        psgd.Session's.
+      log_every: a progress line every this many steps.
+    """
+
+    def __init__(self, module, config, task=None, *, cluster_from=None,
+                 slurm_port_base=8888, run_dir=None, log_every=50):
+        self.module = module
+        self.params = [(n, p) for n, p in module.named_parameters()]
+        for n, p in self.params:
+            if p.dtype != torch.float32:
+                raise psgd.InvalidArgumentError(
+                    f"parameter '{n}' is {p.dtype}; psgd trains float32")
+        self.cuda = any(p.is_cuda for _, p in self.params)
+        self.session = psgd.Session(config, task, cluster_from=cluster_from,
+                                    slurm_port_base=slurm_port_base,
+                                    run_dir=run_dir, log_every=log_every)
+        self.settings = self.session.settings
+        self.overlap = self.settings["overlap"]
+        # CUDA (untested): pulls land in pinned host buffers, copied to the
+        # device after each pull; gradients are copied back before a push.
+        self._host = {}
+        if self.cuda:
+            for n, p in self.params:
+                self._host[n] = torch.empty(p.shape, dtype=torch.float32,
+                                            pin_memory=True)
+        self._hooks = []
+        self._awaited = set()
+
+    # --- weights and gradients ------------------------------------------
+    def _weight_buffers(self):
+        if self.cuda:
+            for n, p in self.params:
+                self._host[n].copy_(p.detach())
+            return [(n, self._host[n]) for n, _ in self.params]
+        return [(n, p.data) for n, p in self.params]
+
+    def _to_device(self, names=None):
+        if not self.cuda:
+            return
+        with torch.no_grad():
+            for n, p in self.params:
+                if names is None or n in names:
+                    p.copy_(self._host[n], non_blocking=True)
+        torch.cuda.current_stream().synchronize()
+
+    def _grad(self, n, p):
+        g = p.grad
+        if g is None:
+            g = torch.zeros_like(p)
+            p.grad = g
+        if self.cuda:
+            host = torch.empty(p.shape, dtype=torch.float32, pin_memory=True)
+            host.copy_(g.detach())
+            return host
+        if not g.is_contiguous():
+            g = g.contiguous()
+        return g
+
+    def _grads(self):
+        return [(n, self._grad(n, p)) for n, p in self.params]
+
+    # --- overlap: hooks -----------------------------------------------------
+    def _install_hooks(self):
+        index = {id(p): i for i, (_, p) in enumerate(self.params)}
+
+        def await_module(mod, _inputs):
+            if not self.session.pulls_in_flight and not self._awaited:
+                return
+            for p in mod.parameters(recurse=False):
+                self._await(index[id(p)])
+
+        for mod in self.module.modules():
+            if any(True for _ in mod.parameters(recurse=False)):
+                self._hooks.append(mod.register_forward_pre_hook(await_module))
+        # A hook on each parameter's gradient accumulator: it runs once the
+        # parameter's gradient is whole (horovod.torch's way).
+        self._accumulators = []
+        for n, p in self.params:
+            if p.requires_grad:
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(self._part_hook(n, p))
+                self._accumulators.append(acc)
+
+    def _part_hook(self, n, p):
+        def hook(*_):
+            if self._parts_open:
+                self._added.add(n)
+                self.session.add_part(n, self._grad(n, p))
+        return hook
+
+    def _add_missing_parts(self):
+        # Parameters the backward did not reach (unused in this forward,
+        # frozen) go as zeros: the servers decide a push once every
+        # variable's part is in.
+        for n, p in self.params:
+            if n not in self._added:
+                self.session.add_part(n, self._grad(n, p))
+
+    def _await(self, i):
+        if i in self._awaited or not self._in_flight_at_start:
+            return
+        self._awaited.add(i)
+        self.session.await_weights(i)
+        if self.cuda:
+            self._to_device({self.params[i][0]})
+
+    def _await_rest(self):
+        for i in range(len(self.params)):
+            self._await(i)
+
+    # --- the loop -----------------------------------------------------------
+    def run(self, data, loss_fn, *, evaluate=None, accuracy=_default_accuracy):
+        """Trains until the config's end (steps, epochs, time budget) or
+        until the servers shut down. Returns this worker's summary (a dict:
+        local_steps, final_global_step, end_reason, outcomes ...).
+
+        Args:
+          data: an iterable of (inputs, targets) batches, this worker's part
+            (settings["worker_index"] of settings["num_workers"]); read
+            again for each epoch.
+          loss_fn: (outputs, targets) -> scalar loss tensor.
+          evaluate: chief: module -> (accuracy, loss, examples), every
+            eval_every steps and at the end; None: no evaluations.
+          accuracy: (outputs, targets) -> float, for the step lines.
+        """
+        s = self.session
+        epochs = self.settings["epochs"]
+        total = epochs * len(data) if epochs and hasattr(data, "__len__") else 0
+        s.join(self._weight_buffers(), total_batches=total)
+        self._to_device()
+        if self.overlap:
+            self._install_hooks()
+        self._parts_open = False
+        reason = ""
+        epoch, batches_done = 0, 0
+        batches = iter(data)
+        try:
+            while True:
+                reason = self._before_step(evaluate)
+                if reason:
+                    break
+                t_begin = time.time()
+                try:
+                    inputs, targets = next(batches)
+                except StopIteration:
+                    epoch += 1
+                    if epochs and epoch >= epochs:
+                        reason = "the data ended (epochs done)"
+                        break
+                    batches = iter(data)
+                    try:
+                        inputs, targets = next(batches)
+                    except StopIteration:
+                        reason = "the data is empty"
+                        break
+                t_batch = time.time()
+                step_reason, stats = self._step(inputs, targets, loss_fn,
+                                                accuracy)
+                if step_reason:
+                    reason = step_reason
+                    break
+                batches_done += 1
+                loss, acc, step, t_computed, t_pushed = stats
+                s.pull_into()
+                t_pulled = time.time()
+                if not self.overlap:
+                    self._to_device()
+                s.record_step(step, loss=loss, accuracy=acc,
+                              batch_size=len(targets), epoch=epoch,
+                              batches_done=batches_done,
+                              times=(t_begin, t_batch, t_computed, t_pushed,
+                                     t_pulled))
+        except psgd.CancelledError:
+            reason = "the servers shut down (training is over)"
+        finally:
+            for h in self._hooks:
+                h.remove()
+            self._hooks = []
+        final = None
+        if evaluate is not None:
+            def final():
+                self._to_device()
+                return evaluate(self.module)
+        return s.close(reason, evaluate=final)
+
+    def _before_step(self, evaluate):
+        s = self.session
+        if s.stop_reason() or (s.chief and s.eval_due()):
+            self._settle()
+        reason = s.stop_reason()
+        if reason:
+            return reason
+        if s.chief:
+            s.maybe_request_checkpoint()
+            if s.eval_due() and evaluate is not None:
+                t0 = time.time()
+                acc, loss, n = evaluate(self.module)
+                s.record_eval(s.step, accuracy=acc, loss=loss, examples=n,
+                              seconds=time.time() - t0)
+        return ""
+
+    def _settle(self):
+        if self.session.pulls_in_flight:
+            self.session.settle_pulls()
+            self._to_device()
+
+    def _step(self, inputs, targets, loss_fn, accuracy):
+        """Forward, backward, push. Returns (stop reason, stats)."""
+        s = self.session
+        self.module.zero_grad(set_to_none=True)
+        self._awaited = set()
+        self._in_flight_at_start = self.overlap and s.pulls_in_flight
+        outputs = self.module(inputs)
+        if self.overlap:
+            self._await_rest()
+            # The groups may have brought a step to stop at: nothing pushed.
+            reason = s.stop_reason()
+            if reason:
+                return reason, None
+        step = s.step
+        loss = loss_fn(outputs, targets)
+        self._parts_open = self.overlap
+        self._added = set()
+        loss.backward()
+        self._parts_open = False
+        if self.overlap:
+            self._add_missing_parts()
+        t_computed = time.time()
+        acc = accuracy(outputs.detach(), targets)
+        if self.overlap:
+            s.finish_parts(step, self._grads())
+        else:
+            s.push(step, self._grads())
+        return "", (loss.item(), acc, step, t_computed, time.time())
+
+
+def train(module, loss_fn, data, config, task=None, *, cluster_from=None,
+          slurm_port_base=8888, run_dir=None, evaluate=None, log_every=50,
+          accuracy=_default_accuracy):
+    """Worker(module, config, task, ...).run(data, loss_fn, ...): trains the
+    module as task `task` of the cluster and returns the worker's summary."""
+    w = Worker(module, config, task, cluster_from=cluster_from,
+               slurm_port_base=slurm_port_base, run_dir=run_dir,
+               log_every=log_every)
+    return w.run(data, loss_fn, evaluate=evaluate, accuracy=accuracy)

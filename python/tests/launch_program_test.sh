@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# scripts/run/launch.sh starts worker programs (WorkerTask.program): a
+# mixed cluster of examples/torch_cifar10.py's tutorial network (worker:0,
+# the chief) and the C++ worker (worker:1); then ResNet-20 (model
+# "external") from the example alone. Both runs reach their last step and
+# the chief's summary adds up.
+set -euo pipefail
+RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
+source "$RUNFILES/scripts/lib/cluster.sh"
+TMP=${TEST_TMPDIR:?}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+check_run() {
+  local run=$1 steps=$2
+  /usr/bin/python3 - "$run" "$steps" <<'PYEOF' || fail "$run: summary"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+assert s["final_global_step"] == int(sys.argv[2]), s
+print("summary:", {k: v for k, v in s.items() if k.startswith("server_")})
+PYEOF
+}
+
+data="source: SYNTHETIC synthetic_train_size: 64 synthetic_test_size: 32"
+write_cluster_config "$TMP/mixed.pbtxt" mixed workers=2 n=2 batch=8 steps=4 \
+  model=cifar10_tutorial data="$data"
+sed -i '0,/^worker {/s|^worker { \(.*\) }$|worker { \1 program: "examples/torch_cifar10.py --model=tutorial --threads=1 --log_every=1" }|' \
+  "$TMP/mixed.pbtxt"
+grep -q 'program: "examples/torch_cifar10.py' "$TMP/mixed.pbtxt" || fail "no program in the config"
+timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
+  --run_dir="$TMP/run-mixed" "$TMP/mixed.pbtxt" > "$TMP/mixed.log" 2>&1 ||
+  { cat "$TMP/mixed.log"; fail "the mixed cluster failed"; }
+grep -q "worker:0 | .*% done" "$TMP/mixed.log" || { cat "$TMP/mixed.log"; fail "no progress line from the Python worker"; }
+check_run "$TMP/run-mixed" 4
+[ -s "$TMP/run-mixed/worker-1.jsonl" ] || fail "the C++ worker wrote no lines"
+
+write_cluster_config "$TMP/resnet.pbtxt" resnet batch=4 steps=2 model=external \
+  data="$data" extra="wire { overlap: true }"
+sed -i 's|^worker { \(.*\) }$|worker { \1 program: "examples/torch_cifar10.py --threads=1" }|' \
+  "$TMP/resnet.pbtxt"
+timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
+  --run_dir="$TMP/run-resnet" "$TMP/resnet.pbtxt" > "$TMP/resnet.log" 2>&1 ||
+  { cat "$TMP/resnet.log"; fail "the ResNet-20 run failed"; }
+check_run "$TMP/run-resnet" 2
+echo PASS

@@ -1,0 +1,64 @@
+"""A ps_server SIGKILLed and started again mid-run under Python workers: it
+restores its newest checkpoint, the workers roll the cluster back to it
+(a new generation; a gradient computed before the rollback is ROLLED_BACK,
+not applied) and the run reaches its last step."""
+
+import os
+import time
+import unittest
+
+import numpy as np
+
+import psgd
+from cluster import Cluster, PS_SERVER, run_threads
+
+SHAPES = {"w": (64, 8), "b": (8,)}
+
+
+def train(c, j, outcomes, generations):
+    w = {n: np.zeros(s, np.float32) for n, s in SHAPES.items()}
+    s = psgd.Session(c.config, f"worker:{j}", run_dir=c.run_dir, log_every=0)
+    s.join(w)
+    while not s.stop_reason():
+        step = s.step
+        time.sleep(0.02)  # a step long enough for the kill to land mid-run
+        o = s.push(step, {n: np.full_like(a, 0.01) for n, a in w.items()})
+        outcomes.append(o.outcome)
+        s.pull_into(w)
+        generations.add(s.generation)
+    s.close("done")
+
+
+class RestartTest(unittest.TestCase):
+
+    def test_a_killed_ps_restarts_and_the_python_workers_roll_back(self):
+        ckpt = os.path.join(Cluster.tmp(), "ckpt")
+        with Cluster("py-restart", ps=2, workers=2, steps=60, model="external",
+                     data="source: SYNTHETIC", extra=[
+                         f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}',
+                         "ps_unavailable_timeout_seconds: 60"]) as c:
+            outcomes, generations = [], set()
+
+            def killer():
+                while not any(n.startswith("step-") for n in
+                              (os.listdir(ckpt) if os.path.isdir(ckpt) else [])) \
+                        or len(outcomes) < 20:
+                    time.sleep(0.05)
+                c.procs[1].kill()
+                c.procs[1].wait()
+                time.sleep(0.5)
+                c.procs[1] = c.start(PS_SERVER, "ps:1")
+
+            run_threads([lambda: train(c, 0, outcomes, generations),
+                         lambda: train(c, 1, outcomes, generations),
+                         killer], timeout=180)
+            self.assertEqual(c.wait_ps(), [0, 0])
+            run = c.summary()
+            self.assertGreaterEqual(run["final_global_step"], 60)
+            self.assertGreaterEqual(run["ps_rollbacks"], 1)
+            self.assertGreater(max(generations), 1)
+            self.assertIn("restored", c.log("ps:1"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,108 @@
+"""psgd.torch against real ps_server processes: a small nn.Module trained
+by three Python workers (sync 2 of 3, overlap of pushes with the backward;
+async), the chief's evaluations and summary, and the run directory read by
+scripts/run/compare.py and trace.py unchanged."""
+
+import os
+import subprocess
+import unittest
+
+import torch
+
+import psgd
+import psgd.torch
+from cluster import Cluster, run_threads, _SOURCES
+
+DATA = "source: SYNTHETIC"
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.hidden = torch.nn.Linear(8, 16)
+        self.out = torch.nn.Linear(16, 3)
+        # Never used by the forward: its gradient goes as zeros.
+        self.unused = torch.nn.Parameter(torch.zeros(2))
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x)))
+
+
+def batches(j, n=6, batch=16):
+    g = torch.Generator().manual_seed(100 + j)
+    centers = torch.randn(3, 8, generator=g) * 3
+    data = []
+    for _ in range(n):
+        y = torch.randint(0, 3, (batch,), generator=g)
+        data.append((centers[y] + torch.randn(batch, 8, generator=g), y))
+    return data
+
+
+def evaluate(module):
+    with torch.no_grad():
+        x, y = zip(*batches(99, 2))
+        x, y = torch.cat(x), torch.cat(y)
+        out = module(x)
+        loss = torch.nn.functional.cross_entropy(out, y).item()
+        return (out.argmax(1) == y).float().mean().item(), loss, len(y)
+
+
+def worker(c, j):
+    return psgd.torch.train(Mlp(j), torch.nn.functional.cross_entropy,
+                            batches(j), c.config, f"worker:{j}",
+                            run_dir=c.run_dir, evaluate=evaluate, log_every=5)
+
+
+class TorchTest(unittest.TestCase):
+
+    def check_run(self, c, summaries):
+        self.assertEqual(c.wait_ps(), [0, 0])
+        run = c.summary()
+        pushes = sum(sum(s["outcomes"].values()) for s in summaries)
+        self.assertEqual(run["server_applied"] + run["server_aggregated"]
+                         + run["server_dropped_stale"]
+                         + run["server_dropped_surplus"], pushes * 2)  # 2 shards
+        evals = [l for l in c.lines(0) if l["kind"] == "eval"]
+        self.assertTrue(evals and evals[-1]["final"])
+        for script in ("compare.py", "trace.py"):
+            out = subprocess.run(
+                ["/usr/bin/python3", os.path.join(_SOURCES, "scripts", "run", script),
+                 c.run_dir, "--out", os.path.join(c.dir, script + ".out")],
+                capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+        return run
+
+    def test_sync_two_of_three_with_overlap(self):
+        with Cluster("torch-sync", ps=2, workers=3, n=2, steps=12,
+                     model="external", data=DATA, training="eval_every: 5",
+                     extra="wire { overlap: true }") as c:
+            parts = []
+            add_part = psgd.Session.add_part
+            psgd.Session.add_part = lambda s, n, g: (parts.append(n), add_part(s, n, g))
+            try:
+                summaries = run_threads([lambda j=j: worker(c, j) for j in range(3)])
+            finally:
+                psgd.Session.add_part = add_part
+            run = self.check_run(c, summaries)
+            # Every gradient went out as a part (4 from their hooks during
+            # the backward, the unused parameter's after it).
+            pushes = sum(sum(s["outcomes"].values()) for s in summaries)
+            self.assertEqual(len(parts), 5 * pushes)
+            self.assertEqual(run["final_global_step"], 12)
+            self.assertEqual(run["server_applied"], 2 * 12)
+
+    def test_async_with_a_loss_that_falls(self):
+        with Cluster("torch-async", ps=2, mode="ASYNC", workers=2, steps=30,
+                     model="external", data=DATA,
+                     training="optimizer { kind: SGD learning_rate: 0.1 }") as c:
+            summaries = run_threads([lambda j=j: worker(c, j) for j in range(2)])
+            run = self.check_run(c, summaries)
+            # Async workers may land a push or two past the last step.
+            self.assertGreaterEqual(run["final_global_step"], 30)
+            losses = [l["loss"] for l in c.lines(1) if l["kind"] == "train"]
+            self.assertLess(sum(losses[-5:]) / 5, sum(losses[:5]) / 5)
+
+
+if __name__ == "__main__":
+    unittest.main()

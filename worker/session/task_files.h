@@ -1,0 +1,46 @@
+// What a worker task reads and writes in the run directory, for every
+// worker program (the C++ task, worker/cluster/worker_task.h, and the
+// Python one, python/): the run directory itself (given, or the chief's
+// choice that the servers pass on), the chief's copy of the config, and the
+// summaries (worker-J.summary.json; the chief's summary.json).
+//
+// Thread-safety: free functions; OpenRunDir blocks the calling thread.
+#ifndef PSGD_WORKER_SESSION_TASK_FILES_H_
+#define PSGD_WORKER_SESSION_TASK_FILES_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/cluster_config.h"
+#include "common/metrics.h"
+#include "ps/client/grpc_client.h"
+#include "worker/session/records.h"
+
+namespace psgd {
+
+// The run directory: `requested` (a user path; may be empty), or else the
+// chief's RUN_ROOT/NAME-TIMESTAMP, which it sends with Initialize and the
+// servers pass on to everyone else (a non-chief waits up to
+// `start_timeout` for it). Creates the client from `client_options` on the
+// way (it carries the chief's choice in run_dir). The chief copies
+// `config_path` into the directory as config.pbtxt. Errors: the client's,
+// DEADLINE_EXCEEDED when no run directory comes, a directory or file that
+// cannot be written.
+absl::StatusOr<std::string> OpenRunDir(
+    const std::string& requested, const std::string& config_path,
+    const ClusterConfig& config, bool chief, absl::Duration start_timeout,
+    ps::GrpcClientOptions* client_options,
+    std::unique_ptr<ps::GrpcPsClient>* client);
+
+// worker-J.summary.json, and the chief's run summary.json (the servers'
+// counters summed over the shards, the rollbacks they survived).
+JsonObject WorkerSummary(const std::string& task,
+                         const ClusterWorkerResult& result);
+JsonObject RunSummary(const ClusterConfig& config,
+                      const ClusterWorkerResult& result);
+
+}  // namespace psgd
+
+#endif  // PSGD_WORKER_SESSION_TASK_FILES_H_
