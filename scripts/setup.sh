@@ -3,7 +3,8 @@
 # need. Idempotent: when everything is present it only checks (a second or
 # two). Usage:
 #   scripts/setup.sh            build + tests + scripts
-#   scripts/setup.sh --bench    also PyTorch (the peer of the CPU benchmark)
+#   scripts/setup.sh --bench    the same (PyTorch, the CPU benchmark's peer, is
+#                               now in the main list for the models' tests)
 #   scripts/setup.sh --list     print the package list and exit
 # On a system without apt-get it prints what to install and fails.
 set -euo pipefail
@@ -18,11 +19,13 @@ PACKAGES=(
   clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
   libssl-dev openssl       # the cluster token's SHA-256; test certificates
   python3 python3-numpy python3-matplotlib  # scripts/run/compare.py
+  python3-torch            # worker/models/torch_check: the networks against PyTorch; the CPU benchmark's peer
   procps iproute2          # scripts/run/launch.sh, tests; ip netns and tc (netns_hosts.sh)
   slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/deploy/)
   prometheus               # promtool: the /metrics pages' format check in the tests
 )
-BENCH_PACKAGES=(python3-torch)
+# (python3-torch moved to the main list: the models' tests need it.)
+BENCH_PACKAGES=()
 
 want=("${PACKAGES[@]}")
 case "${1:-}" in

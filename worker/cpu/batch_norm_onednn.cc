@@ -1,5 +1,6 @@
 #include "worker/cpu/batch_norm_onednn.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 
@@ -14,6 +15,32 @@ using Tag = dnnl::memory::format_tag;
 using Flags = dnnl::normalization_flags;
 using BnForward = dnnl::batch_normalization_forward;
 using BnBackward = dnnl::batch_normalization_backward;
+
+// x: (N, C, plane)  ->  mean, var: (C), the mean and biased variance of
+// each channel, summed in double (as PyTorch's CPU batch norm): oneDNN's
+// float32 sums over N * H * W = 10^5 values move outputs near zero by
+// ~1e-6, enough to flip a fused ReLU's mask against a float64 reference.
+void BatchStatistics(int64_t batch, int64_t channels, int64_t plane,
+                     const float* x, float* mean, float* var,
+                     ThreadPool* pool) {
+  const double m = static_cast<double>(batch * plane);
+  pool->ParallelFor(channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      double sum = 0.0, sum_sq = 0.0;
+      for (int64_t n = 0; n < batch; ++n) {
+        const float* row = x + (n * channels + c) * plane;
+        for (int64_t i = 0; i < plane; ++i) {
+          const double v = row[i];
+          sum += v;
+          sum_sq += v * v;
+        }
+      }
+      const double mu = sum / m;
+      mean[c] = static_cast<float>(mu);
+      var[c] = static_cast<float>(std::max(sum_sq / m - mu * mu, 0.0));
+    }
+  });
+}
 
 class OneDnnBatchNorm : public BatchNormOp {
  public:
@@ -44,6 +71,9 @@ class OneDnnBatchNorm : public BatchNormOp {
           {"running_var", &running_var.shape()}}) {
       RETURN_IF_ERROR(shape_.CheckParams(what, *got));
     }
+    BatchStatistics(shape_.batch, shape_.channels,
+                    shape_.height * shape_.width, x.data(), batch_mean.data(),
+                    batch_var.data(), pool_);
     RETURN_IF_ERROR(CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -179,9 +209,10 @@ absl::Status OneDnnBatchNorm::Init() {
     const Flags relu = shape_.relu ? Flags::fuse_norm_relu : Flags::none;
     const float eps = shape_.epsilon;
 
+    // Training normalises with the statistics BatchStatistics computed.
     BnForward::primitive_desc train_pd(
         BnForward::desc(dnnl::prop_kind::forward_training, data_md, eps,
-                        affine | relu),
+                        affine | relu | Flags::use_global_stats),
         eng);
     BnForward::primitive_desc infer_pd(
         BnForward::desc(dnnl::prop_kind::forward_inference, data_md, eps,

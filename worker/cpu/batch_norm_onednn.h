@@ -3,9 +3,11 @@
 // one forward-inference and one backward primitive per shape, made once, on
 // the backend's plain NCHW layout (no reorders). The ReLU of a conv block is
 // fused into the forward passes (oneDNN's fuse_norm_relu); the backward masks
-// dy with y's zeros and runs the plain backward in place. The running
-// statistics' update (momentum, unbiased variance) is this file's loop over
-// the channels.
+// dy with y's zeros and runs the plain backward in place. The batch
+// statistics are summed in double here (as PyTorch's CPU batch norm; oneDNN
+// sums in float32) and handed to the training primitive as given
+// statistics; the running statistics' update (momentum, unbiased variance)
+// is this file's loop over the channels.
 //
 // Thread-safety: as BatchNormOp (one thread at a time).
 #ifndef PSGD_WORKER_CPU_BATCH_NORM_ONEDNN_H_

@@ -35,7 +35,7 @@ TEST_CASE("batch norm forward, running statistics and backward") {
   Backend* b = backend.get();
   for (const BatchNormShape& s :
        {Bn(2, 3, 4, 4, false), Bn(2, 3, 4, 4, true), Bn(3, 5, 3, 2, false),
-        Bn(4, 2, 1, 1, true), Bn(1, 4, 5, 3, true)}) {
+        Bn(4, 2, 1, 1, true), Bn(1, 4, 5, 3, true), Bn(8, 16, 32, 32, false)}) {
     INFO(s.ToString());
     const int64_t c = s.channels;
     const int64_t count = NumElements(s.input());
