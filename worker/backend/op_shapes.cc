@@ -23,6 +23,15 @@ absl::Status CheckPositive(
   return absl::OkStatus();
 }
 
+// CheckPositive of an image tensor's four dimensions.
+absl::Status CheckImageDims(absl::string_view op, int64_t batch,
+                            int64_t channels, int64_t height, int64_t width) {
+  return CheckPositive(op, {{"batch", batch},
+                            {"channels", channels},
+                            {"height", height},
+                            {"width", width}});
+}
+
 // One argument of an op call: its name, its shape and the plan's.
 struct ArgShape {
   const char* name;
@@ -116,10 +125,8 @@ std::string BatchNormShape::ToString() const {
 }
 
 absl::Status BatchNormShape::Validate() const {
-  if (absl::Status s = CheckPositive(ToString(), {{"batch", batch},
-                                                  {"channels", channels},
-                                                  {"height", height},
-                                                  {"width", width}});
+  if (absl::Status s =
+          CheckImageDims(ToString(), batch, channels, height, width);
       !s.ok()) {
     return s;
   }
@@ -169,10 +176,8 @@ std::string LrnShape::ToString() const {
 }
 
 absl::Status LrnShape::Validate() const {
-  if (absl::Status s = CheckPositive(ToString(), {{"batch", batch},
-                                                  {"channels", channels},
-                                                  {"height", height},
-                                                  {"width", width}});
+  if (absl::Status s =
+          CheckImageDims(ToString(), batch, channels, height, width);
       !s.ok()) {
     return s;
   }

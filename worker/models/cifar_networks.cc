@@ -18,17 +18,21 @@ int ConvBn(NetworkBuilder& b, int x, const std::string& conv,
   return b.BatchNorm(b.Conv(x, conv, out, kernel, stride, kernel / 2), bn);
 }
 
+// x itself, or a 1x1 conv + BN to `out` channels at `stride` where the
+// shape changes (He et al.'s projection shortcut).
+int Shortcut(NetworkBuilder& b, int x, const std::string& p, int64_t out,
+             int64_t stride) {
+  if (stride == 1 && b.shape(x)[0] == out) return x;
+  return ConvBn(b, x, p + "shortcut.0", p + "shortcut.1", out, 1, stride);
+}
+
 // He et al.'s basic block: relu(bn2(conv2(relu(bn1(conv1(x))))) + sc(x)),
 // sc a 1x1 conv + BN where the shape changes.
 int BasicBlock(NetworkBuilder& b, int x, const std::string& p, int64_t out,
                int64_t stride) {
   int y = b.Relu(ConvBn(b, x, p + "conv1", p + "bn1", out, 3, stride));
   y = ConvBn(b, y, p + "conv2", p + "bn2", out, 3, 1);
-  int shortcut = x;
-  if (stride != 1 || b.shape(x)[0] != out) {
-    shortcut = ConvBn(b, x, p + "shortcut.0", p + "shortcut.1", out, 1, stride);
-  }
-  return b.Relu(b.Add(y, shortcut));
+  return b.Relu(b.Add(y, Shortcut(b, x, p, out, stride)));
 }
 
 // torchvision's bottleneck (stride on the 3x3): 1x1 width, 3x3 width, 1x1
@@ -39,11 +43,7 @@ int Bottleneck(NetworkBuilder& b, int x, const std::string& p, int64_t width,
   int y = b.Relu(ConvBn(b, x, p + "conv1", p + "bn1", width, 1, 1));
   y = b.Relu(ConvBn(b, y, p + "conv2", p + "bn2", width, 3, stride));
   y = ConvBn(b, y, p + "conv3", p + "bn3", out, 1, 1);
-  int shortcut = x;
-  if (stride != 1 || b.shape(x)[0] != out) {
-    shortcut = ConvBn(b, x, p + "shortcut.0", p + "shortcut.1", out, 1, stride);
-  }
-  return b.Relu(b.Add(y, shortcut));
+  return b.Relu(b.Add(y, Shortcut(b, x, p, out, stride)));
 }
 
 // Zagoruyko & Komodakis's pre-activation block: o = relu(bn1(x));

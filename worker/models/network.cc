@@ -7,6 +7,24 @@
 
 namespace psgd {
 
+Conv2dShape ConvShapeOf(const Layer& conv, int64_t batch, const Shape& in) {
+  Conv2dShape s{batch,        in[0],       in[1],      in[2],
+                conv.shape[0], conv.kernel, conv.kernel};
+  s.stride = conv.stride;
+  s.padding = conv.padding;
+  s.has_bias = conv.bias;
+  return s;
+}
+
+BatchNormShape BatchNormShapeOf(int64_t batch, const Shape& in) {
+  BatchNormShape s;
+  s.batch = batch;
+  s.channels = in[0];
+  s.height = in[1];
+  s.width = in[2];
+  return s;
+}
+
 NetworkBuilder::NetworkBuilder(std::string name, Shape image, int64_t classes,
                                float weight_decay) {
   spec_.name = std::move(name);

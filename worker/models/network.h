@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "common/model_variables.h"
 #include "common/tensor.h"
+#include "worker/backend/op_shapes.h"
 
 namespace psgd {
 
@@ -73,6 +74,11 @@ struct NetworkSpec {
   std::vector<VariableSpec> state;  // batch norm running statistics
   std::vector<int> decayed;         // variables weight decay applies to
 };
+
+// The backend shapes of a conv / batch norm layer at batch size `batch`;
+// `in` is its input's per-example shape (C, H, W).
+Conv2dShape ConvShapeOf(const Layer& conv, int64_t batch, const Shape& in);
+BatchNormShape BatchNormShapeOf(int64_t batch, const Shape& in);
 
 // Builds a NetworkSpec layer by layer; each call returns the new layer's
 // index. A wrong call (an input that does not exist, shapes that do not

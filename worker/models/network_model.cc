@@ -204,19 +204,12 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
     const Shape& x = p->nodes[l.inputs[0]].out.shape();
     switch (l.kind) {
       case LayerKind::kConv: {
-        Conv2dShape s{batch, x[1], x[2], x[3], l.shape[0], l.kernel, l.kernel};
-        s.stride = l.stride;
-        s.padding = l.padding;
-        s.has_bias = l.bias;
-        ASSIGN_OR_RETURN(n.conv, backend_->CreateConv2d(s));
+        ASSIGN_OR_RETURN(n.conv, backend_->CreateConv2d(ConvShapeOf(
+                                     l, batch, layers[l.inputs[0]].shape)));
         break;
       }
       case LayerKind::kBatchNorm: {
-        BatchNormShape s;
-        s.batch = batch;
-        s.channels = x[1];
-        s.height = x[2];
-        s.width = x[3];
+        BatchNormShape s = BatchNormShapeOf(batch, layers[l.inputs[0]].shape);
         const int c = only_consumer(i);
         s.relu = c >= 0 && p->nodes[c].fused;
         ASSIGN_OR_RETURN(n.bn, backend_->CreateBatchNorm(s));

@@ -64,20 +64,12 @@ double ReferenceLoss(const NetworkSpec& spec, const std::vector<Vec>& w,
     const Shape& in = spec.layers[l.inputs[0]].shape;
     switch (l.kind) {
       case LayerKind::kConv: {
-        Conv2dShape s{n, in[0], in[1], in[2], l.shape[0], l.kernel, l.kernel};
-        s.stride = l.stride;
-        s.padding = l.padding;
-        s.has_bias = l.bias;
-        out[i] = reference::Conv2d(s, x, w[l.variable],
+        out[i] = reference::Conv2d(ConvShapeOf(l, n, in), x, w[l.variable],
                                    l.bias ? w[l.variable + 1] : Vec());
         break;
       }
       case LayerKind::kBatchNorm: {
-        BatchNormShape s;
-        s.batch = n;
-        s.channels = in[0];
-        s.height = in[1];
-        s.width = in[2];
+        const BatchNormShape s = BatchNormShapeOf(n, in);
         const Vec& g = w[l.variable];
         const Vec& beta = w[l.variable + 1];
         if (training) {

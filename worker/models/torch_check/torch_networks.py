@@ -14,6 +14,13 @@ def _conv(cin, cout, kernel, stride):
     return nn.Conv2d(cin, cout, kernel, stride, kernel // 2, bias=False)
 
 
+def _projection(cin, cout, stride):
+    """None (identity), or a 1x1 conv + BN where the shape changes."""
+    if stride == 1 and cin == cout:
+        return None
+    return nn.Sequential(_conv(cin, cout, 1, stride), nn.BatchNorm2d(cout))
+
+
 class BasicBlock(nn.Module):
     """He et al.: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))."""
 
@@ -23,10 +30,7 @@ class BasicBlock(nn.Module):
         self.bn1 = nn.BatchNorm2d(cout)
         self.conv2 = _conv(cout, cout, 3, 1)
         self.bn2 = nn.BatchNorm2d(cout)
-        self.shortcut = None
-        if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(_conv(cin, cout, 1, stride),
-                                          nn.BatchNorm2d(cout))
+        self.shortcut = _projection(cin, cout, stride)
 
     def forward(self, x):
         out = F.relu(self.bn1(self.conv1(x)))
@@ -46,10 +50,7 @@ class Bottleneck(nn.Module):
         self.bn2 = nn.BatchNorm2d(width)
         self.conv3 = _conv(width, cout, 1, 1)
         self.bn3 = nn.BatchNorm2d(cout)
-        self.shortcut = None
-        if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(_conv(cin, cout, 1, stride),
-                                          nn.BatchNorm2d(cout))
+        self.shortcut = _projection(cin, cout, stride)
 
     def forward(self, x):
         out = F.relu(self.bn1(self.conv1(x)))
