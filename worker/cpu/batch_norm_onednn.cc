@@ -1,6 +1,7 @@
 #include "worker/cpu/batch_norm_onednn.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <unordered_map>
 #include <utility>
 
@@ -60,17 +61,13 @@ class OneDnnBatchNorm : public BatchNormOp {
                                DeviceView batch_mean, DeviceView batch_var,
                                DeviceView running_mean,
                                DeviceView running_var) override {
-    RETURN_IF_ERROR(shape_.CheckInput("x", x.shape()));
-    RETURN_IF_ERROR(shape_.CheckInput("y", y.shape()));
-    for (const auto& [what, got] :
-         {std::pair<const char*, const Shape*>{"gamma", &gamma.shape()},
-          {"beta", &beta.shape()},
-          {"batch_mean", &batch_mean.shape()},
-          {"batch_var", &batch_var.shape()},
-          {"running_mean", &running_mean.shape()},
-          {"running_var", &running_var.shape()}}) {
-      RETURN_IF_ERROR(shape_.CheckParams(what, *got));
-    }
+    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
+                              {{"gamma", &gamma.shape()},
+                               {"beta", &beta.shape()},
+                               {"batch_mean", &batch_mean.shape()},
+                               {"batch_var", &batch_var.shape()},
+                               {"running_mean", &running_mean.shape()},
+                               {"running_var", &running_var.shape()}}));
     BatchStatistics(shape_.batch, shape_.channels,
                     shape_.height * shape_.width, x.data(), batch_mean.data(),
                     batch_var.data(), pool_);
@@ -108,15 +105,11 @@ class OneDnnBatchNorm : public BatchNormOp {
                                 ConstDeviceView running_mean,
                                 ConstDeviceView running_var,
                                 DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckInput("x", x.shape()));
-    RETURN_IF_ERROR(shape_.CheckInput("y", y.shape()));
-    for (const auto& [what, got] :
-         {std::pair<const char*, const Shape*>{"gamma", &gamma.shape()},
-          {"beta", &beta.shape()},
-          {"running_mean", &running_mean.shape()},
-          {"running_var", &running_var.shape()}}) {
-      RETURN_IF_ERROR(shape_.CheckParams(what, *got));
-    }
+    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
+                              {{"gamma", &gamma.shape()},
+                               {"beta", &beta.shape()},
+                               {"running_mean", &running_mean.shape()},
+                               {"running_var", &running_var.shape()}}));
     return CatchOneDnn(shape_.ToString() + " inference", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -137,21 +130,14 @@ class OneDnnBatchNorm : public BatchNormOp {
                         ConstDeviceView batch_mean, ConstDeviceView batch_var,
                         DeviceView dx, DeviceView dgamma,
                         DeviceView dbeta) override {
-    for (const auto& [what, got] :
-         {std::pair<const char*, const Shape*>{"x", &x.shape()},
-          {"dy", &dy.shape()},
-          {"dx", &dx.shape()}}) {
-      RETURN_IF_ERROR(shape_.CheckInput(what, *got));
-    }
+    RETURN_IF_ERROR(CheckArgs(
+        {{"x", &x.shape()}, {"dy", &dy.shape()}, {"dx", &dx.shape()}},
+        {{"gamma", &gamma.shape()},
+         {"batch_mean", &batch_mean.shape()},
+         {"batch_var", &batch_var.shape()},
+         {"dgamma", &dgamma.shape()},
+         {"dbeta", &dbeta.shape()}}));
     if (shape_.relu) RETURN_IF_ERROR(shape_.CheckInput("y", y.shape()));
-    for (const auto& [what, got] :
-         {std::pair<const char*, const Shape*>{"gamma", &gamma.shape()},
-          {"batch_mean", &batch_mean.shape()},
-          {"batch_var", &batch_var.shape()},
-          {"dgamma", &dgamma.shape()},
-          {"dbeta", &dbeta.shape()}}) {
-      RETURN_IF_ERROR(shape_.CheckParams(what, *got));
-    }
     const float* diff_dst = dy.data();
     if (shape_.relu) {
       // The ReLU's backward, into dx; the normalisation's then runs in
@@ -180,6 +166,19 @@ class OneDnnBatchNorm : public BatchNormOp {
   }
 
  private:
+  using Arg = std::pair<const char*, const Shape*>;
+  // The shapes of one call: activations (N, C, H, W), parameters (C).
+  absl::Status CheckArgs(std::initializer_list<Arg> activations,
+                         std::initializer_list<Arg> params) const {
+    for (const auto& [what, got] : activations) {
+      RETURN_IF_ERROR(shape_.CheckInput(what, *got));
+    }
+    for (const auto& [what, got] : params) {
+      RETURN_IF_ERROR(shape_.CheckParams(what, *got));
+    }
+    return absl::OkStatus();
+  }
+
   // oneDNN takes non-const handles but does not write its sources.
   static const memory& Bind(memory& m, const float* data) {
     m.set_data_handle(const_cast<float*>(data));
