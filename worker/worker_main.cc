@@ -11,6 +11,8 @@
 // summary.json. The run directory is --run_dir, or else the one the chief
 // chose (RUN_ROOT/NAME-TIMESTAMP), which the servers pass on to the others.
 //
+//   worker --list_models     prints every model with its parameter count
+//
 // Exits 0 when training ended normally, 1 on an error (logged), 2 for bad
 // flags or config.
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include "common/logging.h"
 #include "spdlog/spdlog.h"
 #include "worker/cluster/worker_task.h"
+#include "worker/models/registry.h"
 #include "worker/paths.h"
 
 ABSL_FLAG(std::string, config, "", "Cluster config file (text format).");
@@ -33,10 +36,22 @@ ABSL_FLAG(std::string, run_dir, "",
           "Run directory shared by every task (scripts/run/launch.sh passes one); "
           "default: the chief's RUN_ROOT/NAME-TIMESTAMP.");
 
+ABSL_FLAG(bool, list_models, false,
+          "Print the models the worker knows, with their parameter counts, "
+          "and exit.");
+
 int main(int argc, char** argv) {
   psgd::SetProgramUsage(
-      "worker --config=CLUSTER.pbtxt --task=worker:J [--run_dir=DIR]");
+      "worker --config=CLUSTER.pbtxt --task=worker:J [--run_dir=DIR]\n"
+      "       worker --list_models");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_list_models)) {
+    for (const psgd::ModelInfo& m : psgd::ListModels()) {
+      std::printf("%-18s %12s parameters\n", m.name.c_str(),
+                  psgd::FormatCount(m.parameters).c_str());
+    }
+    return 0;
+  }
   const std::string config_path =
       psgd::ResolveUserPath(absl::GetFlag(FLAGS_config));
   if (config_path.empty() || (absl::GetFlag(FLAGS_task).empty() &&

@@ -39,13 +39,15 @@
 
 namespace psgd {
 
-// Convolution, stride 1, SAME padding, bias added. See Conv2dShape.
+// Convolution: stride 1, SAME padding and a bias by default, or the stride,
+// padding and bias the shape says. See Conv2dShape.
 class Conv2dOp {
  public:
   virtual ~Conv2dOp() = default;
   virtual const Conv2dShape& shape() const = 0;
 
-  // x: (N, C, H, W); w: (O, C, KH, KW); b: (O)  ->  y: (N, O, H, W)
+  // x: (N, C, H, W); w: (O, C, KH, KW); b: (O) or [] without a bias  ->
+  // y: (N, O, OH, OW)
   virtual absl::Status Forward(ConstDeviceView x, ConstDeviceView w,
                                ConstDeviceView b, DeviceView y) = 0;
   // dy: (N, O, H, W); w: (O, C, KH, KW)  ->  dx: (N, C, H, W)
@@ -82,6 +84,42 @@ class LrnOp {
   // x, y, dy: (N, C, H, W)  ->  dx: (N, C, H, W)
   virtual absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                                 ConstDeviceView dy, DeviceView dx) = 0;
+};
+
+// Batch normalisation (optionally fused with a ReLU). See BatchNormShape.
+// The op keeps no state between calls: running statistics and the batch
+// statistics that Backward needs are the caller's tensors.
+class BatchNormOp {
+ public:
+  virtual ~BatchNormOp() = default;
+  virtual const BatchNormShape& shape() const = 0;
+
+  // Training. x: (N, C, H, W); gamma, beta: (C)  ->  y: (N, C, H, W);
+  // batch_mean, batch_var: (C), the batch's mean and biased variance (for
+  // Backward); running_mean, running_var: (C), updated in place.
+  virtual absl::Status ForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
+                                       ConstDeviceView beta, DeviceView y,
+                                       DeviceView batch_mean,
+                                       DeviceView batch_var,
+                                       DeviceView running_mean,
+                                       DeviceView running_var) = 0;
+  // Inference. x: (N, C, H, W); gamma, beta, running_mean, running_var: (C)
+  // ->  y: (N, C, H, W).
+  virtual absl::Status ForwardInference(ConstDeviceView x,
+                                        ConstDeviceView gamma,
+                                        ConstDeviceView beta,
+                                        ConstDeviceView running_mean,
+                                        ConstDeviceView running_var,
+                                        DeviceView y) = 0;
+  // Backward of ForwardTraining. x, y, dy: (N, C, H, W) (y: the forward's
+  // output, whose zeros are the fused ReLU's mask; unread without relu);
+  // gamma, batch_mean, batch_var: (C)  ->  dx: (N, C, H, W); dgamma, dbeta:
+  // (C), overwritten. dx may be dy (in place).
+  virtual absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                                ConstDeviceView dy, ConstDeviceView gamma,
+                                ConstDeviceView batch_mean,
+                                ConstDeviceView batch_var, DeviceView dx,
+                                DeviceView dgamma, DeviceView dbeta) = 0;
 };
 
 // Fully connected layer with bias. See DenseShape.
@@ -153,6 +191,8 @@ class Backend {
       const DenseShape& shape) = 0;
   virtual absl::StatusOr<std::unique_ptr<SoftmaxCrossEntropyOp>>
   CreateSoftmaxCrossEntropy(const SoftmaxCrossEntropyShape& shape) = 0;
+  virtual absl::StatusOr<std::unique_ptr<BatchNormOp>> CreateBatchNorm(
+      const BatchNormShape& shape) = 0;
 
   // --- Element-wise ops (any shape; x and y of equal shape) ---------------
   // y = max(x, 0). y may be x (in place).
@@ -160,6 +200,18 @@ class Backend {
   // dx = dy where y > 0, else 0. dx may be dy (in place).
   virtual absl::Status ReluBackward(ConstDeviceView y, ConstDeviceView dy,
                                     DeviceView dx) = 0;
+  // y = a + b (the residual add; also sums gradients). y may be a or b.
+  virtual absl::Status Add(ConstDeviceView a, ConstDeviceView b,
+                           DeviceView y) = 0;
+  // dst = src; element counts must match.
+  virtual absl::Status Copy(ConstDeviceView src, DeviceView dst) = 0;
+  // Global average pooling. x: (N, C, H, W)  ->  y: (N, C), the mean over
+  // H and W.
+  virtual absl::Status GlobalAvgPoolForward(ConstDeviceView x,
+                                            DeviceView y) = 0;
+  // dy: (N, C)  ->  dx: (N, C, H, W) = dy / (H * W) at every position.
+  virtual absl::Status GlobalAvgPoolBackward(ConstDeviceView dy,
+                                             DeviceView dx) = 0;
   // L2 weight decay of one variable, TensorFlow's
   // decay * tf.nn.l2_loss(w) = decay * sum(w^2) / 2:
   // dw += decay * w, and returns that loss term.

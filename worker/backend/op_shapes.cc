@@ -23,6 +23,15 @@ absl::Status CheckPositive(
   return absl::OkStatus();
 }
 
+// CheckPositive of an image tensor's four dimensions.
+absl::Status CheckImageDims(absl::string_view op, int64_t batch,
+                            int64_t channels, int64_t height, int64_t width) {
+  return CheckPositive(op, {{"batch", batch},
+                            {"channels", channels},
+                            {"height", height},
+                            {"width", width}});
+}
+
 // One argument of an op call: its name, its shape and the plan's.
 struct ArgShape {
   const char* name;
@@ -54,19 +63,91 @@ SamePadding ComputeSamePadding(int64_t input, int64_t window, int64_t stride) {
   return p;
 }
 
+namespace {
+
+SamePadding ConvPadding(int64_t input, int64_t window, int64_t stride,
+                        int64_t padding) {
+  if (padding == Conv2dShape::kSamePadding) {
+    return ComputeSamePadding(input, window, stride);
+  }
+  SamePadding p;
+  p.before = padding;
+  p.after = padding;
+  p.output = (input + 2 * padding - window) / stride + 1;
+  return p;
+}
+
+}  // namespace
+
+SamePadding Conv2dShape::pad_h() const {
+  return ConvPadding(height, kernel_h, stride, padding);
+}
+
+SamePadding Conv2dShape::pad_w() const {
+  return ConvPadding(width, kernel_w, stride, padding);
+}
+
 std::string Conv2dShape::ToString() const {
-  return absl::StrCat("conv2d x ", ShapeToString(input()), " w ",
-                      ShapeToString(filter()));
+  std::string s = absl::StrCat("conv2d x ", ShapeToString(input()), " w ",
+                               ShapeToString(filter()));
+  if (!default_form()) {
+    absl::StrAppend(&s, " stride ", stride, " padding ",
+                    padding == kSamePadding ? std::string("same")
+                                            : absl::StrCat(padding),
+                    has_bias ? "" : " no bias");
+  }
+  return s;
 }
 
 absl::Status Conv2dShape::Validate() const {
-  return CheckPositive(ToString(), {{"batch", batch},
-                                    {"in_channels", in_channels},
-                                    {"height", height},
-                                    {"width", width},
-                                    {"out_channels", out_channels},
-                                    {"kernel_h", kernel_h},
-                                    {"kernel_w", kernel_w}});
+  if (absl::Status s = CheckPositive(ToString(), {{"batch", batch},
+                                                  {"in_channels", in_channels},
+                                                  {"height", height},
+                                                  {"width", width},
+                                                  {"out_channels", out_channels},
+                                                  {"kernel_h", kernel_h},
+                                                  {"kernel_w", kernel_w},
+                                                  {"stride", stride}});
+      !s.ok()) {
+    return s;
+  }
+  if (padding < kSamePadding) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ToString(), ": padding is ", padding, ", must be -1 (SAME) or more"));
+  }
+  return CheckPositive(ToString(), {{"output height", pad_h().output},
+                                    {"output width", pad_w().output}});
+}
+
+std::string BatchNormShape::ToString() const {
+  return absl::StrCat("batch_norm", relu ? "+relu" : "", " x ",
+                      ShapeToString(input()));
+}
+
+absl::Status BatchNormShape::Validate() const {
+  if (absl::Status s =
+          CheckImageDims(ToString(), batch, channels, height, width);
+      !s.ok()) {
+    return s;
+  }
+  if (!(epsilon > 0.0f) || !(momentum >= 0.0f && momentum <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ToString(), ": needs epsilon > 0 and momentum in [0, 1], got ",
+        epsilon, " and ", momentum));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchNormShape::CheckInput(absl::string_view what,
+                                        const Shape& got) const {
+  if (got == input()) return absl::OkStatus();
+  return CheckShape(ToString(), what, got, input());
+}
+
+absl::Status BatchNormShape::CheckParams(absl::string_view what,
+                                         const Shape& got) const {
+  if (got == params()) return absl::OkStatus();
+  return CheckShape(ToString(), what, got, params());
 }
 
 Shape PoolShape::output() const {
@@ -95,10 +176,8 @@ std::string LrnShape::ToString() const {
 }
 
 absl::Status LrnShape::Validate() const {
-  if (absl::Status s = CheckPositive(ToString(), {{"batch", batch},
-                                                  {"channels", channels},
-                                                  {"height", height},
-                                                  {"width", width}});
+  if (absl::Status s =
+          CheckImageDims(ToString(), batch, channels, height, width);
       !s.ok()) {
     return s;
   }
@@ -227,6 +306,15 @@ absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b) {
   if (a == b) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(op, ": ", a, " elements into ", b));
+}
+
+absl::Status CheckGlobalAvgPool(const Shape& x, const Shape& y) {
+  if (x.size() == 4 && y.size() == 2 && x[0] == y[0] && x[1] == y[1]) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("global average pooling: x ", ShapeToString(x), " and y ",
+                   ShapeToString(y), " are not (N, C, H, W) and (N, C)"));
 }
 
 }  // namespace psgd

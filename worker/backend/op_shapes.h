@@ -26,8 +26,14 @@ struct SamePadding {
 };
 SamePadding ComputeSamePadding(int64_t input, int64_t window, int64_t stride);
 
-// 2-D convolution, stride 1, SAME padding, with a bias per output channel.
+// 2-D convolution. By default stride 1, SAME padding and a bias per output
+// channel (the tutorial network's form, which every backend runs); the
+// ResNets' form is a stride, symmetric zero padding (PyTorch's `padding`)
+// and no bias, which the oneDNN convolution runs and the others refuse with
+// UNIMPLEMENTED (see default_form()).
 struct Conv2dShape {
+  static constexpr int64_t kSamePadding = -1;
+
   int64_t batch = 0;
   int64_t in_channels = 0;
   int64_t height = 0;
@@ -35,13 +41,28 @@ struct Conv2dShape {
   int64_t out_channels = 0;
   int64_t kernel_h = 0;
   int64_t kernel_w = 0;
+  int64_t stride = 1;
+  // Zero rows and columns on each side, or kSamePadding for TensorFlow's SAME
+  // (the odd one after).
+  int64_t padding = kSamePadding;
+  // Without a bias, b and db are empty views (shape []) and ignored.
+  bool has_bias = true;
 
+  // Stride 1, SAME, with a bias.
+  bool default_form() const {
+    return stride == 1 && padding == kSamePadding && has_bias;
+  }
+  // The output size and padding along each spatial dimension.
+  SamePadding pad_h() const;
+  SamePadding pad_w() const;
   Shape input() const { return {batch, in_channels, height, width}; }
   Shape filter() const {
     return {out_channels, in_channels, kernel_h, kernel_w};
   }
-  Shape bias() const { return {out_channels}; }
-  Shape output() const { return {batch, out_channels, height, width}; }
+  Shape bias() const { return has_bias ? Shape{out_channels} : Shape{}; }
+  Shape output() const {
+    return {batch, out_channels, pad_h().output, pad_w().output};
+  }
   std::string ToString() const;
   absl::Status Validate() const;
   // The shapes of each call's arguments against the plan: INVALID_ARGUMENT
@@ -101,6 +122,32 @@ struct LrnShape {
                              const Shape& dx) const;
 };
 
+// Batch normalisation over (N, H, W) per channel, PyTorch's BatchNorm2d:
+//   training:  y = gamma * (x - mean) / sqrt(var + epsilon) + beta with the
+//              batch's mean and biased variance; running_mean and
+//              running_var move towards the batch's mean and unbiased
+//              variance: r = (1 - momentum) * r + momentum * batch_stat.
+//   inference: the same with running_mean and running_var.
+// With `relu`, y = max(that, 0) (the fused BN + ReLU of a conv block).
+struct BatchNormShape {
+  int64_t batch = 0;
+  int64_t channels = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+  float epsilon = 1e-5f;
+  float momentum = 0.1f;
+  bool relu = false;
+
+  Shape input() const { return {batch, channels, height, width}; }
+  Shape params() const { return {channels}; }
+  std::string ToString() const;
+  absl::Status Validate() const;
+  // INVALID_ARGUMENT naming `what` unless it has input()'s shape /
+  // params()'s shape.
+  absl::Status CheckInput(absl::string_view what, const Shape& got) const;
+  absl::Status CheckParams(absl::string_view what, const Shape& got) const;
+};
+
 // Fully connected: y (N, M) = x (N, K) . w (K, M) + b (M).
 struct DenseShape {
   int64_t batch = 0;
@@ -142,6 +189,8 @@ absl::Status CheckShape(absl::string_view op, absl::string_view what,
 absl::Status CheckSameShape(absl::string_view op, const Shape& a,
                             const Shape& b);
 absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b);
+// Global average pooling's: x (N, C, H, W) and y (N, C), or INVALID_ARGUMENT.
+absl::Status CheckGlobalAvgPool(const Shape& x, const Shape& y);
 
 }  // namespace psgd
 

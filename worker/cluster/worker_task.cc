@@ -61,6 +61,9 @@ absl::Status RunWorkerTask(const WorkerTaskOptions& options,
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    CreateModel(w.model, backend.get()));
   ASSIGN_OR_RETURN(Dataset data, OpenDataset(w.data));
+  // The model's preprocessing: the tutorial's 24x24 crops or the layer-graph
+  // networks' 32x32 recipe.
+  w.batches.pipeline = BatcherOptions::PipelineFor(model->image_shape());
   ASSIGN_OR_RETURN(std::unique_ptr<Batcher> batches,
                    Batcher::Create(&data.train, w.batches));
   spdlog::info(

@@ -52,6 +52,48 @@ TEST_CASE("conv2d forward and backward match the float64 reference") {
   }
 }
 
+// The ResNets' convolutions: stride 1 or 2, symmetric padding (PyTorch's),
+// no bias; oneDNN only (the im2col kernel refuses them).
+TEST_CASE("strided, padded conv2d without a bias matches the reference") {
+  auto resnet_conv = [](int64_t n, int64_t c, int64_t hw, int64_t o,
+                        int64_t k, int64_t stride, int64_t pad) {
+    Conv2dShape s = Conv(n, c, hw, hw, o, k, k);
+    s.stride = stride;
+    s.padding = pad;
+    s.has_bias = false;
+    return s;
+  };
+  std::vector<Conv2dShape> shapes = {
+      resnet_conv(2, 3, 8, 4, 3, 1, 1), resnet_conv(2, 4, 8, 6, 3, 2, 1),
+      resnet_conv(2, 4, 8, 6, 1, 2, 0), resnet_conv(1, 3, 7, 5, 3, 2, 1),
+      resnet_conv(2, 5, 5, 4, 1, 1, 0)};
+  Conv2dShape with_bias = Conv(2, 3, 6, 6, 4, 3, 3);
+  with_bias.stride = 2;
+  with_bias.padding = 1;
+  shapes.push_back(with_bias);
+  auto backend = testing::MakeBackend("cpu");
+  for (const Conv2dShape& s : shapes) {
+    INFO(s.ToString());
+    auto op = Unwrap(backend->CreateConv2d(s));
+    testing::CheckWeightedLayer(
+        backend.get(),
+        {s.input(), s.filter(), s.bias(), s.output(),
+         [&](auto x, auto w, auto b, auto y) { return op->Forward(x, w, b, y); },
+         [&](auto dy, auto w, auto dx) { return op->BackwardData(dy, w, dx); },
+         [&](auto x, auto dy, auto dw, auto db) {
+           return op->BackwardFilter(x, dy, dw, db);
+         },
+         [&](const auto& x, const auto& w, const auto& b) {
+           return reference::Conv2d(s, x, w, b);
+         }},
+        kTolerance);
+  }
+  CHECK(shapes[1].output() == Shape{2, 6, 4, 4});
+  auto im2col = testing::MakeBackend("cpu:conv=im2col");
+  CHECK(im2col->CreateConv2d(shapes[1]).status().code() ==
+        absl::StatusCode::kUnimplemented);
+}
+
 TEST_CASE("conv2d refuses views of another shape and invalid plans") {
   auto backend = testing::MakeBackend("cpu");
   const Conv2dShape s = Conv(2, 3, 4, 4, 5, 3, 3);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/cpu/elementwise.h"
 
@@ -154,6 +155,12 @@ class Im2colConv2d : public Conv2dOp {
 absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateIm2colConv2d(
     const Conv2dShape& shape, const GemmConfig& gemm, ThreadPool* pool) {
   RETURN_IF_ERROR(shape.Validate());
+  if (!shape.default_form()) {
+    return absl::UnimplementedError(absl::StrCat(
+        shape.ToString(),
+        ": the im2col convolution runs stride 1, SAME padding with a bias "
+        "only; use conv=onednn"));
+  }
   return std::unique_ptr<Conv2dOp>(
       std::make_unique<Im2colConv2d>(shape, gemm, pool));
 }

@@ -1,5 +1,6 @@
 #include "worker/cpu/conv_onednn.h"
 
+#include <unordered_map>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -34,12 +35,16 @@ class OneDnnConv2d : public Conv2dOp {
     return CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
-      bias_.set_data_handle(const_cast<float*>(b.data()));
-      forward_.execute(s, {{DNNL_ARG_SRC, fwd_x_.Input(x.data(), s)},
-                           {DNNL_ARG_WEIGHTS, fwd_w_.Input(w.data(), s)},
-                           {DNNL_ARG_BIAS, bias_},
-                           {DNNL_ARG_DST, fwd_y_.Output(y.data())},
-                           {DNNL_ARG_SCRATCHPAD, fwd_scratch_}});
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, fwd_x_.Input(x.data(), s)},
+          {DNNL_ARG_WEIGHTS, fwd_w_.Input(w.data(), s)},
+          {DNNL_ARG_DST, fwd_y_.Output(y.data())},
+          {DNNL_ARG_SCRATCHPAD, fwd_scratch_}};
+      if (shape_.has_bias) {
+        bias_.set_data_handle(const_cast<float*>(b.data()));
+        args[DNNL_ARG_BIAS] = bias_;
+      }
+      forward_.execute(s, args);
       fwd_y_.FinishOutput(s);
       s.wait();
     });
@@ -69,13 +74,16 @@ class OneDnnConv2d : public Conv2dOp {
     return CatchOneDnn(shape_.ToString() + " backward filter", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
-      diff_bias_.set_data_handle(db.data());
-      backward_weights_.execute(
-          s, {{DNNL_ARG_SRC, bww_x_.Input(x.data(), s)},
-              {DNNL_ARG_DIFF_DST, bww_dy_.Input(dy.data(), s)},
-              {DNNL_ARG_DIFF_WEIGHTS, bww_dw_.Output(dw.data())},
-              {DNNL_ARG_DIFF_BIAS, diff_bias_},
-              {DNNL_ARG_SCRATCHPAD, bww_scratch_}});
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, bww_x_.Input(x.data(), s)},
+          {DNNL_ARG_DIFF_DST, bww_dy_.Input(dy.data(), s)},
+          {DNNL_ARG_DIFF_WEIGHTS, bww_dw_.Output(dw.data())},
+          {DNNL_ARG_SCRATCHPAD, bww_scratch_}};
+      if (shape_.has_bias) {
+        diff_bias_.set_data_handle(db.data());
+        args[DNNL_ARG_DIFF_BIAS] = diff_bias_;
+      }
+      backward_weights_.execute(s, args);
       bww_dw_.FinishOutput(s);
       s.wait();
     });
@@ -100,12 +108,13 @@ absl::Status OneDnnConv2d::Init() {
     const dnnl::engine& eng = context_->engine;
     const memory::desc x_md = Plain(shape_.input(), Tag::nchw);
     const memory::desc w_md = Plain(shape_.filter(), Tag::oihw);
-    const memory::desc b_md = Plain(shape_.bias(), Tag::x);
+    // Without a bias, a zero-sized descriptor: oneDNN's "no bias".
+    const memory::desc b_md =
+        shape_.has_bias ? Plain(shape_.bias(), Tag::x) : memory::desc();
     const memory::desc y_md = Plain(shape_.output(), Tag::nchw);
-    const SamePadding ph =
-        ComputeSamePadding(shape_.height, shape_.kernel_h, 1);
-    const SamePadding pw = ComputeSamePadding(shape_.width, shape_.kernel_w, 1);
-    const memory::dims strides = {1, 1};
+    const SamePadding ph = shape_.pad_h();
+    const SamePadding pw = shape_.pad_w();
+    const memory::dims strides = {shape_.stride, shape_.stride};
     const memory::dims pad_l = {ph.before, pw.before};
     const memory::dims pad_r = {ph.after, pw.after};
     dnnl::primitive_attr attr;
@@ -135,8 +144,10 @@ absl::Status OneDnnConv2d::Init() {
     fwd_scratch_ = memory(fwd_pd.scratchpad_desc(), eng);
     bwd_scratch_ = memory(bwd_pd.scratchpad_desc(), eng);
     bww_scratch_ = memory(bww_pd.scratchpad_desc(), eng);
-    bias_ = memory(b_md, eng, DNNL_MEMORY_NONE);
-    diff_bias_ = memory(b_md, eng, DNNL_MEMORY_NONE);
+    if (shape_.has_bias) {
+      bias_ = memory(b_md, eng, DNNL_MEMORY_NONE);
+      diff_bias_ = memory(b_md, eng, DNNL_MEMORY_NONE);
+    }
 
     fwd_x_ = LayoutBridge(x_md, fwd_pd.src_desc(), eng, /*input=*/true);
     fwd_w_ = LayoutBridge(w_md, fwd_pd.weights_desc(), eng, true);

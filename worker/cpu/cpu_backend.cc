@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "worker/cpu/batch_norm_onednn.h"
 #include "worker/cpu/conv_im2col.h"
 #include "worker/cpu/conv_onednn.h"
 #include "worker/cpu/dense.h"
@@ -175,6 +176,42 @@ class CpuBackend : public Backend {
     RETURN_IF_ERROR(shape.Validate());
     return std::unique_ptr<SoftmaxCrossEntropyOp>(
         std::make_unique<CpuSoftmaxCrossEntropy>(shape));
+  }
+
+  absl::StatusOr<std::unique_ptr<BatchNormOp>> CreateBatchNorm(
+      const BatchNormShape& shape) override {
+    return CreateOneDnnBatchNorm(shape, &context_, &pool_);
+  }
+
+  absl::Status Add(ConstDeviceView a, ConstDeviceView b,
+                   DeviceView y) override {
+    RETURN_IF_ERROR(CheckSameShape("add", a.shape(), b.shape()));
+    RETURN_IF_ERROR(CheckSameShape("add", a.shape(), y.shape()));
+    AddKernel(y.size(), a.data(), b.data(), y.data(), &pool_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Copy(ConstDeviceView src, DeviceView dst) override {
+    RETURN_IF_ERROR(CheckSameCount("copy", src.size(), dst.size()));
+    if (src.data() != dst.data()) {
+      std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status GlobalAvgPoolForward(ConstDeviceView x, DeviceView y) override {
+    RETURN_IF_ERROR(CheckGlobalAvgPool(x.shape(), y.shape()));
+    GlobalAvgPoolForwardKernel(y.size(), x.dim(2) * x.dim(3), x.data(),
+                               y.data(), &pool_);
+    return absl::OkStatus();
+  }
+
+  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy,
+                                     DeviceView dx) override {
+    RETURN_IF_ERROR(CheckGlobalAvgPool(dx.shape(), dy.shape()));
+    GlobalAvgPoolBackwardKernel(dy.size(), dx.dim(2) * dx.dim(3), dy.data(),
+                                dx.data(), &pool_);
+    return absl::OkStatus();
   }
 
   absl::Status ReluForward(ConstDeviceView x, DeviceView y) override {

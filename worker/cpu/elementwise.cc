@@ -24,6 +24,40 @@ void ReluBackwardKernel(int64_t n, const float* y, const float* dy, float* dx,
   });
 }
 
+void AddKernel(int64_t n, const float* a, const float* b, float* y,
+               ThreadPool* pool) {
+  pool->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = a[i] + b[i];
+  });
+}
+
+void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, const float* x,
+                                float* y, ThreadPool* pool) {
+  const float scale = 1.0f / static_cast<float>(inner);
+  pool->ParallelFor(rows, std::max<int64_t>(kMinChunk / inner, 1),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t r = begin; r < end; ++r) {
+                        const float* row = x + r * inner;
+                        float sum = 0.0f;
+                        for (int64_t i = 0; i < inner; ++i) sum += row[i];
+                        y[r] = sum * scale;
+                      }
+                    });
+}
+
+void GlobalAvgPoolBackwardKernel(int64_t rows, int64_t inner, const float* dy,
+                                 float* dx, ThreadPool* pool) {
+  const float scale = 1.0f / static_cast<float>(inner);
+  pool->ParallelFor(rows, std::max<int64_t>(kMinChunk / inner, 1),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t r = begin; r < end; ++r) {
+                        const float g = dy[r] * scale;
+                        float* row = dx + r * inner;
+                        for (int64_t i = 0; i < inner; ++i) row[i] = g;
+                      }
+                    });
+}
+
 void BiasAddKernel(int64_t batch, int64_t channels, int64_t inner,
                    const float* b, float* y, ThreadPool* pool) {
   const int64_t rows = batch * channels;

@@ -1,4 +1,5 @@
-// Element-wise CPU kernels: ReLU, per-channel bias, L2 weight decay.
+// Element-wise CPU kernels: ReLU, per-channel bias, addition, global average
+// pooling, L2 weight decay.
 //
 // Thread-safety: pure functions over caller-owned memory; `pool` runs the
 // loop (not owned).
@@ -27,6 +28,19 @@ void BiasAddKernel(int64_t batch, int64_t channels, int64_t inner,
 // Overwrites db.
 void BiasGradKernel(int64_t batch, int64_t channels, int64_t inner,
                     const float* dy, float* db, ThreadPool* pool);
+
+// a, b, y: (n). y = a + b; y may be a or b.
+void AddKernel(int64_t n, const float* a, const float* b, float* y,
+               ThreadPool* pool);
+
+// x: (rows, inner)  ->  y: (rows) = mean of each row. rows is N*C and inner
+// H*W for an image tensor.
+void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, const float* x,
+                                float* y, ThreadPool* pool);
+
+// dy: (rows)  ->  dx: (rows, inner) = dy[r] / inner.
+void GlobalAvgPoolBackwardKernel(int64_t rows, int64_t inner, const float* dy,
+                                 float* dx, ThreadPool* pool);
 
 // w, dw: (n). dw += decay * w; returns decay * sum(w^2) / 2.
 double L2WeightDecayKernel(int64_t n, const float* w, float decay, float* dw);

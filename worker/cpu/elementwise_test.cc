@@ -1,4 +1,5 @@
-// ReLU, per-channel bias and L2 weight decay: forward values, and gradients
+// ReLU, per-channel bias, add, copy, global average pooling and L2 weight
+// decay: forward values, and gradients
 // against central finite differences of float64 references. Inputs keep
 // away from ReLU's kink. Tolerance: relative error below 1e-4.
 #include "worker/cpu/elementwise.h"
@@ -112,6 +113,61 @@ TEST_CASE("bias add and its gradient, over images and matrices") {
       CHECK(e.relative() < 1e-4);
     }
   }
+}
+
+TEST_CASE("add and copy, also in place") {
+  auto backend = testing::MakeBackend("cpu");
+  Backend* b = backend.get();
+  for (int64_t n : {1, 7, 100000}) {
+    INFO("n " << n);
+    const auto x = testing::RandomValues(n, 31, -1, 1);
+    const auto z = testing::RandomValues(n, 32, -1, 1);
+    DeviceTensor dx = Upload(b, x, {n});
+    DeviceTensor dz = Upload(b, z, {n});
+    DeviceTensor y = Zeros(b, {n});
+    REQUIRE_OK(b->Add(dx.view(), dz.view(), y.view()));
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = x[i] + z[i];
+    CHECK(Download(b, y.view()) == want);
+    REQUIRE_OK(b->Add(dx.view(), dz.view(), dx.view()));
+    CHECK(Download(b, dx.view()) == want);
+    REQUIRE_OK(b->Copy(dz.view(), y.view()));
+    CHECK(Download(b, y.view()) == z);
+  }
+  DeviceTensor a = Zeros(b, {2, 3}), c = Zeros(b, {3, 2});
+  CHECK(b->Add(a.view(), c.view(), a.view()).code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("global average pooling forward and backward") {
+  auto backend = testing::MakeBackend("cpu");
+  Backend* b = backend.get();
+  for (const Shape& s : {Shape{1, 1, 1, 1}, Shape{2, 3, 4, 4},
+                         Shape{3, 5, 7, 2}, Shape{4, 64, 8, 8}}) {
+    INFO(ShapeToString(s));
+    const int64_t rows = s[0] * s[1], inner = s[2] * s[3];
+    const auto x = testing::RandomValues(NumElements(s), 33, -1, 1);
+    const auto r = testing::RandomValues(rows, 34, -1, 1);
+    DeviceTensor dx = Upload(b, x, s);
+    DeviceTensor y = Zeros(b, {s[0], s[1]});
+    REQUIRE_OK(b->GlobalAvgPoolForward(dx.view(), y.view()));
+    const auto xd = testing::ToDouble(x);
+    CHECK(testing::MaxRelativeDifference(
+              Download(b, y.view()),
+              reference::GlobalAvgPool(rows, inner, xd)) < 1e-6);
+    DeviceTensor dy = Upload(b, r, {s[0], s[1]});
+    REQUIRE_OK(b->GlobalAvgPoolBackward(dy.view(), dx.view()));
+    auto e = testing::CompareGradient(
+        [&](const auto& v) {
+          return testing::Dot(reference::GlobalAvgPool(rows, inner, v), r);
+        },
+        xd, Download(b, dx.view()));
+    INFO(e.ToString());
+    CHECK(e.relative() < 1e-4);
+  }
+  DeviceTensor x = Zeros(b, {2, 3, 4, 4}), y = Zeros(b, {2, 4});
+  CHECK(b->GlobalAvgPoolForward(x.view(), y.view()).code() ==
+        absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

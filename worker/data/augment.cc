@@ -70,4 +70,41 @@ void CentralCropImage(const uint8_t* image, float* out) {
   StandardizeImage(kCropPixels, out);
 }
 
+void PadCropFlipNormalize(const uint8_t* image, Rng* rng, float* out) {
+  constexpr int64_t kPad = 4;
+  const int64_t top = static_cast<int64_t>(rng->UniformInt(2 * kPad + 1));
+  const int64_t left = static_cast<int64_t>(rng->UniformInt(2 * kPad + 1));
+  const bool flip = rng->UniformInt(2) == 1;
+  for (int64_t c = 0; c < 3; ++c) {
+    const float scale = 1.0f / (255.0f * kCifarStd[c]);
+    const float zero = -kCifarMean[c] / kCifarStd[c];
+    for (int64_t h = 0; h < kCifarSize; ++h) {
+      const int64_t ih = h + top - kPad;
+      float* dst = out + (c * kCifarSize + h) * kCifarSize;
+      for (int64_t w = 0; w < kCifarSize; ++w) {
+        // The output column w reads the padded crop's column w, or its
+        // mirror image when flipped.
+        const int64_t iw = (flip ? kCifarSize - 1 - w : w) + left - kPad;
+        const bool inside =
+            ih >= 0 && ih < kCifarSize && iw >= 0 && iw < kCifarSize;
+        dst[w] = inside ? image[(c * kCifarSize + ih) * kCifarSize + iw] *
+                                  scale +
+                              zero
+                        : zero;
+      }
+    }
+  }
+}
+
+void NormalizeCifarImage(const uint8_t* image, float* out) {
+  for (int64_t c = 0; c < 3; ++c) {
+    const float scale = 1.0f / (255.0f * kCifarStd[c]);
+    const float zero = -kCifarMean[c] / kCifarStd[c];
+    for (int64_t i = 0; i < kCifarSize * kCifarSize; ++i) {
+      const int64_t k = c * kCifarSize * kCifarSize + i;
+      out[k] = image[k] * scale + zero;
+    }
+  }
+}
+
 }  // namespace psgd

@@ -114,5 +114,47 @@ TEST_CASE("distortions repeat with the seed") {
   CHECK(a != c);
 }
 
+// The standard CIFAR recipe against a direct reading of its definition:
+// pad the bytes with zeros, crop, flip, normalise per channel.
+TEST_CASE("pad, crop, flip and normalise as torchvision's recipe") {
+  std::vector<uint8_t> image(kCifarPixels);
+  for (int64_t i = 0; i < kCifarPixels; ++i) image[i] = (i * 37 + 11) % 256;
+  std::vector<float> normalized(kCifarPixels);
+  NormalizeCifarImage(image.data(), normalized.data());
+  CHECK(normalized[0] ==
+        Approx((image[0] / 255.0 - kCifarMean[0]) / kCifarStd[0]));
+  int flips = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    // The draws, repeated from the same stream: top, left, flip.
+    Rng draws(seed);
+    const int64_t top = static_cast<int64_t>(draws.UniformInt(9));
+    const int64_t left = static_cast<int64_t>(draws.UniformInt(9));
+    const bool flip = draws.UniformInt(2) == 1;
+    flips += flip;
+    Rng rng(seed);
+    std::vector<float> out(kCifarPixels);
+    PadCropFlipNormalize(image.data(), &rng, out.data());
+    bool all = true;
+    for (int64_t c = 0; c < 3; ++c) {
+      for (int64_t h = 0; h < 32; ++h) {
+        for (int64_t w = 0; w < 32; ++w) {
+          // Padded image (40 x 40), cropped at (top, left), then mirrored.
+          const int64_t pw = (flip ? 31 - w : w) + left;
+          const int64_t ph = h + top;
+          const bool inside = ph >= 4 && ph < 36 && pw >= 4 && pw < 36;
+          const double v =
+              inside ? image[(c * 32 + ph - 4) * 32 + pw - 4] / 255.0 : 0.0;
+          const double want = (v - kCifarMean[c]) / kCifarStd[c];
+          all &= std::abs(out[(c * 32 + h) * 32 + w] - want) < 1e-5;
+        }
+      }
+    }
+    INFO("seed " << seed << " top " << top << " left " << left);
+    CHECK(all);
+  }
+  CHECK(flips > 5);
+  CHECK(flips < 35);
+}
+
 }  // namespace
 }  // namespace psgd

@@ -32,14 +32,21 @@ absl::Status CheckOptions(const BatcherOptions& o) {
 
 }  // namespace
 
-BatcherOptions BatcherOptions::ForEvaluation(int64_t batch_size) {
+BatcherOptions BatcherOptions::ForEvaluation(int64_t batch_size,
+                                             Pipeline pipeline) {
   BatcherOptions o;
   o.batch_size = batch_size;
+  o.pipeline = pipeline;
   o.epochs = 1;
   o.shuffle = false;
   o.augment = false;
   o.drop_remainder = false;
   return o;
+}
+
+BatcherOptions::Pipeline BatcherOptions::PipelineFor(const Shape& image) {
+  return image == Shape{3, kCifarSize, kCifarSize} ? Pipeline::kCifar
+                                                    : Pipeline::kTutorial;
 }
 
 absl::StatusOr<std::unique_ptr<Batcher>> Batcher::Create(
@@ -155,7 +162,9 @@ Batch Batcher::MakeBatch(const std::vector<int64_t>& order, int64_t epoch,
                                         static_cast<int64_t>(order.size()));
   const int64_t n = end - begin;
   Batch batch;
-  batch.images = Tensor({n, 3, kCropSize, kCropSize});
+  const bool cifar = options_.pipeline == BatcherOptions::Pipeline::kCifar;
+  const int64_t size = cifar ? kCifarSize : kCropSize;
+  batch.images = Tensor({n, 3, size, size});
   batch.labels.resize(n);
   batch.epoch = epoch;
   batch.index = index;
@@ -164,8 +173,12 @@ Batch Batcher::MakeBatch(const std::vector<int64_t>& order, int64_t epoch,
        static_cast<uint64_t>(epoch), static_cast<uint64_t>(index), 0xa06u}));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t example = order[begin + i];
-    float* out = batch.images.data() + i * kCropPixels;
-    if (options_.augment) {
+    float* out = batch.images.data() + i * 3 * size * size;
+    if (cifar && options_.augment) {
+      PadCropFlipNormalize(set_->image(example), &rng, out);
+    } else if (cifar) {
+      NormalizeCifarImage(set_->image(example), out);
+    } else if (options_.augment) {
       DistortImage(set_->image(example), &rng, out);
     } else {
       CentralCropImage(set_->image(example), out);

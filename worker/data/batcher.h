@@ -7,7 +7,7 @@
 //     absl::StatusOr<Batch> b = batches->Next();
 //     if (absl::IsOutOfRange(b.status())) break;  // the epochs are done
 //     RETURN_IF_ERROR(b.status());
-//     ... b->images (N, 3, 24, 24), b->labels ...
+//     ... b->images (N, 3, 24, 24) or (N, 3, 32, 32), b->labels ...
 //   }
 //
 // Every batch is a function of (seed, worker_index, epoch, batch index)
@@ -36,7 +36,7 @@
 namespace psgd {
 
 struct Batch {
-  Tensor images;                // (N, 3, 24, 24)
+  Tensor images;                // (N, 3, S, S), S as the pipeline
   std::vector<int32_t> labels;  // (N)
   int64_t epoch = 0;            // 0-based
   int64_t index = 0;            // batch index within the epoch
@@ -56,14 +56,23 @@ struct BatcherOptions {
   enum class Partition { kShard, kOwnOrder };
   Partition partition = Partition::kShard;
   bool shuffle = true;  // a fresh permutation per epoch
-  bool augment = true;  // distortions; else the central crop
+  // Which preprocessing (augment.h): kTutorial, TensorFlow's 24x24 crops
+  // (the tutorial network); kCifar, 32x32 pad-crop-flip-normalise (the
+  // layer-graph networks). PipelineFor picks it from a model's image shape.
+  enum class Pipeline { kTutorial, kCifar };
+  Pipeline pipeline = Pipeline::kTutorial;
+  bool augment = true;  // the pipeline's distortions; else its evaluation
+                        // path (central crop / normalisation only)
   // Drop an epoch's last partial batch (training); keep it (evaluation).
   bool drop_remainder = true;
   int prefetch = 4;  // batches kept ready, >= 1
 
   // One in-order pass with the evaluation crop, keeping the last partial
   // batch.
-  static BatcherOptions ForEvaluation(int64_t batch_size);
+  static BatcherOptions ForEvaluation(int64_t batch_size,
+                                      Pipeline pipeline = Pipeline::kTutorial);
+  // kCifar for (3, 32, 32) images, else kTutorial.
+  static Pipeline PipelineFor(const Shape& image);
 };
 
 class Batcher {

@@ -155,6 +155,30 @@ TEST_CASE("training batches: full batches only, distorted, repeatable") {
   CHECK(a->wait_seconds() >= 0.0);
 }
 
+TEST_CASE("the CIFAR pipeline makes 32x32 normalised images") {
+  const ImageSet set = UniqueSet(8);
+  CHECK(BatcherOptions::PipelineFor({3, 32, 32}) ==
+        BatcherOptions::Pipeline::kCifar);
+  CHECK(BatcherOptions::PipelineFor({3, 24, 24}) ==
+        BatcherOptions::Pipeline::kTutorial);
+  auto eval = Batcher::Create(&set, BatcherOptions::ForEvaluation(
+                                        8, BatcherOptions::Pipeline::kCifar))
+                  .value();
+  std::vector<Batch> batches = Drain(eval.get());
+  REQUIRE(batches.size() == 1);
+  CHECK(batches[0].images.shape() == Shape{8, 3, 32, 32});
+  std::vector<float> want(kCifarPixels);
+  NormalizeCifarImage(set.image(0), want.data());
+  CHECK(std::equal(want.begin(), want.end(), batches[0].images.data()));
+  BatcherOptions train;
+  train.batch_size = 4;
+  train.pipeline = BatcherOptions::Pipeline::kCifar;
+  auto b = Batcher::Create(&set, train).value();
+  batches = Drain(b.get());
+  REQUIRE(batches.size() == 2);
+  CHECK(batches[0].images.shape() == Shape{4, 3, 32, 32});
+}
+
 TEST_CASE("destroying a batcher whose producer waits on a full queue returns") {
   const ImageSet set = UniqueSet(20);
   for (int prefetch : {1, 3}) {

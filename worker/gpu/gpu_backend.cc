@@ -20,6 +20,11 @@
 namespace psgd {
 namespace {
 
+absl::Status Unimplemented(absl::string_view op) {
+  return absl::UnimplementedError(
+      absl::StrCat(op, ": not implemented on the GPU backend yet"));
+}
+
 using gpu::GpuContext;
 
 class GpuBackend : public Backend {
@@ -80,6 +85,11 @@ class GpuBackend : public Backend {
 
   absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateConv2d(
       const Conv2dShape& shape) override {
+    if (!shape.default_form()) {
+      return absl::UnimplementedError(absl::StrCat(
+          shape.ToString(),
+          ": the GPU backend runs stride 1, SAME padding with a bias only"));
+    }
     return gpu::CreateCudnnConv2d(shape, ctx_.get());
   }
 
@@ -101,6 +111,27 @@ class GpuBackend : public Backend {
   absl::StatusOr<std::unique_ptr<SoftmaxCrossEntropyOp>>
   CreateSoftmaxCrossEntropy(const SoftmaxCrossEntropyShape& shape) override {
     return gpu::CreateGpuSoftmaxCrossEntropy(shape, ctx_.get());
+  }
+
+  // The layer-graph models' ops (worker/models/network.h) are not on the
+  // GPU yet: UNIMPLEMENTED, so that those models refuse to plan here.
+  absl::StatusOr<std::unique_ptr<BatchNormOp>> CreateBatchNorm(
+      const BatchNormShape& shape) override {
+    return Unimplemented(shape.ToString());
+  }
+  absl::Status Add(ConstDeviceView a, ConstDeviceView b,
+                   DeviceView y) override {
+    return Unimplemented("add");
+  }
+  absl::Status Copy(ConstDeviceView src, DeviceView dst) override {
+    return Unimplemented("copy");
+  }
+  absl::Status GlobalAvgPoolForward(ConstDeviceView x, DeviceView y) override {
+    return Unimplemented("global average pooling");
+  }
+  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy,
+                                     DeviceView dx) override {
+    return Unimplemented("global average pooling backward");
   }
 
   absl::Status ReluForward(ConstDeviceView x, DeviceView y) override {

@@ -68,6 +68,15 @@ absl::Status DeviceVariables::UploadWeight(int i,
                                 weights_[i].view());
 }
 
+absl::Status DeviceVariables::DownloadWeights(NamedTensors* out) {
+  ShapeGradients(out);
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    RETURN_IF_ERROR(backend_->CopyToHost(weights_[i].view(),
+                                         out->at(specs_[i].name).view()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DeviceVariables::DownloadGradients(NamedTensors* out) {
   for (size_t i = 0; i < specs_.size(); ++i) {
     RETURN_IF_ERROR(DownloadGradient(static_cast<int>(i), out));

@@ -25,6 +25,8 @@ class DeviceVariables {
 
   const std::vector<VariableSpec>& specs() const { return specs_; }
   ConstDeviceView weight(int i) const { return weights_[i].view(); }
+  // For values the model itself updates (batch norm's running statistics).
+  DeviceView mutable_weight(int i) { return weights_[i].view(); }
   DeviceView gradient(int i) { return gradients_[i].view(); }
 
   // OK when `weights` has exactly one view per spec, of the spec's shape;
@@ -32,6 +34,8 @@ class DeviceVariables {
   absl::Status Validate(const NamedConstViews& weights) const;
   // Validate, then copy every weight to the backend.
   absl::Status Upload(const NamedConstViews& weights);
+  // Copies every weight to `out`, reusing tensors of the right shape.
+  absl::Status DownloadWeights(NamedTensors* out);
   // Copies every gradient to `out`, reusing tensors of the right shape.
   absl::Status DownloadGradients(NamedTensors* out);
   // Variable i alone (overlap: layer by layer), after Validate. Upload's and

@@ -105,6 +105,30 @@ class Model {
     return r;
   }
 
+  // --- Non-trainable state -----------------------------------------------
+  // Named tensors that belong to the model but are not variables: batch
+  // norm's running statistics ("bn1.running_mean", "bn1.running_var"). A
+  // training step (ComputeGradients*) updates them; Evaluate and Logits
+  // read them. Names never collide with variables(). Empty (the default)
+  // for models without; a later issue sends them to the parameter servers
+  // with the push, hence names and shapes.
+  virtual const std::vector<VariableSpec>& state() const {
+    static const std::vector<VariableSpec>* const kNone =
+        new std::vector<VariableSpec>();
+    return *kNone;
+  }
+  // Copies every state tensor into `out` (one per state() spec, reusing
+  // tensors of the right shape).
+  virtual absl::Status GetState(NamedTensors* out) { return absl::OkStatus(); }
+  // Replaces the state: `state` has exactly one view per state() spec, of
+  // its shape; INVALID_ARGUMENT naming the first missing, unknown or
+  // misshapen one (nothing is changed then).
+  virtual absl::Status SetState(const NamedConstViews& state) {
+    if (state.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        name() + " has no state, but '" + state.begin()->first + "' came");
+  }
+
   // Forward only: cross-entropy and accuracy of a batch (e.g. of the test
   // set); weight_decay is 0 and loss equals cross_entropy.
   virtual absl::StatusOr<StepResult> Evaluate(

@@ -6,6 +6,7 @@
 #ifndef PSGD_WORKER_MODELS_REGISTRY_H_
 #define PSGD_WORKER_MODELS_REGISTRY_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,8 +22,19 @@ namespace psgd {
 // "cifar10_tutorial", ...
 std::vector<std::string> ModelNames();
 
+struct ModelInfo {
+  std::string name;
+  int64_t parameters = 0;  // trainable (TotalParameters of the variables)
+};
+// Every model with its size, in the registry's order (what `worker
+// --list_models` prints).
+std::vector<ModelInfo> ListModels();
+
+// 1234567 -> "1,234,567".
+std::string FormatCount(int64_t n);
+
 // The variables of a model, without a backend. INVALID_ARGUMENT for an
-// unknown name, listing the known ones.
+// unknown name, listing the known ones with their sizes.
 absl::StatusOr<std::vector<VariableSpec>> ModelVariables(
     absl::string_view name);
 

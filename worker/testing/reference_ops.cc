@@ -8,19 +8,19 @@ namespace psgd {
 namespace reference {
 
 Vec Conv2d(const Conv2dShape& s, const Vec& x, const Vec& w, const Vec& b) {
-  const SamePadding ph = ComputeSamePadding(s.height, s.kernel_h, 1);
-  const SamePadding pw = ComputeSamePadding(s.width, s.kernel_w, 1);
-  Vec y(s.batch * s.out_channels * s.height * s.width);
+  const SamePadding ph = s.pad_h();
+  const SamePadding pw = s.pad_w();
+  Vec y(s.batch * s.out_channels * ph.output * pw.output);
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t o = 0; o < s.out_channels; ++o)
-      for (int64_t h = 0; h < s.height; ++h)
-        for (int64_t v = 0; v < s.width; ++v) {
-          double sum = b[o];
+      for (int64_t h = 0; h < ph.output; ++h)
+        for (int64_t v = 0; v < pw.output; ++v) {
+          double sum = s.has_bias ? b[o] : 0.0;
           for (int64_t c = 0; c < s.in_channels; ++c)
             for (int64_t kh = 0; kh < s.kernel_h; ++kh)
               for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
-                const int64_t ih = h + kh - ph.before;
-                const int64_t iw = v + kw - pw.before;
+                const int64_t ih = h * s.stride + kh - ph.before;
+                const int64_t iw = v * s.stride + kw - pw.before;
                 if (ih < 0 || ih >= s.height || iw < 0 || iw >= s.width)
                   continue;
                 sum +=
@@ -29,8 +29,56 @@ Vec Conv2d(const Conv2dShape& s, const Vec& x, const Vec& w, const Vec& b) {
                     w[((o * s.in_channels + c) * s.kernel_h + kh) * s.kernel_w +
                       kw];
               }
-          y[((n * s.out_channels + o) * s.height + h) * s.width + v] = sum;
+          y[((n * s.out_channels + o) * ph.output + h) * pw.output + v] = sum;
         }
+  return y;
+}
+
+Vec BatchNormTraining(const BatchNormShape& s, const Vec& x, const Vec& gamma,
+                      const Vec& beta, Vec* mean, Vec* var) {
+  const int64_t plane = s.height * s.width;
+  const double m = static_cast<double>(s.batch * plane);
+  Vec mu(s.channels, 0.0), sigma2(s.channels, 0.0);
+  for (int64_t c = 0; c < s.channels; ++c) {
+    for (int64_t n = 0; n < s.batch; ++n)
+      for (int64_t i = 0; i < plane; ++i)
+        mu[c] += x[(n * s.channels + c) * plane + i];
+    mu[c] /= m;
+    for (int64_t n = 0; n < s.batch; ++n)
+      for (int64_t i = 0; i < plane; ++i) {
+        const double d = x[(n * s.channels + c) * plane + i] - mu[c];
+        sigma2[c] += d * d;
+      }
+    sigma2[c] /= m;
+  }
+  Vec y = BatchNormInference(s, x, gamma, beta, mu, sigma2);
+  if (mean != nullptr) *mean = mu;
+  if (var != nullptr) *var = sigma2;
+  return y;
+}
+
+Vec BatchNormInference(const BatchNormShape& s, const Vec& x, const Vec& gamma,
+                       const Vec& beta, const Vec& mean, const Vec& var) {
+  const int64_t plane = s.height * s.width;
+  Vec y(x.size());
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c) {
+      const double scale = gamma[c] / std::sqrt(var[c] + s.epsilon);
+      for (int64_t i = 0; i < plane; ++i) {
+        const int64_t k = (n * s.channels + c) * plane + i;
+        y[k] = (x[k] - mean[c]) * scale + beta[c];
+        if (s.relu) y[k] = std::max(y[k], 0.0);
+      }
+    }
+  return y;
+}
+
+Vec GlobalAvgPool(int64_t rows, int64_t inner, const Vec& x) {
+  Vec y(rows, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < inner; ++i) y[r] += x[r * inner + i];
+    y[r] /= static_cast<double>(inner);
+  }
   return y;
 }
 

@@ -17,8 +17,24 @@ namespace reference {
 
 using Vec = std::vector<double>;
 
-// x: (N, C, H, W); w: (O, C, KH, KW); b: (O)  ->  (N, O, H, W)
+// x: (N, C, H, W); w: (O, C, KH, KW); b: (O), unread without a bias  ->
+// (N, O, OH, OW)
 Vec Conv2d(const Conv2dShape& s, const Vec& x, const Vec& w, const Vec& b);
+
+// Batch norm (and the ReLU when s.relu) with the batch's statistics.
+// x: (N, C, H, W); gamma, beta: (C)  ->  (N, C, H, W); `mean` and `var` (C),
+// when not null, get the batch's mean and biased variance.
+Vec BatchNormTraining(const BatchNormShape& s, const Vec& x, const Vec& gamma,
+                      const Vec& beta, Vec* mean = nullptr,
+                      Vec* var = nullptr);
+
+// The same with given statistics. x: (N, C, H, W); gamma, beta, mean, var:
+// (C)  ->  (N, C, H, W)
+Vec BatchNormInference(const BatchNormShape& s, const Vec& x, const Vec& gamma,
+                       const Vec& beta, const Vec& mean, const Vec& var);
+
+// x: (rows, inner)  ->  (rows), each row's mean
+Vec GlobalAvgPool(int64_t rows, int64_t inner, const Vec& x);
 
 // x: (N, C, H, W)  ->  (N, C, OH, OW)
 Vec MaxPool(const PoolShape& s, const Vec& x);

@@ -14,7 +14,9 @@ absl::StatusOr<StepResult> EvaluateTestSet(Model* model, const ImageSet& test,
                                            int64_t max_examples) {
   ASSIGN_OR_RETURN(
       std::unique_ptr<Batcher> batches,
-      Batcher::Create(&test, BatcherOptions::ForEvaluation(batch_size)));
+      Batcher::Create(&test, BatcherOptions::ForEvaluation(
+                                 batch_size, BatcherOptions::PipelineFor(
+                                                 model->image_shape()))));
   StepResult total;
   double loss_sum = 0.0;
   while (max_examples == 0 || total.examples < max_examples) {

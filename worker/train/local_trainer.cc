@@ -65,6 +65,7 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
   bo.batch_size = options.batch_size;
   bo.epochs = options.steps > 0 ? 0 : options.epochs;
   bo.seed = options.seed;
+  bo.pipeline = BatcherOptions::PipelineFor(model->image_shape());
   ASSIGN_OR_RETURN(std::unique_ptr<Batcher> batches,
                    Batcher::Create(&data.train, bo));
   const int64_t per_epoch = batches->batches_per_epoch();

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# What the Python worker (docs/PYTHON.md) costs, in one run:
+#  1. the tutorial model in a 1 ps x 1 worker sync cluster, once with the
+#     C++ worker and once with a Python worker (examples/torch_cifar10.py
+#     --model=tutorial): the mean pull + push + wait per step of each
+#     (after the first 5 steps), as comm_ratio_python_vs_cpp;
+#  2. ResNet-20 (examples/torch_cifar10.py) in a 1 ps x 1 worker sync
+#     cluster against the same PyTorch loop without psgd (torch.optim.SGD
+#     in the process), images/s of each, as images_ratio_psgd_vs_torch.
+#
+#   scripts/bench/python_overhead.sh [--steps=N] [--batch=B] [--threads=T]
+#                                    [--rounds=R] [--no-build]
+#
+# Defaults: 40 steps of batch 128, 2 threads, 2 rounds (the median is
+# reported); synthetic data (the comparison needs no download). The last
+# two lines: comm_ratio_python_vs_cpp=X and images_ratio_psgd_vs_torch=Y.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+source scripts/lib/cluster.sh
+
+steps=40 batch=128 threads=2 rounds=2 build=1
+for a in "$@"; do
+  case "$a" in
+    --steps=*) steps=${a#--steps=} ;;
+    --batch=*) batch=${a#--batch=} ;;
+    --threads=*) threads=${a#--threads=} ;;
+    --rounds=*) rounds=${a#--rounds=} ;;
+    --no-build) build=0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "python_overhead.sh: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+for v in steps batch threads rounds; do
+  if ! [[ "${!v}" =~ ^[1-9][0-9]*$ ]]; then
+    echo "python_overhead.sh: --$v=${!v} is not a positive integer" >&2; exit 2
+  fi
+done
+[ "$steps" -gt 10 ] || { echo "python_overhead.sh: --steps must be > 10" >&2; exit 2; }
+if [ "$build" = 1 ]; then
+  bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks \
+    //python:psgd >/dev/null 2>&1 || { echo "python_overhead.sh: build failed" >&2; exit 1; }
+fi
+
+out=$(mktemp -d /tmp/psgd_python_overhead.XXXXXX)
+data="source: SYNTHETIC synthetic_train_size: $((steps * batch + batch)) synthetic_test_size: 500"
+program="examples/torch_cifar10.py --log_every=0 --threads=$threads"
+write_cluster_config "$out/cpp.pbtxt" py-overhead-cpp threads="$threads" \
+  batch="$batch" steps="$steps" model=cifar10_tutorial data="$data"
+sed "s|^worker { \(.*\) }$|worker { \1 program: \"$program --model=tutorial\" }|" \
+  "$out/cpp.pbtxt" > "$out/python.pbtxt"
+write_cluster_config "$out/resnet.pbtxt" py-overhead-resnet threads="$threads" \
+  batch="$batch" steps="$steps" model=external data="$data" \
+  training="optimizer { kind: SGD learning_rate: 0.1 }"
+sed -i "s|^worker { \(.*\) }$|worker { \1 program: \"$program --model=resnet20\" }|" \
+  "$out/resnet.pbtxt"
+
+# mean FILE: the mean phases and images/s of the train lines after the first 5.
+mean() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "train"][5:]
+m = lambda k: sum(r.get(k, 0.0) for r in steps) / len(steps)
+comm = m("pull_s") + m("push_s") + m("wait_s")
+images = sum(r["batch_size"] for r in steps) / sum(r["step_s"] for r in steps)
+print(f"comm_s={comm:.4f} step_s={m('step_s'):.4f} compute_s={m('compute_s'):.4f} images_per_s={images:.1f}")
+EOF
+}
+
+# The ResNet-20 loop of examples/torch_cifar10.py without psgd.
+torch_loop() {
+  /usr/bin/python3 - "$steps" "$batch" "$threads" <<'EOF'
+import sys, time
+import torch, torch.nn.functional as F
+sys.path.insert(0, "examples")
+import importlib.util
+spec = importlib.util.spec_from_file_location("ex", "examples/torch_cifar10.py")
+ex = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ex)
+steps, batch, threads = map(int, sys.argv[1:])
+torch.set_num_threads(threads)
+torch.manual_seed(1)
+model = ex.resnet20()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+images, labels = ex.synthetic(steps * batch + batch, 1)
+times = []
+for i in range(steps):
+    t0 = time.perf_counter()
+    x, y = images[i * batch:(i + 1) * batch], labels[i * batch:(i + 1) * batch]
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    times.append(time.perf_counter() - t0)
+print(f"images_per_s={batch * len(times[5:]) / sum(times[5:]):.1f}")
+EOF
+}
+
+run_cluster() {  # CONFIG RUN_DIR
+  PSGD_BIN=bazel-bin bash scripts/run/launch.sh --no-build --run_dir="$2" "$1" \
+    >"$2.log" 2>&1 || { echo "python_overhead.sh: $1 failed:" >&2; tail -20 "$2.log" >&2; exit 1; }
+}
+
+cpp=() py=() psgd=() plain=()
+for ((r = 1; r <= rounds; r++)); do
+  run_cluster "$out/cpp.pbtxt" "$out/cpp-$r"
+  run_cluster "$out/python.pbtxt" "$out/python-$r"
+  run_cluster "$out/resnet.pbtxt" "$out/resnet-$r"
+  c=$(mean "$out/cpp-$r/worker-0.jsonl")
+  p=$(mean "$out/python-$r/worker-0.jsonl")
+  s=$(mean "$out/resnet-$r/worker-0.jsonl")
+  t=$(torch_loop) || exit 1
+  echo "round $r: tutorial, C++ worker     $c"
+  echo "round $r: tutorial, Python worker  $p"
+  echo "round $r: ResNet-20, psgd 1x1 sync $s"
+  echo "round $r: ResNet-20, PyTorch alone $t"
+  cpp+=("$(sed 's/ .*//; s/comm_s=//' <<<"$c")")
+  py+=("$(sed 's/ .*//; s/comm_s=//' <<<"$p")")
+  psgd+=("$(sed 's/.*images_per_s=//' <<<"$s")")
+  plain+=("$(sed 's/.*images_per_s=//' <<<"$t")")
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); runs in $out"
+/usr/bin/python3 - "${cpp[*]}" "${py[*]}" "${psgd[*]}" "${plain[*]}" <<'EOF'
+import statistics, sys
+cpp, py, psgd, plain = ([float(x) for x in a.split()] for a in sys.argv[1:])
+c, p = statistics.median(cpp), statistics.median(py)
+s, t = statistics.median(psgd), statistics.median(plain)
+print(f"median pull+push+wait per step: C++ worker {c:.4f} s, Python worker {p:.4f} s")
+print(f"median images/s: ResNet-20 with psgd {s:.1f}, without {t:.1f}")
+print(f"comm_ratio_python_vs_cpp={p / c:.3f}")
+print(f"images_ratio_psgd_vs_torch={s / t:.3f}")
+EOF

@@ -1,0 +1,253 @@
+#include "worker/cpu/batch_norm_onednn.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <unordered_map>
+#include <utility>
+
+#include "common/status_macros.h"
+#include "worker/cpu/elementwise.h"
+
+namespace psgd {
+namespace {
+
+using dnnl::memory;
+using Tag = dnnl::memory::format_tag;
+using Flags = dnnl::normalization_flags;
+using BnForward = dnnl::batch_normalization_forward;
+using BnBackward = dnnl::batch_normalization_backward;
+
+// x: (N, C, plane)  ->  mean, var: (C), the mean and biased variance of
+// each channel, summed in double (as PyTorch's CPU batch norm): oneDNN's
+// float32 sums over N * H * W = 10^5 values move outputs near zero by
+// ~1e-6, enough to flip a fused ReLU's mask against a float64 reference.
+void BatchStatistics(int64_t batch, int64_t channels, int64_t plane,
+                     const float* x, float* mean, float* var,
+                     ThreadPool* pool) {
+  const double m = static_cast<double>(batch * plane);
+  pool->ParallelFor(channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      double sum = 0.0, sum_sq = 0.0;
+      for (int64_t n = 0; n < batch; ++n) {
+        const float* row = x + (n * channels + c) * plane;
+        for (int64_t i = 0; i < plane; ++i) {
+          const double v = row[i];
+          sum += v;
+          sum_sq += v * v;
+        }
+      }
+      const double mu = sum / m;
+      mean[c] = static_cast<float>(mu);
+      var[c] = static_cast<float>(std::max(sum_sq / m - mu * mu, 0.0));
+    }
+  });
+}
+
+class OneDnnBatchNorm : public BatchNormOp {
+ public:
+  OneDnnBatchNorm(const BatchNormShape& shape, OneDnnContext* context,
+                  ThreadPool* pool)
+      : shape_(shape), context_(context), pool_(pool) {}
+
+  // Builds the primitives; INTERNAL on a oneDNN error.
+  absl::Status Init();
+
+  const BatchNormShape& shape() const override { return shape_; }
+
+  // x, y: (N, C, H, W); gamma, beta, batch_mean, batch_var, running_mean,
+  // running_var: (C).
+  absl::Status ForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
+                               ConstDeviceView beta, DeviceView y,
+                               DeviceView batch_mean, DeviceView batch_var,
+                               DeviceView running_mean,
+                               DeviceView running_var) override {
+    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
+                              {{"gamma", &gamma.shape()},
+                               {"beta", &beta.shape()},
+                               {"batch_mean", &batch_mean.shape()},
+                               {"batch_var", &batch_var.shape()},
+                               {"running_mean", &running_mean.shape()},
+                               {"running_var", &running_var.shape()}}));
+    BatchStatistics(shape_.batch, shape_.channels,
+                    shape_.height * shape_.width, x.data(), batch_mean.data(),
+                    batch_var.data(), pool_);
+    RETURN_IF_ERROR(CatchOneDnn(shape_.ToString() + " forward", [&] {
+      context_->PrepareThread();
+      dnnl::stream& s = context_->stream;
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, Bind(x_, x.data())},
+          {DNNL_ARG_DST, Bind(y_, y.data())},
+          {DNNL_ARG_SCALE, Bind(scale_, gamma.data())},
+          {DNNL_ARG_SHIFT, Bind(shift_, beta.data())},
+          {DNNL_ARG_MEAN, Bind(mean_, batch_mean.data())},
+          {DNNL_ARG_VARIANCE, Bind(var_, batch_var.data())}};
+      if (shape_.relu) args[DNNL_ARG_WORKSPACE] = workspace_;
+      train_.execute(s, args);
+      s.wait();
+    }));
+    // PyTorch's update: the variance that goes into the running estimate
+    // is unbiased (divided by M - 1, M = N * H * W).
+    const int64_t m = shape_.batch * shape_.height * shape_.width;
+    const float unbias = m > 1 ? static_cast<float>(m) / (m - 1) : 1.0f;
+    const float mo = shape_.momentum;
+    for (int64_t c = 0; c < shape_.channels; ++c) {
+      running_mean.data()[c] =
+          (1.0f - mo) * running_mean.data()[c] + mo * batch_mean.data()[c];
+      running_var.data()[c] = (1.0f - mo) * running_var.data()[c] +
+                              mo * unbias * batch_var.data()[c];
+    }
+    return absl::OkStatus();
+  }
+
+  // x, y: (N, C, H, W); gamma, beta, running_mean, running_var: (C).
+  absl::Status ForwardInference(ConstDeviceView x, ConstDeviceView gamma,
+                                ConstDeviceView beta,
+                                ConstDeviceView running_mean,
+                                ConstDeviceView running_var,
+                                DeviceView y) override {
+    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
+                              {{"gamma", &gamma.shape()},
+                               {"beta", &beta.shape()},
+                               {"running_mean", &running_mean.shape()},
+                               {"running_var", &running_var.shape()}}));
+    return CatchOneDnn(shape_.ToString() + " inference", [&] {
+      context_->PrepareThread();
+      dnnl::stream& s = context_->stream;
+      infer_.execute(s, {{DNNL_ARG_SRC, Bind(x_, x.data())},
+                         {DNNL_ARG_DST, Bind(y_, y.data())},
+                         {DNNL_ARG_SCALE, Bind(scale_, gamma.data())},
+                         {DNNL_ARG_SHIFT, Bind(shift_, beta.data())},
+                         {DNNL_ARG_MEAN, Bind(mean_, running_mean.data())},
+                         {DNNL_ARG_VARIANCE, Bind(var_, running_var.data())}});
+      s.wait();
+    });
+  }
+
+  // x, y, dy, dx: (N, C, H, W); gamma, batch_mean, batch_var, dgamma, dbeta:
+  // (C).
+  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                        ConstDeviceView dy, ConstDeviceView gamma,
+                        ConstDeviceView batch_mean, ConstDeviceView batch_var,
+                        DeviceView dx, DeviceView dgamma,
+                        DeviceView dbeta) override {
+    RETURN_IF_ERROR(CheckArgs(
+        {{"x", &x.shape()}, {"dy", &dy.shape()}, {"dx", &dx.shape()}},
+        {{"gamma", &gamma.shape()},
+         {"batch_mean", &batch_mean.shape()},
+         {"batch_var", &batch_var.shape()},
+         {"dgamma", &dgamma.shape()},
+         {"dbeta", &dbeta.shape()}}));
+    if (shape_.relu) RETURN_IF_ERROR(shape_.CheckInput("y", y.shape()));
+    const float* diff_dst = dy.data();
+    if (shape_.relu) {
+      // The ReLU's backward, into dx; the normalisation's then runs in
+      // place on dx.
+      ReluBackwardKernel(dx.size(), y.data(), dy.data(), dx.data(), pool_);
+      diff_dst = dx.data();
+    }
+    return CatchOneDnn(shape_.ToString() + " backward", [&] {
+      context_->PrepareThread();
+      dnnl::stream& s = context_->stream;
+      backward_.execute(
+          s, {{DNNL_ARG_SRC, Bind(x_, x.data())},
+              {DNNL_ARG_DIFF_DST, Bind(dy_, diff_dst)},
+              {DNNL_ARG_SCALE, Bind(scale_, gamma.data())},
+              // oneDNN 2.6 checks for a shift argument under use_shift
+              // though the backward never reads it (no gradient depends on
+              // beta): gamma's memory stands in.
+              {DNNL_ARG_SHIFT, Bind(shift_, gamma.data())},
+              {DNNL_ARG_MEAN, Bind(mean_, batch_mean.data())},
+              {DNNL_ARG_VARIANCE, Bind(var_, batch_var.data())},
+              {DNNL_ARG_DIFF_SRC, Bind(dx_, dx.data())},
+              {DNNL_ARG_DIFF_SCALE, Bind(dscale_, dgamma.data())},
+              {DNNL_ARG_DIFF_SHIFT, Bind(dshift_, dbeta.data())}});
+      s.wait();
+    });
+  }
+
+ private:
+  using Arg = std::pair<const char*, const Shape*>;
+  // The shapes of one call: activations (N, C, H, W), parameters (C).
+  absl::Status CheckArgs(std::initializer_list<Arg> activations,
+                         std::initializer_list<Arg> params) const {
+    for (const auto& [what, got] : activations) {
+      RETURN_IF_ERROR(shape_.CheckInput(what, *got));
+    }
+    for (const auto& [what, got] : params) {
+      RETURN_IF_ERROR(shape_.CheckParams(what, *got));
+    }
+    return absl::OkStatus();
+  }
+
+  // oneDNN takes non-const handles but does not write its sources.
+  static const memory& Bind(memory& m, const float* data) {
+    m.set_data_handle(const_cast<float*>(data));
+    return m;
+  }
+
+  const BatchNormShape shape_;
+  OneDnnContext* const context_;  // Not owned.
+  ThreadPool* const pool_;        // Not owned.
+
+  BnForward train_, infer_;
+  BnBackward backward_;
+  // Handles onto the caller's memory, set per call.
+  memory x_, y_, dy_, dx_, scale_, shift_, mean_, var_, dscale_, dshift_;
+  memory workspace_;  // the fused ReLU's mask (forward training only)
+};
+
+absl::Status OneDnnBatchNorm::Init() {
+  return CatchOneDnn(shape_.ToString() + " plan", [&] {
+    const dnnl::engine& eng = context_->engine;
+    const Shape in = shape_.input();
+    const memory::desc data_md(memory::dims(in.begin(), in.end()),
+                               memory::data_type::f32, Tag::nchw);
+    const memory::desc param_md({shape_.channels}, memory::data_type::f32,
+                                Tag::x);
+    const Flags affine = Flags::use_scale | Flags::use_shift;
+    const Flags relu = shape_.relu ? Flags::fuse_norm_relu : Flags::none;
+    const float eps = shape_.epsilon;
+
+    // Training normalises with the statistics BatchStatistics computed.
+    BnForward::primitive_desc train_pd(
+        BnForward::desc(dnnl::prop_kind::forward_training, data_md, eps,
+                        affine | relu | Flags::use_global_stats),
+        eng);
+    BnForward::primitive_desc infer_pd(
+        BnForward::desc(dnnl::prop_kind::forward_inference, data_md, eps,
+                        affine | relu | Flags::use_global_stats),
+        eng);
+    // The backward's hint: training without the ReLU, whose backward runs
+    // outside the primitive (see the file comment).
+    BnForward::primitive_desc hint_pd(
+        BnForward::desc(dnnl::prop_kind::forward_training, data_md, eps,
+                        affine),
+        eng);
+    BnBackward::primitive_desc backward_pd(
+        BnBackward::desc(dnnl::prop_kind::backward, data_md, data_md, eps,
+                         affine),
+        eng, hint_pd);
+    train_ = BnForward(train_pd);
+    infer_ = BnForward(infer_pd);
+    backward_ = BnBackward(backward_pd);
+    for (memory* m : {&x_, &y_, &dy_, &dx_}) {
+      *m = memory(data_md, eng, DNNL_MEMORY_NONE);
+    }
+    for (memory* m : {&scale_, &shift_, &mean_, &var_, &dscale_, &dshift_}) {
+      *m = memory(param_md, eng, DNNL_MEMORY_NONE);
+    }
+    if (shape_.relu) workspace_ = memory(train_pd.workspace_desc(), eng);
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BatchNormOp>> CreateOneDnnBatchNorm(
+    const BatchNormShape& shape, OneDnnContext* context, ThreadPool* pool) {
+  RETURN_IF_ERROR(shape.Validate());
+  auto op = std::make_unique<OneDnnBatchNorm>(shape, context, pool);
+  RETURN_IF_ERROR(op->Init());
+  return std::unique_ptr<BatchNormOp>(std::move(op));
+}
+
+}  // namespace psgd

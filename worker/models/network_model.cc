@@ -1,0 +1,426 @@
+#include "worker/models/network_model.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/models/device_variables.h"
+#include "worker/models/initialize.h"
+
+namespace psgd {
+namespace {
+
+// One layer's part of a plan.
+struct Node {
+  DeviceTensor out_buffer, grad_buffer;
+  DeviceView out;   // (N, ...) the layer's output
+  DeviceView grad;  // (N, ...) d loss / d out
+  std::unique_ptr<Conv2dOp> conv;
+  std::unique_ptr<BatchNormOp> bn;
+  std::unique_ptr<MaxPoolOp> pool;
+  std::unique_ptr<DenseOp> dense;
+  DeviceTensor batch_mean, batch_var;  // batch norm: (C), for the backward
+  bool fused = false;      // a ReLU run by its input's batch norm
+  bool add_alias = false;  // grad is its only consumer's (an add's) grad
+  bool grad_written = false;  // during a backward
+};
+
+struct Plan {
+  int64_t batch = 0;
+  std::vector<Node> nodes;
+  std::unique_ptr<SoftmaxCrossEntropyOp> xent;
+  DeviceTensor scratch;  // the largest activation: gradient sums
+};
+
+// (N) + one example's shape.
+Shape Batched(int64_t n, const Shape& s) {
+  Shape b = {n};
+  b.insert(b.end(), s.begin(), s.end());
+  return b;
+}
+
+class NetworkModel : public Model {
+ public:
+  NetworkModel(NetworkSpec spec, Backend* backend,
+               std::unique_ptr<DeviceVariables> vars,
+               std::unique_ptr<DeviceVariables> state)
+      : spec_(std::move(spec)),
+        backend_(backend),
+        vars_(std::move(vars)),
+        state_(std::move(state)) {}
+
+  std::string name() const override { return spec_.name; }
+  const std::vector<VariableSpec>& variables() const override {
+    return vars_->specs();
+  }
+  Shape image_shape() const override { return spec_.image; }
+  int64_t num_classes() const override { return spec_.classes; }
+  const std::vector<VariableSpec>& state() const override {
+    return state_->specs();
+  }
+  absl::Status GetState(NamedTensors* out) override {
+    return state_->DownloadWeights(out);
+  }
+  absl::Status SetState(const NamedConstViews& state) override {
+    return state_->Upload(state);
+  }
+
+  absl::StatusOr<StepResult> ComputeGradients(
+      const NamedConstViews& weights, ConstTensorView images,
+      absl::Span<const int32_t> labels, NamedTensors* gradients) override {
+    ASSIGN_OR_RETURN(Plan * p, Prepare(weights, images, &labels));
+    RETURN_IF_ERROR(Forward(p, /*training=*/true));
+    ASSIGN_OR_RETURN(StepResult r, Loss(p, labels));
+    RETURN_IF_ERROR(Backward(p));
+    for (int v : spec_.decayed) {
+      ASSIGN_OR_RETURN(const double d,
+                       backend_->L2WeightDecay(vars_->weight(v),
+                                               spec_.weight_decay,
+                                               vars_->gradient(v)));
+      r.weight_decay += d;
+    }
+    r.loss = r.cross_entropy + r.weight_decay;
+    RETURN_IF_ERROR(vars_->DownloadGradients(gradients));
+    return r;
+  }
+
+  absl::StatusOr<StepResult> Evaluate(
+      const NamedConstViews& weights, ConstTensorView images,
+      absl::Span<const int32_t> labels) override {
+    ASSIGN_OR_RETURN(Plan * p, Prepare(weights, images, &labels));
+    RETURN_IF_ERROR(Forward(p, /*training=*/false));
+    ASSIGN_OR_RETURN(StepResult r, Loss(p, labels));
+    r.loss = r.cross_entropy;
+    return r;
+  }
+
+  absl::Status Logits(const NamedConstViews& weights, ConstTensorView images,
+                      TensorView logits) override {
+    ASSIGN_OR_RETURN(Plan * p, Prepare(weights, images, nullptr));
+    const DeviceView out = p->nodes.back().out;
+    RETURN_IF_ERROR(
+        CheckShape(spec_.name, "logits", logits.shape(), out.shape()));
+    RETURN_IF_ERROR(Forward(p, /*training=*/false));
+    return backend_->CopyToHost(out, logits);
+  }
+
+ private:
+  // Validates the inputs (labels may be null), uploads the weights and the
+  // images and returns the plan for the batch size.
+  absl::StatusOr<Plan*> Prepare(const NamedConstViews& weights,
+                                ConstTensorView images,
+                                const absl::Span<const int32_t>* labels);
+  absl::StatusOr<std::unique_ptr<Plan>> MakePlan(int64_t batch);
+  absl::Status Forward(Plan* p, bool training);
+  absl::StatusOr<StepResult> Loss(Plan* p, absl::Span<const int32_t> labels);
+  absl::Status Backward(Plan* p);
+
+  // Where layer `to`'s gradient contribution goes: its gradient buffer the
+  // first time, else the scratch buffer, which Accumulate then adds in.
+  DeviceView Target(Plan* p, int to) {
+    Node& n = p->nodes[to];
+    if (!n.grad_written) return n.grad;
+    return Scratch(p, n.grad.shape());
+  }
+  // The first NumElements(shape) floats of the scratch buffer.
+  static DeviceView Scratch(Plan* p, const Shape& shape) {
+    return DeviceView(p->scratch.view().data(), shape);
+  }
+  absl::Status Accumulate(Plan* p, int to) {
+    Node& n = p->nodes[to];
+    if (!n.grad_written) {
+      n.grad_written = true;
+      return absl::OkStatus();
+    }
+    return backend_->Add(n.grad, Scratch(p, n.grad.shape()), n.grad);
+  }
+  ConstDeviceView Weight(const Layer& l, int offset) const {
+    return vars_->weight(l.variable + offset);
+  }
+
+  const NetworkSpec spec_;
+  Backend* const backend_;  // Not owned.
+  std::unique_ptr<DeviceVariables> vars_;
+  std::unique_ptr<DeviceVariables> state_;  // running statistics
+  std::map<int64_t, std::unique_ptr<Plan>> plans_;  // by batch size
+};
+
+absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
+  const std::vector<Layer>& layers = spec_.layers;
+  const int count = static_cast<int>(layers.size());
+  auto p = std::make_unique<Plan>();
+  p->batch = batch;
+  p->nodes.resize(count);
+  std::vector<std::vector<int>> consumers(count);
+  for (int i = 0; i < count; ++i) {
+    for (int in : layers[i].inputs) consumers[in].push_back(i);
+  }
+  auto only_consumer = [&](int i) {
+    return consumers[i].size() == 1 ? consumers[i][0] : -1;
+  };
+  // Fuse ReLU into batch norm.
+  for (int i = 1; i < count; ++i) {
+    const int in = layers[i].inputs.empty() ? -1 : layers[i].inputs[0];
+    p->nodes[i].fused = layers[i].kind == LayerKind::kRelu &&
+                        layers[in].kind == LayerKind::kBatchNorm &&
+                        only_consumer(in) == i;
+  }
+  // Activations, in forward order.
+  int64_t largest = 0;
+  for (int i = 0; i < count; ++i) {
+    Node& n = p->nodes[i];
+    const Shape shape = Batched(batch, layers[i].shape);
+    largest = std::max(largest, NumElements(shape));
+    if (n.fused) {
+      n.out = p->nodes[layers[i].inputs[0]].out;
+      continue;
+    }
+    ASSIGN_OR_RETURN(n.out_buffer, backend_->Allocate(shape));
+    n.out = n.out_buffer.view();
+  }
+  // Gradients, in backward order: an add's inputs share its gradient, a
+  // fused batch norm its ReLU's.
+  for (int i = count - 1; i >= 0; --i) {
+    Node& n = p->nodes[i];
+    const int c = only_consumer(i);
+    if (c >= 0 && layers[c].kind == LayerKind::kAdd) {
+      n.grad = p->nodes[c].grad;
+      n.add_alias = true;
+    } else if (c >= 0 && p->nodes[c].fused) {
+      n.grad = p->nodes[c].grad;
+    } else {
+      ASSIGN_OR_RETURN(n.grad_buffer, backend_->Allocate(n.out.shape()));
+      n.grad = n.grad_buffer.view();
+    }
+  }
+  ASSIGN_OR_RETURN(p->scratch, backend_->Allocate({largest}));
+  // The ops.
+  for (int i = 1; i < count; ++i) {
+    const Layer& l = layers[i];
+    Node& n = p->nodes[i];
+    const Shape& x = p->nodes[l.inputs[0]].out.shape();
+    switch (l.kind) {
+      case LayerKind::kConv: {
+        ASSIGN_OR_RETURN(n.conv, backend_->CreateConv2d(ConvShapeOf(
+                                     l, batch, layers[l.inputs[0]].shape)));
+        break;
+      }
+      case LayerKind::kBatchNorm: {
+        BatchNormShape s = BatchNormShapeOf(batch, layers[l.inputs[0]].shape);
+        const int c = only_consumer(i);
+        s.relu = c >= 0 && p->nodes[c].fused;
+        ASSIGN_OR_RETURN(n.bn, backend_->CreateBatchNorm(s));
+        ASSIGN_OR_RETURN(n.batch_mean, backend_->Allocate(s.params()));
+        ASSIGN_OR_RETURN(n.batch_var, backend_->Allocate(s.params()));
+        break;
+      }
+      case LayerKind::kMaxPool: {
+        PoolShape s{batch, x[1], x[2], x[3], l.kernel, l.stride};
+        ASSIGN_OR_RETURN(n.pool, backend_->CreateMaxPool(s));
+        break;
+      }
+      case LayerKind::kDense: {
+        DenseShape s{batch, NumElements(x) / batch, l.shape[0]};
+        ASSIGN_OR_RETURN(n.dense, backend_->CreateDense(s));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  ASSIGN_OR_RETURN(p->xent, backend_->CreateSoftmaxCrossEntropy(
+                                {batch, spec_.classes}));
+  return p;
+}
+
+absl::StatusOr<Plan*> NetworkModel::Prepare(
+    const NamedConstViews& weights, ConstTensorView images,
+    const absl::Span<const int32_t>* labels) {
+  const Shape& s = images.shape();
+  if (s.size() != 4 || s[0] <= 0 ||
+      !std::equal(s.begin() + 1, s.end(), spec_.image.begin())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec_.name, ": images have shape ", ShapeToString(s),
+        ", expected [N, ", spec_.image[0], ", ", spec_.image[1], ", ",
+        spec_.image[2], "]"));
+  }
+  const int64_t n = s[0];
+  if (labels != nullptr) {
+    if (static_cast<int64_t>(labels->size()) != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec_.name, ": ", labels->size(), " labels for ", n, " images"));
+    }
+    for (size_t i = 0; i < labels->size(); ++i) {
+      if ((*labels)[i] < 0 || (*labels)[i] >= spec_.classes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec_.name, ": label ", (*labels)[i], " of example ",
+                         i, " is outside [0, ", spec_.classes, ")"));
+      }
+    }
+  }
+  RETURN_IF_ERROR(vars_->Upload(weights));
+  std::unique_ptr<Plan>& plan = plans_[n];
+  if (plan == nullptr) {
+    absl::StatusOr<std::unique_ptr<Plan>> made = MakePlan(n);
+    if (!made.ok()) {
+      plans_.erase(n);
+      return made.status();
+    }
+    plan = std::move(made).value();
+  }
+  RETURN_IF_ERROR(backend_->CopyToDevice(images, plan->nodes[0].out));
+  return plan.get();
+}
+
+absl::Status NetworkModel::Forward(Plan* p, bool training) {
+  for (size_t i = 1; i < spec_.layers.size(); ++i) {
+    const Layer& l = spec_.layers[i];
+    Node& n = p->nodes[i];
+    const DeviceView x = p->nodes[l.inputs[0]].out;
+    switch (l.kind) {
+      case LayerKind::kInput:
+        break;
+      case LayerKind::kConv:
+        RETURN_IF_ERROR(n.conv->Forward(
+            x, Weight(l, 0), l.bias ? Weight(l, 1) : ConstDeviceView(),
+            n.out));
+        break;
+      case LayerKind::kBatchNorm:
+        if (training) {
+          RETURN_IF_ERROR(n.bn->ForwardTraining(
+              x, Weight(l, 0), Weight(l, 1), n.out, n.batch_mean.view(),
+              n.batch_var.view(), state_->mutable_weight(l.state),
+              state_->mutable_weight(l.state + 1)));
+        } else {
+          RETURN_IF_ERROR(n.bn->ForwardInference(
+              x, Weight(l, 0), Weight(l, 1), state_->weight(l.state),
+              state_->weight(l.state + 1), n.out));
+        }
+        break;
+      case LayerKind::kRelu:
+        if (!n.fused) RETURN_IF_ERROR(backend_->ReluForward(x, n.out));
+        break;
+      case LayerKind::kAdd:
+        RETURN_IF_ERROR(
+            backend_->Add(x, p->nodes[l.inputs[1]].out, n.out));
+        break;
+      case LayerKind::kMaxPool:
+        RETURN_IF_ERROR(n.pool->Forward(x, n.out));
+        break;
+      case LayerKind::kGlobalAvgPool:
+        RETURN_IF_ERROR(backend_->GlobalAvgPoolForward(x, n.out));
+        break;
+      case LayerKind::kDense:
+        RETURN_IF_ERROR(n.dense->Forward(
+            x.Reshaped(n.dense->shape().input()), Weight(l, 0), Weight(l, 1),
+            n.out));
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> NetworkModel::Loss(
+    Plan* p, absl::Span<const int32_t> labels) {
+  Node& last = p->nodes.back();
+  ASSIGN_OR_RETURN(CrossEntropyResult ce,
+                   p->xent->Run(last.out, labels, last.grad));
+  StepResult r;
+  r.cross_entropy = ce.loss;
+  r.loss = ce.loss;
+  r.correct = ce.correct;
+  r.examples = p->batch;
+  return r;
+}
+
+absl::Status NetworkModel::Backward(Plan* p) {
+  const int count = static_cast<int>(spec_.layers.size());
+  for (Node& n : p->nodes) n.grad_written = n.add_alias;
+  for (int i = count - 1; i >= 1; --i) {
+    const Layer& l = spec_.layers[i];
+    Node& n = p->nodes[i];
+    const int in = l.inputs[0];
+    const DeviceView x = p->nodes[in].out;
+    switch (l.kind) {
+      case LayerKind::kInput:
+        break;
+      case LayerKind::kConv: {
+        // The images need no gradient.
+        if (in != 0) {
+          RETURN_IF_ERROR(
+              n.conv->BackwardData(n.grad, Weight(l, 0), Target(p, in)));
+          RETURN_IF_ERROR(Accumulate(p, in));
+        }
+        RETURN_IF_ERROR(n.conv->BackwardFilter(
+            x, n.grad, vars_->gradient(l.variable),
+            l.bias ? vars_->gradient(l.variable + 1) : DeviceView()));
+        break;
+      }
+      case LayerKind::kBatchNorm:
+        RETURN_IF_ERROR(n.bn->Backward(
+            x, n.out, n.grad, Weight(l, 0), n.batch_mean.view(),
+            n.batch_var.view(), Target(p, in), vars_->gradient(l.variable),
+            vars_->gradient(l.variable + 1)));
+        RETURN_IF_ERROR(Accumulate(p, in));
+        break;
+      case LayerKind::kRelu:
+        // Fused: its batch norm's backward applies the mask.
+        if (n.fused) break;
+        RETURN_IF_ERROR(backend_->ReluBackward(n.out, n.grad, Target(p, in)));
+        RETURN_IF_ERROR(Accumulate(p, in));
+        break;
+      case LayerKind::kAdd:
+        for (int j : l.inputs) {
+          Node& to = p->nodes[j];
+          if (to.add_alias) continue;  // to.grad is n.grad
+          if (!to.grad_written) {
+            RETURN_IF_ERROR(backend_->Copy(n.grad, to.grad));
+            to.grad_written = true;
+          } else {
+            RETURN_IF_ERROR(backend_->Add(to.grad, n.grad, to.grad));
+          }
+        }
+        break;
+      case LayerKind::kMaxPool:
+        RETURN_IF_ERROR(n.pool->Backward(x, n.out, n.grad, Target(p, in)));
+        RETURN_IF_ERROR(Accumulate(p, in));
+        break;
+      case LayerKind::kGlobalAvgPool:
+        RETURN_IF_ERROR(backend_->GlobalAvgPoolBackward(n.grad, Target(p, in)));
+        RETURN_IF_ERROR(Accumulate(p, in));
+        break;
+      case LayerKind::kDense: {
+        const Shape& flat = n.dense->shape().input();
+        if (in != 0) {
+          RETURN_IF_ERROR(n.dense->BackwardData(
+              n.grad, Weight(l, 0), Target(p, in).Reshaped(flat)));
+          RETURN_IF_ERROR(Accumulate(p, in));
+        }
+        RETURN_IF_ERROR(n.dense->BackwardWeights(
+            x.Reshaped(flat), n.grad, vars_->gradient(l.variable),
+            vars_->gradient(l.variable + 1)));
+        break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> CreateNetworkModel(NetworkSpec spec,
+                                                          Backend* backend) {
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceVariables> vars,
+                   DeviceVariables::Create(spec.variables, backend));
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceVariables> state,
+                   DeviceVariables::Create(spec.state, backend));
+  const NamedTensors initial = InitialValues(spec.state, 0);
+  RETURN_IF_ERROR(state->Upload(ViewsOf(initial)));
+  return std::unique_ptr<Model>(std::make_unique<NetworkModel>(
+      std::move(spec), backend, std::move(vars), std::move(state)));
+}
+
+}  // namespace psgd

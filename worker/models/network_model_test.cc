@@ -1,0 +1,270 @@
+// The layer-graph engine (network_model.h) on a small network that has
+// every layer kind (strided and padded convs with and without a bias, batch
+// norm with and without a fused ReLU, residual adds with an identity and a
+// 1x1 shortcut, a layer read by two others, max pooling, global average
+// pooling, dense) against a float64 interpreter of the same NetworkSpec over
+// the reference ops: the loss, every gradient against central finite
+// differences, the running statistics after a step, and evaluation with
+// them. Also the registry: every CIFAR network's exact parameter count
+// (PyTorch's), and the refusal of unknown names.
+#include "worker/models/network_model.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "worker/models/cifar_networks.h"
+#include "worker/models/initialize.h"
+#include "worker/models/network.h"
+#include "worker/models/registry.h"
+#include "worker/testing/gradcheck.h"
+#include "worker/testing/reference_ops.h"
+
+namespace psgd {
+namespace {
+
+using reference::Vec;
+using testing::Unwrap;
+
+constexpr int64_t kBatch = 4;
+
+NetworkSpec TinyNetwork() {
+  NetworkBuilder b("tiny", {3, 8, 8}, 5, 1e-2f);
+  int x = b.Relu(b.BatchNorm(b.Conv(b.input(), "conv1", 4, 3, 1, 1), "bn1"));
+  // A projection block (stride 2, 1x1 conv + BN shortcut); x has two
+  // readers.
+  int y = b.Relu(b.BatchNorm(b.Conv(x, "a.conv1", 6, 3, 2, 1), "a.bn1"));
+  y = b.BatchNorm(b.Conv(y, "a.conv2", 6, 3, 1, 1), "a.bn2");
+  int sc = b.BatchNorm(b.Conv(x, "a.sc", 6, 1, 2, 0), "a.sc_bn");
+  x = b.Relu(b.Add(y, sc));
+  x = b.MaxPool(x, 2, 2);
+  // A pre-activation block with an identity shortcut.
+  y = b.Relu(b.BatchNorm(x, "b.bn1"));
+  y = b.Conv(y, "b.conv1", 6, 3, 1, 1, /*bias=*/true);
+  x = b.Add(y, x);
+  b.Dense(b.GlobalAvgPool(x), "fc", 5);
+  return Unwrap(std::move(b).Build());
+}
+
+// The float64 interpreter: the loss of `spec` on a batch (mean
+// cross-entropy + weight decay). Training: batch statistics, whose means
+// and biased variances go to `stats` (two per batch norm, in state order)
+// when not null; otherwise `state` normalises. Logits into `logits` when
+// not null.
+double ReferenceLoss(const NetworkSpec& spec, const std::vector<Vec>& w,
+                     const Vec& images, const std::vector<int32_t>& labels,
+                     bool training, const std::vector<Vec>& state,
+                     std::vector<Vec>* stats, Vec* logits = nullptr) {
+  const int64_t n = static_cast<int64_t>(labels.size());
+  std::vector<Vec> out(spec.layers.size());
+  out[0] = images;
+  if (stats != nullptr) stats->assign(spec.state.size(), Vec());
+  for (size_t i = 1; i < spec.layers.size(); ++i) {
+    const Layer& l = spec.layers[i];
+    const Vec& x = out[l.inputs[0]];
+    const Shape& in = spec.layers[l.inputs[0]].shape;
+    switch (l.kind) {
+      case LayerKind::kConv: {
+        out[i] = reference::Conv2d(ConvShapeOf(l, n, in), x, w[l.variable],
+                                   l.bias ? w[l.variable + 1] : Vec());
+        break;
+      }
+      case LayerKind::kBatchNorm: {
+        const BatchNormShape s = BatchNormShapeOf(n, in);
+        const Vec& g = w[l.variable];
+        const Vec& beta = w[l.variable + 1];
+        if (training) {
+          Vec mean, var;
+          out[i] = reference::BatchNormTraining(s, x, g, beta, &mean, &var);
+          if (stats != nullptr) {
+            (*stats)[l.state] = mean;
+            (*stats)[l.state + 1] = var;
+          }
+        } else {
+          out[i] = reference::BatchNormInference(s, x, g, beta, state[l.state],
+                                                 state[l.state + 1]);
+        }
+        break;
+      }
+      case LayerKind::kRelu:
+        out[i] = reference::Relu(x);
+        break;
+      case LayerKind::kAdd: {
+        out[i] = x;
+        const Vec& other = out[l.inputs[1]];
+        for (size_t k = 0; k < other.size(); ++k) out[i][k] += other[k];
+        break;
+      }
+      case LayerKind::kMaxPool:
+        out[i] = reference::MaxPool(
+            {n, in[0], in[1], in[2], l.kernel, l.stride}, x);
+        break;
+      case LayerKind::kGlobalAvgPool:
+        out[i] = reference::GlobalAvgPool(n * in[0], in[1] * in[2], x);
+        break;
+      case LayerKind::kDense:
+        out[i] = reference::Dense({n, NumElements(in), l.shape[0]}, x,
+                                  w[l.variable], w[l.variable + 1]);
+        break;
+      case LayerKind::kInput:
+        break;
+    }
+  }
+  if (logits != nullptr) *logits = out.back();
+  double loss = reference::SoftmaxCrossEntropy(n, spec.classes, out.back(),
+                                               labels);
+  for (int v : spec.decayed) loss += spec.weight_decay * reference::L2Loss(w[v]);
+  return loss;
+}
+
+TEST_CASE("a layer graph matches its float64 reference") {
+  const NetworkSpec spec = TinyNetwork();
+  auto backend = testing::MakeBackend("cpu");
+  auto model = Unwrap(CreateNetworkModel(spec, backend.get()));
+  REQUIRE(model->state().size() == 10);  // five batch norms
+
+  NamedTensors weights = InitialValues(model->variables(), 7);
+  // Batch norm's gamma and beta away from 1 and 0, so that they matter.
+  for (const VariableSpec& v : model->variables()) {
+    if (v.shape.size() != 1) continue;
+    const auto r = testing::RandomValues(NumElements(v.shape), v.name.size(),
+                                         -0.5, 0.5);
+    Tensor& t = weights.at(v.name);
+    for (int64_t k = 0; k < t.size(); ++k) t.data()[k] += r[k];
+  }
+  const auto image_values = testing::RandomValues(kBatch * 3 * 64, 11, -1, 1);
+  Tensor images = Unwrap(Tensor::FromVector({kBatch, 3, 8, 8}, image_values));
+  const std::vector<int32_t> labels = {0, 3, 1, 4};
+
+  NamedTensors grads;
+  const StepResult r = Unwrap(model->ComputeGradients(
+      ViewsOf(weights), images.view(), labels, &grads));
+
+  std::vector<Vec> w;
+  for (const VariableSpec& v : spec.variables) {
+    const Tensor& t = weights.at(v.name);
+    w.push_back(Vec(t.data(), t.data() + t.size()));
+  }
+  const Vec x = testing::ToDouble(image_values);
+  std::vector<Vec> stats;
+  const double want = ReferenceLoss(spec, w, x, labels, true, {}, &stats);
+  CHECK(std::abs(r.loss - want) < 1e-5 * std::abs(want));
+  CHECK(r.weight_decay > 0.0);
+  CHECK(r.examples == kBatch);
+
+  for (size_t v = 0; v < spec.variables.size(); ++v) {
+    const std::string& name = spec.variables[v].name;
+    const Tensor& g = grads.at(name);
+    auto e = testing::CompareGradient(
+        [&](const Vec& value) {
+          std::vector<Vec> moved = w;
+          moved[v] = value;
+          return ReferenceLoss(spec, moved, x, labels, true, {}, nullptr);
+        },
+        w[v], std::vector<float>(g.data(), g.data() + g.size()), 1e-4,
+        /*max_checks=*/24, /*seed=*/v + 1);
+    INFO(name << " " << e.ToString());
+    CHECK(e.relative() < 1e-3);
+  }
+
+  // Running statistics: 0.9 * (0, 1) + 0.1 * (mean, unbiased variance).
+  NamedTensors state;
+  REQUIRE_OK(model->GetState(&state));
+  std::vector<Vec> running;
+  for (size_t s = 0; s < spec.state.size(); ++s) {
+    const VariableSpec& spec_s = spec.state[s];
+    const bool is_var = s % 2 == 1;
+    const int64_t m = kBatch * [&] {
+      for (const Layer& l : spec.layers) {
+        if (l.state == static_cast<int>(s - (is_var ? 1 : 0))) {
+          return NumElements(spec.layers[l.inputs[0]].shape) / l.shape[0];
+        }
+      }
+      return int64_t{0};
+    }();
+    Vec want_s(stats[s].size());
+    for (size_t k = 0; k < want_s.size(); ++k) {
+      want_s[k] = is_var ? 0.9 + 0.1 * stats[s][k] * m / (m - 1.0)
+                         : 0.1 * stats[s][k];
+    }
+    const Tensor& got = state.at(spec_s.name);
+    INFO(spec_s.name);
+    CHECK(testing::MaxRelativeDifference(
+              std::vector<float>(got.data(), got.data() + got.size()),
+              want_s) < 1e-5);
+    running.push_back(want_s);
+  }
+
+  // Evaluation normalises with them and leaves them alone.
+  Tensor logits({kBatch, 5});
+  REQUIRE_OK(model->Logits(ViewsOf(weights), images.view(), logits.view()));
+  Vec want_logits;
+  ReferenceLoss(spec, w, x, labels, false, running, nullptr, &want_logits);
+  CHECK(testing::MaxRelativeDifference(
+            std::vector<float>(logits.data(), logits.data() + logits.size()),
+            want_logits) < 1e-5);
+  NamedTensors after;
+  REQUIRE_OK(model->GetState(&after));
+  for (const auto& [name, t] : state) {
+    CHECK(std::equal(t.data(), t.data() + t.size(), after.at(name).data()));
+  }
+
+  // SetState round trip and refusal.
+  REQUIRE_OK(model->SetState(ViewsOf(state)));
+  NamedConstViews missing = ViewsOf(state);
+  missing.erase("bn1.running_var");
+  CHECK(model->SetState(missing).code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("the CIFAR networks have PyTorch's parameter counts") {
+  const std::vector<std::pair<std::string, int64_t>> want = {
+      {"resnet20", 272474},   {"resnet56", 855770},
+      {"wrn_16_4", 2748890},  {"wrn_28_10", 36479194},
+      {"cnn10", 1923914},     {"resnet50_cifar", 23520842},
+  };
+  for (const auto& [name, count] : want) {
+    INFO(name);
+    CHECK(TotalParameters(Unwrap(ModelVariables(name))) == count);
+    bool listed = false;
+    for (const ModelInfo& m : ListModels()) {
+      listed = listed || (m.name == name && m.parameters == count);
+    }
+    CHECK(listed);
+  }
+  // Running statistics: two per batch norm, e.g. resnet20 has 19 + 2.
+  CHECK(Unwrap(CifarResNet(20)).state.size() == 2 * 21);
+  absl::Status unknown = ModelVariables("resnet21").status();
+  CHECK(unknown.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(unknown.message().find("resnet20 (272,474 parameters)") !=
+        absl::string_view::npos);
+  CHECK(CifarResNet(21).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a network model refuses wrong images and labels") {
+  auto backend = testing::MakeBackend("cpu");
+  auto model = Unwrap(CreateModel("resnet20", backend.get()));
+  const NamedTensors weights = InitialValues(model->variables(), 1);
+  Tensor wrong({2, 3, 24, 24});
+  CHECK(model->Evaluate(ViewsOf(weights), wrong.view(), {0, 1})
+            .status()
+            .code() == absl::StatusCode::kInvalidArgument);
+  Tensor images({2, 3, 32, 32});
+  CHECK(model->Evaluate(ViewsOf(weights), images.view(), {0, 10})
+            .status()
+            .code() == absl::StatusCode::kInvalidArgument);
+  const StepResult r =
+      Unwrap(model->Evaluate(ViewsOf(weights), images.view(), {0, 1}));
+  CHECK(std::isfinite(r.loss));
+}
+
+TEST_CASE("the builder refuses shapes that do not fit") {
+  NetworkBuilder b("bad", {3, 8, 8}, 10, 0.0f);
+  b.Add(b.Conv(b.input(), "c", 4, 3, 1, 1), b.input());
+  absl::StatusOr<NetworkSpec> spec = std::move(b).Build();
+  CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(spec.status().message().find("add of [4, 8, 8] and [3, 8, 8]") !=
+        absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace psgd
