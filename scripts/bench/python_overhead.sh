@@ -68,7 +68,7 @@ EOF
 
 # The ResNet-20 loop of examples/torch_cifar10.py without psgd.
 torch_loop() {
-  /usr/bin/python3 - "$steps" "$batch" "$threads" <<'EOF'
+  PYTHONPATH=bazel-bin/python${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 - "$steps" "$batch" "$threads" <<'EOF'
 import sys, time
 import torch, torch.nn.functional as F
 sys.path.insert(0, "examples")
