@@ -1,9 +1,9 @@
 // Adam's arithmetic and the rules of its options, written once for the
-// three optimizers that use it: the parameter servers' (ps/state/optimizer.h,
-// TensorFlow's form), the local trainer's (worker/train/adam.h, the same
-// form) and the GPU trainer's (worker/gpu/adam.h and its kernel, PyTorch's
-// form, to match the peer it is measured against). Both forms are one
-// element update with different constants:
+// optimizers that use it: the parameter servers' (ps/state/optimizer.h,
+// TensorFlow's form, which train_local also runs: worker/train/
+// local_optimizer.h) and the GPU trainer's (worker/gpu/adam.h and its
+// kernel, PyTorch's form, to match the peer it is measured against). Both
+// forms are one element update with different constants:
 //
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g^2

@@ -28,7 +28,7 @@
 #include "worker/models/registry.h"
 #include "worker/paths.h"
 #include "worker/random.h"
-#include "worker/train/adam.h"
+#include "worker/train/local_optimizer.h"
 
 ABSL_FLAG(int64_t, batch, 128, "Images per step.");
 ABSL_FLAG(int, threads, 2, "Compute threads (and the peer's).");
@@ -89,7 +89,10 @@ absl::StatusOr<OwnResult> RunOwn(Backend* backend, int64_t batch, int warmup,
     l = static_cast<int32_t>(rng.UniformInt(model->num_classes()));
   }
   NamedTensors weights = InitialValues(model->variables(), 1), grads;
-  LocalAdam adam{AdamOptions()};
+  // Adam with TensorFlow's defaults, as the servers apply it.
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> adam,
+                   LocalOptimizer::Create(ps::OptimizerOptions(),
+                                          model->variables()));
   OwnResult r;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup) r.compute_ms = r.adam_ms = 0.0;
@@ -99,7 +102,7 @@ absl::StatusOr<OwnResult> RunOwn(Backend* backend, int64_t batch, int warmup,
                                              labels, &grads));
     (void)step;
     const auto t1 = Clock::now();
-    RETURN_IF_ERROR(adam.Apply(grads, &weights));
+    RETURN_IF_ERROR(adam->Apply(grads, &weights));
     r.compute_ms += 1e3 * std::chrono::duration<double>(t1 - t0).count();
     r.adam_ms += 1e3 * Since(t1);
   }

@@ -1,9 +1,14 @@
-// train_local: the tutorial model trained in one process with Adam applied
-// locally, no parameter server (the baseline of every distributed run).
+// train_local: a model trained in one process with the servers' optimizer
+// applied locally, no parameter server (the baseline of every distributed
+// run).
 //
 //   bazel run -c opt //worker:train_local -- --data=cifar10
 //       --data_dir=/path/to/cifar-10-batches-bin --epochs=10   (one line)
 //   bazel run -c opt //worker:train_local -- --data=synthetic --steps=300
+//   bazel run -c opt //worker:train_local -- --model=resnet20 --epochs=10
+//       --optimizer=momentum --lr=0.1 --momentum=0.9 --nesterov
+//       --weight_decay=5e-4 --warmup_epochs=1 --warmup_from=0.1
+//       --lr_decay=cosine                                      (one line)
 //
 // Prints progress (step, loss, train accuracy, images/s; test accuracy every
 // --eval_every steps) and writes metrics.jsonl and summary.json to the run
@@ -18,7 +23,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/metrics.h"
+#include "common/lr_schedule.h"
 #include "common/status_macros.h"
+#include "ps/state/options.h"
 #include "spdlog/spdlog.h"
 #include "worker/cli.h"
 #include "worker/paths.h"
@@ -38,7 +45,26 @@ ABSL_FLAG(int64_t, log_every, 100, "Steps between progress lines; 0: none.");
 ABSL_FLAG(int, threads, 0, "Compute threads; 0: one per core.");
 ABSL_FLAG(uint64_t, seed, 1,
           "Seed of initial weights, shuffling, distortions.");
-ABSL_FLAG(double, lr, 0.001, "Adam's learning rate.");
+ABSL_FLAG(std::string, optimizer, "adam",
+          "adam (TensorFlow's), sgd or momentum (PyTorch's SGD).");
+ABSL_FLAG(double, lr, 0.001, "Learning rate.");
+ABSL_FLAG(double, momentum, 0, "--optimizer=momentum: momentum in [0, 1).");
+ABSL_FLAG(bool, nesterov, false, "--optimizer=momentum: Nesterov momentum.");
+ABSL_FLAG(double, weight_decay, 0,
+          "sgd, momentum: L2 on every variable's gradient, as PyTorch's SGD.");
+ABSL_FLAG(std::vector<std::string>, no_weight_decay, {},
+          "Variables exempt from --weight_decay (comma-separated names).");
+ABSL_FLAG(double, warmup_epochs, 0,
+          "Epochs of linear warmup from --warmup_from x lr to lr.");
+ABSL_FLAG(double, warmup_from, 0,
+          "The warmup's first factor of the learning rate, in [0, 1].");
+ABSL_FLAG(std::string, lr_decay, "constant",
+          "After the warmup: constant, step (x --decay_factor every "
+          "--decay_every_epochs) or cosine (to --final_factor x lr at the "
+          "last step).");
+ABSL_FLAG(double, decay_every_epochs, 0, "--lr_decay=step: epochs per decay.");
+ABSL_FLAG(double, decay_factor, 0.1, "--lr_decay=step: factor per decay.");
+ABSL_FLAG(double, final_factor, 0, "--lr_decay=cosine: the last factor.");
 ABSL_FLAG(std::string, run_dir, "",
           "Where metrics.jsonl and summary.json go; default "
           "runs/train_local-YYYYMMDD-HHMMSS.");
@@ -70,7 +96,29 @@ absl::StatusOr<LocalTrainerOptions> OptionsFromFlags() {
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.seed = absl::GetFlag(FLAGS_seed);
-  o.adam.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  ASSIGN_OR_RETURN(o.optimizer.kind,
+                   ps::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
+  o.optimizer.learning_rate = absl::GetFlag(FLAGS_lr);
+  o.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
+  o.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
+  o.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.optimizer.no_weight_decay = absl::GetFlag(FLAGS_no_weight_decay);
+  o.schedule.warmup_epochs = absl::GetFlag(FLAGS_warmup_epochs);
+  o.schedule.warmup_from = absl::GetFlag(FLAGS_warmup_from);
+  const std::string decay = absl::GetFlag(FLAGS_lr_decay);
+  if (decay == "constant") {
+    o.schedule.decay = LrSchedule::Decay::kConstant;
+  } else if (decay == "step") {
+    o.schedule.decay = LrSchedule::Decay::kStep;
+  } else if (decay == "cosine") {
+    o.schedule.decay = LrSchedule::Decay::kCosine;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--lr_decay=", decay, ": expected constant, step or cosine"));
+  }
+  o.schedule.decay_every_epochs = absl::GetFlag(FLAGS_decay_every_epochs);
+  o.schedule.decay_factor = absl::GetFlag(FLAGS_decay_factor);
+  o.schedule.final_factor = absl::GetFlag(FLAGS_final_factor);
   if (o.data.name != "cifar10" && o.data.name != "synthetic") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--data=", o.data.name, ": expected cifar10 or synthetic"));
@@ -107,6 +155,7 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   return psgd::RunProgram(
       argc, argv, "train_local",
-      "Trains a model in one process with local Adam; see --helpfull.",
+      "Trains a model in one process with the optimizer applied locally; see "
+      "--helpfull.",
       psgd::Run);
 }

@@ -272,24 +272,8 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
           absl::StrCat("optimizer: variable ", i, " has size ", sizes[i]));
     }
   }
+  RETURN_IF_ERROR(ValidateOptimizerOptions(options, "optimizer option "));
   const bool adam = options.kind == OptimizerOptions::Kind::kAdam;
-  if (const absl::optional<OptimizerOptionProblem> bad =
-          FindOptimizerOptionProblem(
-              AdamHyper{options.learning_rate, options.beta1, options.beta2,
-                        options.epsilon},
-              adam);
-      bad.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer: ", bad->field, "=", bad->value, " ", bad->rule));
-  }
-  if (const absl::optional<OptimizerOptionProblem> bad = FindSgdOptionProblem(
-          SgdHyper{options.momentum, options.nesterov, options.weight_decay},
-          OptimizerKindName(options.kind));
-      bad.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer: ", bad->field, "=", bad->value, " ", bad->rule));
-  }
-  RETURN_IF_ERROR(ValidateLrSchedule(options.schedule, 0));
   if (!adam) {
     std::vector<float> decay(sizes.size(),
                              static_cast<float>(options.weight_decay));

@@ -325,7 +325,7 @@ TEST_CASE("bad optimizer options are refused") {
   o.kind = OptimizerOptions::Kind::kMomentum;
   o.momentum = 1.0;
   s = CreateOptimizer(o, {1}).status();
-  CHECK(s.message().find("momentum=1 must be in [0, 1)") !=
+  CHECK(s.message().find("momentum=1: must be in [0, 1)") !=
         absl::string_view::npos);
   o.momentum = 0.0;
   o.nesterov = true;

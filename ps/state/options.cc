@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/adam.h"
 #include "common/cluster_name.h"
+#include "common/status_macros.h"
 
 namespace psgd {
 namespace ps {
@@ -67,6 +68,32 @@ absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(
   return Bad("optimizer", name, "expected adam, sgd or momentum");
 }
 
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& opt,
+                                      absl::string_view prefix) {
+  auto bad = [&](absl::string_view field, absl::string_view value,
+                 absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, field, "=", value, ": ", why));
+  };
+  if (const absl::optional<OptimizerOptionProblem> p =
+          FindOptimizerOptionProblem(
+              AdamHyper{opt.learning_rate, opt.beta1, opt.beta2, opt.epsilon},
+              opt.kind == OptimizerOptions::Kind::kAdam);
+      p.has_value()) {
+    return bad(p->field, absl::StrCat(p->value), p->rule);
+  }
+  if (const absl::optional<OptimizerOptionProblem> p = FindSgdOptionProblem(
+          SgdHyper{opt.momentum, opt.nesterov, opt.weight_decay},
+          OptimizerKindName(opt.kind));
+      p.has_value()) {
+    return bad(p->field, absl::StrCat(p->value), p->rule);
+  }
+  if (absl::Status s = ValidateLrSchedule(opt.schedule, 0); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.listen_address.empty() ||
       o.listen_address.find(':') == std::string::npos) {
@@ -97,24 +124,7 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("replicas_to_aggregate", absl::StrCat(o.replicas_to_aggregate),
                "async mode aggregates nothing: must be 1");
   }
-  const OptimizerOptions& opt = o.optimizer;
-  if (const absl::optional<OptimizerOptionProblem> bad =
-          FindOptimizerOptionProblem(
-              AdamHyper{opt.learning_rate, opt.beta1, opt.beta2, opt.epsilon},
-              opt.kind == OptimizerOptions::Kind::kAdam);
-      bad.has_value()) {
-    return Bad(bad->field, absl::StrCat(bad->value), bad->rule);
-  }
-  if (const absl::optional<OptimizerOptionProblem> bad = FindSgdOptionProblem(
-          SgdHyper{opt.momentum, opt.nesterov, opt.weight_decay},
-          OptimizerKindName(opt.kind));
-      bad.has_value()) {
-    return Bad(bad->field, absl::StrCat(bad->value), bad->rule);
-  }
-  if (absl::Status s = ValidateLrSchedule(opt.schedule, 0); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("server option ", s.message()));
-  }
+  RETURN_IF_ERROR(ValidateOptimizerOptions(o.optimizer, "server option "));
   if (o.max_message_bytes < kMinMessageBytes ||
       o.max_message_bytes > kMaxGrpcMessageBytes) {
     return Bad("max_message_bytes", absl::StrCat(o.max_message_bytes),

@@ -153,6 +153,13 @@ struct ServerOptions {
   SecurityOptions security;
 };
 
+// OK, or INVALID_ARGUMENT naming the first bad field of the optimizer's
+// options and its value after `prefix` ("server option momentum=1: must be
+// in [0, 1)"); the schedule's fields as ValidateLrSchedule words them.
+// ValidateServerOptions checks its optimizer with it; train_local its flags.
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& options,
+                                      absl::string_view prefix);
+
 // OK, or INVALID_ARGUMENT naming the first bad field and its value
 // ("server option staleness_bound=-2: is negative").
 absl::Status ValidateServerOptions(const ServerOptions& options);

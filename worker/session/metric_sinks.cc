@@ -14,8 +14,8 @@ double UnixSeconds() { return absl::ToUnixMicros(absl::Now()) / 1e6; }
 }  // namespace
 
 JsonObject StepJson(const std::string& task, const StepRecord& r) {
-  return JsonObject()
-      .Set("kind", "train")
+  JsonObject line;
+  line.Set("kind", "train")
       .Set("task", task)
       .Set("step", r.global_step)
       .Set("local_step", r.local_step)
@@ -35,6 +35,8 @@ JsonObject StepJson(const std::string& task, const StepRecord& r) {
       .Set("apply_s", r.apply_s)
       .Set("staleness", r.staleness)
       .Set("outcome", StepOutcomeName(r.outcome));
+  if (r.learning_rate >= 0) line.Set("learning_rate", r.learning_rate);
+  return line;
 }
 
 JsonObject EvalJson(const std::string& task, const EvalRecord& e) {

@@ -36,6 +36,9 @@ struct StepRecord {
   double pull_s = 0.0;     // the pull after the push, less wait_s
   double wait_s = 0.0;     // sync: the servers waiting for the next step
   double apply_s = 0.0;    // local training: the optimizer's update
+  // Local training: the learning rate this step's update applied (< 0:
+  // unknown here, as in a cluster worker, and not written).
+  double learning_rate = -1.0;
   int64_t staleness = 0;   // async: the largest over the shards
   // What became of the gradient (worker/session/step_outcome.h).
   StepOutcome outcome = StepOutcome::kApplied;

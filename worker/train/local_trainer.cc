@@ -1,6 +1,7 @@
 #include "worker/train/local_trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <deque>
 #include <numeric>
@@ -15,6 +16,7 @@
 #include "worker/models/registry.h"
 #include "worker/session/metric_sinks.h"
 #include "worker/train/evaluate.h"
+#include "worker/train/local_optimizer.h"
 
 namespace psgd {
 namespace {
@@ -46,7 +48,45 @@ absl::Status ValidateLocalTrainerOptions(const LocalTrainerOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("threads is ", o.threads, ", must be >= 0"));
   }
-  return ValidateAdamOptions(o.adam);
+  const EpochSchedule& e = o.schedule;
+  auto bad = [](absl::string_view field, double value, absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "learning-rate schedule: ", field, " is ", value, ", ", rule));
+  };
+  if (!(e.warmup_epochs >= 0) || !std::isfinite(e.warmup_epochs)) {
+    return bad("warmup_epochs", e.warmup_epochs, "must be >= 0 and finite");
+  }
+  if (e.decay == LrSchedule::Decay::kStep &&
+      (!(e.decay_every_epochs > 0) || !std::isfinite(e.decay_every_epochs))) {
+    return bad("decay_every_epochs", e.decay_every_epochs,
+               "must be > 0 and finite for step decay");
+  }
+  ps::OptimizerOptions checked = o.optimizer;
+  checked.schedule = LrSchedule();
+  checked.schedule.warmup_from = e.warmup_from;
+  checked.schedule.decay_factor = e.decay_factor;
+  checked.schedule.final_factor = e.final_factor;
+  return ps::ValidateOptimizerOptions(checked, "optimizer option ");
+}
+
+absl::StatusOr<LrSchedule> StepScheduleOf(const EpochSchedule& e,
+                                          int64_t per_epoch,
+                                          int64_t last_step) {
+  LrSchedule s;
+  s.warmup_steps = std::llround(e.warmup_epochs * per_epoch);
+  s.warmup_from = e.warmup_from;
+  s.decay = e.decay;
+  s.decay_factor = e.decay_factor;
+  s.final_factor = e.final_factor;
+  if (e.decay == LrSchedule::Decay::kStep) {
+    s.decay_every = std::max<int64_t>(1, std::llround(e.decay_every_epochs *
+                                                      per_epoch));
+  }
+  if (e.decay == LrSchedule::Decay::kCosine) {
+    s.decay_steps = std::max<int64_t>(1, last_step - s.warmup_steps);
+  }
+  RETURN_IF_ERROR(ValidateLrSchedule(s, last_step));
+  return s;
 }
 
 absl::StatusOr<LocalTrainingResult> RunLocalTraining(
@@ -81,7 +121,19 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
 
   NamedTensors weights = InitialValues(model->variables(), options.seed);
   NamedTensors gradients;
-  LocalAdam adam(options.adam);
+  ps::OptimizerOptions optimizer_options = options.optimizer;
+  ASSIGN_OR_RETURN(
+      optimizer_options.schedule,
+      StepScheduleOf(options.schedule, per_epoch,
+                     options.steps > 0 ? options.steps
+                                       : options.epochs * per_epoch));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LocalOptimizer> optimizer,
+      LocalOptimizer::Create(optimizer_options, model->variables()));
+  spdlog::info("train_local: {} learning rate {} ({})",
+               std::string(ps::OptimizerKindName(optimizer_options.kind)),
+               optimizer_options.learning_rate,
+               LrScheduleToString(optimizer_options.schedule));
   LocalTrainingResult result;
   std::deque<double> recent_accuracy;
   double train_seconds = 0.0, window_seconds = 0.0, window_loss = 0.0;
@@ -131,7 +183,8 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
                                        ViewsOf(weights), batch->images.view(),
                                        batch->labels, &gradients));
     const Clock::time_point t2 = Clock::now();
-    RETURN_IF_ERROR(adam.Apply(gradients, &weights));
+    const double learning_rate = optimizer->next_learning_rate();
+    RETURN_IF_ERROR(optimizer->Apply(gradients, &weights));
     const Clock::time_point t3 = Clock::now();
     ++step;
     const double step_s = Seconds(t0, t3);
@@ -156,6 +209,7 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
       rec.input_s = Seconds(t0, t1);
       rec.compute_s = Seconds(t1, t2);
       rec.apply_s = Seconds(t2, t3);
+      rec.learning_rate = learning_rate;
       StepContext context;
       context.train_examples = data.train.count();
       RETURN_IF_ERROR(sinks->WriteStep(rec, context));
@@ -198,7 +252,9 @@ JsonObject SummaryOf(const LocalTrainerOptions& options,
       .Set("threads", options.threads)
       .Set("data", options.data.name)
       .Set("batch", options.batch_size)
-      .Set("learning_rate", double{options.adam.learning_rate})
+      .Set("optimizer",
+           std::string(ps::OptimizerKindName(options.optimizer.kind)))
+      .Set("learning_rate", options.optimizer.learning_rate)
       .Set("seed", static_cast<int64_t>(options.seed))
       .Set("steps", result.steps)
       .Set("seconds", result.seconds)

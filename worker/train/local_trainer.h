@@ -1,10 +1,12 @@
-// Training in one process with Adam applied locally and no parameter server:
+// Training in one process with the optimizer applied locally and no
+// parameter server:
 // the baseline that every distributed run is compared with (TensorFlow's
 // cifar10_train.py in the seed experiments). //worker:train_local is a thin
 // command line over RunLocalTraining.
 //
 // Each step: the next batch from the Batcher, Model::ComputeGradients,
-// LocalAdam::Apply; one "train" metrics record per step and an "eval"
+// LocalOptimizer::Apply (the servers' optimizer: Adam, SGD or momentum
+// SGD, with a learning-rate schedule given in epochs); one "train" metrics record per step and an "eval"
 // record (test accuracy over the whole test set) every eval_every steps and
 // at the end; progress lines on the log every log_every steps.
 //
@@ -20,9 +22,27 @@
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
 #include "worker/data/dataset.h"
-#include "worker/train/adam.h"
+#include "common/lr_schedule.h"
+#include "ps/state/options.h"
 
 namespace psgd {
+
+// The learning rate's schedule in epochs; RunLocalTraining turns it into
+// the optimizer's schedule in steps (common/lr_schedule.h) once the steps
+// per epoch are known.
+struct EpochSchedule {
+  // Linear from warmup_from x lr (in [0, 1]) to lr over the first
+  // warmup_epochs (>= 0; rounded to whole steps).
+  double warmup_epochs = 0;
+  double warmup_from = 0;
+  // After the warmup: constant; step (x decay_factor in (0, 1] every
+  // decay_every_epochs > 0); or cosine down to final_factor x lr (in
+  // [0, 1]) at the run's last step.
+  LrSchedule::Decay decay = LrSchedule::Decay::kConstant;
+  double decay_every_epochs = 0;
+  double decay_factor = 0.1;
+  double final_factor = 0;
+};
 
 struct LocalTrainerOptions {
   std::string model = "cifar10_tutorial";
@@ -38,8 +58,17 @@ struct LocalTrainerOptions {
   // Steps between progress lines; 0: never.
   int64_t log_every = 100;
   uint64_t seed = 1;
-  AdamOptions adam;
+  // Its schedule is set from `schedule` (and ignored as given).
+  ps::OptimizerOptions optimizer;
+  EpochSchedule schedule;
 };
+
+// The optimizer's schedule in steps for `per_epoch` steps per epoch and
+// `last_step` steps in all; INVALID_ARGUMENT naming the field when it is
+// out of range (a warmup longer than the run included).
+absl::StatusOr<LrSchedule> StepScheduleOf(const EpochSchedule& schedule,
+                                          int64_t per_epoch,
+                                          int64_t last_step);
 
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateLocalTrainerOptions(const LocalTrainerOptions& options);

@@ -106,7 +106,7 @@ TEST_CASE("bad options are refused before anything runs") {
   CHECK(RunLocalTraining(o, nullptr).status().code() ==
         absl::StatusCode::kInvalidArgument);
   o = SyntheticOptions();
-  o.adam.learning_rate = -1;
+  o.optimizer.learning_rate = -1;
   CHECK(RunLocalTraining(o, nullptr).status().code() ==
         absl::StatusCode::kInvalidArgument);
   o = SyntheticOptions();
