@@ -1,14 +1,21 @@
 // compute_bench: throughput of full training steps (forward, backward, Adam)
-// of a model on a backend, compared in the same run with the PyTorch peer
-// (with and without its LRN layers) and with the machine's FMA peak.
+// of a model on a backend, compared in the same run with the same network
+// in PyTorch and with the machine's FMA peak.
 //
 //   bazel run -c opt //worker:compute_bench -- --batch=128 --threads=2
+//   bazel run -c opt //worker:compute_bench -- --model=resnet20 --batch=128
+//       --threads=2                                           (one line)
 //
-// --rounds=N alternates our steps and the two peer runs N times (each round
+// The peers: for the tutorial model ../shared/peers/torch_cifar10_step.py
+// with and without its LRN layers (--peer_script); for a layer-graph network
+// worker/bench/torch_network_step.py --model NAME (--network_peer_script).
+// --rounds=N alternates our steps and the peer runs N times (each round
 // under the same background load) and reports medians; --breakdown times
-// each op on its own; --backend picks the CPU kernels (cpu:conv=im2col, ...).
-// Without python3-torch or the peer script it says so and still reports its
-// own figure. The last line is exactly `images_per_s=X`.
+// the tutorial's ops each on its own; --backend picks the CPU kernels
+// (cpu:conv=im2col, ...). Without python3-torch or the peer script it says
+// so and still reports its own figure. `ratio_vs_torch=X` is our rate over
+// the like-for-like peer's (the tutorial's with LRN), median of the rounds;
+// the last line is exactly `images_per_s=X`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,12 +48,15 @@ ABSL_FLAG(bool, peak, true, "Measure the FMA peak and compare.");
 ABSL_FLAG(bool, peer, true, "Run the PyTorch peer and print the ratios.");
 ABSL_FLAG(std::string, peer_script, "../shared/peers/torch_cifar10_step.py",
           "The peer script; relative to the workspace under bazel run.");
+ABSL_FLAG(std::string, network_peer_script,
+          "worker/bench/torch_network_step.py",
+          "The layer-graph networks' peer script; relative to the workspace "
+          "under bazel run.");
 ABSL_FLAG(std::string, python, "/usr/bin/python3",
           "Python with PyTorch for the peer.");
 ABSL_FLAG(int, peer_steps, 30, "The peer's timed steps.");
 ABSL_FLAG(int, rounds, 1,
-          "Rounds of (ours, peer with LRN, peer without); the figures are "
-          "the medians.");
+          "Rounds of (ours, the peer runs); the figures are the medians.");
 
 namespace psgd {
 namespace {
@@ -128,45 +138,77 @@ absl::Status Run() {
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(backend_name, backend_options));
+  const std::string model_name = absl::GetFlag(FLAGS_model);
+  // A layer-graph network's spec (its FLOPs, its peer); none for the
+  // hand-written models.
+  absl::StatusOr<NetworkSpec> spec = ModelNetworkSpec(model_name);
+  if (!spec.ok() && !absl::IsNotFound(spec.status())) return spec.status();
   PeerOptions peer;
   peer.python = absl::GetFlag(FLAGS_python);
-  peer.script = ResolveWorkspacePath(absl::GetFlag(FLAGS_peer_script));
   peer.threads = threads;
   peer.batch = batch;
   peer.steps = absl::GetFlag(FLAGS_peer_steps);
-  const bool run_peer = absl::GetFlag(FLAGS_peer);
+  // The peer runs of each round: the tutorial's with and without LRN (the
+  // first is like for like), a network's once.
+  struct PeerRun {
+    std::string label;
+    PeerOptions options;
+    std::vector<double> ratios;
+    bool missing = false;
+  };
+  std::vector<PeerRun> peers;
+  auto add_peer = [&](std::string label, const PeerOptions& options) {
+    PeerRun r;
+    r.label = std::move(label);
+    r.options = options;
+    peers.push_back(std::move(r));
+  };
+  if (absl::GetFlag(FLAGS_peer)) {
+    if (spec.ok()) {
+      peer.script =
+          ResolveWorkspacePath(absl::GetFlag(FLAGS_network_peer_script));
+      peer.model = model_name;
+      add_peer("PyTorch " + model_name, peer);
+    } else if (model_name == "cifar10_tutorial") {
+      peer.script = ResolveWorkspacePath(absl::GetFlag(FLAGS_peer_script));
+      peer.lrn = true;
+      add_peer("with LRN", peer);
+      peer.lrn = false;
+      add_peer("without LRN (--no-lrn)", peer);
+    } else {
+      std::printf("peer: none for %s\n", model_name.c_str());
+    }
+  }
 
   // Rounds alternate ours and the peer's runs, so that each round's ratio
   // compares runs under the same background load.
   std::vector<double> own_rates;
-  std::vector<double> ratios[2];  // with LRN, without
-  bool peer_missing[2] = {false, false};
   for (int round = 1; round <= rounds; ++round) {
     ASSIGN_OR_RETURN(OwnResult own,
                      RunOwn(backend.get(), batch, warmup, steps));
     own_rates.push_back(own.images_per_s);
     std::printf(
         "round %d: psgd %s on %s, %d threads, batch %lld: %d steps, step "
-        "%.1f ms (forward+backward %.1f ms, Adam %.1f ms), images_per_s %.0f "
+        "%.1f ms (forward+backward %.1f ms, Adam %.1f ms), images_per_s %.1f "
         "[load %.2f]\n",
-        round, absl::GetFlag(FLAGS_model).c_str(), backend_name.c_str(),
-        threads, static_cast<long long>(batch), steps,
-        own.compute_ms + own.adam_ms, own.compute_ms, own.adam_ms,
-        own.images_per_s, LoadAverage());
-    for (int k = 0; k < 2 && run_peer; ++k) {
-      if (peer_missing[k]) continue;
-      peer.lrn = k == 0;
-      const char* label = peer.lrn ? "with LRN" : "without LRN (--no-lrn)";
-      absl::StatusOr<PeerResult> r = RunTorchPeer(peer);
+        round, model_name.c_str(), backend_name.c_str(), threads,
+        static_cast<long long>(batch), steps, own.compute_ms + own.adam_ms,
+        own.compute_ms, own.adam_ms, own.images_per_s, LoadAverage());
+    std::fflush(stdout);
+    for (PeerRun& p : peers) {
+      if (p.missing) continue;
+      absl::StatusOr<PeerResult> r = RunTorchPeer(p.options);
       if (!r.ok()) {
-        std::printf("peer %s: not run: %s\n", label,
+        std::printf("peer %s: not run: %s\n", p.label.c_str(),
                     std::string(r.status().message()).c_str());
-        peer_missing[k] = true;
+        p.missing = true;
         continue;
       }
-      ratios[k].push_back(own.images_per_s / r->images_per_s);
-      std::printf("round %d: peer %s: %s; ratio %.2fx [load %.2f]\n", round,
-                  label, r->line.c_str(), ratios[k].back(), LoadAverage());
+      p.ratios.push_back(own.images_per_s / r->images_per_s);
+      std::printf("round %d: peer %s: %s; ratio %.3fx [load %.2f]\n", round,
+                  p.label.c_str(), r->line.c_str(), p.ratios.back(),
+                  LoadAverage());
+      std::fflush(stdout);
     }
   }
   const double own_median = Median(own_rates);
@@ -187,23 +229,25 @@ absl::Status Run() {
 
   if (absl::GetFlag(FLAGS_peak)) {
     const PeakResult peak = MeasurePeakGflops(threads, 1.0);
-    const double flops = TutorialTrainingFlopsPerImage();
+    const double flops = spec.ok() ? NetworkTrainingFlopsPerImage(*spec)
+                                   : TutorialTrainingFlopsPerImage();
     const double achieved = own_median * flops / 1e9;
     std::printf(
-        "arithmetic: %.1f MFLOP per image per step (%.1f with conv1's input "
-        "gradient); achieved %.1f GFLOP/s = %.0f%% of the measured %s FMA "
-        "peak of %.0f GFLOP/s on %d threads\n",
-        flops / 1e6, TutorialTrainingFlopsPerImageWithInputGradient() / 1e6,
-        achieved, 100.0 * achieved / peak.gflops, peak.isa.c_str(), peak.gflops,
-        threads);
+        "arithmetic: %.1f MFLOP per image per step (conv and dense layers); "
+        "achieved %.1f GFLOP/s = %.0f%% of the measured %s FMA peak of %.0f "
+        "GFLOP/s on %d threads\n",
+        flops / 1e6, achieved, 100.0 * achieved / peak.gflops,
+        peak.isa.c_str(), peak.gflops, threads);
   }
-  for (int k = 0; k < 2; ++k) {
-    if (ratios[k].empty()) continue;
-    std::printf("ratio vs torch %s: %.2fx (median of %zu rounds)\n",
-                k == 0 ? "with LRN" : "without LRN (--no-lrn)",
-                Median(ratios[k]), ratios[k].size());
+  for (const PeerRun& p : peers) {
+    if (p.ratios.empty()) continue;
+    std::printf("ratio vs torch %s: %.3fx (median of %zu rounds)\n",
+                p.label.c_str(), Median(p.ratios), p.ratios.size());
   }
-  std::printf("images_per_s=%.0f\n", own_median);
+  if (!peers.empty() && !peers[0].ratios.empty()) {
+    std::printf("ratio_vs_torch=%.3f\n", Median(peers[0].ratios));
+  }
+  std::printf("images_per_s=%.1f\n", own_median);
   return absl::OkStatus();
 }
 

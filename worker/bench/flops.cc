@@ -75,6 +75,24 @@ double TutorialTrainingFlopsPerImageWithInputGradient() {
   return TutorialTrainingFlopsPerImage() + Conv(3, 24 * 24, 64, 5);
 }
 
+double NetworkTrainingFlopsPerImage(const NetworkSpec& spec) {
+  double total = 0.0;
+  for (const Layer& l : spec.layers) {
+    if (l.kind != LayerKind::kConv && l.kind != LayerKind::kDense) continue;
+    const Shape& in = spec.layers[l.inputs[0]].shape;
+    double forward;
+    if (l.kind == LayerKind::kConv) {
+      // (O, OH, OW) outputs, each C * K * K multiply-adds.
+      forward = 2.0 * NumElements(l.shape) * in[0] * l.kernel * l.kernel;
+    } else {
+      forward = Dense(NumElements(in), NumElements(l.shape));
+    }
+    const bool input_gradient = l.inputs[0] != 0;
+    total += forward * (input_gradient ? 3 : 2);
+  }
+  return total;
+}
+
 PeakResult MeasurePeakGflops(int threads, double seconds) {
   PeakResult result;
   int lanes;

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "worker/models/network.h"
+
 namespace psgd {
 
 // Floating-point operations (a multiply-add is 2) of one training step of
@@ -17,6 +19,12 @@ double TutorialTrainingFlopsPerImage();
 // The same counting conv1's input gradient too (the issue's "about 111
 // MFLOP"), which neither this project nor PyTorch computes.
 double TutorialTrainingFlopsPerImageWithInputGradient();
+
+// The same for a layer-graph network (worker/models/network.h): each conv
+// and dense layer's multiply-adds forward, for the input gradient (not for
+// the layer that reads the images) and for the weight gradient. Batch
+// norm, ReLU, pooling and the adds are not counted (a few percent).
+double NetworkTrainingFlopsPerImage(const NetworkSpec& spec);
 
 struct PeakResult {
   double gflops = 0.0;

@@ -33,7 +33,9 @@ absl::StatusOr<PeerResult> RunTorchPeer(const PeerOptions& o) {
   std::string command = absl::StrJoin(
       {ShellQuote(o.python), ShellQuote(o.script), std::string("--device cpu"),
        absl::StrCat("--threads ", o.threads), absl::StrCat("--batch ", o.batch),
-       absl::StrCat("--steps ", o.steps), std::string(o.lrn ? "" : "--no-lrn"),
+       absl::StrCat("--steps ", o.steps),
+       o.model.empty() ? std::string(o.lrn ? "" : "--no-lrn")
+                       : absl::StrCat("--model ", ShellQuote(o.model)),
        std::string("2>&1")},
       " ");
   std::FILE* pipe = popen(command.c_str(), "r");

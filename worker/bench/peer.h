@@ -1,5 +1,7 @@
-// Runs the PyTorch peer benchmark (../shared/peers/torch_cifar10_step.py) in
-// a child process and reads its throughput.
+// Runs a PyTorch peer benchmark in a child process and reads its
+// throughput: the tutorial model's (../shared/peers/torch_cifar10_step.py,
+// with and without its LRN layers) or a layer-graph network's
+// (worker/bench/torch_network_step.py --model NAME).
 //
 // Thread-safety: a plain function (it forks a process).
 #ifndef PSGD_WORKER_BENCH_PEER_H_
@@ -17,7 +19,9 @@ struct PeerOptions {
   int threads = 2;
   int64_t batch = 128;
   int steps = 30;
-  bool lrn = true;
+  bool lrn = true;  // the tutorial's peer: with its LRN layers
+  // Non-empty: the network's peer, given --model `model` (lrn unused).
+  std::string model;
 };
 
 struct PeerResult {

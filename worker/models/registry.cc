@@ -85,6 +85,16 @@ absl::StatusOr<std::vector<VariableSpec>> ModelVariables(
   return VariablesOf(**m);
 }
 
+absl::StatusOr<NetworkSpec> ModelNetworkSpec(absl::string_view name) {
+  absl::StatusOr<const ModelEntry*> m = Find(name);
+  if (!m.ok()) return m.status();
+  if ((*m)->spec == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "model '", name, "' is written by hand, not as a layer graph"));
+  }
+  return (*m)->spec();
+}
+
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(absl::string_view name,
                                                    Backend* backend) {
   absl::StatusOr<const ModelEntry*> m = Find(name);

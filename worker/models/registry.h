@@ -16,6 +16,7 @@
 #include "common/model_variables.h"
 #include "worker/backend/backend.h"
 #include "worker/models/model.h"
+#include "worker/models/network.h"
 
 namespace psgd {
 
@@ -37,6 +38,11 @@ std::string FormatCount(int64_t n);
 // unknown name, listing the known ones with their sizes.
 absl::StatusOr<std::vector<VariableSpec>> ModelVariables(
     absl::string_view name);
+
+// The layer graph of a layer-graph network (resnet20, ...).
+// INVALID_ARGUMENT for an unknown name; NOT_FOUND for a hand-written model
+// (cifar10_tutorial, cifar10_linear), which has none.
+absl::StatusOr<NetworkSpec> ModelNetworkSpec(absl::string_view name);
 
 // The model on `backend` (not owned; must outlive the model).
 // INVALID_ARGUMENT for an unknown name.

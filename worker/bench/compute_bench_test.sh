@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# compute_bench on a layer-graph network with its PyTorch peer, one tiny
+# round: the peer runs, and the ratio, FLOPs and rate lines are printed.
+# (A wiring check: the figures themselves are docs/PERFORMANCE.md's.)
+set -euo pipefail
+bench=worker/compute_bench
+peer=worker/bench/torch_network_step.py
+out=$("$bench" --model=resnet20 --batch=4 --threads=1 --steps=1 --warmup=0 \
+  --peer_steps=1 --peak=false --network_peer_script="$peer" 2>&1) || {
+  echo "$out"; exit 1; }
+echo "$out"
+grep -q "peer PyTorch resnet20: torch .* model=resnet20 .*params=272474" <<<"$out"
+grep -Eq "^ratio_vs_torch=[0-9.]+$" <<<"$out"
+[ "$(tail -1 <<<"$out" | sed 's/=.*//')" = images_per_s ]
+# An unknown model is refused, naming the known ones.
+if "$bench" --model=resnet21 --peer=false --peak=false >"$TEST_TMPDIR/o" 2>&1; then
+  echo "an unknown model was accepted"; exit 1
+fi
+grep -q "unknown model 'resnet21'.*resnet20 (272,474 parameters)" "$TEST_TMPDIR/o"
+echo "compute_bench_test: ok"

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""PyTorch's training-step throughput for a layer-graph network of the registry.
+
+The peer of `compute_bench --model=NAME` for the networks of
+worker/models/cifar_networks.h: the same network written in PyTorch
+(worker/models/torch_check/torch_networks.py: the same layers, parameter
+counts and names), trained as compute_bench trains ours: random 32x32 images
+and labels, softmax cross-entropy, Adam (lr 1e-3), float32, batch norm in
+training mode. Prints one line ending in images_per_s=X over the timed steps
+after the warm-up ones.
+
+  python3 worker/bench/torch_network_step.py --model resnet20 --threads 2
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "models", "torch_check"))
+import torch_networks  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True,
+                   choices=sorted(torch_networks.NETWORKS))
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
+    a = p.parse_args()
+    if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 0:
+        p.error("--threads, --batch and --steps must be >= 1, --warmup >= 0")
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    dev = torch.device(a.device)
+    model = torch_networks.NETWORKS[a.model]().to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randn(a.batch, 3, 32, 32, device=dev)
+    y = torch.randint(0, 10, (a.batch,), device=dev)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"torch {torch.__version__} model={a.model} device={a.device} "
+          f"threads={a.threads} batch={a.batch} params={n_params} "
+          f"step_ms={1000 * dt / a.steps:.2f} "
+          f"images_per_s={a.batch * a.steps / dt:.1f}")
+
+
+if __name__ == "__main__":
+    main()
