@@ -40,6 +40,12 @@ if [ "$build" = 1 ]; then
   bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks \
     //python:psgd >/dev/null 2>&1 || { echo "python_overhead.sh: build failed" >&2; exit 1; }
 fi
+# The -c opt outputs by their own path: bazel-bin follows the last build's
+# configuration (a `bazel test` points it at fastbuild binaries).
+bin=bazel-out/k8-opt/bin
+for b in ps/ps_server worker/worker configs/cluster_tasks; do
+  [ -x "$bin/$b" ] || { echo "python_overhead.sh: no $bin/$b: build with -c opt first" >&2; exit 1; }
+done
 
 out=$(mktemp -d /tmp/psgd_python_overhead.XXXXXX)
 data="source: SYNTHETIC synthetic_train_size: $((steps * batch + batch)) synthetic_test_size: 500"
@@ -68,7 +74,7 @@ EOF
 
 # The ResNet-20 loop of examples/torch_cifar10.py without psgd.
 torch_loop() {
-  PYTHONPATH=bazel-bin/python${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 - "$steps" "$batch" "$threads" <<'EOF'
+  PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 - "$steps" "$batch" "$threads" <<'EOF'
 import sys, time
 import torch, torch.nn.functional as F
 sys.path.insert(0, "examples")
@@ -95,7 +101,7 @@ EOF
 }
 
 run_cluster() {  # CONFIG RUN_DIR
-  PSGD_BIN=bazel-bin bash scripts/run/launch.sh --no-build --run_dir="$2" "$1" \
+  bash scripts/run/launch.sh --bin_dir="$bin" --run_dir="$2" "$1" \
     >"$2.log" 2>&1 || { echo "python_overhead.sh: $1 failed:" >&2; tail -20 "$2.log" >&2; exit 1; }
 }
 

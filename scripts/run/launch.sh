@@ -6,9 +6,11 @@
 #   scripts/run/launch.sh [--no-build] [--bin_dir=DIR] [--run_dir=DIR] [--netns]
 #                     CONFIG [-- FLAGS...]
 #
-# --no-build     use the binaries already in bazel-bin (built with -c opt)
+# --no-build     use the binaries already built with -c opt
+#                (bazel-out/k8-opt/bin: bazel-bin follows the last build's
+#                configuration, which a `bazel test` makes fastbuild)
 # --bin_dir=DIR  take ps/ps_server, worker/worker and configs/cluster_tasks
-#                from DIR instead of bazel-bin (implies --no-build)
+#                from DIR instead (implies --no-build)
 # --run_dir=DIR  where the run is written (default RUN_ROOT/NAME-TIMESTAMP
 #                from the config)
 # --netns        run each task inside the network namespace its host names
@@ -66,6 +68,8 @@ if [ "$build" = 1 ]; then
     //python:psgd >&2 || {
     echo "launch.sh: build failed" >&2; exit 1; }
 fi
+# The -c opt outputs, unless --bin_dir named others.
+[ "$bin" = bazel-bin ] && [ -d bazel-out/k8-opt/bin ] && bin=bazel-out/k8-opt/bin
 for b in ps/ps_server worker/worker configs/cluster_tasks; do
   if [ ! -x "$bin/$b" ]; then
     echo "launch.sh: $bin/$b is missing (run without --no-build)" >&2
