@@ -6,7 +6,7 @@
 //       --data_dir=/path/to/cifar-10-batches-bin --epochs=10   (one line)
 //   bazel run -c opt //worker:train_local -- --data=synthetic --steps=300
 //   bazel run -c opt //worker:train_local -- --model=resnet20 --epochs=10
-//       --optimizer=momentum --lr=0.1 --momentum=0.9 --nesterov
+//       --optimizer=momentum --learning_rate=0.1 --momentum=0.9 --nesterov
 //       --weight_decay=5e-4 --warmup_epochs=1 --warmup_from=0.1
 //       --lr_decay=cosine                                      (one line)
 //
@@ -25,7 +25,7 @@
 #include "common/metrics.h"
 #include "common/lr_schedule.h"
 #include "common/status_macros.h"
-#include "ps/state/options.h"
+#include "ps/state/optimizer_flags.h"
 #include "spdlog/spdlog.h"
 #include "worker/cli.h"
 #include "worker/paths.h"
@@ -45,15 +45,6 @@ ABSL_FLAG(int64_t, log_every, 100, "Steps between progress lines; 0: none.");
 ABSL_FLAG(int, threads, 0, "Compute threads; 0: one per core.");
 ABSL_FLAG(uint64_t, seed, 1,
           "Seed of initial weights, shuffling, distortions.");
-ABSL_FLAG(std::string, optimizer, "adam",
-          "adam (TensorFlow's), sgd or momentum (PyTorch's SGD).");
-ABSL_FLAG(double, lr, 0.001, "Learning rate.");
-ABSL_FLAG(double, momentum, 0, "--optimizer=momentum: momentum in [0, 1).");
-ABSL_FLAG(bool, nesterov, false, "--optimizer=momentum: Nesterov momentum.");
-ABSL_FLAG(double, weight_decay, 0,
-          "sgd, momentum: L2 on every variable's gradient, as PyTorch's SGD.");
-ABSL_FLAG(std::vector<std::string>, no_weight_decay, {},
-          "Variables exempt from --weight_decay (comma-separated names).");
 ABSL_FLAG(double, warmup_epochs, 0,
           "Epochs of linear warmup from --warmup_from x lr to lr.");
 ABSL_FLAG(double, warmup_from, 0,
@@ -96,13 +87,7 @@ absl::StatusOr<LocalTrainerOptions> OptionsFromFlags() {
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.seed = absl::GetFlag(FLAGS_seed);
-  ASSIGN_OR_RETURN(o.optimizer.kind,
-                   ps::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
-  o.optimizer.learning_rate = absl::GetFlag(FLAGS_lr);
-  o.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
-  o.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
-  o.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  o.optimizer.no_weight_decay = absl::GetFlag(FLAGS_no_weight_decay);
+  ASSIGN_OR_RETURN(o.optimizer, ps::OptimizerOptionsFromFlags());
   o.schedule.warmup_epochs = absl::GetFlag(FLAGS_warmup_epochs);
   o.schedule.warmup_from = absl::GetFlag(FLAGS_warmup_from);
   const std::string decay = absl::GetFlag(FLAGS_lr_decay);

@@ -11,6 +11,7 @@
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "ps/server/server_config.h"
+#include "ps/state/optimizer_flags.h"
 
 namespace {
 const psgd::ps::ServerOptions kDefaults;
@@ -40,21 +41,6 @@ ABSL_FLAG(double, dc_asgd_lambda, kDefaults.dc_asgd_lambda,
           "Async: DC-ASGD's lambda (delay compensation); 0: off.");
 ABSL_FLAG(double, async_beta1, kDefaults.async_beta1,
           "Async: Adam's beta1 in place of --beta1; -1: --beta1.");
-ABSL_FLAG(std::string, optimizer, "adam", "adam, sgd or momentum.");
-ABSL_FLAG(double, learning_rate, kDefaults.optimizer.learning_rate,
-          "Learning rate.");
-ABSL_FLAG(double, beta1, kDefaults.optimizer.beta1, "Adam beta1.");
-ABSL_FLAG(double, beta2, kDefaults.optimizer.beta2, "Adam beta2.");
-ABSL_FLAG(double, epsilon, kDefaults.optimizer.epsilon, "Adam epsilon.");
-ABSL_FLAG(double, momentum, kDefaults.optimizer.momentum,
-          "--optimizer=momentum: the momentum, in [0, 1).");
-ABSL_FLAG(bool, nesterov, kDefaults.optimizer.nesterov,
-          "--optimizer=momentum: Nesterov's form.");
-ABSL_FLAG(double, weight_decay, kDefaults.optimizer.weight_decay,
-          "sgd and momentum: L2 on every variable's gradient, as PyTorch's "
-          "SGD.");
-ABSL_FLAG(std::vector<std::string>, no_weight_decay, {},
-          "Comma-separated variables exempt from --weight_decay.");
 ABSL_FLAG(int64_t, max_message_bytes, kDefaults.max_message_bytes,
           "gRPC message size limit (send and receive).");
 ABSL_FLAG(int64_t, split_threshold_bytes, kDefaults.split_threshold_bytes,
@@ -168,16 +154,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   o.scale_lr_by_staleness = absl::GetFlag(FLAGS_scale_lr_by_staleness);
   o.dc_asgd_lambda = absl::GetFlag(FLAGS_dc_asgd_lambda);
   o.async_beta1 = absl::GetFlag(FLAGS_async_beta1);
-  ASSIGN_OR_RETURN(o.optimizer.kind,
-                   ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
-  o.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  o.optimizer.beta1 = absl::GetFlag(FLAGS_beta1);
-  o.optimizer.beta2 = absl::GetFlag(FLAGS_beta2);
-  o.optimizer.epsilon = absl::GetFlag(FLAGS_epsilon);
-  o.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
-  o.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
-  o.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  o.optimizer.no_weight_decay = absl::GetFlag(FLAGS_no_weight_decay);
+  ASSIGN_OR_RETURN(o.optimizer, OptimizerOptionsFromFlags());
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
   o.port_file = absl::GetFlag(FLAGS_port_file);

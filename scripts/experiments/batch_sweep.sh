@@ -86,7 +86,7 @@ for b in "${batch_list[@]}"; do
     mkdir -p "$out/local-b$b"
     echo "before $(cut -d' ' -f1-3 /proc/loadavg)" > "$out/local-b$b.load.txt"
     "${bin_dir:-bazel-bin}"/worker/train_local --data_dir="$data_dir" --batch="$b" --epochs="$epochs" \
-      --lr="$lr" --threads="$cores" --run_dir="$out/local-b$b" --log_every=0 \
+      --learning_rate="$lr" --threads="$cores" --run_dir="$out/local-b$b" --log_every=0 \
       > "$out/local-b$b.log" 2>&1 || { tail -20 "$out/local-b$b.log" >&2; exit 1; }
     echo "after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/local-b$b.load.txt"
   fi

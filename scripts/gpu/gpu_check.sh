@@ -189,6 +189,19 @@ if [ "$bench" = 1 ]; then
       124|137) bench_line="timed out after $t s" ;;
       *) bench_line="FAILED (exit $rc; bench.txt)" ;;
     esac
+    # ResNet-20 (a layer-graph network) against PyTorch at batch 128.
+    t=$(left); [ "$t" -gt "$bench_timeout" ] && t=$bench_timeout
+    if [ "$rc" = 0 ] && [ "$t" -ge 30 ]; then
+      echo "== benchmark: resnet20 (at most $t s)"
+      TMPDIR="$logs" timeout -k 5 "$t" bash "$B/gpu_bench.sh" --model resnet20 --batches 128 \
+        --steps "$steps" 2>&1 | tee "$out/bench_resnet20.txt"
+      rc=${PIPESTATUS[0]}
+      cp "$out/bench_resnet20.txt" "$logs/bench_resnet20.txt"
+      case "$rc" in
+        0) bench_line="$bench_line resnet20_$(tail -1 "$logs/bench_resnet20.txt")" ;;
+        *) bench_line="FAILED (resnet20: exit $rc; bench_resnet20.txt)" ;;
+      esac
+    fi
   fi
 fi
 

@@ -150,6 +150,9 @@ cp scripts/gpu/bundle/run.sh scripts/gpu/bundle/run_gpu_tests.sh "$out/"
 cp scripts/gpu/gpu_check.sh "$out/gpu_check.sh"
 chmod +x "$out/run.sh" "$out/run_gpu_tests.sh" "$out/gpu_check.sh"
 cp scripts/gpu/gpu_bench.sh "$out/gpu_bench.sh"
+# The layer-graph networks' peer and the networks it imports.
+mkdir -p "$out/peers"
+cp worker/bench/torch_network_step.py worker/models/torch_check/torch_networks.py "$out/peers/"
 if [ -f ../shared/peers/torch_cifar10_step.py ]; then
   mkdir -p "$out/peers"
   cp ../shared/peers/torch_cifar10_step.py "$out/peers/"

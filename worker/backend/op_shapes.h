@@ -29,8 +29,8 @@ SamePadding ComputeSamePadding(int64_t input, int64_t window, int64_t stride);
 // 2-D convolution. By default stride 1, SAME padding and a bias per output
 // channel (the tutorial network's form, which every backend runs); the
 // ResNets' form is a stride, symmetric zero padding (PyTorch's `padding`)
-// and no bias, which the oneDNN convolution runs and the others refuse with
-// UNIMPLEMENTED (see default_form()).
+// and no bias, which the oneDNN and cuDNN convolutions run and the im2col
+// one refuses with UNIMPLEMENTED (see default_form()).
 struct Conv2dShape {
   static constexpr int64_t kSamePadding = -1;
 

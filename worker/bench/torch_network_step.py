@@ -19,8 +19,11 @@ import time
 import torch
 import torch.nn as nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "models", "torch_check"))
+# torch_networks.py: in the source tree, or beside this file (the GPU
+# bundle's peers/, scripts/gpu/pack_gpu_bundle.sh).
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _here)
+sys.path.insert(0, os.path.join(_here, "..", "models", "torch_check"))
 import torch_networks  # noqa: E402
 
 

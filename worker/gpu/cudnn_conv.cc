@@ -272,8 +272,9 @@ class CudnnConv2d : public Conv2dOp {
         cudnnConvolutionForward(ctx_->cudnn(), &kOne, x_desc_.get(), input,
                                 w_desc_.get(), w, fwd_conv_.get(), fwd_.algo,
                                 ws, fwd_.workspace, &kZero, y_desc_.get(), y));
-    return LaunchBiasAdd(shape_.batch, shape_.out_channels,
-                         shape_.height * shape_.width, b, y, ctx_->stream());
+    if (!shape_.has_bias) return absl::OkStatus();
+    return LaunchBiasAdd(shape_.batch, shape_.out_channels, out_plane_, b, y,
+                         ctx_->stream());
   }
 
   absl::Status RunBackwardData(const float* dy, const float* w, float* dx) {
@@ -299,22 +300,24 @@ class CudnnConv2d : public Conv2dOp {
         ctx_->cudnn(), &kOne, x_desc_.get(), input, y_desc_.get(), dy,
         bwd_filter_conv_.get(), bwd_filter_.algo, ws, bwd_filter_.workspace,
         &kZero, w_desc_.get(), dw));
-    return LaunchBiasGrad(shape_.batch, shape_.out_channels,
-                          shape_.height * shape_.width, dy, db,
-                          bias_scratch_.as<double>(), ctx_->stream());
+    if (!shape_.has_bias) return absl::OkStatus();
+    return LaunchBiasGrad(shape_.batch, shape_.out_channels, out_plane_, dy,
+                          db, bias_scratch_.as<double>(), ctx_->stream());
   }
 
   const Conv2dShape shape_;
   const std::string name_;
   GpuContext* const ctx_;  // Not owned.
 
-  // SAME padding; explicit_pad_ when it is not symmetric.
+  // The shape's padding (SAME or symmetric) and output size; explicit_pad_
+  // when the padding is not symmetric.
   SamePadding pad_h_, pad_w_;
+  int64_t out_plane_ = 0;  // OH * OW
   bool explicit_pad_ = false;
   int64_t padded_h_ = 0, padded_w_ = 0;  // the input cuDNN sees
 
   TensorDescriptor x_desc_;  // (N, C, padded_h_, padded_w_)
-  TensorDescriptor y_desc_;  // (N, O, H, W)
+  TensorDescriptor y_desc_;  // (N, O, OH, OW)
   FilterDescriptor w_desc_;  // (O, C, KH, KW)
   // One per direction: each carries the math type of its algorithm.
   ConvolutionDescriptor fwd_conv_, bwd_data_conv_, bwd_filter_conv_;
@@ -329,8 +332,9 @@ class CudnnConv2d : public Conv2dOp {
 absl::Status CudnnConv2d::Init() {
   const Conv2dShape& s = shape_;
   RETURN_IF_ERROR(ctx_->Activate());
-  pad_h_ = ComputeSamePadding(s.height, s.kernel_h, 1);
-  pad_w_ = ComputeSamePadding(s.width, s.kernel_w, 1);
+  pad_h_ = s.pad_h();
+  pad_w_ = s.pad_w();
+  out_plane_ = pad_h_.output * pad_w_.output;
   explicit_pad_ =
       pad_h_.before != pad_h_.after || pad_w_.before != pad_w_.after;
   padded_h_ =
@@ -342,7 +346,8 @@ absl::Status CudnnConv2d::Init() {
   ASSIGN_OR_RETURN(x_desc_, CreateTensorDescriptor(s.batch, s.in_channels,
                                                    padded_h_, padded_w_));
   ASSIGN_OR_RETURN(y_desc_, CreateTensorDescriptor(s.batch, s.out_channels,
-                                                   s.height, s.width));
+                                                   pad_h_.output,
+                                                   pad_w_.output));
   ASSIGN_OR_RETURN(
       w_desc_, CreateFilterDescriptor(s.out_channels, s.in_channels, s.kernel_h,
                                       s.kernel_w));
@@ -350,8 +355,8 @@ absl::Status CudnnConv2d::Init() {
       ctx_->options().tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   for (ConvolutionDescriptor* conv :
        {&fwd_conv_, &bwd_data_conv_, &bwd_filter_conv_}) {
-    ASSIGN_OR_RETURN(*conv, CreateConvolutionDescriptor(conv_pad_h, conv_pad_w,
-                                                        search_math));
+    ASSIGN_OR_RETURN(*conv, CreateConvolutionDescriptor(
+                                conv_pad_h, conv_pad_w, s.stride, search_math));
   }
   // The geometry cuDNN derives must be ours.
   int dims[4] = {0, 0, 0, 0};
@@ -372,11 +377,13 @@ absl::Status CudnnConv2d::Init() {
     ASSIGN_OR_RETURN(padded_x_, DeviceBuffer::Allocate(x_bytes, stream));
     ASSIGN_OR_RETURN(padded_dx_, DeviceBuffer::Allocate(x_bytes, stream));
   }
-  ASSIGN_OR_RETURN(
-      bias_scratch_,
-      DeviceBuffer::Allocate(
-          sizeof(double) * BiasGradScratchElements(s.batch, s.out_channels),
-          stream));
+  if (s.has_bias) {
+    ASSIGN_OR_RETURN(
+        bias_scratch_,
+        DeviceBuffer::Allocate(
+            sizeof(double) * BiasGradScratchElements(s.batch, s.out_channels),
+            stream));
+  }
 
   // Zeroed scratch data of the plan's shape for the timing runs, and as
   // much search workspace as the limit allows and the device has.

@@ -97,16 +97,18 @@ absl::StatusOr<FilterDescriptor> CreateFilterDescriptor(int64_t k, int64_t c,
 }
 
 absl::StatusOr<ConvolutionDescriptor> CreateConvolutionDescriptor(
-    int64_t pad_h, int64_t pad_w, cudnnMathType_t math) {
+    int64_t pad_h, int64_t pad_w, int64_t stride, cudnnMathType_t math) {
   absl::StatusOr<int> ph = CudnnDim(pad_h, "pad_h");
   if (!ph.ok()) return ph.status();
   absl::StatusOr<int> pw = CudnnDim(pad_w, "pad_w");
   if (!pw.ok()) return pw.status();
+  absl::StatusOr<int> st = CudnnDim(stride, "stride");
+  if (!st.ok()) return st.status();
   cudnnConvolutionDescriptor_t raw = nullptr;
   CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&raw));
   ConvolutionDescriptor desc(raw);
   CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(
-      raw, *ph, *pw, /*u=*/1, /*v=*/1, /*dilation_h=*/1, /*dilation_w=*/1,
+      raw, *ph, *pw, /*u=*/*st, /*v=*/*st, /*dilation_h=*/1, /*dilation_w=*/1,
       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(raw, math));
   return desc;

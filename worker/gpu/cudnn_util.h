@@ -108,9 +108,10 @@ absl::StatusOr<FilterDescriptor> CreateFilterDescriptor(int64_t k, int64_t c,
                                                         int64_t h, int64_t w);
 
 // A 2-D cross-correlation (TensorFlow's "convolution") with symmetric zero
-// padding, stride 1, float32 accumulation, and the given math type.
+// padding, the same stride along both axes, float32 accumulation, and the
+// given math type.
 absl::StatusOr<ConvolutionDescriptor> CreateConvolutionDescriptor(
-    int64_t pad_h, int64_t pad_w, cudnnMathType_t math);
+    int64_t pad_h, int64_t pad_w, int64_t stride, cudnnMathType_t math);
 
 // cuDNN's LRN: y = x / (k + alpha / n * window sum of x^2)^beta over a
 // window of n channels.

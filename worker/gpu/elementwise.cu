@@ -115,6 +115,32 @@ __global__ void Crop2dKernel(I total, I h, I w, I hp, I wp, I top, I left,
   }
 }
 
+template <typename I>
+__global__ void AddKernel(I n, const float* a, const float* b, float* y) {
+  for (I i = GridStart<I>(); i < n; i += GridStride<I>()) y[i] = a[i] + b[i];
+}
+
+// One block per plane.
+__global__ void GlobalAvgPoolKernel(int64_t inner, const float* __restrict__ x,
+                                    float* __restrict__ y) {
+  const int64_t p = blockIdx.x;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    sum += x[p * inner + i];
+  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) y[p] = static_cast<float>(sum / inner);
+}
+
+template <typename I>
+__global__ void GlobalAvgPoolBackwardKernel(I total, I inner, float scale,
+                                            const float* __restrict__ dy,
+                                            float* __restrict__ dx) {
+  for (I i = GridStart<I>(); i < total; i += GridStride<I>()) {
+    dx[i] = dy[i / inner] * scale;
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -212,6 +238,43 @@ absl::Status LaunchCrop2d(int64_t planes, int64_t h, int64_t w, int64_t hp,
         total, h, w, hp, wp, top, left, xp, x);
   }
   return KernelLaunchStatus("Crop2dKernel");
+}
+
+absl::Status LaunchAdd(int64_t n, const float* a, const float* b, float* y,
+                       cudaStream_t stream) {
+  if (FitsInt32(n)) {
+    AddKernel<int><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<int>(n),
+                                                          a, b, y);
+  } else {
+    AddKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(n, a, b, y);
+  }
+  return KernelLaunchStatus("AddKernel");
+}
+
+absl::Status LaunchGlobalAvgPool(int64_t planes, int64_t inner, const float* x,
+                                 float* y, cudaStream_t stream) {
+  if (planes > 0x7fffffff) {
+    return absl::InvalidArgumentError("global average pooling: too many planes");
+  }
+  GlobalAvgPoolKernel<<<static_cast<unsigned>(planes), kThreads, 0, stream>>>(
+      inner, x, y);
+  return KernelLaunchStatus("GlobalAvgPoolKernel");
+}
+
+absl::Status LaunchGlobalAvgPoolBackward(int64_t planes, int64_t inner,
+                                         const float* dy, float* dx,
+                                         cudaStream_t stream) {
+  const int64_t total = planes * inner;
+  const float scale = 1.0f / static_cast<float>(inner);
+  if (FitsInt32(total)) {
+    GlobalAvgPoolBackwardKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
+        static_cast<int>(total), static_cast<int>(inner), scale, dy, dx);
+  } else {
+    GlobalAvgPoolBackwardKernel<int64_t>
+        <<<BlocksFor(total), kThreads, 0, stream>>>(total, inner, scale, dy,
+                                                    dx);
+  }
+  return KernelLaunchStatus("GlobalAvgPoolBackwardKernel");
 }
 
 }  // namespace psgd::gpu

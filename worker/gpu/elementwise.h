@@ -1,7 +1,8 @@
 // Element-wise CUDA kernels of the GPU backend, with a float64-accumulating
 // reduction where a sum is involved: bias add and bias gradient (for the
-// convolutions and the dense layers), L2 weight decay, Adam, and the zero
-// padding / cropping that convolutions with asymmetric SAME padding need.
+// convolutions and the dense layers), L2 weight decay, Adam, the zero
+// padding / cropping that convolutions with asymmetric padding need, the
+// residual add and global average pooling.
 //
 // Every launcher enqueues its kernels on `stream` and returns the launch
 // status (see cuda_status.h); errors of the kernels themselves surface at the
@@ -64,6 +65,21 @@ absl::Status LaunchPad2d(int64_t planes, int64_t h, int64_t w, int64_t top,
 absl::Status LaunchCrop2d(int64_t planes, int64_t h, int64_t w, int64_t hp,
                           int64_t wp, int64_t top, int64_t left,
                           const float* xp, float* x, cudaStream_t stream);
+
+// a, b, y: (n). y = a + b (the residual add; also sums gradients). y may
+// be a or b.
+absl::Status LaunchAdd(int64_t n, const float* a, const float* b, float* y,
+                       cudaStream_t stream);
+
+// x: (planes, inner)  ->  y: (planes), each plane's mean (summed in
+// float64): global average pooling with planes = N * C, inner = H * W.
+absl::Status LaunchGlobalAvgPool(int64_t planes, int64_t inner, const float* x,
+                                 float* y, cudaStream_t stream);
+
+// dy: (planes)  ->  dx: (planes, inner) = dy / inner at every position.
+absl::Status LaunchGlobalAvgPoolBackward(int64_t planes, int64_t inner,
+                                         const float* dy, float* dx,
+                                         cudaStream_t stream);
 
 }  // namespace psgd::gpu
 

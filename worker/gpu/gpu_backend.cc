@@ -20,11 +20,6 @@
 namespace psgd {
 namespace {
 
-absl::Status Unimplemented(absl::string_view op) {
-  return absl::UnimplementedError(
-      absl::StrCat(op, ": not implemented on the GPU backend yet"));
-}
-
 using gpu::GpuContext;
 
 class GpuBackend : public Backend {
@@ -85,11 +80,6 @@ class GpuBackend : public Backend {
 
   absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateConv2d(
       const Conv2dShape& shape) override {
-    if (!shape.default_form()) {
-      return absl::UnimplementedError(absl::StrCat(
-          shape.ToString(),
-          ": the GPU backend runs stride 1, SAME padding with a bias only"));
-    }
     return gpu::CreateCudnnConv2d(shape, ctx_.get());
   }
 
@@ -117,21 +107,47 @@ class GpuBackend : public Backend {
   // GPU yet: UNIMPLEMENTED, so that those models refuse to plan here.
   absl::StatusOr<std::unique_ptr<BatchNormOp>> CreateBatchNorm(
       const BatchNormShape& shape) override {
-    return Unimplemented(shape.ToString());
+    return gpu::CreateGpuBatchNorm(shape, ctx_.get());
   }
+
   absl::Status Add(ConstDeviceView a, ConstDeviceView b,
                    DeviceView y) override {
-    return Unimplemented("add");
+    RETURN_IF_ERROR(CheckSameShape("add", a.shape(), b.shape()));
+    RETURN_IF_ERROR(CheckSameShape("add", a.shape(), y.shape()));
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        gpu::LaunchAdd(y.size(), a.data(), b.data(), y.data(), ctx_->stream()),
+        "add: ");
   }
+
   absl::Status Copy(ConstDeviceView src, DeviceView dst) override {
-    return Unimplemented("copy");
+    RETURN_IF_ERROR(CheckSameCount("copy", src.size(), dst.size()));
+    if (src.data() == dst.data()) return absl::OkStatus();
+    RETURN_IF_ERROR(ctx_->Activate());
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.data(), src.data(),
+                                         sizeof(float) * src.size(),
+                                         cudaMemcpyDeviceToDevice,
+                                         ctx_->stream()));
+    return absl::OkStatus();
   }
+
   absl::Status GlobalAvgPoolForward(ConstDeviceView x, DeviceView y) override {
-    return Unimplemented("global average pooling");
+    RETURN_IF_ERROR(CheckGlobalAvgPool(x.shape(), y.shape()));
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        gpu::LaunchGlobalAvgPool(y.size(), x.dim(2) * x.dim(3), x.data(),
+                                 y.data(), ctx_->stream()),
+        "global average pooling: ");
   }
+
   absl::Status GlobalAvgPoolBackward(ConstDeviceView dy,
                                      DeviceView dx) override {
-    return Unimplemented("global average pooling backward");
+    RETURN_IF_ERROR(CheckGlobalAvgPool(dx.shape(), dy.shape()));
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        gpu::LaunchGlobalAvgPoolBackward(dy.size(), dx.dim(2) * dx.dim(3),
+                                         dy.data(), dx.data(), ctx_->stream()),
+        "global average pooling backward: ");
   }
 
   absl::Status ReluForward(ConstDeviceView x, DeviceView y) override {

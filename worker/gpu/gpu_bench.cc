@@ -11,7 +11,16 @@
 //   gpu_bench --backend=cpu --batch=16 --steps=2    (a smoke run; Adam on
 //                                                    the host)
 //
-// Differences from the peer, both in its favour or neutral: the peer has no
+// --model=NAME (a layer-graph network: resnet20, cnn10, ...) runs that
+// network through the Model API instead, as a worker runs it: the weights
+// go to the device and the gradients come back each step, Adam applied on
+// the host (the servers' optimizer, worker/train/local_optimizer.h); its
+// peer is worker/bench/torch_network_step.py --device cuda --model NAME,
+// which keeps everything on the device.
+//
+//   gpu_bench --model=resnet20 --batch=128
+//
+// Differences from the tutorial's peer, both in its favour or neutral: the peer has no
 // weight decay term and its pooling is padded symmetrically (PyTorch's
 // padding=1); the loss here comes back to the host every step (the peer's
 // never does), which costs one synchronisation per step.
@@ -30,7 +39,9 @@
 #include "worker/gpu/gpu_backend.h"
 #include "worker/gpu/tutorial_trainer.h"
 #include "worker/models/initialize.h"
+#include "worker/models/registry.h"
 #include "worker/random.h"
+#include "worker/train/local_optimizer.h"
 
 ABSL_FLAG(std::string, backend, "gpu:0",
           "backend name: gpu:K, gpu:K:OPTIONS (worker/gpu/gpu_options.h) or "
@@ -42,9 +53,60 @@ ABSL_FLAG(bool, upload_images, false,
           "copy the batch from host memory every step, as training on host "
           "data does (the peer keeps it on the device)");
 ABSL_FLAG(int, seed, 1, "seed of the weights and the batch");
+ABSL_FLAG(std::string, model, "cifar10_tutorial",
+          "cifar10_tutorial (device-resident trainer), or a layer-graph "
+          "network by registry name (Model API, host Adam)");
 
 namespace psgd {
 namespace {
+
+// A layer-graph network's steps through the Model API (see the top).
+absl::Status RunNetwork(Backend* backend, const std::string& model_name,
+                        int64_t batch, int steps, int warmup, uint64_t seed) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   CreateModel(model_name, backend));
+  NamedTensors weights = InitialValues(model->variables(), seed), grads;
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> adam,
+                   LocalOptimizer::Create(ps::OptimizerOptions(),
+                                          model->variables()));
+  Shape shape = model->image_shape();
+  shape.insert(shape.begin(), batch);
+  Tensor images(shape);
+  std::vector<int32_t> labels(batch);
+  Rng rng(DeriveSeed({seed, 2}));
+  for (float& x : images.span()) x = static_cast<float>(rng.Normal());
+  for (int32_t& l : labels) {
+    l = static_cast<int32_t>(rng.UniformInt(model->num_classes()));
+  }
+  double first_loss = 0.0;
+  StepResult last;
+  std::chrono::steady_clock::time_point start;
+  for (int i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(last, model->ComputeGradients(ViewsOf(weights),
+                                                   images.view(), labels,
+                                                   &grads));
+    RETURN_IF_ERROR(adam->Apply(grads, &weights));
+    if (i == 0) first_loss = last.loss;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  const std::string device = IsGpuBackend(*backend)
+                                 ? GpuDescription(*backend)
+                                 : std::string("host");
+  std::printf("gpu_bench model=%s backend=%s device=\"%s\" batch=%lld "
+              "steps=%d warmup=%d\n",
+              model_name.c_str(), backend->name().c_str(), device.c_str(),
+              static_cast<long long>(batch), steps, warmup);
+  for (const std::string& note : GpuPlanNotes(*backend)) {
+    std::printf("plan: %s\n", note.c_str());
+  }
+  std::printf("loss first=%.4f last=%.4f step_ms=%.3f\n", first_loss,
+              last.loss, 1000.0 * seconds / steps);
+  std::printf("images_per_s=%.0f\n", batch * steps / seconds);
+  return absl::OkStatus();
+}
 
 absl::Status Run() {
   const std::string name = absl::GetFlag(FLAGS_backend);
@@ -61,6 +123,10 @@ absl::Status Run() {
   BackendOptions options;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(name, options));
+  const std::string model_name = absl::GetFlag(FLAGS_model);
+  if (model_name != "cifar10_tutorial") {
+    return RunNetwork(backend.get(), model_name, batch, steps, warmup, seed);
+  }
   const bool on_gpu = IsGpuBackend(*backend);
   ASSIGN_OR_RETURN(std::unique_ptr<TutorialTrainer> trainer,
                    TutorialTrainer::Create(backend.get(), batch));

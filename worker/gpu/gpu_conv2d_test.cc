@@ -1,7 +1,8 @@
 // The cuDNN convolution against the CPU backend: forward, backward data and
 // backward filter (with the bias gradient) on random inputs, for the
-// tutorial's shapes, batch 1, odd sizes, even kernels (explicit padding) and
-// a kernel larger than the image, under every GPU option set. Tolerance
+// tutorial's shapes, batch 1, odd sizes, even kernels (explicit padding), a
+// kernel larger than the image and the ResNets' strided, padded, bias-free
+// forms, under every GPU option set. Tolerance
 // kFloat32Tolerance (1e-4 of the largest value), and kTf32Tolerance with
 // tf32=on (gpu_testing.h says why).
 #include <catch2/catch.hpp>
@@ -47,6 +48,13 @@ const std::vector<Conv2dShape> kShapes = {
     {1, 1, 1, 1, 1, 1, 1}, {1, 3, 24, 24, 64, 5, 5},  {2, 64, 12, 12, 64, 5, 5},
     {3, 5, 7, 9, 4, 3, 3}, {2, 3, 6, 5, 4, 4, 4},     {1, 2, 5, 5, 3, 2, 3},
     {2, 4, 3, 3, 2, 5, 5}, {16, 3, 24, 24, 64, 5, 5},
+    // The ResNets' forms: stride, symmetric padding, no bias; and SAME
+    // with a stride (asymmetric: explicit padding).
+    {2, 16, 32, 32, 16, 3, 3, 1, 1, false},
+    {2, 16, 32, 32, 32, 3, 3, 2, 1, false},
+    {2, 16, 32, 32, 32, 1, 1, 2, 0, false},
+    {3, 5, 9, 7, 4, 3, 3, 2, 1, false},
+    {2, 3, 8, 8, 4, 3, 3, 2, Conv2dShape::kSamePadding, true},
 };
 
 void Compare(const std::string& gpu_name, double tolerance) {
@@ -58,7 +66,9 @@ void Compare(const std::string& gpu_name, double tolerance) {
     const auto x = testing::RandomValues(NumElements(s.input()), seed++, -1, 1);
     const auto w =
         testing::RandomValues(NumElements(s.filter()), seed++, -1, 1);
-    const auto b = testing::RandomValues(s.out_channels, seed++, -1, 1);
+    // Without a bias: shape [], one value that neither side reads.
+    const auto b =
+        testing::RandomValues(NumElements(s.bias()), seed++, -1, 1);
     const auto dy =
         testing::RandomValues(NumElements(s.output()), seed++, -1, 1);
     const Results want = Run(cpu.get(), s, x, w, b, dy);

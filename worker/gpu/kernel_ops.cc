@@ -1,10 +1,12 @@
 #include "worker/gpu/kernel_ops.h"
 
+#include <initializer_list>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/gpu/batch_norm.h"
 #include "worker/gpu/pooling.h"
 #include "worker/gpu/softmax_xent.h"
 
@@ -136,7 +138,112 @@ class GpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
   DeviceBuffer totals_;       // one CrossEntropyTotals
 };
 
+class GpuBatchNorm : public BatchNormOp {
+ public:
+  GpuBatchNorm(const BatchNormShape& shape, GpuContext* context)
+      : shape_(shape), name_(shape.ToString()), ctx_(context) {
+    geometry_.batch = shape.batch;
+    geometry_.channels = shape.channels;
+    geometry_.plane = shape.height * shape.width;
+    geometry_.epsilon = shape.epsilon;
+    geometry_.relu = shape.relu;
+  }
+
+  const BatchNormShape& shape() const override { return shape_; }
+
+  absl::Status ForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
+                               ConstDeviceView beta, DeviceView y,
+                               DeviceView batch_mean, DeviceView batch_var,
+                               DeviceView running_mean,
+                               DeviceView running_var) override {
+    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
+                              {{"gamma", &gamma.shape()},
+                               {"beta", &beta.shape()},
+                               {"batch_mean", &batch_mean.shape()},
+                               {"batch_var", &batch_var.shape()},
+                               {"running_mean", &running_mean.shape()},
+                               {"running_var", &running_var.shape()}}));
+    RETURN_IF_ERROR(ctx_->Activate());
+    RETURN_IF_ERROR(WithPrefix(
+        LaunchBatchNormStatistics(geometry_, x.data(), shape_.momentum,
+                                  batch_mean.data(), batch_var.data(),
+                                  running_mean.data(), running_var.data(),
+                                  ctx_->stream()),
+        name_ + " statistics: "));
+    return WithPrefix(
+        LaunchBatchNormForward(geometry_, x.data(), gamma.data(), beta.data(),
+                               batch_mean.data(), batch_var.data(), y.data(),
+                               ctx_->stream()),
+        name_ + " forward: ");
+  }
+
+  absl::Status ForwardInference(ConstDeviceView x, ConstDeviceView gamma,
+                                ConstDeviceView beta,
+                                ConstDeviceView running_mean,
+                                ConstDeviceView running_var,
+                                DeviceView y) override {
+    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
+                              {{"gamma", &gamma.shape()},
+                               {"beta", &beta.shape()},
+                               {"running_mean", &running_mean.shape()},
+                               {"running_var", &running_var.shape()}}));
+    RETURN_IF_ERROR(ctx_->Activate());
+    return WithPrefix(
+        LaunchBatchNormForward(geometry_, x.data(), gamma.data(), beta.data(),
+                               running_mean.data(), running_var.data(),
+                               y.data(), ctx_->stream()),
+        name_ + " inference: ");
+  }
+
+  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                        ConstDeviceView dy, ConstDeviceView gamma,
+                        ConstDeviceView batch_mean, ConstDeviceView batch_var,
+                        DeviceView dx, DeviceView dgamma,
+                        DeviceView dbeta) override {
+    RETURN_IF_ERROR(CheckArgs(
+        {{"x", &x.shape()}, {"dy", &dy.shape()}, {"dx", &dx.shape()}},
+        {{"gamma", &gamma.shape()},
+         {"batch_mean", &batch_mean.shape()},
+         {"batch_var", &batch_var.shape()},
+         {"dgamma", &dgamma.shape()},
+         {"dbeta", &dbeta.shape()}}));
+    if (shape_.relu) RETURN_IF_ERROR(shape_.CheckInput("y", y.shape()));
+    RETURN_IF_ERROR(ctx_->Activate());
+    return WithPrefix(
+        LaunchBatchNormBackward(geometry_, x.data(), y.data(), dy.data(),
+                                gamma.data(), batch_mean.data(),
+                                batch_var.data(), dx.data(), dgamma.data(),
+                                dbeta.data(), ctx_->stream()),
+        name_ + " backward: ");
+  }
+
+ private:
+  using Arg = std::pair<const char*, const Shape*>;
+  absl::Status CheckArgs(std::initializer_list<Arg> activations,
+                         std::initializer_list<Arg> params) const {
+    for (const auto& [what, got] : activations) {
+      RETURN_IF_ERROR(shape_.CheckInput(what, *got));
+    }
+    for (const auto& [what, got] : params) {
+      RETURN_IF_ERROR(shape_.CheckParams(what, *got));
+    }
+    return absl::OkStatus();
+  }
+
+  const BatchNormShape shape_;
+  const std::string name_;
+  GpuContext* const ctx_;  // Not owned.
+  BatchNormGeometry geometry_;
+};
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<BatchNormOp>> CreateGpuBatchNorm(
+    const BatchNormShape& shape, GpuContext* context) {
+  RETURN_IF_ERROR(shape.Validate());
+  return std::unique_ptr<BatchNormOp>(
+      std::make_unique<GpuBatchNorm>(shape, context));
+}
 
 absl::StatusOr<std::unique_ptr<MaxPoolOp>> CreateGpuMaxPool(
     const PoolShape& shape, GpuContext* context) {

@@ -1,5 +1,6 @@
 // The GPU backend's ops that are this folder's kernels alone: max pooling
-// (pooling.h says why not cuDNN's) and softmax cross-entropy.
+// (pooling.h says why not cuDNN's), softmax cross-entropy and batch norm
+// (batch_norm.h: float64 statistics, as the CPU op).
 //
 // Thread-safety: as MaxPoolOp / SoftmaxCrossEntropyOp (one thread at a
 // time).
@@ -16,6 +17,9 @@ namespace psgd::gpu {
 
 // INVALID_ARGUMENT for an invalid shape. `context` is not owned and must
 // outlive the op.
+absl::StatusOr<std::unique_ptr<BatchNormOp>> CreateGpuBatchNorm(
+    const BatchNormShape& shape, GpuContext* context);
+
 absl::StatusOr<std::unique_ptr<MaxPoolOp>> CreateGpuMaxPool(
     const PoolShape& shape, GpuContext* context);
 
