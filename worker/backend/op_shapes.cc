@@ -150,6 +150,57 @@ absl::Status BatchNormShape::CheckParams(absl::string_view what,
   return CheckShape(ToString(), what, got, params());
 }
 
+absl::Status BatchNormShape::CheckArgs(std::initializer_list<Arg> activations,
+                                       std::initializer_list<Arg> params) const {
+  for (const auto& [what, got] : activations) {
+    if (absl::Status s = CheckInput(what, *got); !s.ok()) return s;
+  }
+  for (const auto& [what, got] : params) {
+    if (absl::Status s = CheckParams(what, *got); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchNormShape::CheckForwardTraining(
+    const Shape& x, const Shape& gamma, const Shape& beta, const Shape& y,
+    const Shape& batch_mean, const Shape& batch_var, const Shape& running_mean,
+    const Shape& running_var) const {
+  return CheckArgs({{"x", &x}, {"y", &y}},
+                   {{"gamma", &gamma},
+                    {"beta", &beta},
+                    {"batch_mean", &batch_mean},
+                    {"batch_var", &batch_var},
+                    {"running_mean", &running_mean},
+                    {"running_var", &running_var}});
+}
+
+absl::Status BatchNormShape::CheckForwardInference(
+    const Shape& x, const Shape& gamma, const Shape& beta,
+    const Shape& running_mean, const Shape& running_var,
+    const Shape& y) const {
+  return CheckArgs({{"x", &x}, {"y", &y}},
+                   {{"gamma", &gamma},
+                    {"beta", &beta},
+                    {"running_mean", &running_mean},
+                    {"running_var", &running_var}});
+}
+
+absl::Status BatchNormShape::CheckBackward(
+    const Shape& x, const Shape& y, const Shape& dy, const Shape& gamma,
+    const Shape& batch_mean, const Shape& batch_var, const Shape& dx,
+    const Shape& dgamma, const Shape& dbeta) const {
+  if (absl::Status s = CheckArgs({{"x", &x}, {"dy", &dy}, {"dx", &dx}},
+                                 {{"gamma", &gamma},
+                                  {"batch_mean", &batch_mean},
+                                  {"batch_var", &batch_var},
+                                  {"dgamma", &dgamma},
+                                  {"dbeta", &dbeta}});
+      !s.ok()) {
+    return s;
+  }
+  return relu ? CheckInput("y", y) : absl::OkStatus();
+}
+
 Shape PoolShape::output() const {
   return {batch, channels, ComputeSamePadding(height, window, stride).output,
           ComputeSamePadding(width, window, stride).output};

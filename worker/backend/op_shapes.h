@@ -8,7 +8,9 @@
 #define PSGD_WORKER_BACKEND_OP_SHAPES_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -146,6 +148,29 @@ struct BatchNormShape {
   // params()'s shape.
   absl::Status CheckInput(absl::string_view what, const Shape& got) const;
   absl::Status CheckParams(absl::string_view what, const Shape& got) const;
+  // The arguments of each BatchNormOp call (backend.h), the first that
+  // differs named: activations input()'s shape, the rest params()'s; y of
+  // the backward only with relu (its mask).
+  absl::Status CheckForwardTraining(const Shape& x, const Shape& gamma,
+                                    const Shape& beta, const Shape& y,
+                                    const Shape& batch_mean,
+                                    const Shape& batch_var,
+                                    const Shape& running_mean,
+                                    const Shape& running_var) const;
+  absl::Status CheckForwardInference(const Shape& x, const Shape& gamma,
+                                     const Shape& beta,
+                                     const Shape& running_mean,
+                                     const Shape& running_var,
+                                     const Shape& y) const;
+  absl::Status CheckBackward(const Shape& x, const Shape& y, const Shape& dy,
+                             const Shape& gamma, const Shape& batch_mean,
+                             const Shape& batch_var, const Shape& dx,
+                             const Shape& dgamma, const Shape& dbeta) const;
+
+ private:
+  using Arg = std::pair<const char*, const Shape*>;
+  absl::Status CheckArgs(std::initializer_list<Arg> activations,
+                         std::initializer_list<Arg> params) const;
 };
 
 // Fully connected: y (N, M) = x (N, K) . w (K, M) + b (M).

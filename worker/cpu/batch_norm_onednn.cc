@@ -1,7 +1,6 @@
 #include "worker/cpu/batch_norm_onednn.h"
 
 #include <algorithm>
-#include <initializer_list>
 #include <unordered_map>
 #include <utility>
 
@@ -61,13 +60,9 @@ class OneDnnBatchNorm : public BatchNormOp {
                                DeviceView batch_mean, DeviceView batch_var,
                                DeviceView running_mean,
                                DeviceView running_var) override {
-    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
-                              {{"gamma", &gamma.shape()},
-                               {"beta", &beta.shape()},
-                               {"batch_mean", &batch_mean.shape()},
-                               {"batch_var", &batch_var.shape()},
-                               {"running_mean", &running_mean.shape()},
-                               {"running_var", &running_var.shape()}}));
+    RETURN_IF_ERROR(shape_.CheckForwardTraining(
+        x.shape(), gamma.shape(), beta.shape(), y.shape(), batch_mean.shape(),
+        batch_var.shape(), running_mean.shape(), running_var.shape()));
     BatchStatistics(shape_.batch, shape_.channels,
                     shape_.height * shape_.width, x.data(), batch_mean.data(),
                     batch_var.data(), pool_);
@@ -105,11 +100,9 @@ class OneDnnBatchNorm : public BatchNormOp {
                                 ConstDeviceView running_mean,
                                 ConstDeviceView running_var,
                                 DeviceView y) override {
-    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
-                              {{"gamma", &gamma.shape()},
-                               {"beta", &beta.shape()},
-                               {"running_mean", &running_mean.shape()},
-                               {"running_var", &running_var.shape()}}));
+    RETURN_IF_ERROR(shape_.CheckForwardInference(
+        x.shape(), gamma.shape(), beta.shape(), running_mean.shape(),
+        running_var.shape(), y.shape()));
     return CatchOneDnn(shape_.ToString() + " inference", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -130,14 +123,9 @@ class OneDnnBatchNorm : public BatchNormOp {
                         ConstDeviceView batch_mean, ConstDeviceView batch_var,
                         DeviceView dx, DeviceView dgamma,
                         DeviceView dbeta) override {
-    RETURN_IF_ERROR(CheckArgs(
-        {{"x", &x.shape()}, {"dy", &dy.shape()}, {"dx", &dx.shape()}},
-        {{"gamma", &gamma.shape()},
-         {"batch_mean", &batch_mean.shape()},
-         {"batch_var", &batch_var.shape()},
-         {"dgamma", &dgamma.shape()},
-         {"dbeta", &dbeta.shape()}}));
-    if (shape_.relu) RETURN_IF_ERROR(shape_.CheckInput("y", y.shape()));
+    RETURN_IF_ERROR(shape_.CheckBackward(
+        x.shape(), y.shape(), dy.shape(), gamma.shape(), batch_mean.shape(),
+        batch_var.shape(), dx.shape(), dgamma.shape(), dbeta.shape()));
     const float* diff_dst = dy.data();
     if (shape_.relu) {
       // The ReLU's backward, into dx; the normalisation's then runs in
@@ -166,19 +154,6 @@ class OneDnnBatchNorm : public BatchNormOp {
   }
 
  private:
-  using Arg = std::pair<const char*, const Shape*>;
-  // The shapes of one call: activations (N, C, H, W), parameters (C).
-  absl::Status CheckArgs(std::initializer_list<Arg> activations,
-                         std::initializer_list<Arg> params) const {
-    for (const auto& [what, got] : activations) {
-      RETURN_IF_ERROR(shape_.CheckInput(what, *got));
-    }
-    for (const auto& [what, got] : params) {
-      RETURN_IF_ERROR(shape_.CheckParams(what, *got));
-    }
-    return absl::OkStatus();
-  }
-
   // oneDNN takes non-const handles but does not write its sources.
   static const memory& Bind(memory& m, const float* data) {
     m.set_data_handle(const_cast<float*>(data));

@@ -1,6 +1,5 @@
 #include "worker/gpu/kernel_ops.h"
 
-#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -156,13 +155,9 @@ class GpuBatchNorm : public BatchNormOp {
                                DeviceView batch_mean, DeviceView batch_var,
                                DeviceView running_mean,
                                DeviceView running_var) override {
-    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
-                              {{"gamma", &gamma.shape()},
-                               {"beta", &beta.shape()},
-                               {"batch_mean", &batch_mean.shape()},
-                               {"batch_var", &batch_var.shape()},
-                               {"running_mean", &running_mean.shape()},
-                               {"running_var", &running_var.shape()}}));
+    RETURN_IF_ERROR(shape_.CheckForwardTraining(
+        x.shape(), gamma.shape(), beta.shape(), y.shape(), batch_mean.shape(),
+        batch_var.shape(), running_mean.shape(), running_var.shape()));
     RETURN_IF_ERROR(ctx_->Activate());
     RETURN_IF_ERROR(WithPrefix(
         LaunchBatchNormStatistics(geometry_, x.data(), shape_.momentum,
@@ -182,11 +177,9 @@ class GpuBatchNorm : public BatchNormOp {
                                 ConstDeviceView running_mean,
                                 ConstDeviceView running_var,
                                 DeviceView y) override {
-    RETURN_IF_ERROR(CheckArgs({{"x", &x.shape()}, {"y", &y.shape()}},
-                              {{"gamma", &gamma.shape()},
-                               {"beta", &beta.shape()},
-                               {"running_mean", &running_mean.shape()},
-                               {"running_var", &running_var.shape()}}));
+    RETURN_IF_ERROR(shape_.CheckForwardInference(
+        x.shape(), gamma.shape(), beta.shape(), running_mean.shape(),
+        running_var.shape(), y.shape()));
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(
         LaunchBatchNormForward(geometry_, x.data(), gamma.data(), beta.data(),
@@ -200,14 +193,9 @@ class GpuBatchNorm : public BatchNormOp {
                         ConstDeviceView batch_mean, ConstDeviceView batch_var,
                         DeviceView dx, DeviceView dgamma,
                         DeviceView dbeta) override {
-    RETURN_IF_ERROR(CheckArgs(
-        {{"x", &x.shape()}, {"dy", &dy.shape()}, {"dx", &dx.shape()}},
-        {{"gamma", &gamma.shape()},
-         {"batch_mean", &batch_mean.shape()},
-         {"batch_var", &batch_var.shape()},
-         {"dgamma", &dgamma.shape()},
-         {"dbeta", &dbeta.shape()}}));
-    if (shape_.relu) RETURN_IF_ERROR(shape_.CheckInput("y", y.shape()));
+    RETURN_IF_ERROR(shape_.CheckBackward(
+        x.shape(), y.shape(), dy.shape(), gamma.shape(), batch_mean.shape(),
+        batch_var.shape(), dx.shape(), dgamma.shape(), dbeta.shape()));
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(
         LaunchBatchNormBackward(geometry_, x.data(), y.data(), dy.data(),
@@ -218,18 +206,6 @@ class GpuBatchNorm : public BatchNormOp {
   }
 
  private:
-  using Arg = std::pair<const char*, const Shape*>;
-  absl::Status CheckArgs(std::initializer_list<Arg> activations,
-                         std::initializer_list<Arg> params) const {
-    for (const auto& [what, got] : activations) {
-      RETURN_IF_ERROR(shape_.CheckInput(what, *got));
-    }
-    for (const auto& [what, got] : params) {
-      RETURN_IF_ERROR(shape_.CheckParams(what, *got));
-    }
-    return absl::OkStatus();
-  }
-
   const BatchNormShape shape_;
   const std::string name_;
   GpuContext* const ctx_;  // Not owned.
