@@ -226,6 +226,15 @@ TEST_CASE("a rollback mid-run: every worker re-syncs and the run ends") {
       return std::filesystem::exists(setup.checkpoint_dir +
                                      "/step-10/MANIFEST");
     }));
+    // And the run is past step 12, which every worker's ungated pushes
+    // complete (the gate holds the 13th and later): the rollback then
+    // redoes at least two steps, however fast the checkpoint was seen.
+    REQUIRE(Await([&] {
+      for (ps::ParameterShard* s : shards) {
+        if (s->Status().step < 12) return false;
+      }
+      return true;
+    }));
     // What a worker does when a restarted shard restored step-10.
     for (ps::ParameterShard* s : shards) {
       auto r = s->Rollback(10, 2);
