@@ -11,6 +11,17 @@ int64_t TotalParameters(const std::vector<VariableSpec>& specs) {
   return n;
 }
 
+absl::optional<std::string> FirstUnknownVariable(
+    const std::vector<std::string>& names,
+    const std::vector<VariableSpec>& specs) {
+  absl::flat_hash_set<std::string> known;
+  for (const VariableSpec& s : specs) known.insert(s.name);
+  for (const std::string& n : names) {
+    if (!known.contains(n)) return n;
+  }
+  return absl::nullopt;
+}
+
 absl::Status ValidateVariableSpecs(const std::vector<VariableSpec>& specs) {
   absl::flat_hash_set<std::string> seen;
   for (const VariableSpec& s : specs) {

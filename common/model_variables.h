@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/optional.h"
 #include "common/tensor.h"
 
 namespace psgd {
@@ -43,6 +44,12 @@ int64_t TotalParameters(const std::vector<VariableSpec>& specs);
 // OK when names are non-empty and unique and every shape is valid;
 // INVALID_ARGUMENT naming the first offending variable otherwise.
 absl::Status ValidateVariableSpecs(const std::vector<VariableSpec>& specs);
+
+// The first of `names` that is not the name of one of `specs`; nullopt when
+// every one is (e.g. an optimizer's no_weight_decay list against a model).
+absl::optional<std::string> FirstUnknownVariable(
+    const std::vector<std::string>& names,
+    const std::vector<VariableSpec>& specs);
 
 // The variables of TensorFlow's cifar10 tutorial network on 24x24 crops,
 // 1,068,298 parameters. Layouts (what the backends compute with):

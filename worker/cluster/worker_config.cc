@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "worker/models/registry.h"
 #include "worker/session/session_config.h"
@@ -26,14 +27,12 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   if (opt.no_weight_decay_size() > 0) {
     ASSIGN_OR_RETURN(const std::vector<VariableSpec> variables,
                      ModelVariables(w.model));
-    for (const std::string& name : opt.no_weight_decay()) {
-      bool found = false;
-      for (const VariableSpec& v : variables) found |= v.name == name;
-      if (!found) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "training.optimizer.no_weight_decay: '", name,
-            "' is not a variable of model ", w.model));
-      }
+    if (const absl::optional<std::string> name = FirstUnknownVariable(
+            {opt.no_weight_decay().begin(), opt.no_weight_decay().end()},
+            variables)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training.optimizer.no_weight_decay: '", *name,
+          "' is not a variable of model ", w.model));
     }
   }
 

@@ -1,6 +1,5 @@
 #include "worker/train/local_optimizer.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,18 +31,17 @@ absl::Status Check(const NamedTensors& tensors, const VariableSpec& v,
 absl::StatusOr<std::unique_ptr<LocalOptimizer>> LocalOptimizer::Create(
     const ps::OptimizerOptions& options,
     const std::vector<VariableSpec>& variables) {
+  if (const absl::optional<std::string> name =
+          FirstUnknownVariable(options.no_weight_decay, variables)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer option no_weight_decay: '", *name,
+                     "' is not a variable of the model"));
+  }
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   for (const VariableSpec& v : variables) {
     sizes.push_back(NumElements(v.shape));
     names.push_back(v.name);
-  }
-  for (const std::string& n : options.no_weight_decay) {
-    if (std::find(names.begin(), names.end(), n) == names.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "optimizer option no_weight_decay: '", n,
-          "' is not a variable of the model"));
-    }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ps::Optimizer> optimizer,
                    ps::CreateOptimizer(options, std::move(sizes), names));
