@@ -61,11 +61,11 @@ absl::Status ValidateLocalTrainerOptions(const LocalTrainerOptions& o) {
     return bad("decay_every_epochs", e.decay_every_epochs,
                "must be > 0 and finite for step decay");
   }
+  // The schedule's factors are checked here, before any file is written; the
+  // warmup against the run's length once the steps per epoch are known.
   ps::OptimizerOptions checked = o.optimizer;
-  checked.schedule = LrSchedule();
-  checked.schedule.warmup_from = e.warmup_from;
-  checked.schedule.decay_factor = e.decay_factor;
-  checked.schedule.final_factor = e.final_factor;
+  ASSIGN_OR_RETURN(checked.schedule,
+                   StepScheduleOf(e, /*per_epoch=*/1, /*last_step=*/0));
   return ps::ValidateOptimizerOptions(checked, "optimizer option ");
 }
 

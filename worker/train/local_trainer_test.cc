@@ -109,6 +109,20 @@ TEST_CASE("bad options are refused before anything runs") {
   o.optimizer.learning_rate = -1;
   CHECK(RunLocalTraining(o, nullptr).status().code() ==
         absl::StatusCode::kInvalidArgument);
+  // The schedule's factors, and a warmup longer than the run.
+  o = SyntheticOptions();
+  o.schedule.decay = LrSchedule::Decay::kCosine;
+  o.schedule.final_factor = 2;
+  CHECK_THAT(std::string(ValidateLocalTrainerOptions(o).message()),
+             Catch::Contains("final_factor is 2"));
+  o = SyntheticOptions();
+  o.schedule.warmup_from = -0.5;
+  CHECK_THAT(std::string(ValidateLocalTrainerOptions(o).message()),
+             Catch::Contains("warmup_from is -0.5"));
+  o = SyntheticOptions();
+  o.schedule.warmup_epochs = 1000;
+  CHECK_THAT(std::string(RunLocalTraining(o, nullptr).status().message()),
+             Catch::Contains("goes past the last step"));
   o = SyntheticOptions();
   o.model = "nope";
   CHECK_THAT(std::string(RunLocalTraining(o, nullptr).status().message()),
