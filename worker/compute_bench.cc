@@ -17,7 +17,6 @@
 // the like-for-like peer's (the tutorial's with LRN), median of the rounds;
 // the last line is exactly `images_per_s=X`.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,14 +27,12 @@
 #include "common/status_macros.h"
 #include "worker/backends/factory.h"
 #include "worker/bench/flops.h"
+#include "worker/bench/model_steps.h"
 #include "worker/bench/op_profile.h"
 #include "worker/bench/peer.h"
 #include "worker/cli.h"
-#include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
-#include "worker/random.h"
-#include "worker/train/local_optimizer.h"
 
 ABSL_FLAG(int64_t, batch, 128, "Images per step.");
 ABSL_FLAG(int, threads, 2, "Compute threads (and the peer's).");
@@ -61,12 +58,6 @@ ABSL_FLAG(int, rounds, 1,
 namespace psgd {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -77,49 +68,6 @@ double Median(std::vector<double> v) {
 double LoadAverage() {
   double load[1];
   return getloadavg(load, 1) == 1 ? load[0] : -1.0;
-}
-
-struct OwnResult {
-  double images_per_s = 0.0;
-  double compute_ms = 0.0;
-  double adam_ms = 0.0;
-};
-
-absl::StatusOr<OwnResult> RunOwn(Backend* backend, int64_t batch, int warmup,
-                                 int steps) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                   CreateModel(absl::GetFlag(FLAGS_model), backend));
-  Shape shape = model->image_shape();
-  shape.insert(shape.begin(), batch);
-  Tensor images(shape);
-  std::vector<int32_t> labels(batch);
-  Rng rng(1);
-  for (float& v : images.span()) v = static_cast<float>(rng.Normal());
-  for (int32_t& l : labels) {
-    l = static_cast<int32_t>(rng.UniformInt(model->num_classes()));
-  }
-  NamedTensors weights = InitialValues(model->variables(), 1), grads;
-  // Adam with TensorFlow's defaults, as the servers apply it.
-  ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> adam,
-                   LocalOptimizer::Create(ps::OptimizerOptions(),
-                                          model->variables()));
-  OwnResult r;
-  for (int s = 0; s < warmup + steps; ++s) {
-    if (s == warmup) r.compute_ms = r.adam_ms = 0.0;
-    const auto t0 = Clock::now();
-    ASSIGN_OR_RETURN(StepResult step,
-                     model->ComputeGradients(ViewsOf(weights), images.view(),
-                                             labels, &grads));
-    (void)step;
-    const auto t1 = Clock::now();
-    RETURN_IF_ERROR(adam->Apply(grads, &weights));
-    r.compute_ms += 1e3 * std::chrono::duration<double>(t1 - t0).count();
-    r.adam_ms += 1e3 * Since(t1);
-  }
-  r.compute_ms /= steps;
-  r.adam_ms /= steps;
-  r.images_per_s = batch * 1e3 / (r.compute_ms + r.adam_ms);
-  return r;
 }
 
 absl::Status Run() {
@@ -184,8 +132,9 @@ absl::Status Run() {
   // compares runs under the same background load.
   std::vector<double> own_rates;
   for (int round = 1; round <= rounds; ++round) {
-    ASSIGN_OR_RETURN(OwnResult own,
-                     RunOwn(backend.get(), batch, warmup, steps));
+    ASSIGN_OR_RETURN(ModelStepsResult own,
+                     TimeModelSteps(backend.get(), model_name, batch, warmup,
+                                    steps, /*seed=*/1));
     own_rates.push_back(own.images_per_s);
     std::printf(
         "round %d: psgd %s on %s, %d threads, batch %lld: %d steps, step "

@@ -35,13 +35,12 @@
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "worker/backends/factory.h"
+#include "worker/bench/model_steps.h"
 #include "worker/gpu/adam.h"
 #include "worker/gpu/gpu_backend.h"
 #include "worker/gpu/tutorial_trainer.h"
 #include "worker/models/initialize.h"
-#include "worker/models/registry.h"
 #include "worker/random.h"
-#include "worker/train/local_optimizer.h"
 
 ABSL_FLAG(std::string, backend, "gpu:0",
           "backend name: gpu:K, gpu:K:OPTIONS (worker/gpu/gpu_options.h) or "
@@ -63,35 +62,9 @@ namespace {
 // A layer-graph network's steps through the Model API (see the top).
 absl::Status RunNetwork(Backend* backend, const std::string& model_name,
                         int64_t batch, int steps, int warmup, uint64_t seed) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                   CreateModel(model_name, backend));
-  NamedTensors weights = InitialValues(model->variables(), seed), grads;
-  ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> adam,
-                   LocalOptimizer::Create(ps::OptimizerOptions(),
-                                          model->variables()));
-  Shape shape = model->image_shape();
-  shape.insert(shape.begin(), batch);
-  Tensor images(shape);
-  std::vector<int32_t> labels(batch);
-  Rng rng(DeriveSeed({seed, 2}));
-  for (float& x : images.span()) x = static_cast<float>(rng.Normal());
-  for (int32_t& l : labels) {
-    l = static_cast<int32_t>(rng.UniformInt(model->num_classes()));
-  }
-  double first_loss = 0.0;
-  StepResult last;
-  std::chrono::steady_clock::time_point start;
-  for (int i = 0; i < warmup + steps; ++i) {
-    if (i == warmup) start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(last, model->ComputeGradients(ViewsOf(weights),
-                                                   images.view(), labels,
-                                                   &grads));
-    RETURN_IF_ERROR(adam->Apply(grads, &weights));
-    if (i == 0) first_loss = last.loss;
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+  ASSIGN_OR_RETURN(ModelStepsResult r,
+                   TimeModelSteps(backend, model_name, batch, warmup, steps,
+                                  seed));
   const std::string device = IsGpuBackend(*backend)
                                  ? GpuDescription(*backend)
                                  : std::string("host");
@@ -102,9 +75,9 @@ absl::Status RunNetwork(Backend* backend, const std::string& model_name,
   for (const std::string& note : GpuPlanNotes(*backend)) {
     std::printf("plan: %s\n", note.c_str());
   }
-  std::printf("loss first=%.4f last=%.4f step_ms=%.3f\n", first_loss,
-              last.loss, 1000.0 * seconds / steps);
-  std::printf("images_per_s=%.0f\n", batch * steps / seconds);
+  std::printf("loss first=%.4f last=%.4f step_ms=%.3f\n", r.first_loss,
+              r.last_loss, r.compute_ms + r.adam_ms);
+  std::printf("images_per_s=%.0f\n", r.images_per_s);
   return absl::OkStatus();
 }
 

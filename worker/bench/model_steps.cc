@@ -1,0 +1,64 @@
+#include "worker/bench/model_steps.h"
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "ps/state/options.h"
+#include "worker/models/initialize.h"
+#include "worker/models/registry.h"
+#include "worker/random.h"
+#include "worker/train/local_optimizer.h"
+
+namespace psgd {
+
+absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
+                                                const std::string& model_name,
+                                                int64_t batch, int warmup,
+                                                int steps, uint64_t seed) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return 1e3 * std::chrono::duration<double>(b - a).count();
+  };
+  if (batch < 1 || warmup < 0 || steps < 1) {
+    return absl::InvalidArgumentError(
+        "TimeModelSteps: batch and steps must be >= 1, warmup >= 0");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   CreateModel(model_name, backend));
+  Shape shape = model->image_shape();
+  shape.insert(shape.begin(), batch);
+  Tensor images(shape);
+  std::vector<int32_t> labels(batch);
+  Rng rng(seed);
+  for (float& v : images.span()) v = static_cast<float>(rng.Normal());
+  for (int32_t& l : labels) {
+    l = static_cast<int32_t>(rng.UniformInt(model->num_classes()));
+  }
+  NamedTensors weights = InitialValues(model->variables(), seed), grads;
+  // Adam with TensorFlow's defaults, as the servers apply it.
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> adam,
+                   LocalOptimizer::Create(ps::OptimizerOptions(),
+                                          model->variables()));
+  ModelStepsResult r;
+  for (int s = 0; s < warmup + steps; ++s) {
+    if (s == warmup) r.compute_ms = r.adam_ms = 0.0;
+    const Clock::time_point t0 = Clock::now();
+    ASSIGN_OR_RETURN(StepResult step,
+                     model->ComputeGradients(ViewsOf(weights), images.view(),
+                                             labels, &grads));
+    const Clock::time_point t1 = Clock::now();
+    RETURN_IF_ERROR(adam->Apply(grads, &weights));
+    r.compute_ms += ms(t0, t1);
+    r.adam_ms += ms(t1, Clock::now());
+    if (s == 0) r.first_loss = step.loss;
+    r.last_loss = step.loss;
+  }
+  r.compute_ms /= steps;
+  r.adam_ms /= steps;
+  r.images_per_s = batch * 1e3 / (r.compute_ms + r.adam_ms);
+  return r;
+}
+
+}  // namespace psgd
