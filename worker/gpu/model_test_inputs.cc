@@ -10,11 +10,16 @@ namespace psgd {
 namespace testing {
 
 NamedTensors TutorialWeights(uint64_t seed) {
-  NamedTensors w = InitialValues(Cifar10TutorialVariables(), seed);
+  const std::vector<VariableSpec> specs = Cifar10TutorialVariables();
+  NamedTensors w = InitialValues(specs, seed);
+  // In the variable list's order: the map's own order changes from process
+  // to process (absl's hash is seeded per process).
   Rng rng(seed + 1);
-  for (auto& [name, t] : w) {
-    if (name.find("biases") == std::string::npos) continue;
-    for (float& v : t.span()) v = static_cast<float>(rng.Uniform(-0.2, 0.2));
+  for (const VariableSpec& s : specs) {
+    if (s.name.find("biases") == std::string::npos) continue;
+    for (float& v : w.at(s.name).span()) {
+      v = static_cast<float>(rng.Uniform(-0.2, 0.2));
+    }
   }
   return w;
 }

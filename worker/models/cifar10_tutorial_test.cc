@@ -56,11 +56,15 @@ struct Fixture {
   NamedTensors weights = InitialValues(Cifar10TutorialVariables(), 7);
 
   Fixture() {
-    // Non-zero biases, so that every bias path is exercised.
+    // Non-zero biases, so that every bias path is exercised; drawn in the
+    // variable list's order, since the map's order changes from process to
+    // process (absl's hash is seeded per process) and the inputs must not.
     Rng rng(3);
-    for (auto& [name, t] : weights) {
-      if (name.find("biases") == std::string::npos) continue;
-      for (float& v : t.span()) v = static_cast<float>(rng.Uniform(-0.2, 0.2));
+    for (const VariableSpec& s : Cifar10TutorialVariables()) {
+      if (s.name.find("biases") == std::string::npos) continue;
+      for (float& v : weights.at(s.name).span()) {
+        v = static_cast<float>(rng.Uniform(-0.2, 0.2));
+      }
     }
   }
   RefWeights Ref() const {
