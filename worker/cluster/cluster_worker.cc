@@ -1,5 +1,6 @@
 #include "worker/cluster/cluster_worker.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "worker/models/initialize.h"
+#include "worker/session/lease_keeper.h"
 #include "worker/train/evaluate.h"
 
 namespace psgd {
@@ -241,10 +243,16 @@ absl::Status ClusterWorker::Record(StepRecord* rec, const Computed& c,
 absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
   if (test_ == nullptr) return absl::OkStatus();
   const absl::Time t0 = absl::Now();
-  ASSIGN_OR_RETURN(
-      StepResult r,
+  // An evaluation during training may outlast the servers' worker lease:
+  // the chief stays in the live set meanwhile. (The final one comes after
+  // the chief has left.)
+  std::optional<LeaseKeeper> keep;
+  if (!final) keep.emplace(session_->client(), absl::Milliseconds(500));
+  absl::StatusOr<StepResult> evaluated =
       EvaluateTestSet(model_, *test_, ViewsOf(weights_), options_.eval_batch,
-                      final ? 0 : options_.eval_examples));
+                      final ? 0 : options_.eval_examples);
+  keep.reset();
+  ASSIGN_OR_RETURN(const StepResult r, std::move(evaluated));
   EvalRecord e;
   e.global_step = global_step;
   e.test_accuracy = r.accuracy();

@@ -17,6 +17,7 @@
 #include "ps/testing/fault_injection_client.h"
 #include "ps/testing/in_process_client.h"
 #include "worker/session/chief.h"
+#include "worker/session/lease_keeper.h"
 
 namespace psgd {
 namespace {
@@ -319,6 +320,31 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
   CHECK(status->size() == 2);
   // Training is over: the other session's calls now end as CANCELLED.
   CHECK(absl::IsCancelled(other.Push(c.Gradients(1, 0.1f)).status()));
+}
+
+TEST_CASE("a LeaseKeeper keeps a silent worker in the live set while it "
+          "runs, and only then") {
+  ps::ServerOptions o;
+  o.worker_lease = absl::Seconds(1);
+  auto shard = ps::ParameterShard::Create(o);
+  REQUIRE(shard.ok());
+  const std::vector<VariableSpec> specs = {
+      {"w", {4}, Initializer::Constant(0.5f)}};
+  auto p = ps::PlaceVariables(specs, 1, 1024);
+  REQUIRE(p.ok());
+  auto client = ps::InProcessPsClient::Create({shard->get()}, *p, "psgd", 0);
+  REQUIRE(client.ok());
+  REQUIRE((*client)->Join().ok());
+  {
+    LeaseKeeper keep(client->get(), absl::Milliseconds(10));
+    while (keep.renewals() < 3) absl::SleepFor(absl::Milliseconds(5));
+    // Renewed within the last moments: nothing to expire now.
+    CHECK((*shard)->ExpireWorkers(absl::Now()).empty());
+  }
+  CHECK((*shard)->Status().live_workers == std::vector<int>{0});
+  // Once the keeper is gone, a lease later the worker is silent.
+  CHECK((*shard)->ExpireWorkers(absl::Now() + absl::Seconds(2)) ==
+        std::vector<int>{0});
 }
 
 }  // namespace
