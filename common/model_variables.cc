@@ -1,6 +1,7 @@
 #include "common/model_variables.h"
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace psgd {
@@ -9,6 +10,22 @@ int64_t TotalParameters(const std::vector<VariableSpec>& specs) {
   int64_t n = 0;
   for (const VariableSpec& s : specs) n += NumElements(s.shape);
   return n;
+}
+
+bool IsRunningStatistic(absl::string_view name) {
+  // A slice "<variable>/part_<k>" is its variable's.
+  const size_t part = name.rfind("/part_");
+  if (part != absl::string_view::npos) name = name.substr(0, part);
+  return absl::EndsWith(name, ".running_mean") ||
+         absl::EndsWith(name, ".running_var");
+}
+
+void FoldRunningStatistic(const float* running, const float* batch,
+                          int64_t n, float* out) {
+  const float keep = 1.0f - kBatchNormMomentum;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = keep * running[i] + kBatchNormMomentum * batch[i];
+  }
 }
 
 absl::optional<std::string> FirstUnknownVariable(

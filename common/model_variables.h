@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "common/tensor.h"
 
@@ -50,6 +51,21 @@ absl::Status ValidateVariableSpecs(const std::vector<VariableSpec>& specs);
 absl::optional<std::string> FirstUnknownVariable(
     const std::vector<std::string>& names,
     const std::vector<VariableSpec>& specs);
+
+// Batch norm's running statistics (docs/CLUSTER.md, "Batch norm"): tensors
+// named "<layer>.running_mean" and "<layer>.running_var" (PyTorch's buffer
+// names, which the layer-graph networks use too), of a row slice
+// "<name>/part_<k>" as well. With the cluster's batch-norm statistics on
+// the servers, they are variables of the servers that no optimizer
+// touches: a push carries the worker's batch statistics under their names
+// (the batch mean; the unbiased batch variance), and the servers fold them
+// in as PyTorch does, r = (1 - kBatchNormMomentum) * r + kBatchNormMomentum
+// * b, in float32.
+inline constexpr float kBatchNormMomentum = 0.1f;
+bool IsRunningStatistic(absl::string_view name);
+// The fold, element by element; `out` may be `running`.
+void FoldRunningStatistic(const float* running, const float* batch,
+                          int64_t n, float* out);
 
 // The variables of TensorFlow's cifar10 tutorial network on 24x24 crops,
 // 1,068,298 parameters. Layouts (what the backends compute with):

@@ -45,4 +45,27 @@ TEST_CASE("FirstUnknownVariable names the first name that is not a variable") {
   CHECK(*unknown == "conv1/weights");
 }
 
+TEST_CASE("running statistics are known by their names, slices too") {
+  CHECK(IsRunningStatistic("bn1.running_mean"));
+  CHECK(IsRunningStatistic("layer1.0.bn2.running_var"));
+  CHECK(IsRunningStatistic("bn1.running_var/part_3"));
+  CHECK_FALSE(IsRunningStatistic("bn1.weight"));
+  CHECK_FALSE(IsRunningStatistic("bn1.running_mean_x"));
+  CHECK_FALSE(IsRunningStatistic("conv1/weights/part_0"));
+  CHECK_FALSE(IsRunningStatistic("bn1.num_batches_tracked"));
+}
+
+TEST_CASE("the fold is PyTorch's: 0.9 * running + 0.1 * batch in float32") {
+  const float running[3] = {0.0f, 1.0f, -2.5f};
+  const float batch[3] = {1.0f, 3.0f, 0.5f};
+  float out[3];
+  FoldRunningStatistic(running, batch, 3, out);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(out[i] == (1.0f - 0.1f) * running[i] + 0.1f * batch[i]);
+  }
+  CHECK(out[1] == Approx(1.2f));
+  FoldRunningStatistic(out, batch, 3, out);  // in place
+  CHECK(out[0] == Approx(0.19f));
+}
+
 }  // namespace psgd

@@ -54,6 +54,10 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.optimizer.no_weight_decay.assign(opt.no_weight_decay().begin(),
                                      opt.no_weight_decay().end());
   o.optimizer.schedule = LrScheduleFromConfig(t);
+  o.batch_norm_statistics =
+      config.model().batch_norm_statistics() == config::ModelConfig::LOCAL
+          ? BatchNormStatistics::kLocal
+          : BatchNormStatistics::kServer;
   o.worker_lease = absl::Seconds(config.worker_lease_seconds());
   if (config.has_checkpoint()) {
     o.checkpoint.dir = CheckpointDir(config, index);

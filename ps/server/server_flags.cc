@@ -26,6 +26,10 @@ ABSL_FLAG(int, num_shards, kDefaults.num_shards, "Number of shards S.");
 ABSL_FLAG(std::string, cluster_name, kDefaults.cluster_name,
           "Cluster name; requests naming another cluster are refused.");
 ABSL_FLAG(std::string, mode, "sync", "sync or async.");
+ABSL_FLAG(std::string, batch_norm_statistics, "server",
+          "Where batch norm's running statistics live: server (variables "
+          "of the shards, folded from the pushes' batch statistics) or "
+          "local (on the workers; the shards refuse them).");
 ABSL_FLAG(int, replicas_to_aggregate, kDefaults.replicas_to_aggregate,
           "Sync: gradients averaged per step (N).");
 ABSL_FLAG(int, total_num_replicas, kDefaults.total_num_replicas,
@@ -75,6 +79,7 @@ namespace {
 constexpr const char* kOptionFlags[] = {
     "listen_address", "shard_index",        "num_shards",
     "cluster_name",   "mode",               "replicas_to_aggregate",
+    "batch_norm_statistics",
     "total_num_replicas", "staleness_bound", "max_push_staleness",
     "scale_lr_by_staleness", "dc_asgd_lambda", "async_beta1",
     "optimizer",      "learning_rate",      "beta1",
@@ -147,6 +152,9 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
   o.cluster_name = absl::GetFlag(FLAGS_cluster_name);
   ASSIGN_OR_RETURN(o.mode, ParseMode(absl::GetFlag(FLAGS_mode)));
+  ASSIGN_OR_RETURN(o.batch_norm_statistics,
+                   ParseBatchNormStatistics(
+                       absl::GetFlag(FLAGS_batch_norm_statistics)));
   o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
   o.total_num_replicas = absl::GetFlag(FLAGS_total_num_replicas);
   o.staleness_bound = absl::GetFlag(FLAGS_staleness_bound);

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/model_variables.h"
 #include "common/status_macros.h"
 
 namespace psgd {
@@ -71,8 +72,32 @@ absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {
   return absl::OkStatus();
 }
 
+absl::Status ParameterShard::CheckNoLocalStatistics(
+    absl::Span<const TensorBytes> tensors, absl::string_view what) const {
+  if (options_.batch_norm_statistics != BatchNormStatistics::kLocal) {
+    return absl::OkStatus();
+  }
+  for (const TensorBytes& t : tensors) {
+    if (!IsRunningStatistic(t.name)) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": '", t.name,
+        "' is a batch-norm running statistic, but this cluster keeps them "
+        "on the workers (model.batch_norm_statistics: LOCAL)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t) const {
+  RETURN_IF_ERROR(CheckNoLocalStatistics({t}, "push"));
+  return CheckFloatTensor(
+      t, IsRunningStatistic(t.name) ? "batch statistic" : "gradient",
+      kMaxGradientMagnitude);
+}
+
 absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
     absl::Span<const TensorBytes> variables) {
+  RETURN_IF_ERROR(
+      Annotate(CheckNoLocalStatistics(variables, "initialize"), name_ + ": "));
   // Checked and copied outside the lock; installed under it.
   absl::StatusOr<std::unique_ptr<VariableStore>> store =
       VariableStore::Create(variables);
@@ -101,8 +126,8 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
     }
     ASSIGN_OR_RETURN(
         optimizer_,
-        CreateOptimizer(ShardOptimizerOptions(options_), layout.sizes,
-                        layout.names));
+        CreateOptimizer(ShardOptimizerOptions(options_),
+                        layout.OptimizerSizes(), layout.names));
     aggregator_ = std::make_unique<SyncAggregator>(
         layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);
@@ -209,7 +234,7 @@ absl::StatusOr<PushReply> ParameterShard::Push(
   // lock for it.
   absl::Status status;
   for (const TensorBytes& g : gradients) {
-    status = CheckFloatTensor(g, "gradient", kMaxGradientMagnitude);
+    status = CheckPushedTensor(g);
     if (!status.ok()) break;
   }
   PushReply reply;
@@ -357,9 +382,16 @@ void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
   // The update runs on this thread, under the lock; clang's thread-safety
   // analysis cannot see that inside the lambda.
   Optimizer* optimizer = optimizer_.get();
+  const VariableLayout& layout = store_->layout();
   store_->Update(step_ + 1, [&](absl::Span<const float* const> in,
                                 absl::Span<float* const> out) {
+    // The optimizer writes nothing of a running statistic (size 0 for it):
+    // the fold of the batch statistics does.
     optimizer->Apply(in, grads, out, lr_scale);
+    for (int i = 0; layout.num_statistics > 0 && i < layout.size(); ++i) {
+      if (!layout.statistic[i]) continue;
+      FoldRunningStatistic(in[i], grads[i], layout.sizes[i], out[i]);
+    }
   });
   ++step_;
   step_started_ = absl::Now();

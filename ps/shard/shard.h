@@ -249,6 +249,16 @@ class ParameterShard {
 
   explicit ParameterShard(const ServerOptions& options);
 
+  // Batch norm's running statistics (docs/CLUSTER.md, "Batch norm"): with
+  // batch_norm_statistics local, INVALID_ARGUMENT naming the first of
+  // `tensors` that is one (`what`: "initialize", "push"). Needs no lock.
+  absl::Status CheckNoLocalStatistics(absl::Span<const TensorBytes> tensors,
+                                      absl::string_view what) const;
+  // A pushed tensor's checks that need no layout: CheckNoLocalStatistics,
+  // then CheckFloatTensor as a gradient or, for a running statistic, as a
+  // batch statistic. Needs no lock.
+  absl::Status CheckPushedTensor(const TensorBytes& tensor) const;
+
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ABORTED while awaiting a rollback, or for a generation > 0 that is not
   // the shard's.
@@ -283,8 +293,9 @@ class ParameterShard {
                                std::vector<std::vector<float>>* copies,
                                PushReply* reply, Ready* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Optimizer step on `grads` (layout order); advances the step and moves
-  // the pulls it satisfies to `ready`.
+  // Optimizer step on `grads` (layout order), and the fold of the batch
+  // statistics among them into the running statistics; advances the step
+  // and moves the pulls it satisfies to `ready`.
   void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
                    Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplySyncStepLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

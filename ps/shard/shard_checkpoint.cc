@@ -113,12 +113,18 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
         w.layout->names[i], w.layout->shapes[i], w.weights[i].data()));
   }
   if (store_ != nullptr) RETURN_IF_ERROR(store_->CheckSameVariables(variables));
+  // A checkpoint of a cluster that kept batch norm's statistics on the
+  // servers does not fit one that keeps them on the workers.
+  if (absl::Status s = CheckNoLocalStatistics(variables, "restore");
+      !s.ok()) {
+    return absl::FailedPreconditionError(s.message());
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<VariableStore> store,
                    VariableStore::Create(variables, c.step, generation));
   ASSIGN_OR_RETURN(
       std::unique_ptr<Optimizer> optimizer,
-      CreateOptimizer(ShardOptimizerOptions(options_), store->layout().sizes,
-                      store->layout().names));
+      CreateOptimizer(ShardOptimizerOptions(options_),
+                      store->layout().OptimizerSizes(), store->layout().names));
   if (absl::Status s = optimizer->LoadState(c.optimizer); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }

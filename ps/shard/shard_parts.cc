@@ -25,7 +25,7 @@ absl::StatusOr<PushReply> ParameterShard::PushPart(
   }
   std::vector<std::vector<float>> copies(gradients.size());
   for (size_t i = 0; status.ok() && i < gradients.size(); ++i) {
-    status = CheckFloatTensor(gradients[i], "gradient", kMaxGradientMagnitude);
+    status = CheckPushedTensor(gradients[i]);
     if (!status.ok()) break;
     const absl::string_view data = gradients[i].data;
     copies[i].resize(data.size() / sizeof(float));

@@ -31,6 +31,8 @@ bool DelayCompensator::Compensate(int worker, int64_t step,
   }
   buffers_.resize(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) {
+    // A running statistic's batch value is no gradient: it goes as it came.
+    if (now.layout != nullptr && now.layout->statistic[i]) continue;
     const int64_t n = now.weights[i].size();
     buffers_[i].resize(static_cast<size_t>(n));
     CompensateDelay(lambda_, n, grads[i], now.weights[i].data(),

@@ -14,6 +14,9 @@
 // back, or a pull of another step) it is applied as it came and counted as
 // uncompensated.
 //
+// Batch norm's running statistics (layout statistic[i]) are not
+// compensated: their batch values go to the fold as they came.
+//
 // Thread-safety: none; the shard calls it under its mutex.
 #ifndef PSGD_PS_STATE_DELAY_COMPENSATION_H_
 #define PSGD_PS_STATE_DELAY_COMPENSATION_H_

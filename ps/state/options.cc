@@ -48,6 +48,17 @@ absl::StatusOr<Mode> ParseMode(absl::string_view name) {
   return Bad("mode", name, "expected sync or async");
 }
 
+absl::string_view BatchNormStatisticsName(BatchNormStatistics b) {
+  return b == BatchNormStatistics::kServer ? "server" : "local";
+}
+
+absl::StatusOr<BatchNormStatistics> ParseBatchNormStatistics(
+    absl::string_view name) {
+  if (name == "server") return BatchNormStatistics::kServer;
+  if (name == "local") return BatchNormStatistics::kLocal;
+  return Bad("batch_norm_statistics", name, "expected server or local");
+}
+
 absl::string_view OptimizerKindName(OptimizerOptions::Kind kind) {
   switch (kind) {
     case OptimizerOptions::Kind::kAdam:

@@ -27,6 +27,17 @@ namespace ps {
 
 enum class Mode { kSync, kAsync };
 
+// Where batch norm's running statistics live (docs/CLUSTER.md, "Batch
+// norm"): kServer keeps them as variables of the shards, folded from the
+// batch statistics each push carries; kLocal leaves them to each worker, and
+// a shard refuses them.
+enum class BatchNormStatistics { kServer, kLocal };
+// "server" / "local".
+absl::string_view BatchNormStatisticsName(BatchNormStatistics b);
+// INVALID_ARGUMENT naming the value for anything but "server" or "local".
+absl::StatusOr<BatchNormStatistics> ParseBatchNormStatistics(
+    absl::string_view name);
+
 // "sync" / "async".
 absl::string_view ModeName(Mode mode);
 // INVALID_ARGUMENT naming the value for anything but "sync" or "async".
@@ -116,6 +127,9 @@ struct ServerOptions {
   double async_beta1 = -1;
 
   OptimizerOptions optimizer;
+
+  // The cluster config's model.batch_norm_statistics.
+  BatchNormStatistics batch_norm_statistics = BatchNormStatistics::kServer;
 
   // gRPC send and receive limit; a shard refuses an Initialize whose
   // variables would not fit in one message.

@@ -6,6 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "common/model_variables.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
 
@@ -131,6 +132,14 @@ VariableStore::VariableStore(std::shared_ptr<const VariableLayout> layout,
                              std::shared_ptr<Pool> pool)
     : layout_(std::move(layout)), pool_(std::move(pool)) {}
 
+std::vector<int64_t> VariableLayout::OptimizerSizes() const {
+  std::vector<int64_t> out = sizes;
+  for (int i = 0; i < size(); ++i) {
+    if (statistic[i]) out[i] = 0;
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<VariableStore>> VariableStore::Create(
     absl::Span<const TensorBytes> initial, int64_t step, int64_t generation) {
   if (initial.empty()) {
@@ -152,6 +161,8 @@ absl::StatusOr<std::unique_ptr<VariableStore>> VariableStore::Create(
     layout->names.push_back(std::move(name));
     layout->shapes.push_back(value.shape());
     layout->sizes.push_back(value.size());
+    layout->statistic.push_back(IsRunningStatistic(layout->names.back()));
+    layout->num_statistics += layout->statistic.back() ? 1 : 0;
     layout->num_parameters += value.size();
     snapshot->weights.push_back(std::move(value));
   }

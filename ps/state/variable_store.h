@@ -36,8 +36,17 @@ struct VariableLayout {
   std::vector<std::string> names;
   std::vector<Shape> shapes;
   std::vector<int64_t> sizes;  // elements
+  // Batch norm's running statistics (IsRunningStatistic, by name): no
+  // optimizer touches them; a push's values for them are batch statistics
+  // that the shard folds in (common/model_variables.h).
+  std::vector<bool> statistic;
+  int num_statistics = 0;
   absl::flat_hash_map<std::string, int> index;
   int64_t num_parameters = 0;
+
+  // What the optimizer updates: sizes, with 0 for a running statistic (it
+  // keeps no slots for them and writes nothing there).
+  std::vector<int64_t> OptimizerSizes() const;
 
   int size() const { return static_cast<int>(names.size()); }
   // Index of `name`, or -1.
