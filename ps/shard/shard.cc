@@ -499,6 +499,11 @@ std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
   return expired;
 }
 
+ParameterShard::Snapshot ParameterShard::LatestWeights() const {
+  MutexLock lock(&mu_);
+  return store_ == nullptr ? nullptr : store_->current();
+}
+
 ShardStatus ParameterShard::Status() const {
   MutexLock lock(&mu_);
   ShardStatus s;

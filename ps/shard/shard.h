@@ -203,6 +203,10 @@ class ParameterShard {
 
   ShardStatus Status() const;
 
+  // The newest weights, also after Shutdown; null before Initialize. For
+  // tests and reports.
+  Snapshot LatestWeights() const;
+
   // A copy of optimizer slot `name` of variable `index` (layout order);
   // empty when there is none or before Initialize. For tests.
   std::vector<float> CopySlot(absl::string_view name, int index) const;

@@ -22,6 +22,11 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
   absl::StatusOr<std::vector<VariableSpec>> variables =
       ModelVariables(setup.model);
   REQUIRE(variables.ok());
+  if (!setup.local_statistics) {
+    absl::StatusOr<std::vector<VariableSpec>> state = ModelState(setup.model);
+    REQUIRE(state.ok());
+    variables->insert(variables->end(), state->begin(), state->end());
+  }
   std::vector<std::unique_ptr<ps::ParameterShard>> shards;
   std::vector<ps::ParameterShard*> shard_ptrs;
   for (int i = 0; i < setup.shards; ++i) {
@@ -35,6 +40,9 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
     o.worker_lease = setup.worker_lease;
     o.checkpoint.dir = setup.checkpoint_dir;
     o.checkpoint.every_steps = setup.checkpoint_every_steps;
+    o.batch_norm_statistics = setup.local_statistics
+                                  ? ps::BatchNormStatistics::kLocal
+                                  : ps::BatchNormStatistics::kServer;
     auto shard = ps::ParameterShard::Create(o);
     INFO(shard.status().ToString());
     REQUIRE(shard.ok());
@@ -68,6 +76,7 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
     REQUIRE(model.ok());
     BatcherOptions one;
     one.batch_size = kBatchSize;
+    one.pipeline = BatcherOptions::PipelineFor((*model)->image_shape());
     auto batcher = Batcher::Create(&data->train, one);
     REQUIRE(batcher.ok());
     auto batch = (*batcher)->Next();
@@ -104,6 +113,8 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
       // thread-safe).
       BatcherOptions batches;
       batches.batch_size = kBatchSize;
+      batches.pipeline =
+          BatcherOptions::PipelineFor(models[w]->image_shape());
       batches.epochs = w == setup.short_lived_worker ? 1 : 0;
       batches.seed = 7;
       batches.worker_index = w;
@@ -126,6 +137,7 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
       o.step_timeout = absl::Seconds(120);
       o.finish_timeout = absl::Seconds(120);
       o.final_checkpoint = !setup.checkpoint_dir.empty();
+      o.statistics_on_servers = !setup.local_statistics;
       if (setup.adjust) setup.adjust(w, &o);
       ClusterWorkerCallbacks callbacks;
       callbacks.on_step = [&out](const StepRecord& r) {
@@ -154,7 +166,14 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
   if (setup.during) setup.during(shard_ptrs);
   for (std::thread& t : threads) t.join();
   if (expirer.joinable()) expirer.join();
-  for (auto& s : shards) run.final_status.push_back(s->Status());
+  for (auto& s : shards) {
+    run.final_status.push_back(s->Status());
+    ps::ParameterShard::Snapshot w = s->LatestWeights();
+    for (int i = 0; w != nullptr && i < w->layout->size(); ++i) {
+      auto v = w->weights[i].span();
+      run.final_weights[w->layout->names[i]].assign(v.begin(), v.end());
+    }
+  }
   return run;
 }
 

@@ -7,6 +7,7 @@
 #define PSGD_WORKER_CLUSTER_CLUSTER_TEST_UTIL_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ClusterSetup {
   // Shards' checkpoints (empty: none).
   std::string checkpoint_dir;
   int64_t checkpoint_every_steps = 0;
+  // Batch norm's running statistics on the workers (LOCAL) instead of the
+  // servers.
+  bool local_statistics = false;
 
   // Worker w's client: `inner` itself (the default) or a wrapper the test
   // owns, which must outlive RunCluster.
@@ -54,6 +58,8 @@ struct WorkerRun {
 struct ClusterRun {
   std::vector<WorkerRun> workers;
   std::vector<ps::ShardStatus> final_status;
+  // Every shard's final weights by name (slices as the shards name them).
+  std::map<std::string, std::vector<float>> final_weights;
 };
 
 // Runs the cluster until every worker's Run() returns. Failures to set up

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "worker/cluster/local_statistics.h"
 #include "worker/models/initialize.h"
 #include "worker/session/lease_keeper.h"
 #include "worker/train/evaluate.h"
@@ -55,7 +56,9 @@ ClusterWorker::ClusterWorker(ps::PsClient* client, Model* model,
       train_(train),
       test_(test),
       options_(std::move(options)),
-      callbacks_(std::move(callbacks)) {}
+      callbacks_(std::move(callbacks)),
+      server_statistics_(options_.statistics_on_servers &&
+                         !model->state().empty()) {}
 
 ClusterWorker::~ClusterWorker() = default;
 
@@ -80,16 +83,37 @@ absl::Status ClusterWorker::Start() {
   ends.total_batches = train_->epochs() * train_->batches_per_epoch();
   progress_ = std::make_unique<ProgressLog>(options_.log_every, ends);
   weights_ = InitialValues(model_->variables(), options_.seed);
+  std::vector<VariableSpec> variables = model_->variables();
   std::vector<ps::NamedTensorView> buffers;
-  for (const VariableSpec& v : model_->variables()) {
+  for (const VariableSpec& v : variables) {
     buffers.push_back({v.name, weights_.at(v.name).view()});
   }
-  session_ = std::make_unique<WorkerSession>(client_, model_->variables(),
-                                             std::move(buffers),
-                                             options_);
+  if (server_statistics_) {
+    // After the model's variables: the overlap's last group.
+    statistics_ = InitialValues(model_->state(), options_.seed);
+    for (const VariableSpec& s : model_->state()) {
+      variables.push_back(s);
+      buffers.push_back({s.name, statistics_.at(s.name).view()});
+    }
+  } else if (!model_->state().empty() &&
+             !options_.local_statistics_file.empty()) {
+    ASSIGN_OR_RETURN(std::optional<NamedTensors> saved,
+                     LoadLocalStatistics(options_.local_statistics_file,
+                                         model_->state()));
+    if (saved.has_value()) {
+      RETURN_IF_ERROR(model_->SetState(ViewsOf(*saved)));
+      spdlog::info("worker {}: batch norm statistics of the previous run "
+                   "from {}",
+                   options_.worker_id, options_.local_statistics_file);
+    }
+  }
+  session_ = std::make_unique<WorkerSession>(client_, std::move(variables),
+                                             std::move(buffers), options_);
   if (options_.chief) {
     chief_ = std::make_unique<Chief>(session_.get(), options_);
-    RETURN_IF_ERROR(session_->Initialize(ConstViews(weights_)));
+    std::vector<ps::NamedConstTensorView> initial = ConstViews(weights_);
+    for (const auto& [name, t] : statistics_) initial.push_back({name, t.view()});
+    RETURN_IF_ERROR(session_->Initialize(initial));
   }
   return session_->Start();
 }
@@ -161,7 +185,7 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
     ASSIGN_OR_RETURN(const bool overlapped, ComputeOverlapped(batch, &c.result));
     if (overlapped) {
       c.computed = absl::Now();
-      ASSIGN_OR_RETURN(c.pushed, session_->FinishParts(ConstViews(gradients_)));
+      ASSIGN_OR_RETURN(c.pushed, session_->FinishParts(PushViews()));
       return c;
     }
     // The groups' pulls reached a step to stop at, or the weights were
@@ -173,21 +197,57 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
   ASSIGN_OR_RETURN(
       c.result, model_->ComputeGradients(ViewsOf(weights_), batch.images.view(),
                                          batch.labels, &gradients_));
+  if (server_statistics_) {
+    RETURN_IF_ERROR(model_->GetBatchStatistics(&batch_statistics_));
+  }
   c.computed = absl::Now();
-  ASSIGN_OR_RETURN(c.pushed, session_->Push(ConstViews(gradients_)));
+  ASSIGN_OR_RETURN(c.pushed, session_->Push(PushViews()));
   return c;
+}
+
+std::vector<ps::NamedConstTensorView> ClusterWorker::PushViews() const {
+  std::vector<ps::NamedConstTensorView> views = ConstViews(gradients_);
+  if (server_statistics_) {
+    for (const auto& [name, t] : batch_statistics_) {
+      views.push_back({name, t.view()});
+    }
+  }
+  return views;
+}
+
+absl::Status ClusterWorker::SaveLocalState() {
+  if (server_statistics_ || model_->state().empty() ||
+      options_.local_statistics_file.empty()) {
+    return absl::OkStatus();
+  }
+  NamedTensors state;
+  RETURN_IF_ERROR(model_->GetState(&state));
+  return SaveLocalStatistics(options_.local_statistics_file, model_->state(),
+                             state);
 }
 
 absl::StatusOr<bool> ClusterWorker::ComputeOverlapped(const Batch& batch,
                                                       StepResult* result) {
   const std::vector<VariableSpec>& vars = model_->variables();
+  const int num_vars = static_cast<int>(vars.size());
   const bool in_flight = session_->pulls_in_flight();
   absl::Status pull_failure;
   bool stop = false;
+  int awaited = 0;
   StepHooks hooks;
   hooks.await_weights = [&](int v) -> absl::Status {
     if (!in_flight) return absl::OkStatus();
     pull_failure = session_->AwaitWeights(v);
+    // The running statistics (the session's variables after the model's)
+    // come with the model's last variable: the step's version is complete
+    // only with them.
+    if (++awaited == num_vars && server_statistics_) {
+      for (int s = 0; pull_failure.ok() && s < static_cast<int>(
+                                                   model_->state().size());
+           ++s) {
+        pull_failure = session_->AwaitWeights(num_vars + s);
+      }
+    }
     // Once every variable is there (the groups joined), the pulls may have
     // returned a later step than the one asked for: at a step to stop at,
     // the forward ends here and nothing is pushed, as the worker without
@@ -206,6 +266,12 @@ absl::StatusOr<bool> ClusterWorker::ComputeOverlapped(const Batch& batch,
   absl::StatusOr<StepResult> r = model_->ComputeGradientsWithHooks(
       ViewsOf(weights_), batch.images.view(), batch.labels, &gradients_, hooks);
   if (stop) return false;  // ComputeAndPush finds the stop in the version
+  if (r.ok() && pull_failure.ok() && server_statistics_) {
+    RETURN_IF_ERROR(model_->GetBatchStatistics(&batch_statistics_));
+    for (const auto& [name, t] : batch_statistics_) {
+      session_->AddPart({name, t.view()});
+    }
+  }
   if (!pull_failure.ok()) {
     spdlog::info(
         "worker {}: the pulls of the variables' groups gave no common step "
@@ -234,6 +300,10 @@ absl::Status ClusterWorker::Record(StepRecord* rec, const Computed& c,
   result_.outcomes[rec->outcome]++;
   step_seconds_ += rec->step_s;
   images_ += c.result.examples;
+  if (options_.local_statistics_every > 0 &&
+      result_.local_steps % options_.local_statistics_every == 0) {
+    RETURN_IF_ERROR(SaveLocalState());
+  }
   if (callbacks_.on_step) RETURN_IF_ERROR(callbacks_.on_step(*rec));
   progress_->Add(*rec, GlobalStep(session_->version()),
                  batch.epoch * train_->batches_per_epoch() + batch.index + 1);
@@ -248,6 +318,9 @@ absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
   // the chief has left.)
   std::optional<LeaseKeeper> keep;
   if (!final) keep.emplace(session_->client(), absl::Milliseconds(500));
+  // Statistics on the servers: the pulled ones (the model's own follow only
+  // this worker's batches); local ones: the model's own.
+  if (server_statistics_) RETURN_IF_ERROR(model_->SetState(ViewsOf(statistics_)));
   absl::StatusOr<StepResult> evaluated =
       EvaluateTestSet(model_, *test_, ViewsOf(weights_), options_.eval_batch,
                       final ? 0 : options_.eval_examples);
@@ -274,6 +347,7 @@ absl::Status ClusterWorker::Finish() {
   // Leave before anything else, so that no sync step waits for this worker
   // (pulls still in flight end first).
   absl::Status left = session_->Leave();
+  RETURN_IF_ERROR(SaveLocalState());
   result_.final_global_step = GlobalStep(session_->version());
   spdlog::info("worker {} stops after {} steps: {}", options_.worker_id,
                result_.local_steps, result_.end_reason);

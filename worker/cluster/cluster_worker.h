@@ -58,6 +58,16 @@ struct ClusterWorkerOptions : SessionOptions, ChiefOptions {
   uint64_t seed = 1;
   // A progress line every this many local steps (0: never).
   int64_t log_every = 50;
+  // Batch norm's running statistics (the model's state(); docs/CLUSTER.md,
+  // "Batch norm"). On the servers: variables of the session, initialised
+  // by the chief, each push carrying the step's batch statistics, and the
+  // chief evaluating with the pulled ones. Otherwise each worker's own,
+  // saved to local_statistics_file (when set) every
+  // local_statistics_every local steps and at the end, and read back when
+  // a worker starts again.
+  bool statistics_on_servers = true;
+  std::string local_statistics_file;
+  int64_t local_statistics_every = 100;
 };
 
 // INVALID_ARGUMENT naming the first bad field (the session's options
@@ -120,6 +130,11 @@ class ClusterWorker {
   absl::Status FinishAsChief();
   // A stop for `reason`: false, with result_.end_reason set.
   bool End(std::string reason);
+  // What a push carries: the gradients and, with the statistics on the
+  // servers, the step's batch statistics.
+  std::vector<ps::NamedConstTensorView> PushViews() const;
+  // Local statistics: the model's state to local_statistics_file.
+  absl::Status SaveLocalState();
 
   ps::PsClient* const client_;  // Not owned.
   Model* const model_;          // Not owned.
@@ -130,6 +145,11 @@ class ClusterWorker {
 
   NamedTensors weights_;
   NamedTensors gradients_;
+  // With the statistics on the servers (and a model that has them): the
+  // pulled running statistics, and the last step's batch statistics.
+  const bool server_statistics_;
+  NamedTensors statistics_;
+  NamedTensors batch_statistics_;
   std::unique_ptr<WorkerSession> session_;
   std::unique_ptr<Chief> chief_;  // the chief only
   absl::Time start_;

@@ -6,8 +6,16 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/match.h"
 
 #include "worker/cluster/cluster_test_util.h"
+#include "worker/cluster/local_statistics.h"
+#include "worker/models/registry.h"
 
 namespace psgd {
 namespace {
@@ -198,6 +206,91 @@ TEST_CASE("sync push: only the shards at the lowest step get the gradient") {
   CHECK(PushVersion(mixed).steps ==
         std::vector<int64_t>{ps::kNoPush, 7, ps::kNoPush});
   CHECK(PushVersion(mixed).generation == 2);
+}
+
+// Batch norm's running statistics (docs/CLUSTER.md, "Batch norm") with a
+// ResNet; the shard tests check the fold's arithmetic.
+TEST_CASE("batch norm statistics on the servers: pushed, folded, pulled") {
+  ClusterSetup setup = Setup();
+  setup.model = "resnet20";
+  setup.workers = 2;
+  setup.replicas_to_aggregate = 2;
+  setup.max_steps = 4;
+  setup.eval_every = 2;
+  ClusterRun run = RunCluster(setup);
+  CheckCommon(setup, run);
+  auto state = ModelState("resnet20");
+  REQUIRE(state.ok());
+  REQUIRE(state->size() == 42);  // 21 batch norms (2 on shortcuts)
+  for (const VariableSpec& s : *state) {
+    INFO(s.name);
+    REQUIRE(run.final_weights.count(s.name) == 1);
+    const std::vector<float>& v = run.final_weights.at(s.name);
+    REQUIRE(v.size() == static_cast<size_t>(NumElements(s.shape)));
+    // Four folds of 0.1 moved the channels off their start (0 and 1); a
+    // variance near 1 may round back to 1.0f now and then.
+    const float start = absl::EndsWith(s.name, "running_var") ? 1.0f : 0.0f;
+    CHECK(std::all_of(v.begin(), v.end(),
+                      [](float x) { return std::isfinite(x); }));
+    const auto moved =
+        std::count_if(v.begin(), v.end(), [&](float x) { return x != start; });
+    CHECK(moved >= static_cast<int64_t>(v.size()) - 2);
+  }
+  for (const ps::ShardStatus& s : run.final_status) {
+    CHECK(s.step == setup.max_steps);
+  }
+}
+
+TEST_CASE("batch norm statistics LOCAL: none on the servers; each worker "
+          "keeps its own, saved for a restart") {
+  const std::string dir =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR")
+                                             : "/tmp") +
+      "/local_statistics";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ClusterSetup setup = Setup();
+  setup.model = "resnet20";
+  setup.workers = 2;
+  setup.replicas_to_aggregate = 2;
+  setup.max_steps = 3;
+  setup.eval_every = 2;
+  setup.local_statistics = true;
+  setup.adjust = [&, inner = setup.adjust](int w, ClusterWorkerOptions* o) {
+    inner(w, o);
+    o->local_statistics_file = dir + "/worker-" + std::to_string(w);
+  };
+  ClusterRun run = RunCluster(setup);
+  CheckCommon(setup, run);
+  auto state = ModelState("resnet20");
+  REQUIRE(state.ok());
+  for (const VariableSpec& s : *state) {
+    CHECK(run.final_weights.count(s.name) == 0);
+  }
+  auto vars = ModelVariables("resnet20");
+  REQUIRE(vars.ok());
+  int64_t on_servers = 0;
+  for (const ps::ShardStatus& s : run.final_status) {
+    on_servers += s.num_parameters;
+  }
+  CHECK(on_servers == TotalParameters(*vars));
+  // Each worker's statistics, saved at its end: moved by its own batches,
+  // so the two workers' differ.
+  std::vector<NamedTensors> saved;
+  for (int w = 0; w < 2; ++w) {
+    auto loaded = LoadLocalStatistics(dir + "/worker-" + std::to_string(w),
+                                      *state);
+    INFO(loaded.status().ToString());
+    REQUIRE(loaded.ok());
+    REQUIRE(loaded->has_value());
+    saved.push_back(std::move(**loaded));
+  }
+  const std::string first = (*state)[0].name;
+  const Tensor& a = saved[0].at(first);
+  const Tensor& b = saved[1].at(first);
+  CHECK_FALSE(std::equal(a.data(), a.data() + a.size(), b.data()));
+  CHECK(std::any_of(a.data(), a.data() + a.size(),
+                    [](float x) { return x != 0.0f; }));
 }
 
 }  // namespace

@@ -70,6 +70,22 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
         "(python/psgd, docs/PYTHON.md)"));
   }
   ASSIGN_OR_RETURN(w.client.variables, ModelVariables(w.model));
+  // Batch norm's running statistics: variables of the servers too, unless
+  // the workers keep them (docs/CLUSTER.md, "Batch norm").
+  ASSIGN_OR_RETURN(const std::vector<VariableSpec> state, ModelState(w.model));
+  if (config.model().has_batch_norm_statistics() && state.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.batch_norm_statistics is set (",
+        config::ModelConfig::BatchNormStatistics_Name(
+            config.model().batch_norm_statistics()),
+        "), but model ", w.model, " has no batch norm"));
+  }
+  w.loop.statistics_on_servers =
+      config.model().batch_norm_statistics() != config::ModelConfig::LOCAL;
+  if (w.loop.statistics_on_servers) {
+    w.client.variables.insert(w.client.variables.end(), state.begin(),
+                              state.end());
+  }
   return w;
 }
 

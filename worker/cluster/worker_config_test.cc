@@ -126,5 +126,48 @@ TEST_CASE("the C++ worker refuses a model that comes from the worker program") {
              Catch::Contains("worker:0") && Catch::Contains("Python"));
 }
 
+TEST_CASE("batch norm statistics: on the servers by default, LOCAL on "
+          "request, refused for a model without batch norm") {
+  const std::string base = R"(
+    name: "bn"
+    ps { address: "127.0.0.1:1" }
+    worker { address: "127.0.0.1:2" }
+    training { steps: 5 }
+    data { source: SYNTHETIC }
+  )";
+  auto parse = [&](const std::string& model) {
+    absl::StatusOr<ClusterConfig> c =
+        ParseClusterConfig(base + model, "bn.pbtxt");
+    REQUIRE(c.ok());
+    return WorkerTaskFromConfig(*c, 0);
+  };
+  auto has = [](const WorkerTaskConfig& w, const std::string& name) {
+    for (const VariableSpec& v : w.client.variables) {
+      if (v.name == name) return true;
+    }
+    return false;
+  };
+  absl::StatusOr<WorkerTaskConfig> server = parse(R"(model { name: "resnet20" })");
+  REQUIRE(server.ok());
+  CHECK(server->loop.statistics_on_servers);
+  CHECK(has(*server, "bn1.running_mean"));
+  CHECK(has(*server, "bn1.running_var"));
+  absl::StatusOr<WorkerTaskConfig> local = parse(
+      R"(model { name: "resnet20" batch_norm_statistics: LOCAL })");
+  REQUIRE(local.ok());
+  CHECK_FALSE(local->loop.statistics_on_servers);
+  CHECK_FALSE(has(*local, "bn1.running_mean"));
+  CHECK(has(*local, "bn1.weight"));
+  for (const char* setting : {"SERVER", "LOCAL"}) {
+    absl::StatusOr<WorkerTaskConfig> bad = parse(
+        std::string(R"(model { name: "cifar10_tutorial" batch_norm_statistics: )") +
+        setting + " }");
+    CHECK(absl::IsInvalidArgument(bad.status()));
+    CHECK(bad.status().message() ==
+          std::string("model.batch_norm_statistics is set (") + setting +
+              "), but model cifar10_tutorial has no batch norm");
+  }
+}
+
 }  // namespace
 }  // namespace psgd

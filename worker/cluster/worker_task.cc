@@ -83,6 +83,8 @@ absl::Status RunWorkerTask(const WorkerTaskOptions& options,
       OpenRunDir(options.run_dir, options.config_path, config, w.loop.chief,
                  w.loop.start_timeout, &w.client, &client));
   const std::string prefix = absl::StrCat(run_dir, "/worker-", task_id.index);
+  // A restarted worker goes on with its batch norm statistics (LOCAL).
+  w.loop.local_statistics_file = prefix + ".batch_norm";
   // A restarted worker adds to the lines of the one before.
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> jsonl,
                    MetricsWriter::Open(prefix + ".jsonl", /*append=*/true));

@@ -129,6 +129,18 @@ class Model {
         name() + " has no state, but '" + state.begin()->first + "' came");
   }
 
+  // The batch statistics of the last training step (ComputeGradients*),
+  // one tensor per state() spec, under its name (reusing tensors of the
+  // right shape): for a running mean the batch's mean, for a running
+  // variance the batch's unbiased variance (divided by M - 1, M = N * H *
+  // W): what the step folded into the state, and what a push carries to
+  // servers that keep the statistics (docs/CLUSTER.md, "Batch norm").
+  // FAILED_PRECONDITION before the first training step of a model with
+  // state; OK with nothing written for a model without.
+  virtual absl::Status GetBatchStatistics(NamedTensors* out) {
+    return absl::OkStatus();
+  }
+
   // Forward only: cross-entropy and accuracy of a batch (e.g. of the test
   // set); weight_decay is 0 and loss equals cross_entropy.
   virtual absl::StatusOr<StepResult> Evaluate(

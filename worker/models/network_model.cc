@@ -67,11 +67,13 @@ class NetworkModel : public Model {
   absl::Status SetState(const NamedConstViews& state) override {
     return state_->Upload(state);
   }
+  absl::Status GetBatchStatistics(NamedTensors* out) override;
 
   absl::StatusOr<StepResult> ComputeGradients(
       const NamedConstViews& weights, ConstTensorView images,
       absl::Span<const int32_t> labels, NamedTensors* gradients) override {
     ASSIGN_OR_RETURN(Plan * p, Prepare(weights, images, &labels));
+    last_trained_ = p;
     RETURN_IF_ERROR(Forward(p, /*training=*/true));
     ASSIGN_OR_RETURN(StepResult r, Loss(p, labels));
     RETURN_IF_ERROR(Backward(p));
@@ -146,6 +148,8 @@ class NetworkModel : public Model {
   std::unique_ptr<DeviceVariables> vars_;
   std::unique_ptr<DeviceVariables> state_;  // running statistics
   std::map<int64_t, std::unique_ptr<Plan>> plans_;  // by batch size
+  // The plan of the last training step (its batch statistics); null before.
+  Plan* last_trained_ = nullptr;
 };
 
 absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
@@ -234,6 +238,40 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
   ASSIGN_OR_RETURN(p->xent, backend_->CreateSoftmaxCrossEntropy(
                                 {batch, spec_.classes}));
   return p;
+}
+
+absl::Status NetworkModel::GetBatchStatistics(NamedTensors* out) {
+  const std::vector<VariableSpec>& specs = state_->specs();
+  if (specs.empty()) return absl::OkStatus();
+  if (last_trained_ == nullptr) {
+    return absl::FailedPreconditionError(
+        spec_.name + ": no batch statistics before the first training step");
+  }
+  const Plan& p = *last_trained_;
+  for (size_t i = 0; i < spec_.layers.size(); ++i) {
+    const Layer& l = spec_.layers[i];
+    if (l.kind != LayerKind::kBatchNorm) continue;
+    const Node& n = p.nodes[i];
+    const VariableSpec& mean = specs[l.state];
+    const VariableSpec& var = specs[l.state + 1];
+    // Both entries first: an insertion may move the map's tensors.
+    for (const VariableSpec* spec : {&mean, &var}) {
+      Tensor& t = (*out)[spec->name];
+      if (t.shape() != spec->shape) t = Tensor(spec->shape);
+    }
+    Tensor& m = out->at(mean.name);
+    Tensor& v = out->at(var.name);
+    RETURN_IF_ERROR(backend_->CopyToHost(n.batch_mean.view(), m.view()));
+    RETURN_IF_ERROR(backend_->CopyToHost(n.batch_var.view(), v.view()));
+    // The op keeps the biased variance (for its backward); the running
+    // estimate takes the unbiased one, as the op's own update does.
+    const Shape& x = spec_.layers[l.inputs[0]].shape;  // (C, H, W)
+    const int64_t count = p.batch * NumElements(x) / x[0];
+    const float unbias =
+        count > 1 ? static_cast<float>(count) / (count - 1) : 1.0f;
+    for (float& e : v.span()) e *= unbias;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Plan*> NetworkModel::Prepare(

@@ -121,6 +121,9 @@ TEST_CASE("a layer graph matches its float64 reference") {
   auto backend = testing::MakeBackend("cpu");
   auto model = Unwrap(CreateNetworkModel(spec, backend.get()));
   REQUIRE(model->state().size() == 10);  // five batch norms
+  NamedTensors batch_stats;
+  CHECK(model->GetBatchStatistics(&batch_stats).code() ==
+        absl::StatusCode::kFailedPrecondition);
 
   NamedTensors weights = InitialValues(model->variables(), 7);
   // Batch norm's gamma and beta away from 1 and 0, so that they matter.
@@ -169,7 +172,7 @@ TEST_CASE("a layer graph matches its float64 reference") {
   // Running statistics: 0.9 * (0, 1) + 0.1 * (mean, unbiased variance).
   NamedTensors state;
   REQUIRE_OK(model->GetState(&state));
-  std::vector<Vec> running;
+  std::vector<Vec> running, batch;
   for (size_t s = 0; s < spec.state.size(); ++s) {
     const VariableSpec& spec_s = spec.state[s];
     const bool is_var = s % 2 == 1;
@@ -181,11 +184,12 @@ TEST_CASE("a layer graph matches its float64 reference") {
       }
       return int64_t{0};
     }();
-    Vec want_s(stats[s].size());
+    Vec want_s(stats[s].size()), batch_s(stats[s].size());
     for (size_t k = 0; k < want_s.size(); ++k) {
-      want_s[k] = is_var ? 0.9 + 0.1 * stats[s][k] * m / (m - 1.0)
-                         : 0.1 * stats[s][k];
+      batch_s[k] = is_var ? stats[s][k] * m / (m - 1.0) : stats[s][k];
+      want_s[k] = (is_var ? 0.9 : 0.0) + 0.1 * batch_s[k];
     }
+    batch.push_back(batch_s);
     const Tensor& got = state.at(spec_s.name);
     INFO(spec_s.name);
     CHECK(testing::MaxRelativeDifference(
@@ -206,6 +210,18 @@ TEST_CASE("a layer graph matches its float64 reference") {
   REQUIRE_OK(model->GetState(&after));
   for (const auto& [name, t] : state) {
     CHECK(std::equal(t.data(), t.data() + t.size(), after.at(name).data()));
+  }
+
+  // The batch statistics a push carries: the batch's mean and unbiased
+  // variance, also after the evaluation above.
+  REQUIRE_OK(model->GetBatchStatistics(&batch_stats));
+  REQUIRE(batch_stats.size() == spec.state.size());
+  for (size_t s = 0; s < spec.state.size(); ++s) {
+    const Tensor& got = batch_stats.at(spec.state[s].name);
+    INFO("batch " << spec.state[s].name);
+    CHECK(testing::MaxRelativeDifference(
+              std::vector<float>(got.data(), got.data() + got.size()),
+              batch[s]) < 1e-5);
   }
 
   // SetState round trip and refusal.

@@ -85,6 +85,15 @@ absl::StatusOr<std::vector<VariableSpec>> ModelVariables(
   return VariablesOf(**m);
 }
 
+absl::StatusOr<std::vector<VariableSpec>> ModelState(absl::string_view name) {
+  absl::StatusOr<const ModelEntry*> m = Find(name);
+  if (!m.ok()) return m.status();
+  if ((*m)->spec == nullptr) return std::vector<VariableSpec>();
+  absl::StatusOr<NetworkSpec> spec = (*m)->spec();
+  if (!spec.ok()) return spec.status();
+  return std::move(spec->state);
+}
+
 absl::StatusOr<NetworkSpec> ModelNetworkSpec(absl::string_view name) {
   absl::StatusOr<const ModelEntry*> m = Find(name);
   if (!m.ok()) return m.status();

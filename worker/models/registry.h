@@ -39,6 +39,11 @@ std::string FormatCount(int64_t n);
 absl::StatusOr<std::vector<VariableSpec>> ModelVariables(
     absl::string_view name);
 
+// The model's non-trainable state (batch norm's running statistics,
+// Model::state()), without a backend; empty for a model without.
+// INVALID_ARGUMENT for an unknown name.
+absl::StatusOr<std::vector<VariableSpec>> ModelState(absl::string_view name);
+
 // The layer graph of a layer-graph network (resnet20, ...).
 // INVALID_ARGUMENT for an unknown name; NOT_FOUND for a hand-written model
 // (cifar10_tutorial, cifar10_linear), which has none.
