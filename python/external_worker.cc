@@ -69,6 +69,14 @@ absl::Status ExternalWorker::CheckVariables(
   if (config_.model().name() != kExternalModel) {
     ASSIGN_OR_RETURN(std::vector<VariableSpec> registry,
                      ModelVariables(config_.model().name()));
+    // With batch norm's statistics on the servers, they follow the
+    // variables (as the C++ worker places them, worker_config.cc).
+    if (config_.model().batch_norm_statistics() !=
+        config::ModelConfig::LOCAL) {
+      ASSIGN_OR_RETURN(const std::vector<VariableSpec> state,
+                       ModelState(config_.model().name()));
+      registry.insert(registry.end(), state.begin(), state.end());
+    }
     return CompareVariables(
         mine, registry, me,
         absl::StrCat("model '", config_.model().name(), "' (the config's)"));

@@ -167,6 +167,10 @@ class PyWorker {
     d["eval_every"] = s.chief_options.eval_every;
     d["eval_examples"] = s.eval_examples;
     d["model"] = c.model().name();
+    d["batch_norm_statistics"] =
+        c.model().batch_norm_statistics() == config::ModelConfig::LOCAL
+            ? "local"
+            : "server";
     d["cluster"] = c.name();
     d["replicas_to_aggregate"] = t.replicas_to_aggregate();
     d["total_num_replicas"] = t.total_num_replicas();

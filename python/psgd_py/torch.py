@@ -20,9 +20,17 @@ hook on each parameter's gradient accumulator hands it to the session as
 soon as autograd has it (as horovod.torch's DistributedOptimizer); in sync
 mode the forward waits for each layer's weights only when it reaches it.
 
-Not handled: buffers (batch-norm running statistics) stay local to each
-worker (the batch-norm issue); parameters must be float32. CUDA modules are
-staged through pinned host buffers; that path is untested here (no GPU).
+Batch norm (docs/CLUSTER.md, "Batch norm"): with the config's
+model { batch_norm_statistics: SERVER } (the default) the modules'
+running_mean and running_var buffers are variables of the servers too,
+after the parameters: pulls write them in place and the chief evaluates with
+them; the batch-norm modules' momentum is set to 1.0, so that after a
+training forward the buffers hold the batch's mean and unbiased variance,
+which the push carries and the servers fold in with PyTorch's momentum 0.1.
+With LOCAL each worker keeps its own buffers, updated by its batches with the
+module's momentum. Other buffers stay local. Parameters and statistics must
+be float32. CUDA modules are staged through pinned host buffers; that path
+is untested here (no GPU).
 """
 
 import time
@@ -32,6 +40,11 @@ import torch
 import psgd
 
 __all__ = ["Worker", "train"]
+
+
+def _is_running_statistic(name):
+    """common/model_variables.h's IsRunningStatistic."""
+    return name.endswith(".running_mean") or name.endswith(".running_var")
 
 
 def _default_accuracy(outputs, targets):
@@ -65,11 +78,28 @@ class Worker:
                                     run_dir=run_dir, log_every=log_every)
         self.settings = self.session.settings
         self.overlap = self.settings["overlap"]
+        # Batch norm's running statistics on the servers: variables after the
+        # parameters; the modules' momentum 1.0 leaves the batch's own
+        # statistics in the buffers after a training forward.
+        self.stats = []
+        if self.settings["batch_norm_statistics"] == "server":
+            self.stats = [(n, b) for n, b in module.named_buffers()
+                          if _is_running_statistic(n)]
+            for n, b in self.stats:
+                if b.dtype != torch.float32:
+                    raise psgd.InvalidArgumentError(
+                        f"buffer '{n}' is {b.dtype}; psgd keeps float32 "
+                        "statistics")
+            for m in module.modules():
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) \
+                        and m.track_running_stats:
+                    m.momentum = 1.0
+        self.names = [n for n, _ in self.params] + [n for n, _ in self.stats]
         # CUDA (untested): pulls land in pinned host buffers, copied to the
         # device after each pull; gradients are copied back before a push.
         self._host = {}
         if self.cuda:
-            for n, p in self.params:
+            for n, p in self.params + self.stats:
                 self._host[n] = torch.empty(p.shape, dtype=torch.float32,
                                             pin_memory=True)
         self._hooks = []
@@ -78,16 +108,16 @@ class Worker:
     # --- weights and gradients ------------------------------------------
     def _weight_buffers(self):
         if self.cuda:
-            for n, p in self.params:
+            for n, p in self.params + self.stats:
                 self._host[n].copy_(p.detach())
-            return [(n, self._host[n]) for n, _ in self.params]
-        return [(n, p.data) for n, p in self.params]
+            return [(n, self._host[n]) for n in self.names]
+        return [(n, p.data) for n, p in self.params] + self.stats
 
     def _to_device(self, names=None):
         if not self.cuda:
             return
         with torch.no_grad():
-            for n, p in self.params:
+            for n, p in self.params + self.stats:
                 if names is None or n in names:
                     p.copy_(self._host[n], non_blocking=True)
         torch.cuda.current_stream().synchronize()
@@ -105,8 +135,18 @@ class Worker:
             g = g.contiguous()
         return g
 
+    def _statistic(self, n, b):
+        """What a push carries for a running statistic: the buffer, which
+        holds the last training forward's batch statistic (momentum 1.0)."""
+        if self.cuda:
+            host = torch.empty(b.shape, dtype=torch.float32, pin_memory=True)
+            host.copy_(b)
+            return host
+        return b
+
     def _grads(self):
-        return [(n, self._grad(n, p)) for n, p in self.params]
+        return [(n, self._grad(n, p)) for n, p in self.params] + \
+            [(n, self._statistic(n, b)) for n, b in self.stats]
 
     # --- overlap: hooks -----------------------------------------------------
     def _install_hooks(self):
@@ -144,6 +184,9 @@ class Worker:
         for n, p in self.params:
             if n not in self._added:
                 self.session.add_part(n, self._grad(n, p))
+        # The batch statistics, once the forward has made them.
+        for n, b in self.stats:
+            self.session.add_part(n, self._statistic(n, b))
 
     def _await(self, i):
         if i in self._awaited or not self._in_flight_at_start:
@@ -151,10 +194,10 @@ class Worker:
         self._awaited.add(i)
         self.session.await_weights(i)
         if self.cuda:
-            self._to_device({self.params[i][0]})
+            self._to_device({self.names[i]})
 
     def _await_rest(self):
-        for i in range(len(self.params)):
+        for i in range(len(self.names)):
             self._await(i)
 
     # --- the loop -----------------------------------------------------------
@@ -259,6 +302,10 @@ class Worker:
         self.module.zero_grad(set_to_none=True)
         self._awaited = set()
         self._in_flight_at_start = self.overlap and s.pulls_in_flight
+        # The running statistics before the forward writes its batch's into
+        # the same buffers (a pull still in flight would race with it).
+        for i in range(len(self.params), len(self.names)):
+            self._await(i)
         outputs = self.module(inputs)
         if self.overlap:
             self._await_rest()

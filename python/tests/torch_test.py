@@ -54,6 +54,46 @@ def worker(c, j):
                             run_dir=c.run_dir, evaluate=evaluate, log_every=5)
 
 
+class BnNet(torch.nn.Module):
+    """A convolution with batch norm: running statistics as buffers."""
+
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.conv = torch.nn.Conv2d(2, 4, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.fc(y.mean((2, 3)))
+
+
+def image_batches(j, n=6, batch=8):
+    g = torch.Generator().manual_seed(200 + j)
+    return [(torch.randn(batch, 2, 4, 4, generator=g) * 2 + 1,
+             torch.randint(0, 3, (batch,), generator=g)) for _ in range(n)]
+
+
+def evaluate_images(module):
+    module.eval()
+    with torch.no_grad():
+        x, y = zip(*image_batches(99, 2))
+        x, y = torch.cat(x), torch.cat(y)
+        out = module(x)
+        loss = torch.nn.functional.cross_entropy(out, y).item()
+    module.train()
+    return (out.argmax(1) == y).float().mean().item(), loss, len(y)
+
+
+def bn_worker(c, j, nets):
+    nets[j] = BnNet(j)
+    return psgd.torch.train(nets[j], torch.nn.functional.cross_entropy,
+                            image_batches(j), c.config, f"worker:{j}",
+                            run_dir=c.run_dir, evaluate=evaluate_images,
+                            log_every=5)
+
+
 class TorchTest(unittest.TestCase):
 
     def check_run(self, c, summaries):
@@ -102,6 +142,42 @@ class TorchTest(unittest.TestCase):
             self.assertGreaterEqual(run["final_global_step"], 30)
             losses = [l["loss"] for l in c.lines(1) if l["kind"] == "train"]
             self.assertLess(sum(losses[-5:]) / 5, sum(losses[:5]) / 5)
+
+
+    def test_batch_norm_statistics_on_the_servers(self):
+        for overlap in ("false", "true"):
+            with Cluster(f"torch-bn-server-{overlap}", ps=2, workers=2, n=2,
+                         steps=6, model="external", data=DATA,
+                         training="eval_every: 3",
+                         extra=f"wire {{ overlap: {overlap} }}") as c:
+                nets = {}
+                summaries = run_threads(
+                    [lambda j=j: bn_worker(c, j, nets) for j in range(2)])
+                self.check_run(c, summaries)
+                # Both workers' last pull was the final step: the servers'
+                # statistics, the same for both, folded from both workers'
+                # batches (momentum 1.0 leaves a batch's own in the buffers
+                # only until the pull).
+                for name in ("running_mean", "running_var"):
+                    a = getattr(nets[0].bn, name)
+                    b = getattr(nets[1].bn, name)
+                    self.assertTrue(torch.equal(a, b), name)
+                    start = torch.zeros(4) if name == "running_mean" \
+                        else torch.ones(4)
+                    self.assertFalse(torch.equal(a, start), name)
+                self.assertEqual(nets[0].bn.momentum, 1.0)
+
+    def test_batch_norm_statistics_local(self):
+        with Cluster("torch-bn-local", ps=1, workers=2, n=2, steps=6,
+                     model="external", bn="LOCAL", data=DATA) as c:
+            nets = {}
+            run_threads([lambda j=j: bn_worker(c, j, nets) for j in range(2)])
+            self.assertEqual(c.wait_ps(), [0])
+            # Each worker's own, moved by its own batches.
+            a, b = nets[0].bn.running_mean, nets[1].bn.running_mean
+            self.assertFalse(torch.equal(a, b))
+            self.assertFalse(torch.equal(a, torch.zeros(4)))
+            self.assertEqual(nets[0].bn.momentum, 0.1)
 
 
 if __name__ == "__main__":

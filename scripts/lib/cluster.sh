@@ -66,18 +66,19 @@ PYEOF
 #   mode=SYNC|ASYNC  (SYNC)      n=N  replicas_to_aggregate
 #   batch=B  steps=S training=TEXT (more of the training block)
 #   model=NAME       data=TEXT (inside the data block)
+#   bn=SERVER|LOCAL  model.batch_norm_statistics (needs model=)
 #   extra=TEXT       a top-level line (checkpoint, wire, leases ...); repeatable
 # One line per task and one training line, "training { mode: MODE ...": the
 # tests edit those lines.
 write_cluster_config() {
   local file=$1 name=$2; shift 2
   local mode=SYNC ps=1 workers=1 ps_hosts="" worker_hosts="" threads=1 ps_extra=""
-  local n="" batch="" steps="" training="" model="" data="" kv key value i
+  local n="" batch="" steps="" training="" model="" bn="" data="" kv key value i
   local extras=() hosts=() ports=()
   for kv in "$@"; do
     key=${kv%%=*} value=${kv#*=}
     case "$key" in
-      mode|ps|workers|ps_hosts|worker_hosts|threads|ps_extra|n|batch|steps|training|model|data)
+      mode|ps|workers|ps_hosts|worker_hosts|threads|ps_extra|n|batch|steps|training|model|bn|data)
         printf -v "$key" '%s' "$value" ;;
       extra) extras+=("$value") ;;
       *) echo "write_cluster_config: unknown key '$key' in '$kv'" >&2; return 2 ;;
@@ -105,7 +106,7 @@ write_cluster_config() {
       done
     fi
     echo "training { mode: $mode${n:+ replicas_to_aggregate: $n}${batch:+ batch_size: $batch}${steps:+ steps: $steps}${training:+ $training} }"
-    [ -z "$model" ] || echo "model { name: \"$model\" }"
+    [ -z "$model" ] || echo "model { name: \"$model\"${bn:+ batch_norm_statistics: $bn} }"
     [ -z "$data" ] || echo "data { $data }"
     for i in "${extras[@]+"${extras[@]}"}"; do echo "$i"; done
   } > "$file"
