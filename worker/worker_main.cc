@@ -11,15 +11,20 @@
 // summary.json. The run directory is --run_dir, or else the one the chief
 // chose (RUN_ROOT/NAME-TIMESTAMP), which the servers pass on to the others.
 //
-//   worker --list_models     prints every model with its parameter count
+//   worker --list_models     prints every model with its parameter count,
+//                            and ", batch norm" after a model with batch
+//                            norm's running statistics (the scripts'
+//                            --model and --bn checks read it)
 //
 // Exits 0 when training ended normally, 1 on an error (logged), 2 for bad
 // flags or config.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_config.h"
 #include "common/cluster_env.h"
@@ -37,8 +42,8 @@ ABSL_FLAG(std::string, run_dir, "",
           "default: the chief's RUN_ROOT/NAME-TIMESTAMP.");
 
 ABSL_FLAG(bool, list_models, false,
-          "Print the models the worker knows, with their parameter counts, "
-          "and exit.");
+          "Print the models the worker knows, with their parameter counts "
+          "and whether they have batch norm, and exit.");
 
 int main(int argc, char** argv) {
   psgd::SetProgramUsage(
@@ -47,8 +52,11 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_list_models)) {
     for (const psgd::ModelInfo& m : psgd::ListModels()) {
-      std::printf("%-18s %12s parameters\n", m.name.c_str(),
-                  psgd::FormatCount(m.parameters).c_str());
+      absl::StatusOr<std::vector<psgd::VariableSpec>> state =
+          psgd::ModelState(m.name);
+      std::printf("%-18s %12s parameters%s\n", m.name.c_str(),
+                  psgd::FormatCount(m.parameters).c_str(),
+                  state.ok() && !state->empty() ? ", batch norm" : "");
     }
     return 0;
   }
