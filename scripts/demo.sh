@@ -3,9 +3,12 @@
 # an async cluster of the same model (2 parameter servers, 4 workers) for the
 # same wall-clock budget, and writes the comparison report.
 #
-#   scripts/demo.sh [--minutes=M] [--data_dir=DIR] [--synthetic]
+#   scripts/demo.sh [--minutes=M] [--model=NAME] [--data_dir=DIR] [--synthetic]
 #
 # --minutes=M     the budget of each run (default 3)
+# --model=NAME    the model, any of the registry (worker --list_models;
+#                 default cifar10_tutorial, TensorFlow's tutorial network;
+#                 a larger one such as resnet20 needs more minutes)
 # --data_dir=DIR  CIFAR-10's binary files (default data/cifar-10-batches-bin,
 #                 which scripts/run/get_cifar10.sh fills; the demo runs it when
 #                 the directory is empty)
@@ -17,17 +20,20 @@
 set -uo pipefail
 here=$(pwd)
 cd "$(dirname "$0")/.." || exit 1
+source scripts/lib/cluster.sh  # check_model
 
 minutes=3
+model=cifar10_tutorial
 data_dir=""
 synthetic=0
 for a in "$@"; do
   case "$a" in
     --minutes=*) minutes="${a#--minutes=}" ;;
+    --model=*) model="${a#--model=}" ;;
     --data_dir=*) data_dir="${a#--data_dir=}"
                   case "$data_dir" in /*) ;; *) data_dir="$here/$data_dir" ;; esac ;;
     --synthetic) synthetic=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "demo.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,12 +41,16 @@ if ! [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk -v m="$minutes" 'BEGIN { 
   echo "demo.sh: --minutes=$minutes is not a positive number" >&2
   exit 2
 fi
+# The model against the registry: now when a worker is built already, so
+# that a bad name fails before the setup, and after the build in any case.
+if [ -x bazel-bin/worker/worker ]; then check_model bazel-bin/worker/worker "$model" || exit 2; fi
 
 echo "== demo.sh: setting up"
 bash scripts/setup.sh || exit 1
 echo "== demo.sh: building"
 bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks 2>&1 | tail -3
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "demo.sh: build failed" >&2; exit 1; }
+check_model bazel-bin/worker/worker "$model" || exit 2
 
 has_cifar() {
   local d=$1
@@ -66,7 +76,7 @@ out="runs/demo-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out" || exit 1
 seconds=$(awk "BEGIN { print int($minutes * 60) }")
 # The shipped 2 ps x 4 worker configs, with the time budget, a test-set
-# subset for the periodic evaluations, and the chosen data.
+# subset for the periodic evaluations, the chosen model and the chosen data.
 make_config() {
   local src=$1 dst=$2
   local data
@@ -79,13 +89,20 @@ make_config() {
       -e "s|eval_every: [0-9]*|eval_every: 100|" \
       -e "s|source: CIFAR10 dir: \"data/cifar-10-batches-bin\"|$data|" \
       -e "s|^name: \"\(.*\)\"|name: \"demo-\1\"|" \
+      -e "s|^model { name: \"cifar10_tutorial\" }|model { name: \"$model\" }|" \
       "$src" > "$dst"
 }
 make_config configs/sync_2ps_4workers.pbtxt "$out/sync.pbtxt"
 make_config configs/async_2ps_4workers.pbtxt "$out/async.pbtxt"
+for mode in sync async; do
+  grep -q "^model { name: \"$model\" }" "$out/$mode.pbtxt" || {
+    echo "demo.sh: configs/${mode}_2ps_4workers.pbtxt has no line 'model { name: \"cifar10_tutorial\" }' for --model to replace" >&2
+    exit 1
+  }
+done
 
 for mode in sync async; do
-  echo "== demo.sh: $mode run, $minutes minute(s)"
+  echo "== demo.sh: $mode run of $model, $minutes minute(s)"
   bash scripts/run/launch.sh --no-build --run_dir="$out/$mode" "$out/$mode.pbtxt" || {
     echo "demo.sh: the $mode run failed (logs above; run directory $out/$mode)" >&2
     exit 1

@@ -2,8 +2,9 @@
 """The batch sweep's report: scripts/experiments/batch_sweep_report.py OUT
 
 Reads every run that scripts/experiments/batch_sweep.sh left in OUT
-(wW-bB-plain, wW-bB-scaled, local-bB, and OUT/sweep.txt) and writes
-OUT/report/sweep.md with time_per_epoch.png and accuracy.png:
+(wW-bB-plain, wW-bB-scaled, local-bB, and OUT/sweep.txt: KEY VALUE lines,
+numbers but for the model's name) and writes OUT/report/sweep.md, which
+names the model, with time_per_epoch.png and accuracy.png:
   - per run: workers, global batch, scaling, steps, epochs, time per epoch
     (the span of the step lines, less train_local's evaluations, over the
     epochs the step lines cover), final test accuracy, and the speed against
@@ -37,7 +38,13 @@ def read_settings(out):
         parts = line.split()
         if len(parts) != 2:
             sys.exit(f"batch_sweep_report.py: {path}:{lineno}: expected 'KEY VALUE'")
-        settings[parts[0]] = float(parts[1])
+        if parts[0] == "model":  # a registry name; a sweep before --model had none
+            settings["model"] = parts[1]
+            continue
+        try:
+            settings[parts[0]] = float(parts[1])
+        except ValueError:
+            sys.exit(f"batch_sweep_report.py: {path}:{lineno}: '{parts[1]}' is not a number")
     for key in ("base_batch", "epochs", "train_examples"):
         if key not in settings:
             sys.exit(f"batch_sweep_report.py: {path}: no '{key}' line")
@@ -87,6 +94,7 @@ def main(argv):
     fmt = compare.fmt
     base = int(settings["base_batch"])
     lines = [f"# Batch sweep ({out})", "",
+             f"Model {settings.get('model', 'cifar10_tutorial')}. "
              f"Sync clusters with one ps and W workers, global batch B (B/W a worker), "
              f"{int(settings['epochs'])} epoch(s) each; W = 0 is one process "
              f"(train_local). Scaling: lr x B/{base} after a linear warmup "

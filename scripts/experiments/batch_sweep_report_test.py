@@ -28,7 +28,8 @@ def main():
     script = sys.argv[1]
     out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
     with open(os.path.join(out, "sweep.txt"), "w") as f:
-        f.write("base_batch 128\nepochs 1\nlr 0.001\nwarmup_epochs 0.5\ntrain_examples 10240\n")
+        f.write("base_batch 128\nepochs 1\nlr 0.001\nwarmup_epochs 0.5\ntrain_examples 10240\n"
+                "model resnet20\n")
     # One process: 1 s a step at either batch. Two workers: slower at 128,
     # faster at 1024. 8x the base batch: scaled 0.5 points below, plain 5.
     write_run(out, "local-b128", 128, 1.0, 0.50, local=True)
@@ -39,6 +40,7 @@ def main():
     r = subprocess.run([sys.executable, script, out], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     report = open(os.path.join(out, "report", "sweep.md")).read()
+    assert "Model resnet20. Sync clusters" in report, report
     # 10 steps x 128 images = 0.125 epochs in 10 s: 80 s per epoch.
     assert "| one process | 128 | – | 10 | 0.12 | 80.0 | 0.5000 | – |" in report, report
     assert "| 2 | 128 | plain | 10 | 0.12 | 160.0 | 0.6000 | 0.50 |" in report, report
@@ -49,6 +51,13 @@ def main():
     assert "-5.00 points (more than 1 point below)" in report, report
     for p in ("time_per_epoch.png", "accuracy.png"):
         assert os.path.getsize(os.path.join(out, "report", p)) > 0, p
+    # A sweep written before --model (no model line) was of the tutorial model.
+    with open(os.path.join(out, "sweep.txt"), "w") as f:
+        f.write("base_batch 128\nepochs 1\nlr 0.001\nwarmup_epochs 0.5\ntrain_examples 10240\n")
+    r = subprocess.run([sys.executable, script, out], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    report = open(os.path.join(out, "report", "sweep.md")).read()
+    assert "Model cifar10_tutorial. Sync clusters" in report, report
     # Bad input: a directory without the sweep's settings.
     os.remove(os.path.join(out, "sweep.txt"))
     r = subprocess.run([sys.executable, script, out], capture_output=True, text=True)

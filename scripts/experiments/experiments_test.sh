@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The experiment scripts without running a cluster: their bad arguments are
 # refused by name, --dry-run writes configs that the config loader
-# (configs/cluster_tasks) accepts, and batch_sweep_report.py turns fabricated
-# runs into its table, its verdicts and its plots.
+# (configs/cluster_tasks) accepts, --model and --bn are checked against the
+# worker's registry (worker --list_models) and reach every config and
+# train_local, and batch_sweep_report.py turns fabricated runs into its
+# table, its verdicts and its plots.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 tasks=$(pwd)/configs/cluster_tasks
+bin=$(pwd)  # worker/worker and configs/cluster_tasks, as a --bin_dir
 tmp=$(mktemp -d "${TEST_TMPDIR:-/tmp}/experiments_test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # A copy of the scripts: they cd to their repository's root.
@@ -30,6 +33,16 @@ fails "no CIFAR-10 binary files in '$tmp/none'" bash "$repo/scripts/experiments/
 fails "global batch 130 does not divide among 4 workers" bash "$repo/scripts/experiments/batch_sweep.sh" --batches=128,130
 fails "--scaling: 'maybe' is neither on nor off" bash "$repo/scripts/experiments/batch_sweep.sh" --scaling=maybe
 fails "--epochs=0 is not a positive count" bash "$repo/scripts/experiments/batch_sweep.sh" --epochs=0
+for script in staleness.sh batch_sweep.sh; do
+  run=(bash "$repo/scripts/experiments/$script" --dry-run --data_dir="$tmp/data" --out="$tmp/bad")
+  fails "--model=resnet21: unknown model (known: cifar10_tutorial, cifar10_linear, resnet20, " \
+    "${run[@]}" --bin_dir="$bin" --model=resnet21
+  fails "--bn=MAYBE is neither SERVER nor LOCAL" "${run[@]}" --bin_dir="$bin" --model=resnet20 --bn=MAYBE
+  fails "--bn=LOCAL: model cifar10_tutorial has no batch norm" "${run[@]}" --bin_dir="$bin" --bn=LOCAL
+  # Without a worker binary (none in the copy, no --bin_dir) a model cannot
+  # be checked; the default model needs no check (the dry runs below).
+  fails "cannot check --model=resnet20: no worker binary" "${run[@]}" --model=resnet20
+done
 
 # Every config the scripts would run loads.
 bash "$repo/scripts/experiments/staleness.sh" --dry-run --data_dir="$tmp/data" --out="$tmp/st" >/dev/null
@@ -47,6 +60,39 @@ grep -q "learning_rate: 0.001 " "$tmp/st/async.pbtxt"
 grep -q "batch_size: 256" "$tmp/bs/w4-b1024-scaled.pbtxt"
 grep -q "base_batch_size: 128" "$tmp/bs/w4-b1024-scaled.pbtxt"
 ! grep -q "schedule" "$tmp/bs/w4-b1024-plain.pbtxt"
+grep -q '^model { name: "cifar10_tutorial" }$' "$tmp/st/sync.pbtxt"
+grep -q '^model { name: "cifar10_tutorial" }$' "$tmp/bs/w1-b128-plain.pbtxt"
+grep -qx "model cifar10_tutorial" "$tmp/bs/sweep.txt"
+
+# Another model: every config names it (and --bn where given) and loads.
+bash "$repo/scripts/experiments/staleness.sh" --dry-run --data_dir="$tmp/data" --out="$tmp/st-resnet" \
+  --bin_dir="$bin" --model=resnet20 --only=sync,async-ssp0 >/dev/null
+bash "$repo/scripts/experiments/batch_sweep.sh" --dry-run --data_dir="$tmp/data" --out="$tmp/bs-cnn" \
+  --bin_dir="$bin" --model=cnn10 --bn=LOCAL --batches=128,256 --workers=1,2 >/dev/null
+m=0
+for cfg in "$tmp"/st-resnet/*.pbtxt "$tmp"/bs-cnn/*.pbtxt; do
+  "$tasks" --config="$cfg" >/dev/null || { echo "FAIL: $cfg does not load"; cat "$cfg"; exit 1; }
+  case "$cfg" in
+    */st-resnet/*) want='model { name: "resnet20" }' ;;
+    *) want='model { name: "cnn10" batch_norm_statistics: LOCAL }' ;;
+  esac
+  grep -qxF "$want" "$cfg" || { echo "FAIL: $cfg has no line '$want'"; cat "$cfg"; exit 1; }
+  m=$((m + 1))
+done
+[ "$m" -eq $((2 + 2 * 2 * 2)) ] || { echo "FAIL: $m configs of other models, expected 10"; exit 1; }
+grep -qx "model cnn10" "$tmp/bs-cnn/sweep.txt"
+# A second call into the same --out with another model would mix the sweeps.
+fails "holds a sweep of model cnn10, not resnet20 (give another --out)" \
+  bash "$repo/scripts/experiments/batch_sweep.sh" --dry-run --data_dir="$tmp/data" --out="$tmp/bs-cnn" \
+  --bin_dir="$bin" --model=resnet20
+# train_local (the one-process runs) gets the model too: a stand-in that
+# prints its arguments and fails stops the sweep at its first run.
+mkdir -p "$tmp/stub/worker"
+ln -s "$bin/worker/worker" "$tmp/stub/worker/worker"
+printf '#!/bin/sh\necho "train_local $*"\nexit 3\n' > "$tmp/stub/worker/train_local"
+chmod +x "$tmp/stub/worker/train_local"
+fails "train_local --model=cnn10 " bash "$repo/scripts/experiments/batch_sweep.sh" \
+  --data_dir="$tmp/data" --out="$tmp/bs-local" --bin_dir="$tmp/stub" --model=cnn10 --batches=128 --workers=1
 
 /usr/bin/python3 "$src/scripts/experiments/batch_sweep_report_test.py" "$repo/scripts/experiments/batch_sweep_report.py"
-echo "experiments_test: ok ($n configs)"
+echo "experiments_test: ok ($n configs, $m of other models)"

@@ -6,8 +6,16 @@
 # staleness histograms and the configs side by side.
 #
 #   scripts/experiments/staleness.sh [--minutes=3] [--repeats=1]
+#        [--model=cifar10_tutorial] [--bn=SERVER|LOCAL]
 #        [--data_dir=../shared/cifar10/cifar-10-batches-bin] [--out=DIR]
 #        [--only=NAME,NAME] [--no-build | --bin_dir=DIR] [--dry-run]
+#
+# --model=NAME trains that model of the registry (worker --list_models:
+# cifar10_tutorial, resnet20, cnn10, ...; a larger network takes far
+# longer a step, so give it more --minutes: evaluations come every 200
+# global steps); --bn=SERVER|LOCAL says where a model with batch norm keeps
+# its running statistics (model.batch_norm_statistics, docs/CLUSTER.md;
+# default SERVER; refused for a model without batch norm).
 #
 # The settings (names as in the report):
 #   sync            N = M = 4
@@ -32,17 +40,20 @@ cd "$(dirname "$0")/../.."
 . scripts/experiments/lib.sh
 minutes=3 repeats=1 data_dir=../shared/cifar10/cifar-10-batches-bin
 out=runs/staleness-$(date +%Y%m%d-%H%M%S) only="" build=1 dry=0 bin_dir=""
+model=cifar10_tutorial bn=""
 for arg in "$@"; do
   case "$arg" in
     --minutes=*) minutes=${arg#*=} ;;
     --repeats=*) repeats=${arg#*=} ;;
+    --model=*) model=${arg#*=} ;;
+    --bn=*) bn=${arg#*=} ;;
     --data_dir=*) data_dir=${arg#*=} ;;
     --out=*) out=${arg#*=} ;;
     --only=*) only=${arg#*=} ;;
     --no-build) build=0 ;;
     --bin_dir=*) bin_dir=$(cd "${arg#*=}" && pwd); build=0 ;;
     --dry-run) dry=1 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "staleness.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,6 +61,7 @@ if ! [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk -v m="$minutes" 'BEGIN { 
   echo "staleness.sh: --minutes=$minutes is not a positive number" >&2; exit 2
 fi
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "staleness.sh: --repeats=$repeats is not a positive count" >&2; exit 2; }
+[[ "$bn" =~ ^(|SERVER|LOCAL)$ ]] || { echo "staleness.sh: --bn=$bn is neither SERVER nor LOCAL" >&2; exit 2; }
 
 declare -A extra=(
   [sync]=""
@@ -78,6 +90,7 @@ seconds=$(awk "BEGIN { print int($minutes * 60) }")
 if [ "$build" = 1 ] && [ "$dry" = 0 ]; then
   bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks >&2
 fi
+experiment_check_model
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 dirs=()

@@ -37,6 +37,12 @@
 #   last_step FILE               the step of the last complete train line of
 #                                a task's metrics (0 when none), as
 #                                scripts/lib/runs.py reads it
+#   check_model WORKER NAME [BN] NAME a model of the registry (WORKER
+#                                --list_models: worker/worker's path) and BN
+#                                empty, or SERVER or LOCAL for a model with
+#                                batch norm; otherwise a line on stderr
+#                                naming the bad value (and the known
+#                                models), status 2
 
 _cluster_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 declare -gA task_pid=() pid_task=()
@@ -178,4 +184,27 @@ task_program() {
 
 last_step() {
   /usr/bin/python3 "$_cluster_lib_dir/runs.py" last-step "$1"
+}
+
+check_model() {
+  local worker=$1 name=$2 bn=${3:-} me list line
+  me=$(basename "$0")
+  if [ -n "$bn" ] && [ "$bn" != SERVER ] && [ "$bn" != LOCAL ]; then
+    echo "$me: --bn=$bn is neither SERVER nor LOCAL" >&2; return 2
+  fi
+  if [ ! -x "$worker" ]; then
+    echo "$me: cannot check --model=$name: no worker binary $worker" \
+      "(build //worker:worker, or give --bin_dir=DIR)" >&2
+    return 2
+  fi
+  list=$("$worker" --list_models) || { echo "$me: $worker --list_models failed" >&2; return 2; }
+  line=$(awk -v n="$name" '$1 == n' <<<"$list")
+  if [ -z "$line" ]; then
+    echo "$me: --model=$name: unknown model (known: $(awk '{print $1}' <<<"$list" | paste -sd, - | sed 's/,/, /g'))" >&2
+    return 2
+  fi
+  if [ -n "$bn" ] && [[ "$line" != *", batch norm" ]]; then
+    echo "$me: --bn=$bn: model $name has no batch norm (leave --bn out)" >&2
+    return 2
+  fi
 }

@@ -115,12 +115,20 @@ class Run:
         return "local"
 
     def config_fields(self):
-        """The training settings of config.pbtxt that tell runs apart (N, M,
-        batch, learning rate, schedule, staleness controls, wire), as text;
-        "–" for one the config leaves at its default."""
+        """The settings of config.pbtxt that tell runs apart (model, where
+        its batch norm statistics live, N, M, batch, learning rate, schedule,
+        staleness controls, wire), as text; "–" for one the config leaves at
+        its default. The model of a run without a config (train_local) is
+        its summary's."""
         cfg = os.path.join(self.files.get("config.pbtxt", self.path), "config.pbtxt")
         text = open(cfg).read() if os.path.exists(cfg) else ""
         text = re.sub(r"#[^\n]*", "", text)
+        model_block = re.search(r"\bmodel\s*\{([^}]*)\}", text)
+        model_text = model_block.group(1) if model_block else ""
+
+        def model_field(name):
+            m = re.search(r"\b" + name + r"\s*:\s*\"?([^\s\"}]+)", model_text)
+            return m.group(1) if m else None
 
         def field(name, default="–"):
             m = re.search(r"\b" + name + r"\s*:\s*\"?([^\s\"}]+)", text)
@@ -140,7 +148,10 @@ class Run:
         wire = "–"
         if re.search(r"\bwire\s*\{", text):
             wire = f"{field('gradients', 'FP32')}/{field('weights', 'FP32')}"
+        model = model_field("name") or self.summary.get("model") or "–"
         return {
+            "model": str(model),
+            "batch norm": model_field("batch_norm_statistics") or "–",
             "N": field("replicas_to_aggregate", workers if self.mode == "sync" else "1"),
             "M": field("total_num_replicas", workers),
             "batch": field("batch_size", "128"),

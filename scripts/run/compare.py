@@ -26,10 +26,12 @@ Plots (PNG, in --out, default the first run's parent directory / compare-TIME):
   dropped.png     gradients dropped per run (stale, surplus) of sync runs
 and report.md with one table: final accuracy, time to --target accuracy,
 steps, epochs, images/s, and mean step time split into pull, compute, push,
-wait; the runs' configs side by side. accuracy.png has a panel per second and
-one per epoch (images taken by all workers over the training set's size,
-from the train_examples of the workers' step lines, or the epoch of
-train_local's eval lines).
+wait; the runs' configs side by side (the model and where its batch norm
+statistics live, N, M, batch, learning rate, schedule, staleness controls,
+wire). accuracy.png has a panel per second and one per epoch (images taken
+by all workers over the training set's size, from the train_examples of the
+workers' step lines, or the epoch of train_local's eval lines). Nothing
+depends on the model: any model of the registry, or a Python worker's.
 
     --repeats N   each setting was run N times, its run directories given one
                   after the other (sync-r1 sync-r2 sync-r3 async-r1 ...): the
@@ -201,6 +203,16 @@ def plot_dropped(runs, out):
     return True
 
 
+def steps_taken(run):
+    """The run's global steps: the summary's final_global_step, else from the
+    step lines: a cluster's carry the step their gradient was computed from
+    (0 first), train_local's the steps done (1 first)."""
+    if run.summary.get("final_global_step") is not None:
+        return run.summary["final_global_step"]
+    last = max(x["step"] for x in run.steps)
+    return last if run.mode == "local" else last + 1
+
+
 def fmt(x, digits=3, unit=""):
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
@@ -245,8 +257,7 @@ def repeats_table(groups, target):
              f"epochs | images/s | steps |",
              "|" + " --- |" * 7]
     for g in groups:
-        steps = [r.summary.get("final_global_step", max(x["step"] for x in r.steps) + 1)
-                 for r in g]
+        steps = [steps_taken(r) for r in g]
         lines.append(
             f"| {setting_name(g)} | {len(g)} | {fmt_spread([r.final_accuracy() for r in g], 4)} | "
             f"{fmt_spread([r.time_to(target) for r in g], 1)} | "
@@ -273,8 +284,7 @@ def report(runs, out, target, plots, groups=None):
         if step_s is None:
             known = [v for v in parts.values() if v is not None]
             step_s = sum(known) if known else None
-        last_step = r.summary.get("final_global_step",
-                                  max(x["step"] for x in r.steps) + 1)
+        last_step = steps_taken(r)
         lines.append(
             f"| {r.name} | {r.mode} | {len(r.workers())} | {last_step} | "
             f"{fmt(r.final_accuracy(), 4)} | {fmt(r.time_to(target), 1)} | "

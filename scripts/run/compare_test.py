@@ -1,4 +1,6 @@
-"""Checks scripts/run/compare.py on two fabricated runs (sync and async)."""
+"""Checks scripts/run/compare.py on fabricated runs: sync and async of the
+tutorial model, repeats, a run gathered from hosts, and runs of other models
+(a ResNet-20 cluster, a train_local run of cnn10)."""
 import json
 import os
 import shutil
@@ -9,7 +11,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def write_run(root, name, mode):
+def write_run(root, name, mode, model=""):
+    """A cluster run; `model` is the config's model block, if any."""
     d = os.path.join(root, name)
     os.makedirs(d)
     with open(os.path.join(d, "config.pbtxt"), "w") as f:
@@ -18,6 +21,7 @@ def write_run(root, name, mode):
             extra = (" staleness_bound: 3 batch_size: 64 optimizer { learning_rate: 0.002 "
                      "schedule { warmup_steps: 100 decay: COSINE decay_steps: 900 } }")
         f.write(f'name: "{name}"\ntraining {{ mode: {mode.upper()}{extra} }}\n'
+                + (f"{model}\n" if model else "")
                 + ('wire { gradients: BF16 weights: BF16 }\n' if mode == "async" else ""))
     for w in range(2):
         with open(os.path.join(d, f"worker-{w}.jsonl"), "w") as f:
@@ -59,11 +63,11 @@ def main():
     assert "| async-run | async | 2 | 40 | 0.7800 | 19.5 |" in report, report
     assert "dropped_surplus 10" in report, report
     # The configs side by side.
-    assert ("| run | N | M | batch | lr | schedule | staleness bound | max push staleness | "
-            "lr / staleness | DC-ASGD λ | async β1 | wire |" in report), report
-    assert "| sync-run | 2 | 2 | 128 | 0.001 | – | – | – | – | – | – | – |" in report, report
-    assert ("| async-run | 1 | 2 | 64 | 0.002 | warmup 100, cosine | 3 | – | – | – | – | BF16/BF16 |"
-            in report), report
+    assert ("| run | model | batch norm | N | M | batch | lr | schedule | staleness bound | "
+            "max push staleness | lr / staleness | DC-ASGD λ | async β1 | wire |" in report), report
+    assert "| sync-run | – | – | 2 | 2 | 128 | 0.001 | – | – | – | – | – | – | – |" in report, report
+    assert ("| async-run | – | – | 1 | 2 | 64 | 0.002 | warmup 100, cosine | 3 | – | – | – | – | "
+            "BF16/BF16 |" in report), report
     # Epochs: 2 workers x 40 steps x 128 images over 10240 training images.
     assert "| 19.5 | 19.6 | 1.00 | 512.0 |" in report, report
     # 40 steps of 250 kB sent from -0.5 s (the first step's start) to 19.5 s.
@@ -111,6 +115,41 @@ def main():
     r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), hosts],
                        capture_output=True, text=True)
     assert r.returncode != 0 and "worker-1.jsonl is in both" in r.stderr, r.stderr
+
+    # Other models: nothing in the report depends on the tutorial model. A
+    # ResNet-20 cluster with its batch norm statistics on the workers, and a
+    # train_local run of cnn10 (no config; its summary names the model, its
+    # eval lines carry the epoch).
+    resnet = write_run(root, "resnet20-sync", "sync",
+                       model='model { name: "resnet20" batch_norm_statistics: LOCAL }')
+    with open(os.path.join(resnet, "summary.json"), "w") as f:
+        json.dump({"mode": "sync", "model": "resnet20", "final_test_accuracy": 0.55}, f)
+    local = os.path.join(root, "cnn10-local")
+    os.makedirs(local)
+    with open(os.path.join(local, "metrics.jsonl"), "w") as f:
+        for s in range(1, 21):
+            f.write(json.dumps({"kind": "train", "step": s, "wall_time_s": 2.0 * s,
+                                "loss": 2.3 - 0.05 * s, "train_accuracy": 0.1 + 0.02 * s,
+                                "images_per_s": 64.0, "batch_size": 128,
+                                "step_s": 2.0}) + "\n")
+            if s % 10 == 0:
+                f.write(json.dumps({"kind": "eval", "step": s, "wall_time_s": 2.0 * s,
+                                    "epoch": s / 10, "test_accuracy": 0.03 * s}) + "\n")
+    with open(os.path.join(local, "summary.json"), "w") as f:
+        json.dump({"program": "train_local", "mode": "local", "model": "cnn10",
+                   "final_test_accuracy": 0.6}, f)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), resnet, local,
+                        "--out", out, "--target", "0.5"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    report = open(os.path.join(out, "report.md")).read()
+    assert "| resnet20-sync | sync | 2 | 40 | 0.5500 | 19.5 |" in report, report
+    assert "| resnet20-sync | resnet20 | LOCAL | 2 | 2 | 128 | 0.001 |" in report, report
+    # train_local: 20 steps, accuracy 0.6 at 40 s (the target 0.5 too), 2
+    # epochs from its eval lines, 64 images/s.
+    assert "| cnn10-local | local | 1 | 20 | 0.6000 | 40.0 | 40.0 | 2.00 | 64.0 |" in report, report
+    assert "| cnn10-local | cnn10 | – |" in report, report
+    for p in ("loss.png", "accuracy.png", "throughput.png", "dropped.png"):
+        assert os.path.getsize(os.path.join(out, p)) > 0, p
 
     # Bad input: a directory without metrics is refused by name.
     empty = os.path.join(root, "empty")
