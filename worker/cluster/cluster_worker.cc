@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
-#include "worker/cluster/local_statistics.h"
+#include "worker/cluster/overlapped_step.h"
 #include "worker/models/initialize.h"
 #include "worker/session/lease_keeper.h"
 #include "worker/train/evaluate.h"
@@ -57,8 +57,10 @@ ClusterWorker::ClusterWorker(ps::PsClient* client, Model* model,
       test_(test),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
-      server_statistics_(options_.statistics_on_servers &&
-                         !model->state().empty()) {}
+      statistics_(model, {options_.statistics_on_servers,
+                          options_.local_statistics_file,
+                          options_.local_statistics_every, options_.worker_id,
+                          options_.seed}) {}
 
 ClusterWorker::~ClusterWorker() = default;
 
@@ -88,31 +90,13 @@ absl::Status ClusterWorker::Start() {
   for (const VariableSpec& v : variables) {
     buffers.push_back({v.name, weights_.at(v.name).view()});
   }
-  if (server_statistics_) {
-    // After the model's variables: the overlap's last group.
-    statistics_ = InitialValues(model_->state(), options_.seed);
-    for (const VariableSpec& s : model_->state()) {
-      variables.push_back(s);
-      buffers.push_back({s.name, statistics_.at(s.name).view()});
-    }
-  } else if (!model_->state().empty() &&
-             !options_.local_statistics_file.empty()) {
-    ASSIGN_OR_RETURN(std::optional<NamedTensors> saved,
-                     LoadLocalStatistics(options_.local_statistics_file,
-                                         model_->state()));
-    if (saved.has_value()) {
-      RETURN_IF_ERROR(model_->SetState(ViewsOf(*saved)));
-      spdlog::info("worker {}: batch norm statistics of the previous run "
-                   "from {}",
-                   options_.worker_id, options_.local_statistics_file);
-    }
-  }
+  RETURN_IF_ERROR(statistics_.Prepare(&variables, &buffers));
   session_ = std::make_unique<WorkerSession>(client_, std::move(variables),
                                              std::move(buffers), options_);
   if (options_.chief) {
     chief_ = std::make_unique<Chief>(session_.get(), options_);
     std::vector<ps::NamedConstTensorView> initial = ConstViews(weights_);
-    for (const auto& [name, t] : statistics_) initial.push_back({name, t.view()});
+    statistics_.AppendInitial(&initial);
     RETURN_IF_ERROR(session_->Initialize(initial));
   }
   return session_->Start();
@@ -182,7 +166,13 @@ absl::StatusOr<std::optional<ClusterWorker::Computed>>
 ClusterWorker::ComputeAndPush(const Batch& batch) {
   Computed c;
   if (options_.overlap) {
-    ASSIGN_OR_RETURN(const bool overlapped, ComputeOverlapped(batch, &c.result));
+    OverlapStep step{model_, session_.get(), &statistics_, &weights_,
+                     &gradients_, [this] {
+                       return !StopReason(session_->version()).empty();
+                     },
+                     options_.worker_id};
+    ASSIGN_OR_RETURN(const bool overlapped,
+                     ComputeOverlapped(step, batch, &c.result));
     if (overlapped) {
       c.computed = absl::Now();
       ASSIGN_OR_RETURN(c.pushed, session_->FinishParts(PushViews()));
@@ -197,9 +187,7 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
   ASSIGN_OR_RETURN(
       c.result, model_->ComputeGradients(ViewsOf(weights_), batch.images.view(),
                                          batch.labels, &gradients_));
-  if (server_statistics_) {
-    RETURN_IF_ERROR(model_->GetBatchStatistics(&batch_statistics_));
-  }
+  RETURN_IF_ERROR(statistics_.TakeBatch());
   c.computed = absl::Now();
   ASSIGN_OR_RETURN(c.pushed, session_->Push(PushViews()));
   return c;
@@ -207,82 +195,8 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
 
 std::vector<ps::NamedConstTensorView> ClusterWorker::PushViews() const {
   std::vector<ps::NamedConstTensorView> views = ConstViews(gradients_);
-  if (server_statistics_) {
-    for (const auto& [name, t] : batch_statistics_) {
-      views.push_back({name, t.view()});
-    }
-  }
+  statistics_.AppendPush(&views);
   return views;
-}
-
-absl::Status ClusterWorker::SaveLocalState() {
-  if (server_statistics_ || model_->state().empty() ||
-      options_.local_statistics_file.empty()) {
-    return absl::OkStatus();
-  }
-  NamedTensors state;
-  RETURN_IF_ERROR(model_->GetState(&state));
-  return SaveLocalStatistics(options_.local_statistics_file, model_->state(),
-                             state);
-}
-
-absl::StatusOr<bool> ClusterWorker::ComputeOverlapped(const Batch& batch,
-                                                      StepResult* result) {
-  const std::vector<VariableSpec>& vars = model_->variables();
-  const int num_vars = static_cast<int>(vars.size());
-  const bool in_flight = session_->pulls_in_flight();
-  absl::Status pull_failure;
-  bool stop = false;
-  int awaited = 0;
-  StepHooks hooks;
-  hooks.await_weights = [&](int v) -> absl::Status {
-    if (!in_flight) return absl::OkStatus();
-    pull_failure = session_->AwaitWeights(v);
-    // The running statistics (the session's variables after the model's)
-    // come with the model's last variable: the step's version is complete
-    // only with them.
-    if (++awaited == num_vars && server_statistics_) {
-      for (int s = 0; pull_failure.ok() && s < static_cast<int>(
-                                                   model_->state().size());
-           ++s) {
-        pull_failure = session_->AwaitWeights(num_vars + s);
-      }
-    }
-    // Once every variable is there (the groups joined), the pulls may have
-    // returned a later step than the one asked for: at a step to stop at,
-    // the forward ends here and nothing is pushed, as the worker without
-    // overlap stops before it computes.
-    if (pull_failure.ok() && !session_->pulls_in_flight() &&
-        !StopReason(session_->version()).empty()) {
-      stop = true;
-      return absl::CancelledError("the pulled step is one to stop at");
-    }
-    return pull_failure;
-  };
-  hooks.gradient_ready = [&](int v) {
-    const std::string& name = vars[v].name;
-    session_->AddPart({name, gradients_.at(name).view()});
-  };
-  absl::StatusOr<StepResult> r = model_->ComputeGradientsWithHooks(
-      ViewsOf(weights_), batch.images.view(), batch.labels, &gradients_, hooks);
-  if (stop) return false;  // ComputeAndPush finds the stop in the version
-  if (r.ok() && pull_failure.ok() && server_statistics_) {
-    RETURN_IF_ERROR(model_->GetBatchStatistics(&batch_statistics_));
-    for (const auto& [name, t] : batch_statistics_) {
-      session_->AddPart({name, t.view()});
-    }
-  }
-  if (!pull_failure.ok()) {
-    spdlog::info(
-        "worker {}: the pulls of the variables' groups gave no common step "
-        "({}); pulling the whole model",
-        options_.worker_id, pull_failure.ToString());
-    RETURN_IF_ERROR(session_->PullWholeAfterGroups());
-    return false;
-  }
-  RETURN_IF_ERROR(r.status());
-  *result = *r;
-  return true;
 }
 
 absl::Status ClusterWorker::Record(StepRecord* rec, const Computed& c,
@@ -300,10 +214,7 @@ absl::Status ClusterWorker::Record(StepRecord* rec, const Computed& c,
   result_.outcomes[rec->outcome]++;
   step_seconds_ += rec->step_s;
   images_ += c.result.examples;
-  if (options_.local_statistics_every > 0 &&
-      result_.local_steps % options_.local_statistics_every == 0) {
-    RETURN_IF_ERROR(SaveLocalState());
-  }
+  RETURN_IF_ERROR(statistics_.AfterStep(result_.local_steps));
   if (callbacks_.on_step) RETURN_IF_ERROR(callbacks_.on_step(*rec));
   progress_->Add(*rec, GlobalStep(session_->version()),
                  batch.epoch * train_->batches_per_epoch() + batch.index + 1);
@@ -320,7 +231,7 @@ absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
   if (!final) keep.emplace(session_->client(), absl::Milliseconds(500));
   // Statistics on the servers: the pulled ones (the model's own follow only
   // this worker's batches); local ones: the model's own.
-  if (server_statistics_) RETURN_IF_ERROR(model_->SetState(ViewsOf(statistics_)));
+  RETURN_IF_ERROR(statistics_.BeforeEvaluation());
   absl::StatusOr<StepResult> evaluated =
       EvaluateTestSet(model_, *test_, ViewsOf(weights_), options_.eval_batch,
                       final ? 0 : options_.eval_examples);
@@ -347,7 +258,7 @@ absl::Status ClusterWorker::Finish() {
   // Leave before anything else, so that no sync step waits for this worker
   // (pulls still in flight end first).
   absl::Status left = session_->Leave();
-  RETURN_IF_ERROR(SaveLocalState());
+  RETURN_IF_ERROR(statistics_.Save());
   result_.final_global_step = GlobalStep(session_->version());
   spdlog::info("worker {} stops after {} steps: {}", options_.worker_id,
                result_.local_steps, result_.end_reason);

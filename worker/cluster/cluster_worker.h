@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ps/client/ps_client.h"
+#include "worker/cluster/worker_statistics.h"
 #include "worker/data/batcher.h"
 #include "worker/data/image_set.h"
 #include "worker/models/model.h"
@@ -58,13 +59,8 @@ struct ClusterWorkerOptions : SessionOptions, ChiefOptions {
   uint64_t seed = 1;
   // A progress line every this many local steps (0: never).
   int64_t log_every = 50;
-  // Batch norm's running statistics (the model's state(); docs/CLUSTER.md,
-  // "Batch norm"). On the servers: variables of the session, initialised
-  // by the chief, each push carrying the step's batch statistics, and the
-  // chief evaluating with the pulled ones. Otherwise each worker's own,
-  // saved to local_statistics_file (when set) every
-  // local_statistics_every local steps and at the end, and read back when
-  // a worker starts again.
+  // Batch norm's running statistics: on the servers, or each worker's own
+  // in local_statistics_file (worker/cluster/worker_statistics.h).
   bool statistics_on_servers = true;
   std::string local_statistics_file;
   int64_t local_statistics_every = 100;
@@ -115,12 +111,6 @@ class ClusterWorker {
   // Forward, backward and the push (whole, or in parts with overlap).
   // nullopt when overlap's pulls reached a step to stop at: nothing pushed.
   absl::StatusOr<std::optional<Computed>> ComputeAndPush(const Batch& batch);
-  // Overlap: forward on weights still arriving, gradients sent as parts.
-  // False when a group's pull failed or the shards moved between the
-  // groups (nothing sent; the weights pulled whole again) or the pulled
-  // step is one to stop at.
-  absl::StatusOr<bool> ComputeOverlapped(const Batch& batch,
-                                         StepResult* result);
   // Records a finished step, reports it and logs a progress line.
   absl::Status Record(StepRecord* record, const Computed& computed,
                       const Batch& batch, const StepTimings& timings);
@@ -133,8 +123,6 @@ class ClusterWorker {
   // What a push carries: the gradients and, with the statistics on the
   // servers, the step's batch statistics.
   std::vector<ps::NamedConstTensorView> PushViews() const;
-  // Local statistics: the model's state to local_statistics_file.
-  absl::Status SaveLocalState();
 
   ps::PsClient* const client_;  // Not owned.
   Model* const model_;          // Not owned.
@@ -145,11 +133,7 @@ class ClusterWorker {
 
   NamedTensors weights_;
   NamedTensors gradients_;
-  // With the statistics on the servers (and a model that has them): the
-  // pulled running statistics, and the last step's batch statistics.
-  const bool server_statistics_;
-  NamedTensors statistics_;
-  NamedTensors batch_statistics_;
+  WorkerStatistics statistics_;
   std::unique_ptr<WorkerSession> session_;
   std::unique_ptr<Chief> chief_;  // the chief only
   absl::Time start_;
