@@ -177,4 +177,16 @@ absl::StatusOr<std::string> CreateRunDir(const std::string& requested,
   return dir;
 }
 
+int64_t ResidentMemoryBytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  long long kb = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "VmRSS: %lld kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<int64_t>(kb) * 1024;
+}
+
 }  // namespace psgd

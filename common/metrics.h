@@ -116,6 +116,10 @@ absl::StatusOr<std::string> CreateRunDir(const std::string& requested,
                                          absl::string_view name,
                                          absl::Time now);
 
+// This process's resident memory (VmRSS of /proc/self/status) in bytes; 0
+// where it cannot be read.
+int64_t ResidentMemoryBytes();
+
 }  // namespace psgd
 
 #endif  // PSGD_COMMON_METRICS_H_

@@ -6,8 +6,10 @@
 //   bazel-bin/ps/ps_bench --wire=bf16        # also the servers with bf16
 //   bazel-bin/ps/ps_bench --config=F --workers=4   # real ps_server tasks
 //
-// Parameter server: S shard servers (PsGrpcServer) hold the TF cifar10
-// tutorial model (1,068,298 float32 parameters) placed over them; W worker
+// Parameter server: S shard servers (PsGrpcServer) hold a model's variables
+// placed over them (--model: the TF cifar10 tutorial model by default,
+// 1,068,298 float32 parameters; any of the registry, e.g. wrn_28_10 with
+// 36.5M, its batch norm statistics included); W worker
 // threads, each with its own GrpcPsClient (own connections), loop push ->
 // pull of a synthetic gradient (no compute) as a worker does: sync (N = M =
 // W) waits for the next step, async takes the newest weights.
@@ -50,6 +52,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -60,12 +63,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/cluster_config.h"
+#include "common/metrics.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "proto/echo.grpc.pb.h"
 #include "ps/client/grpc_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/wire/wire_dtype.h"
+#include "worker/models/registry.h"
 
 ABSL_FLAG(int, shards, 2, "Parameter-server shards S.");
 ABSL_FLAG(int, workers, 4, "Worker threads W.");
@@ -84,6 +89,18 @@ ABSL_FLAG(std::string, config, "",
           "A cluster config: measure its running ps_server tasks instead.");
 ABSL_FLAG(int, first_worker, 0,
           "--config: the worker id of the first worker thread.");
+ABSL_FLAG(int, memory_steps, 0,
+          "After the rounds, this many more steps of each fp32 worker, with "
+          "each shard's memory item by item (weights, other weight versions, "
+          "optimizer slots, the aggregate, staged parts, pushes in flight "
+          "and kept push buffers) and the process's resident memory every "
+          "tenth of them: whether memory stays flat (docs/PS.md, "
+          "\"Memory\"). 0: none.");
+ABSL_FLAG(std::string, model, "cifar10_tutorial",
+          "The model whose variables travel: a name of the registry "
+          "(worker --list_models), with its batch norm statistics on the "
+          "servers. --config: the config's model (a --model of another name "
+          "is refused).");
 
 namespace psgd {
 namespace ps {
@@ -91,6 +108,19 @@ namespace {
 
 constexpr int64_t kMaxMessageBytes = int64_t{256} << 20;
 constexpr char kCluster[] = "bench";
+
+// The variables a cluster of `model` places on its servers: the registry's
+// (no backend: worker/models/registry.h), with the batch norm statistics
+// unless `local_statistics`.
+absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
+    const std::string& model, bool local_statistics) {
+  ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ModelVariables(model));
+  if (!local_statistics) {
+    ASSIGN_OR_RETURN(const std::vector<VariableSpec> state, ModelState(model));
+    specs.insert(specs.end(), state.begin(), state.end());
+  }
+  return specs;
+}
 
 // Worker steps completed while a round ran, and its length.
 struct Tally {
@@ -106,18 +136,21 @@ struct Tally {
 };
 
 // Runs body(worker, round_end) on `workers` threads; each returns the steps
-// it completed before round_end. The first error wins.
+// it completed, the last one ending after round_end. The round lasts until
+// every thread is done: a step that straddles the end counts, with its time
+// (a 146 MB model's step may be longer than a round). The first error wins.
 absl::StatusOr<Tally> RunRound(
     int workers, absl::Duration length,
     const std::function<absl::StatusOr<int64_t>(int, absl::Time)>& body) {
-  const absl::Time end = absl::Now() + length;
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + length;
   std::vector<absl::StatusOr<int64_t>> steps(workers, int64_t{0});
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] { steps[w] = body(w, end); });
   }
   for (std::thread& t : threads) t.join();
-  Tally tally{0, absl::ToDoubleSeconds(length)};
+  Tally tally{0, absl::ToDoubleSeconds(absl::Now() - start)};
   for (const absl::StatusOr<int64_t>& s : steps) {
     if (!s.ok()) return s.status();
     tally.steps += *s;
@@ -139,6 +172,9 @@ std::vector<Tensor> Filled(const std::vector<VariableSpec>& specs,
 // round to round.
 class ParameterServerBench {
  public:
+  explicit ParameterServerBench(std::vector<VariableSpec> specs)
+      : specs_(std::move(specs)) {}
+
   absl::Status Start(Mode mode, int shards, int workers, DType wire) {
     mode_ = mode;
     wire_ = wire;
@@ -244,6 +280,34 @@ class ParameterServerBench {
         });
   }
 
+  // Each worker does `steps` more push + pull steps (sync: every worker
+  // the same steps, so that none waits for a push that does not come).
+  absl::Status Steps(int64_t steps) {
+    std::vector<absl::Status> done(clients_.size());
+    std::vector<std::thread> threads;
+    for (size_t w = 0; w < clients_.size(); ++w) {
+      threads.emplace_back([&, w] {
+        ModelVersion& v = versions_[w];
+        for (int64_t i = 0; i < steps && done[w].ok(); ++i) {
+          done[w] = clients_[w]->Push(v, ConstViews(grads_[w])).status();
+          if (!done[w].ok()) break;
+          absl::StatusOr<ModelVersion> next = clients_[w]->Pull(
+              mode_ == Mode::kSync
+                  ? v.Next()
+                  : ModelVersion::AtLeast(static_cast<int>(v.steps.size()), 0),
+              absl::Now() + absl::Seconds(120), Views(weights_[w]));
+          done[w] = next.status();
+          if (next.ok()) v = *next;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const absl::Status& s : done) RETURN_IF_ERROR(s);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<ShardStatus>> Status() { return chief_->Status(); }
+
   void set_mode(Mode mode) { mode_ = mode; }
   // Against servers shared with other processes: each worker stops at the
   // end of the round and leaves (sync steps go on without it) instead of
@@ -280,7 +344,7 @@ class ParameterServerBench {
     return out;
   }
 
-  const std::vector<VariableSpec> specs_ = Cifar10TutorialVariables();
+  const std::vector<VariableSpec> specs_;
   Mode mode_ = Mode::kSync;
   DType wire_ = DType::kFloat32;
   bool coordinate_stop_ = true;
@@ -500,6 +564,50 @@ double ProcessCpuSeconds() {
          (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
+double Mb(int64_t bytes) { return bytes / 1e6; }
+
+// --memory_steps: `steps` more steps of every worker of `ps`, and each
+// shard's memory item by item with the process's resident memory every
+// tenth of them. Prints one line per shard and sample, and the spread of
+// the resident memory after the first sample.
+absl::Status MemoryRun(ParameterServerBench* ps, int64_t steps,
+                       const Placement& placement) {
+  std::printf(
+      "memory over %lld steps of each worker (MB; a shard's share of the "
+      "model in float32 beside its items):\n",
+      static_cast<long long>(steps));
+  std::printf(
+      "%-6s %-6s %-8s %-8s %-9s %-8s %-9s %-7s %-9s %-9s %-8s %-8s\n",
+      "steps", "shard", "share", "weights", "versions", "slots", "aggregate",
+      "staged", "in_flight", "push_bufs", "total", "rss");
+  std::vector<int64_t> rss;
+  const int64_t chunk = std::max<int64_t>(1, steps / 10);
+  for (int64_t done = 0; done < steps;) {
+    const int64_t k = std::min(chunk, steps - done);
+    RETURN_IF_ERROR(ps->Steps(k));
+    done += k;
+    ASSIGN_OR_RETURN(std::vector<ShardStatus> shards, ps->Status());
+    rss.push_back(ResidentMemoryBytes());
+    for (const ShardStatus& s : shards) {
+      const ShardMemory& m = s.memory;
+      std::printf(
+          "%-6lld %-6d %-8.1f %-8.1f %-9.1f %-8.1f %-9.1f %-7.1f %-9.1f "
+          "%-9.1f %-8.1f %-8.1f\n",
+          static_cast<long long>(done), s.shard_index,
+          Mb(placement.shard_bytes[s.shard_index]), Mb(m.weights),
+          Mb(m.weight_versions), Mb(m.optimizer_slots), Mb(m.aggregate),
+          Mb(m.staged_parts), Mb(m.pushes_in_flight), Mb(m.push_buffers),
+          Mb(m.Total()), Mb(rss.back()));
+    }
+  }
+  if (rss.size() > 1) {
+    const auto [lo, hi] = std::minmax_element(rss.begin() + 1, rss.end());
+    std::printf("rss_after_first_tenth_mb=%.1f..%.1f rss_growth_mb=%.1f\n",
+                Mb(*lo), Mb(*hi), Mb(rss.back() - rss[1]));
+  }
+  return absl::OkStatus();
+}
+
 // One of the things measured, with its tally over the rounds.
 struct Measured {
   Measured(std::string name,
@@ -523,7 +631,9 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   auto wanted = [&](absl::string_view what) {
     return std::find(only.begin(), only.end(), what) != only.end();
   };
-  const std::vector<VariableSpec> specs = Cifar10TutorialVariables();
+  const std::string model = absl::GetFlag(FLAGS_model);
+  ASSIGN_OR_RETURN(const std::vector<VariableSpec> specs,
+                   ServerVariables(model, /*local_statistics=*/false));
   ASSIGN_OR_RETURN(Placement placement,
                    PlaceVariables(specs, shards,
                                   absl::GetFlag(FLAGS_split_threshold_bytes)));
@@ -535,10 +645,11 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   const int64_t model_bytes = TotalParameters(specs) * 4;
   const int64_t bytes_per_step = 2 * model_bytes;  // push up + pull down
   std::printf(
-      "ps_bench: cifar10 tutorial model, %lld float32 parameters (%.2f MB), "
+      "ps_bench: model %s, %lld float32 values (%.2f MB), "
       "%d shards, %d workers, %s; %d alternating rounds of %.1f s each after "
       "%.1f s warmup; loopback, servers and workers in one process\n",
-      static_cast<long long>(TotalParameters(specs)), model_bytes / 1e6, shards,
+      model.c_str(), static_cast<long long>(TotalParameters(specs)),
+      model_bytes / 1e6, shards,
       workers,
       mode == Mode::kSync ? absl::StrFormat("sync N=M=%d", workers).c_str()
                           : "async",
@@ -551,7 +662,7 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   std::fflush(stdout);
 
   std::vector<Measured> measured;
-  ParameterServerBench ps, ps_wire;
+  ParameterServerBench ps(specs), ps_wire(specs);
   EchoBench echo;
   TcpEchoBench tcp;
   if (wanted("ps")) {
@@ -628,6 +739,11 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
     std::printf("ratio_vs_grpc_echo=%.3f\n",
                 fp32->gb_per_s() / grpc_echo->gb_per_s());
   }
+  if (const int64_t steps = absl::GetFlag(FLAGS_memory_steps);
+      steps > 0 && fp32 != nullptr) {
+    std::fflush(stdout);
+    RETURN_IF_ERROR(MemoryRun(&ps, steps, placement));
+  }
   return absl::OkStatus();
 }
 
@@ -645,7 +761,18 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
                         ? Mode::kSync
                         : Mode::kAsync;
   const int first = absl::GetFlag(FLAGS_first_worker);
-  ParameterServerBench ps;
+  const std::string model = config.model().name();
+  const std::string flag_model = absl::GetFlag(FLAGS_model);
+  if (flag_model != "cifar10_tutorial" && flag_model != model) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model=", flag_model, " but the config (", path,
+                     ") trains model ", model));
+  }
+  ASSIGN_OR_RETURN(
+      const std::vector<VariableSpec> specs,
+      ServerVariables(model, config.model().batch_norm_statistics() ==
+                                 config::ModelConfig::LOCAL));
+  ParameterServerBench ps(specs);
   ps.set_mode(mode);
   ps.set_independent_workers();
   RETURN_IF_ERROR(ps.Connect(o, workers, first));
@@ -664,7 +791,6 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   ASSIGN_OR_RETURN(Tally t, ps.Round(absl::Seconds(seconds)));
   RETURN_IF_ERROR(ps.LeaveAll());
   // Gradients up in the gradients' dtype, weights down in the weights'.
-  const std::vector<VariableSpec> specs = Cifar10TutorialVariables();
   ASSIGN_OR_RETURN(Placement placement,
                    PlaceVariables(specs, static_cast<int>(o.addresses.size()),
                                   absl::GetFlag(FLAGS_split_threshold_bytes)));

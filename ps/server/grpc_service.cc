@@ -200,6 +200,9 @@ class PsGrpcService::PushMessagePool final
       response_.Clear();
       pool_->Return(std::unique_ptr<Holder>(this));
     }
+    int64_t request_bytes() const {
+      return static_cast<int64_t>(request_.SpaceUsedLong());
+    }
 
    private:
     PushMessagePool* const pool_;  // Not owned.
@@ -207,12 +210,23 @@ class PsGrpcService::PushMessagePool final
     wire::PushResponse response_;
   };
 
+ public:
+  // Bytes the spare messages keep allocated (a cleared message keeps its
+  // tensors' buffers for the next parse).
+  int64_t SpareBytes() const {
+    MutexLock lock(&mu_);
+    int64_t n = 0;
+    for (const auto& h : spare_) n += h->request_bytes();
+    return n;
+  }
+
+ private:
   void Return(std::unique_ptr<Holder> holder) {
     MutexLock lock(&mu_);
     if (spare_.size() < kMaxSpare) spare_.push_back(std::move(holder));
   }
 
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Holder>> spare_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -265,14 +279,17 @@ grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
                                               const wire::PushRequest* request,
                                               wire::PushResponse* response) {
-  received_bytes_.fetch_add(static_cast<int64_t>(request->ByteSizeLong()),
-                            std::memory_order_relaxed);
-  return Respond(ctx, [&] {
+  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong());
+  received_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  push_bytes_in_flight_.fetch_add(bytes, std::memory_order_relaxed);
+  grpc::ServerUnaryReactor* reactor = Respond(ctx, [&] {
     absl::Status s = handler_.Push(*request, response);
     sent_bytes_.fetch_add(static_cast<int64_t>(response->ByteSizeLong()),
                           std::memory_order_relaxed);
     return s;
   });
+  push_bytes_in_flight_.fetch_sub(bytes, std::memory_order_relaxed);
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Join(
@@ -290,7 +307,20 @@ grpc::ServerUnaryReactor* PsGrpcService::Leave(
 grpc::ServerUnaryReactor* PsGrpcService::Status(
     grpc::CallbackServerContext* ctx, const wire::StatusRequest* request,
     wire::StatusResponse* response) {
-  return Respond(ctx, [&] { return handler_.Status(*request, response); });
+  return Respond(ctx, [&] {
+    RETURN_IF_ERROR(handler_.Status(*request, response));
+    ShardMemory serving;
+    AddServingMemory(&serving);
+    response->mutable_memory()->set_pushes_in_flight(serving.pushes_in_flight);
+    response->mutable_memory()->set_push_buffers(serving.push_buffers);
+    return absl::OkStatus();
+  });
+}
+
+void PsGrpcService::AddServingMemory(ShardMemory* memory) const {
+  memory->pushes_in_flight =
+      push_bytes_in_flight_.load(std::memory_order_relaxed);
+  memory->push_buffers = push_messages_->SpareBytes();
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Shutdown(

@@ -98,6 +98,7 @@ class PsGrpcService final
   int64_t payload_sent_bytes() const override {
     return sent_bytes_.load(std::memory_order_relaxed);
   }
+  void AddServingMemory(ShardMemory* memory) const override;
 
  private:
   class PushMessagePool;
@@ -112,6 +113,8 @@ class PsGrpcService final
   CallAuthenticator authenticator_;
   ShardRequestHandler handler_;
   std::atomic<int64_t> received_bytes_{0};
+  // Bytes of the push requests being handled now.
+  std::atomic<int64_t> push_bytes_in_flight_{0};
   std::atomic<int64_t> sent_bytes_{0};
   const std::unique_ptr<PushMessagePool> push_messages_;
   // The newest weights in the wire dtype (when it is not float32).

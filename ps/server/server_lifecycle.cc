@@ -141,7 +141,7 @@ void ShardLifecycle::Loop() {
 
 void ShardLifecycle::Tick(absl::Time now) {
   State& s = *state_;
-  const ShardStatus status = shard_->Status();
+  const ShardStatus status = ServedStatus();
   if (now >= s.next_metrics) {
     s.next_metrics = now + options_.metrics_every;
     WriteMetrics(status);
@@ -164,6 +164,12 @@ void ShardLifecycle::Tick(absl::Time now) {
     spdlog::warn("worker {} sent nothing for {} and left the live set (lease)",
                  worker, absl::FormatDuration(shard_->options().worker_lease));
   }
+}
+
+ShardStatus ShardLifecycle::ServedStatus() const {
+  ShardStatus status = shard_->Status();
+  if (counters_ != nullptr) counters_->AddServingMemory(&status.memory);
+  return status;
 }
 
 void ShardLifecycle::LogCheckpoints(const ShardStatus& st) {
@@ -203,7 +209,7 @@ void ShardLifecycle::Stop(absl::string_view reason) {
   thread_.join();
   // The loop has ended: its state is this thread's now.
   shard_->FlushCheckpoints();
-  const ShardStatus status = shard_->Status();
+  const ShardStatus status = ServedStatus();
   WriteMetrics(status);
   state_->metrics.WriteSummary(status, std::string(reason));
   LogCheckpoints(status);

@@ -45,6 +45,9 @@ class ServingCounters {
   virtual int64_t payload_received_bytes() const = 0;
   // Calls refused for a missing or wrong token so far.
   virtual int64_t unauthenticated_calls() const = 0;
+  // Fills what the serving layer holds of ShardMemory (pushes_in_flight,
+  // push_buffers).
+  virtual void AddServingMemory(ShardMemory* memory) const {}
 };
 
 // The lifecycle's own options (the shard's are in ServerOptions: the lease,
@@ -103,6 +106,8 @@ class ShardLifecycle {
   // Logs checkpoint failures and rollbacks not logged yet.
   void LogCheckpoints(const ShardStatus& status);
   void WriteMetrics(const ShardStatus& status);
+  // The shard's status with the serving layer's memory.
+  ShardStatus ServedStatus() const;
 
   // Constant after construction.
   ParameterShard* const shard_;             // Not owned.

@@ -35,7 +35,18 @@ JsonObject ServerStatusJson(const std::string& task, const ShardStatus& s,
       .Set("rollbacks", static_cast<int64_t>(s.rollbacks.size()))
       .Set("checkpoints_written", s.checkpoints_written)
       .Set("checkpoint_failures", s.checkpoint_failures)
-      .Set("last_checkpoint_label", s.last_checkpoint_label);
+      .Set("last_checkpoint_label", s.last_checkpoint_label)
+      // Memory (docs/PS.md, "Memory"): the shard's items and the process's.
+      .Set("memory_weights", s.memory.weights)
+      .Set("memory_weight_versions", s.memory.weight_versions)
+      .Set("memory_optimizer_slots", s.memory.optimizer_slots)
+      .Set("memory_aggregate", s.memory.aggregate)
+      .Set("memory_staged_parts", s.memory.staged_parts)
+      .Set("memory_compensation", s.memory.compensation)
+      .Set("memory_pushes_in_flight", s.memory.pushes_in_flight)
+      .Set("memory_push_buffers", s.memory.push_buffers)
+      .Set("memory_total", s.memory.Total())
+      .Set("resident_bytes", ResidentMemoryBytes());
   std::string hist;
   for (const auto& [staleness, count] : s.staleness_histogram) {
     absl::StrAppend(&hist, hist.empty() ? "" : ",", staleness, ":", count);

@@ -543,7 +543,26 @@ ShardStatus ParameterShard::Status() const {
     s.last_checkpoint_label = c.last_label;
     s.last_checkpoint_error = c.last_error;
   }
+  s.memory = MemoryLocked();
   return s;
+}
+
+ShardMemory ParameterShard::MemoryLocked() const {
+  ShardMemory m;
+  if (store_ != nullptr) {
+    const int64_t version = store_->layout().num_parameters * sizeof(float);
+    m.weights = version;
+    m.weight_versions = (store_->versions_in_memory() - 1) * version;
+  }
+  if (optimizer_ != nullptr) m.optimizer_slots = optimizer_->SlotBytes();
+  if (aggregator_ != nullptr) m.aggregate = aggregator_->bytes();
+  for (const auto& [worker, staged] : staged_) {
+    for (const std::vector<float>& g : staged.grads) {
+      m.staged_parts += static_cast<int64_t>(g.capacity() * sizeof(float));
+    }
+  }
+  m.compensation = dc_.buffer_bytes();
+  return m;
 }
 
 std::vector<float> ParameterShard::CopySlot(absl::string_view name,

@@ -312,6 +312,8 @@ class ParameterShard {
   void LeaveLocked(int worker_id, Ready* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunReady(Ready* ready);
+  // ShardStatus::memory, but for the serving layer's pushes_in_flight.
+  ShardMemory MemoryLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Checkpoints (ps/shard/shard_checkpoint.cc).
   // Opens the checkpoint store and restores the newest complete checkpoint.

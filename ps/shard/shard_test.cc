@@ -447,3 +447,51 @@ TEST_CASE("the largest gradients a shard takes keep everything finite") {
 }  // namespace
 }  // namespace ps
 }  // namespace psgd
+
+namespace psgd {
+namespace ps {
+namespace {
+
+TEST_CASE("memory: the shard's items, each against its share of the model") {
+  // Two variables of 6 and 2 floats: 32 bytes a version.
+  constexpr int64_t kVersion = 8 * sizeof(float);
+  auto shard = testing::MakeShard(SyncOptions(2, 2));
+  ShardMemory m = shard->Status().memory;
+  CHECK(m.weights == kVersion);
+  CHECK(m.optimizer_slots == 2 * kVersion);  // Adam's m and v
+  CHECK(m.aggregate == kVersion);            // sync: one sum
+  CHECK(m.staged_parts == 0);
+  CHECK(m.compensation == 0);
+  CHECK(m.pushes_in_flight == 0);  // the serving layer's, not the shard's
+
+  // A pull holds its step's version while the next is published.
+  ParameterShard::Snapshot held =
+      *shard->Pull(0, 0, absl::Now() + absl::Seconds(5));
+  for (int w = 0; w < 2; ++w) {
+    REQUIRE(testing::Push(*shard, w, 0, Gradient(w, 0)).ok());
+  }
+  m = shard->Status().memory;
+  CHECK(m.weight_versions == kVersion);
+  held.reset();
+  // Released versions are kept as spares (at most two) for the next
+  // updates: memory does not grow with the steps.
+  for (int64_t s = 1; s < 20; ++s) {
+    for (int w = 0; w < 2; ++w) {
+      REQUIRE(testing::Push(*shard, w, s, Gradient(w, s)).ok());
+    }
+  }
+  m = shard->Status().memory;
+  CHECK(m.weight_versions <= 2 * kVersion);
+  CHECK(m.aggregate == kVersion);
+
+  // A push in parts is staged until its last part.
+  const TwoVariables g = Gradient(0, 20);
+  const std::vector<TensorBytes> bytes = g.Bytes();
+  REQUIRE(shard->PushPart(0, 20, absl::MakeConstSpan(&bytes[0], 1)).ok());
+  CHECK(shard->Status().memory.staged_parts >= 6 * int64_t{sizeof(float)});
+  CHECK(shard->Status().memory.Total() > shard->Status().memory.weights);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd

@@ -43,6 +43,14 @@ bool DelayCompensator::Compensate(int worker, int64_t step,
   return true;
 }
 
+int64_t DelayCompensator::buffer_bytes() const {
+  int64_t n = 0;
+  for (const std::vector<float>& b : buffers_) {
+    n += static_cast<int64_t>(b.capacity() * sizeof(float));
+  }
+  return n;
+}
+
 void DelayCompensator::Clear() {
   for (Snapshot& s : pulled_) s.reset();
 }

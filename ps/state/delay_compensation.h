@@ -67,6 +67,10 @@ class DelayCompensator {
   // counters stay.
   void Clear();
 
+  // Bytes of the compensated gradients' buffers (the recorded snapshots
+  // are the store's versions, counted there).
+  int64_t buffer_bytes() const;
+
   int64_t compensated() const { return compensated_; }
   int64_t uncompensated() const { return uncompensated_; }
 

@@ -58,6 +58,12 @@ absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
 //                                         the first step's buf is d)
 //   d    = nesterov ? d + momentum * buf : buf
 //   w   -= lr * d
+int64_t BytesOf(const std::vector<AlignedBuffer>& buffers) {
+  int64_t n = 0;
+  for (const AlignedBuffer& b : buffers) n += b.size() * int64_t{sizeof(float)};
+  return n;
+}
+
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, std::vector<int64_t> sizes,
@@ -112,6 +118,7 @@ class Sgd final : public Optimizer {
     return absl::MakeConstSpan(buf_[variable].data(), buf_[variable].size());
   }
   absl::string_view name() const override { return kind_; }
+  int64_t SlotBytes() const override { return BytesOf(buf_); }
 
   OptimizerState SaveState() const override {
     OptimizerState s;
@@ -208,6 +215,7 @@ class Adam final : public Optimizer {
   }
 
   absl::string_view name() const override { return "adam"; }
+  int64_t SlotBytes() const override { return BytesOf(m_) + BytesOf(v_); }
 
   OptimizerState SaveState() const override {
     OptimizerState s;

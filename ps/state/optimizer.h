@@ -73,6 +73,9 @@ class Optimizer {
 
   virtual absl::string_view name() const = 0;
 
+  // Bytes the slots hold (memory accounting: ps/shard/shard.h Memory()).
+  virtual int64_t SlotBytes() const = 0;
+
   // A copy of the state (for a checkpoint).
   virtual OptimizerState SaveState() const = 0;
   // Replaces the state with `state` (a restored checkpoint). INVALID_ARGUMENT

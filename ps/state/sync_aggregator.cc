@@ -48,6 +48,12 @@ void SyncAggregator::Add(absl::Span<const float* const> grads) {
   ++count_;
 }
 
+int64_t SyncAggregator::bytes() const {
+  int64_t n = 0;
+  for (const AlignedBuffer& b : sum_) n += b.size() * int64_t{sizeof(float)};
+  return n;
+}
+
 int SyncAggregator::Required(int num_live) const {
   return std::max(1, std::min(replicas_to_aggregate_, num_live));
 }

@@ -55,6 +55,9 @@ class SyncAggregator {
   // Forgets the gathered gradients: the next step starts.
   void Reset() { count_ = 0; }
 
+  // Bytes of the sum (allocated once, for the shard's variables).
+  int64_t bytes() const;
+
  private:
   const std::vector<int64_t> sizes_;
   const int replicas_to_aggregate_;

@@ -116,6 +116,30 @@ struct RollbackRecord {
 };
 
 // A consistent picture of one shard, for the Status RPC.
+// What a shard holds in memory, item by item, in bytes: its share of the
+// model and what the rules keep beside it (docs/PS.md, "Memory").
+struct ShardMemory {
+  int64_t weights = 0;  // the current version
+  // Other versions of the weights: held by pulls in flight (each answered
+  // with the version of its step) and delay compensation, or spare (kept
+  // for the next updates instead of allocated).
+  int64_t weight_versions = 0;
+  int64_t optimizer_slots = 0;  // Adam's m and v, momentum
+  int64_t aggregate = 0;        // sync: the sum of the step's gradients
+  int64_t staged_parts = 0;     // pushes in parts not complete yet
+  int64_t compensation = 0;     // DC-ASGD's compensated gradients
+  // The serving layer's: push requests being decided now, and finished
+  // ones' messages kept for reuse (the next pushes parse into them instead
+  // of allocating).
+  int64_t pushes_in_flight = 0;
+  int64_t push_buffers = 0;
+
+  int64_t Total() const {
+    return weights + weight_versions + optimizer_slots + aggregate +
+           staged_parts + compensation + pushes_in_flight + push_buffers;
+  }
+};
+
 struct ShardStatus {
   std::string cluster;
   int shard_index = 0;
@@ -163,6 +187,8 @@ struct ShardStatus {
   int64_t last_checkpoint_label = -1;
   std::string last_checkpoint_error;
   std::vector<RollbackRecord> rollbacks;  // oldest first
+
+  ShardMemory memory;
 };
 
 }  // namespace ps

@@ -1,5 +1,6 @@
 #include "ps/state/variable_store.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -120,10 +121,20 @@ class VariableStore::Pool {
   // enough.
   void Return(std::unique_ptr<WeightsSnapshot> s) {
     MutexLock lock(&mu_);
-    if (spares_.size() < kMaxSpares) spares_.push_back(std::move(s));
+    if (spares_.size() < kMaxSpares) {
+      spares_.push_back(std::move(s));
+    } else {
+      versions_.fetch_sub(1, std::memory_order_relaxed);
+    }
   }
 
+  // A new version was allocated.
+  void Created() { versions_.fetch_add(1, std::memory_order_relaxed); }
+  // Versions in memory: published, held by pulls in flight, spare.
+  int64_t versions() const { return versions_.load(std::memory_order_relaxed); }
+
  private:
+  std::atomic<int64_t> versions_{0};
   Mutex mu_;
   std::vector<std::unique_ptr<WeightsSnapshot>> spares_ ABSL_GUARDED_BY(mu_);
 };
@@ -172,6 +183,7 @@ absl::StatusOr<std::unique_ptr<VariableStore>> VariableStore::Create(
   std::unique_ptr<VariableStore> store(
       new VariableStore(std::move(layout), std::make_shared<Pool>()));
   store->generation_ = generation;
+  store->pool_->Created();
   store->current_ = store->Publish(std::move(snapshot));
   return store;
 }
@@ -269,6 +281,7 @@ void VariableStore::Update(int64_t step, const UpdateFn& update) {
   std::unique_ptr<WeightsSnapshot> next = pool_->Take();
   if (next == nullptr) {
     next = std::make_unique<WeightsSnapshot>();
+    pool_->Created();
     next->layout = layout_;
     for (const Shape& shape : layout_->shapes)
       next->weights.emplace_back(shape);
@@ -295,6 +308,8 @@ void VariableStore::SetGeneration(int64_t generation) {
     }
   });
 }
+
+int64_t VariableStore::versions_in_memory() const { return pool_->versions(); }
 
 std::shared_ptr<const WeightsSnapshot> VariableStore::Publish(
     std::unique_ptr<WeightsSnapshot> snapshot) {

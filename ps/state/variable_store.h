@@ -123,6 +123,11 @@ class VariableStore {
                                       absl::Span<float* const> out)>;
   void Update(int64_t step, const UpdateFn& update);
 
+  // Versions of the weights in memory (memory accounting): the current one,
+  // those that pulls in flight (or delay compensation) still hold, and up
+  // to two spares kept for the next updates. Each is layout().sizes' floats.
+  int64_t versions_in_memory() const;
+
   // Tags the current weights and every later version with `generation`
   // (publishes a copy of the current weights so tagged).
   void SetGeneration(int64_t generation);

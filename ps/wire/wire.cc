@@ -160,6 +160,15 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
     out->set_last_checkpoint_label(s.last_checkpoint_label);
   }
   out->set_last_checkpoint_error(s.last_checkpoint_error);
+  wire::ShardMemory* m = out->mutable_memory();
+  m->set_weights(s.memory.weights);
+  m->set_weight_versions(s.memory.weight_versions);
+  m->set_optimizer_slots(s.memory.optimizer_slots);
+  m->set_aggregate(s.memory.aggregate);
+  m->set_staged_parts(s.memory.staged_parts);
+  m->set_compensation(s.memory.compensation);
+  m->set_pushes_in_flight(s.memory.pushes_in_flight);
+  m->set_push_buffers(s.memory.push_buffers);
   for (const RollbackRecord& r : s.rollbacks) {
     wire::RollbackInfo* info = out->add_rollbacks();
     info->set_generation(r.generation);
@@ -196,6 +205,15 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.shutting_down = r.shutting_down();
   s.run_dir = r.run_dir();
   s.workers_expired = r.workers_expired();
+  const wire::ShardMemory& m = r.memory();
+  s.memory.weights = m.weights();
+  s.memory.weight_versions = m.weight_versions();
+  s.memory.optimizer_slots = m.optimizer_slots();
+  s.memory.aggregate = m.aggregate();
+  s.memory.staged_parts = m.staged_parts();
+  s.memory.compensation = m.compensation();
+  s.memory.pushes_in_flight = m.pushes_in_flight();
+  s.memory.push_buffers = m.push_buffers();
   s.generation = r.generation();
   s.awaiting_rollback = r.awaiting_rollback();
   s.restored_label = r.has_restored_label() ? r.restored_label() : -1;
