@@ -599,6 +599,7 @@ absl::Status MemoryRun(ParameterServerBench* ps, int64_t steps,
           Mb(m.staged_parts), Mb(m.pushes_in_flight), Mb(m.push_buffers),
           Mb(m.Total()), Mb(rss.back()));
     }
+    std::fflush(stdout);
   }
   if (rss.size() > 1) {
     const auto [lo, hi] = std::minmax_element(rss.begin() + 1, rss.end());
