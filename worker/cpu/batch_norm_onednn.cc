@@ -173,6 +173,9 @@ class OneDnnBatchNorm : public BatchNormOp {
 
 absl::Status OneDnnBatchNorm::Init() {
   return CatchOneDnn(shape_.ToString() + " plan", [&] {
+    // Primitives take their thread count when they are made: the
+    // context's, not OpenMP's default of one per core.
+    context_->PrepareThread();
     const dnnl::engine& eng = context_->engine;
     const Shape in = shape_.input();
     const memory::desc data_md(memory::dims(in.begin(), in.end()),

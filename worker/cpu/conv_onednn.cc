@@ -105,6 +105,9 @@ class OneDnnConv2d : public Conv2dOp {
 
 absl::Status OneDnnConv2d::Init() {
   return CatchOneDnn(shape_.ToString() + " plan", [&] {
+    // Primitives take their thread count when they are made: the
+    // context's, not OpenMP's default of one per core.
+    context_->PrepareThread();
     const dnnl::engine& eng = context_->engine;
     const memory::desc x_md = Plain(shape_.input(), Tag::nchw);
     const memory::desc w_md = Plain(shape_.filter(), Tag::oihw);

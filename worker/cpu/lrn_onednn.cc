@@ -69,6 +69,9 @@ class OneDnnLrn : public LrnOp {
 
 absl::Status OneDnnLrn::Init() {
   return CatchOneDnn(shape_.ToString() + " plan", [&] {
+    // Primitives take their thread count when they are made: the
+    // context's, not OpenMP's default of one per core.
+    context_->PrepareThread();
     const dnnl::engine& eng = context_->engine;
     const Shape& s = shape_.input();
     const memory::dims dims(s.begin(), s.end());
