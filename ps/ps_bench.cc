@@ -265,15 +265,7 @@ class ParameterServerBench {
                 v.steps[0] >= stop_step.load()) {
               break;
             }
-            RETURN_IF_ERROR(
-                clients_[w]->Push(v, ConstViews(grads_[w])).status());
-            ASSIGN_OR_RETURN(
-                v, clients_[w]->Pull(
-                       mode_ == Mode::kSync
-                           ? v.Next()
-                           : ModelVersion::AtLeast(
-                                 static_cast<int>(v.steps.size()), 0),
-                       absl::Now() + absl::Seconds(60), Views(weights_[w])));
+            RETURN_IF_ERROR(WorkerStep(w));
             if (absl::Now() < end) ++steps;
           }
           return steps;
@@ -287,17 +279,8 @@ class ParameterServerBench {
     std::vector<std::thread> threads;
     for (size_t w = 0; w < clients_.size(); ++w) {
       threads.emplace_back([&, w] {
-        ModelVersion& v = versions_[w];
         for (int64_t i = 0; i < steps && done[w].ok(); ++i) {
-          done[w] = clients_[w]->Push(v, ConstViews(grads_[w])).status();
-          if (!done[w].ok()) break;
-          absl::StatusOr<ModelVersion> next = clients_[w]->Pull(
-              mode_ == Mode::kSync
-                  ? v.Next()
-                  : ModelVersion::AtLeast(static_cast<int>(v.steps.size()), 0),
-              absl::Now() + absl::Seconds(120), Views(weights_[w]));
-          done[w] = next.status();
-          if (next.ok()) v = *next;
+          done[w] = WorkerStep(w);
         }
       });
     }
@@ -324,6 +307,20 @@ class ParameterServerBench {
   }
 
  private:
+  // One step of worker w: its push, then the pull of the next weights
+  // (sync: the next step; async: the newest).
+  absl::Status WorkerStep(int w) {
+    ModelVersion& v = versions_[w];
+    RETURN_IF_ERROR(clients_[w]->Push(v, ConstViews(grads_[w])).status());
+    ASSIGN_OR_RETURN(
+        v, clients_[w]->Pull(
+               mode_ == Mode::kSync
+                   ? v.Next()
+                   : ModelVersion::AtLeast(static_cast<int>(v.steps.size()), 0),
+               absl::Now() + absl::Seconds(120), Views(weights_[w])));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<GrpcPsClient>> Client(int worker) {
     GrpcClientOptions o = options_;
     o.worker_id = worker;
