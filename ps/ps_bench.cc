@@ -96,11 +96,11 @@ ABSL_FLAG(int, memory_steps, 0,
           "and kept push buffers) and the process's resident memory every "
           "tenth of them: whether memory stays flat (docs/PS.md, "
           "\"Memory\"). 0: none.");
-ABSL_FLAG(std::string, model, "cifar10_tutorial",
+ABSL_FLAG(std::string, model, "",
           "The model whose variables travel: a name of the registry "
           "(worker --list_models), with its batch norm statistics on the "
-          "servers. --config: the config's model (a --model of another name "
-          "is refused).");
+          "servers; empty: the TF cifar10 tutorial model. --config: the "
+          "config's model (a --model of another name is refused).");
 
 namespace psgd {
 namespace ps {
@@ -629,7 +629,9 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   auto wanted = [&](absl::string_view what) {
     return std::find(only.begin(), only.end(), what) != only.end();
   };
-  const std::string model = absl::GetFlag(FLAGS_model);
+  const std::string model = absl::GetFlag(FLAGS_model).empty()
+                                ? "cifar10_tutorial"
+                                : absl::GetFlag(FLAGS_model);
   ASSIGN_OR_RETURN(const std::vector<VariableSpec> specs,
                    ServerVariables(model, /*local_statistics=*/false));
   ASSIGN_OR_RETURN(Placement placement,
@@ -761,7 +763,7 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   const int first = absl::GetFlag(FLAGS_first_worker);
   const std::string model = config.model().name();
   const std::string flag_model = absl::GetFlag(FLAGS_model);
-  if (flag_model != "cifar10_tutorial" && flag_model != model) {
+  if (!flag_model.empty() && flag_model != model) {
     return absl::InvalidArgumentError(
         absl::StrCat("--model=", flag_model, " but the config (", path,
                      ") trains model ", model));

@@ -141,7 +141,7 @@ void ShardLifecycle::Loop() {
 
 void ShardLifecycle::Tick(absl::Time now) {
   State& s = *state_;
-  const ShardStatus status = ServedStatus();
+  const ShardStatus status = shard_->Status();
   if (now >= s.next_metrics) {
     s.next_metrics = now + options_.metrics_every;
     WriteMetrics(status);
@@ -166,12 +166,6 @@ void ShardLifecycle::Tick(absl::Time now) {
   }
 }
 
-ShardStatus ShardLifecycle::ServedStatus() const {
-  ShardStatus status = shard_->Status();
-  if (counters_ != nullptr) counters_->AddServingMemory(&status.memory);
-  return status;
-}
-
 void ShardLifecycle::LogCheckpoints(const ShardStatus& st) {
   State& s = *state_;
   if (st.checkpoint_failures > s.checkpoint_failures) {
@@ -189,9 +183,12 @@ void ShardLifecycle::LogCheckpoints(const ShardStatus& st) {
   s.rollbacks = std::max(s.rollbacks, st.rollbacks.size());
 }
 
-void ShardLifecycle::WriteMetrics(const ShardStatus& status) {
+void ShardLifecycle::WriteMetrics(ShardStatus status) {
   std::string dir = options_.run_dir;
   if (dir.empty() && counters_ != nullptr) dir = counters_->run_dir();
+  // The serving layer's memory, only for the lines written (the loop's
+  // other checks do not need it).
+  if (counters_ != nullptr) counters_->AddServingMemory(&status.memory);
   state_->metrics.Write(
       dir, status, counters_ != nullptr ? counters_->payload_sent_bytes() : 0,
       counters_ != nullptr ? counters_->payload_received_bytes() : 0);
@@ -209,8 +206,9 @@ void ShardLifecycle::Stop(absl::string_view reason) {
   thread_.join();
   // The loop has ended: its state is this thread's now.
   shard_->FlushCheckpoints();
-  const ShardStatus status = ServedStatus();
+  ShardStatus status = shard_->Status();
   WriteMetrics(status);
+  if (counters_ != nullptr) counters_->AddServingMemory(&status.memory);
   state_->metrics.WriteSummary(status, std::string(reason));
   LogCheckpoints(status);
   const ServerOptions& o = shard_->options();

@@ -105,9 +105,8 @@ class ShardLifecycle {
   void Tick(absl::Time now);
   // Logs checkpoint failures and rollbacks not logged yet.
   void LogCheckpoints(const ShardStatus& status);
-  void WriteMetrics(const ShardStatus& status);
-  // The shard's status with the serving layer's memory.
-  ShardStatus ServedStatus() const;
+  // Writes a metrics line of `status` with the serving layer's memory.
+  void WriteMetrics(ShardStatus status);
 
   // Constant after construction.
   ParameterShard* const shard_;             // Not owned.
