@@ -116,9 +116,13 @@ TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
       }
     }
   }
-  // Three workers, two gradients a step: the third one's is surplus (it
-  // arrives once its step is full).
-  CHECK(surplus > 0);
+  // Three workers, two gradients a step: the third one's is dropped, as
+  // surplus when it comes while the next step is open, as stale when the
+  // others are two steps on by then (a loaded machine can starve one
+  // worker for a whole run: which of the two is timing, not a rule; the
+  // shard's tests check the rule exactly).
+  INFO("surplus " << surplus << " of " << dropped_somewhere << " dropped");
+  CHECK(dropped_somewhere > 0);
   CHECK(taken + dropped_somewhere == pushes);
   int64_t dropped_on_shards = 0;
   for (const ps::ShardStatus& s : run.final_status) {
