@@ -228,7 +228,7 @@ absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
   // the chief stays in the live set meanwhile. (The final one comes after
   // the chief has left.)
   std::optional<LeaseKeeper> keep;
-  if (!final) keep.emplace(session_->client(), absl::Milliseconds(500));
+  if (!final) keep.emplace(session_->client(), kLeaseRenewalPeriod);
   // Statistics on the servers: the pulled ones (the model's own follow only
   // this worker's batches); local ones: the model's own.
   RETURN_IF_ERROR(statistics_.BeforeEvaluation());

@@ -15,4 +15,70 @@ LeaseKeeper::~LeaseKeeper() {
   thread_.join();
 }
 
+WaitingLease::WaitingLease(ps::PsClient* client, absl::Duration period)
+    : client_(client), period_(period), thread_([this]() { Run(); }) {}
+
+WaitingLease::~WaitingLease() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    changed_.SignalAll();
+  }
+  thread_.join();
+}
+
+void WaitingLease::Acquire() {
+  MutexLock lock(&mu_);
+  ++holds_;
+  changed_.SignalAll();
+}
+
+void WaitingLease::Release() {
+  MutexLock lock(&mu_);
+  --holds_;
+  changed_.SignalAll();
+  // No renewal outlives the last hold: a Join still in flight could land
+  // after what the worker sends next (its Leave, which it would undo).
+  if (holds_ == 0) {
+    changed_.WaitUntil(&mu_, absl::InfiniteFuture(), [this]() {
+      mu_.AssertHeld();
+      return !renewing_;
+    });
+  }
+}
+
+void WaitingLease::Run() {
+  mu_.Lock();
+  for (;;) {
+    changed_.WaitUntil(&mu_, absl::InfiniteFuture(), [this]() {
+      mu_.AssertHeld();
+      return stop_ || holds_ > 0;
+    });
+    if (stop_) break;
+    // A wait began: renew once it has lasted a period.
+    const bool ended =
+        changed_.WaitUntil(&mu_, absl::Now() + period_, [this]() {
+          mu_.AssertHeld();
+          return stop_ || holds_ == 0;
+        });
+    if (ended) continue;
+    renewing_ = true;
+    mu_.Unlock();
+    client_->Join().IgnoreError();
+    ++renewals_;
+    mu_.Lock();
+    renewing_ = false;
+    changed_.SignalAll();
+  }
+  mu_.Unlock();
+}
+
+WaitingLease::Hold::Hold(WaitingLease* lease) : lease_(lease) {
+  if (lease_ != nullptr) lease_->Acquire();
+}
+
+WaitingLease::Hold::~Hold() {
+  if (lease_ != nullptr) lease_->Release();
+}
+
 }  // namespace psgd

@@ -22,7 +22,9 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "ps/client/ps_client.h"
 
 namespace psgd {
@@ -43,6 +45,74 @@ class LeaseKeeper {
   absl::Notification stop_;
   std::atomic<int64_t> renewals_{0};
   std::thread thread_;
+};
+
+// How often a worker that is silent on purpose renews its lease: the
+// chief's evaluations and a sync worker's waits for a step.
+inline constexpr absl::Duration kLeaseRenewalPeriod = absl::Milliseconds(500);
+
+// The same renewal for a worker's waits for a step, with one thread for the
+// session's life instead of one per wait: it joins every `period` while a
+// Hold is alive, the first time a period after the wait began (a wait
+// shorter than that sends nothing). A sync worker waiting for the next step
+// is a waiter on the shards that have not completed it, which keeps its
+// lease there; the shards that have already answered its pull hear nothing
+// from it until the others complete the step. When that takes a lease (a
+// worker killed in the middle of its push, its gradient on some shards and
+// not on the others: they complete the step once its lease runs out),
+// the waiting worker's lease ran out too on the shards that had answered.
+//
+//   WaitingLease lease(client, kLeaseRenewalPeriod);
+//   ...
+//   {
+//     WaitingLease::Hold hold(&lease);
+//     ... a pull that waits for the next step ...
+//   }
+//
+// A Hold's end waits for a renewal in flight, so that none lands after it
+// (the worker's Leave would be undone).
+//
+// Thread-safety: Holds may come from any thread; the client must be
+// thread-safe (ShardedPsClient is).
+class WaitingLease {
+ public:
+  // `client` is not owned and must outlive the object.
+  WaitingLease(ps::PsClient* client, absl::Duration period);
+  // Stops the thread (at most one Join still in flight is waited for).
+  ~WaitingLease();
+  WaitingLease(const WaitingLease&) = delete;
+  WaitingLease& operator=(const WaitingLease&) = delete;
+
+  // Renewals while it lives; a null lease holds nothing.
+  class Hold {
+   public:
+    explicit Hold(WaitingLease* lease);
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    WaitingLease* const lease_;
+  };
+
+  // Joins sent so far.
+  int64_t renewals() const { return renewals_.load(); }
+
+ private:
+  void Run();
+  void Acquire();
+  // Returns once no renewal is in flight when it was the last hold.
+  void Release();
+
+  ps::PsClient* const client_;
+  const absl::Duration period_;
+  Mutex mu_;
+  CondVar changed_;  // holds_ or stop_ changed
+  int holds_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool renewing_ ABSL_GUARDED_BY(mu_) = false;  // a Join in flight
+  std::atomic<int64_t> renewals_{0};
+  std::thread thread_;  // last: it starts once the members above exist
 };
 
 }  // namespace psgd

@@ -1,6 +1,7 @@
 #include "worker/session/worker_session.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -38,6 +39,10 @@ WorkerSession::WorkerSession(ps::PsClient* client,
       weights_(std::move(weights)),
       options_(std::move(options)),
       recovery_(client, options_.worker_id, options_.ps_unavailable_timeout) {
+  if (options_.sync) {
+    waiting_lease_ =
+        std::make_unique<WaitingLease>(client_, kLeaseRenewalPeriod);
+  }
   if (options_.overlap) {
     sender_ = std::make_unique<PartSender>(client_);
     if (options_.sync) {
@@ -194,8 +199,13 @@ absl::Status WorkerSession::PullAfterPush(const PushOutcome& pushed) {
 
 absl::Status WorkerSession::PullWhole(const ps::ModelVersion& wanted,
                                       bool line_up) {
+  // Waiting for the next step, the worker stays live on the shards that
+  // answered first (lease_keeper.h).
+  std::optional<WaitingLease::Hold> hold;
+  if (line_up) hold.emplace(waiting_lease_.get());
   absl::StatusOr<ps::ModelVersion> pulled =
       PullSynced(wanted, options_.step_timeout, line_up);
+  hold.reset();
   if (absl::IsCancelled(pulled.status())) return pulled.status();
   if (!pulled.ok()) {
     return Annotate(pulled.status(),
@@ -208,14 +218,22 @@ absl::Status WorkerSession::PullWhole(const ps::ModelVersion& wanted,
 
 absl::Status WorkerSession::AwaitWeights(int v) {
   if (puller_ == nullptr || !puller_->in_flight()) return absl::OkStatus();
-  RETURN_IF_ERROR(puller_->Await(v));
+  {
+    WaitingLease::Hold hold(waiting_lease_.get());
+    RETURN_IF_ERROR(puller_->Await(v));
+  }
   // Once every variable is there: the version, before any gradient.
   if (++awaited_ < variables_.size()) return absl::OkStatus();
   return JoinGroups();
 }
 
 absl::Status WorkerSession::JoinGroups() {
-  ASSIGN_OR_RETURN(ps::ModelVersion version, puller_->Join());
+  absl::StatusOr<ps::ModelVersion> joined;
+  {
+    WaitingLease::Hold hold(waiting_lease_.get());
+    joined = puller_->Join();
+  }
+  ASSIGN_OR_RETURN(ps::ModelVersion version, std::move(joined));
   if (options_.sync && GlobalStep(version) != NewestStep(version)) {
     return absl::FailedPreconditionError(
         "the shards are at different steps: line them up");

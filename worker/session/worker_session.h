@@ -54,6 +54,7 @@
 #include "absl/types/span.h"
 #include "common/model_variables.h"
 #include "ps/client/ps_client.h"
+#include "worker/session/lease_keeper.h"
 #include "worker/session/overlap.h"
 #include "worker/session/recovery.h"
 #include "worker/session/step_outcome.h"
@@ -188,6 +189,8 @@ class WorkerSession {
   bool parts_begun_ = false;
   std::unique_ptr<GroupPuller> puller_;
   size_t awaited_ = 0;  // variables arrived of the groups in flight
+  // Sync only: renews the lease while a pull waits for the next step.
+  std::unique_ptr<WaitingLease> waiting_lease_;
 };
 
 }  // namespace psgd

@@ -25,7 +25,8 @@ namespace {
 // Two shards, variables "w" (split over both) and "b"; one client per
 // worker, and each worker's weight buffers.
 struct Cluster {
-  explicit Cluster(ps::Mode mode, int workers, std::string checkpoint_dir = "") {
+  explicit Cluster(ps::Mode mode, int workers, std::string checkpoint_dir = "",
+                   absl::Duration worker_lease = absl::ZeroDuration()) {
     specs = {{"w", {64, 8}, Initializer::Constant(0.5f)},
              {"b", {8}, Initializer::Constant(0.25f)}};
     auto p = ps::PlaceVariables(specs, 2, 1024);
@@ -39,6 +40,7 @@ struct Cluster {
       o.replicas_to_aggregate = mode == ps::Mode::kSync ? workers : 1;
       o.total_num_replicas = workers;
       o.checkpoint.dir = checkpoint_dir;
+      o.worker_lease = worker_lease;
       auto shard = ps::ParameterShard::Create(o);
       REQUIRE(shard.ok());
       raw.push_back(shard->get());
@@ -170,6 +172,54 @@ TEST_CASE("sync: two sessions step together and the pulls see each step") {
     CHECK(c.weights[0][i].span()[0] == c.weights[1][i].span()[0]);
   }
   CHECK(c.weights[0][0].span()[0] != 0.5f);
+}
+
+TEST_CASE("sync: a session waiting for a step stays live on the shard that "
+          "answered, while the other waits for a dead worker's lease") {
+  const absl::Duration lease = absl::Seconds(3);
+  Cluster c(ps::Mode::kSync, 2, "", lease);
+  WorkerSession s(c.clients[0].get(), c.specs, c.Buffers(0),
+                  Options(0, /*sync=*/true));
+  REQUIRE(s.Initialize(c.Initial()).ok());
+  REQUIRE(c.clients[1]->Join().ok());  // before Start, which awaits it
+  REQUIRE(s.Start().ok());
+  // Worker 1 dies in the middle of its push of step 0: it reached shard 1
+  // only.
+  auto placement = ps::PlaceVariables(c.specs, 2, 1024);
+  REQUIRE(placement.ok());
+  std::vector<std::vector<float>> values;
+  std::vector<ps::TensorBytes> half;
+  const std::vector<VariableSpec> on_shard1 = placement->ShardVariables(1);
+  for (const VariableSpec& v : on_shard1) {
+    values.emplace_back(NumElements(v.shape), 0.1f);
+  }
+  for (size_t i = 0; i < on_shard1.size(); ++i) {
+    half.push_back(ps::FloatTensorBytes(on_shard1[i].name,
+                                        on_shard1[i].shape,
+                                        values[i].data()));
+  }
+  REQUIRE(c.shards[1]->Push(1, 0, half).ok());
+  // Worker 0's push completes step 0 on shard 1; on shard 0 it waits for
+  // worker 1's gradient, which never comes.
+  absl::StatusOr<PushOutcome> pushed = s.Push(c.Gradients(0, 0.1f));
+  REQUIRE(pushed.ok());
+  absl::Status pulled;
+  std::thread waiting([&] { pulled = s.PullAfterPush(*pushed); });
+  // A lease and a half later: worker 1 is silent everywhere; worker 0 waits
+  // on shard 0 and has renewed its lease on shard 1, which answered its
+  // pull at once.
+  absl::SleepFor(lease + lease / 6);
+  CHECK(c.shards[1]->ExpireWorkers(absl::Now()) == std::vector<int>{1});
+  CHECK(Live(*c.shards[1], 0));
+  // Shard 0 lets worker 1 go: step 0 completes with worker 0's gradient.
+  CHECK(c.shards[0]->ExpireWorkers(absl::Now()) == std::vector<int>{1});
+  waiting.join();
+  INFO(pulled.ToString());
+  REQUIRE(pulled.ok());
+  CHECK(GlobalStep(s.version()) == 1);
+  CHECK(NewestStep(s.version()) == 1);
+  CHECK(c.shards[0]->Status().workers_expired == 1);
+  CHECK(c.shards[1]->Status().workers_expired == 1);
 }
 
 TEST_CASE("async: each push applies on arrival with its staleness") {
