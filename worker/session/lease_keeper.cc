@@ -29,17 +29,15 @@ WaitingLease::~WaitingLease() {
 
 void WaitingLease::Acquire() {
   MutexLock lock(&mu_);
-  ++holds_;
-  changed_.SignalAll();
+  if (holds_++ == 0) waiting_since_ = absl::Now();
 }
 
 void WaitingLease::Release() {
   MutexLock lock(&mu_);
   --holds_;
-  changed_.SignalAll();
   // No renewal outlives the last hold: a Join still in flight could land
   // after what the worker sends next (its Leave, which it would undo).
-  if (holds_ == 0) {
+  if (holds_ == 0 && renewing_) {
     changed_.WaitUntil(&mu_, absl::InfiniteFuture(), [this]() {
       mu_.AssertHeld();
       return !renewing_;
@@ -50,18 +48,14 @@ void WaitingLease::Release() {
 void WaitingLease::Run() {
   mu_.Lock();
   for (;;) {
-    changed_.WaitUntil(&mu_, absl::InfiniteFuture(), [this]() {
+    // A tick every period; holds come and go between them unseen, at the
+    // cost of two lock operations each.
+    changed_.WaitUntil(&mu_, absl::Now() + period_, [this]() {
       mu_.AssertHeld();
-      return stop_ || holds_ > 0;
+      return stop_;
     });
     if (stop_) break;
-    // A wait began: renew once it has lasted a period.
-    const bool ended =
-        changed_.WaitUntil(&mu_, absl::Now() + period_, [this]() {
-          mu_.AssertHeld();
-          return stop_ || holds_ == 0;
-        });
-    if (ended) continue;
+    if (holds_ == 0 || absl::Now() - waiting_since_ < period_) continue;
     renewing_ = true;
     mu_.Unlock();
     client_->Join().IgnoreError();

@@ -52,9 +52,11 @@ class LeaseKeeper {
 inline constexpr absl::Duration kLeaseRenewalPeriod = absl::Milliseconds(500);
 
 // The same renewal for a worker's waits for a step, with one thread for the
-// session's life instead of one per wait: it joins every `period` while a
-// Hold is alive, the first time a period after the wait began (a wait
-// shorter than that sends nothing). A sync worker waiting for the next step
+// session's life instead of one per wait: it wakes every `period` and joins
+// when a Hold is alive that began at least a period before (so a wait
+// shorter than a period sends nothing, and a longer one renews within two
+// periods of its start and every period after). A Hold costs two lock
+// operations and wakes nothing. A sync worker waiting for the next step
 // is a waiter on the shards that have not completed it, which keeps its
 // lease there; the shards that have already answered its pull hear nothing
 // from it until the others complete the step. When that takes a lease (a
@@ -107,8 +109,9 @@ class WaitingLease {
   ps::PsClient* const client_;
   const absl::Duration period_;
   Mutex mu_;
-  CondVar changed_;  // holds_ or stop_ changed
+  CondVar changed_;  // stop_ or renewing_ changed
   int holds_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time waiting_since_ ABSL_GUARDED_BY(mu_);  // when holds_ left 0
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool renewing_ ABSL_GUARDED_BY(mu_) = false;  // a Join in flight
   std::atomic<int64_t> renewals_{0};
