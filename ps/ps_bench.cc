@@ -778,9 +778,10 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   RETURN_IF_ERROR(ps.Connect(o, workers, first));
   const double seconds = absl::GetFlag(FLAGS_seconds);
   std::printf(
-      "ps_bench --config=%s: %zu ps tasks, workers %d..%d, %s, gradients %s, "
-      "weights %s; %.1f s after %.1f s warmup\n",
-      path.c_str(), o.addresses.size(), first, first + workers - 1,
+      "ps_bench --config=%s: model %s (%.2f MB), %zu ps tasks, workers "
+      "%d..%d, %s, gradients %s, weights %s; %.1f s after %.1f s warmup\n",
+      path.c_str(), model.c_str(), TotalParameters(specs) * 4 / 1e6,
+      o.addresses.size(), first, first + workers - 1,
       std::string(ModeName(mode)).c_str(),
       std::string(DTypeName(o.wire_gradients)).c_str(),
       std::string(DTypeName(o.wire_weights)).c_str(), seconds,
