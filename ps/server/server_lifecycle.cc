@@ -144,7 +144,9 @@ void ShardLifecycle::Tick(absl::Time now) {
   const ShardStatus status = shard_->Status();
   if (now >= s.next_metrics) {
     s.next_metrics = now + options_.metrics_every;
-    WriteMetrics(status);
+    // The serving layer's memory, only for the lines written (the loop's
+    // other checks do not need it).
+    WriteMetrics(WithServingMemory(status));
   }
   LogCheckpoints(status);
   if (const std::string slow = s.slow_steps.Check(status, now);
@@ -183,12 +185,14 @@ void ShardLifecycle::LogCheckpoints(const ShardStatus& st) {
   s.rollbacks = std::max(s.rollbacks, st.rollbacks.size());
 }
 
-void ShardLifecycle::WriteMetrics(ShardStatus status) {
+ShardStatus ShardLifecycle::WithServingMemory(ShardStatus status) const {
+  if (counters_ != nullptr) counters_->AddServingMemory(&status.memory);
+  return status;
+}
+
+void ShardLifecycle::WriteMetrics(const ShardStatus& status) {
   std::string dir = options_.run_dir;
   if (dir.empty() && counters_ != nullptr) dir = counters_->run_dir();
-  // The serving layer's memory, only for the lines written (the loop's
-  // other checks do not need it).
-  if (counters_ != nullptr) counters_->AddServingMemory(&status.memory);
   state_->metrics.Write(
       dir, status, counters_ != nullptr ? counters_->payload_sent_bytes() : 0,
       counters_ != nullptr ? counters_->payload_received_bytes() : 0);
@@ -206,9 +210,8 @@ void ShardLifecycle::Stop(absl::string_view reason) {
   thread_.join();
   // The loop has ended: its state is this thread's now.
   shard_->FlushCheckpoints();
-  ShardStatus status = shard_->Status();
+  const ShardStatus status = WithServingMemory(shard_->Status());
   WriteMetrics(status);
-  if (counters_ != nullptr) counters_->AddServingMemory(&status.memory);
   state_->metrics.WriteSummary(status, std::string(reason));
   LogCheckpoints(status);
   const ServerOptions& o = shard_->options();

@@ -105,8 +105,10 @@ class ShardLifecycle {
   void Tick(absl::Time now);
   // Logs checkpoint failures and rollbacks not logged yet.
   void LogCheckpoints(const ShardStatus& status);
-  // Writes a metrics line of `status` with the serving layer's memory.
-  void WriteMetrics(ShardStatus status);
+  // `status` with the serving layer's memory added.
+  ShardStatus WithServingMemory(ShardStatus status) const;
+  // Writes a metrics line of `status`.
+  void WriteMetrics(const ShardStatus& status);
 
   // Constant after construction.
   ParameterShard* const shard_;             // Not owned.
