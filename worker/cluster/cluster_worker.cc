@@ -227,15 +227,16 @@ absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
   // An evaluation during training may outlast the servers' worker lease:
   // the chief stays in the live set meanwhile. (The final one comes after
   // the chief has left.)
-  std::optional<LeaseKeeper> keep;
-  if (!final) keep.emplace(session_->client(), kLeaseRenewalPeriod);
-  // Statistics on the servers: the pulled ones (the model's own follow only
-  // this worker's batches); local ones: the model's own.
-  RETURN_IF_ERROR(statistics_.BeforeEvaluation());
-  absl::StatusOr<StepResult> evaluated =
-      EvaluateTestSet(model_, *test_, ViewsOf(weights_), options_.eval_batch,
-                      final ? 0 : options_.eval_examples);
-  keep.reset();
+  absl::StatusOr<StepResult> evaluated;
+  {
+    LeaseKeeper::Hold keep(final ? nullptr : session_->lease_keeper());
+    // Statistics on the servers: the pulled ones (the model's own follow
+    // only this worker's batches); local ones: the model's own.
+    RETURN_IF_ERROR(statistics_.BeforeEvaluation());
+    evaluated = EvaluateTestSet(model_, *test_, ViewsOf(weights_),
+                                options_.eval_batch,
+                                final ? 0 : options_.eval_examples);
+  }
   ASSIGN_OR_RETURN(const StepResult r, std::move(evaluated));
   EvalRecord e;
   e.global_step = global_step;

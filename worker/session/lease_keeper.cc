@@ -3,22 +3,9 @@
 namespace psgd {
 
 LeaseKeeper::LeaseKeeper(ps::PsClient* client, absl::Duration period)
-    : thread_([this, client, period]() {
-        while (!stop_.WaitForNotificationWithTimeout(period)) {
-          client->Join().IgnoreError();
-          ++renewals_;
-        }
-      }) {}
-
-LeaseKeeper::~LeaseKeeper() {
-  stop_.Notify();
-  thread_.join();
-}
-
-WaitingLease::WaitingLease(ps::PsClient* client, absl::Duration period)
     : client_(client), period_(period), thread_([this]() { Run(); }) {}
 
-WaitingLease::~WaitingLease() {
+LeaseKeeper::~LeaseKeeper() {
   {
     MutexLock lock(&mu_);
     stop_ = true;
@@ -27,12 +14,12 @@ WaitingLease::~WaitingLease() {
   thread_.join();
 }
 
-void WaitingLease::Acquire() {
+void LeaseKeeper::Acquire() {
   MutexLock lock(&mu_);
-  if (holds_++ == 0) waiting_since_ = absl::Now();
+  if (holds_++ == 0) silent_since_ = absl::Now();
 }
 
-void WaitingLease::Release() {
+void LeaseKeeper::Release() {
   MutexLock lock(&mu_);
   --holds_;
   // No renewal outlives the last hold: a Join still in flight could land
@@ -45,7 +32,7 @@ void WaitingLease::Release() {
   }
 }
 
-void WaitingLease::Run() {
+void LeaseKeeper::Run() {
   mu_.Lock();
   for (;;) {
     // A tick every period; holds come and go between them unseen, at the
@@ -55,7 +42,7 @@ void WaitingLease::Run() {
       return stop_;
     });
     if (stop_) break;
-    if (holds_ == 0 || absl::Now() - waiting_since_ < period_) continue;
+    if (holds_ == 0 || absl::Now() - silent_since_ < period_) continue;
     renewing_ = true;
     mu_.Unlock();
     client_->Join().IgnoreError();
@@ -67,12 +54,12 @@ void WaitingLease::Run() {
   mu_.Unlock();
 }
 
-WaitingLease::Hold::Hold(WaitingLease* lease) : lease_(lease) {
-  if (lease_ != nullptr) lease_->Acquire();
+LeaseKeeper::Hold::Hold(LeaseKeeper* keeper) : keeper_(keeper) {
+  if (keeper_ != nullptr) keeper_->Acquire();
 }
 
-WaitingLease::Hold::~Hold() {
-  if (lease_ != nullptr) lease_->Release();
+LeaseKeeper::Hold::~Hold() {
+  if (keeper_ != nullptr) keeper_->Release();
 }
 
 }  // namespace psgd

@@ -1,7 +1,6 @@
 #include "worker/session/worker_session.h"
 
 #include <algorithm>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -38,11 +37,8 @@ WorkerSession::WorkerSession(ps::PsClient* client,
       variables_(std::move(variables)),
       weights_(std::move(weights)),
       options_(std::move(options)),
-      recovery_(client, options_.worker_id, options_.ps_unavailable_timeout) {
-  if (options_.sync) {
-    waiting_lease_ =
-        std::make_unique<WaitingLease>(client_, kLeaseRenewalPeriod);
-  }
+      recovery_(client, options_.worker_id, options_.ps_unavailable_timeout),
+      lease_keeper_(client, kLeaseRenewalPeriod) {
   if (options_.overlap) {
     sender_ = std::make_unique<PartSender>(client_);
     if (options_.sync) {
@@ -201,11 +197,9 @@ absl::Status WorkerSession::PullWhole(const ps::ModelVersion& wanted,
                                       bool line_up) {
   // Waiting for the next step, the worker stays live on the shards that
   // answered first (lease_keeper.h).
-  std::optional<WaitingLease::Hold> hold;
-  if (line_up) hold.emplace(waiting_lease_.get());
+  LeaseKeeper::Hold hold(line_up ? &lease_keeper_ : nullptr);
   absl::StatusOr<ps::ModelVersion> pulled =
       PullSynced(wanted, options_.step_timeout, line_up);
-  hold.reset();
   if (absl::IsCancelled(pulled.status())) return pulled.status();
   if (!pulled.ok()) {
     return Annotate(pulled.status(),
@@ -219,7 +213,7 @@ absl::Status WorkerSession::PullWhole(const ps::ModelVersion& wanted,
 absl::Status WorkerSession::AwaitWeights(int v) {
   if (puller_ == nullptr || !puller_->in_flight()) return absl::OkStatus();
   {
-    WaitingLease::Hold hold(waiting_lease_.get());
+    LeaseKeeper::Hold hold(&lease_keeper_);
     RETURN_IF_ERROR(puller_->Await(v));
   }
   // Once every variable is there: the version, before any gradient.
@@ -230,7 +224,7 @@ absl::Status WorkerSession::AwaitWeights(int v) {
 absl::Status WorkerSession::JoinGroups() {
   absl::StatusOr<ps::ModelVersion> joined;
   {
-    WaitingLease::Hold hold(waiting_lease_.get());
+    LeaseKeeper::Hold hold(&lease_keeper_);
     joined = puller_->Join();
   }
   ASSIGN_OR_RETURN(ps::ModelVersion version, std::move(joined));

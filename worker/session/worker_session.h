@@ -157,6 +157,8 @@ class WorkerSession {
   absl::Status Leave();
 
   ps::PsClient* client() const { return client_; }
+  // Hold it while the worker is silent on purpose (the chief evaluating).
+  LeaseKeeper* lease_keeper() { return &lease_keeper_; }
   Recovery& recovery() { return recovery_; }
   // Sync: steps computed from shards at different steps (LineUp gave up).
   int64_t unaligned_steps() const { return unaligned_steps_; }
@@ -189,8 +191,9 @@ class WorkerSession {
   bool parts_begun_ = false;
   std::unique_ptr<GroupPuller> puller_;
   size_t awaited_ = 0;  // variables arrived of the groups in flight
-  // Sync only: renews the lease while a pull waits for the next step.
-  std::unique_ptr<WaitingLease> waiting_lease_;
+  // Renews the lease while the worker is silent on purpose: a pull that
+  // waits for the next step, the chief's evaluation.
+  LeaseKeeper lease_keeper_;
 };
 
 }  // namespace psgd

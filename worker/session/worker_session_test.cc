@@ -373,7 +373,7 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
 }
 
 TEST_CASE("a LeaseKeeper keeps a silent worker in the live set while it "
-          "runs, and only then") {
+          "is held, and only then") {
   ps::ServerOptions o;
   o.worker_lease = absl::Seconds(1);
   auto shard = ps::ParameterShard::Create(o);
@@ -385,14 +385,19 @@ TEST_CASE("a LeaseKeeper keeps a silent worker in the live set while it "
   auto client = ps::InProcessPsClient::Create({shard->get()}, *p, "psgd", 0);
   REQUIRE(client.ok());
   REQUIRE((*client)->Join().ok());
+  LeaseKeeper keeper(client->get(), absl::Milliseconds(10));
   {
-    LeaseKeeper keep(client->get(), absl::Milliseconds(10));
-    while (keep.renewals() < 3) absl::SleepFor(absl::Milliseconds(5));
+    LeaseKeeper::Hold hold(&keeper);
+    while (keeper.renewals() < 3) absl::SleepFor(absl::Milliseconds(5));
     // Renewed within the last moments: nothing to expire now.
     CHECK((*shard)->ExpireWorkers(absl::Now()).empty());
   }
   CHECK((*shard)->Status().live_workers == std::vector<int>{0});
-  // Once the keeper is gone, a lease later the worker is silent.
+  // Once the hold is gone, no more renewals, and a lease later the worker
+  // is silent.
+  const int64_t renewed = keeper.renewals();
+  absl::SleepFor(absl::Milliseconds(50));
+  CHECK(keeper.renewals() == renewed);
   CHECK((*shard)->ExpireWorkers(absl::Now() + absl::Seconds(2)) ==
         std::vector<int>{0});
 }
