@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -99,14 +100,34 @@ struct Gradients {
   std::vector<ps::NamedConstTensorView> views;
 };
 
-Gradients ViewGradients(const NamedArrays& arrays) {
+// Variable shapes by name (the weights given to Join).
+using Shapes = absl::flat_hash_map<std::string, Shape>;
+
+// One gradient: a buffer viewed in place, or None for "no gradient in this
+// step" (a frozen or unused parameter: ps::NoGradient(), nothing sent).
+ps::NamedConstTensorView ViewGradient(const std::string& name,
+                                      const py::object& obj,
+                                      const Shapes& shapes,
+                                      std::unique_ptr<Buffer>* buffer) {
+  if (obj.is_none()) {
+    auto it = shapes.find(name);
+    if (it == shapes.end()) {
+      throw py::value_error("gradient '" + name +
+                            "' is None and is not a variable of the model");
+    }
+    return {name, ConstTensorView(ps::NoGradient(), it->second)};
+  }
+  *buffer = RequestBuffer(name, obj, /*writable=*/false, "gradient");
+  return {name, ConstTensorView(static_cast<const float*>((*buffer)->info.ptr),
+                                (*buffer)->shape)};
+}
+
+Gradients ViewGradients(const NamedArrays& arrays, const Shapes& shapes) {
   Gradients g;
   for (const auto& [name, obj] : arrays) {
-    g.buffers.push_back(RequestBuffer(name, obj, /*writable=*/false,
-                                      "gradient"));
-    const Buffer& b = *g.buffers.back();
-    g.views.push_back(
-        {name, ConstTensorView(static_cast<const float*>(b.info.ptr), b.shape)});
+    std::unique_ptr<Buffer> b;
+    g.views.push_back(ViewGradient(name, obj, shapes, &b));
+    if (b != nullptr) g.buffers.push_back(std::move(b));
   }
   return g;
 }
@@ -189,13 +210,14 @@ class PyWorker {
       const Buffer& b = *weights_.back();
       views.push_back({name, TensorView(static_cast<float*>(b.info.ptr),
                                         b.shape)});
+      shapes_[name] = b.shape;
     }
     py::gil_scoped_release release;
     ThrowIfError(worker_->Join(std::move(views), total_batches));
   }
 
   py::tuple Push(int64_t step, const NamedArrays& gradients) {
-    Gradients g = ViewGradients(gradients);
+    Gradients g = ViewGradients(gradients, shapes_);
     PushOutcome o;
     {
       py::gil_scoped_release release;
@@ -205,20 +227,17 @@ class PyWorker {
   }
 
   void AddPart(const std::string& name, py::object gradient) {
-    std::unique_ptr<Buffer> b =
-        RequestBuffer(name, gradient, /*writable=*/false, "gradient");
-    ps::NamedConstTensorView view{
-        name, ConstTensorView(static_cast<const float*>(b->info.ptr),
-                              b->shape)};
+    std::unique_ptr<Buffer> b;
+    ps::NamedConstTensorView view = ViewGradient(name, gradient, shapes_, &b);
     // Kept until FinishParts: the sender thread reads it.
-    parts_.push_back(std::move(b));
+    if (b != nullptr) parts_.push_back(std::move(b));
     part_objects_.push_back(std::move(gradient));
     py::gil_scoped_release release;
     ThrowIfError(worker_->AddPart(std::move(view)));
   }
 
   py::tuple FinishParts(int64_t step, const NamedArrays& gradients) {
-    Gradients g = ViewGradients(gradients);
+    Gradients g = ViewGradients(gradients, shapes_);
     absl::StatusOr<PushOutcome> r;
     {
       py::gil_scoped_release release;
@@ -319,6 +338,7 @@ class PyWorker {
   // its pulls first.
   std::vector<py::object> objects_;
   std::vector<std::unique_ptr<Buffer>> weights_;
+  Shapes shapes_;
   std::vector<py::object> part_objects_;
   std::vector<std::unique_ptr<Buffer>> parts_;
   std::unique_ptr<ExternalWorker> worker_;

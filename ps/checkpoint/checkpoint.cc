@@ -46,15 +46,13 @@ absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
   auto layout = std::make_shared<VariableLayout>();
   auto snapshot = std::make_shared<WeightsSnapshot>();
   for (const ckpt::Tensor& t : p.variables()) {
-    if (t.name().empty()) return Corrupt(filename, "a variable has no name");
     Shape shape(t.shape().begin(), t.shape().end());
     if (absl::Status s = ValidateShape(shape); !s.ok()) {
       return Corrupt(filename,
                      absl::StrCat("variable '", t.name(), "': ", s.message()));
     }
-    if (!layout->index.emplace(t.name(), layout->size()).second) {
-      return Corrupt(filename,
-                     absl::StrCat("variable '", t.name(), "' appears twice"));
+    if (absl::Status s = layout->Add(t.name(), shape); !s.ok()) {
+      return Corrupt(filename, s.message());
     }
     Tensor value(shape);
     const int64_t want = value.size() * static_cast<int64_t>(sizeof(float));
@@ -72,10 +70,6 @@ absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
                                     "' has a non-finite value at element ", i));
       }
     }
-    layout->names.push_back(t.name());
-    layout->shapes.push_back(shape);
-    layout->sizes.push_back(value.size());
-    layout->num_parameters += value.size();
     snapshot->weights.push_back(std::move(value));
   }
   snapshot->step = p.step();
@@ -88,6 +82,8 @@ absl::Status DecodeOptimizer(const ckpt::ShardCheckpoint& p,
                              absl::string_view filename,
                              ShardCheckpoint* out) {
   const VariableLayout& layout = *out->weights->layout;
+  // No optimizer keeps slots for a running statistic (size 0 there).
+  const std::vector<int64_t> sizes = layout.OptimizerSizes();
   OptimizerState& o = out->optimizer;
   o.kind = p.optimizer();
   o.step = p.optimizer_step();
@@ -105,7 +101,7 @@ absl::Status DecodeOptimizer(const ckpt::ShardCheckpoint& p,
     std::vector<std::vector<float>>& values = o.slots.emplace_back();
     for (int i = 0; i < layout.size(); ++i) {
       absl::StatusOr<std::vector<float>> v =
-          Floats(slot.values(i), layout.sizes[i],
+          Floats(slot.values(i), sizes[i],
                  absl::StrCat("slot '", slot.name(), "' of '",
                               layout.names[i], "'"),
                  filename);

@@ -231,9 +231,17 @@ absl::Status CheckpointStore::MaybeWriteManifestLocked(int64_t label,
     if (absl::IsNotFound(file.status())) return absl::OkStatus();
     RETURN_IF_ERROR(file.status());
     absl::StatusOr<ShardCheckpoint> c = DecodeShardCheckpoint(*file, path);
-    // A corrupt file or one of another generation (an abandoned history)
-    // leaves the checkpoint incomplete until its shard writes it again.
-    if (!c.ok() || c->generation != generation || c->label != label) {
+    // A file that does not decode can never complete this checkpoint: that
+    // is a failure, not a checkpoint in progress (this shard's own file,
+    // just written, among them).
+    if (!c.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint step-", label, " cannot be completed: ",
+          c.status().message()));
+    }
+    // One of another generation (an abandoned history) leaves the
+    // checkpoint incomplete until its shard writes it again.
+    if (c->generation != generation || c->label != label) {
       return absl::OkStatus();
     }
     m.shards.push_back({i, name, static_cast<int64_t>(file->size()),
@@ -260,18 +268,25 @@ absl::Status CheckpointStore::RemoveOwnLocked(int64_t label) {
   return absl::OkStatus();
 }
 
-absl::Status CheckpointStore::PruneLocked() {
-  std::vector<int64_t> labels = LabelsLocked();
-  std::vector<int64_t> complete;
-  std::error_code ec;
+bool CheckpointStore::IsMarkedComplete(int64_t label) const {
+  MutexLock lock(&mu_);
+  return IsMarkedCompleteLocked(label);
+}
+
+bool CheckpointStore::IsMarkedCompleteLocked(int64_t label) const {
   // Per host, this shard's file stands for the manifest (the agreement on
   // restart needs the newest `keep` that each shard has).
   const std::string marker =
       options_.per_host ? ShardFileName(options_.shard_index) : kManifest;
+  std::error_code ec;
+  return fs::exists(absl::StrCat(StepDir(label), "/", marker), ec);
+}
+
+absl::Status CheckpointStore::PruneLocked() {
+  std::vector<int64_t> labels = LabelsLocked();
+  std::vector<int64_t> complete;
   for (int64_t label : labels) {
-    if (fs::exists(absl::StrCat(StepDir(label), "/", marker), ec)) {
-      complete.push_back(label);
-    }
+    if (IsMarkedCompleteLocked(label)) complete.push_back(label);
   }
   if (static_cast<int>(complete.size()) < options_.keep) {
     return absl::OkStatus();

@@ -107,6 +107,11 @@ class CheckpointStore {
   // (shared directory) or this shard's file (per host).
   std::vector<CompleteCheckpointInfo> ListComplete();
 
+  // Whether checkpoint `label` is marked complete here: its MANIFEST is
+  // there (shared directory) or this shard's file (per host). A mark, not a
+  // verification (Read verifies).
+  bool IsMarkedComplete(int64_t label) const;
+
   // Labels that have a step directory, ascending.
   std::vector<int64_t> Labels() const;
 
@@ -127,6 +132,8 @@ class CheckpointStore {
   // then empty, the directory of checkpoint `label`.
   absl::Status RemoveOwnLocked(int64_t label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsMarkedCompleteLocked(int64_t label) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CheckpointStoreOptions options_;
   mutable Mutex mu_;

@@ -6,6 +6,7 @@
 // Flush, and the count of failures.
 #include "ps/checkpoint/checkpoint_store.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -109,6 +110,58 @@ TEST_CASE("files of another generation do not make a checkpoint complete") {
   absl::StatusOr<ShardCheckpoint> c = a->Read(20);
   REQUIRE(c.ok());
   CHECK(c->generation == 2);
+}
+
+TEST_CASE("a shard file that does not decode fails the write, by name; it "
+          "does not look like a checkpoint in progress") {
+  const std::string dir = FreshDir("undecodable");
+  auto a = Open(dir, 0), b = Open(dir, 1);
+  REQUIRE(a->Write(SmallCheckpoint(0, 2, 30, 30)).ok());
+  const std::string f0 = dir + "/step-30/shard-0-of-2.ckpt";
+  {
+    std::fstream f(f0, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  absl::Status s = b->Write(SmallCheckpoint(1, 2, 30, 30));
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()),
+             Catch::Contains("checkpoint step-30 cannot be completed") &&
+                 Catch::Contains(f0));
+  CHECK_FALSE(Exists(dir + "/step-30/MANIFEST"));
+  CHECK_FALSE(b->IsMarkedComplete(30));
+}
+
+TEST_CASE("a checkpoint of running statistics decodes: no optimizer keeps "
+          "slots for them") {
+  const std::string dir = FreshDir("statistics");
+  auto a = CheckpointStore::Open({dir, "c", 0, 1, 3});
+  REQUIRE(a.ok());
+  ShardCheckpoint c = SmallCheckpoint(0, 1, 4, 4);
+  auto layout = std::make_shared<VariableLayout>(*c.weights->layout);
+  REQUIRE(layout->Add("bn.running_mean", {3}).ok());
+  auto weights = std::make_shared<WeightsSnapshot>();
+  weights->step = c.weights->step;
+  for (const Tensor& t : c.weights->weights) {
+    Tensor copy(t.shape());
+    std::copy(t.data(), t.data() + t.size(), copy.data());
+    weights->weights.push_back(std::move(copy));
+  }
+  Tensor mean({3});
+  mean.data()[0] = 0.25f;
+  weights->weights.push_back(std::move(mean));
+  weights->layout = layout;
+  c.weights = weights;
+  for (auto& slot : c.optimizer.slots) slot.emplace_back();  // none
+  REQUIRE((*a)->Write(c).ok());
+  CHECK(Exists(dir + "/step-4/MANIFEST"));
+  absl::StatusOr<ShardCheckpoint> back = (*a)->Read(4);
+  INFO(back.status().ToString());
+  REQUIRE(back.ok());
+  REQUIRE(back->weights->layout->size() == 3);
+  CHECK(back->weights->layout->statistic[2]);
+  CHECK(back->weights->weights[2].data()[0] == 0.25f);
+  CHECK(back->optimizer.slots[0][2].empty());
 }
 
 TEST_CASE("old checkpoints are pruned and a rollback deletes later ones") {

@@ -1,5 +1,6 @@
 #include "ps/checkpoint/checkpoint_writer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -78,10 +79,16 @@ void CheckpointWriter::Run() {
     absl::Status status = task.save != nullptr
                               ? store_->Write(*task.save)
                               : store_->DeleteNewerThan(task.delete_newer_than);
+    const bool complete = status.ok() && task.save != nullptr &&
+                          store_->IsMarkedComplete(task.save->label);
     MutexLock lock(&mu_);
     if (status.ok() && task.save != nullptr) {
       ++stats_.written;
       stats_.last_label = task.save->label;
+      if (complete) {
+        stats_.last_complete_label =
+            std::max(stats_.last_complete_label, task.save->label);
+      }
     } else if (!status.ok()) {
       ++stats_.failed;
       stats_.last_error = std::string(status.message());

@@ -36,6 +36,10 @@ class CheckpointWriter {
     int64_t written = 0;
     int64_t failed = 0;
     int64_t last_label = -1;  // of the last checkpoint written
+    // The newest checkpoint this shard saw complete after writing its file
+    // (CheckpointStore::IsMarkedComplete); -1 for none. A last_label far
+    // ahead of it means the other shards' files are not coming.
+    int64_t last_complete_label = -1;
     std::string last_error;   // of the last failure
   };
 

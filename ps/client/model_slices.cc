@@ -98,9 +98,17 @@ std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
   out.reserve(placement.shard_slices[shard].size());
   for (int s : placement.shard_slices[shard]) {
     const Slice& slice = placement.slices[s];
-    if (model[slice.variable] == nullptr) continue;  // not in the part
+    const float* data = model[slice.variable];
+    if (data == nullptr) continue;  // not in the part
+    if (data == NoGradient()) {
+      TensorBytes marker{slice.name, slice.shape, DType::kFloat32, {},
+                         std::nullopt};
+      marker.no_gradient = true;
+      out.push_back(marker);
+      continue;
+    }
     out.push_back(FloatTensorBytes(slice.name, slice.shape,
-                                   model[slice.variable] + slice.offset));
+                                   data + slice.offset));
   }
   return out;
 }

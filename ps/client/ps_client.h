@@ -86,6 +86,16 @@ struct NamedConstTensorView {
   ConstTensorView view;
 };
 
+// A gradient's data that says "no gradient in this step" (a frozen
+// parameter, or one the step did not use): pushed as a marker with no bytes
+// (TensorData.no_gradient), and the servers leave the variable and its
+// optimizer slots alone. Give it with the variable's shape:
+//   {name, ConstTensorView(ps::NoGradient(), shape)}
+inline const float* NoGradient() {
+  static const float kMarker = 0.0f;
+  return &kMarker;
+}
+
 // What each shard said about a push, indexed by shard.
 struct PushResult {
   std::vector<PushReply> shards;

@@ -56,6 +56,10 @@ std::string ShardMetricsText(const ShardStatus& s, int64_t sent_bytes,
                s.checkpoints_written, shard);
   page.Counter("psgd_ps_checkpoint_failures_total", "Checkpoints that failed.",
                s.checkpoint_failures, shard);
+  page.Gauge("psgd_ps_checkpoint_last_complete_step",
+             "The label of the newest checkpoint complete for every shard "
+             "(-1: none yet).",
+             s.last_complete_checkpoint_label, shard);
   // Async staleness controls (docs/PS.md, "Async mode").
   page.Counter("psgd_ps_ssp_blocked_pulls_total",
                "Async: pulls the staleness bound held back.",

@@ -171,7 +171,7 @@ void ShardLifecycle::Tick(absl::Time now) {
 void ShardLifecycle::LogCheckpoints(const ShardStatus& st) {
   State& s = *state_;
   if (st.checkpoint_failures > s.checkpoint_failures) {
-    spdlog::warn("checkpoint failed ({} so far): {}", st.checkpoint_failures,
+    spdlog::error("checkpoint failed ({} so far): {}", st.checkpoint_failures,
                  st.last_checkpoint_error);
     s.checkpoint_failures = st.checkpoint_failures;
   }
@@ -216,8 +216,14 @@ void ShardLifecycle::Stop(absl::string_view reason) {
   LogCheckpoints(status);
   const ServerOptions& o = shard_->options();
   if (!o.checkpoint.dir.empty()) {
-    spdlog::info("{} checkpoints written, the last step-{}",
-                 status.checkpoints_written, status.last_checkpoint_label);
+    const bool failed = status.checkpoint_failures > 0;
+    spdlog::log(failed ? spdlog::level::err : spdlog::level::info,
+                "{} checkpoints written, the last step-{}, the newest "
+                "complete step-{}; {} failed{}{}",
+                status.checkpoints_written, status.last_checkpoint_label,
+                status.last_complete_checkpoint_label,
+                status.checkpoint_failures, failed ? ": " : "",
+                status.last_checkpoint_error);
   }
   spdlog::info(
       "stopped at step {}: {} applied, {} aggregated, {} stale, {} "

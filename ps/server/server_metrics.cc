@@ -36,6 +36,7 @@ JsonObject ServerStatusJson(const std::string& task, const ShardStatus& s,
       .Set("checkpoints_written", s.checkpoints_written)
       .Set("checkpoint_failures", s.checkpoint_failures)
       .Set("last_checkpoint_label", s.last_checkpoint_label)
+      .Set("last_complete_checkpoint_label", s.last_complete_checkpoint_label)
       // Memory (docs/PS.md, "Memory"): the shard's items and the process's.
       .Set("memory_weights", s.memory.weights)
       .Set("memory_weight_versions", s.memory.weight_versions)

@@ -89,6 +89,14 @@ absl::Status ParameterShard::CheckNoLocalStatistics(
 
 absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t) const {
   RETURN_IF_ERROR(CheckNoLocalStatistics({t}, "push"));
+  if (t.no_gradient) {
+    if (!t.data.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", t.name, "' is marked as without a gradient but carries ",
+          t.data.size(), " bytes"));
+    }
+    return ValidateShape(Shape(t.shape.begin(), t.shape.end()));
+  }
   return CheckFloatTensor(
       t, IsRunningStatistic(t.name) ? "batch statistic" : "gradient",
       kMaxGradientMagnitude);
@@ -390,6 +398,10 @@ void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
     optimizer->Apply(in, grads, out, lr_scale);
     for (int i = 0; layout.num_statistics > 0 && i < layout.size(); ++i) {
       if (!layout.statistic[i]) continue;
+      if (grads[i] == nullptr) {  // no batch statistics came: unchanged
+        std::copy(in[i], in[i] + layout.sizes[i], out[i]);
+        continue;
+      }
       FoldRunningStatistic(in[i], grads[i], layout.sizes[i], out[i]);
     }
   });
@@ -541,6 +553,7 @@ ShardStatus ParameterShard::Status() const {
     s.checkpoints_written = c.written;
     s.checkpoint_failures = c.failed;
     s.last_checkpoint_label = c.last_label;
+    s.last_complete_checkpoint_label = c.last_complete_label;
     s.last_checkpoint_error = c.last_error;
   }
   s.memory = MemoryLocked();

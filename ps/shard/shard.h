@@ -376,6 +376,7 @@ class ParameterShard {
     // Layout order; has[i] tells whether grads[i] has come.
     std::vector<std::vector<float>> grads;
     std::vector<bool> has;
+    std::vector<bool> no_gradient;  // marked so in its part
     int received = 0;
   };
   absl::flat_hash_map<int, StagedPush> staged_ ABSL_GUARDED_BY(mu_);

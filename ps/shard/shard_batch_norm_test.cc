@@ -7,10 +7,12 @@
 // channel count, NaN or Inf, and statistics at all in LOCAL mode.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/model_variables.h"
 #include "ps/shard/shard.h"
 #include "ps/testing/checkpoint_test_util.h"
@@ -115,6 +117,7 @@ ServerOptions SgdOptions(Mode mode, int n, int m) {
 
 std::unique_ptr<ParameterShard> MakeBnShard(const ServerOptions& o) {
   auto shard = ParameterShard::Create(o);
+  INFO(shard.status().ToString());
   REQUIRE(shard.ok());
   auto init = (*shard)->Initialize(Initial().Bytes());
   INFO(init.status().ToString());
@@ -240,19 +243,36 @@ TEST_CASE("no optimizer touches the statistics: no slots, no weight decay") {
 }
 
 TEST_CASE("checkpoints keep the statistics; a rollback returns them") {
-  const std::string dir = testing::FreshDir("bn_checkpoint");
+  // Every optimizer: one with slots keeps none for a statistic, and the
+  // checkpoint must still decode (with momentum or Adam no MANIFEST was ever
+  // written, and a restart started empty).
+  const auto kind = GENERATE(OptimizerOptions::Kind::kSgd,
+                             OptimizerOptions::Kind::kMomentum,
+                             OptimizerOptions::Kind::kAdam);
+  const std::string dir =
+      testing::FreshDir(absl::StrCat("bn_checkpoint_", static_cast<int>(kind)));
   ServerOptions o = SgdOptions(Mode::kSync, 2, 2);
+  o.optimizer.kind = kind;
+  if (kind == OptimizerOptions::Kind::kMomentum) o.optimizer.momentum = 0.9;
   o.checkpoint.dir = dir;
   o.checkpoint.every_steps = 1;
   auto shard = MakeBnShard(o);
   MustPush(*shard, 0, 0, PushOf(0, 0));
   MustPush(*shard, 1, 0, PushOf(1, 0));
   const BnTensors at1 = Pulled(*shard);
+  const char* slot = kind == OptimizerOptions::Kind::kAdam ? "m" : "momentum";
+  const std::vector<float> slot_at1 = shard->CopySlot(slot, 0);
+  CHECK(slot_at1.empty() == (kind == OptimizerOptions::Kind::kSgd));
   MustPush(*shard, 0, 1, PushOf(0, 1));
   MustPush(*shard, 1, 1, PushOf(1, 1));
   shard->FlushCheckpoints();
   const BnTensors at2 = Pulled(*shard);
   REQUIRE(at2.mean != at1.mean);
+  const ShardStatus written = shard->Status();
+  INFO(written.last_checkpoint_error);
+  CHECK(written.checkpoint_failures == 0);
+  CHECK(written.last_complete_checkpoint_label == 2);
+  CHECK(std::filesystem::exists(dir + "/step-2/MANIFEST"));
 
   auto rolled = shard->Rollback(1, 2);
   REQUIRE(rolled.ok());
@@ -267,6 +287,7 @@ TEST_CASE("checkpoints keep the statistics; a rollback returns them") {
   CHECK((*restored)->restore_report().label == 1);
   REQUIRE((*restored)->Rollback(1, 3).ok());
   CHECK(Pulled(**restored) == at1);
+  CHECK((*restored)->CopySlot(slot, 0) == slot_at1);
   (*restored)->Shutdown("done");
 
   // A checkpoint with statistics does not fit a LOCAL cluster.

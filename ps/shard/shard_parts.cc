@@ -86,12 +86,14 @@ absl::Status ParameterShard::StagePartLocked(
     fresh.generation = generation_;
     fresh.grads.resize(layout.size());
     fresh.has.assign(layout.size(), false);
+    fresh.no_gradient.assign(layout.size(), false);
     it = staged_.insert_or_assign(worker_id, std::move(fresh)).first;
   }
   StagedPush& staged = it->second;
   for (size_t j = 0; j < gradients.size(); ++j) {
     staged.grads[index[j]] = std::move((*copies)[j]);
     staged.has[index[j]] = true;
+    staged.no_gradient[index[j]] = gradients[j].no_gradient;
     ++staged.received;
   }
   if (staged.received < layout.size()) {
@@ -107,7 +109,10 @@ absl::Status ParameterShard::StagePartLocked(
   staged_.erase(it);
   std::vector<const float*> grads;
   grads.reserve(complete.grads.size());
-  for (const std::vector<float>& g : complete.grads) grads.push_back(g.data());
+  for (size_t i = 0; i < complete.grads.size(); ++i) {
+    grads.push_back(complete.no_gradient[i] ? nullptr
+                                            : complete.grads[i].data());
+  }
   return DecideLocked(worker_id, step, grads, reply, ready);
 }
 

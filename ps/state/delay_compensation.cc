@@ -33,6 +33,7 @@ bool DelayCompensator::Compensate(int worker, int64_t step,
   for (size_t i = 0; i < grads.size(); ++i) {
     // A running statistic's batch value is no gradient: it goes as it came.
     if (now.layout != nullptr && now.layout->statistic[i]) continue;
+    if (grads[i] == nullptr) continue;  // no gradient: nothing to compensate
     const int64_t n = now.weights[i].size();
     buffers_[i].resize(static_cast<size_t>(n));
     CompensateDelay(lambda_, n, grads[i], now.weights[i].data(),

@@ -58,6 +58,11 @@ absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
 //                                         the first step's buf is d)
 //   d    = nesterov ? d + momentum * buf : buf
 //   w   -= lr * d
+// A variable without a gradient in this update keeps its value.
+void CopyUnchanged(int64_t n, const float* w, float* out) {
+  if (out != w) std::copy(w, w + n, out);
+}
+
 int64_t BytesOf(const std::vector<AlignedBuffer>& buffers) {
   int64_t n = 0;
   for (const AlignedBuffer& b : buffers) n += b.size() * int64_t{sizeof(float)};
@@ -89,6 +94,10 @@ class Sgd final : public Optimizer {
       const float* w = weights[k];
       const float* g = grads[k];
       float* o = out[k];
+      if (g == nullptr) {  // no gradient: untouched, its slot too
+        CopyUnchanged(sizes_[k], w, o);
+        continue;
+      }
       const float wd = decay_[k];
       if (buf_.empty() && wd == 0) {
         for (int64_t i = 0; i < sizes_[k]; ++i) o[i] = w[i] - lr * g[i];
@@ -196,6 +205,10 @@ class Adam final : public Optimizer {
       const float* w = weights[k];
       const float* g = grads[k];
       float* o = out[k];
+      if (g == nullptr) {  // no gradient: untouched, m and v too
+        CopyUnchanged(sizes_[k], w, o);
+        continue;
+      }
       float* m = m_[k].data();
       float* v = v_[k].data();
       AdamUpdate(sizes_[k], c, w, g, m, v, o);

@@ -58,6 +58,11 @@ class Optimizer {
   // One update of every variable i of the shard:
   //   weights[i], grads[i], out[i]: (sizes()[i],)
   // out[i] = rule(weights[i], grads[i]); out[i] may equal weights[i].
+  // grads[i] null: variable i had no gradient (a frozen or unused
+  // parameter): out[i] = weights[i], and its slots and weight decay are
+  // left alone (as torch.optim skips a parameter whose grad is None); the
+  // step count, which is the shard's (TensorFlow's Adam keeps one t for all
+  // variables), still advances.
   // Increments step(). The caller has checked the gradients (finite, sized).
   virtual void Apply(absl::Span<const float* const> weights,
                      absl::Span<const float* const> grads,

@@ -33,14 +33,17 @@ SyncAggregator::SyncAggregator(std::vector<int64_t> sizes,
                                int replicas_to_aggregate)
     : sizes_(std::move(sizes)), replicas_to_aggregate_(replicas_to_aggregate) {
   for (int64_t n : sizes_) sum_.emplace_back(static_cast<size_t>(n));
+  has_.assign(sizes_.size(), false);
 }
 
 void SyncAggregator::Add(absl::Span<const float* const> grads) {
   for (size_t k = 0; k < sizes_.size(); ++k) {
     float* sum = sum_[k].data();
     const float* g = grads[k];
-    if (count_ == 0) {
+    if (g == nullptr) continue;
+    if (!has_[k]) {
       std::memcpy(sum, g, sizes_[k] * sizeof(float));
+      has_[k] = true;
     } else {
       AddTo(sizes_[k], g, sum);
     }
@@ -63,6 +66,10 @@ std::vector<const float*> SyncAggregator::Mean() {
   std::vector<const float*> out;
   for (size_t k = 0; k < sizes_.size(); ++k) {
     float* sum = sum_[k].data();
+    if (!has_[k]) {
+      out.push_back(nullptr);
+      continue;
+    }
     if (count_ > 1) {
       DivideBy(sizes_[k], n, sum);
     }

@@ -18,6 +18,7 @@
 #ifndef PSGD_PS_STATE_SYNC_AGGREGATOR_H_
 #define PSGD_PS_STATE_SYNC_AGGREGATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -38,7 +39,9 @@ class SyncAggregator {
   SyncAggregator(const SyncAggregator&) = delete;
   SyncAggregator& operator=(const SyncAggregator&) = delete;
 
-  // Adds one gradient to the sum. grads[i]: (sizes[i],).
+  // Adds one gradient to the sum. grads[i]: (sizes[i],), or null where the
+  // push had no gradient for variable i (a frozen or unused parameter):
+  // that push adds nothing to it, and counts as a zero in its mean.
   void Add(absl::Span<const float* const> grads);
 
   // Gradients gathered for the current step.
@@ -50,10 +53,17 @@ class SyncAggregator {
   }
 
   // Turns the sum into the mean, sum[i] / count(), in float32, and returns
-  // pointers to it (valid until the next Add or Reset). Requires count() > 0.
+  // pointers to it (valid until the next Add or Reset); null for a variable
+  // that no push of the step had a gradient for (the optimizer leaves it
+  // alone). A variable only some pushes had is averaged over all count()
+  // of them, the others counting as zeros (as PyTorch's DDP with
+  // find_unused_parameters). Requires count() > 0.
   std::vector<const float*> Mean();
   // Forgets the gathered gradients: the next step starts.
-  void Reset() { count_ = 0; }
+  void Reset() {
+    count_ = 0;
+    std::fill(has_.begin(), has_.end(), false);
+  }
 
   // Bytes of the sum (allocated once, for the shard's variables).
   int64_t bytes() const;
@@ -62,6 +72,7 @@ class SyncAggregator {
   const std::vector<int64_t> sizes_;
   const int replicas_to_aggregate_;
   std::vector<AlignedBuffer> sum_;
+  std::vector<bool> has_;  // by variable: some push of the step had it
   int count_ = 0;
 };
 

@@ -41,6 +41,10 @@ struct TensorBytes {
   // kFloat16 on the wire: the elements are float16(x * scale)
   // (proto/ps.proto, TensorData.scale). Absent for the other dtypes.
   std::optional<float> scale;
+  // In a push: this variable had no gradient in the step (a frozen or
+  // unused parameter; proto/ps.proto, TensorData.no_gradient). Name and
+  // shape only, `data` empty; the shard leaves the variable alone.
+  bool no_gradient = false;
 };
 
 // Borrows a float tensor's memory as TensorBytes.
@@ -185,6 +189,9 @@ struct ShardStatus {
   int64_t checkpoints_written = 0;
   int64_t checkpoint_failures = 0;
   int64_t last_checkpoint_label = -1;
+  // The newest checkpoint complete for every shard, as this shard last saw
+  // it (-1: none yet).
+  int64_t last_complete_checkpoint_label = -1;
   std::string last_checkpoint_error;
   std::vector<RollbackRecord> rollbacks;  // oldest first
 

@@ -143,6 +143,23 @@ VariableStore::VariableStore(std::shared_ptr<const VariableLayout> layout,
                              std::shared_ptr<Pool> pool)
     : layout_(std::move(layout)), pool_(std::move(pool)) {}
 
+absl::Status VariableLayout::Add(std::string name, Shape shape) {
+  if (name.empty()) return absl::InvalidArgumentError("a variable has no name");
+  if (!index.emplace(name, size()).second) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable '", name, "' appears twice"));
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  statistic.push_back(IsRunningStatistic(name));
+  num_statistics += statistic.back() ? 1 : 0;
+  names.push_back(std::move(name));
+  shapes.push_back(std::move(shape));
+  sizes.push_back(n);
+  num_parameters += n;
+  return absl::OkStatus();
+}
+
 std::vector<int64_t> VariableLayout::OptimizerSizes() const {
   std::vector<int64_t> out = sizes;
   for (int i = 0; i < size(); ++i) {
@@ -162,19 +179,12 @@ absl::StatusOr<std::unique_ptr<VariableStore>> VariableStore::Create(
     if (absl::Status s = CheckFloatTensor(t, "initial value"); !s.ok()) {
       return s;
     }
-    std::string name(t.name);
-    if (!layout->index.emplace(name, layout->size()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("initialize: variable '", name, "' appears twice"));
-    }
     Tensor value(ToShape(t.shape));
+    if (absl::Status s = layout->Add(std::string(t.name), value.shape());
+        !s.ok()) {
+      return Annotate(s, "initialize: ");
+    }
     std::memcpy(value.data(), t.data.data(), t.data.size());
-    layout->names.push_back(std::move(name));
-    layout->shapes.push_back(value.shape());
-    layout->sizes.push_back(value.size());
-    layout->statistic.push_back(IsRunningStatistic(layout->names.back()));
-    layout->num_statistics += layout->statistic.back() ? 1 : 0;
-    layout->num_parameters += value.size();
     snapshot->weights.push_back(std::move(value));
   }
   snapshot->layout = layout;
@@ -259,17 +269,22 @@ absl::Status VariableStore::MatchGradients(
     absl::Span<const TensorBytes> gradients,
     std::vector<const float*>* ordered) const {
   ordered->assign(layout_->size(), nullptr);
+  std::vector<bool> seen(layout_->size(), false);
   for (const TensorBytes& g : gradients) {
     const int i = layout_->Find(g.name);
-    if (i >= 0 && (*ordered)[i] != nullptr) {
+    if (i >= 0 && seen[i]) {
       return absl::InvalidArgumentError(
           absl::StrCat("two gradients for variable '", g.name, "'"));
     }
     ASSIGN_OR_RETURN(const int matched, MatchGradient(g));
-    (*ordered)[matched] = reinterpret_cast<const float*>(g.data.data());
+    seen[matched] = true;
+    // A variable marked as without a gradient stays null.
+    if (!g.no_gradient) {
+      (*ordered)[matched] = reinterpret_cast<const float*>(g.data.data());
+    }
   }
   for (int i = 0; i < layout_->size(); ++i) {
-    if ((*ordered)[i] == nullptr) {
+    if (!seen[i]) {
       return absl::InvalidArgumentError(
           absl::StrCat("no gradient for variable '", layout_->names[i], "'"));
     }

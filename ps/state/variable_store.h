@@ -49,6 +49,11 @@ struct VariableLayout {
   std::vector<int64_t> OptimizerSizes() const;
 
   int size() const { return static_cast<int>(names.size()); }
+  // Appends variable `name` of `shape`, its kind (a running statistic or a
+  // trained parameter) taken from its name as everywhere else: the one way
+  // a layout is built (the store's Create, a checkpoint's decoding).
+  // INVALID_ARGUMENT when the name is empty or already there.
+  absl::Status Add(std::string name, Shape shape);
   // Index of `name`, or -1.
   int Find(absl::string_view name) const;
   // The indices of `names` (a pull of some variables, PullRequest.variables)
@@ -105,7 +110,8 @@ class VariableStore {
   absl::Status CheckSameVariables(absl::Span<const TensorBytes> tensors) const;
 
   // Orders a push's gradients by layout: (*ordered)[i] is the data of
-  // variable i. INVALID_ARGUMENT naming the gradient when one is unknown,
+  // variable i, null for one marked no_gradient. INVALID_ARGUMENT naming
+  // the gradient when one is unknown,
   // repeated, missing or of another shape. Values are not checked here
   // (CheckFloatTensor does that).
   // The layout index of gradient `g`'s variable; INVALID_ARGUMENT naming

@@ -32,15 +32,12 @@ ShardCheckpoint SmallCheckpoint(int shard, int num_shards, int64_t label,
   const std::vector<std::pair<std::string, Shape>> vars = {{"w", {2, 3}},
                                                            {"b", {2}}};
   for (const auto& [name, shape] : vars) {
-    layout->index[name] = layout->size();
-    layout->names.push_back(name);
-    layout->shapes.push_back(shape);
+    const absl::Status added = layout->Add(name, shape);
+    (void)added;  // distinct names
     Tensor t(shape);
     for (int64_t i = 0; i < t.size(); ++i) {
       t.data()[i] = 0.5f * static_cast<float>(i) + step + 10 * shard;
     }
-    layout->sizes.push_back(t.size());
-    layout->num_parameters += t.size();
     weights->weights.push_back(std::move(t));
   }
   weights->step = step;

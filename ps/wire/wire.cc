@@ -43,6 +43,7 @@ absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
         t.name(), absl::MakeConstSpan(t.shape().data(), t.shape().size()),
         *dtype, t.data(), std::nullopt});
     if (t.has_scale()) out.back().scale = t.scale();
+    out.back().no_gradient = t.no_gradient();
   }
   return out;
 }
@@ -57,6 +58,7 @@ void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out) {
   } else {
     out->clear_scale();
   }
+  out->set_no_gradient(t.no_gradient);
 }
 
 void TensorBytesToProto(
@@ -160,6 +162,9 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
     out->set_last_checkpoint_label(s.last_checkpoint_label);
   }
   out->set_last_checkpoint_error(s.last_checkpoint_error);
+  if (s.last_complete_checkpoint_label >= 0) {
+    out->set_last_complete_checkpoint_label(s.last_complete_checkpoint_label);
+  }
   wire::ShardMemory* m = out->mutable_memory();
   m->set_weights(s.memory.weights);
   m->set_weight_versions(s.memory.weight_versions);
@@ -222,6 +227,9 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.last_checkpoint_label =
       r.has_last_checkpoint_label() ? r.last_checkpoint_label() : -1;
   s.last_checkpoint_error = r.last_checkpoint_error();
+  s.last_complete_checkpoint_label = r.has_last_complete_checkpoint_label()
+                                         ? r.last_complete_checkpoint_label()
+                                         : -1;
   for (const wire::RollbackInfo& info : r.rollbacks()) {
     s.rollbacks.push_back({info.generation(), info.label(), info.from_step(),
                            info.to_step()});

@@ -100,6 +100,9 @@ void DecodeWireTensor(const TensorBytes& t, float* out) {
 absl::StatusOr<absl::Span<const TensorBytes>> WireDecoder::ToFloat(
     absl::Span<const TensorBytes> in, DType expected, absl::string_view what) {
   for (const TensorBytes& t : in) {
+    // A marker without a gradient has no data to check or convert (the
+    // shard checks its name and shape).
+    if (t.no_gradient) continue;
     if (absl::Status s = CheckWireTensor(t, expected, what); !s.ok()) return s;
   }
   if (expected == DType::kFloat32) return in;
@@ -107,6 +110,11 @@ absl::StatusOr<absl::Span<const TensorBytes>> WireDecoder::ToFloat(
   out_.clear();
   for (size_t i = 0; i < in.size(); ++i) {
     const TensorBytes& t = in[i];
+    if (t.no_gradient) {
+      out_.push_back(t);
+      out_.back().dtype = DType::kFloat32;
+      continue;
+    }
     const size_t n = t.data.size() / 2;
     std::vector<float>& buffer = buffers_[i];
     buffer.resize(n);
@@ -127,6 +135,11 @@ absl::Span<const TensorBytes> WireEncoder::FromFloat(
   out_.clear();
   for (size_t i = 0; i < in.size(); ++i) {
     const TensorBytes& t = in[i];
+    if (t.no_gradient) {
+      out_.push_back(t);
+      out_.back().dtype = dtype;
+      continue;
+    }
     const float* x = reinterpret_cast<const float*>(t.data.data());
     const int64_t n = static_cast<int64_t>(t.data.size() / sizeof(float));
     std::vector<uint16_t>& buffer = buffers_[i];

@@ -183,6 +183,7 @@ grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
     meta.mutable_shape()->Assign(t.shape.begin(), t.shape.end());
     meta.set_dtype(DTypeToProto(t.dtype));
     if (t.scale.has_value()) meta.set_scale(*t.scale);
+    if (t.no_gradient) meta.set_no_gradient(true);
     const std::string meta_bytes = meta.SerializeAsString();
     const size_t n = t.data.size();
     const size_t length = meta_bytes.size() + 1 + VarintSize(n) + n;

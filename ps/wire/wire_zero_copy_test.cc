@@ -9,6 +9,8 @@
 #include <string>
 
 #include "proto/ps.pb.h"
+#include "ps/wire/wire.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
@@ -236,6 +238,46 @@ TEST_CASE("a float16 tensor's scale goes both ways, in any field order") {
     CHECK(got == half);
     CHECK(scale == 0.25f);
   }
+}
+
+TEST_CASE("a push's marker for a variable without a gradient: name and "
+          "shape, no bytes, read back as such (also through bfloat16)") {
+  std::vector<float> w(3072, 0.5f);
+  TensorBytes marker{"frozen", kSmallShape, DType::kFloat32, {}, std::nullopt};
+  marker.no_gradient = true;
+  wire::PushRequest header;
+  header.set_worker_id(1);
+  grpc::ByteBuffer encoded = EncodeWithTensors(
+      header, wire::PushRequest::kGradientsFieldNumber,
+      {FloatTensorBytes("w", kBigShape, w.data()), marker}, nullptr);
+  wire::PushRequest parsed;
+  REQUIRE(parsed.ParseFromString(Flatten(encoded)));
+  REQUIRE(parsed.gradients_size() == 2);
+  CHECK_FALSE(parsed.gradients(0).no_gradient());
+  CHECK(parsed.gradients(1).no_gradient());
+  CHECK(parsed.gradients(1).data().empty());
+  absl::StatusOr<std::vector<TensorBytes>> back =
+      TensorBytesFromProto(parsed.gradients());
+  REQUIRE(back.ok());
+  CHECK((*back)[1].no_gradient);
+  CHECK((*back)[1].name == "frozen");
+  CHECK(std::vector<int64_t>((*back)[1].shape.begin(), (*back)[1].shape.end()) ==
+        kSmallShape);
+
+  // A bfloat16 push: the encoder and decoder pass the marker through.
+  WireEncoder encoder;
+  const std::vector<TensorBytes> floats = {
+      FloatTensorBytes("w", kBigShape, w.data()), marker};
+  absl::Span<const TensorBytes> bf16 =
+      encoder.FromFloat(floats, DType::kBFloat16);
+  CHECK(bf16[1].no_gradient);
+  CHECK(bf16[1].data.empty());
+  WireDecoder decoder;
+  auto decoded = decoder.ToFloat(bf16, DType::kBFloat16, "gradient");
+  REQUIRE(decoded.ok());
+  CHECK((*decoded)[1].no_gradient);
+  CHECK((*decoded)[1].dtype == DType::kFloat32);
+  CHECK((*decoded)[0].data.size() == w.size() * sizeof(float));
 }
 
 }  // namespace

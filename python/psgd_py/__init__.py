@@ -187,7 +187,11 @@ class Session:
         Args:
           step: the step the gradients were computed at (self.step then).
           grads: name -> float32 C-contiguous array, every variable once in
-            join()'s order, with its shape.
+            join()'s order, with its shape; None for a variable without a
+            gradient in this step (frozen, or unused by the step's
+            forward): the servers leave it and its optimizer state alone
+            and no bytes are sent for it (docs/PS.md, "Parameters without
+            a gradient").
 
         Returns a PushOutcome. Raises InvalidArgumentError (nothing sent)
         for another step, a missing or unknown variable, another shape or
@@ -198,7 +202,8 @@ class Session:
 
     def add_part(self, name, grad):
         """Overlap (wire { overlap: true }): one variable's gradient as soon
-        as the backward has it; it must not change until finish_parts."""
+        as the backward has it (None: no gradient, as push()'s); it must
+        not change until finish_parts."""
         self._w.add_part(str(name), _array(name, grad))
 
     def finish_parts(self, step, grads):

@@ -123,10 +123,13 @@ class Worker:
         torch.cuda.current_stream().synchronize()
 
     def _grad(self, n, p):
+        """What a push carries for parameter n: its gradient, or None when
+        it has none (frozen, or unused by this step's forward): the servers
+        then leave it and its optimizer state alone, as torch.optim does,
+        and no bytes are sent for it."""
         g = p.grad
         if g is None:
-            g = torch.zeros_like(p)
-            p.grad = g
+            return None
         if self.cuda:
             host = torch.empty(p.shape, dtype=torch.float32, pin_memory=True)
             host.copy_(g.detach())
@@ -179,8 +182,8 @@ class Worker:
 
     def _add_missing_parts(self):
         # Parameters the backward did not reach (unused in this forward,
-        # frozen) go as zeros: the servers decide a push once every
-        # variable's part is in.
+        # frozen) go as "no gradient" markers: the servers decide a push
+        # once every variable's part is in, and leave these alone.
         for n, p in self.params:
             if n not in self._added:
                 self.session.add_part(n, self._grad(n, p))
