@@ -273,6 +273,13 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
                                  " is more than total_num_replicas (",
                                  t.total_num_replicas(), ")"));
   }
+  if (!t.has_min_workers()) t.set_min_workers(t.total_num_replicas());
+  if (t.min_workers() < 1 || t.min_workers() > t.total_num_replicas()) {
+    return at.Error(t, "min_workers", "training.min_workers",
+                    absl::StrCat(t.min_workers(), " is not in 1..",
+                                 t.total_num_replicas(),
+                                 " (total_num_replicas)"));
+  }
   if (t.batch_size() < 1 || t.batch_size() > 65536) {
     return at.Error(t, "batch_size", "training.batch_size",
                     absl::StrCat(t.batch_size(), " is not in 1..65536"));

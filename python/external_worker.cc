@@ -107,9 +107,14 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
   RETURN_IF_ERROR(ValidateVariableSpecs(variables_));
   ps::GrpcClientOptions client_options = settings_.client;
   client_options.variables = variables_;
-  // A model of the registry is checked before any connection.
+  // A model of the registry is checked before any connection. A worker
+  // whose variables are refused tells the servers why, so that the chief
+  // ends the job at once (ReportWorkerFailure).
+  const std::string task = task_.ToString();
   if (config_.model().name() != kExternalModel) {
-    RETURN_IF_ERROR(CheckVariables(variables_));
+    absl::Status checked = CheckVariables(variables_);
+    ReportWorkerFailure(nullptr, client_options, task, checked);
+    RETURN_IF_ERROR(checked);
   }
   RETURN_IF_ERROR(CheckPsAddressesResolve(config_));
   RETURN_IF_ERROR(WaitForServers(client_options.addresses,
@@ -121,7 +126,9 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
                               settings_.session.start_timeout, &client_options,
                               &client_));
   if (config_.model().name() == kExternalModel) {
-    RETURN_IF_ERROR(CheckVariables(variables_));
+    absl::Status checked = CheckVariables(variables_);
+    ReportWorkerFailure(client_.get(), client_options, task, checked);
+    RETURN_IF_ERROR(checked);
   }
   RETURN_IF_ERROR(OpenSinks(total_batches));
   std::vector<ps::NamedConstTensorView> initial;
@@ -134,7 +141,13 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
     chief_ = std::make_unique<Chief>(session.get(), settings_.chief_options);
     RETURN_IF_ERROR(session->Initialize(initial));
   }
-  RETURN_IF_ERROR(session->Start());
+  absl::Status started = session->Start();
+  // Workers that failed to take part (CheckWorkerFailures): the chief ends
+  // the job.
+  if (chief_ != nullptr && absl::IsFailedPrecondition(started)) {
+    return chief_->EndJob(started);
+  }
+  RETURN_IF_ERROR(started);
   session_ = std::move(session);
   start_ = absl::Now();
   last_bytes_ = client_->payload_bytes();
@@ -299,10 +312,11 @@ void ExternalWorker::Evaluated() {
   if (chief_ != nullptr) chief_->Evaluated(GlobalStep(session_->version()));
 }
 
-void ExternalWorker::MaybeRequestCheckpoint() {
-  if (chief_ != nullptr) {
-    chief_->MaybeRequestCheckpoint(session_->ahead_version());
-  }
+absl::Status ExternalWorker::MaybeRequestCheckpoint() {
+  if (chief_ == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(chief_->CheckWorkers());
+  chief_->MaybeRequestCheckpoint(session_->ahead_version());
+  return absl::OkStatus();
 }
 
 absl::Status ExternalWorker::RecordStep(const StepStats& stats,

@@ -126,7 +126,9 @@ class ExternalWorker {
   // it. A checkpoint asked for when due.
   bool EvalDue() const;
   void Evaluated();
-  void MaybeRequestCheckpoint();
+  // Also the chief's check of failed workers (Chief::CheckWorkers): its
+  // FAILED_PRECONDITION ends the job.
+  absl::Status MaybeRequestCheckpoint();
 
   // A finished step computed at `global_step`, with the last push's
   // outcome; `timings` as worker/session/records.h; writes the JSONL line,

@@ -437,7 +437,10 @@ PYBIND11_MODULE(_psgd, m) {
       .def("eval_due", [](PyWorker& p) { return p.w().EvalDue(); })
       .def("evaluated", [](PyWorker& p) { p.w().Evaluated(); })
       .def("maybe_request_checkpoint",
-           [](PyWorker& p) { p.w().MaybeRequestCheckpoint(); }, Release())
+           [](PyWorker& p) {
+             psgd::ThrowIfError(p.w().MaybeRequestCheckpoint());
+           },
+           Release())
       .def("record_step", &PyWorker::RecordStep)
       .def("record_eval", &PyWorker::RecordEval)
       .def("status", &PyWorker::Status)

@@ -117,6 +117,10 @@ class PsClient {
   // This client's worker joins / leaves every shard.
   virtual absl::Status Join() = 0;
   virtual absl::Status Leave() = 0;
+  // Leaves because this worker cannot take part (its model is not the
+  // cluster's, its data cannot be read, ...): every shard keeps `reason`
+  // (ShardStatus::failed_workers), and the chief ends the job with it.
+  virtual absl::Status LeaveFailed(absl::string_view reason) = 0;
 
   // Fills `out` (every model variable once, by name) with the weights of
   // each shard i at step >= min_version.steps[i], waiting until `deadline`

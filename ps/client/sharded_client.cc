@@ -137,10 +137,13 @@ absl::Status ShardedPsClient::Join() {
       "join", &ShardChannel::Join, r);
 }
 
-absl::Status ShardedPsClient::Leave() {
+absl::Status ShardedPsClient::Leave() { return LeaveFailed(""); }
+
+absl::Status ShardedPsClient::LeaveFailed(absl::string_view reason) {
   wire::LeaveRequest r;
   r.set_cluster(options_.cluster);
   r.set_worker_id(options_.worker_id);
+  r.set_failure(std::string(reason));
   return CallAll<wire::LeaveRequest, wire::MembershipResponse>(
       "leave", &ShardChannel::Leave, r);
 }

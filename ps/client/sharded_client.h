@@ -69,6 +69,7 @@ class ShardedPsClient : public PsClient {
       absl::Span<const NamedConstTensorView> variables) override;
   absl::Status Join() override;
   absl::Status Leave() override;
+  absl::Status LeaveFailed(absl::string_view reason) override;
   absl::StatusOr<ModelVersion> Pull(
       const ModelVersion& min_version, absl::Time deadline,
       absl::Span<const NamedTensorView> out) override;

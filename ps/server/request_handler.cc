@@ -95,7 +95,8 @@ absl::Status ShardRequestHandler::Join(const wire::JoinRequest& request,
 absl::Status ShardRequestHandler::Leave(const wire::LeaveRequest& request,
                                         wire::MembershipResponse* response) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
-  ASSIGN_OR_RETURN(auto reply, shard_->Leave(request.worker_id()));
+  ASSIGN_OR_RETURN(auto reply,
+                   shard_->Leave(request.worker_id(), request.failure()));
   MembershipToProto(reply, response);
   return absl::OkStatus();
 }

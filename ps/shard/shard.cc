@@ -449,6 +449,8 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
   RETURN_IF_ERROR(CheckOpenLocked());
   RETURN_IF_ERROR(
       Annotate(membership_.CheckWorkerId(worker_id), name_ + ": join: "));
+  // A worker that joins can take part after all (started again, fixed).
+  failed_workers_.erase(worker_id);
   if (membership_.Join(worker_id, absl::Now())) {
     ssp_.Join(worker_id, membership_.LiveWorkers());
   }
@@ -456,7 +458,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
 }
 
 absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
-    int worker_id) {
+    int worker_id, absl::string_view failure) {
   Ready ready;
   MembershipReply reply;
   {
@@ -464,6 +466,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
     RETURN_IF_ERROR(CheckOpenLocked());
     RETURN_IF_ERROR(
         Annotate(membership_.CheckWorkerId(worker_id), name_ + ": leave: "));
+    if (!failure.empty()) failed_workers_[worker_id] = std::string(failure);
     LeaveLocked(worker_id, &ready);
     reply = MembershipReplyLocked();
   }
@@ -533,6 +536,7 @@ ShardStatus ParameterShard::Status() const {
   s.dc_uncompensated = dc_.uncompensated();
   s.live_workers = membership_.LiveWorkers();
   s.workers_expired = workers_expired_;
+  s.failed_workers.assign(failed_workers_.begin(), failed_workers_.end());
   s.replicas_to_aggregate = options_.replicas_to_aggregate;
   s.total_num_replicas = options_.total_num_replicas;
   s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;

@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -192,7 +193,10 @@ class ParameterShard {
   // Membership. Join and Leave are idempotent. A Leave that makes the
   // current sync step complete applies it before returning.
   absl::StatusOr<MembershipReply> Join(int worker_id);
-  absl::StatusOr<MembershipReply> Leave(int worker_id);
+  // `failure`: why the worker cannot take part (empty for an ordinary
+  // leave); kept for Status().failed_workers until the worker joins again.
+  absl::StatusOr<MembershipReply> Leave(int worker_id,
+                                        absl::string_view failure = {});
 
   // Leases: every live worker that has sent nothing since
   // now - options().worker_lease and is not waiting in a pull leaves, as
@@ -380,6 +384,8 @@ class ParameterShard {
     int received = 0;
   };
   absl::flat_hash_map<int, StagedPush> staged_ ABSL_GUARDED_BY(mu_);
+  // Workers that left with a failure: why (Leave).
+  std::map<int, std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps

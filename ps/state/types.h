@@ -175,6 +175,9 @@ struct ShardStatus {
   bool shutting_down = false;
   // Workers taken out of the live set by ExpireWorkers (lease ran out).
   int64_t workers_expired = 0;
+  // Workers that left with a failure (they cannot take part), by worker id
+  // ascending, with the reason each gave last.
+  std::vector<std::pair<int, std::string>> failed_workers;
   // The run directory the server writes to; filled by the gRPC service
   // (the shard itself has none).
   std::string run_dir;

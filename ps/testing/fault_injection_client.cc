@@ -204,6 +204,11 @@ absl::Status FaultInjectionPsClient::Leave() {
                 [&]() { return inner_->Leave(); });
 }
 
+absl::Status FaultInjectionPsClient::LeaveFailed(absl::string_view reason) {
+  return Inject(CallKind::kLeave, absl::Now() + call_timeout_,
+                [&]() { return inner_->LeaveFailed(reason); });
+}
+
 absl::StatusOr<ModelVersion> FaultInjectionPsClient::InjectPull(
     absl::Time deadline,
     const std::function<absl::StatusOr<ModelVersion>()>& pull) {

@@ -153,6 +153,11 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_shutting_down(s.shutting_down);
   out->set_run_dir(s.run_dir);
   out->set_workers_expired(s.workers_expired);
+  for (const auto& [worker, reason] : s.failed_workers) {
+    wire::WorkerFailure* f = out->add_failed_workers();
+    f->set_worker_id(worker);
+    f->set_reason(reason);
+  }
   out->set_generation(s.generation);
   out->set_awaiting_rollback(s.awaiting_rollback);
   if (s.restored_label >= 0) out->set_restored_label(s.restored_label);
@@ -210,6 +215,9 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.shutting_down = r.shutting_down();
   s.run_dir = r.run_dir();
   s.workers_expired = r.workers_expired();
+  for (const wire::WorkerFailure& f : r.failed_workers()) {
+    s.failed_workers.emplace_back(f.worker_id(), f.reason());
+  }
   const wire::ShardMemory& m = r.memory();
   s.memory.weights = m.weights();
   s.memory.weight_versions = m.weight_versions();

@@ -105,8 +105,10 @@ class SessionTest(unittest.TestCase):
             s0.close()
 
     def test_a_worker_with_other_variables_is_refused_naming_the_first(self):
+        # min_workers: 1 lets the chief go on while worker:1 is refused (it
+        # then joins with the right variables, which clears its failure).
         with Cluster("py-mismatch", workers=2, steps=3, model="external",
-                     data=DATA) as c:
+                     data=DATA, training="min_workers: 1") as c:
             chief = session(c, 0)
             other = dict(SHAPES, **{"linear/weights": (12, 4)})
 
@@ -132,6 +134,33 @@ class SessionTest(unittest.TestCase):
                 chief.pull_into()
             chief.close("done")
             self.assertEqual(c.summary()["final_global_step"], 3)
+
+    def test_a_refused_worker_ends_the_job_with_its_reason(self):
+        # Every listed worker is needed (min_workers unset): the chief,
+        # waiting at step 0 for the others, learns from the servers that
+        # worker:1 was refused and why, and fails at once (not after the
+        # 5-minute start timeout); the servers shut down.
+        with Cluster("py-refused", workers=2, steps=3, model="external",
+                     data=DATA) as c:
+            chief = session(c, 0)
+            other = dict(SHAPES, **{"linear/weights": (12, 4)})
+
+            def refused():
+                time.sleep(0.5)  # the chief has joined and waits
+                with self.assertRaises(psgd.ModelMismatchError):
+                    session(c, 1).join(weights(1, other))
+
+            def chief_join():
+                with self.assertRaises(psgd.FailedPreconditionError) as e:
+                    chief.join(weights(0))
+                return str(e.exception)
+
+            message = run_threads([chief_join, refused], timeout=60)[0]
+            self.assertIn("worker:1 failed", message)
+            self.assertIn("'linear/weights'", message)
+            self.assertIn("training.min_workers", message)
+            status = c.wait_ps(timeout=60)
+            self.assertEqual(len(status), 1)
 
     def test_a_model_of_the_registry_is_checked_before_connecting(self):
         with Cluster("py-registry", steps=3, model="cifar10_linear",

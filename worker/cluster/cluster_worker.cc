@@ -99,7 +99,13 @@ absl::Status ClusterWorker::Start() {
     statistics_.AppendInitial(&initial);
     RETURN_IF_ERROR(session_->Initialize(initial));
   }
-  return session_->Start();
+  absl::Status started = session_->Start();
+  // Workers that failed to take part (CheckWorkerFailures): the chief ends
+  // the job.
+  if (chief_ != nullptr && absl::IsFailedPrecondition(started)) {
+    return chief_->EndJob(started);
+  }
+  return started;
 }
 
 std::string ClusterWorker::StopReason(const ps::ModelVersion& version) const {
@@ -127,6 +133,7 @@ absl::StatusOr<bool> ClusterWorker::BeforeStep() {
   const std::string stop = StopReason(session_->version());
   if (!stop.empty()) return End(stop);
   if (chief_ == nullptr) return true;
+  RETURN_IF_ERROR(chief_->CheckWorkers());
   chief_->MaybeRequestCheckpoint(session_->ahead_version());
   const int64_t global_step = GlobalStep(session_->version());
   if (chief_->EvalDue(session_->version())) {

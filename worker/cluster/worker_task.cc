@@ -20,6 +20,7 @@
 #include "worker/paths.h"
 #include "worker/session/metric_sinks.h"
 #include "worker/session/server_wait.h"
+#include "worker/session/task_files.h"
 #include "worker/session/worker_metrics.h"
 
 namespace psgd {
@@ -45,14 +46,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartPrometheus(
   return started;
 }
 
-}  // namespace
-
-absl::Status RunWorkerTask(const WorkerTaskOptions& options,
-                           const TaskId& task_id, const ClusterConfig& config) {
+// The task, with `w` resolved; the client it makes goes into *client (for
+// RunWorkerTask's report of a failure).
+absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
+                     const ClusterConfig& config, WorkerTaskConfig& w,
+                     std::unique_ptr<ps::GrpcPsClient>* client_out) {
   const std::string task = task_id.ToString();
-  ASSIGN_OR_RETURN(WorkerTaskConfig w,
-                   WorkerTaskFromConfig(config, task_id.index));
-  w.data.data_dir = ResolveUserPath(w.data.data_dir);
   WorkerMetrics prometheus_metrics(task_id.index);
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttpServer> prometheus,
                    StartPrometheus(config, task_id, &prometheus_metrics));
@@ -77,7 +76,7 @@ absl::Status RunWorkerTask(const WorkerTaskOptions& options,
   RETURN_IF_ERROR(CheckPsAddressesResolve(config));
   RETURN_IF_ERROR(WaitForServers(w.client.addresses, w.client.security,
                                  absl::Now() + w.loop.start_timeout));
-  std::unique_ptr<ps::GrpcPsClient> client;
+  std::unique_ptr<ps::GrpcPsClient>& client = *client_out;
   ASSIGN_OR_RETURN(
       const std::string run_dir,
       OpenRunDir(options.run_dir, options.config_path, config, w.loop.chief,
@@ -122,6 +121,23 @@ absl::Status RunWorkerTask(const WorkerTaskOptions& options,
                result.local_steps, result.final_global_step,
                result.images_per_s, result.end_reason);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunWorkerTask(const WorkerTaskOptions& options,
+                           const TaskId& task_id, const ClusterConfig& config) {
+  ASSIGN_OR_RETURN(WorkerTaskConfig w,
+                   WorkerTaskFromConfig(config, task_id.index));
+  w.data.data_dir = ResolveUserPath(w.data.data_dir);
+  std::unique_ptr<ps::GrpcPsClient> client;
+  absl::Status status = RunTask(options, task_id, config, w, &client);
+  // The chief ends the job itself (Chief::CheckWorkers); another worker
+  // tells the servers why it stops, so that the chief does at once.
+  if (!w.loop.chief) {
+    ReportWorkerFailure(client.get(), w.client, task_id.ToString(), status);
+  }
+  return status;
 }
 
 }  // namespace psgd

@@ -40,6 +40,28 @@ void Chief::MaybeRequestCheckpoint(const ps::ModelVersion& version) {
   }
 }
 
+absl::Status Chief::CheckWorkers() {
+  const absl::Time now = absl::Now();
+  if (now < next_worker_check_) return absl::OkStatus();
+  next_worker_check_ = now + absl::Seconds(1);
+  absl::StatusOr<std::vector<ps::ShardStatus>> status = session_->Status();
+  if (!status.ok()) return absl::OkStatus();  // the step's own calls tell
+  absl::Status failed =
+      CheckWorkerFailures(*status, session_->options().allowed_failures);
+  if (failed.ok()) return failed;
+  return EndJob(failed);
+}
+
+absl::Status Chief::EndJob(const absl::Status& why) {
+  spdlog::error("ending the job: {}", why.ToString());
+  absl::Status down = session_->client()->Shutdown(
+      absl::StrCat("the job failed: ", why.message()));
+  if (!down.ok()) {
+    spdlog::warn("shutting the servers down: {}", down.ToString());
+  }
+  return why;
+}
+
 absl::Status Chief::AwaitOthersLeft() {
   const absl::Time deadline = absl::Now() + options_.finish_timeout;
   for (;;) {

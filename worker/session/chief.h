@@ -46,6 +46,16 @@ class Chief {
   // logged, not returned: training goes on.
   void MaybeRequestCheckpoint(const ps::ModelVersion& version);
 
+  // At most once a second: the servers' failed workers (workers that left
+  // because they cannot take part). More of them than the session allows
+  // (training.min_workers) ends the job: the servers are shut down with
+  // the reason, so that every worker stops, and FAILED_PRECONDITION naming
+  // each failed worker and its reason is returned.
+  absl::Status CheckWorkers();
+  // Ends the job because of `why` (an error): logs it and shuts the servers
+  // down with it as the reason, so that every worker stops. Returns `why`.
+  absl::Status EndJob(const absl::Status& why);
+
   // The end, part one: waits (up to finish_timeout) until the other
   // workers have left, so that none finds the servers gone and the final
   // evaluation sees their last updates. Errors: the session's.
@@ -61,6 +71,7 @@ class Chief {
   const ChiefOptions options_;
   int64_t next_eval_;
   absl::Time next_checkpoint_ = absl::InfiniteFuture();
+  absl::Time next_worker_check_ = absl::InfinitePast();
 };
 
 }  // namespace psgd

@@ -14,6 +14,38 @@
 
 namespace psgd {
 
+void ReportWorkerFailure(ps::PsClient* client,
+                         const ps::GrpcClientOptions& options,
+                         absl::string_view task_name,
+                         const absl::Status& failure) {
+  const std::string task(task_name);
+  if (failure.ok() || absl::IsCancelled(failure) ||
+      absl::IsUnavailable(failure)) {
+    return;
+  }
+  std::unique_ptr<ps::GrpcPsClient> own;
+  if (client == nullptr) {
+    ps::GrpcClientOptions o = options;
+    o.rpc_timeout = absl::Seconds(5);
+    absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> made =
+        ps::GrpcPsClient::Create(o);
+    if (!made.ok()) {
+      spdlog::warn("could not tell the servers why {} stops: {}", task,
+                   made.status().ToString());
+      return;
+    }
+    own = *std::move(made);
+    client = own.get();
+  }
+  absl::Status told = client->LeaveFailed(failure.message());
+  if (!told.ok()) {
+    spdlog::warn("could not tell the servers why {} stops: {}", task,
+                 told.ToString());
+  } else {
+    spdlog::info("told the servers why {} stops", task);
+  }
+}
+
 absl::StatusOr<std::string> OpenRunDir(
     const std::string& requested, const std::string& config_path,
     const ClusterConfig& config, bool chief, absl::Duration start_timeout,

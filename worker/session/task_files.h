@@ -28,6 +28,18 @@ namespace psgd {
 // `config_path` into the directory as config.pbtxt. Errors: the client's,
 // DEADLINE_EXCEEDED when no run directory comes, a directory or file that
 // cannot be written.
+// A worker task that cannot go on (its model is not the cluster's, its data
+// or a file cannot be read, ...) tells the servers why (PsClient::
+// LeaveFailed), so that the chief ends the job with that reason at once
+// (docs/CLUSTER.md, "Workers that fail"). CANCELLED (the servers shut down:
+// training is over) and UNAVAILABLE (no server to tell) are not reported.
+// Best effort: `client`, or one made from `options` when null (before the
+// task had one), with a short deadline; what the report itself met is
+// logged, not returned.
+void ReportWorkerFailure(ps::PsClient* client,
+                         const ps::GrpcClientOptions& options,
+                         absl::string_view task, const absl::Status& failure);
+
 absl::StatusOr<std::string> OpenRunDir(
     const std::string& requested, const std::string& config_path,
     const ClusterConfig& config, bool chief, absl::Duration start_timeout,

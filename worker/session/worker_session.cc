@@ -1,10 +1,12 @@
 #include "worker/session/worker_session.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -26,7 +28,33 @@ absl::Status ValidateSessionOptions(const SessionOptions& o) {
     return absl::InvalidArgumentError(
         "ps_unavailable_timeout must not be negative");
   }
+  if (o.allowed_failures < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "allowed_failures is ", o.allowed_failures, ", must be >= 0"));
+  }
   return absl::OkStatus();
+}
+
+absl::Status CheckWorkerFailures(const std::vector<ps::ShardStatus>& status,
+                                 int allowed) {
+  std::map<int, std::string> failed;
+  int total = 0;
+  for (const ps::ShardStatus& s : status) {
+    total = std::max(total, s.total_num_replicas);
+    for (const auto& [worker, reason] : s.failed_workers) {
+      failed[worker] = reason;
+    }
+  }
+  if (static_cast<int>(failed.size()) <= allowed) return absl::OkStatus();
+  std::vector<std::string> each;
+  for (const auto& [worker, reason] : failed) {
+    each.push_back(absl::StrCat("worker:", worker, " failed: ", reason));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      absl::StrJoin(each, "; "), " (", failed.size(), " of ", total,
+      " workers failed, ", allowed,
+      " allowed: training.min_workers lets the job go on with fewer "
+      "workers)"));
 }
 
 WorkerSession::WorkerSession(ps::PsClient* client,
@@ -90,6 +118,7 @@ absl::Status WorkerSession::AwaitOtherWorkers() {
       step = std::min(step, s.step);
     }
     const size_t expected = status[0].total_num_replicas;
+    RETURN_IF_ERROR(CheckWorkerFailures(status, options_.allowed_failures));
     if (joined >= expected || step > 0) return absl::OkStatus();
     if (absl::Now() >= deadline) {
       spdlog::warn("{} of {} workers joined within {}; starting without the "

@@ -75,7 +75,16 @@ struct SessionOptions {
   // Pushes in parts and (sync) pulls in groups (the config's
   // wire { overlap: true }).
   bool overlap = false;
+  // How many workers may fail to take part (ShardStatus::failed_workers)
+  // before the job ends: total_num_replicas - training.min_workers.
+  int allowed_failures = 0;
 };
+
+// OK while at most `allowed` workers have failed in `status` (each shard's
+// failed_workers, merged); else FAILED_PRECONDITION naming each failed
+// worker and its reason, and how the config allows fewer workers.
+absl::Status CheckWorkerFailures(const std::vector<ps::ShardStatus>& status,
+                                 int allowed);
 
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateSessionOptions(const SessionOptions& options);
@@ -91,6 +100,7 @@ struct PushOutcome {
 
 class WorkerSession {
  public:
+  const SessionOptions& options() const { return options_; }
   // `client` is not owned. `weights` are the buffers pulls write into:
   // every one of `variables` once, in their (forward) order, not owned;
   // both must outlive the session.
