@@ -17,12 +17,15 @@ Python workers share one cluster.
 
 The data is the config's: data { source: SYNTHETIC } needs no download
 (random images of ten separable classes); data { source: CIFAR10 dir: D }
-reads CIFAR-10's binary files (scripts/run/get_cifar10.sh). Each worker
-reads its share (every M-th image from J), as the C++ workers do.
+reads CIFAR-10's binary files (scripts/run/get_cifar10.sh); --data_dir=D
+reads them from D instead of the config's dir. Each worker reads its share
+(every M-th image from J), as the C++ workers do.
 
-Batch-norm running statistics stay on each worker (only parameters go to
-the servers; the batch-norm issue will share them): the chief evaluates with
-its own.
+Batch-norm running statistics follow the config's
+model { batch_norm_statistics }: SERVER (the default) keeps them on the
+servers, which fold each push's batch statistics in (the chief evaluates
+with the servers' values); LOCAL leaves them on each worker (docs/CLUSTER.md,
+"Batch norm").
 """
 
 import argparse
@@ -107,6 +110,11 @@ def cifar10(data_dir, train):
     and unit variance, labels (N,)."""
     names = ([f"data_batch_{i}.bin" for i in range(1, 6)] if train
              else ["test_batch.bin"])
+    missing = [n for n in names if not os.path.isfile(os.path.join(data_dir, n))]
+    if missing:
+        raise SystemExit(f"torch_cifar10.py: {data_dir} lacks CIFAR-10's "
+                         f"{', '.join(missing)} (scripts/run/get_cifar10.sh, "
+                         "or --data_dir)")
     raw = np.concatenate([np.fromfile(os.path.join(data_dir, n), np.uint8)
                           .reshape(-1, 3073) for n in names])
     labels = torch.from_numpy(raw[:, 0].astype(np.int64))
@@ -171,6 +179,9 @@ def main():
     parser.add_argument("--cluster_from", choices=("slurm", "tf_config"))
     parser.add_argument("--slurm_port_base", type=int, default=8888)
     parser.add_argument("--run_dir")
+    parser.add_argument("--data_dir",
+                        help="CIFAR-10's binary files (data_batch_1.bin ...); "
+                             "default: the config's data.dir")
     parser.add_argument("--model", choices=("resnet20", "tutorial"),
                         default="resnet20")
     parser.add_argument("--log_every", type=int, default=50)
@@ -186,8 +197,9 @@ def main():
         train = synthetic(settings["synthetic_train_size"], settings["seed"])
         test = synthetic(settings["synthetic_test_size"], settings["seed"] + 1)
     else:
-        train = cifar10(settings["data_dir"], True)
-        test = cifar10(settings["data_dir"], False)
+        data_dir = args.data_dir or settings["data_dir"]
+        train = cifar10(data_dir, True)
+        test = cifar10(data_dir, False)
     tutorial = args.model == "tutorial"
     torch.manual_seed(settings["seed"])
     model = Cifar10Tutorial(settings["seed"]) if tutorial else resnet20()

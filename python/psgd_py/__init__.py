@@ -108,6 +108,18 @@ class Session:
     Raises InvalidArgumentError for a bad config or a task the config lacks,
     NotFoundError for a config that cannot be read. Nothing is sent before
     join(). One thread uses a Session.
+
+    Batch norm in a loop of one's own (docs/CLUSTER.md, "Batch norm"): the
+    servers hold exactly the variables that join() gives them. With the
+    config's batch_norm_statistics SERVER (settings["batch_norm_statistics"]
+    == "server", the default) give the running statistics too
+    (buffers named "<layer>.running_mean" / "<layer>.running_var", after the
+    parameters), push each step's batch statistics under their names (the
+    batch mean and unbiased variance: a batch-norm module with momentum 1.0
+    leaves them in its buffers after a training forward), and the servers
+    fold them in; statistics left out of join() stay local to the worker,
+    unseen by the servers and the chief's evaluations. psgd.torch.Worker
+    does all of this for an nn.Module. With LOCAL, give only parameters.
     """
 
     def __init__(self, config, task=None, *, cluster_from=None, run_dir=None,
@@ -124,7 +136,8 @@ class Session:
     def settings(self):
         """The task's settings from the config, a dict: task, worker_index,
         num_workers, chief, sync, overlap, max_steps, max_seconds, epochs,
-        batch_size, seed, eval_every, eval_examples, model, cluster, data."""
+        batch_size, seed, eval_every, eval_examples, model,
+        batch_norm_statistics ("server" or "local"), cluster, data."""
         return self._w.settings
 
     @property

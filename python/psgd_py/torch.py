@@ -24,9 +24,10 @@ Batch norm (docs/CLUSTER.md, "Batch norm"): with the config's
 model { batch_norm_statistics: SERVER } (the default) the modules'
 running_mean and running_var buffers are variables of the servers too,
 after the parameters: pulls write them in place and the chief evaluates with
-them; the batch-norm modules' momentum is set to 1.0, so that after a
-training forward the buffers hold the batch's mean and unbiased variance,
-which the push carries and the servers fold in with PyTorch's momentum 0.1.
+them; while run() trains, the batch-norm modules' momentum is 1.0 (each
+module's own is put back when it returns), so that after a training
+forward the buffers hold the batch's mean and unbiased variance, which the
+push carries and the servers fold in with PyTorch's momentum 0.1.
 With LOCAL each worker keeps its own buffers, updated by its batches with the
 module's momentum. Other buffers stay local. Parameters and statistics must
 be float32. CUDA modules are staged through pinned host buffers; that path
@@ -45,6 +46,17 @@ __all__ = ["Worker", "train"]
 def _is_running_statistic(name):
     """common/model_variables.h's IsRunningStatistic."""
     return name.endswith(".running_mean") or name.endswith(".running_var")
+
+
+def _set_epoch(data, epoch):
+    """A DataLoader's sampler (or the data itself) that shuffles per epoch,
+    as torch.utils.data.DistributedSampler: told the epoch before each pass,
+    so that no two epochs repeat one order."""
+    for obj in (getattr(data, "sampler", None),
+                getattr(data, "batch_sampler", None), data):
+        if obj is not None and callable(getattr(obj, "set_epoch", None)):
+            obj.set_epoch(epoch)
+            return
 
 
 def _default_accuracy(outputs, targets):
@@ -82,6 +94,7 @@ class Worker:
         # parameters; the modules' momentum 1.0 leaves the batch's own
         # statistics in the buffers after a training forward.
         self.stats = []
+        self._momenta = []
         if self.settings["batch_norm_statistics"] == "server":
             self.stats = [(n, b) for n, b in module.named_buffers()
                           if _is_running_statistic(n)]
@@ -90,10 +103,11 @@ class Worker:
                     raise psgd.InvalidArgumentError(
                         f"buffer '{n}' is {b.dtype}; psgd keeps float32 "
                         "statistics")
-            for m in module.modules():
-                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) \
-                        and m.track_running_stats:
-                    m.momentum = 1.0
+            # Set for the run only (run() puts each module's own back).
+            self._momenta = [
+                (m, m.momentum) for m in module.modules()
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                and m.track_running_stats]
         self.names = [n for n, _ in self.params] + [n for n, _ in self.stats]
         # CUDA (untested): pulls land in pinned host buffers, copied to the
         # device after each pull; gradients are copied back before a push.
@@ -212,7 +226,8 @@ class Worker:
         Args:
           data: an iterable of (inputs, targets) batches, this worker's part
             (settings["worker_index"] of settings["num_workers"]); read
-            again for each epoch.
+            again for each epoch. A DataLoader whose sampler has set_epoch
+            (DistributedSampler) is told each epoch before its pass.
           loss_fn: (outputs, targets) -> scalar loss tensor.
           evaluate: chief: module -> (accuracy, loss, examples), every
             eval_every steps and at the end; None: no evaluations.
@@ -221,6 +236,16 @@ class Worker:
         s = self.session
         epochs = self.settings["epochs"]
         total = epochs * len(data) if epochs and hasattr(data, "__len__") else 0
+        for m, _ in self._momenta:
+            m.momentum = 1.0
+        try:
+            return self._run(data, loss_fn, evaluate, accuracy, epochs, total)
+        finally:
+            for m, momentum in self._momenta:
+                m.momentum = momentum
+
+    def _run(self, data, loss_fn, evaluate, accuracy, epochs, total):
+        s = self.session
         s.join(self._weight_buffers(), total_batches=total)
         self._to_device()
         if self.overlap:
@@ -228,6 +253,7 @@ class Worker:
         self._parts_open = False
         reason = ""
         epoch, batches_done = 0, 0
+        _set_epoch(data, epoch)
         batches = iter(data)
         try:
             while True:
@@ -242,6 +268,7 @@ class Worker:
                     if epochs and epoch >= epochs:
                         reason = "the data ended (epochs done)"
                         break
+                    _set_epoch(data, epoch)
                     batches = iter(data)
                     try:
                         inputs, targets = next(batches)

@@ -165,7 +165,30 @@ class TorchTest(unittest.TestCase):
                     start = torch.zeros(4) if name == "running_mean" \
                         else torch.ones(4)
                     self.assertFalse(torch.equal(a, start), name)
-                self.assertEqual(nets[0].bn.momentum, 1.0)
+                # 1.0 only while train() ran: the module's own is back.
+                self.assertEqual(nets[0].bn.momentum, 0.1)
+                self.assertEqual(nets[1].bn.momentum, 0.1)
+
+    def test_a_distributed_sampler_is_told_each_epoch(self):
+        # 6 batches of 8 per epoch, 20 steps: epochs 0..3, each in another
+        # order (DistributedSampler shuffles by seed + epoch).
+        x, y = zip(*image_batches(0, n=6))
+        ds = torch.utils.data.TensorDataset(torch.cat(x), torch.cat(y))
+        sampler = torch.utils.data.distributed.DistributedSampler(
+            ds, num_replicas=1, rank=0, shuffle=True, seed=5)
+        orders = []
+        set_epoch = sampler.set_epoch
+        sampler.set_epoch = lambda e: (set_epoch(e), orders.append(list(sampler)))
+        loader = torch.utils.data.DataLoader(ds, batch_size=8, sampler=sampler)
+        with Cluster("torch-epochs", ps=1, workers=1, steps=20,
+                     model="external", data=DATA) as c:
+            run_threads([lambda: psgd.torch.train(
+                BnNet(0), torch.nn.functional.cross_entropy, loader,
+                c.config, "worker:0", run_dir=c.run_dir, log_every=0)])
+            self.assertEqual(c.wait_ps(), [0])
+        self.assertEqual(sampler.epoch, 3)
+        self.assertEqual(len(orders), 4)
+        self.assertEqual(len({tuple(o) for o in orders}), 4)
 
     def test_batch_norm_statistics_local(self):
         with Cluster("torch-bn-local", ps=1, workers=2, n=2, steps=6,
