@@ -89,6 +89,19 @@ absl::StatusOr<ClientCredentials> MakeClientCredentials(
   return c;
 }
 
+grpc::ChannelArguments PeerChannelArguments() {
+  grpc::ChannelArguments args;
+  // The minimum is also how long a connection attempt may take until the
+  // server's HTTP/2 SETTINGS arrive: at 100 ms, attempts on a loaded
+  // machine (load average 8 and more, as when other builds run) timed out
+  // and calls failed with UNAVAILABLE "timed out before receiving SETTINGS
+  // frame".
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
+
 std::shared_ptr<grpc::Channel> CreateChannel(
     const std::string& address, const ClientCredentials& credentials,
     const grpc::ChannelArguments& args) {

@@ -55,6 +55,14 @@ struct ClientCredentials {
 absl::StatusOr<ClientCredentials> MakeClientCredentials(
     const SecurityOptions& options);
 
+// Channel arguments for a peer that may be restarted (a ps_server): gRPC's
+// reconnect backoff, which by default grows to 2 minutes after a refused
+// connection (a health check of a server that is starting saw it unseen
+// for 10 s and more), is held at 1 s. Every channel to a ps_server starts
+// from these (the workers' calls, their health checks, the servers'
+// checkpoint agreement).
+grpc::ChannelArguments PeerChannelArguments();
+
 // A channel to `address` with `credentials` and `args`; its calls carry the
 // token.
 std::shared_ptr<grpc::Channel> CreateChannel(

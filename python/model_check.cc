@@ -107,11 +107,23 @@ absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
     request.set_cluster(options.cluster);
     request.set_worker_id(-1);
     ps::wire::PullResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
-    RETURN_IF_ERROR(Annotate(
-        FromGrpcStatus(stub->Pull(&context, request, &response)),
-        absl::StrCat("reading the servers' variables from ", address, ": ")));
+    for (;;) {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(deadline));
+      const absl::Status pulled =
+          FromGrpcStatus(stub->Pull(&context, request, &response));
+      // A server that restored a checkpoint answers ABORTED until a worker
+      // rolls the cluster back to it (the chief, or another worker, as its
+      // session starts): not this worker's failure; ask again.
+      if (absl::IsAborted(pulled) && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(50));
+        continue;
+      }
+      RETURN_IF_ERROR(Annotate(pulled, absl::StrCat("reading the servers' "
+                                                    "variables from ",
+                                                    address, ": ")));
+      break;
+    }
     for (const ps::wire::TensorData& t : response.variables()) {
       auto [name, part] = SplitPart(t.name());
       if (parts.find(name) == parts.end()) order.push_back(name);

@@ -157,6 +157,23 @@ absl::Status DecodeBookkeeping(const ckpt::ShardCheckpoint& p,
 
 }  // namespace
 
+uint32_t StateDigest(const WeightsSnapshot& w, const OptimizerState& o) {
+  uint32_t crc = 0;
+  for (int i = 0; i < w.layout->size(); ++i) {
+    crc = Crc32c(w.layout->names[i], crc);
+    crc = Crc32c(FloatBytes(w.weights[i].data(), w.weights[i].size()), crc);
+  }
+  crc = Crc32c(o.kind, crc);
+  crc = Crc32c(absl::StrCat(o.step), crc);
+  for (size_t k = 0; k < o.slots.size(); ++k) {
+    crc = Crc32c(o.slot_names[k], crc);
+    for (const std::vector<float>& v : o.slots[k]) {
+      crc = Crc32c(FloatBytes(v.data(), v.size()), crc);
+    }
+  }
+  return crc;
+}
+
 std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
   ckpt::ShardCheckpoint p;
   p.set_format_version(kCheckpointFormatVersion);

@@ -60,6 +60,16 @@ struct ShardCheckpoint {
   std::vector<RollbackRecord> rollbacks;
 };
 
+// A fingerprint of a shard's learned state: CRC-32C over every variable's
+// name and float32 bytes (trained parameters and running statistics) in
+// layout order, then the optimizer's kind, step and every slot's bytes.
+// Two states with the same digest are, for any practical purpose, equal
+// bit for bit: a restarted server logs the digest of what it restored
+// (docs/RELIABILITY.md) and `ckpt_tool digest FILE` prints the file's, so
+// that a test can check a restore bit for bit.
+uint32_t StateDigest(const WeightsSnapshot& weights,
+                     const OptimizerState& optimizer);
+
 // The checkpoint's bytes: a ckpt.ShardCheckpoint framed with magic
 // "PSGDCKPT", its length and its CRC-32C.
 std::string EncodeShardCheckpoint(const ShardCheckpoint& checkpoint);

@@ -185,19 +185,11 @@ absl::Status CallInParallel(const std::vector<std::string>& addresses,
 std::shared_ptr<grpc::Channel> CreatePsChannel(
     const std::string& address, int64_t max_message_bytes,
     const ClientCredentials& credentials) {
-  grpc::ChannelArguments args;
+  // A server restarted after a crash is seen within a second.
+  grpc::ChannelArguments args = PeerChannelArguments();
   args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  // gRPC's default reconnect backoff grows to 2 minutes: a server restarted
-  // after a crash would stay unseen that long. The minimum is also how long
-  // a connection attempt may take until the server's HTTP/2 SETTINGS
-  // arrive: at 100 ms, attempts on a loaded machine (load average 8 and
-  // more, as when other builds run) timed out and calls failed with
-  // UNAVAILABLE "timed out before receiving SETTINGS frame".
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return CreateChannel(address, credentials, args);
 }
 

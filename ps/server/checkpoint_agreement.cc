@@ -33,7 +33,7 @@ absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
     if (i == o.shard_index) continue;
     missing[i] = "not asked yet";
     stubs[i] = wire::ParameterServer::NewStub(
-        CreateChannel(o.ps_addresses[i], credentials, grpc::ChannelArguments()));
+        CreateChannel(o.ps_addresses[i], credentials, PeerChannelArguments()));
   }
   absl::Duration backoff = absl::Milliseconds(50);
   while (!missing.empty()) {

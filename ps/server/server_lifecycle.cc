@@ -35,9 +35,10 @@ void LogRestore(const ServerOptions& options,
     return;
   }
   spdlog::warn(
-      "restored checkpoint step-{} (step {}, generation {}) from {}; refusing "
-      "pushes and pulls until the workers roll the cluster back to it",
-      r.label, r.step, r.generation, options.checkpoint.dir);
+      "restored checkpoint step-{} (step {}, generation {}, state digest "
+      "{:08x}) from {}; refusing pushes and pulls until the workers roll the "
+      "cluster back to it",
+      r.label, r.step, r.generation, r.digest, options.checkpoint.dir);
 }
 
 }  // namespace
@@ -217,11 +218,15 @@ void ShardLifecycle::Stop(absl::string_view reason) {
   const ServerOptions& o = shard_->options();
   if (!o.checkpoint.dir.empty()) {
     const bool failed = status.checkpoint_failures > 0;
+    auto label = [](int64_t l) {
+      return l < 0 ? std::string("none") : absl::StrCat("step-", l);
+    };
     spdlog::log(failed ? spdlog::level::err : spdlog::level::info,
-                "{} checkpoints written, the last step-{}, the newest "
-                "complete step-{}; {} failed{}{}",
-                status.checkpoints_written, status.last_checkpoint_label,
-                status.last_complete_checkpoint_label,
+                "{} checkpoints written, the last {}, the newest complete "
+                "{}; {} failed{}{}",
+                status.checkpoints_written,
+                label(status.last_checkpoint_label),
+                label(status.last_complete_checkpoint_label),
                 status.checkpoint_failures, failed ? ": " : "",
                 status.last_checkpoint_error);
   }

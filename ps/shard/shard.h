@@ -99,6 +99,9 @@ class ParameterShard {
     int64_t generation = 1;
     // Newer checkpoints refused, with the file and the reason, newest first.
     std::vector<std::string> refused;
+    // StateDigest of the state installed (weights, statistics, slots), as
+    // the shard holds it after the restore.
+    uint32_t digest = 0;
   };
 
   // INVALID_ARGUMENT for options that ValidateServerOptions refuses. With a

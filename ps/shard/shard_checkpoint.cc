@@ -147,6 +147,8 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   ssp_.Reset();
   dc_.Clear();
   workers_expired_ = c.workers_expired;
+  restore_report_.digest =
+      StateDigest(*store_->current(), optimizer_->SaveState());
   if (restart) {
     // The workers that were live: their leases start now.
     const absl::Time now = absl::Now();

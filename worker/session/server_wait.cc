@@ -27,7 +27,7 @@ absl::Status WaitForServers(const std::vector<std::string>& addresses,
   std::vector<std::unique_ptr<Health::Stub>> stubs;
   for (const std::string& a : addresses) {
     stubs.push_back(Health::NewStub(
-        CreateChannel(a, credentials, grpc::ChannelArguments())));
+        CreateChannel(a, credentials, PeerChannelArguments())));
   }
   std::vector<std::string> last_error(addresses.size());
   std::vector<bool> serving(addresses.size(), false);

@@ -1,0 +1,65 @@
+// Reads a shard's checkpoint file (ps/checkpoint/checkpoint.h), every
+// checksum and field checked as a restore checks them:
+//
+//   ckpt_tool digest DIR/step-50/shard-0-of-2.ckpt   # the state digest, hex
+//   ckpt_tool show   DIR/step-50/shard-0-of-2.ckpt   # what it holds
+//
+// `digest` prints StateDigest of the file's weights, running statistics and
+// optimizer slots: the number a restarted ps_server logs for the state it
+// restored ("state digest ..."), so that the two can be compared bit for
+// bit (tests/fault_matrix.py). Exit status 1 with the reason for a file
+// that does not decode, 2 for bad usage.
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "common/file_io.h"
+#include "ps/checkpoint/checkpoint.h"
+
+int main(int argc, char** argv) {
+  using psgd::ps::ShardCheckpoint;
+  const std::string usage = "usage: ckpt_tool digest|show FILE\n";
+  if (argc != 3) {
+    std::fputs(usage.c_str(), stderr);
+    return 2;
+  }
+  const std::string verb = argv[1], path = argv[2];
+  if (verb != "digest" && verb != "show") {
+    std::fprintf(stderr, "ckpt_tool: unknown command '%s'\n%s", verb.c_str(),
+                 usage.c_str());
+    return 2;
+  }
+  absl::StatusOr<std::string> bytes = psgd::ReadFileToString(path);
+  if (!bytes.ok()) {
+    std::fprintf(stderr, "ckpt_tool: %s\n", bytes.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<ShardCheckpoint> c =
+      psgd::ps::DecodeShardCheckpoint(*bytes, path);
+  if (!c.ok()) {
+    std::fprintf(stderr, "ckpt_tool: %s\n", c.status().ToString().c_str());
+    return 1;
+  }
+  const uint32_t digest = psgd::ps::StateDigest(*c->weights, c->optimizer);
+  if (verb == "digest") {
+    std::printf("%08x\n", digest);
+    return 0;
+  }
+  const psgd::ps::VariableLayout& layout = *c->weights->layout;
+  std::printf(
+      "cluster %s, shard %d of %d, label %lld, generation %lld, step %lld, "
+      "%s, %d workers\n",
+      c->cluster.c_str(), c->shard_index, c->num_shards,
+      static_cast<long long>(c->label), static_cast<long long>(c->generation),
+      static_cast<long long>(c->step), c->mode.c_str(), c->total_num_replicas);
+  std::printf("optimizer %s at step %lld, %zu slots; state digest %08x\n",
+              c->optimizer.kind.c_str(),
+              static_cast<long long>(c->optimizer.step),
+              c->optimizer.slots.size(), digest);
+  for (int i = 0; i < layout.size(); ++i) {
+    std::printf("  %s %s%s\n", layout.names[i].c_str(),
+                psgd::ShapeToString(layout.shapes[i]).c_str(),
+                layout.statistic[i] ? " (running statistic)" : "");
+  }
+  return 0;
+}
