@@ -9,6 +9,7 @@
 #include "common/file_io.h"
 #include "common/tensor.h"
 #include "proto/checkpoint.pb.h"
+#include "ps/wire/counters.h"
 
 namespace psgd {
 namespace ps {
@@ -136,22 +137,10 @@ absl::Status DecodeBookkeeping(const ckpt::ShardCheckpoint& p,
     }
     out->live_workers.push_back(w);
   }
-  const ckpt::Counters& c = p.counters();
-  out->counters.aggregated = c.aggregated();
-  out->counters.applied = c.applied();
-  out->counters.dropped_stale = c.dropped_stale();
-  out->counters.dropped_surplus = c.dropped_surplus();
-  out->counters.refused = c.refused();
-  out->counters.refused_too_stale = c.refused_too_stale();
-  out->counters.completed_by_leave = c.completed_by_leave();
-  for (const ckpt::StalenessBucket& b : p.staleness()) {
-    out->staleness_histogram[b.staleness()] = b.count();
-  }
+  out->counters = PushCountersFromProto(p.counters());
+  out->staleness_histogram = StalenessFromProto(p.staleness());
   out->workers_expired = p.workers_expired();
-  for (const ckpt::Rollback& r : p.rollbacks()) {
-    out->rollbacks.push_back(
-        {r.generation(), r.label(), r.from_step(), r.to_step()});
-  }
+  out->rollbacks = RollbacksFromProto(p.rollbacks());
   return absl::OkStatus();
 }
 
@@ -206,27 +195,10 @@ std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
                                      c.last_push_step.end());
   p.mutable_live_workers()->Assign(c.live_workers.begin(),
                                    c.live_workers.end());
-  ckpt::Counters* counters = p.mutable_counters();
-  counters->set_aggregated(c.counters.aggregated);
-  counters->set_applied(c.counters.applied);
-  counters->set_dropped_stale(c.counters.dropped_stale);
-  counters->set_dropped_surplus(c.counters.dropped_surplus);
-  counters->set_refused(c.counters.refused);
-  counters->set_refused_too_stale(c.counters.refused_too_stale);
-  counters->set_completed_by_leave(c.counters.completed_by_leave);
-  for (const auto& [staleness, count] : c.staleness_histogram) {
-    ckpt::StalenessBucket* b = p.add_staleness();
-    b->set_staleness(staleness);
-    b->set_count(count);
-  }
+  PushCountersToProto(c.counters, p.mutable_counters());
+  StalenessToProto(c.staleness_histogram, p.mutable_staleness());
   p.set_workers_expired(c.workers_expired);
-  for (const RollbackRecord& r : c.rollbacks) {
-    ckpt::Rollback* out = p.add_rollbacks();
-    out->set_generation(r.generation);
-    out->set_label(r.label);
-    out->set_from_step(r.from_step);
-    out->set_to_step(r.to_step);
-  }
+  RollbacksToProto(c.rollbacks, p.mutable_rollbacks());
   p.set_saved_micros(absl::ToUnixMicros(c.saved));
   return FrameChecksummed(kShardMagic, p.SerializeAsString());
 }

@@ -1,6 +1,7 @@
 #include "ps/wire/wire.h"
 
 #include "absl/strings/str_cat.h"
+#include "ps/wire/counters.h"
 
 namespace psgd {
 namespace ps {
@@ -131,19 +132,8 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_mode(s.mode);
   out->set_initialized(s.initialized);
   out->set_step(s.step);
-  wire::PushCounters* c = out->mutable_counters();
-  c->set_aggregated(s.counters.aggregated);
-  c->set_applied(s.counters.applied);
-  c->set_dropped_stale(s.counters.dropped_stale);
-  c->set_dropped_surplus(s.counters.dropped_surplus);
-  c->set_refused(s.counters.refused);
-  c->set_refused_too_stale(s.counters.refused_too_stale);
-  c->set_completed_by_leave(s.counters.completed_by_leave);
-  for (const auto& [staleness, count] : s.staleness_histogram) {
-    wire::StalenessBucket* b = out->add_staleness();
-    b->set_staleness(staleness);
-    b->set_count(count);
-  }
+  PushCountersToProto(s.counters, out->mutable_counters());
+  StalenessToProto(s.staleness_histogram, out->mutable_staleness());
   out->mutable_live_workers()->Assign(s.live_workers.begin(),
                                       s.live_workers.end());
   out->set_replicas_to_aggregate(s.replicas_to_aggregate);
@@ -179,13 +169,7 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   m->set_compensation(s.memory.compensation);
   m->set_pushes_in_flight(s.memory.pushes_in_flight);
   m->set_push_buffers(s.memory.push_buffers);
-  for (const RollbackRecord& r : s.rollbacks) {
-    wire::RollbackInfo* info = out->add_rollbacks();
-    info->set_generation(r.generation);
-    info->set_label(r.label);
-    info->set_from_step(r.from_step);
-    info->set_to_step(r.to_step);
-  }
+  RollbacksToProto(s.rollbacks, out->mutable_rollbacks());
 }
 
 ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
@@ -196,17 +180,8 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.mode = r.mode();
   s.initialized = r.initialized();
   s.step = r.step();
-  const wire::PushCounters& c = r.counters();
-  s.counters.aggregated = c.aggregated();
-  s.counters.applied = c.applied();
-  s.counters.dropped_stale = c.dropped_stale();
-  s.counters.dropped_surplus = c.dropped_surplus();
-  s.counters.refused = c.refused();
-  s.counters.refused_too_stale = c.refused_too_stale();
-  s.counters.completed_by_leave = c.completed_by_leave();
-  for (const wire::StalenessBucket& b : r.staleness()) {
-    s.staleness_histogram[b.staleness()] = b.count();
-  }
+  s.counters = PushCountersFromProto(r.counters());
+  s.staleness_histogram = StalenessFromProto(r.staleness());
   s.live_workers.assign(r.live_workers().begin(), r.live_workers().end());
   s.replicas_to_aggregate = r.replicas_to_aggregate();
   s.total_num_replicas = r.total_num_replicas();
@@ -238,10 +213,7 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.last_complete_checkpoint_label = r.has_last_complete_checkpoint_label()
                                          ? r.last_complete_checkpoint_label()
                                          : -1;
-  for (const wire::RollbackInfo& info : r.rollbacks()) {
-    s.rollbacks.push_back({info.generation(), info.label(), info.from_step(),
-                           info.to_step()});
-  }
+  s.rollbacks = RollbacksFromProto(r.rollbacks());
   return s;
 }
 

@@ -1,0 +1,39 @@
+// What a shard counts (proto/counters.proto), converted once: the Status
+// reply (ps/wire/wire.h) and the checkpoint files (ps/checkpoint/
+// checkpoint.h) both use these.
+//
+// Thread-safety: pure functions.
+#ifndef PSGD_PS_WIRE_COUNTERS_H_
+#define PSGD_PS_WIRE_COUNTERS_H_
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "google/protobuf/repeated_field.h"
+#include "proto/counters.pb.h"
+#include "ps/state/types.h"
+
+namespace psgd {
+namespace ps {
+
+void PushCountersToProto(const PushCounters& c, wire::PushCounters* out);
+PushCounters PushCountersFromProto(const wire::PushCounters& c);
+
+// staleness -> count, ascending.
+void StalenessToProto(
+    const std::map<int64_t, int64_t>& histogram,
+    google::protobuf::RepeatedPtrField<wire::StalenessBucket>* out);
+std::map<int64_t, int64_t> StalenessFromProto(
+    const google::protobuf::RepeatedPtrField<wire::StalenessBucket>& buckets);
+
+void RollbacksToProto(
+    const std::vector<RollbackRecord>& rollbacks,
+    google::protobuf::RepeatedPtrField<wire::RollbackInfo>* out);
+std::vector<RollbackRecord> RollbacksFromProto(
+    const google::protobuf::RepeatedPtrField<wire::RollbackInfo>& rollbacks);
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_WIRE_COUNTERS_H_
