@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The project's test command (README): installs what is missing, runs
-# `bazel test //...` and ends with one line `N passed, M failed` counting test
-# targets. Tests tagged `gpu` run only when a GPU is visible (.bazelrc
+# `bazel test //...` and ends with one line `N passed, M failed, K skipped`
+# counting test targets. Skipped: targets Bazel skips (incompatible with
+# this machine) and tests that cannot run here and say so: such a test
+# prints a line that starts with "SKIP: " (the reason follows) and exits 0,
+# which Bazel counts as passed; this script reads each passed test's log
+# (bazel-testlogs/<package>/<name>/test.log) and counts it skipped, not
+# passed. Tests tagged `gpu` run only when a GPU is visible (.bazelrc
 # filters them out; this script adds --config=gpu where nvidia-smi lists a
 # GPU); the CUDA targets are built whenever the toolkit is present. Extra arguments go to bazel, e.g.
 #   scripts/test.sh --config=asan
@@ -11,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 if ! bash scripts/setup.sh; then
   echo "scripts/setup.sh failed"
-  echo "0 passed, 1 failed"
+  echo "0 passed, 1 failed, 0 skipped"
   exit 1
 fi
 
@@ -48,14 +53,41 @@ rc=${PIPESTATUS[0]}
 
 # Summary lines look like "//ps:store_test   (cached) PASSED in 0.4s".
 summary=$(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD|SKIPPED)' "$log" || true)
-passed=$(grep -cE ' (\(cached\) )?(PASSED|FLAKY)( |$)' <<<"$summary" || true)
-skipped=$(grep -cE ' SKIPPED( |$)' <<<"$summary" || true)
+passing=$(grep -E ' (\(cached\) )?(PASSED|FLAKY)( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
+incompatible=$(grep -E ' SKIPPED( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
 failing=$(grep -vE ' (\(cached\) )?(PASSED|FLAKY|SKIPPED)( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
 failed=$(grep -c . <<<"$failing" || true)
 
+# Passed tests whose log says "SKIP: <reason>" did not run: skipped.
+testlogs=bazel-testlogs
+if [ ! -d "$testlogs" ]; then
+  testlogs=$(bazel info "${flags[@]+"${flags[@]}"}" bazel-testlogs 2>/dev/null || true)
+fi
+passed=0
+skipped_run=()
+while read -r target; do
+  [ -n "$target" ] || continue
+  rel=${target#//}
+  rel=${rel/://}
+  reason=""
+  if [ -n "$testlogs" ] && [ -f "$testlogs/$rel/test.log" ]; then
+    reason=$(grep -m1 '^SKIP: ' "$testlogs/$rel/test.log" || true)
+  fi
+  if [ -n "$reason" ]; then
+    skipped_run+=("$target (${reason#SKIP: })")
+  else
+    passed=$((passed + 1))
+  fi
+done <<<"$passing"
+skipped=$(( $(grep -c . <<<"$incompatible" || true) + ${#skipped_run[@]} ))
+
 echo
-if [ "$skipped" -gt 0 ]; then
-  echo "skipped (incompatible with this machine, e.g. no CUDA toolkit): $skipped"
+if [ -n "$incompatible" ]; then
+  echo "skipped (incompatible with this machine, e.g. no CUDA toolkit): $(grep -c . <<<"$incompatible")"
+fi
+if [ ${#skipped_run[@]} -gt 0 ]; then
+  echo "skipped (the test said SKIP: it cannot run here):"
+  printf '  %s\n' "${skipped_run[@]}"
 fi
 if [ "$failed" -gt 0 ]; then
   echo "failing targets:"
@@ -66,5 +98,5 @@ if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
   echo "bazel exited with status $rc before reporting a failing test (see the errors above)"
   failed=1
 fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$rc" -eq 0 ]

@@ -6,7 +6,10 @@
 #   N=2 of M=3: the two others still make N; training reaches its last step.
 #   N=M=2: steps complete with the one live worker; the run reaches its
 #          last step with fewer gradients per step.
-# Every surviving process exits 0, and the summary counts the expired worker.
+# Every surviving process exits 0, each ps logs that the killed worker's
+# lease ran out, and the summary counts it among the expired workers (a
+# live worker that misses its lease on a loaded machine joins again and may
+# be counted too).
 # Then a killed worker is started again (same task, a new process): it joins
 # again at the current step and trains (its data starts over), and the run
 # reaches its last step.
@@ -51,7 +54,11 @@ run_case() {
   echo "$name: final step $step, workers expired $expired"
   grep -h "left the live set" "$run"/ps*.log || true
   [ "$step" -ge "$steps" ] || fail "$name: final step $step < $steps"
-  [ "$expired" = 1 ] || fail "$name: $expired workers expired, expected 1"
+  for i in 0 1; do
+    grep -q "worker $victim sent nothing for .* and left the live set (lease)" "$run/ps$i.log" ||
+      fail "$name: ps:$i does not say that worker:$victim's lease ran out"
+  done
+  [ "$expired" -ge 1 ] || fail "$name: $expired workers expired, expected the killed worker:$victim among them"
 }
 
 # restart_case NAME N: 3 workers, N of them per step; worker:2 killed after

@@ -3,8 +3,10 @@
 # ps:0 and worker:1 a metrics_port; while it trains, GET /metrics of each
 # answers with the task's counters (pushes by outcome, steps by outcome,
 # step phases, bytes), and promtool (Debian's prometheus package) accepts
-# both pages. A metrics port already in use stops the task with an error
-# naming it.
+# both pages. The pages are read while the tasks are sure to be up: worker:0
+# is stopped (SIGSTOP) mid-run, so that no step can complete (N = M = 2) and
+# nothing ends until it goes on (SIGCONT), well within its 30 s lease. A
+# metrics port already in use stops the task with an error naming it.
 source "$(dirname "$0")/cluster_test_lib.sh"
 
 pids=()
@@ -15,7 +17,7 @@ command -v promtool >/dev/null || fail "promtool is missing (scripts/setup.sh in
 cfg=$TMP/prom.pbtxt
 run=$TMP/runs/prom
 mkdir -p "$run"
-write_config "$cfg" prom SYNC 2 2 2 400 30
+write_config "$cfg" prom SYNC 2 2 2 1000 30
 echo 'model { name: "cifar10_linear" }' >> "$cfg"
 ports=($(free_ports 2))
 # ps:0 is the first ps line, worker:1 the second worker line.
@@ -32,17 +34,25 @@ PYEOF
 grep metrics_port "$cfg"
 start_cluster "$cfg" "$run" 2 2
 await_global_step "$run/worker-0.jsonl" 20 120 "${w_pids[0]}"
+# Hold the run: with worker:0 stopped no step completes, so ps:0 and
+# worker:1 (waiting for the step) stay up while their pages are read.
+# (Both scrapes give up after 10 s each, within worker:0's 30 s lease.)
+kill -STOP "${w_pids[0]}" 2>/dev/null || fail "worker:0 had exited at step 20 (the run was too short)"
+for p in "${ps_pids[0]}" "${w_pids[1]}"; do
+  kill -0 "$p" 2>/dev/null || fail "a task whose page the test reads had exited"
+done
 
-# scrape URL FILE: the page, once it answers (the worker's after its first
-# step).
+# scrape URL FILE: the page, once it answers with counters, retried for up
+# to 10 s (the worker's page has them after its first step).
 scrape() {
   "$PY" - "$1" "$2" <<'PYEOF'
 import sys, time, urllib.request
 url, out = sys.argv[1], sys.argv[2]
-deadline = time.time() + 60
+deadline = time.time() + 10
+err = "no answer"
 while True:
     try:
-        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        body = urllib.request.urlopen(url, timeout=2).read().decode()
         if "_total" in body:
             open(out, "w").write(body)
             sys.exit(0)
@@ -55,6 +65,7 @@ PYEOF
 }
 scrape "http://127.0.0.1:${ports[0]}/metrics" "$TMP/ps0.prom" || fail "no /metrics from ps:0"
 scrape "http://127.0.0.1:${ports[1]}/metrics" "$TMP/w1.prom" || fail "no /metrics from worker:1"
+kill -CONT "${w_pids[0]}"
 for f in ps0 w1; do
   promtool check metrics < "$TMP/$f.prom" || fail "promtool refused $f's page"
 done

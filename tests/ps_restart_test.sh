@@ -9,6 +9,12 @@
 #          file) and falls back to the previous complete checkpoint.
 #   async: ps:0 is killed and restarted.
 # Every process exits 0.
+#
+# What is complete when the restarted server reads the directory: the
+# MANIFEST of a checkpoint is written by the last shard to write its file,
+# so after the victim is dead the survivor's checkpoint writer can still
+# complete a checkpoint whose victim file is already there (never one whose
+# victim file is missing). The expectation allows for that; see run_case.
 source "$(dirname "$0")/cluster_test_lib.sh"
 
 pids=()
@@ -17,11 +23,21 @@ trap cleanup EXIT
 
 EVERY=50
 
-# newest_complete DIR SHARD: the newest step-N directory with a MANIFEST.
+# newest_complete DIR: the newest step-N directory with a MANIFEST.
 newest_complete() {
   ls -d "$1"/step-* 2>/dev/null | sed 's/.*step-//' | sort -n | while read -r n; do
     if [ -f "$1/step-$n/MANIFEST" ]; then echo "$n"; fi
   done | tail -1
+}
+
+# own_labels DIR SHARD: the labels that have shard SHARD's file, ascending.
+own_labels() {
+  ls "$1"/step-*/"shard-$2-of-2.ckpt" 2>/dev/null | sed 's|.*/step-\([0-9]*\)/.*|\1|' | sort -n
+}
+
+# restored_label LOG: N of the log's "restored checkpoint step-N".
+restored_label() {
+  sed -n 's/.*restored checkpoint step-\([0-9]*\) .*/\1/p' "$1" | head -1
 }
 
 run_case() {
@@ -43,13 +59,28 @@ EOC
   kill -9 "${ps[victim]}" 2>/dev/null ||
     fail "$name: ps:$victim had exited before the kill (the run was too short)"
   wait "${ps[victim]}" 2>/dev/null || true
-  local at newest
+  # The victim is dead and reaped: its files are final. Read what is
+  # complete only now.
+  local at newest victim_labels m
   at=$(last_step "$run/worker-0.jsonl")
   newest=$(newest_complete "$ckpt")
-  echo "$name: killed ps:$victim near step $at; newest complete checkpoint step-$newest"
+  victim_labels=$(own_labels "$ckpt" "$victim")
+  echo "$name: killed ps:$victim near step $at; newest complete checkpoint step-$newest;" \
+    "ps:$victim's files:" $victim_labels
   [ -n "$newest" ] || fail "$name: no complete checkpoint"
   local expect=$newest
   if [ "$corrupt" = corrupt ]; then
+    # No checkpoint newer than step-$newest may complete from now on, or the
+    # restart would restore it and never meet the corrupt file: remove the
+    # victim's files of newer ones, as if it had died before writing them
+    # (each file appears whole, by a rename). One the survivor completed
+    # meanwhile is then refused for the missing file.
+    for m in $victim_labels; do
+      if [ "$m" -gt "$newest" ]; then
+        rm -f "$ckpt/step-$m/shard-$victim-of-2.ckpt"
+        echo "$name: removed ps:$victim's file of step-$m (not complete at the kill)"
+      fi
+    done
     local file="$ckpt/step-$newest/shard-$victim-of-2.ckpt"
     "$PY" - "$file" <<'PYEOF'
 import sys
@@ -73,8 +104,30 @@ PYEOF
     wait_exit "${ps[i]}" 60 || { cat "$run"/ps$i*.log; fail "$name: ps:$i exited $?"; }
   done
   grep -h "restored checkpoint\|refused" "$run/ps$victim.restart.log"
-  grep -q "restored checkpoint step-$expect " "$run/ps$victim.restart.log" ||
-    fail "$name: ps:$victim did not restore step-$expect"
+  local restored
+  restored=$(restored_label "$run/ps$victim.restart.log")
+  [ -n "$restored" ] || fail "$name: ps:$victim restored no checkpoint"
+  if [ "$corrupt" = corrupt ]; then
+    # Nothing newer could complete (above): exactly the one before the
+    # corrupt one.
+    [ "$restored" = "$expect" ] ||
+      fail "$name: ps:$victim restored step-$restored, not step-$expect"
+  else
+    # The newest complete at the restart: step-$newest, or one the
+    # survivor completed after the kill, whose victim file was there.
+    [ "$restored" -ge "$newest" ] ||
+      fail "$name: ps:$victim restored step-$restored, older than step-$newest, complete before the restart"
+    grep -qx "$restored" <<<"$victim_labels" ||
+      fail "$name: ps:$victim restored step-$restored, of which it had no file"
+    # And the newest: the restore refuses every newer one, newest first,
+    # before it takes one.
+    for m in $victim_labels; do
+      [ "$m" -gt "$restored" ] || continue
+      grep -q "checkpoint step-$m refused: " "$run/ps$victim.restart.log" ||
+        fail "$name: ps:$victim restored step-$restored but did not refuse the newer step-$m"
+    done
+    expect=$restored
+  fi
   if [ "$corrupt" = corrupt ]; then
     grep -q "checkpoint step-$newest refused: .*shard-$victim-of-2.ckpt: its checksum differs from the manifest's (corrupt)" \
       "$run/ps$victim.restart.log" || fail "$name: the corrupt file was not refused by name"

@@ -10,6 +10,8 @@ source "$(dirname "$0")/cluster_test_lib.sh"
 SBATCH_SCRIPT=$RUNFILES/scripts/deploy/psgd.sbatch
 PATH=$PATH:/usr/sbin:/sbin
 
+# Not run here: a line that starts with "SKIP: " and exit 0, which Bazel
+# counts as passed and scripts/test.sh as skipped (it reads the test's log).
 if [ "$(id -u)" -ne 0 ]; then
   echo "SKIP: slurmd must run as root here (CI runs as root)"; exit 0
 fi

@@ -39,6 +39,8 @@ void FaultInjector::Delivered(CallKind kind) {
 bool FaultInjector::AwaitOthers(CallKind kind, int after) {
   MutexLock lock(&mu_);
   const int64_t target = delivered_[kind] + after;
+  ++held_;  // the target is taken: calls delivered from now on overtake it
+  changed_.SignalAll();
   return changed_.WaitUntil(&mu_, absl::Now() + hold_timeout_, [&]() {
     mu_.AssertHeld();
     return delivered_[kind] >= target;
@@ -58,9 +60,41 @@ void FaultInjector::OpenGate() {
 
 bool FaultInjector::PassGate() {
   MutexLock lock(&mu_);
-  return changed_.WaitUntil(&mu_, absl::Now() + hold_timeout_, [&]() {
+  ++at_gate_;
+  changed_.SignalAll();
+  const bool passed =
+      changed_.WaitUntil(&mu_, absl::Now() + hold_timeout_, [&]() {
+        mu_.AssertHeld();
+        return !gate_closed_;
+      });
+  --at_gate_;
+  changed_.SignalAll();
+  return passed;
+}
+
+int64_t FaultInjector::held() const {
+  MutexLock lock(&mu_);
+  return held_;
+}
+
+int64_t FaultInjector::at_gate() const {
+  MutexLock lock(&mu_);
+  return at_gate_;
+}
+
+bool FaultInjector::AwaitHeld(int64_t n, absl::Duration timeout) const {
+  MutexLock lock(&mu_);
+  return changed_.WaitUntil(&mu_, absl::Now() + timeout, [&]() {
     mu_.AssertHeld();
-    return !gate_closed_;
+    return held_ >= n;
+  });
+}
+
+bool FaultInjector::AwaitAtGate(int64_t n, absl::Duration timeout) const {
+  MutexLock lock(&mu_);
+  return changed_.WaitUntil(&mu_, absl::Now() + timeout, [&]() {
+    mu_.AssertHeld();
+    return at_gate_ >= n;
   });
 }
 
@@ -176,11 +210,13 @@ absl::Status FaultInjectionPsClient::Inject(
     }
     case FaultAction::kReorder:
       count(&FaultStats::reordered);
-      injector_->AwaitOthers(kind, rule.after);
+      if (!injector_->AwaitOthers(kind, rule.after)) {
+        count(&FaultStats::reorder_timeouts);  // sent without being overtaken
+      }
       return deliver();
     case FaultAction::kGate:
       count(&FaultStats::gated);
-      injector_->PassGate();
+      if (!injector_->PassGate()) count(&FaultStats::gate_timeouts);
       return deliver();
     case FaultAction::kCutOff:  // handled above
       break;

@@ -147,11 +147,30 @@ TEST_CASE("a dropped request never reaches the servers; rules count calls") {
   CHECK(s.delivered_pushes == 2);
 }
 
+// Joins a test's helper thread however the test case ends (a failed REQUIRE
+// throws past it).
+class JoinOnExit {
+ public:
+  explicit JoinOnExit(std::thread* t) : t_(t) {}
+  ~JoinOnExit() {
+    if (t_->joinable()) t_->join();
+  }
+
+ private:
+  std::thread* const t_;
+};
+
+// How long a test waits for a fault to be in place: far more than it takes,
+// yet a test whose fault never comes fails in seconds.
+constexpr absl::Duration kFaultInPlace = absl::Seconds(10);
+
 TEST_CASE("a push overtaken by its step is dropped: surplus, then stale") {
   for (int after : {2, 4}) {
     INFO("held until " << after << " other pushes went through");
     Cluster c(2, 3);  // N=2 of M=3: worker 2 is the backup
-    FaultInjector network(1);
+    // A hold that is never overtaken ends on this timeout, counted in
+    // reorder_timeouts: a regression fails in seconds, not 30.
+    FaultInjector network(1, /*hold_timeout=*/absl::Seconds(5));
     auto inner0 = c.Client(0), inner1 = c.Client(1), inner2 = c.Client(2);
     FaultInjectionPsClient w0(inner0.get(), &network, 0);
     FaultInjectionPsClient w1(inner1.get(), &network, 1);
@@ -160,6 +179,11 @@ TEST_CASE("a push overtaken by its step is dropped: surplus, then stale") {
                 absl::ZeroDuration(), after});
     absl::StatusOr<PushResult> late;
     std::thread held([&] { late = w2.Push(Step(0), Values::Of(9.0f).Const()); });
+    JoinOnExit join_held(&held);
+    // The others push only once worker 2's push is held (its target taken),
+    // so they overtake it: it reaches the servers after them.
+    REQUIRE(network.AwaitHeld(1, kFaultInPlace));
+    CHECK(c.Counter(&PushCounters::aggregated) == 0);  // not sent yet
     for (int64_t s = 0; s < after / 2; ++s) {
       REQUIRE(w0.Push(Step(s), Values::Of(1.0f).Const()).ok());
       REQUIRE(w1.Push(Step(s), Values::Of(2.0f).Const()).ok());
@@ -168,7 +192,11 @@ TEST_CASE("a push overtaken by its step is dropped: surplus, then stale") {
     REQUIRE(late.ok());
     CHECK(late->shards[0].outcome == (after == 2 ? PushOutcome::kDroppedSurplus
                                                  : PushOutcome::kDroppedStale));
-    CHECK(w2.stats().reordered == 1);
+    CHECK(late->shards[1].outcome == late->shards[0].outcome);
+    const FaultStats s = w2.stats();
+    CHECK(s.reordered == 1);
+    CHECK(s.reorder_timeouts == 0);  // overtaken, not sent on the timeout
+    CHECK(s.delivered_pushes == 1);
     CHECK(c.shards[0]->Status().step == after / 2);
     // The late gradient changed nothing: a cluster that never saw it agrees.
     Cluster clean(2, 3);
@@ -182,19 +210,27 @@ TEST_CASE("a push overtaken by its step is dropped: surplus, then stale") {
 
 TEST_CASE("a push held at the gate goes when it opens") {
   Cluster c(1, 1);
-  FaultInjector network(1);
+  FaultInjector network(1, /*hold_timeout=*/absl::Seconds(30));
   auto inner = c.Client(0);
   FaultInjectionPsClient w0(inner.get(), &network, 0);
   w0.AddRule({CallKind::kPush, FaultAction::kGate});
   network.CloseGate();
   absl::StatusOr<PushResult> pushed;
   std::thread t([&] { pushed = w0.Push(Step(0), Values::Of(1.0f).Const()); });
-  CHECK(c.shards[0]->Status().step == 0);  // held (or not yet sent)
+  JoinOnExit join_t(&t);
+  // The push is at the closed gate: it has not reached the servers.
+  REQUIRE(network.AwaitAtGate(1, kFaultInPlace));
+  CHECK(c.shards[0]->Status().step == 0);
+  CHECK(c.Counter(&PushCounters::applied) == 0);
+  CHECK(w0.stats().delivered_pushes == 0);
   network.OpenGate();
   t.join();
   REQUIRE(pushed.ok());
   CHECK(c.shards[0]->Status().step == 1);
-  CHECK(w0.stats().gated == 1);
+  CHECK(network.at_gate() == 0);
+  const FaultStats s = w0.stats();
+  CHECK(s.gated == 1);
+  CHECK(s.gate_timeouts == 0);  // it went when the gate opened
 }
 
 TEST_CASE("a cut-off worker's calls fail or time out, until the link is back") {

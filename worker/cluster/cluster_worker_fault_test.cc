@@ -130,9 +130,13 @@ TEST_CASE("a worker cut off: its lease runs out, the others finish, it fails") {
     o->ps_unavailable_timeout = absl::Seconds(2);
     o->step_timeout = absl::Seconds(2);
   };
-  setup.during = [&](const std::vector<ps::ParameterShard*>&) {
+  bool expired = false;  // worker 2 left both shards' live sets
+  setup.during = [&](const std::vector<ps::ParameterShard*>& shards) {
     REQUIRE(Await([&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
     net.clients[2]->SetCut(ps::CutMode::kHang);  // calls hang to deadlines
+    // Every call of worker 2 hangs, a leave included: it can leave the live
+    // sets only by its lease running out.
+    expired = Await([&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); });
   };
   ClusterRun run = RunCluster(setup);
 
@@ -147,8 +151,11 @@ TEST_CASE("a worker cut off: its lease runs out, the others finish, it fails") {
     REQUIRE(run.workers[w].result.ok());
     CHECK(run.workers[w].result->final_global_step >= setup.max_steps);
   }
+  CHECK(expired);
   for (const ps::ShardStatus& s : run.final_status) {
-    CHECK(s.workers_expired == 1);
+    // Worker 2's lease ran out; on a loaded machine a live worker may miss
+    // its 1 s lease too (it joins again), so not exactly one.
+    CHECK(s.workers_expired >= 1);
     CHECK(s.step >= setup.max_steps);
   }
 }
@@ -192,7 +199,9 @@ TEST_CASE("a worker cut off joins again when its link comes back") {
   // It trained on to the end, after the steps the others made without it.
   CHECK(run.workers[2].steps.back().global_step >= setup.max_steps - 1);
   for (const ps::ShardStatus& s : run.final_status) {
-    CHECK(s.workers_expired == 1);
+    // Worker 2's expiry (awaited above while it was cut off); another
+    // worker that missed its lease on a loaded machine joins again too.
+    CHECK(s.workers_expired >= 1);
     CHECK(s.step == setup.max_steps);
   }
 }

@@ -38,6 +38,7 @@ ClusterSetup Setup() {
 }
 
 void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
+  double waited = 0.0;
   for (int w = 0; w < setup.workers; ++w) {
     const WorkerRun& r = run.workers[w];
     INFO("worker " << w << ": " << r.result.status().ToString());
@@ -45,11 +46,17 @@ void CheckCommon(const ClusterSetup& setup, const ClusterRun& run) {
     CHECK(r.result->local_steps == static_cast<int64_t>(r.steps.size()));
     for (const StepRecord& s : r.steps) {
       CHECK(s.step_s >= s.compute_s);
-      CHECK(s.wait_s >= 0.0);
-      CHECK(s.pull_s >= 0.0);
+      // The phases make up the step: input, compute, push, the pull less
+      // the servers' wait, and that wait.
+      CHECK(s.input_s + s.compute_s + s.push_s + s.pull_s + s.wait_s ==
+            Approx(s.step_s).margin(1e-9));
       CHECK(s.batch_size == 8);
+      waited += s.wait_s;
     }
   }
+  // Sync: a worker that pushed before the others waits at the servers for
+  // the step to complete, and that wait is reported.
+  if (setup.sync) CHECK(waited > 0.0);
   // The chief evaluated periodically and at the end, then shut the shards
   // down after everyone left.
   const ClusterWorkerResult& chief = *run.workers[0].result;
