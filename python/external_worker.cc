@@ -84,7 +84,7 @@ absl::Status ExternalWorker::CheckVariables(
   if (settings_.chief) return absl::OkStatus();  // the servers check
   ASSIGN_OR_RETURN(
       std::vector<VariableSpec> servers,
-      ServerVariables(client_.get(), settings_.client,
+      ServerVariables(client_.get(),
                       absl::Now() + settings_.session.start_timeout));
   return CompareVariables(mine, servers, me, "the servers' (the chief's)");
 }

@@ -1,16 +1,11 @@
 #include "python/model_check.h"
 
-#include <map>
 #include <string>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_security.h"
-#include "common/grpc_status.h"
 #include "common/status_macros.h"
-#include "proto/ps.grpc.pb.h"
 
 namespace psgd {
 namespace {
@@ -27,17 +22,6 @@ const VariableSpec* Find(const std::vector<VariableSpec>& specs,
     if (s.name == name) return &s;
   }
   return nullptr;
-}
-
-// "w/part_3" -> ("w", 3); a name without the suffix -> (name, -1).
-std::pair<std::string, int> SplitPart(const std::string& name) {
-  const size_t at = name.rfind("/part_");
-  int part = 0;
-  if (at == std::string::npos ||
-      !absl::SimpleAtoi(absl::string_view(name).substr(at + 6), &part)) {
-    return {name, -1};
-  }
-  return {name.substr(0, at), part};
 }
 
 absl::Status AwaitInitialized(ps::PsClient* client, absl::Time deadline) {
@@ -91,54 +75,11 @@ absl::Status CompareVariables(const std::vector<VariableSpec>& mine,
 }
 
 absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
-    ps::PsClient* client, const ps::GrpcClientOptions& options,
-    absl::Time deadline) {
+    ps::PsClient* client, absl::Time deadline) {
   RETURN_IF_ERROR(AwaitInitialized(client, deadline));
-  ASSIGN_OR_RETURN(ClientCredentials credentials,
-                   MakeClientCredentials(options.security));
-  // name -> part -> slice shape; names in the order first seen.
-  std::map<std::string, std::map<int, Shape>> parts;
-  std::vector<std::string> order;
-  for (const std::string& address : options.addresses) {
-    std::unique_ptr<ps::wire::ParameterServer::Stub> stub =
-        ps::wire::ParameterServer::NewStub(ps::CreatePsChannel(
-            address, options.max_message_bytes, credentials));
-    ps::wire::PullRequest request;
-    request.set_cluster(options.cluster);
-    request.set_worker_id(-1);
-    ps::wire::PullResponse response;
-    for (;;) {
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(deadline));
-      const absl::Status pulled =
-          FromGrpcStatus(stub->Pull(&context, request, &response));
-      // A server that restored a checkpoint answers ABORTED until a worker
-      // rolls the cluster back to it (the chief, or another worker, as its
-      // session starts): not this worker's failure; ask again.
-      if (absl::IsAborted(pulled) && absl::Now() < deadline) {
-        absl::SleepFor(absl::Milliseconds(50));
-        continue;
-      }
-      RETURN_IF_ERROR(Annotate(pulled, absl::StrCat("reading the servers' "
-                                                    "variables from ",
-                                                    address, ": ")));
-      break;
-    }
-    for (const ps::wire::TensorData& t : response.variables()) {
-      auto [name, part] = SplitPart(t.name());
-      if (parts.find(name) == parts.end()) order.push_back(name);
-      parts[name][part] = Shape(t.shape().begin(), t.shape().end());
-    }
-  }
-  std::vector<VariableSpec> variables;
-  for (const std::string& name : order) {
-    const std::map<int, Shape>& slices = parts[name];
-    Shape shape = slices.begin()->second;
-    if (slices.begin()->first >= 0 && !shape.empty()) {
-      shape[0] = 0;
-      for (const auto& [part, s] : slices) shape[0] += s.empty() ? 0 : s[0];
-    }
-    variables.push_back({name, std::move(shape), Initializer()});
+  absl::StatusOr<std::vector<VariableSpec>> variables = client->Variables();
+  if (!variables.ok()) {
+    return Annotate(variables.status(), "reading the servers' variables: ");
   }
   return variables;
 }

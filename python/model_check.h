@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/model_variables.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/ps_client.h"
 
 namespace psgd {
 
@@ -33,14 +33,13 @@ absl::Status CompareVariables(const std::vector<VariableSpec>& mine,
                               absl::string_view mine_is,
                               absl::string_view theirs_are);
 
-// The variables the servers hold (names and whole shapes, row slices put
-// back together), from one pull of each shard. Waits until every shard is
+// The variables the servers hold (PsClient::Variables: names and whole
+// shapes, row slices put back together). Waits until every shard is
 // initialised (by the chief), at most until `deadline`
 // (DEADLINE_EXCEEDED). Errors: the servers' (UNAUTHENTICATED for a wrong
 // token, UNAVAILABLE ...).
 absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
-    ps::PsClient* client, const ps::GrpcClientOptions& options,
-    absl::Time deadline);
+    ps::PsClient* client, absl::Time deadline);
 
 }  // namespace psgd
 

@@ -157,6 +157,12 @@ class PsClient {
 
   // One status per shard.
   virtual absl::StatusOr<std::vector<ShardStatus>> Status() = 0;
+  // The variables the servers hold (the chief's, or a restored
+  // checkpoint's), each shard's slices put back together as whole variables
+  // (names and shapes; VariablesOfSlices): what a worker checks its own
+  // model against before it joins. Empty before the chief's Initialize.
+  // Works while a restored server awaits its rollback.
+  virtual absl::StatusOr<std::vector<VariableSpec>> Variables() = 0;
 
   // Training is over: every shard shuts down (and its server exits).
   virtual absl::Status Shutdown(absl::string_view reason) = 0;

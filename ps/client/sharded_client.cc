@@ -328,6 +328,22 @@ absl::StatusOr<std::vector<ShardStatus>> ShardedPsClient::Status() {
   return out;
 }
 
+absl::StatusOr<std::vector<VariableSpec>> ShardedPsClient::Variables() {
+  wire::StatusRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_variables(true);
+  std::vector<wire::StatusResponse> responses;
+  RETURN_IF_ERROR(CallEach("status", &ShardChannel::Status,
+                           std::vector<wire::StatusRequest>(num_shards(), r),
+                           &responses));
+  std::vector<std::pair<std::string, std::vector<int64_t>>> slices;
+  for (const wire::StatusResponse& response : responses) {
+    ShardStatus s = ShardStatusFromProto(response);
+    slices.insert(slices.end(), s.variables.begin(), s.variables.end());
+  }
+  return VariablesOfSlices(slices);
+}
+
 absl::Status ShardedPsClient::Shutdown(absl::string_view reason) {
   wire::ShutdownRequest r;
   r.set_cluster(options_.cluster);

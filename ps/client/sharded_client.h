@@ -83,6 +83,7 @@ class ShardedPsClient : public PsClient {
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
+  absl::StatusOr<std::vector<VariableSpec>> Variables() override;
   absl::Status Shutdown(absl::string_view reason) override;
   absl::Status Rollback(int64_t label, int64_t generation) override;
   absl::Status RequestCheckpoint(int64_t label, bool now) override;

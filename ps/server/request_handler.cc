@@ -106,6 +106,7 @@ absl::Status ShardRequestHandler::Status(const wire::StatusRequest& request,
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   ShardStatus status = shard_->Status();
   status.run_dir = run_dir();
+  if (request.variables()) status.variables = shard_->Variables();
   ShardStatusToProto(status, response);
   return absl::OkStatus();
 }

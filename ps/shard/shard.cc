@@ -457,6 +457,18 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
   return MembershipReplyLocked();
 }
 
+std::vector<std::pair<std::string, std::vector<int64_t>>>
+ParameterShard::Variables() const {
+  MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  if (store_ == nullptr) return out;
+  const VariableLayout& layout = store_->layout();
+  for (int i = 0; i < layout.size(); ++i) {
+    out.emplace_back(layout.names[i], layout.shapes[i]);
+  }
+  return out;
+}
+
 absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
     int worker_id, absl::string_view failure) {
   Ready ready;

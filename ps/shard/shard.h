@@ -196,6 +196,9 @@ class ParameterShard {
   // Membership. Join and Leave are idempotent. A Leave that makes the
   // current sync step complete applies it before returning.
   absl::StatusOr<MembershipReply> Join(int worker_id);
+  // The stored variables (name, shape) in the shard's order; none before
+  // the first Initialize or restore.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> Variables() const;
   // `failure`: why the worker cannot take part (empty for an ordinary
   // leave); kept for Status().failed_workers until the worker joins again.
   absl::StatusOr<MembershipReply> Leave(int worker_id,

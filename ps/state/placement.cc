@@ -1,13 +1,19 @@
 #include "ps/state/placement.h"
 
 #include <algorithm>
+#include <cstring>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 
 namespace psgd {
 namespace ps {
+
+// A row slice of a split variable: "<variable>/part_<j>".
+constexpr char kPartSuffix[] = "/part_";
 namespace {
 
 constexpr int64_t kBytesPerElement = sizeof(float);
@@ -68,7 +74,7 @@ absl::StatusOr<Placement> PlaceVariables(
       const int64_t n = rows / parts + (j < rows % parts ? 1 : 0);
       Slice slice;
       slice.name = parts == 1 ? variables[v].name
-                              : absl::StrCat(variables[v].name, "/part_", j);
+                              : absl::StrCat(variables[v].name, kPartSuffix, j);
       slice.variable = v;
       slice.part = j;
       slice.row_begin = row;
@@ -119,6 +125,56 @@ absl::StatusOr<Placement> PlaceVariables(
     p.shard_slices[p.slices[s].shard].push_back(s);
   }
   return p;
+}
+
+absl::StatusOr<std::vector<VariableSpec>> VariablesOfSlices(
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& slices) {
+  // name -> part -> slice shape; names in the order first seen.
+  std::map<std::string, std::map<int, Shape>> parts;
+  std::vector<std::string> order;
+  for (const auto& [slice, shape] : slices) {
+    std::string name = slice;
+    int part = -1;
+    const size_t at = slice.rfind(kPartSuffix);
+    if (at != std::string::npos &&
+        absl::SimpleAtoi(
+            absl::string_view(slice).substr(at + strlen(kPartSuffix)),
+            &part) &&
+        part >= 0) {
+      name = slice.substr(0, at);
+    } else {
+      part = -1;
+    }
+    if (parts.find(name) == parts.end()) order.push_back(name);
+    if (!parts[name].emplace(part, Shape(shape.begin(), shape.end())).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", name, "' has slice '", slice, "' twice"));
+    }
+  }
+  std::vector<VariableSpec> out;
+  for (const std::string& name : order) {
+    const std::map<int, Shape>& p = parts[name];
+    Shape shape = p.begin()->second;
+    if (p.begin()->first >= 0) {  // a split variable: its rows add up
+      int expected = 0;
+      for (const auto& [part, s] : p) {
+        Shape rest = s, first = shape;
+        if (!rest.empty()) rest[0] = 0;
+        if (!first.empty()) first[0] = 0;
+        if (part != expected++ || s.empty() || rest != first) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the slices of variable '", name, "' do not fit together"));
+        }
+      }
+      shape[0] = 0;
+      for (const auto& [part, s] : p) shape[0] += s[0];
+    } else if (p.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", name, "' is stored whole and in slices"));
+    }
+    out.push_back({name, std::move(shape), Initializer()});
+  }
+  return out;
 }
 
 std::string PlacementToString(const Placement& p) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -72,6 +73,16 @@ struct Placement {
 absl::StatusOr<Placement> PlaceVariables(
     const std::vector<VariableSpec>& variables, int num_shards,
     int64_t split_threshold_bytes);
+
+// The whole variables that shards' stored slices make up: a slice
+// "<variable>/part_<j>" (PlaceVariables' naming, the one place that
+// writes and reads it) counts its rows towards its variable, in part order;
+// other names are whole variables. `slices`: every shard's (name, shape),
+// shards in order. Variables come in the order first seen, with default
+// initializers. INVALID_ARGUMENT naming the variable when its parts do not
+// fit together (a part missing or repeated, other trailing dimensions).
+absl::StatusOr<std::vector<VariableSpec>> VariablesOfSlices(
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& slices);
 
 // A table of the placement: one line per slice and a line per shard with
 // its bytes. For logs and docs/SHARDING.md.

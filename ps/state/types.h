@@ -178,6 +178,9 @@ struct ShardStatus {
   // Workers that left with a failure (they cannot take part), by worker id
   // ascending, with the reason each gave last.
   std::vector<std::pair<int, std::string>> failed_workers;
+  // The shard's variables (name, shape) in its order, when asked for
+  // (StatusRequest.variables); none before Initialize.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> variables;
   // The run directory the server writes to; filled by the gRPC service
   // (the shard itself has none).
   std::string run_dir;

@@ -97,25 +97,38 @@ class FaultInjector {
   // Counts a call of `kind` that reached the wrapped client.
   void Delivered(CallKind kind);
   // Waits until `after` more calls of `kind` than now have been delivered,
-  // or the hold timeout; false on the timeout.
+  // or the hold timeout; false on the timeout. The call counts in held()
+  // from the moment its target is taken.
   bool AwaitOthers(CallKind kind, int after);
 
   // Calls under a kGate rule wait while the gate is closed.
   void CloseGate();
   void OpenGate();
   // Waits while the gate is closed, up to the hold timeout; false on the
-  // timeout.
+  // timeout. The call counts in at_gate() while it waits.
   bool PassGate();
+
+  // For tests to wait on a fault being in place rather than sleep: the
+  // calls held by kReorder rules so far (each counted once its target is
+  // taken, so calls delivered after that overtake it), and the calls
+  // waiting at the closed gate now.
+  int64_t held() const;
+  int64_t at_gate() const;
+  // Wait until held() (at_gate()) >= n, or `timeout`; false on the timeout.
+  bool AwaitHeld(int64_t n, absl::Duration timeout) const;
+  bool AwaitAtGate(int64_t n, absl::Duration timeout) const;
 
   absl::Duration hold_timeout() const { return hold_timeout_; }
 
  private:
   const absl::Duration hold_timeout_;
-  Mutex mu_;
-  CondVar changed_;
+  mutable Mutex mu_;
+  mutable CondVar changed_;
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
   std::map<CallKind, int64_t> delivered_ ABSL_GUARDED_BY(mu_);
   bool gate_closed_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t at_gate_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 enum class CutMode {
@@ -136,7 +149,9 @@ struct FaultStats {
   int64_t delayed = 0;
   int64_t duplicated = 0;
   int64_t reordered = 0;
+  int64_t reorder_timeouts = 0;  // holds that ended on the hold timeout
   int64_t gated = 0;
+  int64_t gate_timeouts = 0;  // gate waits that ended on the hold timeout
   int64_t cut_calls = 0;  // calls that failed or hung while cut off
   // The status of each duplicate's second send.
   std::vector<absl::Status> second_sends;
@@ -161,6 +176,9 @@ class FaultInjectionPsClient final : public PsClient {
   absl::Status Join() override;
   absl::Status Leave() override;
   absl::Status LeaveFailed(absl::string_view reason) override;
+  absl::StatusOr<std::vector<VariableSpec>> Variables() override {
+    return inner_->Variables();
+  }
   absl::StatusOr<ModelVersion> Pull(
       const ModelVersion& min_version, absl::Time deadline,
       absl::Span<const NamedTensorView> out) override;

@@ -143,6 +143,11 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_shutting_down(s.shutting_down);
   out->set_run_dir(s.run_dir);
   out->set_workers_expired(s.workers_expired);
+  for (const auto& [name, shape] : s.variables) {
+    wire::VariableShape* v = out->add_variables();
+    v->set_name(name);
+    v->mutable_shape()->Assign(shape.begin(), shape.end());
+  }
   for (const auto& [worker, reason] : s.failed_workers) {
     wire::WorkerFailure* f = out->add_failed_workers();
     f->set_worker_id(worker);
@@ -190,6 +195,10 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.shutting_down = r.shutting_down();
   s.run_dir = r.run_dir();
   s.workers_expired = r.workers_expired();
+  for (const wire::VariableShape& v : r.variables()) {
+    s.variables.emplace_back(
+        v.name(), std::vector<int64_t>(v.shape().begin(), v.shape().end()));
+  }
   for (const wire::WorkerFailure& f : r.failed_workers()) {
     s.failed_workers.emplace_back(f.worker_id(), f.reason());
   }
