@@ -59,11 +59,12 @@ PushReply MustPush(ParameterShard& shard, int worker, int64_t step,
   return *r;
 }
 
-TEST_CASE("sync: a variable no push of the step has a gradient for is not "
-          "updated: no decay, no slot change") {
-  const auto kind = GENERATE(OptimizerOptions::Kind::kSgd,
-                             OptimizerOptions::Kind::kMomentum,
-                             OptimizerOptions::Kind::kAdam);
+TEST_CASE(
+    "sync: a variable no push of the step has a gradient for is not "
+    "updated: no decay, no slot change") {
+  const auto kind =
+      GENERATE(OptimizerOptions::Kind::kSgd, OptimizerOptions::Kind::kMomentum,
+               OptimizerOptions::Kind::kAdam);
   INFO("optimizer " << static_cast<int>(kind));
   auto shard = MakeShard(SyncOptions(kind, 2, 2));
   const char* slot = kind == OptimizerOptions::Kind::kAdam ? "m" : "momentum";
@@ -86,8 +87,9 @@ TEST_CASE("sync: a variable no push of the step has a gradient for is not "
   CHECK(Weights(*shard).w == after.w);
 }
 
-TEST_CASE("sync: a variable only some pushes have is their sum over all the "
-          "step's pushes") {
+TEST_CASE(
+    "sync: a variable only some pushes have is their sum over all the "
+    "step's pushes") {
   // SGD, lr 0.5, no decay: b -= 0.5 * (g0.b + 0) / 2.
   ServerOptions o = SyncOptions(OptimizerOptions::Kind::kSgd, 2, 2);
   o.optimizer.weight_decay = 0.0;
@@ -137,8 +139,9 @@ TEST_CASE("pushes in parts: a marker is a part like any other") {
   CHECK(Weights(*shard).w != InitialValues().w);
 }
 
-TEST_CASE("a marker with data or of another shape is refused by name, and "
-          "changes nothing") {
+TEST_CASE(
+    "a marker with data or of another shape is refused by name, and "
+    "changes nothing") {
   auto shard = MakeShard(SyncOptions(OptimizerOptions::Kind::kSgd, 1, 1));
   const TwoVariables g = testing::ExactGradient(0, 0);
   std::vector<TensorBytes> with_data = g.Bytes();
