@@ -11,9 +11,9 @@ TEST_CASE("TensorFlow's form: the constants of step t") {
   AdamHyper h;
   h.learning_rate = 0.01;
   const AdamStep c = TensorFlowAdamStep(h, 3, 0.5);
-  CHECK(c.step_size == static_cast<float>(0.01 * 0.5 *
-                                          std::sqrt(1 - std::pow(0.999, 3)) /
-                                          (1 - std::pow(0.9, 3))));
+  CHECK(c.step_size ==
+        static_cast<float>(0.01 * 0.5 * std::sqrt(1 - std::pow(0.999, 3)) /
+                           (1 - std::pow(0.9, 3))));
   CHECK(c.sqrt_v_scale == 1.0f);
   CHECK(c.one_minus_beta1 == static_cast<float>(1.0 - 0.9));
   CHECK(c.one_minus_beta2 == static_cast<float>(1.0 - 0.999));

@@ -91,8 +91,7 @@ class Locator {
                         int index) {
     const auto* f = Field(msg, field);
     if (!f->is_repeated()) return index == -1;
-    return index >= 0 &&
-           index < msg.GetReflection()->FieldSize(msg, f);
+    return index >= 0 && index < msg.GetReflection()->FieldSize(msg, f);
   }
 
   int Line(const Message& msg, absl::string_view field, int index) const {
@@ -134,19 +133,19 @@ absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
     }
     auto [it, inserted] = seen.emplace(address, task_name);
     if (!inserted) {
-      return loc.Error(task, "address", path,
-                       absl::StrCat("'", address, "' is already the address of ",
-                                    it->second));
+      return loc.Error(
+          task, "address", path,
+          absl::StrCat("'", address, "' is already the address of ",
+                       it->second));
     }
     return absl::OkStatus();
   };
   // host:metrics_port -> task, so that two tasks of one host do not share
   // a metrics port (nor a task's gRPC port).
-  auto check_metrics_port = [&](const Message& task, int port,
-                                const std::string& address,
-                                const std::string& task_name,
-                                const Locator& loc,
-                                const std::string& path) -> absl::Status {
+  auto check_metrics_port =
+      [&](const Message& task, int port, const std::string& address,
+          const std::string& task_name, const Locator& loc,
+          const std::string& path) -> absl::Status {
     if (port == 0) return absl::OkStatus();
     if (port < 0 || port > 65535) {
       return loc.Error(task, "metrics_port", path,
@@ -158,9 +157,9 @@ absl::Status ValidateTasks(const ClusterConfig& c, const Locator& at) {
     const std::string key = absl::StrCat(host, ":", port);
     auto [it, inserted] = seen.emplace(key, task_name);
     if (!inserted) {
-      return loc.Error(task, "metrics_port", path,
-                       absl::StrCat(port, " is already used on ", host, " by ",
-                                    it->second));
+      return loc.Error(
+          task, "metrics_port", path,
+          absl::StrCat(port, " is already used on ", host, " by ", it->second));
     }
     return absl::OkStatus();
   };
@@ -235,8 +234,9 @@ absl::Status ValidateOptimizer(const config::OptimizerConfig& o,
       AdamHyper{o.learning_rate(), o.beta1(), o.beta2(), o.epsilon()},
       o.kind() == config::OptimizerConfig::ADAM);
   if (bad.has_value()) {
-    return at.Error(o, bad->field, "training.optimizer." + bad->field,
-                    absl::StrCat(static_cast<float>(bad->value), " ", bad->rule));
+    return at.Error(
+        o, bad->field, "training.optimizer." + bad->field,
+        absl::StrCat(static_cast<float>(bad->value), " ", bad->rule));
   }
   absl::string_view kind = "adam";
   if (o.kind() == config::OptimizerConfig::SGD) kind = "sgd";
@@ -244,9 +244,9 @@ absl::Status ValidateOptimizer(const config::OptimizerConfig& o,
   const absl::optional<OptimizerOptionProblem> sgd = FindSgdOptionProblem(
       SgdHyper{o.momentum(), o.nesterov(), o.weight_decay()}, kind);
   if (!sgd.has_value()) return absl::OkStatus();
-  const std::string value =
-      sgd->field == "nesterov" ? "true"
-                               : absl::StrCat(static_cast<float>(sgd->value));
+  const std::string value = sgd->field == "nesterov"
+                                ? "true"
+                                : absl::StrCat(static_cast<float>(sgd->value));
   return at.Error(o, sgd->field, "training.optimizer." + sgd->field,
                   absl::StrCat(value, " ", sgd->rule));
 }
@@ -268,32 +268,32 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
   // Across tasks: N of the worker tasks. N >= 1 and the async staleness
   // controls are ValidatePsOptions'.
   if (t.replicas_to_aggregate() > t.total_num_replicas()) {
-    return at.Error(t, "replicas_to_aggregate", "training.replicas_to_aggregate",
+    return at.Error(t, "replicas_to_aggregate",
+                    "training.replicas_to_aggregate",
                     absl::StrCat(t.replicas_to_aggregate(),
                                  " is more than total_num_replicas (",
                                  t.total_num_replicas(), ")"));
   }
   if (!t.has_min_workers()) t.set_min_workers(t.total_num_replicas());
   if (t.min_workers() < 1 || t.min_workers() > t.total_num_replicas()) {
-    return at.Error(t, "min_workers", "training.min_workers",
-                    absl::StrCat(t.min_workers(), " is not in 1..",
-                                 t.total_num_replicas(),
-                                 " (total_num_replicas)"));
+    return at.Error(
+        t, "min_workers", "training.min_workers",
+        absl::StrCat(t.min_workers(), " is not in 1..", t.total_num_replicas(),
+                     " (total_num_replicas)"));
   }
   if (t.batch_size() < 1 || t.batch_size() > 65536) {
     return at.Error(t, "batch_size", "training.batch_size",
                     absl::StrCat(t.batch_size(), " is not in 1..65536"));
   }
-  RETURN_IF_ERROR(
-      ValidateOptimizer(t.optimizer(), at.Nested(t, "optimizer")));
+  RETURN_IF_ERROR(ValidateOptimizer(t.optimizer(), at.Nested(t, "optimizer")));
   if (t.has_steps() == t.has_epochs()) {
     return at.Error(t, t.has_steps() ? "epochs" : "steps", "training",
                     "set exactly one of steps and epochs");
   }
   if (t.optimizer().has_schedule()) {
     const config::LearningRateSchedule& ls = t.optimizer().schedule();
-    const Locator in = at.Nested(t, "optimizer").Nested(t.optimizer(),
-                                                        "schedule");
+    const Locator in =
+        at.Nested(t, "optimizer").Nested(t.optimizer(), "schedule");
     if (ls.has_base_batch_size() && ls.base_batch_size() < 1) {
       return in.Error(ls, "base_batch_size",
                       "training.optimizer.schedule.base_batch_size",
@@ -304,8 +304,8 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
     const absl::optional<LrScheduleProblem> bad = FindLrScheduleProblem(
         LrScheduleFromConfig(t), t.has_steps() ? t.steps() : 0);
     if (bad.has_value()) {
-      const std::string field = bad->field == "scale" ? "base_batch_size"
-                                                      : bad->field;
+      const std::string field =
+          bad->field == "scale" ? "base_batch_size" : bad->field;
       return in.Error(ls, field, "training.optimizer.schedule." + field,
                       absl::StrCat(bad->value, " ", bad->rule));
     }
@@ -493,8 +493,8 @@ absl::Status SplitHostPort(absl::string_view address, std::string* host,
   absl::string_view p = address.substr(colon + 1);
   int value = 0;
   if (!absl::SimpleAtoi(p, &value) || value < 1 || value > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", address, "' has port '", p, "' (expected 1..65535)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", address, "' has port '", p, "' (expected 1..65535)"));
   }
   absl::string_view h = address.substr(0, colon);
   if (absl::StrContains(h, ':') &&
@@ -530,9 +530,9 @@ LrSchedule LrScheduleFromConfig(const config::TrainingConfig& t) {
   LrSchedule s;
   if (ls.has_base_batch_size() && ls.base_batch_size() > 0) {
     const int64_t per_update =
-        int64_t{t.batch_size()} *
-        (t.mode() == config::TrainingConfig::SYNC ? t.replicas_to_aggregate()
-                                                  : 1);
+        int64_t{t.batch_size()} * (t.mode() == config::TrainingConfig::SYNC
+                                       ? t.replicas_to_aggregate()
+                                       : 1);
     s.scale = static_cast<double>(per_update) / ls.base_batch_size();
   }
   s.warmup_steps = ls.warmup_steps();
@@ -569,7 +569,8 @@ std::string ListenAddress(const config::PsTask& task) {
 std::string CheckpointDir(const ClusterConfig& config, int ps_index) {
   if (!config.has_checkpoint()) return "";
   const config::PsTask& p = config.ps(ps_index);
-  return p.has_checkpoint_dir() ? p.checkpoint_dir() : config.checkpoint().dir();
+  return p.has_checkpoint_dir() ? p.checkpoint_dir()
+                                : config.checkpoint().dir();
 }
 
 SecurityOptions SecurityFromConfig(const ClusterConfig& config) {
@@ -594,12 +595,12 @@ absl::StatusOr<TaskId> ParseTaskId(absl::string_view text,
   TaskId id;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &id.index) ||
       (parts[0] != "ps" && parts[0] != "worker")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "task '", text, "' is not ps:I or worker:J"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("task '", text, "' is not ps:I or worker:J"));
   }
   id.kind = parts[0] == "ps" ? TaskId::Kind::kPs : TaskId::Kind::kWorker;
-  int count = id.kind == TaskId::Kind::kPs ? config.ps_size()
-                                           : config.worker_size();
+  int count =
+      id.kind == TaskId::Kind::kPs ? config.ps_size() : config.worker_size();
   if (id.index < 0 || id.index >= count) {
     return absl::InvalidArgumentError(absl::StrCat(
         "task '", text, "' is not in cluster '", config.name(), "', which has ",
@@ -618,22 +619,22 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   parser.RecordErrorsTo(&errors);
   parser.WriteLocationsTo(&tree);
   if (!parser.ParseFromString(std::string(text), &config)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        filename, ":", errors.line_, ": ",
-        errors.has_error_ ? errors.message_ : "cannot parse"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(filename, ":", errors.line_, ": ",
+                     errors.has_error_ ? errors.message_ : "cannot parse"));
   }
   Locator at(filename, &tree);
   if (!IsValidClusterName(config.name())) {
-    return at.Error(config, "name", "name",
-                    absl::StrCat("'", config.name(), "' is not ",
-                                 kClusterNameRule));
+    return at.Error(
+        config, "name", "name",
+        absl::StrCat("'", config.name(), "' is not ", kClusterNameRule));
   }
   RETURN_IF_ERROR(ValidateTasks(config, at));
   RETURN_IF_ERROR(ValidateTraining(config, at));
   RETURN_IF_ERROR(ValidatePsOptions(config, at));
   if (config.model().name().empty()) {
-    return at.Nested(config, "model").Error(config.model(), "name",
-                                            "model.name", "empty");
+    return at.Nested(config, "model")
+        .Error(config.model(), "name", "model.name", "empty");
   }
   RETURN_IF_ERROR(ValidateData(config, at));
   if (config.run_root().empty()) {

@@ -225,11 +225,13 @@ TEST_CASE("each validation error names file, line and field") {
       {Replace(good, "source: SYNTHETIC", "source: CIFAR10"),
        "c.pbtxt:15: data.dir: missing: CIFAR10 needs the directory of its "
        ".bin files (or use source: SYNTHETIC)"},
-      {Replace(good, "source: SYNTHETIC", "source: SYNTHETIC "
-                                          "synthetic_train_size: 0"),
+      {Replace(good, "source: SYNTHETIC",
+               "source: SYNTHETIC "
+               "synthetic_train_size: 0"),
        "c.pbtxt:15: data.synthetic_train_size: 0 is less than 1"},
-      {Replace(good, "name: \"test\"", "name: \"test\" "
-                                         "worker_lease_seconds: -2"),
+      {Replace(good, "name: \"test\"",
+               "name: \"test\" "
+               "worker_lease_seconds: -2"),
        "c.pbtxt:2: worker_lease_seconds: -2 is not in [0, 86400] (0: no "
        "lease)"},
       {Replace(good, "mode: SYNC", "eval_examples: -1"),

@@ -128,8 +128,7 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmNodelist(
       }
       int64_t lo = 0, hi = 0;
       if (!absl::SimpleAtoi(ends[0], &lo) ||
-          !absl::SimpleAtoi(ends.back(), &hi) || hi < lo ||
-          hi - lo > 100000) {
+          !absl::SimpleAtoi(ends.back(), &hi) || hi < lo || hi - lo > 100000) {
         return Bad("nodelist", nodelist,
                    absl::StrCat("range '", range, "' is not LOW-HIGH"));
       }
@@ -204,11 +203,11 @@ absl::StatusOr<ResolvedCluster> ClusterFromSlurm(const ClusterConfig& config,
     return Bad(ntasks_var, ntasks_text, "not a task count");
   }
   if (ntasks != total) {
-    return Bad(ntasks_var, ntasks_text,
-               absl::StrCat("config '", config.name(), "' has ",
-                            config.ps_size(), " ps and ", config.worker_size(),
-                            " worker tasks (", total,
-                            "): run srun with -n ", total));
+    return Bad(
+        ntasks_var, ntasks_text,
+        absl::StrCat("config '", config.name(), "' has ", config.ps_size(),
+                     " ps and ", config.worker_size(), " worker tasks (", total,
+                     "): run srun with -n ", total));
   }
   if (!absl::SimpleAtoi(procid_text, &procid) || procid < 0 ||
       procid >= ntasks) {
@@ -225,10 +224,10 @@ absl::StatusOr<ResolvedCluster> ClusterFromSlurm(const ClusterConfig& config,
     return Bad(tpn_var, tpn_text, per_node.status().message());
   }
   if (per_node->size() != nodes->size()) {
-    return Bad(tpn_var, tpn_text,
-               absl::StrCat("counts ", per_node->size(), " nodes, but ",
-                            nodes_var, "='", nodes_text, "' names ",
-                            nodes->size()));
+    return Bad(
+        tpn_var, tpn_text,
+        absl::StrCat("counts ", per_node->size(), " nodes, but ", nodes_var,
+                     "='", nodes_text, "' names ", nodes->size()));
   }
   int sum = 0;
   for (int n : *per_node) sum += n;
@@ -247,8 +246,8 @@ absl::StatusOr<ResolvedCluster> ClusterFromSlurm(const ClusterConfig& config,
                                 " for ports from ", port_base));
       }
       TaskId task;
-      task.kind = rank < config.ps_size() ? TaskId::Kind::kPs
-                                          : TaskId::Kind::kWorker;
+      task.kind =
+          rank < config.ps_size() ? TaskId::Kind::kPs : TaskId::Kind::kWorker;
       task.index = rank < config.ps_size() ? rank : rank - config.ps_size();
       SetAddress(&r.config, task,
                  absl::StrCat((*nodes)[node], ":", port_base + k));
@@ -269,7 +268,7 @@ absl::StatusOr<ResolvedCluster> ClusterFromTfConfig(const ClusterConfig& config,
   google::protobuf::Struct root;
   google::protobuf::util::JsonParseOptions options;
   if (auto s = google::protobuf::util::JsonStringToMessage(it->second, &root,
-                                                          options);
+                                                           options);
       !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("TF_CONFIG: not JSON: ", s.message().as_string()));
@@ -289,9 +288,9 @@ absl::StatusOr<ResolvedCluster> ClusterFromTfConfig(const ClusterConfig& config,
   std::map<std::string, std::vector<std::string>> roles;
   for (const auto& [role, value] : cluster_it->second.struct_value().fields()) {
     if (role != "chief" && role != "worker" && role != "ps") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TF_CONFIG: cluster.", role,
-          ": a role psgd does not have (chief, worker, ps)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("TF_CONFIG: cluster.", role,
+                       ": a role psgd does not have (chief, worker, ps)"));
     }
     if (!value.has_list_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -307,22 +306,24 @@ absl::StatusOr<ResolvedCluster> ClusterFromTfConfig(const ClusterConfig& config,
   }
   const bool has_chief = roles.count("chief") > 0;
   if (has_chief && roles["chief"].size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TF_CONFIG: cluster.chief has ", roles["chief"].size(),
-        " addresses; a TFJob has one chief"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG: cluster.chief has ", roles["chief"].size(),
+                     " addresses; a TFJob has one chief"));
   }
-  const int workers = static_cast<int>(roles["worker"].size()) +
-                      (has_chief ? 1 : 0);
+  const int workers =
+      static_cast<int>(roles["worker"].size()) + (has_chief ? 1 : 0);
   if (static_cast<int>(roles["ps"].size()) != config.ps_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TF_CONFIG: cluster.ps has ", roles["ps"].size(),
-        " addresses, but config '", config.name(), "' has ", config.ps_size(),
-        " ps tasks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG: cluster.ps has ", roles["ps"].size(),
+                     " addresses, but config '", config.name(), "' has ",
+                     config.ps_size(), " ps tasks"));
   }
   if (workers != config.worker_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TF_CONFIG: cluster has ", workers, " workers (chief included), but "
-        "config '", config.name(), "' has ", config.worker_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG: cluster has ", workers,
+                     " workers (chief included), but "
+                     "config '",
+                     config.name(), "' has ", config.worker_size()));
   }
   ResolvedCluster r{config, {}, "tf_config"};
   for (int i = 0; i < config.ps_size(); ++i) {
@@ -332,9 +333,10 @@ absl::StatusOr<ResolvedCluster> ClusterFromTfConfig(const ClusterConfig& config,
     SetAddress(&r.config, {TaskId::Kind::kWorker, 0}, roles["chief"][0]);
   }
   for (size_t i = 0; i < roles["worker"].size(); ++i) {
-    SetAddress(&r.config,
-               {TaskId::Kind::kWorker, static_cast<int>(i) + (has_chief ? 1 : 0)},
-               roles["worker"][i]);
+    SetAddress(
+        &r.config,
+        {TaskId::Kind::kWorker, static_cast<int>(i) + (has_chief ? 1 : 0)},
+        roles["worker"][i]);
   }
   const auto& task = task_it->second.struct_value().fields();
   auto type_it = task.find("type");
@@ -351,16 +353,17 @@ absl::StatusOr<ResolvedCluster> ClusterFromTfConfig(const ClusterConfig& config,
     }
     index = index_it->second.number_value();
   }
-  const int count = roles.count(type) ? static_cast<int>(roles[type].size()) : 0;
+  const int count =
+      roles.count(type) ? static_cast<int>(roles[type].size()) : 0;
   if (type != "chief" && type != "worker" && type != "ps") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TF_CONFIG: task.type '", type,
-        "': a role psgd does not have (chief, worker, ps)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG: task.type '", type,
+                     "': a role psgd does not have (chief, worker, ps)"));
   }
   if (index != static_cast<int>(index) || index < 0 || index >= count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TF_CONFIG: task ", type, ":", index, ": cluster.", type, " has ",
-        count, " address", count == 1 ? "" : "es"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG: task ", type, ":", index, ": cluster.", type,
+                     " has ", count, " address", count == 1 ? "" : "es"));
   }
   const int i = static_cast<int>(index);
   if (type == "ps") {
@@ -416,9 +419,9 @@ absl::StatusOr<ResolvedCluster> ResolveTask(const ClusterConfig& config,
   ASSIGN_OR_RETURN(ResolvedCluster r,
                    ResolveCluster(config, source, env, slurm_port_base));
   if (!task_flag.empty() && task_flag != r.task.ToString()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--task=", task_flag, " but --cluster_from=", source,
-        " makes this process ", r.task.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--task=", task_flag, " but --cluster_from=", source,
+                     " makes this process ", r.task.ToString()));
   }
   return r;
 }

@@ -47,7 +47,8 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmNodelist(
     absl::string_view nodelist);
 
 // Slurm's tasks per node: "2", "2,1,3", "3(x2),2,1" -> 2 / 2,1,3 / 3,3,2,1.
-absl::StatusOr<std::vector<int>> ExpandSlurmTasksPerNode(absl::string_view spec);
+absl::StatusOr<std::vector<int>> ExpandSlurmTasksPerNode(
+    absl::string_view spec);
 
 // The config with every task's address from the engine, and this task.
 struct ResolvedCluster {

@@ -83,8 +83,8 @@ TEST_CASE("Slurm node lists expand as TensorFlow's do") {
     REQUIRE(got.ok());
     CHECK(*got == c.out);
   }
-  for (const char* bad : {"", "n[1-", "n[3-1]", "n[a-b]", "[1-2]", "n 1",
-                          "n[1]x", "n]"}) {
+  for (const char* bad :
+       {"", "n[1-", "n[3-1]", "n[a-b]", "[1-2]", "n 1", "n[1]x", "n]"}) {
     CAPTURE(bad);
     CHECK_FALSE(ExpandSlurmNodelist(bad).ok());
   }
@@ -196,7 +196,8 @@ TEST_CASE("TF_CONFIG: Kubeflow's chief, workers and ps") {
                      "ps": ["job-ps-0.job:2222", "job-ps-1.job:2222"]})";
   absl::StatusOr<ResolvedCluster> r = ResolveCluster(
       Config(2, 3), "tf_config",
-      {{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "worker", "index": 1}})"}},
+      {{"TF_CONFIG",
+        "{" + cluster + R"(, "task": {"type": "worker", "index": 1}})"}},
       0);
   REQUIRE(r.ok());
   CHECK(Layout(*r) ==
@@ -205,14 +206,15 @@ TEST_CASE("TF_CONFIG: Kubeflow's chief, workers and ps") {
         "worker:2=job-worker-1.job:2222 ");
   CHECK(r->task.ToString() == "worker:2");
   CHECK(PrintResolvedCluster(*r) == Golden("tf_config_2ps_3w.pbtxt"));
-  r = ClusterFromTfConfig(Config(2, 3),
-                          {{"TF_CONFIG", "{" + cluster +
-                                             R"(, "task": {"type": "chief"}})"}});
+  r = ClusterFromTfConfig(
+      Config(2, 3),
+      {{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "chief"}})"}});
   REQUIRE(r.ok());
   CHECK(r->task.ToString() == "worker:0");
   r = ClusterFromTfConfig(
       Config(2, 3),
-      {{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "ps", "index": 1}})"}});
+      {{"TF_CONFIG",
+        "{" + cluster + R"(, "task": {"type": "ps", "index": 1}})"}});
   REQUIRE(r.ok());
   CHECK(r->task.ToString() == "ps:1");
   // Without a chief, worker 0 is the chief.
@@ -226,8 +228,8 @@ TEST_CASE("TF_CONFIG: Kubeflow's chief, workers and ps") {
 
 TEST_CASE("TF_CONFIG: bad input is named") {
   auto error = [](const std::string& json, int ps = 1, int workers = 2) {
-    return ErrorOf(
-        ResolveCluster(Config(ps, workers), "tf_config", {{"TF_CONFIG", json}}, 0));
+    return ErrorOf(ResolveCluster(Config(ps, workers), "tf_config",
+                                  {{"TF_CONFIG", json}}, 0));
   };
   const std::string ok_cluster =
       R"("cluster": {"worker": ["a:1", "b:1"], "ps": ["c:1"]})";
@@ -247,9 +249,10 @@ TEST_CASE("TF_CONFIG: bad input is named") {
   CHECK_THAT(error("{" + ok_cluster + R"(, "task": {"type": "ps"}})", 1, 3),
              Catch::StartsWith("TF_CONFIG: cluster has 2 workers (chief "
                                "included), but config 'c' has 3"));
-  CHECK_THAT(error("{" + ok_cluster + R"(, "task": {"type": "worker", "index": 2}})"),
-             Catch::StartsWith("TF_CONFIG: task worker:2: cluster.worker has 2 "
-                               "addresses"));
+  CHECK_THAT(
+      error("{" + ok_cluster + R"(, "task": {"type": "worker", "index": 2}})"),
+      Catch::StartsWith("TF_CONFIG: task worker:2: cluster.worker has 2 "
+                        "addresses"));
   CHECK_THAT(error("{" + ok_cluster + R"(, "task": {"type": "master"}})"),
              Catch::StartsWith("TF_CONFIG: task.type 'master': a role psgd "
                                "does not have"));

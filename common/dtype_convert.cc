@@ -30,8 +30,7 @@ inline uint16_t FloatToBFloat16Portable(float f) {
   const uint32_t b = Bits(f);
   const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
   const uint32_t nan = (b >> 16) | 0x40u;
-  return static_cast<uint16_t>((b & 0x7fffffffu) > 0x7f800000u ? nan
-                                                                : rounded);
+  return static_cast<uint16_t>((b & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 // After M. Maratyszcza's FP16 library (fp16_ieee_from_fp32_value): the
@@ -71,8 +70,8 @@ inline float HalfToFloatPortable(uint16_t h) {
   const float denormalized = FromBits((two_w >> 17) | magic_mask) - magic_bias;
   const uint32_t denormalized_cutoff = 1u << 27;
   const uint32_t result =
-      sign | (two_w < denormalized_cutoff ? Bits(denormalized)
-                                          : Bits(normalized));
+      sign |
+      (two_w < denormalized_cutoff ? Bits(denormalized) : Bits(normalized));
   return FromBits(result);
 }
 
@@ -84,12 +83,14 @@ inline float HalfToFloatPortable(uint16_t h) {
 // GCC 12 warns about _mm512_undefined_epi32() inside its own intrinsics at
 // -O2 (GCC bug 105593), a false positive.
 #pragma GCC diagnostic push
-#if !defined(__clang__)  // clang has no such warning (--config=tsa builds with it)
+#if !defined( \
+    __clang__)  // clang has no such warning (--config=tsa builds with it)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-__attribute__((target("avx512f"))) void FloatToBFloat16Avx512(
-    const float* in, int64_t n, uint16_t* out) {
+__attribute__((target("avx512f"))) void FloatToBFloat16Avx512(const float* in,
+                                                              int64_t n,
+                                                              uint16_t* out) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i inf = _mm512_set1_epi32(0x7f800000);
   const __m512i round = _mm512_set1_epi32(0x7fff);

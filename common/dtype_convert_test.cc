@@ -156,8 +156,8 @@ TEST_CASE("reference: rounds to the nearest (checked in double)") {
     const uint16_t b = FloatToBFloat16Ref(f);
     const double got = BFloat16ToFloatRef(b);
     if (std::isfinite(got)) {
-      const double other = BFloat16ToFloatRef(static_cast<uint16_t>(
-          std::fabs(got) > std::fabs(x) ? b - 1 : b + 1));
+      const double other = BFloat16ToFloatRef(
+          static_cast<uint16_t>(std::fabs(got) > std::fabs(x) ? b - 1 : b + 1));
       INFO("float bits " << Bits(f));
       CHECK(std::fabs(got - x) <= std::fabs(other - x));
     }
@@ -186,8 +186,7 @@ TEST_CASE("fast paths: 16-bit -> float bit-identical for all 65536 values") {
       CHECK(Differing(all, got, want) == 0);
     }
   }
-  BFloat16ToFloat(all.data(), all.size(), want.data(),
-                  ConvertPath::kReference);
+  BFloat16ToFloat(all.data(), all.size(), want.data(), ConvertPath::kReference);
   for (ConvertPath path : FastPaths()) {
     INFO(ConvertPathName(path));
     BFloat16ToFloat(all.data(), all.size(), got.data(), path);
@@ -224,8 +223,7 @@ TEST_CASE("fast paths: every length, so that the tails are covered") {
     std::vector<float> want_f(n + 1, 7.0f), got_f(n + 1, 7.0f);
     FloatToBFloat16(in.data(), n, want.data(), ConvertPath::kReference);
     FloatToHalf(in.data(), n, 2.0f, want_h.data(), ConvertPath::kReference);
-    HalfToFloat(want_h.data(), n, 0.5f, want_f.data(),
-                ConvertPath::kReference);
+    HalfToFloat(want_h.data(), n, 0.5f, want_f.data(), ConvertPath::kReference);
     for (ConvertPath path : FastPaths()) {
       INFO(ConvertPathName(path) << " n " << n);
       FloatToBFloat16(in.data(), n, got.data(), path);

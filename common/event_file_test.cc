@@ -79,15 +79,15 @@ TEST_CASE("a malformed event file is reported with the record's offset") {
   Spit(path, flipped);
   absl::Status s = ReadEventFile(path).status();
   CHECK(s.code() == absl::StatusCode::kDataLoss);
-  CHECK(s.message() ==
-        absl::StrCat("event file ", path, ": record at byte ", start,
-                     ": the data's CRC differs (corrupt)"));
+  CHECK(s.message() == absl::StrCat("event file ", path, ": record at byte ",
+                                    start,
+                                    ": the data's CRC differs (corrupt)"));
 
   Spit(path, good.substr(0, good.size() - 3));
   s = ReadEventFile(path).status();
   CHECK(s.code() == absl::StatusCode::kDataLoss);
-  CHECK(std::string(s.message()).find(absl::StrCat("record at byte ", start,
-                                                   ": truncated")) !=
+  CHECK(std::string(s.message())
+            .find(absl::StrCat("record at byte ", start, ": truncated")) !=
         std::string::npos);
 
   std::string bad_length = good;

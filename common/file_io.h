@@ -46,7 +46,8 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 absl::Status MakeDirectories(const std::string& path);
 
 // magic + length + crc + payload. `magic` must be 8 bytes.
-std::string FrameChecksummed(absl::string_view magic, absl::string_view payload);
+std::string FrameChecksummed(absl::string_view magic,
+                             absl::string_view payload);
 
 // The payload of a framed file's bytes. DATA_LOSS naming `filename` and what
 // is wrong (wrong magic, truncated, oversized, checksum mismatch).

@@ -1,13 +1,12 @@
 #include "common/file_io.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace psgd {
 namespace {

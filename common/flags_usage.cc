@@ -8,8 +8,8 @@
 namespace psgd {
 
 bool IsProjectFlagFile(absl::string_view filename) {
-  for (absl::string_view dir : {"common/", "configs/", "ps/", "worker/",
-                                "tests/", "tools/"}) {
+  for (absl::string_view dir :
+       {"common/", "configs/", "ps/", "worker/", "tests/", "tools/"}) {
     if (absl::StartsWith(filename, dir) ||
         absl::StrContains(filename, absl::StrCat("/", dir))) {
       return !absl::StrContains(filename, "absl/");

@@ -25,11 +25,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
     p->set_type_url(std::string(url));
     p->set_value(std::string(value));
   });
-  return grpc::Status(static_cast<grpc::StatusCode>(code),
-                      std::string(status.message()),
-                      details.payloads().empty()
-                          ? std::string()
-                          : details.SerializeAsString());
+  return grpc::Status(
+      static_cast<grpc::StatusCode>(code), std::string(status.message()),
+      details.payloads().empty() ? std::string() : details.SerializeAsString());
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -38,8 +36,7 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
     code = static_cast<int>(absl::StatusCode::kUnknown);
   }
-  absl::Status out(static_cast<absl::StatusCode>(code),
-                   status.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(code), status.error_message());
   rpc::StatusDetails details;
   // Details that do not parse (another server's, a different format) are
   // left out: the code and the message still say what happened.

@@ -25,7 +25,8 @@ TEST_CASE("an absl code outside the shared range becomes UNKNOWN") {
   CHECK(g.error_message() == "odd");
 }
 
-TEST_CASE("payloads survive the round trip; details that do not parse are left out") {
+TEST_CASE(
+    "payloads survive the round trip; details that do not parse are left out") {
   absl::Status s = absl::FailedPreconditionError("refused");
   s.SetPayload("type.example/a", absl::Cord("one"));
   s.SetPayload("type.example/b", absl::Cord(std::string("\0\xff", 2)));

@@ -33,9 +33,8 @@ absl::Status Lookup(absl::string_view host, int port, bool passive,
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   if (rc != 0) {
-    return absl::NotFoundError(absl::StrCat("host '", host,
-                                            "' does not resolve (",
-                                            gai_strerror(rc), ")"));
+    return absl::NotFoundError(absl::StrCat(
+        "host '", host, "' does not resolve (", gai_strerror(rc), ")"));
   }
   return absl::OkStatus();
 }
@@ -115,10 +114,10 @@ absl::Status CheckPsCanListen(const ClusterConfig& config, int index) {
   absl::Status s = CheckCanListen(ListenAddress(p));
   if (s.ok()) return s;
   return absl::Status(
-      s.code(), absl::StrCat("ps:", index, " (ps[", index, "].",
-                             p.has_listen_address() ? "listen_address"
-                                                    : "address",
-                             "): ", s.message()));
+      s.code(),
+      absl::StrCat("ps:", index, " (ps[", index, "].",
+                   p.has_listen_address() ? "listen_address" : "address",
+                   "): ", s.message()));
 }
 
 }  // namespace psgd

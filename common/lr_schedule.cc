@@ -21,9 +21,12 @@ bool LrSchedule::operator==(const LrSchedule& o) const {
 
 const char* DecayName(LrSchedule::Decay decay) {
   switch (decay) {
-    case LrSchedule::Decay::kConstant: return "constant";
-    case LrSchedule::Decay::kStep: return "step";
-    case LrSchedule::Decay::kCosine: return "cosine";
+    case LrSchedule::Decay::kConstant:
+      return "constant";
+    case LrSchedule::Decay::kStep:
+      return "step";
+    case LrSchedule::Decay::kCosine:
+      return "cosine";
   }
   return "constant";
 }
@@ -40,8 +43,8 @@ double LrFactor(const LrSchedule& s, int64_t t) {
     case LrSchedule::Decay::kConstant:
       return s.scale;
     case LrSchedule::Decay::kStep:
-      return s.scale * std::pow(s.decay_factor,
-                                static_cast<double>(u / s.decay_every));
+      return s.scale *
+             std::pow(s.decay_factor, static_cast<double>(u / s.decay_every));
     case LrSchedule::Decay::kCosine: {
       const double p =
           static_cast<double>(std::min(u, s.decay_steps)) / s.decay_steps;
@@ -98,16 +101,15 @@ absl::Status ValidateLrSchedule(const LrSchedule& s, int64_t last_step) {
   const absl::optional<LrScheduleProblem> bad =
       FindLrScheduleProblem(s, last_step);
   if (!bad.has_value()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "learning-rate schedule: ", bad->field, " is ", bad->value, ", ",
-      bad->rule));
+  return absl::InvalidArgumentError(
+      absl::StrCat("learning-rate schedule: ", bad->field, " is ", bad->value,
+                   ", ", bad->rule));
 }
 
 std::string LrScheduleToString(const LrSchedule& s) {
   std::string out = absl::StrCat("scale ", s.scale);
   if (s.warmup_steps > 0) {
-    absl::StrAppend(&out, ", warmup ", s.warmup_steps, " from ",
-                    s.warmup_from);
+    absl::StrAppend(&out, ", warmup ", s.warmup_steps, " from ", s.warmup_from);
   }
   switch (s.decay) {
     case LrSchedule::Decay::kConstant:

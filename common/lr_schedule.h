@@ -1,9 +1,10 @@
 // Learning-rate schedules, applied by the servers' optimizers
-// (ps/state/optimizer.h) and checked at config load (common/cluster_config.h): a factor that multiplies the
-// optimizer's learning rate at update t (1-based: Adam's t, the number of
-// updates the shard has applied, which checkpoints save and restore, so a
-// restored shard goes on where the schedule was). The same function in sync
-// and async mode: one update is one sync step, or one async push.
+// (ps/state/optimizer.h) and checked at config load (common/cluster_config.h):
+// a factor that multiplies the optimizer's learning rate at update t (1-based:
+// Adam's t, the number of updates the shard has applied, which checkpoints save
+// and restore, so a restored shard goes on where the schedule was). The same
+// function in sync and async mode: one update is one sync step, or one async
+// push.
 //
 //   scale      the linear scaling rule: the global batch over the batch the
 //              learning rate was tuned for (Goyal et al. 2017), fixed

@@ -30,11 +30,11 @@ TEST_CASE("step decay counts from the end of the warmup") {
   s.decay = LrSchedule::Decay::kStep;
   s.decay_every = 3;
   s.decay_factor = 0.5;
-  CHECK(LrFactor(s, 3) == 1.0);   // u = 1
-  CHECK(LrFactor(s, 4) == 1.0);   // u = 2
-  CHECK(LrFactor(s, 5) == 0.5);   // u = 3
-  CHECK(LrFactor(s, 8) == 0.25);  // u = 6
-  CHECK(LrFactor(s, 10) == 0.25); // u = 8
+  CHECK(LrFactor(s, 3) == 1.0);    // u = 1
+  CHECK(LrFactor(s, 4) == 1.0);    // u = 2
+  CHECK(LrFactor(s, 5) == 0.5);    // u = 3
+  CHECK(LrFactor(s, 8) == 0.25);   // u = 6
+  CHECK(LrFactor(s, 10) == 0.25);  // u = 8
 }
 
 TEST_CASE("cosine decay from 1 to the final factor, then flat") {
@@ -43,8 +43,7 @@ TEST_CASE("cosine decay from 1 to the final factor, then flat") {
   s.decay_steps = 100;
   s.final_factor = 0.1;
   CHECK(LrFactor(s, 50) == Approx(0.1 + 0.9 * 0.5));
-  CHECK(LrFactor(s, 25) ==
-        Approx(0.1 + 0.9 * (1 + std::cos(M_PI * 0.25)) / 2));
+  CHECK(LrFactor(s, 25) == Approx(0.1 + 0.9 * (1 + std::cos(M_PI * 0.25)) / 2));
   CHECK(LrFactor(s, 100) == Approx(0.1));
   CHECK(LrFactor(s, 400) == Approx(0.1));
 }
@@ -62,8 +61,9 @@ TEST_CASE("bad schedules are refused naming the field") {
   CHECK(ValidateLrSchedule(s, 0).ok());  // last step unknown
   s = LrSchedule();
   s.scale = 0;
-  CHECK(why(s) == "learning-rate schedule: scale is 0, must be positive and "
-                  "finite");
+  CHECK(why(s) ==
+        "learning-rate schedule: scale is 0, must be positive and "
+        "finite");
   s = LrSchedule();
   s.warmup_from = 1.5;
   CHECK(why(s).find("warmup_from") != std::string::npos);

@@ -1,7 +1,7 @@
 #include "common/metrics.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -89,8 +89,7 @@ TEST_CASE("a restarted task appends, ending a line cut short first") {
   std::fclose(f);
   auto w = MetricsWriter::Open(path, /*append=*/true).value();
   REQUIRE(w->Write(JsonObject().Set("step", 3)).ok());
-  CHECK(ReadAll(path) ==
-        "{\"step\":1}\n{\"step\":2}\n{\"st\n{\"step\":3}\n");
+  CHECK(ReadAll(path) == "{\"step\":1}\n{\"step\":2}\n{\"st\n{\"step\":3}\n");
   // A new file in append mode is just a new file.
   auto fresh = MetricsWriter::Open(dir + "/new.jsonl", true).value();
   REQUIRE(fresh->Write(JsonObject().Set("step", 0)).ok());

@@ -20,8 +20,8 @@ bool IsRunningStatistic(absl::string_view name) {
          absl::EndsWith(name, ".running_var");
 }
 
-void FoldRunningStatistic(const float* running, const float* batch,
-                          int64_t n, float* out) {
+void FoldRunningStatistic(const float* running, const float* batch, int64_t n,
+                          float* out) {
   const float keep = 1.0f - kBatchNormMomentum;
   for (int64_t i = 0; i < n; ++i) {
     out[i] = keep * running[i] + kBatchNormMomentum * batch[i];

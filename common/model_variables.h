@@ -64,8 +64,8 @@ absl::optional<std::string> FirstUnknownVariable(
 inline constexpr float kBatchNormMomentum = 0.1f;
 bool IsRunningStatistic(absl::string_view name);
 // The fold, element by element; `out` may be `running`.
-void FoldRunningStatistic(const float* running, const float* batch,
-                          int64_t n, float* out);
+void FoldRunningStatistic(const float* running, const float* batch, int64_t n,
+                          float* out);
 
 // The variables of TensorFlow's cifar10 tutorial network on 24x24 crops,
 // 1,068,298 parameters. Layouts (what the backends compute with):

@@ -36,9 +36,8 @@ TEST_CASE("variable lists with duplicates, empty names or bad shapes fail") {
 TEST_CASE("FirstUnknownVariable names the first name that is not a variable") {
   const std::vector<VariableSpec> specs = Cifar10LinearVariables();
   CHECK_FALSE(FirstUnknownVariable({}, specs).has_value());
-  CHECK_FALSE(
-      FirstUnknownVariable({"linear/biases", "linear/weights"}, specs)
-          .has_value());
+  CHECK_FALSE(FirstUnknownVariable({"linear/biases", "linear/weights"}, specs)
+                  .has_value());
   const absl::optional<std::string> unknown = FirstUnknownVariable(
       {"linear/biases", "conv1/weights", "fc/weights"}, specs);
   REQUIRE(unknown.has_value());

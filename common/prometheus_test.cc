@@ -77,7 +77,8 @@ TEST_CASE("GET /metrics serves the page; other paths are 404") {
   REQUIRE(server.ok());
   const std::string ok = Get((*server)->port(), "/metrics");
   CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
-  CHECK(ok.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
+  CHECK(ok.find("Content-Type: text/plain; version=0.0.4") !=
+        std::string::npos);
   CHECK(ok.find("psgd_step 42\n") != std::string::npos);
   CHECK(Get((*server)->port(), "/").rfind("HTTP/1.1 404", 0) == 0);
   CHECK(renders == 1);
@@ -93,8 +94,8 @@ TEST_CASE("GET /metrics serves the page; other paths are 404") {
 
 TEST_CASE("promtool accepts the page") {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") +
-                           "/metrics.txt";
+  const std::string path =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/metrics.txt";
   std::ofstream(path) << Sample().Text();
   // Debian's prometheus package (scripts/setup.sh installs it).
   const int rc = std::system(("promtool check metrics < " + path).c_str());

@@ -33,8 +33,8 @@ absl::optional<PsOptionProblem> FindPsOptionProblem(const PsOptionValues& v) {
                       "is negative");
   }
   if (v.max_push_staleness.has_value() && *v.max_push_staleness < 0) {
-    return OutOfRange("max_push_staleness",
-                      absl::StrCat(*v.max_push_staleness), "is negative");
+    return OutOfRange("max_push_staleness", absl::StrCat(*v.max_push_staleness),
+                      "is negative");
   }
   if (!(v.dc_asgd_lambda >= 0) || !std::isfinite(v.dc_asgd_lambda)) {
     return OutOfRange("dc_asgd_lambda", absl::StrCat(v.dc_asgd_lambda),
@@ -56,8 +56,8 @@ absl::optional<PsOptionProblem> FindPsOptionProblem(const PsOptionValues& v) {
                      kSyncNeverStale);
     }
     if (v.max_push_staleness.has_value()) {
-      return NotHere("max_push_staleness",
-                     absl::StrCat(*v.max_push_staleness), kSyncNeverStale);
+      return NotHere("max_push_staleness", absl::StrCat(*v.max_push_staleness),
+                     kSyncNeverStale);
     }
     if (v.dc_asgd_lambda != 0) {
       return NotHere(

@@ -28,10 +28,10 @@ struct PsOptionValues {
   absl::optional<int64_t> staleness_bound;     // unset: no bound
   absl::optional<int64_t> max_push_staleness;  // unset: no limit
   bool scale_lr_by_staleness = false;
-  double dc_asgd_lambda = 0;              // 0: off
-  absl::optional<double> async_beta1;     // unset: the optimizer's beta1
-  double worker_lease_seconds = 0;        // 0: no lease
-  int64_t checkpoint_every_steps = 0;     // 0: not by steps
+  double dc_asgd_lambda = 0;           // 0: off
+  absl::optional<double> async_beta1;  // unset: the optimizer's beta1
+  double worker_lease_seconds = 0;     // 0: no lease
+  int64_t checkpoint_every_steps = 0;  // 0: not by steps
   int checkpoint_keep = 3;
 };
 

@@ -5,7 +5,8 @@ namespace psgd {
 absl::Status Annotate(const absl::Status& status, absl::string_view prefix) {
   if (status.ok()) return status;
   absl::Status out(status.code(), absl::StrCat(prefix, status.message()));
-  // Payloads say what kind of failure it is (e.g. ps::PushRefusalOf): keep them.
+  // Payloads say what kind of failure it is (e.g. ps::PushRefusalOf): keep
+  // them.
   status.ForEachPayload([&](absl::string_view url, const absl::Cord& value) {
     out.SetPayload(url, value);
   });

@@ -1,8 +1,7 @@
 #include "common/status_macros.h"
 
-#include <memory>
-
 #include <catch2/catch.hpp>
+#include <memory>
 
 namespace psgd {
 namespace {

@@ -42,7 +42,8 @@ absl::Status ValidateShape(const Shape& shape) {
 AlignedBuffer::AlignedBuffer(size_t size) : size_(size) {
   if (size == 0) return;
   // aligned_alloc wants a multiple of the alignment.
-  size_t bytes = (size * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+  size_t bytes =
+      (size * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
   data_ = static_cast<float*>(std::aligned_alloc(kAlignment, bytes));
   if (data_ == nullptr) throw std::bad_alloc();
   std::memset(data_, 0, bytes);

@@ -1,8 +1,7 @@
 #include "common/tensor.h"
 
-#include <cstdint>
-
 #include <catch2/catch.hpp>
+#include <cstdint>
 
 namespace psgd {
 namespace {

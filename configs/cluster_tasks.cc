@@ -1,8 +1,8 @@
 // Prints the tasks of a cluster config, one per line ("ps:0", ..., "worker:0",
 // ...), after validating it; with --addresses also each task's address, with
-// --field one value, with --program a worker task's program. The one reader of configs for the scripts
-// (scripts/run/launch.sh, scripts/lib/configs.py and those that use them).
-// Exit status 1 with the validation error on stderr.
+// --field one value, with --program a worker task's program. The one reader of
+// configs for the scripts (scripts/run/launch.sh, scripts/lib/configs.py and
+// those that use them). Exit status 1 with the validation error on stderr.
 //
 // --novalidate (with --field=name only) parses the text format without the
 // loader's checks, for a tool that checks a rule of its own on the name
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
                         : "async")
                 << "\n";
     } else if (field == "checkpoints") {
-      std::cout << (!config->has_checkpoint() ? "none"
+      std::cout << (!config->has_checkpoint()           ? "none"
                     : psgd::PerHostCheckpoints(*config) ? "per_task"
                                                         : "shared")
                 << "\n";

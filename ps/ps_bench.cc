@@ -31,12 +31,11 @@
 // --config=F: no servers in this process; W worker threads (ids
 // --first_worker.. of the config's workers, each with its own connections)
 // push and pull against the config's ps tasks (started by hand or by
-// scripts/bench/ps_bench_cluster.sh, possibly on other hosts), with the config's
-// wire dtypes, mode and token, for --seconds; it prints bytes per second
-// per worker and per server.
-#include <grpcpp/grpcpp.h>
-
+// scripts/bench/ps_bench_cluster.sh, possibly on other hosts), with the
+// config's wire dtypes, mode and token, for --seconds; it prints bytes per
+// second per worker and per server.
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
@@ -57,10 +56,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/cluster_config.h"
 #include "common/metrics.h"
@@ -221,10 +220,9 @@ class ParameterServerBench {
       RETURN_IF_ERROR(c->Join());
       weights_.push_back(Filled(specs_, 0));
       grads_.push_back(Filled(specs_, 1e-3f * (w + 1)));
-      ASSIGN_OR_RETURN(
-          ModelVersion v,
-          c->Pull(ModelVersion::AtLeast(shards, 0),
-                  absl::Now() + absl::Seconds(60), Views(weights_.back())));
+      ASSIGN_OR_RETURN(ModelVersion v, c->Pull(ModelVersion::AtLeast(shards, 0),
+                                               absl::Now() + absl::Seconds(60),
+                                               Views(weights_.back())));
       versions_.push_back(v);
       clients_.push_back(std::move(c));
     }
@@ -248,28 +246,28 @@ class ParameterServerBench {
     // and every worker goes on to it, so that no worker is left waiting
     // for a push that would only come in the next round.
     std::atomic<int64_t> stop_step{std::numeric_limits<int64_t>::max()};
-    return RunRound(
-        static_cast<int>(clients_.size()), length,
-        [&](int w, absl::Time end) -> absl::StatusOr<int64_t> {
-          ModelVersion& v = versions_[w];
-          int64_t steps = 0;
-          for (;;) {
-            if (absl::Now() >= end) {
-              if (mode_ == Mode::kAsync || !coordinate_stop_) break;
-              int64_t want = v.steps[0] + 1, seen = stop_step.load();
-              while (want < seen &&
-                     !stop_step.compare_exchange_weak(seen, want)) {
-              }
-            }
-            if (mode_ == Mode::kSync && coordinate_stop_ &&
-                v.steps[0] >= stop_step.load()) {
-              break;
-            }
-            RETURN_IF_ERROR(WorkerStep(w));
-            if (absl::Now() < end) ++steps;
-          }
-          return steps;
-        });
+    return RunRound(static_cast<int>(clients_.size()), length,
+                    [&](int w, absl::Time end) -> absl::StatusOr<int64_t> {
+                      ModelVersion& v = versions_[w];
+                      int64_t steps = 0;
+                      for (;;) {
+                        if (absl::Now() >= end) {
+                          if (mode_ == Mode::kAsync || !coordinate_stop_) break;
+                          int64_t want = v.steps[0] + 1,
+                                  seen = stop_step.load();
+                          while (want < seen &&
+                                 !stop_step.compare_exchange_weak(seen, want)) {
+                          }
+                        }
+                        if (mode_ == Mode::kSync && coordinate_stop_ &&
+                            v.steps[0] >= stop_step.load()) {
+                          break;
+                        }
+                        RETURN_IF_ERROR(WorkerStep(w));
+                        if (absl::Now() < end) ++steps;
+                      }
+                      return steps;
+                    });
   }
 
   // Each worker does `steps` more push + pull steps (sync: every worker
@@ -383,7 +381,7 @@ class EchoBench {
       builder.RegisterService(services_.back().get());
       builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
       builder.SetMaxSendMessageSize(kMaxMessageBytes);
-          servers_.push_back(builder.BuildAndStart());
+      servers_.push_back(builder.BuildAndStart());
       if (servers_.back() == nullptr || port == 0) {
         return absl::UnavailableError("an echo server did not start");
       }
@@ -573,10 +571,9 @@ absl::Status MemoryRun(ParameterServerBench* ps, int64_t steps,
       "memory over %lld steps of each worker (MB; a shard's share of the "
       "model in float32 beside its items):\n",
       static_cast<long long>(steps));
-  std::printf(
-      "%-6s %-6s %-8s %-8s %-9s %-8s %-9s %-7s %-9s %-9s %-8s %-8s\n",
-      "steps", "shard", "share", "weights", "versions", "slots", "aggregate",
-      "staged", "in_flight", "push_bufs", "total", "rss");
+  std::printf("%-6s %-6s %-8s %-8s %-9s %-8s %-9s %-7s %-9s %-9s %-8s %-8s\n",
+              "steps", "shard", "share", "weights", "versions", "slots",
+              "aggregate", "staged", "in_flight", "push_bufs", "total", "rss");
   std::vector<int64_t> rss;
   const int64_t chunk = std::max<int64_t>(1, steps / 10);
   for (int64_t done = 0; done < steps;) {
@@ -649,8 +646,7 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
       "%d shards, %d workers, %s; %d alternating rounds of %.1f s each after "
       "%.1f s warmup; loopback, servers and workers in one process\n",
       model.c_str(), static_cast<long long>(TotalParameters(specs)),
-      model_bytes / 1e6, shards,
-      workers,
+      model_bytes / 1e6, shards, workers,
       mode == Mode::kSync ? absl::StrFormat("sync N=M=%d", workers).c_str()
                           : "async",
       rounds, absl::ToDoubleSeconds(round), absl::ToDoubleSeconds(warmup));
@@ -680,16 +676,14 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   }
   if (wanted("echo")) {
     RETURN_IF_ERROR(echo.Start(placement.shard_bytes, workers));
-    measured.push_back({"grpc echo", [&](absl::Duration d) {
-                          return echo.Round(d);
-                        },
+    measured.push_back({"grpc echo",
+                        [&](absl::Duration d) { return echo.Round(d); },
                         bytes_per_step});
   }
   if (wanted("tcp")) {
     RETURN_IF_ERROR(tcp.Start(placement.shard_bytes, workers));
-    measured.push_back({"tcp echo", [&](absl::Duration d) {
-                          return tcp.Round(d);
-                        },
+    measured.push_back({"tcp echo",
+                        [&](absl::Duration d) { return tcp.Round(d); },
                         bytes_per_step});
   }
   for (Measured& m : measured) RETURN_IF_ERROR(m.round(warmup).status());
@@ -731,8 +725,7 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
     std::printf("ratio_vs_tcp=%.3f\n", fp32->gb_per_s() / tcp_echo->gb_per_s());
   }
   if (fp32 != nullptr && narrow != nullptr) {
-    std::printf("ratio_%s_vs_fp32=%.3f\n",
-                absl::GetFlag(FLAGS_wire).c_str(),
+    std::printf("ratio_%s_vs_fp32=%.3f\n", absl::GetFlag(FLAGS_wire).c_str(),
                 narrow->steps_per_s() / fp32->steps_per_s());
   }
   if (fp32 != nullptr && grpc_echo != nullptr) {
@@ -751,7 +744,8 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
 absl::Status RunAgainstConfig(const std::string& path, int workers) {
   ASSIGN_OR_RETURN(ClusterConfig config, LoadClusterConfig(path));
   GrpcClientOptions o;
-  for (const config::PsTask& t : config.ps()) o.addresses.push_back(t.address());
+  for (const config::PsTask& t : config.ps())
+    o.addresses.push_back(t.address());
   o.cluster = config.name();
   o.security = SecurityFromConfig(config);
   const WireDTypes wire = WireDTypesFromConfig(config);
@@ -764,9 +758,9 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   const std::string model = config.model().name();
   const std::string flag_model = absl::GetFlag(FLAGS_model);
   if (!flag_model.empty() && flag_model != model) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--model=", flag_model, " but the config (", path,
-                     ") trains model ", model));
+    return absl::InvalidArgumentError(absl::StrCat("--model=", flag_model,
+                                                   " but the config (", path,
+                                                   ") trains model ", model));
   }
   ASSIGN_OR_RETURN(
       const std::vector<VariableSpec> specs,
@@ -798,8 +792,8 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   int64_t step_bytes = 0;
   for (size_t i = 0; i < o.addresses.size(); ++i) {
     const int64_t elements = placement.shard_bytes[i] / 4;
-    const int64_t bytes = elements * (DTypeSize(o.wire_gradients) +
-                                      DTypeSize(o.wire_weights));
+    const int64_t bytes =
+        elements * (DTypeSize(o.wire_gradients) + DTypeSize(o.wire_weights));
     step_bytes += bytes;
     std::printf("server %zu (%s): %.1f MB/s pushed + pulled\n", i,
                 o.addresses[i].c_str(), t.steps * bytes / t.seconds / 1e6);

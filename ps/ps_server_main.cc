@@ -25,7 +25,6 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-
 #include <string>
 
 #include "absl/flags/parse.h"

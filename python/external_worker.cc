@@ -30,10 +30,10 @@ absl::StatusOr<std::unique_ptr<ExternalWorker>> ExternalWorker::Create(
   }
   ASSIGN_OR_RETURN(
       ResolvedCluster cluster,
-      ResolveTask(loaded, options.task, options.cluster_from,
-                  options.cluster_from.empty() ? Environment()
-                                               : ProcessEnvironment(),
-                  options.slurm_port_base));
+      ResolveTask(
+          loaded, options.task, options.cluster_from,
+          options.cluster_from.empty() ? Environment() : ProcessEnvironment(),
+          options.slurm_port_base));
   if (cluster.task.kind != TaskId::Kind::kWorker) {
     return absl::InvalidArgumentError(absl::StrCat(
         "task '", cluster.task.ToString(), "' (from ", cluster.source,
@@ -71,8 +71,7 @@ absl::Status ExternalWorker::CheckVariables(
                      ModelVariables(config_.model().name()));
     // With batch norm's statistics on the servers, they follow the
     // variables (as the C++ worker places them, worker_config.cc).
-    if (config_.model().batch_norm_statistics() !=
-        config::ModelConfig::LOCAL) {
+    if (config_.model().batch_norm_statistics() != config::ModelConfig::LOCAL) {
       ASSIGN_OR_RETURN(const std::vector<VariableSpec> state,
                        ModelState(config_.model().name()));
       registry.insert(registry.end(), state.begin(), state.end());
@@ -117,14 +116,13 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
     RETURN_IF_ERROR(checked);
   }
   RETURN_IF_ERROR(CheckPsAddressesResolve(config_));
-  RETURN_IF_ERROR(WaitForServers(client_options.addresses,
-                                 client_options.security,
-                                 absl::Now() + settings_.session.start_timeout));
+  RETURN_IF_ERROR(
+      WaitForServers(client_options.addresses, client_options.security,
+                     absl::Now() + settings_.session.start_timeout));
   ASSIGN_OR_RETURN(run_dir_,
                    OpenRunDir(options_.run_dir, options_.config_path, config_,
-                              settings_.chief,
-                              settings_.session.start_timeout, &client_options,
-                              &client_));
+                              settings_.chief, settings_.session.start_timeout,
+                              &client_options, &client_));
   if (config_.model().name() == kExternalModel) {
     absl::Status checked = CheckVariables(variables_);
     ReportWorkerFailure(client_.get(), client_options, task, checked);
@@ -160,9 +158,9 @@ absl::Status ExternalWorker::OpenSinks(int64_t total_batches) {
   ASSIGN_OR_RETURN(jsonl_,
                    MetricsWriter::Open(prefix + ".jsonl", /*append=*/true));
   if (settings_.chief) {
-    ASSIGN_OR_RETURN(events_,
-                     EventFileWriter::Create(
-                         run_dir_, absl::StrCat("worker-", task_.index)));
+    ASSIGN_OR_RETURN(
+        events_, EventFileWriter::Create(run_dir_,
+                                         absl::StrCat("worker-", task_.index)));
   }
   sinks_ = std::make_unique<MetricSinks>(task_.ToString(), jsonl_.get(),
                                          events_.get(), nullptr);
@@ -180,10 +178,10 @@ namespace {
 absl::Status CheckShape(const ps::NamedConstTensorView& gradient,
                         const VariableSpec& variable) {
   if (gradient.view.shape() == variable.shape) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "gradient '", gradient.name, "' has shape ",
-      ShapeToString(gradient.view.shape()), ", the variable has shape ",
-      ShapeToString(variable.shape)));
+  return absl::InvalidArgumentError(
+      absl::StrCat("gradient '", gradient.name, "' has shape ",
+                   ShapeToString(gradient.view.shape()),
+                   ", the variable has shape ", ShapeToString(variable.shape)));
 }
 
 }  // namespace
@@ -215,8 +213,7 @@ std::string ExternalWorker::StopReason() const {
 }
 
 absl::Status ExternalWorker::CheckGradients(
-    int64_t step,
-    absl::Span<const ps::NamedConstTensorView> gradients) const {
+    int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) const {
   RETURN_IF_ERROR(CheckJoined());
   if (step != GlobalStep(session_->version())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -224,9 +221,8 @@ absl::Status ExternalWorker::CheckGradients(
         GlobalStep(session_->version()), ": compute them again"));
   }
   if (gradients.size() != variables_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(gradients.size(), " gradients for ", variables_.size(),
-                     " variables"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        gradients.size(), " gradients for ", variables_.size(), " variables"));
   }
   for (size_t i = 0; i < gradients.size(); ++i) {
     if (gradients[i].name != variables_[i].name) {
@@ -384,8 +380,7 @@ absl::Status ExternalWorker::Finish(const std::string& end_reason) {
   spdlog::info("{} stops after {} steps: {}", task_.ToString(),
                result_.local_steps, end_reason);
   if (chief_ != nullptr && !servers_gone_) {
-    ASSIGN_OR_RETURN(result_.server_status,
-                     chief_->ShutDownServers(latest_));
+    ASSIGN_OR_RETURN(result_.server_status, chief_->ShutDownServers(latest_));
   }
   result_.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   result_.images_per_s = step_seconds_ > 0 ? images_ / step_seconds_ : 0.0;

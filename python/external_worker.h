@@ -180,7 +180,7 @@ class ExternalWorker {
   ps::GrpcPsClient::PayloadBytes last_bytes_;
   PushOutcome last_push_;
   ps::ModelVersion latest_;  // the chief's final weights (Leave)
-  bool pushed_ = false;  // a push since the last pull
+  bool pushed_ = false;      // a push since the last pull
   bool left_ = false;
   bool servers_gone_ = false;
   double step_seconds_ = 0.0;

@@ -52,30 +52,29 @@ absl::Status CompareVariables(const std::vector<VariableSpec>& mine,
   for (const VariableSpec& v : mine) {
     const VariableSpec* t = Find(theirs, v.name);
     if (t == nullptr) {
-      return Mismatch(absl::StrCat(mine_is, "'s variable '", v.name,
-                                   "' (shape ", ShapeToString(v.shape),
-                                   ") is not among ", theirs_are,
-                                   " variables"));
+      return Mismatch(absl::StrCat(
+          mine_is, "'s variable '", v.name, "' (shape ", ShapeToString(v.shape),
+          ") is not among ", theirs_are, " variables"));
     }
     if (t->shape != v.shape) {
-      return Mismatch(absl::StrCat(
-          mine_is, "'s variable '", v.name, "' has shape ",
-          ShapeToString(v.shape), " but ", theirs_are, " has shape ",
-          ShapeToString(t->shape)));
+      return Mismatch(absl::StrCat(mine_is, "'s variable '", v.name,
+                                   "' has shape ", ShapeToString(v.shape),
+                                   " but ", theirs_are, " has shape ",
+                                   ShapeToString(t->shape)));
     }
   }
   for (const VariableSpec& t : theirs) {
     if (Find(mine, t.name) == nullptr) {
       return Mismatch(absl::StrCat(mine_is, " lacks variable '", t.name,
-                                   "' (shape ", ShapeToString(t.shape),
-                                   ") of ", theirs_are, " variables"));
+                                   "' (shape ", ShapeToString(t.shape), ") of ",
+                                   theirs_are, " variables"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
-    ps::PsClient* client, absl::Time deadline) {
+absl::StatusOr<std::vector<VariableSpec>> ServerVariables(ps::PsClient* client,
+                                                          absl::Time deadline) {
   RETURN_IF_ERROR(AwaitInitialized(client, deadline));
   absl::StatusOr<std::vector<VariableSpec>> variables = client->Variables();
   if (!variables.ok()) {

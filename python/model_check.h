@@ -38,8 +38,8 @@ absl::Status CompareVariables(const std::vector<VariableSpec>& mine,
 // initialised (by the chief), at most until `deadline`
 // (DEADLINE_EXCEEDED). Errors: the servers' (UNAUTHENTICATED for a wrong
 // token, UNAVAILABLE ...).
-absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
-    ps::PsClient* client, absl::Time deadline);
+absl::StatusOr<std::vector<VariableSpec>> ServerVariables(ps::PsClient* client,
+                                                          absl::Time deadline);
 
 }  // namespace psgd
 

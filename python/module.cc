@@ -61,9 +61,8 @@ struct Buffer {
   Shape shape;
 };
 
-std::unique_ptr<Buffer> RequestBuffer(const std::string& name,
-                                      py::handle obj, bool writable,
-                                      const char* what) {
+std::unique_ptr<Buffer> RequestBuffer(const std::string& name, py::handle obj,
+                                      bool writable, const char* what) {
   if (!PyObject_CheckBuffer(obj.ptr())) {
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(
         what, " '", name, "' is a ", std::string(py::str(obj.get_type())),
@@ -74,9 +73,9 @@ std::unique_ptr<Buffer> RequestBuffer(const std::string& name,
   b->info = py::reinterpret_borrow<py::buffer>(obj).request(writable);
   const std::string& f = b->info.format;
   if (b->info.itemsize != 4 || (f != "f" && f != "<f" && f != "=f")) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        what, " '", name, "' has dtype format '", f, "' (", b->info.itemsize,
-        " bytes), expected float32")));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(what, " '", name, "' has dtype format '", f, "' (",
+                     b->info.itemsize, " bytes), expected float32")));
   }
   py::ssize_t expected = b->info.itemsize;
   for (int i = static_cast<int>(b->info.ndim) - 1; i >= 0; --i) {
@@ -208,8 +207,8 @@ class PyWorker {
       weights_.push_back(RequestBuffer(name, obj, /*writable=*/true, "weight"));
       objects_.push_back(obj);
       const Buffer& b = *weights_.back();
-      views.push_back({name, TensorView(static_cast<float*>(b.info.ptr),
-                                        b.shape)});
+      views.push_back(
+          {name, TensorView(static_cast<float*>(b.info.ptr), b.shape)});
       shapes_[name] = b.shape;
     }
     py::gil_scoped_release release;
@@ -366,7 +365,8 @@ PYBIND11_MODULE(_psgd, m) {
   static py::handle precondition = sub("FailedPreconditionError", nullptr);
   static py::handle not_found = sub("NotFoundError", PyExc_FileNotFoundError);
   static py::handle deadline = sub("DeadlineExceededError", PyExc_TimeoutError);
-  static py::handle unavailable = sub("UnavailableError", PyExc_ConnectionError);
+  static py::handle unavailable =
+      sub("UnavailableError", PyExc_ConnectionError);
   static py::handle unauthenticated =
       sub("UnauthenticatedError", PyExc_PermissionError);
   static py::handle cancelled = sub("CancelledError", nullptr);
@@ -383,18 +383,31 @@ PYBIND11_MODULE(_psgd, m) {
       const absl::Status& s = e.status();
       py::handle cls = error;
       switch (s.code()) {
-        case absl::StatusCode::kInvalidArgument: cls = invalid; break;
+        case absl::StatusCode::kInvalidArgument:
+          cls = invalid;
+          break;
         case absl::StatusCode::kFailedPrecondition:
           cls = s.GetPayload(psgd::kModelMismatchPayload).has_value()
                     ? mismatch
                     : precondition;
           break;
-        case absl::StatusCode::kNotFound: cls = not_found; break;
-        case absl::StatusCode::kDeadlineExceeded: cls = deadline; break;
-        case absl::StatusCode::kUnavailable: cls = unavailable; break;
-        case absl::StatusCode::kUnauthenticated: cls = unauthenticated; break;
-        case absl::StatusCode::kCancelled: cls = cancelled; break;
-        default: break;
+        case absl::StatusCode::kNotFound:
+          cls = not_found;
+          break;
+        case absl::StatusCode::kDeadlineExceeded:
+          cls = deadline;
+          break;
+        case absl::StatusCode::kUnavailable:
+          cls = unavailable;
+          break;
+        case absl::StatusCode::kUnauthenticated:
+          cls = unauthenticated;
+          break;
+        case absl::StatusCode::kCancelled:
+          cls = cancelled;
+          break;
+        default:
+          break;
       }
       PyErr_SetString(cls.ptr(), std::string(s.message()).c_str());
     }
@@ -408,11 +421,10 @@ PYBIND11_MODULE(_psgd, m) {
 
   using Release = py::call_guard<py::gil_scoped_release>;
   py::class_<PyWorker>(m, "Worker")
-      .def(py::init<const std::string&, const std::string&,
-                    const std::string&, const std::string&, int64_t, int>(),
+      .def(py::init<const std::string&, const std::string&, const std::string&,
+                    const std::string&, int64_t, int>(),
            py::arg("config"), py::arg("task"), py::arg("cluster_from"),
-           py::arg("run_dir"), py::arg("log_every"),
-           py::arg("slurm_port_base"))
+           py::arg("run_dir"), py::arg("log_every"), py::arg("slurm_port_base"))
       .def_property_readonly("settings", &PyWorker::Settings)
       .def_property_readonly("run_dir",
                              [](PyWorker& p) { return p.w().run_dir(); })
@@ -420,31 +432,37 @@ PYBIND11_MODULE(_psgd, m) {
       .def_property_readonly("generation",
                              [](PyWorker& p) { return p.w().generation(); })
       .def_property_readonly(
-          "pulls_in_flight", [](PyWorker& p) { return p.w().pulls_in_flight(); })
+          "pulls_in_flight",
+          [](PyWorker& p) { return p.w().pulls_in_flight(); })
       .def("stop_reason", [](PyWorker& p) { return p.w().StopReason(); })
       .def("join", &PyWorker::Join)
       .def("push", &PyWorker::Push)
       .def("add_part", &PyWorker::AddPart)
       .def("finish_parts", &PyWorker::FinishParts)
-      .def("pull", [](PyWorker& p) { psgd::ThrowIfError(p.w().Pull()); },
-           Release())
-      .def("await_weights",
-           [](PyWorker& p, int v) { psgd::ThrowIfError(p.w().AwaitWeights(v)); },
-           Release())
-      .def("settle_pulls",
-           [](PyWorker& p) { psgd::ThrowIfError(p.w().SettlePulls()); },
-           Release())
+      .def(
+          "pull", [](PyWorker& p) { psgd::ThrowIfError(p.w().Pull()); },
+          Release())
+      .def(
+          "await_weights",
+          [](PyWorker& p, int v) { psgd::ThrowIfError(p.w().AwaitWeights(v)); },
+          Release())
+      .def(
+          "settle_pulls",
+          [](PyWorker& p) { psgd::ThrowIfError(p.w().SettlePulls()); },
+          Release())
       .def("eval_due", [](PyWorker& p) { return p.w().EvalDue(); })
       .def("evaluated", [](PyWorker& p) { p.w().Evaluated(); })
-      .def("maybe_request_checkpoint",
-           [](PyWorker& p) {
-             psgd::ThrowIfError(p.w().MaybeRequestCheckpoint());
-           },
-           Release())
+      .def(
+          "maybe_request_checkpoint",
+          [](PyWorker& p) {
+            psgd::ThrowIfError(p.w().MaybeRequestCheckpoint());
+          },
+          Release())
       .def("record_step", &PyWorker::RecordStep)
       .def("record_eval", &PyWorker::RecordEval)
       .def("status", &PyWorker::Status)
-      .def("leave", [](PyWorker& p) { psgd::ThrowIfError(p.w().Leave()); },
-           Release())
+      .def(
+          "leave", [](PyWorker& p) { psgd::ThrowIfError(p.w().Leave()); },
+          Release())
       .def("finish", &PyWorker::Finish);
 }

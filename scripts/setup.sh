@@ -17,6 +17,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev catch2
   libopenblas-dev libdnnl-dev  # BLAS; oneDNN (the CPU backend's convolutions, GEMMs)
   clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
+  clang-format             # scripts/check_format.sh (CI)
   libssl-dev openssl       # the cluster token's SHA-256; test certificates
   python3 python3-numpy python3-matplotlib  # scripts/run/compare.py
   pybind11-dev python3-dev python3-torch    # the psgd Python package (//python) and its tests; worker/models/torch_check; the CPU benchmark's peer

@@ -5,10 +5,9 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "proto/echo.grpc.pb.h"
 #include "proto/health.grpc.pb.h"

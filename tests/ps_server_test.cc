@@ -165,7 +165,8 @@ TEST_CASE("ps_server --help lists the flags of its library, not only main's") {
   std::string text;
   char buffer[4096];
   size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), out)) > 0) text.append(buffer, n);
+  while ((n = fread(buffer, 1, sizeof(buffer), out)) > 0)
+    text.append(buffer, n);
   pclose(out);
   INFO(text);
   CHECK(text.find("No flags matched") == std::string::npos);

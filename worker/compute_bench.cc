@@ -185,8 +185,8 @@ absl::Status Run() {
         "arithmetic: %.1f MFLOP per image per step (conv and dense layers); "
         "achieved %.1f GFLOP/s = %.0f%% of the measured %s FMA peak of %.0f "
         "GFLOP/s on %d threads\n",
-        flops / 1e6, achieved, 100.0 * achieved / peak.gflops,
-        peak.isa.c_str(), peak.gflops, threads);
+        flops / 1e6, achieved, 100.0 * achieved / peak.gflops, peak.isa.c_str(),
+        peak.gflops, threads);
   }
   for (const PeerRun& p : peers) {
     if (p.ratios.empty()) continue;

@@ -37,9 +37,10 @@
 #include "worker/paths.h"
 
 ABSL_FLAG(std::string, config, "", "Cluster config file (text format).");
-ABSL_FLAG(std::string, run_dir, "",
-          "Run directory shared by every task (scripts/run/launch.sh passes one); "
-          "default: the chief's RUN_ROOT/NAME-TIMESTAMP.");
+ABSL_FLAG(
+    std::string, run_dir, "",
+    "Run directory shared by every task (scripts/run/launch.sh passes one); "
+    "default: the chief's RUN_ROOT/NAME-TIMESTAMP.");
 
 ABSL_FLAG(bool, list_models, false,
           "Print the models the worker knows, with their parameter counts "

@@ -41,8 +41,7 @@ absl::StatusOr<std::vector<float>> Floats(const std::string& bytes, int64_t n,
 }
 
 absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
-                             absl::string_view filename,
-                             ShardCheckpoint* out) {
+                             absl::string_view filename, ShardCheckpoint* out) {
   if (p.variables_size() == 0) return Corrupt(filename, "no variables");
   auto layout = std::make_shared<VariableLayout>();
   auto snapshot = std::make_shared<WeightsSnapshot>();
@@ -58,10 +57,10 @@ absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
     Tensor value(shape);
     const int64_t want = value.size() * static_cast<int64_t>(sizeof(float));
     if (static_cast<int64_t>(t.data().size()) != want) {
-      return Corrupt(filename, absl::StrCat("variable '", t.name(), "' of shape ",
-                                            ShapeToString(shape), " has ",
-                                            t.data().size(), " bytes, expected ",
-                                            want));
+      return Corrupt(
+          filename, absl::StrCat("variable '", t.name(), "' of shape ",
+                                 ShapeToString(shape), " has ", t.data().size(),
+                                 " bytes, expected ", want));
     }
     std::memcpy(value.data(), t.data().data(), t.data().size());
     for (int64_t i = 0; i < value.size(); ++i) {
@@ -80,8 +79,7 @@ absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
 }
 
 absl::Status DecodeOptimizer(const ckpt::ShardCheckpoint& p,
-                             absl::string_view filename,
-                             ShardCheckpoint* out) {
+                             absl::string_view filename, ShardCheckpoint* out) {
   const VariableLayout& layout = *out->weights->layout;
   // No optimizer keeps slots for a running statistic (size 0 there).
   const std::vector<int64_t> sizes = layout.OptimizerSizes();
@@ -93,19 +91,18 @@ absl::Status DecodeOptimizer(const ckpt::ShardCheckpoint& p,
   }
   for (const ckpt::Slot& slot : p.slots()) {
     if (slot.values_size() != layout.size()) {
-      return Corrupt(filename,
-                     absl::StrCat("slot '", slot.name(), "' has ",
-                                  slot.values_size(), " variables, expected ",
-                                  layout.size()));
+      return Corrupt(
+          filename,
+          absl::StrCat("slot '", slot.name(), "' has ", slot.values_size(),
+                       " variables, expected ", layout.size()));
     }
     o.slot_names.push_back(slot.name());
     std::vector<std::vector<float>>& values = o.slots.emplace_back();
     for (int i = 0; i < layout.size(); ++i) {
-      absl::StatusOr<std::vector<float>> v =
-          Floats(slot.values(i), sizes[i],
-                 absl::StrCat("slot '", slot.name(), "' of '",
-                              layout.names[i], "'"),
-                 filename);
+      absl::StatusOr<std::vector<float>> v = Floats(
+          slot.values(i), sizes[i],
+          absl::StrCat("slot '", slot.name(), "' of '", layout.names[i], "'"),
+          filename);
       if (!v.ok()) return v.status();
       values.push_back(*std::move(v));
     }
@@ -210,23 +207,23 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(
   if (!payload.ok()) return payload.status();
   ckpt::ShardCheckpoint p;
   if (!p.ParseFromString(*payload)) {
-    return Corrupt(filename, "the checksum matches but the contents do not "
-                             "parse as a shard checkpoint");
+    return Corrupt(filename,
+                   "the checksum matches but the contents do not "
+                   "parse as a shard checkpoint");
   }
   if (p.format_version() != kCheckpointFormatVersion) {
-    return Corrupt(filename,
-                   absl::StrCat("format version ", p.format_version(),
-                                "; this build reads version ",
-                                kCheckpointFormatVersion));
+    return Corrupt(filename, absl::StrCat("format version ", p.format_version(),
+                                          "; this build reads version ",
+                                          kCheckpointFormatVersion));
   }
   if (p.num_shards() < 1 || p.shard_index() < 0 ||
       p.shard_index() >= p.num_shards() || p.label() < 0 || p.step() < 0 ||
       p.generation() < 1) {
-    return Corrupt(filename,
-                   absl::StrCat("shard ", p.shard_index(), " of ",
-                                p.num_shards(), ", label ", p.label(),
-                                ", step ", p.step(), ", generation ",
-                                p.generation(), " do not fit together"));
+    return Corrupt(
+        filename,
+        absl::StrCat("shard ", p.shard_index(), " of ", p.num_shards(),
+                     ", label ", p.label(), ", step ", p.step(),
+                     ", generation ", p.generation(), " do not fit together"));
   }
   ShardCheckpoint c;
   c.cluster = p.cluster();
@@ -288,12 +285,12 @@ absl::StatusOr<CheckpointManifest> DecodeCheckpointManifest(
     const ckpt::Manifest::Entry& e = p.shards(i);
     if (e.shard_index() != i || e.file().empty() ||
         e.file().find('/') != std::string::npos) {
-      return Corrupt(filename, absl::StrCat("entry ", i, " names shard ",
-                                            e.shard_index(), " and file '",
-                                            e.file(), "'"));
+      return Corrupt(filename,
+                     absl::StrCat("entry ", i, " names shard ", e.shard_index(),
+                                  " and file '", e.file(), "'"));
     }
-    m.shards.push_back({e.shard_index(), e.file(), e.bytes(), e.crc32c(),
-                        e.step()});
+    m.shards.push_back(
+        {e.shard_index(), e.file(), e.bytes(), e.crc32c(), e.step()});
   }
   return m;
 }

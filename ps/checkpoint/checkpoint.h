@@ -1,13 +1,14 @@
 // What a parameter-server shard's checkpoint holds, as plain C++ values,
 // and its encoding on disk (proto/checkpoint.proto framed by
 // common/file_io.h's checksummed framing). docs/RELIABILITY.md describes the
-// format and when checkpoints are taken; ps/checkpoint/checkpoint_store.h lays the files
-// out in a directory.
+// format and when checkpoints are taken; ps/checkpoint/checkpoint_store.h lays
+// the files out in a directory.
 //
 //   ShardCheckpoint c = ...;                         // the shard's snapshot
 //   std::string bytes = EncodeShardCheckpoint(c);    // framed, checksummed
 //   ASSIGN_OR_RETURN(ShardCheckpoint back,
-//                    DecodeShardCheckpoint(bytes, "step-40/shard-0-of-2.ckpt"));
+//                    DecodeShardCheckpoint(bytes,
+//                    "step-40/shard-0-of-2.ckpt"));
 //
 // Thread-safety: plain values and pure functions. A ShardCheckpoint's
 // weights are an immutable snapshot that may be shared between threads.

@@ -22,8 +22,7 @@ constexpr char kManifest[] = "MANIFEST";
 
 absl::Status FsError(absl::string_view what, const std::string& path,
                      const std::error_code& ec) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", path, ": ", ec.message()));
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", ec.message()));
 }
 
 // Removes `path` if it is there.
@@ -43,10 +42,10 @@ absl::StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(
   if (options.dir.empty() || options.num_shards < 1 ||
       options.shard_index < 0 || options.shard_index >= options.num_shards ||
       options.keep < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint store: dir '", options.dir, "', shard ",
-        options.shard_index, " of ", options.num_shards, ", keep ",
-        options.keep, " do not fit together"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint store: dir '", options.dir, "', shard ",
+                     options.shard_index, " of ", options.num_shards, ", keep ",
+                     options.keep, " do not fit together"));
   }
   RETURN_IF_ERROR(MakeDirectories(options.dir));
   return std::unique_ptr<CheckpointStore>(
@@ -110,9 +109,10 @@ absl::StatusOr<ShardCheckpoint> CheckpointStore::VerifyLocked(
   const std::string manifest_path = absl::StrCat(dir, "/", kManifest);
   absl::StatusOr<std::string> bytes = ReadFileToString(manifest_path);
   if (absl::IsNotFound(bytes.status())) {
-    return absl::DataLossError(absl::StrCat(
-        manifest_path, " is missing: not every shard's file was written "
-                       "(a partial checkpoint)"));
+    return absl::DataLossError(
+        absl::StrCat(manifest_path,
+                     " is missing: not every shard's file was written "
+                     "(a partial checkpoint)"));
   }
   RETURN_IF_ERROR(bytes.status());
   ASSIGN_OR_RETURN(CheckpointManifest manifest,
@@ -146,11 +146,11 @@ absl::StatusOr<ShardCheckpoint> CheckpointStore::VerifyLocked(
     if (c.cluster != options_.cluster || c.shard_index != e.shard_index ||
         c.num_shards != options_.num_shards || c.label != label ||
         c.generation != manifest.generation || c.step != e.step) {
-      return absl::DataLossError(absl::StrCat(
-          path, " holds shard ", c.shard_index, " of ", c.num_shards,
-          " of cluster '", c.cluster, "', label ", c.label, ", generation ",
-          c.generation, ", step ", c.step,
-          ", which does not match the manifest"));
+      return absl::DataLossError(
+          absl::StrCat(path, " holds shard ", c.shard_index, " of ",
+                       c.num_shards, " of cluster '", c.cluster, "', label ",
+                       c.label, ", generation ", c.generation, ", step ",
+                       c.step, ", which does not match the manifest"));
     }
     if (e.shard_index == options_.shard_index) own = std::move(c);
   }
@@ -164,12 +164,12 @@ absl::StatusOr<ShardCheckpoint> CheckpointStore::ReadNewestComplete(
   for (auto it = labels.rbegin(); it != labels.rend(); ++it) {
     absl::StatusOr<ShardCheckpoint> c = VerifyLocked(*it);
     if (c.ok()) return c;
-    refused->push_back(absl::StrCat("checkpoint step-", *it, " refused: ",
-                                    c.status().message()));
+    refused->push_back(absl::StrCat("checkpoint step-", *it,
+                                    " refused: ", c.status().message()));
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no complete checkpoint in ", options_.dir, " (", labels.size(),
-      " refused)"));
+  return absl::NotFoundError(absl::StrCat("no complete checkpoint in ",
+                                          options_.dir, " (", labels.size(),
+                                          " refused)"));
 }
 
 std::vector<CompleteCheckpointInfo> CheckpointStore::ListComplete() {
@@ -187,15 +187,13 @@ absl::StatusOr<ShardCheckpoint> CheckpointStore::Read(int64_t label) {
   MutexLock lock(&mu_);
   std::error_code ec;
   if (!fs::exists(StepDir(label), ec)) {
-    return absl::NotFoundError(
-        absl::StrCat("no checkpoint ", StepDir(label)));
+    return absl::NotFoundError(absl::StrCat("no checkpoint ", StepDir(label)));
   }
   return VerifyLocked(label);
 }
 
 absl::Status CheckpointStore::Write(const ShardCheckpoint& c) {
-  if (c.cluster != options_.cluster ||
-      c.shard_index != options_.shard_index ||
+  if (c.cluster != options_.cluster || c.shard_index != options_.shard_index ||
       c.num_shards != options_.num_shards || c.weights == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "checkpoint of shard ", c.shard_index, " of ", c.num_shards,
@@ -235,17 +233,17 @@ absl::Status CheckpointStore::MaybeWriteManifestLocked(int64_t label,
     // is a failure, not a checkpoint in progress (this shard's own file,
     // just written, among them).
     if (!c.ok()) {
-      return absl::DataLossError(absl::StrCat(
-          "checkpoint step-", label, " cannot be completed: ",
-          c.status().message()));
+      return absl::DataLossError(
+          absl::StrCat("checkpoint step-", label,
+                       " cannot be completed: ", c.status().message()));
     }
     // One of another generation (an abandoned history) leaves the
     // checkpoint incomplete until its shard writes it again.
     if (c->generation != generation || c->label != label) {
       return absl::OkStatus();
     }
-    m.shards.push_back({i, name, static_cast<int64_t>(file->size()),
-                        Crc32c(*file), c->step});
+    m.shards.push_back(
+        {i, name, static_cast<int64_t>(file->size()), Crc32c(*file), c->step});
   }
   return WriteFileAtomically(absl::StrCat(dir, "/", kManifest),
                              EncodeCheckpointManifest(m));

@@ -1,8 +1,9 @@
 // A shard's checkpoints in a directory that every shard of the cluster
 // sees (docs/RELIABILITY.md):
 //
-//   DIR/step-<label>/shard-<i>-of-<n>.ckpt   shard i's state (ps/checkpoint/checkpoint.h)
-//   DIR/step-<label>/MANIFEST                written once all n files are
+//   DIR/step-<label>/shard-<i>-of-<n>.ckpt   shard i's state
+//   (ps/checkpoint/checkpoint.h) DIR/step-<label>/MANIFEST written once all n
+//   files are
 //                                            there with one generation
 //
 // Each file is written atomically (temporary file, fsync, rename, fsync of
@@ -35,8 +36,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ps/checkpoint/checkpoint.h"
 #include "common/mutex.h"
+#include "ps/checkpoint/checkpoint.h"
 
 namespace psgd {
 namespace ps {
@@ -130,7 +131,8 @@ class CheckpointStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes this shard's files (and temporary files), the manifest and, if
   // then empty, the directory of checkpoint `label`.
-  absl::Status RemoveOwnLocked(int64_t label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RemoveOwnLocked(int64_t label)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsMarkedCompleteLocked(int64_t label) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

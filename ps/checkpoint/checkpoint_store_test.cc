@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "common/file_io.h"
-#include "ps/testing/checkpoint_test_util.h"
 #include "ps/checkpoint/checkpoint_writer.h"
+#include "ps/testing/checkpoint_test_util.h"
 
 namespace psgd {
 namespace ps {
@@ -112,8 +112,9 @@ TEST_CASE("files of another generation do not make a checkpoint complete") {
   CHECK(c->generation == 2);
 }
 
-TEST_CASE("a shard file that does not decode fails the write, by name; it "
-          "does not look like a checkpoint in progress") {
+TEST_CASE(
+    "a shard file that does not decode fails the write, by name; it "
+    "does not look like a checkpoint in progress") {
   const std::string dir = FreshDir("undecodable");
   auto a = Open(dir, 0), b = Open(dir, 1);
   REQUIRE(a->Write(SmallCheckpoint(0, 2, 30, 30)).ok());
@@ -132,8 +133,9 @@ TEST_CASE("a shard file that does not decode fails the write, by name; it "
   CHECK_FALSE(b->IsMarkedComplete(30));
 }
 
-TEST_CASE("a checkpoint of running statistics decodes: no optimizer keeps "
-          "slots for them") {
+TEST_CASE(
+    "a checkpoint of running statistics decodes: no optimizer keeps "
+    "slots for them") {
   const std::string dir = FreshDir("statistics");
   auto a = CheckpointStore::Open({dir, "c", 0, 1, 3});
   REQUIRE(a.ok());
@@ -224,8 +226,10 @@ TEST_CASE("the writer saves in order on its thread and counts failures") {
   const std::string dir = FreshDir("writer");
   CheckpointWriter a(Open(dir, 0)), b(Open(dir, 1));
   for (int64_t label : {0, 5}) {
-    a.Save(std::make_unique<ShardCheckpoint>(SmallCheckpoint(0, 2, label, label)));
-    b.Save(std::make_unique<ShardCheckpoint>(SmallCheckpoint(1, 2, label, label)));
+    a.Save(
+        std::make_unique<ShardCheckpoint>(SmallCheckpoint(0, 2, label, label)));
+    b.Save(
+        std::make_unique<ShardCheckpoint>(SmallCheckpoint(1, 2, label, label)));
   }
   a.DeleteNewerThan(0);
   a.Flush();

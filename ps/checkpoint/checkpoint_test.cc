@@ -76,7 +76,8 @@ TEST_CASE("a corrupt or truncated checkpoint is refused naming the file") {
 TEST_CASE("checkpoint contents that do not fit together are refused") {
   ShardCheckpoint c = SmallCheckpoint(0, 1, 5, 5);
   c.last_push_step = {1, 2};  // 3 workers
-  absl::Status s = DecodeShardCheckpoint(EncodeShardCheckpoint(c), "f").status();
+  absl::Status s =
+      DecodeShardCheckpoint(EncodeShardCheckpoint(c), "f").status();
   CHECK(s.code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(s.message()), Catch::Contains("last push steps"));
 
@@ -112,7 +113,8 @@ TEST_CASE("a manifest survives a round trip and must list every shard") {
 
   m.shards.pop_back();
   absl::Status s =
-      DecodeCheckpointManifest(EncodeCheckpointManifest(m), "MANIFEST").status();
+      DecodeCheckpointManifest(EncodeCheckpointManifest(m), "MANIFEST")
+          .status();
   CHECK(s.code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(s.message()), Catch::Contains("1 entries for 2"));
 }

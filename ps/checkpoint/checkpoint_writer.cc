@@ -28,10 +28,10 @@ void CheckpointWriter::Save(std::unique_ptr<const ShardCheckpoint> checkpoint) {
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
       if (it->save == nullptr) continue;
       ++stats_.failed;
-      stats_.last_error = absl::StrCat(
-          "checkpoint step-", it->save->label,
-          " dropped: the disk is slower than the checkpoints (",
-          kMaxQueued, " waiting)");
+      stats_.last_error =
+          absl::StrCat("checkpoint step-", it->save->label,
+                       " dropped: the disk is slower than the checkpoints (",
+                       kMaxQueued, " waiting)");
       queue_.erase(it);
       ++done_;
       break;

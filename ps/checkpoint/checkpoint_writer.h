@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/checkpoint/checkpoint_store.h"
-#include "common/mutex.h"
 
 namespace psgd {
 namespace ps {
@@ -40,7 +40,7 @@ class CheckpointWriter {
     // (CheckpointStore::IsMarkedComplete); -1 for none. A last_label far
     // ahead of it means the other shards' files are not coming.
     int64_t last_complete_label = -1;
-    std::string last_error;   // of the last failure
+    std::string last_error;  // of the last failure
   };
 
   explicit CheckpointWriter(std::unique_ptr<CheckpointStore> store);

@@ -74,8 +74,9 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
                  absl::Span<const TensorBytes> gradients,
                  std::shared_ptr<const void> in_use,
                  absl::Time deadline) override {
-    request_ = EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
-                                 gradients, std::move(in_use));
+    request_ =
+        EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
+                          gradients, std::move(in_use));
     Start(kPushMethod, deadline);
   }
 
@@ -134,8 +135,8 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
     context_ = std::make_unique<grpc::ClientContext>();
     context_->set_deadline(absl::ToChronoTime(deadline));
     outcome_ = std::make_shared<Outcome>();
-    channel_->raw_->UnaryCall(context_.get(), method, {}, &request_,
-                              &response_, Outcome::Callback(outcome_));
+    channel_->raw_->UnaryCall(context_.get(), method, {}, &request_, &response_,
+                              Outcome::Callback(outcome_));
   }
 
   GrpcShardChannel* const channel_;  // Not owned.
@@ -193,8 +194,9 @@ std::shared_ptr<grpc::Channel> CreatePsChannel(
   return CreateChannel(address, credentials, args);
 }
 
-GrpcShardChannel::GrpcShardChannel(int shard, const std::string& address,
-                                   const std::shared_ptr<grpc::Channel>& channel)
+GrpcShardChannel::GrpcShardChannel(
+    int shard, const std::string& address,
+    const std::shared_ptr<grpc::Channel>& channel)
     : name_(absl::StrCat("shard ", shard, " at ", address)),
       stub_(wire::ParameterServer::NewStub(channel)),
       raw_(std::make_unique<grpc::GenericStub>(channel)) {}
@@ -242,15 +244,15 @@ std::unique_ptr<ShardCall> GrpcShardChannel::Status(
 std::unique_ptr<ShardCall> GrpcShardChannel::Shutdown(
     const wire::ShutdownRequest& request, absl::Time deadline,
     wire::ShutdownResponse* response) {
-  return Start(&wire::ParameterServer::Stub::async::Shutdown, request,
-               deadline, response);
+  return Start(&wire::ParameterServer::Stub::async::Shutdown, request, deadline,
+               response);
 }
 
 std::unique_ptr<ShardCall> GrpcShardChannel::Rollback(
     const wire::RollbackRequest& request, absl::Time deadline,
     wire::RollbackResponse* response) {
-  return Start(&wire::ParameterServer::Stub::async::Rollback, request,
-               deadline, response);
+  return Start(&wire::ParameterServer::Stub::async::Rollback, request, deadline,
+               response);
 }
 
 std::unique_ptr<ShardCall> GrpcShardChannel::Checkpoint(

@@ -29,9 +29,8 @@ absl::Status CheckGrpcClientOptions(const GrpcClientOptions& o) {
   if (o.max_message_bytes < GrpcClientOptions::kMinMessageBytes ||
       o.max_message_bytes > GrpcClientOptions::kMaxMessageBytes) {
     return Bad("max_message_bytes", absl::StrCat(o.max_message_bytes),
-               absl::StrCat("must be in [",
-                            GrpcClientOptions::kMinMessageBytes, ", ",
-                            GrpcClientOptions::kMaxMessageBytes, "]"));
+               absl::StrCat("must be in [", GrpcClientOptions::kMinMessageBytes,
+                            ", ", GrpcClientOptions::kMaxMessageBytes, "]"));
   }
   if (o.rpc_timeout <= absl::ZeroDuration()) {
     return Bad("rpc_timeout", absl::FormatDuration(o.rpc_timeout),

@@ -87,9 +87,9 @@ TEST_CASE("grpc: sync with backup workers and async") {
 }
 
 TEST_CASE("grpc: pushes in parts and pulls per variable (overlap)") {
-  for (Scenario sc : {testing::SyncScenario(4, 60),
-                      testing::BackupScenario(5, 3, 60),
-                      testing::AsyncScenario(4, 60, false)}) {
+  for (Scenario sc :
+       {testing::SyncScenario(4, 60), testing::BackupScenario(5, 3, 60),
+        testing::AsyncScenario(4, 60, false)}) {
     sc.parts = true;
     GrpcCluster cluster(sc, 2);
     RunScenario(sc, cluster.Factory());
@@ -103,8 +103,8 @@ TEST_CASE("grpc: a pull of an unknown tensor is refused naming it") {
   // A PullRequest by hand: the client asks only for tensors it knows.
   auto channel = CreatePsChannel(cluster.addresses[0], int64_t{64} << 20);
   auto stub = wire::ParameterServer::NewStub(channel);
-  for (const auto& names : std::vector<std::vector<std::string>>{
-           {"nope"}, {"b", "b"}}) {
+  for (const auto& names :
+       std::vector<std::vector<std::string>>{{"nope"}, {"b", "b"}}) {
     wire::PullRequest request;
     request.set_cluster("scenario");
     request.set_worker_id(-1);
@@ -263,12 +263,14 @@ TEST_CASE("grpc: pushes that do not fit the wire setting are refused") {
       {wire::DT_FLOAT32, std::string(32, '\0'), std::nullopt,
        "gradient 'b' has dtype float32, but the cluster's wire setting is "
        "float16"},
-      {wire::DT_BFLOAT16, sixteen, std::nullopt, "gradient 'b' has dtype "
-                                                 "bfloat16"},
+      {wire::DT_BFLOAT16, sixteen, std::nullopt,
+       "gradient 'b' has dtype "
+       "bfloat16"},
       {wire::DT_FLOAT16, fifteen, 1.0f,
        "gradient 'b' of shape [8] needs 16 bytes of float16 but carries 15"},
-      {wire::DT_FLOAT16, sixteen, 0.0f, "gradient 'b' of dtype float16 has "
-                                        "scale 0"},
+      {wire::DT_FLOAT16, sixteen, 0.0f,
+       "gradient 'b' of dtype float16 has "
+       "scale 0"},
       {wire::DT_FLOAT16, sixteen, inf, "has scale inf"},
       {wire::DT_FLOAT16, sixteen, std::nanf(""), "has scale nan"},
       {wire::DT_FLOAT16, sixteen, std::nullopt, "carries no scale"},

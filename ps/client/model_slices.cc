@@ -101,14 +101,14 @@ std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
     const float* data = model[slice.variable];
     if (data == nullptr) continue;  // not in the part
     if (data == NoGradient()) {
-      TensorBytes marker{slice.name, slice.shape, DType::kFloat32, {},
-                         std::nullopt};
+      TensorBytes marker{
+          slice.name, slice.shape, DType::kFloat32, {}, std::nullopt};
       marker.no_gradient = true;
       out.push_back(marker);
       continue;
     }
-    out.push_back(FloatTensorBytes(slice.name, slice.shape,
-                                   data + slice.offset));
+    out.push_back(
+        FloatTensorBytes(slice.name, slice.shape, data + slice.offset));
   }
   return out;
 }
@@ -135,11 +135,11 @@ absl::StatusOr<char*> ShardAssembler::Destination(const TensorBytes& t,
   const Shape shape(t.shape.begin(), t.shape.end());
   const size_t want = slice.num_elements * DTypeSize(wire_dtype_);
   if (t.dtype != wire_dtype_ || shape != slice.shape || bytes != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shard ", shard_, " returned '", t.name, "' as ", DTypeName(t.dtype),
-        " ", ShapeToString(shape), " in ", bytes, " bytes; expected ",
-        DTypeName(wire_dtype_), " ", ShapeToString(slice.shape), " in ", want,
-        " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard_, " returned '", t.name, "' as ",
+                     DTypeName(t.dtype), " ", ShapeToString(shape), " in ",
+                     bytes, " bytes; expected ", DTypeName(wire_dtype_), " ",
+                     ShapeToString(slice.shape), " in ", want, " bytes"));
   }
   float* dest = model_[slice.variable] + slice.offset;
   if (wire_dtype_ == DType::kFloat32) return reinterpret_cast<char*>(dest);

@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "ps/state/placement.h"
 #include "ps/client/ps_client.h"
+#include "ps/state/placement.h"
 #include "ps/state/types.h"
 
 namespace psgd {

@@ -1,9 +1,9 @@
 // How a worker reaches the parameter servers: one interface, implemented once
-// by ShardedPsClient (ps/client/sharded_client.h) over a channel per shard: gRPC
-// (ps/client/grpc_client.h, S addresses, all shards in parallel) or the shards'
-// request handlers in process (ps/testing/in_process_client.h, for tests). It
-// takes and returns whole model variables by name; slicing them over the
-// shards (ps/state/placement.h) and assembling them again is its job.
+// by ShardedPsClient (ps/client/sharded_client.h) over a channel per shard:
+// gRPC (ps/client/grpc_client.h, S addresses, all shards in parallel) or the
+// shards' request handlers in process (ps/testing/in_process_client.h, for
+// tests). It takes and returns whole model variables by name; slicing them over
+// the shards (ps/state/placement.h) and assembling them again is its job.
 //
 // A worker loop (sync):
 //   client->Join();
@@ -19,8 +19,8 @@
 // Every call goes to every shard. The shards judge independently: a push
 // refused by one shard is still applied by the others, and the call returns
 // the first refusal (its message names the shard). Error codes are those of
-// ParameterShard (ps/shard/shard.h), plus INVALID_ARGUMENT for tensors that do not
-// match the model and UNAVAILABLE / DEADLINE_EXCEEDED from the transport.
+// ParameterShard (ps/shard/shard.h), plus INVALID_ARGUMENT for tensors that do
+// not match the model and UNAVAILABLE / DEADLINE_EXCEEDED from the transport.
 // ABORTED means the cluster rolled back to a checkpoint (or is about to):
 // the worker re-syncs (docs/RELIABILITY.md).
 //

@@ -98,9 +98,9 @@ class ShardChannel {
   virtual std::unique_ptr<ShardCall> Initialize(
       const wire::InitializeRequest& request, absl::Time deadline,
       wire::InitializeResponse* response) = 0;
-  virtual std::unique_ptr<ShardCall> Join(const wire::JoinRequest& request,
-                                          absl::Time deadline,
-                                          wire::MembershipResponse* response) = 0;
+  virtual std::unique_ptr<ShardCall> Join(
+      const wire::JoinRequest& request, absl::Time deadline,
+      wire::MembershipResponse* response) = 0;
   virtual std::unique_ptr<ShardCall> Leave(
       const wire::LeaveRequest& request, absl::Time deadline,
       wire::MembershipResponse* response) = 0;

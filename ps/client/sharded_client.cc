@@ -98,7 +98,8 @@ absl::Status ShardedPsClient::CallEach(absl::string_view what,
   for (int i = 0; i < num_shards(); ++i) {
     const absl::Status s = calls[i]->Await();
     if (!s.ok() && first.ok()) {
-      first = Annotate(s, absl::StrCat(what, " to ", channels_[i]->name(), ": "));
+      first =
+          Annotate(s, absl::StrCat(what, " to ", channels_[i]->name(), ": "));
     }
   }
   return first;
@@ -197,7 +198,8 @@ absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
     if (!asked[i]) continue;
     const absl::Status s = buffers->shards[i].exchange->Await();
     if (!s.ok() && status.ok()) {
-      status = Annotate(s, absl::StrCat("pull to ", channels_[i]->name(), ": "));
+      status =
+          Annotate(s, absl::StrCat("pull to ", channels_[i]->name(), ": "));
     }
   }
   // Each slice's bytes go straight from the channel into `model`.
@@ -211,9 +213,9 @@ absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
       ShardAssembler assembler(placement_, i, model, options_.wire_weights,
                                &b.pull_scratch);
       PulledVersion pulled;
-      RETURN_IF_ERROR(Annotate(
-          b.exchange->ReadPull(&pulled, &assembler),
-          absl::StrCat("pull from ", channels_[i]->name(), ": ")));
+      RETURN_IF_ERROR(
+          Annotate(b.exchange->ReadPull(&pulled, &assembler),
+                   absl::StrCat("pull from ", channels_[i]->name(), ": ")));
       RETURN_IF_ERROR(assembler.Finish());
       version.steps[i] = pulled.step;
       RETURN_IF_ERROR(
@@ -272,9 +274,9 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
       header.set_partial(part);
       Buffers::Shard& b = buffers->shards[i];
       if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
-      b.exchange->StartPush(header,
-                            b.encoder.FromFloat(slices, options_.wire_gradients),
-                            in_use, deadline);
+      b.exchange->StartPush(
+          header, b.encoder.FromFloat(slices, options_.wire_gradients), in_use,
+          deadline);
     }
   }
   absl::Status status;
@@ -282,7 +284,8 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
     if (!send[i]) continue;
     const absl::Status s = buffers->shards[i].exchange->Await();
     if (!s.ok() && status.ok()) {
-      status = Annotate(s, absl::StrCat("push to ", channels_[i]->name(), ": "));
+      status =
+          Annotate(s, absl::StrCat("push to ", channels_[i]->name(), ": "));
     }
   }
   if (!released->WaitForNotificationWithDeadline(absl::Now() +

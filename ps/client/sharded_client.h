@@ -9,8 +9,8 @@
 // returns the first error with the shard's name in front
 // ("push to shard 1 at host:port: ...").
 //
-// Errors: as PsClient (ps/client/ps_client.h): INVALID_ARGUMENT for tensors or a
-// version that do not match the model (nothing sent), the shards' own codes
+// Errors: as PsClient (ps/client/ps_client.h): INVALID_ARGUMENT for tensors or
+// a version that do not match the model (nothing sent), the shards' own codes
 // (ps/shard/shard.h) through their request handlers, ABORTED for a pull
 // answered from two generations, UNAVAILABLE / DEADLINE_EXCEEDED from the
 // transport, INTERNAL when the transport still holds a push's gradients 30 s
@@ -112,7 +112,8 @@ class ShardedPsClient : public PsClient {
   // Sends requests[i] to shard i through `method`, all at once, with the
   // rpc timeout; the first error names the shard.
   template <typename Request, typename Response>
-  absl::Status CallEach(absl::string_view what, Method<Request, Response> method,
+  absl::Status CallEach(absl::string_view what,
+                        Method<Request, Response> method,
                         const std::vector<Request>& requests,
                         std::vector<Response>* responses);
   // The same request to every shard.

@@ -6,8 +6,8 @@
 // as leveldb's tests wrap an Env.
 #include "ps/client/sharded_client.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 
 #include "ps/testing/in_process_client.h"
@@ -170,8 +170,9 @@ TEST_CASE("sharded: a channel for each shard of the placement") {
         "sharded client: 1 shards for a placement over 2");
 }
 
-TEST_CASE("sharded: the servers' variables, slices put back together, also "
-          "before the chief's Initialize (none) ") {
+TEST_CASE(
+    "sharded: the servers' variables, slices put back together, also "
+    "before the chief's Initialize (none) ") {
   Cluster cluster;
   auto client = cluster.Client(0);
   auto none = client->Variables();
@@ -261,11 +262,11 @@ TEST_CASE("sharded: the first error names its shard; all shards are called") {
 
   cluster.channels[0]->fail = absl::DeadlineExceededError("slow");
   Values got;
-  absl::Status pulled = client
-                            ->Pull(ModelVersion::AtLeast(2, 0),
-                                   absl::Now() + absl::Seconds(30),
-                                   got.Mutable())
-                            .status();
+  absl::Status pulled =
+      client
+          ->Pull(ModelVersion::AtLeast(2, 0), absl::Now() + absl::Seconds(30),
+                 got.Mutable())
+          .status();
   CHECK(pulled.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(pulled.message() == "pull to shard 0: slow");
 }
@@ -299,13 +300,12 @@ TEST_CASE("sharded: one client, calls from several threads at once") {
       running.emplace_back([&, t] {
         Values got;
         for (int k = 0; k < 50; ++k) {
-          bool ok = (t % 2 == 0)
-                        ? client
-                              ->Pull(ModelVersion::AtLeast(2, 0),
-                                     absl::Now() + absl::Seconds(30),
-                                     got.Mutable())
-                              .ok()
-                        : client->Status().ok();
+          bool ok = (t % 2 == 0) ? client
+                                       ->Pull(ModelVersion::AtLeast(2, 0),
+                                              absl::Now() + absl::Seconds(30),
+                                              got.Mutable())
+                                       .ok()
+                                 : client->Status().ok();
           if (!ok || got.w != init.w) ++failures;
         }
       });

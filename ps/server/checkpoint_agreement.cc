@@ -13,8 +13,8 @@
 #include "common/grpc_security.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
-#include "ps/checkpoint/agreement.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/checkpoint/agreement.h"
 #include "spdlog/spdlog.h"
 
 namespace psgd {
@@ -48,8 +48,8 @@ absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
       absl::Status s =
           FromGrpcStatus(stubs[i]->ListCheckpoints(&ctx, request, &response));
       if (s.ok() && response.shard_index() != i) {
-        s = absl::FailedPreconditionError(absl::StrCat(
-            "it says it is shard ", response.shard_index()));
+        s = absl::FailedPreconditionError(
+            absl::StrCat("it says it is shard ", response.shard_index()));
       }
       if (s.ok()) {
         for (const wire::CompleteCheckpointInfo& c : response.checkpoints()) {
@@ -60,10 +60,10 @@ absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
       }
       if (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s)) {
         return absl::Status(
-            s.code(), absl::StrCat("ps:", o.shard_index,
-                                   ": agreeing on a checkpoint: ps:", i,
-                                   " at ", o.ps_addresses[i], " refused: ",
-                                   s.message()));
+            s.code(),
+            absl::StrCat("ps:", o.shard_index,
+                         ": agreeing on a checkpoint: ps:", i, " at ",
+                         o.ps_addresses[i], " refused: ", s.message()));
       }
       it->second = std::string(s.message());
       ++it;
@@ -72,8 +72,8 @@ absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
     if (absl::Now() >= deadline) {
       std::vector<std::string> names;
       for (const auto& [i, error] : missing) {
-        names.push_back(absl::StrCat("ps:", i, " at ", o.ps_addresses[i],
-                                     " (", error, ")"));
+        names.push_back(absl::StrCat("ps:", i, " at ", o.ps_addresses[i], " (",
+                                     error, ")"));
       }
       return absl::DeadlineExceededError(absl::StrCat(
           "ps:", o.shard_index,
@@ -90,8 +90,8 @@ absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
     for (const CompleteCheckpointInfo& c : per_shard[i]) {
       labels.push_back(absl::StrCat(c.label, "/g", c.generation));
     }
-    lists.push_back(absl::StrCat("ps:", i, " [", absl::StrJoin(labels, " "),
-                                 "]"));
+    lists.push_back(
+        absl::StrCat("ps:", i, " [", absl::StrJoin(labels, " "), "]"));
   }
   spdlog::info("checkpoints complete per shard: {}; agreed: {}",
                absl::StrJoin(lists, ", "),

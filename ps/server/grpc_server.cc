@@ -96,9 +96,9 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
           ? ""
           : absl::StrCat(" (dialled as ",
                          options.ps_addresses[options.shard_index], ")"));
-  ASSIGN_OR_RETURN(s->lifecycle_, ShardLifecycle::Start(s->shard_.get(),
-                                                        s->service_.get(),
-                                                        lifecycle));
+  ASSIGN_OR_RETURN(
+      s->lifecycle_,
+      ShardLifecycle::Start(s->shard_.get(), s->service_.get(), lifecycle));
   if (!options.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(options.port_file, s->port_));
   }

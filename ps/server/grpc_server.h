@@ -20,11 +20,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "ps/server/grpc_service.h"
 #include "ps/server/server_lifecycle.h"
-#include "common/mutex.h"
-#include "ps/state/options.h"
 #include "ps/shard/shard.h"
+#include "ps/state/options.h"
 
 namespace psgd {
 namespace ps {

@@ -31,8 +31,8 @@ struct WireEncoded {
 
 // Gives a snapshot's WireEncoded, kept alive by the pointer; null: send
 // float32 straight from the snapshot.
-using WireWeightsSource = std::function<std::shared_ptr<const void>(
-    const ParameterShard::Snapshot&)>;
+using WireWeightsSource =
+    std::function<std::shared_ptr<const void>(const ParameterShard::Snapshot&)>;
 
 // A pull that may wait: registered with the shard, finished by whichever
 // comes first, the shard reaching the step or the call's cancellation
@@ -115,9 +115,9 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     Finish(grpc::Status::OK);  // last: OnDone may delete this at once
   }
 
-  ParameterShard* const shard_;       // Not owned.
+  ParameterShard* const shard_;  // Not owned.
   const WireWeightsSource wire_weights_;
-  grpc::ByteBuffer* const response_;  // Owned by gRPC.
+  grpc::ByteBuffer* const response_;        // Owned by gRPC.
   std::atomic<int64_t>* const sent_bytes_;  // The service's counter.
   const absl::Time arrived_;
   // PullRequest.variables: the tensors asked for (empty: all).
@@ -153,7 +153,8 @@ class PsGrpcService::WireWeights {
       floats.push_back(FloatTensorBytes(s.layout->names[i], s.layout->shapes[i],
                                         s.weights[i].data()));
     }
-    absl::Span<const TensorBytes> encoded = e->encoder.FromFloat(floats, dtype_);
+    absl::Span<const TensorBytes> encoded =
+        e->encoder.FromFloat(floats, dtype_);
     e->tensors.assign(encoded.begin(), encoded.end());
     current_ = e;
     return current_;
@@ -234,10 +235,10 @@ PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
     : authenticator_(std::move(token)),
       handler_(shard),
       push_messages_(std::make_unique<PushMessagePool>()),
-      wire_weights_(shard->options().wire_weights == DType::kFloat32
-                        ? nullptr
-                        : std::make_unique<WireWeights>(
-                              shard->options().wire_weights)) {
+      wire_weights_(
+          shard->options().wire_weights == DType::kFloat32
+              ? nullptr
+              : std::make_unique<WireWeights>(shard->options().wire_weights)) {
   SetMessageAllocatorFor_Push(push_messages_.get());
 }
 

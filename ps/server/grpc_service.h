@@ -1,9 +1,9 @@
 // The gRPC adapter of one ParameterShard: hands each request to the
-// shard's ShardRequestHandler (ps/server/request_handler.h, which converts it and
-// calls the shard) and returns its status (common/grpc_status.h).
-// Pulls that wait for a step hold no thread: the shard answers them from
-// the thread that completes the step, and a pull whose gRPC deadline passes
-// (or that the client cancels) is withdrawn.
+// shard's ShardRequestHandler (ps/server/request_handler.h, which converts it
+// and calls the shard) and returns its status (common/grpc_status.h). Pulls
+// that wait for a step hold no thread: the shard answers them from the thread
+// that completes the step, and a pull whose gRPC deadline passes (or that the
+// client cancels) is withdrawn.
 //
 // Copies: a Pull's reply is sent straight from the weights snapshot
 // (ps/wire/wire_zero_copy.h; the snapshot lives until gRPC has written it), and

@@ -89,7 +89,7 @@ TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
   grpc::Status half = push(wire::DT_FLOAT16, 8);
   CHECK(half.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(half.error_message().find("gradient 'x' has dtype float16, but the "
-                                 "cluster's wire setting is float32") !=
+                                  "cluster's wire setting is float32") !=
         std::string::npos);
   grpc::Status unspecified = push(wire::DATA_TYPE_UNSPECIFIED, 16);
   CHECK(unspecified.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
@@ -179,8 +179,9 @@ reflection::ServerReflectionResponse AskReflection(
       grpc::internal::RpcMethod::BIDI_STREAMING, channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  std::unique_ptr<grpc::ClientReaderWriter<reflection::ServerReflectionRequest,
-                                           reflection::ServerReflectionResponse>>
+  std::unique_ptr<
+      grpc::ClientReaderWriter<reflection::ServerReflectionRequest,
+                               reflection::ServerReflectionResponse>>
       stream(grpc::internal::ClientReaderWriterFactory<
              reflection::ServerReflectionRequest,
              reflection::ServerReflectionResponse>::Create(channel.get(),

@@ -22,8 +22,9 @@ TEST_CASE("a shard's page: pushes by outcome and the staleness histogram") {
         std::string::npos);
   CHECK(t.find("psgd_ps_pushes_total{shard=\"1\",outcome=\"refused\"} 2\n") !=
         std::string::npos);
-  CHECK(t.find("psgd_ps_pushes_total{shard=\"1\",outcome=\"refused_too_stale\"} "
-               "1\n") != std::string::npos);
+  CHECK(
+      t.find("psgd_ps_pushes_total{shard=\"1\",outcome=\"refused_too_stale\"} "
+             "1\n") != std::string::npos);
   CHECK(t.find("psgd_ps_live_workers{shard=\"1\"} 2\n") != std::string::npos);
   CHECK(t.find("psgd_ps_sent_bytes_total{shard=\"1\"} 4096\n") !=
         std::string::npos);
@@ -36,7 +37,8 @@ TEST_CASE("a shard's page: pushes by outcome and the staleness histogram") {
   CHECK(t.find("psgd_ps_staleness_bucket{shard=\"1\",le=\"4\"} 12\n") !=
         std::string::npos);
   CHECK(t.find("psgd_ps_staleness_sum{shard=\"1\"} 14\n") != std::string::npos);
-  CHECK(t.find("psgd_ps_staleness_count{shard=\"1\"} 12\n") != std::string::npos);
+  CHECK(t.find("psgd_ps_staleness_count{shard=\"1\"} 12\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("a shard's page: the async staleness controls") {

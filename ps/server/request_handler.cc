@@ -63,23 +63,20 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   // In the cluster's wire dtype; float32 for the shard. Each gRPC thread
   // keeps its decoder's buffers from call to call.
   thread_local WireDecoder decoder;
-  absl::StatusOr<absl::Span<const TensorBytes>> gradients =
-      decoder.ToFloat(wire_gradients, shard_->options().wire_gradients,
-                      "gradient");
+  absl::StatusOr<absl::Span<const TensorBytes>> gradients = decoder.ToFloat(
+      wire_gradients, shard_->options().wire_gradients, "gradient");
   if (!gradients.ok()) {
     return Annotate(gradients.status(),
                     absl::StrCat("shard ", shard_->options().shard_index,
-                                 ": push from worker ",
-                                 request.worker_id(), " for step ",
-                                 request.step(), ": "));
+                                 ": push from worker ", request.worker_id(),
+                                 " for step ", request.step(), ": "));
   }
-  ASSIGN_OR_RETURN(
-      PushReply reply,
-      request.partial()
-          ? shard_->PushPart(request.worker_id(), request.step(), *gradients,
-                             request.generation())
-          : shard_->Push(request.worker_id(), request.step(), *gradients,
-                         request.generation()));
+  ASSIGN_OR_RETURN(PushReply reply,
+                   request.partial()
+                       ? shard_->PushPart(request.worker_id(), request.step(),
+                                          *gradients, request.generation())
+                       : shard_->Push(request.worker_id(), request.step(),
+                                      *gradients, request.generation()));
   PushReplyToProto(reply, response);
   return absl::OkStatus();
 }

@@ -1,9 +1,9 @@
 // The request-level half of the gRPC adapter, without gRPC: each request of
-// proto/ps.proto is checked (its cluster), converted (ps/wire/wire.h) and passed
-// to the shard, and the shard's reply is written into the response. The gRPC
-// service (ps/server/grpc_service.h) calls it from its handlers; the fuzzer
-// (tests/fuzz/shard_fuzz.h) calls it with arbitrary requests, so that both
-// run the same validation.
+// proto/ps.proto is checked (its cluster), converted (ps/wire/wire.h) and
+// passed to the shard, and the shard's reply is written into the response. The
+// gRPC service (ps/server/grpc_service.h) calls it from its handlers; the
+// fuzzer (tests/fuzz/shard_fuzz.h) calls it with arbitrary requests, so that
+// both run the same validation.
 //
 // Errors are the shard's (ps/shard/shard.h), plus INVALID_ARGUMENT for a tensor
 // whose dtype is unspecified or unknown (ps/wire/wire.h).
@@ -18,8 +18,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "proto/ps.pb.h"
 #include "common/mutex.h"
+#include "proto/ps.pb.h"
 #include "ps/shard/shard.h"
 
 namespace psgd {

@@ -11,8 +11,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     const ClusterConfig& config, int index) {
   if (index < 0 || index >= config.ps_size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ps:", index, " is not in cluster '", config.name(),
-                     "' (", config.ps_size(), " ps tasks)"));
+        absl::StrCat("ps:", index, " is not in cluster '", config.name(), "' (",
+                     config.ps_size(), " ps tasks)"));
   }
   const config::TrainingConfig& t = config.training();
   const bool sync = t.mode() == config::TrainingConfig::SYNC;

@@ -76,31 +76,47 @@ namespace {
 // The options a config sets; none may be set beside --config. (Debian's
 // Abseil keeps IsSpecifiedOnCommandLine private, so "set" means "differs
 // from its default".)
-constexpr const char* kOptionFlags[] = {
-    "listen_address", "shard_index",        "num_shards",
-    "cluster_name",   "mode",               "replicas_to_aggregate",
-    "batch_norm_statistics",
-    "total_num_replicas", "staleness_bound", "max_push_staleness",
-    "scale_lr_by_staleness", "dc_asgd_lambda", "async_beta1",
-    "optimizer",      "learning_rate",      "beta1",
-    "beta2",          "epsilon",            "momentum",
-    "nesterov",       "weight_decay",       "no_weight_decay",
-    "max_message_bytes",
-    "split_threshold_bytes", "worker_lease_seconds", "token_file"};
+constexpr const char* kOptionFlags[] = {"listen_address",
+                                        "shard_index",
+                                        "num_shards",
+                                        "cluster_name",
+                                        "mode",
+                                        "replicas_to_aggregate",
+                                        "batch_norm_statistics",
+                                        "total_num_replicas",
+                                        "staleness_bound",
+                                        "max_push_staleness",
+                                        "scale_lr_by_staleness",
+                                        "dc_asgd_lambda",
+                                        "async_beta1",
+                                        "optimizer",
+                                        "learning_rate",
+                                        "beta1",
+                                        "beta2",
+                                        "epsilon",
+                                        "momentum",
+                                        "nesterov",
+                                        "weight_decay",
+                                        "no_weight_decay",
+                                        "max_message_bytes",
+                                        "split_threshold_bytes",
+                                        "worker_lease_seconds",
+                                        "token_file"};
 
 absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
   for (const char* name : kOptionFlags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, " cannot be combined with --config (", path,
-          "): the config sets it"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " cannot be combined with --config (", path,
+                       "): the config sets it"));
     }
   }
   ASSIGN_OR_RETURN(ResolvedCluster cluster, ResolvedClusterFromFlags());
   const ClusterConfig& config = cluster.config;
   const TaskId task = cluster.task;
-  ASSIGN_OR_RETURN(ServerOptions o, ServerOptionsFromConfig(config, task.index));
+  ASSIGN_OR_RETURN(ServerOptions o,
+                   ServerOptionsFromConfig(config, task.index));
   // A name that does not resolve or a port in use, named with the task
   // before anything starts.
   RETURN_IF_ERROR(CheckPsCanListen(config, task.index));
@@ -115,7 +131,8 @@ absl::StatusOr<LifecycleOptions> LifecycleOptionsFromFlags() {
   o.run_dir = absl::GetFlag(FLAGS_run_dir);
   o.slow_step = absl::Seconds(absl::GetFlag(FLAGS_slow_step_seconds));
   // The other fields keep their defaults: an error is about this flag.
-  RETURN_IF_ERROR(Annotate(ValidateLifecycleOptions(o), "--slow_step_seconds: "));
+  RETURN_IF_ERROR(
+      Annotate(ValidateLifecycleOptions(o), "--slow_step_seconds: "));
   return o;
 }
 
@@ -132,9 +149,9 @@ absl::StatusOr<ResolvedCluster> ResolvedClusterFromFlags() {
   }
   ASSIGN_OR_RETURN(ResolvedCluster cluster, ClusterFromFlags(config));
   if (cluster.task.kind != TaskId::Kind::kPs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "task '", cluster.task.ToString(), "' (from ", cluster.source,
-        ") is a worker; run worker for it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("task '", cluster.task.ToString(), "' (from ",
+                     cluster.source, ") is a worker; run worker for it"));
   }
   return cluster;
 }
@@ -152,9 +169,9 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
   o.cluster_name = absl::GetFlag(FLAGS_cluster_name);
   ASSIGN_OR_RETURN(o.mode, ParseMode(absl::GetFlag(FLAGS_mode)));
-  ASSIGN_OR_RETURN(o.batch_norm_statistics,
-                   ParseBatchNormStatistics(
-                       absl::GetFlag(FLAGS_batch_norm_statistics)));
+  ASSIGN_OR_RETURN(
+      o.batch_norm_statistics,
+      ParseBatchNormStatistics(absl::GetFlag(FLAGS_batch_norm_statistics)));
   o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
   o.total_num_replicas = absl::GetFlag(FLAGS_total_num_replicas);
   o.staleness_bound = absl::GetFlag(FLAGS_staleness_bound);

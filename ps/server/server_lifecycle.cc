@@ -52,8 +52,7 @@ absl::Status ValidateLifecycleOptions(const LifecycleOptions& o) {
     return Bad("tick", o.tick, "must be positive and finite");
   }
   if (!PositiveFinite(o.metrics_every)) {
-    return Bad("metrics_every", o.metrics_every,
-               "must be positive and finite");
+    return Bad("metrics_every", o.metrics_every, "must be positive and finite");
   }
   return absl::OkStatus();
 }
@@ -150,8 +149,7 @@ void ShardLifecycle::Tick(absl::Time now) {
     WriteMetrics(WithServingMemory(status));
   }
   LogCheckpoints(status);
-  if (const std::string slow = s.slow_steps.Check(status, now);
-      !slow.empty()) {
+  if (const std::string slow = s.slow_steps.Check(status, now); !slow.empty()) {
     spdlog::warn("{}", slow);
   }
   if (counters_ != nullptr) {
@@ -173,7 +171,7 @@ void ShardLifecycle::LogCheckpoints(const ShardStatus& st) {
   State& s = *state_;
   if (st.checkpoint_failures > s.checkpoint_failures) {
     spdlog::error("checkpoint failed ({} so far): {}", st.checkpoint_failures,
-                 st.last_checkpoint_error);
+                  st.last_checkpoint_error);
     s.checkpoint_failures = st.checkpoint_failures;
   }
   for (size_t i = s.rollbacks; i < st.rollbacks.size(); ++i) {
@@ -224,8 +222,7 @@ void ShardLifecycle::Stop(absl::string_view reason) {
     spdlog::log(failed ? spdlog::level::err : spdlog::level::info,
                 "{} checkpoints written, the last {}, the newest complete "
                 "{}; {} failed{}{}",
-                status.checkpoints_written,
-                label(status.last_checkpoint_label),
+                status.checkpoints_written, label(status.last_checkpoint_label),
                 label(status.last_complete_checkpoint_label),
                 status.checkpoint_failures, failed ? ": " : "",
                 status.last_checkpoint_error);

@@ -111,8 +111,8 @@ class ShardLifecycle {
   void WriteMetrics(const ShardStatus& status);
 
   // Constant after construction.
-  ParameterShard* const shard_;             // Not owned.
-  const ServingCounters* const counters_;   // Not owned; may be null.
+  ParameterShard* const shard_;            // Not owned.
+  const ServingCounters* const counters_;  // Not owned; may be null.
   const LifecycleOptions options_;
   std::unique_ptr<MetricsHttpServer> prometheus_;
 

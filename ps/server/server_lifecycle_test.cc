@@ -70,8 +70,8 @@ TEST_CASE("without a lease the lifecycle expires nobody") {
 
 TEST_CASE("metrics lines and the summary go to the run directory") {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") +
-                          "/lifecycle_run";
+  const std::string dir =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/lifecycle_run";
   ServerOptions options;
   options.shard_index = 1;
   options.num_shards = 2;

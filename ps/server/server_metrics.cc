@@ -121,11 +121,10 @@ bool ServerMetricsWriter::Open(const std::string& run_dir) {
   if (failed_ || run_dir.empty()) return false;
   absl::StatusOr<std::string> made = CreateRunDir(run_dir, "", "", absl::Now());
   absl::StatusOr<std::unique_ptr<MetricsWriter>> w =
-      made.ok() ? MetricsWriter::Open(
-                      absl::StrCat(*made, "/ps-", index_, ".jsonl"),
-                      /*append=*/true)
-                : absl::StatusOr<std::unique_ptr<MetricsWriter>>(
-                      made.status());
+      made.ok()
+          ? MetricsWriter::Open(absl::StrCat(*made, "/ps-", index_, ".jsonl"),
+                                /*append=*/true)
+          : absl::StatusOr<std::unique_ptr<MetricsWriter>>(made.status());
   if (!w.ok()) {
     spdlog::warn("no metrics: {}", w.status().ToString());
     failed_ = true;

@@ -1,8 +1,8 @@
 // The server's word on a sync step that takes long: which workers it is
 // still waiting for. The server's lifecycle (ps/server/server_lifecycle.h)
-// checks its shard every tick and logs a warning once per step that has waited longer than --slow_step_seconds, so
-// that a straggler (or a dead worker whose lease has not run out) shows in
-// the log by name.
+// checks its shard every tick and logs a warning once per step that has waited
+// longer than --slow_step_seconds, so that a straggler (or a dead worker whose
+// lease has not run out) shows in the log by name.
 //
 // Thread-safety: SlowStepLog is used by one thread (the lifecycle's loop).
 #ifndef PSGD_PS_SERVER_SLOW_STEP_H_

@@ -50,24 +50,26 @@ absl::Status ParameterShard::CheckOpenLocked() const {
   }
   if (agreeing_) {
     return absl::UnavailableError(absl::StrCat(
-        name_, " is agreeing with the other ps tasks on the checkpoint to "
-               "restore: try again"));
+        name_,
+        " is agreeing with the other ps tasks on the checkpoint to "
+        "restore: try again"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {
   if (awaiting_rollback_) {
-    return absl::AbortedError(absl::StrCat(
-        name_, " restored checkpoint step-", restore_report_.label,
-        " (step ", step_, ") when it started and waits for the cluster to "
-        "roll back to it: re-sync"));
+    return absl::AbortedError(
+        absl::StrCat(name_, " restored checkpoint step-", restore_report_.label,
+                     " (step ", step_,
+                     ") when it started and waits for the cluster to "
+                     "roll back to it: re-sync"));
   }
   if (generation > 0 && generation != generation_) {
-    return absl::AbortedError(absl::StrCat(
-        name_, ": request of generation ", generation,
-        ", but the shard is in generation ", generation_,
-        " (the cluster rolled back to a checkpoint): pull again"));
+    return absl::AbortedError(
+        absl::StrCat(name_, ": request of generation ", generation,
+                     ", but the shard is in generation ", generation_,
+                     " (the cluster rolled back to a checkpoint): pull again"));
   }
   return absl::OkStatus();
 }
@@ -132,10 +134,9 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
           options_.max_message_bytes,
           " (raise it, lower split_threshold_bytes or add shards)"));
     }
-    ASSIGN_OR_RETURN(
-        optimizer_,
-        CreateOptimizer(ShardOptimizerOptions(options_),
-                        layout.OptimizerSizes(), layout.names));
+    ASSIGN_OR_RETURN(optimizer_,
+                     CreateOptimizer(ShardOptimizerOptions(options_),
+                                     layout.OptimizerSizes(), layout.names));
     aggregator_ = std::make_unique<SyncAggregator>(
         layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);
@@ -214,8 +215,9 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
     absl::StatusOr<Snapshot> value;
   };
   auto result = std::make_shared<Result>();
-  const uint64_t ticket =
-      PullAsync(min_step, worker_id, [result](absl::StatusOr<Snapshot> value) {
+  const uint64_t ticket = PullAsync(
+      min_step, worker_id,
+      [result](absl::StatusOr<Snapshot> value) {
         result->value = std::move(value);
         result->done.Notify();
       },
@@ -295,10 +297,10 @@ absl::Status ParameterShard::DecideLocked(
                                     " is not a live member (join first)"));
   }
   if (step > step_) {
-    return PushRefused(PushRefusal::kFromFuture,
-                       absl::StrCat("step ", step,
-                                    " is from the future: the shard is at step ",
-                                    step_));
+    return PushRefused(
+        PushRefusal::kFromFuture,
+        absl::StrCat("step ", step,
+                     " is from the future: the shard is at step ", step_));
   }
   const int64_t last = membership_.last_push_step(worker_id);
   if (step <= last) {

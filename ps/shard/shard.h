@@ -1,18 +1,19 @@
 // One parameter-server shard as a plain C++ object with no network in it:
 // it stores its variables (ps/state/variable_store.h), applies the optimizer
-// (ps/state/optimizer.h) in sync mode (ps/state/sync_aggregator.h) or async mode
-// (ps/state/async_applier.h), tracks worker membership (ps/state/membership.h) and
-// counts what became of every push. The gRPC service (ps/server/grpc_service.h) and
-// the in-process client (ps/testing/in_process_client.h) are thin layers over it.
-// docs/PS.md states the rules.
+// (ps/state/optimizer.h) in sync mode (ps/state/sync_aggregator.h) or async
+// mode (ps/state/async_applier.h), tracks worker membership
+// (ps/state/membership.h) and counts what became of every push. The gRPC
+// service (ps/server/grpc_service.h) and the in-process client
+// (ps/testing/in_process_client.h) are thin layers over it. docs/PS.md states
+// the rules.
 //
 // Errors (every refusal leaves weights, optimizer slots, step and
 // membership exactly as they were; only the refusal counters move):
 //   INVALID_ARGUMENT     a malformed request: unknown variable, wrong shape
 //                        or byte count, a dtype other than float32, NaN or
 //                        Inf, a gradient value beyond kMaxGradientMagnitude
-//                        (ps/state/variable_store.h), a negative step, a worker id
-//                        out of range.
+//                        (ps/state/variable_store.h), a negative step, a worker
+//                        id out of range.
 //   FAILED_PRECONDITION  a request that does not fit the shard's state: not
 //                        initialised, another cluster's name, a step from
 //                        the future, a second push for a step, a worker that
@@ -57,12 +58,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "ps/state/async_applier.h"
+#include "common/mutex.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/checkpoint/checkpoint_writer.h"
+#include "ps/state/async_applier.h"
 #include "ps/state/delay_compensation.h"
 #include "ps/state/membership.h"
-#include "common/mutex.h"
 #include "ps/state/optimizer.h"
 #include "ps/state/options.h"
 #include "ps/state/ssp_clock.h"

@@ -60,7 +60,8 @@ TEST_CASE("staleness bound: a worker too far ahead waits for the slowest") {
     CHECK(PullNow(*shard, -1).ok());
     // The slow worker's push releases the fast one.
     REQUIRE(Push(*shard, 1, 0, Gradient(1, 0)).ok());
-    const double held_at_most = absl::ToDoubleSeconds(absl::Now() - before_pull);
+    const double held_at_most =
+        absl::ToDoubleSeconds(absl::Now() - before_pull);
     CHECK(answered);
     ShardStatus s = shard->Status();
     CHECK(s.ssp_blocked_pulls == 1);

@@ -122,7 +122,8 @@ std::unique_ptr<ParameterShard> MakeBnShard(const ServerOptions& o) {
   auto init = (*shard)->Initialize(Initial().Bytes());
   INFO(init.status().ToString());
   REQUIRE(init.ok());
-  for (int k = 0; k < o.total_num_replicas; ++k) REQUIRE((*shard)->Join(k).ok());
+  for (int k = 0; k < o.total_num_replicas; ++k)
+    REQUIRE((*shard)->Join(k).ok());
   return *std::move(shard);
 }
 
@@ -134,8 +135,9 @@ PushOutcome MustPush(ParameterShard& shard, int k, int64_t step,
   return r->outcome;
 }
 
-TEST_CASE("sync N=2 of M=4: a step folds the mean of its pushes' statistics; "
-          "surplus, stale and refused pushes bring none") {
+TEST_CASE(
+    "sync N=2 of M=4: a step folds the mean of its pushes' statistics; "
+    "surplus, stale and refused pushes bring none") {
   auto shard = MakeBnShard(SgdOptions(Mode::kSync, 2, 4));
   BnTensors expected = Initial();
 
@@ -181,8 +183,9 @@ TEST_CASE("sync: a step of one push folds its statistics as they came") {
   CHECK(Pulled(*shard) == Expected(Initial(), {PushOf(1, 0)}));
 }
 
-TEST_CASE("async: each push folds on arrival; delay compensation leaves "
-          "statistics alone") {
+TEST_CASE(
+    "async: each push folds on arrival; delay compensation leaves "
+    "statistics alone") {
   ServerOptions o = SgdOptions(Mode::kAsync, 1, 2);
   const bool dc = GENERATE(false, true);
   if (dc) o.dc_asgd_lambda = 0.5;
@@ -207,8 +210,9 @@ TEST_CASE("async: each push folds on arrival; delay compensation leaves "
   }
 }
 
-TEST_CASE("pushes in parts: statistics in a part of their own count when the "
-          "push completes") {
+TEST_CASE(
+    "pushes in parts: statistics in a part of their own count when the "
+    "push completes") {
   auto shard = MakeBnShard(SgdOptions(Mode::kSync, 2, 2));
   const BnTensors p0 = PushOf(0, 0), p1 = PushOf(1, 0);
   const std::vector<TensorBytes> b0 = p0.Bytes(), b1 = p1.Bytes();
@@ -246,9 +250,9 @@ TEST_CASE("checkpoints keep the statistics; a rollback returns them") {
   // Every optimizer: one with slots keeps none for a statistic, and the
   // checkpoint must still decode (with momentum or Adam no MANIFEST was ever
   // written, and a restart started empty).
-  const auto kind = GENERATE(OptimizerOptions::Kind::kSgd,
-                             OptimizerOptions::Kind::kMomentum,
-                             OptimizerOptions::Kind::kAdam);
+  const auto kind =
+      GENERATE(OptimizerOptions::Kind::kSgd, OptimizerOptions::Kind::kMomentum,
+               OptimizerOptions::Kind::kAdam);
   const std::string dir =
       testing::FreshDir(absl::StrCat("bn_checkpoint_", static_cast<int>(kind)));
   ServerOptions o = SgdOptions(Mode::kSync, 2, 2);
@@ -296,12 +300,12 @@ TEST_CASE("checkpoints keep the statistics; a rollback returns them") {
   auto refused = ParameterShard::Create(local);
   CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(refused.status().message()),
-             Catch::Contains("'bn.running_mean'") &&
-                 Catch::Contains("LOCAL"));
+             Catch::Contains("'bn.running_mean'") && Catch::Contains("LOCAL"));
 }
 
-TEST_CASE("statistics of the wrong channel count, NaN or Inf are refused "
-          "naming the variable, and change nothing") {
+TEST_CASE(
+    "statistics of the wrong channel count, NaN or Inf are refused "
+    "naming the variable, and change nothing") {
   auto shard = MakeBnShard(SgdOptions(Mode::kSync, 1, 1));
   const BnTensors p = PushOf(0, 0);
   const std::vector<float> three = {0.5f, 0.5f, 0.5f};
@@ -346,11 +350,12 @@ TEST_CASE("LOCAL: the shard refuses statistics at Initialize and in pushes") {
   REQUIRE(shard.Join(0).ok());
   const BnTensors p = PushOf(0, 0);
   for (bool parts : {false, true}) {
-    auto r = parts ? shard.PushPart(0, 0, p.Bytes()) : shard.Push(0, 0, p.Bytes());
+    auto r =
+        parts ? shard.PushPart(0, 0, p.Bytes()) : shard.Push(0, 0, p.Bytes());
     CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(r.status().message()),
-               Catch::Contains("'bn.running_mean'") &&
-                   Catch::Contains("LOCAL"));
+    CHECK_THAT(
+        std::string(r.status().message()),
+        Catch::Contains("'bn.running_mean'") && Catch::Contains("LOCAL"));
   }
   CHECK(shard.Status().step == 0);
   CHECK(shard.Status().counters.refused == 2);

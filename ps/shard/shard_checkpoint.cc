@@ -33,10 +33,10 @@ absl::Status ParameterShard::OpenCheckpoints() {
       store->ReadNewestComplete(&restore_report_.refused);
   if (newest.ok()) {
     MutexLock lock(&mu_);
-    RETURN_IF_ERROR(Annotate(
-        InstallLocked(*newest, /*restart=*/true, newest->generation),
-        absl::StrCat(name_, ": restoring checkpoint step-", newest->label,
-                     ": ")));
+    RETURN_IF_ERROR(
+        Annotate(InstallLocked(*newest, /*restart=*/true, newest->generation),
+                 absl::StrCat(name_, ": restoring checkpoint step-",
+                              newest->label, ": ")));
     generation_ = newest->generation;
     awaiting_rollback_ = true;
     restore_report_.label = newest->label;
@@ -74,8 +74,9 @@ absl::Status ParameterShard::RestoreAgreed(int64_t label) {
   }
   absl::StatusOr<ShardCheckpoint> c = checkpoints_->store().Read(label);
   if (!c.ok()) {
-    return Annotate(c.status(), absl::StrCat(name_, ": restoring the agreed "
-                                                    "checkpoint step-",
+    return Annotate(c.status(), absl::StrCat(name_,
+                                             ": restoring the agreed "
+                                             "checkpoint step-",
                                              label, ": "));
   }
   MutexLock lock(&mu_);
@@ -100,10 +101,9 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
       c.total_num_replicas != options_.total_num_replicas) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the checkpoint is of shard ", c.shard_index, " of ", c.num_shards,
-        " of cluster '", c.cluster, "' (", c.mode, ", ",
-        c.total_num_replicas, " workers); this is shard ",
-        options_.shard_index, " of ", options_.num_shards, " of '",
-        options_.cluster_name, "' (", mode, ", ",
+        " of cluster '", c.cluster, "' (", c.mode, ", ", c.total_num_replicas,
+        " workers); this is shard ", options_.shard_index, " of ",
+        options_.num_shards, " of '", options_.cluster_name, "' (", mode, ", ",
         options_.total_num_replicas, " workers)"));
   }
   const WeightsSnapshot& w = *c.weights;
@@ -115,8 +115,7 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   if (store_ != nullptr) RETURN_IF_ERROR(store_->CheckSameVariables(variables));
   // A checkpoint of a cluster that kept batch norm's statistics on the
   // servers does not fit one that keeps them on the workers.
-  if (absl::Status s = CheckNoLocalStatistics(variables, "restore");
-      !s.ok()) {
+  if (absl::Status s = CheckNoLocalStatistics(variables, "restore"); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }
   ASSIGN_OR_RETURN(std::unique_ptr<VariableStore> store,
@@ -207,8 +206,9 @@ absl::Status ParameterShard::RequestCheckpoint(int64_t label, bool now) {
   RETURN_IF_ERROR(CheckGenerationLocked(0));
   if (checkpoints_ == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat(name_, ": checkpoint requested, but the server has no "
-                            "checkpoint directory"));
+        absl::StrCat(name_,
+                     ": checkpoint requested, but the server has no "
+                     "checkpoint directory"));
   }
   if (store_ == nullptr) {
     return absl::FailedPreconditionError(
@@ -237,8 +237,9 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
                    " (generation ", generation, "): ");
   if (generation < 1 || label < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(context, "the generation must be >= 1 and the label "
-                              ">= 0"));
+        absl::StrCat(context,
+                     "the generation must be >= 1 and the label "
+                     ">= 0"));
   }
   if (checkpoints_ == nullptr) {
     return absl::FailedPreconditionError(

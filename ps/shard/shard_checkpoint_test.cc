@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "ps/checkpoint/checkpoint_store.h"
-#include "ps/testing/checkpoint_test_util.h"
 #include "ps/shard/shard.h"
+#include "ps/testing/checkpoint_test_util.h"
 #include "ps/testing/shard_test_util.h"
 
 namespace psgd {

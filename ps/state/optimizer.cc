@@ -19,9 +19,9 @@ absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
                         const std::vector<std::string>& slot_names,
                         const std::vector<int64_t>& sizes) {
   if (state.kind != kind) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer state of kind '", state.kind, "' for a ", kind,
-        " optimizer"));
+    return absl::InvalidArgumentError(absl::StrCat("optimizer state of kind '",
+                                                   state.kind, "' for a ", kind,
+                                                   " optimizer"));
   }
   if (state.step < 0) {
     return absl::InvalidArgumentError(
@@ -29,15 +29,15 @@ absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
   }
   if (state.slot_names != slot_names ||
       state.slots.size() != slot_names.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer state has ", state.slots.size(), " slots, ", kind,
-        " has ", slot_names.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer state has ", state.slots.size(), " slots, ",
+                     kind, " has ", slot_names.size()));
   }
   for (size_t k = 0; k < state.slots.size(); ++k) {
     if (state.slots[k].size() != sizes.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "optimizer slot '", slot_names[k], "' covers ",
-          state.slots[k].size(), " variables, not ", sizes.size()));
+          "optimizer slot '", slot_names[k], "' covers ", state.slots[k].size(),
+          " variables, not ", sizes.size()));
     }
     for (size_t i = 0; i < sizes.size(); ++i) {
       if (static_cast<int64_t>(state.slots[k][i].size()) != sizes[i]) {
@@ -283,9 +283,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
     const OptimizerOptions& options, std::vector<int64_t> sizes,
     const std::vector<std::string>& names) {
   if (!names.empty() && names.size() != sizes.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer: ", names.size(), " names for ", sizes.size(),
-                     " variables"));
+    return absl::InvalidArgumentError(absl::StrCat("optimizer: ", names.size(),
+                                                   " names for ", sizes.size(),
+                                                   " variables"));
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] < 0) {

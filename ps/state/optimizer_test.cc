@@ -263,7 +263,8 @@ TEST_CASE("weight decay spares the variables in no_weight_decay") {
   o.weight_decay = 0.5;
   o.no_weight_decay = {"bn/gamma"};
   // A split variable's slices are exempt too.
-  auto opt = CreateOptimizer(o, {1, 1, 1}, {"conv/w", "bn/gamma", "bn/gamma/part_1"});
+  auto opt =
+      CreateOptimizer(o, {1, 1, 1}, {"conv/w", "bn/gamma", "bn/gamma/part_1"});
   REQUIRE(opt.ok());
   std::vector<float> w = {1.0f, 1.0f, 1.0f};
   const std::vector<float> g = {0.0f, 0.0f, 0.0f};
@@ -305,8 +306,8 @@ TEST_CASE("the momentum slot is saved and restored bit-exactly") {
   REQUIRE(adam.ok());
   const absl::Status s = (*adam)->LoadState(saved);
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(s.message()), Catch::Contains("'momentum'") &&
-                                           Catch::Contains("adam"));
+  CHECK_THAT(std::string(s.message()),
+             Catch::Contains("'momentum'") && Catch::Contains("adam"));
   CHECK_FALSE((*b)->LoadState((*adam)->SaveState()).ok());
 }
 

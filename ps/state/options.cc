@@ -153,8 +153,9 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
        static_cast<int>(o.ps_addresses.size()) != o.num_shards)) {
     return Bad("checkpoint.per_host", "true",
                absl::StrCat("needs a checkpoint directory and the addresses "
-                            "of all ", o.num_shards, " shards (",
-                            o.ps_addresses.size(), " given)"));
+                            "of all ",
+                            o.num_shards, " shards (", o.ps_addresses.size(),
+                            " given)"));
   }
   if (!o.security.token.empty()) {
     // Never echo the token.

@@ -5,8 +5,8 @@
 #include <map>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace psgd {
@@ -138,8 +138,7 @@ absl::StatusOr<std::vector<VariableSpec>> VariablesOfSlices(
     const size_t at = slice.rfind(kPartSuffix);
     if (at != std::string::npos &&
         absl::SimpleAtoi(
-            absl::string_view(slice).substr(at + strlen(kPartSuffix)),
-            &part) &&
+            absl::string_view(slice).substr(at + strlen(kPartSuffix)), &part) &&
         part >= 0) {
       name = slice.substr(0, at);
     } else {
@@ -169,8 +168,8 @@ absl::StatusOr<std::vector<VariableSpec>> VariablesOfSlices(
       shape[0] = 0;
       for (const auto& [part, s] : p) shape[0] += s[0];
     } else if (p.size() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable '", name, "' is stored whole and in slices"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", name, "' is stored whole and in slices"));
     }
     out.push_back({name, std::move(shape), Initializer()});
   }

@@ -125,18 +125,22 @@ TEST_CASE("the shards' slices put back together as the placed variables") {
   REQUIRE(back.ok());
   REQUIRE(back->size() == model.size());
   for (const VariableSpec& v : model) {
-    auto it = std::find_if(back->begin(), back->end(),
-                           [&](const VariableSpec& b) { return b.name == v.name; });
+    auto it =
+        std::find_if(back->begin(), back->end(),
+                     [&](const VariableSpec& b) { return b.name == v.name; });
     REQUIRE(it != back->end());
     CHECK(it->shape == v.shape);
   }
   // A part missing, repeated, or of other trailing dimensions: refused.
-  CHECK_FALSE(VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_2", {2, 3}}}).ok());
-  CHECK_FALSE(VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_0", {2, 3}}}).ok());
-  CHECK_FALSE(VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_1", {2, 4}}}).ok());
+  CHECK_FALSE(
+      VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_2", {2, 3}}}).ok());
+  CHECK_FALSE(
+      VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_0", {2, 3}}}).ok());
+  CHECK_FALSE(
+      VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_1", {2, 4}}}).ok());
   CHECK_FALSE(VariablesOfSlices({{"w", {2}}, {"w/part_0", {2}}}).ok());
-  auto whole = VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_1", {1, 3}},
-                                  {"b", {3}}});
+  auto whole = VariablesOfSlices(
+      {{"w/part_0", {2, 3}}, {"w/part_1", {1, 3}}, {"b", {3}}});
   REQUIRE(whole.ok());
   CHECK((*whole)[0].shape == Shape{3, 3});
   CHECK((*whole)[1].shape == Shape{3});

@@ -60,8 +60,8 @@ namespace {
 constexpr absl::string_view kPushRefusalUrl = "type.psgd/psgd.ps.PushRefusal";
 
 constexpr PushRefusal kRefusals[] = {
-    PushRefusal::kNotLive, PushRefusal::kAlreadyPushed,
-    PushRefusal::kTooStale, PushRefusal::kFromFuture};
+    PushRefusal::kNotLive, PushRefusal::kAlreadyPushed, PushRefusal::kTooStale,
+    PushRefusal::kFromFuture};
 
 }  // namespace
 

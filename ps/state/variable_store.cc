@@ -42,8 +42,7 @@ int64_t FirstBeyond(absl::string_view data, float limit) {
   const char* p = data.data();
   const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
   // CheckFloatTensor has checked the 4-byte alignment.
-  if (MaxMagnitudeBits(reinterpret_cast<const uint32_t*>(p), n) <=
-      limit_bits) {
+  if (MaxMagnitudeBits(reinterpret_cast<const uint32_t*>(p), n) <= limit_bits) {
     return -1;
   }
   for (int64_t i = 0; i < n; ++i) {

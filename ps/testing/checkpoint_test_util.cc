@@ -9,7 +9,8 @@ namespace testing {
 
 std::string FreshDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return dir;
@@ -47,9 +48,9 @@ ShardCheckpoint SmallCheckpoint(int shard, int num_shards, int64_t label,
   c.optimizer.kind = "adam";
   c.optimizer.step = step;
   c.optimizer.slot_names = {"m", "v"};
-  c.optimizer.slots = {{{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}, {1.0f, 2.0f}},
-                       {{1e-3f, 2e-3f, 3e-3f, 4e-3f, 5e-3f, 6e-3f},
-                        {1e-4f, 2e-4f}}};
+  c.optimizer.slots = {
+      {{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}, {1.0f, 2.0f}},
+      {{1e-3f, 2e-3f, 3e-3f, 4e-3f, 5e-3f, 6e-3f}, {1e-4f, 2e-4f}}};
   c.last_push_step = {std::max<int64_t>(-1, step - 1),
                       std::max<int64_t>(-1, step - 2), -1};
   c.live_workers = {0, 1};

@@ -9,16 +9,26 @@ namespace ps {
 
 absl::string_view CallKindName(CallKind kind) {
   switch (kind) {
-    case CallKind::kAny: return "call";
-    case CallKind::kInitialize: return "initialize";
-    case CallKind::kJoin: return "join";
-    case CallKind::kLeave: return "leave";
-    case CallKind::kPull: return "pull";
-    case CallKind::kPush: return "push";
-    case CallKind::kStatus: return "status";
-    case CallKind::kShutdown: return "shutdown";
-    case CallKind::kRollback: return "rollback";
-    case CallKind::kCheckpoint: return "checkpoint";
+    case CallKind::kAny:
+      return "call";
+    case CallKind::kInitialize:
+      return "initialize";
+    case CallKind::kJoin:
+      return "join";
+    case CallKind::kLeave:
+      return "leave";
+    case CallKind::kPull:
+      return "pull";
+    case CallKind::kPush:
+      return "push";
+    case CallKind::kStatus:
+      return "status";
+    case CallKind::kShutdown:
+      return "shutdown";
+    case CallKind::kRollback:
+      return "rollback";
+    case CallKind::kCheckpoint:
+      return "checkpoint";
   }
   return "call";
 }
@@ -181,9 +191,8 @@ absl::Status FaultInjectionPsClient::Inject(
     MutexLock lock(&mu_);
     ++(stats_.*counter);
   };
-  const std::string what =
-      absl::StrCat("fault injection: ", CallKindName(kind), " of worker ",
-                   worker_id_);
+  const std::string what = absl::StrCat("fault injection: ", CallKindName(kind),
+                                        " of worker ", worker_id_);
   if (!chosen) return deliver();
   switch (rule.action) {
     case FaultAction::kDropRequest:
@@ -300,10 +309,11 @@ absl::StatusOr<PushResult> FaultInjectionPsClient::PushPart(
 
 absl::StatusOr<std::vector<ShardStatus>> FaultInjectionPsClient::Status() {
   absl::StatusOr<std::vector<ShardStatus>> result;
-  absl::Status s = Inject(CallKind::kStatus, absl::Now() + call_timeout_, [&]() {
-    result = inner_->Status();
-    return result.status();
-  });
+  absl::Status s =
+      Inject(CallKind::kStatus, absl::Now() + call_timeout_, [&]() {
+        result = inner_->Status();
+        return result.status();
+      });
   if (!s.ok()) return s;
   return result;
 }

@@ -2,10 +2,10 @@
 // leveldb's EnvWrapper wraps an Env: it drops calls (before they reach the
 // servers, or their replies after), delays them, sends pushes twice, holds a
 // call until others have overtaken it (reordering), or cuts the worker off
-// altogether. For tests (ps/testing/fault_injection_client_test.cc, the worker loop's
-// tests): the servers' rules must make each fault harmless, e.g. a push sent
-// twice is applied once (a worker pushes once per step) and a push overtaken
-// by a step is dropped as stale.
+// altogether. For tests (ps/testing/fault_injection_client_test.cc, the worker
+// loop's tests): the servers' rules must make each fault harmless, e.g. a push
+// sent twice is applied once (a worker pushes once per step) and a push
+// overtaken by a step is dropped as stale.
 //
 //   FaultInjector network(/*seed=*/7);           // shared by the workers
 //   FaultInjectionPsClient client(inner.get(), &network, /*worker_id=*/2);
@@ -80,7 +80,7 @@ struct FaultRule {
   int64_t skip = 0;   // matching calls let through before it applies
   int64_t times = 1;  // how often it applies; -1: always
   absl::Duration delay = absl::ZeroDuration();  // kDelay
-  int after = 1;                                 // kReorder
+  int after = 1;                                // kReorder
 };
 
 // The "network" the wrappers of one test share: the random draws, the
@@ -152,7 +152,7 @@ struct FaultStats {
   int64_t reorder_timeouts = 0;  // holds that ended on the hold timeout
   int64_t gated = 0;
   int64_t gate_timeouts = 0;  // gate waits that ended on the hold timeout
-  int64_t cut_calls = 0;  // calls that failed or hung while cut off
+  int64_t cut_calls = 0;      // calls that failed or hung while cut off
   // The status of each duplicate's second send.
   std::vector<absl::Status> second_sends;
 };

@@ -10,17 +10,17 @@
 #include <memory>
 #include <thread>
 
-#include "ps/testing/in_process_client.h"
-#include "ps/state/placement.h"
 #include "ps/shard/shard.h"
+#include "ps/state/placement.h"
+#include "ps/testing/in_process_client.h"
 
 namespace psgd {
 namespace ps {
 namespace {
 
 const std::vector<VariableSpec>& Model() {
-  static const auto* specs = new std::vector<VariableSpec>{
-      {"w", {4, 3}, {}}, {"b", {3}, {}}};
+  static const auto* specs =
+      new std::vector<VariableSpec>{{"w", {4, 3}, {}}, {"b", {3}, {}}};
   return *specs;
 }
 
@@ -130,8 +130,8 @@ TEST_CASE("a dropped request never reaches the servers; rules count calls") {
   FaultInjectionPsClient w0(inner.get(), &network, 0);
   // The second push is dropped, once; a delay is only a delay.
   w0.AddRule({CallKind::kPush, FaultAction::kDropRequest, 1.0, /*skip=*/1});
-  w0.AddRule({CallKind::kPull, FaultAction::kDelay, 1.0, 0, 1,
-              absl::Milliseconds(1)});
+  w0.AddRule(
+      {CallKind::kPull, FaultAction::kDelay, 1.0, 0, 1, absl::Milliseconds(1)});
   REQUIRE(w0.Push(Step(0), Values::Of(1.0f).Const()).ok());
   REQUIRE(c.Client(1)->Push(Step(0), Values::Of(1.0f).Const()).ok());
   Values v;
@@ -178,7 +178,8 @@ TEST_CASE("a push overtaken by its step is dropped: surplus, then stale") {
     w2.AddRule({CallKind::kPush, FaultAction::kReorder, 1.0, 0, 1,
                 absl::ZeroDuration(), after});
     absl::StatusOr<PushResult> late;
-    std::thread held([&] { late = w2.Push(Step(0), Values::Of(9.0f).Const()); });
+    std::thread held(
+        [&] { late = w2.Push(Step(0), Values::Of(9.0f).Const()); });
     JoinOnExit join_held(&held);
     // The others push only once worker 2's push is held (its target taken),
     // so they overtake it: it reaches the servers after them.
@@ -258,7 +259,8 @@ TEST_CASE("a cut-off worker's calls fail or time out, until the link is back") {
   CHECK(w0.stats().cut_calls >= 3);
   // kCutOff cuts from the matching call on.
   w0.AddRule({CallKind::kPush, FaultAction::kCutOff});
-  CHECK(absl::IsUnavailable(w0.Push(Step(0), Values::Of(1.0f).Const()).status()));
+  CHECK(
+      absl::IsUnavailable(w0.Push(Step(0), Values::Of(1.0f).Const()).status()));
   CHECK(absl::IsUnavailable(w0.Status().status()));
 }
 

@@ -31,13 +31,12 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
                  std::shared_ptr<const void> in_use,
                  absl::Time /*deadline*/) override {
     push_request_ = header;
-    TensorBytesToProto(std::vector<TensorBytes>(gradients.begin(),
-                                                gradients.end()),
-                       push_request_.mutable_gradients());
+    TensorBytesToProto(
+        std::vector<TensorBytes>(gradients.begin(), gradients.end()),
+        push_request_.mutable_gradients());
     in_use.reset();  // copied
     push_response_.Clear();
-    push_status_ =
-        channel_->handler_.Push(push_request_, &push_response_);
+    push_status_ = channel_->handler_.Push(push_request_, &push_response_);
   }
 
   void StartPull(const wire::PullRequest& request,
@@ -72,9 +71,8 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
     // at once.
     if (!answered && ticket_ != 0 &&
         channel_->handler_.shard()->CancelPull(ticket_)) {
-      snapshot_ = absl::DeadlineExceededError(
-          absl::StrCat("pull for step >= ", pull_request_.min_step(),
-                       " timed out"));
+      snapshot_ = absl::DeadlineExceededError(absl::StrCat(
+          "pull for step >= ", pull_request_.min_step(), " timed out"));
       return snapshot_.status();
     }
     MutexLock lock(&pull->mu);
@@ -101,9 +99,9 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
     const std::vector<std::string> names(pull_request_.variables().begin(),
                                          pull_request_.variables().end());
     absl::StatusOr<std::vector<int>> selected = s.layout->Select(names);
-    RETURN_IF_ERROR(Annotate(
-        selected.status(),
-        absl::StrCat("shard ", shard->options().shard_index, ": ")));
+    RETURN_IF_ERROR(
+        Annotate(selected.status(),
+                 absl::StrCat("shard ", shard->options().shard_index, ": ")));
     std::vector<TensorBytes> floats;
     for (int i : *selected) {
       floats.push_back(FloatTensorBytes(s.layout->names[i], s.layout->shapes[i],
@@ -213,11 +211,11 @@ absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
     if (shards[i] == nullptr) {
       return absl::InvalidArgumentError("in-process client: a null shard");
     }
-    channels.push_back(
-        std::make_unique<InProcessShardChannel>(static_cast<int>(i), shards[i]));
+    channels.push_back(std::make_unique<InProcessShardChannel>(
+        static_cast<int>(i), shards[i]));
   }
-  RETURN_IF_ERROR(Annotate(CheckChannels(placement, channels),
-                           "in-process client: "));
+  RETURN_IF_ERROR(
+      Annotate(CheckChannels(placement, channels), "in-process client: "));
   return std::unique_ptr<InProcessPsClient>(new InProcessPsClient(
       std::move(placement), std::move(channels), std::move(options)));
 }

@@ -1,11 +1,11 @@
 // The PsClient over ParameterShard objects in this process: the sharded client
 // (ps/client/sharded_client.h) over one InProcessShardChannel per shard, which
-// hands each request to the shard's request handler (ps/server/request_handler.h),
-// the same core the gRPC server wraps, without sockets. So a test in process
-// runs the handler's checks and the wire dtype conversions (gradients to the
-// wire dtype and back, weights in the shards' wire dtype back to float32) as
-// over gRPC. For tests, including those that run under ThreadSanitizer
-// (Debian's gRPC is not tsan-built).
+// hands each request to the shard's request handler
+// (ps/server/request_handler.h), the same core the gRPC server wraps, without
+// sockets. So a test in process runs the handler's checks and the wire dtype
+// conversions (gradients to the wire dtype and back, weights in the shards'
+// wire dtype back to float32) as over gRPC. For tests, including those that run
+// under ThreadSanitizer (Debian's gRPC is not tsan-built).
 //
 // Thread-safety: InProcessShardChannel and InProcessPsClient are
 // thread-safe (ShardedPsClient's contract); many clients, one per worker

@@ -98,9 +98,9 @@ TEST_CASE("in-process: async, plain and with lr scaled by staleness") {
 }
 
 TEST_CASE("in-process: pushes in parts and pulls per variable (overlap)") {
-  for (Scenario sc : {testing::SyncScenario(4, 100),
-                      testing::BackupScenario(5, 3, 100),
-                      testing::AsyncScenario(4, 100, true)}) {
+  for (Scenario sc :
+       {testing::SyncScenario(4, 100), testing::BackupScenario(5, 3, 100),
+        testing::AsyncScenario(4, 100, true)}) {
     sc.parts = true;
     InProcessCluster cluster(sc, 2);
     RunScenario(sc, cluster.Factory());
@@ -194,8 +194,9 @@ TEST_CASE("in-process: bfloat16 and float16 on the wire, as over gRPC") {
   testing::CheckWireDTypes(TwoSteps);
 }
 
-TEST_CASE("in-process: the request handler refuses what does not fit the "
-          "wire setting, naming the tensor") {
+TEST_CASE(
+    "in-process: the request handler refuses what does not fit the "
+    "wire setting, naming the tensor") {
   InProcessCluster cluster(testing::SyncScenario(2, 1), 1, DType::kFloat16,
                            DType::kBFloat16);
   Values init;
@@ -206,11 +207,12 @@ TEST_CASE("in-process: the request handler refuses what does not fit the "
   const ModelVersion v0 = ModelVersion::AtLeast(1, 0);
   absl::Status pushed = fp32->Push(v0, init.Const()).status();
   CHECK(pushed.code() == absl::StatusCode::kInvalidArgument);
-  const std::string first = cluster.placement.slices[
-      cluster.placement.shard_slices[0][0]].name;
+  const std::string first =
+      cluster.placement.slices[cluster.placement.shard_slices[0][0]].name;
   CHECK(pushed.message() ==
         "push to shard 0: shard 0: push from worker 0 for step 0: gradient '" +
-            first + "' has dtype float32, but the cluster's wire setting is "
+            first +
+            "' has dtype float32, but the cluster's wire setting is "
             "float16");
   // Nothing changed on the shard.
   ShardStatus status = cluster.shards[0]->Status();
@@ -219,8 +221,8 @@ TEST_CASE("in-process: the request handler refuses what does not fit the "
   CHECK(status.counters.applied == 0);
   // bfloat16 weights to a client that expects float32: the client's
   // assembler refuses them, naming the tensor.
-  auto wants_fp32 = cluster.ClientWithWire(-1, DType::kFloat16,
-                                           DType::kFloat32);
+  auto wants_fp32 =
+      cluster.ClientWithWire(-1, DType::kFloat16, DType::kFloat32);
   Values got;
   absl::Status pulled =
       wants_fp32->Pull(v0, absl::Now() + absl::Seconds(30), got.Mutable())
@@ -243,8 +245,8 @@ TEST_CASE("in-process: a pull of an unknown tensor is refused naming it") {
   // A PullRequest by hand, through the channel: the client asks only for
   // tensors it knows.
   InProcessShardChannel channel(0, cluster.shards[0].get());
-  for (const auto& names : std::vector<std::vector<std::string>>{
-           {"nope"}, {"b", "b"}}) {
+  for (const auto& names :
+       std::vector<std::vector<std::string>>{{"nope"}, {"b", "b"}}) {
     wire::PullRequest request;
     request.set_cluster("scenario");
     request.set_worker_id(-1);
@@ -257,8 +259,7 @@ TEST_CASE("in-process: a pull of an unknown tensor is refused naming it") {
     PulledVersion version;
     absl::Status s = exchange->ReadPull(&version, &assembler);
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(s.message()),
-               Catch::Contains("'" + names[0] + "'"));
+    CHECK_THAT(std::string(s.message()), Catch::Contains("'" + names[0] + "'"));
   }
 }
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/model_variables.h"
-#include "ps/state/options.h"
 #include "ps/client/ps_client.h"
+#include "ps/state/options.h"
 
 namespace psgd {
 namespace ps {

@@ -17,8 +17,8 @@ absl::StatusOr<DType> ParseWireDType(absl::string_view name) {
   if (lower == "fp32") return DType::kFloat32;
   if (lower == "bf16") return DType::kBFloat16;
   if (lower == "fp16") return DType::kFloat16;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "wire dtype '", name, "': expected fp32, bf16 or fp16"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("wire dtype '", name, "': expected fp32, bf16 or fp16"));
 }
 
 namespace {
@@ -51,10 +51,9 @@ absl::Status CheckWireTensor(const TensorBytes& t, DType expected,
   }
   if (t.dtype != DType::kFloat16) {
     if (t.scale.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " '", t.name, "' of dtype ", DTypeName(t.dtype),
-                       " carries a scale (", *t.scale,
-                       "); only float16 tensors have one"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " '", t.name, "' of dtype ", DTypeName(t.dtype),
+          " carries a scale (", *t.scale, "); only float16 tensors have one"));
     }
   } else if (!t.scale.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -72,10 +71,10 @@ absl::Status CheckWireTensor(const TensorBytes& t, DType expected,
   }
   const int64_t want = NumElements(shape) * DTypeSize(t.dtype);
   if (static_cast<int64_t>(t.data.size()) != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " '", t.name, "' of shape ", ShapeToString(shape), " needs ",
-        want, " bytes of ", DTypeName(t.dtype), " but carries ",
-        t.data.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", t.name, "' of shape ", ShapeToString(shape),
+                     " needs ", want, " bytes of ", DTypeName(t.dtype),
+                     " but carries ", t.data.size()));
   }
   return absl::OkStatus();
 }
@@ -146,8 +145,7 @@ absl::Span<const TensorBytes> WireEncoder::FromFloat(
     buffer.resize(n);
     TensorBytes& e = out_.emplace_back(TensorBytes{
         t.name, t.shape, dtype,
-        absl::string_view(reinterpret_cast<const char*>(buffer.data()),
-                          n * 2),
+        absl::string_view(reinterpret_cast<const char*>(buffer.data()), n * 2),
         std::nullopt});
     if (dtype == DType::kBFloat16) {
       FloatToBFloat16(x, n, buffer.data());

@@ -51,8 +51,7 @@ class WireDecoder {
   // this decoder's buffers, valid until the next call. Nothing is decoded
   // when a tensor fails the check.
   absl::StatusOr<absl::Span<const TensorBytes>> ToFloat(
-      absl::Span<const TensorBytes> in, DType expected,
-      absl::string_view what);
+      absl::Span<const TensorBytes> in, DType expected, absl::string_view what);
 
  private:
   std::vector<std::vector<float>> buffers_;

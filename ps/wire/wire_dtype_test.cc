@@ -20,10 +20,11 @@ bool Says(const absl::Status& s, const std::string& text) {
 const std::vector<int64_t> kShape = {2, 3};
 
 TensorBytes Tensor16(const std::vector<uint16_t>& data, DType dtype) {
-  return TensorBytes{"w/part_0", kShape, dtype,
-                     absl::string_view(reinterpret_cast<const char*>(data.data()),
-                                       data.size() * 2),
-                     std::nullopt};
+  return TensorBytes{
+      "w/part_0", kShape, dtype,
+      absl::string_view(reinterpret_cast<const char*>(data.data()),
+                        data.size() * 2),
+      std::nullopt};
 }
 
 TEST_CASE("CheckWireTensor refuses what does not fit the wire setting") {
@@ -33,8 +34,8 @@ TEST_CASE("CheckWireTensor refuses what does not fit the wire setting") {
   CHECK(Says(CheckWireTensor(bf, DType::kFloat32, "gradient"),
              "gradient 'w/part_0' has dtype bfloat16, but the cluster's wire "
              "setting is float32"));
-  CHECK(Says(CheckWireTensor(Tensor16(five, DType::kBFloat16),
-                             DType::kBFloat16, "gradient"),
+  CHECK(Says(CheckWireTensor(Tensor16(five, DType::kBFloat16), DType::kBFloat16,
+                             "gradient"),
              "gradient 'w/part_0' of shape [2, 3] needs 12 bytes of bfloat16 "
              "but carries 10"));
   bf.scale = 2.0f;

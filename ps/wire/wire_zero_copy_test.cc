@@ -181,7 +181,8 @@ TEST_CASE("malformed bytes and sink refusals end the decoding") {
   grpc::ByteBuffer whole = Serialized(m);
   int64_t wait_micros;
   absl::Status refused = DecodePullResponse(
-      &whole, &step, &wait_micros, [](const TensorBytes& t, size_t) -> absl::StatusOr<char*> {
+      &whole, &step, &wait_micros,
+      [](const TensorBytes& t, size_t) -> absl::StatusOr<char*> {
         return absl::InvalidArgumentError(std::string(t.name));
       });
   CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
@@ -195,9 +196,7 @@ TEST_CASE("malformed bytes and sink refusals end the decoding") {
 
 TEST_CASE("a float16 tensor's scale goes both ways, in any field order") {
   std::vector<uint16_t> half(3072, 0x3c00);
-  TensorBytes t{"h",
-                kBigShape,
-                DType::kFloat16,
+  TensorBytes t{"h", kBigShape, DType::kFloat16,
                 absl::string_view(reinterpret_cast<const char*>(half.data()),
                                   half.size() * 2),
                 0.25f};
@@ -240,8 +239,9 @@ TEST_CASE("a float16 tensor's scale goes both ways, in any field order") {
   }
 }
 
-TEST_CASE("a push's marker for a variable without a gradient: name and "
-          "shape, no bytes, read back as such (also through bfloat16)") {
+TEST_CASE(
+    "a push's marker for a variable without a gradient: name and "
+    "shape, no bytes, read back as such (also through bfloat16)") {
   std::vector<float> w(3072, 0.5f);
   TensorBytes marker{"frozen", kSmallShape, DType::kFloat32, {}, std::nullopt};
   marker.no_gradient = true;
@@ -261,8 +261,8 @@ TEST_CASE("a push's marker for a variable without a gradient: name and "
   REQUIRE(back.ok());
   CHECK((*back)[1].no_gradient);
   CHECK((*back)[1].name == "frozen");
-  CHECK(std::vector<int64_t>((*back)[1].shape.begin(), (*back)[1].shape.end()) ==
-        kSmallShape);
+  CHECK(std::vector<int64_t>((*back)[1].shape.begin(),
+                             (*back)[1].shape.end()) == kSmallShape);
 
   // A bfloat16 push: the encoder and decoder pass the marker through.
   WireEncoder encoder;

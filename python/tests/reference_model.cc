@@ -28,11 +28,11 @@ T OrThrow(absl::StatusOr<T> v) {
 
 using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
 
-py::tuple Gradients(const std::string& name,
-                    const std::map<std::string, Floats>& weights,
-                    const Floats& images,
-                    const py::array_t<int32_t, py::array::c_style |
-                                                   py::array::forcecast>& labels) {
+py::tuple Gradients(
+    const std::string& name, const std::map<std::string, Floats>& weights,
+    const Floats& images,
+    const py::array_t<int32_t, py::array::c_style | py::array::forcecast>&
+        labels) {
   CpuBackendOptions options;
   options.threads = 1;
   std::unique_ptr<Backend> backend = OrThrow(CreateCpuBackend(options));

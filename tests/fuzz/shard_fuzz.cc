@@ -29,9 +29,9 @@ bool Contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-// The codes a refusal may carry (ps/shard/shard.h, ps/server/request_handler.h):
-// ABORTED is a push or pull of another generation than the shard's
-// (docs/RELIABILITY.md, "Generations").
+// The codes a refusal may carry (ps/shard/shard.h,
+// ps/server/request_handler.h): ABORTED is a push or pull of another generation
+// than the shard's (docs/RELIABILITY.md, "Generations").
 bool DocumentedRefusal(const absl::Status& s) {
   return absl::IsInvalidArgument(s) || absl::IsFailedPrecondition(s) ||
          absl::IsCancelled(s) || absl::IsAborted(s);

@@ -23,8 +23,8 @@
 // a later request satisfies it, the input withdraws it, or Shutdown ends it.
 //
 // Built as a libFuzzer target with `bazel build --config=fuzz
-// //tests/fuzz:shard_fuzzer` (scripts/bench/fuzz.sh runs it), and replayed over the
-// seed corpus by //tests/fuzz:shard_fuzz_test in every build.
+// //tests/fuzz:shard_fuzzer` (scripts/bench/fuzz.sh runs it), and replayed over
+// the seed corpus by //tests/fuzz:shard_fuzz_test in every build.
 //
 // Thread-safety: each call is independent; the shard it makes is used from
 // the calling thread only.

@@ -1,6 +1,6 @@
-#include "third_party/cuda/smoke_kernels.h"
-
 #include <cuda_runtime.h>
+
+#include "third_party/cuda/smoke_kernels.h"
 
 namespace psgd::cuda_smoke {
 namespace {
@@ -18,13 +18,16 @@ int Saxpy(int n, float a, const float* x, float* y) {
   size_t bytes = static_cast<size_t>(n) * sizeof(float);
   cudaError_t err = cudaMalloc(&dx, bytes);
   if (err == cudaSuccess) err = cudaMalloc(&dy, bytes);
-  if (err == cudaSuccess) err = cudaMemcpy(dx, x, bytes, cudaMemcpyHostToDevice);
-  if (err == cudaSuccess) err = cudaMemcpy(dy, y, bytes, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess)
+    err = cudaMemcpy(dx, x, bytes, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess)
+    err = cudaMemcpy(dy, y, bytes, cudaMemcpyHostToDevice);
   if (err == cudaSuccess) {
     SaxpyKernel<<<(n + 255) / 256, 256>>>(n, a, dx, dy);
     err = cudaGetLastError();
   }
-  if (err == cudaSuccess) err = cudaMemcpy(y, dy, bytes, cudaMemcpyDeviceToHost);
+  if (err == cudaSuccess)
+    err = cudaMemcpy(y, dy, bytes, cudaMemcpyDeviceToHost);
   cudaFree(dx);
   cudaFree(dy);
   return static_cast<int>(err);

@@ -23,10 +23,8 @@ void RequireGpu() {
   INFO("driver for CUDA " << Version(smoke::DriverVersion()) << ", runtime "
                           << Version(smoke::RuntimeVersion()));
   if (err != 0) {
-    FAIL("no GPU: cudaGetDeviceCount failed with " << smoke::ErrorName(err)
-                                                   << " ("
-                                                   << smoke::ErrorString(err)
-                                                   << ")");
+    FAIL("no GPU: cudaGetDeviceCount failed with "
+         << smoke::ErrorName(err) << " (" << smoke::ErrorString(err) << ")");
   }
   if (count == 0) FAIL("no GPU: cudaGetDeviceCount found no CUDA devices");
 }

@@ -91,23 +91,24 @@ std::string Conv2dShape::ToString() const {
   std::string s = absl::StrCat("conv2d x ", ShapeToString(input()), " w ",
                                ShapeToString(filter()));
   if (!default_form()) {
-    absl::StrAppend(&s, " stride ", stride, " padding ",
-                    padding == kSamePadding ? std::string("same")
-                                            : absl::StrCat(padding),
-                    has_bias ? "" : " no bias");
+    absl::StrAppend(
+        &s, " stride ", stride, " padding ",
+        padding == kSamePadding ? std::string("same") : absl::StrCat(padding),
+        has_bias ? "" : " no bias");
   }
   return s;
 }
 
 absl::Status Conv2dShape::Validate() const {
-  if (absl::Status s = CheckPositive(ToString(), {{"batch", batch},
-                                                  {"in_channels", in_channels},
-                                                  {"height", height},
-                                                  {"width", width},
-                                                  {"out_channels", out_channels},
-                                                  {"kernel_h", kernel_h},
-                                                  {"kernel_w", kernel_w},
-                                                  {"stride", stride}});
+  if (absl::Status s =
+          CheckPositive(ToString(), {{"batch", batch},
+                                     {"in_channels", in_channels},
+                                     {"height", height},
+                                     {"width", width},
+                                     {"out_channels", out_channels},
+                                     {"kernel_h", kernel_h},
+                                     {"kernel_w", kernel_w},
+                                     {"stride", stride}});
       !s.ok()) {
     return s;
   }
@@ -132,8 +133,8 @@ absl::Status BatchNormShape::Validate() const {
   }
   if (!(epsilon > 0.0f) || !(momentum >= 0.0f && momentum <= 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        ToString(), ": needs epsilon > 0 and momentum in [0, 1], got ",
-        epsilon, " and ", momentum));
+        ToString(), ": needs epsilon > 0 and momentum in [0, 1], got ", epsilon,
+        " and ", momentum));
   }
   return absl::OkStatus();
 }
@@ -150,8 +151,9 @@ absl::Status BatchNormShape::CheckParams(absl::string_view what,
   return CheckShape(ToString(), what, got, params());
 }
 
-absl::Status BatchNormShape::CheckArgs(std::initializer_list<Arg> activations,
-                                       std::initializer_list<Arg> params) const {
+absl::Status BatchNormShape::CheckArgs(
+    std::initializer_list<Arg> activations,
+    std::initializer_list<Arg> params) const {
   for (const auto& [what, got] : activations) {
     if (absl::Status s = CheckInput(what, *got); !s.ok()) return s;
   }
@@ -165,30 +167,29 @@ absl::Status BatchNormShape::CheckForwardTraining(
     const Shape& x, const Shape& gamma, const Shape& beta, const Shape& y,
     const Shape& batch_mean, const Shape& batch_var, const Shape& running_mean,
     const Shape& running_var) const {
-  return CheckArgs({{"x", &x}, {"y", &y}},
-                   {{"gamma", &gamma},
-                    {"beta", &beta},
-                    {"batch_mean", &batch_mean},
-                    {"batch_var", &batch_var},
-                    {"running_mean", &running_mean},
-                    {"running_var", &running_var}});
+  return CheckArgs({{"x", &x}, {"y", &y}}, {{"gamma", &gamma},
+                                            {"beta", &beta},
+                                            {"batch_mean", &batch_mean},
+                                            {"batch_var", &batch_var},
+                                            {"running_mean", &running_mean},
+                                            {"running_var", &running_var}});
 }
 
 absl::Status BatchNormShape::CheckForwardInference(
     const Shape& x, const Shape& gamma, const Shape& beta,
-    const Shape& running_mean, const Shape& running_var,
-    const Shape& y) const {
-  return CheckArgs({{"x", &x}, {"y", &y}},
-                   {{"gamma", &gamma},
-                    {"beta", &beta},
-                    {"running_mean", &running_mean},
-                    {"running_var", &running_var}});
+    const Shape& running_mean, const Shape& running_var, const Shape& y) const {
+  return CheckArgs({{"x", &x}, {"y", &y}}, {{"gamma", &gamma},
+                                            {"beta", &beta},
+                                            {"running_mean", &running_mean},
+                                            {"running_var", &running_var}});
 }
 
-absl::Status BatchNormShape::CheckBackward(
-    const Shape& x, const Shape& y, const Shape& dy, const Shape& gamma,
-    const Shape& batch_mean, const Shape& batch_var, const Shape& dx,
-    const Shape& dgamma, const Shape& dbeta) const {
+absl::Status BatchNormShape::CheckBackward(const Shape& x, const Shape& y,
+                                           const Shape& dy, const Shape& gamma,
+                                           const Shape& batch_mean,
+                                           const Shape& batch_var,
+                                           const Shape& dx, const Shape& dgamma,
+                                           const Shape& dbeta) const {
   if (absl::Status s = CheckArgs({{"x", &x}, {"dy", &dy}, {"dx", &dx}},
                                  {{"gamma", &gamma},
                                   {"batch_mean", &batch_mean},

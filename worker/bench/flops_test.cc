@@ -9,9 +9,9 @@ namespace {
 
 TEST_CASE("a network's training FLOPs count conv and dense layers") {
   NetworkBuilder b("tiny", {3, 8, 8}, 10, 0.0f);
-  int x = b.Conv(b.input(), "conv1", 4, 3, 1, 1);        // reads the images
+  int x = b.Conv(b.input(), "conv1", 4, 3, 1, 1);  // reads the images
   x = b.Relu(b.BatchNorm(x, "bn1"));
-  x = b.Conv(x, "conv2", 6, 3, /*stride=*/2, 1);         // 8x8 -> 4x4
+  x = b.Conv(x, "conv2", 6, 3, /*stride=*/2, 1);  // 8x8 -> 4x4
   x = b.Dense(b.GlobalAvgPool(x), "fc", 10);
   absl::StatusOr<NetworkSpec> spec = std::move(b).Build();
   REQUIRE(spec.ok());

@@ -38,9 +38,9 @@ absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
   }
   NamedTensors weights = InitialValues(model->variables(), seed), grads;
   // Adam with TensorFlow's defaults, as the servers apply it.
-  ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> adam,
-                   LocalOptimizer::Create(ps::OptimizerOptions(),
-                                          model->variables()));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LocalOptimizer> adam,
+      LocalOptimizer::Create(ps::OptimizerOptions(), model->variables()));
   ModelStepsResult r;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup) r.compute_ms = r.adam_ms = 0.0;

@@ -5,8 +5,8 @@
 #include <memory>
 #include <thread>
 
-#include "ps/testing/in_process_client.h"
 #include "ps/state/placement.h"
+#include "ps/testing/in_process_client.h"
 #include "worker/backends/factory.h"
 #include "worker/data/dataset.h"
 #include "worker/models/initialize.h"
@@ -113,8 +113,7 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
       // thread-safe).
       BatcherOptions batches;
       batches.batch_size = kBatchSize;
-      batches.pipeline =
-          BatcherOptions::PipelineFor(models[w]->image_shape());
+      batches.pipeline = BatcherOptions::PipelineFor(models[w]->image_shape());
       batches.epochs = w == setup.short_lived_worker ? 1 : 0;
       batches.seed = 7;
       batches.worker_index = w;

@@ -32,8 +32,8 @@ absl::Status ValidateClusterWorkerOptions(const ClusterWorkerOptions& o) {
       o.log_every < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_steps (", o.max_steps, "), eval_every (", o.eval_every,
-        "), eval_examples (", o.eval_examples, ") and log_every (",
-        o.log_every, ") must not be negative"));
+        "), eval_examples (", o.eval_examples, ") and log_every (", o.log_every,
+        ") must not be negative"));
   }
   if (o.eval_batch < 1) {
     return absl::InvalidArgumentError(
@@ -47,9 +47,8 @@ absl::Status ValidateClusterWorkerOptions(const ClusterWorkerOptions& o) {
   return absl::OkStatus();
 }
 
-ClusterWorker::ClusterWorker(ps::PsClient* client, Model* model,
-                             Batcher* train, const ImageSet* test,
-                             ClusterWorkerOptions options,
+ClusterWorker::ClusterWorker(ps::PsClient* client, Model* model, Batcher* train,
+                             const ImageSet* test, ClusterWorkerOptions options,
                              ClusterWorkerCallbacks callbacks)
     : client_(client),
       model_(model),
@@ -173,11 +172,14 @@ absl::StatusOr<std::optional<ClusterWorker::Computed>>
 ClusterWorker::ComputeAndPush(const Batch& batch) {
   Computed c;
   if (options_.overlap) {
-    OverlapStep step{model_, session_.get(), &statistics_, &weights_,
-                     &gradients_, [this] {
-                       return !StopReason(session_->version()).empty();
-                     },
-                     options_.worker_id};
+    OverlapStep step{
+        model_,
+        session_.get(),
+        &statistics_,
+        &weights_,
+        &gradients_,
+        [this] { return !StopReason(session_->version()).empty(); },
+        options_.worker_id};
     ASSIGN_OR_RETURN(const bool overlapped,
                      ComputeOverlapped(step, batch, &c.result));
     if (overlapped) {
@@ -240,9 +242,9 @@ absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
     // Statistics on the servers: the pulled ones (the model's own follow
     // only this worker's batches); local ones: the model's own.
     RETURN_IF_ERROR(statistics_.BeforeEvaluation());
-    evaluated = EvaluateTestSet(model_, *test_, ViewsOf(weights_),
-                                options_.eval_batch,
-                                final ? 0 : options_.eval_examples);
+    evaluated =
+        EvaluateTestSet(model_, *test_, ViewsOf(weights_), options_.eval_batch,
+                        final ? 0 : options_.eval_examples);
   }
   ASSIGN_OR_RETURN(const StepResult r, std::move(evaluated));
   EvalRecord e;

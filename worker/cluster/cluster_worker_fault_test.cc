@@ -62,7 +62,8 @@ ClusterSetup LinearSetup() {
   return setup;
 }
 
-TEST_CASE("lost replies, dropped calls, duplicates: each gradient counts once") {
+TEST_CASE(
+    "lost replies, dropped calls, duplicates: each gradient counts once") {
   ClusterSetup setup = LinearSetup();
   setup.max_steps = 40;
   // Overlap: pushes in parts (each part a push call) and pulls in groups.
@@ -113,8 +114,7 @@ TEST_CASE("lost replies, dropped calls, duplicates: each gradient counts once") 
     // Whole pushes: every delivered push but the taken ones was refused (a
     // part that does not complete its push is neither).
     if (!overlap) {
-      CHECK(s.counters.refused ==
-            delivered - setup.max_steps * setup.workers);
+      CHECK(s.counters.refused == delivered - setup.max_steps * setup.workers);
     }
   }
 }
@@ -132,11 +132,13 @@ TEST_CASE("a worker cut off: its lease runs out, the others finish, it fails") {
   };
   bool expired = false;  // worker 2 left both shards' live sets
   setup.during = [&](const std::vector<ps::ParameterShard*>& shards) {
-    REQUIRE(Await([&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
+    REQUIRE(
+        Await([&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
     net.clients[2]->SetCut(ps::CutMode::kHang);  // calls hang to deadlines
     // Every call of worker 2 hangs, a leave included: it can leave the live
     // sets only by its lease running out.
-    expired = Await([&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); });
+    expired =
+        Await([&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); });
   };
   ClusterRun run = RunCluster(setup);
 
@@ -170,19 +172,21 @@ TEST_CASE("a worker cut off joins again when its link comes back") {
     ps::PsClient* c = wrap(w, inner);
     // Workers 0 and 1 wait at the gate while the test holds it closed.
     if (w != 2) {
-      net.clients[w]->AddRule({ps::CallKind::kPush, ps::FaultAction::kGate,
-                               1.0, 0, /*times=*/-1});
+      net.clients[w]->AddRule(
+          {ps::CallKind::kPush, ps::FaultAction::kGate, 1.0, 0, /*times=*/-1});
     }
     return c;
   };
   setup.during = [&](const std::vector<ps::ParameterShard*>& shards) {
-    REQUIRE(Await([&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
+    REQUIRE(
+        Await([&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
     net.clients[2]->SetCut(ps::CutMode::kFail);
     REQUIRE(Await([&] { return net.clients[2]->stats().cut_calls >= 1; }));
     // The others' next pushes wait until worker 2 is back, so that it
     // rejoins before they can finish without it.
     net.injector.CloseGate();
-    REQUIRE(Await([&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); }));
+    REQUIRE(
+        Await([&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); }));
     net.clients[2]->SetCut(ps::CutMode::kNone);
     REQUIRE(Await([&] { return Live(*shards[0], 2) && Live(*shards[1], 2); }));
     net.injector.OpenGate();

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "absl/strings/match.h"
-
 #include "worker/cluster/cluster_test_util.h"
 #include "worker/cluster/local_statistics.h"
 #include "worker/models/registry.h"
@@ -139,7 +138,8 @@ TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
     CHECK(s.counters.aggregated == setup.max_steps);
     // What each shard got: the applied and aggregated ones, the rest
     // dropped; nothing refused.
-    const int64_t dropped = s.counters.dropped_surplus + s.counters.dropped_stale;
+    const int64_t dropped =
+        s.counters.dropped_surplus + s.counters.dropped_stale;
     CHECK(s.counters.applied + s.counters.aggregated + dropped == pushes);
     CHECK(s.counters.refused == 0);
     // A push the workers saw dropped was dropped by at least one shard; a
@@ -252,8 +252,9 @@ TEST_CASE("batch norm statistics on the servers: pushed, folded, pulled") {
   }
 }
 
-TEST_CASE("batch norm statistics LOCAL: none on the servers; each worker "
-          "keeps its own, saved for a restart") {
+TEST_CASE(
+    "batch norm statistics LOCAL: none on the servers; each worker "
+    "keeps its own, saved for a restart") {
   const std::string dir =
       std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR")
                                              : "/tmp") +
@@ -289,8 +290,8 @@ TEST_CASE("batch norm statistics LOCAL: none on the servers; each worker "
   // so the two workers' differ.
   std::vector<NamedTensors> saved;
   for (int w = 0; w < 2; ++w) {
-    auto loaded = LoadLocalStatistics(dir + "/worker-" + std::to_string(w),
-                                      *state);
+    auto loaded =
+        LoadLocalStatistics(dir + "/worker-" + std::to_string(w), *state);
     INFO(loaded.status().ToString());
     REQUIRE(loaded.ok());
     REQUIRE(loaded->has_value());

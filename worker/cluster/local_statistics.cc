@@ -45,8 +45,9 @@ absl::StatusOr<std::optional<NamedTensors>> LoadLocalStatistics(
   absl::string_view in = *payload;
   auto other = [&](const std::string& what) {
     return absl::FailedPreconditionError(
-        absl::StrCat(path, " holds the batch norm statistics of another "
-                           "model: ",
+        absl::StrCat(path,
+                     " holds the batch norm statistics of another "
+                     "model: ",
                      what));
   };
   auto take = [&](size_t n) -> std::optional<absl::string_view> {
@@ -71,8 +72,8 @@ absl::StatusOr<std::optional<NamedTensors>> LoadLocalStatistics(
     std::optional<absl::string_view> n = take(8);
     const int64_t elements = NumElements(s.shape);
     if (!n || GetLe(*n, 8) != static_cast<uint64_t>(elements)) {
-      return other(absl::StrCat("'", s.name, "' is not of ", elements,
-                                " elements"));
+      return other(
+          absl::StrCat("'", s.name, "' is not of ", elements, " elements"));
     }
     std::optional<absl::string_view> data = take(elements * sizeof(float));
     if (!data) return other(absl::StrCat("'", s.name, "' is cut short"));

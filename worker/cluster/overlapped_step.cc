@@ -42,8 +42,8 @@ absl::StatusOr<bool> ComputeOverlapped(const OverlapStep& step,
     session->AddPart({name, step.gradients->at(name).view()});
   };
   absl::StatusOr<StepResult> r = step.model->ComputeGradientsWithHooks(
-      ViewsOf(*step.weights), batch.images.view(), batch.labels,
-      step.gradients, hooks);
+      ViewsOf(*step.weights), batch.images.view(), batch.labels, step.gradients,
+      hooks);
   if (stop) return false;  // the caller finds the stop in the version
   if (!pull_failure.ok()) {
     spdlog::info(

@@ -30,14 +30,14 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
     if (const absl::optional<std::string> name = FirstUnknownVariable(
             {opt.no_weight_decay().begin(), opt.no_weight_decay().end()},
             variables)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "training.optimizer.no_weight_decay: '", *name,
-          "' is not a variable of model ", w.model));
+      return absl::InvalidArgumentError(
+          absl::StrCat("training.optimizer.no_weight_decay: '", *name,
+                       "' is not a variable of model ", w.model));
     }
   }
 
-  w.data.name = data.source() == config::DataConfig::CIFAR10 ? "cifar10"
-                                                             : "synthetic";
+  w.data.name =
+      data.source() == config::DataConfig::CIFAR10 ? "cifar10" : "synthetic";
   w.data.data_dir = data.dir();
   w.data.synthetic_train = data.synthetic_train_size();
   w.data.synthetic_test = data.synthetic_test_size();
@@ -74,11 +74,11 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   // the workers keep them (docs/CLUSTER.md, "Batch norm").
   ASSIGN_OR_RETURN(const std::vector<VariableSpec> state, ModelState(w.model));
   if (config.model().has_batch_norm_statistics() && state.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.batch_norm_statistics is set (",
-        config::ModelConfig::BatchNormStatistics_Name(
-            config.model().batch_norm_statistics()),
-        "), but model ", w.model, " has no batch norm"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.batch_norm_statistics is set (",
+                     config::ModelConfig::BatchNormStatistics_Name(
+                         config.model().batch_norm_statistics()),
+                     "), but model ", w.model, " has no batch norm"));
   }
   w.loop.statistics_on_servers =
       config.model().batch_norm_statistics() != config::ModelConfig::LOCAL;

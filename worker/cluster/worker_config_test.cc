@@ -126,8 +126,9 @@ TEST_CASE("the C++ worker refuses a model that comes from the worker program") {
              Catch::Contains("worker:0") && Catch::Contains("Python"));
 }
 
-TEST_CASE("batch norm statistics: on the servers by default, LOCAL on "
-          "request, refused for a model without batch norm") {
+TEST_CASE(
+    "batch norm statistics: on the servers by default, LOCAL on "
+    "request, refused for a model without batch norm") {
   const std::string base = R"(
     name: "bn"
     ps { address: "127.0.0.1:1" }
@@ -147,20 +148,22 @@ TEST_CASE("batch norm statistics: on the servers by default, LOCAL on "
     }
     return false;
   };
-  absl::StatusOr<WorkerTaskConfig> server = parse(R"(model { name: "resnet20" })");
+  absl::StatusOr<WorkerTaskConfig> server =
+      parse(R"(model { name: "resnet20" })");
   REQUIRE(server.ok());
   CHECK(server->loop.statistics_on_servers);
   CHECK(has(*server, "bn1.running_mean"));
   CHECK(has(*server, "bn1.running_var"));
-  absl::StatusOr<WorkerTaskConfig> local = parse(
-      R"(model { name: "resnet20" batch_norm_statistics: LOCAL })");
+  absl::StatusOr<WorkerTaskConfig> local =
+      parse(R"(model { name: "resnet20" batch_norm_statistics: LOCAL })");
   REQUIRE(local.ok());
   CHECK_FALSE(local->loop.statistics_on_servers);
   CHECK_FALSE(has(*local, "bn1.running_mean"));
   CHECK(has(*local, "bn1.weight"));
   for (const char* setting : {"SERVER", "LOCAL"}) {
     absl::StatusOr<WorkerTaskConfig> bad = parse(
-        std::string(R"(model { name: "cifar10_tutorial" batch_norm_statistics: )") +
+        std::string(
+            R"(model { name: "cifar10_tutorial" batch_norm_statistics: )") +
         setting + " }");
     CHECK(absl::IsInvalidArgument(bad.status()));
     CHECK(bad.status().message() ==

@@ -70,7 +70,9 @@ class StatefulModel : public Model {
       t->insert_or_assign(s.name, *Tensor::FromVector({2}, {value, value}));
     }
   }
-  float StateValue(const std::string& name) { return state_.at(name).data()[0]; }
+  float StateValue(const std::string& name) {
+    return state_.at(name).data()[0];
+  }
 
   NamedTensors state_;
   NamedTensors batch_;
@@ -88,8 +90,9 @@ std::string Path(const std::string& name) {
   return dir + "/" + name;
 }
 
-TEST_CASE("on the servers: session variables after the model's, the batch "
-          "statistics in each push, the pulled ones for evaluation") {
+TEST_CASE(
+    "on the servers: session variables after the model's, the batch "
+    "statistics in each push, the pulled ones for evaluation") {
   StatefulModel model(/*with_state=*/true);
   WorkerStatistics stats(&model, {/*on_servers=*/true, "", 100, 0, 1});
   REQUIRE(stats.on_servers());
@@ -119,8 +122,9 @@ TEST_CASE("on the servers: session variables after the model's, the batch "
   CHECK(model.StateValue("bn.running_mean") == 0.25f);
 }
 
-TEST_CASE("LOCAL: nothing in the session or the push; saved every N steps "
-          "and read back by the next process") {
+TEST_CASE(
+    "LOCAL: nothing in the session or the push; saved every N steps "
+    "and read back by the next process") {
   const std::string path = Path("local");
   StatefulModel model(/*with_state=*/true);
   WorkerStatistics stats(&model, {/*on_servers=*/false, path, 2, 0, 1});

@@ -69,8 +69,8 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
       "{} of cluster '{}': model {} on {}, data {} ({} of {} training "
       "images), batch {}, {} mode",
       task, config.name(), w.model, backend->name(), data.name,
-      batches->examples_per_epoch(), data.train.count(),
-      w.batches.batch_size, w.loop.sync ? "sync" : "async");
+      batches->examples_per_epoch(), data.train.count(), w.batches.batch_size,
+      w.loop.sync ? "sync" : "async");
   // A ps host name that does not resolve is a typo, not a server to wait
   // for: named with its task.
   RETURN_IF_ERROR(CheckPsAddressesResolve(config));
@@ -90,8 +90,9 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
   // The chief's TensorBoard scalars (tensorboard --logdir RUN_DIR).
   std::unique_ptr<EventFileWriter> events;
   if (w.loop.chief) {
-    ASSIGN_OR_RETURN(events, EventFileWriter::Create(
-                                 run_dir, absl::StrCat("worker-", task_id.index)));
+    ASSIGN_OR_RETURN(events,
+                     EventFileWriter::Create(
+                         run_dir, absl::StrCat("worker-", task_id.index)));
   }
   MetricSinks sinks(task, jsonl.get(), events.get(), &prometheus_metrics);
   // The payload of each step's pushes and pulls (what crossed the network

@@ -34,8 +34,8 @@ struct WorkerTaskOptions {
 // Errors: the config's task (INVALID_ARGUMENT), a metrics port in use, the
 // data set's, the servers' (DEADLINE_EXCEEDED when they do not come up),
 // the loop's, a run directory that cannot be written.
-absl::Status RunWorkerTask(const WorkerTaskOptions& options,
-                           const TaskId& task, const ClusterConfig& config);
+absl::Status RunWorkerTask(const WorkerTaskOptions& options, const TaskId& task,
+                           const ClusterConfig& config);
 
 }  // namespace psgd
 

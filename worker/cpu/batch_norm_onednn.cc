@@ -63,9 +63,8 @@ class OneDnnBatchNorm : public BatchNormOp {
     RETURN_IF_ERROR(shape_.CheckForwardTraining(
         x.shape(), gamma.shape(), beta.shape(), y.shape(), batch_mean.shape(),
         batch_var.shape(), running_mean.shape(), running_var.shape()));
-    BatchStatistics(shape_.batch, shape_.channels,
-                    shape_.height * shape_.width, x.data(), batch_mean.data(),
-                    batch_var.data(), pool_);
+    BatchStatistics(shape_.batch, shape_.channels, shape_.height * shape_.width,
+                    x.data(), batch_mean.data(), batch_var.data(), pool_);
     RETURN_IF_ERROR(CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -136,19 +135,19 @@ class OneDnnBatchNorm : public BatchNormOp {
     return CatchOneDnn(shape_.ToString() + " backward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
-      backward_.execute(
-          s, {{DNNL_ARG_SRC, Bind(x_, x.data())},
-              {DNNL_ARG_DIFF_DST, Bind(dy_, diff_dst)},
-              {DNNL_ARG_SCALE, Bind(scale_, gamma.data())},
-              // oneDNN 2.6 checks for a shift argument under use_shift
-              // though the backward never reads it (no gradient depends on
-              // beta): gamma's memory stands in.
-              {DNNL_ARG_SHIFT, Bind(shift_, gamma.data())},
-              {DNNL_ARG_MEAN, Bind(mean_, batch_mean.data())},
-              {DNNL_ARG_VARIANCE, Bind(var_, batch_var.data())},
-              {DNNL_ARG_DIFF_SRC, Bind(dx_, dx.data())},
-              {DNNL_ARG_DIFF_SCALE, Bind(dscale_, dgamma.data())},
-              {DNNL_ARG_DIFF_SHIFT, Bind(dshift_, dbeta.data())}});
+      backward_.execute(s,
+                        {{DNNL_ARG_SRC, Bind(x_, x.data())},
+                         {DNNL_ARG_DIFF_DST, Bind(dy_, diff_dst)},
+                         {DNNL_ARG_SCALE, Bind(scale_, gamma.data())},
+                         // oneDNN 2.6 checks for a shift argument under
+                         // use_shift though the backward never reads it (no
+                         // gradient depends on beta): gamma's memory stands in.
+                         {DNNL_ARG_SHIFT, Bind(shift_, gamma.data())},
+                         {DNNL_ARG_MEAN, Bind(mean_, batch_mean.data())},
+                         {DNNL_ARG_VARIANCE, Bind(var_, batch_var.data())},
+                         {DNNL_ARG_DIFF_SRC, Bind(dx_, dx.data())},
+                         {DNNL_ARG_DIFF_SCALE, Bind(dscale_, dgamma.data())},
+                         {DNNL_ARG_DIFF_SHIFT, Bind(dshift_, dbeta.data())}});
       s.wait();
     });
   }

@@ -59,10 +59,9 @@ TEST_CASE("batch norm forward, running statistics and backward") {
     DeviceTensor mean = Zeros(b, s.params()), var = Zeros(b, s.params());
     DeviceTensor run_mean = Upload(b, run_mean0, s.params());
     DeviceTensor run_var = Upload(b, run_var0, s.params());
-    REQUIRE_OK(op->ForwardTraining(dx_in.view(), dgamma_in.view(),
-                                   dbeta_in.view(), y.view(), mean.view(),
-                                   var.view(), run_mean.view(),
-                                   run_var.view()));
+    REQUIRE_OK(op->ForwardTraining(
+        dx_in.view(), dgamma_in.view(), dbeta_in.view(), y.view(), mean.view(),
+        var.view(), run_mean.view(), run_var.view()));
     const auto xd = ToDouble(x), gd = ToDouble(gamma), bd = ToDouble(beta);
     reference::Vec ref_mean, ref_var;
     const reference::Vec ref_y =
@@ -90,17 +89,17 @@ TEST_CASE("batch norm forward, running statistics and backward") {
                                     dbeta_in.view(), run_mean.view(),
                                     run_var.view(), yi.view()));
     CHECK(testing::MaxRelativeDifference(
-              Download(b, yi.view()),
-              reference::BatchNormInference(s, xd, gd, bd, want_mean,
-                                            want_var)) < 1e-5);
+              Download(b, yi.view()), reference::BatchNormInference(
+                                          s, xd, gd, bd, want_mean, want_var)) <
+          1e-5);
 
     // Backward, once into a separate dx and once in place over dy.
     DeviceTensor dy = Upload(b, r, s.input());
     DeviceTensor gx = Zeros(b, s.input());
     DeviceTensor gg = Zeros(b, s.params()), gb = Zeros(b, s.params());
-    REQUIRE_OK(op->Backward(dx_in.view(), y.view(), dy.view(),
-                            dgamma_in.view(), mean.view(), var.view(),
-                            gx.view(), gg.view(), gb.view()));
+    REQUIRE_OK(op->Backward(dx_in.view(), y.view(), dy.view(), dgamma_in.view(),
+                            mean.view(), var.view(), gx.view(), gg.view(),
+                            gb.view()));
     auto ex = testing::CompareGradient(
         [&](const auto& v) {
           return testing::Dot(reference::BatchNormTraining(s, v, gd, bd), r);
@@ -123,9 +122,9 @@ TEST_CASE("batch norm forward, running statistics and backward") {
     INFO("dbeta " << eb.ToString());
     CHECK(eb.relative() < kTolerance);
     const std::vector<float> separate = Download(b, gx.view());
-    REQUIRE_OK(op->Backward(dx_in.view(), y.view(), dy.view(),
-                            dgamma_in.view(), mean.view(), var.view(),
-                            dy.view(), gg.view(), gb.view()));
+    REQUIRE_OK(op->Backward(dx_in.view(), y.view(), dy.view(), dgamma_in.view(),
+                            mean.view(), var.view(), dy.view(), gg.view(),
+                            gb.view()));
     CHECK(Download(b, dy.view()) == separate);
   }
 }
@@ -137,9 +136,9 @@ TEST_CASE("batch norm refuses views of another shape and invalid plans") {
   DeviceTensor x = Zeros(backend.get(), s.input());
   DeviceTensor p = Zeros(backend.get(), s.params());
   DeviceTensor wrong = Zeros(backend.get(), {4});
-  absl::Status st = op->ForwardTraining(x.view(), p.view(), wrong.view(),
-                                        x.view(), p.view(), p.view(), p.view(),
-                                        p.view());
+  absl::Status st =
+      op->ForwardTraining(x.view(), p.view(), wrong.view(), x.view(), p.view(),
+                          p.view(), p.view(), p.view());
   CHECK(st.code() == absl::StatusCode::kInvalidArgument);
   CHECK(st.message().find("beta: shape [4]") != absl::string_view::npos);
   CHECK(backend->CreateBatchNorm(Bn(2, 0, 4, 4, false)).status().code() ==

@@ -55,8 +55,8 @@ TEST_CASE("conv2d forward and backward match the float64 reference") {
 // The ResNets' convolutions: stride 1 or 2, symmetric padding (PyTorch's),
 // no bias; oneDNN only (the im2col kernel refuses them).
 TEST_CASE("strided, padded conv2d without a bias matches the reference") {
-  auto resnet_conv = [](int64_t n, int64_t c, int64_t hw, int64_t o,
-                        int64_t k, int64_t stride, int64_t pad) {
+  auto resnet_conv = [](int64_t n, int64_t c, int64_t hw, int64_t o, int64_t k,
+                        int64_t stride, int64_t pad) {
     Conv2dShape s = Conv(n, c, hw, hw, o, k, k);
     s.stride = stride;
     s.padding = pad;
@@ -78,7 +78,9 @@ TEST_CASE("strided, padded conv2d without a bias matches the reference") {
     testing::CheckWeightedLayer(
         backend.get(),
         {s.input(), s.filter(), s.bias(), s.output(),
-         [&](auto x, auto w, auto b, auto y) { return op->Forward(x, w, b, y); },
+         [&](auto x, auto w, auto b, auto y) {
+           return op->Forward(x, w, b, y);
+         },
          [&](auto dy, auto w, auto dx) { return op->BackwardData(dy, w, dx); },
          [&](auto x, auto dy, auto dw, auto db) {
            return op->BackwardFilter(x, dy, dw, db);

@@ -87,10 +87,10 @@ void PadCropFlipNormalize(const uint8_t* image, Rng* rng, float* out) {
         const int64_t iw = (flip ? kCifarSize - 1 - w : w) + left - kPad;
         const bool inside =
             ih >= 0 && ih < kCifarSize && iw >= 0 && iw < kCifarSize;
-        dst[w] = inside ? image[(c * kCifarSize + ih) * kCifarSize + iw] *
-                                  scale +
-                              zero
-                        : zero;
+        dst[w] =
+            inside
+                ? image[(c * kCifarSize + ih) * kCifarSize + iw] * scale + zero
+                : zero;
       }
     }
   }

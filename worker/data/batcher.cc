@@ -46,7 +46,7 @@ BatcherOptions BatcherOptions::ForEvaluation(int64_t batch_size,
 
 BatcherOptions::Pipeline BatcherOptions::PipelineFor(const Shape& image) {
   return image == Shape{3, kCifarSize, kCifarSize} ? Pipeline::kCifar
-                                                    : Pipeline::kTutorial;
+                                                   : Pipeline::kTutorial;
 }
 
 absl::StatusOr<std::unique_ptr<Batcher>> Batcher::Create(

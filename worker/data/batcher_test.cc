@@ -145,9 +145,10 @@ TEST_CASE("training batches: full batches only, distorted, repeatable") {
   CHECK(a->batches_per_epoch() == 6);
   const auto drain_start = std::chrono::steady_clock::now();
   std::vector<Batch> ba = Drain(a.get());
-  const double drain_seconds = std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() - drain_start)
-                                   .count();
+  const double drain_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                    drain_start)
+          .count();
   std::vector<Batch> bb = Drain(b.get());
   REQUIRE(ba.size() == 18);
   REQUIRE(bb.size() == 18);

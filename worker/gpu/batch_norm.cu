@@ -1,5 +1,4 @@
 #include "worker/gpu/batch_norm.h"
-
 #include "worker/gpu/cuda_status.h"
 #include "worker/gpu/kernel_util.h"
 
@@ -8,9 +7,9 @@ namespace {
 
 // One block per channel c: the mean, then the sum of squared deviations
 // (two passes over the channel's N * plane values, in float64).
-__global__ void StatisticsKernel(int64_t batch, int64_t channels,
-                                 int64_t plane, const float* __restrict__ x,
-                                 float momentum, float* __restrict__ mean,
+__global__ void StatisticsKernel(int64_t batch, int64_t channels, int64_t plane,
+                                 const float* __restrict__ x, float momentum,
+                                 float* __restrict__ mean,
                                  float* __restrict__ var,
                                  float* __restrict__ running_mean,
                                  float* __restrict__ running_var) {
@@ -55,22 +54,19 @@ __global__ void ForwardKernel(I total, I channels, I plane, float epsilon,
                               float* __restrict__ y) {
   for (I i = GridStart<I>(); i < total; i += GridStride<I>()) {
     const I c = (i / plane) % channels;
-    const float v = gamma[c] * (x[i] - mean[c]) * rsqrtf(var[c] + epsilon) +
-                    beta[c];
+    const float v =
+        gamma[c] * (x[i] - mean[c]) * rsqrtf(var[c] + epsilon) + beta[c];
     y[i] = relu ? fmaxf(v, 0.0f) : v;
   }
 }
 
 // One block per channel: dbeta = sum(g), dgamma = sum(g * xhat).
-__global__ void BackwardSumsKernel(int64_t batch, int64_t channels,
-                                   int64_t plane, float epsilon, bool relu,
-                                   const float* __restrict__ x,
-                                   const float* __restrict__ y,
-                                   const float* __restrict__ dy,
-                                   const float* __restrict__ mean,
-                                   const float* __restrict__ var,
-                                   float* __restrict__ dgamma,
-                                   float* __restrict__ dbeta) {
+__global__ void BackwardSumsKernel(
+    int64_t batch, int64_t channels, int64_t plane, float epsilon, bool relu,
+    const float* __restrict__ x, const float* __restrict__ y,
+    const float* __restrict__ dy, const float* __restrict__ mean,
+    const float* __restrict__ var, float* __restrict__ dgamma,
+    float* __restrict__ dbeta) {
   const int64_t c = blockIdx.x;
   const int64_t m = batch * plane;
   const float mu = mean[c];
@@ -92,17 +88,13 @@ __global__ void BackwardSumsKernel(int64_t batch, int64_t channels,
 }
 
 template <typename I>
-__global__ void BackwardDataKernel(I total, I channels, I plane, float m,
-                                   float epsilon, bool relu,
-                                   const float* __restrict__ x,
-                                   const float* __restrict__ y,
-                                   const float* dy,
-                                   const float* __restrict__ gamma,
-                                   const float* __restrict__ mean,
-                                   const float* __restrict__ var,
-                                   const float* __restrict__ dgamma,
-                                   const float* __restrict__ dbeta,
-                                   float* dx) {  // dx may be dy
+__global__ void BackwardDataKernel(
+    I total, I channels, I plane, float m, float epsilon, bool relu,
+    const float* __restrict__ x, const float* __restrict__ y, const float* dy,
+    const float* __restrict__ gamma, const float* __restrict__ mean,
+    const float* __restrict__ var, const float* __restrict__ dgamma,
+    const float* __restrict__ dbeta,
+    float* dx) {  // dx may be dy
   for (I i = GridStart<I>(); i < total; i += GridStride<I>()) {
     const I c = (i / plane) % channels;
     const float inv = rsqrtf(var[c] + epsilon);
@@ -119,9 +111,9 @@ absl::Status LaunchBatchNormStatistics(const BatchNormGeometry& g,
                                        float* mean, float* var,
                                        float* running_mean, float* running_var,
                                        cudaStream_t stream) {
-  StatisticsKernel<<<static_cast<unsigned>(g.channels), kThreads, 0,
-                     stream>>>(g.batch, g.channels, g.plane, x, momentum, mean,
-                               var, running_mean, running_var);
+  StatisticsKernel<<<static_cast<unsigned>(g.channels), kThreads, 0, stream>>>(
+      g.batch, g.channels, g.plane, x, momentum, mean, var, running_mean,
+      running_var);
   return KernelLaunchStatus("BatchNormStatisticsKernel");
 }
 
@@ -133,8 +125,8 @@ absl::Status LaunchBatchNormForward(const BatchNormGeometry& g, const float* x,
   if (FitsInt32(total)) {
     ForwardKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
         static_cast<int>(total), static_cast<int>(g.channels),
-        static_cast<int>(g.plane), g.epsilon, g.relu, x, gamma, beta, mean,
-        var, y);
+        static_cast<int>(g.plane), g.epsilon, g.relu, x, gamma, beta, mean, var,
+        y);
   } else {
     ForwardKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
         total, g.channels, g.plane, g.epsilon, g.relu, x, gamma, beta, mean,
@@ -143,12 +135,11 @@ absl::Status LaunchBatchNormForward(const BatchNormGeometry& g, const float* x,
   return KernelLaunchStatus("BatchNormForwardKernel");
 }
 
-absl::Status LaunchBatchNormBackward(const BatchNormGeometry& g,
-                                     const float* x, const float* y,
-                                     const float* dy, const float* gamma,
-                                     const float* mean, const float* var,
-                                     float* dx, float* dgamma, float* dbeta,
-                                     cudaStream_t stream) {
+absl::Status LaunchBatchNormBackward(const BatchNormGeometry& g, const float* x,
+                                     const float* y, const float* dy,
+                                     const float* gamma, const float* mean,
+                                     const float* var, float* dx, float* dgamma,
+                                     float* dbeta, cudaStream_t stream) {
   BackwardSumsKernel<<<static_cast<unsigned>(g.channels), kThreads, 0,
                        stream>>>(g.batch, g.channels, g.plane, g.epsilon,
                                  g.relu, x, y, dy, mean, var, dgamma, dbeta);
@@ -163,8 +154,8 @@ absl::Status LaunchBatchNormBackward(const BatchNormGeometry& g,
         var, dgamma, dbeta, dx);
   } else {
     BackwardDataKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
-        total, g.channels, g.plane, m, g.epsilon, g.relu, x, y, dy, gamma,
-        mean, var, dgamma, dbeta, dx);
+        total, g.channels, g.plane, m, g.epsilon, g.relu, x, y, dy, gamma, mean,
+        var, dgamma, dbeta, dx);
   }
   return KernelLaunchStatus("BatchNormBackwardDataKernel");
 }

@@ -51,12 +51,11 @@ absl::Status LaunchBatchNormForward(const BatchNormGeometry& g, const float* x,
 // is the normalisation's output gradient. dbeta = sum(g), dgamma =
 // sum(g * xhat) (float64 sums), dx = gamma / sqrt(var + eps) * (g -
 // dbeta / M - xhat * dgamma / M). dx may be dy. y is read only with relu.
-absl::Status LaunchBatchNormBackward(const BatchNormGeometry& g,
-                                     const float* x, const float* y,
-                                     const float* dy, const float* gamma,
-                                     const float* mean, const float* var,
-                                     float* dx, float* dgamma, float* dbeta,
-                                     cudaStream_t stream);
+absl::Status LaunchBatchNormBackward(const BatchNormGeometry& g, const float* x,
+                                     const float* y, const float* dy,
+                                     const float* gamma, const float* mean,
+                                     const float* var, float* dx, float* dgamma,
+                                     float* dbeta, cudaStream_t stream);
 
 }  // namespace psgd::gpu
 

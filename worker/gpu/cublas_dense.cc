@@ -39,24 +39,24 @@ class CublasDense : public DenseOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForward(
-        x.shape(), w.shape(), b.shape(), y.shape()));
+    RETURN_IF_ERROR(
+        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
     return WithPrefix(RunForward(x.data(), w.data(), b.data(), y.data()),
                       name_ + " forward: ");
   }
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardData(
-        dy.shape(), w.shape(), dx.shape()));
+    RETURN_IF_ERROR(
+        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
     return WithPrefix(RunBackwardData(dy.data(), w.data(), dx.data()),
                       name_ + " backward data: ");
   }
 
   absl::Status BackwardWeights(ConstDeviceView x, ConstDeviceView dy,
                                DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardWeights(
-        x.shape(), dy.shape(), dw.shape(), db.shape()));
+    RETURN_IF_ERROR(shape_.CheckBackwardWeights(x.shape(), dy.shape(),
+                                                dw.shape(), db.shape()));
     return WithPrefix(
         RunBackwardWeights(x.data(), dy.data(), dw.data(), db.data()),
         name_ + " backward weights: ");

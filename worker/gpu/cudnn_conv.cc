@@ -228,24 +228,24 @@ class CudnnConv2d : public Conv2dOp {
 
   absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
                        DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForward(
-        x.shape(), w.shape(), b.shape(), y.shape()));
+    RETURN_IF_ERROR(
+        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
     return WithPrefix(RunForward(x.data(), w.data(), b.data(), y.data()),
                       name_ + " forward: ");
   }
 
   absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
                             DeviceView dx) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardData(
-        dy.shape(), w.shape(), dx.shape()));
+    RETURN_IF_ERROR(
+        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
     return WithPrefix(RunBackwardData(dy.data(), w.data(), dx.data()),
                       name_ + " backward data: ");
   }
 
   absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
                               DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardFilter(
-        x.shape(), dy.shape(), dw.shape(), db.shape()));
+    RETURN_IF_ERROR(shape_.CheckBackwardFilter(x.shape(), dy.shape(),
+                                               dw.shape(), db.shape()));
     return WithPrefix(
         RunBackwardFilter(x.data(), dy.data(), dw.data(), db.data()),
         name_ + " backward filter: ");
@@ -301,8 +301,8 @@ class CudnnConv2d : public Conv2dOp {
         bwd_filter_conv_.get(), bwd_filter_.algo, ws, bwd_filter_.workspace,
         &kZero, w_desc_.get(), dw));
     if (!shape_.has_bias) return absl::OkStatus();
-    return LaunchBiasGrad(shape_.batch, shape_.out_channels, out_plane_, dy,
-                          db, bias_scratch_.as<double>(), ctx_->stream());
+    return LaunchBiasGrad(shape_.batch, shape_.out_channels, out_plane_, dy, db,
+                          bias_scratch_.as<double>(), ctx_->stream());
   }
 
   const Conv2dShape shape_;
@@ -345,9 +345,9 @@ absl::Status CudnnConv2d::Init() {
 
   ASSIGN_OR_RETURN(x_desc_, CreateTensorDescriptor(s.batch, s.in_channels,
                                                    padded_h_, padded_w_));
-  ASSIGN_OR_RETURN(y_desc_, CreateTensorDescriptor(s.batch, s.out_channels,
-                                                   pad_h_.output,
-                                                   pad_w_.output));
+  ASSIGN_OR_RETURN(
+      y_desc_, CreateTensorDescriptor(s.batch, s.out_channels, pad_h_.output,
+                                      pad_w_.output));
   ASSIGN_OR_RETURN(
       w_desc_, CreateFilterDescriptor(s.out_channels, s.in_channels, s.kernel_h,
                                       s.kernel_w));
@@ -355,8 +355,8 @@ absl::Status CudnnConv2d::Init() {
       ctx_->options().tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   for (ConvolutionDescriptor* conv :
        {&fwd_conv_, &bwd_data_conv_, &bwd_filter_conv_}) {
-    ASSIGN_OR_RETURN(*conv, CreateConvolutionDescriptor(
-                                conv_pad_h, conv_pad_w, s.stride, search_math));
+    ASSIGN_OR_RETURN(*conv, CreateConvolutionDescriptor(conv_pad_h, conv_pad_w,
+                                                        s.stride, search_math));
   }
   // The geometry cuDNN derives must be ours.
   int dims[4] = {0, 0, 0, 0};

@@ -56,8 +56,8 @@ class GpuLrnOp : public LrnOp {
 
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(shape_.CheckBackward(
-        x.shape(), y.shape(), dy.shape(), dx.shape()));
+    RETURN_IF_ERROR(
+        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
     return WithPrefix(RunBackward(x.data(), y.data(), dy.data(), dx.data()),
                       name_ + " backward: ");
   }

@@ -1,8 +1,7 @@
-#include "worker/gpu/elementwise.h"
-
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
+#include "worker/gpu/elementwise.h"
 #include "worker/gpu/kernel_util.h"
 
 namespace psgd::gpu {
@@ -243,8 +242,8 @@ absl::Status LaunchCrop2d(int64_t planes, int64_t h, int64_t w, int64_t hp,
 absl::Status LaunchAdd(int64_t n, const float* a, const float* b, float* y,
                        cudaStream_t stream) {
   if (FitsInt32(n)) {
-    AddKernel<int><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<int>(n),
-                                                          a, b, y);
+    AddKernel<int>
+        <<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<int>(n), a, b, y);
   } else {
     AddKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(n, a, b, y);
   }
@@ -254,7 +253,8 @@ absl::Status LaunchAdd(int64_t n, const float* a, const float* b, float* y,
 absl::Status LaunchGlobalAvgPool(int64_t planes, int64_t inner, const float* x,
                                  float* y, cudaStream_t stream) {
   if (planes > 0x7fffffff) {
-    return absl::InvalidArgumentError("global average pooling: too many planes");
+    return absl::InvalidArgumentError(
+        "global average pooling: too many planes");
   }
   GlobalAvgPoolKernel<<<static_cast<unsigned>(planes), kThreads, 0, stream>>>(
       inner, x, y);

@@ -124,10 +124,9 @@ class GpuBackend : public Backend {
     RETURN_IF_ERROR(CheckSameCount("copy", src.size(), dst.size()));
     if (src.data() == dst.data()) return absl::OkStatus();
     RETURN_IF_ERROR(ctx_->Activate());
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.data(), src.data(),
-                                         sizeof(float) * src.size(),
-                                         cudaMemcpyDeviceToDevice,
-                                         ctx_->stream()));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst.data(), src.data(), sizeof(float) * src.size(),
+                        cudaMemcpyDeviceToDevice, ctx_->stream()));
     return absl::OkStatus();
   }
 

@@ -20,8 +20,8 @@
 //
 //   gpu_bench --model=resnet20 --batch=128
 //
-// Differences from the tutorial's peer, both in its favour or neutral: the peer has no
-// weight decay term and its pooling is padded symmetrically (PyTorch's
+// Differences from the tutorial's peer, both in its favour or neutral: the peer
+// has no weight decay term and its pooling is padded symmetrically (PyTorch's
 // padding=1); the loss here comes back to the host every step (the peer's
 // never does), which costs one synchronisation per step.
 #include <chrono>
@@ -62,16 +62,16 @@ namespace {
 // A layer-graph network's steps through the Model API (see the top).
 absl::Status RunNetwork(Backend* backend, const std::string& model_name,
                         int64_t batch, int steps, int warmup, uint64_t seed) {
-  ASSIGN_OR_RETURN(ModelStepsResult r,
-                   TimeModelSteps(backend, model_name, batch, warmup, steps,
-                                  seed));
-  const std::string device = IsGpuBackend(*backend)
-                                 ? GpuDescription(*backend)
-                                 : std::string("host");
-  std::printf("gpu_bench model=%s backend=%s device=\"%s\" batch=%lld "
-              "steps=%d warmup=%d\n",
-              model_name.c_str(), backend->name().c_str(), device.c_str(),
-              static_cast<long long>(batch), steps, warmup);
+  ASSIGN_OR_RETURN(
+      ModelStepsResult r,
+      TimeModelSteps(backend, model_name, batch, warmup, steps, seed));
+  const std::string device =
+      IsGpuBackend(*backend) ? GpuDescription(*backend) : std::string("host");
+  std::printf(
+      "gpu_bench model=%s backend=%s device=\"%s\" batch=%lld "
+      "steps=%d warmup=%d\n",
+      model_name.c_str(), backend->name().c_str(), device.c_str(),
+      static_cast<long long>(batch), steps, warmup);
   for (const std::string& note : GpuPlanNotes(*backend)) {
     std::printf("plan: %s\n", note.c_str());
   }

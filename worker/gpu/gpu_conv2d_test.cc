@@ -45,9 +45,14 @@ Results Run(Backend* backend, const Conv2dShape& s, const std::vector<float>& x,
 }
 
 const std::vector<Conv2dShape> kShapes = {
-    {1, 1, 1, 1, 1, 1, 1}, {1, 3, 24, 24, 64, 5, 5},  {2, 64, 12, 12, 64, 5, 5},
-    {3, 5, 7, 9, 4, 3, 3}, {2, 3, 6, 5, 4, 4, 4},     {1, 2, 5, 5, 3, 2, 3},
-    {2, 4, 3, 3, 2, 5, 5}, {16, 3, 24, 24, 64, 5, 5},
+    {1, 1, 1, 1, 1, 1, 1},
+    {1, 3, 24, 24, 64, 5, 5},
+    {2, 64, 12, 12, 64, 5, 5},
+    {3, 5, 7, 9, 4, 3, 3},
+    {2, 3, 6, 5, 4, 4, 4},
+    {1, 2, 5, 5, 3, 2, 3},
+    {2, 4, 3, 3, 2, 5, 5},
+    {16, 3, 24, 24, 64, 5, 5},
     // The ResNets' forms: stride, symmetric padding, no bias; and SAME
     // with a stride (asymmetric: explicit padding).
     {2, 16, 32, 32, 16, 3, 3, 1, 1, false},
@@ -67,8 +72,7 @@ void Compare(const std::string& gpu_name, double tolerance) {
     const auto w =
         testing::RandomValues(NumElements(s.filter()), seed++, -1, 1);
     // Without a bias: shape [], one value that neither side reads.
-    const auto b =
-        testing::RandomValues(NumElements(s.bias()), seed++, -1, 1);
+    const auto b = testing::RandomValues(NumElements(s.bias()), seed++, -1, 1);
     const auto dy =
         testing::RandomValues(NumElements(s.output()), seed++, -1, 1);
     const Results want = Run(cpu.get(), s, x, w, b, dy);

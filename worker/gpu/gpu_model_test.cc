@@ -10,8 +10,8 @@
 //     5 steps: errors of 1e-6 grow through the updates);
 //   - a short training run on a fixed batch whose loss falls below half its
 //     start.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 
 #include "common/model_variables.h"

@@ -89,12 +89,12 @@ TEST_CASE("gpu batch norm matches the cpu backend") {
       s.width = dims[3];
       s.relu = relu;
       INFO(s.ToString());
-      const auto x = testing::RandomValues(NumElements(s.input()), seed++,
-                                           -2, 3);
+      const auto x =
+          testing::RandomValues(NumElements(s.input()), seed++, -2, 3);
       const auto gamma = testing::RandomValues(s.channels, seed++, 0.5, 1.5);
       const auto beta = testing::RandomValues(s.channels, seed++, -0.5, 0.5);
-      const auto dy = testing::RandomValues(NumElements(s.input()), seed++,
-                                            -1, 1);
+      const auto dy =
+          testing::RandomValues(NumElements(s.input()), seed++, -1, 1);
       const BnResults want = RunBatchNorm(cpu.get(), s, x, gamma, beta, dy);
       const BnResults got = RunBatchNorm(gpu.get(), s, x, gamma, beta, dy);
       const double tol = testing::kFloat32Tolerance;

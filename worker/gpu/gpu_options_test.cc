@@ -107,8 +107,7 @@ TEST_CASE("the host Adam reference follows torch.optim.Adam") {
   CHECK(v[0] == Approx(0.001 * 0.25).epsilon(1e-4));  // 1 - 0.999f
   const AdamStep c = gpu::ComputeAdamStepConstants(p, 2);
   CHECK(c.step_size == Approx(0.1 / (1 - 0.81)));
-  CHECK(c.sqrt_v_scale ==
-        Approx(1.0 / std::sqrt(1 - 0.999 * 0.999)));
+  CHECK(c.sqrt_v_scale == Approx(1.0 / std::sqrt(1 - 0.999 * 0.999)));
 }
 
 }  // namespace

@@ -45,8 +45,8 @@ class GpuMaxPool : public MaxPoolOp {
   // x: (N, C, H, W); y, dy: (N, C, OH, OW) -> dx: (N, C, H, W)
   absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
                         ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(shape_.CheckBackward(
-        x.shape(), y.shape(), dy.shape(), dx.shape()));
+    RETURN_IF_ERROR(
+        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(LaunchMaxPoolBackward(geometry_, x.data(), dy.data(),
                                             dx.data(), ctx_->stream()),

@@ -1,9 +1,8 @@
-#include "worker/gpu/lrn.h"
-
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
 #include "worker/gpu/kernel_util.h"
+#include "worker/gpu/lrn.h"
 
 namespace psgd::gpu {
 namespace {
@@ -48,9 +47,8 @@ __device__ __forceinline__ Column<I> ColumnOf(const Geometry<I>& g, I i) {
 template <bool kSquared, typename I>
 __device__ __forceinline__ float WindowSum(const Geometry<I>& g, Column<I> col,
                                            const float* __restrict__ v) {
-  const I lo = col.channel - g.depth_radius > 0
-                   ? col.channel - g.depth_radius
-                   : 0;
+  const I lo =
+      col.channel - g.depth_radius > 0 ? col.channel - g.depth_radius : 0;
   const I hi = col.channel + g.depth_radius < g.channels - 1
                    ? col.channel + g.depth_radius
                    : g.channels - 1;
@@ -119,11 +117,11 @@ absl::Status LaunchLrnForward(const LrnGeometry& g, const float* x, float* y,
                               cudaStream_t stream) {
   const int64_t total = g.batch * g.channels * g.inner;
   if (FitsInt32(total)) {
-    LrnForwardKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
-        Geometry<int>(g), x, y);
+    LrnForwardKernel<int>
+        <<<BlocksFor(total), kThreads, 0, stream>>>(Geometry<int>(g), x, y);
   } else {
-    LrnForwardKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
-        Geometry<int64_t>(g), x, y);
+    LrnForwardKernel<int64_t>
+        <<<BlocksFor(total), kThreads, 0, stream>>>(Geometry<int64_t>(g), x, y);
   }
   return KernelLaunchStatus("LrnForwardKernel");
 }
@@ -136,9 +134,8 @@ absl::Status LaunchLrnBackward(const LrnGeometry& g, const float* x,
     LrnBackwardRatioKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
         Geometry<int>(g), x, y, dy, scratch);
   } else {
-    LrnBackwardRatioKernel<int64_t>
-        <<<BlocksFor(total), kThreads, 0, stream>>>(Geometry<int64_t>(g), x,
-                                                    y, dy, scratch);
+    LrnBackwardRatioKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
+        Geometry<int64_t>(g), x, y, dy, scratch);
   }
   absl::Status s = KernelLaunchStatus("LrnBackwardRatioKernel");
   if (!s.ok()) return s;

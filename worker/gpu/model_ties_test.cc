@@ -52,8 +52,8 @@ Run Evaluate(Model* model, const NamedTensors& weights, int64_t n,
   const std::vector<int32_t> labels = testing::RandomLabels(n, 20 + n);
   Run r{Tensor({n, 10}), {}, {}};
   REQUIRE_OK(model->Logits(ViewsOf(weights), images.view(), r.logits.view()));
-  r.step = Unwrap(
-      model->ComputeGradients(ViewsOf(weights), images.view(), labels, &r.grads));
+  r.step = Unwrap(model->ComputeGradients(ViewsOf(weights), images.view(),
+                                          labels, &r.grads));
   return r;
 }
 

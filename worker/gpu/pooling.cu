@@ -1,9 +1,8 @@
-#include "worker/gpu/pooling.h"
-
 #include <algorithm>
 
 #include "worker/gpu/cuda_status.h"
 #include "worker/gpu/kernel_util.h"
+#include "worker/gpu/pooling.h"
 
 namespace psgd::gpu {
 namespace {
@@ -41,8 +40,7 @@ __device__ __forceinline__ void WindowAt(I o, I stride, I pad, I window,
 
 // x: (planes, H, W) -> y: (planes, OH, OW); one thread per output.
 template <typename I>
-__global__ void MaxPoolForwardKernel(Geometry<I> g,
-                                     const float* __restrict__ x,
+__global__ void MaxPoolForwardKernel(Geometry<I> g, const float* __restrict__ x,
                                      float* __restrict__ y) {
   const I total = g.planes * g.out_height * g.out_width;
   for (I i = GridStart<I>(); i < total; i += GridStride<I>()) {
@@ -123,11 +121,11 @@ absl::Status LaunchMaxPoolForward(const PoolGeometry& g, const float* x,
                                   float* y, cudaStream_t stream) {
   const int64_t total = g.planes * g.out_height * g.out_width;
   if (FitsInt32(g.planes * g.height * g.width)) {  // the input is larger
-    MaxPoolForwardKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
-        Geometry<int>(g), x, y);
+    MaxPoolForwardKernel<int>
+        <<<BlocksFor(total), kThreads, 0, stream>>>(Geometry<int>(g), x, y);
   } else {
-    MaxPoolForwardKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
-        Geometry<int64_t>(g), x, y);
+    MaxPoolForwardKernel<int64_t>
+        <<<BlocksFor(total), kThreads, 0, stream>>>(Geometry<int64_t>(g), x, y);
   }
   return KernelLaunchStatus("MaxPoolForwardKernel");
 }

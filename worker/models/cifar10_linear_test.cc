@@ -53,8 +53,8 @@ TEST_CASE("linear: loss and gradients match finite differences") {
   Tensor images = Images(n, 4);
   const std::vector<int32_t> labels = {1, 7, 7};
   NamedTensors grads;
-  StepResult r = Unwrap(model->ComputeGradients(
-      ViewsOf(weights), images.view(), labels, &grads));
+  StepResult r = Unwrap(
+      model->ComputeGradients(ViewsOf(weights), images.view(), labels, &grads));
   const Vec x(images.data(), images.data() + images.size());
   const Tensor& wt = weights.at("linear/weights");
   const Tensor& bt = weights.at("linear/biases");
@@ -77,9 +77,11 @@ TEST_CASE("linear: loss and gradients match finite differences") {
       v[i] = saved - h;
       const double down = RefLoss(n, x, labels, w, b);
       v[i] = saved;
-      max_err = std::max(max_err, std::abs((up - down) / (2 * h) - g.data()[i]));
+      max_err =
+          std::max(max_err, std::abs((up - down) / (2 * h) - g.data()[i]));
     }
-    INFO(name << ": max |error| " << max_err << ", max |gradient| " << max_grad);
+    INFO(name << ": max |error| " << max_err << ", max |gradient| "
+              << max_grad);
     CHECK(max_grad > 0);
     CHECK(max_err / max_grad < 1e-3);
   }

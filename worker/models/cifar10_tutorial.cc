@@ -130,8 +130,7 @@ class Cifar10Tutorial : public Model {
         }
       }
     }
-    RETURN_IF_ERROR(upload ? vars_->Upload(weights)
-                           : vars_->Validate(weights));
+    RETURN_IF_ERROR(upload ? vars_->Upload(weights) : vars_->Validate(weights));
     std::unique_ptr<Net>& net = nets_[n];
     if (net == nullptr) {
       absl::StatusOr<std::unique_ptr<Net>> made = Net::Create(backend_, n);

@@ -141,9 +141,7 @@ absl::Status Cifar10TutorialNet::Backward(ConstDeviceView images,
                                           const Weights& w, const Gradients& g,
                                           const LayerHook& after) {
   Backend* b = backend_;
-  auto layer = [&after](Var v) {
-    return after ? after(v) : absl::OkStatus();
-  };
+  auto layer = [&after](Var v) { return after ? after(v) : absl::OkStatus(); };
   RETURN_IF_ERROR(softmax_->BackwardWeights(h4_.view(), d_logits_.view(),
                                             g[kSoftmaxW], g[kSoftmaxB]));
   RETURN_IF_ERROR(layer(kSoftmaxW));

@@ -188,8 +188,9 @@ TEST_CASE("plans for several batch sizes give the same answers") {
   CHECK(e.loss == e.cross_entropy);
 }
 
-TEST_CASE("hooks: weights awaited in forward order, gradients last layer "
-          "first, and the same bits as without hooks") {
+TEST_CASE(
+    "hooks: weights awaited in forward order, gradients last layer "
+    "first, and the same bits as without hooks") {
   Fixture f;
   const int64_t n = 4;
   Tensor images = Images(n, 15);

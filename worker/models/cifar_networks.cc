@@ -13,8 +13,7 @@ const Shape kImage = {3, 32, 32};
 
 // conv -> batch norm: the pair every block is made of.
 int ConvBn(NetworkBuilder& b, int x, const std::string& conv,
-           const std::string& bn, int64_t out, int64_t kernel,
-           int64_t stride) {
+           const std::string& bn, int64_t out, int64_t kernel, int64_t stride) {
   return b.BatchNorm(b.Conv(x, conv, out, kernel, stride, kernel / 2), bn);
 }
 

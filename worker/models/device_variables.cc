@@ -64,8 +64,7 @@ absl::Status DeviceVariables::Upload(const NamedConstViews& weights) {
 
 absl::Status DeviceVariables::UploadWeight(int i,
                                            const NamedConstViews& weights) {
-  return backend_->CopyToDevice(weights.at(specs_[i].name),
-                                weights_[i].view());
+  return backend_->CopyToDevice(weights.at(specs_[i].name), weights_[i].view());
 }
 
 absl::Status DeviceVariables::DownloadWeights(NamedTensors* out) {

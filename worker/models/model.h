@@ -125,8 +125,8 @@ class Model {
   // misshapen one (nothing is changed then).
   virtual absl::Status SetState(const NamedConstViews& state) {
     if (state.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        name() + " has no state, but '" + state.begin()->first + "' came");
+    return absl::InvalidArgumentError(name() + " has no state, but '" +
+                                      state.begin()->first + "' came");
   }
 
   // The batch statistics of the last training step (ComputeGradients*),

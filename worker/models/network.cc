@@ -8,7 +8,7 @@
 namespace psgd {
 
 Conv2dShape ConvShapeOf(const Layer& conv, int64_t batch, const Shape& in) {
-  Conv2dShape s{batch,        in[0],       in[1],      in[2],
+  Conv2dShape s{batch,         in[0],       in[1],      in[2],
                 conv.shape[0], conv.kernel, conv.kernel};
   s.stride = conv.stride;
   s.padding = conv.padding;
@@ -51,8 +51,8 @@ const Shape& NetworkBuilder::shape(int layer) const {
 
 void NetworkBuilder::Fail(const std::string& message) {
   if (status_.ok()) {
-    status_ = absl::InvalidArgumentError(
-        absl::StrCat(spec_.name, " layer ", spec_.layers.size(), ": ", message));
+    status_ = absl::InvalidArgumentError(absl::StrCat(
+        spec_.name, " layer ", spec_.layers.size(), ": ", message));
   }
 }
 
@@ -100,9 +100,8 @@ int NetworkBuilder::Conv(int x, const std::string& name, int64_t out_channels,
   spec_.decayed.push_back(static_cast<int>(spec_.variables.size()));
   spec_.variables.push_back(
       {name + ".weight", filter,
-       Initializer::TruncatedNormal(static_cast<float>(
-           std::sqrt(2.0 / static_cast<double>(kernel * kernel *
-                                                 out_channels))))});
+       Initializer::TruncatedNormal(static_cast<float>(std::sqrt(
+           2.0 / static_cast<double>(kernel * kernel * out_channels))))});
   if (bias) {
     spec_.variables.push_back(
         {name + ".bias", {out_channels}, Initializer::Constant(0.0f)});
@@ -128,7 +127,8 @@ int NetworkBuilder::BatchNorm(int x, const std::string& name) {
   if (at < 0) return at;
   spec_.variables.push_back({name + ".weight", {c}, Initializer::Constant(1)});
   spec_.variables.push_back({name + ".bias", {c}, Initializer::Constant(0)});
-  spec_.state.push_back({name + ".running_mean", {c}, Initializer::Constant(0)});
+  spec_.state.push_back(
+      {name + ".running_mean", {c}, Initializer::Constant(0)});
   spec_.state.push_back({name + ".running_var", {c}, Initializer::Constant(1)});
   return at;
 }
@@ -194,7 +194,8 @@ int NetworkBuilder::Dense(int x, const std::string& name, int64_t outputs) {
   if (at < 0) return at;
   spec_.decayed.push_back(static_cast<int>(spec_.variables.size()));
   spec_.variables.push_back(
-      {name + ".weight", {inputs, outputs},
+      {name + ".weight",
+       {inputs, outputs},
        Initializer::TruncatedNormal(
            static_cast<float>(1.0 / std::sqrt(static_cast<double>(inputs))))});
   spec_.variables.push_back(

@@ -94,8 +94,8 @@ class NetworkBuilder {
 
   // x: (C, H, W) -> (out_channels, H', W'). Weights: truncated normal with
   // stddev sqrt(2 / (K * K * out_channels)) (He et al., fan-out).
-  int Conv(int x, const std::string& name, int64_t out_channels,
-           int64_t kernel, int64_t stride, int64_t padding, bool bias = false);
+  int Conv(int x, const std::string& name, int64_t out_channels, int64_t kernel,
+           int64_t stride, int64_t padding, bool bias = false);
   // (C, H, W) -> (C, H, W); gamma 1, beta 0, running mean 0, variance 1.
   int BatchNorm(int x, const std::string& name);
   int Relu(int x);

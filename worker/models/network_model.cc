@@ -23,8 +23,8 @@ struct Node {
   std::unique_ptr<MaxPoolOp> pool;
   std::unique_ptr<DenseOp> dense;
   DeviceTensor batch_mean, batch_var;  // batch norm: (C), for the backward
-  bool fused = false;      // a ReLU run by its input's batch norm
-  bool add_alias = false;  // grad is its only consumer's (an add's) grad
+  bool fused = false;                  // a ReLU run by its input's batch norm
+  bool add_alias = false;     // grad is its only consumer's (an add's) grad
   bool grad_written = false;  // during a backward
 };
 
@@ -78,10 +78,9 @@ class NetworkModel : public Model {
     ASSIGN_OR_RETURN(StepResult r, Loss(p, labels));
     RETURN_IF_ERROR(Backward(p));
     for (int v : spec_.decayed) {
-      ASSIGN_OR_RETURN(const double d,
-                       backend_->L2WeightDecay(vars_->weight(v),
-                                               spec_.weight_decay,
-                                               vars_->gradient(v)));
+      ASSIGN_OR_RETURN(const double d, backend_->L2WeightDecay(
+                                           vars_->weight(v), spec_.weight_decay,
+                                           vars_->gradient(v)));
       r.weight_decay += d;
     }
     r.loss = r.cross_entropy + r.weight_decay;
@@ -146,7 +145,7 @@ class NetworkModel : public Model {
   const NetworkSpec spec_;
   Backend* const backend_;  // Not owned.
   std::unique_ptr<DeviceVariables> vars_;
-  std::unique_ptr<DeviceVariables> state_;  // running statistics
+  std::unique_ptr<DeviceVariables> state_;          // running statistics
   std::map<int64_t, std::unique_ptr<Plan>> plans_;  // by batch size
   // The plan of the last training step (its batch statistics); null before.
   Plan* last_trained_ = nullptr;
@@ -235,8 +234,8 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
         break;
     }
   }
-  ASSIGN_OR_RETURN(p->xent, backend_->CreateSoftmaxCrossEntropy(
-                                {batch, spec_.classes}));
+  ASSIGN_OR_RETURN(p->xent,
+                   backend_->CreateSoftmaxCrossEntropy({batch, spec_.classes}));
   return p;
 }
 
@@ -281,9 +280,8 @@ absl::StatusOr<Plan*> NetworkModel::Prepare(
   if (s.size() != 4 || s[0] <= 0 ||
       !std::equal(s.begin() + 1, s.end(), spec_.image.begin())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        spec_.name, ": images have shape ", ShapeToString(s),
-        ", expected [N, ", spec_.image[0], ", ", spec_.image[1], ", ",
-        spec_.image[2], "]"));
+        spec_.name, ": images have shape ", ShapeToString(s), ", expected [N, ",
+        spec_.image[0], ", ", spec_.image[1], ", ", spec_.image[2], "]"));
   }
   const int64_t n = s[0];
   if (labels != nullptr) {
@@ -323,8 +321,7 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
         break;
       case LayerKind::kConv:
         RETURN_IF_ERROR(n.conv->Forward(
-            x, Weight(l, 0), l.bias ? Weight(l, 1) : ConstDeviceView(),
-            n.out));
+            x, Weight(l, 0), l.bias ? Weight(l, 1) : ConstDeviceView(), n.out));
         break;
       case LayerKind::kBatchNorm:
         if (training) {
@@ -342,8 +339,7 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
         if (!n.fused) RETURN_IF_ERROR(backend_->ReluForward(x, n.out));
         break;
       case LayerKind::kAdd:
-        RETURN_IF_ERROR(
-            backend_->Add(x, p->nodes[l.inputs[1]].out, n.out));
+        RETURN_IF_ERROR(backend_->Add(x, p->nodes[l.inputs[1]].out, n.out));
         break;
       case LayerKind::kMaxPool:
         RETURN_IF_ERROR(n.pool->Forward(x, n.out));
@@ -352,9 +348,8 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
         RETURN_IF_ERROR(backend_->GlobalAvgPoolForward(x, n.out));
         break;
       case LayerKind::kDense:
-        RETURN_IF_ERROR(n.dense->Forward(
-            x.Reshaped(n.dense->shape().input()), Weight(l, 0), Weight(l, 1),
-            n.out));
+        RETURN_IF_ERROR(n.dense->Forward(x.Reshaped(n.dense->shape().input()),
+                                         Weight(l, 0), Weight(l, 1), n.out));
         break;
     }
   }
@@ -433,8 +428,8 @@ absl::Status NetworkModel::Backward(Plan* p) {
       case LayerKind::kDense: {
         const Shape& flat = n.dense->shape().input();
         if (in != 0) {
-          RETURN_IF_ERROR(n.dense->BackwardData(
-              n.grad, Weight(l, 0), Target(p, in).Reshaped(flat)));
+          RETURN_IF_ERROR(n.dense->BackwardData(n.grad, Weight(l, 0),
+                                                Target(p, in).Reshaped(flat)));
           RETURN_IF_ERROR(Accumulate(p, in));
         }
         RETURN_IF_ERROR(n.dense->BackwardWeights(

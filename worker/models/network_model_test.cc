@@ -95,8 +95,8 @@ double ReferenceLoss(const NetworkSpec& spec, const std::vector<Vec>& w,
         break;
       }
       case LayerKind::kMaxPool:
-        out[i] = reference::MaxPool(
-            {n, in[0], in[1], in[2], l.kernel, l.stride}, x);
+        out[i] =
+            reference::MaxPool({n, in[0], in[1], in[2], l.kernel, l.stride}, x);
         break;
       case LayerKind::kGlobalAvgPool:
         out[i] = reference::GlobalAvgPool(n * in[0], in[1] * in[2], x);
@@ -110,9 +110,10 @@ double ReferenceLoss(const NetworkSpec& spec, const std::vector<Vec>& w,
     }
   }
   if (logits != nullptr) *logits = out.back();
-  double loss = reference::SoftmaxCrossEntropy(n, spec.classes, out.back(),
-                                               labels);
-  for (int v : spec.decayed) loss += spec.weight_decay * reference::L2Loss(w[v]);
+  double loss =
+      reference::SoftmaxCrossEntropy(n, spec.classes, out.back(), labels);
+  for (int v : spec.decayed)
+    loss += spec.weight_decay * reference::L2Loss(w[v]);
   return loss;
 }
 
@@ -129,8 +130,8 @@ TEST_CASE("a layer graph matches its float64 reference") {
   // Batch norm's gamma and beta away from 1 and 0, so that they matter.
   for (const VariableSpec& v : model->variables()) {
     if (v.shape.size() != 1) continue;
-    const auto r = testing::RandomValues(NumElements(v.shape), v.name.size(),
-                                         -0.5, 0.5);
+    const auto r =
+        testing::RandomValues(NumElements(v.shape), v.name.size(), -0.5, 0.5);
     Tensor& t = weights.at(v.name);
     for (int64_t k = 0; k < t.size(); ++k) t.data()[k] += r[k];
   }
@@ -139,8 +140,8 @@ TEST_CASE("a layer graph matches its float64 reference") {
   const std::vector<int32_t> labels = {0, 3, 1, 4};
 
   NamedTensors grads;
-  const StepResult r = Unwrap(model->ComputeGradients(
-      ViewsOf(weights), images.view(), labels, &grads));
+  const StepResult r = Unwrap(
+      model->ComputeGradients(ViewsOf(weights), images.view(), labels, &grads));
 
   std::vector<Vec> w;
   for (const VariableSpec& v : spec.variables) {
@@ -193,8 +194,8 @@ TEST_CASE("a layer graph matches its float64 reference") {
     const Tensor& got = state.at(spec_s.name);
     INFO(spec_s.name);
     CHECK(testing::MaxRelativeDifference(
-              std::vector<float>(got.data(), got.data() + got.size()),
-              want_s) < 1e-5);
+              std::vector<float>(got.data(), got.data() + got.size()), want_s) <
+          1e-5);
     running.push_back(want_s);
   }
 
@@ -228,15 +229,14 @@ TEST_CASE("a layer graph matches its float64 reference") {
   REQUIRE_OK(model->SetState(ViewsOf(state)));
   NamedConstViews missing = ViewsOf(state);
   missing.erase("bn1.running_var");
-  CHECK(model->SetState(missing).code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(model->SetState(missing).code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("the CIFAR networks have PyTorch's parameter counts") {
   const std::vector<std::pair<std::string, int64_t>> want = {
-      {"resnet20", 272474},   {"resnet56", 855770},
-      {"wrn_16_4", 2748890},  {"wrn_28_10", 36479194},
-      {"cnn10", 1923914},     {"resnet50_cifar", 23520842},
+      {"resnet20", 272474},  {"resnet56", 855770},
+      {"wrn_16_4", 2748890}, {"wrn_28_10", 36479194},
+      {"cnn10", 1923914},    {"resnet50_cifar", 23520842},
   };
   for (const auto& [name, count] : want) {
     INFO(name);
@@ -261,9 +261,9 @@ TEST_CASE("a network model refuses wrong images and labels") {
   auto model = Unwrap(CreateModel("resnet20", backend.get()));
   const NamedTensors weights = InitialValues(model->variables(), 1);
   Tensor wrong({2, 3, 24, 24});
-  CHECK(model->Evaluate(ViewsOf(weights), wrong.view(), {0, 1})
-            .status()
-            .code() == absl::StatusCode::kInvalidArgument);
+  CHECK(
+      model->Evaluate(ViewsOf(weights), wrong.view(), {0, 1}).status().code() ==
+      absl::StatusCode::kInvalidArgument);
   Tensor images({2, 3, 32, 32});
   CHECK(model->Evaluate(ViewsOf(weights), images.view(), {0, 10})
             .status()

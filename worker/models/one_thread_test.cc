@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/model_variables.h"
-#include "worker/models/initialize.h"
 #include "worker/backends/factory.h"
+#include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 #include "worker/testing/gradcheck.h"
 
@@ -46,8 +46,8 @@ TEST_CASE("threads 1: a training step and an evaluation on one thread") {
   Tensor images = Unwrap(Tensor::FromVector({kBatch, 3, 32, 32}, pixels));
   const std::vector<int32_t> labels = {0, 1, 2, 3};
   NamedTensors grads;
-  Unwrap(model->ComputeGradients(ViewsOf(weights), images.view(), labels,
-                                 &grads));
+  Unwrap(
+      model->ComputeGradients(ViewsOf(weights), images.view(), labels, &grads));
   Unwrap(model->Evaluate(ViewsOf(weights), images.view(), labels));
   CHECK(ProcessThreads() == before);
 }

@@ -44,8 +44,8 @@ absl::StatusOr<const ModelEntry*> Find(absl::string_view name) {
   }
   std::vector<std::string> known;
   for (const ModelInfo& m : ListModels()) {
-    known.push_back(absl::StrCat(m.name, " (", FormatCount(m.parameters),
-                                 " parameters)"));
+    known.push_back(
+        absl::StrCat(m.name, " (", FormatCount(m.parameters), " parameters)"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown model '", name, "' (known: ", absl::StrJoin(known, ", "), ")"));

@@ -62,8 +62,7 @@ MetricSinks::MetricSinks(std::string task, MetricsWriter* jsonl,
       events_(events),
       prometheus_(prometheus) {}
 
-absl::Status MetricSinks::WriteStep(const StepRecord& r,
-                                    const StepContext& c) {
+absl::Status MetricSinks::WriteStep(const StepRecord& r, const StepContext& c) {
   JsonObject line = StepJson(task_, r);
   if (c.sent_bytes >= 0) line.Set("sent_bytes", c.sent_bytes);
   if (c.received_bytes >= 0) line.Set("received_bytes", c.received_bytes);
@@ -110,8 +109,8 @@ absl::Status MetricSinks::WriteStepScalars(const StepRecord& r,
 absl::Status MetricSinks::WriteEval(const EvalRecord& e) {
   if (events_ != nullptr) {
     const double t = UnixSeconds();
-    RETURN_IF_ERROR(
-        events_->WriteScalar("test/accuracy", e.global_step, e.test_accuracy, t));
+    RETURN_IF_ERROR(events_->WriteScalar("test/accuracy", e.global_step,
+                                         e.test_accuracy, t));
     RETURN_IF_ERROR(
         events_->WriteScalar("test/loss", e.global_step, e.test_loss, t));
     RETURN_IF_ERROR(events_->Flush());

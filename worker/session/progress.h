@@ -20,14 +20,14 @@
 namespace psgd {
 
 struct RunEnds {
-  int64_t max_steps = 0;     // 0: no step limit
-  double max_seconds = 0.0;  // 0: no time budget
+  int64_t max_steps = 0;      // 0: no step limit
+  double max_seconds = 0.0;   // 0: no time budget
   int64_t total_batches = 0;  // epochs x batches per epoch; 0: no end
 };
 
 // In [0, 1]; -1 when the run has no known end.
-double FractionDone(const RunEnds& ends, int64_t global_step,
-                    double elapsed_s, int64_t batches_done);
+double FractionDone(const RunEnds& ends, int64_t global_step, double elapsed_s,
+                    int64_t batches_done);
 
 // Why a worker stops before computing from weights at `global_step`,
 // `elapsed` after it started: "reached step N" (max_steps), "the time budget
@@ -47,8 +47,7 @@ class ProgressLog {
 
   // A finished step, at `global_step` (the lowest shard step), after
   // `batches_done` of this worker's batches.
-  void Add(const StepRecord& record, int64_t global_step,
-           int64_t batches_done);
+  void Add(const StepRecord& record, int64_t global_step, int64_t batches_done);
 
  private:
   const int64_t every_;

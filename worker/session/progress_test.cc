@@ -11,9 +11,9 @@ TEST_CASE("the fraction done is that of the end that comes first") {
   ends.max_steps = 200;
   CHECK(FractionDone(ends, 50, 5.0, 3) == 0.25);
   ends.max_seconds = 10.0;
-  CHECK(FractionDone(ends, 50, 5.0, 3) == 0.5);   // the budget is nearer
+  CHECK(FractionDone(ends, 50, 5.0, 3) == 0.5);  // the budget is nearer
   ends.total_batches = 4;
-  CHECK(FractionDone(ends, 50, 5.0, 3) == 0.75);  // the data nearer still
+  CHECK(FractionDone(ends, 50, 5.0, 3) == 0.75);   // the data nearer still
   CHECK(FractionDone(ends, 500, 50.0, 9) == 1.0);  // never past the end
 }
 

@@ -39,7 +39,7 @@ struct StepRecord {
   // Local training: the learning rate this step's update applied (< 0:
   // unknown here, as in a cluster worker, and not written).
   double learning_rate = -1.0;
-  int64_t staleness = 0;   // async: the largest over the shards
+  int64_t staleness = 0;  // async: the largest over the shards
   // What became of the gradient (worker/session/step_outcome.h).
   StepOutcome outcome = StepOutcome::kApplied;
 };

@@ -68,16 +68,18 @@ absl::StatusOr<int64_t> Recovery::Recover(const absl::Status& cause) {
           // expired lease): join again (a no-op when live).
           last = client_->Join();
           if (last.ok()) {
-            spdlog::info("worker {}: in step with the servers again "
-                         "(generation {})",
-                         worker_id_, d.generation);
+            spdlog::info(
+                "worker {}: in step with the servers again "
+                "(generation {})",
+                worker_id_, d.generation);
             return d.generation;
           }
           break;
         case ResyncDecision::Kind::kRollback:
-          spdlog::warn("worker {}: {}: rolling the cluster back to "
-                       "checkpoint step-{} (generation {})",
-                       worker_id_, d.why, d.label, d.generation);
+          spdlog::warn(
+              "worker {}: {}: rolling the cluster back to "
+              "checkpoint step-{} (generation {})",
+              worker_id_, d.why, d.label, d.generation);
           last = client_->Rollback(d.label, d.generation);
           if (last.ok()) continue;  // and look again at once
           break;

@@ -15,19 +15,19 @@ namespace {
 // shard awaits: the workers cannot pull from it). Another worker started
 // that rollback after reading the same statuses; the awaiting shard only has
 // to take the generation.
-bool RollbackUnderWay(const std::vector<ps::ShardStatus>& shards,
-                      int64_t label, int64_t generation) {
+bool RollbackUnderWay(const std::vector<ps::ShardStatus>& shards, int64_t label,
+                      int64_t generation) {
   int moved = 0;
   for (const ps::ShardStatus& s : shards) {
     if (s.awaiting_rollback) continue;
     if (s.generation != generation) return false;
     // The step the checkpoint put it at, and no step since.
-    const bool took = std::any_of(
-        s.rollbacks.begin(), s.rollbacks.end(),
-        [&](const ps::RollbackRecord& r) {
-          return r.generation == generation && r.label == label &&
-                 r.to_step == s.step;
-        });
+    const bool took = std::any_of(s.rollbacks.begin(), s.rollbacks.end(),
+                                  [&](const ps::RollbackRecord& r) {
+                                    return r.generation == generation &&
+                                           r.label == label &&
+                                           r.to_step == s.step;
+                                  });
     if (!took) return false;
     ++moved;
   }
@@ -56,10 +56,9 @@ ResyncDecision DecideResync(const std::vector<ps::ShardStatus>& shards) {
   if (oldest_restored >= 0) {
     d.kind = ResyncDecision::Kind::kRollback;
     d.label = oldest_restored;
-    d.generation =
-        RollbackUnderWay(shards, oldest_restored, max_generation)
-            ? max_generation
-            : max_generation + 1;
+    d.generation = RollbackUnderWay(shards, oldest_restored, max_generation)
+                       ? max_generation
+                       : max_generation + 1;
     d.why = absl::StrCat("a shard restored checkpoint step-", oldest_restored);
     return d;
   }

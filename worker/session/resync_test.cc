@@ -50,7 +50,9 @@ TEST_CASE("a restored shard makes the cluster roll back to its checkpoint") {
   CHECK(d.generation == 3);
 }
 
-TEST_CASE("a rollback to a restored shard's checkpoint under way is joined, not started again") {
+TEST_CASE(
+    "a rollback to a restored shard's checkpoint under way is joined, not "
+    "started again") {
   // Worker A rolled shard 0 back to step-40 in generation 4; shard 1, which
   // restored step-40, has not taken it yet. Worker B, reading this, repeats
   // generation 4 instead of starting generation 5 (a second rollback).

@@ -26,8 +26,8 @@ absl::Status WaitForServers(const std::vector<std::string>& addresses,
                    MakeClientCredentials(security));
   std::vector<std::unique_ptr<Health::Stub>> stubs;
   for (const std::string& a : addresses) {
-    stubs.push_back(Health::NewStub(
-        CreateChannel(a, credentials, PeerChannelArguments())));
+    stubs.push_back(
+        Health::NewStub(CreateChannel(a, credentials, PeerChannelArguments())));
   }
   std::vector<std::string> last_error(addresses.size());
   std::vector<bool> serving(addresses.size(), false);
@@ -37,8 +37,8 @@ absl::Status WaitForServers(const std::vector<std::string>& addresses,
     for (size_t i = 0; i < stubs.size(); ++i) {
       if (serving[i]) continue;
       grpc::ClientContext ctx;
-      ctx.set_deadline(
-          absl::ToChronoTime(std::min(deadline, absl::Now() + absl::Seconds(2))));
+      ctx.set_deadline(absl::ToChronoTime(
+          std::min(deadline, absl::Now() + absl::Seconds(2))));
       HealthCheckResponse response;
       grpc::Status s = stubs[i]->Check(&ctx, HealthCheckRequest(), &response);
       if (s.ok() && response.status() == HealthCheckResponse::SERVING) {
@@ -57,9 +57,8 @@ absl::Status WaitForServers(const std::vector<std::string>& addresses,
     }
     if (waiting.empty()) return absl::OkStatus();
     if (absl::Now() + backoff >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("parameter servers not serving: ",
-                       absl::StrJoin(waiting, ", ")));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "parameter servers not serving: ", absl::StrJoin(waiting, ", ")));
     }
     if (!logged) {
       spdlog::info("waiting for parameter servers: {}",

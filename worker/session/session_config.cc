@@ -20,9 +20,9 @@ absl::StatusOr<SessionTaskConfig> SessionTaskFromConfig(
       absl::Seconds(config.ps_unavailable_timeout_seconds());
   s.session.overlap = config.wire().overlap();
   s.session.allowed_failures =
-      training.total_num_replicas() -
-      (training.has_min_workers() ? training.min_workers()
-                                  : training.total_num_replicas());
+      training.total_num_replicas() - (training.has_min_workers()
+                                           ? training.min_workers()
+                                           : training.total_num_replicas());
   s.chief = index == 0;
   s.chief_options.eval_every = training.eval_every();
   if (config.has_checkpoint()) {

@@ -6,16 +6,26 @@ namespace psgd {
 
 absl::string_view StepOutcomeName(StepOutcome outcome) {
   switch (outcome) {
-    case StepOutcome::kApplied: return "applied";
-    case StepOutcome::kAggregated: return "aggregated";
-    case StepOutcome::kDroppedStale: return "dropped_stale";
-    case StepOutcome::kDroppedSurplus: return "dropped_surplus";
-    case StepOutcome::kDropped: return "dropped";
-    case StepOutcome::kPartlyDropped: return "partly_dropped";
-    case StepOutcome::kRefusedTooStale: return "refused_too_stale";
-    case StepOutcome::kRejoined: return "rejoined";
-    case StepOutcome::kDuplicate: return "duplicate";
-    case StepOutcome::kRolledBack: return "rolled_back";
+    case StepOutcome::kApplied:
+      return "applied";
+    case StepOutcome::kAggregated:
+      return "aggregated";
+    case StepOutcome::kDroppedStale:
+      return "dropped_stale";
+    case StepOutcome::kDroppedSurplus:
+      return "dropped_surplus";
+    case StepOutcome::kDropped:
+      return "dropped";
+    case StepOutcome::kPartlyDropped:
+      return "partly_dropped";
+    case StepOutcome::kRefusedTooStale:
+      return "refused_too_stale";
+    case StepOutcome::kRejoined:
+      return "rejoined";
+    case StepOutcome::kDuplicate:
+      return "duplicate";
+    case StepOutcome::kRolledBack:
+      return "rolled_back";
   }
   return "unknown";
 }
@@ -27,10 +37,18 @@ StepOutcome OutcomeOfReplies(const ps::PushResult& result, int64_t* staleness) {
     if (r.skipped) continue;
     *staleness = std::max(*staleness, r.staleness);
     switch (r.outcome) {
-      case ps::PushOutcome::kApplied: ++applied; break;
-      case ps::PushOutcome::kAggregated: ++aggregated; break;
-      case ps::PushOutcome::kDroppedStale: ++stale; break;
-      case ps::PushOutcome::kDroppedSurplus: ++surplus; break;
+      case ps::PushOutcome::kApplied:
+        ++applied;
+        break;
+      case ps::PushOutcome::kAggregated:
+        ++aggregated;
+        break;
+      case ps::PushOutcome::kDroppedStale:
+        ++stale;
+        break;
+      case ps::PushOutcome::kDroppedSurplus:
+        ++surplus;
+        break;
     }
   }
   const int taken = applied + aggregated, dropped = stale + surplus;

@@ -60,17 +60,16 @@ TEST_CASE("skipped shards do not count, staleness is the largest") {
 TEST_CASE("refusals are told apart by their typed reason, not their text") {
   CHECK(OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kTooStale, "x")) ==
         StepOutcome::kRefusedTooStale);
-  CHECK(OutcomeOfRefusal(
-            ps::PushRefused(ps::PushRefusal::kAlreadyPushed, "x")) ==
-        StepOutcome::kDuplicate);
+  CHECK(OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kAlreadyPushed,
+                                         "x")) == StepOutcome::kDuplicate);
   CHECK(OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kNotLive, "x")) ==
         StepOutcome::kRejoined);
-  CHECK_FALSE(OutcomeOfRefusal(
-                  ps::PushRefused(ps::PushRefusal::kFromFuture, "x"))
-                  .has_value());
+  CHECK_FALSE(
+      OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kFromFuture, "x"))
+          .has_value());
   // The old messages without the typed reason are not refusals any more.
-  CHECK_FALSE(OutcomeOfRefusal(absl::FailedPreconditionError(
-                                   "beyond the staleness bound 2"))
+  CHECK_FALSE(OutcomeOfRefusal(
+                  absl::FailedPreconditionError("beyond the staleness bound 2"))
                   .has_value());
   CHECK_FALSE(OutcomeOfRefusal(absl::UnavailableError("down")).has_value());
   CHECK_FALSE(OutcomeOfRefusal(absl::OkStatus()).has_value());

@@ -48,10 +48,11 @@ std::string WorkerMetrics::Text() const {
   MutexLock lock(&mu_);
   for (StepOutcome o : kAllStepOutcomes) {
     auto it = outcomes_.find(o);
-    page.Counter("psgd_worker_steps_total",
-                 "The worker's steps, by what became of their gradient.",
-                 it == outcomes_.end() ? 0 : it->second,
-                 {{"worker", index_}, {"outcome", std::string(StepOutcomeName(o))}});
+    page.Counter(
+        "psgd_worker_steps_total",
+        "The worker's steps, by what became of their gradient.",
+        it == outcomes_.end() ? 0 : it->second,
+        {{"worker", index_}, {"outcome", std::string(StepOutcomeName(o))}});
   }
   for (const auto& [phase, h] : phases_) {
     page.Histogram("psgd_worker_phase_seconds",

@@ -70,8 +70,7 @@ WorkerSession::WorkerSession(ps::PsClient* client,
   if (options_.overlap) {
     sender_ = std::make_unique<PartSender>(client_);
     if (options_.sync) {
-      puller_ =
-          std::make_unique<GroupPuller>(client_, PullGroups(variables_));
+      puller_ = std::make_unique<GroupPuller>(client_, PullGroups(variables_));
     }
   }
 }
@@ -121,10 +120,10 @@ absl::Status WorkerSession::AwaitOtherWorkers() {
     RETURN_IF_ERROR(CheckWorkerFailures(status, options_.allowed_failures));
     if (joined >= expected || step > 0) return absl::OkStatus();
     if (absl::Now() >= deadline) {
-      spdlog::warn("{} of {} workers joined within {}; starting without the "
-                   "others",
-                   joined, expected,
-                   absl::FormatDuration(options_.start_timeout));
+      spdlog::warn(
+          "{} of {} workers joined within {}; starting without the "
+          "others",
+          joined, expected, absl::FormatDuration(options_.start_timeout));
       return absl::OkStatus();
     }
     absl::SleepFor(absl::Milliseconds(50));

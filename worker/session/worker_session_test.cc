@@ -174,8 +174,9 @@ TEST_CASE("sync: two sessions step together and the pulls see each step") {
   CHECK(c.weights[0][0].span()[0] != 0.5f);
 }
 
-TEST_CASE("sync: a session waiting for a step stays live on the shard that "
-          "answered, while the other waits for a dead worker's lease") {
+TEST_CASE(
+    "sync: a session waiting for a step stays live on the shard that "
+    "answered, while the other waits for a dead worker's lease") {
   const absl::Duration lease = absl::Seconds(3);
   Cluster c(ps::Mode::kSync, 2, "", lease);
   WorkerSession s(c.clients[0].get(), c.specs, c.Buffers(0),
@@ -194,8 +195,7 @@ TEST_CASE("sync: a session waiting for a step stays live on the shard that "
     values.emplace_back(NumElements(v.shape), 0.1f);
   }
   for (size_t i = 0; i < on_shard1.size(); ++i) {
-    half.push_back(ps::FloatTensorBytes(on_shard1[i].name,
-                                        on_shard1[i].shape,
+    half.push_back(ps::FloatTensorBytes(on_shard1[i].name, on_shard1[i].shape,
                                         values[i].data()));
   }
   REQUIRE(c.shards[1]->Push(1, 0, half).ok());
@@ -372,8 +372,9 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
   CHECK(absl::IsCancelled(other.Push(c.Gradients(1, 0.1f)).status()));
 }
 
-TEST_CASE("a LeaseKeeper keeps a silent worker in the live set while it "
-          "is held, and only then") {
+TEST_CASE(
+    "a LeaseKeeper keeps a silent worker in the live set while it "
+    "is held, and only then") {
   ps::ServerOptions o;
   o.worker_lease = absl::Seconds(1);
   auto shard = ps::ParameterShard::Create(o);

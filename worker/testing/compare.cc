@@ -66,8 +66,8 @@ std::string Comparison::ToString() const {
     absl::StrAppend(&s, "; ", non_finite, " not finite, the first at index ",
                     index, ": got ", got, ", want ", want);
   } else if (index >= 0) {
-    absl::StrAppend(&s, "; largest at index ", index, ": got ", got,
-                    ", want ", want);
+    absl::StrAppend(&s, "; largest at index ", index, ": got ", got, ", want ",
+                    want);
   }
   if (element_tolerance > 0) {
     absl::StrAppend(&s, "; ", above, " (", fraction_above(),

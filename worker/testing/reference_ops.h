@@ -25,8 +25,7 @@ Vec Conv2d(const Conv2dShape& s, const Vec& x, const Vec& w, const Vec& b);
 // x: (N, C, H, W); gamma, beta: (C)  ->  (N, C, H, W); `mean` and `var` (C),
 // when not null, get the batch's mean and biased variance.
 Vec BatchNormTraining(const BatchNormShape& s, const Vec& x, const Vec& gamma,
-                      const Vec& beta, Vec* mean = nullptr,
-                      Vec* var = nullptr);
+                      const Vec& beta, Vec* mean = nullptr, Vec* var = nullptr);
 
 // The same with given statistics. x: (N, C, H, W); gamma, beta, mean, var:
 // (C)  ->  (N, C, H, W)

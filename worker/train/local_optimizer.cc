@@ -18,10 +18,10 @@ absl::Status Check(const NamedTensors& tensors, const VariableSpec& v,
         absl::StrCat("optimizer: no ", what, " for '", v.name, "'"));
   }
   if (it->second.shape() != v.shape) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer: ", what, " of '", v.name, "' has shape ",
-        ShapeToString(it->second.shape()), ", the variable ",
-        ShapeToString(v.shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: ", what, " of '", v.name, "' has shape ",
+                     ShapeToString(it->second.shape()), ", the variable ",
+                     ShapeToString(v.shape)));
   }
   return absl::OkStatus();
 }

@@ -50,14 +50,16 @@ TEST_CASE("Adam follows TensorFlow's AdamOptimizer") {
   REQUIRE(opt.ok());
   NamedTensors w = Tensors({0.5f, -1.0f, 0.0f, 2.0f}, {1.0f, 0.25f});
   std::vector<RefAdam> ref;
-  for (float x : {0.5f, -1.0f, 0.0f, 2.0f, 1.0f, 0.25f}) ref.push_back({0, 0, x});
+  for (float x : {0.5f, -1.0f, 0.0f, 2.0f, 1.0f, 0.25f})
+    ref.push_back({0, 0, x});
   for (int t = 1; t <= 50; ++t) {
     std::vector<float> g(6);
     for (int i = 0; i < 6; ++i) {
       g[i] = std::sin(0.3 * t + i) * (i + 1) * 0.1f;  // varying gradients
       ref[i].Step(g[i], t);
     }
-    REQUIRE((*opt)->Apply(Tensors({g[0], g[1], g[2], g[3]}, {g[4], g[5]}), &w)
+    REQUIRE((*opt)
+                ->Apply(Tensors({g[0], g[1], g[2], g[3]}, {g[4], g[5]}), &w)
                 .ok());
   }
   CHECK((*opt)->steps() == 50);
@@ -67,8 +69,9 @@ TEST_CASE("Adam follows TensorFlow's AdamOptimizer") {
   }
 }
 
-TEST_CASE("momentum SGD with Nesterov, weight decay and a schedule follows "
-          "PyTorch's SGD") {
+TEST_CASE(
+    "momentum SGD with Nesterov, weight decay and a schedule follows "
+    "PyTorch's SGD") {
   ps::OptimizerOptions o;
   o.kind = ps::OptimizerOptions::Kind::kMomentum;
   o.learning_rate = 0.1;
@@ -93,7 +96,8 @@ TEST_CASE("momentum SGD with Nesterov, weight decay and a schedule follows "
       g[i] = std::cos(0.7 * t + i) * 0.5f;
       ref[i].Step(g[i], lr, 0.9, true, i < 4 ? 5e-4 : 0.0);
     }
-    REQUIRE((*opt)->Apply(Tensors({g[0], g[1], g[2], g[3]}, {g[4], g[5]}), &w)
+    REQUIRE((*opt)
+                ->Apply(Tensors({g[0], g[1], g[2], g[3]}, {g[4], g[5]}), &w)
                 .ok());
   }
   for (int i = 0; i < 6; ++i) {

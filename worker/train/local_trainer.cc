@@ -1,8 +1,8 @@
 #include "worker/train/local_trainer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <numeric>
 #include <optional>
@@ -79,8 +79,8 @@ absl::StatusOr<LrSchedule> StepScheduleOf(const EpochSchedule& e,
   s.decay_factor = e.decay_factor;
   s.final_factor = e.final_factor;
   if (e.decay == LrSchedule::Decay::kStep) {
-    s.decay_every = std::max<int64_t>(1, std::llround(e.decay_every_epochs *
-                                                      per_epoch));
+    s.decay_every =
+        std::max<int64_t>(1, std::llround(e.decay_every_epochs * per_epoch));
   }
   if (e.decay == LrSchedule::Decay::kCosine) {
     s.decay_steps = std::max<int64_t>(1, last_step - s.warmup_steps);
@@ -124,9 +124,9 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
   ps::OptimizerOptions optimizer_options = options.optimizer;
   ASSIGN_OR_RETURN(
       optimizer_options.schedule,
-      StepScheduleOf(options.schedule, per_epoch,
-                     options.steps > 0 ? options.steps
-                                       : options.epochs * per_epoch));
+      StepScheduleOf(
+          options.schedule, per_epoch,
+          options.steps > 0 ? options.steps : options.epochs * per_epoch));
   ASSIGN_OR_RETURN(
       std::unique_ptr<LocalOptimizer> optimizer,
       LocalOptimizer::Create(optimizer_options, model->variables()));
@@ -144,10 +144,9 @@ absl::StatusOr<LocalTrainingResult> RunLocalTraining(
   if (metrics != nullptr) sinks.emplace("local", metrics, nullptr, nullptr);
   auto evaluate = [&](int64_t step) -> absl::Status {
     const Clock::time_point t0 = Clock::now();
-    ASSIGN_OR_RETURN(
-        StepResult r,
-        EvaluateTestSet(model.get(), data.test, ViewsOf(weights),
-                        options.batch_size));
+    ASSIGN_OR_RETURN(StepResult r,
+                     EvaluateTestSet(model.get(), data.test, ViewsOf(weights),
+                                     options.batch_size));
     EvalPoint p;
     p.step = step;
     p.epoch = static_cast<double>(step) / per_epoch;

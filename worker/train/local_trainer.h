@@ -6,9 +6,10 @@
 //
 // Each step: the next batch from the Batcher, Model::ComputeGradients,
 // LocalOptimizer::Apply (the servers' optimizer: Adam, SGD or momentum
-// SGD, with a learning-rate schedule given in epochs); one "train" metrics record per step and an "eval"
-// record (test accuracy over the whole test set) every eval_every steps and
-// at the end; progress lines on the log every log_every steps.
+// SGD, with a learning-rate schedule given in epochs); one "train" metrics
+// record per step and an "eval" record (test accuracy over the whole test set)
+// every eval_every steps and at the end; progress lines on the log every
+// log_every steps.
 //
 // Thread-safety: RunLocalTraining uses the calling thread (plus the
 // batcher's producer and the backend's threads) and returns when done.
@@ -20,10 +21,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/metrics.h"
-#include "worker/data/dataset.h"
 #include "common/lr_schedule.h"
+#include "common/metrics.h"
 #include "ps/state/options.h"
+#include "worker/data/dataset.h"
 
 namespace psgd {
 
@@ -67,8 +68,7 @@ struct LocalTrainerOptions {
 // `last_step` steps in all; INVALID_ARGUMENT naming the field when it is
 // out of range (a warmup longer than the run included).
 absl::StatusOr<LrSchedule> StepScheduleOf(const EpochSchedule& schedule,
-                                          int64_t per_epoch,
-                                          int64_t last_step);
+                                          int64_t per_epoch, int64_t last_step);
 
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateLocalTrainerOptions(const LocalTrainerOptions& options);

@@ -97,9 +97,9 @@ absl::Status Run(const std::string& model_name, int64_t batch,
   }
 
   NamedTensors grads, state;
-  ASSIGN_OR_RETURN(StepResult r,
-                   model->ComputeGradients(ViewsOf(weights), images.view(),
-                                           labels, &grads));
+  ASSIGN_OR_RETURN(
+      StepResult r,
+      model->ComputeGradients(ViewsOf(weights), images.view(), labels, &grads));
   RETURN_IF_ERROR(model->GetState(&state));
 
   Writer out(dir);
@@ -129,13 +129,14 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string dir = absl::GetFlag(FLAGS_out_dir);
   if (dir.empty() || absl::GetFlag(FLAGS_batch) <= 0) {
-    std::fprintf(stderr, "dump_step: --out_dir and a positive --batch are "
-                         "required\n");
+    std::fprintf(stderr,
+                 "dump_step: --out_dir and a positive --batch are "
+                 "required\n");
     return 2;
   }
-  absl::Status s = psgd::Run(absl::GetFlag(FLAGS_model),
-                             absl::GetFlag(FLAGS_batch), dir,
-                             static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+  absl::Status s =
+      psgd::Run(absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_batch), dir,
+                static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
   if (!s.ok()) {
     std::fprintf(stderr, "dump_step: %s\n", s.ToString().c_str());
     return 1;
