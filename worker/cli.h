@@ -1,5 +1,6 @@
-// The main() of the worker's programs (train_local, compute_bench, and the
-// cluster worker to come): flags, logging, and one error line.
+// The main() of the local worker programs (train_local, compute_bench; the
+// cluster worker, worker_main.cc, has its own): flags, logging, and one
+// error line.
 //
 // Thread-safety: call once, from main().
 #ifndef PSGD_WORKER_CLI_H_
