@@ -11,7 +11,6 @@
 #include "spdlog/spdlog.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
-#include "worker/session/server_wait.h"
 #include "worker/session/task_files.h"
 
 namespace psgd {
@@ -116,9 +115,6 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
     RETURN_IF_ERROR(checked);
   }
   RETURN_IF_ERROR(CheckPsAddressesResolve(config_));
-  RETURN_IF_ERROR(
-      WaitForServers(client_options.addresses, client_options.security,
-                     absl::Now() + settings_.session.start_timeout));
   ASSIGN_OR_RETURN(run_dir_,
                    OpenRunDir(options_.run_dir, options_.config_path, config_,
                               settings_.chief, settings_.session.start_timeout,

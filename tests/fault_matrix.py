@@ -136,7 +136,10 @@ class Cell:
                 "data=source: SYNTHETIC synthetic_train_size: 512 "
                 "synthetic_test_size: 128",
                 f"training=optimizer {{ {OPTIMIZERS[cell['opt']]} }}",
-                f"extra=checkpoint {{ dir: \"{self.ckpt}\" every_steps: {EVERY} }}",
+                # Every checkpoint stays (keep), so that a restore's file can
+                # be read after the run whichever one it was.
+                f"extra=checkpoint {{ dir: \"{self.ckpt}\" every_steps: {EVERY} "
+                f"keep: 1000 }}",
                 f"extra=wire {{ overlap: {str(cell['overlap']).lower()} }}",
                 # Long enough that no live worker misses one on a loaded
                 # machine; a killed worker comes back well within it.

@@ -20,7 +20,6 @@
 #include "ps/client/grpc_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/testing/shard_test_util.h"
-#include "worker/session/server_wait.h"
 
 namespace psgd {
 namespace {
@@ -45,6 +44,21 @@ std::string MakeCerts(const std::string& name) {
       std::string(runfiles) + "/psgd/tests/make_test_certs.sh " + dir;
   REQUIRE(std::system(command.c_str()) == 0);
   return dir;
+}
+
+// What a worker does before it joins: waits until the server at `address`
+// serves (PsClient::AwaitServing), reaching it as `security` says.
+absl::Status AwaitServing(const std::string& address,
+                          const SecurityOptions& security,
+                          absl::Duration timeout) {
+  ps::GrpcClientOptions o;
+  o.addresses = {address};
+  o.cluster = kCluster;
+  o.security = security;
+  absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> client =
+      ps::GrpcPsClient::Create(o);
+  if (!client.ok()) return client.status();
+  return (*client)->AwaitServing(absl::Now() + timeout);
 }
 
 // A server of cluster kCluster, with `security`, whose shard holds the two
@@ -225,8 +239,7 @@ TEST_CASE("without the token, or with another, every RPC is refused") {
   }
   ExpectUnchanged(*server, before, refused);
   // The health service needs no token (docs/CLUSTER.md, "Security").
-  CHECK(WaitForServers({server->address()}, SecurityOptions(),
-                       absl::Now() + absl::Seconds(30))
+  CHECK(AwaitServing(server->address(), SecurityOptions(), absl::Seconds(30))
             .ok());
 }
 
@@ -279,9 +292,7 @@ TEST_CASE("a client with the token trains over TLS; others cannot connect") {
   client.token = kToken;
   client.tls = true;
   client.tls_ca_file = security.tls_ca_file;
-  CHECK(WaitForServers({server->address()}, client,
-                       absl::Now() + absl::Seconds(30))
-            .ok());
+  CHECK(AwaitServing(server->address(), client, absl::Seconds(30)).ok());
 
   SECTION("plaintext") {
     SecurityOptions plain;
@@ -290,9 +301,8 @@ TEST_CASE("a client with the token trains over TLS; others cannot connect") {
       INFO(method << ": " << status.error_message());
       CHECK(status.error_code() == grpc::StatusCode::UNAVAILABLE);
     }
-    CHECK(WaitForServers({server->address()}, plain,
-                         absl::Now() + absl::Seconds(1))
-              .code() == absl::StatusCode::kDeadlineExceeded);
+    CHECK(AwaitServing(server->address(), plain, absl::Seconds(1)).code() ==
+          absl::StatusCode::kDeadlineExceeded);
   }
   SECTION("trusting another authority") {
     SecurityOptions other = client;

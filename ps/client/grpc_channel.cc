@@ -59,6 +59,35 @@ class GrpcCall final : public ShardCall {
   const std::shared_ptr<Outcome> outcome_;
 };
 
+// A health check: SERVING or not, once it has ended.
+class HealthCall final : public ShardCall {
+ public:
+  HealthCall(absl::Time deadline, bool* serving)
+      : call_(deadline), serving_(serving) {}
+
+  grpc::ClientContext* context() { return call_.context(); }
+  std::function<void(grpc::Status)> Callback() { return call_.Callback(); }
+  const grpc::health::v1::HealthCheckRequest* request() { return &request_; }
+  grpc::health::v1::HealthCheckResponse* response() { return &response_; }
+
+  absl::Status Await() override {
+    absl::Status s = call_.Await();
+    if (s.ok()) {
+      *serving_ =
+          response_.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+    }
+    return s;
+  }
+
+ private:
+  // Declared first, so that they are destroyed after call_ (which waits
+  // for gRPC).
+  const grpc::health::v1::HealthCheckRequest request_;  // all services
+  grpc::health::v1::HealthCheckResponse response_;
+  GrpcCall call_;
+  bool* const serving_;
+};
+
 }  // namespace
 
 // Pushes and pulls as raw bytes, the messages' buffers kept from call to
@@ -199,6 +228,7 @@ GrpcShardChannel::GrpcShardChannel(
     const std::shared_ptr<grpc::Channel>& channel)
     : name_(absl::StrCat("shard ", shard, " at ", address)),
       stub_(wire::ParameterServer::NewStub(channel)),
+      health_(grpc::health::v1::Health::NewStub(channel)),
       raw_(std::make_unique<grpc::GenericStub>(channel)) {}
 
 GrpcShardChannel::~GrpcShardChannel() = default;
@@ -260,6 +290,14 @@ std::unique_ptr<ShardCall> GrpcShardChannel::Checkpoint(
     wire::CheckpointResponse* response) {
   return Start(&wire::ParameterServer::Stub::async::Checkpoint, request,
                deadline, response);
+}
+
+std::unique_ptr<ShardCall> GrpcShardChannel::Health(absl::Time deadline,
+                                                    bool* serving) {
+  auto call = std::make_unique<HealthCall>(deadline, serving);
+  health_->async()->Check(call->context(), call->request(), call->response(),
+                          call->Callback());
+  return call;
 }
 
 std::unique_ptr<ShardExchange> GrpcShardChannel::NewExchange() {

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/grpc_security.h"
+#include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/client/shard_channel.h"
 
@@ -79,6 +80,8 @@ class GrpcShardChannel final : public ShardChannel {
   std::unique_ptr<ShardCall> Checkpoint(
       const wire::CheckpointRequest& request, absl::Time deadline,
       wire::CheckpointResponse* response) override;
+  std::unique_ptr<ShardCall> Health(absl::Time deadline,
+                                    bool* serving) override;
   std::unique_ptr<ShardExchange> NewExchange() override;
 
   // The serialized bytes of the pushes and pulls so far: sent (push and
@@ -105,6 +108,7 @@ class GrpcShardChannel final : public ShardChannel {
 
   const std::string name_;
   const std::unique_ptr<wire::ParameterServer::Stub> stub_;
+  const std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   // Push and Pull as raw bytes.
   const std::unique_ptr<grpc::GenericStub> raw_;
   std::atomic<int64_t> sent_bytes_{0};

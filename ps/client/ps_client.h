@@ -108,6 +108,14 @@ class PsClient {
   virtual const Placement& placement() const = 0;
   int num_shards() const { return placement().num_shards; }
 
+  // Returns once every shard serves workers, asking each again with backoff
+  // (50 ms, doubling to 1 s) while it cannot be reached or does not serve
+  // yet (a server starting, or a restarted one agreeing on its checkpoint
+  // with the others); logs once which it waits for. DEADLINE_EXCEEDED
+  // naming the shards that did not by `deadline`, each with what it last
+  // answered.
+  virtual absl::Status AwaitServing(absl::Time deadline) = 0;
+
   // Sends every shard its slices of the initial values (every model
   // variable once, by name, with its shape). A no-op on shards that are
   // already initialised with the same variables.

@@ -117,6 +117,15 @@ class ShardChannel {
       const wire::CheckpointRequest& request, absl::Time deadline,
       wire::CheckpointResponse* response) = 0;
 
+  // Whether the shard serves workers, once the call is awaited with OK:
+  // *serving is false while a restarted shard agrees on its checkpoint with
+  // the others (it answers Status but takes no training) and once it shuts
+  // down. Over gRPC, the standard health-checking service that every
+  // ps_server runs (it needs no token). `serving` is borrowed until the call
+  // is awaited.
+  virtual std::unique_ptr<ShardCall> Health(absl::Time deadline,
+                                            bool* serving) = 0;
+
   // A new exchange for pushes and pulls; the channel must outlive it.
   virtual std::unique_ptr<ShardExchange> NewExchange() = 0;
 };

@@ -1,13 +1,16 @@
 #include "ps/client/sharded_client.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "ps/client/model_slices.h"
 #include "ps/wire/wire.h"
 #include "ps/wire/wire_dtype.h"
+#include "spdlog/spdlog.h"
 
 namespace psgd {
 namespace ps {
@@ -16,6 +19,13 @@ namespace {
 // Spare Buffers kept for reuse: a worker needs one for its pushes and
 // pulls, plus one per thread that pushes or pulls parts at the same time.
 constexpr size_t kMaxSpareBuffers = 8;
+
+// A random number other than 0 (which a shard reads as "not sent").
+uint64_t NewIncarnation() {
+  std::random_device device;
+  const uint64_t n = (static_cast<uint64_t>(device()) << 32) ^ device();
+  return n == 0 ? 1 : n;
+}
 
 }  // namespace
 
@@ -59,7 +69,8 @@ ShardedPsClient::ShardedPsClient(
     ShardedClientOptions options)
     : options_(std::move(options)),
       placement_(std::move(placement)),
-      channels_(std::move(channels)) {}
+      channels_(std::move(channels)),
+      incarnation_(NewIncarnation()) {}
 
 ShardedPsClient::~ShardedPsClient() = default;
 
@@ -134,6 +145,7 @@ absl::Status ShardedPsClient::Join() {
   wire::JoinRequest r;
   r.set_cluster(options_.cluster);
   r.set_worker_id(options_.worker_id);
+  r.set_incarnation(incarnation_);
   return CallAll<wire::JoinRequest, wire::MembershipResponse>(
       "join", &ShardChannel::Join, r);
 }
@@ -315,6 +327,51 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
   }();
   ReturnBuffers(std::move(buffers));
   return result;
+}
+
+absl::Status ShardedPsClient::AwaitServing(absl::Time deadline) {
+  const int n = num_shards();
+  std::vector<std::string> last_answer(n);
+  std::vector<bool> serving(n, false);
+  absl::Duration backoff = absl::Milliseconds(50);
+  bool logged = false;
+  for (;;) {
+    // One health call to every shard not serving yet, all at once; each
+    // ends within 2 s, so that a shard that is not up yet is asked again.
+    const absl::Time call_deadline =
+        std::min(deadline, absl::Now() + absl::Seconds(2));
+    std::vector<std::unique_ptr<ShardCall>> calls(n);
+    std::unique_ptr<bool[]> answers(new bool[n]());
+    for (int i = 0; i < n; ++i) {
+      if (!serving[i]) {
+        calls[i] = channels_[i]->Health(call_deadline, &answers[i]);
+      }
+    }
+    std::vector<std::string> waiting;
+    for (int i = 0; i < n; ++i) {
+      if (calls[i] == nullptr) continue;
+      absl::Status s = calls[i]->Await();
+      if (s.ok() && answers[i]) {
+        serving[i] = true;
+        continue;
+      }
+      last_answer[i] = s.ok() ? "not serving yet" : s.ToString();
+      waiting.push_back(
+          absl::StrCat(channels_[i]->name(), " (", last_answer[i], ")"));
+    }
+    if (waiting.empty()) return absl::OkStatus();
+    if (absl::Now() + backoff >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "parameter servers not serving: ", absl::StrJoin(waiting, ", ")));
+    }
+    if (!logged) {
+      spdlog::info("waiting for parameter servers: {}",
+                   absl::StrJoin(waiting, ", "));
+      logged = true;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
 }
 
 absl::StatusOr<std::vector<ShardStatus>> ShardedPsClient::Status() {

@@ -65,6 +65,7 @@ class ShardedPsClient : public PsClient {
   ~ShardedPsClient() override;
 
   const Placement& placement() const override { return placement_; }
+  absl::Status AwaitServing(absl::Time deadline) override;
   absl::Status Initialize(
       absl::Span<const NamedConstTensorView> variables) override;
   absl::Status Join() override;
@@ -139,6 +140,8 @@ class ShardedPsClient : public PsClient {
   const ShardedClientOptions options_;
   const Placement placement_;
   const std::vector<std::unique_ptr<ShardChannel>> channels_;
+  // Sent with every Join (JoinRequest.incarnation): random, never 0.
+  const uint64_t incarnation_;
 
   Mutex mu_;
   std::vector<std::unique_ptr<Buffers>> spare_ ABSL_GUARDED_BY(mu_);

@@ -27,6 +27,10 @@ class WrappedChannel final : public ShardChannel {
   std::atomic<int> pushes{0};
   std::atomic<int> pulls{0};
   absl::Status fail;  // set before the calls
+  // Health calls answered UNAVAILABLE before the shard's own answer (a
+  // server that is not up yet); health calls made.
+  std::atomic<int> unreachable_health_calls{0};
+  std::atomic<int> health_calls{0};
   int64_t generation_offset = 0;
 
   const std::string& name() const override { return inner_->name(); }
@@ -61,6 +65,14 @@ class WrappedChannel final : public ShardChannel {
       const wire::CheckpointRequest& r, absl::Time d,
       wire::CheckpointResponse* out) override {
     return Maybe([&] { return inner_->Checkpoint(r, d, out); });
+  }
+  std::unique_ptr<ShardCall> Health(absl::Time d, bool* serving) override {
+    ++health_calls;
+    if (unreachable_health_calls > 0) {
+      --unreachable_health_calls;
+      return FinishedCall(absl::UnavailableError("connection refused"));
+    }
+    return Maybe([&] { return inner_->Health(d, serving); });
   }
   std::unique_ptr<ShardExchange> NewExchange() override {
     return std::make_unique<Exchange>(this, inner_->NewExchange());
@@ -312,6 +324,36 @@ TEST_CASE("sharded: one client, calls from several threads at once") {
     }
     for (std::thread& t : running) t.join();
     CHECK(failures == 0);
+  }
+}
+
+TEST_CASE("sharded: AwaitServing asks until every shard serves") {
+  Cluster cluster;
+  std::unique_ptr<ShardedPsClient> client = cluster.Client(0);
+  SECTION("shards that cannot be reached yet are asked again") {
+    cluster.channels[1]->unreachable_health_calls = 3;
+    REQUIRE(client->AwaitServing(absl::Now() + absl::Seconds(60)).ok());
+    CHECK(cluster.channels[1]->health_calls == 4);
+    // A shard is not asked again once it serves.
+    CHECK(cluster.channels[0]->health_calls == 1);
+  }
+  SECTION("the shards that do not serve by the deadline are named") {
+    cluster.channels[1]->fail = absl::UnavailableError("connection refused");
+    absl::Status s =
+        client->AwaitServing(absl::Now() + absl::Milliseconds(300));
+    CHECK(s.code() == absl::StatusCode::kDeadlineExceeded);
+    CHECK(s.message() ==
+          "parameter servers not serving: shard 1 (UNAVAILABLE: connection "
+          "refused)");
+    CHECK(cluster.channels[1]->health_calls >= 1);
+  }
+  SECTION("a shard that has shut down does not serve") {
+    cluster.shards[0]->Shutdown("over");
+    absl::Status s =
+        client->AwaitServing(absl::Now() + absl::Milliseconds(300));
+    CHECK(s.code() == absl::StatusCode::kDeadlineExceeded);
+    CHECK(s.message() ==
+          "parameter servers not serving: shard 0 (not serving yet)");
   }
 }
 

@@ -84,7 +84,8 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
 absl::Status ShardRequestHandler::Join(const wire::JoinRequest& request,
                                        wire::MembershipResponse* response) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
-  ASSIGN_OR_RETURN(auto reply, shard_->Join(request.worker_id()));
+  ASSIGN_OR_RETURN(auto reply,
+                   shard_->Join(request.worker_id(), request.incarnation()));
   MembershipToProto(reply, response);
   return absl::OkStatus();
 }

@@ -446,13 +446,20 @@ ParameterShard::MembershipReply ParameterShard::MembershipReplyLocked() const {
 }
 
 absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
-    int worker_id) {
+    int worker_id, uint64_t incarnation) {
   MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckOpenLocked());
   RETURN_IF_ERROR(
       Annotate(membership_.CheckWorkerId(worker_id), name_ + ": join: "));
   // A worker that joins can take part after all (started again, fixed).
   failed_workers_.erase(worker_id);
+  if (incarnation != 0) {
+    uint64_t& last = incarnations_[worker_id];
+    // A new process under this id pushes its step anew: what its
+    // predecessor staged would meet its parts as second gradients.
+    if (last != incarnation) staged_.erase(worker_id);
+    last = incarnation;
+  }
   if (membership_.Join(worker_id, absl::Now())) {
     ssp_.Join(worker_id, membership_.LiveWorkers());
   }

@@ -196,7 +196,11 @@ class ParameterShard {
 
   // Membership. Join and Leave are idempotent. A Leave that makes the
   // current sync step complete applies it before returning.
-  absl::StatusOr<MembershipReply> Join(int worker_id);
+  // `incarnation` tells the worker's processes apart (JoinRequest, 0 for
+  // none): a Join with another one than the worker's last drops the parts
+  // it had staged (a process killed between the parts of a push, started
+  // again).
+  absl::StatusOr<MembershipReply> Join(int worker_id, uint64_t incarnation = 0);
   // The stored variables (name, shape) in the shard's order; none before
   // the first Initialize or restore.
   std::vector<std::pair<std::string, std::vector<int64_t>>> Variables() const;
@@ -391,6 +395,8 @@ class ParameterShard {
     int received = 0;
   };
   absl::flat_hash_map<int, StagedPush> staged_ ABSL_GUARDED_BY(mu_);
+  // Each worker's incarnation at its last Join that sent one.
+  absl::flat_hash_map<int, uint64_t> incarnations_ ABSL_GUARDED_BY(mu_);
   // Workers that left with a failure: why (Leave).
   std::map<int, std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
 };

@@ -5,7 +5,8 @@
 // backup workers (aggregated, applied, surplus, stale, refusals, a step
 // completed by a Leave), in async (staleness, its bound, lr scaling) and
 // across a rollback. Staged parts count for nothing until the last part, and
-// a Leave or a rollback drops them; malformed parts are refused naming the
+// a Leave, a rollback or a Join of another process under the worker's id
+// drops them; malformed parts are refused naming the
 // tensor with the shard unchanged.
 #include <catch2/catch.hpp>
 #include <functional>
@@ -211,6 +212,27 @@ TEST_CASE("staged parts count for nothing until the last", "[shard][parts]") {
     auto last = shard->PushPart(0, 0, {g.Bytes()[1]});
     REQUIRE(last.ok());
     CHECK(last->staged);  // the first part is gone
+  }
+  SECTION("a Join of another process under the worker's id drops them") {
+    // The process that staged the first part was killed; the one started
+    // in its place joins and pushes the same step in parts.
+    REQUIRE(shard->Join(0, /*incarnation=*/2).ok());
+    auto first = shard->PushPart(0, 0, {g.Bytes()[0]});
+    REQUIRE(first.ok());
+    CHECK(first->staged);
+    auto last = shard->PushPart(0, 0, {g.Bytes()[1]});
+    REQUIRE(last.ok());
+    CHECK_FALSE(last->staged);
+    CHECK(last->outcome == PushOutcome::kAggregated);
+  }
+  SECTION("a Join of the same process (a lease's renewal) keeps them") {
+    REQUIRE(shard->Join(0, /*incarnation=*/7).ok());
+    REQUIRE(shard->PushPart(0, 0, {g.Bytes()[0]})->staged);
+    REQUIRE(shard->Join(0, /*incarnation=*/7).ok());
+    auto last = shard->PushPart(0, 0, {g.Bytes()[1]});
+    REQUIRE(last.ok());
+    CHECK_FALSE(last->staged);
+    CHECK(last->outcome == PushOutcome::kAggregated);
   }
   SECTION("a part of a newer step replaces them") {
     REQUIRE(shard->Push(1, 0, Gradient(1, 0).Bytes()).ok());

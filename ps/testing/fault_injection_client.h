@@ -171,6 +171,9 @@ class FaultInjectionPsClient final : public PsClient {
   FaultStats stats() const;
 
   const Placement& placement() const override { return inner_->placement(); }
+  absl::Status AwaitServing(absl::Time deadline) override {
+    return inner_->AwaitServing(deadline);
+  }
   absl::Status Initialize(
       absl::Span<const NamedConstTensorView> variables) override;
   absl::Status Join() override;

@@ -142,7 +142,7 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
 };
 
 InProcessShardChannel::InProcessShardChannel(int index, ParameterShard* shard)
-    : name_(absl::StrCat("shard ", index)), handler_(shard) {}
+    : name_(absl::StrCat("shard ", index)), shard_(shard), handler_(shard) {}
 
 std::unique_ptr<ShardCall> InProcessShardChannel::Initialize(
     const wire::InitializeRequest& request, absl::Time /*deadline*/,
@@ -184,6 +184,13 @@ std::unique_ptr<ShardCall> InProcessShardChannel::Checkpoint(
     const wire::CheckpointRequest& request, absl::Time /*deadline*/,
     wire::CheckpointResponse* response) {
   return FinishedCall(handler_.Checkpoint(request, response));
+}
+
+std::unique_ptr<ShardCall> InProcessShardChannel::Health(
+    absl::Time /*deadline*/, bool* serving) {
+  *serving =
+      !shard_->agreeing() && !shard_->AwaitShutdown(absl::InfinitePast());
+  return FinishedCall(absl::OkStatus());
 }
 
 std::unique_ptr<ShardExchange> InProcessShardChannel::NewExchange() {

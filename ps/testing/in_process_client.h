@@ -58,12 +58,17 @@ class InProcessShardChannel final : public ShardChannel {
   std::unique_ptr<ShardCall> Checkpoint(
       const wire::CheckpointRequest& request, absl::Time deadline,
       wire::CheckpointResponse* response) override;
+  // Serving unless the shard is agreeing on a checkpoint or has shut down,
+  // as a ps_server's health service says.
+  std::unique_ptr<ShardCall> Health(absl::Time deadline,
+                                    bool* serving) override;
   std::unique_ptr<ShardExchange> NewExchange() override;
 
  private:
   class Exchange;
 
   const std::string name_;
+  ParameterShard* const shard_;
   ShardRequestHandler handler_;
 };
 

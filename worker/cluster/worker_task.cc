@@ -19,7 +19,6 @@
 #include "worker/models/registry.h"
 #include "worker/paths.h"
 #include "worker/session/metric_sinks.h"
-#include "worker/session/server_wait.h"
 #include "worker/session/task_files.h"
 #include "worker/session/worker_metrics.h"
 
@@ -74,8 +73,6 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
   // A ps host name that does not resolve is a typo, not a server to wait
   // for: named with its task.
   RETURN_IF_ERROR(CheckPsAddressesResolve(config));
-  RETURN_IF_ERROR(WaitForServers(w.client.addresses, w.client.security,
-                                 absl::Now() + w.loop.start_timeout));
   std::unique_ptr<ps::GrpcPsClient>& client = *client_out;
   ASSIGN_OR_RETURN(
       const std::string run_dir,

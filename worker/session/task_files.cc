@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -10,9 +11,37 @@
 #include "spdlog/spdlog.h"
 #include "worker/paths.h"
 #include "worker/session/resync.h"
-#include "worker/session/server_wait.h"
 
 namespace psgd {
+
+namespace {
+
+// The run directory the chief sent with its Initialize, asking the servers
+// (Status) until they have one. DEADLINE_EXCEEDED when none has by
+// `deadline` (the chief has not started, or was given none).
+absl::StatusOr<std::string> AwaitRunDir(ps::PsClient* client,
+                                        absl::Time deadline) {
+  for (;;) {
+    absl::StatusOr<std::vector<ps::ShardStatus>> status = client->Status();
+    if (!status.ok() && !absl::IsUnavailable(status.status())) {
+      return status.status();
+    }
+    if (status.ok()) {
+      for (const ps::ShardStatus& s : *status) {
+        if (!s.run_dir.empty()) return s.run_dir;
+      }
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          "the servers have no run directory yet: the chief (worker:0) has "
+          "not initialised them; pass --run_dir to every task to write "
+          "without it");
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+}  // namespace
 
 void ReportWorkerFailure(ps::PsClient* client,
                          const ps::GrpcClientOptions& options,
@@ -59,6 +88,7 @@ absl::StatusOr<std::string> OpenRunDir(
   }
   client_options->run_dir = run_dir;
   ASSIGN_OR_RETURN(*client, ps::GrpcPsClient::Create(*client_options));
+  RETURN_IF_ERROR((*client)->AwaitServing(absl::Now() + start_timeout));
   if (run_dir.empty()) {
     ASSIGN_OR_RETURN(run_dir,
                      AwaitRunDir(client->get(), absl::Now() + start_timeout));

@@ -24,10 +24,12 @@ namespace psgd {
 // chief's RUN_ROOT/NAME-TIMESTAMP, which it sends with Initialize and the
 // servers pass on to everyone else (a non-chief waits up to
 // `start_timeout` for it). Creates the client from `client_options` on the
-// way (it carries the chief's choice in run_dir). The chief copies
-// `config_path` into the directory as config.pbtxt. Errors: the client's,
-// DEADLINE_EXCEEDED when no run directory comes, a directory or file that
-// cannot be written.
+// way (it carries the chief's choice in run_dir) and waits, up to
+// `start_timeout`, until every server serves (PsClient::AwaitServing). The
+// chief copies `config_path` into the directory as config.pbtxt. Errors: the
+// client's, DEADLINE_EXCEEDED naming the servers that did not serve in time
+// or when no run directory comes, a directory or file that cannot be
+// written.
 // A worker task that cannot go on (its model is not the cluster's, its data
 // or a file cannot be read, ...) tells the servers why (PsClient::
 // LeaveFailed), so that the chief ends the job with that reason at once
