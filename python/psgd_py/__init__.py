@@ -27,10 +27,36 @@ nothing to the servers.
 """
 
 import enum
+import sys
 import time
 import typing
 
-from psgd import _psgd
+from psgd import _build_info
+
+__version__ = "0.1.0"
+
+
+def _load_extension():
+    """The extension, or an ImportError that says what to run instead."""
+    built_for = _build_info.PYTHON_VERSION
+    running = "%d.%d" % sys.version_info[:2]
+    if (sys.implementation.name != _build_info.IMPLEMENTATION or
+            running != built_for):
+        raise ImportError(
+            f"psgd's extension is built for {_build_info.IMPLEMENTATION} "
+            f"{built_for} ({_build_info.PYTHON}); this is "
+            f"{sys.implementation.name} {running} ({sys.executable}): run "
+            f"{_build_info.PYTHON}, or a virtual environment made from it")
+    try:
+        from psgd import _psgd  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ImportError(
+            f"psgd's extension does not load under {sys.executable}: {e} "
+            "(scripts/setup.sh installs the shared libraries it links)") from e
+    return _psgd
+
+
+_psgd = _load_extension()
 
 __all__ = [
     "Session", "StepOutcome", "PushOutcome", "Error", "InvalidArgumentError",

@@ -34,9 +34,17 @@ be float32. CUDA modules are staged through pinned host buffers; that path
 is untested here (no GPU).
 """
 
+import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError as _e:
+    raise ImportError(
+        f"psgd.torch needs PyTorch, which {sys.executable} cannot import "
+        f"({_e}): Debian's python3-torch (scripts/setup.sh installs it) is "
+        "for /usr/bin/python3 and the virtual environments made from it with "
+        "--system-site-packages") from _e
 
 import psgd
 

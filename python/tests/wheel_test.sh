@@ -1,0 +1,64 @@
+#!/bin/bash
+# The psgd wheel as a user installs it (docs/PYTHON.md, "Installing"):
+# python/wheel/wheel.py packs the built package; a virtual environment made
+# from Debian's /usr/bin/python3 with its system packages (numpy, torch)
+# pip-installs it offline; `python -m psgd` there says the extension loads
+# and names torch; psgd.torch imports. An interpreter the extension is not
+# built for is refused with a message naming the one it needs, and one
+# without torch gets a message saying where torch is.
+set -euo pipefail
+RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
+tmp=${TEST_TMPDIR:?}
+unset PYTHONPATH
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+wheel=$(/usr/bin/python3 "$RUNFILES/python/wheel/wheel.py" \
+  "$RUNFILES/python/psgd" "$tmp/dist")
+case "$(basename "$wheel")" in
+  psgd-*-cp311-cp311-linux_*.whl) ;;
+  *) fail "wheel name $(basename "$wheel"): not tagged for CPython 3.11" ;;
+esac
+
+/usr/bin/python3 -m venv --system-site-packages "$tmp/v"
+"$tmp/v/bin/pip" install --no-index --quiet "$wheel" ||
+  fail "pip install $wheel into a venv with the system's packages"
+cd "$tmp"
+out=$("$tmp/v/bin/python" -m psgd)
+echo "$out"
+grep -q '^psgd 0\.' <<<"$out" || fail "no version line"
+grep -q "^psgd .*($tmp/v/lib/python3.11/site-packages/psgd)" <<<"$out" ||
+  fail "psgd is not the installed one"
+grep -q "^interpreter: cpython 3.11.* ($tmp/v/bin/python)" <<<"$out" ||
+  fail "no interpreter line"
+grep -q '^extension: loads' <<<"$out" || fail "the extension does not load"
+grep -q '^torch: [0-9]' <<<"$out" || fail "no torch line"
+"$tmp/v/bin/python" -c "import psgd.torch, psgd.models" ||
+  fail "psgd.torch does not import from the venv"
+"$tmp/v/bin/pip" show -f psgd | grep -q "psgd/_psgd.so" ||
+  fail "pip does not list the extension"
+
+# Built for another interpreter: refused, naming it.
+cp -r "$tmp/v/lib/python3.11/site-packages/psgd" "$tmp/other"
+mkdir -p "$tmp/elsewhere" && mv "$tmp/other" "$tmp/elsewhere/psgd"
+sed -i "s/^PYTHON_VERSION = .*/PYTHON_VERSION = '3.99'/; s|^PYTHON = .*|PYTHON = '/opt/python3.99/bin/python3'|" \
+  "$tmp/elsewhere/psgd/_build_info.py"
+if err=$(PYTHONPATH=$tmp/elsewhere /usr/bin/python3 -c "import psgd" 2>&1); then
+  fail "psgd built for 3.99 imported under 3.11"
+fi
+echo "$err" | tail -1
+grep -q "built for cpython 3.99 (/opt/python3.99/bin/python3); this is cpython 3.11 (/usr/bin/python3)" <<<"$err" ||
+  fail "the refusal does not name both interpreters: $err"
+
+# An interpreter without torch (a venv without the system's packages):
+# psgd.torch says where torch is.
+/usr/bin/python3 -m venv "$tmp/bare"
+if err=$(PYTHONPATH=$tmp/v/lib/python3.11/site-packages "$tmp/bare/bin/python" -S -c "
+import sys
+sys.path = [p for p in sys.path if 'dist-packages' not in p]
+import psgd.torch" 2>&1); then
+  fail "psgd.torch imported without torch"
+fi
+echo "$err" | tail -1
+grep -q "psgd.torch needs PyTorch, which $tmp/bare/bin/python cannot import\|psgd's extension does not load under $tmp/bare/bin/python" <<<"$err" ||
+  fail "no clear error without torch: $err"
+echo "PASS"
