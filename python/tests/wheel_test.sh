@@ -34,8 +34,8 @@ grep -q '^extension: loads' <<<"$out" || fail "the extension does not load"
 grep -q '^torch: [0-9]' <<<"$out" || fail "no torch line"
 "$tmp/v/bin/python" -c "import psgd.torch, psgd.models" ||
   fail "psgd.torch does not import from the venv"
-"$tmp/v/bin/pip" show -f psgd | grep -q "psgd/_psgd.so" ||
-  fail "pip does not list the extension"
+files=$("$tmp/v/bin/pip" show -f psgd)
+grep -q "psgd/_psgd.so" <<<"$files" || fail "pip does not list the extension"
 
 # Built for another interpreter: refused, naming it.
 cp -r "$tmp/v/lib/python3.11/site-packages/psgd" "$tmp/other"
