@@ -53,13 +53,14 @@ ExternalWorker::ExternalWorker(ExternalWorkerOptions options,
     : options_(std::move(options)),
       config_(std::move(config)),
       task_(task),
-      settings_(std::move(settings)),
-      start_(absl::Now()) {}
+      settings_(std::move(settings)) {}
 
 ExternalWorker::~ExternalWorker() {
-  if (session_ != nullptr && !left_ && !servers_gone_) {
-    session_->Leave().IgnoreError();
-  }
+  if (session_ != nullptr && !run_->left()) session_->Leave().IgnoreError();
+}
+
+const ClusterWorkerResult& ExternalWorker::result() const {
+  return run_ == nullptr ? empty_result_ : run_->result();
 }
 
 absl::Status ExternalWorker::CheckVariables(
@@ -131,20 +132,10 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
   }
   auto session = std::make_unique<WorkerSession>(
       client_.get(), variables_, std::move(variables), settings_.session);
-  if (settings_.chief) {
-    chief_ = std::make_unique<Chief>(session.get(), settings_.chief_options);
-    RETURN_IF_ERROR(session->Initialize(initial));
-  }
-  absl::Status started = session->Start();
-  // Workers that failed to take part (CheckWorkerFailures): the chief ends
-  // the job.
-  if (chief_ != nullptr && absl::IsFailedPrecondition(started)) {
-    return chief_->EndJob(started);
-  }
-  RETURN_IF_ERROR(started);
-  session_ = std::move(session);
-  start_ = absl::Now();
+  WorkerSession* const joining = session.get();
   last_bytes_ = client_->payload_bytes();
+  RETURN_IF_ERROR(run_->Start(std::move(session), initial));
+  session_ = joining;
   return absl::OkStatus();
 }
 
@@ -160,11 +151,29 @@ absl::Status ExternalWorker::OpenSinks(int64_t total_batches) {
   }
   sinks_ = std::make_unique<MetricSinks>(task_.ToString(), jsonl_.get(),
                                          events_.get(), nullptr);
-  RunEnds ends;
-  ends.max_steps = settings_.max_steps;
-  ends.max_seconds = absl::ToDoubleSeconds(settings_.max_time);
-  ends.total_batches = total_batches;
-  progress_ = std::make_unique<ProgressLog>(options_.log_every, ends);
+  TaskRunOptions o;
+  o.name = task_.ToString();
+  o.ends.max_steps = settings_.max_steps;
+  o.ends.max_seconds = absl::ToDoubleSeconds(settings_.max_time);
+  o.ends.total_batches = total_batches;
+  o.log_every = options_.log_every;
+  o.chief = settings_.chief;
+  o.chief_options = settings_.chief_options;
+  RunCallbacks callbacks;
+  // The payload of each step's pushes and pulls, from the client's
+  // counters, beside the step's record.
+  callbacks.on_step = [this](const StepRecord& r) {
+    const ps::GrpcPsClient::PayloadBytes now = client_->payload_bytes();
+    StepContext c;
+    c.sent_bytes = now.sent - last_bytes_.sent;
+    c.received_bytes = now.received - last_bytes_.received;
+    last_bytes_ = now;
+    return sinks_->WriteStep(r, c);
+  };
+  callbacks.on_eval = [this](const EvalRecord& e) {
+    return sinks_->WriteEval(e);
+  };
+  run_ = std::make_unique<TaskRun>(std::move(o), std::move(callbacks));
   return absl::OkStatus();
 }
 
@@ -186,12 +195,15 @@ absl::Status ExternalWorker::CheckJoined() const {
   if (session_ == nullptr) {
     return absl::FailedPreconditionError("the worker has not joined (join)");
   }
-  if (left_) return absl::FailedPreconditionError("the worker has left");
+  if (run_->left()) {
+    return absl::FailedPreconditionError("the worker has left");
+  }
   return absl::OkStatus();
 }
 
 int64_t ExternalWorker::step() const {
-  if (left_) return result_.final_global_step;  // the chief's: the newest
+  // The chief's: the newest.
+  if (run_ != nullptr && run_->left()) return run_->result().final_global_step;
   return session_ == nullptr ? 0 : GlobalStep(session_->version());
 }
 
@@ -201,11 +213,7 @@ int64_t ExternalWorker::generation() const {
 
 std::string ExternalWorker::StopReason() const {
   if (session_ == nullptr) return "";
-  RunEnds ends;
-  ends.max_steps = settings_.max_steps;
-  ends.max_seconds = absl::ToDoubleSeconds(settings_.max_time);
-  return psgd::StopReason(ends, GlobalStep(session_->ahead_version()),
-                          absl::Now() - start_);
+  return run_->StopReason(session_->ahead_version());
 }
 
 absl::Status ExternalWorker::CheckGradients(
@@ -296,26 +304,28 @@ absl::Status ExternalWorker::SettlePulls() {
   return session_->SettlePulls();
 }
 
+absl::StatusOr<TaskRun::Next> ExternalWorker::BeforeStep() {
+  RETURN_IF_ERROR(CheckJoined());
+  return run_->BeforeStep();
+}
+
 bool ExternalWorker::EvalDue() const {
-  return chief_ != nullptr && chief_->EvalDue(session_->version());
+  return session_ != nullptr && run_->EvalDue();
 }
 
 void ExternalWorker::Evaluated() {
-  if (chief_ != nullptr) chief_->Evaluated(GlobalStep(session_->version()));
+  if (session_ != nullptr) run_->Evaluated(GlobalStep(session_->version()));
 }
 
 absl::Status ExternalWorker::MaybeRequestCheckpoint() {
-  if (chief_ == nullptr) return absl::OkStatus();
-  RETURN_IF_ERROR(chief_->CheckWorkers());
-  chief_->MaybeRequestCheckpoint(session_->ahead_version());
-  return absl::OkStatus();
+  if (session_ == nullptr) return absl::OkStatus();
+  return run_->ChiefDuties();
 }
 
 absl::Status ExternalWorker::RecordStep(const StepStats& stats,
                                         const StepTimings& timings) {
   RETURN_IF_ERROR(CheckJoined());
   StepRecord r;
-  r.local_step = ++result_.local_steps;
   r.global_step = stats.global_step;
   r.epoch = stats.epoch;
   r.batch_size = stats.batch_size;
@@ -324,28 +334,12 @@ absl::Status ExternalWorker::RecordStep(const StepStats& stats,
   r.train_accuracy = stats.train_accuracy;
   r.outcome = last_push_.outcome;
   r.staleness = last_push_.staleness;
-  timings.Fill(session_->version().server_wait, start_, &r);
-  result_.outcomes[r.outcome]++;
-  step_seconds_ += r.step_s;
-  images_ += stats.batch_size;
-  const ps::GrpcPsClient::PayloadBytes now = client_->payload_bytes();
-  StepContext c;
-  c.sent_bytes = now.sent - last_bytes_.sent;
-  c.received_bytes = now.received - last_bytes_.received;
-  last_bytes_ = now;
-  RETURN_IF_ERROR(sinks_->WriteStep(r, c));
-  progress_->Add(r, GlobalStep(session_->version()), stats.batches_done);
-  return absl::OkStatus();
+  return run_->RecordStep(&r, timings, stats.batches_done);
 }
 
 absl::Status ExternalWorker::RecordEval(EvalRecord record) {
   if (session_ == nullptr) return CheckJoined();
-  record.wall_time_s = absl::ToDoubleSeconds(absl::Now() - start_);
-  spdlog::info("step {}: test accuracy {:.4f}, test loss {:.4f} ({} images{})",
-               record.global_step, record.test_accuracy, record.test_loss,
-               record.examples, record.final ? ", final" : "");
-  result_.evals.push_back(record);
-  return sinks_->WriteEval(record);
+  return run_->RecordEval(std::move(record));
 }
 
 absl::StatusOr<std::vector<ps::ShardStatus>> ExternalWorker::Status() {
@@ -355,40 +349,21 @@ absl::StatusOr<std::vector<ps::ShardStatus>> ExternalWorker::Status() {
 
 absl::Status ExternalWorker::Leave() {
   RETURN_IF_ERROR(CheckJoined());
-  left_ = true;
-  absl::Status left = session_->Leave();
-  result_.final_global_step = GlobalStep(session_->version());
-  servers_gone_ = absl::IsCancelled(left);
-  if (!left.ok() && !servers_gone_) return left;
-  if (chief_ == nullptr || servers_gone_) return absl::OkStatus();
-  RETURN_IF_ERROR(chief_->AwaitOthersLeft());
-  // The final weights, without waiting for a step.
-  ASSIGN_OR_RETURN(latest_, session_->PullLatest());
-  result_.final_global_step = GlobalStep(latest_);
-  return absl::OkStatus();
+  return run_->Leave();
 }
 
 absl::Status ExternalWorker::Finish(const std::string& end_reason) {
-  if (session_ == nullptr || !left_) {
+  if (session_ == nullptr || !run_->left()) {
     return absl::FailedPreconditionError("Finish comes after Leave");
   }
-  result_.end_reason = end_reason;
-  spdlog::info("{} stops after {} steps: {}", task_.ToString(),
-               result_.local_steps, end_reason);
-  if (chief_ != nullptr && !servers_gone_) {
-    ASSIGN_OR_RETURN(result_.server_status, chief_->ShutDownServers(latest_));
-  }
-  result_.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
-  result_.images_per_s = step_seconds_ > 0 ? images_ / step_seconds_ : 0.0;
-  result_.recoveries = session_->recovery().recoveries();
-  result_.unaligned_steps = session_->unaligned_steps();
+  RETURN_IF_ERROR(run_->Finish(end_reason));
   const std::string task = task_.ToString();
   RETURN_IF_ERROR(WriteJsonFile(
       absl::StrCat(run_dir_, "/worker-", task_.index, ".summary.json"),
-      WorkerSummary(task, result_)));
-  if (chief_ != nullptr) {
+      WorkerSummary(task, run_->result())));
+  if (settings_.chief) {
     RETURN_IF_ERROR(WriteJsonFile(run_dir_ + "/summary.json",
-                                  RunSummary(config_, result_)));
+                                  RunSummary(config_, run_->result())));
   }
   return absl::OkStatus();
 }

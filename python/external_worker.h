@@ -2,10 +2,13 @@
 // python/psgd_py/): the config and task resolved as the daemons resolve
 // them, the servers awaited, the run directory and metric sinks of the C++
 // worker (worker-J.jsonl, the chief's TensorBoard events and summary.json;
-// worker/session/task_files.h, metric_sinks.h), the session
-// (worker/session/worker_session.h) over the caller's weight buffers, and
-// the chief's duties (worker/session/chief.h). The caller's loop computes
-// the gradients; python/module.cc is the thin binding over this class.
+// worker/session/task_files.h, metric_sinks.h), and the run of every worker
+// front end (worker/session/task_run.h: the session over the caller's
+// weight buffers, stop reasons, the chief's duties, the records, leave and
+// finish). What it adds: the checks of the caller's variables and
+// gradients, and the calls one at a time that a Python loop makes. The
+// caller's loop computes the gradients; python/module.cc is the thin
+// binding over this class.
 //
 //   auto w = *ExternalWorker::Create(options);      // no network yet
 //   w->Join(variables);        // chief: initialise; all: first weights
@@ -42,11 +45,10 @@
 #include "common/event_file.h"
 #include "common/metrics.h"
 #include "ps/client/grpc_client.h"
-#include "worker/session/chief.h"
 #include "worker/session/metric_sinks.h"
-#include "worker/session/progress.h"
 #include "worker/session/records.h"
 #include "worker/session/session_config.h"
+#include "worker/session/task_run.h"
 #include "worker/session/worker_session.h"
 
 namespace psgd {
@@ -122,8 +124,16 @@ class ExternalWorker {
   bool pulls_in_flight() const;
   absl::Status SettlePulls();
 
-  // Chief: an evaluation is due at the current weights; Evaluated() after
-  // it. A checkpoint asked for when due.
+  // Before a step, as the C++ worker's (TaskRun::BeforeStep): pulls in
+  // flight settled when the worker stops or the chief evaluates next; why
+  // the worker stops ("" to go on); the chief's duties; whether the chief
+  // evaluates now (then RecordEval). CANCELLED is a stop
+  // (kServersShutDown), not an error.
+  absl::StatusOr<TaskRun::Next> BeforeStep();
+
+  // The parts of BeforeStep, one at a time. Chief: an evaluation is due at
+  // the current weights; Evaluated() after it. A checkpoint asked for when
+  // due.
   bool EvalDue() const;
   void Evaluated();
   // Also the chief's check of failed workers (Chief::CheckWorkers): its
@@ -152,7 +162,7 @@ class ExternalWorker {
   absl::Status Leave();
   // After Leave: the chief's final checkpoint and Shutdown; the summaries.
   absl::Status Finish(const std::string& end_reason);
-  const ClusterWorkerResult& result() const { return result_; }
+  const ClusterWorkerResult& result() const;
 
  private:
   ExternalWorker(ExternalWorkerOptions options, ClusterConfig config,
@@ -161,31 +171,25 @@ class ExternalWorker {
   absl::Status CheckGradients(
       int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) const;
   absl::Status CheckVariables(const std::vector<VariableSpec>& mine);
+  // The sinks and the run (not started).
   absl::Status OpenSinks(int64_t total_batches);
 
   const ExternalWorkerOptions options_;
   const ClusterConfig config_;
   const TaskId task_;
   const SessionTaskConfig settings_;
-  absl::Time start_;
   std::vector<VariableSpec> variables_;
   std::string run_dir_;
   std::unique_ptr<ps::GrpcPsClient> client_;
-  std::unique_ptr<WorkerSession> session_;
-  std::unique_ptr<Chief> chief_;  // the chief only
   std::unique_ptr<MetricsWriter> jsonl_;
   std::unique_ptr<EventFileWriter> events_;  // the chief only
   std::unique_ptr<MetricSinks> sinks_;
-  std::unique_ptr<ProgressLog> progress_;
+  std::unique_ptr<TaskRun> run_;      // made by Join
+  WorkerSession* session_ = nullptr;  // run_'s, once joined
   ps::GrpcPsClient::PayloadBytes last_bytes_;
   PushOutcome last_push_;
-  ps::ModelVersion latest_;  // the chief's final weights (Leave)
-  bool pushed_ = false;      // a push since the last pull
-  bool left_ = false;
-  bool servers_gone_ = false;
-  double step_seconds_ = 0.0;
-  int64_t images_ = 0;
-  ClusterWorkerResult result_;
+  bool pushed_ = false;               // a push since the last pull
+  ClusterWorkerResult empty_result_;  // before Join
 };
 
 }  // namespace psgd

@@ -450,6 +450,16 @@ PYBIND11_MODULE(_psgd, m) {
           "settle_pulls",
           [](PyWorker& p) { psgd::ThrowIfError(p.w().SettlePulls()); },
           Release())
+      .def("before_step",
+           [](PyWorker& p) {
+             absl::StatusOr<psgd::TaskRun::Next> next;
+             {
+               py::gil_scoped_release release;
+               next = p.w().BeforeStep();
+             }
+             psgd::ThrowIfError(next.status());
+             return py::make_tuple(next->stop, next->evaluate);
+           })
       .def("eval_due", [](PyWorker& p) { return p.w().EvalDue(); })
       .def("evaluated", [](PyWorker& p) { p.w().Evaluated(); })
       .def(

@@ -263,6 +263,15 @@ class Session:
         """Overlap: the pulls in flight, if any, finished."""
         self._w.settle_pulls()
 
+    def before_step(self):
+        """What the C++ worker does before each step, in one call: pulls in
+        flight settled when training stops or the chief evaluates next; the
+        chief's duties (failed workers, checkpoint requests). Returns
+        (stop, evaluate): why training stops ("reached step N", the time
+        budget spent, the servers shut down) or "" to go on, and whether the
+        chief evaluates the current weights now (then record_eval)."""
+        return self._w.before_step()
+
     def stop_reason(self):
         """Why training stops before the next step ("reached step N", the
         time budget spent), or "" to go on."""

@@ -315,24 +315,18 @@ class Worker:
 
     def _before_step(self, evaluate):
         s = self.session
-        if s.stop_reason() or (s.chief and s.eval_due()):
-            self._settle()
-        reason = s.stop_reason()
+        in_flight = s.pulls_in_flight
+        reason, evaluate_now = s.before_step()
+        if in_flight and not s.pulls_in_flight:
+            self._to_device()  # the settled pulls' weights
         if reason:
             return reason
-        if s.chief:
-            s.maybe_request_checkpoint()
-            if s.eval_due() and evaluate is not None:
-                t0 = time.time()
-                acc, loss, n = evaluate(self.module)
-                s.record_eval(s.step, accuracy=acc, loss=loss, examples=n,
-                              seconds=time.time() - t0)
+        if evaluate_now and evaluate is not None:
+            t0 = time.time()
+            acc, loss, n = evaluate(self.module)
+            s.record_eval(s.step, accuracy=acc, loss=loss, examples=n,
+                          seconds=time.time() - t0)
         return ""
-
-    def _settle(self):
-        if self.session.pulls_in_flight:
-            self.session.settle_pulls()
-            self._to_device()
 
     def _step(self, inputs, targets, loss_fn, accuracy):
         """Forward, backward, push. Returns (stop reason, stats)."""

@@ -15,8 +15,6 @@
 namespace psgd {
 namespace {
 
-constexpr char kServersShutDown[] = "the servers shut down (training is over)";
-
 std::vector<ps::NamedConstTensorView> ConstViews(const NamedTensors& tensors) {
   std::vector<ps::NamedConstTensorView> views;
   views.reserve(tensors.size());
@@ -73,16 +71,19 @@ absl::StatusOr<ClusterWorkerResult> ClusterWorker::Run() {
     if (!stepped) break;
   }
   RETURN_IF_ERROR(Finish());
-  return result_;
+  return run_->result();
 }
 
 absl::Status ClusterWorker::Start() {
-  start_ = absl::Now();
-  RunEnds ends;
-  ends.max_steps = options_.max_steps;
-  ends.max_seconds = absl::ToDoubleSeconds(options_.max_time);
-  ends.total_batches = train_->epochs() * train_->batches_per_epoch();
-  progress_ = std::make_unique<ProgressLog>(options_.log_every, ends);
+  TaskRunOptions o;
+  o.name = absl::StrCat("worker:", options_.worker_id);
+  o.ends.max_steps = options_.max_steps;
+  o.ends.max_seconds = absl::ToDoubleSeconds(options_.max_time);
+  o.ends.total_batches = train_->epochs() * train_->batches_per_epoch();
+  o.log_every = options_.log_every;
+  o.chief = options_.chief;
+  o.chief_options = static_cast<const ChiefOptions&>(options_);
+  run_ = std::make_unique<TaskRun>(std::move(o), callbacks_);
   weights_ = InitialValues(model_->variables(), options_.seed);
   std::vector<VariableSpec> variables = model_->variables();
   std::vector<ps::NamedTensorView> buffers;
@@ -90,54 +91,29 @@ absl::Status ClusterWorker::Start() {
     buffers.push_back({v.name, weights_.at(v.name).view()});
   }
   RETURN_IF_ERROR(statistics_.Prepare(&variables, &buffers));
-  session_ = std::make_unique<WorkerSession>(client_, std::move(variables),
-                                             std::move(buffers), options_);
+  auto session = std::make_unique<WorkerSession>(client_, std::move(variables),
+                                                 std::move(buffers), options_);
+  session_ = session.get();
+  std::vector<ps::NamedConstTensorView> initial;
   if (options_.chief) {
-    chief_ = std::make_unique<Chief>(session_.get(), options_);
-    std::vector<ps::NamedConstTensorView> initial = ConstViews(weights_);
+    initial = ConstViews(weights_);
     statistics_.AppendInitial(&initial);
-    RETURN_IF_ERROR(session_->Initialize(initial));
   }
-  absl::Status started = session_->Start();
-  // Workers that failed to take part (CheckWorkerFailures): the chief ends
-  // the job.
-  if (chief_ != nullptr && absl::IsFailedPrecondition(started)) {
-    return chief_->EndJob(started);
-  }
-  return started;
-}
-
-std::string ClusterWorker::StopReason(const ps::ModelVersion& version) const {
-  RunEnds ends;
-  ends.max_steps = options_.max_steps;
-  ends.max_seconds = absl::ToDoubleSeconds(options_.max_time);
-  return psgd::StopReason(ends, GlobalStep(version), absl::Now() - start_);
+  return run_->Start(std::move(session), initial);
 }
 
 bool ClusterWorker::End(std::string reason) {
-  result_.end_reason = std::move(reason);
+  end_reason_ = std::move(reason);
   return false;
 }
 
 absl::StatusOr<bool> ClusterWorker::BeforeStep() {
-  // With pulls in flight (overlap), settle them first when the worker
-  // stops or the chief evaluates: both need the weights themselves.
-  const ps::ModelVersion& ahead = session_->ahead_version();
-  if (!StopReason(ahead).empty() ||
-      (chief_ != nullptr && chief_->EvalDue(ahead))) {
-    absl::Status settled = session_->SettlePulls();
-    if (absl::IsCancelled(settled)) return End(kServersShutDown);
-    RETURN_IF_ERROR(settled);
-  }
-  const std::string stop = StopReason(session_->version());
-  if (!stop.empty()) return End(stop);
-  if (chief_ == nullptr) return true;
-  RETURN_IF_ERROR(chief_->CheckWorkers());
-  chief_->MaybeRequestCheckpoint(session_->ahead_version());
-  const int64_t global_step = GlobalStep(session_->version());
-  if (chief_->EvalDue(session_->version())) {
+  ASSIGN_OR_RETURN(const TaskRun::Next next, run_->BeforeStep());
+  if (!next.stop.empty()) return End(next.stop);
+  if (next.evaluate) {
+    const int64_t global_step = GlobalStep(session_->version());
     RETURN_IF_ERROR(Evaluate(global_step, /*final=*/false));
-    chief_->Evaluated(global_step);
+    run_->Evaluated(global_step);
   }
   return true;
 }
@@ -154,7 +130,7 @@ absl::StatusOr<bool> ClusterWorker::Step() {
   absl::StatusOr<std::optional<Computed>> c = ComputeAndPush(*batch);
   if (absl::IsCancelled(c.status())) return End(kServersShutDown);
   RETURN_IF_ERROR(c.status());
-  if (!c->has_value()) return End(StopReason(session_->version()));
+  if (!c->has_value()) return End(run_->StopReason(session_->version()));
   const Computed& computed = **c;
   StepRecord rec;
   rec.global_step = GlobalStep(session_->version());
@@ -174,11 +150,11 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
   if (options_.overlap) {
     OverlapStep step{
         model_,
-        session_.get(),
+        session_,
         &statistics_,
         &weights_,
         &gradients_,
-        [this] { return !StopReason(session_->version()).empty(); },
+        [this] { return !run_->StopReason(session_->version()).empty(); },
         options_.worker_id};
     ASSIGN_OR_RETURN(const bool overlapped,
                      ComputeOverlapped(step, batch, &c.result));
@@ -191,7 +167,7 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
     // pulled whole again, maybe of a later step than the groups': the
     // worker stops there as it would have before computing, else this step
     // goes on as without overlap.
-    if (!StopReason(session_->version()).empty()) return std::nullopt;
+    if (!run_->StopReason(session_->version()).empty()) return std::nullopt;
   }
   ASSIGN_OR_RETURN(
       c.result, model_->ComputeGradients(ViewsOf(weights_), batch.images.view(),
@@ -210,8 +186,6 @@ std::vector<ps::NamedConstTensorView> ClusterWorker::PushViews() const {
 
 absl::Status ClusterWorker::Record(StepRecord* rec, const Computed& c,
                                    const Batch& batch, const StepTimings& t) {
-  ++result_.local_steps;
-  rec->local_step = result_.local_steps;
   rec->epoch = batch.epoch;
   rec->batch_size = c.result.examples;
   rec->loss = c.result.loss;
@@ -219,15 +193,9 @@ absl::Status ClusterWorker::Record(StepRecord* rec, const Computed& c,
   rec->train_accuracy = c.result.accuracy();
   rec->outcome = c.pushed.outcome;
   rec->staleness = c.pushed.staleness;
-  t.Fill(session_->version().server_wait, start_, rec);
-  result_.outcomes[rec->outcome]++;
-  step_seconds_ += rec->step_s;
-  images_ += c.result.examples;
-  RETURN_IF_ERROR(statistics_.AfterStep(result_.local_steps));
-  if (callbacks_.on_step) RETURN_IF_ERROR(callbacks_.on_step(*rec));
-  progress_->Add(*rec, GlobalStep(session_->version()),
-                 batch.epoch * train_->batches_per_epoch() + batch.index + 1);
-  return absl::OkStatus();
+  RETURN_IF_ERROR(run_->RecordStep(
+      rec, t, batch.epoch * train_->batches_per_epoch() + batch.index + 1));
+  return statistics_.AfterStep(run_->result().local_steps);
 }
 
 absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
@@ -253,43 +221,20 @@ absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
   e.test_loss = r.loss;
   e.examples = r.examples;
   e.final = final;
-  const absl::Time t1 = absl::Now();
-  e.eval_s = absl::ToDoubleSeconds(t1 - t0);
-  e.wall_time_s = absl::ToDoubleSeconds(t1 - start_);
-  spdlog::info("step {}: test accuracy {:.4f}, test loss {:.4f} ({} images{})",
-               global_step, e.test_accuracy, e.test_loss, e.examples,
-               final ? ", final" : "");
-  result_.evals.push_back(e);
-  if (callbacks_.on_eval) return callbacks_.on_eval(e);
-  return absl::OkStatus();
+  e.eval_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  return run_->RecordEval(e);
 }
 
 absl::Status ClusterWorker::Finish() {
   // Leave before anything else, so that no sync step waits for this worker
   // (pulls still in flight end first).
-  absl::Status left = session_->Leave();
+  absl::Status left = run_->Leave();
   RETURN_IF_ERROR(statistics_.Save());
-  result_.final_global_step = GlobalStep(session_->version());
-  spdlog::info("worker {} stops after {} steps: {}", options_.worker_id,
-               result_.local_steps, result_.end_reason);
-  const bool servers_gone = absl::IsCancelled(left);
-  if (!left.ok() && !servers_gone) return left;
-  if (chief_ != nullptr && !servers_gone) RETURN_IF_ERROR(FinishAsChief());
-  result_.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
-  result_.images_per_s = step_seconds_ > 0 ? images_ / step_seconds_ : 0.0;
-  result_.recoveries = session_->recovery().recoveries();
-  result_.unaligned_steps = session_->unaligned_steps();
-  return absl::OkStatus();
-}
-
-absl::Status ClusterWorker::FinishAsChief() {
-  RETURN_IF_ERROR(chief_->AwaitOthersLeft());
-  // The final weights, without waiting for a step.
-  ASSIGN_OR_RETURN(const ps::ModelVersion latest, session_->PullLatest());
-  result_.final_global_step = GlobalStep(latest);
-  RETURN_IF_ERROR(Evaluate(result_.final_global_step, /*final=*/true));
-  ASSIGN_OR_RETURN(result_.server_status, chief_->ShutDownServers(latest));
-  return absl::OkStatus();
+  RETURN_IF_ERROR(left);
+  if (run_->chief() != nullptr && !run_->servers_gone()) {
+    RETURN_IF_ERROR(Evaluate(run_->result().final_global_step, /*final=*/true));
+  }
+  return run_->Finish(end_reason_);
 }
 
 }  // namespace psgd

@@ -1,20 +1,12 @@
-// The worker loop of a cluster: a WorkerSession (worker/session/
-// worker_session.h: join, pull, push, typed outcomes, recovery, overlap)
-// plus a Model and a Batcher. Per step: the next batch, forward and
-// backward, the push, the pull of the next weights, a StepRecord
-// (worker/session/records.h) with the step's time split into input,
-// compute, push, pull and wait.
-//
-// The chief (worker 0) also initialises the variables on the servers, asks
-// for checkpoints, evaluates the test set every eval_every global steps and
-// at the end, waits for the others to leave and shuts the servers down
-// (worker/session/chief.h).
-//
-// Ending: a worker stops when the global step (the lowest shard step)
-// reaches max_steps, when its time budget is spent, when its data ends
-// (epochs), or when the servers have shut down because the chief finished.
-// It always leaves the servers' live set first, so a sync step never waits
-// for it.
+// The C++ front end of a worker task: the run of every front end
+// (worker/session/task_run.h: start, stop reasons, the chief's duties, the
+// records, leave and finish) driven with a Model and a Batcher. What it
+// adds: per step the next batch, forward and backward (overlapped with the
+// pushes of parts and the pulls of groups when the config says so,
+// worker/cluster/overlapped_step.h), the push and the pull of the next
+// weights; the chief's evaluations of the test set; batch norm's
+// statistics (worker/cluster/worker_statistics.h); the end when the data
+// ends (epochs).
 //
 // Thread-safety: Run() uses the calling thread (plus the batcher's, the
 // backend's and, with overlap, the session's threads) and is called once.
@@ -35,8 +27,8 @@
 #include "worker/data/image_set.h"
 #include "worker/models/model.h"
 #include "worker/session/chief.h"
-#include "worker/session/progress.h"
 #include "worker/session/records.h"
+#include "worker/session/task_run.h"
 #include "worker/session/worker_session.h"
 
 namespace psgd {
@@ -70,10 +62,7 @@ struct ClusterWorkerOptions : SessionOptions, ChiefOptions {
 // through ValidateSessionOptions).
 absl::Status ValidateClusterWorkerOptions(const ClusterWorkerOptions& options);
 
-struct ClusterWorkerCallbacks {
-  std::function<absl::Status(const StepRecord&)> on_step;
-  std::function<absl::Status(const EvalRecord&)> on_eval;
-};
+using ClusterWorkerCallbacks = RunCallbacks;
 
 class ClusterWorker {
  public:
@@ -100,11 +89,8 @@ class ClusterWorker {
   };
 
   absl::Status Start();
-  // Why the worker stops before its next step (max_steps reached, time
-  // budget spent), or empty to go on.
-  std::string StopReason(const ps::ModelVersion& version) const;
-  // Before a step: pulls in flight settled when the worker stops or the
-  // chief evaluates; the chief's checkpoint and evaluation. False to stop.
+  // Before a step (TaskRun::BeforeStep) and the chief's evaluation. False
+  // to stop.
   absl::StatusOr<bool> BeforeStep();
   // One step. False when the worker stops (data ended, servers shut down).
   absl::StatusOr<bool> Step();
@@ -115,10 +101,10 @@ class ClusterWorker {
   absl::Status Record(StepRecord* record, const Computed& computed,
                       const Batch& batch, const StepTimings& timings);
   absl::Status Evaluate(int64_t global_step, bool final);
-  // After the last step: leave the live set, and the chief's end of run.
+  // After the last step: leave the live set, the statistics saved, the
+  // chief's final evaluation, the run's end.
   absl::Status Finish();
-  absl::Status FinishAsChief();
-  // A stop for `reason`: false, with result_.end_reason set.
+  // A stop for `reason`: false, with end_reason_ set.
   bool End(std::string reason);
   // What a push carries: the gradients and, with the statistics on the
   // servers, the step's batch statistics.
@@ -134,13 +120,9 @@ class ClusterWorker {
   NamedTensors weights_;
   NamedTensors gradients_;
   WorkerStatistics statistics_;
-  std::unique_ptr<WorkerSession> session_;
-  std::unique_ptr<Chief> chief_;  // the chief only
-  absl::Time start_;
-  std::unique_ptr<ProgressLog> progress_;
-  double step_seconds_ = 0.0;  // time in steps
-  int64_t images_ = 0;
-  ClusterWorkerResult result_;
+  std::unique_ptr<TaskRun> run_;      // made by Start
+  WorkerSession* session_ = nullptr;  // run_'s
+  std::string end_reason_;
 };
 
 }  // namespace psgd

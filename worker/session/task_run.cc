@@ -1,0 +1,126 @@
+#include "worker/session/task_run.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace psgd {
+
+const char kServersShutDown[] = "the servers shut down (training is over)";
+
+TaskRun::TaskRun(TaskRunOptions options, RunCallbacks callbacks)
+    : options_(std::move(options)),
+      callbacks_(std::move(callbacks)),
+      progress_(options_.log_every, options_.ends) {}
+
+absl::Status TaskRun::Start(
+    std::unique_ptr<WorkerSession> session,
+    absl::Span<const ps::NamedConstTensorView> initial) {
+  start_ = absl::Now();
+  session_ = std::move(session);
+  if (options_.chief) {
+    chief_ = std::make_unique<Chief>(session_.get(), options_.chief_options);
+    RETURN_IF_ERROR(session_->Initialize(initial));
+  }
+  absl::Status started = session_->Start();
+  // Workers that failed to take part (CheckWorkerFailures): the chief ends
+  // the job.
+  if (chief_ != nullptr && absl::IsFailedPrecondition(started)) {
+    return chief_->EndJob(started);
+  }
+  return started;
+}
+
+std::string TaskRun::StopReason(const ps::ModelVersion& version) const {
+  return psgd::StopReason(options_.ends, GlobalStep(version),
+                          absl::Now() - start_);
+}
+
+absl::StatusOr<TaskRun::Next> TaskRun::BeforeStep() {
+  Next next;
+  const ps::ModelVersion& ahead = session_->ahead_version();
+  if (!StopReason(ahead).empty() ||
+      (chief_ != nullptr && chief_->EvalDue(ahead))) {
+    absl::Status settled = session_->SettlePulls();
+    if (absl::IsCancelled(settled)) {
+      next.stop = kServersShutDown;
+      return next;
+    }
+    RETURN_IF_ERROR(settled);
+  }
+  next.stop = StopReason(session_->version());
+  if (!next.stop.empty()) return next;
+  RETURN_IF_ERROR(ChiefDuties());
+  next.evaluate = EvalDue();
+  return next;
+}
+
+absl::Status TaskRun::ChiefDuties() {
+  if (chief_ == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(chief_->CheckWorkers());
+  chief_->MaybeRequestCheckpoint(session_->ahead_version());
+  return absl::OkStatus();
+}
+
+bool TaskRun::EvalDue() const {
+  return chief_ != nullptr && chief_->EvalDue(session_->version());
+}
+
+void TaskRun::Evaluated(int64_t global_step) {
+  if (chief_ != nullptr) chief_->Evaluated(global_step);
+}
+
+absl::Status TaskRun::RecordStep(StepRecord* record, const StepTimings& timings,
+                                 int64_t batches_done) {
+  record->local_step = ++result_.local_steps;
+  timings.Fill(session_->version().server_wait, start_, record);
+  result_.outcomes[record->outcome]++;
+  step_seconds_ += record->step_s;
+  images_ += record->batch_size;
+  if (callbacks_.on_step) RETURN_IF_ERROR(callbacks_.on_step(*record));
+  progress_.Add(*record, GlobalStep(session_->version()), batches_done);
+  return absl::OkStatus();
+}
+
+absl::Status TaskRun::RecordEval(EvalRecord record) {
+  record.wall_time_s = absl::ToDoubleSeconds(absl::Now() - start_);
+  spdlog::info("step {}: test accuracy {:.4f}, test loss {:.4f} ({} images{})",
+               record.global_step, record.test_accuracy, record.test_loss,
+               record.examples, record.final ? ", final" : "");
+  result_.evals.push_back(record);
+  if (callbacks_.on_eval) return callbacks_.on_eval(record);
+  return absl::OkStatus();
+}
+
+absl::Status TaskRun::Leave() {
+  left_ = true;
+  absl::Status left = session_->Leave();
+  result_.final_global_step = GlobalStep(session_->version());
+  servers_gone_ = absl::IsCancelled(left);
+  if (!left.ok() && !servers_gone_) return left;
+  if (chief_ == nullptr || servers_gone_) return absl::OkStatus();
+  RETURN_IF_ERROR(chief_->AwaitOthersLeft());
+  // The final weights, without waiting for a step.
+  ASSIGN_OR_RETURN(latest_, session_->PullLatest());
+  result_.final_global_step = GlobalStep(latest_);
+  return absl::OkStatus();
+}
+
+absl::Status TaskRun::Finish(std::string end_reason) {
+  if (!left_) return absl::FailedPreconditionError("Finish comes after Leave");
+  result_.end_reason = std::move(end_reason);
+  spdlog::info("{} stops after {} steps: {}", options_.name,
+               result_.local_steps, result_.end_reason);
+  if (chief_ != nullptr && !servers_gone_) {
+    ASSIGN_OR_RETURN(result_.server_status, chief_->ShutDownServers(latest_));
+  }
+  result_.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  result_.images_per_s = step_seconds_ > 0 ? images_ / step_seconds_ : 0.0;
+  result_.recoveries = session_->recovery().recoveries();
+  result_.unaligned_steps = session_->unaligned_steps();
+  return absl::OkStatus();
+}
+
+}  // namespace psgd
