@@ -25,7 +25,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/bench/flops.h"
 #include "worker/bench/model_steps.h"
 #include "worker/bench/op_profile.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train-step throughput of the cifar10 tutorial model on this machine's GPU:
-# ours (//worker/gpu:gpu_bench) against PyTorch's
+# ours (//worker/bench:gpu_bench) against PyTorch's
 # (../shared/peers/torch_cifar10_step.py --device cuda), as ratios; with
 # --model NAME a layer-graph network's (gpu_bench --model=NAME against
 # worker/bench/torch_network_step.py --device cuda --model NAME).
@@ -51,10 +51,10 @@ if [ -z "$bench" ]; then
     bench="$here/run.sh $here/bin/gpu_bench"
   else
     root="$(cd "$here/../.." && pwd)"
-    if [ ! -x "$root/bazel-bin/worker/gpu/gpu_bench" ]; then
-      (cd "$root" && bazel build -c opt //worker/gpu:gpu_bench)
+    if [ ! -x "$root/bazel-bin/worker/bench/gpu_bench" ]; then
+      (cd "$root" && bazel build -c opt //worker/bench:gpu_bench)
     fi
-    bench="$root/bazel-bin/worker/gpu/gpu_bench"
+    bench="$root/bazel-bin/worker/bench/gpu_bench"
   fi
 fi
 # The tutorial's peer, or a layer-graph network's (with --model NAME).

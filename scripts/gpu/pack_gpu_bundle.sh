@@ -7,8 +7,8 @@
 #                              [--data FILE]... [TARGET...]
 #
 # TARGET defaults to every test tagged gpu under //worker/gpu,
-# //worker/gpu:gpu_options_test, //third_party/cuda:cuda_smoke_test,
-# //worker/gpu:gpu_bench, and //ps:ps_server and //worker:worker when they
+# //worker/gpu/tests:gpu_options_test, //third_party/cuda:cuda_smoke_test,
+# //worker/bench:gpu_bench, and //ps:ps_server and //worker:worker when they
 # exist. Binaries are built with
 # `bazel build -c opt --strip=always` unless --no-build (then bazel-bin's are
 # taken as they are). --data copies a file (e.g. a CIFAR-10 .bin) into
@@ -71,8 +71,8 @@ if [ ${#targets[@]} -eq 0 ]; then
     echo "pack_gpu_bundle: bazel query failed" >&2; exit 1
   fi
   mapfile -t targets < <(bazel query 'attr(tags, "\bgpu\b", tests(//worker/gpu/...))' 2>/dev/null)
-  targets+=(//worker/gpu:gpu_options_test //third_party/cuda:cuda_smoke_test
-            //worker/gpu:gpu_bench)
+  targets+=(//worker/gpu/tests:gpu_options_test //third_party/cuda:cuda_smoke_test
+            //worker/bench:gpu_bench)
   for t in //ps:ps_server //worker:worker; do
     if bazel query "$t" >/dev/null 2>&1; then targets+=("$t"); fi
   done

@@ -1,6 +1,6 @@
 // The worker's arithmetic, behind one interface: a CPU implementation
 // (worker/cpu, oneDNN) and a CUDA one (worker/gpu, cuDNN and cuBLAS), picked
-// by worker/backends/factory.h. Models are written once against it.
+// by worker/backend_factory/factory.h. Models are written once against it.
 //
 // Memory. Tensors live in memory the backend owns (Backend::Allocate returns
 // a DeviceTensor); host data moves in and out only through CopyToDevice and

@@ -7,7 +7,7 @@
 
 #include "ps/state/placement.h"
 #include "ps/testing/in_process_client.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/data/dataset.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"

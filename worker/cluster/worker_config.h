@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_config.h"
 #include "ps/client/grpc_client.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/cluster/cluster_worker.h"
 #include "worker/data/batcher.h"
 #include "worker/data/dataset.h"

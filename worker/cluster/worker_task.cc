@@ -11,7 +11,7 @@
 #include "common/status_macros.h"
 #include "ps/client/grpc_client.h"
 #include "spdlog/spdlog.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/cluster/cluster_worker.h"
 #include "worker/cluster/worker_config.h"
 #include "worker/data/batcher.h"

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/testing/gradcheck.h"
 
 namespace psgd {

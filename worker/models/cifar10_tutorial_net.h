@@ -3,7 +3,7 @@
 // weight decay over weights and gradients that the caller keeps in backend
 // memory. Shared by the model (worker/models/cifar10_tutorial.cc, weights
 // uploaded per call) and the device-resident trainer
-// (worker/gpu/tutorial_trainer.h, weights in one flat buffer), so that the
+// (worker/train/tutorial_trainer.h, weights in one flat buffer), so that the
 // layer wiring is written once.
 //
 // Thread-safety: one thread at a time (as the backend). Must not outlive its

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/model_variables.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 #include "worker/testing/gradcheck.h"

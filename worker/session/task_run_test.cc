@@ -67,8 +67,7 @@ struct Worker {
     s.sync = true;
     session = std::make_unique<WorkerSession>(
         cluster->clients[id].get(), cluster->specs,
-        std::vector<ps::NamedTensorView>{{"w", w.view()}, {"b", b.view()}},
-        s);
+        std::vector<ps::NamedTensorView>{{"w", w.view()}, {"b", b.view()}}, s);
   }
 
   // Start, steps until the run stops, Leave, Finish; the stop reason.

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 
 namespace psgd {
 namespace testing {

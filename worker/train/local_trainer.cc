@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/data/batcher.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"

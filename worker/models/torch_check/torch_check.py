@@ -8,7 +8,7 @@ gradient, and every batch norm's running mean and variance after the step.
 
 Ties and kinks: a ReLU input or a max-pooling window within float32 rounding
 of a tie can go either way in the C++ float32 step, and one flip moves a
-gradient by ~1e-3. As worker/gpu/gpu_model_test.cc does below its tie batch,
+gradient by ~1e-3. As worker/gpu/tests/gpu_model_test.cc does below its tie batch,
 the batches are small enough that this is unlikely, and here it is also
 checked: the float64 forward records every ReLU input's distance from 0 and
 every max-pooling window's gap between its two largest values (windows whose

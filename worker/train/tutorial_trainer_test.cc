@@ -2,17 +2,17 @@
 // same loss, same gradients (the same ops in the same order, so equal up to
 // summation order inside the libraries), weights round-trip through the
 // flat buffer, and bad inputs are refused. Runs everywhere.
-#include "worker/gpu/tutorial_trainer.h"
+#include "worker/train/tutorial_trainer.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "common/model_variables.h"
-#include "worker/gpu/model_test_inputs.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 #include "worker/random.h"
 #include "worker/testing/gradcheck.h"
+#include "worker/testing/model_test_inputs.h"
 
 namespace psgd {
 namespace {

@@ -5,16 +5,16 @@
 // kTieTolerance), included here.
 //
 // Thread-safety: test code, one thread.
-#ifndef PSGD_WORKER_GPU_GPU_TESTING_H_
-#define PSGD_WORKER_GPU_GPU_TESTING_H_
+#ifndef PSGD_WORKER_GPU_TESTS_GPU_TESTING_H_
+#define PSGD_WORKER_GPU_TESTS_GPU_TESTING_H_
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "worker/backend/backend.h"
-#include "worker/gpu/model_test_inputs.h"
 #include "worker/testing/compare.h"
+#include "worker/testing/model_test_inputs.h"
 
 namespace psgd {
 namespace testing {
@@ -40,4 +40,4 @@ std::string PlanNotes(const Backend& backend);
 }  // namespace testing
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_GPU_GPU_TESTING_H_
+#endif  // PSGD_WORKER_GPU_TESTS_GPU_TESTING_H_

@@ -1,4 +1,4 @@
-#include "worker/gpu/model_test_inputs.h"
+#include "worker/testing/model_test_inputs.h"
 
 #include <string>
 

@@ -9,7 +9,7 @@
 #include "worker/backend/backend.h"
 #include "worker/gpu/adam.h"
 #include "worker/gpu/gpu_backend.h"
-#include "worker/gpu/gpu_testing.h"
+#include "worker/gpu/tests/gpu_testing.h"
 #include "worker/testing/gradcheck.h"
 
 namespace psgd {

@@ -17,8 +17,8 @@
 //
 // Thread-safety: one thread at a time (as the backend). Must not outlive its
 // backend.
-#ifndef PSGD_WORKER_GPU_TUTORIAL_TRAINER_H_
-#define PSGD_WORKER_GPU_TUTORIAL_TRAINER_H_
+#ifndef PSGD_WORKER_TRAIN_TUTORIAL_TRAINER_H_
+#define PSGD_WORKER_TRAIN_TUTORIAL_TRAINER_H_
 
 #include <cstdint>
 #include <memory>
@@ -82,4 +82,4 @@ class TutorialTrainer {
 
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_GPU_TUTORIAL_TRAINER_H_
+#endif  // PSGD_WORKER_TRAIN_TUTORIAL_TRAINER_H_

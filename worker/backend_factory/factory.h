@@ -1,8 +1,8 @@
 // Backends found by name, so that a flag or a config can pick one.
 //
 // Thread-safety: CreateBackend may be called from any thread.
-#ifndef PSGD_WORKER_BACKENDS_FACTORY_H_
-#define PSGD_WORKER_BACKENDS_FACTORY_H_
+#ifndef PSGD_WORKER_BACKEND_FACTORY_FACTORY_H_
+#define PSGD_WORKER_BACKEND_FACTORY_FACTORY_H_
 
 #include <memory>
 
@@ -33,4 +33,4 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
 
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_BACKENDS_FACTORY_H_
+#endif  // PSGD_WORKER_BACKEND_FACTORY_FACTORY_H_

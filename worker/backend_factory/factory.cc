@@ -1,4 +1,4 @@
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

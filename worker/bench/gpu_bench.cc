@@ -34,13 +34,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/bench/model_steps.h"
 #include "worker/gpu/adam.h"
 #include "worker/gpu/gpu_backend.h"
-#include "worker/gpu/tutorial_trainer.h"
 #include "worker/models/initialize.h"
 #include "worker/random.h"
+#include "worker/train/tutorial_trainer.h"
 
 ABSL_FLAG(std::string, backend, "gpu:0",
           "backend name: gpu:K, gpu:K:OPTIONS (worker/gpu/gpu_options.h) or "

@@ -1,9 +1,9 @@
-#include "worker/gpu/gpu_testing.h"
+#include "worker/gpu/tests/gpu_testing.h"
 
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_join.h"
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/gpu/gpu_backend.h"
 #include "worker/testing/gradcheck.h"
 

@@ -15,7 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "worker/backend/backend.h"
-#include "worker/gpu/gpu_testing.h"
+#include "worker/gpu/tests/gpu_testing.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 #include "worker/random.h"

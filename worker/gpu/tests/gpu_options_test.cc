@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/backends/factory.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/gpu/adam.h"
 #include "worker/gpu/gpu_backend_factory.h"
 

@@ -6,8 +6,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "worker/backends/factory.h"
-#include "worker/gpu/gpu_testing.h"
+#include "worker/backend_factory/factory.h"
+#include "worker/gpu/tests/gpu_testing.h"
 #include "worker/testing/gradcheck.h"
 
 namespace psgd {

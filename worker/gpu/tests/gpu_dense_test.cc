@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "worker/backend/backend.h"
-#include "worker/gpu/gpu_testing.h"
+#include "worker/gpu/tests/gpu_testing.h"
 #include "worker/testing/gradcheck.h"
 
 namespace psgd {

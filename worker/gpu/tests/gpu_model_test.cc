@@ -17,12 +17,12 @@
 #include "common/model_variables.h"
 #include "worker/gpu/adam.h"
 #include "worker/gpu/gpu_backend.h"
-#include "worker/gpu/gpu_testing.h"
-#include "worker/gpu/tutorial_trainer.h"
+#include "worker/gpu/tests/gpu_testing.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
 #include "worker/random.h"
 #include "worker/testing/gradcheck.h"
+#include "worker/train/tutorial_trainer.h"
 
 namespace psgd {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/gpu/tutorial_trainer.h"
+#include "worker/train/tutorial_trainer.h"
 
 #include <utility>
 

@@ -18,11 +18,11 @@
 #include <cmath>
 
 #include "common/model_variables.h"
-#include "worker/gpu/model_test_inputs.h"
 #include "worker/models/registry.h"
 #include "worker/random.h"
 #include "worker/testing/compare.h"
 #include "worker/testing/gradcheck.h"
+#include "worker/testing/model_test_inputs.h"
 
 namespace psgd {
 namespace {

@@ -30,8 +30,8 @@
 //                             still far outside kTieTolerance.
 //
 // Thread-safety: plain functions.
-#ifndef PSGD_WORKER_GPU_MODEL_TEST_INPUTS_H_
-#define PSGD_WORKER_GPU_MODEL_TEST_INPUTS_H_
+#ifndef PSGD_WORKER_TESTING_MODEL_TEST_INPUTS_H_
+#define PSGD_WORKER_TESTING_MODEL_TEST_INPUTS_H_
 
 #include <cstdint>
 #include <string>
@@ -63,4 +63,4 @@ std::vector<float> Values(const Tensor& t);
 }  // namespace testing
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_GPU_MODEL_TEST_INPUTS_H_
+#endif  // PSGD_WORKER_TESTING_MODEL_TEST_INPUTS_H_
