@@ -21,6 +21,10 @@ reads CIFAR-10's binary files (scripts/run/get_cifar10.sh); --data_dir=D
 reads them from D instead of the config's dir. Each worker reads its share
 (every M-th image from J), as the C++ workers do.
 
+--own_loop trains with the loop written in main() (psgd.torch.Worker's
+batches() and step(); --clip=C clips the gradients' norm to C) instead of
+psgd.torch.train.
+
 Batch-norm running statistics follow the config's
 model { batch_norm_statistics }: SERVER (the default) keeps them on the
 servers, which fold each push's batch statistics in (the chief evaluates
@@ -187,7 +191,15 @@ def main():
     parser.add_argument("--log_every", type=int, default=50)
     parser.add_argument("--threads", type=int, default=0,
                         help="torch's intra-op threads (0: its default)")
+    parser.add_argument("--own_loop", action="store_true",
+                        help="the loop written here (psgd.torch.Worker's "
+                             "batches() and step()), not psgd.torch.train")
+    parser.add_argument("--clip", type=float, default=0.0,
+                        help="--own_loop: clip the gradients' norm to this "
+                             "(0: no clipping)")
     args = parser.parse_args()
+    if args.clip < 0 or (args.clip and not args.own_loop):
+        parser.error("--clip takes a norm > 0, with --own_loop")
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = psgd.Session(args.config, args.task,
@@ -207,11 +219,24 @@ def main():
     data = Batches(*train, settings["batch_size"], settings["worker_index"],
                    settings["num_workers"], settings["seed"], tutorial,
                    augment=not settings["synthetic"])
-    summary = psgd.torch.train(
-        model, loss, data, args.config, args.task,
-        cluster_from=args.cluster_from, slurm_port_base=args.slurm_port_base,
-        run_dir=args.run_dir, evaluate=evaluator(*test, tutorial),
-        log_every=args.log_every)
+    if args.own_loop:
+        w = psgd.torch.Worker(
+            model, args.config, args.task, cluster_from=args.cluster_from,
+            slurm_port_base=args.slurm_port_base, run_dir=args.run_dir,
+            log_every=args.log_every)
+        for x, y in w.batches(data, evaluate=evaluator(*test, tutorial)):
+            step_loss = loss(model(x), y)
+            step_loss.backward()
+            if args.clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            w.step(loss=step_loss)
+        summary = w.summary
+    else:
+        summary = psgd.torch.train(
+            model, loss, data, args.config, args.task,
+            cluster_from=args.cluster_from,
+            slurm_port_base=args.slurm_port_base, run_dir=args.run_dir,
+            evaluate=evaluator(*test, tutorial), log_every=args.log_every)
     print(f"{settings['task']}: {summary['local_steps']} steps, "
           f"{summary['end_reason']}")
 

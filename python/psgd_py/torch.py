@@ -6,12 +6,20 @@
                                loader, "cluster.pbtxt", "worker:1",
                                evaluate=lambda m: ...)
 
+or with a loop of your own (docs/PYTHON.md, "Your own loop"):
+
+    w = psgd.torch.Worker(model, "cluster.pbtxt", "worker:1")
+    for x, y in w.batches(loader):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        w.step(loss=loss)
+
 The module's named_parameters() are the servers' variables (names and
 shapes as torch has them; config model { name: "external" }, or a model of
 the registry whose names and layouts the module follows). The chief
 initialises the servers from the module's values; every pull writes the
-parameters in place (CPU: their own memory, no copy). The loop is the C++
-worker's (worker/cluster/cluster_worker.h): sync (N of M, backup workers)
+parameters in place (CPU: their own memory, no copy). The run is the C++
+worker's (worker/session/task_run.h): sync (N of M, backup workers)
 or async as the config says, the chief's evaluations, checkpoints and end
 of training, the same run-directory files and progress lines with an ETA.
 
@@ -126,6 +134,8 @@ class Worker:
                                             pin_memory=True)
         self._hooks = []
         self._awaited = set()
+        self._current = None  # the batch of batches() under way
+        self.summary = None   # after batches() ends
 
     # --- weights and gradients ------------------------------------------
     def _weight_buffers(self):
@@ -186,6 +196,8 @@ class Worker:
         for mod in self.module.modules():
             if any(True for _ in mod.parameters(recurse=False)):
                 self._hooks.append(mod.register_forward_pre_hook(await_module))
+        self._hooks.append(
+            self.module.register_forward_hook(self._after_forward))
         # A hook on each parameter's gradient accumulator: it runs once the
         # parameter's gradient is whole (horovod.torch's way).
         self._accumulators = []
@@ -226,39 +238,103 @@ class Worker:
             self._await(i)
 
     # --- the loop -----------------------------------------------------------
-    def run(self, data, loss_fn, *, evaluate=None, accuracy=_default_accuracy):
-        """Trains until the config's end (steps, epochs, time budget) or
-        until the servers shut down. Returns this worker's summary (a dict:
-        local_steps, final_global_step, end_reason, outcomes ...).
+    @property
+    def batch_size(self):
+        """The config's batch size for this worker."""
+        return self.settings["batch_size"]
 
-        Args:
-          data: an iterable of (inputs, targets) batches, this worker's part
-            (settings["worker_index"] of settings["num_workers"]); read
-            again for each epoch. A DataLoader whose sampler has set_epoch
-            (DistributedSampler) is told each epoch before its pass.
-          loss_fn: (outputs, targets) -> scalar loss tensor.
-          evaluate: chief: module -> (accuracy, loss, examples), every
-            eval_every steps and at the end; None: no evaluations.
-          accuracy: (outputs, targets) -> float, for the step lines.
-        """
-        s = self.session
-        epochs = self.settings["epochs"]
-        total = epochs * len(data) if epochs and hasattr(data, "__len__") else 0
+    @property
+    def worker_index(self):
+        return self.settings["worker_index"]
+
+    @property
+    def num_workers(self):
+        return self.settings["num_workers"]
+
+    def sampler(self, dataset, *, shuffle=True, seed=0):
+        """A DistributedSampler over `dataset` for this worker: its
+        1/num_workers of each epoch, a new order each epoch (batches() tells
+        it the epoch)."""
+        return torch.utils.data.DistributedSampler(
+            dataset, num_replicas=self.num_workers, rank=self.worker_index,
+            shuffle=shuffle, seed=seed)
+
+    def batches(self, data, *, evaluate=None):
+        """Your own training loop: yields (inputs, targets) from `data` until
+        the config's end (steps, epochs, time budget) or until the servers
+        shut down, and does around each batch what the C++ worker does: the
+        first pull (into the module) before the first batch, the chief's
+        evaluations (`evaluate(module)` -> (accuracy, loss, examples)) and
+        checkpoints between steps, each epoch told to the sampler, and at the
+        end the leave, the chief's final evaluation and the servers'
+        shutdown. Call step() once for each batch after the backward:
+
+            for x, y in w.batches(loader):
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                w.step(loss=loss)
+
+        The module's gradients are cleared before each batch. With overlap
+        the backward pushes each gradient as it comes, and the forward waits
+        for each layer's weights. The summary (a dict: local_steps,
+        final_global_step, end_reason, outcomes ...) is `summary` after the
+        loop."""
         for m, _ in self._momenta:
             m.momentum = 1.0
         try:
-            return self._run(data, loss_fn, evaluate, accuracy, epochs, total)
+            yield from self._batches(data, evaluate)
         finally:
             for m, momentum in self._momenta:
                 m.momentum = momentum
 
-    def _run(self, data, loss_fn, evaluate, accuracy, epochs, total):
+    def step(self, loss=None, *, accuracy=0.0):
+        """Pushes the batch's gradients (those that have none, and with
+        overlap those already on their way, go as they are), pulls the next
+        weights into the module and records the step (`loss`: a tensor or a
+        float, for the step lines; `accuracy` too)."""
+        st = self._current
+        if st is None or st["stepped"]:
+            raise psgd.FailedPreconditionError(
+                "step() comes once for each batch of batches()")
         s = self.session
+        if self.overlap and not st["forwarded"]:
+            self._after_forward(None, None, None)
+        st["stepped"] = True
+        self._parts_open = False
+        if st["stop"]:
+            return  # the overlapped pulls brought a step to stop at
+        if self.overlap:
+            self._add_missing_parts()
+        t_computed = time.time()
+        if self.overlap:
+            s.finish_parts(st["step"], self._grads())
+        else:
+            s.push(st["step"], self._grads())
+        t_pushed = time.time()
+        s.pull_into()
+        t_pulled = time.time()
+        if not self.overlap:
+            self._to_device()
+        if isinstance(loss, torch.Tensor):
+            loss = loss.item()
+        st["done"] = True
+        s.record_step(st["step"], loss=float(loss or 0.0),
+                      accuracy=float(accuracy), batch_size=st["batch_size"],
+                      epoch=st["epoch"], batches_done=st["batches_done"],
+                      times=(st["t_begin"], st["t_batch"], t_computed,
+                             t_pushed, t_pulled))
+
+    def _batches(self, data, evaluate):
+        s = self.session
+        epochs = self.settings["epochs"]
+        total = epochs * len(data) if epochs and hasattr(data, "__len__") else 0
         s.join(self._weight_buffers(), total_batches=total)
         self._to_device()
         if self.overlap:
             self._install_hooks()
         self._parts_open = False
+        self._current = None
         reason = ""
         epoch, batches_done = 0, 0
         _set_epoch(data, epoch)
@@ -283,35 +359,97 @@ class Worker:
                     except StopIteration:
                         reason = "the data is empty"
                         break
-                t_batch = time.time()
-                step_reason, stats = self._step(inputs, targets, loss_fn,
-                                                accuracy)
-                if step_reason:
-                    reason = step_reason
+                st = self._begin_step()
+                st.update(t_begin=t_begin, t_batch=time.time(), epoch=epoch,
+                          batch_size=len(targets),
+                          batches_done=batches_done + 1)
+                yield inputs, targets
+                if not st["stepped"]:
+                    raise psgd.FailedPreconditionError(
+                        "call step() once for each batch of batches()")
+                if st["stop"]:
+                    reason = st["stop"]
                     break
                 batches_done += 1
-                loss, acc, step, t_computed, t_pushed = stats
-                s.pull_into()
-                t_pulled = time.time()
-                if not self.overlap:
-                    self._to_device()
-                s.record_step(step, loss=loss, accuracy=acc,
-                              batch_size=len(targets), epoch=epoch,
-                              batches_done=batches_done,
-                              times=(t_begin, t_batch, t_computed, t_pushed,
-                                     t_pulled))
         except psgd.CancelledError:
             reason = "the servers shut down (training is over)"
-        finally:
-            for h in self._hooks:
-                h.remove()
-            self._hooks = []
+        except GeneratorExit:
+            # The caller's loop ended without exhausting batches() (a break,
+            # an exception): the worker leaves and, the chief, ends the job.
+            self._end("the loop over batches() ended early", evaluate)
+            raise
+        self._end(reason, evaluate)
+
+    def _end(self, reason, evaluate):
+        self._current = None
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
         final = None
         if evaluate is not None:
             def final():
                 self._to_device()
                 return evaluate(self.module)
-        return s.close(reason, evaluate=final)
+        self.summary = self.session.close(reason, evaluate=final)
+
+    def _begin_step(self):
+        """Before a batch's forward: the module's gradients cleared, the
+        overlapped pulls' bookkeeping, the running statistics awaited."""
+        s = self.session
+        self.module.zero_grad(set_to_none=True)
+        self._awaited = set()
+        self._in_flight_at_start = self.overlap and s.pulls_in_flight
+        # The running statistics before the forward writes its batch's into
+        # the same buffers (a pull still in flight would race with it).
+        for i in range(len(self.params), len(self.names)):
+            self._await(i)
+        self._current = {"step": s.step, "stop": "", "stepped": False,
+                         "forwarded": False}
+        self._parts_open = self.overlap
+        self._added = set()
+        return self._current
+
+    def _after_forward(self, _module, _inputs, _outputs):
+        """Overlap: once the whole forward has run, the weights it did not
+        use are awaited too; when the groups brought a step to stop at,
+        nothing of this batch is pushed."""
+        st = self._current
+        if st is None or st["stepped"] or st["forwarded"]:
+            return
+        st["forwarded"] = True
+        self._await_rest()
+        # The weights' step once every group is in (the push's version).
+        st["step"] = self.session.step
+        reason = self.session.stop_reason()
+        if reason:
+            st["stop"] = reason
+            self._parts_open = False
+
+    def run(self, data, loss_fn, *, evaluate=None, accuracy=_default_accuracy):
+        """Trains until the config's end (steps, epochs, time budget) or
+        until the servers shut down: batches() and step() with `loss_fn`.
+        Returns this worker's summary (a dict: local_steps,
+        final_global_step, end_reason, outcomes ...).
+
+        Args:
+          data: an iterable of (inputs, targets) batches, this worker's part
+            (settings["worker_index"] of settings["num_workers"]); read
+            again for each epoch. A DataLoader whose sampler has set_epoch
+            (DistributedSampler) is told each epoch before its pass.
+          loss_fn: (outputs, targets) -> scalar loss tensor.
+          evaluate: chief: module -> (accuracy, loss, examples), every
+            eval_every steps and at the end; None: no evaluations.
+          accuracy: (outputs, targets) -> float, for the step lines.
+        """
+        for inputs, targets in self.batches(data, evaluate=evaluate):
+            outputs = self.module(inputs)
+            if self._current["stop"]:
+                self.step()
+                continue
+            loss = loss_fn(outputs, targets)
+            loss.backward()
+            self.step(loss, accuracy=accuracy(outputs.detach(), targets))
+        return self.summary
 
     def _before_step(self, evaluate):
         s = self.session
@@ -327,39 +465,6 @@ class Worker:
             s.record_eval(s.step, accuracy=acc, loss=loss, examples=n,
                           seconds=time.time() - t0)
         return ""
-
-    def _step(self, inputs, targets, loss_fn, accuracy):
-        """Forward, backward, push. Returns (stop reason, stats)."""
-        s = self.session
-        self.module.zero_grad(set_to_none=True)
-        self._awaited = set()
-        self._in_flight_at_start = self.overlap and s.pulls_in_flight
-        # The running statistics before the forward writes its batch's into
-        # the same buffers (a pull still in flight would race with it).
-        for i in range(len(self.params), len(self.names)):
-            self._await(i)
-        outputs = self.module(inputs)
-        if self.overlap:
-            self._await_rest()
-            # The groups may have brought a step to stop at: nothing pushed.
-            reason = s.stop_reason()
-            if reason:
-                return reason, None
-        step = s.step
-        loss = loss_fn(outputs, targets)
-        self._parts_open = self.overlap
-        self._added = set()
-        loss.backward()
-        self._parts_open = False
-        if self.overlap:
-            self._add_missing_parts()
-        t_computed = time.time()
-        acc = accuracy(outputs.detach(), targets)
-        if self.overlap:
-            s.finish_parts(step, self._grads())
-        else:
-            s.push(step, self._grads())
-        return "", (loss.item(), acc, step, t_computed, time.time())
 
 
 def train(module, loss_fn, data, config, task=None, *, cluster_from=None,

@@ -2,8 +2,9 @@
 # scripts/run/launch.sh starts worker programs (WorkerTask.program): a
 # mixed cluster of examples/torch_cifar10.py's tutorial network (worker:0,
 # the chief) and the C++ worker (worker:1); then ResNet-20 (model
-# "external") from the example alone. Both runs reach their last step and
-# the chief's summary adds up.
+# "external") from the example alone; then two workers of the example's own
+# loop (--own_loop --clip=1.0). Every run reaches its last step and the
+# chief's summary adds up.
 set -euo pipefail
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
 source "$RUNFILES/scripts/lib/cluster.sh"
@@ -41,4 +42,17 @@ timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
   --run_dir="$TMP/run-resnet" "$TMP/resnet.pbtxt" > "$TMP/resnet.log" 2>&1 ||
   { cat "$TMP/resnet.log"; fail "the ResNet-20 run failed"; }
 check_run "$TMP/run-resnet" 2
+
+# The example's own loop (psgd.torch.Worker) with gradient clipping, two
+# workers.
+write_cluster_config "$TMP/own.pbtxt" own workers=2 n=2 batch=4 steps=3 \
+  model=external data="$data"
+sed -i 's|^worker { \(.*\) }$|worker { \1 program: "examples/torch_cifar10.py --threads=1 --own_loop --clip=1.0" }|' \
+  "$TMP/own.pbtxt"
+[ "$(grep -c -- '--own_loop --clip=1.0' "$TMP/own.pbtxt")" = 2 ] || fail "no own-loop program for both workers"
+timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
+  --run_dir="$TMP/run-own" "$TMP/own.pbtxt" > "$TMP/own.log" 2>&1 ||
+  { cat "$TMP/own.log"; fail "the own-loop run failed"; }
+check_run "$TMP/run-own" 3
+[ -s "$TMP/run-own/worker-1.jsonl" ] || fail "the second own-loop worker wrote no lines"
 echo PASS

@@ -1,0 +1,140 @@
+"""Your own training loop through psgd.torch.Worker (batches() and step()),
+against real servers: with gradient clipping in a 2-worker sync cluster it
+trains to the config's end, and the clipped gradients are what the servers
+apply; with the same seed and batches it gives bit for bit the weights that
+train() gives (with and without overlap); step() out of turn is refused."""
+
+import unittest
+
+import torch
+
+import psgd.torch
+from cluster import Cluster, run_threads
+
+DATA = "source: SYNTHETIC"
+LR = 0.1
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(11)
+        self.hidden = torch.nn.Linear(8, 32)
+        self.bn = torch.nn.BatchNorm1d(32)
+        self.out = torch.nn.Linear(32, 3)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.hidden(x))))
+
+
+def batches(seed, n=8, batch=16):
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.randn(3, 8, generator=g) * 3
+    out = []
+    for _ in range(n):
+        y = torch.randint(0, 3, (batch,), generator=g)
+        out.append((centers[y] + torch.randn(batch, 8, generator=g), y))
+    return out
+
+
+def flat(net):
+    return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+
+def own_loop(net, data, config, task, run_dir, *, clip=None, scale=1.0,
+             norms=None):
+    w = psgd.torch.Worker(net, config, task, run_dir=run_dir, log_every=0)
+    for x, y in w.batches(data):
+        loss = torch.nn.functional.cross_entropy(net(x), y) * scale
+        loss.backward()
+        if clip is not None:
+            n = torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+            if norms is not None:
+                norms.append(float(n))
+        w.step(loss=loss)
+    return w.summary
+
+
+class OwnLoopTest(unittest.TestCase):
+    def test_clipping_in_two_workers(self):
+        steps = 12
+        nets = [Net(), Net()]
+        start = flat(nets[0]).clone()
+        norms = [[], []]
+        with Cluster("own-loop-clip", ps=1, workers=2, steps=steps,
+                     model="external", data=DATA,
+                     training=f"optimizer {{ kind: SGD learning_rate: {LR} }}"
+                     ) as c:
+            summaries = run_threads([
+                lambda j=j: own_loop(nets[j], batches(20 + j), c.config,
+                                     f"worker:{j}", c.run_dir, clip=1.0,
+                                     scale=1000.0, norms=norms[j])
+                for j in range(2)])
+            self.assertEqual(c.wait_ps(), [0])
+            run = c.summary()
+        self.assertEqual(run["final_global_step"], steps)
+        for s in summaries:
+            self.assertEqual(s["end_reason"], f"reached step {steps}")
+        # The gradients were far above the clip, so without clipping the
+        # weights would move by much more than lr per step.
+        self.assertGreater(min(norms[0] + norms[1]), 10.0)
+        # SGD of the mean of two gradients each clipped to norm 1: each
+        # step moves the weights by at most lr (plus rounding), and the
+        # servers' weights that the chief pulled last are where they went.
+        moved = float((flat(nets[0]) - start).norm())
+        self.assertGreater(moved, 0.0)
+        self.assertLessEqual(moved, steps * LR * (1 + 1e-4))
+
+    def test_same_weights_as_train(self):
+        for overlap in (False, True):
+            with self.subTest(overlap=overlap):
+                got = {}
+                for form in ("train", "own"):
+                    net = Net()
+                    with Cluster(f"own-loop-{form}-{overlap}", ps=1,
+                                 workers=1, steps=10, model="external",
+                                 data=DATA,
+                                 training="optimizer { kind: ADAM "
+                                          "learning_rate: 0.01 }",
+                                 extra=f"wire {{ overlap: "
+                                       f"{str(overlap).lower()} }}") as c:
+                        if form == "train":
+                            fn = lambda: psgd.torch.train(
+                                net, torch.nn.functional.cross_entropy,
+                                batches(5), c.config, "worker:0",
+                                run_dir=c.run_dir, log_every=0)
+                        else:
+                            fn = lambda: own_loop(net, batches(5), c.config,
+                                                  "worker:0", c.run_dir)
+                        summary, = run_threads([fn])
+                        self.assertEqual(c.wait_ps(), [0])
+                    self.assertEqual(summary["final_global_step"], 10)
+                    got[form] = {n: t.detach().clone()
+                                 for n, t in net.state_dict().items()}
+                for n in got["train"]:
+                    self.assertTrue(torch.equal(got["train"][n],
+                                                got["own"][n]), n)
+
+    def test_step_out_of_turn(self):
+        net = Net()
+        with Cluster("own-loop-turn", ps=1, workers=1, steps=3,
+                     model="external", data=DATA) as c:
+            w = psgd.torch.Worker(net, c.config, "worker:0",
+                                  run_dir=c.run_dir, log_every=0)
+            with self.assertRaises(psgd.FailedPreconditionError):
+                w.step()  # no batch yet
+
+            def loop():
+                for x, y in w.batches(batches(1)):
+                    torch.nn.functional.cross_entropy(net(x), y).backward()
+                    w.step()
+                    with self.assertRaises(psgd.FailedPreconditionError):
+                        w.step()  # a second step for one batch
+                return w.summary
+            summary, = run_threads([loop])
+            self.assertEqual(c.wait_ps(), [0])
+        self.assertEqual(summary["end_reason"], "reached step 3")
+
+
+if __name__ == "__main__":
+    unittest.main()
