@@ -207,6 +207,12 @@ int64_t ExternalWorker::step() const {
   return session_ == nullptr ? 0 : GlobalStep(session_->version());
 }
 
+double ExternalWorker::learning_rate() const {
+  const config::TrainingConfig& t = config_.training();
+  return t.optimizer().learning_rate() *
+         LrFactor(LrScheduleFromConfig(t), step() + 1);
+}
+
 int64_t ExternalWorker::generation() const {
   return session_ == nullptr ? 0 : session_->version().generation;
 }

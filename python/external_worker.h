@@ -98,6 +98,11 @@ class ExternalWorker {
   // Leave, the last step (the chief's: of the newest weights).
   int64_t step() const;
   int64_t generation() const;
+  // The servers' learning rate for the next update from the weights at
+  // step() (training.optimizer's learning_rate times its schedule's factor
+  // at update step() + 1, common/lr_schedule.h; async pushes may scale it
+  // by their staleness on top).
+  double learning_rate() const;
   // Why the worker stops before its next step (max_steps reached at the
   // step of the next weights, the time budget spent), or empty.
   std::string StopReason() const;

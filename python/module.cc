@@ -431,6 +431,8 @@ PYBIND11_MODULE(_psgd, m) {
       .def_property_readonly("step", [](PyWorker& p) { return p.w().step(); })
       .def_property_readonly("generation",
                              [](PyWorker& p) { return p.w().generation(); })
+      .def_property_readonly("learning_rate",
+                             [](PyWorker& p) { return p.w().learning_rate(); })
       .def_property_readonly(
           "pulls_in_flight",
           [](PyWorker& p) { return p.w().pulls_in_flight(); })

@@ -184,6 +184,14 @@ class Session:
         """The cluster's generation (one more with each rollback)."""
         return self._w.generation
 
+    @property
+    def learning_rate(self):
+        """The servers' learning rate for the next update from the current
+        weights: the config's learning_rate times its schedule's factor
+        (warmup, step or cosine decay) at that update. Async pushes may
+        scale it by their staleness on top."""
+        return self._w.learning_rate
+
     def join(self, weights, total_batches=0):
         """Joins the cluster; the first weights are written into `weights`.
 

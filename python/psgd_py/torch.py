@@ -75,6 +75,20 @@ def _set_epoch(data, epoch):
             return
 
 
+def _metrics(result):
+    """An evaluation's (accuracy, loss, examples): from a dict of metrics
+    (its "accuracy", "loss" and "examples"; others are not recorded) or a
+    tuple of the three."""
+    if isinstance(result, dict):
+        missing = [k for k in ("accuracy", "loss", "examples")
+                   if k not in result]
+        if missing:
+            raise psgd.InvalidArgumentError(
+                f"evaluate() returned a dict without {', '.join(missing)}")
+        return result["accuracy"], result["loss"], result["examples"]
+    return result
+
+
 def _default_accuracy(outputs, targets):
     if outputs.dim() == 2 and targets.dim() == 1 and not targets.is_floating_point():
         return (outputs.argmax(1) == targets).float().mean().item()
@@ -239,6 +253,12 @@ class Worker:
 
     # --- the loop -----------------------------------------------------------
     @property
+    def learning_rate(self):
+        """The servers' learning rate for the next update
+        (psgd.Session.learning_rate)."""
+        return self.session.learning_rate
+
+    @property
     def batch_size(self):
         """The config's batch size for this worker."""
         return self.settings["batch_size"]
@@ -389,7 +409,7 @@ class Worker:
         if evaluate is not None:
             def final():
                 self._to_device()
-                return evaluate(self.module)
+                return _metrics(evaluate(self.module))
         self.summary = self.session.close(reason, evaluate=final)
 
     def _begin_step(self):
@@ -437,7 +457,8 @@ class Worker:
             again for each epoch. A DataLoader whose sampler has set_epoch
             (DistributedSampler) is told each epoch before its pass.
           loss_fn: (outputs, targets) -> scalar loss tensor.
-          evaluate: chief: module -> (accuracy, loss, examples), every
+          evaluate: chief: module -> (accuracy, loss, examples), or a dict
+            with those keys, every
             eval_every steps and at the end; None: no evaluations.
           accuracy: (outputs, targets) -> float, for the step lines.
         """
@@ -461,7 +482,7 @@ class Worker:
             return reason
         if evaluate_now and evaluate is not None:
             t0 = time.time()
-            acc, loss, n = evaluate(self.module)
+            acc, loss, n = _metrics(evaluate(self.module))
             s.record_eval(s.step, accuracy=acc, loss=loss, examples=n,
                           seconds=time.time() - t0)
         return ""

@@ -2,7 +2,9 @@
 against real servers: with gradient clipping in a 2-worker sync cluster it
 trains to the config's end, and the clipped gradients are what the servers
 apply; with the same seed and batches it gives bit for bit the weights that
-train() gives (with and without overlap); step() out of turn is refused."""
+train() gives (with and without overlap); the servers' learning rate
+follows the schedule's warmup; evaluations may return a dict of metrics;
+step() out of turn is refused."""
 
 import unittest
 
@@ -114,6 +116,45 @@ class OwnLoopTest(unittest.TestCase):
                 for n in got["train"]:
                     self.assertTrue(torch.equal(got["train"][n],
                                                 got["own"][n]), n)
+
+    def test_learning_rate_and_evaluations_as_dicts(self):
+        net = Net()
+        lrs = []
+
+        def evaluate(module):
+            return {"accuracy": 0.25, "loss": 1.5, "examples": 7,
+                    "other": 3.0}
+
+        with Cluster("own-loop-lr", ps=1, workers=1, steps=6,
+                     model="external", data=DATA,
+                     training="eval_every: 2 optimizer { kind: SGD "
+                              "learning_rate: 0.1 schedule { warmup_steps: 4 "
+                              "warmup_from: 0.5 } }") as c:
+            w = psgd.torch.Worker(net, c.config, "worker:0",
+                                  run_dir=c.run_dir, log_every=0)
+
+            def loop():
+                for x, y in w.batches(batches(2), evaluate=evaluate):
+                    lrs.append((w.session.step, w.learning_rate))
+                    torch.nn.functional.cross_entropy(net(x), y).backward()
+                    w.step()
+                return w.summary
+            summary, = run_threads([loop])
+            self.assertEqual(c.wait_ps(), [0])
+            evals = [l for l in c.lines(0) if l["kind"] == "eval"]
+        self.assertEqual(summary["end_reason"], "reached step 6")
+        # Update t = step + 1 of a warmup over 4 updates from 0.5: 0.625,
+        # 0.75, 0.875, then 1 (common/lr_schedule.h).
+        want = {0: 0.0625, 1: 0.075, 2: 0.0875, 3: 0.1, 4: 0.1, 5: 0.1}
+        self.assertEqual([s for s, _ in lrs], list(range(6)))
+        for step, lr in lrs:
+            self.assertAlmostEqual(lr, want[step], places=6, msg=step)
+        # The chief's evaluations (steps 2, 4 and the final one) took the
+        # dict's metrics.
+        self.assertEqual([e["step"] for e in evals], [2, 4, 6])
+        for e in evals:
+            self.assertEqual(e["test_accuracy"], 0.25)
+            self.assertEqual(e["examples"], 7)
 
     def test_step_out_of_turn(self):
         net = Net()
