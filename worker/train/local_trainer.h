@@ -11,6 +11,12 @@
 // every eval_every steps and at the end; progress lines on the log every
 // log_every steps.
 //
+// A path of its own, not the cluster's run (worker/session/task_run.h) over
+// an in-process server: it is the baseline that "1-worker cluster against
+// train_local" (scripts/bench/cluster_overhead.sh) measures the servers
+// against, so it must not contain them; what it shares with the run is the
+// records and their sinks (worker/session/records.h, metric_sinks.h).
+//
 // Thread-safety: RunLocalTraining uses the calling thread (plus the
 // batcher's producer and the backend's threads) and returns when done.
 #ifndef PSGD_WORKER_TRAIN_LOCAL_TRAINER_H_
