@@ -144,3 +144,16 @@ def run_threads(fns, timeout=120):
         if e is not None:
             raise e
     return results
+
+
+def separable_batches(seed, n, batch=16):
+    """`n` batches of `batch` (inputs (batch, 8), labels in 0..2) of three
+    separable classes, from `seed`: the small data of the torch tests."""
+    import torch  # pylint: disable=import-outside-toplevel
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.randn(3, 8, generator=g) * 3
+    out = []
+    for _ in range(n):
+        y = torch.randint(0, 3, (batch,), generator=g)
+        out.append((centers[y] + torch.randn(batch, 8, generator=g), y))
+    return out

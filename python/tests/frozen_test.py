@@ -10,7 +10,7 @@ import unittest
 import torch
 
 import psgd.torch
-from cluster import Cluster, run_threads
+from cluster import Cluster, run_threads, separable_batches
 
 DATA = "source: SYNTHETIC"
 STEPS = 100
@@ -32,13 +32,7 @@ class Net(torch.nn.Module):
 
 
 def batches(n=10, batch=16):
-    g = torch.Generator().manual_seed(3)
-    centers = torch.randn(3, 8, generator=g) * 3
-    out = []
-    for _ in range(n):
-        y = torch.randint(0, 3, (batch,), generator=g)
-        out.append((centers[y] + torch.randn(batch, 8, generator=g), y))
-    return out
+    return separable_batches(3, n, batch)
 
 
 def train(optimizer, freeze, overlap=False):

@@ -11,7 +11,7 @@ import unittest
 import torch
 
 import psgd.torch
-from cluster import Cluster, run_threads
+from cluster import Cluster, run_threads, separable_batches
 
 DATA = "source: SYNTHETIC"
 LR = 0.1
@@ -30,13 +30,7 @@ class Net(torch.nn.Module):
 
 
 def batches(seed, n=8, batch=16):
-    g = torch.Generator().manual_seed(seed)
-    centers = torch.randn(3, 8, generator=g) * 3
-    out = []
-    for _ in range(n):
-        y = torch.randint(0, 3, (batch,), generator=g)
-        out.append((centers[y] + torch.randn(batch, 8, generator=g), y))
-    return out
+    return separable_batches(seed, n, batch)
 
 
 def flat(net):

@@ -11,7 +11,7 @@ import torch
 
 import psgd
 import psgd.torch
-from cluster import Cluster, run_threads, _SOURCES
+from cluster import Cluster, run_threads, _SOURCES, separable_batches
 
 DATA = "source: SYNTHETIC"
 
@@ -30,13 +30,7 @@ class Mlp(torch.nn.Module):
 
 
 def batches(j, n=6, batch=16):
-    g = torch.Generator().manual_seed(100 + j)
-    centers = torch.randn(3, 8, generator=g) * 3
-    data = []
-    for _ in range(n):
-        y = torch.randint(0, 3, (batch,), generator=g)
-        data.append((centers[y] + torch.randn(batch, 8, generator=g), y))
-    return data
+    return separable_batches(100 + j, n, batch)
 
 
 def evaluate(module):
