@@ -3,8 +3,9 @@
 # mixed cluster of examples/torch_cifar10.py's tutorial network (worker:0,
 # the chief) and the C++ worker (worker:1); then ResNet-20 (model
 # "external") from the example alone; then two workers of the example's own
-# loop (--own_loop --clip=1.0). Every run reaches its last step and the
-# chief's summary adds up.
+# loop (--own_loop --clip=1.0); then examples/torchvision_cifar10.py's
+# ResNet-18 (its own loop, two workers) and MobileNetV2 (train()). Every
+# run reaches its last step and the chief's summary adds up.
 set -euo pipefail
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
 source "$RUNFILES/scripts/lib/cluster.sh"
@@ -55,4 +56,24 @@ timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
   { cat "$TMP/own.log"; fail "the own-loop run failed"; }
 check_run "$TMP/run-own" 3
 [ -s "$TMP/run-own/worker-1.jsonl" ] || fail "the second own-loop worker wrote no lines"
+
+# torchvision's models as a PyTorch user writes it (examples/
+# torchvision_cifar10.py): ResNet-18 in the example's own loop with
+# clipping, two workers; MobileNetV2 through psgd.torch.train, one.
+write_cluster_config "$TMP/tv.pbtxt" tv workers=2 n=2 batch=4 steps=2 \
+  model=external data="$data"
+sed -i 's|^worker { \(.*\) }$|worker { \1 program: "examples/torchvision_cifar10.py --model=resnet18 --threads=1 --clip=5" }|' \
+  "$TMP/tv.pbtxt"
+timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
+  --run_dir="$TMP/run-tv" "$TMP/tv.pbtxt" > "$TMP/tv.log" 2>&1 ||
+  { cat "$TMP/tv.log"; fail "the torchvision ResNet-18 run failed"; }
+check_run "$TMP/run-tv" 2
+write_cluster_config "$TMP/mnv2.pbtxt" mnv2 batch=4 steps=2 model=external \
+  data="$data"
+sed -i 's|^worker { \(.*\) }$|worker { \1 program: "examples/torchvision_cifar10.py --model=mobilenet_v2 --threads=1 --train" }|' \
+  "$TMP/mnv2.pbtxt"
+timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
+  --run_dir="$TMP/run-mnv2" "$TMP/mnv2.pbtxt" > "$TMP/mnv2.log" 2>&1 ||
+  { cat "$TMP/mnv2.log"; fail "the torchvision MobileNetV2 run failed"; }
+check_run "$TMP/run-mnv2" 2
 echo PASS
