@@ -18,8 +18,8 @@ servers' variables). --model=resnet18 (11.2 M parameters) or mobilenet_v2
 first convolution 3x3 with stride 1 and no max pooling, MobileNetV2's first
 convolution with stride 1. The data is the config's: data { source:
 SYNTHETIC } needs no download; CIFAR10 reads the binary files of its dir
-(or --data_dir). Training batches are augmented with torchvision's
-RandomCrop(32, padding=4) and RandomHorizontalFlip.
+(or --data_dir). CIFAR-10's training images are augmented with
+torchvision's RandomCrop(32, padding=4) and RandomHorizontalFlip.
 
 --clip=C clips the gradients' norm to C before each push (in this file's
 loop; with wire { overlap: true } the gradients leave during the backward,
@@ -122,8 +122,10 @@ def main():
     else:
         data_dir = args.data_dir or s["data_dir"]
         train, test = cifar10(data_dir, True), cifar10(data_dir, False)
-    augment = transforms.Compose([transforms.RandomCrop(32, padding=4),
-                                  transforms.RandomHorizontalFlip()])
+    # Augmented as CIFAR recipes do; the synthetic set as it is (its
+    # classes are patterns that a crop would shift).
+    augment = None if s["synthetic"] else transforms.Compose(
+        [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()])
     dataset = Images(*train, transform=augment)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=w.batch_size, sampler=w.sampler(dataset),

@@ -7,26 +7,34 @@
 #  2. ResNet-20 (examples/torch_cifar10.py) in a 1 ps x 1 worker sync
 #     cluster against the same PyTorch loop without psgd (torch.optim.SGD
 #     in the process), images/s of each, as images_ratio_psgd_vs_torch.
+#     --model=resnet18 or mobilenet_v2: torchvision's
+#     (examples/torchvision_cifar10.py, its own loop and DataLoader) against
+#     the same model, DataLoader and SGD without psgd; part 1 is skipped.
+#     --overlap: the cluster's wire { overlap: true }.
 #
 #   scripts/bench/python_overhead.sh [--steps=N] [--batch=B] [--threads=T]
-#                                    [--rounds=R] [--no-build]
+#                                    [--rounds=R] [--model=NAME] [--overlap]
+#                                    [--no-build]
 #
 # Defaults: 40 steps of batch 128, 2 threads, 2 rounds (the median is
-# reported); synthetic data (the comparison needs no download). The last
-# two lines: comm_ratio_python_vs_cpp=X and images_ratio_psgd_vs_torch=Y.
+# reported), ResNet-20; synthetic data (the comparison needs no download).
+# The last lines: comm_ratio_python_vs_cpp=X (ResNet-20 only) and
+# images_ratio_psgd_vs_torch=Y.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source scripts/lib/cluster.sh
 
-steps=40 batch=128 threads=2 rounds=2 build=1
+steps=40 batch=128 threads=2 rounds=2 build=1 model=resnet20 overlap=false
 for a in "$@"; do
   case "$a" in
+    --model=*) model=${a#--model=} ;;
+    --overlap) overlap=true ;;
     --steps=*) steps=${a#--steps=} ;;
     --batch=*) batch=${a#--batch=} ;;
     --threads=*) threads=${a#--threads=} ;;
     --rounds=*) rounds=${a#--rounds=} ;;
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "python_overhead.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -36,6 +44,10 @@ for v in steps batch threads rounds; do
   fi
 done
 [ "$steps" -gt 10 ] || { echo "python_overhead.sh: --steps must be > 10" >&2; exit 2; }
+case "$model" in
+  resnet20|resnet18|mobilenet_v2) ;;
+  *) echo "python_overhead.sh: --model=$model: expected resnet20, resnet18 or mobilenet_v2" >&2; exit 2 ;;
+esac
 if [ "$build" = 1 ]; then
   bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks \
     //python:psgd >/dev/null 2>&1 || { echo "python_overhead.sh: build failed" >&2; exit 1; }
@@ -56,8 +68,14 @@ sed "s|^worker { \(.*\) }$|worker { \1 program: \"$program --model=tutorial\" }|
   "$out/cpp.pbtxt" > "$out/python.pbtxt"
 write_cluster_config "$out/resnet.pbtxt" py-overhead-resnet threads="$threads" \
   batch="$batch" steps="$steps" model=external data="$data" \
-  training="optimizer { kind: SGD learning_rate: 0.1 }"
-sed -i "s|^worker { \(.*\) }$|worker { \1 program: \"$program --model=resnet20\" }|" \
+  training="optimizer { kind: SGD learning_rate: 0.1 }" \
+  extra="wire { overlap: $overlap }"
+if [ "$model" = resnet20 ]; then
+  model_program="$program --model=resnet20"
+else
+  model_program="examples/torchvision_cifar10.py --log_every=0 --threads=$threads --model=$model"
+fi
+sed -i "s|^worker { \(.*\) }$|worker { \1 program: \"$model_program\" }|" \
   "$out/resnet.pbtxt"
 
 # mean FILE: the mean phases and images/s of the train lines after the first 5.
@@ -72,9 +90,11 @@ print(f"comm_s={comm:.4f} step_s={m('step_s'):.4f} compute_s={m('compute_s'):.4f
 EOF
 }
 
-# The ResNet-20 loop of examples/torch_cifar10.py without psgd.
+# The examples' loop without psgd: ResNet-20 of examples/torch_cifar10.py
+# on slices of the synthetic set, or torchvision's model of
+# examples/torchvision_cifar10.py through the same Dataset and DataLoader.
 torch_loop() {
-  PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 - "$steps" "$batch" "$threads" <<'EOF'
+  PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 - "$steps" "$batch" "$threads" "$model" <<'EOF'
 import sys, time
 import torch, torch.nn.functional as F
 sys.path.insert(0, "examples")
@@ -82,16 +102,25 @@ import importlib.util
 spec = importlib.util.spec_from_file_location("ex", "examples/torch_cifar10.py")
 ex = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ex)
-steps, batch, threads = map(int, sys.argv[1:])
+steps, batch, threads = map(int, sys.argv[1:4])
+name = sys.argv[4]
 torch.set_num_threads(threads)
 torch.manual_seed(1)
-model = ex.resnet20()
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
 images, labels = ex.synthetic(steps * batch + batch, 1)
+if name == "resnet20":
+    model = ex.resnet20()
+    batches = ((images[i * batch:(i + 1) * batch], labels[i * batch:(i + 1) * batch])
+               for i in range(steps))
+else:
+    tv = importlib.import_module("torchvision_cifar10")
+    model = tv.make_model(name)
+    batches = iter(torch.utils.data.DataLoader(
+        tv.Images(images, labels), batch_size=batch, shuffle=True, drop_last=True))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
 times = []
 for i in range(steps):
     t0 = time.perf_counter()
-    x, y = images[i * batch:(i + 1) * batch], labels[i * batch:(i + 1) * batch]
+    x, y = next(batches)
     opt.zero_grad()
     F.cross_entropy(model(x), y).backward()
     opt.step()
@@ -107,30 +136,39 @@ run_cluster() {  # CONFIG RUN_DIR
 
 cpp=() py=() psgd=() plain=()
 for ((r = 1; r <= rounds; r++)); do
-  run_cluster "$out/cpp.pbtxt" "$out/cpp-$r"
-  run_cluster "$out/python.pbtxt" "$out/python-$r"
-  run_cluster "$out/resnet.pbtxt" "$out/resnet-$r"
-  c=$(mean "$out/cpp-$r/worker-0.jsonl")
-  p=$(mean "$out/python-$r/worker-0.jsonl")
+  if [ "$model" = resnet20 ]; then
+    run_cluster "$out/cpp.pbtxt" "$out/cpp-$r"
+    run_cluster "$out/python.pbtxt" "$out/python-$r"
+    c=$(mean "$out/cpp-$r/worker-0.jsonl")
+    p=$(mean "$out/python-$r/worker-0.jsonl")
+    echo "round $r: tutorial, C++ worker     $c"
+    echo "round $r: tutorial, Python worker  $p"
+    cpp+=("$(sed 's/ .*//; s/comm_s=//' <<<"$c")")
+    py+=("$(sed 's/ .*//; s/comm_s=//' <<<"$p")")
+  fi
+  # The order alternates between rounds, so that both see the same drift.
+  if ((r % 2)); then
+    run_cluster "$out/resnet.pbtxt" "$out/resnet-$r"
+    t=$(torch_loop) || exit 1
+  else
+    t=$(torch_loop) || exit 1
+    run_cluster "$out/resnet.pbtxt" "$out/resnet-$r"
+  fi
   s=$(mean "$out/resnet-$r/worker-0.jsonl")
-  t=$(torch_loop) || exit 1
-  echo "round $r: tutorial, C++ worker     $c"
-  echo "round $r: tutorial, Python worker  $p"
-  echo "round $r: ResNet-20, psgd 1x1 sync $s"
-  echo "round $r: ResNet-20, PyTorch alone $t"
-  cpp+=("$(sed 's/ .*//; s/comm_s=//' <<<"$c")")
-  py+=("$(sed 's/ .*//; s/comm_s=//' <<<"$p")")
+  echo "round $r: $model, psgd 1x1 sync (overlap $overlap) $s"
+  echo "round $r: $model, PyTorch alone $t"
   psgd+=("$(sed 's/.*images_per_s=//' <<<"$s")")
   plain+=("$(sed 's/.*images_per_s=//' <<<"$t")")
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); runs in $out"
-/usr/bin/python3 - "${cpp[*]}" "${py[*]}" "${psgd[*]}" "${plain[*]}" <<'EOF'
+/usr/bin/python3 - "${cpp[*]}" "${py[*]}" "${psgd[*]}" "${plain[*]}" "$model" <<'EOF'
 import statistics, sys
-cpp, py, psgd, plain = ([float(x) for x in a.split()] for a in sys.argv[1:])
-c, p = statistics.median(cpp), statistics.median(py)
+cpp, py, psgd, plain = ([float(x) for x in a.split()] for a in sys.argv[1:5])
 s, t = statistics.median(psgd), statistics.median(plain)
-print(f"median pull+push+wait per step: C++ worker {c:.4f} s, Python worker {p:.4f} s")
-print(f"median images/s: ResNet-20 with psgd {s:.1f}, without {t:.1f}")
-print(f"comm_ratio_python_vs_cpp={p / c:.3f}")
+if cpp:
+    c, p = statistics.median(cpp), statistics.median(py)
+    print(f"median pull+push+wait per step: C++ worker {c:.4f} s, Python worker {p:.4f} s")
+    print(f"comm_ratio_python_vs_cpp={p / c:.3f}")
+print(f"median images/s: {sys.argv[5]} with psgd {s:.1f}, without {t:.1f}")
 print(f"images_ratio_psgd_vs_torch={s / t:.3f}")
 EOF
