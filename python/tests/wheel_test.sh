@@ -3,7 +3,8 @@
 # python/wheel/wheel.py packs the built package; a virtual environment made
 # from Debian's /usr/bin/python3 with its system packages (numpy, torch)
 # pip-installs it offline; `python -m psgd` there says the extension loads
-# and names torch; psgd.torch imports. An interpreter the extension is not
+# and names torch; psgd.torch imports; /usr/bin/python3 loads it from a
+# pip --target directory. An interpreter the extension is not
 # built for is refused with a message naming the one it needs, and one
 # without torch gets a message saying where torch is.
 set -euo pipefail
@@ -36,6 +37,16 @@ grep -q '^torch: [0-9]' <<<"$out" || fail "no torch line"
   fail "psgd.torch does not import from the venv"
 files=$("$tmp/v/bin/pip" show -f psgd)
 grep -q "psgd/_psgd.so" <<<"$files" || fail "pip does not list the extension"
+
+# The system Python itself: the wheel installed by pip into a directory of
+# its own (--target, which leaves /usr alone) and put on /usr/bin/python3's
+# path.
+"$tmp/v/bin/pip" install --no-index --no-deps --quiet --target "$tmp/system" "$wheel" ||
+  fail "pip install --target"
+sys_out=$(cd "$tmp" && PYTHONPATH=$tmp/system /usr/bin/python3 -m psgd)
+grep -q "^psgd .*($tmp/system/psgd)" <<<"$sys_out" || fail "the system Python did not load the wheel's psgd: $sys_out"
+grep -q "^interpreter: cpython 3.11.* (/usr/bin/python3)" <<<"$sys_out" || fail "not /usr/bin/python3: $sys_out"
+grep -q '^extension: loads' <<<"$sys_out" || fail "the extension does not load under /usr/bin/python3"
 
 # Built for another interpreter: refused, naming it.
 cp -r "$tmp/v/lib/python3.11/site-packages/psgd" "$tmp/other"
