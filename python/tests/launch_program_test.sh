@@ -22,38 +22,47 @@ print("summary:", {k: v for k, v in s.items() if k.startswith("server_")})
 PYEOF
 }
 
+# Every worker of CONFIG runs PROGRAM (checked: each worker line has it).
+set_program() {
+  local config=$1 program=$2
+  sed -i "s|^worker { \(.*\) }$|worker { \1 program: \"$program\" }|" "$config"
+  [ "$(grep -c -- "program: \"$program\"" "$config")" = "$(grep -c '^worker {' "$config")" ] ||
+    fail "not every worker of $config runs $program"
+}
+
+# launch.sh runs every task of $TMP/NAME.pbtxt into $TMP/run-NAME (its
+# output in $TMP/NAME.log); WHAT names the run when it fails.
+launch() {
+  local name=$1 what=$2
+  timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
+    --run_dir="$TMP/run-$name" "$TMP/$name.pbtxt" > "$TMP/$name.log" 2>&1 ||
+    { cat "$TMP/$name.log"; fail "$what failed"; }
+}
+
 data="source: SYNTHETIC synthetic_train_size: 64 synthetic_test_size: 32"
 write_cluster_config "$TMP/mixed.pbtxt" mixed workers=2 n=2 batch=8 steps=4 \
   model=cifar10_tutorial data="$data"
 sed -i '0,/^worker {/s|^worker { \(.*\) }$|worker { \1 program: "examples/torch_cifar10.py --model=tutorial --threads=1 --log_every=1" }|' \
   "$TMP/mixed.pbtxt"
 grep -q 'program: "examples/torch_cifar10.py' "$TMP/mixed.pbtxt" || fail "no program in the config"
-timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
-  --run_dir="$TMP/run-mixed" "$TMP/mixed.pbtxt" > "$TMP/mixed.log" 2>&1 ||
-  { cat "$TMP/mixed.log"; fail "the mixed cluster failed"; }
+launch mixed "the mixed cluster"
 grep -q "worker:0 | .*% done" "$TMP/mixed.log" || { cat "$TMP/mixed.log"; fail "no progress line from the Python worker"; }
 check_run "$TMP/run-mixed" 4
 [ -s "$TMP/run-mixed/worker-1.jsonl" ] || fail "the C++ worker wrote no lines"
 
 write_cluster_config "$TMP/resnet.pbtxt" resnet batch=4 steps=2 model=external \
   data="$data" extra="wire { overlap: true }"
-sed -i 's|^worker { \(.*\) }$|worker { \1 program: "examples/torch_cifar10.py --threads=1" }|' \
-  "$TMP/resnet.pbtxt"
-timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
-  --run_dir="$TMP/run-resnet" "$TMP/resnet.pbtxt" > "$TMP/resnet.log" 2>&1 ||
-  { cat "$TMP/resnet.log"; fail "the ResNet-20 run failed"; }
+set_program "$TMP/resnet.pbtxt" "examples/torch_cifar10.py --threads=1"
+launch resnet "the ResNet-20 run"
 check_run "$TMP/run-resnet" 2
 
 # The example's own loop (psgd.torch.Worker) with gradient clipping, two
 # workers.
 write_cluster_config "$TMP/own.pbtxt" own workers=2 n=2 batch=4 steps=3 \
   model=external data="$data"
-sed -i 's|^worker { \(.*\) }$|worker { \1 program: "examples/torch_cifar10.py --threads=1 --own_loop --clip=1.0" }|' \
-  "$TMP/own.pbtxt"
+set_program "$TMP/own.pbtxt" "examples/torch_cifar10.py --threads=1 --own_loop --clip=1.0"
 [ "$(grep -c -- '--own_loop --clip=1.0' "$TMP/own.pbtxt")" = 2 ] || fail "no own-loop program for both workers"
-timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
-  --run_dir="$TMP/run-own" "$TMP/own.pbtxt" > "$TMP/own.log" 2>&1 ||
-  { cat "$TMP/own.log"; fail "the own-loop run failed"; }
+launch own "the own-loop run"
 check_run "$TMP/run-own" 3
 [ -s "$TMP/run-own/worker-1.jsonl" ] || fail "the second own-loop worker wrote no lines"
 
@@ -62,18 +71,12 @@ check_run "$TMP/run-own" 3
 # clipping, two workers; MobileNetV2 through psgd.torch.train, one.
 write_cluster_config "$TMP/tv.pbtxt" tv workers=2 n=2 batch=4 steps=2 \
   model=external data="$data"
-sed -i 's|^worker { \(.*\) }$|worker { \1 program: "examples/torchvision_cifar10.py --model=resnet18 --threads=1 --clip=5" }|' \
-  "$TMP/tv.pbtxt"
-timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
-  --run_dir="$TMP/run-tv" "$TMP/tv.pbtxt" > "$TMP/tv.log" 2>&1 ||
-  { cat "$TMP/tv.log"; fail "the torchvision ResNet-18 run failed"; }
+set_program "$TMP/tv.pbtxt" "examples/torchvision_cifar10.py --model=resnet18 --threads=1 --clip=5"
+launch tv "the torchvision ResNet-18 run"
 check_run "$TMP/run-tv" 2
 write_cluster_config "$TMP/mnv2.pbtxt" mnv2 batch=4 steps=2 model=external \
   data="$data"
-sed -i 's|^worker { \(.*\) }$|worker { \1 program: "examples/torchvision_cifar10.py --model=mobilenet_v2 --threads=1 --train" }|' \
-  "$TMP/mnv2.pbtxt"
-timeout 300 bash "$RUNFILES/scripts/run/launch.sh" --bin_dir="$RUNFILES" \
-  --run_dir="$TMP/run-mnv2" "$TMP/mnv2.pbtxt" > "$TMP/mnv2.log" 2>&1 ||
-  { cat "$TMP/mnv2.log"; fail "the torchvision MobileNetV2 run failed"; }
+set_program "$TMP/mnv2.pbtxt" "examples/torchvision_cifar10.py --model=mobilenet_v2 --threads=1 --train"
+launch mnv2 "the torchvision MobileNetV2 run"
 check_run "$TMP/run-mnv2" 2
 echo PASS
