@@ -93,7 +93,6 @@ absl::Status ClusterWorker::Start() {
   RETURN_IF_ERROR(statistics_.Prepare(&variables, &buffers));
   auto session = std::make_unique<WorkerSession>(client_, std::move(variables),
                                                  std::move(buffers), options_);
-  session_ = session.get();
   std::vector<ps::NamedConstTensorView> initial;
   if (options_.chief) {
     initial = ConstViews(weights_);
@@ -111,7 +110,7 @@ absl::StatusOr<bool> ClusterWorker::BeforeStep() {
   ASSIGN_OR_RETURN(const TaskRun::Next next, run_->BeforeStep());
   if (!next.stop.empty()) return End(next.stop);
   if (next.evaluate) {
-    const int64_t global_step = GlobalStep(session_->version());
+    const int64_t global_step = GlobalStep(session()->version());
     RETURN_IF_ERROR(Evaluate(global_step, /*final=*/false));
     run_->Evaluated(global_step);
   }
@@ -130,13 +129,13 @@ absl::StatusOr<bool> ClusterWorker::Step() {
   absl::StatusOr<std::optional<Computed>> c = ComputeAndPush(*batch);
   if (absl::IsCancelled(c.status())) return End(kServersShutDown);
   RETURN_IF_ERROR(c.status());
-  if (!c->has_value()) return End(run_->StopReason(session_->version()));
+  if (!c->has_value()) return End(run_->StopReason(session()->version()));
   const Computed& computed = **c;
   StepRecord rec;
-  rec.global_step = GlobalStep(session_->version());
+  rec.global_step = GlobalStep(session()->version());
   t.computed = computed.computed;
   t.pushed = absl::Now();
-  absl::Status pulled = session_->PullAfterPush(computed.pushed);
+  absl::Status pulled = session()->PullAfterPush(computed.pushed);
   if (absl::IsCancelled(pulled)) return End(kServersShutDown);
   RETURN_IF_ERROR(pulled);
   t.pulled = absl::Now();
@@ -150,31 +149,31 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
   if (options_.overlap) {
     OverlapStep step{
         model_,
-        session_,
+        session(),
         &statistics_,
         &weights_,
         &gradients_,
-        [this] { return !run_->StopReason(session_->version()).empty(); },
+        [this] { return !run_->StopReason(session()->version()).empty(); },
         options_.worker_id};
     ASSIGN_OR_RETURN(const bool overlapped,
                      ComputeOverlapped(step, batch, &c.result));
     if (overlapped) {
       c.computed = absl::Now();
-      ASSIGN_OR_RETURN(c.pushed, session_->FinishParts(PushViews()));
+      ASSIGN_OR_RETURN(c.pushed, session()->FinishParts(PushViews()));
       return c;
     }
     // The groups' pulls reached a step to stop at, or the weights were
     // pulled whole again, maybe of a later step than the groups': the
     // worker stops there as it would have before computing, else this step
     // goes on as without overlap.
-    if (!run_->StopReason(session_->version()).empty()) return std::nullopt;
+    if (!run_->StopReason(session()->version()).empty()) return std::nullopt;
   }
   ASSIGN_OR_RETURN(
       c.result, model_->ComputeGradients(ViewsOf(weights_), batch.images.view(),
                                          batch.labels, &gradients_));
   RETURN_IF_ERROR(statistics_.TakeBatch());
   c.computed = absl::Now();
-  ASSIGN_OR_RETURN(c.pushed, session_->Push(PushViews()));
+  ASSIGN_OR_RETURN(c.pushed, session()->Push(PushViews()));
   return c;
 }
 
@@ -206,7 +205,7 @@ absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
   // the chief has left.)
   absl::StatusOr<StepResult> evaluated;
   {
-    LeaseKeeper::Hold keep(final ? nullptr : session_->lease_keeper());
+    LeaseKeeper::Hold keep(final ? nullptr : session()->lease_keeper());
     // Statistics on the servers: the pulled ones (the model's own follow
     // only this worker's batches); local ones: the model's own.
     RETURN_IF_ERROR(statistics_.BeforeEvaluation());

@@ -106,6 +106,8 @@ class ClusterWorker {
   absl::Status Finish();
   // A stop for `reason`: false, with end_reason_ set.
   bool End(std::string reason);
+  // The run's session (after Start).
+  WorkerSession* session() const { return run_->session(); }
   // What a push carries: the gradients and, with the statistics on the
   // servers, the step's batch statistics.
   std::vector<ps::NamedConstTensorView> PushViews() const;
@@ -120,8 +122,7 @@ class ClusterWorker {
   NamedTensors weights_;
   NamedTensors gradients_;
   WorkerStatistics statistics_;
-  std::unique_ptr<TaskRun> run_;      // made by Start
-  WorkerSession* session_ = nullptr;  // run_'s
+  std::unique_ptr<TaskRun> run_;  // made by Start
   std::string end_reason_;
 };
 
