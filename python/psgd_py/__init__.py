@@ -62,7 +62,7 @@ __all__ = [
     "Session", "StepOutcome", "PushOutcome", "Error", "InvalidArgumentError",
     "FailedPreconditionError", "ModelMismatchError", "NotFoundError",
     "DeadlineExceededError", "UnavailableError", "UnauthenticatedError",
-    "CancelledError",
+    "CancelledError", "eval_metrics",
 ]
 
 Error = _psgd.Error
@@ -97,6 +97,20 @@ class PushOutcome(typing.NamedTuple):
     outcome: StepOutcome
     staleness: int
     generation: int
+
+
+def eval_metrics(result):
+    """An evaluation's (accuracy, loss, examples): from a dict of metrics
+    (its "accuracy", "loss" and "examples"; others are not recorded) or a
+    tuple of the three."""
+    if isinstance(result, dict):
+        missing = [k for k in ("accuracy", "loss", "examples")
+                   if k not in result]
+        if missing:
+            raise InvalidArgumentError(
+                f"evaluate() returned a dict without {', '.join(missing)}")
+        return result["accuracy"], result["loss"], result["examples"]
+    return result
 
 
 def _array(name, t):
@@ -320,7 +334,8 @@ class Session:
     def close(self, reason="", evaluate=None):
         """Leaves the cluster. The chief waits for the others to leave,
         pulls the newest weights, calls `evaluate()` (-> (accuracy, loss,
-        examples), or None) for the final evaluation, shuts the servers down
+        examples), a dict of metrics as eval_metrics reads, or None) for the
+        final evaluation, shuts the servers down
         and writes summary.json. Returns this worker's summary (a dict).
         Idempotent; OK when the servers are gone already."""
         if self._finished or not self._joined:
@@ -332,7 +347,7 @@ class Session:
             t0 = time.time()
             result = evaluate()
             if result is not None:
-                accuracy, loss, examples = result
+                accuracy, loss, examples = eval_metrics(result)
                 self.record_eval(self.step, accuracy=accuracy, loss=loss,
                                  examples=examples, seconds=time.time() - t0,
                                  final=True)

@@ -75,20 +75,6 @@ def _set_epoch(data, epoch):
             return
 
 
-def _metrics(result):
-    """An evaluation's (accuracy, loss, examples): from a dict of metrics
-    (its "accuracy", "loss" and "examples"; others are not recorded) or a
-    tuple of the three."""
-    if isinstance(result, dict):
-        missing = [k for k in ("accuracy", "loss", "examples")
-                   if k not in result]
-        if missing:
-            raise psgd.InvalidArgumentError(
-                f"evaluate() returned a dict without {', '.join(missing)}")
-        return result["accuracy"], result["loss"], result["examples"]
-    return result
-
-
 def _default_accuracy(outputs, targets):
     if outputs.dim() == 2 and targets.dim() == 1 and not targets.is_floating_point():
         return (outputs.argmax(1) == targets).float().mean().item()
@@ -409,7 +395,7 @@ class Worker:
         if evaluate is not None:
             def final():
                 self._to_device()
-                return _metrics(evaluate(self.module))
+                return evaluate(self.module)
         self.summary = self.session.close(reason, evaluate=final)
 
     def _begin_step(self):
@@ -482,7 +468,7 @@ class Worker:
             return reason
         if evaluate_now and evaluate is not None:
             t0 = time.time()
-            acc, loss, n = _metrics(evaluate(self.module))
+            acc, loss, n = psgd.eval_metrics(evaluate(self.module))
             s.record_eval(s.step, accuracy=acc, loss=loss, examples=n,
                           seconds=time.time() - t0)
         return ""
