@@ -1,7 +1,6 @@
 #include "common/model_variables.h"
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace psgd {
@@ -12,12 +11,14 @@ int64_t TotalParameters(const std::vector<VariableSpec>& specs) {
   return n;
 }
 
-bool IsRunningStatistic(absl::string_view name) {
-  // A slice "<variable>/part_<k>" is its variable's.
-  const size_t part = name.rfind("/part_");
-  if (part != absl::string_view::npos) name = name.substr(0, part);
-  return absl::EndsWith(name, ".running_mean") ||
-         absl::EndsWith(name, ".running_var");
+const char* VariableKindName(VariableKind kind) {
+  switch (kind) {
+    case VariableKind::kParameter:
+      return "parameter";
+    case VariableKind::kRunningStatistic:
+      return "running statistic";
+  }
+  return "unknown";
 }
 
 void FoldRunningStatistic(const float* running, const float* batch, int64_t n,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,10 +34,62 @@ struct Initializer {
   }
 };
 
+// What a variable is, carried with it from the network description that
+// makes it (worker/models, a torch module's batch-norm layers) to the
+// servers' Initialize, their variable list and their checkpoints: nothing
+// learns it from a name.
+enum class VariableKind {
+  // Trained: the optimizer updates it from the pushed gradients.
+  kParameter,
+  // Batch norm's running mean or variance with the statistics on the
+  // servers (docs/CLUSTER.md, "Batch norm"): no optimizer touches it; a
+  // push carries the worker's batch statistic under its name (the batch
+  // mean; the unbiased batch variance), which the servers fold in as
+  // PyTorch does, r = (1 - kBatchNormMomentum) * r + kBatchNormMomentum * b,
+  // in float32.
+  kRunningStatistic,
+};
+
+// "parameter", "running statistic".
+const char* VariableKindName(VariableKind kind);
+
+// A row slice of a larger variable (ps/state/placement.h cuts them): rows
+// [row_begin, row_begin + shape[0]) of dimension 0 of `variable`, its
+// part-th slice.
+struct SliceOf {
+  std::string variable;
+  int part = 0;
+  int64_t row_begin = 0;
+
+  bool operator==(const SliceOf& o) const {
+    return variable == o.variable && part == o.part && row_begin == o.row_begin;
+  }
+};
+
 struct VariableSpec {
+  VariableSpec() = default;
+  VariableSpec(std::string name, Shape shape, Initializer init = Initializer(),
+               VariableKind kind = VariableKind::kParameter,
+               absl::optional<SliceOf> slice_of = absl::nullopt)
+      : name(std::move(name)),
+        shape(std::move(shape)),
+        init(init),
+        kind(kind),
+        slice_of(std::move(slice_of)) {}
+
   std::string name;  // e.g. "conv1/weights"
   Shape shape;
   Initializer init;
+  VariableKind kind = VariableKind::kParameter;
+  // Set on a slice a shard stores (Placement::ShardVariables); a variable
+  // of a network is whole.
+  absl::optional<SliceOf> slice_of;
+
+  bool is_statistic() const { return kind == VariableKind::kRunningStatistic; }
+  // The variable this is or is a slice of.
+  const std::string& variable() const {
+    return slice_of.has_value() ? slice_of->variable : name;
+  }
 };
 
 // Sum of the element counts.
@@ -52,17 +105,8 @@ absl::optional<std::string> FirstUnknownVariable(
     const std::vector<std::string>& names,
     const std::vector<VariableSpec>& specs);
 
-// Batch norm's running statistics (docs/CLUSTER.md, "Batch norm"): tensors
-// named "<layer>.running_mean" and "<layer>.running_var" (PyTorch's buffer
-// names, which the layer-graph networks use too), of a row slice
-// "<name>/part_<k>" as well. With the cluster's batch-norm statistics on
-// the servers, they are variables of the servers that no optimizer
-// touches: a push carries the worker's batch statistics under their names
-// (the batch mean; the unbiased batch variance), and the servers fold them
-// in as PyTorch does, r = (1 - kBatchNormMomentum) * r + kBatchNormMomentum
-// * b, in float32.
+// The running statistics' fold (VariableKind::kRunningStatistic).
 inline constexpr float kBatchNormMomentum = 0.1f;
-bool IsRunningStatistic(absl::string_view name);
 // The fold, element by element; `out` may be `running`.
 void FoldRunningStatistic(const float* running, const float* batch, int64_t n,
                           float* out);

@@ -44,14 +44,17 @@ TEST_CASE("FirstUnknownVariable names the first name that is not a variable") {
   CHECK(*unknown == "conv1/weights");
 }
 
-TEST_CASE("running statistics are known by their names, slices too") {
-  CHECK(IsRunningStatistic("bn1.running_mean"));
-  CHECK(IsRunningStatistic("layer1.0.bn2.running_var"));
-  CHECK(IsRunningStatistic("bn1.running_var/part_3"));
-  CHECK_FALSE(IsRunningStatistic("bn1.weight"));
-  CHECK_FALSE(IsRunningStatistic("bn1.running_mean_x"));
-  CHECK_FALSE(IsRunningStatistic("conv1/weights/part_0"));
-  CHECK_FALSE(IsRunningStatistic("bn1.num_batches_tracked"));
+TEST_CASE("a variable's kind is a field, not its name") {
+  VariableSpec named_like_one{"bn1.running_mean", {3}, Initializer()};
+  CHECK_FALSE(named_like_one.is_statistic());
+  VariableSpec statistic{
+      "anything", {3}, Initializer(), VariableKind::kRunningStatistic};
+  CHECK(statistic.is_statistic());
+  CHECK(statistic.variable() == "anything");
+  statistic.slice_of = SliceOf{"whole", 2, 10};
+  CHECK(statistic.variable() == "whole");
+  CHECK(std::string(VariableKindName(VariableKind::kRunningStatistic)) ==
+        "running statistic");
 }
 
 TEST_CASE("the fold is PyTorch's: 0.9 * running + 0.1 * batch in float32") {

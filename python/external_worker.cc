@@ -1,5 +1,6 @@
 #include "python/external_worker.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -89,7 +90,8 @@ absl::Status ExternalWorker::CheckVariables(
 }
 
 absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
-                                  int64_t total_batches) {
+                                  int64_t total_batches,
+                                  const std::vector<std::string>& statistics) {
   if (session_ != nullptr) {
     return absl::FailedPreconditionError("the worker has joined already");
   }
@@ -104,6 +106,16 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
     variables_.push_back({v.name, v.view.shape(), Initializer()});
   }
   RETURN_IF_ERROR(ValidateVariableSpecs(variables_));
+  for (const std::string& name : statistics) {
+    auto it =
+        std::find_if(variables_.begin(), variables_.end(),
+                     [&name](const VariableSpec& v) { return v.name == name; });
+    if (it == variables_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("statistic '", name, "' is not among the variables"));
+    }
+    it->kind = VariableKind::kRunningStatistic;
+  }
   ps::GrpcClientOptions client_options = settings_.client;
   client_options.variables = variables_;
   // A model of the registry is checked before any connection. A worker

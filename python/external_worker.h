@@ -90,9 +90,13 @@ class ExternalWorker {
   // then joins and pulls the first weights. INVALID_ARGUMENT for bad
   // variables; FAILED_PRECONDITION for a second Join. `total_batches`: the
   // worker's batches in all (epochs x batches per epoch; 0: unknown), for
-  // the progress lines' ETA.
+  // the progress lines' ETA. `statistics`: the names among `variables` that
+  // are batch norm's running statistics (VariableKind::kRunningStatistic;
+  // INVALID_ARGUMENT naming one that is not a variable); the others are
+  // trained parameters.
   absl::Status Join(std::vector<ps::NamedTensorView> variables,
-                    int64_t total_batches);
+                    int64_t total_batches,
+                    const std::vector<std::string>& statistics = {});
 
   // The weights' global step (the lowest shard step) and generation; after
   // Leave, the last step (the chief's: of the newest weights).

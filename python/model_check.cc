@@ -62,6 +62,11 @@ absl::Status CompareVariables(const std::vector<VariableSpec>& mine,
                                    " but ", theirs_are, " has shape ",
                                    ShapeToString(t->shape)));
     }
+    if (t->kind != v.kind) {
+      return Mismatch(absl::StrCat(
+          mine_is, "'s variable '", v.name, "' is a ", VariableKindName(v.kind),
+          " but ", theirs_are, " is a ", VariableKindName(t->kind)));
+    }
   }
   for (const VariableSpec& t : theirs) {
     if (Find(mine, t.name) == nullptr) {

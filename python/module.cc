@@ -201,7 +201,8 @@ class PyWorker {
     return d;
   }
 
-  void Join(const NamedArrays& weights, int64_t total_batches) {
+  void Join(const NamedArrays& weights, int64_t total_batches,
+            const std::vector<std::string>& statistics) {
     std::vector<ps::NamedTensorView> views;
     for (const auto& [name, obj] : weights) {
       weights_.push_back(RequestBuffer(name, obj, /*writable=*/true, "weight"));
@@ -212,7 +213,7 @@ class PyWorker {
       shapes_[name] = b.shape;
     }
     py::gil_scoped_release release;
-    ThrowIfError(worker_->Join(std::move(views), total_batches));
+    ThrowIfError(worker_->Join(std::move(views), total_batches, statistics));
   }
 
   py::tuple Push(int64_t step, const NamedArrays& gradients) {
@@ -437,7 +438,8 @@ PYBIND11_MODULE(_psgd, m) {
           "pulls_in_flight",
           [](PyWorker& p) { return p.w().pulls_in_flight(); })
       .def("stop_reason", [](PyWorker& p) { return p.w().StopReason(); })
-      .def("join", &PyWorker::Join)
+      .def("join", &PyWorker::Join, py::arg("weights"),
+           py::arg("total_batches"), py::arg("statistics"))
       .def("push", &PyWorker::Push)
       .def("add_part", &PyWorker::AddPart)
       .def("finish_parts", &PyWorker::FinishParts)

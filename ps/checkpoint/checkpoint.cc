@@ -10,6 +10,7 @@
 #include "common/tensor.h"
 #include "proto/checkpoint.pb.h"
 #include "ps/wire/counters.h"
+#include "ps/wire/variables.h"
 
 namespace psgd {
 namespace ps {
@@ -51,7 +52,17 @@ absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
       return Corrupt(filename,
                      absl::StrCat("variable '", t.name(), "': ", s.message()));
     }
-    if (absl::Status s = layout->Add(t.name(), shape); !s.ok()) {
+    const std::optional<VariableKind> kind = VariableKindFromProto(t.kind());
+    if (!kind.has_value()) {
+      return Corrupt(filename, absl::StrCat("variable '", t.name(),
+                                            "' has no known kind (",
+                                            static_cast<int>(t.kind()), ")"));
+    }
+    absl::optional<SliceOf> slice_of;
+    if (t.has_slice_of()) slice_of = SliceOfFromProto(t.slice_of());
+    if (absl::Status s =
+            layout->Add(t.name(), shape, *kind, std::move(slice_of));
+        !s.ok()) {
       return Corrupt(filename, s.message());
     }
     Tensor value(shape);
@@ -179,6 +190,10 @@ std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
     t->mutable_shape()->Assign(w.layout->shapes[i].begin(),
                                w.layout->shapes[i].end());
     t->set_data(FloatBytes(w.weights[i].data(), w.weights[i].size()));
+    t->set_kind(VariableKindToProto(w.layout->kinds[i]));
+    if (const absl::optional<SliceOf>& slice = w.layout->slices[i]) {
+      SliceOfToProto(*slice, t->mutable_slice_of());
+    }
   }
   p.set_optimizer_step(c.optimizer.step);
   for (size_t k = 0; k < c.optimizer.slots.size(); ++k) {
@@ -211,6 +226,17 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(
                    "the checksum matches but the contents do not "
                    "parse as a shard checkpoint");
   }
+  if (p.format_version() == 1) {
+    return Corrupt(
+        filename,
+        absl::StrCat(
+            "format version 1, written before a checkpoint kept each "
+            "variable's kind (parameter or running statistic); this build "
+            "reads version ",
+            kCheckpointFormatVersion,
+            ". Restore it with the psgd that wrote it (commit 3d57e42 or "
+            "older), or start the run again"));
+  }
   if (p.format_version() != kCheckpointFormatVersion) {
     return Corrupt(filename, absl::StrCat("format version ", p.format_version(),
                                           "; this build reads version ",
@@ -242,7 +268,7 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(
 
 std::string EncodeCheckpointManifest(const CheckpointManifest& m) {
   ckpt::Manifest p;
-  p.set_format_version(kCheckpointFormatVersion);
+  p.set_format_version(kManifestFormatVersion);
   p.set_cluster(m.cluster);
   p.set_label(m.label);
   p.set_generation(m.generation);
@@ -267,10 +293,10 @@ absl::StatusOr<CheckpointManifest> DecodeCheckpointManifest(
   if (!p.ParseFromString(*payload)) {
     return Corrupt(filename, "the contents do not parse as a manifest");
   }
-  if (p.format_version() != kCheckpointFormatVersion) {
+  if (p.format_version() != kManifestFormatVersion) {
     return Corrupt(filename, absl::StrCat("format version ", p.format_version(),
                                           "; this build reads version ",
-                                          kCheckpointFormatVersion));
+                                          kManifestFormatVersion));
   }
   if (p.num_shards() < 1 || p.shards_size() != p.num_shards()) {
     return Corrupt(filename, absl::StrCat(p.shards_size(), " entries for ",

@@ -31,8 +31,11 @@
 namespace psgd {
 namespace ps {
 
-// The format this build writes and reads.
-constexpr int kCheckpointFormatVersion = 1;
+// The formats this build writes and reads: a shard file's (2 since
+// 2026-11-26, when each variable got its kind; version-1 files are refused
+// with a message that says so) and a manifest's (unchanged).
+constexpr int kCheckpointFormatVersion = 2;
+constexpr int kManifestFormatVersion = 1;
 
 // A shard's whole state at one step. The pending aggregate of a sync step is
 // not part of it (as TensorFlow's SyncReplicasOptimizer drops its

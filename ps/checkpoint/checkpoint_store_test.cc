@@ -141,7 +141,7 @@ TEST_CASE(
   REQUIRE(a.ok());
   ShardCheckpoint c = SmallCheckpoint(0, 1, 4, 4);
   auto layout = std::make_shared<VariableLayout>(*c.weights->layout);
-  REQUIRE(layout->Add("bn.running_mean", {3}).ok());
+  REQUIRE(layout->Add("mean", {3}, VariableKind::kRunningStatistic).ok());
   auto weights = std::make_shared<WeightsSnapshot>();
   weights->step = c.weights->step;
   for (const Tensor& t : c.weights->weights) {

@@ -3,8 +3,11 @@
 // the reason; the manifest likewise.
 #include "ps/checkpoint/checkpoint.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "common/file_io.h"
+#include "proto/checkpoint.pb.h"
 #include "ps/testing/checkpoint_test_util.h"
 
 namespace psgd {
@@ -33,6 +36,8 @@ TEST_CASE("a shard checkpoint survives encoding and decoding whole") {
   CHECK(d->step == 41);
   REQUIRE(d->weights->layout->names == c.weights->layout->names);
   CHECK(d->weights->layout->shapes == c.weights->layout->shapes);
+  CHECK(d->weights->layout->kinds == c.weights->layout->kinds);
+  CHECK(d->weights->layout->slices == c.weights->layout->slices);
   CHECK(d->weights->step == 41);
   for (int i = 0; i < 2; ++i) {
     CHECK(Values(d->weights->weights[i]) == Values(c.weights->weights[i]));
@@ -90,6 +95,66 @@ TEST_CASE("checkpoint contents that do not fit together are refused") {
   c.last_push_step[0] = 5;  // the pending step's pushes are not saved
   s = DecodeShardCheckpoint(EncodeShardCheckpoint(c), "f").status();
   CHECK_THAT(std::string(s.message()), Catch::Contains("last push step of 5"));
+}
+
+TEST_CASE("each variable's kind and slice survive; nothing reads a name") {
+  ShardCheckpoint c = SmallCheckpoint(0, 1, 5, 5);
+  auto layout = std::make_shared<VariableLayout>();
+  // Named as a parameter would be, yet a statistic; a slice named as a
+  // whole variable would be, yet part 1 of "big" from row 4.
+  REQUIRE(layout->Add("w", {2, 3}, VariableKind::kRunningStatistic).ok());
+  REQUIRE(layout->Add("b", {2}, VariableKind::kParameter, SliceOf{"big", 1, 4})
+              .ok());
+  auto weights = std::make_shared<WeightsSnapshot>();
+  weights->step = c.weights->step;
+  for (const Tensor& t : c.weights->weights) {
+    Tensor copy(t.shape());
+    std::copy(t.data(), t.data() + t.size(), copy.data());
+    weights->weights.push_back(std::move(copy));
+  }
+  weights->layout = layout;
+  c.weights = weights;
+  c.optimizer.slots[0][0].clear();  // no slots for a statistic
+  c.optimizer.slots[1][0].clear();
+  absl::StatusOr<ShardCheckpoint> d =
+      DecodeShardCheckpoint(EncodeShardCheckpoint(c), "f");
+  INFO(d.status().ToString());
+  REQUIRE(d.ok());
+  const VariableLayout& back = *d->weights->layout;
+  CHECK(back.kinds[0] == VariableKind::kRunningStatistic);
+  CHECK(back.statistic[0]);
+  CHECK(back.kinds[1] == VariableKind::kParameter);
+  REQUIRE(back.slices[1].has_value());
+  CHECK(*back.slices[1] == (SliceOf{"big", 1, 4}));
+  CHECK(back.VariableNames() == std::vector<std::string>{"w", "big"});
+}
+
+TEST_CASE("a checkpoint of format version 1 is refused naming the version") {
+  const std::string bytes = EncodeShardCheckpoint(SmallCheckpoint(0, 1, 5, 5));
+  absl::StatusOr<std::string> payload =
+      UnframeChecksummed("PSGDCKPT", bytes, "f");
+  REQUIRE(payload.ok());
+  ckpt::ShardCheckpoint p;
+  REQUIRE(p.ParseFromString(*payload));
+  p.set_format_version(1);  // as written before variables had kinds
+  for (ckpt::Tensor& t : *p.mutable_variables()) t.clear_kind();
+  absl::Status s =
+      DecodeShardCheckpoint(FrameChecksummed("PSGDCKPT", p.SerializeAsString()),
+                            "step-5/shard-0-of-1.ckpt")
+          .status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()),
+             Catch::Contains("step-5/shard-0-of-1.ckpt") &&
+                 Catch::Contains("format version 1") &&
+                 Catch::Contains("reads version 2") &&
+                 Catch::Contains("3d57e42"));
+  // A version-2 file whose variable has no kind is corrupt.
+  p.set_format_version(2);
+  s = DecodeShardCheckpoint(FrameChecksummed("PSGDCKPT", p.SerializeAsString()),
+                            "g")
+          .status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("no known kind"));
 }
 
 TEST_CASE("a manifest survives a round trip and must list every shard") {

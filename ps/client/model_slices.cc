@@ -113,6 +113,23 @@ std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
   return out;
 }
 
+std::vector<TensorBytes> ShardInitialValues(
+    const Placement& placement, int shard,
+    absl::Span<const float* const> model) {
+  std::vector<TensorBytes> out = ShardSlices(placement, shard, model);
+  for (TensorBytes& t : out) {
+    const Slice& slice = placement.slices[placement.slice_index.at(t.name)];
+    const VariableSpec& variable = placement.variables[slice.variable];
+    t.kind = variable.kind;
+    if (placement.variable_slices[slice.variable].size() > 1) {
+      t.slice_variable = variable.name;
+      t.slice_part = slice.part;
+      t.slice_row_begin = slice.row_begin;
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<char*> ShardAssembler::Destination(const TensorBytes& t,
                                                   size_t bytes) {
   auto it = placement_.slice_index.find(t.name);

@@ -53,6 +53,12 @@ absl::Status OrderPart(const Placement& placement,
 std::vector<TensorBytes> ShardSlices(const Placement& placement, int shard,
                                      absl::Span<const float* const> model);
 
+// ShardSlices of a whole model as an Initialize sends them: each with its
+// variable's kind and, for a slice of a split variable, its SliceOf.
+std::vector<TensorBytes> ShardInitialValues(
+    const Placement& placement, int shard,
+    absl::Span<const float* const> model);
+
 // Puts one shard's pulled slices into the ordered model as they are
 // decoded: Destination checks a slice against the placement and says where
 // its bytes go; Done, called once the slice's bytes are there, converts a

@@ -133,7 +133,7 @@ absl::Status ShardedPsClient::Initialize(
   for (int i = 0; i < num_shards(); ++i) {
     requests[i].set_cluster(options_.cluster);
     requests[i].set_run_dir(options_.run_dir);
-    TensorBytesToProto(ShardSlices(placement_, i, model),
+    TensorBytesToProto(ShardInitialValues(placement_, i, model),
                        requests[i].mutable_variables());
   }
   std::vector<wire::InitializeResponse> responses;
@@ -396,7 +396,7 @@ absl::StatusOr<std::vector<VariableSpec>> ShardedPsClient::Variables() {
   RETURN_IF_ERROR(CallEach("status", &ShardChannel::Status,
                            std::vector<wire::StatusRequest>(num_shards(), r),
                            &responses));
-  std::vector<std::pair<std::string, std::vector<int64_t>>> slices;
+  std::vector<VariableSpec> slices;
   for (const wire::StatusResponse& response : responses) {
     ShardStatus s = ShardStatusFromProto(response);
     slices.insert(slices.end(), s.variables.begin(), s.variables.end());

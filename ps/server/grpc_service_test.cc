@@ -59,6 +59,7 @@ TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
   wire::InitializeRequest init;
   init.set_cluster("wire");
   SetTensor("x", {1.0f, 2.0f, 3.0f, 4.0f}, init.add_variables());
+  init.mutable_variables(0)->set_kind(wire::PARAMETER);
   wire::InitializeResponse init_reply;
   REQUIRE(Unary(init, &init_reply, [&](auto* c, auto& r, auto* p) {
             return stub->Initialize(c, r, p);
@@ -117,6 +118,7 @@ TEST_CASE("a variable above gRPC's default 4 MiB limit goes through") {
   wire::InitializeRequest init;
   init.set_cluster("psgd");
   SetTensor("big", std::vector<float>(1 << 21, 0.25f), init.add_variables());
+  init.mutable_variables(0)->set_kind(wire::PARAMETER);
   wire::InitializeResponse reply;
   grpc::Status s = Unary(init, &reply, [&](auto* c, auto& r, auto* p) {
     return stub->Initialize(c, r, p);

@@ -80,7 +80,7 @@ absl::Status ParameterShard::CheckNoLocalStatistics(
     return absl::OkStatus();
   }
   for (const TensorBytes& t : tensors) {
-    if (!IsRunningStatistic(t.name)) continue;
+    if (t.kind != VariableKind::kRunningStatistic) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": '", t.name,
         "' is a batch-norm running statistic, but this cluster keeps them "
@@ -89,8 +89,13 @@ absl::Status ParameterShard::CheckNoLocalStatistics(
   return absl::OkStatus();
 }
 
-absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t) const {
-  RETURN_IF_ERROR(CheckNoLocalStatistics({t}, "push"));
+std::shared_ptr<const VariableLayout> ParameterShard::Layout() const {
+  MutexLock lock(&mu_);
+  return store_ == nullptr ? nullptr : store_->shared_layout();
+}
+
+absl::Status ParameterShard::CheckPushedTensor(
+    const TensorBytes& t, const VariableLayout* layout) const {
   if (t.no_gradient) {
     if (!t.data.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -99,8 +104,9 @@ absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t) const {
     }
     return ValidateShape(Shape(t.shape.begin(), t.shape.end()));
   }
+  int i = layout == nullptr ? -1 : layout->Find(t.name);
   return CheckFloatTensor(
-      t, IsRunningStatistic(t.name) ? "batch statistic" : "gradient",
+      t, i >= 0 && layout->statistic[i] ? "batch statistic" : "gradient",
       kMaxGradientMagnitude);
 }
 
@@ -134,9 +140,10 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
           options_.max_message_bytes,
           " (raise it, lower split_threshold_bytes or add shards)"));
     }
-    ASSIGN_OR_RETURN(optimizer_,
-                     CreateOptimizer(ShardOptimizerOptions(options_),
-                                     layout.OptimizerSizes(), layout.names));
+    ASSIGN_OR_RETURN(
+        optimizer_,
+        CreateOptimizer(ShardOptimizerOptions(options_),
+                        layout.OptimizerSizes(), layout.VariableNames()));
     aggregator_ = std::make_unique<SyncAggregator>(
         layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);
@@ -243,8 +250,9 @@ absl::StatusOr<PushReply> ParameterShard::Push(
   // The scan for NaN, Inf and values too large reads the whole gradient: no
   // lock for it.
   absl::Status status;
+  const std::shared_ptr<const VariableLayout> layout = Layout();
   for (const TensorBytes& g : gradients) {
-    status = CheckPushedTensor(g);
+    status = CheckPushedTensor(g, layout.get());
     if (!status.ok()) break;
   }
   PushReply reply;
@@ -466,15 +474,12 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
   return MembershipReplyLocked();
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>>
-ParameterShard::Variables() const {
+std::vector<VariableSpec> ParameterShard::Variables() const {
   MutexLock lock(&mu_);
-  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  std::vector<VariableSpec> out;
   if (store_ == nullptr) return out;
   const VariableLayout& layout = store_->layout();
-  for (int i = 0; i < layout.size(); ++i) {
-    out.emplace_back(layout.names[i], layout.shapes[i]);
-  }
+  for (int i = 0; i < layout.size(); ++i) out.push_back(layout.Spec(i));
   return out;
 }
 

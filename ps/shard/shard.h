@@ -203,7 +203,7 @@ class ParameterShard {
   absl::StatusOr<MembershipReply> Join(int worker_id, uint64_t incarnation = 0);
   // The stored variables (name, shape) in the shard's order; none before
   // the first Initialize or restore.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> Variables() const;
+  std::vector<VariableSpec> Variables() const;
   // `failure`: why the worker cannot take part (empty for an ordinary
   // leave); kept for Status().failed_workers until the worker joins again.
   absl::StatusOr<MembershipReply> Leave(int worker_id,
@@ -270,13 +270,17 @@ class ParameterShard {
 
   // Batch norm's running statistics (docs/CLUSTER.md, "Batch norm"): with
   // batch_norm_statistics local, INVALID_ARGUMENT naming the first of
-  // `tensors` that is one (`what`: "initialize", "push"). Needs no lock.
+  // `tensors` (an Initialize's, a restore's) whose kind says it is one
+  // (`what`: "initialize", "restore"). Needs no lock.
   absl::Status CheckNoLocalStatistics(absl::Span<const TensorBytes> tensors,
                                       absl::string_view what) const;
-  // A pushed tensor's checks that need no layout: CheckNoLocalStatistics,
-  // then CheckFloatTensor as a gradient or, for a running statistic, as a
+  // The layout of the shard's variables; null before Initialize.
+  std::shared_ptr<const VariableLayout> Layout() const ABSL_LOCKS_EXCLUDED(mu_);
+  // A pushed tensor's checks that read its values: CheckFloatTensor as a
+  // gradient or, for a running statistic of `layout` (may be null), as a
   // batch statistic. Needs no lock.
-  absl::Status CheckPushedTensor(const TensorBytes& tensor) const;
+  absl::Status CheckPushedTensor(const TensorBytes& tensor,
+                                 const VariableLayout* layout) const;
 
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ABORTED while awaiting a rollback, or for a generation > 0 that is not

@@ -180,7 +180,7 @@ TEST_CASE("an Initialize with another variable set is refused") {
           "variable 'b' has shape [2, 3] but the stored one has "
           "shape [2]");
   std::vector<TensorBytes> extra = v.Bytes();
-  extra.push_back(FloatTensorBytes("c", ShapeB(), v.b.data()));
+  extra.push_back(ParameterBytes("c", ShapeB(), v.b.data()));
   refused(extra, "variable 'c' is not among");
 }
 

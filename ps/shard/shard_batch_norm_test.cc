@@ -36,10 +36,16 @@ struct BnTensors {
   std::vector<float> mean = std::vector<float>(2);
   std::vector<float> var = std::vector<float>(2);
 
+  // With their kinds, as an Initialize carries them (a push's kinds are
+  // not read: the shard knows its own).
   std::vector<TensorBytes> Bytes() const {
-    return {FloatTensorBytes("w", kShapeW, w.data()),
-            FloatTensorBytes(kMean, kShapeC, mean.data()),
-            FloatTensorBytes(kVar, kShapeC, var.data())};
+    std::vector<TensorBytes> out = {
+        FloatTensorBytes("w", kShapeW, w.data()),
+        FloatTensorBytes(kMean, kShapeC, mean.data()),
+        FloatTensorBytes(kVar, kShapeC, var.data())};
+    out[0].kind = VariableKind::kParameter;
+    out[1].kind = out[2].kind = VariableKind::kRunningStatistic;
+    return out;
   }
   bool operator==(const BnTensors& o) const {
     return w == o.w && mean == o.mean && var == o.var;
@@ -332,6 +338,42 @@ TEST_CASE(
   CHECK(MustPush(*shard, 0, 0, p) == PushOutcome::kApplied);
 }
 
+TEST_CASE("a variable's kind is what its Initialize says, not its name") {
+  // The same three tensors, all declared parameters: "bn.running_mean" is
+  // then trained by SGD like any other, and nothing is folded.
+  auto created = ParameterShard::Create(SgdOptions(Mode::kSync, 1, 1));
+  REQUIRE(created.ok());
+  ParameterShard& shard = **created;
+  const BnTensors init = Initial();
+  std::vector<TensorBytes> parameters = init.Bytes();
+  for (TensorBytes& t : parameters) t.kind = VariableKind::kParameter;
+  REQUIRE(shard.Initialize(parameters).ok());
+  REQUIRE(shard.Join(0).ok());
+  const BnTensors p = PushOf(0, 0);
+  REQUIRE(MustPush(shard, 0, 0, p) == PushOutcome::kApplied);
+  const BnTensors after = Pulled(shard);
+  for (int c = 0; c < 2; ++c) {
+    CHECK(after.mean[c] == init.mean[c] - 0.5f * p.mean[c]);
+    CHECK(after.var[c] == init.var[c] - 0.5f * p.var[c]);
+  }
+  CHECK(shard.Variables()[1].kind == VariableKind::kParameter);
+  // A second Initialize that calls them statistics does not fit.
+  auto again = shard.Initialize(init.Bytes());
+  CHECK(again.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(again.status().message()),
+             Catch::Contains("'bn.running_mean' is a running statistic") &&
+                 Catch::Contains("stored one is a parameter"));
+  // An Initialize that does not say a kind is refused, naming the tensor.
+  auto fresh = ParameterShard::Create(SgdOptions(Mode::kSync, 1, 1));
+  REQUIRE(fresh.ok());
+  std::vector<TensorBytes> unsaid = init.Bytes();
+  unsaid[2].kind = std::nullopt;
+  auto refused = (*fresh)->Initialize(unsaid);
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("'bn.running_var' does not say its kind"));
+}
+
 TEST_CASE("LOCAL: the shard refuses statistics at Initialize and in pushes") {
   ServerOptions o = SgdOptions(Mode::kSync, 1, 1);
   o.batch_norm_statistics = BatchNormStatistics::kLocal;
@@ -352,10 +394,11 @@ TEST_CASE("LOCAL: the shard refuses statistics at Initialize and in pushes") {
   for (bool parts : {false, true}) {
     auto r =
         parts ? shard.PushPart(0, 0, p.Bytes()) : shard.Push(0, 0, p.Bytes());
+    // The shard holds no statistics: a push of one names a variable it
+    // does not have.
     CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(
-        std::string(r.status().message()),
-        Catch::Contains("'bn.running_mean'") && Catch::Contains("LOCAL"));
+    CHECK_THAT(std::string(r.status().message()),
+               Catch::Contains("unknown variable 'bn.running_mean'"));
   }
   CHECK(shard.Status().step == 0);
   CHECK(shard.Status().counters.refused == 2);

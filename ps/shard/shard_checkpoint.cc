@@ -109,8 +109,15 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   const WeightsSnapshot& w = *c.weights;
   std::vector<TensorBytes> variables;
   for (int i = 0; i < w.layout->size(); ++i) {
-    variables.push_back(FloatTensorBytes(
-        w.layout->names[i], w.layout->shapes[i], w.weights[i].data()));
+    TensorBytes t = FloatTensorBytes(w.layout->names[i], w.layout->shapes[i],
+                                     w.weights[i].data());
+    t.kind = w.layout->kinds[i];
+    if (const absl::optional<SliceOf>& slice = w.layout->slices[i]) {
+      t.slice_variable = slice->variable;
+      t.slice_part = slice->part;
+      t.slice_row_begin = slice->row_begin;
+    }
+    variables.push_back(t);
   }
   if (store_ != nullptr) RETURN_IF_ERROR(store_->CheckSameVariables(variables));
   // A checkpoint of a cluster that kept batch norm's statistics on the
@@ -120,10 +127,10 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   }
   ASSIGN_OR_RETURN(std::unique_ptr<VariableStore> store,
                    VariableStore::Create(variables, c.step, generation));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<Optimizer> optimizer,
-      CreateOptimizer(ShardOptimizerOptions(options_),
-                      store->layout().OptimizerSizes(), store->layout().names));
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
+                   CreateOptimizer(ShardOptimizerOptions(options_),
+                                   store->layout().OptimizerSizes(),
+                                   store->layout().VariableNames()));
   if (absl::Status s = optimizer->LoadState(c.optimizer); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }

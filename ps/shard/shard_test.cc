@@ -400,9 +400,7 @@ TEST_CASE("variables that do not fit in one message are refused") {
   const std::vector<int64_t> shape = {1 << 20};
   std::vector<float> big(1 << 20, 0.0f);
   absl::Status s =
-      (*shard)
-          ->Initialize({FloatTensorBytes("big", shape, big.data())})
-          .status();
+      (*shard)->Initialize({ParameterBytes("big", shape, big.data())}).status();
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(s.message().find("max_message_bytes=4194304") !=
         absl::string_view::npos);

@@ -268,24 +268,13 @@ class Adam final : public Optimizer {
 
 }  // namespace
 
-absl::string_view VariableOfSlice(absl::string_view slice) {
-  const size_t at = slice.rfind("/part_");
-  if (at == absl::string_view::npos) return slice;
-  const absl::string_view digits = slice.substr(at + 6);
-  if (digits.empty()) return slice;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return slice;
-  }
-  return slice.substr(0, at);
-}
-
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
     const OptimizerOptions& options, std::vector<int64_t> sizes,
-    const std::vector<std::string>& names) {
-  if (!names.empty() && names.size() != sizes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("optimizer: ", names.size(),
-                                                   " names for ", sizes.size(),
-                                                   " variables"));
+    const std::vector<std::string>& variables) {
+  if (!variables.empty() && variables.size() != sizes.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: ", variables.size(), " names for ",
+                     sizes.size(), " variables"));
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] < 0) {
@@ -298,10 +287,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
   if (!adam) {
     std::vector<float> decay(sizes.size(),
                              static_cast<float>(options.weight_decay));
-    for (size_t i = 0; i < names.size(); ++i) {
-      const absl::string_view variable = VariableOfSlice(names[i]);
+    for (size_t i = 0; i < variables.size(); ++i) {
       for (const std::string& excluded : options.no_weight_decay) {
-        if (variable == excluded) decay[i] = 0;
+        if (variables[i] == excluded) decay[i] = 0;
       }
     }
     return std::unique_ptr<Optimizer>(

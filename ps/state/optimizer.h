@@ -91,15 +91,12 @@ class Optimizer {
 
 // An optimizer for variables of `sizes` elements each. INVALID_ARGUMENT for
 // options that ValidateServerOptions would refuse or a negative size.
-// `names` (empty, or one per variable: the shard's slice names) decide
-// which variables options.no_weight_decay exempts from weight decay.
+// `variables` (empty, or one per entry: the variable each is or is a slice
+// of, VariableLayout::VariableNames) decide which options.no_weight_decay
+// exempts from weight decay.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
     const OptimizerOptions& options, std::vector<int64_t> sizes,
-    const std::vector<std::string>& names = {});
-
-// The variable a shard's slice belongs to: "w" for "w/part_3" (a split
-// variable, ps/state/placement.h), the name itself otherwise.
-absl::string_view VariableOfSlice(absl::string_view slice);
+    const std::vector<std::string>& variables = {});
 
 }  // namespace ps
 }  // namespace psgd

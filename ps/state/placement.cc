@@ -13,6 +13,8 @@ namespace psgd {
 namespace ps {
 
 // A row slice of a split variable: "<variable>/part_<j>".
+// A split variable's slices are named "<variable>/part_<j>": written here
+// only; nothing reads it back (a slice carries SliceOf).
 constexpr char kPartSuffix[] = "/part_";
 namespace {
 
@@ -34,7 +36,12 @@ std::vector<VariableSpec> Placement::ShardVariables(int shard) const {
   std::vector<VariableSpec> out;
   for (int s : shard_slices[shard]) {
     const Slice& slice = slices[s];
-    out.push_back({slice.name, slice.shape, variables[slice.variable].init});
+    const VariableSpec& variable = variables[slice.variable];
+    VariableSpec spec{slice.name, slice.shape, variable.init, variable.kind};
+    if (variable_slices[slice.variable].size() > 1) {
+      spec.slice_of = SliceOf{variable.name, slice.part, slice.row_begin};
+    }
+    out.push_back(std::move(spec));
   }
   return out;
 }
@@ -128,50 +135,45 @@ absl::StatusOr<Placement> PlaceVariables(
 }
 
 absl::StatusOr<std::vector<VariableSpec>> VariablesOfSlices(
-    const std::vector<std::pair<std::string, std::vector<int64_t>>>& slices) {
-  // name -> part -> slice shape; names in the order first seen.
-  std::map<std::string, std::map<int, Shape>> parts;
+    const std::vector<VariableSpec>& slices) {
+  // variable -> part (-1: whole) -> its slice; variables in the order first
+  // seen.
+  std::map<std::string, std::map<int, const VariableSpec*>> parts;
   std::vector<std::string> order;
-  for (const auto& [slice, shape] : slices) {
-    std::string name = slice;
-    int part = -1;
-    const size_t at = slice.rfind(kPartSuffix);
-    if (at != std::string::npos &&
-        absl::SimpleAtoi(
-            absl::string_view(slice).substr(at + strlen(kPartSuffix)), &part) &&
-        part >= 0) {
-      name = slice.substr(0, at);
-    } else {
-      part = -1;
-    }
+  for (const VariableSpec& slice : slices) {
+    const std::string& name = slice.variable();
+    const int part = slice.slice_of.has_value() ? slice.slice_of->part : -1;
     if (parts.find(name) == parts.end()) order.push_back(name);
-    if (!parts[name].emplace(part, Shape(shape.begin(), shape.end())).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("variable '", name, "' has slice '", slice, "' twice"));
+    if (!parts[name].emplace(part, &slice).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", name, "' has slice '", slice.name, "' twice"));
     }
   }
   std::vector<VariableSpec> out;
   for (const std::string& name : order) {
-    const std::map<int, Shape>& p = parts[name];
-    Shape shape = p.begin()->second;
+    const std::map<int, const VariableSpec*>& p = parts[name];
+    const VariableSpec& first = *p.begin()->second;
+    Shape shape = first.shape;
     if (p.begin()->first >= 0) {  // a split variable: its rows add up
       int expected = 0;
+      int64_t rows = 0;
       for (const auto& [part, s] : p) {
-        Shape rest = s, first = shape;
+        Shape rest = s->shape, head = shape;
         if (!rest.empty()) rest[0] = 0;
-        if (!first.empty()) first[0] = 0;
-        if (part != expected++ || s.empty() || rest != first) {
+        if (!head.empty()) head[0] = 0;
+        if (part != expected++ || s->shape.empty() || rest != head ||
+            s->slice_of->row_begin != rows || s->kind != first.kind) {
           return absl::InvalidArgumentError(absl::StrCat(
               "the slices of variable '", name, "' do not fit together"));
         }
+        rows += s->shape[0];
       }
-      shape[0] = 0;
-      for (const auto& [part, s] : p) shape[0] += s[0];
+      shape[0] = rows;
     } else if (p.size() > 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable '", name, "' is stored whole and in slices"));
     }
-    out.push_back({name, std::move(shape), Initializer()});
+    out.push_back({name, std::move(shape), Initializer(), first.kind});
   }
   return out;
 }

@@ -62,8 +62,9 @@ struct Placement {
   // slice name -> index.
   absl::flat_hash_map<std::string, int> slice_index;
 
-  // The slices shard `shard` holds, as variables (slice name and shape; the
-  // initializer of the whole variable). Requires 0 <= shard < num_shards.
+  // The slices shard `shard` holds, as variables: slice name and shape, the
+  // whole variable's initializer and kind, and for a slice of a split
+  // variable its SliceOf. Requires 0 <= shard < num_shards.
   std::vector<VariableSpec> ShardVariables(int shard) const;
 };
 
@@ -74,15 +75,16 @@ absl::StatusOr<Placement> PlaceVariables(
     const std::vector<VariableSpec>& variables, int num_shards,
     int64_t split_threshold_bytes);
 
-// The whole variables that shards' stored slices make up: a slice
-// "<variable>/part_<j>" (PlaceVariables' naming, the one place that
-// writes and reads it) counts its rows towards its variable, in part order;
-// other names are whole variables. `slices`: every shard's (name, shape),
-// shards in order. Variables come in the order first seen, with default
-// initializers. INVALID_ARGUMENT naming the variable when its parts do not
-// fit together (a part missing or repeated, other trailing dimensions).
+// The whole variables that shards' stored slices make up: a slice with
+// `slice_of` (ShardVariables' specs, as the shards report them back)
+// counts its rows towards its variable, in part order; one without is a
+// whole variable. `slices`: every shard's, shards in order. Variables come
+// in the order first seen, with their kinds and default initializers.
+// INVALID_ARGUMENT naming the variable when its parts do not fit together
+// (a part missing or repeated, rows that do not follow on, other trailing
+// dimensions, kinds that differ).
 absl::StatusOr<std::vector<VariableSpec>> VariablesOfSlices(
-    const std::vector<std::pair<std::string, std::vector<int64_t>>>& slices);
+    const std::vector<VariableSpec>& slices);
 
 // A table of the placement: one line per slice and a line per shard with
 // its bytes. For logs and docs/SHARDING.md.

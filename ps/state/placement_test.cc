@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
+
 namespace psgd {
 namespace ps {
 namespace {
@@ -115,10 +117,10 @@ TEST_CASE("the shards' slices put back together as the placed variables") {
   auto p = PlaceVariables(model, 2, 1 * kMiB);
   REQUIRE(p.ok());
   // Every shard's slices, shard by shard, as the shards report them.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> slices;
+  std::vector<VariableSpec> slices;
   for (int shard = 0; shard < 2; ++shard) {
     for (const VariableSpec& v : p->ShardVariables(shard)) {
-      slices.emplace_back(v.name, v.shape);
+      slices.push_back(v);
     }
   }
   auto back = VariablesOfSlices(slices);
@@ -131,19 +133,38 @@ TEST_CASE("the shards' slices put back together as the placed variables") {
     REQUIRE(it != back->end());
     CHECK(it->shape == v.shape);
   }
-  // A part missing, repeated, or of other trailing dimensions: refused.
+  // A part missing, repeated, rows that do not follow on, other trailing
+  // dimensions, another kind: refused.
+  auto part = [](int j, int64_t row, Shape shape,
+                 VariableKind kind = VariableKind::kParameter) {
+    VariableSpec s{absl::StrCat("w-", j), std::move(shape), Initializer(),
+                   kind};
+    s.slice_of = SliceOf{"w", j, row};
+    return s;
+  };
+  CHECK_FALSE(VariablesOfSlices({part(0, 0, {2, 3}), part(2, 2, {2, 3})}).ok());
+  CHECK_FALSE(VariablesOfSlices({part(0, 0, {2, 3}), part(0, 0, {2, 3})}).ok());
+  CHECK_FALSE(VariablesOfSlices({part(0, 0, {2, 3}), part(1, 2, {2, 4})}).ok());
+  CHECK_FALSE(VariablesOfSlices({part(0, 0, {2, 3}), part(1, 1, {2, 3})}).ok());
   CHECK_FALSE(
-      VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_2", {2, 3}}}).ok());
-  CHECK_FALSE(
-      VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_0", {2, 3}}}).ok());
-  CHECK_FALSE(
-      VariablesOfSlices({{"w/part_0", {2, 3}}, {"w/part_1", {2, 4}}}).ok());
-  CHECK_FALSE(VariablesOfSlices({{"w", {2}}, {"w/part_0", {2}}}).ok());
+      VariablesOfSlices({part(0, 0, {2, 3}),
+                         part(1, 2, {2, 3}, VariableKind::kRunningStatistic)})
+          .ok());
+  CHECK_FALSE(VariablesOfSlices(
+                  {VariableSpec{"w", {2}, Initializer()}, part(0, 0, {2})})
+                  .ok());
+  // A name that looks like a slice is a whole variable: nothing parses it.
   auto whole = VariablesOfSlices(
-      {{"w/part_0", {2, 3}}, {"w/part_1", {1, 3}}, {"b", {3}}});
+      {part(0, 0, {2, 3}), part(1, 2, {1, 3}),
+       VariableSpec{
+           "b/part_0", {3}, Initializer(), VariableKind::kRunningStatistic}});
   REQUIRE(whole.ok());
+  REQUIRE(whole->size() == 2);
+  CHECK((*whole)[0].name == "w");
   CHECK((*whole)[0].shape == Shape{3, 3});
+  CHECK((*whole)[1].name == "b/part_0");
   CHECK((*whole)[1].shape == Shape{3});
+  CHECK((*whole)[1].kind == VariableKind::kRunningStatistic);
 }
 
 }  // namespace

@@ -40,6 +40,13 @@ TensorBytes FloatTensorBytes(absl::string_view name,
                      std::nullopt};
 }
 
+TensorBytes ParameterBytes(absl::string_view name,
+                           absl::Span<const int64_t> shape, const float* data) {
+  TensorBytes t = FloatTensorBytes(name, shape, data);
+  t.kind = VariableKind::kParameter;
+  return t;
+}
+
 absl::string_view PushOutcomeName(PushOutcome outcome) {
   switch (outcome) {
     case PushOutcome::kAggregated:

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/model_variables.h"
 
 namespace psgd {
 namespace ps {
@@ -45,12 +46,23 @@ struct TensorBytes {
   // unused parameter; proto/ps.proto, TensorData.no_gradient). Name and
   // shape only, `data` empty; the shard leaves the variable alone.
   bool no_gradient = false;
+  // In an Initialize (and a restore) only, and required there: what the
+  // variable is (proto/variable.proto); nullopt when the sender did not say.
+  std::optional<VariableKind> kind = std::nullopt;
+  // In an Initialize: for a row slice of a larger variable, that variable's
+  // name (empty for a whole variable), the slice's part and first row.
+  absl::string_view slice_variable = {};
+  int slice_part = 0;
+  int64_t slice_row_begin = 0;
 };
 
 // Borrows a float tensor's memory as TensorBytes.
 TensorBytes FloatTensorBytes(absl::string_view name,
                              absl::Span<const int64_t> shape,
                              const float* data);
+// The same, declared a trained parameter (an Initialize's tensor).
+TensorBytes ParameterBytes(absl::string_view name,
+                           absl::Span<const int64_t> shape, const float* data);
 
 enum class PushOutcome {
   kAggregated,      // sync: added to the current step's aggregate
@@ -178,9 +190,10 @@ struct ShardStatus {
   // Workers that left with a failure (they cannot take part), by worker id
   // ascending, with the reason each gave last.
   std::vector<std::pair<int, std::string>> failed_workers;
-  // The shard's variables (name, shape) in its order, when asked for
-  // (StatusRequest.variables); none before Initialize.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> variables;
+  // The shard's variables (name, shape, kind, the variable a slice is part
+  // of) in its order, when asked for (StatusRequest.variables); none before
+  // Initialize. Their initializers are unset.
+  std::vector<VariableSpec> variables;
   // The run directory the server writes to; filled by the gRPC service
   // (the shard itself has none).
   std::string run_dir;

@@ -142,21 +142,50 @@ VariableStore::VariableStore(std::shared_ptr<const VariableLayout> layout,
                              std::shared_ptr<Pool> pool)
     : layout_(std::move(layout)), pool_(std::move(pool)) {}
 
-absl::Status VariableLayout::Add(std::string name, Shape shape) {
+absl::Status VariableLayout::Add(std::string name, Shape shape,
+                                 VariableKind kind,
+                                 absl::optional<SliceOf> slice_of) {
   if (name.empty()) return absl::InvalidArgumentError("a variable has no name");
+  if (slice_of.has_value() && (slice_of->variable.empty() ||
+                               slice_of->part < 0 || slice_of->row_begin < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable '", name, "' is a slice of '", slice_of->variable, "' part ",
+        slice_of->part, " from row ", slice_of->row_begin,
+        ", which names no slice"));
+  }
   if (!index.emplace(name, size()).second) {
     return absl::InvalidArgumentError(
         absl::StrCat("variable '", name, "' appears twice"));
   }
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  statistic.push_back(IsRunningStatistic(name));
+  kinds.push_back(kind);
+  slices.push_back(std::move(slice_of));
+  statistic.push_back(kind == VariableKind::kRunningStatistic);
   num_statistics += statistic.back() ? 1 : 0;
   names.push_back(std::move(name));
   shapes.push_back(std::move(shape));
   sizes.push_back(n);
   num_parameters += n;
   return absl::OkStatus();
+}
+
+VariableSpec VariableLayout::Spec(int i) const {
+  VariableSpec spec;
+  spec.name = names[i];
+  spec.shape = shapes[i];
+  spec.kind = kinds[i];
+  spec.slice_of = slices[i];
+  return spec;
+}
+
+std::vector<std::string> VariableLayout::VariableNames() const {
+  std::vector<std::string> out;
+  out.reserve(names.size());
+  for (int i = 0; i < size(); ++i) {
+    out.push_back(slices[i].has_value() ? slices[i]->variable : names[i]);
+  }
+  return out;
 }
 
 std::vector<int64_t> VariableLayout::OptimizerSizes() const {
@@ -179,7 +208,19 @@ absl::StatusOr<std::unique_ptr<VariableStore>> VariableStore::Create(
       return s;
     }
     Tensor value(ToShape(t.shape));
-    if (absl::Status s = layout->Add(std::string(t.name), value.shape());
+    if (!t.kind.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "initialize: variable '", t.name,
+          "' does not say its kind (parameter or running statistic): a "
+          "client older than this server?"));
+    }
+    absl::optional<SliceOf> slice_of;
+    if (!t.slice_variable.empty()) {
+      slice_of = SliceOf{std::string(t.slice_variable), t.slice_part,
+                         t.slice_row_begin};
+    }
+    if (absl::Status s = layout->Add(std::string(t.name), value.shape(),
+                                     *t.kind, std::move(slice_of));
         !s.ok()) {
       return Annotate(s, "initialize: ");
     }
@@ -213,6 +254,12 @@ absl::Status VariableStore::CheckSameVariables(
           absl::StrCat("initialize: variable '", t.name, "' has shape ",
                        ShapeToString(shape), " but the stored one has shape ",
                        ShapeToString(layout_->shapes[i])));
+    }
+    if (t.kind.has_value() && *t.kind != layout_->kinds[i]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("initialize: variable '", t.name, "' is a ",
+                       VariableKindName(*t.kind), " but the stored one is a ",
+                       VariableKindName(layout_->kinds[i])));
     }
     seen[i] = true;
   }

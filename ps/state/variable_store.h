@@ -23,22 +23,28 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
 #include "absl/types/span.h"
+#include "common/model_variables.h"
 #include "common/tensor.h"
 #include "ps/state/types.h"
 
 namespace psgd {
 namespace ps {
 
-// Names and shapes of a shard's variables, in the order of the first
-// Initialize. Immutable.
+// Names, shapes and kinds of a shard's variables, in the order of the first
+// Initialize (or of the checkpoint restored). Immutable.
 struct VariableLayout {
   std::vector<std::string> names;
   std::vector<Shape> shapes;
   std::vector<int64_t> sizes;  // elements
-  // Batch norm's running statistics (IsRunningStatistic, by name): no
-  // optimizer touches them; a push's values for them are batch statistics
-  // that the shard folds in (common/model_variables.h).
+  std::vector<VariableKind> kinds;
+  // For a row slice of a larger variable: that variable, the part, the
+  // first row (as the Initialize said; ps/state/placement.h cuts them).
+  std::vector<absl::optional<SliceOf>> slices;
+  // kinds[i] == kRunningStatistic, for the hot paths: batch norm's running
+  // statistics, which no optimizer touches; a push's values for them are
+  // batch statistics that the shard folds in (common/model_variables.h).
   std::vector<bool> statistic;
   int num_statistics = 0;
   absl::flat_hash_map<std::string, int> index;
@@ -49,11 +55,17 @@ struct VariableLayout {
   std::vector<int64_t> OptimizerSizes() const;
 
   int size() const { return static_cast<int>(names.size()); }
-  // Appends variable `name` of `shape`, its kind (a running statistic or a
-  // trained parameter) taken from its name as everywhere else: the one way
-  // a layout is built (the store's Create, a checkpoint's decoding).
-  // INVALID_ARGUMENT when the name is empty or already there.
-  absl::Status Add(std::string name, Shape shape);
+  // Appends variable `name` of `shape` and `kind`, a row slice of a larger
+  // variable when `slice_of` is set: the one way a layout is built (the
+  // store's Create, a checkpoint's decoding). INVALID_ARGUMENT when the name
+  // is empty or already there, or a slice names no variable.
+  absl::Status Add(std::string name, Shape shape, VariableKind kind,
+                   absl::optional<SliceOf> slice_of = absl::nullopt);
+  // Variable i as a spec (no initializer).
+  VariableSpec Spec(int i) const;
+  // The variable each entry is or is a slice of, in layout order: what an
+  // optimizer's per-variable settings (no_weight_decay) name.
+  std::vector<std::string> VariableNames() const;
   // Index of `name`, or -1.
   int Find(absl::string_view name) const;
   // The indices of `names` (a pull of some variables, PullRequest.variables)
@@ -104,9 +116,13 @@ class VariableStore {
   VariableStore& operator=(const VariableStore&) = delete;
 
   const VariableLayout& layout() const { return *layout_; }
+  std::shared_ptr<const VariableLayout> shared_layout() const {
+    return layout_;
+  }
 
   // OK when `tensors` name exactly the stored variables with their shapes
-  // (in any order); FAILED_PRECONDITION naming the first difference.
+  // and kinds (in any order); FAILED_PRECONDITION naming the first
+  // difference.
   absl::Status CheckSameVariables(absl::Span<const TensorBytes> tensors) const;
 
   // Orders a push's gradients by layout: (*ordered)[i] is the data of

@@ -15,8 +15,8 @@ const std::vector<int64_t> kShape2 = {2};
 
 std::unique_ptr<VariableStore> MakeStore(const std::vector<float>& w,
                                          const std::vector<float>& b) {
-  std::vector<TensorBytes> init = {FloatTensorBytes("w", kShape23, w.data()),
-                                   FloatTensorBytes("b", kShape2, b.data())};
+  std::vector<TensorBytes> init = {ParameterBytes("w", kShape23, w.data()),
+                                   ParameterBytes("b", kShape2, b.data())};
   auto store = VariableStore::Create(init);
   REQUIRE(store.ok());
   return *std::move(store);
@@ -99,8 +99,8 @@ TEST_CASE("bad tensors are refused naming the tensor") {
 
 TEST_CASE("initial values that repeat a name or are empty are refused") {
   std::vector<float> w(6, 1.0f);
-  std::vector<TensorBytes> twice = {FloatTensorBytes("w", kShape23, w.data()),
-                                    FloatTensorBytes("w", kShape23, w.data())};
+  std::vector<TensorBytes> twice = {ParameterBytes("w", kShape23, w.data()),
+                                    ParameterBytes("w", kShape23, w.data())};
   CHECK(Says(VariableStore::Create(twice).status(),
              absl::StatusCode::kInvalidArgument, "'w' appears twice"));
   CHECK(!VariableStore::Create({}).ok());

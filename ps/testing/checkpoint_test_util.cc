@@ -33,7 +33,8 @@ ShardCheckpoint SmallCheckpoint(int shard, int num_shards, int64_t label,
   const std::vector<std::pair<std::string, Shape>> vars = {{"w", {2, 3}},
                                                            {"b", {2}}};
   for (const auto& [name, shape] : vars) {
-    const absl::Status added = layout->Add(name, shape);
+    const absl::Status added =
+        layout->Add(name, shape, VariableKind::kParameter);
     (void)added;  // distinct names
     Tensor t(shape);
     for (int64_t i = 0; i < t.size(); ++i) {

@@ -37,9 +37,13 @@ struct TwoVariables {
     t.b.assign(2, b);
     return t;
   }
+  // Trained parameters, as an Initialize declares them (a push's kinds are
+  // not read).
   std::vector<TensorBytes> Bytes() const {
-    return {FloatTensorBytes("w", ShapeW(), w.data()),
-            FloatTensorBytes("b", ShapeB(), b.data())};
+    std::vector<TensorBytes> out = {FloatTensorBytes("w", ShapeW(), w.data()),
+                                    FloatTensorBytes("b", ShapeB(), b.data())};
+    for (TensorBytes& t : out) t.kind = VariableKind::kParameter;
+    return out;
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/wire/counters.h"
+#include "ps/wire/variables.h"
 
 namespace psgd {
 namespace ps {
@@ -45,6 +46,12 @@ absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
         *dtype, t.data(), std::nullopt});
     if (t.has_scale()) out.back().scale = t.scale();
     out.back().no_gradient = t.no_gradient();
+    out.back().kind = VariableKindFromProto(t.kind());
+    if (t.has_slice_of()) {
+      out.back().slice_variable = t.slice_of().variable();
+      out.back().slice_part = t.slice_of().part();
+      out.back().slice_row_begin = t.slice_of().row_begin();
+    }
   }
   return out;
 }
@@ -60,6 +67,19 @@ void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out) {
     out->clear_scale();
   }
   out->set_no_gradient(t.no_gradient);
+  if (t.kind.has_value()) {
+    out->set_kind(VariableKindToProto(*t.kind));
+  } else {
+    out->clear_kind();
+  }
+  if (!t.slice_variable.empty()) {
+    wire::SliceOf* slice = out->mutable_slice_of();
+    slice->set_variable(t.slice_variable.data(), t.slice_variable.size());
+    slice->set_part(t.slice_part);
+    slice->set_row_begin(t.slice_row_begin);
+  } else {
+    out->clear_slice_of();
+  }
 }
 
 void TensorBytesToProto(
@@ -143,10 +163,14 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_shutting_down(s.shutting_down);
   out->set_run_dir(s.run_dir);
   out->set_workers_expired(s.workers_expired);
-  for (const auto& [name, shape] : s.variables) {
+  for (const VariableSpec& spec : s.variables) {
     wire::VariableShape* v = out->add_variables();
-    v->set_name(name);
-    v->mutable_shape()->Assign(shape.begin(), shape.end());
+    v->set_name(spec.name);
+    v->mutable_shape()->Assign(spec.shape.begin(), spec.shape.end());
+    v->set_kind(VariableKindToProto(spec.kind));
+    if (spec.slice_of.has_value()) {
+      SliceOfToProto(*spec.slice_of, v->mutable_slice_of());
+    }
   }
   for (const auto& [worker, reason] : s.failed_workers) {
     wire::WorkerFailure* f = out->add_failed_workers();
@@ -196,8 +220,14 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.run_dir = r.run_dir();
   s.workers_expired = r.workers_expired();
   for (const wire::VariableShape& v : r.variables()) {
-    s.variables.emplace_back(
-        v.name(), std::vector<int64_t>(v.shape().begin(), v.shape().end()));
+    VariableSpec spec;
+    spec.name = v.name();
+    spec.shape.assign(v.shape().begin(), v.shape().end());
+    // A server that did not say (older than this build) lists parameters.
+    spec.kind =
+        VariableKindFromProto(v.kind()).value_or(VariableKind::kParameter);
+    if (v.has_slice_of()) spec.slice_of = SliceOfFromProto(v.slice_of());
+    s.variables.push_back(std::move(spec));
   }
   for (const wire::WorkerFailure& f : r.failed_workers()) {
     s.failed_workers.emplace_back(f.worker_id(), f.reason());

@@ -152,9 +152,10 @@ class Session:
     Batch norm in a loop of one's own (docs/CLUSTER.md, "Batch norm"): the
     servers hold exactly the variables that join() gives them. With the
     config's batch_norm_statistics SERVER (settings["batch_norm_statistics"]
-    == "server", the default) give the running statistics too
-    (buffers named "<layer>.running_mean" / "<layer>.running_var", after the
-    parameters), push each step's batch statistics under their names (the
+    == "server", the default) give the running statistics too (after the
+    parameters, their names in join()'s `statistics`, which is what tells
+    the servers they are statistics and not parameters), push each step's
+    batch statistics under their names (the
     batch mean and unbiased variance: a batch-norm module with momentum 1.0
     leaves them in its buffers after a training forward), and the servers
     fold them in; statistics left out of join() stay local to the worker,
@@ -206,7 +207,7 @@ class Session:
         scale it by their staleness on top."""
         return self._w.learning_rate
 
-    def join(self, weights, total_batches=0):
+    def join(self, weights, total_batches=0, *, statistics=()):
         """Joins the cluster; the first weights are written into `weights`.
 
         Args:
@@ -216,6 +217,10 @@ class Session:
             initialise the servers.
           total_batches: this worker's batches in all (epochs x batches per
             epoch), for the progress lines' ETA; 0: unknown.
+          statistics: the names among `weights` that are batch norm's
+            running statistics (kept on the servers, folded from each push's
+            batch statistics, never touched by the optimizer); the others
+            are trained parameters. A name is never read for its meaning.
 
         Raises ModelMismatchError when the variables are not the cluster's
         (naming the first that differs and both shapes), and the servers'
@@ -223,7 +228,7 @@ class Session:
         when they do not come up).
         """
         arrays = _arrays(weights)
-        self._w.join(arrays, int(total_batches))
+        self._w.join(arrays, int(total_batches), [str(n) for n in statistics])
         self._joined = dict(arrays)
 
     def pull_into(self, tensors=None):

@@ -59,11 +59,6 @@ import psgd
 __all__ = ["Worker", "train"]
 
 
-def _is_running_statistic(name):
-    """common/model_variables.h's IsRunningStatistic."""
-    return name.endswith(".running_mean") or name.endswith(".running_var")
-
-
 def _set_epoch(data, epoch):
     """A DataLoader's sampler (or the data itself) that shuffles per epoch,
     as torch.utils.data.DistributedSampler: told the epoch before each pass,
@@ -112,8 +107,14 @@ class Worker:
         self.stats = []
         self._momenta = []
         if self.settings["batch_norm_statistics"] == "server":
+            # The batch-norm layers' own buffers, known by the module that
+            # holds them, not by their names.
+            running = {id(t) for m in module.modules()
+                       if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                       for t in (m.running_mean, m.running_var)
+                       if t is not None}
             self.stats = [(n, b) for n, b in module.named_buffers()
-                          if _is_running_statistic(n)]
+                          if id(b) in running]
             for n, b in self.stats:
                 if b.dtype != torch.float32:
                     raise psgd.InvalidArgumentError(
@@ -335,7 +336,8 @@ class Worker:
         s = self.session
         epochs = self.settings["epochs"]
         total = epochs * len(data) if epochs and hasattr(data, "__len__") else 0
-        s.join(self._weight_buffers(), total_batches=total)
+        s.join(self._weight_buffers(), total_batches=total,
+               statistics=[n for n, _ in self.stats])
         self._to_device()
         if self.overlap:
             self._install_hooks()

@@ -103,7 +103,14 @@ ps::wire::InitializeRequest InitializeRequest(
     const std::vector<ps::wire::TensorData>& variables) {
   ps::wire::InitializeRequest r;
   r.set_cluster(kCluster);
-  for (const auto& v : variables) *r.add_variables() = v;
+  for (const auto& v : variables) {
+    ps::wire::TensorData* t = r.add_variables();
+    *t = v;
+    // The seeds' variables are trained parameters unless they say.
+    if (t->kind() == ps::wire::VARIABLE_KIND_UNSPECIFIED) {
+      t->set_kind(ps::wire::PARAMETER);
+    }
+  }
   return r;
 }
 

@@ -127,9 +127,14 @@ int NetworkBuilder::BatchNorm(int x, const std::string& name) {
   if (at < 0) return at;
   spec_.variables.push_back({name + ".weight", {c}, Initializer::Constant(1)});
   spec_.variables.push_back({name + ".bias", {c}, Initializer::Constant(0)});
-  spec_.state.push_back(
-      {name + ".running_mean", {c}, Initializer::Constant(0)});
-  spec_.state.push_back({name + ".running_var", {c}, Initializer::Constant(1)});
+  spec_.state.push_back({name + ".running_mean",
+                         {c},
+                         Initializer::Constant(0),
+                         VariableKind::kRunningStatistic});
+  spec_.state.push_back({name + ".running_var",
+                         {c},
+                         Initializer::Constant(1),
+                         VariableKind::kRunningStatistic});
   return at;
 }
 
