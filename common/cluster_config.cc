@@ -1,5 +1,6 @@
 #include "common/cluster_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -281,6 +282,35 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
         absl::StrCat(t.min_workers(), " is not in 1..", t.total_num_replicas(),
                      " (total_num_replicas)"));
   }
+  if (t.has_adaptive_backups()) {
+    config::AdaptiveBackupsConfig& a = *t.mutable_adaptive_backups();
+    const Locator in = at.Nested(t, "adaptive_backups");
+    const std::string path = "training.adaptive_backups";
+    if (t.mode() != config::TrainingConfig::SYNC) {
+      return in.Error(a, "min_replicas", path,
+                      "adaptive backup workers need mode: SYNC");
+    }
+    if (!a.has_max_replicas()) a.set_max_replicas(t.total_num_replicas());
+    if (a.max_replicas() > t.total_num_replicas()) {
+      return in.Error(
+          a, "max_replicas", path + ".max_replicas",
+          absl::StrCat(a.max_replicas(), " is more than total_num_replicas (",
+                       t.total_num_replicas(), ")"));
+    }
+    if (a.min_replicas() < 1 || a.min_replicas() > a.max_replicas()) {
+      return in.Error(a, "min_replicas", path + ".min_replicas",
+                      absl::StrCat(a.min_replicas(), " is not in 1..",
+                                   a.max_replicas(), " (max_replicas)"));
+    }
+    if (a.window_steps() < 1) {
+      return in.Error(a, "window_steps", path + ".window_steps",
+                      absl::StrCat(a.window_steps(), " is less than 1"));
+    }
+    if (a.warmup_steps() < 0) {
+      return in.Error(a, "warmup_steps", path + ".warmup_steps",
+                      absl::StrCat(a.warmup_steps(), " is negative"));
+    }
+  }
   if (t.batch_size() < 1 || t.batch_size() > 65536) {
     return at.Error(t, "batch_size", "training.batch_size",
                     absl::StrCat(t.batch_size(), " is not in 1..65536"));
@@ -393,6 +423,104 @@ absl::Status ValidateData(const ClusterConfig& c, const Locator& root) {
   if (d.synthetic_test_size() < 1) {
     return at.Error(d, "synthetic_test_size", "data.synthetic_test_size",
                     absl::StrCat(d.synthetic_test_size(), " is less than 1"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDelay(const config::DelayDistribution& d,
+                           const Locator& at, const std::string& path) {
+  auto non_negative = [&](absl::string_view field,
+                          double value) -> absl::Status {
+    if (!std::isfinite(value) || value < 0) {
+      return at.Error(d, field, absl::StrCat(path, ".", field),
+                      absl::StrCat(value, " is not a finite number >= 0"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(non_negative("shift_seconds", d.shift_seconds()));
+  RETURN_IF_ERROR(non_negative("mean_seconds", d.mean_seconds()));
+  RETURN_IF_ERROR(non_negative("scale_seconds", d.scale_seconds()));
+  if (d.kind() == config::DelayDistribution::SHIFTED_EXPONENTIAL &&
+      d.mean_seconds() <= 0) {
+    return at.Error(d, "mean_seconds", absl::StrCat(path, ".mean_seconds"),
+                    "must be > 0 for SHIFTED_EXPONENTIAL");
+  }
+  if (d.kind() == config::DelayDistribution::PARETO) {
+    if (d.scale_seconds() <= 0) {
+      return at.Error(d, "scale_seconds", absl::StrCat(path, ".scale_seconds"),
+                      "must be > 0 for PARETO");
+    }
+    if (!std::isfinite(d.alpha()) || d.alpha() <= 0) {
+      return at.Error(d, "alpha", absl::StrCat(path, ".alpha"),
+                      absl::StrCat(d.alpha(), " is not > 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Straggler emulation and emulated compute (docs/STRAGGLERS.md).
+absl::Status ValidateEmulation(const ClusterConfig& c, const Locator& root) {
+  for (int i = 0; i < c.stragglers_size(); ++i) {
+    const config::StragglerConfig& s = c.stragglers(i);
+    const Locator at = root.Nested(c, "stragglers", i);
+    const std::string path = absl::StrCat("stragglers[", i, "]");
+    for (int k = 0; k < s.workers_size(); ++k) {
+      if (s.workers(k) < 0 || s.workers(k) >= c.worker_size()) {
+        return at.Error(
+            s, "workers", absl::StrCat(path, ".workers"),
+            absl::StrCat("worker ", s.workers(k), " is not among the config's ",
+                         c.worker_size(), " workers"),
+            k);
+      }
+    }
+    if (!std::isfinite(s.slow_factor()) || s.slow_factor() < 1) {
+      return at.Error(s, "slow_factor", absl::StrCat(path, ".slow_factor"),
+                      absl::StrCat(s.slow_factor(), " is not a number >= 1"));
+    }
+    if (!(s.stall_probability() >= 0 && s.stall_probability() <= 1)) {
+      return at.Error(s, "stall_probability",
+                      absl::StrCat(path, ".stall_probability"),
+                      absl::StrCat(s.stall_probability(), " is not in [0, 1]"));
+    }
+    for (auto [field, value] :
+         {std::pair<absl::string_view, float>{"stall_seconds",
+                                              s.stall_seconds()},
+          {"transfer_delay_seconds", s.transfer_delay_seconds()}}) {
+      if (!std::isfinite(value) || value < 0) {
+        return at.Error(s, field, absl::StrCat(path, ".", field),
+                        absl::StrCat(value, " is not a finite number >= 0"));
+      }
+    }
+    if (s.has_extra_delay()) {
+      RETURN_IF_ERROR(ValidateDelay(s.extra_delay(),
+                                    at.Nested(s, "extra_delay"),
+                                    absl::StrCat(path, ".extra_delay")));
+    }
+  }
+  if (!c.has_emulation()) return absl::OkStatus();
+  const config::EmulationConfig& e = c.emulation();
+  const Locator at = root.Nested(c, "emulation");
+  if (e.has_compute() == !e.compute_samples_file().empty()) {
+    return at.Error(e, e.has_compute() ? "compute_samples_file" : "compute",
+                    "emulation",
+                    "set exactly one of compute and compute_samples_file");
+  }
+  if (e.has_compute()) {
+    RETURN_IF_ERROR(ValidateDelay(e.compute(), at.Nested(e, "compute"),
+                                  "emulation.compute"));
+  }
+  if (c.training().has_epochs()) {
+    return at.Error(e, e.has_compute() ? "compute" : "compute_samples_file",
+                    "emulation",
+                    "an emulated worker reads no data, so training.epochs "
+                    "means nothing: set training.steps (or max_seconds)");
+  }
+  // kExternalModel (worker/session/session_config.h).
+  if (c.model().name() == "external") {
+    return at.Error(e, e.has_compute() ? "compute" : "compute_samples_file",
+                    "emulation",
+                    "emulated compute replaces the C++ worker's model; "
+                    "model 'external' computes in its own program");
   }
   return absl::OkStatus();
 }
@@ -641,6 +769,7 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
     return at.Error(config, "run_root", "run_root", "empty");
   }
   RETURN_IF_ERROR(ValidateCheckpoint(config, at));
+  RETURN_IF_ERROR(ValidateEmulation(config, at));
   if (!(config.ps_unavailable_timeout_seconds() >= 0 &&
         config.ps_unavailable_timeout_seconds() <= 86400)) {
     return at.Error(config, "ps_unavailable_timeout_seconds",

@@ -424,5 +424,31 @@ TEST_CASE("a missing file is NOT_FOUND") {
         absl::StatusCode::kNotFound);
 }
 
+TEST_CASE("adaptive backup workers: bounds within M, sync only") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      Replace(kGood, "steps: 100", "steps: 100 adaptive_backups { }"),
+      "c.pbtxt");
+  REQUIRE(c.ok());
+  CHECK(c->training().adaptive_backups().max_replicas() == 3);
+  CHECK(c->training().adaptive_backups().min_replicas() == 1);
+  CHECK_THAT(ErrorOf(Replace(kGood, "steps: 100",
+                             "steps: 100 adaptive_backups { max_replicas: 4 "
+                             "}")),
+             Catch::Contains("training.adaptive_backups.max_replicas") &&
+                 Catch::Contains("4 is more than total_num_replicas (3)"));
+  CHECK_THAT(ErrorOf(Replace(kGood, "steps: 100",
+                             "steps: 100 adaptive_backups { min_replicas: 3 "
+                             "max_replicas: 2 }")),
+             Catch::Contains("training.adaptive_backups.min_replicas"));
+  CHECK_THAT(ErrorOf(Replace(kGood, "steps: 100",
+                             "steps: 100 adaptive_backups { window_steps: 0 "
+                             "}")),
+             Catch::Contains("window_steps"));
+  CHECK_THAT(
+      ErrorOf(Replace(Replace(kGood, "mode: SYNC", "mode: ASYNC"),
+                      "replicas_to_aggregate: 2", "adaptive_backups { }")),
+      Catch::Contains("need mode: SYNC"));
+}
+
 }  // namespace
 }  // namespace psgd

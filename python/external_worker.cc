@@ -171,6 +171,7 @@ absl::Status ExternalWorker::OpenSinks(int64_t total_batches) {
   o.log_every = options_.log_every;
   o.chief = settings_.chief;
   o.chief_options = settings_.chief_options;
+  o.stragglers = settings_.stragglers;
   RunCallbacks callbacks;
   // The payload of each step's pushes and pulls, from the client's
   // counters, beside the step's record.
@@ -260,6 +261,7 @@ absl::Status ExternalWorker::CheckGradients(
 absl::StatusOr<PushOutcome> ExternalWorker::Push(
     int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) {
   RETURN_IF_ERROR(CheckGradients(step, gradients));
+  InjectBeforePush();
   ASSIGN_OR_RETURN(last_push_, session_->Push(gradients));
   pushed_ = true;
   return last_push_;
@@ -284,18 +286,30 @@ absl::Status ExternalWorker::AddPart(ps::NamedConstTensorView gradient) {
 absl::StatusOr<PushOutcome> ExternalWorker::FinishParts(
     int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) {
   RETURN_IF_ERROR(CheckGradients(step, gradients));
+  InjectBeforePush();
   ASSIGN_OR_RETURN(last_push_, session_->FinishParts(gradients));
   pushed_ = true;
   return last_push_;
 }
 
+void ExternalWorker::InjectBeforePush() {
+  // The caller computed since its weights came (or since it joined).
+  run_->InjectAfterCompute(absl::Now() - weights_at_);
+  run_->InjectTransfer();
+}
+
 absl::Status ExternalWorker::Pull() {
   RETURN_IF_ERROR(CheckJoined());
+  absl::Status pulled;
   if (pushed_) {
     pushed_ = false;
-    return session_->PullAfterPush(last_push_);
+    pulled = session_->PullAfterPush(last_push_);
+  } else {
+    pulled = session_->PullLatest().status();
   }
-  return session_->PullLatest().status();
+  if (pulled.ok()) run_->InjectTransfer();
+  weights_at_ = absl::Now();
+  return pulled;
 }
 
 absl::Status ExternalWorker::AwaitWeights(int v) {
@@ -352,6 +366,7 @@ absl::Status ExternalWorker::RecordStep(const StepStats& stats,
   r.train_accuracy = stats.train_accuracy;
   r.outcome = last_push_.outcome;
   r.staleness = last_push_.staleness;
+  r.replicas_to_aggregate = last_push_.replicas_to_aggregate;
   return run_->RecordStep(&r, timings, stats.batches_done);
 }
 

@@ -182,6 +182,9 @@ class ExternalWorker {
   absl::Status CheckVariables(const std::vector<VariableSpec>& mine);
   // The sinks and the run (not started).
   absl::Status OpenSinks(int64_t total_batches);
+  // Straggler emulation before a push: the delay after the caller's compute
+  // (since the weights came), then the transfer's.
+  void InjectBeforePush();
 
   const ExternalWorkerOptions options_;
   const ClusterConfig config_;
@@ -197,8 +200,9 @@ class ExternalWorker {
   WorkerSession* session_ = nullptr;  // run_'s, once joined
   ps::GrpcPsClient::PayloadBytes last_bytes_;
   PushOutcome last_push_;
-  bool pushed_ = false;               // a push since the last pull
-  ClusterWorkerResult empty_result_;  // before Join
+  bool pushed_ = false;                  // a push since the last pull
+  absl::Time weights_at_ = absl::Now();  // the last pull's end
+  ClusterWorkerResult empty_result_;     // before Join
 };
 
 }  // namespace psgd

@@ -26,6 +26,15 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   // Async applies every gradient on arrival: no aggregation.
   o.replicas_to_aggregate = sync ? t.replicas_to_aggregate() : 1;
   o.total_num_replicas = t.total_num_replicas();
+  if (sync && t.has_adaptive_backups()) {
+    const config::AdaptiveBackupsConfig& a = t.adaptive_backups();
+    o.adaptive_backups = true;
+    o.adaptive.n_min = a.min_replicas();
+    o.adaptive.n_max =
+        a.has_max_replicas() ? a.max_replicas() : t.total_num_replicas();
+    o.adaptive.window = a.window_steps();
+    o.adaptive.warmup = a.warmup_steps();
+  }
   // Unset in the config: no bound (the server says -1); 0 is a bound.
   o.staleness_bound = t.has_staleness_bound() ? t.staleness_bound() : -1;
   o.max_push_staleness =

@@ -144,11 +144,10 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
         optimizer_,
         CreateOptimizer(ShardOptimizerOptions(options_),
                         layout.OptimizerSizes(), layout.VariableNames()));
-    aggregator_ = std::make_unique<SyncAggregator>(
-        layout.sizes, options_.replicas_to_aggregate);
     store_ = std::move(*store);
+    MakeAggregatorLocked();
     step_ = 0;
-    step_started_ = absl::Now();
+    StartStepLocked();
     SaveLocked(0);
     CollectReadyLocked(&ready);
   }
@@ -345,6 +344,8 @@ absl::Status ParameterShard::DecideLocked(
   membership_.RecordPush(worker_id, step);
   membership_.Touch(worker_id, absl::Now());
   reply->staleness = step_ - step;
+  reply->replicas_to_aggregate = aggregator_->replicas_to_aggregate();
+  if (adaptive_ != nullptr) adaptive_->Arrived(step, AdaptiveNowLocked());
   switch (SyncAggregator::Classify(step_, step)) {
     case SyncAggregator::Verdict::kStale:
       ++counters_.dropped_stale;
@@ -415,8 +416,12 @@ void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
       FoldRunningStatistic(in[i], grads[i], layout.sizes[i], out[i]);
     }
   });
+  if (adaptive_ != nullptr) {
+    aggregator_->set_replicas_to_aggregate(
+        adaptive_->Completed(step_, AdaptiveNowLocked()));
+  }
   ++step_;
-  step_started_ = absl::Now();
+  StartStepLocked();
   CollectReadyLocked(ready);
 }
 
@@ -437,6 +442,25 @@ void ParameterShard::CollectReadyLocked(Ready* ready) {
     }
     it = next;
   }
+}
+
+void ParameterShard::MakeAggregatorLocked() {
+  adaptive_.reset();
+  if (options_.mode == Mode::kSync && options_.adaptive_backups) {
+    adaptive_ = std::make_unique<AdaptiveBackups>(options_.adaptive);
+  }
+  aggregator_ = std::make_unique<SyncAggregator>(
+      store_->layout().sizes,
+      adaptive_ != nullptr ? adaptive_->n() : options_.replicas_to_aggregate);
+}
+
+absl::Time ParameterShard::AdaptiveNowLocked() const {
+  return options_.adaptive_clock ? options_.adaptive_clock() : absl::Now();
+}
+
+void ParameterShard::StartStepLocked() {
+  step_started_ = absl::Now();
+  if (adaptive_ != nullptr) adaptive_->Published(step_, AdaptiveNowLocked());
 }
 
 void ParameterShard::ApplySyncStepLocked(Ready* ready) {
@@ -563,7 +587,10 @@ ShardStatus ParameterShard::Status() const {
   s.live_workers = membership_.LiveWorkers();
   s.workers_expired = workers_expired_;
   s.failed_workers.assign(failed_workers_.begin(), failed_workers_.end());
-  s.replicas_to_aggregate = options_.replicas_to_aggregate;
+  // The current step's N (adaptive backup workers change it).
+  s.replicas_to_aggregate = aggregator_ != nullptr
+                                ? aggregator_->replicas_to_aggregate()
+                                : options_.replicas_to_aggregate;
   s.total_num_replicas = options_.total_num_replicas;
   s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;
   s.pending_gradients = aggregator_ == nullptr ? 0 : aggregator_->count();

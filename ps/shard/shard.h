@@ -61,6 +61,7 @@
 #include "common/mutex.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/checkpoint/checkpoint_writer.h"
+#include "ps/state/adaptive_backups.h"
 #include "ps/state/async_applier.h"
 #include "ps/state/delay_compensation.h"
 #include "ps/state/membership.h"
@@ -321,6 +322,11 @@ class ParameterShard {
   // and moves the pulls it satisfies to `ready`.
   void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
                    Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The aggregator (and the adaptive N) for a fresh or restored store.
+  void MakeAggregatorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time AdaptiveNowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // step_ starts now: step_started_, and the adaptive N's publish time.
+  void StartStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplySyncStepLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the waiting pulls that PullReadyLocked to `ready`.
   void CollectReadyLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -368,6 +374,9 @@ class ParameterShard {
   std::unique_ptr<VariableStore> store_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SyncAggregator> aggregator_ ABSL_GUARDED_BY(mu_);
+  // Sync with adaptive backup workers: chooses the aggregator's N per step.
+  // Made with the aggregator; a restore starts it afresh.
+  std::unique_ptr<AdaptiveBackups> adaptive_ ABSL_GUARDED_BY(mu_);
   AsyncApplier async_ ABSL_GUARDED_BY(mu_);
   // Async staleness controls (docs/PS.md, "Async mode"); reset by a restore
   // or a rollback.

@@ -138,10 +138,9 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   optimizer_ = std::move(optimizer);
   // The pending aggregate of a sync step is not saved: those workers push
   // for the step again (their last_push_step is below it).
-  aggregator_ = std::make_unique<SyncAggregator>(
-      store_->layout().sizes, options_.replicas_to_aggregate);
   step_ = c.step;
-  step_started_ = absl::Now();
+  MakeAggregatorLocked();
+  StartStepLocked();
   // Staged parts of pushes are not saved either: they belong to weights now
   // undone.
   staged_.clear();

@@ -140,6 +140,58 @@ TEST_CASE("sync N=3 of M=4: one update, surplus, stale, pulls released") {
   CHECK(s.mode == "sync");
 }
 
+TEST_CASE("adaptive backups: the shard chooses N from the arrivals") {
+  // M = 3, N in [1, 3], a window of one step, no warm-up; the arrivals'
+  // clock is the test's: whole seconds, so that the rule's arithmetic is
+  // exact (ps/state/adaptive_backups_test.cc has the rule alone).
+  ServerOptions o = SyncOptions(3, 3);
+  o.adaptive_backups = true;
+  o.adaptive = {1, 3, 1, 0};
+  double now = 0;
+  o.adaptive_clock = [&now] { return absl::UnixEpoch() + absl::Seconds(now); };
+  auto shard = MakeShard(o);  // step 0 published at 0
+  Replay replay(OptimizerOptions{});
+  CHECK(shard->Status().replicas_to_aggregate == 3);
+
+  // Step 0 needs all three: two come at 1 s, one at 3 s. Offsets {1, 1, 3}:
+  // n / T(n) = 1, 2, 1: N = 2 for step 1.
+  now = 1;
+  auto a = Push(*shard, 0, 0, Gradient(0, 0));
+  auto b = Push(*shard, 1, 0, Gradient(1, 0));
+  REQUIRE((a.ok() && b.ok()));
+  CHECK(a->replicas_to_aggregate == 3);
+  CHECK(a->outcome == PushOutcome::kAggregated);
+  now = 3;
+  auto c = Push(*shard, 2, 0, Gradient(2, 0));
+  REQUIRE(c.ok());
+  CHECK(c->outcome == PushOutcome::kApplied);
+  CHECK(c->replicas_to_aggregate == 3);
+  replay.StepOnMean({Gradient(0, 0), Gradient(1, 0), Gradient(2, 0)});
+  CHECK(shard->Status().replicas_to_aggregate == 2);
+
+  // Step 1 (published at 3) completes with the first two, at 4 s; the
+  // third is surplus.
+  now = 4;
+  auto d = Push(*shard, 1, 1, Gradient(1, 1));
+  REQUIRE(d.ok());
+  CHECK(d->outcome == PushOutcome::kAggregated);
+  CHECK(d->replicas_to_aggregate == 2);
+  auto e = Push(*shard, 0, 1, Gradient(0, 1));
+  REQUIRE(e.ok());
+  CHECK(e->outcome == PushOutcome::kApplied);
+  CHECK(e->reason == "completed step 1 with the average of 2 gradients");
+  replay.StepOnMean({Gradient(1, 1), Gradient(0, 1)});
+  now = 6;
+  auto f = Push(*shard, 2, 1, Gradient(2, 1));
+  REQUIRE(f.ok());
+  CHECK(f->outcome == PushOutcome::kDroppedSurplus);
+  replay.CheckEquals(Weights(*shard));
+  // Step 1's offsets were {1, 1} at its completion: T(3) counted its age,
+  // 1 s: n / T(n) = 1, 2, 3: N = 3 again for step 2.
+  CHECK(shard->Status().replicas_to_aggregate == 3);
+  CHECK(shard->Status().counters.applied == 2);
+}
+
 TEST_CASE("sync: a step of one gradient applies it as the mean would") {
   // N = 1 (one worker, or N = 1 of M) applies the pushed gradient without
   // aggregating it first; N = 2 with two equal gradients averages them to

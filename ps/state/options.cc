@@ -106,6 +106,17 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& opt,
 }
 
 absl::Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.adaptive_backups) {
+    if (o.mode != Mode::kSync) {
+      return absl::InvalidArgumentError(
+          "adaptive backup workers need sync mode");
+    }
+    if (absl::Status s =
+            ValidateAdaptiveBackupOptions(o.adaptive, o.total_num_replicas);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (o.listen_address.empty() ||
       o.listen_address.find(':') == std::string::npos) {
     return Bad("listen_address", o.listen_address, "expected host:port");

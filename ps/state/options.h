@@ -10,6 +10,7 @@
 #define PSGD_PS_STATE_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "common/lr_schedule.h"
 #include "common/ps_option_rules.h"
 #include "common/security.h"
+#include "ps/state/adaptive_backups.h"
 #include "ps/state/types.h"
 
 namespace psgd {
@@ -108,6 +110,13 @@ struct ServerOptions {
   // Number of workers M >= N (the extra ones are backup workers); worker ids
   // are 0..M-1 in both modes.
   int total_num_replicas = 1;
+  // Sync: N chosen each step from the arrivals (ps/state/adaptive_backups.h)
+  // in [adaptive.n_min, adaptive.n_max]; replicas_to_aggregate unused.
+  bool adaptive_backups = false;
+  AdaptiveBackupOptions adaptive;
+  // The clock adaptive backup workers time the arrivals with; null:
+  // absl::Now. For tests, which set the times.
+  std::function<absl::Time()> adaptive_clock;
   // Async, stale-synchronous parallel (ps/state/ssp_clock.h): a pull of a
   // worker that has pushed more than this many gradients beyond the slowest
   // other live worker waits; -1 for no bound. Must be -1 in sync mode.

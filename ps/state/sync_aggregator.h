@@ -47,6 +47,8 @@ class SyncAggregator {
   // Gradients gathered for the current step.
   int count() const { return count_; }
   int replicas_to_aggregate() const { return replicas_to_aggregate_; }
+  // N from the next step on (adaptive backup workers); >= 1.
+  void set_replicas_to_aggregate(int n) { replicas_to_aggregate_ = n; }
   int Required(int num_live) const;
   bool IsComplete(int num_live) const {
     return count_ > 0 && count_ >= Required(num_live);
@@ -70,7 +72,7 @@ class SyncAggregator {
 
  private:
   const std::vector<int64_t> sizes_;
-  const int replicas_to_aggregate_;
+  int replicas_to_aggregate_;
   std::vector<AlignedBuffer> sum_;
   std::vector<bool> has_;  // by variable: some push of the step had it
   int count_ = 0;

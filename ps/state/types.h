@@ -100,6 +100,9 @@ struct PushReply {
   std::string reason;
   int64_t step = 0;       // the shard's step after the push
   int64_t staleness = 0;  // async: shard step at arrival minus push step
+  // Sync: N of the step the push was for, as the shard held it when the
+  // push came (adaptive backup workers change it from step to step).
+  int replicas_to_aggregate = 0;
   // The push did not go to this shard (its step was kNoPush in the
   // version pushed, ps/client/ps_client.h); the other fields mean nothing.
   bool skipped = false;

@@ -112,6 +112,7 @@ void PushReplyToProto(const PushReply& reply, wire::PushResponse* out) {
   out->set_reason(reply.reason);
   out->set_step(reply.step);
   out->set_staleness(reply.staleness);
+  out->set_replicas_to_aggregate(reply.replicas_to_aggregate);
 }
 
 absl::StatusOr<PushReply> PushReplyFromProto(
@@ -142,6 +143,7 @@ absl::StatusOr<PushReply> PushReplyFromProto(
           ", which is unspecified or unknown"));
   }
   reply.staleness = response.staleness();
+  reply.replicas_to_aggregate = response.replicas_to_aggregate();
   return reply;
 }
 

@@ -16,6 +16,7 @@ mkdir -p "$tmp/repo/scripts/experiments" "$tmp/repo/scripts/run" "$tmp/repo/scri
 cp "$src"/scripts/run/compare.py "$tmp/repo/scripts/run/"
 cp "$src"/scripts/lib/{runs.py,cluster.sh} "$tmp/repo/scripts/lib/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
+  "$src"/scripts/experiments/{stragglers.sh,stragglers_report.py,step_time_model.py} \
   "$tmp/repo/scripts/experiments/"
 repo=$tmp/repo
 mkdir -p "$tmp/data"
@@ -93,6 +94,31 @@ printf '#!/bin/sh\necho "train_local $*"\nexit 3\n' > "$tmp/stub/worker/train_lo
 chmod +x "$tmp/stub/worker/train_local"
 fails "train_local --model=cnn10 " bash "$repo/scripts/experiments/batch_sweep.sh" \
   --data_dir="$tmp/data" --out="$tmp/bs-local" --bin_dir="$tmp/stub" --model=cnn10 --batches=128 --workers=1
+
+# The straggler study: bad arguments, and every config it would run (the
+# emulated settings with their stragglers, adaptive N and SSP; --real's)
+# loads.
+st=(bash "$repo/scripts/experiments/stragglers.sh" --dry-run --bin_dir="$bin")
+fails "--stall_p=1.5 is not a probability in [0, 1]" "${st[@]}" --stall_p=1.5
+fails "--slow=0.5 is not a factor >= 1" "${st[@]}" --slow=0.5
+fails "--max_backups=4 leaves no worker of 4" "${st[@]}" --workers=4
+fails "--workers=8,x: 'x' is not a count >= 2" "${st[@]}" --workers=8,x
+fails "--seconds=0 is not a positive number" "${st[@]}" --seconds=0
+fails "--only=nothing names no setting" "${st[@]}" --only=nothing
+"${st[@]}" --workers=8,16 --out="$tmp/sg" >/dev/null
+"${st[@]}" --real --data_dir="$tmp/data" --out="$tmp/sg-real" >/dev/null
+k=0
+for cfg in "$tmp"/sg/*.pbtxt "$tmp"/sg-real/*.pbtxt; do
+  "$tasks" --config="$cfg" >/dev/null || { echo "FAIL: $cfg does not load"; cat "$cfg"; exit 1; }
+  k=$((k + 1))
+done
+[ "$k" -eq $((2 * 8 + 4)) ] || { echo "FAIL: $k straggler configs, expected 20"; exit 1; }
+grep -q "replicas_to_aggregate: 12" "$tmp/sg/m16-sync-b4.pbtxt"
+grep -q "adaptive_backups" "$tmp/sg/m8-adaptive.pbtxt"
+grep -q "staleness_bound: 4" "$tmp/sg/m8-async-ssp.pbtxt"
+grep -q "stragglers { workers: 0 slow_factor: 3 }" "$tmp/sg-real/real-sync-b1.pbtxt"
+/usr/bin/python3 "$src/scripts/experiments/step_time_model_test.py"
+/usr/bin/python3 "$src/scripts/experiments/stragglers_report_test.py" "$repo/scripts/experiments/stragglers_report.py"
 
 /usr/bin/python3 "$src/scripts/experiments/batch_sweep_report_test.py" "$repo/scripts/experiments/batch_sweep_report.py"
 echo "experiments_test: ok ($n configs, $m of other models)"

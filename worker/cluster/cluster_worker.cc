@@ -83,6 +83,8 @@ absl::Status ClusterWorker::Start() {
   o.log_every = options_.log_every;
   o.chief = options_.chief;
   o.chief_options = static_cast<const ChiefOptions&>(options_);
+  o.stragglers = options_.stragglers;
+  o.emulated = options_.emulated;
   run_ = std::make_unique<TaskRun>(std::move(o), callbacks_);
   weights_ = InitialValues(model_->variables(), options_.seed);
   std::vector<VariableSpec> variables = model_->variables();
@@ -138,6 +140,7 @@ absl::StatusOr<bool> ClusterWorker::Step() {
   absl::Status pulled = session()->PullAfterPush(computed.pushed);
   if (absl::IsCancelled(pulled)) return End(kServersShutDown);
   RETURN_IF_ERROR(pulled);
+  run_->InjectTransfer();
   t.pulled = absl::Now();
   RETURN_IF_ERROR(Record(&rec, computed, *batch, t));
   return true;
@@ -146,6 +149,7 @@ absl::StatusOr<bool> ClusterWorker::Step() {
 absl::StatusOr<std::optional<ClusterWorker::Computed>>
 ClusterWorker::ComputeAndPush(const Batch& batch) {
   Computed c;
+  const absl::Time begin = absl::Now();
   if (options_.overlap) {
     OverlapStep step{
         model_,
@@ -158,7 +162,9 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
     ASSIGN_OR_RETURN(const bool overlapped,
                      ComputeOverlapped(step, batch, &c.result));
     if (overlapped) {
+      run_->InjectAfterCompute(absl::Now() - begin);
       c.computed = absl::Now();
+      run_->InjectTransfer();
       ASSIGN_OR_RETURN(c.pushed, session()->FinishParts(PushViews()));
       return c;
     }
@@ -172,7 +178,9 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
       c.result, model_->ComputeGradients(ViewsOf(weights_), batch.images.view(),
                                          batch.labels, &gradients_));
   RETURN_IF_ERROR(statistics_.TakeBatch());
+  run_->InjectAfterCompute(absl::Now() - begin);
   c.computed = absl::Now();
+  run_->InjectTransfer();
   ASSIGN_OR_RETURN(c.pushed, session()->Push(PushViews()));
   return c;
 }
@@ -192,6 +200,7 @@ absl::Status ClusterWorker::Record(StepRecord* rec, const Computed& c,
   rec->train_accuracy = c.result.accuracy();
   rec->outcome = c.pushed.outcome;
   rec->staleness = c.pushed.staleness;
+  rec->replicas_to_aggregate = c.pushed.replicas_to_aggregate;
   RETURN_IF_ERROR(run_->RecordStep(
       rec, t, batch.epoch * train_->batches_per_epoch() + batch.index + 1));
   return statistics_.AfterStep(run_->result().local_steps);

@@ -28,6 +28,7 @@
 #include "worker/models/model.h"
 #include "worker/session/chief.h"
 #include "worker/session/records.h"
+#include "worker/session/stragglers.h"
 #include "worker/session/task_run.h"
 #include "worker/session/worker_session.h"
 
@@ -56,6 +57,10 @@ struct ClusterWorkerOptions : SessionOptions, ChiefOptions {
   bool statistics_on_servers = true;
   std::string local_statistics_file;
   int64_t local_statistics_every = 100;
+  // Straggler emulation (ClusterConfig.stragglers) for this worker.
+  StragglerEmulator stragglers;
+  // The model computes nothing (EmulatedModel): the step lines say so.
+  bool emulated = false;
 };
 
 // INVALID_ARGUMENT naming the first bad field (the session's options

@@ -61,6 +61,8 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.loop.max_time = session.max_time;
   w.loop.eval_examples = session.eval_examples;
   w.loop.seed = training.seed();
+  w.loop.stragglers = std::move(session.stragglers);
+  w.loop.emulated = config.has_emulation();
 
   w.client = std::move(session.client);
   if (w.model == kExternalModel) {

@@ -1,6 +1,7 @@
 #include "worker/cluster/worker_task.h"
 
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,9 +17,11 @@
 #include "worker/cluster/worker_config.h"
 #include "worker/data/batcher.h"
 #include "worker/data/dataset.h"
+#include "worker/models/emulated_model.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
 #include "worker/session/metric_sinks.h"
+#include "worker/session/stragglers.h"
 #include "worker/session/task_files.h"
 #include "worker/session/worker_metrics.h"
 
@@ -56,8 +59,27 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
                    StartPrometheus(config, task_id, &prometheus_metrics));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(w.backend, w.backend_options));
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                   CreateModel(w.model, backend.get()));
+  std::unique_ptr<Model> model;
+  std::optional<ComputeTimes> compute_times;
+  if (config.has_emulation()) {
+    // Emulated compute (docs/STRAGGLERS.md): the model's variables, no
+    // network; a dataset of one batch, which the model never reads.
+    ASSIGN_OR_RETURN(
+        compute_times,
+        ComputeTimes::Create(config.emulation(), config.training().seed(),
+                             task_id.index));
+    ASSIGN_OR_RETURN(model, EmulatedModel::Create(w.model, [&compute_times] {
+                       return compute_times->Next();
+                     }));
+    w.data.name = "synthetic";
+    w.data.synthetic_train = w.batches.batch_size * w.batches.num_workers;
+    w.data.synthetic_test = 1;
+    w.batches.augment = false;
+    spdlog::info("{}: EMULATED compute ({}), no model is computed", task,
+                 compute_times->description());
+  } else {
+    ASSIGN_OR_RETURN(model, CreateModel(w.model, backend.get()));
+  }
   ASSIGN_OR_RETURN(Dataset data, OpenDataset(w.data));
   // The model's preprocessing: the tutorial's 24x24 crops or the layer-graph
   // networks' 32x32 recipe.
@@ -106,8 +128,10 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
     return sinks.WriteStep(r, c);
   };
   callbacks.on_eval = [&](const EvalRecord& e) { return sinks.WriteEval(e); };
+  // An emulated model is never evaluated.
   ClusterWorker worker(client.get(), model.get(), batches.get(),
-                       w.loop.chief ? &data.test : nullptr, w.loop, callbacks);
+                       w.loop.chief && !w.loop.emulated ? &data.test : nullptr,
+                       w.loop, callbacks);
   ASSIGN_OR_RETURN(ClusterWorkerResult result, worker.Run());
   RETURN_IF_ERROR(
       WriteJsonFile(prefix + ".summary.json", WorkerSummary(task, result)));

@@ -34,7 +34,13 @@ JsonObject StepJson(const std::string& task, const StepRecord& r) {
       .Set("wait_s", r.wait_s)
       .Set("apply_s", r.apply_s)
       .Set("staleness", r.staleness)
-      .Set("outcome", StepOutcomeName(r.outcome));
+      .Set("outcome", StepOutcomeName(r.outcome))
+      .Set("injected_s", r.injected_s);
+  if (r.emulated) line.Set("emulated", true);
+  if (r.replicas_to_aggregate > 0) {
+    line.Set("replicas_to_aggregate",
+             static_cast<int64_t>(r.replicas_to_aggregate));
+  }
   if (r.learning_rate >= 0) line.Set("learning_rate", r.learning_rate);
   return line;
 }

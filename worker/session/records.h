@@ -40,6 +40,15 @@ struct StepRecord {
   // unknown here, as in a cluster worker, and not written).
   double learning_rate = -1.0;
   int64_t staleness = 0;  // async: the largest over the shards
+  // Sync: N of the step pushed for (the servers', which adaptive backup
+  // workers choose per step); 0: not known (async, local training).
+  int replicas_to_aggregate = 0;
+  // Straggler emulation: the delay injected into this step (part of
+  // compute_s, push_s and pull_s), so that a report can split real from
+  // injected time.
+  double injected_s = 0.0;
+  // Emulated compute: compute_s was waited, not computed.
+  bool emulated = false;
   // What became of the gradient (worker/session/step_outcome.h).
   StepOutcome outcome = StepOutcome::kApplied;
 };

@@ -14,6 +14,7 @@ absl::StatusOr<SessionTaskConfig> SessionTaskFromConfig(
   }
   const config::TrainingConfig& training = config.training();
   SessionTaskConfig s;
+  s.stragglers = StragglerEmulator::ForWorker(config, index);
   s.session.worker_id = index;
   s.session.sync = training.mode() == config::TrainingConfig::SYNC;
   s.session.ps_unavailable_timeout =

@@ -16,6 +16,7 @@
 #include "common/cluster_config.h"
 #include "ps/client/grpc_client.h"
 #include "worker/session/chief.h"
+#include "worker/session/stragglers.h"
 #include "worker/session/worker_session.h"
 
 namespace psgd {
@@ -36,6 +37,8 @@ struct SessionTaskConfig {
   int64_t eval_examples = 0;
   // Everything but `variables`, which come from the model.
   ps::GrpcClientOptions client;
+  // The config's straggler emulation for this worker.
+  StragglerEmulator stragglers;
 };
 
 // For task worker:`index` of a validated config (LoadClusterConfig).

@@ -13,7 +13,22 @@ const char kServersShutDown[] = "the servers shut down (training is over)";
 TaskRun::TaskRun(TaskRunOptions options, RunCallbacks callbacks)
     : options_(std::move(options)),
       callbacks_(std::move(callbacks)),
+      stragglers_(options_.stragglers),
       progress_(options_.log_every, options_.ends) {}
+
+void TaskRun::InjectAfterCompute(absl::Duration compute) {
+  if (!stragglers_.enabled()) return;
+  const absl::Duration d = stragglers_.AfterCompute(compute).total();
+  absl::SleepFor(d);
+  injected_ += d;
+}
+
+void TaskRun::InjectTransfer() {
+  const absl::Duration d = stragglers_.transfer();
+  if (d <= absl::ZeroDuration()) return;
+  absl::SleepFor(d);
+  injected_ += d;
+}
 
 absl::Status TaskRun::Start(
     std::unique_ptr<WorkerSession> session,
@@ -76,6 +91,9 @@ absl::Status TaskRun::RecordStep(StepRecord* record, const StepTimings& timings,
                                  int64_t batches_done) {
   record->local_step = ++result_.local_steps;
   timings.Fill(session_->version().server_wait, start_, record);
+  record->injected_s = absl::ToDoubleSeconds(injected_);
+  record->emulated = options_.emulated;
+  injected_ = absl::ZeroDuration();
   result_.outcomes[record->outcome]++;
   step_seconds_ += record->step_s;
   images_ += record->batch_size;

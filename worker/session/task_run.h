@@ -11,9 +11,13 @@
 //              evaluates next; why the run stops (max_steps, the time
 //              budget: StopReason); the chief's check of failed workers and
 //              its checkpoint requests; whether it evaluates now;
+//   Inject...  straggler emulation's delays (worker/session/stragglers.h),
+//              waited out where the front end's step has them: after its
+//              compute, before its push, after its pull;
 //   RecordStep the step's record (numbered, timed against the run's start,
-//              counted by outcome), reported (on_step) and in the progress
-//              line; RecordEval the same for an evaluation;
+//              counted by outcome, its injected delay apart), reported
+//              (on_step) and in the progress line; RecordEval the same for
+//              an evaluation;
 //   Leave      the live set left first (a sync step never waits for a
 //              worker that stopped); the chief waits for the others and
 //              pulls the final weights for its final evaluation;
@@ -40,6 +44,7 @@
 #include "worker/session/chief.h"
 #include "worker/session/progress.h"
 #include "worker/session/records.h"
+#include "worker/session/stragglers.h"
 #include "worker/session/worker_session.h"
 
 namespace psgd {
@@ -62,6 +67,12 @@ struct TaskRunOptions {
   // Set for the chief (worker 0), whose duties they are.
   bool chief = false;
   ChiefOptions chief_options;
+  // Straggler emulation (ClusterConfig.stragglers): what this worker's
+  // steps have injected (InjectAfterCompute, InjectTransfer).
+  StragglerEmulator stragglers;
+  // The worker computes nothing (ClusterConfig.emulation): every step
+  // record says so.
+  bool emulated = false;
 };
 
 // What stops a worker when the servers have shut down: the chief finished.
@@ -109,6 +120,13 @@ class TaskRun {
   bool EvalDue() const;
   void Evaluated(int64_t global_step);
 
+  // Straggler emulation, waited out here and recorded in the next
+  // RecordStep's injected_s: after a step's compute, which took `compute`
+  // ((slow_factor - 1) x compute, a stall, an extra delay), and around the
+  // transfers (before a push, after a pull). Nothing without stragglers.
+  void InjectAfterCompute(absl::Duration compute);
+  void InjectTransfer();
+
   // A finished step: `record` holds what the front end knows (global step,
   // epoch, batch size, loss, accuracy, the push's outcome and staleness);
   // the run numbers it (local_step), fills its times from `timings`, counts
@@ -136,6 +154,8 @@ class TaskRun {
  private:
   const TaskRunOptions options_;
   const RunCallbacks callbacks_;
+  StragglerEmulator stragglers_;
+  absl::Duration injected_ = absl::ZeroDuration();  // since the last record
   ProgressLog progress_;
   std::unique_ptr<WorkerSession> session_;
   std::unique_ptr<Chief> chief_;  // the chief only

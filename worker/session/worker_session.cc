@@ -182,6 +182,12 @@ absl::StatusOr<PushOutcome> WorkerSession::Settle(
   }
   if (pushed.ok()) {
     o.outcome = OutcomeOfReplies(*pushed, &o.staleness);
+    for (const ps::PushReply& r : pushed->shards) {
+      if (!r.skipped) {
+        o.replicas_to_aggregate =
+            std::max(o.replicas_to_aggregate, r.replicas_to_aggregate);
+      }
+    }
     return o;
   }
   const absl::optional<StepOutcome> refused = OutcomeOfRefusal(pushed.status());

@@ -93,6 +93,9 @@ absl::Status ValidateSessionOptions(const SessionOptions& options);
 struct PushOutcome {
   StepOutcome outcome = StepOutcome::kApplied;
   int64_t staleness = 0;  // async: the largest over the shards
+  // Sync: N of the step pushed for, the largest over the shards (adaptive
+  // backup workers choose it per step); 0 when no shard said.
+  int replicas_to_aggregate = 0;
   // The generation the cluster is in afterwards (a new one when it rolled
   // back before the push landed).
   int64_t generation = 0;
