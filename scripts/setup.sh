@@ -6,6 +6,10 @@
 #   scripts/setup.sh --bench    also what only the benchmarks need (none now:
 #                               PyTorch, their peer, is in the main list)
 #   scripts/setup.sh --list     print the package list and exit
+#   scripts/setup.sh --python   also build the psgd wheel (scripts/build_wheel.sh)
+#                               and install it into .venv, a virtual
+#                               environment over Debian's Python and its
+#                               torch and numpy: then `.venv/bin/python -m psgd`
 # On a system without apt-get it prints what to install and fails.
 set -euo pipefail
 
@@ -30,11 +34,13 @@ PACKAGES=(
 BENCH_PACKAGES=()
 
 want=("${PACKAGES[@]}")
+python=0
 case "${1:-}" in
   --bench) want+=(${BENCH_PACKAGES[@]+"${BENCH_PACKAGES[@]}"}) ;;
+  --python) python=1 ;;
   --list) printf '%s\n' "${PACKAGES[@]}"; echo "# with --bench:"; printf '%s\n' ${BENCH_PACKAGES[@]+"${BENCH_PACKAGES[@]}"}; exit 0 ;;
   "") ;;
-  *) echo "setup.sh: unknown option '$1' (expected --bench or --list)" >&2; exit 2 ;;
+  *) echo "setup.sh: unknown option '$1' (expected --bench, --python or --list)" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -78,3 +84,11 @@ if [ ! -e /usr/bin/bazel-4.2.3 ]; then
   fi
 fi
 echo "setup.sh: all packages present"
+if [ "$python" = 1 ]; then
+  cd "$(dirname "$0")/.."
+  wheel=$(bash scripts/build_wheel.sh dist | tail -1)
+  [ -d .venv ] || /usr/bin/python3 -m venv --system-site-packages .venv
+  .venv/bin/pip install -q --no-index --no-deps --force-reinstall "$wheel"
+  .venv/bin/python -m psgd
+  echo "setup.sh: psgd installed in .venv (.venv/bin/python; docs/PYTHON.md, \"Installing\")"
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# ps_bench against real ps_server processes: starts the ps tasks of a
-# cluster config (on this machine), runs P ps_bench client processes with
-# W/P worker threads each (ps_bench --config), prints each one's report and
+# ps_cluster_bench against real ps_server processes: starts the ps tasks of a
+# cluster config (on this machine), runs P ps_cluster_bench client processes with
+# W/P worker threads each, prints each one's report and
 # their sum, and stops the servers.
 #
 #   scripts/bench/ps_bench_cluster.sh [--workers=W] [--processes=P] [--seconds=S]
@@ -14,7 +14,7 @@
 # worker's host (scripts/run/netns_hosts.sh up N [--rate=RATE] makes them; as
 # root), so the bytes cross the namespaces' links and their caps. Servers
 # on real hosts are measured by starting them there and running
-# `bazel-bin/ps/ps_bench --config=CONFIG --workers=K --first_worker=J` on
+# `bazel-bin/worker/bench/ps_cluster_bench --config=CONFIG --workers=K --first_worker=J` on
 # each client host.
 set -uo pipefail
 here=$(pwd)
@@ -35,7 +35,7 @@ done
 cd "$(dirname "$0")/../.." || exit 1
 source scripts/lib/cluster.sh
 if [ "$build" = 1 ]; then
-  bazel build -c opt //ps:ps_server //ps:ps_bench //configs:cluster_tasks >&2 || {
+  bazel build -c opt //ps:ps_server //worker/bench:ps_cluster_bench //configs:cluster_tasks >&2 || {
     echo "ps_bench_cluster.sh: build failed" >&2; exit 1; }
 fi
 bin=bazel-out/k8-opt/bin
@@ -93,7 +93,7 @@ client_pids=()
 first=0
 for ((p = 0; p < processes; p++)); do
   n=$(( workers / processes + (p < workers % processes ? 1 : 0) ))
-  (on_host "worker:$first" "$bin/ps/ps_bench" --config="$config" --workers="$n" \
+  (on_host "worker:$first" "$bin/worker/bench/ps_cluster_bench" --config="$config" --workers="$n" \
     --first_worker="$first" --seconds="$seconds") >"$out/client-$p.log" 2>&1 &
   client_pids+=($!)
   first=$((first + n))

@@ -29,7 +29,10 @@ workers' own step times (step_s), marked "*". Lines from the first
 --model runs scripts/experiments/step_time_model.py with each run's
 settings (read from its config: workers, N, mode, emulated compute and
 stragglers; the transfer times from the run's own pull_s and push_s
-medians) and prints its prediction beside the measurement with the error.
+medians), --model_steps steps for each of 5 seeds, and prints the mean
+prediction beside the measurement with the error. A run's own stalls are a
+sample too: at 1% per worker-step a run of a few hundred steps sees a few
+dozen, whose count varies by its square root.
 Emulated runs say so in the table (every emulated step line has
 "emulated": true).
 """
@@ -176,14 +179,24 @@ def settings_of(cfg):
     return opts
 
 
-def model_prediction(m, steps):
+def model_prediction(m, steps, seeds=5):
+    """The model's steps/s and gradients/s for run `m`, averaged over
+    `seeds` seeds (its own sampling error shrinks; the run's stays)."""
+    runs = [one_prediction(m, steps, seed) for seed in range(1, seeds + 1)]
+    if any(r is None or "error" in r for r in runs):
+        return runs[0]
+    return {k: statistics.mean(r[k] for r in runs)
+            for k in ("steps_per_s", "grads_per_s")}
+
+
+def one_prediction(m, steps, seed):
     import step_time_model as stm
     cfg = m["config"]
     s = settings_of(cfg)
     if "compute" not in s:
         return None
     kw = {"compute": s["compute"], "push_s": m["push_s_median"],
-          "pull_s": m["pull_s_median"], "steps": steps, "seed": 1}
+          "pull_s": m["pull_s_median"], "steps": steps, "seed": seed}
     if "slow" in s:
         kw["slow"] = dict(s["slow"])
     if "stall" in s:

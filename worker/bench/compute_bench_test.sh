@@ -3,7 +3,7 @@
 # round: the peer runs, and the ratio, FLOPs and rate lines are printed.
 # (A wiring check: the figures themselves are docs/PERFORMANCE.md's.)
 set -euo pipefail
-bench=worker/compute_bench
+bench=worker/bench/compute_bench
 peer=worker/bench/torch_network_step.py
 out=$("$bench" --model=resnet20 --batch=4 --threads=1 --steps=1 --warmup=0 \
   --peer_steps=1 --peak=false --network_peer_script="$peer" 2>&1) || {

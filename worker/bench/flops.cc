@@ -75,20 +75,27 @@ double TutorialTrainingFlopsPerImageWithInputGradient() {
   return TutorialTrainingFlopsPerImage() + Conv(3, 24 * 24, 64, 5);
 }
 
+LayerFlops NetworkLayerFlopsPerImage(const NetworkSpec& spec, int layer) {
+  const Layer& l = spec.layers[layer];
+  LayerFlops f;
+  if (l.kind != LayerKind::kConv && l.kind != LayerKind::kDense) return f;
+  const Shape& in = spec.layers[l.inputs[0]].shape;
+  if (l.kind == LayerKind::kConv) {
+    // (O, OH, OW) outputs, each C * K * K multiply-adds.
+    f.forward = 2.0 * NumElements(l.shape) * in[0] * l.kernel * l.kernel;
+  } else {
+    f.forward = Dense(NumElements(in), NumElements(l.shape));
+  }
+  const bool input_gradient = l.inputs[0] != 0;
+  f.backward = f.forward * (input_gradient ? 2 : 1);
+  return f;
+}
+
 double NetworkTrainingFlopsPerImage(const NetworkSpec& spec) {
   double total = 0.0;
-  for (const Layer& l : spec.layers) {
-    if (l.kind != LayerKind::kConv && l.kind != LayerKind::kDense) continue;
-    const Shape& in = spec.layers[l.inputs[0]].shape;
-    double forward;
-    if (l.kind == LayerKind::kConv) {
-      // (O, OH, OW) outputs, each C * K * K multiply-adds.
-      forward = 2.0 * NumElements(l.shape) * in[0] * l.kernel * l.kernel;
-    } else {
-      forward = Dense(NumElements(in), NumElements(l.shape));
-    }
-    const bool input_gradient = l.inputs[0] != 0;
-    total += forward * (input_gradient ? 3 : 2);
+  for (int i = 0; i < static_cast<int>(spec.layers.size()); ++i) {
+    const LayerFlops f = NetworkLayerFlopsPerImage(spec, i);
+    total += f.forward + f.backward;
   }
   return total;
 }

@@ -26,6 +26,15 @@ double TutorialTrainingFlopsPerImageWithInputGradient();
 // norm, ReLU, pooling and the adds are not counted (a few percent).
 double NetworkTrainingFlopsPerImage(const NetworkSpec& spec);
 
+// Layer `layer`'s share of that: its forward, and its backward (the input
+// gradient unless it reads the images, and the weight gradient); zero for
+// the layers that are not counted.
+struct LayerFlops {
+  double forward = 0.0;
+  double backward = 0.0;
+};
+LayerFlops NetworkLayerFlopsPerImage(const NetworkSpec& spec, int layer);
+
 struct PeakResult {
   double gflops = 0.0;
   std::string isa;  // "avx512f", "avx2+fma" or "sse2"

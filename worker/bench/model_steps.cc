@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/state/options.h"
 #include "worker/models/initialize.h"
@@ -16,7 +17,8 @@ namespace psgd {
 absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
                                                 const std::string& model_name,
                                                 int64_t batch, int warmup,
-                                                int steps, uint64_t seed) {
+                                                int steps, uint64_t seed,
+                                                LayerProfile* profile) {
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::time_point a, Clock::time_point b) {
     return 1e3 * std::chrono::duration<double>(b - a).count();
@@ -43,7 +45,13 @@ absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
       LocalOptimizer::Create(ps::OptimizerOptions(), model->variables()));
   ModelStepsResult r;
   for (int s = 0; s < warmup + steps; ++s) {
-    if (s == warmup) r.compute_ms = r.adam_ms = 0.0;
+    if (s == warmup) {
+      r.compute_ms = r.adam_ms = 0.0;
+      if (profile != nullptr && !model->ProfileLayers(profile)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model ", model_name, " has no layers to time"));
+      }
+    }
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(StepResult step,
                      model->ComputeGradients(ViewsOf(weights), images.view(),

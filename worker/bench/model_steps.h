@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
+#include "worker/models/model.h"
 
 namespace psgd {
 
@@ -28,10 +29,12 @@ struct ModelStepsResult {
 // `warmup` untimed steps, then `steps` timed ones (>= 1), of model
 // `model_name` on `backend`; weights and batch drawn from `seed`.
 // INVALID_ARGUMENT for an unknown model; the model's and backend's errors.
-absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
-                                                const std::string& model_name,
-                                                int64_t batch, int warmup,
-                                                int steps, uint64_t seed);
+// `profile`: when set, the timed steps' layers are timed into it too
+// (Model::ProfileLayers; each layer then synchronises the backend, so the
+// steps' own times are not the figures to quote).
+absl::StatusOr<ModelStepsResult> TimeModelSteps(
+    Backend* backend, const std::string& model_name, int64_t batch, int warmup,
+    int steps, uint64_t seed, LayerProfile* profile = nullptr);
 
 }  // namespace psgd
 

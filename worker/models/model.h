@@ -52,6 +52,21 @@ struct StepResult {
 // Overlap (docs/CLUSTER.md, "Overlap"): what a training loop is told in
 // the middle of Model::ComputeGradientsWithHooks, on the calling thread.
 // Variables are indices into Model::variables().
+// Per-layer wall time of a layer-graph network's training steps
+// (compute_bench --breakdown): each layer's forward and backward, summed
+// over the steps profiled, the backend synchronised around each so that a
+// layer's time is its own.
+struct LayerTiming {
+  std::string name;  // the layer's name ("layer1.0.conv1"), or its kind
+  std::string kind;  // "conv", "batch_norm", "relu", ...
+  double forward_s = 0.0;
+  double backward_s = 0.0;
+};
+struct LayerProfile {
+  std::vector<LayerTiming> layers;  // by layer index; [0] is the input
+  int64_t steps = 0;                // training steps profiled
+};
+
 struct StepHooks {
   // Right before the forward first reads variable v, in forward order; when
   // it returns OK, v's view in `weights` must hold the step's values. An
@@ -143,6 +158,11 @@ class Model {
 
   // Forward only: cross-entropy and accuracy of a batch (e.g. of the test
   // set); weight_decay is 0 and loss equals cross_entropy.
+  // Times each layer of the training steps that follow into `profile`
+  // (null: stops); false for a model without layers to time (the
+  // hand-written ones), which then times nothing.
+  virtual bool ProfileLayers(LayerProfile* profile) { return false; }
+
   virtual absl::StatusOr<StepResult> Evaluate(
       const NamedConstViews& weights, ConstTensorView images,
       absl::Span<const int32_t> labels) = 0;

@@ -7,6 +7,28 @@
 
 namespace psgd {
 
+const char* LayerKindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kInput:
+      return "input";
+    case LayerKind::kConv:
+      return "conv";
+    case LayerKind::kBatchNorm:
+      return "batch_norm";
+    case LayerKind::kRelu:
+      return "relu";
+    case LayerKind::kAdd:
+      return "add";
+    case LayerKind::kMaxPool:
+      return "max_pool";
+    case LayerKind::kGlobalAvgPool:
+      return "global_avg_pool";
+    case LayerKind::kDense:
+      return "dense";
+  }
+  return "unknown";
+}
+
 Conv2dShape ConvShapeOf(const Layer& conv, int64_t batch, const Shape& in) {
   Conv2dShape s{batch,         in[0],       in[1],      in[2],
                 conv.shape[0], conv.kernel, conv.kernel};

@@ -46,6 +46,10 @@ enum class LayerKind {
   kDense,
 };
 
+// "input", "conv", "batch_norm", "relu", "add", "max_pool",
+// "global_avg_pool", "dense".
+const char* LayerKindName(LayerKind kind);
+
 struct Layer {
   LayerKind kind = LayerKind::kInput;
   std::string name;         // variables' prefix; empty for layers without

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "worker/models/device_variables.h"
 #include "worker/models/initialize.h"
@@ -52,6 +54,20 @@ class NetworkModel : public Model {
         vars_(std::move(vars)),
         state_(std::move(state)) {}
 
+  bool ProfileLayers(LayerProfile* profile) override {
+    profile_ = profile;
+    if (profile_ != nullptr && profile_->layers.size() != spec_.layers.size()) {
+      profile_->layers.assign(spec_.layers.size(), LayerTiming());
+      for (size_t i = 0; i < spec_.layers.size(); ++i) {
+        const Layer& l = spec_.layers[i];
+        profile_->layers[i].kind = LayerKindName(l.kind);
+        profile_->layers[i].name =
+            l.name.empty() ? absl::StrCat(LayerKindName(l.kind), " ", i)
+                           : l.name;
+      }
+    }
+    return true;
+  }
   std::string name() const override { return spec_.name; }
   const std::vector<VariableSpec>& variables() const override {
     return vars_->specs();
@@ -77,6 +93,7 @@ class NetworkModel : public Model {
     RETURN_IF_ERROR(Forward(p, /*training=*/true));
     ASSIGN_OR_RETURN(StepResult r, Loss(p, labels));
     RETURN_IF_ERROR(Backward(p));
+    if (profile_ != nullptr) ++profile_->steps;
     for (int v : spec_.decayed) {
       ASSIGN_OR_RETURN(const double d, backend_->L2WeightDecay(
                                            vars_->weight(v), spec_.weight_decay,
@@ -118,6 +135,21 @@ class NetworkModel : public Model {
   absl::Status Forward(Plan* p, bool training);
   absl::StatusOr<StepResult> Loss(Plan* p, absl::Span<const int32_t> labels);
   absl::Status Backward(Plan* p);
+  // With a profile: the backend synchronised and the time now, to be
+  // charged to the layer that runs next (Charge).
+  absl::StatusOr<absl::Time> Mark() const {
+    if (profile_ == nullptr) return absl::InfinitePast();
+    RETURN_IF_ERROR(backend_->Synchronize());
+    return absl::Now();
+  }
+  absl::Status Charge(int layer, absl::Time since, bool forward) {
+    if (profile_ == nullptr) return absl::OkStatus();
+    RETURN_IF_ERROR(backend_->Synchronize());
+    const double s = absl::ToDoubleSeconds(absl::Now() - since);
+    (forward ? profile_->layers[layer].forward_s
+             : profile_->layers[layer].backward_s) += s;
+    return absl::OkStatus();
+  }
 
   // Where layer `to`'s gradient contribution goes: its gradient buffer the
   // first time, else the scratch buffer, which Accumulate then adds in.
@@ -148,6 +180,7 @@ class NetworkModel : public Model {
   std::unique_ptr<DeviceVariables> state_;          // running statistics
   std::map<int64_t, std::unique_ptr<Plan>> plans_;  // by batch size
   // The plan of the last training step (its batch statistics); null before.
+  LayerProfile* profile_ = nullptr;  // ProfileLayers; not owned
   Plan* last_trained_ = nullptr;
 };
 
@@ -316,6 +349,10 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
     const Layer& l = spec_.layers[i];
     Node& n = p->nodes[i];
     const DeviceView x = p->nodes[l.inputs[0]].out;
+    // Only a training step's layers are profiled.
+    ASSIGN_OR_RETURN(
+        const absl::Time t0,
+        training ? Mark() : absl::StatusOr<absl::Time>(absl::InfinitePast()));
     switch (l.kind) {
       case LayerKind::kInput:
         break;
@@ -352,6 +389,9 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
                                          Weight(l, 0), Weight(l, 1), n.out));
         break;
     }
+    if (training) {
+      RETURN_IF_ERROR(Charge(static_cast<int>(i), t0, /*forward=*/true));
+    }
   }
   return absl::OkStatus();
 }
@@ -377,6 +417,7 @@ absl::Status NetworkModel::Backward(Plan* p) {
     Node& n = p->nodes[i];
     const int in = l.inputs[0];
     const DeviceView x = p->nodes[in].out;
+    ASSIGN_OR_RETURN(const absl::Time t0, Mark());
     switch (l.kind) {
       case LayerKind::kInput:
         break;
@@ -438,6 +479,7 @@ absl::Status NetworkModel::Backward(Plan* p) {
         break;
       }
     }
+    RETURN_IF_ERROR(Charge(i, t0, /*forward=*/false));
   }
   return absl::OkStatus();
 }

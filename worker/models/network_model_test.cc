@@ -273,6 +273,45 @@ TEST_CASE("a network model refuses wrong images and labels") {
   CHECK(std::isfinite(r.loss));
 }
 
+TEST_CASE("a network's training steps can be timed layer by layer") {
+  auto backend = testing::MakeBackend("cpu");
+  auto model = Unwrap(CreateModel("resnet20", backend.get()));
+  const NetworkSpec spec = Unwrap(ModelNetworkSpec("resnet20"));
+  const NamedTensors weights = InitialValues(model->variables(), 1);
+  Tensor images({2, 3, 32, 32});
+  images.Fill(0.5f);
+  NamedTensors grads;
+  LayerProfile profile;
+  REQUIRE(model->ProfileLayers(&profile));
+  for (int s = 0; s < 2; ++s) {
+    Unwrap(model->ComputeGradients(ViewsOf(weights), images.view(), {0, 1},
+                                   &grads));
+  }
+  // Evaluations are not profiled; after ProfileLayers(nullptr) nothing is.
+  Unwrap(model->Evaluate(ViewsOf(weights), images.view(), {0, 1}));
+  const LayerProfile before = profile;
+  model->ProfileLayers(nullptr);
+  Unwrap(
+      model->ComputeGradients(ViewsOf(weights), images.view(), {0, 1}, &grads));
+  CHECK(profile.steps == 2);
+  REQUIRE(profile.layers.size() == spec.layers.size());
+  int convs = 0;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    CHECK(profile.layers[i].forward_s == before.layers[i].forward_s);
+    if (spec.layers[i].kind != LayerKind::kConv) continue;
+    ++convs;
+    CHECK(profile.layers[i].kind == "conv");
+    CHECK(profile.layers[i].name == spec.layers[i].name);
+    CHECK(profile.layers[i].forward_s > 0);
+    CHECK(profile.layers[i].backward_s > 0);
+  }
+  CHECK(convs == 19 + 2);  // 19 convolutions and 2 shortcut projections
+  CHECK(profile.layers[0].forward_s == 0);  // the input
+  // The hand-written models have no layers to time.
+  auto tutorial = Unwrap(CreateModel("cifar10_tutorial", backend.get()));
+  CHECK_FALSE(tutorial->ProfileLayers(&profile));
+}
+
 TEST_CASE("the builder refuses shapes that do not fit") {
   NetworkBuilder b("bad", {3, 8, 8}, 10, 0.0f);
   b.Add(b.Conv(b.input(), "c", 4, 3, 1, 1), b.input());

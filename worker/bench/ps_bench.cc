@@ -1,10 +1,11 @@
 // ps_bench: parameter-server throughput against a bare gRPC echo and a
-// plain TCP echo of the same bytes, in one process on loopback; or against
-// the ps_server processes of a cluster config.
+// plain TCP echo of the same bytes, in one process on loopback: how much of
+// what the machine's sockets and gRPC move the parameter server keeps.
+// (ps_cluster_bench measures running ps_server tasks of a config.)
 //
-//   bazel run -c opt //ps:ps_bench -- --shards=2 --workers=4 --seconds=10
-//   bazel-bin/ps/ps_bench --wire=bf16        # also the servers with bf16
-//   bazel-bin/ps/ps_bench --config=F --workers=4   # real ps_server tasks
+//   bazel run -c opt //worker/bench:ps_bench -- --shards=2 --workers=4
+//   --seconds=10 bazel-bin/worker/bench/ps_bench --wire=bf16   # also the
+//   servers with bf16
 //
 // Parameter server: S shard servers (PsGrpcServer) hold a model's variables
 // placed over them (--model: the TF cifar10 tutorial model by default,
@@ -12,7 +13,7 @@
 // 36.5M, its batch norm statistics included); W worker
 // threads, each with its own GrpcPsClient (own connections), loop push ->
 // pull of a synthetic gradient (no compute) as a worker does: sync (N = M =
-// W) waits for the next step, async takes the newest weights.
+// W) waits for the next step, async takes the newest weights (ps_load.h).
 // Echo: S bare echo servers; W threads, each with its own channels, echo
 // each shard's bytes to its echo server in parallel: the same bytes up
 // (push) and down (pull) per step, with nothing of the parameter server.
@@ -27,13 +28,11 @@
 // It prints ratio_vs_grpc_echo=<ps GB/s / echo GB/s> (float32 on the wire),
 // ratio_vs_tcp=<ps GB/s / tcp GB/s> and, with --wire,
 // ratio_bf16_vs_fp32=<worker steps/s with the wire dtype / with float32>.
+// --memory_steps=K: then K more steps with each shard's memory, item by
+// item (docs/PS.md, "Memory").
 //
-// --config=F: no servers in this process; W worker threads (ids
-// --first_worker.. of the config's workers, each with its own connections)
-// push and pull against the config's ps tasks (started by hand or by
-// scripts/bench/ps_bench_cluster.sh, possibly on other hosts), with the
-// config's wire dtypes, mode and token, for --seconds; it prints bytes per
-// second per worker and per server.
+// Until 2026-11-26 this was //ps:ps_bench (bazel-bin/ps/ps_bench), with the
+// cluster mode as --config; docs/PERFORMANCE.md's older figures name it so.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
@@ -61,7 +60,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/cluster_config.h"
 #include "common/metrics.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
@@ -69,6 +67,7 @@
 #include "ps/client/grpc_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/wire/wire_dtype.h"
+#include "worker/bench/ps_load.h"
 #include "worker/models/registry.h"
 
 ABSL_FLAG(int, shards, 2, "Parameter-server shards S.");
@@ -84,10 +83,6 @@ ABSL_FLAG(std::string, wire, "fp32",
           "runs with that dtype on the wire (gradients and weights).");
 ABSL_FLAG(std::string, only, "ps,echo,tcp",
           "Which to run, of ps (and the --wire one), echo and tcp.");
-ABSL_FLAG(std::string, config, "",
-          "A cluster config: measure its running ps_server tasks instead.");
-ABSL_FLAG(int, first_worker, 0,
-          "--config: the worker id of the first worker thread.");
 ABSL_FLAG(int, memory_steps, 0,
           "After the rounds, this many more steps of each fp32 worker, with "
           "each shard's memory item by item (weights, other weight versions, "
@@ -98,259 +93,11 @@ ABSL_FLAG(int, memory_steps, 0,
 ABSL_FLAG(std::string, model, "",
           "The model whose variables travel: a name of the registry "
           "(worker --list_models), with its batch norm statistics on the "
-          "servers; empty: the TF cifar10 tutorial model. --config: the "
-          "config's model (a --model of another name is refused).");
+          "servers; empty: the TF cifar10 tutorial model.");
 
 namespace psgd {
 namespace ps {
 namespace {
-
-constexpr int64_t kMaxMessageBytes = int64_t{256} << 20;
-constexpr char kCluster[] = "bench";
-
-// The variables a cluster of `model` places on its servers: the registry's
-// (no backend: worker/models/registry.h), with the batch norm statistics
-// unless `local_statistics`.
-absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
-    const std::string& model, bool local_statistics) {
-  ASSIGN_OR_RETURN(std::vector<VariableSpec> specs, ModelVariables(model));
-  if (!local_statistics) {
-    ASSIGN_OR_RETURN(const std::vector<VariableSpec> state, ModelState(model));
-    specs.insert(specs.end(), state.begin(), state.end());
-  }
-  return specs;
-}
-
-// Worker steps completed while a round ran, and its length.
-struct Tally {
-  int64_t steps = 0;
-  double seconds = 0;
-  double gb_per_s(int64_t bytes_per_step) const {
-    return steps * static_cast<double>(bytes_per_step) / seconds / 1e9;
-  }
-  void Add(const Tally& t) {
-    steps += t.steps;
-    seconds += t.seconds;
-  }
-};
-
-// Runs body(worker, round_end) on `workers` threads; each returns the steps
-// it completed, the last one ending after round_end. The round lasts until
-// every thread is done: a step that straddles the end counts, with its time
-// (a 146 MB model's step may be longer than a round). The first error wins.
-absl::StatusOr<Tally> RunRound(
-    int workers, absl::Duration length,
-    const std::function<absl::StatusOr<int64_t>(int, absl::Time)>& body) {
-  const absl::Time start = absl::Now();
-  const absl::Time end = start + length;
-  std::vector<absl::StatusOr<int64_t>> steps(workers, int64_t{0});
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] { steps[w] = body(w, end); });
-  }
-  for (std::thread& t : threads) t.join();
-  Tally tally{0, absl::ToDoubleSeconds(absl::Now() - start)};
-  for (const absl::StatusOr<int64_t>& s : steps) {
-    if (!s.ok()) return s.status();
-    tally.steps += *s;
-  }
-  return tally;
-}
-
-std::vector<Tensor> Filled(const std::vector<VariableSpec>& specs,
-                           float value) {
-  std::vector<Tensor> out;
-  for (const VariableSpec& s : specs) {
-    out.emplace_back(s.shape);
-    out.back().Fill(value);
-  }
-  return out;
-}
-
-// Shard servers, a client per worker and each worker's state, kept from
-// round to round.
-class ParameterServerBench {
- public:
-  explicit ParameterServerBench(std::vector<VariableSpec> specs)
-      : specs_(std::move(specs)) {}
-
-  absl::Status Start(Mode mode, int shards, int workers, DType wire) {
-    mode_ = mode;
-    wire_ = wire;
-    for (int i = 0; i < shards; ++i) {
-      ServerOptions o;
-      o.shard_index = i;
-      o.num_shards = shards;
-      o.cluster_name = kCluster;
-      o.mode = mode;
-      o.total_num_replicas = workers;
-      o.replicas_to_aggregate = mode == Mode::kSync ? workers : 1;
-      o.max_message_bytes = kMaxMessageBytes;
-      o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
-      o.wire_gradients = wire;
-      o.wire_weights = wire;
-      ASSIGN_OR_RETURN(std::unique_ptr<PsGrpcServer> server,
-                       PsGrpcServer::Start(o));
-      addresses_.push_back(server->address());
-      servers_.push_back(std::move(server));
-    }
-    GrpcClientOptions o;
-    o.addresses = addresses_;
-    o.cluster = kCluster;
-    o.wire_gradients = wire;
-    o.wire_weights = wire;
-    return Connect(o, workers, 0);
-  }
-
-  // Clients of running servers: a chief that initialises them (a no-op
-  // when they are), and `workers` workers from worker id `first` on, which
-  // join and start at the servers' current step.
-  absl::Status Connect(GrpcClientOptions o, int workers, int first) {
-    o.variables = specs_;
-    o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
-    o.max_message_bytes = kMaxMessageBytes;
-    options_ = o;
-    addresses_ = o.addresses;
-    const int shards = static_cast<int>(addresses_.size());
-    ASSIGN_OR_RETURN(chief_, Client(-1));
-    const std::vector<Tensor> initial = Filled(specs_, 0.01f);
-    RETURN_IF_ERROR(chief_->Initialize(ConstViews(initial)));
-    for (int w = 0; w < workers; ++w) {
-      ASSIGN_OR_RETURN(std::unique_ptr<GrpcPsClient> c, Client(first + w));
-      RETURN_IF_ERROR(c->Join());
-      weights_.push_back(Filled(specs_, 0));
-      grads_.push_back(Filled(specs_, 1e-3f * (w + 1)));
-      ASSIGN_OR_RETURN(ModelVersion v, c->Pull(ModelVersion::AtLeast(shards, 0),
-                                               absl::Now() + absl::Seconds(60),
-                                               Views(weights_.back())));
-      versions_.push_back(v);
-      clients_.push_back(std::move(c));
-    }
-    return absl::OkStatus();
-  }
-
-  // Bytes one worker step moves through shard i: its slices up as
-  // gradients and down as weights, in the wire dtype.
-  int64_t StepBytes(int shard) const {
-    return chief_->placement().shard_bytes[shard] / 4 * 2 * DTypeSize(wire_);
-  }
-  int64_t StepBytes() const {
-    int64_t n = 0;
-    for (size_t i = 0; i < addresses_.size(); ++i) n += StepBytes(i);
-    return n;
-  }
-  const std::vector<std::string>& addresses() const { return addresses_; }
-
-  absl::StatusOr<Tally> Round(absl::Duration length) {
-    // Sync: the first worker to see the round end picks the last step,
-    // and every worker goes on to it, so that no worker is left waiting
-    // for a push that would only come in the next round.
-    std::atomic<int64_t> stop_step{std::numeric_limits<int64_t>::max()};
-    return RunRound(static_cast<int>(clients_.size()), length,
-                    [&](int w, absl::Time end) -> absl::StatusOr<int64_t> {
-                      ModelVersion& v = versions_[w];
-                      int64_t steps = 0;
-                      for (;;) {
-                        if (absl::Now() >= end) {
-                          if (mode_ == Mode::kAsync || !coordinate_stop_) break;
-                          int64_t want = v.steps[0] + 1,
-                                  seen = stop_step.load();
-                          while (want < seen &&
-                                 !stop_step.compare_exchange_weak(seen, want)) {
-                          }
-                        }
-                        if (mode_ == Mode::kSync && coordinate_stop_ &&
-                            v.steps[0] >= stop_step.load()) {
-                          break;
-                        }
-                        RETURN_IF_ERROR(WorkerStep(w));
-                        if (absl::Now() < end) ++steps;
-                      }
-                      return steps;
-                    });
-  }
-
-  // Each worker does `steps` more push + pull steps (sync: every worker
-  // the same steps, so that none waits for a push that does not come).
-  absl::Status Steps(int64_t steps) {
-    std::vector<absl::Status> done(clients_.size());
-    std::vector<std::thread> threads;
-    for (size_t w = 0; w < clients_.size(); ++w) {
-      threads.emplace_back([&, w] {
-        for (int64_t i = 0; i < steps && done[w].ok(); ++i) {
-          done[w] = WorkerStep(w);
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (const absl::Status& s : done) RETURN_IF_ERROR(s);
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::vector<ShardStatus>> Status() { return chief_->Status(); }
-
-  void set_mode(Mode mode) { mode_ = mode; }
-  // Against servers shared with other processes: each worker stops at the
-  // end of the round and leaves (sync steps go on without it) instead of
-  // all meeting at one last step.
-  void set_independent_workers() { coordinate_stop_ = false; }
-  absl::Status LeaveAll() {
-    for (auto& c : clients_) RETURN_IF_ERROR(c->Leave());
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<int64_t> Step() {
-    ASSIGN_OR_RETURN(std::vector<ShardStatus> s, chief_->Status());
-    return s[0].step;
-  }
-
- private:
-  // One step of worker w: its push, then the pull of the next weights
-  // (sync: the next step; async: the newest).
-  absl::Status WorkerStep(int w) {
-    ModelVersion& v = versions_[w];
-    RETURN_IF_ERROR(clients_[w]->Push(v, ConstViews(grads_[w])).status());
-    ASSIGN_OR_RETURN(
-        v, clients_[w]->Pull(
-               mode_ == Mode::kSync
-                   ? v.Next()
-                   : ModelVersion::AtLeast(static_cast<int>(v.steps.size()), 0),
-               absl::Now() + absl::Seconds(120), Views(weights_[w])));
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::unique_ptr<GrpcPsClient>> Client(int worker) {
-    GrpcClientOptions o = options_;
-    o.worker_id = worker;
-    return GrpcPsClient::Create(o);
-  }
-  std::vector<NamedConstTensorView> ConstViews(const std::vector<Tensor>& t) {
-    std::vector<NamedConstTensorView> out;
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      out.push_back({specs_[i].name, t[i].view()});
-    }
-    return out;
-  }
-  std::vector<NamedTensorView> Views(std::vector<Tensor>& t) {
-    std::vector<NamedTensorView> out;
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      out.push_back({specs_[i].name, t[i].view()});
-    }
-    return out;
-  }
-
-  const std::vector<VariableSpec> specs_;
-  Mode mode_ = Mode::kSync;
-  DType wire_ = DType::kFloat32;
-  bool coordinate_stop_ = true;
-  GrpcClientOptions options_;
-  std::vector<std::unique_ptr<PsGrpcServer>> servers_;
-  std::vector<std::string> addresses_;
-  std::unique_ptr<GrpcPsClient> chief_;
-  std::vector<std::unique_ptr<GrpcPsClient>> clients_;
-  std::vector<std::vector<Tensor>> weights_, grads_;
-  std::vector<ModelVersion> versions_;
-};
 
 class EchoService final : public echo::Echo::CallbackService {
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* ctx,
@@ -659,6 +406,8 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
 
   std::vector<Measured> measured;
   ParameterServerBench ps(specs), ps_wire(specs);
+  ps.set_split_threshold_bytes(absl::GetFlag(FLAGS_split_threshold_bytes));
+  ps_wire.set_split_threshold_bytes(absl::GetFlag(FLAGS_split_threshold_bytes));
   EchoBench echo;
   TcpEchoBench tcp;
   if (wanted("ps")) {
@@ -740,72 +489,6 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   return absl::OkStatus();
 }
 
-// --config: worker threads against the config's running ps tasks.
-absl::Status RunAgainstConfig(const std::string& path, int workers) {
-  ASSIGN_OR_RETURN(ClusterConfig config, LoadClusterConfig(path));
-  GrpcClientOptions o;
-  for (const config::PsTask& t : config.ps())
-    o.addresses.push_back(t.address());
-  o.cluster = config.name();
-  o.security = SecurityFromConfig(config);
-  const WireDTypes wire = WireDTypesFromConfig(config);
-  o.wire_gradients = wire.gradients;
-  o.wire_weights = wire.weights;
-  const Mode mode = config.training().mode() == config::TrainingConfig::SYNC
-                        ? Mode::kSync
-                        : Mode::kAsync;
-  const int first = absl::GetFlag(FLAGS_first_worker);
-  const std::string model = config.model().name();
-  const std::string flag_model = absl::GetFlag(FLAGS_model);
-  if (!flag_model.empty() && flag_model != model) {
-    return absl::InvalidArgumentError(absl::StrCat("--model=", flag_model,
-                                                   " but the config (", path,
-                                                   ") trains model ", model));
-  }
-  ASSIGN_OR_RETURN(
-      const std::vector<VariableSpec> specs,
-      ServerVariables(model, config.model().batch_norm_statistics() ==
-                                 config::ModelConfig::LOCAL));
-  ParameterServerBench ps(specs);
-  ps.set_mode(mode);
-  ps.set_independent_workers();
-  RETURN_IF_ERROR(ps.Connect(o, workers, first));
-  const double seconds = absl::GetFlag(FLAGS_seconds);
-  std::printf(
-      "ps_bench --config=%s: model %s (%.2f MB), %zu ps tasks, workers "
-      "%d..%d, %s, gradients %s, weights %s; %.1f s after %.1f s warmup\n",
-      path.c_str(), model.c_str(), TotalParameters(specs) * 4 / 1e6,
-      o.addresses.size(), first, first + workers - 1,
-      std::string(ModeName(mode)).c_str(),
-      std::string(DTypeName(o.wire_gradients)).c_str(),
-      std::string(DTypeName(o.wire_weights)).c_str(), seconds,
-      absl::GetFlag(FLAGS_warmup_seconds));
-  std::fflush(stdout);
-  RETURN_IF_ERROR(
-      ps.Round(absl::Seconds(absl::GetFlag(FLAGS_warmup_seconds))).status());
-  ASSIGN_OR_RETURN(Tally t, ps.Round(absl::Seconds(seconds)));
-  RETURN_IF_ERROR(ps.LeaveAll());
-  // Gradients up in the gradients' dtype, weights down in the weights'.
-  ASSIGN_OR_RETURN(Placement placement,
-                   PlaceVariables(specs, static_cast<int>(o.addresses.size()),
-                                  absl::GetFlag(FLAGS_split_threshold_bytes)));
-  int64_t step_bytes = 0;
-  for (size_t i = 0; i < o.addresses.size(); ++i) {
-    const int64_t elements = placement.shard_bytes[i] / 4;
-    const int64_t bytes =
-        elements * (DTypeSize(o.wire_gradients) + DTypeSize(o.wire_weights));
-    step_bytes += bytes;
-    std::printf("server %zu (%s): %.1f MB/s pushed + pulled\n", i,
-                o.addresses[i].c_str(), t.steps * bytes / t.seconds / 1e6);
-  }
-  std::printf("per worker: %.1f steps/s, %.1f MB/s\n",
-              t.steps / t.seconds / workers,
-              t.steps * step_bytes / t.seconds / workers / 1e6);
-  std::printf("all workers: %.1f steps/s, %.1f MB/s\n", t.steps / t.seconds,
-              t.steps * step_bytes / t.seconds / 1e6);
-  return absl::OkStatus();
-}
-
 }  // namespace
 }  // namespace ps
 }  // namespace psgd
@@ -813,19 +496,6 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int workers = absl::GetFlag(FLAGS_workers);
-  if (!absl::GetFlag(FLAGS_config).empty()) {
-    if (workers < 1) {
-      std::fprintf(stderr, "ps_bench: --workers must be >= 1\n");
-      return 2;
-    }
-    absl::Status s =
-        psgd::ps::RunAgainstConfig(absl::GetFlag(FLAGS_config), workers);
-    if (!s.ok()) {
-      std::fprintf(stderr, "ps_bench: %s\n", s.ToString().c_str());
-      return 1;
-    }
-    return 0;
-  }
   absl::StatusOr<psgd::ps::Mode> mode =
       psgd::ps::ParseMode(absl::GetFlag(FLAGS_mode));
   absl::StatusOr<psgd::ps::DType> wire =

@@ -2,8 +2,8 @@
 // of a model on a backend, compared in the same run with the same network
 // in PyTorch and with the machine's FMA peak.
 //
-//   bazel run -c opt //worker:compute_bench -- --batch=128 --threads=2
-//   bazel run -c opt //worker:compute_bench -- --model=resnet20 --batch=128
+//   bazel run -c opt //worker/bench:compute_bench -- --batch=128 --threads=2
+//   bazel run -c opt //worker/bench:compute_bench -- --model=resnet20 --batch=128
 //       --threads=2                                           (one line)
 //
 // The peers: for the tutorial model ../shared/peers/torch_cifar10_step.py
@@ -24,6 +24,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "worker/backend_factory/factory.h"
 #include "worker/bench/flops.h"
@@ -40,7 +41,11 @@ ABSL_FLAG(int, steps, 20, "Timed steps.");
 ABSL_FLAG(int, warmup, 3, "Untimed steps first.");
 ABSL_FLAG(std::string, backend, "cpu", "Backend: cpu or cpu:OPTIONS.");
 ABSL_FLAG(std::string, model, "cifar10_tutorial", "Model, by registry name.");
-ABSL_FLAG(bool, breakdown, false, "Also time each op on its own.");
+ABSL_FLAG(bool, breakdown, false,
+          "Also time where a step goes: for a layer-graph network each "
+          "layer of real training steps (forward and backward, its share of "
+          "the step and, for conv and dense layers, of the FMA peak); for "
+          "the tutorial model each op on its own.");
 ABSL_FLAG(bool, peak, true, "Measure the FMA peak and compare.");
 ABSL_FLAG(bool, peer, true, "Run the PyTorch peer and print the ratios.");
 ABSL_FLAG(std::string, peer_script, "../shared/peers/torch_cifar10_step.py",
@@ -162,7 +167,58 @@ absl::Status Run() {
   }
   const double own_median = Median(own_rates);
 
-  if (absl::GetFlag(FLAGS_breakdown)) {
+  // The machine's FMA peak, for the arithmetic line and a network's
+  // breakdown.
+  PeakResult peak;
+  if (absl::GetFlag(FLAGS_peak)) peak = MeasurePeakGflops(threads, 1.0);
+
+  if (absl::GetFlag(FLAGS_breakdown) && spec.ok()) {
+    // Each layer of real training steps, the backend synchronised around
+    // each (ProfileLayers): its share of the step and, for the conv and
+    // dense layers, of the FMA peak.
+    LayerProfile profile;
+    RETURN_IF_ERROR(TimeModelSteps(backend.get(), model_name, batch,
+                                   /*warmup=*/1, steps, /*seed=*/7, &profile)
+                        .status());
+    double total = 0.0;
+    for (const LayerTiming& t : profile.layers) {
+      total += t.forward_s + t.backward_s;
+    }
+    const double per_step = 1e3 / std::max<int64_t>(1, profile.steps);
+    std::printf("  %-26s %-15s %8s %8s %6s %9s %6s\n", "layer (per step)",
+                "kind", "fwd ms", "bwd ms", "share", "GFLOP/s", "%peak");
+    double counted_s = 0.0, counted_flops = 0.0;
+    for (size_t i = 1; i < profile.layers.size(); ++i) {
+      const LayerTiming& t = profile.layers[i];
+      const double s = t.forward_s + t.backward_s;
+      const LayerFlops f = NetworkLayerFlopsPerImage(*spec, static_cast<int>(i));
+      const double flops = (f.forward + f.backward) * batch * profile.steps;
+      std::string rate = "-", of_peak = "-";
+      if (flops > 0 && s > 0) {
+        rate = absl::StrFormat("%.1f", flops / s / 1e9);
+        if (peak.gflops > 0) {
+          of_peak = absl::StrFormat("%.0f%%", 100.0 * flops / s / 1e9 / peak.gflops);
+        }
+        counted_s += s;
+        counted_flops += flops;
+      }
+      std::printf("  %-26s %-15s %8.3f %8.3f %5.1f%% %9s %6s\n", t.name.c_str(),
+                  t.kind.c_str(), t.forward_s * per_step,
+                  t.backward_s * per_step, 100.0 * s / total, rate.c_str(),
+                  of_peak.c_str());
+    }
+    std::printf(
+        "  %-26s %-15s %17.3f %5.1f%% %9.1f %6s (conv and dense: %.0f%% of "
+        "the layers' time)\n",
+        "all layers", "", total * per_step, 100.0,
+        counted_s > 0 ? counted_flops / counted_s / 1e9 : 0.0,
+        peak.gflops > 0 && counted_s > 0
+            ? absl::StrFormat("%.0f%%", 100.0 * counted_flops / counted_s /
+                                            1e9 / peak.gflops)
+                  .c_str()
+            : "-",
+        total > 0 ? 100.0 * counted_s / total : 0.0);
+  } else if (absl::GetFlag(FLAGS_breakdown)) {
     ASSIGN_OR_RETURN(std::vector<OpTime> ops,
                      ProfileTutorialOps(backend.get(), batch, 5));
     double total = 0.0, total_cpu = 0.0;
@@ -177,7 +233,6 @@ absl::Status Run() {
   }
 
   if (absl::GetFlag(FLAGS_peak)) {
-    const PeakResult peak = MeasurePeakGflops(threads, 1.0);
     const double flops = spec.ok() ? NetworkTrainingFlopsPerImage(*spec)
                                    : TutorialTrainingFlopsPerImage();
     const double achieved = own_median * flops / 1e9;
