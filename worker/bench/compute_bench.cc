@@ -3,7 +3,8 @@
 // in PyTorch and with the machine's FMA peak.
 //
 //   bazel run -c opt //worker/bench:compute_bench -- --batch=128 --threads=2
-//   bazel run -c opt //worker/bench:compute_bench -- --model=resnet20 --batch=128
+//   bazel run -c opt //worker/bench:compute_bench -- --model=resnet20
+//   --batch=128
 //       --threads=2                                           (one line)
 //
 // The peers: for the tutorial model ../shared/peers/torch_cifar10_step.py
@@ -191,13 +192,15 @@ absl::Status Run() {
     for (size_t i = 1; i < profile.layers.size(); ++i) {
       const LayerTiming& t = profile.layers[i];
       const double s = t.forward_s + t.backward_s;
-      const LayerFlops f = NetworkLayerFlopsPerImage(*spec, static_cast<int>(i));
+      const LayerFlops f =
+          NetworkLayerFlopsPerImage(*spec, static_cast<int>(i));
       const double flops = (f.forward + f.backward) * batch * profile.steps;
       std::string rate = "-", of_peak = "-";
       if (flops > 0 && s > 0) {
         rate = absl::StrFormat("%.1f", flops / s / 1e9);
         if (peak.gflops > 0) {
-          of_peak = absl::StrFormat("%.0f%%", 100.0 * flops / s / 1e9 / peak.gflops);
+          of_peak =
+              absl::StrFormat("%.0f%%", 100.0 * flops / s / 1e9 / peak.gflops);
         }
         counted_s += s;
         counted_flops += flops;
