@@ -15,7 +15,8 @@
 #       async-ssp  async with staleness_bound: --ssp
 #     The report (stragglers_report.py, --model: the step-time model's
 #     prediction beside each run): steps/s, gradients applied/s, p50 / p90 /
-#     p99 step time, normalized speedup, gradients dropped.
+#     p99 step time, normalized speedup, gradients dropped; compare.py's
+#     plots (throughput over time, dropped gradients, staleness).
 #   --real: REAL compute, time to accuracy: --real_workers workers of
 #     --real_model on CIFAR-10, worker 0 slowed --slow times; sync b=0,
 #     sync b=1, adaptive, async, each for --real_minutes; compare.py's
@@ -153,6 +154,10 @@ done
 if [ "$real" = 0 ]; then
   /usr/bin/python3 scripts/experiments/stragglers_report.py "${runs[@]}" --model \
     --out "$out/report.md" --json "$out/report.json"
+  # The plots (throughput over time, dropped gradients, staleness); the
+  # emulated runs' losses are 0.
+  /usr/bin/python3 scripts/run/compare.py "${runs[@]}" --out "$out/compare"
+  echo "stragglers.sh: report $out/report.md, plots in $out/compare/"
 else
   /usr/bin/python3 scripts/run/compare.py "${runs[@]}" --target 0.5 --out "$out/report"
   echo "stragglers.sh: report $out/report/report.md"
