@@ -103,6 +103,9 @@ class Run:
             with open(summary) as fh:
                 self.summary = json.load(fh)
         self.mode = self.summary.get("mode") or self._mode_from_config()
+        # Emulated compute (docs/STRAGGLERS.md): its step lines say so, and
+        # every report that names the run must too.
+        self.emulated = any(s.get("emulated") for s in self.steps)
 
     def _mode_from_config(self):
         cfg = os.path.join(self.files.get("config.pbtxt", self.path), "config.pbtxt")
@@ -167,7 +170,7 @@ class Run:
 
     @property
     def label(self):
-        return f"{self.name} ({self.mode})"
+        return f"{self.name} ({self.mode}{', emulated' if self.emulated else ''})"
 
     def workers(self):
         return sorted({r["task"] for r in self.steps})

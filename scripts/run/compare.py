@@ -286,7 +286,8 @@ def report(runs, out, target, plots, groups=None):
             step_s = sum(known) if known else None
         last_step = steps_taken(r)
         lines.append(
-            f"| {r.name} | {r.mode} | {len(r.workers())} | {last_step} | "
+            f"| {r.name}{' (emulated compute)' if r.emulated else ''} | "
+            f"{r.mode} | {len(r.workers())} | {last_step} | "
             f"{fmt(r.final_accuracy(), 4)} | {fmt(r.time_to(target), 1)} | "
             f"{fmt(r.duration(), 1)} | {fmt(r.epochs(), 2)} | "
             f"{fmt(r.total_images_per_s(), 1)} | "

@@ -20,7 +20,13 @@ void ReluForwardKernel(int64_t n, const float* x, float* y, ThreadPool* pool) {
 void ReluBackwardKernel(int64_t n, const float* y, const float* dy, float* dx,
                         ThreadPool* pool) {
   pool->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    // dy loaded unconditionally, so that the select is a blend the compiler
+    // vectorises, not a branch on the sign of each element (a branch
+    // mispredicted on half of them made this 12x the forward).
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = dy[i];
+      dx[i] = y[i] > 0.0f ? g : 0.0f;
+    }
   });
 }
 
