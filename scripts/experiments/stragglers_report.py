@@ -3,7 +3,7 @@
 directory, what the workers' step lines say about throughput and the tail.
 
     stragglers_report.py RUN_DIR... [--warmup_s=5] [--out=FILE.md]
-        [--json=FILE] [--model] [--model_steps=1000]
+        [--json=FILE] [--model] [--model_steps=2000]
 
 Per run (a setting): workers M, N (sync: the config's; adaptive: the mean
 of the N the servers chose, from the step lines' replicas_to_aggregate),
@@ -225,7 +225,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--json")
     ap.add_argument("--model", action="store_true")
-    ap.add_argument("--model_steps", type=int, default=1000)
+    ap.add_argument("--model_steps", type=int, default=2000)
     a = ap.parse_args()
     rows = [measure(r, a.warmup_s) for r in a.runs]
     base = {}
