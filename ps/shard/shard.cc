@@ -94,8 +94,7 @@ std::shared_ptr<const VariableLayout> ParameterShard::Layout() const {
   return store_ == nullptr ? nullptr : store_->shared_layout();
 }
 
-absl::Status ParameterShard::CheckPushedTensor(
-    const TensorBytes& t, const VariableLayout* layout) const {
+absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t) const {
   if (t.no_gradient) {
     if (!t.data.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -104,10 +103,16 @@ absl::Status ParameterShard::CheckPushedTensor(
     }
     return ValidateShape(Shape(t.shape.begin(), t.shape.end()));
   }
-  int i = layout == nullptr ? -1 : layout->Find(t.name);
-  return CheckFloatTensor(
-      t, i >= 0 && layout->statistic[i] ? "batch statistic" : "gradient",
-      kMaxGradientMagnitude);
+  absl::Status checked = CheckFloatTensor(t, "gradient", kMaxGradientMagnitude);
+  if (checked.ok()) return checked;
+  // Only a refusal needs the tensor's kind, to name it in its message: the
+  // layout is looked up then, not on every push.
+  const std::shared_ptr<const VariableLayout> layout = Layout();
+  const int i = layout == nullptr ? -1 : layout->Find(t.name);
+  if (i >= 0 && layout->statistic[i]) {
+    return CheckFloatTensor(t, "batch statistic", kMaxGradientMagnitude);
+  }
+  return checked;
 }
 
 absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
@@ -249,9 +254,8 @@ absl::StatusOr<PushReply> ParameterShard::Push(
   // The scan for NaN, Inf and values too large reads the whole gradient: no
   // lock for it.
   absl::Status status;
-  const std::shared_ptr<const VariableLayout> layout = Layout();
   for (const TensorBytes& g : gradients) {
-    status = CheckPushedTensor(g, layout.get());
+    status = CheckPushedTensor(g);
     if (!status.ok()) break;
   }
   PushReply reply;

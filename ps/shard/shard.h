@@ -278,10 +278,10 @@ class ParameterShard {
   // The layout of the shard's variables; null before Initialize.
   std::shared_ptr<const VariableLayout> Layout() const ABSL_LOCKS_EXCLUDED(mu_);
   // A pushed tensor's checks that read its values: CheckFloatTensor as a
-  // gradient or, for a running statistic of `layout` (may be null), as a
-  // batch statistic. Needs no lock.
-  absl::Status CheckPushedTensor(const TensorBytes& tensor,
-                                 const VariableLayout* layout) const;
+  // gradient or, for a running statistic, as a batch statistic (the layout
+  // is read only to name a refused tensor's kind). Called without the lock.
+  absl::Status CheckPushedTensor(const TensorBytes& tensor) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ABORTED while awaiting a rollback, or for a generation > 0 that is not

@@ -24,9 +24,8 @@ absl::StatusOr<PushReply> ParameterShard::PushPart(
     status = absl::InvalidArgumentError("the part carries no gradient");
   }
   std::vector<std::vector<float>> copies(gradients.size());
-  const std::shared_ptr<const VariableLayout> layout = Layout();
   for (size_t i = 0; status.ok() && i < gradients.size(); ++i) {
-    status = CheckPushedTensor(gradients[i], layout.get());
+    status = CheckPushedTensor(gradients[i]);
     if (!status.ok()) break;
     const absl::string_view data = gradients[i].data;
     copies[i].resize(data.size() / sizeof(float));
