@@ -116,6 +116,20 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
     }
     it->kind = VariableKind::kRunningStatistic;
   }
+  // The statistics after the parameters (worker/session/step_overlap.h).
+  parameters_ = 0;
+  while (parameters_ < variables_.size() &&
+         variables_[parameters_].kind == VariableKind::kParameter) {
+    ++parameters_;
+  }
+  for (size_t i = parameters_; i < variables_.size(); ++i) {
+    if (variables_[i].kind == VariableKind::kParameter) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter '", variables_[i].name,
+          "' comes after running statistic '", variables_[parameters_].name,
+          "': the statistics go after the parameters"));
+    }
+  }
   ps::GrpcClientOptions client_options = settings_.client;
   client_options.variables = variables_;
   // A model of the registry is checked before any connection. A worker
@@ -148,6 +162,12 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
   last_bytes_ = client_->payload_bytes();
   RETURN_IF_ERROR(run_->Start(std::move(session), initial));
   session_ = joining;
+  if (settings_.session.overlap) {
+    overlap_ = std::make_unique<StepOverlap>(
+        session_, static_cast<int>(parameters_),
+        [this] { return !run_->StopReason(session_->version()).empty(); },
+        task_.ToString());
+  }
   return absl::OkStatus();
 }
 
@@ -267,16 +287,42 @@ absl::StatusOr<PushOutcome> ExternalWorker::Push(
   return last_push_;
 }
 
-absl::Status ExternalWorker::AddPart(ps::NamedConstTensorView gradient) {
+absl::Status ExternalWorker::CheckOverlap() const {
   RETURN_IF_ERROR(CheckJoined());
-  if (!settings_.session.overlap) {
+  if (overlap_ == nullptr) {
     return absl::FailedPreconditionError(
-        "pushes in parts need wire { overlap: true } in the config");
+        "a step in parts needs wire { overlap: true } in the config");
   }
-  for (const VariableSpec& v : variables_) {
-    if (v.name != gradient.name) continue;
-    RETURN_IF_ERROR(CheckShape(gradient, v));
-    session_->AddPart(std::move(gradient));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepOverlap::State> ExternalWorker::BeginStep() {
+  RETURN_IF_ERROR(CheckOverlap());
+  return overlap_->Begin();
+}
+
+absl::StatusOr<StepOverlap::State> ExternalWorker::AwaitWeights(int v) {
+  RETURN_IF_ERROR(CheckOverlap());
+  return overlap_->AwaitWeights(v);
+}
+
+absl::StatusOr<StepOverlap::State> ExternalWorker::ForwardDone() {
+  RETURN_IF_ERROR(CheckOverlap());
+  return overlap_->ForwardDone();
+}
+
+absl::Status ExternalWorker::AddPart(ps::NamedConstTensorView gradient) {
+  RETURN_IF_ERROR(CheckOverlap());
+  for (size_t v = 0; v < variables_.size(); ++v) {
+    if (variables_[v].name != gradient.name) continue;
+    RETURN_IF_ERROR(CheckShape(gradient, variables_[v]));
+    if (v >= parameters_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", gradient.name,
+          "' is a running statistic: its batch statistic goes with "
+          "finish_parts"));
+    }
+    overlap_->GradientReady(static_cast<int>(v), std::move(gradient));
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
@@ -285,9 +331,10 @@ absl::Status ExternalWorker::AddPart(ps::NamedConstTensorView gradient) {
 
 absl::StatusOr<PushOutcome> ExternalWorker::FinishParts(
     int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) {
+  RETURN_IF_ERROR(CheckOverlap());
   RETURN_IF_ERROR(CheckGradients(step, gradients));
   InjectBeforePush();
-  ASSIGN_OR_RETURN(last_push_, session_->FinishParts(gradients));
+  ASSIGN_OR_RETURN(last_push_, overlap_->Finish(gradients));
   pushed_ = true;
   return last_push_;
 }
@@ -310,21 +357,6 @@ absl::Status ExternalWorker::Pull() {
   if (pulled.ok()) run_->InjectTransfer();
   weights_at_ = absl::Now();
   return pulled;
-}
-
-absl::Status ExternalWorker::AwaitWeights(int v) {
-  RETURN_IF_ERROR(CheckJoined());
-  if (v < 0 || v >= static_cast<int>(variables_.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "variable index ", v, " out of range [0, ", variables_.size(), ")"));
-  }
-  absl::Status s = session_->AwaitWeights(v);
-  if (s.ok() || absl::IsCancelled(s)) return s;
-  spdlog::info(
-      "{}: the pulls of the variables' groups gave no common step ({}); "
-      "pulling the whole model",
-      task_.ToString(), s.ToString());
-  return session_->PullWholeAfterGroups();
 }
 
 bool ExternalWorker::pulls_in_flight() const {

@@ -48,6 +48,7 @@
 #include "worker/session/metric_sinks.h"
 #include "worker/session/records.h"
 #include "worker/session/session_config.h"
+#include "worker/session/step_overlap.h"
 #include "worker/session/task_run.h"
 #include "worker/session/worker_session.h"
 
@@ -116,22 +117,32 @@ class ExternalWorker {
   // variable once, with its shape).
   absl::StatusOr<PushOutcome> Push(
       int64_t step, absl::Span<const ps::NamedConstTensorView> gradients);
-  // Overlap (wire { overlap: true }): one gradient as soon as it is ready;
-  // it must stay unchanged until FinishParts. INVALID_ARGUMENT for an
-  // unknown variable or another shape (nothing sent).
-  absl::Status AddPart(ps::NamedConstTensorView gradient);
-  absl::StatusOr<PushOutcome> FinishParts(
-      int64_t step, absl::Span<const ps::NamedConstTensorView> gradients);
   // The weights for the next step, into the buffers: after a push the
   // session's pull (sync: waits for the step; with overlap the groups'
-  // pulls start and AwaitWeights waits); before any push the newest.
+  // pulls start and the step awaits them); before any push the newest.
   absl::Status Pull();
-  // Overlap: waits for variable v's group; on a failure the whole model is
-  // pulled again (and OK returned: the weights are whole, maybe of a later
-  // step). bool pulls_in_flight().
-  absl::Status AwaitWeights(int v);
   bool pulls_in_flight() const;
   absl::Status SettlePulls();
+
+  // Overlap (wire { overlap: true }; FAILED_PRECONDITION without it): a
+  // step in worker/session/step_overlap.h's order, the caller's hooks
+  // saying when its forward reaches parameter v and when its backward has a
+  // gradient. BeginStep before the forward; AwaitWeights(v) before
+  // parameter v's first use (INVALID_ARGUMENT out of range); ForwardDone
+  // after it. Each says whether the step goes on (kCompute), stops before
+  // its push (kStop) or is to be computed again (kRedo: the whole model was
+  // pulled again).
+  absl::StatusOr<StepOverlap::State> BeginStep();
+  absl::StatusOr<StepOverlap::State> AwaitWeights(int v);
+  absl::StatusOr<StepOverlap::State> ForwardDone();
+  // One parameter's gradient as soon as it is ready; it must stay
+  // unchanged until FinishParts. INVALID_ARGUMENT for an unknown variable,
+  // another shape or a running statistic (nothing sent).
+  absl::Status AddPart(ps::NamedConstTensorView gradient);
+  // Every variable's gradient (the statistics' batch values), as Push's:
+  // those not yet sent go as parts, then the push is finished.
+  absl::StatusOr<PushOutcome> FinishParts(
+      int64_t step, absl::Span<const ps::NamedConstTensorView> gradients);
 
   // Before a step, as the C++ worker's (TaskRun::BeforeStep): pulls in
   // flight settled when the worker stops or the chief evaluates next; why
@@ -177,6 +188,7 @@ class ExternalWorker {
   ExternalWorker(ExternalWorkerOptions options, ClusterConfig config,
                  TaskId task, SessionTaskConfig settings);
   absl::Status CheckJoined() const;
+  absl::Status CheckOverlap() const;
   absl::Status CheckGradients(
       int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) const;
   absl::Status CheckVariables(const std::vector<VariableSpec>& mine);
@@ -198,6 +210,8 @@ class ExternalWorker {
   std::unique_ptr<MetricSinks> sinks_;
   std::unique_ptr<TaskRun> run_;      // made by Join
   WorkerSession* session_ = nullptr;  // run_'s, once joined
+  size_t parameters_ = 0;  // variables_'s first ones; the statistics after
+  std::unique_ptr<StepOverlap> overlap_;  // with overlap, made by Join
   ps::GrpcPsClient::PayloadBytes last_bytes_;
   PushOutcome last_push_;
   bool pushed_ = false;                  // a push since the last pull

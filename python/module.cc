@@ -91,6 +91,21 @@ std::unique_ptr<Buffer> RequestBuffer(const std::string& name, py::handle obj,
   return b;
 }
 
+// A step's state with overlap (worker/session/step_overlap.h) as the
+// Python side names it; an error as its exception.
+std::string StateName(absl::StatusOr<StepOverlap::State> state) {
+  ThrowIfError(state.status());
+  switch (*state) {
+    case StepOverlap::State::kCompute:
+      return "compute";
+    case StepOverlap::State::kStop:
+      return "stop";
+    case StepOverlap::State::kRedo:
+      return "redo";
+  }
+  return "compute";
+}
+
 using NamedArrays = std::vector<std::pair<std::string, py::object>>;
 
 // The gradients of a push, viewed in place.
@@ -447,8 +462,18 @@ PYBIND11_MODULE(_psgd, m) {
           "pull", [](PyWorker& p) { psgd::ThrowIfError(p.w().Pull()); },
           Release())
       .def(
+          "begin_step",
+          [](PyWorker& p) { return psgd::StateName(p.w().BeginStep()); },
+          Release())
+      .def(
           "await_weights",
-          [](PyWorker& p, int v) { psgd::ThrowIfError(p.w().AwaitWeights(v)); },
+          [](PyWorker& p, int v) {
+            return psgd::StateName(p.w().AwaitWeights(v));
+          },
+          Release())
+      .def(
+          "forward_done",
+          [](PyWorker& p) { return psgd::StateName(p.w().ForwardDone()); },
           Release())
       .def(
           "settle_pulls",

@@ -266,21 +266,41 @@ class Session:
         """
         return _outcome(self._w.push(int(step), _arrays(grads)))
 
+    # --- a step with overlap (wire { overlap: true }) ----------------------
+    # The order is the C++ worker's (worker/session/step_overlap.h); the
+    # caller's hooks only say when its forward reaches a parameter and when
+    # its backward has a gradient. begin_step, await_weights and
+    # forward_done return the step's state: "compute" (go on), "stop" (the
+    # weights are of a step to stop at: push nothing) or "redo" (a group's
+    # pull failed: the whole model was pulled again; compute the batch
+    # again, without parts).
+
+    def begin_step(self):
+        """Before the forward: the running statistics awaited (the forward
+        writes its batch's into their buffers)."""
+        return self._w.begin_step()
+
+    def await_weights(self, index):
+        """Before parameter `index`'s (join()'s order) first use in the
+        forward: waits for its group of the pulls in flight."""
+        return self._w.await_weights(int(index))
+
+    def forward_done(self):
+        """After the forward: the parameters it did not use awaited; then the
+        step's version (and `step`) is known."""
+        return self._w.forward_done()
+
     def add_part(self, name, grad):
-        """Overlap (wire { overlap: true }): one variable's gradient as soon
-        as the backward has it (None: no gradient, as push()'s); it must
-        not change until finish_parts."""
+        """A parameter's gradient as soon as the backward has it (None: no
+        gradient, as push()'s); it must not change until finish_parts."""
         self._w.add_part(str(name), _array(name, grad))
 
     def finish_parts(self, step, grads):
-        """Overlap: waits for the parts; `grads` as push()'s, sent again
-        whole after a transient failure. Returns a PushOutcome."""
+        """After the backward: `grads` as push()'s; those not sent by
+        add_part (unused parameters, the batch statistics) go as parts, then
+        the push is finished (sent again whole after a transient failure).
+        Returns a PushOutcome."""
         return _outcome(self._w.finish_parts(int(step), _arrays(grads)))
-
-    def await_weights(self, index):
-        """Overlap, sync: waits for the group of variable `index` (join()'s
-        order) of the pulls in flight. Call it once per variable and step."""
-        self._w.await_weights(int(index))
 
     @property
     def pulls_in_flight(self):

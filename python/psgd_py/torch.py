@@ -27,6 +27,9 @@ With wire { overlap: true } the gradients go out during the backward: a
 hook on each parameter's gradient accumulator hands it to the session as
 soon as autograd has it (as horovod.torch's DistributedOptimizer); in sync
 mode the forward waits for each layer's weights only when it reaches it.
+The hooks only say when; the order of the step (statistics first, the stop
+check, the parts the backward did not send, a redo after a failed group
+pull) is the C++ worker's, worker/session/step_overlap.h.
 
 Batch norm (docs/CLUSTER.md, "Batch norm"): with the config's
 model { batch_norm_statistics: SERVER } (the default) the modules'
@@ -134,7 +137,8 @@ class Worker:
                 self._host[n] = torch.empty(p.shape, dtype=torch.float32,
                                             pin_memory=True)
         self._hooks = []
-        self._awaited = set()
+        self._awaited = set()  # this step's parameters awaited
+        self._in_flight_at_start = False
         self._current = None  # the batch of batches() under way
         self.summary = None   # after batches() ends
 
@@ -189,7 +193,7 @@ class Worker:
         index = {id(p): i for i, (_, p) in enumerate(self.params)}
 
         def await_module(mod, _inputs):
-            if not self.session.pulls_in_flight and not self._awaited:
+            if not self._in_flight_at_start:
                 return
             for p in mod.parameters(recurse=False):
                 self._await(index[id(p)])
@@ -210,33 +214,23 @@ class Worker:
 
     def _part_hook(self, n, p):
         def hook(*_):
-            if self._parts_open:
-                self._added.add(n)
+            st = self._current
+            if st is not None and st["state"] == "compute" \
+                    and not st["stepped"]:
                 self.session.add_part(n, self._grad(n, p))
         return hook
 
-    def _add_missing_parts(self):
-        # Parameters the backward did not reach (unused in this forward,
-        # frozen) go as "no gradient" markers: the servers decide a push
-        # once every variable's part is in, and leave these alone.
-        for n, p in self.params:
-            if n not in self._added:
-                self.session.add_part(n, self._grad(n, p))
-        # The batch statistics, once the forward has made them.
-        for n, b in self.stats:
-            self.session.add_part(n, self._statistic(n, b))
-
     def _await(self, i):
-        if i in self._awaited or not self._in_flight_at_start:
+        """Before parameter i's first use in the forward, while its weights
+        are still arriving."""
+        st = self._current
+        if not self._in_flight_at_start or st is None or i in self._awaited:
             return
         self._awaited.add(i)
-        self.session.await_weights(i)
+        if st["state"] == "compute":
+            st["state"] = self.session.await_weights(i)
         if self.cuda:
             self._to_device({self.names[i]})
-
-    def _await_rest(self):
-        for i in range(len(self.names)):
-            self._await(i)
 
     # --- the loop -----------------------------------------------------------
     @property
@@ -308,11 +302,10 @@ class Worker:
         if self.overlap and not st["forwarded"]:
             self._after_forward(None, None, None)
         st["stepped"] = True
-        self._parts_open = False
-        if st["stop"]:
-            return  # the overlapped pulls brought a step to stop at
-        if self.overlap:
-            self._add_missing_parts()
+        if st["stop"] or st["redo"]:
+            # The overlapped pulls brought a step to stop at, or failed (the
+            # batch comes again): nothing of this batch is pushed.
+            return
         t_computed = time.time()
         if self.overlap:
             s.finish_parts(st["step"], self._grads())
@@ -341,7 +334,6 @@ class Worker:
         self._to_device()
         if self.overlap:
             self._install_hooks()
-        self._parts_open = False
         self._current = None
         reason = ""
         epoch, batches_done = 0, 0
@@ -367,14 +359,20 @@ class Worker:
                     except StopIteration:
                         reason = "the data is empty"
                         break
-                st = self._begin_step()
-                st.update(t_begin=t_begin, t_batch=time.time(), epoch=epoch,
-                          batch_size=len(targets),
-                          batches_done=batches_done + 1)
-                yield inputs, targets
-                if not st["stepped"]:
-                    raise psgd.FailedPreconditionError(
-                        "call step() once for each batch of batches()")
+                t_batch = time.time()
+                while True:
+                    st = self._begin_step()
+                    st.update(t_begin=t_begin, t_batch=t_batch, epoch=epoch,
+                              batch_size=len(targets),
+                              batches_done=batches_done + 1)
+                    yield inputs, targets
+                    if not st["stepped"]:
+                        raise psgd.FailedPreconditionError(
+                            "call step() once for each batch of batches()")
+                    # Overlap: after a failed group pull the forward ran on
+                    # weights of two steps; the batch comes again.
+                    if not st["redo"]:
+                        break
                 if st["stop"]:
                     reason = st["stop"]
                     break
@@ -401,37 +399,39 @@ class Worker:
         self.summary = self.session.close(reason, evaluate=final)
 
     def _begin_step(self):
-        """Before a batch's forward: the module's gradients cleared, the
-        overlapped pulls' bookkeeping, the running statistics awaited."""
+        """Before a batch's forward: the module's gradients cleared; with
+        overlap the step begun (the running statistics awaited before the
+        forward writes its batch's into the same buffers)."""
         s = self.session
         self.module.zero_grad(set_to_none=True)
         self._awaited = set()
         self._in_flight_at_start = self.overlap and s.pulls_in_flight
-        # The running statistics before the forward writes its batch's into
-        # the same buffers (a pull still in flight would race with it).
-        for i in range(len(self.params), len(self.names)):
-            self._await(i)
-        self._current = {"step": s.step, "stop": "", "stepped": False,
-                         "forwarded": False}
-        self._parts_open = self.overlap
-        self._added = set()
+        state = s.begin_step() if self.overlap else "compute"
+        if self._in_flight_at_start and self.cuda:
+            self._to_device(set(self.names[len(self.params):]))
+        self._current = {"step": s.step, "stop": "", "redo": False,
+                         "state": state, "stepped": False, "forwarded": False}
         return self._current
 
     def _after_forward(self, _module, _inputs, _outputs):
         """Overlap: once the whole forward has run, the weights it did not
-        use are awaited too; when the groups brought a step to stop at,
-        nothing of this batch is pushed."""
+        use are awaited too; then the step's version is known, and whether
+        it ends before its push."""
         st = self._current
         if st is None or st["stepped"] or st["forwarded"]:
             return
         st["forwarded"] = True
-        self._await_rest()
+        if st["state"] == "compute":
+            st["state"] = self.session.forward_done()
+        if self._in_flight_at_start and self.cuda:
+            self._to_device({n for i, n in enumerate(self.names)
+                             if i not in self._awaited})
         # The weights' step once every group is in (the push's version).
         st["step"] = self.session.step
-        reason = self.session.stop_reason()
-        if reason:
-            st["stop"] = reason
-            self._parts_open = False
+        if st["state"] == "stop":
+            st["stop"] = self.session.stop_reason()
+        elif st["state"] == "redo":
+            st["redo"] = True
 
     def run(self, data, loss_fn, *, evaluate=None, accuracy=_default_accuracy):
         """Trains until the config's end (steps, epochs, time budget) or
@@ -452,7 +452,7 @@ class Worker:
         """
         for inputs, targets in self.batches(data, evaluate=evaluate):
             outputs = self.module(inputs)
-            if self._current["stop"]:
+            if self._current["stop"] or self._current["redo"]:
                 self.step()
                 continue
             loss = loss_fn(outputs, targets)

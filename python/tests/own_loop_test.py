@@ -4,7 +4,8 @@ trains to the config's end, and the clipped gradients are what the servers
 apply; with the same seed and batches it gives bit for bit the weights that
 train() gives (with and without overlap); the servers' learning rate
 follows the schedule's warmup; evaluations may return a dict of metrics;
-step() out of turn is refused."""
+step() out of turn is refused; with overlap, a step whose group pulls
+failed ("redo") pushes nothing and its batch comes again."""
 
 import unittest
 
@@ -169,6 +170,46 @@ class OwnLoopTest(unittest.TestCase):
             summary, = run_threads([loop])
             self.assertEqual(c.wait_ps(), [0])
         self.assertEqual(summary["end_reason"], "reached step 3")
+
+
+    def test_a_redone_step_brings_its_batch_again(self):
+        # The session says "redo" after the third forward, as after a
+        # failed group pull (worker/session/step_overlap_test.cc makes one
+        # for real): that batch is yielded again and pushed once.
+        steps = 6
+        net = Net()
+        data = batches(40, n=steps)
+        seen = []
+        forward_done = psgd.Session.forward_done
+        calls = [0]
+
+        def once_redo(session):
+            state = forward_done(session)
+            calls[0] += 1
+            return "redo" if calls[0] == 3 else state
+
+        with Cluster("own-loop-redo", ps=1, workers=1, steps=steps,
+                     model="external", data=DATA,
+                     extra="wire { overlap: true }") as c:
+            psgd.Session.forward_done = once_redo
+            try:
+                w = psgd.torch.Worker(net, c.config, "worker:0",
+                                      run_dir=c.run_dir, log_every=0)
+                for x, y in w.batches(data):
+                    seen.append(x)
+                    loss = torch.nn.functional.cross_entropy(net(x), y)
+                    loss.backward()
+                    w.step(loss=loss)
+            finally:
+                psgd.Session.forward_done = forward_done
+            self.assertEqual(c.wait_ps(), [0])
+            run = c.summary()
+        self.assertEqual(run["final_global_step"], steps)
+        self.assertEqual(len(seen), steps + 1)
+        self.assertIs(seen[2], seen[3])  # the redone batch, again
+        self.assertEqual([id(x) for x in seen[:3] + seen[4:]],
+                         [id(x) for x, _ in data])
+        self.assertEqual(w.summary["local_steps"], steps)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """A ps_server SIGKILLed and started again mid-run under Python workers: it
 restores its newest checkpoint, the workers roll the cluster back to it
 (a new generation; a gradient computed before the rollback is ROLLED_BACK,
-not applied) and the run reaches its last step."""
+not applied) and the run reaches its last step. The same under psgd.torch
+workers with overlap, whose group pulls and pushes in parts meet the dead
+server (worker/session/step_overlap.h: a failed group makes the step one to
+compute again)."""
 
 import os
 import time
@@ -29,7 +32,69 @@ def train(c, j, outcomes, generations):
     s.close("done")
 
 
+def torch_train(c, j, states):
+    import torch
+    import psgd.torch
+
+    torch.manual_seed(j)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 3))
+    g = torch.Generator().manual_seed(100 + j)
+    data = [(torch.randn(16, 8, generator=g),
+             torch.randint(0, 3, (16,), generator=g)) for _ in range(8)]
+
+    def loss_fn(out, y):
+        time.sleep(0.02)  # a step long enough for the kill to land mid-run
+        return torch.nn.functional.cross_entropy(out, y)
+
+    return psgd.torch.train(model, loss_fn, data, c.config, f"worker:{j}",
+                            run_dir=c.run_dir, log_every=0)
+
+
 class RestartTest(unittest.TestCase):
+
+    def kill_and_restart(self, c, ckpt, ready):
+        while not any(n.startswith("step-") for n in
+                      (os.listdir(ckpt) if os.path.isdir(ckpt) else [])) \
+                or not ready():
+            time.sleep(0.05)
+        c.procs[1].kill()
+        c.procs[1].wait()
+        time.sleep(0.5)
+        c.procs[1] = c.start(PS_SERVER, "ps:1")
+
+    def test_overlapped_torch_workers_through_a_ps_restart(self):
+        ckpt = os.path.join(Cluster.tmp(), "ckpt-torch")
+        with Cluster("py-restart-torch", ps=2, workers=2, steps=60,
+                     model="external", data="source: SYNTHETIC", extra=[
+                         f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}',
+                         "ps_unavailable_timeout_seconds: 60",
+                         "wire { overlap: true }"]) as c:
+            states = []
+            forward_done = psgd.Session.forward_done
+
+            def recording(session):
+                state = forward_done(session)
+                states.append(state)
+                return state
+
+            psgd.Session.forward_done = recording
+            try:
+                summaries = run_threads(
+                    [lambda: torch_train(c, 0, states),
+                     lambda: torch_train(c, 1, states),
+                     lambda: self.kill_and_restart(
+                         c, ckpt, lambda: len(states) >= 20)], timeout=180)
+            finally:
+                psgd.Session.forward_done = forward_done
+            self.assertEqual(c.wait_ps(), [0, 0])
+            run = c.summary()
+            self.assertGreaterEqual(run["final_global_step"], 60)
+            self.assertGreaterEqual(run["ps_rollbacks"], 1)
+            self.assertIn("restored", c.log("ps:1"))
+            self.assertTrue(set(states) <= {"compute", "stop", "redo"}, states)
+            for summary in summaries[:2]:
+                self.assertGreaterEqual(summary["final_global_step"], 60)
 
     def test_a_killed_ps_restarts_and_the_python_workers_roll_back(self):
         ckpt = os.path.join(Cluster.tmp(), "ckpt")
@@ -39,19 +104,11 @@ class RestartTest(unittest.TestCase):
                          "ps_unavailable_timeout_seconds: 60"]) as c:
             outcomes, generations = [], set()
 
-            def killer():
-                while not any(n.startswith("step-") for n in
-                              (os.listdir(ckpt) if os.path.isdir(ckpt) else [])) \
-                        or len(outcomes) < 20:
-                    time.sleep(0.05)
-                c.procs[1].kill()
-                c.procs[1].wait()
-                time.sleep(0.5)
-                c.procs[1] = c.start(PS_SERVER, "ps:1")
-
             run_threads([lambda: train(c, 0, outcomes, generations),
                          lambda: train(c, 1, outcomes, generations),
-                         killer], timeout=180)
+                         lambda: self.kill_and_restart(
+                             c, ckpt, lambda: len(outcomes) >= 20)],
+                        timeout=180)
             self.assertEqual(c.wait_ps(), [0, 0])
             run = c.summary()
             self.assertGreaterEqual(run["final_global_step"], 60)

@@ -119,10 +119,11 @@ class TorchTest(unittest.TestCase):
             finally:
                 psgd.Session.add_part = add_part
             run = self.check_run(c, summaries)
-            # Every gradient went out as a part (4 from their hooks during
-            # the backward, the unused parameter's after it).
+            # The 4 used parameters' gradients went out from their hooks
+            # during the backward (the unused one's mark with finish_parts).
             pushes = sum(sum(s["outcomes"].values()) for s in summaries)
-            self.assertEqual(len(parts), 5 * pushes)
+            self.assertEqual(len(parts), 4 * pushes)
+            self.assertNotIn("unused", parts)
             self.assertEqual(run["final_global_step"], 12)
             self.assertEqual(run["server_applied"], 2 * 12)
 

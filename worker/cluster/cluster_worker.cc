@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
-#include "worker/cluster/overlapped_step.h"
 #include "worker/models/initialize.h"
 #include "worker/session/lease_keeper.h"
 #include "worker/train/evaluate.h"
@@ -100,7 +99,16 @@ absl::Status ClusterWorker::Start() {
     initial = ConstViews(weights_);
     statistics_.AppendInitial(&initial);
   }
-  return run_->Start(std::move(session), initial);
+  RETURN_IF_ERROR(run_->Start(std::move(session), initial));
+  if (options_.overlap) {
+    overlap_ = std::make_unique<StepOverlap>(
+        this->session(), static_cast<int>(model_->variables().size()),
+        [this] {
+          return !run_->StopReason(this->session()->version()).empty();
+        },
+        absl::StrCat("worker ", options_.worker_id));
+  }
+  return absl::OkStatus();
 }
 
 bool ClusterWorker::End(std::string reason) {
@@ -150,29 +158,40 @@ absl::StatusOr<std::optional<ClusterWorker::Computed>>
 ClusterWorker::ComputeAndPush(const Batch& batch) {
   Computed c;
   const absl::Time begin = absl::Now();
-  if (options_.overlap) {
-    OverlapStep step{
-        model_,
-        session(),
-        &statistics_,
-        &weights_,
-        &gradients_,
-        [this] { return !run_->StopReason(session()->version()).empty(); },
-        options_.worker_id};
-    ASSIGN_OR_RETURN(const bool overlapped,
-                     ComputeOverlapped(step, batch, &c.result));
-    if (overlapped) {
+  if (overlap_ != nullptr) {
+    // The model says when its forward reaches a variable and when its
+    // backward has a gradient; the order is StepOverlap's.
+    ASSIGN_OR_RETURN(StepOverlap::State state, overlap_->Begin());
+    absl::StatusOr<StepResult> r;
+    if (state == StepOverlap::State::kCompute) {
+      StepHooks hooks;
+      hooks.await_weights = [&](int v) -> absl::Status {
+        ASSIGN_OR_RETURN(state, overlap_->AwaitWeights(v));
+        if (state == StepOverlap::State::kCompute) return absl::OkStatus();
+        return absl::AbortedError("the step ends before its push");
+      };
+      hooks.gradient_ready = [&](int v) {
+        const std::string& name = model_->variables()[v].name;
+        overlap_->GradientReady(v, {name, gradients_.at(name).view()});
+      };
+      r = model_->ComputeGradientsWithHooks(ViewsOf(weights_),
+                                            batch.images.view(), batch.labels,
+                                            &gradients_, hooks);
+      state = overlap_->state();
+    }
+    if (state == StepOverlap::State::kStop) return std::nullopt;
+    if (state == StepOverlap::State::kCompute) {
+      RETURN_IF_ERROR(r.status());
+      c.result = *r;
+      RETURN_IF_ERROR(statistics_.TakeBatch());
       run_->InjectAfterCompute(absl::Now() - begin);
       c.computed = absl::Now();
       run_->InjectTransfer();
-      ASSIGN_OR_RETURN(c.pushed, session()->FinishParts(PushViews()));
+      ASSIGN_OR_RETURN(c.pushed, overlap_->Finish(PushViews()));
       return c;
     }
-    // The groups' pulls reached a step to stop at, or the weights were
-    // pulled whole again, maybe of a later step than the groups': the
-    // worker stops there as it would have before computing, else this step
-    // goes on as without overlap.
-    if (!run_->StopReason(session()->version()).empty()) return std::nullopt;
+    // kRedo: the whole model was pulled again; the step is computed again
+    // as without overlap.
   }
   ASSIGN_OR_RETURN(
       c.result, model_->ComputeGradients(ViewsOf(weights_), batch.images.view(),

@@ -2,8 +2,8 @@
 // (worker/session/task_run.h: start, stop reasons, the chief's duties, the
 // records, leave and finish) driven with a Model and a Batcher. What it
 // adds: per step the next batch, forward and backward (overlapped with the
-// pushes of parts and the pulls of groups when the config says so,
-// worker/cluster/overlapped_step.h), the push and the pull of the next
+// pushes of parts and the pulls of groups when the config says so, in
+// worker/session/step_overlap.h's order), the push and the pull of the next
 // weights; the chief's evaluations of the test set; batch norm's
 // statistics (worker/cluster/worker_statistics.h); the end when the data
 // ends (epochs).
@@ -28,6 +28,7 @@
 #include "worker/models/model.h"
 #include "worker/session/chief.h"
 #include "worker/session/records.h"
+#include "worker/session/step_overlap.h"
 #include "worker/session/stragglers.h"
 #include "worker/session/task_run.h"
 #include "worker/session/worker_session.h"
@@ -127,7 +128,8 @@ class ClusterWorker {
   NamedTensors weights_;
   NamedTensors gradients_;
   WorkerStatistics statistics_;
-  std::unique_ptr<TaskRun> run_;  // made by Start
+  std::unique_ptr<TaskRun> run_;          // made by Start
+  std::unique_ptr<StepOverlap> overlap_;  // with overlap, made by Start
   std::string end_reason_;
 };
 

@@ -64,20 +64,6 @@ void WorkerStatistics::AppendPush(
   }
 }
 
-void WorkerStatistics::AddParts(WorkerSession* session) const {
-  if (!on_servers_) return;
-  for (const VariableSpec& s : model_->state()) {
-    session->AddPart({s.name, batch_.at(s.name).view()});
-  }
-}
-
-absl::Status WorkerStatistics::Await(WorkerSession* session, int first) const {
-  for (int s = 0; s < session_variables(); ++s) {
-    RETURN_IF_ERROR(session->AwaitWeights(first + s));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status WorkerStatistics::BeforeEvaluation() {
   if (!on_servers_) return absl::OkStatus();
   return model_->SetState(ViewsOf(pulled_));

@@ -25,7 +25,6 @@
 #include "common/model_variables.h"
 #include "ps/client/ps_client.h"
 #include "worker/models/model.h"
-#include "worker/session/worker_session.h"
 
 namespace psgd {
 
@@ -60,15 +59,10 @@ class WorkerStatistics {
   void AppendInitial(std::vector<ps::NamedConstTensorView>* initial) const;
 
   // After a training step, on the servers: takes the step's batch
-  // statistics from the model; then AppendPush adds them to a push, or
-  // AddParts sends them as parts (overlap).
+  // statistics from the model; then AppendPush adds them to a push (whole,
+  // or with overlap StepOverlap::Finish's parts).
   absl::Status TakeBatch();
   void AppendPush(std::vector<ps::NamedConstTensorView>* push) const;
-  void AddParts(WorkerSession* session) const;
-
-  // Overlap: awaits the statistics' pulls (after the model's last
-  // variable, `first` being its index + 1).
-  absl::Status Await(WorkerSession* session, int first) const;
 
   // Before an evaluation: on the servers, the model takes the pulled
   // statistics.

@@ -129,6 +129,8 @@ class WorkerSession {
   // The version the next step computes from: version(), or (group pulls in
   // flight) the one they wait for.
   const ps::ModelVersion& ahead_version() const;
+  // The variables pulls write, in their (forward) order.
+  const std::vector<VariableSpec>& variables() const { return variables_; }
   // What the next push is tagged with: sync pushes only to the shards at
   // the lowest step (PushVersion), async to every shard.
   ps::ModelVersion PushTarget() const;
