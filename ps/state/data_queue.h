@@ -4,7 +4,8 @@
 // spirit of Horovod's elastic sampler (horovod/torch/elastic/sampler.py: a
 // sampler that knows what it has processed) and MosaicML Streaming's
 // elastic determinism, but owned by the servers, where the gradients are
-// accepted or refused. docs/PS.md, "The servers hand out the data".
+// accepted or refused. Issue 31, item 1; wiring it into the shard, the wire
+// and the checkpoints is not here.
 //
 // Epochs and chunks. Epoch e is a permutation of the sample indices
 // [0, num_samples): EpochPermutation(num_samples, seed, e), a Fisher-Yates
@@ -148,7 +149,8 @@ struct DataQueueCounters {
 };
 
 // The queue's position, constant size in the number of samples: the epochs
-// in progress and the outstanding chunks in them.
+// in progress and the outstanding chunks in them. On disk it is
+// proto/data_queue.proto's DataQueueState, converted in ps/wire/data_queue.h.
 struct DataQueueState {
   // The options it was made with; Restore refuses others.
   int64_t num_samples = 0;
@@ -195,14 +197,16 @@ class DataQueue {
   // checkpoint twice still gives a new generation. INVALID_ARGUMENT: bad
   // options, or a state made with other options (naming both values);
   // DATA_LOSS: a state that is not consistent (indices out of range, out of
-  // order, counters negative).
+  // order, counters negative); OUT_OF_RANGE: a generation past
+  // kMaxGeneration.
   static absl::StatusOr<DataQueue> Restore(const DataQueueOptions& options,
                                            const DataQueueState& state,
                                            int64_t min_generation = 0);
   // The same in place (a rollback): the generation becomes
   // max(generation(), state.generation) + 1 and the lease ids keep
   // increasing, so every lease this object made is void. The on_done
-  // callback stays. On error nothing changes.
+  // callback stays. The codes of the static Restore; on error nothing
+  // changes.
   absl::Status Restore(const DataQueueState& state);
 
   DataQueue(DataQueue&&) = default;
@@ -211,7 +215,7 @@ class DataQueue {
   DataQueue& operator=(const DataQueue&) = delete;
 
   // The next chunk for `worker_id` (see the order above). INVALID_ARGUMENT:
-  // a negative worker.
+  // a negative worker; RESOURCE_EXHAUSTED: 2^40 leases in one generation.
   absl::StatusOr<DataChunk> Lease(int worker_id);
   // Refusals: the codes above.
   absl::Status Done(int worker_id, int64_t epoch, int64_t index,
