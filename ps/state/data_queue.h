@@ -257,7 +257,8 @@ class DataQueue {
   // Checks a Done or Return of a leased chunk: the codes above.
   absl::StatusOr<Outstanding*> FindLeased(int worker_id, int64_t epoch,
                                           int64_t index, uint64_t lease);
-  // Drops epoch `epoch` if it is complete and not the current one.
+  // Counts epoch `epoch` complete if its last chunk is done now, and drops
+  // it unless it is the current one.
   void MaybeCompleteEpoch(int64_t epoch);
   std::vector<int64_t> Samples(const Epoch& e, int64_t index) const;
 
