@@ -9,6 +9,7 @@
 #include "common/file_io.h"
 #include "common/tensor.h"
 #include "proto/checkpoint.pb.h"
+#include "ps/wire/data_queue.h"
 #include "ps/wire/counters.h"
 #include "ps/wire/variables.h"
 
@@ -149,6 +150,10 @@ absl::Status DecodeBookkeeping(const ckpt::ShardCheckpoint& p,
   out->staleness_histogram = StalenessFromProto(p.staleness());
   out->workers_expired = p.workers_expired();
   out->rollbacks = RollbacksFromProto(p.rollbacks());
+  if (p.has_data_queue()) {
+    out->data_queue = DataQueueStateFromProto(p.data_queue());
+    out->ledger_bytes = p.ledger_bytes();
+  }
   return absl::OkStatus();
 }
 
@@ -211,6 +216,10 @@ std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
   StalenessToProto(c.staleness_histogram, p.mutable_staleness());
   p.set_workers_expired(c.workers_expired);
   RollbacksToProto(c.rollbacks, p.mutable_rollbacks());
+  if (c.data_queue.has_value()) {
+    DataQueueStateToProto(*c.data_queue, p.mutable_data_queue());
+    p.set_ledger_bytes(c.ledger_bytes);
+  }
   p.set_saved_micros(absl::ToUnixMicros(c.saved));
   return FrameChecksummed(kShardMagic, p.SerializeAsString());
 }

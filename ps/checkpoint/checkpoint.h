@@ -18,12 +18,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "ps/state/data_queue.h"
 #include "ps/state/optimizer.h"
 #include "ps/state/types.h"
 #include "ps/state/variable_store.h"
@@ -62,6 +64,10 @@ struct ShardCheckpoint {
   std::map<int64_t, int64_t> staleness_histogram;
   int64_t workers_expired = 0;
   std::vector<RollbackRecord> rollbacks;
+  // Shard 0 with the data queue on: its position and the ledger file's
+  // length (-1: no ledger) when saved.
+  std::optional<DataQueueState> data_queue;
+  int64_t ledger_bytes = -1;
 };
 
 // A fingerprint of a shard's learned state: CRC-32C over every variable's

@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
     const ServerOptions& options) {
   RETURN_IF_ERROR(ValidateServerOptions(options));
   std::unique_ptr<ParameterShard> shard(new ParameterShard(options));
+  if (options.data_queue_on) RETURN_IF_ERROR(shard->OpenDataQueue());
   if (!options.checkpoint.dir.empty()) {
     RETURN_IF_ERROR(shard->OpenCheckpoints());
   }
@@ -34,7 +35,11 @@ ParameterShard::ParameterShard(const ServerOptions& options)
           options.total_num_replicas),
       membership_(options.total_num_replicas) {}
 
-ParameterShard::~ParameterShard() { Shutdown("the shard object is destroyed"); }
+ParameterShard::~ParameterShard() {
+  Shutdown("the shard object is destroyed");
+  MutexLock lock(&mu_);
+  if (ledger_ != nullptr) std::fclose(ledger_);
+}
 
 absl::Status ParameterShard::CheckCluster(absl::string_view cluster) const {
   if (cluster == options_.cluster_name) return absl::OkStatus();
@@ -326,6 +331,7 @@ absl::Status ParameterShard::DecideLocked(
     absl::StatusOr<int64_t> staleness = async_.Admit(step_, step);
     if (!staleness.ok()) {
       ++counters_.refused_too_stale;
+      SettleChunkLocked(worker_id, /*kept=*/false);
       return staleness.status();
     }
     membership_.RecordPush(worker_id, step);
@@ -335,6 +341,8 @@ absl::Status ParameterShard::DecideLocked(
     std::vector<const float*> applied;
     dc_.Compensate(worker_id, step, *store_->current(), grads, &applied);
     ApplyLocked(applied, async_.LrScale(*staleness), ready);
+    SettleChunkLocked(worker_id, /*kept=*/true);
+    ChunksAppliedLocked();
     async_.Record(*staleness);
     ++counters_.applied;
     reply->outcome = PushOutcome::kApplied;
@@ -352,12 +360,14 @@ absl::Status ParameterShard::DecideLocked(
   if (adaptive_ != nullptr) adaptive_->Arrived(step, AdaptiveNowLocked());
   switch (SyncAggregator::Classify(step_, step)) {
     case SyncAggregator::Verdict::kStale:
+      SettleChunkLocked(worker_id, /*kept=*/false);
       ++counters_.dropped_stale;
       reply->outcome = PushOutcome::kDroppedStale;
       reply->reason = absl::StrCat("stale: computed from step ", step,
                                    ", the shard is at step ", step_);
       break;
     case SyncAggregator::Verdict::kSurplus:
+      SettleChunkLocked(worker_id, /*kept=*/false);
       ++counters_.dropped_surplus;
       reply->outcome = PushOutcome::kDroppedSurplus;
       reply->reason = absl::StrCat("surplus: step ", step,
@@ -365,12 +375,15 @@ absl::Status ParameterShard::DecideLocked(
       break;
     case SyncAggregator::Verdict::kAccept:
     case SyncAggregator::Verdict::kFuture:  // refused above
+      // Its chunk is done when the step it joins is applied.
+      SettleChunkLocked(worker_id, /*kept=*/true);
       if (aggregator_->count() == 0 &&
           aggregator_->Required(membership_.num_live()) == 1) {
         // The mean of one gradient is the gradient: apply it as it is,
         // without copying it into the aggregate first (one worker, or
         // N = 1).
         ApplyLocked(grads, 1.0, ready);
+        ChunksAppliedLocked();
         ++counters_.applied;
         reply->outcome = PushOutcome::kApplied;
         reply->reason = absl::StrCat("completed step ", step,
@@ -470,6 +483,7 @@ void ParameterShard::StartStepLocked() {
 void ParameterShard::ApplySyncStepLocked(Ready* ready) {
   ApplyLocked(aggregator_->Mean(), 1.0, ready);
   aggregator_->Reset();
+  ChunksAppliedLocked();
 }
 
 void ParameterShard::RunReady(Ready* ready) {
@@ -493,7 +507,10 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
     uint64_t& last = incarnations_[worker_id];
     // A new process under this id pushes its step anew: what its
     // predecessor staged would meet its parts as second gradients.
-    if (last != incarnation) staged_.erase(worker_id);
+    if (last != incarnation) {
+      staged_.erase(worker_id);
+      ChunksGoneLocked(worker_id);  // its chunks will never be pushed
+    }
     last = incarnation;
   }
   if (membership_.Join(worker_id, absl::Now())) {
@@ -530,6 +547,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
 
 void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
   staged_.erase(worker_id);  // a worker that left loses its staged parts
+  ChunksGoneLocked(worker_id);
   // A step never waits for a worker that left: with fewer live workers the
   // gathered gradients may now be enough.
   if (membership_.Leave(worker_id) && options_.mode == Mode::kSync &&

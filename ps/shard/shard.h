@@ -45,8 +45,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -63,6 +66,7 @@
 #include "ps/checkpoint/checkpoint_writer.h"
 #include "ps/state/adaptive_backups.h"
 #include "ps/state/async_applier.h"
+#include "ps/state/data_queue.h"
 #include "ps/state/delay_compensation.h"
 #include "ps/state/membership.h"
 #include "ps/state/optimizer.h"
@@ -219,6 +223,29 @@ class ParameterShard {
 
   ShardStatus Status() const;
 
+  // The data queue (options().data_queue_on, shard 0 of a cluster with
+  // data { sharding: SERVERS }; docs/PS.md, "The servers hand out the
+  // data"): the next chunk of the training data for `worker_id`, a live
+  // member. A worker's chunks are bound to its pushes in order: each push
+  // of the worker that this shard decides settles its oldest chunk, done
+  // once the gradient is applied (sync: when the step it was aggregated
+  // into is applied) and back in the queue when it is dropped (stale,
+  // surplus) or refused as too stale. A Leave, an expired lease and a Join
+  // of a new incarnation give the worker's chunks back; a rollback or a
+  // restore puts the queue where the checkpoint's weights are.
+  // `give_back`: a chunk of the worker's that it gives back unused (a step
+  // it will not push), before the lease. Errors: FAILED_PRECONDITION
+  // without a queue, for a worker that is not live, or for a chunk given
+  // back whose gradient is already in the step's aggregate; OUT_OF_RANGE
+  // when the next chunk would be of epoch data_epochs (the data ended);
+  // ABORTED for another generation; the queue's refusals of `give_back`
+  // (ps/state/data_queue.h: twice, another epoch's or generation's lease).
+  // A refusal changes nothing.
+  absl::StatusOr<DataChunk> LeaseData(int worker_id, int64_t generation = 0,
+                                      const DataChunkRef* give_back = nullptr);
+  // Where the queue is; nullopt without one.
+  std::optional<DataQueuePosition> DataPosition() const;
+
   // The newest weights, also after Shutdown; null before Initialize. For
   // tests and reports.
   Snapshot LatestWeights() const;
@@ -354,6 +381,26 @@ class ParameterShard {
   // step is a multiple of every_steps or reaches a requested label.
   void MaybeSaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The data queue (shard_data.cc). Made by Create; the ledger opened.
+  absl::Status OpenDataQueue();
+  // A push of `worker_id` decided: its oldest chunk joins the step's
+  // aggregate (`kept`) or goes back to the queue.
+  void SettleChunkLocked(int worker_id, bool kept)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The chunks of the gradients just applied: done, and in the ledger.
+  void ChunksAppliedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker's chunks back to the queue (it left).
+  void ChunksGoneLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue of checkpoint `c` (nullopt without a queue here), made
+  // before a restore or rollback changes anything; then installed, with the
+  // ledger cut back to its length then.
+  absl::StatusOr<std::optional<DataQueue>> DataQueueOfLocked(
+      const ShardCheckpoint& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InstallDataLocked(std::optional<DataQueue> queue,
+                         const ShardCheckpoint& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveDataLocked(ShardCheckpoint* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Constant after construction.
   const ServerOptions options_;
   const std::string name_;  // "shard 0", for messages
@@ -412,6 +459,13 @@ class ParameterShard {
   absl::flat_hash_map<int, uint64_t> incarnations_ ABSL_GUARDED_BY(mu_);
   // Workers that left with a failure: why (Leave).
   std::map<int, std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
+  // The data queue (data_queue_on): each worker's chunks not yet settled
+  // by a push, oldest first; the chunks whose gradients are in the pending
+  // sync aggregate (or being applied), with their workers; the ledger.
+  std::optional<DataQueue> data_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::deque<DataChunkRef>> data_out_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int, DataChunkRef>> data_kept_ ABSL_GUARDED_BY(mu_);
+  std::FILE* ledger_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace ps

@@ -97,6 +97,12 @@ std::vector<int64_t> DataQueue::ChunkSamples(int64_t epoch,
   return Samples(it->second, index);
 }
 
+int64_t DataQueue::NextLeaseEpoch() const {
+  if (!queued_.empty()) return queued_.begin()->first;
+  const auto& [epoch, e] = *epochs_.rbegin();
+  return e.next_index == chunks_per_epoch_ ? epoch + 1 : epoch;
+}
+
 absl::StatusOr<DataChunk> DataQueue::Lease(int worker_id) {
   if (worker_id < 0) {
     return absl::InvalidArgumentError(

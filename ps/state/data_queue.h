@@ -128,6 +128,13 @@ struct DataChunk {
   std::vector<int64_t> samples;  // the chunk's sample indices, in order
 };
 
+// A leased chunk as a worker names it when it gives it back.
+struct DataChunkRef {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  uint64_t lease = 0;
+};
+
 // One epoch in progress, for a checkpoint.
 struct DataQueueEpochState {
   int64_t epoch = 0;
@@ -214,6 +221,9 @@ class DataQueue {
   DataQueue(const DataQueue&) = delete;
   DataQueue& operator=(const DataQueue&) = delete;
 
+  // The epoch of the chunk the next Lease would hand out (a chunk back in
+  // the queue, else the current epoch's next, else the next epoch's first).
+  int64_t NextLeaseEpoch() const;
   // The next chunk for `worker_id` (see the order above). INVALID_ARGUMENT:
   // a negative worker; RESOURCE_EXHAUSTED: 2^40 leases in one generation.
   absl::StatusOr<DataChunk> Lease(int worker_id);

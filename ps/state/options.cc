@@ -106,6 +106,15 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& opt,
 }
 
 absl::Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.data_queue_on) {
+    if (absl::Status s = ValidateDataQueueOptions(o.data_queue); !s.ok()) {
+      return s;
+    }
+    if (o.data_epochs < 0) {
+      return Bad("data_epochs", absl::StrCat(o.data_epochs),
+                 "must be >= 0 (0: no end)");
+    }
+  }
   if (o.adaptive_backups) {
     if (o.mode != Mode::kSync) {
       return absl::InvalidArgumentError(

@@ -22,6 +22,7 @@
 #include "common/ps_option_rules.h"
 #include "common/security.h"
 #include "ps/state/adaptive_backups.h"
+#include "ps/state/data_queue.h"
 #include "ps/state/types.h"
 
 namespace psgd {
@@ -167,6 +168,16 @@ struct ServerOptions {
   DType wire_weights = DType::kFloat32;
 
   CheckpointOptions checkpoint;
+  // The data queue (the config's data { sharding: SERVERS }; docs/PS.md,
+  // "The servers hand out the data"): shard 0 hands out the training data
+  // in chunks of data_queue.chunk_size samples (ps/state/data_queue.h);
+  // the other shards hold none. data_epochs > 0: no chunk of a later epoch
+  // is leased (the data ends). ledger_file: where shard 0 writes a line per
+  // chunk done (empty: none).
+  bool data_queue_on = false;
+  DataQueueOptions data_queue;
+  int64_t data_epochs = 0;
+  std::string ledger_file;
   // Every shard's address (what the others dial), by shard index: for the
   // agreement of per-host checkpoints. May be empty otherwise.
   std::vector<std::string> ps_addresses;

@@ -1,0 +1,236 @@
+// ParameterShard's data queue (docs/PS.md, "The servers hand out the
+// data"): chunks bound to the pushes they were computed for (done when the
+// gradient is applied, back in the queue when it is dropped as surplus or
+// stale), given back by a leave, an expired lease or a new incarnation,
+// the queue and its ledger put back with the weights by a restore, and the
+// refusals, which change nothing. The ledger is read back and every
+// sample counted.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "ps/shard/shard.h"
+#include "ps/testing/checkpoint_test_util.h"
+#include "ps/testing/shard_test_util.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+using testing::FreshDir;
+using testing::MakeShard;
+using testing::TwoVariables;
+
+constexpr int64_t kSamples = 20;
+constexpr int64_t kChunk = 3;  // 7 chunks an epoch, the last of 2
+
+ServerOptions DataOptions(int n, int m, const std::string& dir = "",
+                          int every_steps = 0) {
+  ServerOptions o;
+  o.replicas_to_aggregate = n;
+  o.total_num_replicas = m;
+  o.data_queue_on = true;
+  o.data_queue = {kSamples, kChunk, /*seed=*/7};
+  if (!dir.empty()) {
+    o.checkpoint.dir = dir + "/ckpt";
+    o.checkpoint.every_steps = every_steps;
+    o.ledger_file = dir + "/ledger.jsonl";
+  }
+  return o;
+}
+
+// Each sample's count per epoch in the ledger: the lines' chunks expanded
+// with the epoch's permutation.
+std::map<int64_t, std::vector<int>> LedgerCounts(const std::string& file) {
+  std::map<int64_t, std::vector<int>> counts;
+  std::ifstream in(file);
+  std::string line;
+  const std::regex field("\"(epoch|index|first|count)\":(-?[0-9]+)");
+  while (std::getline(in, line)) {
+    std::map<std::string, int64_t> f;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), field);
+         it != std::sregex_iterator(); ++it) {
+      f[(*it)[1]] = std::stoll((*it)[2]);
+    }
+    REQUIRE(f.size() == 4);
+    const std::vector<int64_t> perm = EpochPermutation(kSamples, 7, f["epoch"]);
+    std::vector<int>& c = counts[f["epoch"]];
+    c.resize(kSamples);
+    const int64_t begin = f["index"] * kChunk;
+    CHECK(perm[begin] == f["first"]);
+    for (int64_t p = begin; p < begin + f["count"]; ++p) ++c[perm[p]];
+  }
+  return counts;
+}
+
+TEST_CASE("sync with a backup worker: each sample applied once an epoch") {
+  const std::string dir = FreshDir("data_backup");
+  auto shard = MakeShard(DataOptions(/*n=*/2, /*m=*/3, dir));
+  // 3 workers, N = 2: each step one gradient is surplus, and its chunk goes
+  // back to the queue to be leased again.
+  int64_t surplus = 0;
+  for (int step = 0; step < 12; ++step) {
+    for (int w = 0; w < 3; ++w) {
+      absl::StatusOr<DataChunk> c = shard->LeaseData(w);
+      INFO(c.status().ToString());
+      REQUIRE(c.ok());
+    }
+    for (int w = 0; w < 3; ++w) {
+      absl::StatusOr<PushReply> r =
+          shard->Push(w, step, testing::ExactGradient(w, step).Bytes());
+      REQUIRE(r.ok());
+      surplus += r->outcome == PushOutcome::kDroppedSurplus;
+    }
+  }
+  CHECK(surplus == 12);
+  // 24 chunks applied: 3 whole epochs of 7 and 3 chunks of the fourth.
+  const DataQueuePosition p = *shard->DataPosition();
+  CHECK(p.epoch == 3);
+  CHECK(p.chunks_done == 3);
+  const auto counts = LedgerCounts(dir + "/ledger.jsonl");
+  REQUIRE(counts.size() == 4);
+  for (int64_t e = 0; e < 3; ++e) {
+    INFO("epoch " << e);
+    CHECK(counts.at(e) == std::vector<int>(kSamples, 1));
+  }
+  int fourth = 0;
+  for (int n : counts.at(3)) {
+    CHECK(n <= 1);
+    fourth += n;
+  }
+  CHECK(fourth == 3 * kChunk);
+}
+
+TEST_CASE("a chunk whose gradient is stale goes back; async applies each") {
+  ServerOptions o = testing::AsyncSgdOptions(2);
+  o.data_queue_on = true;
+  o.data_queue = {kSamples, kChunk, 7};
+  o.max_push_staleness = 0;
+  auto shard = MakeShard(o);
+  const DataChunk a = *shard->LeaseData(0);
+  const DataChunk b = *shard->LeaseData(1);
+  REQUIRE(shard->Push(0, 0, testing::ExactGradient(0, 0).Bytes()).ok());
+  // Worker 1's gradient of step 0 is one step stale: refused, its chunk
+  // goes back and is the next one leased.
+  CHECK_FALSE(shard->Push(1, 0, testing::ExactGradient(1, 0).Bytes()).ok());
+  const DataChunk again = *shard->LeaseData(0);
+  CHECK(again.epoch == b.epoch);
+  CHECK(again.index == b.index);
+  CHECK(again.samples == b.samples);
+  CHECK(a.index != b.index);
+  CHECK(shard->DataPosition()->chunks_done == 1);
+}
+
+TEST_CASE("a leave, an expired lease and a new incarnation give chunks back") {
+  ServerOptions o = DataOptions(1, 2);
+  o.worker_lease = absl::Seconds(30);
+  auto shard = MakeShard(o);
+  const DataChunk a = *shard->LeaseData(0);
+  REQUIRE(shard->Leave(0).ok());
+  CHECK(shard->DataPosition()->chunks_queued == 1);
+  REQUIRE(shard->Join(0).ok());
+  CHECK(shard->LeaseData(0)->index == a.index);  // the one given back
+  // Worker 1 stops answering: its lease expires.
+  const DataChunk b = *shard->LeaseData(1);
+  CHECK(shard->ExpireWorkers(absl::Now() + absl::Hours(1)) ==
+        std::vector<int>{0, 1});
+  CHECK(shard->DataPosition()->chunks_queued == 2);
+  REQUIRE(shard->Join(1, /*incarnation=*/5).ok());
+  REQUIRE(shard->Join(0).ok());
+  const DataChunk c = *shard->LeaseData(1);
+  CHECK(c.index == a.index);
+  // Worker 1 started again as another process: what it held goes back.
+  REQUIRE(shard->Join(1, /*incarnation=*/6).ok());
+  CHECK(shard->DataPosition()->chunks_queued == 2);
+  CHECK(b.index != a.index);
+}
+
+TEST_CASE("a restore puts the queue and the ledger back with the weights") {
+  const std::string dir = FreshDir("data_restore");
+  const ServerOptions o = DataOptions(1, 1, dir, /*every_steps=*/4);
+  std::vector<DataChunk> leased;
+  {
+    auto shard = MakeShard(o);
+    for (int step = 0; step < 6; ++step) {
+      leased.push_back(*shard->LeaseData(0));
+      REQUIRE(
+          shard->Push(0, step, testing::ExactGradient(0, step).Bytes()).ok());
+    }
+    leased.push_back(*shard->LeaseData(0));  // out when it "crashes"
+    shard->FlushCheckpoints();
+    CHECK(LedgerCounts(dir + "/ledger.jsonl").at(0) != std::vector<int>());
+  }
+  // A new process restores step 4: the chunks of steps 4 and 5 and the one
+  // out are leased again, in order, and the ledger holds 4 chunks.
+  auto restarted = ParameterShard::Create(o);
+  REQUIRE(restarted.ok());
+  ParameterShard& shard = **restarted;
+  REQUIRE(shard.Rollback(4, 2).ok());
+  REQUIRE(shard.Join(0).ok());
+  CHECK(shard.DataPosition()->chunks_done == 4);
+  int lines = 0;
+  const auto counts = LedgerCounts(dir + "/ledger.jsonl");
+  for (int n : counts.at(0)) lines += n;
+  CHECK(lines == 4 * kChunk);
+  for (int i = 4; i < 7; ++i) {
+    absl::StatusOr<DataChunk> c = shard.LeaseData(0);
+    REQUIRE(c.ok());
+    CHECK(c->index == leased[i].index);
+    CHECK(c->samples == leased[i].samples);
+  }
+  // A lease of the crashed process's is void.
+  DataChunkRef old{leased[6].epoch, leased[6].index, leased[6].lease};
+  absl::StatusOr<DataChunk> refused = shard.LeaseData(0, 0, &old);
+  CHECK(absl::IsFailedPrecondition(refused.status()));
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("generation"));
+  // Steps 4 to 6 again, then the epoch ends whole in the ledger.
+  for (int step = 4; step < 7; ++step) {
+    REQUIRE(shard.Push(0, step, testing::ExactGradient(0, step).Bytes()).ok());
+  }
+  CHECK(LedgerCounts(dir + "/ledger.jsonl").at(0) ==
+        std::vector<int>(kSamples, 1));
+}
+
+TEST_CASE("refusals of data leases change nothing") {
+  ServerOptions plain;
+  plain.total_num_replicas = 2;
+  auto no_queue = MakeShard(plain);
+  CHECK(absl::IsFailedPrecondition(no_queue->LeaseData(0).status()));
+
+  ServerOptions o = DataOptions(2, 2);
+  o.data_epochs = 1;
+  auto shard = MakeShard(o);
+  REQUIRE(shard->Leave(1).ok());
+  CHECK(absl::IsFailedPrecondition(shard->LeaseData(1).status()));
+  CHECK(absl::IsInvalidArgument(shard->LeaseData(7).status()));
+  REQUIRE(shard->Join(1).ok());
+  const DataChunk a = *shard->LeaseData(0);
+  const DataChunkRef ref{a.epoch, a.index, a.lease};
+  // Given back by another worker, then twice.
+  CHECK_FALSE(shard->LeaseData(1, 0, &ref).ok());
+  const DataChunk b = *shard->LeaseData(0, 0, &ref);
+  CHECK(b.index == a.index);  // given back, then leased again
+  const DataQueuePosition before = *shard->DataPosition();
+  CHECK(absl::IsFailedPrecondition(shard->LeaseData(0, 0, &ref).status()));
+  // Its gradient in the aggregate: it cannot be given back.
+  REQUIRE(shard->Push(0, 0, testing::ExactGradient(0, 0).Bytes()).ok());
+  const DataChunkRef in_step{b.epoch, b.index, b.lease};
+  CHECK(absl::IsFailedPrecondition(shard->LeaseData(0, 0, &in_step).status()));
+  const DataQueuePosition after = *shard->DataPosition();
+  CHECK(after.chunks_out == before.chunks_out);
+  CHECK(after.chunks_queued == before.chunks_queued);
+  // Another generation.
+  CHECK(absl::IsAborted(shard->LeaseData(0, 9).status()));
+  // One epoch: once its 7 chunks are out, the data has ended.
+  for (int i = 0; i < 6; ++i) REQUIRE(shard->LeaseData(1).ok());
+  CHECK(absl::IsOutOfRange(shard->LeaseData(1).status()));
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd
