@@ -9,8 +9,8 @@
 #include "common/file_io.h"
 #include "common/tensor.h"
 #include "proto/checkpoint.pb.h"
-#include "ps/wire/data_queue.h"
 #include "ps/wire/counters.h"
+#include "ps/wire/data_queue.h"
 #include "ps/wire/variables.h"
 
 namespace psgd {

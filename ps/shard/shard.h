@@ -44,9 +44,9 @@
 #define PSGD_PS_SHARD_SHARD_H_
 
 #include <cstdint>
-#include <functional>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
