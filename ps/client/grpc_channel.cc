@@ -292,6 +292,13 @@ std::unique_ptr<ShardCall> GrpcShardChannel::Checkpoint(
                deadline, response);
 }
 
+std::unique_ptr<ShardCall> GrpcShardChannel::LeaseData(
+    const wire::LeaseDataRequest& request, absl::Time deadline,
+    wire::LeaseDataResponse* response) {
+  return Start(&wire::ParameterServer::Stub::async::LeaseData, request,
+               deadline, response);
+}
+
 std::unique_ptr<ShardCall> GrpcShardChannel::Health(absl::Time deadline,
                                                     bool* serving) {
   auto call = std::make_unique<HealthCall>(deadline, serving);

@@ -80,6 +80,9 @@ class GrpcShardChannel final : public ShardChannel {
   std::unique_ptr<ShardCall> Checkpoint(
       const wire::CheckpointRequest& request, absl::Time deadline,
       wire::CheckpointResponse* response) override;
+  std::unique_ptr<ShardCall> LeaseData(
+      const wire::LeaseDataRequest& request, absl::Time deadline,
+      wire::LeaseDataResponse* response) override;
   std::unique_ptr<ShardCall> Health(absl::Time deadline,
                                     bool* serving) override;
   std::unique_ptr<ShardExchange> NewExchange() override;

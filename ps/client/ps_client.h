@@ -30,6 +30,7 @@
 #define PSGD_PS_CLIENT_PS_CLIENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
+#include "ps/state/data_queue.h"
 #include "ps/state/placement.h"
 #include "ps/state/types.h"
 
@@ -59,6 +61,9 @@ struct ModelVersion {
   // pull before its step was reached (the servers' measure of a sync
   // worker's wait for the others). Zero otherwise.
   absl::Duration server_wait = absl::ZeroDuration();
+  // In a version given to Push: the data chunk the gradients were computed
+  // from (PsClient::LeaseData), which goes to shard 0 with them.
+  std::optional<DataChunkRef> chunk = std::nullopt;
 
   // Every shard at least `step`.
   static ModelVersion AtLeast(int num_shards, int64_t step) {
@@ -182,6 +187,14 @@ class PsClient {
   // Every shard saves checkpoint step-<label>: now, or at its first step
   // >= label (ParameterShard::RequestCheckpoint).
   virtual absl::Status RequestCheckpoint(int64_t label, bool now) = 0;
+
+  // The servers hand out the data (data { sharding: SERVERS }): the next
+  // chunk of sample indices for this client's worker, from shard 0, bound
+  // to the worker's next pushes in order; `give_back` (may be null) a
+  // chunk of the worker's given back unused (ParameterShard::LeaseData).
+  // `generation`: the worker's (0: any). OUT_OF_RANGE once the data ended.
+  virtual absl::StatusOr<DataChunk> LeaseData(
+      int64_t generation, const DataChunkRef* give_back) = 0;
 };
 
 }  // namespace ps

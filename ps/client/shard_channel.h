@@ -116,6 +116,9 @@ class ShardChannel {
   virtual std::unique_ptr<ShardCall> Checkpoint(
       const wire::CheckpointRequest& request, absl::Time deadline,
       wire::CheckpointResponse* response) = 0;
+  virtual std::unique_ptr<ShardCall> LeaseData(
+      const wire::LeaseDataRequest& request, absl::Time deadline,
+      wire::LeaseDataResponse* response) = 0;
 
   // Whether the shard serves workers, once the call is awaited with OK:
   // *serving is false while a restarted shard agrees on its checkpoint with

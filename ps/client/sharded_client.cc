@@ -284,6 +284,11 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
       header.set_step(version.steps[i]);
       header.set_generation(version.generation);
       header.set_partial(part);
+      if (i == 0 && version.chunk.has_value()) {
+        header.mutable_chunk()->set_epoch(version.chunk->epoch);
+        header.mutable_chunk()->set_index(version.chunk->index);
+        header.mutable_chunk()->set_lease(version.chunk->lease);
+      }
       Buffers::Shard& b = buffers->shards[i];
       if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
       b.exchange->StartPush(
@@ -419,6 +424,33 @@ absl::Status ShardedPsClient::Rollback(int64_t label, int64_t generation) {
   r.set_generation(generation);
   return CallAll<wire::RollbackRequest, wire::RollbackResponse>(
       "rollback", &ShardChannel::Rollback, r);
+}
+
+absl::StatusOr<DataChunk> ShardedPsClient::LeaseData(
+    int64_t generation, const DataChunkRef* give_back) {
+  wire::LeaseDataRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_worker_id(options_.worker_id);
+  r.set_generation(generation);
+  if (give_back != nullptr) {
+    r.mutable_give_back()->set_epoch(give_back->epoch);
+    r.mutable_give_back()->set_index(give_back->index);
+    r.mutable_give_back()->set_lease(give_back->lease);
+  }
+  wire::LeaseDataResponse response;
+  // Shard 0 holds the queue.
+  std::unique_ptr<ShardCall> call =
+      channels_[0]->LeaseData(r, absl::Now() + options_.rpc_timeout, &response);
+  RETURN_IF_ERROR(
+      Annotate(call->Await(),
+               absl::StrCat("data lease from ", channels_[0]->name(), ": ")));
+  DataChunk chunk;
+  chunk.epoch = response.epoch();
+  chunk.index = response.index();
+  chunk.lease = response.lease();
+  chunk.generation = response.queue_generation();
+  chunk.samples.assign(response.samples().begin(), response.samples().end());
+  return chunk;
 }
 
 absl::Status ShardedPsClient::RequestCheckpoint(int64_t label, bool now) {

@@ -87,6 +87,8 @@ class ShardedPsClient : public PsClient {
   absl::StatusOr<std::vector<VariableSpec>> Variables() override;
   absl::Status Shutdown(absl::string_view reason) override;
   absl::Status Rollback(int64_t label, int64_t generation) override;
+  absl::StatusOr<DataChunk> LeaseData(int64_t generation,
+                                      const DataChunkRef* give_back) override;
   absl::Status RequestCheckpoint(int64_t label, bool now) override;
 
  protected:

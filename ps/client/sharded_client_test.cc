@@ -66,6 +66,11 @@ class WrappedChannel final : public ShardChannel {
       wire::CheckpointResponse* out) override {
     return Maybe([&] { return inner_->Checkpoint(r, d, out); });
   }
+  std::unique_ptr<ShardCall> LeaseData(const wire::LeaseDataRequest& r,
+                                       absl::Time d,
+                                       wire::LeaseDataResponse* out) override {
+    return Maybe([&] { return inner_->LeaseData(r, d, out); });
+  }
   std::unique_ptr<ShardCall> Health(absl::Time d, bool* serving) override {
     ++health_calls;
     if (unreachable_health_calls > 0) {

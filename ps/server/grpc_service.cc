@@ -342,6 +342,12 @@ grpc::ServerUnaryReactor* PsGrpcService::Checkpoint(
   return Respond(ctx, [&] { return handler_.Checkpoint(*request, response); });
 }
 
+grpc::ServerUnaryReactor* PsGrpcService::LeaseData(
+    grpc::CallbackServerContext* ctx, const wire::LeaseDataRequest* request,
+    wire::LeaseDataResponse* response) {
+  return Respond(ctx, [&] { return handler_.LeaseData(*request, response); });
+}
+
 grpc::ServerUnaryReactor* PsGrpcService::ListCheckpoints(
     grpc::CallbackServerContext* ctx,
     const wire::ListCheckpointsRequest* request,

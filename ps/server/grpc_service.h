@@ -73,6 +73,9 @@ class PsGrpcService final
   grpc::ServerUnaryReactor* Checkpoint(
       grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
       wire::CheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* LeaseData(
+      grpc::CallbackServerContext* ctx, const wire::LeaseDataRequest* request,
+      wire::LeaseDataResponse* response) override;
   grpc::ServerUnaryReactor* ListCheckpoints(
       grpc::CallbackServerContext* ctx,
       const wire::ListCheckpointsRequest* request,

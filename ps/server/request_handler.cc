@@ -71,12 +71,20 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                  ": push from worker ", request.worker_id(),
                                  " for step ", request.step(), ": "));
   }
-  ASSIGN_OR_RETURN(PushReply reply,
-                   request.partial()
-                       ? shard_->PushPart(request.worker_id(), request.step(),
-                                          *gradients, request.generation())
-                       : shard_->Push(request.worker_id(), request.step(),
-                                      *gradients, request.generation()));
+  DataChunkRef chunk;
+  if (request.has_chunk()) {
+    chunk.epoch = request.chunk().epoch();
+    chunk.index = request.chunk().index();
+    chunk.lease = request.chunk().lease();
+  }
+  const DataChunkRef* computed_from = request.has_chunk() ? &chunk : nullptr;
+  ASSIGN_OR_RETURN(
+      PushReply reply,
+      request.partial()
+          ? shard_->PushPart(request.worker_id(), request.step(), *gradients,
+                             request.generation(), computed_from)
+          : shard_->Push(request.worker_id(), request.step(), *gradients,
+                         request.generation(), computed_from));
   PushReplyToProto(reply, response);
   return absl::OkStatus();
 }
@@ -133,6 +141,27 @@ absl::Status ShardRequestHandler::Checkpoint(
     wire::CheckpointResponse* /*response*/) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   return shard_->RequestCheckpoint(request.label(), request.now());
+}
+
+absl::Status ShardRequestHandler::LeaseData(
+    const wire::LeaseDataRequest& request, wire::LeaseDataResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  DataChunkRef give_back;
+  if (request.has_give_back()) {
+    give_back.epoch = request.give_back().epoch();
+    give_back.index = request.give_back().index();
+    give_back.lease = request.give_back().lease();
+  }
+  ASSIGN_OR_RETURN(
+      DataChunk chunk,
+      shard_->LeaseData(request.worker_id(), request.generation(),
+                        request.has_give_back() ? &give_back : nullptr));
+  response->set_epoch(chunk.epoch);
+  response->set_index(chunk.index);
+  response->set_lease(chunk.lease);
+  response->set_queue_generation(chunk.generation);
+  response->mutable_samples()->Add(chunk.samples.begin(), chunk.samples.end());
+  return absl::OkStatus();
 }
 
 absl::Status ShardRequestHandler::ListCheckpoints(

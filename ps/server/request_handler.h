@@ -65,6 +65,9 @@ class ShardRequestHandler {
   // Asks the shard for a checkpoint (ParameterShard::RequestCheckpoint).
   absl::Status Checkpoint(const wire::CheckpointRequest& request,
                           wire::CheckpointResponse* response);
+  // The next chunk of the data (ParameterShard::LeaseData).
+  absl::Status LeaseData(const wire::LeaseDataRequest& request,
+                         wire::LeaseDataResponse* response);
   // The checkpoints complete in the shard's own directory
   // (ParameterShard::CompleteCheckpoints); answered while agreeing too.
   absl::Status ListCheckpoints(const wire::ListCheckpointsRequest& request,

@@ -253,7 +253,7 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
 
 absl::StatusOr<PushReply> ParameterShard::Push(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    int64_t generation) {
+    int64_t generation, const DataChunkRef* chunk) {
   const std::string context = absl::StrCat(name_, ": push from worker ",
                                            worker_id, " for step ", step, ": ");
   // The scan for NaN, Inf and values too large reads the whole gradient: no
@@ -269,7 +269,7 @@ absl::StatusOr<PushReply> ParameterShard::Push(
     MutexLock lock(&mu_);
     if (status.ok()) status = CheckGenerationLocked(generation);
     if (status.ok()) {
-      status = PushLocked(worker_id, step, gradients, &reply, &ready);
+      status = PushLocked(worker_id, step, gradients, chunk, &reply, &ready);
     }
     if (!status.ok()) ++counters_.refused;
   }
@@ -294,11 +294,12 @@ absl::Status ParameterShard::CheckPushLocked(int worker_id,
 
 absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
                                         absl::Span<const TensorBytes> gradients,
+                                        const DataChunkRef* chunk,
                                         PushReply* reply, Ready* ready) {
   RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
   std::vector<const float*> grads;
   RETURN_IF_ERROR(store_->MatchGradients(gradients, &grads));
-  RETURN_IF_ERROR(DecideLocked(worker_id, step, grads, reply, ready));
+  RETURN_IF_ERROR(DecideLocked(worker_id, step, grads, chunk, reply, ready));
   // A whole push replaces whatever parts the worker had staged.
   staged_.erase(worker_id);
   return absl::OkStatus();
@@ -306,7 +307,7 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
 
 absl::Status ParameterShard::DecideLocked(
     int worker_id, int64_t step, const std::vector<const float*>& grads,
-    PushReply* reply, Ready* ready) {
+    const DataChunkRef* chunk, PushReply* reply, Ready* ready) {
   if (!membership_.IsLive(worker_id)) {
     return PushRefused(PushRefusal::kNotLive,
                        absl::StrCat("worker ", worker_id,
@@ -327,11 +328,26 @@ absl::Status ParameterShard::DecideLocked(
   }
 
   const int64_t before = step_;
+  if (!HoldsChunkLocked(worker_id, chunk)) {
+    // Its samples went back to the queue (the worker left or its lease
+    // expired, or a rollback restored the queue): another gradient will
+    // carry them. Not counted as the worker's push for the step.
+    membership_.Touch(worker_id, absl::Now());
+    ++counters_.dropped_stale;
+    reply->outcome = PushOutcome::kDroppedStale;
+    reply->staleness = step_ - step;
+    reply->reason =
+        absl::StrCat("its data chunk ", chunk->epoch, "/", chunk->index,
+                     " is no longer the worker's (back in the "
+                     "queue)");
+    reply->step = step_;
+    return absl::OkStatus();
+  }
   if (options_.mode == Mode::kAsync) {
     absl::StatusOr<int64_t> staleness = async_.Admit(step_, step);
     if (!staleness.ok()) {
       ++counters_.refused_too_stale;
-      SettleChunkLocked(worker_id, /*kept=*/false);
+      SettleChunkLocked(worker_id, chunk, /*kept=*/false);
       return staleness.status();
     }
     membership_.RecordPush(worker_id, step);
@@ -341,7 +357,7 @@ absl::Status ParameterShard::DecideLocked(
     std::vector<const float*> applied;
     dc_.Compensate(worker_id, step, *store_->current(), grads, &applied);
     ApplyLocked(applied, async_.LrScale(*staleness), ready);
-    SettleChunkLocked(worker_id, /*kept=*/true);
+    SettleChunkLocked(worker_id, chunk, /*kept=*/true);
     ChunksAppliedLocked();
     async_.Record(*staleness);
     ++counters_.applied;
@@ -360,14 +376,14 @@ absl::Status ParameterShard::DecideLocked(
   if (adaptive_ != nullptr) adaptive_->Arrived(step, AdaptiveNowLocked());
   switch (SyncAggregator::Classify(step_, step)) {
     case SyncAggregator::Verdict::kStale:
-      SettleChunkLocked(worker_id, /*kept=*/false);
+      SettleChunkLocked(worker_id, chunk, /*kept=*/false);
       ++counters_.dropped_stale;
       reply->outcome = PushOutcome::kDroppedStale;
       reply->reason = absl::StrCat("stale: computed from step ", step,
                                    ", the shard is at step ", step_);
       break;
     case SyncAggregator::Verdict::kSurplus:
-      SettleChunkLocked(worker_id, /*kept=*/false);
+      SettleChunkLocked(worker_id, chunk, /*kept=*/false);
       ++counters_.dropped_surplus;
       reply->outcome = PushOutcome::kDroppedSurplus;
       reply->reason = absl::StrCat("surplus: step ", step,
@@ -376,7 +392,7 @@ absl::Status ParameterShard::DecideLocked(
     case SyncAggregator::Verdict::kAccept:
     case SyncAggregator::Verdict::kFuture:  // refused above
       // Its chunk is done when the step it joins is applied.
-      SettleChunkLocked(worker_id, /*kept=*/true);
+      SettleChunkLocked(worker_id, chunk, /*kept=*/true);
       if (aggregator_->count() == 0 &&
           aggregator_->Required(membership_.num_live()) == 1) {
         // The mean of one gradient is the gradient: apply it as it is,

@@ -176,10 +176,15 @@ class ParameterShard {
   // A worker's gradients (one per variable, computed from the shard's weights
   // at `step`). Sync: aggregated, applied (completes the step) or dropped;
   // async: applied. See the error list above. `generation` as for
-  // PullAsync.
+  // PullAsync. `chunk`: the data chunk the gradient was computed from
+  // (LeaseData; null: the worker reads data of its own), which the
+  // decision settles; a chunk the worker no longer holds (given back at
+  // its leave or expired lease, or of an older generation's queue) makes
+  // the gradient dropped as stale, since its samples are back in the queue.
   absl::StatusOr<PushReply> Push(int worker_id, int64_t step,
                                  absl::Span<const TensorBytes> gradients,
-                                 int64_t generation = 0);
+                                 int64_t generation = 0,
+                                 const DataChunkRef* chunk = nullptr);
 
   // One part of a worker's push (docs/PS.md, "Pushes in parts"): gradients
   // of some of the shard's variables, each variable in exactly one part of
@@ -197,7 +202,8 @@ class ParameterShard {
   // staged; a refused part changes nothing but the `refused` counter.
   absl::StatusOr<PushReply> PushPart(int worker_id, int64_t step,
                                      absl::Span<const TensorBytes> gradients,
-                                     int64_t generation = 0);
+                                     int64_t generation = 0,
+                                     const DataChunkRef* chunk = nullptr);
 
   // Membership. Join and Leave are idempotent. A Leave that makes the
   // current sync step complete applies it before returning.
@@ -324,15 +330,15 @@ class ParameterShard {
   Snapshot AnswerPullLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PushLocked(int worker_id, int64_t step,
                           absl::Span<const TensorBytes> gradients,
-                          PushReply* reply, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                          const DataChunkRef* chunk, PushReply* reply,
+                          Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The rules of a push whose gradients (layout order) have been matched
   // to the variables: live, not from the future, not pushed twice; then
   // sync aggregation or async application.
   absl::Status DecideLocked(int worker_id, int64_t step,
                             const std::vector<const float*>& grads,
-                            PushReply* reply, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                            const DataChunkRef* chunk, PushReply* reply,
+                            Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of a push that need no gradient: open, initialised, worker
   // id, step.
   absl::Status CheckPushLocked(int worker_id, int64_t step) const
@@ -342,8 +348,8 @@ class ParameterShard {
   absl::Status StagePartLocked(int worker_id, int64_t step,
                                absl::Span<const TensorBytes> gradients,
                                std::vector<std::vector<float>>* copies,
-                               PushReply* reply, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                               const DataChunkRef* chunk, PushReply* reply,
+                               Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Optimizer step on `grads` (layout order), and the fold of the batch
   // statistics among them into the running statistics; advances the step
   // and moves the pulls it satisfies to `ready`.
@@ -383,9 +389,12 @@ class ParameterShard {
 
   // The data queue (shard_data.cc). Made by Create; the ledger opened.
   absl::Status OpenDataQueue();
-  // A push of `worker_id` decided: its oldest chunk joins the step's
-  // aggregate (`kept`) or goes back to the queue.
-  void SettleChunkLocked(int worker_id, bool kept)
+  // Whether `worker_id` holds `chunk` (always true for null: no chunk).
+  bool HoldsChunkLocked(int worker_id, const DataChunkRef* chunk) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A push of `worker_id` decided: its `chunk` (null: none) joins the
+  // step's aggregate (`kept`) or goes back to the queue.
+  void SettleChunkLocked(int worker_id, const DataChunkRef* chunk, bool kept)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The chunks of the gradients just applied: done, and in the ledger.
   void ChunksAppliedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -460,7 +469,7 @@ class ParameterShard {
   // Workers that left with a failure: why (Leave).
   std::map<int, std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
   // The data queue (data_queue_on): each worker's chunks not yet settled
-  // by a push, oldest first; the chunks whose gradients are in the pending
+  // by a push, in lease order; the chunks whose gradients are in the pending
   // sync aggregate (or being applied), with their workers; the ledger.
   std::optional<DataQueue> data_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::deque<DataChunkRef>> data_out_ ABSL_GUARDED_BY(mu_);

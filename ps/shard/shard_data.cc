@@ -101,21 +101,36 @@ std::optional<DataQueuePosition> ParameterShard::DataPosition() const {
   return data_->Position();
 }
 
-void ParameterShard::SettleChunkLocked(int worker_id, bool kept) {
-  if (!data_.has_value()) return;
+bool ParameterShard::HoldsChunkLocked(int worker_id,
+                                      const DataChunkRef* chunk) const {
+  if (chunk == nullptr || !data_.has_value()) return true;
   auto it = data_out_.find(worker_id);
-  // A push with no chunk: the worker reads data of its own.
-  if (it == data_out_.end() || it->second.empty()) return;
-  const DataChunkRef chunk = it->second.front();
-  it->second.pop_front();
-  if (kept) {
-    data_kept_.push_back({worker_id, chunk});
+  if (it == data_out_.end()) return false;
+  for (const DataChunkRef& c : it->second) {
+    if (SameChunk(c, *chunk)) return true;
+  }
+  return false;
+}
+
+void ParameterShard::SettleChunkLocked(int worker_id, const DataChunkRef* chunk,
+                                       bool kept) {
+  // No chunk: the worker reads data of its own.
+  if (chunk == nullptr || !data_.has_value()) return;
+  auto it = data_out_.find(worker_id);
+  if (it == data_out_.end()) return;
+  for (auto c = it->second.begin(); c != it->second.end(); ++c) {
+    if (!SameChunk(*c, *chunk)) continue;
+    it->second.erase(c);
+    if (kept) {
+      data_kept_.push_back({worker_id, *chunk});
+      return;
+    }
+    // The worker holds the lease: Return cannot be refused.
+    absl::Status s =
+        data_->Return(worker_id, chunk->epoch, chunk->index, chunk->lease);
+    if (!s.ok()) spdlog::warn("{}: {}", name_, s.ToString());
     return;
   }
-  // The worker holds the lease: Return cannot be refused.
-  absl::Status s =
-      data_->Return(worker_id, chunk.epoch, chunk.index, chunk.lease);
-  if (!s.ok()) spdlog::warn("{}: {}", name_, s.ToString());
 }
 
 void ParameterShard::ChunksAppliedLocked() {

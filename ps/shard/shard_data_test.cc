@@ -43,6 +43,15 @@ ServerOptions DataOptions(int n, int m, const std::string& dir = "",
   return o;
 }
 
+DataChunkRef Ref(const DataChunk& c) { return {c.epoch, c.index, c.lease}; }
+
+absl::StatusOr<PushReply> PushChunk(ParameterShard& shard, int worker,
+                                    int64_t step, const DataChunk& chunk) {
+  const DataChunkRef ref = Ref(chunk);
+  return shard.Push(worker, step, testing::ExactGradient(worker, step).Bytes(),
+                    0, &ref);
+}
+
 // Each sample's count per epoch in the ledger: the lines' chunks expanded
 // with the epoch's permutation.
 std::map<int64_t, std::vector<int>> LedgerCounts(const std::string& file) {
@@ -74,14 +83,15 @@ TEST_CASE("sync with a backup worker: each sample applied once an epoch") {
   // back to the queue to be leased again.
   int64_t surplus = 0;
   for (int step = 0; step < 12; ++step) {
+    std::vector<DataChunk> chunks;
     for (int w = 0; w < 3; ++w) {
       absl::StatusOr<DataChunk> c = shard->LeaseData(w);
       INFO(c.status().ToString());
       REQUIRE(c.ok());
+      chunks.push_back(*c);
     }
     for (int w = 0; w < 3; ++w) {
-      absl::StatusOr<PushReply> r =
-          shard->Push(w, step, testing::ExactGradient(w, step).Bytes());
+      absl::StatusOr<PushReply> r = PushChunk(*shard, w, step, chunks[w]);
       REQUIRE(r.ok());
       surplus += r->outcome == PushOutcome::kDroppedSurplus;
     }
@@ -113,10 +123,10 @@ TEST_CASE("a chunk whose gradient is stale goes back; async applies each") {
   auto shard = MakeShard(o);
   const DataChunk a = *shard->LeaseData(0);
   const DataChunk b = *shard->LeaseData(1);
-  REQUIRE(shard->Push(0, 0, testing::ExactGradient(0, 0).Bytes()).ok());
+  REQUIRE(PushChunk(*shard, 0, 0, a).ok());
   // Worker 1's gradient of step 0 is one step stale: refused, its chunk
   // goes back and is the next one leased.
-  CHECK_FALSE(shard->Push(1, 0, testing::ExactGradient(1, 0).Bytes()).ok());
+  CHECK_FALSE(PushChunk(*shard, 1, 0, b).ok());
   const DataChunk again = *shard->LeaseData(0);
   CHECK(again.epoch == b.epoch);
   CHECK(again.index == b.index);
@@ -157,8 +167,7 @@ TEST_CASE("a restore puts the queue and the ledger back with the weights") {
     auto shard = MakeShard(o);
     for (int step = 0; step < 6; ++step) {
       leased.push_back(*shard->LeaseData(0));
-      REQUIRE(
-          shard->Push(0, step, testing::ExactGradient(0, step).Bytes()).ok());
+      REQUIRE(PushChunk(*shard, 0, step, leased.back()).ok());
     }
     leased.push_back(*shard->LeaseData(0));  // out when it "crashes"
     shard->FlushCheckpoints();
@@ -176,11 +185,13 @@ TEST_CASE("a restore puts the queue and the ledger back with the weights") {
   const auto counts = LedgerCounts(dir + "/ledger.jsonl");
   for (int n : counts.at(0)) lines += n;
   CHECK(lines == 4 * kChunk);
+  std::vector<DataChunk> again;
   for (int i = 4; i < 7; ++i) {
     absl::StatusOr<DataChunk> c = shard.LeaseData(0);
     REQUIRE(c.ok());
     CHECK(c->index == leased[i].index);
     CHECK(c->samples == leased[i].samples);
+    again.push_back(*c);
   }
   // A lease of the crashed process's is void.
   DataChunkRef old{leased[6].epoch, leased[6].index, leased[6].lease};
@@ -188,9 +199,15 @@ TEST_CASE("a restore puts the queue and the ledger back with the weights") {
   CHECK(absl::IsFailedPrecondition(refused.status()));
   CHECK_THAT(std::string(refused.status().message()),
              Catch::Contains("generation"));
+  // A gradient of the crashed process's chunk is dropped: its samples are
+  // in the queue again.
+  absl::StatusOr<PushReply> old_push = PushChunk(shard, 0, 4, leased[6]);
+  REQUIRE(old_push.ok());
+  CHECK(old_push->outcome == PushOutcome::kDroppedStale);
+  CHECK_THAT(old_push->reason, Catch::Contains("no longer the worker's"));
   // Steps 4 to 6 again, then the epoch ends whole in the ledger.
   for (int step = 4; step < 7; ++step) {
-    REQUIRE(shard.Push(0, step, testing::ExactGradient(0, step).Bytes()).ok());
+    REQUIRE(PushChunk(shard, 0, step, again[step - 4]).ok());
   }
   CHECK(LedgerCounts(dir + "/ledger.jsonl").at(0) ==
         std::vector<int>(kSamples, 1));
@@ -218,7 +235,7 @@ TEST_CASE("refusals of data leases change nothing") {
   const DataQueuePosition before = *shard->DataPosition();
   CHECK(absl::IsFailedPrecondition(shard->LeaseData(0, 0, &ref).status()));
   // Its gradient in the aggregate: it cannot be given back.
-  REQUIRE(shard->Push(0, 0, testing::ExactGradient(0, 0).Bytes()).ok());
+  REQUIRE(PushChunk(*shard, 0, 0, b).ok());
   const DataChunkRef in_step{b.epoch, b.index, b.lease};
   CHECK(absl::IsFailedPrecondition(shard->LeaseData(0, 0, &in_step).status()));
   const DataQueuePosition after = *shard->DataPosition();

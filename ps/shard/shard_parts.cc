@@ -14,7 +14,7 @@ namespace ps {
 
 absl::StatusOr<PushReply> ParameterShard::PushPart(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    int64_t generation) {
+    int64_t generation, const DataChunkRef* chunk) {
   const std::string context = absl::StrCat(name_, ": push part from worker ",
                                            worker_id, " for step ", step, ": ");
   // Checked and copied outside the lock: the scan and the copy read the
@@ -37,8 +37,8 @@ absl::StatusOr<PushReply> ParameterShard::PushPart(
     MutexLock lock(&mu_);
     if (status.ok()) status = CheckGenerationLocked(generation);
     if (status.ok()) {
-      status =
-          StagePartLocked(worker_id, step, gradients, &copies, &reply, &ready);
+      status = StagePartLocked(worker_id, step, gradients, &copies, chunk,
+                               &reply, &ready);
     }
     if (!status.ok()) ++counters_.refused;
   }
@@ -49,7 +49,8 @@ absl::StatusOr<PushReply> ParameterShard::PushPart(
 
 absl::Status ParameterShard::StagePartLocked(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    std::vector<std::vector<float>>* copies, PushReply* reply, Ready* ready) {
+    std::vector<std::vector<float>>* copies, const DataChunkRef* chunk,
+    PushReply* reply, Ready* ready) {
   RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
   const VariableLayout& layout = store_->layout();
   // What is staged for this worker stays only when the part belongs to the
@@ -113,7 +114,7 @@ absl::Status ParameterShard::StagePartLocked(
     grads.push_back(complete.no_gradient[i] ? nullptr
                                             : complete.grads[i].data());
   }
-  return DecideLocked(worker_id, step, grads, reply, ready);
+  return DecideLocked(worker_id, step, grads, chunk, reply, ready);
 }
 
 }  // namespace ps

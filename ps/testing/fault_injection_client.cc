@@ -29,6 +29,8 @@ absl::string_view CallKindName(CallKind kind) {
       return "rollback";
     case CallKind::kCheckpoint:
       return "checkpoint";
+    case CallKind::kLeaseData:
+      return "data lease";
   }
   return "call";
 }
@@ -333,6 +335,18 @@ absl::Status FaultInjectionPsClient::RequestCheckpoint(int64_t label,
                                                        bool now) {
   return Inject(CallKind::kCheckpoint, absl::Now() + call_timeout_,
                 [&]() { return inner_->RequestCheckpoint(label, now); });
+}
+
+absl::StatusOr<DataChunk> FaultInjectionPsClient::LeaseData(
+    int64_t generation, const DataChunkRef* give_back) {
+  absl::StatusOr<DataChunk> result;
+  absl::Status s =
+      Inject(CallKind::kLeaseData, absl::Now() + call_timeout_, [&]() {
+        result = inner_->LeaseData(generation, give_back);
+        return result.status();
+      });
+  if (!s.ok()) return s;
+  return result;
 }
 
 }  // namespace ps

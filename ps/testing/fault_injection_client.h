@@ -49,6 +49,7 @@ enum class CallKind {
   kShutdown,
   kRollback,
   kCheckpoint,
+  kLeaseData,
 };
 absl::string_view CallKindName(CallKind kind);
 
@@ -199,6 +200,8 @@ class FaultInjectionPsClient final : public PsClient {
   absl::Status Shutdown(absl::string_view reason) override;
   absl::Status Rollback(int64_t label, int64_t generation) override;
   absl::Status RequestCheckpoint(int64_t label, bool now) override;
+  absl::StatusOr<DataChunk> LeaseData(int64_t generation,
+                                      const DataChunkRef* give_back) override;
 
  private:
   struct Rule {

@@ -180,6 +180,12 @@ std::unique_ptr<ShardCall> InProcessShardChannel::Rollback(
   return FinishedCall(handler_.Rollback(request, response));
 }
 
+std::unique_ptr<ShardCall> InProcessShardChannel::LeaseData(
+    const wire::LeaseDataRequest& request, absl::Time /*deadline*/,
+    wire::LeaseDataResponse* response) {
+  return FinishedCall(handler_.LeaseData(request, response));
+}
+
 std::unique_ptr<ShardCall> InProcessShardChannel::Checkpoint(
     const wire::CheckpointRequest& request, absl::Time /*deadline*/,
     wire::CheckpointResponse* response) {

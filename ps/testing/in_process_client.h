@@ -58,6 +58,9 @@ class InProcessShardChannel final : public ShardChannel {
   std::unique_ptr<ShardCall> Checkpoint(
       const wire::CheckpointRequest& request, absl::Time deadline,
       wire::CheckpointResponse* response) override;
+  std::unique_ptr<ShardCall> LeaseData(
+      const wire::LeaseDataRequest& request, absl::Time deadline,
+      wire::LeaseDataResponse* response) override;
   // Serving unless the shard is agreeing on a checkpoint or has shut down,
   // as a ps_server's health service says.
   std::unique_ptr<ShardCall> Health(absl::Time deadline,
