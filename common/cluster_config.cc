@@ -424,6 +424,34 @@ absl::Status ValidateData(const ClusterConfig& c, const Locator& root) {
     return at.Error(d, "synthetic_test_size", "data.synthetic_test_size",
                     absl::StrCat(d.synthetic_test_size(), " is less than 1"));
   }
+  const bool servers = d.sharding() == config::DataConfig::SERVERS;
+  if (d.has_num_samples() && !servers) {
+    return at.Error(d, "num_samples", "data.num_samples",
+                    "is for sharding: SERVERS (the servers hand out the data)");
+  }
+  if (d.num_samples() < 0) {
+    return at.Error(d, "num_samples", "data.num_samples",
+                    absl::StrCat(d.num_samples(),
+                                 " is negative (0: the "
+                                 "source's training set)"));
+  }
+  if (d.ledger() && !servers) {
+    return at.Error(d, "ledger", "data.ledger",
+                    "is for sharding: SERVERS (the servers hand out the data)");
+  }
+  if (d.ledger() && !c.has_checkpoint()) {
+    return at.Error(
+        d, "ledger", "data.ledger",
+        "needs a checkpoint block: the ledger is kept beside ps:0's "
+        "checkpoints and cut back with them");
+  }
+  if (servers && TrainingSamples(c) < c.training().batch_size()) {
+    return at.Error(
+        d, "sharding", "data.sharding",
+        absl::StrCat("SERVERS: the training set's ", TrainingSamples(c),
+                     " samples are fewer than one batch of ",
+                     c.training().batch_size()));
+  }
   return absl::OkStatus();
 }
 
@@ -779,6 +807,13 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   }
   RETURN_IF_ERROR(ValidateSecurity(config, at));
   return config;
+}
+
+int64_t TrainingSamples(const ClusterConfig& config) {
+  const config::DataConfig& d = config.data();
+  if (d.num_samples() > 0) return d.num_samples();
+  return d.source() == config::DataConfig::CIFAR10 ? 50000
+                                                   : d.synthetic_train_size();
 }
 
 absl::StatusOr<ClusterConfig> LoadClusterConfig(const std::string& path) {

@@ -64,6 +64,10 @@ std::string ListenAddress(const config::PsTask& task);
 // else the cluster's; empty without a checkpoint block.
 std::string CheckpointDir(const ClusterConfig& config, int ps_index);
 
+// The training set's size: data.num_samples, else the source's (50000 for
+// CIFAR10, synthetic_train_size for SYNTHETIC).
+int64_t TrainingSamples(const ClusterConfig& config);
+
 // "gpu:K" -> K, "cpu" -> -1; INVALID_ARGUMENT otherwise.
 absl::StatusOr<int> ParseDevice(absl::string_view device);
 

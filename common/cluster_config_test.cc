@@ -229,6 +229,24 @@ TEST_CASE("each validation error names file, line and field") {
                "source: SYNTHETIC "
                "synthetic_train_size: 0"),
        "c.pbtxt:15: data.synthetic_train_size: 0 is less than 1"},
+      {Replace(good, "source: SYNTHETIC", "source: SYNTHETIC num_samples: 10"),
+       "c.pbtxt:15: data.num_samples: is for sharding: SERVERS (the servers "
+       "hand out the data)"},
+      {Replace(good, "source: SYNTHETIC",
+               "source: SYNTHETIC sharding: SERVERS num_samples: -1"),
+       "c.pbtxt:15: data.num_samples: -1 is negative (0: the source's "
+       "training set)"},
+      {Replace(good, "source: SYNTHETIC", "source: SYNTHETIC ledger: true"),
+       "c.pbtxt:15: data.ledger: is for sharding: SERVERS (the servers hand "
+       "out the data)"},
+      {Replace(good, "source: SYNTHETIC",
+               "source: SYNTHETIC sharding: SERVERS ledger: true"),
+       "c.pbtxt:15: data.ledger: needs a checkpoint block: the ledger is kept "
+       "beside ps:0's checkpoints and cut back with them"},
+      {Replace(good, "source: SYNTHETIC",
+               "source: SYNTHETIC sharding: SERVERS num_samples: 3"),
+       "c.pbtxt:15: data.sharding: SERVERS: the training set's 3 samples are "
+       "fewer than one batch of 32"},
       {Replace(good, "name: \"test\"",
                "name: \"test\" "
                "worker_lease_seconds: -2"),

@@ -368,6 +368,17 @@ absl::Status ExternalWorker::SettlePulls() {
   return session_->SettlePulls();
 }
 
+absl::StatusOr<ps::DataChunk> ExternalWorker::LeaseData() {
+  RETURN_IF_ERROR(CheckJoined());
+  return session_->LeaseData();
+}
+
+absl::Status ExternalWorker::UseChunk(const ps::DataChunkRef& chunk) {
+  RETURN_IF_ERROR(CheckJoined());
+  session_->UseChunk(chunk);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TaskRun::Next> ExternalWorker::BeforeStep() {
   RETURN_IF_ERROR(CheckJoined());
   return run_->BeforeStep();

@@ -144,6 +144,13 @@ class ExternalWorker {
   absl::StatusOr<PushOutcome> FinishParts(
       int64_t step, absl::Span<const ps::NamedConstTensorView> gradients);
 
+  // The servers hand out the data (data { sharding: SERVERS }): the next
+  // chunk of sample indices (WorkerSession::LeaseData; OUT_OF_RANGE once
+  // the data ended), and the chunk the next push carries when the caller
+  // leased ahead (UseChunk).
+  absl::StatusOr<ps::DataChunk> LeaseData();
+  absl::Status UseChunk(const ps::DataChunkRef& chunk);
+
   // Before a step, as the C++ worker's (TaskRun::BeforeStep): pulls in
   // flight settled when the worker stops or the chief evaluates next; why
   // the worker stops ("" to go on); the chief's duties; whether the chief

@@ -213,6 +213,8 @@ class PyWorker {
     d["data_dir"] = c.data().dir();
     d["synthetic_train_size"] = c.data().synthetic_train_size();
     d["synthetic_test_size"] = c.data().synthetic_test_size();
+    d["data_from_servers"] = c.data().sharding() == config::DataConfig::SERVERS;
+    d["num_samples"] = TrainingSamples(c);
     return d;
   }
 
@@ -386,6 +388,8 @@ PYBIND11_MODULE(_psgd, m) {
   static py::handle unauthenticated =
       sub("UnauthenticatedError", PyExc_PermissionError);
   static py::handle cancelled = sub("CancelledError", nullptr);
+  // The data ended (the servers hand out the data).
+  static py::handle out_of_range = sub("OutOfRangeError", nullptr);
   static py::handle mismatch = [&] {
     py::object cls = py::reinterpret_steal<py::object>(PyErr_NewException(
         "psgd._psgd.ModelMismatchError", precondition.ptr(), nullptr));
@@ -409,6 +413,9 @@ PYBIND11_MODULE(_psgd, m) {
           break;
         case absl::StatusCode::kNotFound:
           cls = not_found;
+          break;
+        case absl::StatusCode::kOutOfRange:
+          cls = out_of_range;
           break;
         case absl::StatusCode::kDeadlineExceeded:
           cls = deadline;
@@ -488,6 +495,22 @@ PYBIND11_MODULE(_psgd, m) {
              }
              psgd::ThrowIfError(next.status());
              return py::make_tuple(next->stop, next->evaluate);
+           })
+      .def("lease_data",
+           [](PyWorker& p) {
+             absl::StatusOr<psgd::ps::DataChunk> chunk;
+             {
+               py::gil_scoped_release release;
+               chunk = p.w().LeaseData();
+             }
+             psgd::ThrowIfError(chunk.status());
+             return py::make_tuple(chunk->epoch, chunk->index, chunk->lease,
+                                   chunk->samples);
+           })
+      .def("use_chunk",
+           [](PyWorker& p, int64_t epoch, int64_t index, uint64_t lease) {
+             psgd::ThrowIfError(
+                 p.w().UseChunk(psgd::ps::DataChunkRef{epoch, index, lease}));
            })
       .def("eval_due", [](PyWorker& p) { return p.w().EvalDue(); })
       .def("evaluated", [](PyWorker& p) { p.w().Evaluated(); })

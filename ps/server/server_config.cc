@@ -78,6 +78,17 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     o.ps_addresses.push_back(p.address());
   }
   o.security = SecurityFromConfig(config);
+  // The servers hand out the data: shard 0 holds the queue.
+  if (config.data().sharding() == config::DataConfig::SERVERS && index == 0) {
+    o.data_queue_on = true;
+    o.data_queue.num_samples = TrainingSamples(config);
+    o.data_queue.chunk_size = t.batch_size();
+    o.data_queue.seed = t.seed();
+    o.data_epochs = t.has_epochs() ? t.epochs() : 0;
+    if (config.data().ledger()) {
+      o.ledger_file = CheckpointDir(config, 0) + "/ledger.jsonl";
+    }
+  }
   const WireDTypes wire = WireDTypesFromConfig(config);
   o.wire_gradients = wire.gradients;
   o.wire_weights = wire.weights;

@@ -62,7 +62,7 @@ __all__ = [
     "Session", "StepOutcome", "PushOutcome", "Error", "InvalidArgumentError",
     "FailedPreconditionError", "ModelMismatchError", "NotFoundError",
     "DeadlineExceededError", "UnavailableError", "UnauthenticatedError",
-    "CancelledError", "eval_metrics",
+    "CancelledError", "OutOfRangeError", "eval_metrics",
 ]
 
 Error = _psgd.Error
@@ -74,6 +74,7 @@ DeadlineExceededError = _psgd.DeadlineExceededError
 UnavailableError = _psgd.UnavailableError
 UnauthenticatedError = _psgd.UnauthenticatedError
 CancelledError = _psgd.CancelledError
+OutOfRangeError = _psgd.OutOfRangeError
 
 # The C++ StepOutcome (worker/session/step_outcome.h), member for member:
 # kApplied is APPLIED, kDroppedStale DROPPED_STALE ...; the values are the
@@ -309,6 +310,19 @@ class Session:
     def settle_pulls(self):
         """Overlap: the pulls in flight, if any, finished."""
         self._w.settle_pulls()
+
+    def lease_data(self):
+        """The servers hand out the data (data { sharding: SERVERS }): the
+        next chunk of sample indices for this worker, as (epoch, index,
+        lease, samples); the next push carries it, and the servers count it
+        done once that gradient is applied (or put it back in the queue when
+        it is dropped). Raises OutOfRangeError once the data ended."""
+        return self._w.lease_data()
+
+    def use_chunk(self, epoch, index, lease):
+        """The chunk the next push carries, when chunks were leased ahead
+        (a DataLoader that prefetches): as lease_data returned it."""
+        self._w.use_chunk(int(epoch), int(index), int(lease))
 
     def before_step(self):
         """What the C++ worker does before each step, in one call: pulls in

@@ -111,6 +111,14 @@ absl::Status ClusterWorker::Start() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Batch> ClusterWorker::NextBatch() {
+  if (!options_.data_from_servers) return train_->Next();
+  // The servers hand out the data: the batch of the chunk leased for this
+  // step, which its push carries.
+  ASSIGN_OR_RETURN(const ps::DataChunk chunk, session()->LeaseData());
+  return train_->BatchOf(chunk.samples, chunk.epoch, chunk.index);
+}
+
 bool ClusterWorker::End(std::string reason) {
   end_reason_ = std::move(reason);
   return false;
@@ -130,7 +138,8 @@ absl::StatusOr<bool> ClusterWorker::BeforeStep() {
 absl::StatusOr<bool> ClusterWorker::Step() {
   StepTimings t;
   t.begin = absl::Now();
-  absl::StatusOr<Batch> batch = train_->Next();
+  absl::StatusOr<Batch> batch = NextBatch();
+  if (absl::IsCancelled(batch.status())) return End(kServersShutDown);
   if (absl::IsOutOfRange(batch.status())) {
     return End("the data ended (epochs done)");
   }

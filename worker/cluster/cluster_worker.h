@@ -100,6 +100,9 @@ class ClusterWorker {
   absl::StatusOr<bool> BeforeStep();
   // One step. False when the worker stops (data ended, servers shut down).
   absl::StatusOr<bool> Step();
+  // The step's batch: the batcher's next, or with the servers handing out
+  // the data the batch of the chunk leased (OUT_OF_RANGE: the data ended).
+  absl::StatusOr<Batch> NextBatch();
   // Forward, backward and the push (whole, or in parts with overlap).
   // nullopt when overlap's pulls reached a step to stop at: nothing pushed.
   absl::StatusOr<std::optional<Computed>> ComputeAndPush(const Batch& batch);

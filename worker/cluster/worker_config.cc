@@ -49,9 +49,17 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.batches.seed = training.seed();
   w.batches.worker_index = index;
   w.batches.num_workers = config.worker_size();
-  w.batches.partition = data.sharding() == config::DataConfig::SHARD
-                            ? BatcherOptions::Partition::kShard
-                            : BatcherOptions::Partition::kOwnOrder;
+  switch (data.sharding()) {
+    case config::DataConfig::SHARD:
+      w.batches.partition = BatcherOptions::Partition::kShard;
+      break;
+    case config::DataConfig::OWN_ORDER:
+      w.batches.partition = BatcherOptions::Partition::kOwnOrder;
+      break;
+    case config::DataConfig::SERVERS:
+      w.batches.partition = BatcherOptions::Partition::kServers;
+      break;
+  }
   w.batches.augment = data.augment();
 
   static_cast<SessionOptions&>(w.loop) = session.session;

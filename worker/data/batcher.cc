@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Batcher>> Batcher::Create(
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   std::vector<int64_t> shard;
   for (int64_t i = 0; i < set->count(); ++i) {
-    if (options.partition == BatcherOptions::Partition::kOwnOrder ||
+    if (options.partition != BatcherOptions::Partition::kShard ||
         i % options.num_workers == options.worker_index) {
       shard.push_back(i);
     }
@@ -79,7 +79,9 @@ Batcher::Batcher(const ImageSet* set, const BatcherOptions& options,
               ? static_cast<int64_t>(shard_.size()) / options.batch_size
               : (static_cast<int64_t>(shard_.size()) + options.batch_size - 1) /
                     options.batch_size),
-      producer_([this] { Produce(); }) {}
+      producer_(options.partition == BatcherOptions::Partition::kServers
+                    ? std::thread()
+                    : std::thread([this] { Produce(); })) {}
 
 Batcher::~Batcher() {
   {
@@ -87,7 +89,7 @@ Batcher::~Batcher() {
     stop_ = true;
   }
   changed_.SignalAll();
-  producer_.join();
+  if (producer_.joinable()) producer_.join();
 }
 
 double Batcher::wait_seconds() const {
@@ -95,7 +97,27 @@ double Batcher::wait_seconds() const {
   return wait_seconds_;
 }
 
+absl::StatusOr<Batch> Batcher::BatchOf(absl::Span<const int64_t> examples,
+                                       int64_t epoch, int64_t index) const {
+  if (examples.empty()) {
+    return absl::InvalidArgumentError("batcher: a batch of no examples");
+  }
+  for (int64_t e : examples) {
+    if (e < 0 || e >= set_->count()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batcher: example ", e, " is outside the set of ",
+                       set_->count(), " (the servers' data { num_samples } ",
+                       "must not exceed the training set)"));
+    }
+  }
+  return MakeBatch(examples, epoch, index);
+}
+
 absl::StatusOr<Batch> Batcher::Next() {
+  if (options_.partition == BatcherOptions::Partition::kServers) {
+    return absl::FailedPreconditionError(
+        "batcher: the servers hand out this worker's data (BatchOf)");
+  }
   absl::StatusOr<Batch> b;
   {
     MutexLock lock(&mu_);
@@ -134,7 +156,11 @@ void Batcher::Produce() {
       }
     }
     for (int64_t b = 0; b < batches_per_epoch_; ++b) {
-      Batch batch = MakeBatch(order, epoch, b);
+      const int64_t begin = b * options_.batch_size;
+      const int64_t end = std::min<int64_t>(begin + options_.batch_size,
+                                            static_cast<int64_t>(order.size()));
+      Batch batch = MakeBatch(
+          absl::MakeConstSpan(order).subspan(begin, end - begin), epoch, b);
       {
         MutexLock lock(&mu_);
         changed_.Wait(&mu_, [this]() {
@@ -155,12 +181,9 @@ void Batcher::Produce() {
   changed_.SignalAll();
 }
 
-Batch Batcher::MakeBatch(const std::vector<int64_t>& order, int64_t epoch,
+Batch Batcher::MakeBatch(absl::Span<const int64_t> examples, int64_t epoch,
                          int64_t index) const {
-  const int64_t begin = index * options_.batch_size;
-  const int64_t end = std::min<int64_t>(begin + options_.batch_size,
-                                        static_cast<int64_t>(order.size()));
-  const int64_t n = end - begin;
+  const int64_t n = static_cast<int64_t>(examples.size());
   Batch batch;
   const bool cifar = options_.pipeline == BatcherOptions::Pipeline::kCifar;
   const int64_t size = cifar ? kCifarSize : kCropSize;
@@ -172,7 +195,7 @@ Batch Batcher::MakeBatch(const std::vector<int64_t>& order, int64_t epoch,
       {options_.seed, static_cast<uint64_t>(options_.worker_index),
        static_cast<uint64_t>(epoch), static_cast<uint64_t>(index), 0xa06u}));
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t example = order[begin + i];
+    const int64_t example = examples[i];
     float* out = batch.images.data() + i * 3 * size * size;
     if (cifar && options_.augment) {
       PadCropFlipNormalize(set_->image(example), &rng, out);

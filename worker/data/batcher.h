@@ -29,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/mutex.h"
 #include "common/tensor.h"
 #include "worker/data/image_set.h"
@@ -52,8 +53,10 @@ struct BatcherOptions {
   int num_workers = 1;
   // kShard: this worker reads every num_workers-th example from
   // worker_index on (disjoint shards). kOwnOrder: every worker reads all
-  // examples, each in its own order.
-  enum class Partition { kShard, kOwnOrder };
+  // examples, each in its own order. kServers: the servers hand out the
+  // examples (data { sharding: SERVERS }, ps/state/data_queue.h): no batches
+  // of its own; BatchOf makes each leased chunk's batch.
+  enum class Partition { kShard, kOwnOrder, kServers };
   Partition partition = Partition::kShard;
   bool shuffle = true;  // a fresh permutation per epoch
   // Which preprocessing (augment.h): kTutorial, TensorFlow's 24x24 crops
@@ -88,8 +91,14 @@ class Batcher {
   Batcher& operator=(const Batcher&) = delete;
 
   // The next batch, waiting for the producer if it is behind; OUT_OF_RANGE
-  // once the epochs are done (and on every later call).
+  // once the epochs are done (and on every later call). FAILED_PRECONDITION
+  // with Partition::kServers.
   absl::StatusOr<Batch> Next();
+  // The batch of `examples` (indices of the set) with this batcher's
+  // pipeline, as batch `index` of `epoch` (its augmentation's seed).
+  // INVALID_ARGUMENT naming an index outside the set, or for none.
+  absl::StatusOr<Batch> BatchOf(absl::Span<const int64_t> examples,
+                                int64_t epoch, int64_t index) const;
 
   int64_t examples_per_epoch() const {
     return static_cast<int64_t>(shard_.size());
@@ -104,7 +113,7 @@ class Batcher {
   Batcher(const ImageSet* set, const BatcherOptions& options,
           std::vector<int64_t> shard);
   void Produce();
-  Batch MakeBatch(const std::vector<int64_t>& order, int64_t epoch,
+  Batch MakeBatch(absl::Span<const int64_t> examples, int64_t epoch,
                   int64_t index) const;
 
   // Constant after construction.
@@ -121,7 +130,8 @@ class Batcher {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
 
-  std::thread producer_;  // last: starts after the fields above exist
+  // Last: starts after the fields above exist. None with kServers.
+  std::thread producer_;
 };
 
 }  // namespace psgd

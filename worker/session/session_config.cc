@@ -20,6 +20,8 @@ absl::StatusOr<SessionTaskConfig> SessionTaskFromConfig(
   s.session.ps_unavailable_timeout =
       absl::Seconds(config.ps_unavailable_timeout_seconds());
   s.session.overlap = config.wire().overlap();
+  s.session.data_from_servers =
+      config.data().sharding() == config::DataConfig::SERVERS;
   s.session.allowed_failures =
       training.total_num_replicas() - (training.has_min_workers()
                                            ? training.min_workers()

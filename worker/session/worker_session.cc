@@ -143,17 +143,25 @@ ps::ModelVersion WorkerSession::PushTarget() const {
   // that the lagging shards catch up and the next step is aligned; pushing
   // everywhere would keep the shards a step apart for good, every step
   // waiting out LineUp's patience.
-  return options_.sync ? PushVersion(version_) : version_;
+  ps::ModelVersion v = options_.sync ? PushVersion(version_) : version_;
+  v.chunk = chunk_;
+  return v;
 }
 
 absl::StatusOr<PushOutcome> WorkerSession::Push(
     absl::Span<const ps::NamedConstTensorView> gradients) {
-  return Settle(client_->Push(PushTarget(), gradients), gradients);
+  const ps::ModelVersion target = PushTarget();
+  chunk_unsettled_ = chunk_.has_value() && !target.steps.empty() &&
+                     target.steps[0] == ps::kNoPush;
+  return Settle(client_->Push(target, gradients), gradients);
 }
 
 void WorkerSession::AddPart(ps::NamedConstTensorView gradient) {
   if (!parts_begun_) {
-    sender_->Begin(PushTarget());
+    const ps::ModelVersion target = PushTarget();
+    chunk_unsettled_ = chunk_.has_value() && !target.steps.empty() &&
+                       target.steps[0] == ps::kNoPush;
+    sender_->Begin(target);
     parts_begun_ = true;
   }
   sender_->Add(std::move(gradient));
@@ -285,6 +293,51 @@ absl::StatusOr<ps::ModelVersion> WorkerSession::PullLatest() {
   if (puller_ != nullptr && puller_->in_flight()) JoinGroups().IgnoreError();
   return PullSynced(AnyStepOf(client_->num_shards(), 0), options_.step_timeout,
                     /*line_up=*/false);
+}
+
+absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData() {
+  if (!options_.data_from_servers) {
+    return absl::FailedPreconditionError(
+        "the servers hand out no data to this worker (data { sharding: "
+        "SERVERS } in the config)");
+  }
+  std::optional<ps::DataChunkRef> give_back;
+  if (chunk_unsettled_) give_back = chunk_;
+  chunk_unsettled_ = false;
+  for (;;) {
+    absl::StatusOr<ps::DataChunk> chunk = client_->LeaseData(
+        version_.generation, give_back.has_value() ? &*give_back : nullptr);
+    if (chunk.ok()) {
+      chunk_ = ps::DataChunkRef{chunk->epoch, chunk->index, chunk->lease};
+      return chunk;
+    }
+    const absl::Status& s = chunk.status();
+    if (give_back.has_value() &&
+        (absl::IsFailedPrecondition(s) || absl::IsNotFound(s) ||
+         absl::IsPermissionDenied(s))) {
+      // Not the worker's any more (back in the queue at a rollback): no
+      // need to give it back.
+      spdlog::info("worker {}: {}", options_.worker_id, s.ToString());
+      give_back.reset();
+      continue;
+    }
+    if (!IsTransient(s, /*deadline_too=*/true)) return s;
+    ASSIGN_OR_RETURN(const int64_t generation, recovery_.Recover(s));
+    if (generation != version_.generation) {
+      // A rollback: the weights of the new generation before any data.
+      if (puller_ != nullptr && puller_->in_flight()) {
+        puller_->Join().IgnoreError();
+      }
+      RETURN_IF_ERROR(PullWhole(AnyStepOf(client_->num_shards(), generation),
+                                /*line_up=*/true));
+      give_back.reset();
+    }
+  }
+}
+
+void WorkerSession::UseChunk(const ps::DataChunkRef& chunk) {
+  chunk_ = chunk;
+  chunk_unsettled_ = false;
 }
 
 absl::StatusOr<std::vector<ps::ShardStatus>> WorkerSession::Status() {

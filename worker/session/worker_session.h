@@ -47,6 +47,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -75,6 +76,9 @@ struct SessionOptions {
   // Pushes in parts and (sync) pulls in groups (the config's
   // wire { overlap: true }).
   bool overlap = false;
+  // The servers hand out the data (data { sharding: SERVERS }): LeaseData
+  // before each step, and each push carries its chunk.
+  bool data_from_servers = false;
   // How many workers may fail to take part (ShardStatus::failed_workers)
   // before the job ends: total_num_replicas - training.min_workers.
   int allowed_failures = 0;
@@ -165,6 +169,19 @@ class WorkerSession {
   // evaluation).
   absl::StatusOr<ps::ModelVersion> PullLatest();
 
+  // The servers hand out the data (options().data_from_servers): the next
+  // chunk of sample indices for this worker, leased at the weights'
+  // generation; the next push carries it. A chunk whose push did not reach
+  // shard 0 (a sync shard a step ahead got none) is given back first. After
+  // a rollback the cluster is recovered and the newest weights pulled
+  // (whole) before the lease is asked again; a server away is waited for
+  // as for any call. OUT_OF_RANGE once the data ended; CANCELLED once the
+  // servers shut down.
+  absl::StatusOr<ps::DataChunk> LeaseData();
+  // The chunk the next push carries, when the caller leased ahead (a
+  // DataLoader's prefetch): a leased chunk, named as LeaseData returned it.
+  void UseChunk(const ps::DataChunkRef& chunk);
+
   // Every shard's status, recovering from transient failures.
   absl::StatusOr<std::vector<ps::ShardStatus>> Status();
   // Leaves the live set (first, at the end, so that no sync step waits for
@@ -204,6 +221,11 @@ class WorkerSession {
   // Overlap only (null otherwise; the puller in sync mode only).
   std::unique_ptr<PartSender> sender_;
   bool parts_begun_ = false;
+  // The data chunk of the step under way (LeaseData, UseChunk), and
+  // whether it was pushed without shard 0, which settles it (then the next
+  // LeaseData gives it back).
+  std::optional<ps::DataChunkRef> chunk_;
+  bool chunk_unsettled_ = false;
   std::unique_ptr<GroupPuller> puller_;
   size_t awaited_ = 0;  // variables arrived of the groups in flight
   // Renews the lease while the worker is silent on purpose: a pull that

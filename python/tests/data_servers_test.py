@@ -1,0 +1,107 @@
+""
+    "The servers hand out the data to psgd.torch workers (data { sharding:
+    SERVERS
+}): two Python workers with DataLoaders over
+Worker.batch_sampler(), sync 1 of 2 so that each step's second gradient is
+surplus and its chunk goes back to the queue, train until the servers'
+3 epochs are handed out; ps:0's ledger shows every sample of the three
+epochs trained on exactly once (scripts/ledger_check.py). sampler() is
+refused in this mode, batch_sampler() in the other."""
+
+import os
+import subprocess
+import sys
+import unittest
+
+import torch
+
+import psgd
+import psgd.torch
+from cluster import Cluster, run_threads, _SOURCES
+
+SAMPLES, BATCH, EPOCHS = 96, 8, 3
+LEDGER_CHECK = os.path.join(_SOURCES, "scripts", "ledger_check.py")
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def dataset():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(SAMPLES, 4, generator=g)
+    return torch.utils.data.TensorDataset(x, x[:, :3].argmax(1))
+
+
+def worker(c, j, seen):
+    net = Net()
+    w = psgd.torch.Worker(net, c.config, f"worker:{j}", run_dir=c.run_dir,
+                          log_every=0)
+    loader = torch.utils.data.DataLoader(
+        dataset(), batch_sampler=w.batch_sampler())
+    for x, y in w.batches(loader):
+        seen.append(len(y))
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        w.step(loss=loss)
+    return w.summary
+
+
+class DataServersTest(unittest.TestCase):
+    def test_every_sample_once_an_epoch(self):
+        ckpt = os.path.join(Cluster.tmp(), "ckpt")
+        with Cluster("data-servers", ps=2, workers=2, n=1, batch=BATCH,
+                     model="external",
+                     training=f"epochs: {EPOCHS}",
+                     data=f"source: SYNTHETIC sharding: SERVERS "
+                          f"num_samples: {SAMPLES} ledger: true",
+                     extra=[f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}'
+                            ]) as c:
+            seen = [[], []]
+            summaries = run_threads(
+                [lambda j=j: worker(c, j, seen[j]) for j in range(2)],
+                timeout=300)
+            self.assertEqual(c.wait_ps(), [0, 0])
+        for s in summaries:
+            self.assertEqual(s["end_reason"], "the data ended (epochs done)")
+#Surplus gradients : their chunks were handed out again, so the
+#workers saw more batches than the three epochs hold.
+        self.assertGreater(sum(map(sum, seen)), EPOCHS * SAMPLES)
+        out = subprocess.run(
+            [sys.executable, LEDGER_CHECK, "--num_samples", str(SAMPLES),
+             "--chunk_size", str(BATCH), "--seed", "1",
+             "--complete_epochs", str(EPOCHS),
+             os.path.join(ckpt, "ledger.jsonl")],
+            capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        for e in range(EPOCHS):
+            self.assertIn(f"epoch {e}: {SAMPLES} samples, 0 missing, "
+                          f"0 repeated", out.stdout)
+
+    def test_the_wrong_sampler_is_refused(self):
+        with Cluster("data-split", ps=1, workers=1, model="external",
+                     steps=10, data="source: SYNTHETIC") as c:
+            w = psgd.torch.Worker(Net(), c.config, "worker:0",
+                                  run_dir=c.run_dir)
+            with self.assertRaises(psgd.FailedPreconditionError):
+                w.batch_sampler()
+            c.stop()
+        with Cluster("data-servers-sampler", ps=1, workers=1,
+                     model="external", steps=10, batch=BATCH,
+                     data=f"source: SYNTHETIC sharding: SERVERS "
+                          f"num_samples: {SAMPLES}") as c:
+            w = psgd.torch.Worker(Net(), c.config, "worker:0",
+                                  run_dir=c.run_dir)
+            with self.assertRaises(psgd.FailedPreconditionError):
+                w.sampler(dataset())
+            c.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
