@@ -1,27 +1,23 @@
-#!/ usr / bin / env bash
-#The servers hand out the data(data{sharding : SERVERS}; docs / PS.md):
-#every sample is trained on exactly once per epoch however workers and
-#servers fail.2 ps x 3 workers, sync N = 2(one backup worker, whose
-#surplus gradients send their chunks back to the queue), 480 synthetic
-#samples in chunks of 16(30 chunks an epoch, 15 steps), 50 steps : three
-#whole epochs.Each case ends with scripts / ledger_check.py on ps : 0's
-#ledger : 0 samples missing and 0 repeated in each of the 3 epochs.
-#backup : no fault; the backup worker's dropped gradients re-queue.
-#kill_worker : worker : 2 SIGKILLed after 5 steps(its chunk comes back when
-#its lease runs out).
-#kill_ps0 : ps : 0, which holds the queue, SIGKILLed and started again : it
-#restores its checkpoint(weights and data position, the
-#ledger cut back to it) and the workers roll back to it.
-#kill_all : every process SIGKILLed at once and all started again.
-source "$(dirname " $0 ")/cluster_test_lib.sh" LEDGER_CHECK =
-    $RUNFILES / scripts /
-    ledger_check.py
+#!/usr/bin/env bash
+# The servers hand out the data (data { sharding: SERVERS }; docs/PS.md):
+# every sample is trained on exactly once per epoch however workers and
+# servers fail. 2 ps x 3 workers, sync N=2 (one backup worker, whose
+# surplus gradients send their chunks back to the queue), 480 synthetic
+# samples in chunks of 16 (30 chunks an epoch, 15 steps), 50 steps: three
+# whole epochs. Each case ends with scripts/ledger_check.py on ps:0's
+# ledger: 0 samples missing and 0 repeated in each of the 3 epochs.
+#   backup:      no fault; the backup worker's dropped gradients re-queue.
+#   kill_worker: worker:2 SIGKILLed after 5 steps (its chunk comes back when
+#                its lease runs out).
+#   kill_ps0:    ps:0, which holds the queue, SIGKILLed and started again: it
+#                restores its checkpoint (weights and data position, the
+#                ledger cut back to it) and the workers roll back to it.
+#   kill_all:    every process SIGKILLed at once and all started again.
+source "$(dirname "$0")/cluster_test_lib.sh"
+LEDGER_CHECK=$RUNFILES/scripts/ledger_check.py
 
-        pids = () cleanup() { for
-    p in "${pids[@]}";
-  do kill - 9 "$p" 2 > / dev / null || true;
-  done;
-}
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
 STEPS=50
@@ -44,27 +40,21 @@ check_ledger() {
 }
 
 finish() {
-  local name=$1 run=$2
-  for j in 0 1 2;
-  do [-n "${ws[j]:-}"] || continue wait_exit "${ws[j]}" 300 || {
-      cat "$run" / w*.log;
-      fail "$name: worker:$j exited $?";
-    }
+  local name=$1 run=$2 j i step
+  for j in 0 1 2; do
+    [ -n "${ws[j]:-}" ] || continue
+    wait_exit "${ws[j]}" 300 || { cat "$run"/w*.log; fail "$name: worker:$j exited $?"; }
   done
-  for i in 0 1;
-  do wait_exit "${ps[i]}" 120 || {
-      cat "$run/ps$i.log";
-      fail "$name: ps:$i exited $?";
-    }
-  done local step step =
-      $(json_field
-        "$run/summary.json" final_global_step)["$step" - ge "$STEPS"] ||
-      fail "$name: final step $step < $STEPS"
+  for i in 0 1; do
+    wait_exit "${ps[i]}" 120 || { cat "$run"/ps*.log; fail "$name: ps:$i exited $?"; }
+  done
+  step=$(json_field "$run/summary.json" final_global_step)
+  [ "$step" -ge "$STEPS" ] || fail "$name: final step $step < $STEPS"
 }
 
 run_case() {
   local name=$1
-  local cfg=$TMP/$name.pbtxt run=$TMP/runs/$name ckpt=$TMP/ckpt-$name
+  local cfg=$TMP/$name.pbtxt run=$TMP/runs/$name ckpt=$TMP/ckpt-$name p
   write_data_config "$cfg" "$name" "$ckpt"
   mkdir -p "$run"
   echo "=== $name"
@@ -74,44 +64,35 @@ run_case() {
   case "$name" in
     kill_worker)
       await_steps "$run/worker-2.jsonl" 5 300 "${ws[2]}"
-      kill -9 "${ws[2]}";
-  wait "${ws[2]}" 2 > / dev / null || true ws[2] = "";
-  ;
+      kill -9 "${ws[2]}"; wait "${ws[2]}" 2>/dev/null || true
+      ws[2]=""
+      ;;
     kill_ps0)
       await_global_step "$run/worker-0.jsonl" 12 300 "${ws[0]}"
-      kill -9 "${ps[0]}";
-    wait "${ps[0]}" 2 > / dev / null || true sleep 0.5 start_task
-        "$cfg"
-        "ps:0"
-        "$run"
-        "$run/ps0.restarted.log" ps[0] = $ !;
-    pids += ($ !);
-    ;
+      kill -9 "${ps[0]}"; wait "${ps[0]}" 2>/dev/null || true
+      sleep 0.5
+      start_task "$cfg" "ps:0" "$run" "$run/ps0.restarted.log"
+      ps[0]=$!; pids+=($!)
+      ;;
     kill_all)
       await_global_step "$run/worker-0.jsonl" 12 300 "${ws[0]}"
-      for p in "${ps[@]}" "${ws[@]}";
-    do kill - 9 "$p" 2 > / dev / null || true; done
-      for p in "${ps[@]}" "${ws[@]}";
-    do wait "$p" 2 > / dev / null || true;
-    done echo "$name: every process killed at step $(last_step " $run / worker -
-        0.jsonl ")" start_cluster
-                "$cfg"
-                "$run" 2 3 ps = ("${ps_pids[@]}")ws = ("${w_pids[@]}");
-    ;
+      for p in "${ps[@]}" "${ws[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+      for p in "${ps[@]}" "${ws[@]}"; do wait "$p" 2>/dev/null || true; done
+      echo "$name: every process killed at step $(last_step "$run/worker-0.jsonl")"
+      start_cluster "$cfg" "$run" 2 3
+      ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
+      ;;
   esac
   finish "$name" "$run"
   case "$name" in
     kill_ps0|kill_all)
-      grep -q "restored" "$run"/ps0*.log "$run"/ps0.log 2>/dev/null ||
-        fail "$name: ps:0 does not say it restored a checkpoint" ;
-  ;
-  esac check_ledger
-      "$name"
-      "$ckpt/ledger.jsonl"
+      grep -q "restored" "$run"/ps0*.log 2>/dev/null ||
+        fail "$name: ps:0 does not say it restored a checkpoint" ;;
+  esac
+  check_ledger "$name" "$ckpt/ledger.jsonl"
 }
 
-for
-  c in ${DATA_CASES : -backup kill_worker kill_ps0 kill_all};
-do
-run_case "$c" done echo
-         "data_exactly_once_test: every case 0 missing, 0 repeated"
+for c in ${DATA_CASES:-backup kill_worker kill_ps0 kill_all}; do
+  run_case "$c"
+done
+echo "data_exactly_once_test: every case 0 missing, 0 repeated"

@@ -105,14 +105,14 @@ class Worker:
                                     run_dir=run_dir, log_every=log_every)
         self.settings = self.session.settings
         self.overlap = self.settings["overlap"]
-#Batch norm's running statistics on the servers: variables after the
-#parameters; the modules ' momentum 1.0 leaves the batch' s own
-#statistics in the buffers after a training forward.
+        # Batch norm's running statistics on the servers: variables after the
+        # parameters; the modules' momentum 1.0 leaves the batch's own
+        # statistics in the buffers after a training forward.
         self.stats = []
         self._momenta = []
         if self.settings["batch_norm_statistics"] == "server":
-#The batch - norm layers' own buffers, known by the module that
-#holds them, not by their names.
+            # The batch-norm layers' own buffers, known by the module that
+            # holds them, not by their names.
             running = {id(t) for m in module.modules()
                        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
                        for t in (m.running_mean, m.running_var)
@@ -124,14 +124,14 @@ class Worker:
                     raise psgd.InvalidArgumentError(
                         f"buffer '{n}' is {b.dtype}; psgd keeps float32 "
                         "statistics")
-#Set for the run only(run() puts each module's own back).
+            # Set for the run only (run() puts each module's own back).
             self._momenta = [
                 (m, m.momentum) for m in module.modules()
                 if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
                 and m.track_running_stats]
         self.names = [n for n, _ in self.params] + [n for n, _ in self.stats]
-#CUDA(untested) : pulls land in pinned host buffers, copied to the
-#device after each pull; gradients are copied back before a push.
+        # CUDA (untested): pulls land in pinned host buffers, copied to the
+        # device after each pull; gradients are copied back before a push.
         self._host = {}
         if self.cuda:
             for n, p in self.params + self.stats:
@@ -144,8 +144,7 @@ class Worker:
         self._current = None  # the batch of batches() under way
         self.summary = None   # after batches() ends
 
-#-- - weights and \
-    gradients -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+    # --- weights and gradients ------------------------------------------
     def _weight_buffers(self):
         if self.cuda:
             for n, p in self.params + self.stats:
@@ -191,8 +190,7 @@ class Worker:
         return [(n, self._grad(n, p)) for n, p in self.params] + \
             [(n, self._statistic(n, b)) for n, b in self.stats]
 
-#-- - \
-    overlap : hooks -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+    # --- overlap: hooks -----------------------------------------------------
     def _install_hooks(self):
         index = {id(p): i for i, (_, p) in enumerate(self.params)}
 
@@ -207,8 +205,8 @@ class Worker:
                 self._hooks.append(mod.register_forward_pre_hook(await_module))
         self._hooks.append(
             self.module.register_forward_hook(self._after_forward))
-#A hook on each parameter's gradient accumulator: it runs once the
-#parameter 's gradient is whole (horovod.torch' s way).
+        # A hook on each parameter's gradient accumulator: it runs once the
+        # parameter's gradient is whole (horovod.torch's way).
         self._accumulators = []
         for n, p in self.params:
             if p.requires_grad:
@@ -236,8 +234,7 @@ class Worker:
         if self.cuda:
             self._to_device({self.names[i]})
 
-#-- - \
-    the loop -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+    # --- the loop -----------------------------------------------------------
     @property
     def learning_rate(self):
         """The servers' learning rate for the next update
@@ -260,7 +257,7 @@ class Worker:
     @property
     def data_from_servers(self):
         """Whether the servers hand out the data (data { sharding: SERVERS
-}): then batch_sampler(), not sampler()."""
+        }): then batch_sampler(), not sampler()."""
         return self.settings["data_from_servers"]
 
     def batch_sampler(self):
@@ -336,8 +333,8 @@ class Worker:
             self._after_forward(None, None, None)
         st["stepped"] = True
         if st["stop"] or st["redo"]:
-#The overlapped pulls brought a step to stop at, or failed(the
-#batch comes again) : nothing of this batch is pushed.
+            # The overlapped pulls brought a step to stop at, or failed (the
+            # batch comes again): nothing of this batch is pushed.
             return
         t_computed = time.time()
         if self.overlap:
@@ -373,26 +370,33 @@ class Worker:
         _set_epoch(data, epoch)
         batches = iter(data)
         try:
-    while
-      True : reason = self._before_step(evaluate) if reason : break t_begin =
-                 time.time() try : inputs,
-             targets
-        = next(batches) except StopIteration
-            : if self._leased is not None and self.data_from_servers :
-#The servers' epochs are handed out.
-            reason = "the data ended (epochs done)" break epoch +=
-            1 if epochs and epoch >= epochs : reason =
-                "the data ended (epochs done)" break _set_epoch(data, epoch)
-                    batches =
-                        iter(data) try : inputs,
-            targets = next(batches)
+            while True:
+                reason = self._before_step(evaluate)
+                if reason:
+                    break
+                t_begin = time.time()
+                try:
+                    inputs, targets = next(batches)
+                except StopIteration:
+                    if self.data_from_servers:
+                        # The servers' epochs are handed out.
+                        reason = "the data ended (epochs done)"
+                        break
+                    epoch += 1
+                    if epochs and epoch >= epochs:
+                        reason = "the data ended (epochs done)"
+                        break
+                    _set_epoch(data, epoch)
+                    batches = iter(data)
+                    try:
+                        inputs, targets = next(batches)
                     except StopIteration:
                         reason = "the data is empty"
                         break
                 t_batch = time.time()
                 if self._leased:
-#The chunk of this batch(leased when the DataLoader
-#asked for it, maybe ahead) : its push carries it.
+                    # The chunk of this batch (leased when the DataLoader
+                    # asked for it, maybe ahead): its push carries it.
                     chunk = self._leased.popleft()
                     s.use_chunk(*chunk)
                     epoch = chunk[0]
@@ -405,8 +409,8 @@ class Worker:
                     if not st["stepped"]:
                         raise psgd.FailedPreconditionError(
                             "call step() once for each batch of batches()")
-#Overlap : after a failed group pull the forward ran on
-#weights of two steps; the batch comes again.
+                    # Overlap: after a failed group pull the forward ran on
+                    # weights of two steps; the batch comes again.
                     if not st["redo"]:
                         break
                 if st["stop"]:
@@ -416,8 +420,8 @@ class Worker:
         except psgd.CancelledError:
             reason = "the servers shut down (training is over)"
         except GeneratorExit:
-#The caller's loop ended without exhausting batches() (a break,
-#an exception) : the worker leaves and, the chief, ends the job.
+            # The caller's loop ended without exhausting batches() (a break,
+            # an exception): the worker leaves and, the chief, ends the job.
             self._end("the loop over batches() ended early", evaluate)
             raise
         self._end(reason, evaluate)
@@ -462,7 +466,7 @@ class Worker:
         if self._in_flight_at_start and self.cuda:
             self._to_device({n for i, n in enumerate(self.names)
                              if i not in self._awaited})
-#The weights ' step once every group is in (the push' s version).
+        # The weights' step once every group is in (the push's version).
         st["step"] = self.session.step
         if st["state"] == "stop":
             st["stop"] = self.session.stop_reason()
@@ -479,12 +483,11 @@ class Worker:
           data: an iterable of (inputs, targets) batches, this worker's part
             (settings["worker_index"] of settings["num_workers"]); read
             again for each epoch. A DataLoader whose sampler has set_epoch
-            (DistributedSampler)
-is told each epoch before its pass.loss_fn
-    : (outputs, targets)
-          ->scalar loss tensor.evaluate : chief
-    : module->(accuracy, loss, examples),
-    or a dict with those keys, every eval_every steps and at the end; None: no evaluations.
+            (DistributedSampler) is told each epoch before its pass.
+          loss_fn: (outputs, targets) -> scalar loss tensor.
+          evaluate: chief: module -> (accuracy, loss, examples), or a dict
+            with those keys, every
+            eval_every steps and at the end; None: no evaluations.
           accuracy: (outputs, targets) -> float, for the step lines.
         """
         for inputs, targets in self.batches(data, evaluate=evaluate):
@@ -528,21 +531,20 @@ class _ServerBatches:
     def __iter__(self):
         while True:
             try:
-                epoch, index, lease, samples
-= self._worker.session.lease_data() except psgd.OutOfRangeError
-    : return self._worker._leased.append((epoch, index, lease)) yield
-      list(samples)
+                epoch, index, lease, samples = \
+                    self._worker.session.lease_data()
+            except psgd.OutOfRangeError:
+                return
+            self._worker._leased.append((epoch, index, lease))
+            yield list(samples)
 
-          def
-          train(module, loss_fn, data, config, task = None, *,
-                cluster_from = None, slurm_port_base = 8888, run_dir = None,
-                evaluate = None, log_every = 50, accuracy = _default_accuracy)
-    : ""
-      "Worker(module, config, task, ...).run(data, loss_fn, ...): trains the
-      module as task `task` of the cluster and returns the
-          worker's summary.""" w =
-    Worker(module, config, task, cluster_from = cluster_from,
-           slurm_port_base = slurm_port_base, run_dir = run_dir,
-           log_every = log_every) return w.run(data, loss_fn,
-                                               evaluate = evaluate,
-                                               accuracy = accuracy)
+
+def train(module, loss_fn, data, config, task=None, *, cluster_from=None,
+          slurm_port_base=8888, run_dir=None, evaluate=None, log_every=50,
+          accuracy=_default_accuracy):
+    """Worker(module, config, task, ...).run(data, loss_fn, ...): trains the
+    module as task `task` of the cluster and returns the worker's summary."""
+    w = Worker(module, config, task, cluster_from=cluster_from,
+               slurm_port_base=slurm_port_base, run_dir=run_dir,
+               log_every=log_every)
+    return w.run(data, loss_fn, evaluate=evaluate, accuracy=accuracy)

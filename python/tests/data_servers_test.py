@@ -1,7 +1,5 @@
-""
-    "The servers hand out the data to psgd.torch workers (data { sharding:
-    SERVERS
-}): two Python workers with DataLoaders over
+"""The servers hand out the data to psgd.torch workers (data { sharding:
+SERVERS }): two Python workers with DataLoaders over
 Worker.batch_sampler(), sync 1 of 2 so that each step's second gradient is
 surplus and its chunk goes back to the queue, train until the servers'
 3 epochs are handed out; ps:0's ledger shows every sample of the three
@@ -70,8 +68,8 @@ class DataServersTest(unittest.TestCase):
             self.assertEqual(c.wait_ps(), [0, 0])
         for s in summaries:
             self.assertEqual(s["end_reason"], "the data ended (epochs done)")
-#Surplus gradients : their chunks were handed out again, so the
-#workers saw more batches than the three epochs hold.
+        # Surplus gradients: their chunks were handed out again, so the
+        # workers saw more samples than the three epochs hold.
         self.assertGreater(sum(map(sum, seen)), EPOCHS * SAMPLES)
         out = subprocess.run(
             [sys.executable, LEDGER_CHECK, "--num_samples", str(SAMPLES),
