@@ -15,6 +15,7 @@
 #include "ps/state/placement.h"
 #include "ps/testing/fault_injection_client.h"
 #include "ps/testing/in_process_client.h"
+#include "worker/session/session_test_cluster.h"
 #include "worker/session/worker_session.h"
 
 namespace psgd {
@@ -24,72 +25,12 @@ using State = StepOverlap::State;
 
 // Two shards, sync N = M = workers; parameters "w" (its own pull group) and
 // "b", then "stat", which StepOverlap treats as a running statistic.
-struct Cluster {
-  explicit Cluster(int workers) {
-    specs = {{"w", {64, 32}, Initializer::Constant(0.5f)},
-             {"b", {8}, Initializer::Constant(0.25f)},
-             {"stat", {2048}, Initializer::Constant(1.0f)}};
-    auto p = ps::PlaceVariables(specs, 2, 1024);
-    REQUIRE(p.ok());
-    std::vector<ps::ParameterShard*> raw;
-    for (int i = 0; i < 2; ++i) {
-      ps::ServerOptions o;
-      o.shard_index = i;
-      o.num_shards = 2;
-      o.replicas_to_aggregate = workers;
-      o.total_num_replicas = workers;
-      auto shard = ps::ParameterShard::Create(o);
-      REQUIRE(shard.ok());
-      raw.push_back(shard->get());
-      shards.push_back(*std::move(shard));
-    }
-    for (int w = 0; w < workers; ++w) {
-      auto c = ps::InProcessPsClient::Create(raw, *p, "psgd", w);
-      REQUIRE(c.ok());
-      clients.push_back(*std::move(c));
-      weights.push_back(Tensors());
-      gradients.push_back(Tensors());
-    }
-  }
-  std::vector<Tensor> Tensors() const {
-    std::vector<Tensor> t;
-    for (const VariableSpec& s : specs) t.emplace_back(s.shape);
-    return t;
-  }
-  std::vector<ps::NamedTensorView> Buffers(int w) {
-    std::vector<ps::NamedTensorView> v;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      v.push_back({specs[i].name, weights[w][i].view()});
-    }
-    return v;
-  }
-  std::vector<ps::NamedConstTensorView> Gradients(int w, float value) {
-    std::vector<ps::NamedConstTensorView> v;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      for (float& x : gradients[w][i].span()) x = value;
-      v.push_back({specs[i].name, gradients[w][i].view()});
-    }
-    return v;
-  }
-  std::vector<ps::NamedConstTensorView> Initial() {
-    initial = Tensors();
-    const float values[] = {0.5f, 0.25f, 1.0f};
-    std::vector<ps::NamedConstTensorView> v;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      for (float& x : initial[i].span()) x = values[i];
-      v.push_back({specs[i].name, initial[i].view()});
-    }
-    return v;
-  }
-  ps::PushCounters Counters(int shard) const {
-    return shards[shard]->Status().counters;
-  }
-
-  std::vector<VariableSpec> specs;
-  std::vector<std::unique_ptr<ps::ParameterShard>> shards;
-  std::vector<std::unique_ptr<ps::PsClient>> clients;
-  std::vector<std::vector<Tensor>> weights, gradients;
-  std::vector<Tensor> initial;
+struct Cluster : SessionTestCluster {
+  explicit Cluster(int workers)
+      : SessionTestCluster({{"w", {64, 32}, Initializer::Constant(0.5f)},
+                            {"b", {8}, Initializer::Constant(0.25f)},
+                            {"stat", {2048}, Initializer::Constant(1.0f)}},
+                           ps::Mode::kSync, workers) {}
 };
 
 SessionOptions Options(int worker) {

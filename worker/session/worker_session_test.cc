@@ -18,73 +18,20 @@
 #include "ps/testing/in_process_client.h"
 #include "worker/session/chief.h"
 #include "worker/session/lease_keeper.h"
+#include "worker/session/session_test_cluster.h"
 
 namespace psgd {
 namespace {
 
 // Two shards, variables "w" (split over both) and "b"; one client per
 // worker, and each worker's weight buffers.
-struct Cluster {
+struct Cluster : SessionTestCluster {
   explicit Cluster(ps::Mode mode, int workers, std::string checkpoint_dir = "",
-                   absl::Duration worker_lease = absl::ZeroDuration()) {
-    specs = {{"w", {64, 8}, Initializer::Constant(0.5f)},
-             {"b", {8}, Initializer::Constant(0.25f)}};
-    auto p = ps::PlaceVariables(specs, 2, 1024);
-    REQUIRE(p.ok());
-    std::vector<ps::ParameterShard*> raw;
-    for (int i = 0; i < 2; ++i) {
-      ps::ServerOptions o;
-      o.shard_index = i;
-      o.num_shards = 2;
-      o.mode = mode;
-      o.replicas_to_aggregate = mode == ps::Mode::kSync ? workers : 1;
-      o.total_num_replicas = workers;
-      o.checkpoint.dir = checkpoint_dir;
-      o.worker_lease = worker_lease;
-      auto shard = ps::ParameterShard::Create(o);
-      REQUIRE(shard.ok());
-      raw.push_back(shard->get());
-      shards.push_back(*std::move(shard));
-    }
-    for (int w = 0; w < workers; ++w) {
-      auto c = ps::InProcessPsClient::Create(raw, *p, "psgd", w);
-      REQUIRE(c.ok());
-      clients.push_back(*std::move(c));
-      weights.push_back(Pair());
-      gradients.push_back(Pair());
-    }
-  }
-
-  static std::vector<Tensor> Pair() {
-    std::vector<Tensor> p;
-    p.emplace_back(Shape{64, 8});
-    p.emplace_back(Shape{8});
-    return p;
-  }
-  std::vector<ps::NamedTensorView> Buffers(int w) {
-    return {{"w", weights[w][0].view()}, {"b", weights[w][1].view()}};
-  }
-  std::vector<ps::NamedConstTensorView> Gradients(int w, float value) {
-    for (Tensor& t : gradients[w]) {
-      for (float& x : t.span()) x = value;
-    }
-    return {{"w", gradients[w][0].view()}, {"b", gradients[w][1].view()}};
-  }
-  std::vector<ps::NamedConstTensorView> Initial() {
-    initial = Pair();
-    for (float& x : initial[0].span()) x = 0.5f;
-    for (float& x : initial[1].span()) x = 0.25f;
-    return {{"w", initial[0].view()}, {"b", initial[1].view()}};
-  }
-  ps::PushCounters Counters(int shard) const {
-    return shards[shard]->Status().counters;
-  }
-
-  std::vector<VariableSpec> specs;
-  std::vector<std::unique_ptr<ps::ParameterShard>> shards;
-  std::vector<std::unique_ptr<ps::PsClient>> clients;
-  std::vector<std::vector<Tensor>> weights, gradients;
-  std::vector<Tensor> initial;
+                   absl::Duration worker_lease = absl::ZeroDuration())
+      : SessionTestCluster({{"w", {64, 8}, Initializer::Constant(0.5f)},
+                            {"b", {8}, Initializer::Constant(0.25f)}},
+                           mode, workers, std::move(checkpoint_dir),
+                           worker_lease) {}
 };
 
 SessionOptions Options(int worker, bool sync) {
