@@ -325,6 +325,19 @@ class PyWorker {
       d["completed_by_leave"] = s.counters.completed_by_leave;
       d["staleness_histogram"] = s.staleness_histogram;
       d["num_parameters"] = s.num_parameters;
+      if (s.data_queue) {
+        py::dict data;
+        data["epoch"] = s.data_epoch;
+        data["chunks_done"] = s.data_chunks_done;
+        data["chunks_per_epoch"] = s.data_chunks_per_epoch;
+        data["chunks_out"] = s.data_chunks_out;
+        data["chunks_queued"] = s.data_chunks_queued;
+        data["leased"] = s.data_leased;
+        data["done"] = s.data_done;
+        data["returned"] = s.data_returned;
+        data["epochs_completed"] = s.data_epochs_completed;
+        d["data"] = data;
+      }
       shards.append(d);
     }
     return shards;

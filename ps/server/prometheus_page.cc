@@ -45,6 +45,25 @@ std::string ShardMetricsText(const ShardStatus& s, int64_t sent_bytes,
   page.Counter("psgd_ps_workers_expired_total",
                "Workers taken out of the live set by their lease.",
                s.workers_expired, shard);
+  if (s.data_queue) {
+    const char* kChunks = "psgd_ps_data_chunks_total";
+    const char* kChunksHelp =
+        "Data chunks the servers handed out (leased), counted done (their "
+        "gradient applied) and put back in the queue (returned).";
+    page.Counter(kChunks, kChunksHelp, s.data_leased, with("what", "leased"));
+    page.Counter(kChunks, kChunksHelp, s.data_done, with("what", "done"));
+    page.Counter(kChunks, kChunksHelp, s.data_returned,
+                 with("what", "returned"));
+    page.Gauge("psgd_ps_data_epoch", "The data queue's current epoch.",
+               s.data_epoch, shard);
+    page.Gauge("psgd_ps_data_epoch_done_fraction",
+               "Chunks of the current epoch done, over the epoch's chunks.",
+               s.data_chunks_per_epoch > 0
+                   ? static_cast<double>(s.data_chunks_done) /
+                         static_cast<double>(s.data_chunks_per_epoch)
+                   : 0.0,
+               shard);
+  }
   page.Counter("psgd_ps_sent_bytes_total",
                "Payload bytes the server sent (pulled weights, replies).",
                sent_bytes, shard);

@@ -59,6 +59,30 @@ TEST_CASE("a shard's page: the async staleness controls") {
                "\"false\"} 2\n") != std::string::npos);
 }
 
+TEST_CASE("a shard's page: the data queue, only where there is one") {
+  ShardStatus s;
+  CHECK(ShardMetricsText(s, 0, 0).find("psgd_ps_data") == std::string::npos);
+  s.data_queue = true;
+  s.data_epoch = 2;
+  s.data_chunks_done = 5;
+  s.data_chunks_per_epoch = 20;
+  s.data_leased = 50;
+  s.data_done = 45;
+  s.data_returned = 3;
+  const std::string t = ShardMetricsText(s, 0, 0);
+  INFO(t);
+  CHECK(t.find("psgd_ps_data_chunks_total{shard=\"0\",what=\"leased\"} 50\n") !=
+        std::string::npos);
+  CHECK(t.find("psgd_ps_data_chunks_total{shard=\"0\",what=\"done\"} 45\n") !=
+        std::string::npos);
+  CHECK(
+      t.find("psgd_ps_data_chunks_total{shard=\"0\",what=\"returned\"} 3\n") !=
+      std::string::npos);
+  CHECK(t.find("psgd_ps_data_epoch{shard=\"0\"} 2\n") != std::string::npos);
+  CHECK(t.find("psgd_ps_data_epoch_done_fraction{shard=\"0\"} 0.25\n") !=
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace psgd

@@ -652,6 +652,20 @@ ShardStatus ParameterShard::Status() const {
     s.last_checkpoint_error = c.last_error;
   }
   s.memory = MemoryLocked();
+  if (data_.has_value()) {
+    const DataQueuePosition p = data_->Position();
+    const DataQueueCounters& c = data_->counters();
+    s.data_queue = true;
+    s.data_epoch = p.epoch;
+    s.data_chunks_done = p.chunks_done;
+    s.data_chunks_per_epoch = p.chunks_in_epoch;
+    s.data_chunks_out = p.chunks_out;
+    s.data_chunks_queued = p.chunks_queued;
+    s.data_leased = c.leased;
+    s.data_done = c.done;
+    s.data_returned = c.returned;
+    s.data_epochs_completed = c.epochs_completed;
+  }
   return s;
 }
 

@@ -190,6 +190,19 @@ struct ShardStatus {
   bool shutting_down = false;
   // Workers taken out of the live set by ExpireWorkers (lease ran out).
   int64_t workers_expired = 0;
+  // The data queue (shard 0 when the servers hand out the data;
+  // ps/state/data_queue.h): whether it has one, where it is, and the chunks
+  // leased, done and back in the queue so far (restored with checkpoints).
+  bool data_queue = false;
+  int64_t data_epoch = 0;
+  int64_t data_chunks_done = 0;  // of the current epoch
+  int64_t data_chunks_per_epoch = 0;
+  int64_t data_chunks_out = 0;
+  int64_t data_chunks_queued = 0;
+  int64_t data_leased = 0;
+  int64_t data_done = 0;
+  int64_t data_returned = 0;
+  int64_t data_epochs_completed = 0;
   // Workers that left with a failure (they cannot take part), by worker id
   // ascending, with the reason each gave last.
   std::vector<std::pair<int, std::string>> failed_workers;

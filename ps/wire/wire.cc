@@ -165,6 +165,18 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_shutting_down(s.shutting_down);
   out->set_run_dir(s.run_dir);
   out->set_workers_expired(s.workers_expired);
+  if (s.data_queue) {
+    wire::DataQueueStatus* d = out->mutable_data();
+    d->set_epoch(s.data_epoch);
+    d->set_chunks_done(s.data_chunks_done);
+    d->set_chunks_per_epoch(s.data_chunks_per_epoch);
+    d->set_chunks_out(s.data_chunks_out);
+    d->set_chunks_queued(s.data_chunks_queued);
+    d->set_leased(s.data_leased);
+    d->set_done(s.data_done);
+    d->set_returned(s.data_returned);
+    d->set_epochs_completed(s.data_epochs_completed);
+  }
   for (const VariableSpec& spec : s.variables) {
     wire::VariableShape* v = out->add_variables();
     v->set_name(spec.name);
@@ -221,6 +233,19 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.shutting_down = r.shutting_down();
   s.run_dir = r.run_dir();
   s.workers_expired = r.workers_expired();
+  if (r.has_data()) {
+    const wire::DataQueueStatus& d = r.data();
+    s.data_queue = true;
+    s.data_epoch = d.epoch();
+    s.data_chunks_done = d.chunks_done();
+    s.data_chunks_per_epoch = d.chunks_per_epoch();
+    s.data_chunks_out = d.chunks_out();
+    s.data_chunks_queued = d.chunks_queued();
+    s.data_leased = d.leased();
+    s.data_done = d.done();
+    s.data_returned = d.returned();
+    s.data_epochs_completed = d.epochs_completed();
+  }
   for (const wire::VariableShape& v : r.variables()) {
     VariableSpec spec;
     spec.name = v.name();

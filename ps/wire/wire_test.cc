@@ -94,6 +94,34 @@ TEST_CASE("checkpoint and rollback fields of a status round-trip") {
   CHECK(t.last_checkpoint_label == 40);
   CHECK(t.last_checkpoint_error == "disk full");
   CHECK(t.rollbacks == s.rollbacks);
+  CHECK_FALSE(t.data_queue);
+}
+
+TEST_CASE("the data queue's fields of a status round-trip") {
+  ShardStatus s;
+  s.data_queue = true;
+  s.data_epoch = 3;
+  s.data_chunks_done = 4;
+  s.data_chunks_per_epoch = 30;
+  s.data_chunks_out = 2;
+  s.data_chunks_queued = 1;
+  s.data_leased = 99;
+  s.data_done = 94;
+  s.data_returned = 3;
+  s.data_epochs_completed = 3;
+  wire::StatusResponse sp;
+  ShardStatusToProto(s, &sp);
+  ShardStatus t = ShardStatusFromProto(sp);
+  CHECK(t.data_queue);
+  CHECK(t.data_epoch == 3);
+  CHECK(t.data_chunks_done == 4);
+  CHECK(t.data_chunks_per_epoch == 30);
+  CHECK(t.data_chunks_out == 2);
+  CHECK(t.data_chunks_queued == 1);
+  CHECK(t.data_leased == 99);
+  CHECK(t.data_done == 94);
+  CHECK(t.data_returned == 3);
+  CHECK(t.data_epochs_completed == 3);
 }
 
 }  // namespace
