@@ -282,6 +282,12 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
         absl::StrCat(t.min_workers(), " is not in 1..", t.total_num_replicas(),
                      " (total_num_replicas)"));
   }
+  if (t.replicas_rule() == config::TrainingConfig::LIVE_MINUS_BACKUPS &&
+      (t.mode() != config::TrainingConfig::SYNC || t.has_adaptive_backups())) {
+    return at.Error(t, "replicas_rule", "training.replicas_rule",
+                    "LIVE_MINUS_BACKUPS is for sync mode without "
+                    "adaptive_backups (which choose N themselves)");
+  }
   if (t.has_adaptive_backups()) {
     config::AdaptiveBackupsConfig& a = *t.mutable_adaptive_backups();
     const Locator in = at.Nested(t, "adaptive_backups");

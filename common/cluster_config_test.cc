@@ -229,6 +229,10 @@ TEST_CASE("each validation error names file, line and field") {
                "source: SYNTHETIC "
                "synthetic_train_size: 0"),
        "c.pbtxt:15: data.synthetic_train_size: 0 is less than 1"},
+      {Replace(good, "mode: SYNC",
+               "mode: ASYNC replicas_rule: LIVE_MINUS_BACKUPS"),
+       "c.pbtxt:9: training.replicas_rule: LIVE_MINUS_BACKUPS is for sync mode "
+       "without adaptive_backups (which choose N themselves)"},
       {Replace(good, "source: SYNTHETIC", "source: SYNTHETIC num_samples: 10"),
        "c.pbtxt:15: data.num_samples: is for sharding: SERVERS (the servers "
        "hand out the data)"},

@@ -36,6 +36,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     o.adaptive.warmup = a.warmup_steps();
   }
   // Unset in the config: no bound (the server says -1); 0 is a bound.
+  o.n_follows_live =
+      sync && t.replicas_rule() == config::TrainingConfig::LIVE_MINUS_BACKUPS;
   o.staleness_bound = t.has_staleness_bound() ? t.staleness_bound() : -1;
   o.max_push_staleness =
       t.has_max_push_staleness() ? t.max_push_staleness() : -1;

@@ -372,7 +372,7 @@ absl::Status ParameterShard::DecideLocked(
   membership_.RecordPush(worker_id, step);
   membership_.Touch(worker_id, absl::Now());
   reply->staleness = step_ - step;
-  reply->replicas_to_aggregate = aggregator_->replicas_to_aggregate();
+  reply->replicas_to_aggregate = StepNLocked();
   if (adaptive_ != nullptr) adaptive_->Arrived(step, AdaptiveNowLocked());
   switch (SyncAggregator::Classify(step_, step)) {
     case SyncAggregator::Verdict::kStale:
@@ -485,6 +485,17 @@ void ParameterShard::MakeAggregatorLocked() {
   aggregator_ = std::make_unique<SyncAggregator>(
       store_->layout().sizes,
       adaptive_ != nullptr ? adaptive_->n() : options_.replicas_to_aggregate);
+  if (options_.n_follows_live) {
+    aggregator_->set_backups(options_.total_num_replicas -
+                             options_.replicas_to_aggregate);
+  }
+}
+
+int ParameterShard::StepNLocked() const {
+  if (aggregator_ == nullptr) return options_.replicas_to_aggregate;
+  // N follows the live workers, or is the configured (or adaptive) one.
+  return options_.n_follows_live ? aggregator_->Required(membership_.num_live())
+                                 : aggregator_->replicas_to_aggregate();
 }
 
 absl::Time ParameterShard::AdaptiveNowLocked() const {
@@ -626,9 +637,7 @@ ShardStatus ParameterShard::Status() const {
   s.workers_expired = workers_expired_;
   s.failed_workers.assign(failed_workers_.begin(), failed_workers_.end());
   // The current step's N (adaptive backup workers change it).
-  s.replicas_to_aggregate = aggregator_ != nullptr
-                                ? aggregator_->replicas_to_aggregate()
-                                : options_.replicas_to_aggregate;
+  s.replicas_to_aggregate = StepNLocked();
   s.total_num_replicas = options_.total_num_replicas;
   s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;
   s.pending_gradients = aggregator_ == nullptr ? 0 : aggregator_->count();

@@ -357,6 +357,8 @@ class ParameterShard {
                    Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The aggregator (and the adaptive N) for a fresh or restored store.
   void MakeAggregatorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current step's N (ShardStatus, PushReply).
+  int StepNLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time AdaptiveNowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // step_ starts now: step_started_, and the adaptive N's publish time.
   void StartStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

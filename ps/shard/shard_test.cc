@@ -262,6 +262,39 @@ TEST_CASE("sync: a step never waits for a worker that left") {
   CHECK(Push(*shard, 0, 3, Gradient(0, 3))->outcome == PushOutcome::kApplied);
 }
 
+TEST_CASE("sync: with N following the live workers the backups stay backups") {
+  ServerOptions o = SyncOptions(2, 3);  // N = 2 of 3: one backup worker
+  o.n_follows_live = true;
+  auto shard = MakeShard(o);
+  CHECK(shard->Status().replicas_to_aggregate == 2);
+  REQUIRE(Push(*shard, 0, 0, Gradient(0, 0))->outcome ==
+          PushOutcome::kAggregated);
+  auto second = Push(*shard, 1, 0, Gradient(1, 0));
+  CHECK(second->outcome == PushOutcome::kApplied);
+  CHECK(second->replicas_to_aggregate == 2);
+  CHECK(Push(*shard, 2, 0, Gradient(2, 0))->outcome ==
+        PushOutcome::kDroppedSurplus);
+  // Worker 2 leaves: N = 2 - 1 = 1, where a fixed N would stay 2.
+  REQUIRE(shard->Leave(2).ok());
+  CHECK(shard->Status().replicas_to_aggregate == 1);
+  auto alone = Push(*shard, 0, 1, Gradient(0, 1));
+  CHECK(alone->outcome == PushOutcome::kApplied);
+  CHECK(alone->replicas_to_aggregate == 1);
+  CHECK(Push(*shard, 1, 1, Gradient(1, 1))->outcome ==
+        PushOutcome::kDroppedSurplus);
+  // It comes back: N = 2 again.
+  REQUIRE(shard->Join(2).ok());
+  CHECK(shard->Status().replicas_to_aggregate == 2);
+  CHECK(Push(*shard, 2, 2, Gradient(2, 2))->outcome ==
+        PushOutcome::kAggregated);
+
+  ServerOptions bad = SyncOptions(2, 3);
+  bad.n_follows_live = true;
+  bad.adaptive_backups = true;
+  bad.adaptive = {1, 3, 20, 5};
+  CHECK(absl::IsInvalidArgument(ParameterShard::Create(bad).status()));
+}
+
 TEST_CASE("sync: a silent worker's lease runs out; a waiting one's does not") {
   ServerOptions options = SyncOptions(3, 3);
   options.worker_lease = absl::Seconds(30);

@@ -106,6 +106,11 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& opt,
 }
 
 absl::Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.n_follows_live && (o.mode != Mode::kSync || o.adaptive_backups)) {
+    return absl::InvalidArgumentError(
+        "server option n_follows_live: sync mode only, and not with adaptive "
+        "backup workers");
+  }
   if (o.data_queue_on) {
     if (absl::Status s = ValidateDataQueueOptions(o.data_queue); !s.ok()) {
       return s;

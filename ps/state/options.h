@@ -114,6 +114,10 @@ struct ServerOptions {
   // Sync: N chosen each step from the arrivals (ps/state/adaptive_backups.h)
   // in [adaptive.n_min, adaptive.n_max]; replicas_to_aggregate unused.
   bool adaptive_backups = false;
+  // Sync: N = live workers - (total_num_replicas - replicas_to_aggregate),
+  // at least 1, instead of replicas_to_aggregate (the config's
+  // replicas_rule LIVE_MINUS_BACKUPS). Not with adaptive_backups.
+  bool n_follows_live = false;
   AdaptiveBackupOptions adaptive;
   // The clock adaptive backup workers time the arrivals with; null:
   // absl::Now. For tests, which set the times.

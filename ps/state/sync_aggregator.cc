@@ -58,6 +58,7 @@ int64_t SyncAggregator::bytes() const {
 }
 
 int SyncAggregator::Required(int num_live) const {
+  if (backups_ >= 0) return std::max(1, num_live - backups_);
   return std::max(1, std::min(replicas_to_aggregate_, num_live));
 }
 

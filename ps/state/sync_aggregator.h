@@ -50,6 +50,9 @@ class SyncAggregator {
   // N from the next step on (adaptive backup workers); >= 1.
   void set_replicas_to_aggregate(int n) { replicas_to_aggregate_ = n; }
   int Required(int num_live) const;
+  // N follows the live workers: Required(live) = max(1, live - backups)
+  // (the config's replicas_rule LIVE_MINUS_BACKUPS; docs/PS.md).
+  void set_backups(int backups) { backups_ = backups; }
   bool IsComplete(int num_live) const {
     return count_ > 0 && count_ >= Required(num_live);
   }
@@ -73,6 +76,7 @@ class SyncAggregator {
  private:
   const std::vector<int64_t> sizes_;
   int replicas_to_aggregate_;
+  int backups_ = -1;  // -1: N fixed
   std::vector<AlignedBuffer> sum_;
   std::vector<bool> has_;  // by variable: some push of the step had it
   int count_ = 0;

@@ -35,6 +35,17 @@ TEST_CASE("a step needs min(N, live) gradients, at least one") {
   CHECK(a.IsComplete(4));
 }
 
+TEST_CASE("with N following the live workers: live minus the backups") {
+  SyncAggregator a({2}, 3);
+  a.set_backups(1);  // M = 4, N = 3
+  CHECK(a.Required(4) == 3);
+  CHECK(a.Required(3) == 2);
+  CHECK(a.Required(2) == 1);
+  CHECK(a.Required(1) == 1);
+  CHECK(a.Required(6) == 5);  // more live than the config listed
+  CHECK(a.replicas_to_aggregate() == 3);
+}
+
 TEST_CASE("the mean of the gathered gradients, then a fresh step") {
   SyncAggregator a({2, 1}, 3);
   const std::vector<float> g1 = {1.0f, 2.0f}, h1 = {3.0f};
