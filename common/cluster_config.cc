@@ -431,6 +431,21 @@ absl::Status ValidateData(const ClusterConfig& c, const Locator& root) {
                     absl::StrCat(d.synthetic_test_size(), " is less than 1"));
   }
   const bool servers = d.sharding() == config::DataConfig::SERVERS;
+  if (c.has_max_workers() && c.max_workers() < c.worker_size()) {
+    return root.Error(c, "max_workers", "max_workers",
+                      absl::StrCat(c.max_workers(), " is below the ",
+                                   c.worker_size(), " listed worker tasks"));
+  }
+  if (c.has_max_workers() && c.max_workers() > 4096) {
+    return root.Error(c, "max_workers", "max_workers",
+                      absl::StrCat(c.max_workers(), " is more than 4096"));
+  }
+  if (c.max_workers() > c.worker_size() &&
+      d.sharding() == config::DataConfig::SHARD) {
+    return at.Error(d, "sharding", "data.sharding",
+                    "SHARD splits the data among the listed workers: elastic "
+                    "workers (max_workers) need SERVERS or OWN_ORDER");
+  }
   if (d.has_num_samples() && !servers) {
     return at.Error(d, "num_samples", "data.num_samples",
                     "is for sharding: SERVERS (the servers hand out the data)");
@@ -762,7 +777,7 @@ absl::StatusOr<TaskId> ParseTaskId(absl::string_view text,
   }
   id.kind = parts[0] == "ps" ? TaskId::Kind::kPs : TaskId::Kind::kWorker;
   int count =
-      id.kind == TaskId::Kind::kPs ? config.ps_size() : config.worker_size();
+      id.kind == TaskId::Kind::kPs ? config.ps_size() : MaxWorkers(config);
   if (id.index < 0 || id.index >= count) {
     return absl::InvalidArgumentError(absl::StrCat(
         "task '", text, "' is not in cluster '", config.name(), "', which has ",
@@ -813,6 +828,14 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   }
   RETURN_IF_ERROR(ValidateSecurity(config, at));
   return config;
+}
+
+int MaxWorkers(const ClusterConfig& config) {
+  return config.has_max_workers() ? config.max_workers() : config.worker_size();
+}
+
+const config::WorkerTask& WorkerTaskOf(const ClusterConfig& config, int index) {
+  return config.worker(std::min(index, config.worker_size() - 1));
 }
 
 int64_t TrainingSamples(const ClusterConfig& config) {

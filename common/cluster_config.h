@@ -64,6 +64,13 @@ std::string ListenAddress(const config::PsTask& task);
 // else the cluster's; empty without a checkpoint block.
 std::string CheckpointDir(const ClusterConfig& config, int ps_index);
 
+// The worker tasks a config allows: max_workers when set (elastic
+// membership), else the listed workers.
+int MaxWorkers(const ClusterConfig& config);
+// Worker `index`'s task: its own, or for an elastic worker beyond the list
+// the last listed one's (index < MaxWorkers(config)).
+const config::WorkerTask& WorkerTaskOf(const ClusterConfig& config, int index);
+
 // The training set's size: data.num_samples, else the source's (50000 for
 // CIFAR10, synthetic_train_size for SYNTHETIC).
 int64_t TrainingSamples(const ClusterConfig& config);

@@ -270,6 +270,11 @@ TEST_CASE("each validation error names file, line and field") {
        "time)"},
       {good + "checkpoint { dir: \"c\" keep: 0 }\n",
        "c.pbtxt:16: checkpoint.keep: 0 is not in 1..1000"},
+      {good + "max_workers: 2\n",
+       "c.pbtxt:16: max_workers: 2 is below the 3 listed worker tasks"},
+      {good + "max_workers: 5\n",
+       "c.pbtxt:15: data.sharding: SHARD splits the data among the listed "
+       "workers: elastic workers (max_workers) need SERVERS or OWN_ORDER"},
       {good + "ps_unavailable_timeout_seconds: -1\n",
        "c.pbtxt:16: ps_unavailable_timeout_seconds: -1 is not in [0, 86400]"},
   };
@@ -302,6 +307,24 @@ TEST_CASE("task ids are checked against the config") {
         "task 'chief:0' is not ps:I or worker:J");
   CHECK(!ParseTaskId("ps:-1", *c).ok());
   CHECK(!ParseTaskId("ps", *c).ok());
+
+  // Elastic: worker tasks up to max_workers, with the last listed one's
+  // settings.
+  absl::StatusOr<ClusterConfig> e =
+      ParseClusterConfig(Replace(kGood, "source: SYNTHETIC",
+                                 "source: SYNTHETIC sharding: SERVERS") +
+                             "max_workers: 5\n",
+                         "c.pbtxt");
+  INFO(e.status().ToString());
+  REQUIRE(e.ok());
+  CHECK(MaxWorkers(*e) == 5);
+  CHECK(MaxWorkers(*c) == 3);
+  CHECK(ParseTaskId("worker:4", *e).ok());
+  CHECK(ParseTaskId("worker:5", *e).status().message() ==
+        "task 'worker:5' is not in cluster 'test', which has 5 worker tasks "
+        "(worker:0..worker:4)");
+  CHECK(&WorkerTaskOf(*e, 4) == &e->worker(2));
+  CHECK(&WorkerTaskOf(*e, 1) == &e->worker(1));
 }
 
 std::string TempFile(const std::string& name, const std::string& contents) {

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
                 << "' is not a worker task of the config\n";
       return 2;
     }
-    std::cout << config->worker(id->index).program() << "\n";
+    std::cout << psgd::WorkerTaskOf(*config, id->index).program() << "\n";
     return 0;
   }
   const bool addresses = absl::GetFlag(FLAGS_addresses);

@@ -13,6 +13,12 @@
 #                restores its checkpoint (weights and data position, the
 #                ledger cut back to it) and the workers roll back to it.
 #   kill_all:    every process SIGKILLed at once and all started again.
+#   elastic:     max_workers 5 and N following the live workers (N = live
+#                minus 1 backup), 150 steps of at least 40 ms (emulated
+#                delay): worker:3 and worker:4, beyond the 3 listed, join
+#                mid-run with no process restarted, each contributes
+#                gradients, then worker:4 is SIGKILLed (its lease runs out)
+#                and the run ends.
 source "$(dirname "$0")/cluster_test_lib.sh"
 LEDGER_CHECK=$RUNFILES/scripts/ledger_check.py
 
@@ -20,12 +26,17 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-STEPS=50
+# Steps of a case: the elastic one runs long enough for workers to join.
+steps_of() { if [ "$1" = elastic ]; then echo 150; else echo 50; fi; }
 
 write_data_config() {
-  local file=$1 name=$2 ckpt=$3
+  local file=$1 name=$2 ckpt=$3 elastic=()
+  if [ "$name" = elastic ]; then
+    elastic=(extra="max_workers: 5" training="replicas_rule: LIVE_MINUS_BACKUPS"
+             extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.04 } }")
+  fi
   write_cluster_config "$file" "$name" mode=SYNC ps=2 workers=3 n=2 batch=16 \
-    steps=$STEPS model=cifar10_linear \
+    steps="$(steps_of "$name")" model=cifar10_linear ${elastic[@]+"${elastic[@]}"} \
     data="source: SYNTHETIC synthetic_train_size: 480 synthetic_test_size: 100 sharding: SERVERS ledger: true" \
     extra="worker_lease_seconds: 3" \
     extra="ps_unavailable_timeout_seconds: 120" \
@@ -41,7 +52,7 @@ check_ledger() {
 
 finish() {
   local name=$1 run=$2 j i step
-  for j in 0 1 2; do
+  for j in 0 1 2 3 4; do
     [ -n "${ws[j]:-}" ] || continue
     wait_exit "${ws[j]}" 300 || { cat "$run"/w*.log; fail "$name: worker:$j exited $?"; }
   done
@@ -49,7 +60,7 @@ finish() {
     wait_exit "${ps[i]}" 120 || { cat "$run"/ps*.log; fail "$name: ps:$i exited $?"; }
   done
   step=$(json_field "$run/summary.json" final_global_step)
-  [ "$step" -ge "$STEPS" ] || fail "$name: final step $step < $STEPS"
+  [ "$step" -ge "$(steps_of "$name")" ] || fail "$name: final step $step < $(steps_of "$name")"
 }
 
 run_case() {
@@ -62,6 +73,7 @@ run_case() {
   start_cluster "$cfg" "$run" 2 3
   ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
   case "$name" in
+    backup) ;;
     kill_worker)
       await_steps "$run/worker-2.jsonl" 5 300 "${ws[2]}"
       kill -9 "${ws[2]}"; wait "${ws[2]}" 2>/dev/null || true
@@ -82,6 +94,24 @@ run_case() {
       start_cluster "$cfg" "$run" 2 3
       ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
       ;;
+    elastic)
+      await_global_step "$run/worker-0.jsonl" 8 300 "${ws[0]}"
+      for j in 3 4; do
+        start_task "$cfg" "worker:$j" "$run" "$run/w$j.log"
+        ws[j]=$!; pids+=($!)
+      done
+      for j in 3 4; do
+        await_steps "$run/worker-$j.jsonl" 3 300 "${ws[j]}"
+      done
+      # Each joined worker's gradients were taken (applied or aggregated).
+      for j in 3 4; do
+        grep -q '"outcome":"\(applied\|aggregated\)"' "$run/worker-$j.jsonl" ||
+          fail "$name: worker:$j joined but contributed no gradient"
+      done
+      kill -9 "${ws[4]}"; wait "${ws[4]}" 2>/dev/null || true
+      ws[4]=""
+      echo "$name: worker:3 and worker:4 joined beyond the listed 3; worker:4 killed at step $(last_step "$run/worker-0.jsonl")"
+      ;;
   esac
   finish "$name" "$run"
   case "$name" in
@@ -92,7 +122,7 @@ run_case() {
   check_ledger "$name" "$ckpt/ledger.jsonl"
 }
 
-for c in ${DATA_CASES:-backup kill_worker kill_ps0 kill_all}; do
+for c in ${DATA_CASES:-backup kill_worker kill_ps0 kill_all elastic}; do
   run_case "$c"
 done
 echo "data_exactly_once_test: every case 0 missing, 0 repeated"

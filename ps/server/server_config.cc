@@ -26,6 +26,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   // Async applies every gradient on arrival: no aggregation.
   o.replicas_to_aggregate = sync ? t.replicas_to_aggregate() : 1;
   o.total_num_replicas = t.total_num_replicas();
+  o.max_workers = config.has_max_workers() ? config.max_workers() : 0;
   if (sync && t.has_adaptive_backups()) {
     const config::AdaptiveBackupsConfig& a = t.adaptive_backups();
     o.adaptive_backups = true;

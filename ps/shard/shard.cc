@@ -1,5 +1,6 @@
 #include "ps/shard/shard.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,12 @@
 namespace psgd {
 namespace ps {
 namespace {
+
+// The worker ids a shard takes: the listed workers, or up to max_workers
+// (elastic membership).
+int WorkerCapacity(const ServerOptions& o) {
+  return std::max(o.total_num_replicas, o.max_workers);
+}
 
 // Room for the names, shapes and framing next to the weights in one message.
 constexpr int64_t kMessageOverheadBytes = int64_t{64} << 10;
@@ -30,10 +37,9 @@ ParameterShard::ParameterShard(const ServerOptions& options)
     : options_(options),
       name_(absl::StrCat("shard ", options.shard_index)),
       async_(options.max_push_staleness, options.scale_lr_by_staleness),
-      ssp_(options.staleness_bound, options.total_num_replicas),
-      dc_(static_cast<float>(options.dc_asgd_lambda),
-          options.total_num_replicas),
-      membership_(options.total_num_replicas) {}
+      ssp_(options.staleness_bound, WorkerCapacity(options)),
+      dc_(static_cast<float>(options.dc_asgd_lambda), WorkerCapacity(options)),
+      membership_(WorkerCapacity(options)) {}
 
 ParameterShard::~ParameterShard() {
   Shutdown("the shard object is destroyed");

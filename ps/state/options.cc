@@ -106,6 +106,11 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& opt,
 }
 
 absl::Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.max_workers != 0 && o.max_workers < o.total_num_replicas) {
+    return Bad("max_workers", absl::StrCat(o.max_workers),
+               absl::StrCat("is below total_num_replicas (",
+                            o.total_num_replicas, ")"));
+  }
   if (o.n_follows_live && (o.mode != Mode::kSync || o.adaptive_backups)) {
     return absl::InvalidArgumentError(
         "server option n_follows_live: sync mode only, and not with adaptive "

@@ -118,6 +118,9 @@ struct ServerOptions {
   // at least 1, instead of replicas_to_aggregate (the config's
   // replicas_rule LIVE_MINUS_BACKUPS). Not with adaptive_backups.
   bool n_follows_live = false;
+  // Elastic membership: worker ids up to max_workers - 1 may join (the
+  // config's max_workers); 0: total_num_replicas.
+  int max_workers = 0;
   AdaptiveBackupOptions adaptive;
   // The clock adaptive backup workers time the arrivals with; null:
   // absl::Now. For tests, which set the times.

@@ -14,7 +14,7 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
     const ClusterConfig& config, int index) {
   ASSIGN_OR_RETURN(SessionTaskConfig session,
                    SessionTaskFromConfig(config, index));
-  const config::WorkerTask& task = config.worker(index);
+  const config::WorkerTask& task = WorkerTaskOf(config, index);
   const config::TrainingConfig& training = config.training();
   const config::DataConfig& data = config.data();
   WorkerTaskConfig w;
@@ -48,7 +48,7 @@ absl::StatusOr<WorkerTaskConfig> WorkerTaskFromConfig(
   w.batches.epochs = training.has_epochs() ? training.epochs() : 0;
   w.batches.seed = training.seed();
   w.batches.worker_index = index;
-  w.batches.num_workers = config.worker_size();
+  w.batches.num_workers = MaxWorkers(config);
   switch (data.sharding()) {
     case config::DataConfig::SHARD:
       w.batches.partition = BatcherOptions::Partition::kShard;

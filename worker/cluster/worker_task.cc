@@ -32,7 +32,7 @@ namespace {
 // before it connects or trains. Null when the config asks for none.
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartPrometheus(
     const ClusterConfig& config, const TaskId& task, WorkerMetrics* metrics) {
-  const config::WorkerTask& wt = config.worker(task.index);
+  const config::WorkerTask& wt = WorkerTaskOf(config, task.index);
   if (wt.metrics_port() <= 0) return nullptr;
   std::string host;
   int port = 0;

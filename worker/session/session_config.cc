@@ -7,10 +7,10 @@ namespace psgd {
 
 absl::StatusOr<SessionTaskConfig> SessionTaskFromConfig(
     const ClusterConfig& config, int index) {
-  if (index < 0 || index >= config.worker_size()) {
+  if (index < 0 || index >= MaxWorkers(config)) {
     return absl::InvalidArgumentError(
         absl::StrCat("worker:", index, " is not in cluster '", config.name(),
-                     "' (", config.worker_size(), " workers)"));
+                     "' (", MaxWorkers(config), " workers)"));
   }
   const config::TrainingConfig& training = config.training();
   SessionTaskConfig s;
