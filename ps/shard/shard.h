@@ -389,6 +389,10 @@ class ParameterShard {
   // step is a multiple of every_steps or reaches a requested label.
   void MaybeSaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // LeaseData under the mutex.
+  absl::StatusOr<DataChunk> LeaseDataLocked(int worker_id, int64_t generation,
+                                            const DataChunkRef* give_back)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The data queue (shard_data.cc). Made by Create; the ledger opened.
   absl::Status OpenDataQueue();
   // Whether `worker_id` holds `chunk` (always true for null: no chunk).

@@ -45,54 +45,60 @@ absl::Status ParameterShard::OpenDataQueue() {
 
 absl::StatusOr<DataChunk> ParameterShard::LeaseData(
     int worker_id, int64_t generation, const DataChunkRef* give_back) {
-  MutexLock lock(&mu_);
-  absl::StatusOr<DataChunk> chunk = [&]() -> absl::StatusOr<DataChunk> {
-    RETURN_IF_ERROR(CheckOpenLocked());
-    RETURN_IF_ERROR(CheckGenerationLocked(generation));
-    if (!data_.has_value()) {
-      return absl::FailedPreconditionError(
-          "this shard hands out no data (the servers hand it out from shard "
-          "0 with data { sharding: SERVERS } in the config)");
-    }
-    RETURN_IF_ERROR(membership_.CheckWorkerId(worker_id));
-    if (!membership_.IsLive(worker_id)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker ", worker_id, " is not a live member (join first)"));
-    }
-    std::deque<DataChunkRef>& out = data_out_[worker_id];
-    if (give_back != nullptr) {
-      for (const auto& [w, kept] : data_kept_) {
-        if (w == worker_id && SameChunk(kept, *give_back)) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("chunk ", give_back->epoch, "/", give_back->index,
-                           ": its gradient is in step ", step_,
-                           "'s aggregate; it cannot be given back"));
-        }
-      }
-      RETURN_IF_ERROR(data_->Return(worker_id, give_back->epoch,
-                                    give_back->index, give_back->lease));
-      for (auto it = out.begin(); it != out.end(); ++it) {
-        if (SameChunk(*it, *give_back)) {
-          out.erase(it);
-          break;
-        }
-      }
-    }
-    if (options_.data_epochs > 0 &&
-        data_->NextLeaseEpoch() >= options_.data_epochs) {
-      return absl::OutOfRangeError(absl::StrCat("the data ended: its ",
-                                                options_.data_epochs,
-                                                " epoch(s) are handed out"));
-    }
-    ASSIGN_OR_RETURN(DataChunk c, data_->Lease(worker_id));
-    out.push_back({c.epoch, c.index, c.lease});
-    return c;
-  }();
+  absl::StatusOr<DataChunk> chunk;
+  {
+    MutexLock lock(&mu_);
+    chunk = LeaseDataLocked(worker_id, generation, give_back);
+  }
   if (!chunk.ok()) {
     return Annotate(chunk.status(),
                     absl::StrCat(name_, ": data for worker ", worker_id, ": "));
   }
   return chunk;
+}
+
+absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
+    int worker_id, int64_t generation, const DataChunkRef* give_back) {
+  RETURN_IF_ERROR(CheckOpenLocked());
+  RETURN_IF_ERROR(CheckGenerationLocked(generation));
+  if (!data_.has_value()) {
+    return absl::FailedPreconditionError(
+        "this shard hands out no data (the servers hand it out from shard "
+        "0 with data { sharding: SERVERS } in the config)");
+  }
+  RETURN_IF_ERROR(membership_.CheckWorkerId(worker_id));
+  if (!membership_.IsLive(worker_id)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", worker_id, " is not a live member (join first)"));
+  }
+  std::deque<DataChunkRef>& out = data_out_[worker_id];
+  if (give_back != nullptr) {
+    for (const auto& [w, kept] : data_kept_) {
+      if (w == worker_id && SameChunk(kept, *give_back)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("chunk ", give_back->epoch, "/", give_back->index,
+                         ": its gradient is in step ", step_,
+                         "'s aggregate; it cannot be given back"));
+      }
+    }
+    RETURN_IF_ERROR(data_->Return(worker_id, give_back->epoch, give_back->index,
+                                  give_back->lease));
+    for (auto it = out.begin(); it != out.end(); ++it) {
+      if (SameChunk(*it, *give_back)) {
+        out.erase(it);
+        break;
+      }
+    }
+  }
+  if (options_.data_epochs > 0 &&
+      data_->NextLeaseEpoch() >= options_.data_epochs) {
+    return absl::OutOfRangeError(absl::StrCat("the data ended: its ",
+                                              options_.data_epochs,
+                                              " epoch(s) are handed out"));
+  }
+  ASSIGN_OR_RETURN(DataChunk c, data_->Lease(worker_id));
+  out.push_back({c.epoch, c.index, c.lease});
+  return c;
 }
 
 std::optional<DataQueuePosition> ParameterShard::DataPosition() const {
