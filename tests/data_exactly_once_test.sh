@@ -14,11 +14,12 @@
 #                ledger cut back to it) and the workers roll back to it.
 #   kill_all:    every process SIGKILLed at once and all started again.
 #   elastic:     max_workers 5 and N following the live workers (N = live
-#                minus 1 backup), 150 steps of at least 40 ms (emulated
+#                minus 1 backup), 400 steps of at least 40 ms (emulated
 #                delay): worker:3 and worker:4, beyond the 3 listed, join
 #                mid-run with no process restarted, each contributes
 #                gradients, then worker:4 is SIGKILLed (its lease runs out)
-#                and the run ends.
+#                and worker:3 gets SIGTERM (it leaves at a step boundary
+#                and exits 0), and the run ends.
 source "$(dirname "$0")/cluster_test_lib.sh"
 LEDGER_CHECK=$RUNFILES/scripts/ledger_check.py
 
@@ -27,7 +28,7 @@ cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
 # Steps of a case: the elastic one runs long enough for workers to join.
-steps_of() { if [ "$1" = elastic ]; then echo 150; else echo 50; fi; }
+steps_of() { if [ "$1" = elastic ]; then echo 400; else echo 50; fi; }
 
 write_data_config() {
   local file=$1 name=$2 ckpt=$3 elastic=()
@@ -108,9 +109,16 @@ run_case() {
         grep -q '"outcome":"\(applied\|aggregated\)"' "$run/worker-$j.jsonl" ||
           fail "$name: worker:$j joined but contributed no gradient"
       done
+      # worker:4 is killed (its lease runs out), worker:3 asked to leave
+      # (SIGTERM: it leaves at a step boundary and exits 0 at once).
       kill -9 "${ws[4]}"; wait "${ws[4]}" 2>/dev/null || true
       ws[4]=""
-      echo "$name: worker:3 and worker:4 joined beyond the listed 3; worker:4 killed at step $(last_step "$run/worker-0.jsonl")"
+      kill -TERM "${ws[3]}"
+      wait_exit "${ws[3]}" 60 || { cat "$run/w3.log"; fail "$name: worker:3 exited $? after SIGTERM"; }
+      grep -q "asked to leave (SIGTERM)" "$run/w3.log" ||
+        { cat "$run/w3.log"; fail "$name: worker:3 does not say it was asked to leave"; }
+      ws[3]=""
+      echo "$name: worker:3 and worker:4 joined beyond the listed 3; worker:4 killed, worker:3 left on SIGTERM at step $(last_step "$run/worker-0.jsonl")"
       ;;
   esac
   finish "$name" "$run"

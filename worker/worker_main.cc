@@ -35,6 +35,7 @@
 #include "worker/cluster/worker_task.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
+#include "worker/session/leave_request.h"
 
 ABSL_FLAG(std::string, config, "", "Cluster config file (text format).");
 ABSL_FLAG(
@@ -98,6 +99,9 @@ int main(int argc, char** argv) {
   psgd::WorkerTaskOptions options;
   options.config_path = config_path;
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
+  // SIGTERM: leave at the next step boundary (docs/PS.md, "Elastic
+  // workers"), not die mid-step.
+  psgd::InstallLeaveOnSigterm();
   absl::Status s = psgd::RunWorkerTask(options, *task, *config);
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

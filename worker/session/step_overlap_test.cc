@@ -181,13 +181,17 @@ TEST_CASE("a failed group pull: the whole model again, the step redone") {
   REQUIRE(s.Start().ok());
   StepOverlap step(
       &s, 2, [] { return false; }, "test");
-  PushOutcome o;
-  REQUIRE(Step(&step, &s, c.Gradients(0, 0.1f), &o).value() == State::kCompute);
-  // The next pull of a group is lost.
+  // Step 1, pushed; then the next pull of a group is lost: the rule comes
+  // before the pulls after the push start.
+  REQUIRE(step.Begin().value() == State::kCompute);
+  REQUIRE(step.ForwardDone().value() == State::kCompute);
+  absl::StatusOr<PushOutcome> pushed = step.Finish(c.Gradients(0, 0.1f));
+  REQUIRE(pushed.ok());
   ps::FaultRule rule;
   rule.call = ps::CallKind::kPull;
   rule.action = ps::FaultAction::kDropRequest;
   faulty.AddRule(rule);
+  REQUIRE(s.PullAfterPush(*pushed).ok());
   absl::StatusOr<State> state = step.Begin();
   for (int v = 0; v < 2 && state.ok() && *state == State::kCompute; ++v) {
     state = step.AwaitWeights(v);

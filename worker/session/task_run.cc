@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "worker/session/leave_request.h"
 
 namespace psgd {
 
@@ -49,6 +50,7 @@ absl::Status TaskRun::Start(
 }
 
 std::string TaskRun::StopReason(const ps::ModelVersion& version) const {
+  if (LeaveRequested()) return kLeaveRequested;
   return psgd::StopReason(options_.ends, GlobalStep(version),
                           absl::Now() - start_);
 }
