@@ -3,12 +3,15 @@ SERVERS }): two Python workers with DataLoaders over
 Worker.batch_sampler(), sync 1 of 2 so that each step's second gradient is
 surplus and its chunk goes back to the queue, train until the servers'
 3 epochs are handed out; ps:0's ledger shows every sample of the three
-epochs trained on exactly once (scripts/ledger_check.py). sampler() is
-refused in this mode, batch_sampler() in the other."""
+epochs trained on exactly once (scripts/ledger_check.py). The same with a
+resize: a third worker, beyond the two listed (max_workers), joins once
+the others have made steps, trains 5 batches and leaves (its loop breaks).
+sampler() is refused in this mode, batch_sampler() in the other."""
 
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 import torch
@@ -37,7 +40,7 @@ def dataset():
     return torch.utils.data.TensorDataset(x, x[:, :3].argmax(1))
 
 
-def worker(c, j, seen):
+def worker(c, j, seen, at_most=None):
     net = Net()
     w = psgd.torch.Worker(net, c.config, f"worker:{j}", run_dir=c.run_dir,
                           log_every=0)
@@ -48,7 +51,22 @@ def worker(c, j, seen):
         loss = torch.nn.functional.cross_entropy(net(x), y)
         loss.backward()
         w.step(loss=loss)
+        if at_most is not None and len(seen) >= at_most:
+            break  # leaves: its chunks not pushed go back to the queue
     return w.summary
+
+
+def check_ledger(test, ckpt):
+    out = subprocess.run(
+        [sys.executable, LEDGER_CHECK, "--num_samples", str(SAMPLES),
+         "--chunk_size", str(BATCH), "--seed", "1",
+         "--complete_epochs", str(EPOCHS),
+         os.path.join(ckpt, "ledger.jsonl")],
+        capture_output=True, text=True)
+    test.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+    for e in range(EPOCHS):
+        test.assertIn(f"epoch {e}: {SAMPLES} samples, 0 missing, "
+                      f"0 repeated", out.stdout)
 
 
 class DataServersTest(unittest.TestCase):
@@ -71,16 +89,39 @@ class DataServersTest(unittest.TestCase):
         # Surplus gradients: their chunks were handed out again, so the
         # workers saw more samples than the three epochs hold.
         self.assertGreater(sum(map(sum, seen)), EPOCHS * SAMPLES)
-        out = subprocess.run(
-            [sys.executable, LEDGER_CHECK, "--num_samples", str(SAMPLES),
-             "--chunk_size", str(BATCH), "--seed", "1",
-             "--complete_epochs", str(EPOCHS),
-             os.path.join(ckpt, "ledger.jsonl")],
-            capture_output=True, text=True)
-        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
-        for e in range(EPOCHS):
-            self.assertIn(f"epoch {e}: {SAMPLES} samples, 0 missing, "
-                          f"0 repeated", out.stdout)
+        check_ledger(self, ckpt)
+
+    def test_a_worker_joins_and_leaves(self):
+        ckpt = os.path.join(Cluster.tmp(), "ckpt")
+        with Cluster("data-servers-resize", ps=1, workers=2, n=2,
+                     batch=BATCH, model="external",
+                     training=f"epochs: {EPOCHS} "
+                              "replicas_rule: LIVE_MINUS_BACKUPS",
+                     data=f"source: SYNTHETIC sharding: SERVERS "
+                          f"num_samples: {SAMPLES} ledger: true",
+                     extra=["max_workers: 3",
+                            f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}'
+                            ]) as c:
+            seen = [[], [], []]
+
+            def joiner():
+                # Once the listed workers have made steps.
+                deadline = time.time() + 60
+                while len(seen[0]) < 4 and time.time() < deadline:
+                    time.sleep(0.01)
+                return worker(c, 2, seen[2], at_most=5)
+
+            summaries = run_threads(
+                [lambda j=j: worker(c, j, seen[j]) for j in range(2)] +
+                [joiner], timeout=300)
+            self.assertEqual(c.wait_ps(), [0])
+        self.assertEqual(len(seen[2]), 5)  # it joined and trained
+        self.assertEqual(summaries[2]["end_reason"],
+                         "the loop over batches() ended early")
+        self.assertGreater(summaries[2]["local_steps"], 0)
+        for s in summaries[:2]:
+            self.assertEqual(s["end_reason"], "the data ended (epochs done)")
+        check_ledger(self, ckpt)
 
     def test_the_wrong_sampler_is_refused(self):
         with Cluster("data-split", ps=1, workers=1, model="external",
