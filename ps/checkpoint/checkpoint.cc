@@ -125,8 +125,11 @@ absl::Status DecodeOptimizer(const ckpt::ShardCheckpoint& p,
 absl::Status DecodeBookkeeping(const ckpt::ShardCheckpoint& p,
                                absl::string_view filename,
                                ShardCheckpoint* out) {
+  // One last push step per worker id the shard takes: the listed workers,
+  // or more with elastic membership (max_workers).
   if (p.total_num_replicas() < 1 ||
-      p.last_push_step_size() != p.total_num_replicas()) {
+      p.last_push_step_size() < p.total_num_replicas() ||
+      p.last_push_step_size() > 4096) {
     return Corrupt(filename,
                    absl::StrCat(p.last_push_step_size(),
                                 " last push steps for total_num_replicas ",
@@ -141,7 +144,7 @@ absl::Status DecodeBookkeeping(const ckpt::ShardCheckpoint& p,
     out->last_push_step.push_back(s);
   }
   for (int w : p.live_workers()) {
-    if (w < 0 || w >= p.total_num_replicas()) {
+    if (w < 0 || w >= p.last_push_step_size()) {
       return Corrupt(filename, absl::StrCat("live worker ", w));
     }
     out->live_workers.push_back(w);

@@ -262,6 +262,28 @@ TEST_CASE("two shards: the restarted one restores, both roll back to it") {
   CHECK_FALSE(std::filesystem::exists(dir + "/step-3"));
 }
 
+TEST_CASE("elastic membership: every worker id's last push is saved") {
+  const std::string dir = FreshDir("elastic");
+  ServerOptions o = CheckpointOptions(dir, 2);
+  o.max_workers = 4;  // ids 2 and 3 beyond the 2 listed workers
+  auto shard = MakeShard(o);
+  REQUIRE(shard->Join(3).ok());
+  Step(*shard);  // workers 0 and 1 complete step 0
+  REQUIRE(shard->Push(3, 1, Gradient(0, 1).Bytes()).ok());
+  REQUIRE(shard->Push(0, 1, Gradient(0, 1).Bytes()).ok());  // step 2: saved
+  shard->FlushCheckpoints();
+  CHECK(shard->Status().checkpoint_failures == 0);
+  CHECK(shard->Status().last_checkpoint_label == 2);
+  auto restarted = Restart(o);
+  CHECK(restarted->restore_report().label == 2);
+  REQUIRE(restarted->Rollback(2, 2).ok());
+  REQUIRE(restarted->Join(3).ok());
+  // Worker 3's push for step 1 is remembered: a second one is refused.
+  CHECK(PushRefusalOf(
+            restarted->Push(3, 1, Gradient(0, 1).Bytes(), 2).status()) ==
+        PushRefusal::kAlreadyPushed);
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace psgd

@@ -77,15 +77,18 @@ global_step() { [ -f "$1" ] && last_step "$1" || echo 0; }
 await_step() {  # RUN STEP
   until [ "$(global_step "$1/worker-0.jsonl")" -ge "$2" ]; do sleep 0.2; done
 }
-start() {  # CFG RUN TASK
-  start_task "$1" "$3" "$2" "$2/${3/:/}.log"
+start() {  # CFG RUN TASK [LOG]
+  start_task "$1" "$3" "$2" "${4:-$2/${3/:/}.log}"
   pids+=($!)
   eval "pid_${3/:/_}=$!"
 }
-leave() {  # TASK: SIGTERM, then wait for its exit
+# leave TASK LOG: SIGTERM; waits until its log says it stopped (it is out
+# of the live set then; the process may take seconds more to exit: gRPC's
+# shutdown waits for its executor's timer).
+leave() {
   local var="pid_${1/:/_}"
   kill -TERM "${!var}"
-  wait "${!var}" 2>/dev/null || true
+  until grep -q "stops after" "$2" 2>/dev/null; do sleep 0.05; done
 }
 
 report() {  # NAME RUN
@@ -136,10 +139,13 @@ await_step "$run" $((steps / 4))
 for j in 4 5 6 7; do start "$cfg" "$run" "worker:$j"; done
 echo "resize: 8 workers from step $(global_step "$run/worker-0.jsonl")"
 await_step "$run" $((steps / 2))
-for j in 2 3 4 5 6 7; do leave "worker:$j"; done
+for j in 2 3 4 5 6 7; do kill -TERM "$(eval echo "\$pid_worker_$j")"; done
+for j in 2 3 4 5 6 7; do
+  until grep -q "stops after" "$run/worker$j.log"; do sleep 0.05; done
+done
 echo "resize: 2 workers from step $(global_step "$run/worker-0.jsonl")"
 await_step "$run" $((3 * steps / 4))
-for j in 2 3 4 5; do start "$cfg" "$run" "worker:$j"; done
+for j in 2 3 4 5; do start "$cfg" "$run" "worker:$j" "$run/worker$j.again.log"; done
 echo "resize: 6 workers from step $(global_step "$run/worker-0.jsonl")"
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
@@ -162,17 +168,17 @@ if [ "$churn" -gt 0 ]; then
   t0=$SECONDS
   for ((k = 0; k < churn; k++)); do
     task="worker:$((2 + k % 4))"
-    start "$cfg" "$run" "$task"
     file="$run/worker-$((2 + k % 4)).jsonl"
-    before=$(grep -c '"kind":"train"' "$file" 2>/dev/null || echo 0)
-    until [ "$(grep -c '"kind":"train"' "$file" 2>/dev/null || echo 0)" -gt "$before" ]; do sleep 0.05; done
-    leave "$task"
+    before=$(cat "$file" 2>/dev/null | grep -c '"kind":"train"' || true)
+    start "$cfg" "$run" "$task" "$run/churn-$k.log"
+    until [ "$(cat "$file" 2>/dev/null | grep -c '"kind":"train"' || true)" -gt "$before" ]; do sleep 0.05; done
+    leave "$task" "$run/churn-$k.log"
   done
   echo "churn: $churn joins and leaves in $((SECONDS - t0)) s, at step $(global_step "$run/worker-0.jsonl")"
   # The other listed worker first: the chief, asked to leave, waits for
   # the others, then ends the job.
-  leave worker:1
-  leave worker:0
+  leave worker:1 "$run/worker1.log"
+  leave worker:0 "$run/worker0.log"
   wait "${pids[0]}" 2>/dev/null || true
   pids=()
   samples_done=$(( $(wc -l < "$out/churn.ckpt/ledger.jsonl") * batch ))
