@@ -165,16 +165,24 @@ if [ "$churn" -gt 0 ]; then
   mkdir -p "$run"
   start "$cfg" "$run" ps:0
   for j in 0 1; do start "$cfg" "$run" "worker:$j"; done
-  t0=$SECONDS
+  t0=$SECONDS died=0
   for ((k = 0; k < churn; k++)); do
     task="worker:$((2 + k % 4))"
     file="$run/worker-$((2 + k % 4)).jsonl"
     before=$(cat "$file" 2>/dev/null | grep -c '"kind":"train"' || true)
     start "$cfg" "$run" "$task" "$run/churn-$k.log"
-    until [ "$(cat "$file" 2>/dev/null | grep -c '"kind":"train"' || true)" -gt "$before" ]; do sleep 0.05; done
+    var="pid_${task/:/_}"
+    until [ "$(cat "$file" 2>/dev/null | grep -c '"kind":"train"' || true)" -gt "$before" ]; do
+      if ! kill -0 "${!var}" 2>/dev/null; then
+        died=$((died + 1))
+        echo "churn: join $k ($task) died: $(tail -n 1 "$run/churn-$k.log")"
+        continue 2
+      fi
+      sleep 0.05
+    done
     leave "$task" "$run/churn-$k.log"
   done
-  echo "churn: $churn joins and leaves in $((SECONDS - t0)) s, at step $(global_step "$run/worker-0.jsonl")"
+  echo "churn: $churn joins and leaves in $((SECONDS - t0)) s, $died joiners died, at step $(global_step "$run/worker-0.jsonl")"
   # The other listed worker first: the chief, asked to leave, waits for
   # the others, then ends the job.
   leave worker:1 "$run/worker1.log"
