@@ -16,7 +16,7 @@ mkdir -p "$tmp/repo/scripts/experiments" "$tmp/repo/scripts/run" "$tmp/repo/scri
 cp "$src"/scripts/run/compare.py "$tmp/repo/scripts/run/"
 cp "$src"/scripts/lib/{runs.py,cluster.sh} "$tmp/repo/scripts/lib/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
-  "$src"/scripts/experiments/{stragglers.sh,stragglers_report.py,step_time_model.py} \
+  "$src"/scripts/experiments/{stragglers.sh,stragglers_report.py,step_time_model.py,elastic.sh} \
   "$tmp/repo/scripts/experiments/"
 repo=$tmp/repo
 mkdir -p "$tmp/data"
@@ -34,6 +34,11 @@ fails "no CIFAR-10 binary files in '$tmp/none'" bash "$repo/scripts/experiments/
 fails "global batch 130 does not divide among 4 workers" bash "$repo/scripts/experiments/batch_sweep.sh" --batches=128,130
 fails "--scaling: 'maybe' is neither on nor off" bash "$repo/scripts/experiments/batch_sweep.sh" --scaling=maybe
 fails "--epochs=0 is not a positive count" bash "$repo/scripts/experiments/batch_sweep.sh" --epochs=0
+fails "--steps=0 is not a positive integer" bash "$repo/scripts/experiments/elastic.sh" --steps=0
+fails "--steps must be >= 40" bash "$repo/scripts/experiments/elastic.sh" --steps=20
+fails "--churn=x is not a count" bash "$repo/scripts/experiments/elastic.sh" --churn=x
+fails "unknown argument '--bogus'" bash "$repo/scripts/experiments/elastic.sh" --bogus
+fails "no CIFAR-10 in '$tmp/none'" bash "$repo/scripts/experiments/elastic.sh" --data_dir="$tmp/none"
 for script in staleness.sh batch_sweep.sh; do
   run=(bash "$repo/scripts/experiments/$script" --dry-run --data_dir="$tmp/data" --out="$tmp/bad")
   fails "--model=resnet21: unknown model (known: cifar10_tutorial, cifar10_linear, resnet20, " \
