@@ -285,9 +285,7 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
       header.set_generation(version.generation);
       header.set_partial(part);
       if (i == 0 && version.chunk.has_value()) {
-        header.mutable_chunk()->set_epoch(version.chunk->epoch);
-        header.mutable_chunk()->set_index(version.chunk->index);
-        header.mutable_chunk()->set_lease(version.chunk->lease);
+        DataChunkRefToProto(*version.chunk, header.mutable_chunk());
       }
       Buffers::Shard& b = buffers->shards[i];
       if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
@@ -432,11 +430,8 @@ absl::StatusOr<DataChunk> ShardedPsClient::LeaseData(
   r.set_cluster(options_.cluster);
   r.set_worker_id(options_.worker_id);
   r.set_generation(generation);
-  if (give_back != nullptr) {
-    r.mutable_give_back()->set_epoch(give_back->epoch);
-    r.mutable_give_back()->set_index(give_back->index);
-    r.mutable_give_back()->set_lease(give_back->lease);
-  }
+  if (give_back != nullptr)
+    DataChunkRefToProto(*give_back, r.mutable_give_back());
   wire::LeaseDataResponse response;
   // Shard 0 holds the queue.
   std::unique_ptr<ShardCall> call =
@@ -444,13 +439,7 @@ absl::StatusOr<DataChunk> ShardedPsClient::LeaseData(
   RETURN_IF_ERROR(
       Annotate(call->Await(),
                absl::StrCat("data lease from ", channels_[0]->name(), ": ")));
-  DataChunk chunk;
-  chunk.epoch = response.epoch();
-  chunk.index = response.index();
-  chunk.lease = response.lease();
-  chunk.generation = response.queue_generation();
-  chunk.samples.assign(response.samples().begin(), response.samples().end());
-  return chunk;
+  return DataChunkFromProto(response);
 }
 
 absl::Status ShardedPsClient::RequestCheckpoint(int64_t label, bool now) {

@@ -72,11 +72,7 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                  " for step ", request.step(), ": "));
   }
   DataChunkRef chunk;
-  if (request.has_chunk()) {
-    chunk.epoch = request.chunk().epoch();
-    chunk.index = request.chunk().index();
-    chunk.lease = request.chunk().lease();
-  }
+  if (request.has_chunk()) chunk = DataChunkRefFromProto(request.chunk());
   const DataChunkRef* computed_from = request.has_chunk() ? &chunk : nullptr;
   ASSIGN_OR_RETURN(
       PushReply reply,
@@ -148,19 +144,13 @@ absl::Status ShardRequestHandler::LeaseData(
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   DataChunkRef give_back;
   if (request.has_give_back()) {
-    give_back.epoch = request.give_back().epoch();
-    give_back.index = request.give_back().index();
-    give_back.lease = request.give_back().lease();
+    give_back = DataChunkRefFromProto(request.give_back());
   }
   ASSIGN_OR_RETURN(
       DataChunk chunk,
       shard_->LeaseData(request.worker_id(), request.generation(),
                         request.has_give_back() ? &give_back : nullptr));
-  response->set_epoch(chunk.epoch);
-  response->set_index(chunk.index);
-  response->set_lease(chunk.lease);
-  response->set_queue_generation(chunk.generation);
-  response->mutable_samples()->Add(chunk.samples.begin(), chunk.samples.end());
+  DataChunkToProto(chunk, response);
   return absl::OkStatus();
 }
 

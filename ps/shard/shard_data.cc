@@ -16,13 +16,7 @@
 
 namespace psgd {
 namespace ps {
-namespace {
-
-bool SameChunk(const DataChunkRef& a, const DataChunkRef& b) {
-  return a.epoch == b.epoch && a.index == b.index && a.lease == b.lease;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::Status ParameterShard::OpenDataQueue() {
   ASSIGN_OR_RETURN(DataQueue queue, DataQueue::Create(options_.data_queue));
@@ -74,7 +68,7 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
   std::deque<DataChunkRef>& out = data_out_[worker_id];
   if (give_back != nullptr) {
     for (const auto& [w, kept] : data_kept_) {
-      if (w == worker_id && SameChunk(kept, *give_back)) {
+      if (w == worker_id && kept == *give_back) {
         return absl::FailedPreconditionError(
             absl::StrCat("chunk ", give_back->epoch, "/", give_back->index,
                          ": its gradient is in step ", step_,
@@ -84,7 +78,7 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
     RETURN_IF_ERROR(data_->Return(worker_id, give_back->epoch, give_back->index,
                                   give_back->lease));
     for (auto it = out.begin(); it != out.end(); ++it) {
-      if (SameChunk(*it, *give_back)) {
+      if (*it == *give_back) {
         out.erase(it);
         break;
       }
@@ -113,7 +107,7 @@ bool ParameterShard::HoldsChunkLocked(int worker_id,
   auto it = data_out_.find(worker_id);
   if (it == data_out_.end()) return false;
   for (const DataChunkRef& c : it->second) {
-    if (SameChunk(c, *chunk)) return true;
+    if (c == *chunk) return true;
   }
   return false;
 }
@@ -125,7 +119,7 @@ void ParameterShard::SettleChunkLocked(int worker_id, const DataChunkRef* chunk,
   auto it = data_out_.find(worker_id);
   if (it == data_out_.end()) return;
   for (auto c = it->second.begin(); c != it->second.end(); ++c) {
-    if (!SameChunk(*c, *chunk)) continue;
+    if (!(*c == *chunk)) continue;
     it->second.erase(c);
     if (kept) {
       data_kept_.push_back({worker_id, *chunk});

@@ -133,6 +133,10 @@ struct DataChunkRef {
   int64_t epoch = 0;
   int64_t index = 0;
   uint64_t lease = 0;
+
+  bool operator==(const DataChunkRef& o) const {
+    return epoch == o.epoch && index == o.index && lease == o.lease;
+  }
 };
 
 // One epoch in progress, for a checkpoint.

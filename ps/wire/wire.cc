@@ -283,5 +283,33 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   return s;
 }
 
+void DataChunkRefToProto(const DataChunkRef& ref, wire::DataChunkRef* out) {
+  out->set_epoch(ref.epoch);
+  out->set_index(ref.index);
+  out->set_lease(ref.lease);
+}
+
+DataChunkRef DataChunkRefFromProto(const wire::DataChunkRef& ref) {
+  return DataChunkRef{ref.epoch(), ref.index(), ref.lease()};
+}
+
+void DataChunkToProto(const DataChunk& chunk, wire::LeaseDataResponse* out) {
+  out->set_epoch(chunk.epoch);
+  out->set_index(chunk.index);
+  out->set_lease(chunk.lease);
+  out->set_queue_generation(chunk.generation);
+  out->mutable_samples()->Add(chunk.samples.begin(), chunk.samples.end());
+}
+
+DataChunk DataChunkFromProto(const wire::LeaseDataResponse& response) {
+  DataChunk chunk;
+  chunk.epoch = response.epoch();
+  chunk.index = response.index();
+  chunk.lease = response.lease();
+  chunk.generation = response.queue_generation();
+  chunk.samples.assign(response.samples().begin(), response.samples().end());
+  return chunk;
+}
+
 }  // namespace ps
 }  // namespace psgd

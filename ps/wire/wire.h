@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "google/protobuf/repeated_field.h"
 #include "proto/ps.pb.h"
+#include "ps/state/data_queue.h"
 #include "ps/state/types.h"
 
 namespace psgd {
@@ -40,6 +41,13 @@ absl::StatusOr<PushReply> PushReplyFromProto(
     const wire::PushResponse& response);
 
 void ShardStatusToProto(const ShardStatus& status, wire::StatusResponse* out);
+
+// A data chunk's name (a push's chunk, a lease's give-back) and a lease's
+// answer (ParameterShard::LeaseData).
+void DataChunkRefToProto(const DataChunkRef& ref, wire::DataChunkRef* out);
+DataChunkRef DataChunkRefFromProto(const wire::DataChunkRef& ref);
+void DataChunkToProto(const DataChunk& chunk, wire::LeaseDataResponse* out);
+DataChunk DataChunkFromProto(const wire::LeaseDataResponse& response);
 ShardStatus ShardStatusFromProto(const wire::StatusResponse& response);
 
 }  // namespace ps

@@ -97,6 +97,27 @@ TEST_CASE("checkpoint and rollback fields of a status round-trip") {
   CHECK_FALSE(t.data_queue);
 }
 
+TEST_CASE("a data chunk's name and a lease's answer round-trip") {
+  const DataChunkRef ref{3, 7, (uint64_t{2} << 40) | 9};
+  wire::DataChunkRef rp;
+  DataChunkRefToProto(ref, &rp);
+  CHECK(DataChunkRefFromProto(rp) == ref);
+  DataChunk chunk;
+  chunk.epoch = 3;
+  chunk.index = 7;
+  chunk.lease = ref.lease;
+  chunk.generation = 2;
+  chunk.samples = {11, 4, 19};
+  wire::LeaseDataResponse cp;
+  DataChunkToProto(chunk, &cp);
+  const DataChunk back = DataChunkFromProto(cp);
+  CHECK(back.epoch == 3);
+  CHECK(back.index == 7);
+  CHECK(back.lease == ref.lease);
+  CHECK(back.generation == 2);
+  CHECK(back.samples == chunk.samples);
+}
+
 TEST_CASE("the data queue's fields of a status round-trip") {
   ShardStatus s;
   s.data_queue = true;
