@@ -13,8 +13,8 @@
 #                restores its checkpoint (weights and data position, the
 #                ledger cut back to it) and the workers roll back to it.
 #   kill_all:    every process SIGKILLed at once and all started again.
-#   elastic:     max_workers 5 and N following the live workers (N = live
-#                minus 1 backup), 400 steps of at least 40 ms (emulated
+#   elastic:     max_workers 5 and N following the live workers (N = live,
+#                no backups), 400 steps of at least 40 ms (emulated
 #                delay): worker:3 and worker:4, beyond the 3 listed, join
 #                mid-run with no process restarted, each contributes
 #                gradients, then worker:4 is SIGKILLed (its lease runs out)
@@ -36,7 +36,11 @@ write_data_config() {
     elastic=(extra="max_workers: 5" training="replicas_rule: LIVE_MINUS_BACKUPS"
              extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.04 } }")
   fi
-  write_cluster_config "$file" "$name" mode=SYNC ps=2 workers=3 n=2 batch=16 \
+  # elastic: N = the live workers (no backups), so a joiner's gradient is
+  # part of every step from its first; a backup's may be surplus.
+  local n=2
+  [ "$name" = elastic ] && n=3
+  write_cluster_config "$file" "$name" mode=SYNC ps=2 workers=3 n=$n batch=16 \
     steps="$(steps_of "$name")" model=cifar10_linear ${elastic[@]+"${elastic[@]}"} \
     data="source: SYNTHETIC synthetic_train_size: 480 synthetic_test_size: 100 sharding: SERVERS ledger: true" \
     extra="worker_lease_seconds: 3" \
