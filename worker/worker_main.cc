@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
   psgd::SetProgramUsage(
       "worker --config=CLUSTER.pbtxt --task=worker:J [--run_dir=DIR]\n"
       "       worker --list_models");
+  // SIGTERM: leave at the next step boundary (docs/PS.md, "Elastic
+  // workers"), not die mid-step. First, so that every thread inherits
+  // SIGTERM blocked (leave_request.h says why).
+  psgd::InstallLeaveOnSigterm();
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_list_models)) {
     for (const psgd::ModelInfo& m : psgd::ListModels()) {
@@ -99,9 +103,6 @@ int main(int argc, char** argv) {
   psgd::WorkerTaskOptions options;
   options.config_path = config_path;
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
-  // SIGTERM: leave at the next step boundary (docs/PS.md, "Elastic
-  // workers"), not die mid-step.
-  psgd::InstallLeaveOnSigterm();
   absl::Status s = psgd::RunWorkerTask(options, *task, *config);
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
