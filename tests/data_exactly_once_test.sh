@@ -19,7 +19,9 @@
 #                mid-run with no process restarted, each contributes
 #                gradients, then worker:4 is SIGKILLed (its lease runs out)
 #                and worker:3 gets SIGTERM (it leaves at a step boundary
-#                and exits 0), and the run ends.
+#                and exits 0), and the run ends. The learning rate follows
+#                the linear rule with each step's N (0.05 x N / 3): the
+#                workers' records show the rate of each step's update.
 source "$(dirname "$0")/cluster_test_lib.sh"
 LEDGER_CHECK=$RUNFILES/scripts/ledger_check.py
 
@@ -33,7 +35,10 @@ steps_of() { if [ "$1" = elastic ]; then echo 400; else echo 50; fi; }
 write_data_config() {
   local file=$1 name=$2 ckpt=$3 elastic=()
   if [ "$name" = elastic ]; then
-    elastic=(extra="max_workers: 5" training="replicas_rule: LIVE_MINUS_BACKUPS"
+    # The linear rule for 3 x 16 (scale 1 at N = 3), following each
+    # step's N.
+    elastic=(extra="max_workers: 5"
+             training="replicas_rule: LIVE_MINUS_BACKUPS optimizer { kind: SGD learning_rate: 0.05 schedule { base_batch_size: 48 } }"
              extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.04 } }")
   fi
   # elastic: N = the live workers (no backups), so a joiner's gradient is
@@ -123,6 +128,20 @@ run_case() {
         { cat "$run/w3.log"; fail "$name: worker:3 does not say it was asked to leave"; }
       ws[3]=""
       echo "$name: worker:3 and worker:4 joined beyond the listed 3; worker:4 killed, worker:3 left on SIGTERM at step $(last_step "$run/worker-0.jsonl")"
+      # The rates the records carry: 0.05 x N / 3 for N of 1 to 5, with 3
+      # (the listed workers) and 5 (both joiners in) among them.
+      "$PY" - "$run" <<'PYRATES' || fail "$name: the records' learning rates do not follow N"
+import glob, json, sys
+rates = set()
+for f in glob.glob(sys.argv[1] + "/worker-*.jsonl"):
+    for line in open(f):
+        r = json.loads(line)
+        if r.get("kind") == "train" and "learning_rate" in r:
+            rates.add(round(r["learning_rate"] * 3 / 0.05, 4))
+print("elastic: N of the updates by their rates:", sorted(rates))
+assert rates and rates <= {1.0, 2.0, 3.0, 4.0, 5.0}, rates
+assert {3.0, 5.0} <= rates, rates
+PYRATES
       ;;
   esac
   finish "$name" "$run"

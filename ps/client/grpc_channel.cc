@@ -153,7 +153,8 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
           return assembler->Destination(t, bytes);
         },
         &version->generation,
-        [&](const TensorBytes& t) { return assembler->Done(t); });
+        [&](const TensorBytes& t) { return assembler->Done(t); },
+        &version->learning_rate);
     response_.Clear();
     version->wait = absl::Microseconds(wait_micros);
     return s;

@@ -42,6 +42,7 @@ absl::StatusOr<ModelVersion> MergePartVersions(
     }
     version.generation = part.generation;
     version.server_wait = std::max(version.server_wait, part.server_wait);
+    if (part.steps[0] != kNoPush) version.learning_rate = part.learning_rate;
   }
   for (int i = 0; i < num_shards; ++i) {
     if (version.steps[i] == kNoPush) {

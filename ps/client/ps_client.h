@@ -61,6 +61,11 @@ struct ModelVersion {
   // pull before its step was reached (the servers' measure of a sync
   // worker's wait for the others). Zero otherwise.
   absl::Duration server_wait = absl::ZeroDuration();
+  // For a version that Pull returned: the learning rate of the update that
+  // made shard 0's weights (PullResponse.learning_rate; every shard applies
+  // the same schedule). 0: not known (step 0, a restore, shard 0 not
+  // pulled).
+  double learning_rate = 0.0;
   // In a version given to Push: the data chunk the gradients were computed
   // from (PsClient::LeaseData), which goes to shard 0 with them.
   std::optional<DataChunkRef> chunk = std::nullopt;

@@ -50,6 +50,8 @@ struct PulledVersion {
   int64_t generation = 0;
   // How long the shard held the pull before its step was reached.
   absl::Duration wait = absl::ZeroDuration();
+  // PullResponse.learning_rate.
+  double learning_rate = 0.0;
 };
 
 // Pushes and pulls to one shard, one at a time, with buffers that are kept

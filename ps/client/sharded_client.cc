@@ -234,6 +234,7 @@ absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
           AgreeOnGeneration(first ? 0 : i, pulled.generation, &version));
       first = false;
       version.server_wait = std::max(version.server_wait, pulled.wait);
+      if (i == 0) version.learning_rate = pulled.learning_rate;
     }
     return version;
   }();

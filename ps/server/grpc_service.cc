@@ -92,6 +92,7 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     header.set_step(s.step);
     header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived_));
     header.set_generation(s.generation);
+    header.set_learning_rate(s.learning_rate);
     if (wire_weights_ != nullptr) {
       std::shared_ptr<const void> encoded = wire_weights_(*snapshot);
       const auto* e = static_cast<const WireEncoded*>(encoded.get());

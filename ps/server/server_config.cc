@@ -39,6 +39,9 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   // Unset in the config: no bound (the server says -1); 0 is a bound.
   o.n_follows_live =
       sync && t.replicas_rule() == config::TrainingConfig::LIVE_MINUS_BACKUPS;
+  // The linear rule's global batch is the step's: batch x its N.
+  o.lr_scale_follows_n =
+      o.n_follows_live && t.optimizer().schedule().has_base_batch_size();
   o.staleness_bound = t.has_staleness_bound() ? t.staleness_bound() : -1;
   o.max_push_staleness =
       t.has_max_push_staleness() ? t.max_push_staleness() : -1;

@@ -61,6 +61,36 @@ TEST_CASE("the wire block sets the dtypes on the wire") {
                   .ok());
 }
 
+TEST_CASE("N following the live workers, and the linear rule with it") {
+  auto options = [](const std::string& training) {
+    absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+        "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
+        "\"127.0.0.1:2\" } worker { address: \"127.0.0.1:3\" } "
+        "max_workers: 4 training { steps: 10 batch_size: 8 " +
+            training + " } data { source: SYNTHETIC sharding: SERVERS }",
+        "a.pbtxt");
+    INFO(c.status().ToString());
+    REQUIRE(c.ok());
+    absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+    REQUIRE(o.ok());
+    return *o;
+  };
+  ServerOptions fixed =
+      options("optimizer { schedule { base_batch_size: 16 } }");
+  CHECK_FALSE(fixed.n_follows_live);
+  CHECK_FALSE(fixed.lr_scale_follows_n);
+  CHECK(fixed.optimizer.schedule.scale == 1.0);  // 8 x 2 / 16
+  ServerOptions live = options("replicas_rule: LIVE_MINUS_BACKUPS");
+  CHECK(live.n_follows_live);
+  CHECK_FALSE(live.lr_scale_follows_n);  // no linear rule: a fixed rate
+  ServerOptions both = options(
+      "replicas_rule: LIVE_MINUS_BACKUPS optimizer { schedule { "
+      "base_batch_size: 16 } }");
+  CHECK(both.n_follows_live);
+  CHECK(both.lr_scale_follows_n);
+  CHECK(both.optimizer.schedule.scale == 1.0);
+}
+
 // The server options of a one-ps, one-worker async cluster whose training
 // block also holds `training`.
 ServerOptions AsyncServerOptions(const std::string& training) {

@@ -404,7 +404,7 @@ absl::Status ParameterShard::DecideLocked(
         // The mean of one gradient is the gradient: apply it as it is,
         // without copying it into the aggregate first (one worker, or
         // N = 1).
-        ApplyLocked(grads, 1.0, ready);
+        ApplyLocked(grads, NScaleLocked(1), ready);
         ChunksAppliedLocked();
         ++counters_.applied;
         reply->outcome = PushOutcome::kApplied;
@@ -441,20 +441,23 @@ void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
   // analysis cannot see that inside the lambda.
   Optimizer* optimizer = optimizer_.get();
   const VariableLayout& layout = store_->layout();
-  store_->Update(step_ + 1, [&](absl::Span<const float* const> in,
-                                absl::Span<float* const> out) {
-    // The optimizer writes nothing of a running statistic (size 0 for it):
-    // the fold of the batch statistics does.
-    optimizer->Apply(in, grads, out, lr_scale);
-    for (int i = 0; layout.num_statistics > 0 && i < layout.size(); ++i) {
-      if (!layout.statistic[i]) continue;
-      if (grads[i] == nullptr) {  // no batch statistics came: unchanged
-        std::copy(in[i], in[i] + layout.sizes[i], out[i]);
-        continue;
-      }
-      FoldRunningStatistic(in[i], grads[i], layout.sizes[i], out[i]);
-    }
-  });
+  const double learning_rate = optimizer->NextRate(lr_scale);
+  store_->Update(
+      step_ + 1,
+      [&](absl::Span<const float* const> in, absl::Span<float* const> out) {
+        // The optimizer writes nothing of a running statistic (size 0 for
+        // it): the fold of the batch statistics does.
+        optimizer->Apply(in, grads, out, lr_scale);
+        for (int i = 0; layout.num_statistics > 0 && i < layout.size(); ++i) {
+          if (!layout.statistic[i]) continue;
+          if (grads[i] == nullptr) {  // no batch statistics came: unchanged
+            std::copy(in[i], in[i] + layout.sizes[i], out[i]);
+            continue;
+          }
+          FoldRunningStatistic(in[i], grads[i], layout.sizes[i], out[i]);
+        }
+      },
+      learning_rate);
   if (adaptive_ != nullptr) {
     aggregator_->set_replicas_to_aggregate(
         adaptive_->Completed(step_, AdaptiveNowLocked()));
@@ -513,8 +516,16 @@ void ParameterShard::StartStepLocked() {
   if (adaptive_ != nullptr) adaptive_->Published(step_, AdaptiveNowLocked());
 }
 
+double ParameterShard::NScaleLocked(int count) const {
+  // The schedule's scale holds the linear rule for the configured N; a step
+  // of `count` gradients takes count / N of it.
+  return options_.lr_scale_follows_n && options_.replicas_to_aggregate > 0
+             ? static_cast<double>(count) / options_.replicas_to_aggregate
+             : 1.0;
+}
+
 void ParameterShard::ApplySyncStepLocked(Ready* ready) {
-  ApplyLocked(aggregator_->Mean(), 1.0, ready);
+  ApplyLocked(aggregator_->Mean(), NScaleLocked(aggregator_->count()), ready);
   aggregator_->Reset();
   ChunksAppliedLocked();
 }
@@ -534,6 +545,18 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
   RETURN_IF_ERROR(CheckOpenLocked());
   RETURN_IF_ERROR(
       Annotate(membership_.CheckWorkerId(worker_id), name_ + ": join: "));
+  // A worker joins at a step boundary of the cluster's weights, and while
+  // the shard awaits the rollback to the checkpoint it restored that step
+  // is not decided: a worker not live yet is refused (it re-syncs, which
+  // drives the rollback, and joins after it); a live one's join (its
+  // lease's heartbeat) changes nothing and stays accepted.
+  if (awaiting_rollback_ && !membership_.IsLive(worker_id)) {
+    return absl::AbortedError(absl::StrCat(
+        name_, ": join of worker ", worker_id,
+        " refused: the shard restored checkpoint step-", restore_report_.label,
+        " and waits for the cluster to roll back to it; join after the "
+        "rollback (re-sync)"));
+  }
   // A worker that joins can take part after all (started again, fixed).
   failed_workers_.erase(worker_id);
   if (incarnation != 0) {

@@ -210,7 +210,9 @@ class ParameterShard {
   // `incarnation` tells the worker's processes apart (JoinRequest, 0 for
   // none): a Join with another one than the worker's last drops the parts
   // it had staged (a process killed between the parts of a push, started
-  // again).
+  // again). ABORTED for a worker not live while the shard awaits the
+  // rollback to the checkpoint it restored (it joins after the rollback);
+  // a refused Join changes nothing.
   absl::StatusOr<MembershipReply> Join(int worker_id, uint64_t incarnation = 0);
   // The stored variables (name, shape) in the shard's order; none before
   // the first Initialize or restore.
@@ -353,6 +355,9 @@ class ParameterShard {
   // Optimizer step on `grads` (layout order), and the fold of the batch
   // statistics among them into the running statistics; advances the step
   // and moves the pulls it satisfies to `ready`.
+  // Sync with options().lr_scale_follows_n: the learning rate's factor for
+  // a step of `count` gradients (count / N); else 1.
+  double NScaleLocked(int count) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
                    Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The aggregator (and the adaptive N) for a fresh or restored store.

@@ -5,6 +5,7 @@
 // workers push again, that a Rollback returns a live shard to a checkpoint,
 // ends waiting pulls with ABORTED and refuses the old generation, and a
 // two-shard restart.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -276,7 +277,17 @@ TEST_CASE("elastic membership: every worker id's last push is saved") {
   CHECK(shard->Status().last_checkpoint_label == 2);
   auto restarted = Restart(o);
   CHECK(restarted->restore_report().label == 2);
+  // A join during the rollback: refused by name, nothing changed.
+  const std::vector<int> live = restarted->Status().live_workers;
+  CHECK_FALSE(std::count(live.begin(), live.end(), 2));
+  auto early = restarted->Join(2, /*incarnation=*/7);
+  CHECK(early.status().code() == absl::StatusCode::kAborted);
+  CHECK_THAT(std::string(early.status().message()),
+             Catch::Contains("join of worker 2 refused") &&
+                 Catch::Contains("roll back"));
+  CHECK(restarted->Status().live_workers == live);
   REQUIRE(restarted->Rollback(2, 2).ok());
+  REQUIRE(restarted->Join(2, 7).ok());
   REQUIRE(restarted->Join(3).ok());
   // Worker 3's push for step 1 is remembered: a second one is refused.
   CHECK(PushRefusalOf(

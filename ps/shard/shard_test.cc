@@ -293,6 +293,43 @@ TEST_CASE("sync: with N following the live workers the backups stay backups") {
   bad.adaptive_backups = true;
   bad.adaptive = {1, 3, 20, 5};
   CHECK(absl::IsInvalidArgument(ParameterShard::Create(bad).status()));
+  ServerOptions no_follow = SyncOptions(2, 3);
+  no_follow.lr_scale_follows_n = true;
+  CHECK(absl::IsInvalidArgument(ParameterShard::Create(no_follow).status()));
+}
+
+TEST_CASE("sync: the linear rule follows each step's N, and the rate is kept") {
+  // SGD at 0.1 for N = 2 (the schedule's scale as the config computes it
+  // for N = 2); no backups, up to 3 workers.
+  ServerOptions o = SyncOptions(2, 2);
+  o.max_workers = 3;
+  o.n_follows_live = true;
+  o.lr_scale_follows_n = true;
+  o.optimizer.kind = OptimizerOptions::Kind::kSgd;
+  o.optimizer.learning_rate = 0.1f;
+  auto shard = MakeShard(o);
+  CHECK(shard->LatestWeights()->learning_rate == 0.0);  // step 0: none
+  // Each step's update: w[0] -= rate * mean of the gradients' w1.
+  auto step = [&](std::vector<int> workers, double want_rate) {
+    const int64_t s = shard->Status().step;
+    const auto& latest = *shard->LatestWeights();
+    const int iw = latest.layout->Find("w");
+    const float before = latest.weights[iw].data()[0];
+    float mean = 0;
+    for (int w : workers) mean += Gradient(w, s).w[0] / workers.size();
+    for (int w : workers) REQUIRE(Push(*shard, w, s, Gradient(w, s)).ok());
+    REQUIRE(shard->Status().step == s + 1);
+    const WeightsSnapshot& after = *shard->LatestWeights();
+    CHECK(after.learning_rate == Approx(want_rate));
+    CHECK(after.weights[iw].data()[0] ==
+          Approx(before - static_cast<float>(want_rate) * mean));
+  };
+  step({0, 1}, 0.1);  // N = 2: the rate as configured
+  REQUIRE(shard->Join(2).ok());
+  step({0, 1, 2}, 0.15);  // N = 3: 3/2 of it
+  REQUIRE(shard->Leave(1).ok());
+  REQUIRE(shard->Leave(2).ok());
+  step({0}, 0.05);  // N = 1, the one-gradient path: 1/2
 }
 
 TEST_CASE("sync: a silent worker's lease runs out; a waiting one's does not") {

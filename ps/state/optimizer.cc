@@ -88,8 +88,7 @@ class Sgd final : public Optimizer {
   void Apply(absl::Span<const float* const> weights,
              absl::Span<const float* const> grads, absl::Span<float* const> out,
              double lr_scale) override {
-    const float lr = static_cast<float>(learning_rate_ * lr_scale *
-                                        LrFactor(schedule_, step_ + 1));
+    const float lr = static_cast<float>(NextRate(lr_scale));
     for (size_t k = 0; k < sizes_.size(); ++k) {
       const float* w = weights[k];
       const float* g = grads[k];
@@ -118,6 +117,9 @@ class Sgd final : public Optimizer {
   }
 
   int64_t step() const override { return step_; }
+  double NextRate(double lr_scale) const override {
+    return learning_rate_ * lr_scale * LrFactor(schedule_, step_ + 1);
+  }
   absl::Span<const float> Slot(absl::string_view name,
                                int variable) const override {
     if (name != "momentum" || buf_.empty() || variable < 0 ||
@@ -216,6 +218,10 @@ class Adam final : public Optimizer {
   }
 
   int64_t step() const override { return step_; }
+  double NextRate(double lr_scale) const override {
+    return options_.learning_rate * lr_scale *
+           LrFactor(options_.schedule, step_ + 1);
+  }
 
   absl::Span<const float> Slot(absl::string_view name,
                                int variable) const override {

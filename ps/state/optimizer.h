@@ -71,6 +71,12 @@ class Optimizer {
   // Number of Apply calls so far (Adam's t).
   virtual int64_t step() const = 0;
 
+  // The learning rate the next Apply with `lr_scale` uses: the options'
+  // learning_rate x the schedule's factor at update step() + 1 x lr_scale
+  // (Adam's bias correction not included, as PyTorch's schedulers report
+  // it). The servers record it with the weights each update makes.
+  virtual double NextRate(double lr_scale) const = 0;
+
   // The slot `name` ("m", "v" for Adam) of variable `variable`; empty when
   // the optimizer has no such slot. For tests and checkpoints.
   virtual absl::Span<const float> Slot(absl::string_view name,

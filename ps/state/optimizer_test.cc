@@ -166,10 +166,21 @@ TEST_CASE("a learning-rate schedule: sgd's exact steps") {
   std::vector<float> w = {0.0f};
   float want = 0.0f;
   for (float f : factors) {
+    // The rate it reports for the update is the one it applies.
+    CHECK((*sgd)->NextRate(0.5) == 0.5 * f);
     Step(**sgd, w, {1.0f}, /*lr_scale=*/0.5);  // the staleness scale too
     want -= 0.5f * f;
     CHECK(w[0] == want);
   }
+  // Adam reports its rate without the bias correction.
+  OptimizerOptions a;
+  a.learning_rate = 0.01f;
+  a.schedule = o.schedule;
+  auto adam = CreateOptimizer(a, {1});
+  REQUIRE(adam.ok());
+  CHECK((*adam)->NextRate(2.0) == Approx(0.01 * 0.25 * 2.0));
+  Step(**adam, w, {1.0f});
+  CHECK((*adam)->NextRate(1.0) == Approx(0.01 * 0.5));
 }
 
 TEST_CASE("a learning-rate schedule: adam's exact step, and after a restore") {

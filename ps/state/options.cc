@@ -116,6 +116,10 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
         "server option n_follows_live: sync mode only, and not with adaptive "
         "backup workers");
   }
+  if (o.lr_scale_follows_n && !o.n_follows_live) {
+    return absl::InvalidArgumentError(
+        "server option lr_scale_follows_n: only with n_follows_live");
+  }
   if (o.data_queue_on) {
     if (absl::Status s = ValidateDataQueueOptions(o.data_queue); !s.ok()) {
       return s;

@@ -118,6 +118,11 @@ struct ServerOptions {
   // at least 1, instead of replicas_to_aggregate (the config's
   // replicas_rule LIVE_MINUS_BACKUPS). Not with adaptive_backups.
   bool n_follows_live = false;
+  // Sync: the linear scaling rule follows each step's N (the config's
+  // schedule base_batch_size with replicas_rule LIVE_MINUS_BACKUPS): a step
+  // that averages k gradients applies k / replicas_to_aggregate of the
+  // schedule's scale, which was computed for replicas_to_aggregate.
+  bool lr_scale_follows_n = false;
   // Elastic membership: worker ids up to max_workers - 1 may join (the
   // config's max_workers); 0: total_num_replicas.
   int max_workers = 0;

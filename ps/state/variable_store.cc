@@ -338,7 +338,8 @@ absl::Status VariableStore::MatchGradients(
   return absl::OkStatus();
 }
 
-void VariableStore::Update(int64_t step, const UpdateFn& update) {
+void VariableStore::Update(int64_t step, const UpdateFn& update,
+                           double learning_rate) {
   std::unique_ptr<WeightsSnapshot> next = pool_->Take();
   if (next == nullptr) {
     next = std::make_unique<WeightsSnapshot>();
@@ -356,18 +357,21 @@ void VariableStore::Update(int64_t step, const UpdateFn& update) {
   update(in, out);
   next->step = step;
   next->generation = generation_;
+  next->learning_rate = learning_rate;
   current_ = Publish(std::move(next));
 }
 
 void VariableStore::SetGeneration(int64_t generation) {
   generation_ = generation;
   const int64_t step = current_->step;
-  Update(step, [this](absl::Span<const float* const> in,
-                      absl::Span<float* const> out) {
-    for (int i = 0; i < layout_->size(); ++i) {
-      std::memcpy(out[i], in[i], layout_->sizes[i] * sizeof(float));
-    }
-  });
+  Update(
+      step,
+      [this](absl::Span<const float* const> in, absl::Span<float* const> out) {
+        for (int i = 0; i < layout_->size(); ++i) {
+          std::memcpy(out[i], in[i], layout_->sizes[i] * sizeof(float));
+        }
+      },
+      current_->learning_rate);
 }
 
 int64_t VariableStore::versions_in_memory() const { return pool_->versions(); }

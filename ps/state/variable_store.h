@@ -80,6 +80,9 @@ struct WeightsSnapshot {
   int64_t step = 0;
   // The cluster's generation the weights belong to (docs/RELIABILITY.md).
   int64_t generation = 1;
+  // The learning rate of the update that made these weights
+  // (Optimizer::NextRate before it); 0: not known (step 0, a restore).
+  double learning_rate = 0.0;
   std::shared_ptr<const VariableLayout> layout;
   std::vector<Tensor> weights;  // in layout order
 };
@@ -141,9 +144,10 @@ class VariableStore {
 
   // Computes and publishes version `step`: update(in, out) must write every
   // element of out[i] from in[i] (the current weights, in layout order).
+  // `learning_rate`: the update's, kept with the version.
   using UpdateFn = std::function<void(absl::Span<const float* const> in,
                                       absl::Span<float* const> out)>;
-  void Update(int64_t step, const UpdateFn& update);
+  void Update(int64_t step, const UpdateFn& update, double learning_rate = 0.0);
 
   // Versions of the weights in memory (memory accounting): the current one,
   // those that pulls in flight (or delay compensation) still hold, and up

@@ -110,6 +110,7 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
     version->step = s.step;
     version->generation = s.generation;
     version->wait = wait_;
+    version->learning_rate = s.learning_rate;
     for (const TensorBytes& t :
          encoder_.FromFloat(floats, shard->options().wire_weights)) {
       RETURN_IF_ERROR(assembler->Add(t));

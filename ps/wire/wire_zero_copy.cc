@@ -22,6 +22,7 @@ using google::protobuf::io::CodedInputStream;
 
 constexpr uint32_t kLengthDelimited = 2;
 constexpr uint32_t kVarint = 0;
+constexpr uint32_t kFixed64 = 1;
 // TensorData's fields (proto/ps.proto).
 constexpr int kNameField = 1, kShapeField = 2, kDTypeField = 3, kDataField = 4,
               kScaleField = 5;
@@ -206,13 +207,15 @@ grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
 
 absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
                                 int64_t* wait_micros, const TensorSink& sink,
-                                int64_t* generation, const TensorDone& done) {
+                                int64_t* generation, const TensorDone& done,
+                                double* learning_rate) {
   grpc::ProtoBufferReader reader(buffer);
   CodedInputStream input(&reader);
   input.SetTotalBytesLimit(INT32_MAX);
   *step = 0;
   *wait_micros = 0;
   int64_t generation_value = 0;
+  double learning_rate_value = 0.0;
   while (uint32_t tag = input.ReadTag()) {
     const int field = static_cast<int>(tag >> 3);
     const uint32_t type = tag & 7;
@@ -228,6 +231,10 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
       uint64_t v;
       if (!input.ReadVarint64(&v)) return Malformed("generation");
       generation_value = static_cast<int64_t>(v);
+    } else if (field == 5 && type == kFixed64) {  // learning_rate
+      uint64_t v;
+      if (!input.ReadLittleEndian64(&v)) return Malformed("learning_rate");
+      std::memcpy(&learning_rate_value, &v, sizeof(v));
     } else if (field == 2 && type == kLengthDelimited) {  // variables
       const int length = ReadLength(&input);
       if (length < 0) return Malformed("tensor length");
@@ -244,6 +251,7 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
   }
   if (!input.ConsumedEntireMessage()) return Malformed("trailing bytes");
   if (generation != nullptr) *generation = generation_value;
+  if (learning_rate != nullptr) *learning_rate = learning_rate_value;
   return absl::OkStatus();
 }
 

@@ -53,13 +53,15 @@ using TensorSink = std::function<absl::StatusOr<char*>(
 using TensorDone = std::function<absl::Status(const TensorBytes& tensor)>;
 
 // Decodes a PullResponse: its step into *step, its wait_micros into
-// *wait_micros, its generation into *generation (when not null) and each
-// tensor through `sink` (and `done`, when set). DATA_LOSS for bytes that
-// are no valid PullResponse; the sink's errors as they are.
+// *wait_micros, its generation into *generation and its learning_rate into
+// *learning_rate (each when not null) and each tensor through `sink` (and
+// `done`, when set). DATA_LOSS for bytes that are no valid PullResponse;
+// the sink's errors as they are.
 absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
                                 int64_t* wait_micros, const TensorSink& sink,
                                 int64_t* generation = nullptr,
-                                const TensorDone& done = nullptr);
+                                const TensorDone& done = nullptr,
+                                double* learning_rate = nullptr);
 
 }  // namespace ps
 }  // namespace psgd

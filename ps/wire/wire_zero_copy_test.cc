@@ -80,12 +80,13 @@ TEST_CASE("encoded tensors are the protobuf encoding of the message") {
   CHECK(got["small"] == small);
 }
 
-TEST_CASE("the pull's wait time and generation travel in the header") {
+TEST_CASE("the pull's wait time, generation and rate travel in the header") {
   std::vector<float> small = {1, 2, 3, 4, 5};
   wire::PullResponse header;
   header.set_step(7);
   header.set_wait_micros(123456);
   header.set_generation(4);
+  header.set_learning_rate(0.0375);
   std::vector<TensorBytes> tensors = {
       FloatTensorBytes("small", kSmallShape, small.data())};
   grpc::ByteBuffer encoded = EncodeWithTensors(
@@ -97,15 +98,17 @@ TEST_CASE("the pull's wait time and generation travel in the header") {
   CHECK(wait_micros == 123456);
   CHECK(got["small"] == small);
   int64_t generation = 0;
+  double learning_rate = 0;
   REQUIRE(DecodePullResponse(
               &encoded, &step, &wait_micros,
               [](const TensorBytes&, size_t) -> absl::StatusOr<char*> {
                 static float sink[5];
                 return reinterpret_cast<char*>(sink);
               },
-              &generation)
+              &generation, nullptr, &learning_rate)
               .ok());
   CHECK(generation == 4);
+  CHECK(learning_rate == 0.0375);
 }
 
 TEST_CASE("referenced memory is kept alive until gRPC lets go of it") {

@@ -36,8 +36,10 @@ struct StepRecord {
   double pull_s = 0.0;     // the pull after the push, less wait_s
   double wait_s = 0.0;     // sync: the servers waiting for the next step
   double apply_s = 0.0;    // local training: the optimizer's update
-  // Local training: the learning rate this step's update applied (< 0:
-  // unknown here, as in a cluster worker, and not written).
+  // The learning rate of this step's update: local training's, or in a
+  // cluster the servers' for the update that made the weights pulled after
+  // the step (sync: the step pushed for; ps::ModelVersion::learning_rate).
+  // < 0: not known (not written).
   double learning_rate = -1.0;
   int64_t staleness = 0;  // async: the largest over the shards
   // Sync: N of the step pushed for (the servers', which adaptive backup

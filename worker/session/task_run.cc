@@ -93,6 +93,11 @@ absl::Status TaskRun::RecordStep(StepRecord* record, const StepTimings& timings,
                                  int64_t batches_done) {
   record->local_step = ++result_.local_steps;
   timings.Fill(session_->version().server_wait, start_, record);
+  // The rate of the update that made the weights pulled after this step
+  // (sync: the step this worker pushed for), as the servers applied it.
+  if (record->learning_rate < 0 && session_->version().learning_rate > 0) {
+    record->learning_rate = session_->version().learning_rate;
+  }
   record->injected_s = absl::ToDoubleSeconds(injected_);
   record->emulated = options_.emulated;
   injected_ = absl::ZeroDuration();
