@@ -9,18 +9,23 @@
 #            of the steps, six asked to leave with SIGTERM at half, four
 #            started again at three quarters), no other process restarted;
 #   churn:   (--churn=K) 2 listed workers, and K times an elastic worker
-#            joins, contributes a step and leaves (SIGTERM).
+#            joins, contributes a step and leaves (SIGTERM); then each
+#            joiner's first gradient taken (applied or aggregated): its
+#            local step and its time since the joiner's run started
+#            (wall_time_s), and how many of the K died.
 # Prints per run the final global step, the chief's final test loss and
 # accuracy, the mean training loss of the last tenth of the steps (all
 # workers' lines), and the ledger's check (scripts/ledger_check.py: every
-# sample once per complete epoch); then loss_ratio_resize_vs_fixed.
+# sample once per complete epoch); then loss_ratio_resize_vs_fixed (with
+# --repeats=R > 1: fixed and resize alternate R times, and the ratio is of
+# the mean final test losses, with each run's beside it).
 #
 #   scripts/experiments/elastic.sh [--steps=800] [--batch=32]
 #        [--model=cifar10_tutorial] [--data_dir=DIR | --synthetic]
-#        [--churn=K] [--out=DIR] [--no-build]
+#        [--repeats=1] [--churn=K] [--out=DIR] [--no-build]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-steps=800 batch=32 model=cifar10_tutorial data_dir="" synthetic=0 churn=0
+steps=800 batch=32 model=cifar10_tutorial data_dir="" synthetic=0 churn=0 repeats=1
 out=runs/elastic-$(date +%Y%m%d-%H%M%S) build=1
 for arg in "$@"; do
   case "$arg" in
@@ -30,13 +35,14 @@ for arg in "$@"; do
     --data_dir=*) data_dir=${arg#*=} ;;
     --synthetic) synthetic=1 ;;
     --churn=*) churn=${arg#*=} ;;
+    --repeats=*) repeats=${arg#*=} ;;
     --out=*) out=${arg#*=} ;;
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "elastic.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
-for v in steps batch; do
+for v in steps batch repeats; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "elastic.sh: --$v=${!v} is not a positive integer" >&2; exit 2; }
 done
 [[ "$churn" =~ ^[0-9]+$ ]] || { echo "elastic.sh: --churn=$churn is not a count" >&2; exit 2; }
@@ -119,37 +125,41 @@ PY
 
 echo "elastic.sh: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg), $(lscpu | sed -n 's/^Model name: *//p')"
 
-# The reference: 2 workers.
-cfg=$out/fixed.pbtxt run=$out/fixed
-config "$cfg" fixed 2
-mkdir -p "$run"
-start "$cfg" "$run" ps:0
-for j in 0 1; do start "$cfg" "$run" "worker:$j"; done
-for p in "${pids[@]}"; do wait "$p"; done
-pids=()
-report fixed "$run"
+for ((r = 1; r <= repeats; r++)); do
+  # Run r's names: fixed and resize, then fixed-2, resize-2, ...
+  sfx=""; [ "$r" -gt 1 ] && sfx="-$r"
+  # The reference: 2 workers.
+  cfg=$out/fixed$sfx.pbtxt run=$out/fixed$sfx
+  config "$cfg" "fixed$sfx" 2
+  mkdir -p "$run"
+  start "$cfg" "$run" ps:0
+  for j in 0 1; do start "$cfg" "$run" "worker:$j"; done
+  for p in "${pids[@]}"; do wait "$p"; done
+  pids=()
+  report "fixed$sfx" "$run"
 
-# 4 -> 8 -> 2 -> 6.
-cfg=$out/resize.pbtxt run=$out/resize
-config "$cfg" resize 4 extra="max_workers: 8"
-mkdir -p "$run"
-start "$cfg" "$run" ps:0
-for j in 0 1 2 3; do start "$cfg" "$run" "worker:$j"; done
-await_step "$run" $((steps / 4))
-for j in 4 5 6 7; do start "$cfg" "$run" "worker:$j"; done
-echo "resize: 8 workers from step $(global_step "$run/worker-0.jsonl")"
-await_step "$run" $((steps / 2))
-for j in 2 3 4 5 6 7; do kill -TERM "$(eval echo "\$pid_worker_$j")"; done
-for j in 2 3 4 5 6 7; do
-  until grep -q "stops after" "$run/worker$j.log"; do sleep 0.05; done
+  # 4 -> 8 -> 2 -> 6.
+  cfg=$out/resize$sfx.pbtxt run=$out/resize$sfx
+  config "$cfg" "resize$sfx" 4 extra="max_workers: 8"
+  mkdir -p "$run"
+  start "$cfg" "$run" ps:0
+  for j in 0 1 2 3; do start "$cfg" "$run" "worker:$j"; done
+  await_step "$run" $((steps / 4))
+  for j in 4 5 6 7; do start "$cfg" "$run" "worker:$j"; done
+  echo "resize$sfx: 8 workers from step $(global_step "$run/worker-0.jsonl")"
+  await_step "$run" $((steps / 2))
+  for j in 2 3 4 5 6 7; do kill -TERM "$(eval echo "\$pid_worker_$j")"; done
+  for j in 2 3 4 5 6 7; do
+    until grep -q "stops after" "$run/worker$j.log"; do sleep 0.05; done
+  done
+  echo "resize$sfx: 2 workers from step $(global_step "$run/worker-0.jsonl")"
+  await_step "$run" $((3 * steps / 4))
+  for j in 2 3 4 5; do start "$cfg" "$run" "worker:$j" "$run/worker$j.again.log"; done
+  echo "resize$sfx: 6 workers from step $(global_step "$run/worker-0.jsonl")"
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+  report "resize$sfx" "$run"
 done
-echo "resize: 2 workers from step $(global_step "$run/worker-0.jsonl")"
-await_step "$run" $((3 * steps / 4))
-for j in 2 3 4 5; do start "$cfg" "$run" "worker:$j" "$run/worker$j.again.log"; done
-echo "resize: 6 workers from step $(global_step "$run/worker-0.jsonl")"
-for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-pids=()
-report resize "$run"
 
 if [ "$churn" -gt 0 ]; then
   cfg=$out/churn.pbtxt run=$out/churn
@@ -183,6 +193,32 @@ if [ "$churn" -gt 0 ]; then
     leave "$task" "$run/churn-$k.log"
   done
   echo "churn: $churn joins and leaves in $((SECONDS - t0)) s, $died joiners died, at step $(global_step "$run/worker-0.jsonl")"
+  # Each joiner's first gradient the servers took: its local step and its
+  # time since its run started (the records of one process begin at local
+  # step 1).
+  /usr/bin/python3 - "$run" <<'PY'
+import glob, json, statistics, sys
+firsts = []
+for f in sorted(glob.glob(sys.argv[1] + "/worker-[2-9].jsonl")):
+    taken = None
+    for line in open(f):
+        r = json.loads(line)
+        if r.get("kind") != "train":
+            continue
+        if r["local_step"] == 1:
+            taken = False
+        if taken is False and r["outcome"] in ("applied", "aggregated"):
+            firsts.append((r["local_step"], r["wall_time_s"]))
+            taken = True
+steps = [s for s, _ in firsts]
+times = sorted(t for _, t in firsts)
+if firsts:
+    print(f"churn: {len(firsts)} joiners' first gradient taken: at local step 1 in "
+          f"{steps.count(1)}, within 2 steps in {sum(s <= 2 for s in steps)}, "
+          f"latest at step {max(steps)}; time from the joiner's run start: "
+          f"median {statistics.median(times):.3f} s, 90th percentile "
+          f"{times[int(0.9 * (len(times) - 1))]:.3f} s, max {max(times):.3f} s")
+PY
   # The other listed worker first: the chief, asked to leave, waits for
   # the others, then ends the job.
   leave worker:1 "$run/worker1.log"
@@ -195,12 +231,19 @@ if [ "$churn" -gt 0 ]; then
     "$out/churn.ckpt/ledger.jsonl" | sed "s/^/churn: /"
 fi
 
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" "$repeats" <<'PY'
 import json, sys
-out = sys.argv[1]
+out, repeats = sys.argv[1], int(sys.argv[2])
 def final_loss(name):
     evals = [json.loads(l) for l in open(f"{out}/{name}/worker-0.jsonl") if '"eval"' in l]
     return evals[-1]["test_loss"]
-print(f"loss_ratio_resize_vs_fixed={final_loss('resize') / final_loss('fixed'):.4f}")
+names = lambda kind: [kind] + [f"{kind}-{r}" for r in range(2, repeats + 1)]
+fixed = [final_loss(n) for n in names("fixed")]
+resize = [final_loss(n) for n in names("resize")]
+mean = lambda v: sum(v) / len(v)
+if repeats > 1:
+    print("fixed test losses: " + " ".join(f"{v:.4f}" for v in fixed) + f" (mean {mean(fixed):.4f})")
+    print("resize test losses: " + " ".join(f"{v:.4f}" for v in resize) + f" (mean {mean(resize):.4f})")
+print(f"loss_ratio_resize_vs_fixed={mean(resize) / mean(fixed):.4f}")
 PY
 echo "elastic.sh: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg); runs in $out"

@@ -36,6 +36,7 @@ fails "--scaling: 'maybe' is neither on nor off" bash "$repo/scripts/experiments
 fails "--epochs=0 is not a positive count" bash "$repo/scripts/experiments/batch_sweep.sh" --epochs=0
 fails "--steps=0 is not a positive integer" bash "$repo/scripts/experiments/elastic.sh" --steps=0
 fails "--steps must be >= 40" bash "$repo/scripts/experiments/elastic.sh" --steps=20
+fails "--repeats=0 is not a positive integer" bash "$repo/scripts/experiments/elastic.sh" --repeats=0
 fails "--churn=x is not a count" bash "$repo/scripts/experiments/elastic.sh" --churn=x
 fails "unknown argument '--bogus'" bash "$repo/scripts/experiments/elastic.sh" --bogus
 fails "no CIFAR-10 in '$tmp/none'" bash "$repo/scripts/experiments/elastic.sh" --data_dir="$tmp/none"
