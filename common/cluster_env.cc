@@ -426,13 +426,17 @@ absl::StatusOr<ResolvedCluster> ResolveTask(const ClusterConfig& config,
   return r;
 }
 
-std::string PrintResolvedCluster(const ResolvedCluster& cluster) {
-  ClusterConfig c = cluster.config;
+std::string ClusterConfigText(const ClusterConfig& config) {
+  ClusterConfig c = config;
   if (c.security().has_token_file()) c.mutable_security()->clear_token();
   std::string text;
   google::protobuf::TextFormat::PrintToString(c, &text);
+  return text;
+}
+
+std::string PrintResolvedCluster(const ResolvedCluster& cluster) {
   return absl::StrCat("# this task: ", cluster.task.ToString(), " (from ",
-                      cluster.source, ")\n", text);
+                      cluster.source, ")\n", ClusterConfigText(cluster.config));
 }
 
 }  // namespace psgd

@@ -87,6 +87,12 @@ absl::StatusOr<ResolvedCluster> ResolveTask(const ClusterConfig& config,
 // line naming this task and the source: what --print_cluster shows.
 std::string PrintResolvedCluster(const ResolvedCluster& cluster);
 
+// A config in text format, its token left out when it came from a
+// token_file (as PrintResolvedCluster): what the chief writes into the run
+// directory (cluster.pbtxt) for a task started later with the addresses
+// the cluster resolved, such as an elastic worker in a second srun step.
+std::string ClusterConfigText(const ClusterConfig& config);
+
 }  // namespace psgd
 
 #endif  // PSGD_COMMON_CLUSTER_ENV_H_

@@ -15,10 +15,13 @@ for mode in SYNC ASYNC; do
   timeout 600 "$LAUNCH" --bin_dir="$RUNFILES" --run_dir="$run" "$cfg" \
     || fail "$mode: launch.sh exited $?"
 
-  for f in config.pbtxt summary.json ps-0.jsonl ps-1.jsonl ps-0.summary.json \
+  for f in config.pbtxt cluster.pbtxt summary.json ps-0.jsonl ps-1.jsonl ps-0.summary.json \
            worker-0.jsonl worker-1.jsonl worker-2.jsonl worker-2.summary.json; do
     [ -s "$run/$f" ] || fail "$mode: $run/$f missing or empty"
   done
+  # The chief's resolved cluster loads as a config of its own.
+  "$WORKER" --config="$run/cluster.pbtxt" --task=worker:2 --print_cluster > /dev/null ||
+    fail "$mode: $run/cluster.pbtxt does not load"
   step=$(json_field "$run/summary.json" final_global_step)
   [ "$step" -ge "$steps" ] || fail "$mode: final step $step < $steps"
   # Every task's payload bytes: the workers' per step, the servers' per line.

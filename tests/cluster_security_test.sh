@@ -35,6 +35,7 @@ timeout 600 "$LAUNCH" --bin_dir="$RUNFILES" --run_dir="$run" "$cfg" \
 step=$(json_field "$run/summary.json" final_global_step)
 [ "$step" -ge 20 ] || fail "final step $step < 20"
 grep -q "e2e-cluster-token" "$run/config.pbtxt" && fail "the token was copied into the run"
+grep -q "e2e-cluster-token" "$run/cluster.pbtxt" && fail "the token was copied into the run's cluster.pbtxt"
 echo "secure cluster: final step $step"
 
 echo "=== a chief with another token"

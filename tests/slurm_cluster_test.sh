@@ -117,6 +117,48 @@ grep -q "% done" "$TMP/python.out" || { cat "$TMP/python.out"; fail "no progress
 step=$(json_field "$prun/summary.json" final_global_step)
 echo "slurm-python: final step $step"
 [ "$step" -ge 5 ] || fail "final step $step < 5"
+# Scale-up: a job of 1 ps and 2 workers with max_workers 3, then worker:2
+# joins it as a second srun step in the job's allocation, with the cluster
+# the chief resolved (RUN_DIR/cluster.pbtxt), contributes gradients, and
+# leaves on SIGTERM (scancel --signal=TERM of its step) while the job goes
+# on: docs/MULTIHOST.md shows the same commands.
+ecfg=$TMP/slurm-elastic.pbtxt erun=$TMP/runs/slurm-elastic
+write_cluster_config "$ecfg" slurm-elastic mode=SYNC ps=1 workers=2 n=2 batch=16 \
+  steps=100000 model=cifar10_linear \
+  training="replicas_rule: LIVE_MINUS_BACKUPS eval_every: 0" \
+  data="source: SYNTHETIC synthetic_train_size: 1200 synthetic_test_size: 300 sharding: SERVERS" \
+  extra="max_workers: 3" extra="worker_lease_seconds: 60" \
+  extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.02 } }"
+sbatch --wait --no-requeue -n 3 -o "$TMP/elastic.out" "$SBATCH_SCRIPT" "$ecfg" \
+  --bin_dir="$RUNFILES" --run_dir="$erun" --port_base="$base" > "$TMP/elastic.sbatch" 2>&1 &
+sbatch_pid=$!
+for _ in $(seq 600); do
+  grep -q "Submitted batch job" "$TMP/elastic.sbatch" 2>/dev/null && break
+  sleep 0.1
+done
+job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$TMP/elastic.sbatch")
+[ -n "$job" ] || { cat "$TMP/elastic.sbatch"; fail "the elastic job was not submitted"; }
+await_steps "$erun/worker-0.jsonl" 5 120 "$sbatch_pid"
+[ -f "$erun/cluster.pbtxt" ] || fail "the chief wrote no $erun/cluster.pbtxt"
+grep -q "address: \"$node:$base\"" "$erun/cluster.pbtxt" ||
+  { cat "$erun/cluster.pbtxt"; fail "cluster.pbtxt does not hold ps:0's Slurm address $node:$base"; }
+srun --jobid="$job" --overlap -n 1 "$WORKER" --config="$erun/cluster.pbtxt" \
+  --task=worker:2 --run_dir="$erun" > "$TMP/joiner.out" 2>&1 &
+joiner=$!
+await_steps "$erun/worker-2.jsonl" 3 120 "$joiner"
+grep -q '"outcome":"\(applied\|aggregated\)"' "$erun/worker-2.jsonl" ||
+  fail "worker:2 joined the Slurm job but contributed no gradient"
+step=$(squeue -h -s -j "$job" -o '%i' | grep -v "batch\|extern" | sort -t. -k2 -n | tail -n 1)
+[ -n "$step" ] && [ "$step" != "$job.0" ] || { squeue -s -j "$job"; fail "no second step in job $job"; }
+scancel --signal=TERM "$step"
+wait_exit "$joiner" 60 || { cat "$TMP/joiner.out"; fail "the joiner's step exited $?"; }
+grep -q "asked to leave (SIGTERM)" "$TMP/joiner.out" ||
+  { cat "$TMP/joiner.out"; fail "worker:2 does not say it left on SIGTERM"; }
+before=$(last_step "$erun/worker-0.jsonl")
+await_global_step "$erun/worker-0.jsonl" $((before + 5)) 120 "$sbatch_pid"
+echo "slurm-elastic: worker:2 joined job $job as step $step, contributed, left on SIGTERM; the job went on past step $((before + 5))"
+scancel "$job"
+wait "$sbatch_pid" 2>/dev/null || true
 # Bad input: a job with the wrong task count is refused by name, at once.
 if timeout 120 sbatch --wait --no-requeue -n 3 -o "$TMP/bad.out" "$SBATCH_SCRIPT" "$cfg" --bin_dir="$RUNFILES" --run_dir="$TMP/runs/bad"; then
   fail "a 3-task job of a 4-task config succeeded"

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/cluster_env.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -97,6 +98,15 @@ absl::StatusOr<std::string> OpenRunDir(
   if (chief) {
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
     RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/config.pbtxt", text));
+    // The cluster as resolved here (an engine's addresses in place of the
+    // file's): a worker started later, an elastic one in a second srun
+    // step, runs with --config=RUN_DIR/cluster.pbtxt --task=worker:J.
+    RETURN_IF_ERROR(WriteFileAtomically(
+        run_dir + "/cluster.pbtxt",
+        absl::StrCat("# The cluster as the chief resolved it. A worker "
+                     "started later: worker --config=THIS_FILE "
+                     "--task=worker:J\n",
+                     ClusterConfigText(config))));
     if (config.security().has_token() && !config.security().has_token_file()) {
       spdlog::warn(
           "the config holds the cluster's token inline, so {}/config.pbtxt "
