@@ -26,6 +26,7 @@ PACKAGES=(
   python3 python3-numpy python3-matplotlib  # scripts/run/compare.py
   pybind11-dev python3-dev python3-torch    # the psgd Python package (//python) and its tests; worker/models/torch_check; the CPU benchmark's peer
   python3-venv             # //python/tests:wheel_test: the wheel in a virtual environment
+  python3-pip              # //python/tests:wheel_test: the wheel into the system Python (user site)
   python3-torchvision      # examples/torchvision_cifar10.py (and its run in launch_program_test)
   procps iproute2          # scripts/run/launch.sh, tests; ip netns and tc (netns_hosts.sh)
   slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/deploy/)

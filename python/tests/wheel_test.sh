@@ -4,7 +4,8 @@
 # from Debian's /usr/bin/python3 with its system packages (numpy, torch)
 # pip-installs it offline; `python -m psgd` there says the extension loads
 # and names torch; psgd.torch imports; /usr/bin/python3 loads it from a
-# pip --target directory. An interpreter the extension is not
+# pip --target directory, and from its user site after its own pip
+# installs it there (and uninstalls it). An interpreter the extension is not
 # built for is refused with a message naming the one it needs, and one
 # without torch gets a message saying where torch is.
 set -euo pipefail
@@ -47,6 +48,26 @@ sys_out=$(cd "$tmp" && PYTHONPATH=$tmp/system /usr/bin/python3 -m psgd)
 grep -q "^psgd .*($tmp/system/psgd)" <<<"$sys_out" || fail "the system Python did not load the wheel's psgd: $sys_out"
 grep -q "^interpreter: cpython 3.11.* (/usr/bin/python3)" <<<"$sys_out" || fail "not /usr/bin/python3: $sys_out"
 grep -q '^extension: loads' <<<"$sys_out" || fail "the extension does not load under /usr/bin/python3"
+
+# The system Python's own pip (Debian's python3-pip) into its user site,
+# which /usr/bin/python3 reads with no PYTHONPATH: Debian marks the system
+# Python externally managed (PEP 668), hence --break-system-packages; the
+# user base is the test's, so nothing outside it changes.
+/usr/bin/python3 -m pip --version > /dev/null 2>&1 ||
+  fail "/usr/bin/python3 has no pip: scripts/setup.sh installs python3-pip"
+export PYTHONUSERBASE=$tmp/userbase
+/usr/bin/python3 -m pip install --user --break-system-packages --no-index --no-deps \
+  --quiet --no-warn-script-location "$wheel" || fail "pip install --user into the system Python"
+user_out=$(cd "$tmp" && /usr/bin/python3 -m psgd)
+echo "$user_out" | head -2
+grep -q "^psgd .*($tmp/userbase/lib/python3.11/site-packages/psgd)" <<<"$user_out" ||
+  fail "the system Python did not load the user-site psgd: $user_out"
+grep -q '^extension: loads' <<<"$user_out" || fail "the user-site extension does not load: $user_out"
+grep -q '^torch: [0-9].*psgd.torch usable' <<<"$user_out" || fail "no usable torch for the system Python: $user_out"
+/usr/bin/python3 -m pip uninstall --yes --quiet --break-system-packages psgd ||
+  fail "pip uninstall from the user site"
+[ ! -e "$tmp/userbase/lib/python3.11/site-packages/psgd" ] || fail "pip uninstall left psgd behind"
+unset PYTHONUSERBASE
 
 # Built for another interpreter: refused, naming it.
 cp -r "$tmp/v/lib/python3.11/site-packages/psgd" "$tmp/other"
