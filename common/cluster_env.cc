@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -360,10 +361,28 @@ absl::StatusOr<ResolvedCluster> ClusterFromTfConfig(const ClusterConfig& config,
         absl::StrCat("TF_CONFIG: task.type '", type,
                      "': a role psgd does not have (chief, worker, ps)"));
   }
-  if (index != static_cast<int>(index) || index < 0 || index >= count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TF_CONFIG: task ", type, ":", index, ": cluster.", type,
-                     " has ", count, " address", count == 1 ? "" : "es"));
+  const std::string listed =
+      absl::StrCat("TF_CONFIG: task ", type, ":", index, ": cluster.", type,
+                   " has ", count, " address", count == 1 ? "" : "es");
+  if (std::trunc(index) != index || index < 0) {
+    return absl::InvalidArgumentError(listed);
+  }
+  if (index >= count) {
+    // An elastic worker (config max_workers): a worker id beyond the listed
+    // workers, up to max_workers - 1. Its own address is not needed (workers
+    // do not listen); the listed addresses stay as they are.
+    const double id = index + (has_chief ? 1 : 0);
+    if (type != "worker" || !config.has_max_workers()) {
+      return absl::InvalidArgumentError(listed);
+    }
+    if (id >= MaxWorkers(config)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          listed,
+          has_chief ? absl::StrCat(" (worker:", id, " after the chief)") : "",
+          " and config '", config.name(),
+          "' allows worker ids up to max_workers - 1 = ",
+          MaxWorkers(config) - 1));
+    }
   }
   const int i = static_cast<int>(index);
   if (type == "ps") {

@@ -18,7 +18,11 @@
 //
 // TF_CONFIG is {"cluster": {"chief": [...], "worker": [...], "ps": [...]},
 // "task": {"type": T, "index": I}}; the chief is worker:0 and worker i is
-// worker:i+1 (without a chief, worker i is worker:i); ps i is ps:i.
+// worker:i+1 (without a chief, worker i is worker:i); ps i is ps:i. The
+// cluster lists the config's workers; a worker task beyond them is an
+// elastic worker, accepted while its id is below the config's max_workers
+// (its own address is not needed: workers do not listen), refused naming
+// max_workers otherwise.
 //
 // Every error is INVALID_ARGUMENT and names the variable (and the task).
 //

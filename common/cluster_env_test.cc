@@ -16,16 +16,22 @@ namespace {
 
 using Strings = std::vector<std::string>;
 
-ClusterConfig Config(int ps, int workers) {
+// `max_workers` > 0: elastic membership (with the data from the servers).
+ClusterConfig Config(int ps, int workers, int max_workers = 0) {
   std::string text = "name: 'c' ";
+  if (max_workers > 0) {
+    text += "max_workers: " + std::to_string(max_workers) + " ";
+  }
   for (int i = 0; i < ps; ++i) {
     text += "ps { address: 'p" + std::to_string(i) + ":1' } ";
   }
   for (int i = 0; i < workers; ++i) {
     text += "worker { address: 'w" + std::to_string(i) + ":1' } ";
   }
-  text += "training { steps: 10 } data { source: SYNTHETIC }";
+  text += "training { steps: 10 } data { source: SYNTHETIC ";
+  text += max_workers > 0 ? "sharding: SERVERS }" : "}";
   absl::StatusOr<ClusterConfig> c = ParseClusterConfig(text, "c.pbtxt");
+  INFO(c.status().ToString());
   REQUIRE(c.ok());
   return *c;
 }
@@ -224,6 +230,79 @@ TEST_CASE("TF_CONFIG: Kubeflow's chief, workers and ps") {
                          "task": {"type": "worker", "index": 0}})"}});
   REQUIRE(r.ok());
   CHECK(Layout(*r) == "ps:0=c:1 worker:0=a:1 worker:1=b:1 ");
+}
+
+TEST_CASE("TF_CONFIG: an elastic worker beyond the listed ones") {
+  // 3 listed workers (worker:0..2), max_workers 6: worker:3..5 may join.
+  const std::string plain =
+      R"("cluster": {"worker": ["a:1", "b:1", "c:1"], "ps": ["p:1"]})";
+  const std::string chief =
+      R"("cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"],
+                     "ps": ["p:1"]})";
+  auto tf_config = [](const std::string& cluster, const std::string& task) {
+    return Environment{
+        {"TF_CONFIG", "{" + cluster + R"(, "task": )" + task + "}"}};
+  };
+  absl::StatusOr<ResolvedCluster> r =
+      ResolveCluster(Config(1, 3, 6), "tf_config",
+                     tf_config(plain, R"({"type": "worker", "index": 3})"), 0);
+  REQUIRE(r.ok());
+  CHECK(r->task.ToString() == "worker:3");
+  // The listed addresses stay; the elastic worker adds none.
+  CHECK(Layout(*r) == "ps:0=p:1 worker:0=a:1 worker:1=b:1 worker:2=c:1 ");
+  r = ResolveCluster(Config(1, 3, 6), "tf_config",
+                     tf_config(plain, R"({"type": "worker", "index": 5})"), 0);
+  REQUIRE(r.ok());
+  CHECK(r->task.ToString() == "worker:5");
+  // With a chief, worker index i is worker:i+1.
+  r = ResolveCluster(Config(1, 3, 6), "tf_config",
+                     tf_config(chief, R"({"type": "worker", "index": 4})"), 0);
+  REQUIRE(r.ok());
+  CHECK(r->task.ToString() == "worker:5");
+
+  // Beyond max_workers - 1.
+  CHECK(ErrorOf(ResolveCluster(
+            Config(1, 3, 6), "tf_config",
+            tf_config(plain, R"({"type": "worker", "index": 6})"), 0)) ==
+        "TF_CONFIG: task worker:6: cluster.worker has 3 addresses and config "
+        "'c' allows worker ids up to max_workers - 1 = 5");
+  CHECK(ErrorOf(ResolveCluster(
+            Config(1, 3, 6), "tf_config",
+            tf_config(chief, R"({"type": "worker", "index": 5})"), 0)) ==
+        "TF_CONFIG: task worker:5: cluster.worker has 2 addresses (worker:6 "
+        "after the chief) and config 'c' allows worker ids up to "
+        "max_workers - 1 = 5");
+  CHECK_THAT(ErrorOf(ResolveCluster(
+                 Config(1, 3, 6), "tf_config",
+                 tf_config(plain, R"({"type": "worker", "index": 1e12})"), 0)),
+             Catch::Contains("allows worker ids up to max_workers - 1 = 5"));
+  // max_workers equal to the listed workers: none beyond them.
+  CHECK_THAT(ErrorOf(ResolveCluster(
+                 Config(1, 3, 3), "tf_config",
+                 tf_config(plain, R"({"type": "worker", "index": 3})"), 0)),
+             Catch::EndsWith("allows worker ids up to max_workers - 1 = 2"));
+  // Without max_workers: the listed workers only.
+  CHECK(ErrorOf(ResolveCluster(
+            Config(1, 3), "tf_config",
+            tf_config(plain, R"({"type": "worker", "index": 3})"), 0)) ==
+        "TF_CONFIG: task worker:3: cluster.worker has 3 addresses");
+  // Only workers are elastic; an index that is no index stays refused.
+  CHECK(ErrorOf(ResolveCluster(
+            Config(1, 3, 6), "tf_config",
+            tf_config(plain, R"({"type": "ps", "index": 1})"), 0)) ==
+        "TF_CONFIG: task ps:1: cluster.ps has 1 address");
+  CHECK(ErrorOf(ResolveCluster(
+            Config(1, 3, 6), "tf_config",
+            tf_config(chief, R"({"type": "chief", "index": 1})"), 0)) ==
+        "TF_CONFIG: task chief:1: cluster.chief has 1 address");
+  CHECK(ErrorOf(ResolveCluster(
+            Config(1, 3, 6), "tf_config",
+            tf_config(plain, R"({"type": "worker", "index": 3.5})"), 0)) ==
+        "TF_CONFIG: task worker:3.5: cluster.worker has 3 addresses");
+  CHECK(ErrorOf(ResolveCluster(
+            Config(1, 3, 6), "tf_config",
+            tf_config(plain, R"({"type": "worker", "index": -1})"), 0)) ==
+        "TF_CONFIG: task worker:-1: cluster.worker has 3 addresses");
 }
 
 TEST_CASE("TF_CONFIG: bad input is named") {

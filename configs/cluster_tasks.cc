@@ -21,9 +21,11 @@
 ABSL_FLAG(std::string, config, "", "Cluster config file (text format).");
 ABSL_FLAG(bool, addresses, false, "Print 'TASK ADDRESS' per line.");
 ABSL_FLAG(std::string, field, "",
-          "Print one value instead of the tasks: name, run_root, mode, or "
+          "Print one value instead of the tasks: name, run_root, mode, "
           "checkpoints (none, shared: one directory for every ps, or "
-          "per_task: each ps its own checkpoint_dir).");
+          "per_task: each ps its own checkpoint_dir), or max_workers (the "
+          "worker ids below it may run: max_workers, else the listed "
+          "workers' count).");
 ABSL_FLAG(std::string, program, "",
           "Print the worker program of this task (worker:J): its "
           "WorkerTask.program, an empty line for the C++ worker.");
@@ -57,7 +59,8 @@ int PrintUnvalidatedName(const std::string& path) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "cluster_tasks --config=F [--addresses | "
-      "--field=name|run_root|mode|checkpoints | --program=worker:J] "
+      "--field=name|run_root|mode|checkpoints|max_workers | "
+      "--program=worker:J] "
       "[--novalidate]");
   absl::ParseCommandLine(argc, argv);
   const std::string path = absl::GetFlag(FLAGS_config);
@@ -94,9 +97,12 @@ int main(int argc, char** argv) {
                     : psgd::PerHostCheckpoints(*config) ? "per_task"
                                                         : "shared")
                 << "\n";
+    } else if (field == "max_workers") {
+      std::cout << psgd::MaxWorkers(*config) << "\n";
     } else {
       std::cerr << "cluster_tasks: unknown --field '" << field
-                << "' (expected name, run_root, mode or checkpoints)\n";
+                << "' (expected name, run_root, mode, checkpoints or "
+                   "max_workers)\n";
       return 2;
     }
     return 0;

@@ -18,6 +18,20 @@ writes into DIR (default: the current directory)
                        (stable names NAME-ps-I.NAME-ps, a checkpoint volume per
                        pod), and an Indexed Job for the workers (index 0 is the
                        chief); each task builds its TF_CONFIG from its ordinal.
+                       With max_workers K above the M listed workers (elastic
+                       workers, docs/PS.md) also a StatefulSet NAME-elastic of
+                       0 replicas (and its headless Service): its pod of
+                       ordinal k is worker:M+k with the last listed worker's
+                       program, and refuses to start (the worker's error on
+                       max_workers) from M+k = K on. Scale it up and the pods
+                       join the running job at the next step; scale it down
+                       and SIGTERM makes the C++ worker leave at a step
+                       boundary (a grace period of 60 s; a worker program
+                       it kills, and its lease runs out). Its pods are
+                       restarted when they exit: scale it to 0 when the job
+                       ends.
+The TFJob has no elastic workers: a TFJob's replicas are the workers its
+TF_CONFIG lists, which must be the config's listed ones.
 A worker task with a program (WorkerTask.program, e.g. a PyTorch worker) runs
 it from the image's /psgd (a .py script with /usr/bin/python3 and the psgd
 package of /psgd/python on PYTHONPATH); the TFJob needs one program for
@@ -56,7 +70,13 @@ def read_config(path, tool=None):
     roles = [task.split(":")[0] for task, _ in configs.tasks(path, tool=tool)]
     checkpoints = configs.field(path, "checkpoints", tool=tool)
     workers = roles.count("worker")
+    max_workers = int(configs.field(path, "max_workers", tool=tool))
+    # An elastic worker (worker:M..) runs what the loader gives it: the last
+    # listed worker's program (WorkerTaskOf).
+    elastic = (worker_command(configs.program(path, f"worker:{workers}", tool=tool))
+               if max_workers > workers else None)
     return {"name": name, "ps": roles.count("ps"), "workers": workers,
+            "max_workers": max_workers, "elastic_command": elastic,
             "text": text, "checkpoint": checkpoints != "none",
             "own_checkpoint_dirs": checkpoints == "per_task",
             "commands": [worker_command(configs.program(path, f"worker:{j}", tool=tool))
@@ -182,16 +202,17 @@ def plain(c, image, ns, port, size):
                     for i in range(c["workers"])]
     cluster = json.dumps({"ps": ps_hosts, "worker": worker_hosts}, separators=(",", ":"))
 
-    def task_command(commands, role, index_var):
-        """The task's shell line; `commands` by index (one: for all)."""
+    def task_command(commands, role, index):
+        """The task's shell line; `commands` by index (one: for all). `index`
+        is the shell expression of the TF_CONFIG task index."""
         script = (f"export TF_CONFIG='{{\"cluster\":{cluster},\"task\":{{\"type\":\"{role}\","
-                  f"\"index\":'\"${{{index_var}}}\"'}}}}'; ")
+                  f"\"index\":'\"{index}\"'}}}}'; ")
         def run(command):
             return "exec " + " ".join(shlex.quote(w) for w in command + TASK_ARGS)
         if all(cmd == commands[0] for cmd in commands):
             return json.dumps(script + run(commands[0]))
         cases = " ".join(f"{i}) {run(cmd)};;" for i, cmd in enumerate(commands))
-        return json.dumps(script + f'case "${{{index_var}}}" in {cases} esac')
+        return json.dumps(script + f'case "{index}" in {cases} esac')
 
     return config_map(c, ns) + f"""{headless(n, "ps", ns, port)}{headless(n, "worker", ns, port)}---
 apiVersion: apps/v1
@@ -213,7 +234,7 @@ spec:
         - name: ps
           image: {image}
           command: [/bin/sh, -c]
-          args: [{task_command([['/psgd/ps_server']], 'ps', 'HOSTNAME##*-')}]
+          args: [{task_command([['/psgd/ps_server']], 'ps', '${HOSTNAME##*-}')}]
           ports:
             - {{name: grpc, containerPort: {port}}}
           readinessProbe:
@@ -260,7 +281,55 @@ spec:
         - name: worker
           image: {image}
           command: [/bin/sh, -c]
-          args: [{task_command(c['commands'], 'worker', 'JOB_COMPLETION_INDEX')}]
+          args: [{task_command(c['commands'], 'worker', '${JOB_COMPLETION_INDEX}')}]
+          volumeMounts:
+            - {{name: config, mountPath: /etc/psgd, readOnly: true}}
+            - {{name: runs, mountPath: /runs}}
+      volumes:
+        - name: config
+          configMap: {{name: {n}-config}}
+        - {{name: runs, emptyDir: {{}}}}
+""" + (elastic(c, image, ns, port, task_command)
+       if c["max_workers"] > c["workers"] else "")
+
+
+def elastic(c, image, ns, port, task_command):
+    """The elastic workers (max_workers K above the M listed workers): a
+    StatefulSet NAME-elastic of 0 replicas whose pod of ordinal k is
+    worker:M+k, with the TF_CONFIG of the listed workers and task index M+k
+    (no chief: the index is the worker id). The worker resolves its task
+    with the config's max_workers and refuses an id from K on (exit 2, the
+    message in the pod's log). Scaling it up joins workers at the next step;
+    scaling it down sends SIGTERM, and the C++ worker leaves at a step
+    boundary and exits 0 within the grace period."""
+    n, m, k = c["name"], c["workers"], c["max_workers"]
+    index = f"$((${{HOSTNAME##*-}} + {m}))"
+    return f"""{headless(n, "elastic", ns, port)}---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {n}-elastic
+  namespace: {ns}
+spec:
+  # Elastic workers: the pod of ordinal k is worker:{m}+k (ids up to
+  # max_workers - 1 = {k - 1}: at most {k - m} replicas). Scale up: they join
+  # at the next step; scale down: SIGTERM, they leave at a step boundary.
+  serviceName: {n}-elastic
+  replicas: 0
+  podManagementPolicy: Parallel
+  selector:
+    matchLabels: {{app: {n}, role: elastic}}
+  template:
+    metadata:
+      labels: {{app: {n}, role: elastic}}
+    spec:
+      # Time for a worker to finish its step and leave after SIGTERM.
+      terminationGracePeriodSeconds: 60
+      containers:
+        - name: worker
+          image: {image}
+          command: [/bin/sh, -c]
+          args: [{task_command([c['elastic_command']], 'worker', index)}]
           volumeMounts:
             - {{name: config, mountPath: /etc/psgd, readOnly: true}}
             - {{name: runs, mountPath: /runs}}
@@ -290,10 +359,13 @@ def main(argv=None):
         c = read_config(a.config, a.cluster_tasks)
     except ConfigError as e:
         sys.exit(f"k8s_manifests.py: {e}")
+    try:
+        files = {f"{c['name']}-tfjob.yaml": tfjob(c, a.image, a.namespace, a.port),
+                 f"{c['name']}-k8s.yaml": plain(c, a.image, a.namespace, a.port,
+                                                a.checkpoint_size)}
+    except ConfigError as e:
+        sys.exit(f"k8s_manifests.py: {a.config}: {e}")
     os.makedirs(a.out, exist_ok=True)
-    files = {f"{c['name']}-tfjob.yaml": tfjob(c, a.image, a.namespace, a.port),
-             f"{c['name']}-k8s.yaml": plain(c, a.image, a.namespace, a.port,
-                                            a.checkpoint_size)}
     for name, text in files.items():
         with open(os.path.join(a.out, name), "w") as fh:
             fh.write(text)

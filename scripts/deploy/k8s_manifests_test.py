@@ -1,12 +1,15 @@
 """Golden test of scripts/deploy/k8s_manifests.py: the TFJob and the plain
-manifests of testdata/k8s/hosts.pbtxt are byte for byte the checked-in ones;
-the TF_CONFIG a plain-manifest pod builds for itself resolves, through the
-real ps_server and worker (--cluster_from=tf_config --print_cluster), to the
-task of its ordinal; bad configs are refused by name.
+manifests of testdata/k8s/hosts.pbtxt and grow.pbtxt (elastic workers,
+max_workers) are byte for byte the checked-in ones; the TF_CONFIG a
+plain-manifest pod builds for itself resolves, through the real ps_server
+and worker (--cluster_from=tf_config --print_cluster), to the task of its
+ordinal, an elastic pod's to worker:M+k, refused from max_workers on; bad
+configs are refused by name.
 
-To accept a deliberate change: scripts/deploy/k8s_manifests.py
-scripts/deploy/testdata/k8s/hosts.pbtxt --image registry.example/psgd:1
---namespace train --out scripts/deploy/testdata/k8s
+To accept a deliberate change: for C in hosts grow; do
+scripts/deploy/k8s_manifests.py scripts/deploy/testdata/k8s/$C.pbtxt
+--image registry.example/psgd:1 --namespace train
+--out scripts/deploy/testdata/k8s; done
 """
 import json
 import os
@@ -25,15 +28,49 @@ def run(*args, env=None):
     return subprocess.run(list(args), capture_output=True, text=True, env=env)
 
 
+BINARIES = {"/psgd/ps_server": os.path.join(RUNFILES, "ps/ps_server"),
+            "/psgd/worker": os.path.join(RUNFILES, "worker/worker")}
+
+
+def pod_script(plain, pattern, config):
+    """The shell line of the pod whose args match `pattern` (a regex over
+    the YAML), made to run here: the real binaries with --print_cluster
+    and `config` instead of the ConfigMap's."""
+    script = json.loads(re.search(pattern, plain).group(0))
+    for b, real in BINARIES.items():
+        script = script.replace(b, real)
+    script = script.replace("--config=/etc/psgd/cluster.pbtxt", f"--config={config}")
+    return script.replace("--run_dir=/runs", "--print_cluster")
+
+
+def documents(yaml):
+    """The YAML documents of a manifest file, as text."""
+    return yaml.split("\n---\n")
+
+
+def document(yaml, kind, name):
+    """The one document of `kind` named `name`, or None."""
+    found = [d for d in documents(yaml)
+             if re.search(rf"^kind: {kind}$", d, re.M)
+             and re.search(rf"^metadata:\n  name: {name}$", d, re.M)]
+    assert len(found) <= 1, (kind, name, found)
+    return found[0] if found else None
+
+
+def generate(config, out):
+    r = run(sys.executable, TOOL, config, "--image", "registry.example/psgd:1",
+            "--namespace", "train", "--out", out)
+    assert r.returncode == 0, r.stderr
+
+
 def main():
     out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-    r = run(sys.executable, TOOL, os.path.join(DATA, "hosts.pbtxt"), "--image",
-            "registry.example/psgd:1", "--namespace", "train", "--out", out)
-    assert r.returncode == 0, r.stderr
-    for name in ("hosts-tfjob.yaml", "hosts-k8s.yaml"):
-        got = open(os.path.join(out, name)).read()
-        want = open(os.path.join(DATA, name)).read()
-        assert got == want, f"{name} differs from the golden file"
+    for config in ("hosts", "grow"):
+        generate(os.path.join(DATA, f"{config}.pbtxt"), out)
+        for name in (f"{config}-tfjob.yaml", f"{config}-k8s.yaml"):
+            got = open(os.path.join(out, name)).read()
+            want = open(os.path.join(DATA, name)).read()
+            assert got == want, f"{name} differs from the golden file"
     plain = open(os.path.join(out, "hosts-k8s.yaml")).read()
     tfjob = open(os.path.join(out, "hosts-tfjob.yaml")).read()
     for needle in ("kind: TFJob", "Chief:", "replicas: 2", "grpc: {port: 2222}",
@@ -45,22 +82,77 @@ def main():
 
     # Each pod's shell command builds TF_CONFIG from its ordinal: run it with
     # the binary replaced by --print_cluster of the real one.
-    binaries = {"/psgd/ps_server": os.path.join(RUNFILES, "ps/ps_server"),
-                "/psgd/worker": os.path.join(RUNFILES, "worker/worker")}
     config = os.path.join(DATA, "hosts.pbtxt")
     for args, env_name, value, expect in (
             (r'"export TF_CONFIG=.*?ps_server[^"]*"', "HOSTNAME", "hosts-ps-1", "ps:1"),
             (r'"export TF_CONFIG=.*?/psgd/worker[^"]*"', "JOB_COMPLETION_INDEX", "2", "worker:2")):
-        script = json.loads(re.search(args, plain).group(0))
-        for b, real in binaries.items():
-            script = script.replace(b, real)
-        script = script.replace("--config=/etc/psgd/cluster.pbtxt", f"--config={config}")
-        script = script.replace("--run_dir=/runs", "--print_cluster")
+        script = pod_script(plain, args, config)
         env = dict(os.environ, **{env_name: value})
         r = run("/bin/sh", "-c", script, env=env)
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith(f"# this task: {expect} (from tf_config)"), r.stdout
         assert 'address: "hosts-ps-0.hosts-ps.train.svc:2222"' in r.stdout, r.stdout
+    # Without max_workers there are no elastic workers.
+    assert "hosts-elastic" not in plain, plain
+
+    # Elastic workers (grow.pbtxt: 3 listed workers, max_workers 6): a
+    # StatefulSet grow-elastic of 0 replicas beside the Indexed Job, its own
+    # headless Service; the TFJob is as without max_workers.
+    grow = os.path.join(DATA, "grow.pbtxt")
+    plain = open(os.path.join(out, "grow-k8s.yaml")).read()
+    tfjob = open(os.path.join(out, "grow-tfjob.yaml")).read()
+    assert "grow-elastic" not in tfjob and "StatefulSet" not in tfjob, tfjob
+    assert document(plain, "Service", "grow-elastic"), plain
+    sts = document(plain, "StatefulSet", "grow-elastic")
+    assert sts, plain
+    for needle in ("\n  replicas: 0\n", "\n  podManagementPolicy: Parallel\n",
+                   "\n  serviceName: grow-elastic\n",
+                   "\n    matchLabels: {app: grow, role: elastic}\n",
+                   "\n      labels: {app: grow, role: elastic}\n",
+                   "\n      terminationGracePeriodSeconds: 60\n",
+                   "\n          image: registry.example/psgd:1\n",
+                   "{name: config, mountPath: /etc/psgd, readOnly: true}",
+                   "configMap: {name: grow-config}"):
+        assert needle in sts, (needle, sts)
+    # The listed workers are as before: an Indexed Job of 3.
+    job = document(plain, "Job", "grow-worker")
+    assert job and "completions: 3\n" in job, job
+    # The elastic pod of ordinal k is worker:3+k, resolved by the real
+    # worker; from ordinal 3 (worker:6 = max_workers) the worker refuses.
+    elastic_args = r'"export TF_CONFIG=.*?/psgd/worker[^"]*"'
+    script = pod_script(sts, elastic_args, grow)
+    assert "--cluster_from=tf_config" in script, script
+    for ordinal, expect in ((0, "worker:3"), (2, "worker:5")):
+        r = run("/bin/sh", "-c", script,
+                env=dict(os.environ, HOSTNAME=f"grow-elastic-{ordinal}"))
+        assert r.returncode == 0, (ordinal, r.stderr)
+        assert r.stdout.startswith(f"# this task: {expect} (from tf_config)"), r.stdout
+        assert "max_workers: 6" in r.stdout, r.stdout
+        # The listed workers keep their addresses; none is added.
+        assert 'address: "grow-worker-2.grow-worker.train.svc:2222"' in r.stdout, r.stdout
+        assert r.stdout.count("worker {") == 3, r.stdout
+    r = run("/bin/sh", "-c", script, env=dict(os.environ, HOSTNAME="grow-elastic-3"))
+    assert r.returncode != 0, r.stdout
+    assert ("TF_CONFIG: task worker:6: cluster.worker has 3 addresses and config "
+            "'grow' allows worker ids up to max_workers - 1 = 5") in r.stderr, r.stderr
+    # max_workers equal to the listed workers: no elastic workers.
+    text = open(grow).read()
+    same = os.path.join(out, "same.pbtxt")
+    open(same, "w").write(text.replace("max_workers: 6", "max_workers: 3"))
+    assert "max_workers: 3" in open(same).read()
+    generate(same, out)
+    assert "grow-elastic" not in open(os.path.join(out, "grow-k8s.yaml")).read()
+    # An elastic worker runs the last listed worker's program.
+    programs = os.path.join(out, "grow-programs.pbtxt")
+    program = '" program: "examples/torch_cifar10.py" }'
+    open(programs, "w").write(text.replace('w1:2222" }', 'w1:2222' + program)
+                              .replace('w2:2222" }', 'w2:2222' + program))
+    assert open(programs).read().count("program:") == 2, open(programs).read()
+    generate(programs, out)
+    sts = document(open(os.path.join(out, "grow-k8s.yaml")).read(), "StatefulSet",
+                   "grow-elastic")
+    assert ("exec /usr/bin/env PYTHONPATH=/psgd/python /usr/bin/python3 "
+            "/psgd/examples/torch_cifar10.py --config=") in sts, sts
 
     # Worker programs (WorkerTask.program): a Python chief beside C++
     # workers picks its command by index in the Indexed Job, and is the
@@ -96,6 +188,10 @@ def main():
         assert r.returncode == 0 and r.stdout.startswith(expect), (index, r.stdout)
 
     # Bad input is named.
+    open(programs, "w").write(text.replace('w2:2222" }', 'w2:2222' + program))
+    r = run(sys.executable, TOOL, programs, "--out", out)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"{programs}: a TFJob runs worker:1.. from one template" in r.stderr, r.stderr
     bad = os.path.join(out, "bad.pbtxt")
     open(bad, "w").write('name: "Bad_Name" worker { address: "a:1" }\n')
     r = run(sys.executable, TOOL, bad, "--out", out)

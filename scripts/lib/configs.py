@@ -4,7 +4,8 @@ fields. No script parses a config's text itself.
 
     sys.path.insert(0, ".../scripts/lib"); import configs
     configs.tasks("c.pbtxt")          # [("ps:0", "h0:2222"), ...]
-    configs.field("c.pbtxt", "name")  # also run_root, mode, checkpoints
+    configs.field("c.pbtxt", "name")  # also run_root, mode, checkpoints,
+                                      # max_workers
     configs.program("c.pbtxt", "worker:1")  # WorkerTask.program, or ""
 
 The binary: the one given, else configs/cluster_tasks under the repository
@@ -58,8 +59,9 @@ def tasks(config, tool=None):
 
 
 def field(config, name, validate=True, tool=None):
-    """One field of the config: name, run_root, mode or checkpoints (none,
-    shared, per_task). validate=False (name only) parses without the loader's
+    """One field of the config: name, run_root, mode, checkpoints (none,
+    shared, per_task) or max_workers (max_workers, else the listed workers'
+    count). validate=False (name only) parses without the loader's
     checks."""
     flags = [f"--field={name}"] + ([] if validate else ["--novalidate"])
     return _run(config, flags, tool).strip()
