@@ -16,9 +16,11 @@
 # Prints per run the final global step, the chief's final test loss and
 # accuracy, the mean training loss of the last tenth of the steps (all
 # workers' lines), and the ledger's check (scripts/ledger_check.py: every
-# sample once per complete epoch); then loss_ratio_resize_vs_fixed (with
-# --repeats=R > 1: fixed and resize alternate R times, and the ratio is of
-# the mean final test losses, with each run's beside it).
+# sample once per complete epoch); then loss_ratio_resize_vs_fixed (the
+# final test losses) and train_ce_ratio_resize_vs_fixed (the training cross
+# entropy over the last tenth of the steps, every worker's batches); with
+# --repeats=R > 1 fixed and resize alternate R times and the ratios are of
+# the means, each run's beside them.
 #
 #   scripts/experiments/elastic.sh [--steps=800] [--batch=32]
 #        [--model=cifar10_tutorial] [--data_dir=DIR | --synthetic]
@@ -38,7 +40,7 @@ for arg in "$@"; do
     --repeats=*) repeats=${arg#*=} ;;
     --out=*) out=${arg#*=} ;;
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "elastic.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -234,16 +236,27 @@ fi
 /usr/bin/python3 - "$out" "$repeats" <<'PY'
 import json, sys
 out, repeats = sys.argv[1], int(sys.argv[2])
+import glob
 def final_loss(name):
     evals = [json.loads(l) for l in open(f"{out}/{name}/worker-0.jsonl") if '"eval"' in l]
     return evals[-1]["test_loss"]
+def train_ce(name):
+    # The cross entropy of every worker's batches over the last tenth of
+    # the steps: the training loss at the end, far less noisy than one
+    # evaluation.
+    steps = json.load(open(f"{out}/{name}/summary.json"))["final_global_step"]
+    ce = [r["cross_entropy"] for f in glob.glob(f"{out}/{name}/worker-*.jsonl")
+          for r in map(json.loads, open(f))
+          if r.get("kind") == "train" and r["step"] >= steps - steps // 10]
+    return sum(ce) / len(ce)
 names = lambda kind: [kind] + [f"{kind}-{r}" for r in range(2, repeats + 1)]
-fixed = [final_loss(n) for n in names("fixed")]
-resize = [final_loss(n) for n in names("resize")]
 mean = lambda v: sum(v) / len(v)
-if repeats > 1:
-    print("fixed test losses: " + " ".join(f"{v:.4f}" for v in fixed) + f" (mean {mean(fixed):.4f})")
-    print("resize test losses: " + " ".join(f"{v:.4f}" for v in resize) + f" (mean {mean(resize):.4f})")
-print(f"loss_ratio_resize_vs_fixed={mean(resize) / mean(fixed):.4f}")
+for what, f in (("test losses", final_loss), ("training cross entropies (last tenth)", train_ce)):
+    fixed = [f(n) for n in names("fixed")]
+    resize = [f(n) for n in names("resize")]
+    print(f"fixed {what}: " + " ".join(f"{v:.4f}" for v in fixed) + f" (mean {mean(fixed):.4f})")
+    print(f"resize {what}: " + " ".join(f"{v:.4f}" for v in resize) + f" (mean {mean(resize):.4f})")
+    key = "loss_ratio_resize_vs_fixed" if f is final_loss else "train_ce_ratio_resize_vs_fixed"
+    print(f"{key}={mean(resize) / mean(fixed):.4f}")
 PY
 echo "elastic.sh: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg); runs in $out"
