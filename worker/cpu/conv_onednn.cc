@@ -35,11 +35,12 @@ class OneDnnConv2d : public Conv2dOp {
     return CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
+      CallSpace space(&context_->workspace);
       std::unordered_map<int, memory> args = {
-          {DNNL_ARG_SRC, fwd_x_.Input(x.data(), s)},
-          {DNNL_ARG_WEIGHTS, fwd_w_.Input(w.data(), s)},
-          {DNNL_ARG_DST, fwd_y_.Output(y.data())},
-          {DNNL_ARG_SCRATCHPAD, fwd_scratch_}};
+          {DNNL_ARG_SRC, fwd_x_.Input(x.data(), s, &space)},
+          {DNNL_ARG_WEIGHTS, fwd_w_.Input(w.data(), s, &space)},
+          {DNNL_ARG_DST, fwd_y_.Output(y.data(), &space)},
+          {DNNL_ARG_SCRATCHPAD, Scratch(fwd_scratch_, &space)}};
       if (shape_.has_bias) {
         bias_.set_data_handle(const_cast<float*>(b.data()));
         args[DNNL_ARG_BIAS] = bias_;
@@ -57,11 +58,12 @@ class OneDnnConv2d : public Conv2dOp {
     return CatchOneDnn(shape_.ToString() + " backward data", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
-      backward_data_.execute(s,
-                             {{DNNL_ARG_DIFF_DST, bwd_dy_.Input(dy.data(), s)},
-                              {DNNL_ARG_WEIGHTS, bwd_w_.Input(w.data(), s)},
-                              {DNNL_ARG_DIFF_SRC, bwd_dx_.Output(dx.data())},
-                              {DNNL_ARG_SCRATCHPAD, bwd_scratch_}});
+      CallSpace space(&context_->workspace);
+      backward_data_.execute(
+          s, {{DNNL_ARG_DIFF_DST, bwd_dy_.Input(dy.data(), s, &space)},
+              {DNNL_ARG_WEIGHTS, bwd_w_.Input(w.data(), s, &space)},
+              {DNNL_ARG_DIFF_SRC, bwd_dx_.Output(dx.data(), &space)},
+              {DNNL_ARG_SCRATCHPAD, Scratch(bwd_scratch_, &space)}});
       bwd_dx_.FinishOutput(s);
       s.wait();
     });
@@ -74,11 +76,12 @@ class OneDnnConv2d : public Conv2dOp {
     return CatchOneDnn(shape_.ToString() + " backward filter", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
+      CallSpace space(&context_->workspace);
       std::unordered_map<int, memory> args = {
-          {DNNL_ARG_SRC, bww_x_.Input(x.data(), s)},
-          {DNNL_ARG_DIFF_DST, bww_dy_.Input(dy.data(), s)},
-          {DNNL_ARG_DIFF_WEIGHTS, bww_dw_.Output(dw.data())},
-          {DNNL_ARG_SCRATCHPAD, bww_scratch_}};
+          {DNNL_ARG_SRC, bww_x_.Input(x.data(), s, &space)},
+          {DNNL_ARG_DIFF_DST, bww_dy_.Input(dy.data(), s, &space)},
+          {DNNL_ARG_DIFF_WEIGHTS, bww_dw_.Output(dw.data(), &space)},
+          {DNNL_ARG_SCRATCHPAD, Scratch(bww_scratch_, &space)}};
       if (shape_.has_bias) {
         diff_bias_.set_data_handle(db.data());
         args[DNNL_ARG_DIFF_BIAS] = diff_bias_;
@@ -90,6 +93,12 @@ class OneDnnConv2d : public Conv2dOp {
   }
 
  private:
+  // The scratchpad of one call, a piece of the shared workspace.
+  static const memory& Scratch(memory& scratch, CallSpace* space) {
+    scratch.set_data_handle(space->Take(scratch.get_desc().get_size()));
+    return scratch;
+  }
+
   const Conv2dShape shape_;
   OneDnnContext* const context_;  // Not owned.
 
@@ -144,9 +153,9 @@ absl::Status OneDnnConv2d::Init() {
     forward_ = dnnl::convolution_forward(fwd_pd);
     backward_data_ = dnnl::convolution_backward_data(bwd_pd);
     backward_weights_ = dnnl::convolution_backward_weights(bww_pd);
-    fwd_scratch_ = memory(fwd_pd.scratchpad_desc(), eng);
-    bwd_scratch_ = memory(bwd_pd.scratchpad_desc(), eng);
-    bww_scratch_ = memory(bww_pd.scratchpad_desc(), eng);
+    fwd_scratch_ = memory(fwd_pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
+    bwd_scratch_ = memory(bwd_pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
+    bww_scratch_ = memory(bww_pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
     if (shape_.has_bias) {
       bias_ = memory(b_md, eng, DNNL_MEMORY_NONE);
       diff_bias_ = memory(b_md, eng, DNNL_MEMORY_NONE);
@@ -161,6 +170,18 @@ absl::Status OneDnnConv2d::Init() {
     bww_x_ = LayoutBridge(x_md, bww_pd.src_desc(), eng, true);
     bww_dy_ = LayoutBridge(y_md, bww_pd.diff_dst_desc(), eng, true);
     bww_dw_ = LayoutBridge(w_md, bww_pd.diff_weights_desc(), eng, false);
+    // What each call takes of the shared workspace, in the order it takes
+    // it.
+    OneDnnWorkspace& ws = context_->workspace;
+    ws.Reserve(OneDnnWorkspace::CallBytes(
+        {fwd_x_.bytes(), fwd_w_.bytes(), fwd_y_.bytes(),
+         fwd_pd.scratchpad_desc().get_size()}));
+    ws.Reserve(OneDnnWorkspace::CallBytes(
+        {bwd_dy_.bytes(), bwd_w_.bytes(), bwd_dx_.bytes(),
+         bwd_pd.scratchpad_desc().get_size()}));
+    ws.Reserve(OneDnnWorkspace::CallBytes(
+        {bww_x_.bytes(), bww_dy_.bytes(), bww_dw_.bytes(),
+         bww_pd.scratchpad_desc().get_size()}));
   });
 }
 

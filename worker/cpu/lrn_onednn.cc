@@ -36,13 +36,16 @@ class OneDnnLrn : public LrnOp {
       dnnl::stream& s = context_->stream;
       if (x.data() != workspace_source_) {
         // The workspace is another input's: make it again (into dx, which
-        // the backward pass overwrites anyway).
+        // the backward pass overwrites anyway). Its pieces of the shared
+        // workspace are free again once it has run.
         RunForward(x.data(), dx.data());
       }
-      backward_.execute(s, {{DNNL_ARG_SRC, bwd_x_.Input(x.data(), s)},
-                            {DNNL_ARG_DIFF_DST, bwd_dy_.Input(dy.data(), s)},
-                            {DNNL_ARG_WORKSPACE, workspace_},
-                            {DNNL_ARG_DIFF_SRC, bwd_dx_.Output(dx.data())}});
+      CallSpace space(&context_->workspace);
+      backward_.execute(
+          s, {{DNNL_ARG_SRC, bwd_x_.Input(x.data(), s, &space)},
+              {DNNL_ARG_DIFF_DST, bwd_dy_.Input(dy.data(), s, &space)},
+              {DNNL_ARG_WORKSPACE, workspace_},
+              {DNNL_ARG_DIFF_SRC, bwd_dx_.Output(dx.data(), &space)}});
       bwd_dx_.FinishOutput(s);
       s.wait();
     });
@@ -51,8 +54,9 @@ class OneDnnLrn : public LrnOp {
  private:
   void RunForward(const float* x, float* y) {
     dnnl::stream& s = context_->stream;
-    forward_.execute(s, {{DNNL_ARG_SRC, fwd_x_.Input(x, s)},
-                         {DNNL_ARG_DST, fwd_y_.Output(y)},
+    CallSpace space(&context_->workspace);
+    forward_.execute(s, {{DNNL_ARG_SRC, fwd_x_.Input(x, s, &space)},
+                         {DNNL_ARG_DST, fwd_y_.Output(y, &space)},
                          {DNNL_ARG_WORKSPACE, workspace_}});
     fwd_y_.FinishOutput(s);
     workspace_source_ = x;
@@ -100,6 +104,12 @@ absl::Status OneDnnLrn::Init() {
     bwd_x_ = LayoutBridge(plain, bwd_pd.src_desc(), eng, true);
     bwd_dy_ = LayoutBridge(plain, bwd_pd.diff_dst_desc(), eng, true);
     bwd_dx_ = LayoutBridge(plain, bwd_pd.diff_src_desc(), eng, false);
+    // What each call takes of the shared workspace (the workspace_ above is
+    // the forward's record for the backward: the op's own).
+    context_->workspace.Reserve(
+        OneDnnWorkspace::CallBytes({fwd_x_.bytes(), fwd_y_.bytes()}));
+    context_->workspace.Reserve(OneDnnWorkspace::CallBytes(
+        {bwd_x_.bytes(), bwd_dy_.bytes(), bwd_dx_.bytes()}));
   });
 }
 

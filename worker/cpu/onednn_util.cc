@@ -17,6 +17,38 @@ void SetLibraryThreads(int threads) {
 
 void OneDnnContext::PrepareThread() const { SetLibraryThreads(threads); }
 
+size_t OneDnnWorkspace::CallBytes(std::initializer_list<size_t> pieces) {
+  size_t total = 0;
+  for (size_t p : pieces) total += Aligned(p);
+  return total;
+}
+
+char* OneDnnWorkspace::Acquire() {
+  if (allocated_ < reserved_) {
+    data_.reset();  // the old one first: not both at once
+    data_.reset(
+        static_cast<char*>(std::aligned_alloc(kAlignment, Aligned(reserved_))));
+    if (data_ == nullptr) {
+      throw dnnl::error(dnnl_out_of_memory,
+                        "the ops' shared workspace could not be allocated");
+    }
+    allocated_ = reserved_;
+  }
+  return data_.get();
+}
+
+char* CallSpace::Take(size_t bytes) {
+  const size_t aligned = OneDnnWorkspace::Aligned(bytes);
+  if (used_ + aligned > size_) {
+    throw dnnl::error(dnnl_runtime_error,
+                      "an op took more of the shared workspace than it "
+                      "reserved");
+  }
+  char* piece = base_ + used_;
+  used_ += aligned;
+  return piece;
+}
+
 LayoutBridge::LayoutBridge(const dnnl::memory::desc& user,
                            const dnnl::memory::desc& wanted,
                            const dnnl::engine& engine, bool input)
@@ -25,21 +57,26 @@ LayoutBridge::LayoutBridge(const dnnl::memory::desc& user,
     inner_ = user_;
     return;
   }
-  inner_ = dnnl::memory(wanted, engine);
+  inner_ = dnnl::memory(wanted, engine, DNNL_MEMORY_NONE);
+  inner_bytes_ = wanted.get_size();
   reorder_ =
       input ? dnnl::reorder(user_, inner_) : dnnl::reorder(inner_, user_);
 }
 
-const dnnl::memory& LayoutBridge::Input(const float* data,
-                                        dnnl::stream& stream) {
+const dnnl::memory& LayoutBridge::Input(const float* data, dnnl::stream& stream,
+                                        CallSpace* space) {
   // oneDNN takes a non-const handle but does not write a source.
   user_.set_data_handle(const_cast<float*>(data));
-  if (reorder_) reorder_->execute(stream, user_, inner_);
+  if (reorder_) {
+    inner_.set_data_handle(space->Take(inner_bytes_));
+    reorder_->execute(stream, user_, inner_);
+  }
   return inner_;
 }
 
-const dnnl::memory& LayoutBridge::Output(float* data) {
+const dnnl::memory& LayoutBridge::Output(float* data, CallSpace* space) {
   user_.set_data_handle(data);
+  if (reorder_) inner_.set_data_handle(space->Take(inner_bytes_));
   return inner_;
 }
 

@@ -1,12 +1,25 @@
 // Shared pieces of the oneDNN-based CPU ops: the engine and stream of one
-// CPU backend, the bridge between the backend's plain layouts (NCHW, OIHW)
-// and the blocked layouts oneDNN's kernels prefer, and error conversion.
+// CPU backend, the workspace its ops share, the bridge between the backend's
+// plain layouts (NCHW, OIHW) and the blocked layouts oneDNN's kernels
+// prefer, and error conversion.
 //
-// Thread-safety: an OneDnnContext and the bridges are used by one thread at a
-// time (the backend's contract).
+// Memory: an op's blocked-layout copies and oneDNN's scratchpads live only
+// for one call of the op (the copy in, the primitive, the copy out), so they
+// are not the op's own: every call takes them from the context's workspace,
+// which is as large as the largest call of any op of the backend. (Each
+// convolution used to keep nine such buffers, six of an activation's size,
+// for the whole run.)
+//
+// Thread-safety: an OneDnnContext, its workspace and the bridges are used by
+// one thread at a time (the backend's contract: its ops run one after the
+// other).
 #ifndef PSGD_WORKER_CPU_ONEDNN_UTIL_H_
 #define PSGD_WORKER_CPU_ONEDNN_UTIL_H_
 
+#include <algorithm>
+#include <cstdlib>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -22,11 +35,56 @@ namespace psgd {
 // false races. Our own ThreadPool keeps its threads there and is checked.
 void SetLibraryThreads(int threads);
 
-// The oneDNN engine and stream of one CpuBackend, and its thread count.
+// Memory an op needs during one call only, shared by every op of a context.
+// Plan time: Reserve the most one call takes (CallBytes of its pieces). Call
+// time: a CallSpace hands out the pieces.
+class OneDnnWorkspace {
+ public:
+  // Pieces are aligned to this (oneDNN's and AVX-512's).
+  static constexpr size_t kAlignment = 64;
+  static size_t Aligned(size_t bytes) {
+    return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  // The bytes of one call that takes pieces of these sizes.
+  static size_t CallBytes(std::initializer_list<size_t> pieces);
+
+  void Reserve(size_t bytes) { reserved_ = std::max(reserved_, bytes); }
+  size_t reserved() const { return reserved_; }
+  // The workspace, allocated (or grown) to reserved() bytes on first use.
+  char* Acquire();
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  size_t reserved_ = 0;
+  size_t allocated_ = 0;
+  std::unique_ptr<char, Free> data_;
+};
+
+// The pieces of one call, in the order the op takes them.
+class CallSpace {
+ public:
+  explicit CallSpace(OneDnnWorkspace* workspace)
+      : base_(workspace->Acquire()), size_(workspace->reserved()) {}
+  // `bytes` (aligned) of the workspace after the pieces taken so far. An op
+  // that takes more than it reserved is a bug: a dnnl::error, which
+  // CatchOneDnn turns into INTERNAL.
+  char* Take(size_t bytes);
+
+ private:
+  char* const base_;
+  const size_t size_;
+  size_t used_ = 0;
+};
+
+// The oneDNN engine and stream of one CpuBackend, its thread count and the
+// workspace its ops share.
 struct OneDnnContext {
   dnnl::engine engine;
   dnnl::stream stream;
   int threads = 1;
+  OneDnnWorkspace workspace;
 
   // oneDNN's CPU runtime here is OpenMP, whose thread count is a setting of
   // the calling thread: every op sets it before it runs.
@@ -34,8 +92,8 @@ struct OneDnnContext {
 };
 
 // One argument of a primitive: the caller's memory in the plain layout and,
-// when the primitive wants another layout, an internal buffer and the
-// reorder between the two.
+// when the primitive wants another layout, a buffer of the call's workspace
+// and the reorder between the two.
 class LayoutBridge {
  public:
   LayoutBridge() = default;
@@ -44,17 +102,23 @@ class LayoutBridge {
   LayoutBridge(const dnnl::memory::desc& user, const dnnl::memory::desc& wanted,
                const dnnl::engine& engine, bool input);
 
+  // The workspace bytes a call takes for it: 0 when the layouts agree.
+  size_t bytes() const { return reorder_ ? inner_bytes_ : 0; }
   // Points the user memory at `data` and, for an input, reorders it into the
-  // inner layout. Returns the memory the primitive should use.
-  const dnnl::memory& Input(const float* data, dnnl::stream& stream);
+  // inner layout, in a piece of `space`. Returns the memory the primitive
+  // should use.
+  const dnnl::memory& Input(const float* data, dnnl::stream& stream,
+                            CallSpace* space);
   // Points the user memory at `data`; returns the memory the primitive
-  // should write. Call FinishOutput after the primitive.
-  const dnnl::memory& Output(float* data);
+  // should write (a piece of `space`). Call FinishOutput after the
+  // primitive.
+  const dnnl::memory& Output(float* data, CallSpace* space);
   void FinishOutput(dnnl::stream& stream);
 
  private:
   dnnl::memory user_;
   dnnl::memory inner_;  // the same object as user_ when the layouts agree
+  size_t inner_bytes_ = 0;
   std::optional<dnnl::reorder> reorder_;
 };
 
