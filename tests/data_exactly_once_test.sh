@@ -8,7 +8,10 @@
 # ledger: 0 samples missing and 0 repeated in each of the 3 epochs.
 #   backup:      no fault; the backup worker's dropped gradients re-queue.
 #   kill_worker: worker:2 SIGKILLed after 5 steps (its chunk comes back when
-#                its lease runs out).
+#                its lease runs out, 3 s later; steps of at least 100 ms,
+#                an emulated delay, so that the run outlasts the lease: a
+#                chunk that comes back after the last step is never
+#                trained on, and its epoch is not complete).
 #   kill_ps0:    ps:0, which holds the queue, SIGKILLed and started again: it
 #                restores its checkpoint (weights and data position, the
 #                ledger cut back to it) and the workers roll back to it.
@@ -34,6 +37,9 @@ steps_of() { if [ "$1" = elastic ]; then echo 400; else echo 50; fi; }
 
 write_data_config() {
   local file=$1 name=$2 ckpt=$3 elastic=()
+  if [ "$name" = kill_worker ]; then
+    elastic=(extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.1 } }")
+  fi
   if [ "$name" = elastic ]; then
     # The linear rule for 3 x 16 (scale 1 at N = 3), following each
     # step's N.
@@ -54,10 +60,19 @@ write_data_config() {
 }
 
 check_ledger() {
-  local name=$1 ledger=$2
+  local name=$1 ledger=$2 run=$3
   echo "$name: ledger $(wc -l < "$ledger") chunks"
-  "$PY" "$LEDGER_CHECK" --num_samples 480 --chunk_size 16 --seed 1 \
-    --complete_epochs 3 "$ledger" || fail "$name: the ledger shows samples missing or repeated"
+  if ! "$PY" "$LEDGER_CHECK" --num_samples 480 --chunk_size 16 --seed 1 \
+      --complete_epochs 3 "$ledger"; then
+    # What the servers and workers said of the data, for the diagnosis.
+    grep -h "data\|chunk\|warn\|error" "$run"/*.log | tail -n 60
+    # Each worker's steps that did not end applied or aggregated.
+    grep -H '"kind":"train"' "$run"/worker-*.jsonl | grep -v '"outcome":"\(applied\|aggregated\)"' | head -n 40
+    # The workers' logs around the kill.
+    tail -n 15 "$run"/w*.log
+    cat "$ledger"
+    fail "$name: the ledger shows samples missing or repeated"
+  fi
 }
 
 finish() {
@@ -150,7 +165,7 @@ PYRATES
       grep -q "restored" "$run"/ps0*.log 2>/dev/null ||
         fail "$name: ps:0 does not say it restored a checkpoint" ;;
   esac
-  check_ledger "$name" "$ckpt/ledger.jsonl"
+  check_ledger "$name" "$ckpt/ledger.jsonl" "$run"
 }
 
 for c in ${DATA_CASES:-backup kill_worker kill_ps0 kill_all elastic}; do
