@@ -1,6 +1,7 @@
 #include "worker/models/network_model.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
 #include <vector>
@@ -17,7 +18,7 @@ namespace {
 
 // One layer's part of a plan.
 struct Node {
-  DeviceTensor out_buffer, grad_buffer;
+  DeviceTensor out_buffer;
   DeviceView out;   // (N, ...) the layer's output
   DeviceView grad;  // (N, ...) d loss / d out
   std::unique_ptr<Conv2dOp> conv;
@@ -34,8 +35,71 @@ struct Plan {
   int64_t batch = 0;
   std::vector<Node> nodes;
   std::unique_ptr<SoftmaxCrossEntropyOp> xent;
-  DeviceTensor scratch;  // the largest activation: gradient sums
+  // Gradient sums: as large as the largest gradient with more than one
+  // contribution (none in a chain of layers).
+  DeviceTensor scratch;
+  // The layers' gradients live in these, shared by gradients whose lives
+  // do not meet; gradient_slots: each one's elements.
+  std::vector<DeviceTensor> gradient_buffers;
+  std::vector<int64_t> gradient_slots;
 };
+
+// The life of one gradient buffer in a backward pass, which runs the layers
+// from the last to the first: written first by the backward of layer
+// first_write (the number of layers: the loss), read last by that of layer
+// last_read.
+struct GradientLife {
+  bool used = false;
+  int64_t elements = 0;
+  int first_write = -1;
+  int last_read = std::numeric_limits<int>::max();
+};
+
+// Puts buffers whose lives do not meet into the same slot, in the order
+// the backward first writes them, each into the free slot that fits it
+// best (the smallest large enough, else the largest, which grows). Returns
+// the slot of each used life; *slot_elements: each slot's size.
+std::vector<int> PlanGradients(const std::vector<GradientLife>& lives,
+                               std::vector<int64_t>* slot_elements) {
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(lives.size()); ++i) {
+    if (lives[i].used) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return lives[a].first_write > lives[b].first_write;
+  });
+  std::vector<int> slot_of(lives.size(), -1);
+  std::vector<int> free_after;  // per slot: its last occupant's last_read
+  slot_elements->clear();
+  for (int b : order) {
+    const GradientLife& life = lives[b];
+    int best = -1;
+    for (int s = 0; s < static_cast<int>(free_after.size()); ++s) {
+      // Free: its occupant was last read before this one is first written
+      // (a larger layer index is earlier in the backward).
+      if (free_after[s] <= life.first_write) continue;
+      const int64_t have = (*slot_elements)[s];
+      if (best < 0) {
+        best = s;
+        continue;
+      }
+      const int64_t best_have = (*slot_elements)[best];
+      const bool fits = have >= life.elements;
+      const bool best_fits = best_have >= life.elements;
+      if (fits && (!best_fits || have < best_have)) best = s;
+      if (!fits && !best_fits && have > best_have) best = s;
+    }
+    if (best < 0) {
+      best = static_cast<int>(free_after.size());
+      free_after.push_back(0);
+      slot_elements->push_back(0);
+    }
+    (*slot_elements)[best] = std::max((*slot_elements)[best], life.elements);
+    free_after[best] = life.last_read;
+    slot_of[b] = best;
+  }
+  return slot_of;
+}
 
 // (N) + one example's shape.
 Shape Batched(int64_t n, const Shape& s) {
@@ -205,11 +269,9 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
                         only_consumer(in) == i;
   }
   // Activations, in forward order.
-  int64_t largest = 0;
   for (int i = 0; i < count; ++i) {
     Node& n = p->nodes[i];
     const Shape shape = Batched(batch, layers[i].shape);
-    largest = std::max(largest, NumElements(shape));
     if (n.fused) {
       n.out = p->nodes[layers[i].inputs[0]].out;
       continue;
@@ -217,22 +279,49 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
     ASSIGN_OR_RETURN(n.out_buffer, backend_->Allocate(shape));
     n.out = n.out_buffer.view();
   }
-  // Gradients, in backward order: an add's inputs share its gradient, a
-  // fused batch norm its ReLU's.
+  // Gradients: an add's inputs share its gradient, a fused batch norm its
+  // ReLU's; every other layer's gradient is a buffer of its own, and
+  // buffers whose lives do not meet share memory (PlanGradients).
+  std::vector<int> owner(count);
   for (int i = count - 1; i >= 0; --i) {
-    Node& n = p->nodes[i];
     const int c = only_consumer(i);
-    if (c >= 0 && layers[c].kind == LayerKind::kAdd) {
-      n.grad = p->nodes[c].grad;
-      n.add_alias = true;
-    } else if (c >= 0 && p->nodes[c].fused) {
-      n.grad = p->nodes[c].grad;
-    } else {
-      ASSIGN_OR_RETURN(n.grad_buffer, backend_->Allocate(n.out.shape()));
-      n.grad = n.grad_buffer.view();
+    p->nodes[i].add_alias = c >= 0 && layers[c].kind == LayerKind::kAdd;
+    owner[i] =
+        p->nodes[i].add_alias || (c >= 0 && p->nodes[c].fused) ? owner[c] : i;
+  }
+  std::vector<GradientLife> lives(count);
+  for (int i = 0; i < count; ++i) {
+    GradientLife& life = lives[owner[i]];
+    life.elements = NumElements(p->nodes[owner[i]].out.shape());
+    // Written first by the backward of its latest consumer (the loss's for
+    // the last layer), read last by the backward of its earliest user.
+    int first_write = consumers[i].empty() ? count : i;
+    for (int c : consumers[i]) first_write = std::max(first_write, c);
+    life.first_write = std::max(life.first_write, first_write);
+    life.last_read = std::min(life.last_read, i);
+    life.used = true;
+  }
+  const std::vector<int> slot_of = PlanGradients(lives, &p->gradient_slots);
+  std::vector<DeviceTensor> slots(p->gradient_slots.size());
+  for (size_t s = 0; s < slots.size(); ++s) {
+    ASSIGN_OR_RETURN(slots[s], backend_->Allocate({p->gradient_slots[s]}));
+  }
+  for (int i = 0; i < count; ++i) {
+    Node& n = p->nodes[i];
+    n.grad = DeviceView(slots[slot_of[owner[i]]].view().data(), n.out.shape());
+  }
+  p->gradient_buffers = std::move(slots);
+  // A gradient with more than one contribution (not an add's input, which
+  // shares the add's) sums the later ones in the scratch buffer.
+  int64_t summed = 0;
+  for (int i = 0; i < count; ++i) {
+    if (consumers[i].size() > 1) {
+      summed = std::max(summed, NumElements(p->nodes[i].out.shape()));
     }
   }
-  ASSIGN_OR_RETURN(p->scratch, backend_->Allocate({largest}));
+  if (summed > 0) {
+    ASSIGN_OR_RETURN(p->scratch, backend_->Allocate({summed}));
+  }
   // The ops.
   for (int i = 1; i < count; ++i) {
     const Layer& l = layers[i];
