@@ -277,11 +277,18 @@ spec:
     spec:
       subdomain: {n}-worker
       restartPolicy: OnFailure
-      containers:
+{worker_containers(n, image, task_command(c['commands'], 'worker', '${JOB_COMPLETION_INDEX}'))}""" + (elastic(c, image, ns, port, task_command)
+       if c["max_workers"] > c["workers"] else "")
+
+
+def worker_containers(n, image, args):
+    """A worker pod's container (the shell script `args`, which builds its
+    TF_CONFIG and runs the task) and its volumes: the config and the runs."""
+    return f"""      containers:
         - name: worker
           image: {image}
           command: [/bin/sh, -c]
-          args: [{task_command(c['commands'], 'worker', '${JOB_COMPLETION_INDEX}')}]
+          args: [{args}]
           volumeMounts:
             - {{name: config, mountPath: /etc/psgd, readOnly: true}}
             - {{name: runs, mountPath: /runs}}
@@ -289,8 +296,7 @@ spec:
         - name: config
           configMap: {{name: {n}-config}}
         - {{name: runs, emptyDir: {{}}}}
-""" + (elastic(c, image, ns, port, task_command)
-       if c["max_workers"] > c["workers"] else "")
+"""
 
 
 def elastic(c, image, ns, port, task_command):
@@ -325,19 +331,7 @@ spec:
     spec:
       # Time for a worker to finish its step and leave after SIGTERM.
       terminationGracePeriodSeconds: 60
-      containers:
-        - name: worker
-          image: {image}
-          command: [/bin/sh, -c]
-          args: [{task_command([c['elastic_command']], 'worker', index)}]
-          volumeMounts:
-            - {{name: config, mountPath: /etc/psgd, readOnly: true}}
-            - {{name: runs, mountPath: /runs}}
-      volumes:
-        - name: config
-          configMap: {{name: {n}-config}}
-        - {{name: runs, emptyDir: {{}}}}
-"""
+{worker_containers(n, image, task_command([c['elastic_command']], 'worker', index))}"""
 
 
 def main(argv=None):
