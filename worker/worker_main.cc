@@ -12,9 +12,11 @@
 // chose (RUN_ROOT/NAME-TIMESTAMP), which the servers pass on to the others.
 //
 //   worker --list_models     prints every model with its parameter count,
-//                            and ", batch norm" after a model with batch
-//                            norm's running statistics (the scripts'
-//                            --model and --bn checks read it)
+//                            the memory a training step plans per image
+//                            (CPU backend, 32 images; layer-graph
+//                            networks), and ", batch norm" after a model
+//                            with batch norm's running statistics (the
+//                            scripts' --model and --bn checks read it)
 //
 // Exits 0 when training ended normally, 1 on an error (logged), 2 for bad
 // flags or config.
@@ -26,12 +28,14 @@
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/cluster_config.h"
 #include "common/cluster_env.h"
 #include "common/cluster_flags.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "spdlog/spdlog.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/cluster/worker_task.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
@@ -57,11 +61,28 @@ int main(int argc, char** argv) {
   psgd::InstallLeaveOnSigterm();
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_list_models)) {
+    // The memory a training step plans per image, on a CPU backend of its
+    // own for each model (the backend's workspace is its ops'), at 32
+    // images a step; the models that plan nothing ahead say nothing.
+    constexpr int64_t kBatch = 32;
     for (const psgd::ModelInfo& m : psgd::ListModels()) {
       absl::StatusOr<std::vector<psgd::VariableSpec>> state =
           psgd::ModelState(m.name);
-      std::printf("%-18s %12s parameters%s\n", m.name.c_str(),
-                  psgd::FormatCount(m.parameters).c_str(),
+      std::string memory;
+      absl::StatusOr<std::unique_ptr<psgd::Backend>> cpu =
+          psgd::CreateBackend("cpu", psgd::BackendOptions{});
+      if (cpu.ok()) {
+        absl::StatusOr<std::unique_ptr<psgd::Model>> model =
+            psgd::CreateModel(m.name, cpu->get());
+        absl::StatusOr<int64_t> bytes =
+            model.ok() ? (*model)->StepBytes(kBatch) : model.status();
+        if (bytes.ok()) {
+          memory = absl::StrFormat(", %.2f MB a step per image",
+                                   *bytes / 1e6 / kBatch);
+        }
+      }
+      std::printf("%-18s %12s parameters%s%s\n", m.name.c_str(),
+                  psgd::FormatCount(m.parameters).c_str(), memory.c_str(),
                   state.ok() && !state->empty() ? ", batch norm" : "");
     }
     return 0;

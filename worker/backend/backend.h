@@ -179,6 +179,11 @@ class Backend {
   virtual absl::Status CopyToHost(ConstDeviceView src, TensorView dst) = 0;
   // Waits until every op issued so far has finished.
   virtual absl::Status Synchronize() = 0;
+  // Bytes the backend holds for its ops' calls beyond the tensors it
+  // allocated: the CPU backend's workspace, which its ops share and which is
+  // as large as the largest call of the ops made so far (worker/cpu/
+  // onednn_util.h). 0 where there is none.
+  virtual int64_t WorkspaceBytes() const { return 0; }
 
   // --- Plans --------------------------------------------------------------
   // INVALID_ARGUMENT for an invalid shape.

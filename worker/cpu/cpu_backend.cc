@@ -141,6 +141,9 @@ class CpuBackend : public Backend {
   }
 
   absl::Status Synchronize() override { return absl::OkStatus(); }
+  int64_t WorkspaceBytes() const override {
+    return static_cast<int64_t>(context_.workspace.reserved());
+  }
 
   absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateConv2d(
       const Conv2dShape& shape) override {

@@ -163,6 +163,15 @@ class Model {
   // hand-written ones), which then times nothing.
   virtual bool ProfileLayers(LayerProfile* profile) { return false; }
 
+  // The memory a training step of `batch` images holds beyond the
+  // variables, known before it runs (the step's plan is made, not run):
+  // the activations the backward reads, the gradient buffers, the sums and
+  // the backend's workspace. UNIMPLEMENTED for a model that plans nothing
+  // ahead (the hand-written ones).
+  virtual absl::StatusOr<int64_t> StepBytes(int64_t batch) {
+    return absl::UnimplementedError(name() + " plans no step memory");
+  }
+
   virtual absl::StatusOr<StepResult> Evaluate(
       const NamedConstViews& weights, ConstTensorView images,
       absl::Span<const int32_t> labels) = 0;

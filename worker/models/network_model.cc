@@ -148,6 +148,7 @@ class NetworkModel : public Model {
     return state_->Upload(state);
   }
   absl::Status GetBatchStatistics(NamedTensors* out) override;
+  absl::StatusOr<int64_t> StepBytes(int64_t batch) override;
 
   absl::StatusOr<StepResult> ComputeGradients(
       const NamedConstViews& weights, ConstTensorView images,
@@ -196,6 +197,8 @@ class NetworkModel : public Model {
                                 ConstTensorView images,
                                 const absl::Span<const int32_t>* labels);
   absl::StatusOr<std::unique_ptr<Plan>> MakePlan(int64_t batch);
+  // The plan of `batch` images, made on first use.
+  absl::StatusOr<Plan*> PlanOf(int64_t batch);
   absl::Status Forward(Plan* p, bool training);
   absl::StatusOr<StepResult> Loss(Plan* p, absl::Span<const int32_t> labels);
   absl::Status Backward(Plan* p);
@@ -420,17 +423,35 @@ absl::StatusOr<Plan*> NetworkModel::Prepare(
     }
   }
   RETURN_IF_ERROR(vars_->Upload(weights));
-  std::unique_ptr<Plan>& plan = plans_[n];
+  ASSIGN_OR_RETURN(Plan * plan, PlanOf(n));
+  RETURN_IF_ERROR(backend_->CopyToDevice(images, plan->nodes[0].out));
+  return plan;
+}
+
+absl::StatusOr<Plan*> NetworkModel::PlanOf(int64_t batch) {
+  std::unique_ptr<Plan>& plan = plans_[batch];
   if (plan == nullptr) {
-    absl::StatusOr<std::unique_ptr<Plan>> made = MakePlan(n);
+    absl::StatusOr<std::unique_ptr<Plan>> made = MakePlan(batch);
     if (!made.ok()) {
-      plans_.erase(n);
+      plans_.erase(batch);
       return made.status();
     }
     plan = std::move(made).value();
   }
-  RETURN_IF_ERROR(backend_->CopyToDevice(images, plan->nodes[0].out));
   return plan.get();
+}
+
+absl::StatusOr<int64_t> NetworkModel::StepBytes(int64_t batch) {
+  if (batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec_.name, ": a step of ", batch, " images"));
+  }
+  ASSIGN_OR_RETURN(Plan * p, PlanOf(batch));
+  int64_t floats = p->scratch.size();
+  for (const Node& n : p->nodes) floats += n.out_buffer.size();
+  for (int64_t slot : p->gradient_slots) floats += slot;
+  return floats * static_cast<int64_t>(sizeof(float)) +
+         backend_->WorkspaceBytes();
 }
 
 absl::Status NetworkModel::Forward(Plan* p, bool training) {

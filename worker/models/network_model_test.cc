@@ -256,6 +256,29 @@ TEST_CASE("the CIFAR networks have PyTorch's parameter counts") {
   CHECK(CifarResNet(21).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("a step's memory is known before it runs") {
+  auto backend = testing::MakeBackend("cpu");
+  auto cnn10 = Unwrap(CreateModel("cnn10", backend.get()));
+  // cnn10 is a chain: per image its activations (conv and batch norm
+  // outputs, the ReLUs fused: 2 x (3 x 64 x 32 x 32 + 3 x 128 x 16 x 16 +
+  // 3 x 256 x 8 x 8) floats, the pools and the rest smaller) and, beside
+  // them, a few gradient buffers and the workspace.
+  const int64_t activations =
+      2 * (3 * 64 * 32 * 32 + 3 * 128 * 16 * 16 + 3 * 256 * 8 * 8) * 4;
+  const int64_t at16 = Unwrap(cnn10->StepBytes(16));
+  CHECK(at16 > 16 * activations);
+  CHECK(at16 < 16 * 2 * activations);
+  // Twice the images, twice the memory (the workspace grows with the
+  // largest call, which has twice the images too).
+  const int64_t at32 = Unwrap(cnn10->StepBytes(32));
+  CHECK(at32 > at16 * 19 / 10);
+  CHECK(at32 < at16 * 21 / 10);
+  CHECK(absl::IsInvalidArgument(cnn10->StepBytes(0).status()));
+  // The hand-written models plan nothing ahead.
+  auto tutorial = Unwrap(CreateModel("cifar10_tutorial", backend.get()));
+  CHECK(absl::IsUnimplemented(tutorial->StepBytes(16).status()));
+}
+
 TEST_CASE("a network model refuses wrong images and labels") {
   auto backend = testing::MakeBackend("cpu");
   auto model = Unwrap(CreateModel("resnet20", backend.get()));
