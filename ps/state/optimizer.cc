@@ -198,11 +198,12 @@ class Adam final : public Optimizer {
   void Apply(absl::Span<const float* const> weights,
              absl::Span<const float* const> grads, absl::Span<float* const> out,
              double lr_scale) override {
+    const double factor = NextFactor(lr_scale);
     ++step_;
-    const AdamStep c = TensorFlowAdamStep(
-        AdamHyper{options_.learning_rate, options_.beta1, options_.beta2,
-                  options_.epsilon},
-        step_, lr_scale * LrFactor(options_.schedule, step_));
+    const AdamStep c =
+        TensorFlowAdamStep(AdamHyper{options_.learning_rate, options_.beta1,
+                                     options_.beta2, options_.epsilon},
+                           step_, factor);
     for (size_t k = 0; k < sizes_.size(); ++k) {
       const float* w = weights[k];
       const float* g = grads[k];
@@ -219,8 +220,7 @@ class Adam final : public Optimizer {
 
   int64_t step() const override { return step_; }
   double NextRate(double lr_scale) const override {
-    return options_.learning_rate * lr_scale *
-           LrFactor(options_.schedule, step_ + 1);
+    return options_.learning_rate * NextFactor(lr_scale);
   }
 
   absl::Span<const float> Slot(absl::string_view name,
@@ -265,6 +265,12 @@ class Adam final : public Optimizer {
   }
 
  private:
+  // The next Apply's factor of the learning rate: the schedule's at update
+  // step() + 1 times lr_scale.
+  double NextFactor(double lr_scale) const {
+    return lr_scale * LrFactor(options_.schedule, step_ + 1);
+  }
+
   const OptimizerOptions options_;
   const std::vector<int64_t> sizes_;
   std::vector<AlignedBuffer> m_;
