@@ -352,12 +352,12 @@ class ParameterShard {
                                std::vector<std::vector<float>>* copies,
                                const DataChunkRef* chunk, PushReply* reply,
                                Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Optimizer step on `grads` (layout order), and the fold of the batch
-  // statistics among them into the running statistics; advances the step
-  // and moves the pulls it satisfies to `ready`.
   // Sync with options().lr_scale_follows_n: the learning rate's factor for
   // a step of `count` gradients (count / N); else 1.
   double NScaleLocked(int count) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Optimizer step on `grads` (layout order), and the fold of the batch
+  // statistics among them into the running statistics; advances the step
+  // and moves the pulls it satisfies to `ready`.
   void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
                    Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The aggregator (and the adaptive N) for a fresh or restored store.
