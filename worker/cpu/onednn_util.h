@@ -103,7 +103,7 @@ class LayoutBridge {
                const dnnl::engine& engine, bool input);
 
   // The workspace bytes a call takes for it: 0 when the layouts agree.
-  size_t bytes() const { return reorder_ ? inner_bytes_ : 0; }
+  size_t bytes() const { return inner_bytes_; }
   // Points the user memory at `data` and, for an input, reorders it into the
   // inner layout, in a piece of `space`. Returns the memory the primitive
   // should use.
@@ -117,8 +117,8 @@ class LayoutBridge {
 
  private:
   dnnl::memory user_;
-  dnnl::memory inner_;  // the same object as user_ when the layouts agree
-  size_t inner_bytes_ = 0;
+  dnnl::memory inner_;      // the same object as user_ when the layouts agree
+  size_t inner_bytes_ = 0;  // 0 when the layouts agree
   std::optional<dnnl::reorder> reorder_;
 };
 

@@ -39,17 +39,15 @@ struct Plan {
   // contribution (none in a chain of layers).
   DeviceTensor scratch;
   // The layers' gradients live in these, shared by gradients whose lives
-  // do not meet; gradient_slots: each one's elements.
+  // do not meet.
   std::vector<DeviceTensor> gradient_buffers;
-  std::vector<int64_t> gradient_slots;
 };
 
 // The life of one gradient buffer in a backward pass, which runs the layers
 // from the last to the first: written first by the backward of layer
 // first_write (the number of layers: the loss), read last by that of layer
-// last_read.
+// last_read. A life no layer's gradient uses keeps first_write -1.
 struct GradientLife {
-  bool used = false;
   int64_t elements = 0;
   int first_write = -1;
   int last_read = std::numeric_limits<int>::max();
@@ -63,7 +61,7 @@ std::vector<int> PlanGradients(const std::vector<GradientLife>& lives,
                                std::vector<int64_t>* slot_elements) {
   std::vector<int> order;
   for (int i = 0; i < static_cast<int>(lives.size()); ++i) {
-    if (lives[i].used) order.push_back(i);
+    if (lives[i].first_write >= 0) order.push_back(i);
   }
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return lives[a].first_write > lives[b].first_write;
@@ -302,12 +300,12 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
     for (int c : consumers[i]) first_write = std::max(first_write, c);
     life.first_write = std::max(life.first_write, first_write);
     life.last_read = std::min(life.last_read, i);
-    life.used = true;
   }
-  const std::vector<int> slot_of = PlanGradients(lives, &p->gradient_slots);
-  std::vector<DeviceTensor> slots(p->gradient_slots.size());
+  std::vector<int64_t> slot_elements;
+  const std::vector<int> slot_of = PlanGradients(lives, &slot_elements);
+  std::vector<DeviceTensor> slots(slot_elements.size());
   for (size_t s = 0; s < slots.size(); ++s) {
-    ASSIGN_OR_RETURN(slots[s], backend_->Allocate({p->gradient_slots[s]}));
+    ASSIGN_OR_RETURN(slots[s], backend_->Allocate({slot_elements[s]}));
   }
   for (int i = 0; i < count; ++i) {
     Node& n = p->nodes[i];
@@ -449,7 +447,7 @@ absl::StatusOr<int64_t> NetworkModel::StepBytes(int64_t batch) {
   ASSIGN_OR_RETURN(Plan * p, PlanOf(batch));
   int64_t floats = p->scratch.size();
   for (const Node& n : p->nodes) floats += n.out_buffer.size();
-  for (int64_t slot : p->gradient_slots) floats += slot;
+  for (const DeviceTensor& slot : p->gradient_buffers) floats += slot.size();
   return floats * static_cast<int64_t>(sizeof(float)) +
          backend_->WorkspaceBytes();
 }
