@@ -239,69 +239,62 @@ TEST_CASE("TF_CONFIG: an elastic worker beyond the listed ones") {
   const std::string chief =
       R"("cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"],
                      "ps": ["p:1"]})";
-  auto tf_config = [](const std::string& cluster, const std::string& task) {
-    return Environment{
-        {"TF_CONFIG", "{" + cluster + R"(, "task": )" + task + "}"}};
+  // The cluster of `config` from a TF_CONFIG of `cluster` and `task`.
+  auto resolve = [](const ClusterConfig& config, const std::string& cluster,
+                    const std::string& task) {
+    return ResolveCluster(
+        config, "tf_config",
+        Environment{
+            {"TF_CONFIG", "{" + cluster + R"(, "task": )" + task + "}"}},
+        0);
   };
   absl::StatusOr<ResolvedCluster> r =
-      ResolveCluster(Config(1, 3, 6), "tf_config",
-                     tf_config(plain, R"({"type": "worker", "index": 3})"), 0);
+      resolve(Config(1, 3, 6), plain, R"({"type": "worker", "index": 3})");
   REQUIRE(r.ok());
   CHECK(r->task.ToString() == "worker:3");
   // The listed addresses stay; the elastic worker adds none.
   CHECK(Layout(*r) == "ps:0=p:1 worker:0=a:1 worker:1=b:1 worker:2=c:1 ");
-  r = ResolveCluster(Config(1, 3, 6), "tf_config",
-                     tf_config(plain, R"({"type": "worker", "index": 5})"), 0);
+  r = resolve(Config(1, 3, 6), plain, R"({"type": "worker", "index": 5})");
   REQUIRE(r.ok());
   CHECK(r->task.ToString() == "worker:5");
   // With a chief, worker index i is worker:i+1.
-  r = ResolveCluster(Config(1, 3, 6), "tf_config",
-                     tf_config(chief, R"({"type": "worker", "index": 4})"), 0);
+  r = resolve(Config(1, 3, 6), chief, R"({"type": "worker", "index": 4})");
   REQUIRE(r.ok());
   CHECK(r->task.ToString() == "worker:5");
 
   // Beyond max_workers - 1.
-  CHECK(ErrorOf(ResolveCluster(
-            Config(1, 3, 6), "tf_config",
-            tf_config(plain, R"({"type": "worker", "index": 6})"), 0)) ==
+  CHECK(ErrorOf(resolve(Config(1, 3, 6), plain,
+                        R"({"type": "worker", "index": 6})")) ==
         "TF_CONFIG: task worker:6: cluster.worker has 3 addresses and config "
         "'c' allows worker ids up to max_workers - 1 = 5");
-  CHECK(ErrorOf(ResolveCluster(
-            Config(1, 3, 6), "tf_config",
-            tf_config(chief, R"({"type": "worker", "index": 5})"), 0)) ==
+  CHECK(ErrorOf(resolve(Config(1, 3, 6), chief,
+                        R"({"type": "worker", "index": 5})")) ==
         "TF_CONFIG: task worker:5: cluster.worker has 2 addresses (worker:6 "
         "after the chief) and config 'c' allows worker ids up to "
         "max_workers - 1 = 5");
-  CHECK_THAT(ErrorOf(ResolveCluster(
-                 Config(1, 3, 6), "tf_config",
-                 tf_config(plain, R"({"type": "worker", "index": 1e12})"), 0)),
+  CHECK_THAT(ErrorOf(resolve(Config(1, 3, 6), plain,
+                             R"({"type": "worker", "index": 1e12})")),
              Catch::Contains("allows worker ids up to max_workers - 1 = 5"));
   // max_workers equal to the listed workers: none beyond them.
-  CHECK_THAT(ErrorOf(ResolveCluster(
-                 Config(1, 3, 3), "tf_config",
-                 tf_config(plain, R"({"type": "worker", "index": 3})"), 0)),
+  CHECK_THAT(ErrorOf(resolve(Config(1, 3, 3), plain,
+                             R"({"type": "worker", "index": 3})")),
              Catch::EndsWith("allows worker ids up to max_workers - 1 = 2"));
   // Without max_workers: the listed workers only.
-  CHECK(ErrorOf(ResolveCluster(
-            Config(1, 3), "tf_config",
-            tf_config(plain, R"({"type": "worker", "index": 3})"), 0)) ==
+  CHECK(ErrorOf(resolve(Config(1, 3), plain,
+                        R"({"type": "worker", "index": 3})")) ==
         "TF_CONFIG: task worker:3: cluster.worker has 3 addresses");
   // Only workers are elastic; an index that is no index stays refused.
-  CHECK(ErrorOf(ResolveCluster(
-            Config(1, 3, 6), "tf_config",
-            tf_config(plain, R"({"type": "ps", "index": 1})"), 0)) ==
+  CHECK(ErrorOf(
+            resolve(Config(1, 3, 6), plain, R"({"type": "ps", "index": 1})")) ==
         "TF_CONFIG: task ps:1: cluster.ps has 1 address");
-  CHECK(ErrorOf(ResolveCluster(
-            Config(1, 3, 6), "tf_config",
-            tf_config(chief, R"({"type": "chief", "index": 1})"), 0)) ==
+  CHECK(ErrorOf(resolve(Config(1, 3, 6), chief,
+                        R"({"type": "chief", "index": 1})")) ==
         "TF_CONFIG: task chief:1: cluster.chief has 1 address");
-  CHECK(ErrorOf(ResolveCluster(
-            Config(1, 3, 6), "tf_config",
-            tf_config(plain, R"({"type": "worker", "index": 3.5})"), 0)) ==
+  CHECK(ErrorOf(resolve(Config(1, 3, 6), plain,
+                        R"({"type": "worker", "index": 3.5})")) ==
         "TF_CONFIG: task worker:3.5: cluster.worker has 3 addresses");
-  CHECK(ErrorOf(ResolveCluster(
-            Config(1, 3, 6), "tf_config",
-            tf_config(plain, R"({"type": "worker", "index": -1})"), 0)) ==
+  CHECK(ErrorOf(resolve(Config(1, 3, 6), plain,
+                        R"({"type": "worker", "index": -1})")) ==
         "TF_CONFIG: task worker:-1: cluster.worker has 3 addresses");
 }
 
