@@ -11,7 +11,11 @@
 #                its lease runs out, 3 s later; steps of at least 100 ms,
 #                an emulated delay, so that the run outlasts the lease: a
 #                chunk that comes back after the last step is never
-#                trained on, and its epoch is not complete).
+#                trained on, and its epoch is not complete). kill_ps0 and
+#                kill_all take the same delay: a worker that comes back
+#                late holds the chunk it leased until its push, and on
+#                steps of milliseconds the others ran the last 11 steps
+#                first (fresh-clone CI, kill_all, epoch 2).
 #   kill_ps0:    ps:0, which holds the queue, SIGKILLed and started again: it
 #                restores its checkpoint (weights and data position, the
 #                ledger cut back to it) and the workers roll back to it.
@@ -37,9 +41,10 @@ steps_of() { if [ "$1" = elastic ]; then echo 400; else echo 50; fi; }
 
 write_data_config() {
   local file=$1 name=$2 ckpt=$3 elastic=()
-  if [ "$name" = kill_worker ]; then
-    elastic=(extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.1 } }")
-  fi
+  case "$name" in
+    kill_worker|kill_ps0|kill_all)
+      elastic=(extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.1 } }") ;;
+  esac
   if [ "$name" = elastic ]; then
     # The linear rule for 3 x 16 (scale 1 at N = 3), following each
     # step's N.
