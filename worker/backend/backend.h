@@ -184,6 +184,12 @@ class Backend {
   // as large as the largest call of the ops made so far (worker/cpu/
   // onednn_util.h). 0 where there is none.
   virtual int64_t WorkspaceBytes() const { return 0; }
+  // The channel block of the activation layout this backend's convolutions,
+  // batch norms and pools run fastest on (op_shapes.h,
+  // ValidateChannelBlock): a network keeps its activations in it from the
+  // first convolution to the pooling before the classifier wherever the
+  // channels divide by it. 0: NCHW only (the ops refuse other blocks).
+  virtual int64_t ChannelBlock() const { return 0; }
 
   // --- Plans --------------------------------------------------------------
   // INVALID_ARGUMENT for an invalid shape.
@@ -211,12 +217,15 @@ class Backend {
                            DeviceView y) = 0;
   // dst = src; element counts must match.
   virtual absl::Status Copy(ConstDeviceView src, DeviceView dst) = 0;
-  // Global average pooling. x: (N, C, H, W)  ->  y: (N, C), the mean over
-  // H and W.
+  // Global average pooling. x: (N, C, H, W) in the layout of
+  // `channel_block` (op_shapes.h)  ->  y: (N, C), the mean over H and W.
   virtual absl::Status GlobalAvgPoolForward(ConstDeviceView x,
+                                            int64_t channel_block,
                                             DeviceView y) = 0;
-  // dy: (N, C)  ->  dx: (N, C, H, W) = dy / (H * W) at every position.
+  // dy: (N, C)  ->  dx: (N, C, H, W) = dy / (H * W) at every position, in
+  // the layout of `channel_block`.
   virtual absl::Status GlobalAvgPoolBackward(ConstDeviceView dy,
+                                             int64_t channel_block,
                                              DeviceView dx) = 0;
   // L2 weight decay of one variable, TensorFlow's
   // decay * tf.nn.l2_loss(w) = decay * sum(w^2) / 2:

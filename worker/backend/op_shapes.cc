@@ -96,6 +96,9 @@ std::string Conv2dShape::ToString() const {
         padding == kSamePadding ? std::string("same") : absl::StrCat(padding),
         has_bias ? "" : " no bias");
   }
+  if (in_block != 0 || out_block != 0) {
+    absl::StrAppend(&s, " blocks ", in_block, "/", out_block);
+  }
   return s;
 }
 
@@ -116,13 +119,25 @@ absl::Status Conv2dShape::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         ToString(), ": padding is ", padding, ", must be -1 (SAME) or more"));
   }
+  if (absl::Status s =
+          ValidateChannelBlock(ToString() + " input", in_channels, in_block);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          ValidateChannelBlock(ToString() + " output", out_channels, out_block);
+      !s.ok()) {
+    return s;
+  }
   return CheckPositive(ToString(), {{"output height", pad_h().output},
                                     {"output width", pad_w().output}});
 }
 
 std::string BatchNormShape::ToString() const {
-  return absl::StrCat("batch_norm", relu ? "+relu" : "", " x ",
-                      ShapeToString(input()));
+  return absl::StrCat(
+      "batch_norm", relu ? "+relu" : "", " x ", ShapeToString(input()),
+      channel_block != 0 ? absl::StrCat(" block ", channel_block)
+                         : std::string());
 }
 
 absl::Status BatchNormShape::Validate() const {
@@ -136,7 +151,7 @@ absl::Status BatchNormShape::Validate() const {
         ToString(), ": needs epsilon > 0 and momentum in [0, 1], got ", epsilon,
         " and ", momentum));
   }
-  return absl::OkStatus();
+  return ValidateChannelBlock(ToString(), channels, channel_block);
 }
 
 absl::Status BatchNormShape::CheckInput(absl::string_view what,
@@ -209,16 +224,23 @@ Shape PoolShape::output() const {
 
 std::string PoolShape::ToString() const {
   return absl::StrCat("max_pool ", window, "x", window, "/", stride, " x ",
-                      ShapeToString(input()));
+                      ShapeToString(input()),
+                      channel_block != 0
+                          ? absl::StrCat(" block ", channel_block)
+                          : std::string());
 }
 
 absl::Status PoolShape::Validate() const {
-  return CheckPositive(ToString(), {{"batch", batch},
-                                    {"channels", channels},
-                                    {"height", height},
-                                    {"width", width},
-                                    {"window", window},
-                                    {"stride", stride}});
+  if (absl::Status s = CheckPositive(ToString(), {{"batch", batch},
+                                                  {"channels", channels},
+                                                  {"height", height},
+                                                  {"width", width},
+                                                  {"window", window},
+                                                  {"stride", stride}});
+      !s.ok()) {
+    return s;
+  }
+  return ValidateChannelBlock(ToString(), channels, channel_block);
 }
 
 std::string LrnShape::ToString() const {
@@ -360,13 +382,26 @@ absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b) {
       absl::StrCat(op, ": ", a, " elements into ", b));
 }
 
-absl::Status CheckGlobalAvgPool(const Shape& x, const Shape& y) {
+absl::Status CheckGlobalAvgPool(const Shape& x, const Shape& y,
+                                int64_t channel_block) {
   if (x.size() == 4 && y.size() == 2 && x[0] == y[0] && x[1] == y[1]) {
-    return absl::OkStatus();
+    return ValidateChannelBlock("global average pooling", x[1], channel_block);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("global average pooling: x ", ShapeToString(x), " and y ",
                    ShapeToString(y), " are not (N, C, H, W) and (N, C)"));
+}
+
+absl::Status ValidateChannelBlock(absl::string_view op, int64_t channels,
+                                  int64_t block) {
+  if (block == 0) return absl::OkStatus();
+  if ((block == 8 || block == 16) && channels > 0 && channels % block == 0) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": a channel block of ", block, " for ", channels,
+      " channels; the block must be 0 (NCHW), 8 or 16 and divide the "
+      "channels"));
 }
 
 }  // namespace psgd

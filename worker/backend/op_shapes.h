@@ -1,7 +1,8 @@
 // The shapes and constants of the backend's ops, as plain values: what a plan
 // (Backend::CreateConv2d, ...) is created for. Layouts are NCHW for
-// activations, OIHW for convolution filters and (inputs, outputs) for dense
-// weights. Padding follows TensorFlow's "SAME".
+// activations (or channel-blocked where a shape says so, see
+// ValidateChannelBlock), OIHW for convolution filters and (inputs, outputs)
+// for dense weights. Padding follows TensorFlow's "SAME".
 //
 // Thread-safety: plain values and pure functions.
 #ifndef PSGD_WORKER_BACKEND_OP_SHAPES_H_
@@ -21,6 +22,17 @@ namespace psgd {
 // TensorFlow's SAME padding along one spatial dimension: output =
 // ceil(input / stride), and the padding that needs, with the odd element
 // after (bottom / right).
+// Activation layouts. A channel block of 0 is NCHW; b > 0 is the channels in
+// blocks of b innermost, (N, C / b, H, W, b) (oneDNN's nChw8c / nChw16c, the
+// layout its CPU convolutions and batch norm run fastest on), with C a
+// multiple of b. A view's shape stays the logical (N, C, H, W) either way;
+// element-wise ops (add, ReLU, copy) do not care which, as long as their
+// operands agree. Backend::ChannelBlock says which block a backend's ops
+// take. INVALID_ARGUMENT naming `op` unless `block` is 0, 8 or 16 and divides
+// `channels`.
+absl::Status ValidateChannelBlock(absl::string_view op, int64_t channels,
+                                  int64_t block);
+
 struct SamePadding {
   int64_t output = 0;
   int64_t before = 0;
@@ -49,6 +61,10 @@ struct Conv2dShape {
   int64_t padding = kSamePadding;
   // Without a bias, b and db are empty views (shape []) and ignored.
   bool has_bias = true;
+  // The layouts of x and dx (in_block), y and dy (out_block): see
+  // ValidateChannelBlock.
+  int64_t in_block = 0;
+  int64_t out_block = 0;
 
   // Stride 1, SAME, with a bias.
   bool default_form() const {
@@ -86,6 +102,7 @@ struct PoolShape {
   int64_t width = 0;
   int64_t window = 3;
   int64_t stride = 2;
+  int64_t channel_block = 0;  // x, y, dy, dx: see ValidateChannelBlock
 
   Shape input() const { return {batch, channels, height, width}; }
   Shape output() const;
@@ -139,6 +156,7 @@ struct BatchNormShape {
   float epsilon = 1e-5f;
   float momentum = 0.1f;
   bool relu = false;
+  int64_t channel_block = 0;  // x, y, dy, dx: see ValidateChannelBlock
 
   Shape input() const { return {batch, channels, height, width}; }
   Shape params() const { return {channels}; }
@@ -214,8 +232,10 @@ absl::Status CheckShape(absl::string_view op, absl::string_view what,
 absl::Status CheckSameShape(absl::string_view op, const Shape& a,
                             const Shape& b);
 absl::Status CheckSameCount(absl::string_view op, int64_t a, int64_t b);
-// Global average pooling's: x (N, C, H, W) and y (N, C), or INVALID_ARGUMENT.
-absl::Status CheckGlobalAvgPool(const Shape& x, const Shape& y);
+// Global average pooling's: x (N, C, H, W) in the layout of `channel_block`
+// and y (N, C), or INVALID_ARGUMENT.
+absl::Status CheckGlobalAvgPool(const Shape& x, const Shape& y,
+                                int64_t channel_block);
 
 }  // namespace psgd
 

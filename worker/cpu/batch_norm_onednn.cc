@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/status_macros.h"
 #include "worker/cpu/elementwise.h"
@@ -20,6 +21,57 @@ using BnBackward = dnnl::batch_normalization_backward;
 // each channel, summed in double (as PyTorch's CPU batch norm): oneDNN's
 // float32 sums over N * H * W = 10^5 values move outputs near zero by
 // ~1e-6, enough to flip a fused ReLU's mask against a float64 reference.
+void BatchStatistics(int64_t batch, int64_t channels, int64_t plane,
+                     const float* x, float* mean, float* var, ThreadPool* pool);
+
+// The same over the channel-blocked layout (N, C / block, plane, block):
+// each thread sums a share of the batch for every channel, block lanes
+// innermost (one channel block may be all the channels, so the channels
+// alone would not split), and the shares are added after.
+void BlockedBatchStatistics(int64_t batch, int64_t channels, int64_t plane,
+                            int64_t block, const float* x, float* mean,
+                            float* var, ThreadPool* pool) {
+  const int64_t parts =
+      std::min<int64_t>(batch, std::max(pool->num_threads(), 1));
+  const int64_t blocks = channels / block;
+  // Per part: the channels' sums, then their sums of squares.
+  std::vector<double> partial(parts * 2 * channels, 0.0);
+  pool->ParallelFor(parts, 1, [&](int64_t first, int64_t last) {
+    for (int64_t part = first; part < last; ++part) {
+      double* sum = partial.data() + part * 2 * channels;
+      double* sum_sq = sum + channels;
+      const int64_t n_begin = batch * part / parts;
+      const int64_t n_end = batch * (part + 1) / parts;
+      for (int64_t n = n_begin; n < n_end; ++n) {
+        for (int64_t cb = 0; cb < blocks; ++cb) {
+          const float* rows = x + (n * blocks + cb) * plane * block;
+          double* s = sum + cb * block;
+          double* q = sum_sq + cb * block;
+          for (int64_t i = 0; i < plane; ++i) {
+            const float* v = rows + i * block;
+            for (int64_t l = 0; l < block; ++l) {
+              const double d = v[l];
+              s[l] += d;
+              q[l] += d * d;
+            }
+          }
+        }
+      }
+    }
+  });
+  const double m = static_cast<double>(batch * plane);
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0.0, sum_sq = 0.0;
+    for (int64_t part = 0; part < parts; ++part) {
+      sum += partial[part * 2 * channels + c];
+      sum_sq += partial[part * 2 * channels + channels + c];
+    }
+    const double mu = sum / m;
+    mean[c] = static_cast<float>(mu);
+    var[c] = static_cast<float>(std::max(sum_sq / m - mu * mu, 0.0));
+  }
+}
+
 void BatchStatistics(int64_t batch, int64_t channels, int64_t plane,
                      const float* x, float* mean, float* var,
                      ThreadPool* pool) {
@@ -63,8 +115,15 @@ class OneDnnBatchNorm : public BatchNormOp {
     RETURN_IF_ERROR(shape_.CheckForwardTraining(
         x.shape(), gamma.shape(), beta.shape(), y.shape(), batch_mean.shape(),
         batch_var.shape(), running_mean.shape(), running_var.shape()));
-    BatchStatistics(shape_.batch, shape_.channels, shape_.height * shape_.width,
-                    x.data(), batch_mean.data(), batch_var.data(), pool_);
+    const int64_t plane = shape_.height * shape_.width;
+    if (shape_.channel_block > 0) {
+      BlockedBatchStatistics(shape_.batch, shape_.channels, plane,
+                             shape_.channel_block, x.data(), batch_mean.data(),
+                             batch_var.data(), pool_);
+    } else {
+      BatchStatistics(shape_.batch, shape_.channels, plane, x.data(),
+                      batch_mean.data(), batch_var.data(), pool_);
+    }
     RETURN_IF_ERROR(CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -184,7 +243,8 @@ absl::Status OneDnnBatchNorm::Init() {
     const dnnl::engine& eng = context_->engine;
     const Shape in = shape_.input();
     const memory::desc data_md(memory::dims(in.begin(), in.end()),
-                               memory::data_type::f32, Tag::nchw);
+                               memory::data_type::f32,
+                               ActivationTag(shape_.channel_block));
     const memory::desc param_md({shape_.channels}, memory::data_type::f32,
                                 Tag::x);
     const Flags affine = Flags::use_scale | Flags::use_shift;

@@ -155,6 +155,12 @@ class Im2colConv2d : public Conv2dOp {
 absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateIm2colConv2d(
     const Conv2dShape& shape, const GemmConfig& gemm, ThreadPool* pool) {
   RETURN_IF_ERROR(shape.Validate());
+  if (shape.in_block != 0 || shape.out_block != 0) {
+    return absl::UnimplementedError(
+        absl::StrCat(shape.ToString(),
+                     ": the im2col convolution takes NCHW only, not channel "
+                     "blocks (cpu:conv=onednn does)"));
+  }
   if (!shape.default_form()) {
     return absl::UnimplementedError(absl::StrCat(
         shape.ToString(),

@@ -118,12 +118,14 @@ absl::Status OneDnnConv2d::Init() {
     // context's, not OpenMP's default of one per core.
     context_->PrepareThread();
     const dnnl::engine& eng = context_->engine;
-    const memory::desc x_md = Plain(shape_.input(), Tag::nchw);
+    const memory::desc x_md =
+        Plain(shape_.input(), ActivationTag(shape_.in_block));
     const memory::desc w_md = Plain(shape_.filter(), Tag::oihw);
     // Without a bias, a zero-sized descriptor: oneDNN's "no bias".
     const memory::desc b_md =
         shape_.has_bias ? Plain(shape_.bias(), Tag::x) : memory::desc();
-    const memory::desc y_md = Plain(shape_.output(), Tag::nchw);
+    const memory::desc y_md =
+        Plain(shape_.output(), ActivationTag(shape_.out_block));
     const SamePadding ph = shape_.pad_h();
     const SamePadding pw = shape_.pad_w();
     const memory::dims strides = {shape_.stride, shape_.stride};

@@ -144,6 +144,12 @@ class CpuBackend : public Backend {
   int64_t WorkspaceBytes() const override {
     return static_cast<int64_t>(context_.workspace.reserved());
   }
+  int64_t ChannelBlock() const override {
+    if (!options_.blocked_layout || options_.conv != ConvAlgorithm::kOneDnn) {
+      return 0;
+    }
+    return OneDnnChannelBlock();
+  }
 
   absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateConv2d(
       const Conv2dShape& shape) override {
@@ -202,18 +208,19 @@ class CpuBackend : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status GlobalAvgPoolForward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckGlobalAvgPool(x.shape(), y.shape()));
-    GlobalAvgPoolForwardKernel(y.size(), x.dim(2) * x.dim(3), x.data(),
-                               y.data(), &pool_);
+  absl::Status GlobalAvgPoolForward(ConstDeviceView x, int64_t channel_block,
+                                    DeviceView y) override {
+    RETURN_IF_ERROR(CheckGlobalAvgPool(x.shape(), y.shape(), channel_block));
+    GlobalAvgPoolForwardKernel(y.size(), x.dim(2) * x.dim(3), channel_block,
+                               x.data(), y.data(), &pool_);
     return absl::OkStatus();
   }
 
-  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy,
+  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy, int64_t channel_block,
                                      DeviceView dx) override {
-    RETURN_IF_ERROR(CheckGlobalAvgPool(dx.shape(), dy.shape()));
-    GlobalAvgPoolBackwardKernel(dy.size(), dx.dim(2) * dx.dim(3), dy.data(),
-                                dx.data(), &pool_);
+    RETURN_IF_ERROR(CheckGlobalAvgPool(dx.shape(), dy.shape(), channel_block));
+    GlobalAvgPoolBackwardKernel(dy.size(), dx.dim(2) * dx.dim(3), channel_block,
+                                dy.data(), dx.data(), &pool_);
     return absl::OkStatus();
   }
 
@@ -274,11 +281,16 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
       options.pool = ThreadPool::Runtime::kOpenMp;
     } else if (kv.first == "pool" && kv.second == "threads") {
       options.pool = ThreadPool::Runtime::kOwnThreads;
+    } else if (kv.first == "layout" && kv.second == "blocked") {
+      options.blocked_layout = true;
+    } else if (kv.first == "layout" && kv.second == "plain") {
+      options.blocked_layout = false;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "cpu backend option '", item,
           "' is not one of conv=onednn, conv=im2col, gemm=onednn, "
-          "gemm=openblas, lrn=fused, lrn=onednn, pool=openmp, pool=threads"));
+          "gemm=openblas, lrn=fused, lrn=onednn, pool=openmp, pool=threads, "
+          "layout=blocked, layout=plain"));
     }
   }
   return options;

@@ -14,6 +14,10 @@
 //   cpu:lrn=onednn     oneDNN's LRN primitive instead of our fused kernel
 //   cpu:pool=threads   our kernels on threads of their own instead of
 //                      oneDNN's OpenMP team (see thread_pool.h)
+//   cpu:layout=plain   activations in NCHW between layers instead of the
+//                      channel blocks oneDNN's kernels take (16 channels
+//                      with AVX-512, 8 with AVX2; ChannelBlock), which
+//                      then reorder at each call
 // Under ThreadSanitizer the pool always has threads of its own and the
 // libraries run on one thread (see SetLibraryThreads).
 //
@@ -44,10 +48,14 @@ struct CpuBackendOptions {
   LrnAlgorithm lrn = LrnAlgorithm::kFused;
   GemmLibrary gemm = GemmLibrary::kOneDnn;
   ThreadPool::Runtime pool = ThreadPool::Runtime::kOpenMp;
+  // Activations kept in the channel-blocked layout between layers (with
+  // conv=onednn; im2col takes NCHW only).
+  bool blocked_layout = true;
 };
 
 // Parses "cpu" or "cpu:key=value,key=value" (keys conv: onednn|im2col, gemm:
-// onednn|openblas, lrn: fused|onednn, pool: openmp|threads) into options
+// onednn|openblas, lrn: fused|onednn, pool: openmp|threads, layout:
+// blocked|plain) into options
 // with `threads`.
 // INVALID_ARGUMENT naming an unknown key or value.
 absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,

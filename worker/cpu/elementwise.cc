@@ -37,9 +37,28 @@ void AddKernel(int64_t n, const float* a, const float* b, float* y,
   });
 }
 
-void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, const float* x,
-                                float* y, ThreadPool* pool) {
+void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, int64_t block,
+                                const float* x, float* y, ThreadPool* pool) {
   const float scale = 1.0f / static_cast<float>(inner);
+  if (block > 0) {
+    pool->ParallelFor(rows / block,
+                      std::max<int64_t>(kMinChunk / (inner * block), 1),
+                      [&](int64_t begin, int64_t end) {
+                        std::vector<float> sum(block);
+                        for (int64_t p = begin; p < end; ++p) {
+                          const float* plane = x + p * inner * block;
+                          std::fill(sum.begin(), sum.end(), 0.0f);
+                          for (int64_t i = 0; i < inner; ++i) {
+                            for (int64_t l = 0; l < block; ++l)
+                              sum[l] += plane[i * block + l];
+                          }
+                          for (int64_t l = 0; l < block; ++l) {
+                            y[p * block + l] = sum[l] * scale;
+                          }
+                        }
+                      });
+    return;
+  }
   pool->ParallelFor(rows, std::max<int64_t>(kMinChunk / inner, 1),
                     [&](int64_t begin, int64_t end) {
                       for (int64_t r = begin; r < end; ++r) {
@@ -51,9 +70,24 @@ void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, const float* x,
                     });
 }
 
-void GlobalAvgPoolBackwardKernel(int64_t rows, int64_t inner, const float* dy,
-                                 float* dx, ThreadPool* pool) {
+void GlobalAvgPoolBackwardKernel(int64_t rows, int64_t inner, int64_t block,
+                                 const float* dy, float* dx, ThreadPool* pool) {
   const float scale = 1.0f / static_cast<float>(inner);
+  if (block > 0) {
+    pool->ParallelFor(rows / block,
+                      std::max<int64_t>(kMinChunk / (inner * block), 1),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t p = begin; p < end; ++p) {
+                          float* plane = dx + p * inner * block;
+                          for (int64_t i = 0; i < inner; ++i) {
+                            for (int64_t l = 0; l < block; ++l) {
+                              plane[i * block + l] = dy[p * block + l] * scale;
+                            }
+                          }
+                        }
+                      });
+    return;
+  }
   pool->ParallelFor(rows, std::max<int64_t>(kMinChunk / inner, 1),
                     [&](int64_t begin, int64_t end) {
                       for (int64_t r = begin; r < end; ++r) {

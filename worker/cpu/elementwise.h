@@ -34,13 +34,16 @@ void AddKernel(int64_t n, const float* a, const float* b, float* y,
                ThreadPool* pool);
 
 // x: (rows, inner)  ->  y: (rows) = mean of each row. rows is N*C and inner
-// H*W for an image tensor.
-void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, const float* x,
-                                float* y, ThreadPool* pool);
+// H*W for an image tensor. With a channel block b > 0 (op_shapes.h), x is
+// (rows / b, inner, b) and y still (rows); each mean is summed in the same
+// order either way.
+void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, int64_t block,
+                                const float* x, float* y, ThreadPool* pool);
 
-// dy: (rows)  ->  dx: (rows, inner) = dy[r] / inner.
-void GlobalAvgPoolBackwardKernel(int64_t rows, int64_t inner, const float* dy,
-                                 float* dx, ThreadPool* pool);
+// dy: (rows)  ->  dx: (rows, inner) = dy[r] / inner; (rows / b, inner, b)
+// with a channel block b > 0.
+void GlobalAvgPoolBackwardKernel(int64_t rows, int64_t inner, int64_t block,
+                                 const float* dy, float* dx, ThreadPool* pool);
 
 // w, dw: (n). dw += decay * w; returns decay * sum(w^2) / 2.
 double L2WeightDecayKernel(int64_t n, const float* w, float decay, float* dw);

@@ -150,13 +150,13 @@ TEST_CASE("global average pooling forward and backward") {
     const auto r = testing::RandomValues(rows, 34, -1, 1);
     DeviceTensor dx = Upload(b, x, s);
     DeviceTensor y = Zeros(b, {s[0], s[1]});
-    REQUIRE_OK(b->GlobalAvgPoolForward(dx.view(), y.view()));
+    REQUIRE_OK(b->GlobalAvgPoolForward(dx.view(), 0, y.view()));
     const auto xd = testing::ToDouble(x);
     CHECK(testing::MaxRelativeDifference(
               Download(b, y.view()),
               reference::GlobalAvgPool(rows, inner, xd)) < 1e-6);
     DeviceTensor dy = Upload(b, r, {s[0], s[1]});
-    REQUIRE_OK(b->GlobalAvgPoolBackward(dy.view(), dx.view()));
+    REQUIRE_OK(b->GlobalAvgPoolBackward(dy.view(), 0, dx.view()));
     auto e = testing::CompareGradient(
         [&](const auto& v) {
           return testing::Dot(reference::GlobalAvgPool(rows, inner, v), r);
@@ -166,7 +166,7 @@ TEST_CASE("global average pooling forward and backward") {
     CHECK(e.relative() < 1e-4);
   }
   DeviceTensor x = Zeros(b, {2, 3, 4, 4}), y = Zeros(b, {2, 4});
-  CHECK(b->GlobalAvgPoolForward(x.view(), y.view()).code() ==
+  CHECK(b->GlobalAvgPoolForward(x.view(), 0, y.view()).code() ==
         absl::StatusCode::kInvalidArgument);
 }
 

@@ -17,6 +17,29 @@ void SetLibraryThreads(int threads) {
 
 void OneDnnContext::PrepareThread() const { SetLibraryThreads(threads); }
 
+int64_t OneDnnChannelBlock() {
+  // The ISA values are sets of bits, each a superset of the ones below it.
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  auto has = [isa](dnnl_cpu_isa_t want) {
+    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+  };
+  if (has(dnnl_cpu_isa_avx512_core)) return 16;
+  if (has(dnnl_cpu_isa_avx2)) return 8;
+  return 0;
+}
+
+dnnl::memory::format_tag ActivationTag(int64_t channel_block) {
+  using Tag = dnnl::memory::format_tag;
+  switch (channel_block) {
+    case 8:
+      return Tag::nChw8c;
+    case 16:
+      return Tag::nChw16c;
+    default:
+      return Tag::nchw;
+  }
+}
+
 size_t OneDnnWorkspace::CallBytes(std::initializer_list<size_t> pieces) {
   size_t total = 0;
   for (size_t p : pieces) total += Aligned(p);

@@ -1,7 +1,7 @@
 // Shared pieces of the oneDNN-based CPU ops: the engine and stream of one
-// CPU backend, the workspace its ops share, the bridge between the backend's
-// plain layouts (NCHW, OIHW) and the blocked layouts oneDNN's kernels
-// prefer, and error conversion.
+// CPU backend, the workspace its ops share, the activation layouts (NCHW or
+// channel blocks, op_shapes.h), the bridge between the caller's layouts and
+// the ones oneDNN's kernels want, and error conversion.
 //
 // Memory: an op's blocked-layout copies and oneDNN's scratchpads live only
 // for one call of the op (the copy in, the primitive, the copy out), so they
@@ -34,6 +34,15 @@ namespace psgd {
 // libgomp barriers and spin-waits that tsan cannot see, so it would report
 // false races. Our own ThreadPool keeps its threads there and is checked.
 void SetLibraryThreads(int threads);
+
+// The channel block of oneDNN's preferred activation layout on this CPU (as
+// oneDNN sees it, ONEDNN_MAX_CPU_ISA included): 16 with AVX-512, 8 with
+// AVX2, else 0 (NCHW).
+int64_t OneDnnChannelBlock();
+
+// The memory tag of an (N, C, H, W) activation in the layout of
+// `channel_block` (0, 8 or 16; op_shapes.h).
+dnnl::memory::format_tag ActivationTag(int64_t channel_block);
 
 // Memory an op needs during one call only, shared by every op of a context.
 // Plan time: Reserve the most one call takes (CallBytes of its pieces). Call

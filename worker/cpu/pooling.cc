@@ -23,10 +23,93 @@ Windows WindowsOf(int64_t input, int64_t window, int64_t stride) {
   return w;
 }
 
+// The channel-blocked layout, (N, C / B, H, W, B): each window's maximum
+// over B channels at once.
+template <int B>
+void MaxPoolForwardBlocked(const PoolShape& s, const float* x, float* y,
+                           ThreadPool* pool) {
+  const Windows rows = WindowsOf(s.height, s.window, s.stride);
+  const Windows cols = WindowsOf(s.width, s.window, s.stride);
+  const int64_t oh_count = rows.begin.size(), ow_count = cols.begin.size();
+  const int64_t in_plane = s.height * s.width * B;
+  const int64_t out_plane = oh_count * ow_count * B;
+  pool->ParallelFor(
+      s.batch * s.channels / B, 1, [&](int64_t first, int64_t last) {
+        for (int64_t p = first; p < last; ++p) {
+          const float* xp = x + p * in_plane;
+          float* yp = y + p * out_plane;
+          for (int64_t oh = 0; oh < oh_count; ++oh) {
+            for (int64_t ow = 0; ow < ow_count; ++ow) {
+              float m[B];
+              const float* at =
+                  xp + (rows.begin[oh] * s.width + cols.begin[ow]) * B;
+              for (int l = 0; l < B; ++l) m[l] = at[l];
+              for (int64_t h = rows.begin[oh]; h < rows.end[oh]; ++h) {
+                for (int64_t w = cols.begin[ow]; w < cols.end[ow]; ++w) {
+                  at = xp + (h * s.width + w) * B;
+                  for (int l = 0; l < B; ++l) m[l] = std::max(m[l], at[l]);
+                }
+              }
+              float* out = yp + (oh * ow_count + ow) * B;
+              for (int l = 0; l < B; ++l) out[l] = m[l];
+            }
+          }
+        }
+      });
+}
+
+template <int B>
+void MaxPoolBackwardBlocked(const PoolShape& s, const float* x, const float* dy,
+                            float* dx, ThreadPool* pool) {
+  const Windows rows = WindowsOf(s.height, s.window, s.stride);
+  const Windows cols = WindowsOf(s.width, s.window, s.stride);
+  const int64_t oh_count = rows.begin.size(), ow_count = cols.begin.size();
+  const int64_t in_plane = s.height * s.width * B;
+  const int64_t out_plane = oh_count * ow_count * B;
+  pool->ParallelFor(
+      s.batch * s.channels / B, 1, [&](int64_t first, int64_t last) {
+        for (int64_t p = first; p < last; ++p) {
+          const float* xp = x + p * in_plane;
+          const float* dyp = dy + p * out_plane;
+          float* dxp = dx + p * in_plane;
+          std::memset(dxp, 0, in_plane * sizeof(float));
+          for (int64_t oh = 0; oh < oh_count; ++oh) {
+            for (int64_t ow = 0; ow < ow_count; ++ow) {
+              // Per channel, the first maximum of the window in row-major
+              // order, as the NCHW kernel.
+              int64_t best[B];
+              float best_value[B];
+              const int64_t first_at =
+                  rows.begin[oh] * s.width + cols.begin[ow];
+              for (int l = 0; l < B; ++l) {
+                best[l] = first_at;
+                best_value[l] = xp[first_at * B + l];
+              }
+              for (int64_t h = rows.begin[oh]; h < rows.end[oh]; ++h) {
+                for (int64_t w = cols.begin[ow]; w < cols.end[ow]; ++w) {
+                  const int64_t at = h * s.width + w;
+                  for (int l = 0; l < B; ++l) {
+                    const float v = xp[at * B + l];
+                    const bool greater = v > best_value[l];
+                    best_value[l] = greater ? v : best_value[l];
+                    best[l] = greater ? at : best[l];
+                  }
+                }
+              }
+              const float* g = dyp + (oh * ow_count + ow) * B;
+              for (int l = 0; l < B; ++l) dxp[best[l] * B + l] += g[l];
+            }
+          }
+        }
+      });
+}
+
 }  // namespace
 
 void MaxPoolForwardKernel(const PoolShape& s, const float* x, float* y,
                           ThreadPool* pool) {
+  if (s.channel_block == 8) return MaxPoolForwardBlocked<8>(s, x, y, pool);
+  if (s.channel_block == 16) return MaxPoolForwardBlocked<16>(s, x, y, pool);
   const Windows rows = WindowsOf(s.height, s.window, s.stride);
   const Windows cols = WindowsOf(s.width, s.window, s.stride);
   const int64_t oh_count = rows.begin.size(), ow_count = cols.begin.size();
@@ -61,6 +144,12 @@ void MaxPoolForwardKernel(const PoolShape& s, const float* x, float* y,
 
 void MaxPoolBackwardKernel(const PoolShape& s, const float* x, const float* dy,
                            float* dx, ThreadPool* pool) {
+  if (s.channel_block == 8) {
+    return MaxPoolBackwardBlocked<8>(s, x, dy, dx, pool);
+  }
+  if (s.channel_block == 16) {
+    return MaxPoolBackwardBlocked<16>(s, x, dy, dx, pool);
+  }
   const Windows rows = WindowsOf(s.height, s.window, s.stride);
   const Windows cols = WindowsOf(s.width, s.window, s.stride);
   const int64_t oh_count = rows.begin.size(), ow_count = cols.begin.size();

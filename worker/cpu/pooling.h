@@ -1,4 +1,6 @@
-// Max pooling on the CPU, SAME padding (see PoolShape).
+// Max pooling on the CPU, SAME padding (see PoolShape), on NCHW or on the
+// channel-blocked layout of shape.channel_block (op_shapes.h), where the
+// loops run over the block's channels innermost.
 //
 // Thread-safety: pure functions over caller-owned memory; `pool` runs the
 // loop (not owned).

@@ -22,6 +22,17 @@ namespace {
 
 using gpu::GpuContext;
 
+// This backend's activations are NCHW (ChannelBlock 0): UNIMPLEMENTED for a
+// shape in a channel-blocked layout.
+absl::Status NchwOnly(const std::string& op, int64_t channel_block) {
+  if (channel_block == 0) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat(op,
+                   ": the GPU backend keeps activations in NCHW, not in "
+                   "channel blocks of ",
+                   channel_block));
+}
+
 class GpuBackend : public Backend {
  public:
   GpuBackend(std::unique_ptr<GpuContext> context, gpu::CudnnRelu relu,
@@ -80,11 +91,14 @@ class GpuBackend : public Backend {
 
   absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateConv2d(
       const Conv2dShape& shape) override {
+    RETURN_IF_ERROR(NchwOnly(shape.ToString(), shape.in_block));
+    RETURN_IF_ERROR(NchwOnly(shape.ToString(), shape.out_block));
     return gpu::CreateCudnnConv2d(shape, ctx_.get());
   }
 
   absl::StatusOr<std::unique_ptr<MaxPoolOp>> CreateMaxPool(
       const PoolShape& shape) override {
+    RETURN_IF_ERROR(NchwOnly(shape.ToString(), shape.channel_block));
     return gpu::CreateGpuMaxPool(shape, ctx_.get());
   }
 
@@ -107,6 +121,7 @@ class GpuBackend : public Backend {
   // GPU yet: UNIMPLEMENTED, so that those models refuse to plan here.
   absl::StatusOr<std::unique_ptr<BatchNormOp>> CreateBatchNorm(
       const BatchNormShape& shape) override {
+    RETURN_IF_ERROR(NchwOnly(shape.ToString(), shape.channel_block));
     return gpu::CreateGpuBatchNorm(shape, ctx_.get());
   }
 
@@ -130,8 +145,10 @@ class GpuBackend : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status GlobalAvgPoolForward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckGlobalAvgPool(x.shape(), y.shape()));
+  absl::Status GlobalAvgPoolForward(ConstDeviceView x, int64_t channel_block,
+                                    DeviceView y) override {
+    RETURN_IF_ERROR(CheckGlobalAvgPool(x.shape(), y.shape(), channel_block));
+    RETURN_IF_ERROR(NchwOnly("global average pooling", channel_block));
     RETURN_IF_ERROR(ctx_->Activate());
     return gpu::WithPrefix(
         gpu::LaunchGlobalAvgPool(y.size(), x.dim(2) * x.dim(3), x.data(),
@@ -139,9 +156,10 @@ class GpuBackend : public Backend {
         "global average pooling: ");
   }
 
-  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy,
+  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy, int64_t channel_block,
                                      DeviceView dx) override {
-    RETURN_IF_ERROR(CheckGlobalAvgPool(dx.shape(), dy.shape()));
+    RETURN_IF_ERROR(CheckGlobalAvgPool(dx.shape(), dy.shape(), channel_block));
+    RETURN_IF_ERROR(NchwOnly("global average pooling", channel_block));
     RETURN_IF_ERROR(ctx_->Activate());
     return gpu::WithPrefix(
         gpu::LaunchGlobalAvgPoolBackward(dy.size(), dx.dim(2) * dx.dim(3),

@@ -247,4 +247,38 @@ absl::StatusOr<NetworkSpec> NetworkBuilder::Build() && {
   return std::move(spec_);
 }
 
+std::vector<int64_t> ChooseLayouts(const std::vector<Layer>& layers,
+                                   int64_t block) {
+  const int count = static_cast<int>(layers.size());
+  std::vector<int64_t> layout(count, 0);
+  if (block <= 0) return layout;
+  std::vector<std::vector<int>> users(count);
+  for (int i = 0; i < count; ++i) {
+    for (int in : layers[i].inputs) users[in].push_back(i);
+  }
+  std::vector<int> group(count);
+  for (int i = 0; i < count; ++i) group[i] = i;
+  auto find = [&](int i) {
+    while (group[i] != i) i = group[i] = group[group[i]];
+    return i;
+  };
+  for (int i = 1; i < count; ++i) {
+    const LayerKind k = layers[i].kind;
+    if (k != LayerKind::kBatchNorm && k != LayerKind::kRelu &&
+        k != LayerKind::kAdd && k != LayerKind::kMaxPool) {
+      continue;
+    }
+    for (int in : layers[i].inputs) group[find(in)] = find(i);
+  }
+  std::vector<bool> can(count, true);
+  for (int i = 0; i < count; ++i) {
+    const Shape& s = layers[i].shape;  // one example's: (C, H, W) or (M)
+    bool ok = i != 0 && s.size() == 3 && s[0] % block == 0;
+    for (int u : users[i]) ok = ok && layers[u].kind != LayerKind::kDense;
+    if (!ok) can[find(i)] = false;
+  }
+  for (int i = 0; i < count; ++i) layout[i] = can[find(i)] ? block : 0;
+  return layout;
+}
+
 }  // namespace psgd

@@ -26,6 +26,7 @@ struct Node {
   std::unique_ptr<MaxPoolOp> pool;
   std::unique_ptr<DenseOp> dense;
   DeviceTensor batch_mean, batch_var;  // batch norm: (C), for the backward
+  int64_t block = 0;                   // out's and grad's layout (op_shapes.h)
   bool fused = false;                  // a ReLU run by its input's batch norm
   bool add_alias = false;     // grad is its only consumer's (an add's) grad
   bool grad_written = false;  // during a backward
@@ -262,6 +263,9 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
   auto only_consumer = [&](int i) {
     return consumers[i].size() == 1 ? consumers[i][0] : -1;
   };
+  const std::vector<int64_t> layout =
+      ChooseLayouts(layers, backend_->ChannelBlock());
+  for (int i = 0; i < count; ++i) p->nodes[i].block = layout[i];
   // Fuse ReLU into batch norm.
   for (int i = 1; i < count; ++i) {
     const int in = layers[i].inputs.empty() ? -1 : layers[i].inputs[0];
@@ -330,21 +334,24 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
     const Shape& x = p->nodes[l.inputs[0]].out.shape();
     switch (l.kind) {
       case LayerKind::kConv: {
-        ASSIGN_OR_RETURN(n.conv, backend_->CreateConv2d(ConvShapeOf(
-                                     l, batch, layers[l.inputs[0]].shape)));
+        Conv2dShape s = ConvShapeOf(l, batch, layers[l.inputs[0]].shape);
+        s.in_block = layout[l.inputs[0]];
+        s.out_block = layout[i];
+        ASSIGN_OR_RETURN(n.conv, backend_->CreateConv2d(s));
         break;
       }
       case LayerKind::kBatchNorm: {
         BatchNormShape s = BatchNormShapeOf(batch, layers[l.inputs[0]].shape);
         const int c = only_consumer(i);
         s.relu = c >= 0 && p->nodes[c].fused;
+        s.channel_block = layout[i];
         ASSIGN_OR_RETURN(n.bn, backend_->CreateBatchNorm(s));
         ASSIGN_OR_RETURN(n.batch_mean, backend_->Allocate(s.params()));
         ASSIGN_OR_RETURN(n.batch_var, backend_->Allocate(s.params()));
         break;
       }
       case LayerKind::kMaxPool: {
-        PoolShape s{batch, x[1], x[2], x[3], l.kernel, l.stride};
+        PoolShape s{batch, x[1], x[2], x[3], l.kernel, l.stride, layout[i]};
         ASSIGN_OR_RETURN(n.pool, backend_->CreateMaxPool(s));
         break;
       }
@@ -490,7 +497,8 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
         RETURN_IF_ERROR(n.pool->Forward(x, n.out));
         break;
       case LayerKind::kGlobalAvgPool:
-        RETURN_IF_ERROR(backend_->GlobalAvgPoolForward(x, n.out));
+        RETURN_IF_ERROR(backend_->GlobalAvgPoolForward(
+            x, p->nodes[l.inputs[0]].block, n.out));
         break;
       case LayerKind::kDense:
         RETURN_IF_ERROR(n.dense->Forward(x.Reshaped(n.dense->shape().input()),
@@ -571,7 +579,8 @@ absl::Status NetworkModel::Backward(Plan* p) {
         RETURN_IF_ERROR(Accumulate(p, in));
         break;
       case LayerKind::kGlobalAvgPool:
-        RETURN_IF_ERROR(backend_->GlobalAvgPoolBackward(n.grad, Target(p, in)));
+        RETURN_IF_ERROR(backend_->GlobalAvgPoolBackward(
+            n.grad, p->nodes[in].block, Target(p, in)));
         RETURN_IF_ERROR(Accumulate(p, in));
         break;
       case LayerKind::kDense: {

@@ -5,12 +5,18 @@
 // pooling, dense) against a float64 interpreter of the same NetworkSpec over
 // the reference ops: the loss, every gradient against central finite
 // differences, the running statistics after a step, and evaluation with
-// them. Also the registry: every CIFAR network's exact parameter count
+// them; the same with channels that divide the CPU's channel block, so
+// that the activations stay channel-blocked between layers; that network
+// and one whose dense layer flattens (which keeps its input group in NCHW)
+// against the same networks in NCHW throughout (cpu:layout=plain). Also the
+// registry: every CIFAR network's exact parameter count
 // (PyTorch's), and the refusal of unknown names.
 #include "worker/models/network_model.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "worker/models/cifar_networks.h"
 #include "worker/models/initialize.h"
@@ -27,21 +33,23 @@ using testing::Unwrap;
 
 constexpr int64_t kBatch = 4;
 
-NetworkSpec TinyNetwork() {
+// c1 and c2 channels in the two stages; the classifier reads the global
+// pooling, or with `flatten` the last activations themselves.
+NetworkSpec TinyNetwork(int64_t c1 = 4, int64_t c2 = 6, bool flatten = false) {
   NetworkBuilder b("tiny", {3, 8, 8}, 5, 1e-2f);
-  int x = b.Relu(b.BatchNorm(b.Conv(b.input(), "conv1", 4, 3, 1, 1), "bn1"));
+  int x = b.Relu(b.BatchNorm(b.Conv(b.input(), "conv1", c1, 3, 1, 1), "bn1"));
   // A projection block (stride 2, 1x1 conv + BN shortcut); x has two
   // readers.
-  int y = b.Relu(b.BatchNorm(b.Conv(x, "a.conv1", 6, 3, 2, 1), "a.bn1"));
-  y = b.BatchNorm(b.Conv(y, "a.conv2", 6, 3, 1, 1), "a.bn2");
-  int sc = b.BatchNorm(b.Conv(x, "a.sc", 6, 1, 2, 0), "a.sc_bn");
+  int y = b.Relu(b.BatchNorm(b.Conv(x, "a.conv1", c2, 3, 2, 1), "a.bn1"));
+  y = b.BatchNorm(b.Conv(y, "a.conv2", c2, 3, 1, 1), "a.bn2");
+  int sc = b.BatchNorm(b.Conv(x, "a.sc", c2, 1, 2, 0), "a.sc_bn");
   x = b.Relu(b.Add(y, sc));
   x = b.MaxPool(x, 2, 2);
   // A pre-activation block with an identity shortcut.
   y = b.Relu(b.BatchNorm(x, "b.bn1"));
-  y = b.Conv(y, "b.conv1", 6, 3, 1, 1, /*bias=*/true);
+  y = b.Conv(y, "b.conv1", c2, 3, 1, 1, /*bias=*/true);
   x = b.Add(y, x);
-  b.Dense(b.GlobalAvgPool(x), "fc", 5);
+  b.Dense(flatten ? x : b.GlobalAvgPool(x), "fc", 5);
   return Unwrap(std::move(b).Build());
 }
 
@@ -118,118 +126,236 @@ double ReferenceLoss(const NetworkSpec& spec, const std::vector<Vec>& w,
 }
 
 TEST_CASE("a layer graph matches its float64 reference") {
-  const NetworkSpec spec = TinyNetwork();
+  struct Case {
+    const char* what;
+    NetworkSpec spec;
+  };
   auto backend = testing::MakeBackend("cpu");
-  auto model = Unwrap(CreateNetworkModel(spec, backend.get()));
-  REQUIRE(model->state().size() == 10);  // five batch norms
-  NamedTensors batch_stats;
-  CHECK(model->GetBatchStatistics(&batch_stats).code() ==
-        absl::StatusCode::kFailedPrecondition);
+  const int64_t block = backend->ChannelBlock();
+  // With AVX2 or AVX-512 oneDNN takes channel blocks (ChooseLayouts' own
+  // test says which tensors); 16 channels divide either block.
+  const std::vector<Case> cases = {
+      {"4 and 6 channels: NCHW throughout", TinyNetwork()},
+      {"16 channels: blocked", TinyNetwork(16, 16)},
+  };
+  // (The flattened form's finite differences cross the max pool's and the
+  // ReLUs' kinks in NCHW as in blocks; it is compared with NCHW below.)
+  for (const Case& c : cases) {
+    INFO(c.what << " (channel block " << block << ")");
+    const NetworkSpec& spec = c.spec;
+    auto model = Unwrap(CreateNetworkModel(spec, backend.get()));
+    REQUIRE(model->state().size() == 10);  // five batch norms
+    NamedTensors batch_stats;
+    CHECK(model->GetBatchStatistics(&batch_stats).code() ==
+          absl::StatusCode::kFailedPrecondition);
 
-  NamedTensors weights = InitialValues(model->variables(), 7);
-  // Batch norm's gamma and beta away from 1 and 0, so that they matter.
-  for (const VariableSpec& v : model->variables()) {
-    if (v.shape.size() != 1) continue;
-    const auto r =
-        testing::RandomValues(NumElements(v.shape), v.name.size(), -0.5, 0.5);
-    Tensor& t = weights.at(v.name);
-    for (int64_t k = 0; k < t.size(); ++k) t.data()[k] += r[k];
-  }
-  const auto image_values = testing::RandomValues(kBatch * 3 * 64, 11, -1, 1);
-  Tensor images = Unwrap(Tensor::FromVector({kBatch, 3, 8, 8}, image_values));
-  const std::vector<int32_t> labels = {0, 3, 1, 4};
-
-  NamedTensors grads;
-  const StepResult r = Unwrap(
-      model->ComputeGradients(ViewsOf(weights), images.view(), labels, &grads));
-
-  std::vector<Vec> w;
-  for (const VariableSpec& v : spec.variables) {
-    const Tensor& t = weights.at(v.name);
-    w.push_back(Vec(t.data(), t.data() + t.size()));
-  }
-  const Vec x = testing::ToDouble(image_values);
-  std::vector<Vec> stats;
-  const double want = ReferenceLoss(spec, w, x, labels, true, {}, &stats);
-  CHECK(std::abs(r.loss - want) < 1e-5 * std::abs(want));
-  CHECK(r.weight_decay > 0.0);
-  CHECK(r.examples == kBatch);
-
-  for (size_t v = 0; v < spec.variables.size(); ++v) {
-    const std::string& name = spec.variables[v].name;
-    const Tensor& g = grads.at(name);
-    auto e = testing::CompareGradient(
-        [&](const Vec& value) {
-          std::vector<Vec> moved = w;
-          moved[v] = value;
-          return ReferenceLoss(spec, moved, x, labels, true, {}, nullptr);
-        },
-        w[v], std::vector<float>(g.data(), g.data() + g.size()), 1e-4,
-        /*max_checks=*/24, /*seed=*/v + 1);
-    INFO(name << " " << e.ToString());
-    CHECK(e.relative() < 1e-3);
-  }
-
-  // Running statistics: 0.9 * (0, 1) + 0.1 * (mean, unbiased variance).
-  NamedTensors state;
-  REQUIRE_OK(model->GetState(&state));
-  std::vector<Vec> running, batch;
-  for (size_t s = 0; s < spec.state.size(); ++s) {
-    const VariableSpec& spec_s = spec.state[s];
-    const bool is_var = s % 2 == 1;
-    const int64_t m = kBatch * [&] {
-      for (const Layer& l : spec.layers) {
-        if (l.state == static_cast<int>(s - (is_var ? 1 : 0))) {
-          return NumElements(spec.layers[l.inputs[0]].shape) / l.shape[0];
-        }
-      }
-      return int64_t{0};
-    }();
-    Vec want_s(stats[s].size()), batch_s(stats[s].size());
-    for (size_t k = 0; k < want_s.size(); ++k) {
-      batch_s[k] = is_var ? stats[s][k] * m / (m - 1.0) : stats[s][k];
-      want_s[k] = (is_var ? 0.9 : 0.0) + 0.1 * batch_s[k];
+    NamedTensors weights = InitialValues(model->variables(), 7);
+    // Batch norm's gamma and beta away from 1 and 0, so that they matter.
+    for (const VariableSpec& v : model->variables()) {
+      if (v.shape.size() != 1) continue;
+      const auto r =
+          testing::RandomValues(NumElements(v.shape), v.name.size(), -0.5, 0.5);
+      Tensor& t = weights.at(v.name);
+      for (int64_t k = 0; k < t.size(); ++k) t.data()[k] += r[k];
     }
-    batch.push_back(batch_s);
-    const Tensor& got = state.at(spec_s.name);
-    INFO(spec_s.name);
+    const auto image_values = testing::RandomValues(kBatch * 3 * 64, 11, -1, 1);
+    Tensor images = Unwrap(Tensor::FromVector({kBatch, 3, 8, 8}, image_values));
+    const std::vector<int32_t> labels = {0, 3, 1, 4};
+
+    NamedTensors grads;
+    const StepResult r = Unwrap(model->ComputeGradients(
+        ViewsOf(weights), images.view(), labels, &grads));
+
+    std::vector<Vec> w;
+    for (const VariableSpec& v : spec.variables) {
+      const Tensor& t = weights.at(v.name);
+      w.push_back(Vec(t.data(), t.data() + t.size()));
+    }
+    const Vec x = testing::ToDouble(image_values);
+    std::vector<Vec> stats;
+    const double want = ReferenceLoss(spec, w, x, labels, true, {}, &stats);
+    CHECK(std::abs(r.loss - want) < 1e-5 * std::abs(want));
+    CHECK(r.weight_decay > 0.0);
+    CHECK(r.examples == kBatch);
+
+    for (size_t v = 0; v < spec.variables.size(); ++v) {
+      const std::string& name = spec.variables[v].name;
+      const Tensor& g = grads.at(name);
+      auto e = testing::CompareGradient(
+          [&](const Vec& value) {
+            std::vector<Vec> moved = w;
+            moved[v] = value;
+            return ReferenceLoss(spec, moved, x, labels, true, {}, nullptr);
+          },
+          w[v], std::vector<float>(g.data(), g.data() + g.size()), 1e-4,
+          /*max_checks=*/24, /*seed=*/v + 1);
+      INFO(name << " " << e.ToString());
+      CHECK(e.relative() < 1e-3);
+    }
+
+    // Running statistics: 0.9 * (0, 1) + 0.1 * (mean, unbiased variance).
+    NamedTensors state;
+    REQUIRE_OK(model->GetState(&state));
+    std::vector<Vec> running, batch;
+    for (size_t s = 0; s < spec.state.size(); ++s) {
+      const VariableSpec& spec_s = spec.state[s];
+      const bool is_var = s % 2 == 1;
+      const int64_t m = kBatch * [&] {
+        for (const Layer& l : spec.layers) {
+          if (l.state == static_cast<int>(s - (is_var ? 1 : 0))) {
+            return NumElements(spec.layers[l.inputs[0]].shape) / l.shape[0];
+          }
+        }
+        return int64_t{0};
+      }();
+      Vec want_s(stats[s].size()), batch_s(stats[s].size());
+      for (size_t k = 0; k < want_s.size(); ++k) {
+        batch_s[k] = is_var ? stats[s][k] * m / (m - 1.0) : stats[s][k];
+        want_s[k] = (is_var ? 0.9 : 0.0) + 0.1 * batch_s[k];
+      }
+      batch.push_back(batch_s);
+      const Tensor& got = state.at(spec_s.name);
+      INFO(spec_s.name);
+      CHECK(testing::MaxRelativeDifference(
+                std::vector<float>(got.data(), got.data() + got.size()),
+                want_s) < 1e-5);
+      running.push_back(want_s);
+    }
+
+    // Evaluation normalises with them and leaves them alone.
+    Tensor logits({kBatch, 5});
+    REQUIRE_OK(model->Logits(ViewsOf(weights), images.view(), logits.view()));
+    Vec want_logits;
+    ReferenceLoss(spec, w, x, labels, false, running, nullptr, &want_logits);
     CHECK(testing::MaxRelativeDifference(
-              std::vector<float>(got.data(), got.data() + got.size()), want_s) <
-          1e-5);
-    running.push_back(want_s);
-  }
+              std::vector<float>(logits.data(), logits.data() + logits.size()),
+              want_logits) < 1e-5);
+    NamedTensors after;
+    REQUIRE_OK(model->GetState(&after));
+    for (const auto& [name, t] : state) {
+      CHECK(std::equal(t.data(), t.data() + t.size(), after.at(name).data()));
+    }
 
-  // Evaluation normalises with them and leaves them alone.
-  Tensor logits({kBatch, 5});
-  REQUIRE_OK(model->Logits(ViewsOf(weights), images.view(), logits.view()));
-  Vec want_logits;
-  ReferenceLoss(spec, w, x, labels, false, running, nullptr, &want_logits);
-  CHECK(testing::MaxRelativeDifference(
-            std::vector<float>(logits.data(), logits.data() + logits.size()),
-            want_logits) < 1e-5);
-  NamedTensors after;
-  REQUIRE_OK(model->GetState(&after));
-  for (const auto& [name, t] : state) {
-    CHECK(std::equal(t.data(), t.data() + t.size(), after.at(name).data()));
-  }
+    // The batch statistics a push carries: the batch's mean and unbiased
+    // variance, also after the evaluation above.
+    REQUIRE_OK(model->GetBatchStatistics(&batch_stats));
+    REQUIRE(batch_stats.size() == spec.state.size());
+    for (size_t s = 0; s < spec.state.size(); ++s) {
+      const Tensor& got = batch_stats.at(spec.state[s].name);
+      INFO("batch " << spec.state[s].name);
+      CHECK(testing::MaxRelativeDifference(
+                std::vector<float>(got.data(), got.data() + got.size()),
+                batch[s]) < 1e-5);
+    }
 
-  // The batch statistics a push carries: the batch's mean and unbiased
-  // variance, also after the evaluation above.
-  REQUIRE_OK(model->GetBatchStatistics(&batch_stats));
-  REQUIRE(batch_stats.size() == spec.state.size());
-  for (size_t s = 0; s < spec.state.size(); ++s) {
-    const Tensor& got = batch_stats.at(spec.state[s].name);
-    INFO("batch " << spec.state[s].name);
-    CHECK(testing::MaxRelativeDifference(
-              std::vector<float>(got.data(), got.data() + got.size()),
-              batch[s]) < 1e-5);
+    // SetState round trip and refusal.
+    REQUIRE_OK(model->SetState(ViewsOf(state)));
+    NamedConstViews missing = ViewsOf(state);
+    missing.erase("bn1.running_var");
+    CHECK(model->SetState(missing).code() ==
+          absl::StatusCode::kInvalidArgument);
   }
+}
 
-  // SetState round trip and refusal.
-  REQUIRE_OK(model->SetState(ViewsOf(state)));
-  NamedConstViews missing = ViewsOf(state);
-  missing.erase("bn1.running_var");
-  CHECK(model->SetState(missing).code() == absl::StatusCode::kInvalidArgument);
+TEST_CASE("channel-blocked layers choose their layouts by group") {
+  // TinyNetwork(16, 16, flatten): conv1 bn1 relu | a.conv1 a.bn1 relu
+  // a.conv2 a.bn2 | a.sc a.sc_bn add relu max_pool | b.bn1 relu b.conv1 add
+  // dense.
+  const NetworkSpec spec = TinyNetwork(16, 16, /*flatten=*/true);
+  const std::vector<int64_t> layout = ChooseLayouts(spec.layers, 16);
+  REQUIRE(layout.size() == spec.layers.size());
+  std::map<std::string, int64_t> by_name;
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const Layer& l = spec.layers[i];
+    if (l.kind == LayerKind::kConv || l.kind == LayerKind::kBatchNorm) {
+      by_name[l.name] = layout[i];
+    }
+  }
+  CHECK(layout[0] == 0);  // the images
+  CHECK(by_name["conv1"] == 16);
+  CHECK(by_name["bn1"] == 16);
+  CHECK(by_name["a.conv1"] == 16);
+  CHECK(by_name["a.bn1"] == 16);
+  // The first block's add and what it adds (a.conv2's and the shortcut's
+  // outputs, through their batch norms), the pool, the second block's batch
+  // norm and the add the dense layer flattens are one group: NCHW, every
+  // member.
+  CHECK(by_name["a.conv2"] == 0);
+  CHECK(by_name["a.bn2"] == 0);
+  CHECK(by_name["a.sc"] == 0);
+  CHECK(by_name["a.sc_bn"] == 0);
+  CHECK(by_name["b.bn1"] == 0);
+  CHECK(by_name["b.conv1"] == 0);
+  CHECK(layout.back() == 0);
+  // With the global pooling they are blocked, and nothing is at block 0
+  // or where a group has channels the block does not divide.
+  const NetworkSpec pooled = TinyNetwork(16, 16);
+  const std::vector<int64_t> pooled_layout = ChooseLayouts(pooled.layers, 16);
+  for (size_t i = 1; i < pooled.layers.size(); ++i) {
+    INFO(i << " " << LayerKindName(pooled.layers[i].kind));
+    const bool image = pooled.layers[i].shape.size() == 3;
+    CHECK(pooled_layout[i] == (image ? 16 : 0));
+  }
+  CHECK(ChooseLayouts(pooled.layers, 0) ==
+        std::vector<int64_t>(pooled.layers.size(), 0));
+  const NetworkSpec narrow = TinyNetwork(16, 24);
+  const std::vector<int64_t> narrow_layout = ChooseLayouts(narrow.layers, 16);
+  for (size_t i = 0; i < narrow.layers.size(); ++i) {
+    const Shape& s = narrow.layers[i].shape;
+    if (s.size() == 3 && s[0] == 24) CHECK(narrow_layout[i] == 0);
+    if (s.size() == 3 && s[0] == 16 && i > 0) CHECK(narrow_layout[i] == 16);
+  }
+}
+
+TEST_CASE("channel-blocked and NCHW activations give the same step") {
+  auto blocked = testing::MakeBackend("cpu");
+  auto plain = testing::MakeBackend("cpu:layout=plain");
+  CHECK(plain->ChannelBlock() == 0);
+  if (blocked->ChannelBlock() == 0) {
+    WARN("this CPU has neither AVX2 nor AVX-512: nothing to compare");
+    return;
+  }
+  for (bool flatten : {false, true}) {
+    INFO("flatten " << flatten);
+    const NetworkSpec spec = TinyNetwork(16, 32, flatten);
+    auto a = Unwrap(CreateNetworkModel(spec, blocked.get()));
+    auto b = Unwrap(CreateNetworkModel(spec, plain.get()));
+    const NamedTensors weights = InitialValues(a->variables(), 3);
+    const auto values = testing::RandomValues(kBatch * 3 * 64, 5, -1, 1);
+    Tensor images = Unwrap(Tensor::FromVector({kBatch, 3, 8, 8}, values));
+    const std::vector<int32_t> labels = {4, 0, 2, 2};
+    NamedTensors ga, gb;
+    const StepResult ra = Unwrap(
+        a->ComputeGradients(ViewsOf(weights), images.view(), labels, &ga));
+    const StepResult rb = Unwrap(
+        b->ComputeGradients(ViewsOf(weights), images.view(), labels, &gb));
+    CHECK(std::abs(ra.loss - rb.loss) < 1e-6 * std::abs(rb.loss));
+    for (const auto& [name, g] : gb) {
+      INFO(name);
+      const Tensor& other = ga.at(name);
+      CHECK(testing::MaxRelativeDifference(
+                std::vector<float>(other.data(), other.data() + other.size()),
+                testing::ToDouble(
+                    std::vector<float>(g.data(), g.data() + g.size()))) < 1e-4);
+    }
+    NamedTensors sa, sb;
+    REQUIRE_OK(a->GetBatchStatistics(&sa));
+    REQUIRE_OK(b->GetBatchStatistics(&sb));
+    for (const auto& [name, s] : sb) {
+      INFO(name);
+      const Tensor& other = sa.at(name);
+      CHECK(testing::MaxRelativeDifference(
+                std::vector<float>(other.data(), other.data() + other.size()),
+                testing::ToDouble(
+                    std::vector<float>(s.data(), s.data() + s.size()))) < 1e-5);
+    }
+    const StepResult ea =
+        Unwrap(a->Evaluate(ViewsOf(weights), images.view(), labels));
+    const StepResult eb =
+        Unwrap(b->Evaluate(ViewsOf(weights), images.view(), labels));
+    CHECK(std::abs(ea.loss - eb.loss) < 1e-5 * std::abs(eb.loss));
+    CHECK(ea.correct == eb.correct);
+  }
 }
 
 TEST_CASE("the CIFAR networks have PyTorch's parameter counts") {

@@ -129,8 +129,8 @@ TEST_CASE("gpu add, copy and global average pooling match the cpu backend") {
     REQUIRE_OK(be->Add(ta.view(), tb.view(), sum.view()));
     REQUIRE_OK(be->Add(sum.view(), tb.view(), sum.view()));  // in place
     REQUIRE_OK(be->Copy(ta.view(), copy.view()));
-    REQUIRE_OK(be->GlobalAvgPoolForward(ta.view(), pooled.view()));
-    REQUIRE_OK(be->GlobalAvgPoolBackward(tg.view(), spread.view()));
+    REQUIRE_OK(be->GlobalAvgPoolForward(ta.view(), 0, pooled.view()));
+    REQUIRE_OK(be->GlobalAvgPoolBackward(tg.view(), 0, spread.view()));
     out[0] = Download(be, sum.view());
     out[1] = Download(be, copy.view());
     out[2] = Download(be, pooled.view());
