@@ -18,7 +18,6 @@ namespace {
 
 // One layer's part of a plan.
 struct Node {
-  DeviceTensor out_buffer;
   DeviceView out;   // (N, ...) the layer's output
   DeviceView grad;  // (N, ...) d loss / d out
   std::unique_ptr<Conv2dOp> conv;
@@ -39,65 +38,68 @@ struct Plan {
   // Gradient sums: as large as the largest gradient with more than one
   // contribution (none in a chain of layers).
   DeviceTensor scratch;
-  // The layers' gradients live in these, shared by gradients whose lives
-  // do not meet.
-  std::vector<DeviceTensor> gradient_buffers;
+  // The layers' outputs and gradients live in this, those whose lives do
+  // not meet in the same memory (PackLives).
+  DeviceTensor arena;
 };
 
-// The life of one gradient buffer in a backward pass, which runs the layers
-// from the last to the first: written first by the backward of layer
-// first_write (the number of layers: the loss), read last by that of layer
-// last_read. A life no layer's gradient uses keeps first_write -1.
-struct GradientLife {
+// When a step's buffers are in use. A step runs the forward of layer i at
+// time i (the images are copied in at 0), the loss at time `count` (the
+// number of layers), and the backward of layer i at 2 * count - i. A
+// buffer's life is the times [start, end] from its first write to its last
+// read, both included: an op never reads and writes the same buffer unless
+// it says so, so lives that touch at one op's time must not share.
+struct Life {
   int64_t elements = 0;
-  int first_write = -1;
-  int last_read = std::numeric_limits<int>::max();
+  int start = -1;  // -1: no buffer
+  int end = -1;
 };
 
-// Puts buffers whose lives do not meet into the same slot, in the order
-// the backward first writes them, each into the free slot that fits it
-// best (the smallest large enough, else the largest, which grows). Returns
-// the slot of each used life; *slot_elements: each slot's size.
-std::vector<int> PlanGradients(const std::vector<GradientLife>& lives,
-                               std::vector<int64_t>* slot_elements) {
+// Places lives in one arena, the largest first, each at the lowest offset
+// of the smallest gap that fits it between the lives placed so far that it
+// meets, else after the last of them (greedy by size, as TensorFlow Lite's
+// arena planner). Offsets are in floats, multiples of 16 (64 bytes). Returns
+// each life's offset (-1 for those with start -1); *arena: the floats the
+// arena needs.
+std::vector<int64_t> PackLives(const std::vector<Life>& lives, int64_t* arena) {
+  constexpr int64_t kAlign = 16;
+  auto aligned = [](int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
   std::vector<int> order;
   for (int i = 0; i < static_cast<int>(lives.size()); ++i) {
-    if (lives[i].first_write >= 0) order.push_back(i);
+    if (lives[i].start >= 0) order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return lives[a].first_write > lives[b].first_write;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return lives[a].elements > lives[b].elements;
   });
-  std::vector<int> slot_of(lives.size(), -1);
-  std::vector<int> free_after;  // per slot: its last occupant's last_read
-  slot_elements->clear();
+  std::vector<int64_t> offset(lives.size(), -1);
+  std::vector<int> placed;
+  *arena = 0;
   for (int b : order) {
-    const GradientLife& life = lives[b];
-    int best = -1;
-    for (int s = 0; s < static_cast<int>(free_after.size()); ++s) {
-      // Free: its occupant was last read before this one is first written
-      // (a larger layer index is earlier in the backward).
-      if (free_after[s] <= life.first_write) continue;
-      const int64_t have = (*slot_elements)[s];
-      if (best < 0) {
-        best = s;
-        continue;
+    const Life& life = lives[b];
+    const int64_t size = aligned(life.elements);
+    // The placed lives this one meets, by offset.
+    std::vector<int> met;
+    for (int o : placed) {
+      if (!(lives[o].end < life.start || life.end < lives[o].start)) {
+        met.push_back(o);
       }
-      const int64_t best_have = (*slot_elements)[best];
-      const bool fits = have >= life.elements;
-      const bool best_fits = best_have >= life.elements;
-      if (fits && (!best_fits || have < best_have)) best = s;
-      if (!fits && !best_fits && have > best_have) best = s;
     }
-    if (best < 0) {
-      best = static_cast<int>(free_after.size());
-      free_after.push_back(0);
-      slot_elements->push_back(0);
+    std::sort(met.begin(), met.end(),
+              [&](int x, int y) { return offset[x] < offset[y]; });
+    int64_t best = -1, best_gap = 0, end = 0;
+    for (int o : met) {
+      const int64_t gap = offset[o] - end;
+      if (gap >= size && (best < 0 || gap < best_gap)) {
+        best = end;
+        best_gap = gap;
+      }
+      end = std::max(end, offset[o] + aligned(lives[o].elements));
     }
-    (*slot_elements)[best] = std::max((*slot_elements)[best], life.elements);
-    free_after[best] = life.last_read;
-    slot_of[b] = best;
+    offset[b] = best >= 0 ? best : end;
+    *arena = std::max(*arena, offset[b] + size);
+    placed.push_back(b);
   }
-  return slot_of;
+  return offset;
 }
 
 // (N) + one example's shape.
@@ -273,49 +275,84 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
                         layers[in].kind == LayerKind::kBatchNorm &&
                         only_consumer(in) == i;
   }
-  // Activations, in forward order.
+  // Buffers. A fused ReLU writes its batch norm's output (in place); an
+  // add's inputs share its gradient, a fused batch norm its ReLU's. Every
+  // other output and gradient has a life of its own (Life), and outputs and
+  // gradients whose lives do not meet share memory (PackLives): an output
+  // that no backward reads (an add's, which only its ReLU's forward reads)
+  // frees its memory in the forward already, and the outputs of the last
+  // layers, whose backward runs first, free theirs for the gradients of the
+  // first.
+  std::vector<int> out_owner(count), grad_owner(count);
   for (int i = 0; i < count; ++i) {
-    Node& n = p->nodes[i];
-    const Shape shape = Batched(batch, layers[i].shape);
-    if (n.fused) {
-      n.out = p->nodes[layers[i].inputs[0]].out;
-      continue;
-    }
-    ASSIGN_OR_RETURN(n.out_buffer, backend_->Allocate(shape));
-    n.out = n.out_buffer.view();
+    out_owner[i] = p->nodes[i].fused ? out_owner[layers[i].inputs[0]] : i;
   }
-  // Gradients: an add's inputs share its gradient, a fused batch norm its
-  // ReLU's; every other layer's gradient is a buffer of its own, and
-  // buffers whose lives do not meet share memory (PlanGradients).
-  std::vector<int> owner(count);
   for (int i = count - 1; i >= 0; --i) {
     const int c = only_consumer(i);
     p->nodes[i].add_alias = c >= 0 && layers[c].kind == LayerKind::kAdd;
-    owner[i] =
-        p->nodes[i].add_alias || (c >= 0 && p->nodes[c].fused) ? owner[c] : i;
+    grad_owner[i] = p->nodes[i].add_alias || (c >= 0 && p->nodes[c].fused)
+                        ? grad_owner[c]
+                        : i;
   }
-  std::vector<GradientLife> lives(count);
+  const auto backward_at = [count](int layer) { return 2 * count - layer; };
+  // Lives [0, count) are the outputs', [count, 2 * count) the gradients'.
+  std::vector<Life> lives(2 * count);
   for (int i = 0; i < count; ++i) {
-    GradientLife& life = lives[owner[i]];
-    life.elements = NumElements(p->nodes[owner[i]].out.shape());
-    // Written first by the backward of its latest consumer (the loss's for
-    // the last layer), read last by the backward of its earliest user.
+    const int64_t elements = NumElements(Batched(batch, layers[i].shape));
+    Life& out = lives[out_owner[i]];
+    out.elements = elements;
+    if (out.start < 0) out.start = i;
+    // Read by the forward of its consumers and by the backward of those
+    // that read their input there (a convolution's filter gradient, batch
+    // norm, max pooling, dense), by its own backward where that reads the
+    // output (ReLU's mask, batch norm's fused ReLU, max pooling), and by
+    // the loss (the last layer's).
+    int end = i == count - 1 ? count : i;
+    for (int c : consumers[i]) {
+      end = std::max(end, c);
+      const LayerKind k = layers[c].kind;
+      if (k == LayerKind::kConv || k == LayerKind::kBatchNorm ||
+          k == LayerKind::kMaxPool || k == LayerKind::kDense) {
+        end = std::max(end, backward_at(c));
+      }
+    }
+    const LayerKind k = layers[i].kind;
+    if (i > 0 && (k == LayerKind::kRelu || k == LayerKind::kBatchNorm ||
+                  k == LayerKind::kMaxPool)) {
+      end = std::max(end, backward_at(i));
+    }
+    out.end = std::max(out.end, end);
+
+    // The gradient: written first by the backward of its latest consumer
+    // (the loss's for the last layer), read last by the backward of its
+    // earliest user. The images need none, unless a layer other than a
+    // convolution or dense layer reads them (its backward writes one).
+    bool needs_grad = i > 0;
+    for (int c : consumers[i]) {
+      needs_grad = needs_grad || (layers[c].kind != LayerKind::kConv &&
+                                  layers[c].kind != LayerKind::kDense);
+    }
+    if (!needs_grad) continue;
+    Life& grad = lives[count + grad_owner[i]];
+    grad.elements = elements;
     int first_write = consumers[i].empty() ? count : i;
     for (int c : consumers[i]) first_write = std::max(first_write, c);
-    life.first_write = std::max(life.first_write, first_write);
-    life.last_read = std::min(life.last_read, i);
+    const int start = backward_at(first_write);
+    grad.start = grad.start < 0 ? start : std::min(grad.start, start);
+    grad.end = std::max(grad.end, backward_at(i));
   }
-  std::vector<int64_t> slot_elements;
-  const std::vector<int> slot_of = PlanGradients(lives, &slot_elements);
-  std::vector<DeviceTensor> slots(slot_elements.size());
-  for (size_t s = 0; s < slots.size(); ++s) {
-    ASSIGN_OR_RETURN(slots[s], backend_->Allocate({slot_elements[s]}));
-  }
+  int64_t arena_elements = 0;
+  const std::vector<int64_t> offset_of = PackLives(lives, &arena_elements);
+  ASSIGN_OR_RETURN(p->arena, backend_->Allocate({arena_elements}));
+  float* const arena = p->arena.view().data();
   for (int i = 0; i < count; ++i) {
     Node& n = p->nodes[i];
-    n.grad = DeviceView(slots[slot_of[owner[i]]].view().data(), n.out.shape());
+    const Shape shape = Batched(batch, layers[i].shape);
+    n.out = DeviceView(arena + offset_of[out_owner[i]], shape);
+    if (offset_of[count + grad_owner[i]] >= 0) {
+      n.grad = DeviceView(arena + offset_of[count + grad_owner[i]], shape);
+    }
   }
-  p->gradient_buffers = std::move(slots);
   // A gradient with more than one contribution (not an add's input, which
   // shares the add's) sums the later ones in the scratch buffer.
   int64_t summed = 0;
@@ -452,9 +489,7 @@ absl::StatusOr<int64_t> NetworkModel::StepBytes(int64_t batch) {
         absl::StrCat(spec_.name, ": a step of ", batch, " images"));
   }
   ASSIGN_OR_RETURN(Plan * p, PlanOf(batch));
-  int64_t floats = p->scratch.size();
-  for (const Node& n : p->nodes) floats += n.out_buffer.size();
-  for (const DeviceTensor& slot : p->gradient_buffers) floats += slot.size();
+  const int64_t floats = p->scratch.size() + p->arena.size();
   return floats * static_cast<int64_t>(sizeof(float)) +
          backend_->WorkspaceBytes();
 }

@@ -394,6 +394,12 @@ TEST_CASE("a step's memory is known before it runs") {
   const int64_t at16 = Unwrap(cnn10->StepBytes(16));
   CHECK(at16 > 16 * activations);
   CHECK(at16 < 16 * 2 * activations);
+  // The gradients need no memory of their own: the first stage's (the
+  // largest, two at a time) take what the later stages' activations held,
+  // which their backward has read by then; beside the activations only the
+  // pools' outputs, the images and the loss's gradient (under a tenth more,
+  // where two gradients of the first stage's size would add a fifth).
+  CHECK(at16 - backend->WorkspaceBytes() < 16 * activations * 11 / 10);
   // Twice the images, twice the memory (the workspace grows with the
   // largest call, which has twice the images too).
   const int64_t at32 = Unwrap(cnn10->StepBytes(32));
