@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "worker/backend/backend.h"
+#include "worker/backend_factory/factory.h"
 #include "worker/testing/gradcheck.h"
 #include "worker/testing/reference_ops.h"
 
@@ -94,6 +95,68 @@ TEST_CASE("strided, padded conv2d without a bias matches the reference") {
   auto im2col = testing::MakeBackend("cpu:conv=im2col");
   CHECK(im2col->CreateConv2d(shapes[1]).status().code() ==
         absl::StatusCode::kUnimplemented);
+}
+
+// bfloat16 compute (cpu:compute=bf16): the inputs rounded to 8 bits of
+// mantissa, float32 accumulation; every result within bfloat16's rounding
+// of float32's, in NCHW and in channel blocks. On a CPU without AVX-512
+// BF16 the backend is refused instead.
+TEST_CASE("conv2d in bfloat16 compute stays within bfloat16's rounding") {
+  BackendOptions options;
+  options.threads = 2;
+  absl::StatusOr<std::unique_ptr<Backend>> made =
+      CreateBackend("cpu:compute=bf16", options);
+  CHECK(
+      CreateBackend("cpu:compute=bf16,conv=im2col", options).status().code() ==
+      absl::StatusCode::kInvalidArgument);
+  if (!made.ok()) {
+    CHECK(made.status().code() == absl::StatusCode::kFailedPrecondition);
+    WARN("no AVX-512 BF16 here: " << made.status().ToString());
+    return;
+  }
+  Backend* bf = made->get();
+  auto f32 = testing::MakeBackend("cpu");
+  Conv2dShape s = Conv(4, 16, 8, 8, 32, 3, 3);
+  s.padding = 1;
+  Conv2dShape blocked = s;
+  blocked.in_block = blocked.out_block = bf->ChannelBlock();
+  for (const Conv2dShape& shape : {Conv(2, 3, 6, 6, 16, 3, 3), s, blocked}) {
+    INFO(shape.ToString());
+    auto a = Unwrap(f32->CreateConv2d(shape));
+    auto b = Unwrap(bf->CreateConv2d(shape));
+    const auto x = testing::RandomValues(NumElements(shape.input()), 1, -1, 1);
+    const auto w = testing::RandomValues(NumElements(shape.filter()), 2, -1, 1);
+    const auto bias =
+        testing::RandomValues(NumElements(shape.bias()), 3, -1, 1);
+    const auto dy =
+        testing::RandomValues(NumElements(shape.output()), 4, -1, 1);
+    // The same host values through both backends (host memory either way).
+    auto run = [&](Backend* be, Conv2dOp* op) {
+      DeviceTensor tx = testing::Upload(be, x, shape.input());
+      DeviceTensor tw = testing::Upload(be, w, shape.filter());
+      DeviceTensor tb = testing::Upload(be, bias, shape.bias());
+      DeviceTensor tdy = testing::Upload(be, dy, shape.output());
+      DeviceTensor y = Zeros(be, shape.output()), dx = Zeros(be, shape.input());
+      DeviceTensor dw = Zeros(be, shape.filter()), db = Zeros(be, shape.bias());
+      REQUIRE_OK(op->Forward(tx.view(), tw.view(), tb.view(), y.view()));
+      REQUIRE_OK(op->BackwardData(tdy.view(), tw.view(), dx.view()));
+      REQUIRE_OK(
+          op->BackwardFilter(tx.view(), tdy.view(), dw.view(), db.view()));
+      return std::vector<std::vector<float>>{testing::Download(be, y.view()),
+                                             testing::Download(be, dx.view()),
+                                             testing::Download(be, dw.view())};
+    };
+    const auto want = run(f32.get(), a.get());
+    const auto got = run(bf, b.get());
+    for (size_t k = 0; k < want.size(); ++k) {
+      INFO("result " << k);
+      const auto e =
+          testing::MaxRelativeDifference(got[k], testing::ToDouble(want[k]));
+      CHECK(e < 2e-2);
+      // Not float32 itself: the rounding is there.
+      CHECK_FALSE(e < 1e-6);
+    }
+  }
 }
 
 TEST_CASE("conv2d refuses views of another shape and invalid plans") {

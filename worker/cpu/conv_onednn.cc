@@ -18,6 +18,12 @@ memory::desc Plain(const Shape& shape, Tag tag) {
 
 memory::desc Any(const Shape& shape) { return Plain(shape, Tag::any); }
 
+// What the primitive reads when it computes in bfloat16: any layout, bf16.
+memory::desc AnyBf16(const Shape& shape) {
+  return memory::desc(memory::dims(shape.begin(), shape.end()),
+                      memory::data_type::bf16, Tag::any);
+}
+
 class OneDnnConv2d : public Conv2dOp {
  public:
   OneDnnConv2d(const Conv2dShape& shape, OneDnnContext* context)
@@ -135,21 +141,26 @@ absl::Status OneDnnConv2d::Init() {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
     const auto algo = dnnl::algorithm::convolution_direct;
+    // In bfloat16 compute (OneDnnContext::bf16) each call's bridges round
+    // what the primitive reads (x and w; dy and w; x and dy) to bfloat16 and
+    // it accumulates and writes float32 (y; dx; dw and db): the caller's
+    // tensors stay float32 either way.
+    const auto in = context_->bf16 ? &AnyBf16 : &Any;
     dnnl::convolution_forward::primitive_desc fwd_pd(
-        dnnl::convolution_forward::desc(
-            dnnl::prop_kind::forward_training, algo, Any(shape_.input()),
-            Any(shape_.filter()), b_md, Any(shape_.output()), strides, pad_l,
-            pad_r),
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo,
+                                        in(shape_.input()), in(shape_.filter()),
+                                        b_md, Any(shape_.output()), strides,
+                                        pad_l, pad_r),
         attr, eng);
     dnnl::convolution_backward_data::primitive_desc bwd_pd(
         dnnl::convolution_backward_data::desc(
-            algo, Any(shape_.input()), Any(shape_.filter()),
-            Any(shape_.output()), strides, pad_l, pad_r),
+            algo, Any(shape_.input()), in(shape_.filter()), in(shape_.output()),
+            strides, pad_l, pad_r),
         attr, eng, fwd_pd);
     dnnl::convolution_backward_weights::primitive_desc bww_pd(
         dnnl::convolution_backward_weights::desc(
-            algo, Any(shape_.input()), Any(shape_.filter()), b_md,
-            Any(shape_.output()), strides, pad_l, pad_r),
+            algo, in(shape_.input()), Any(shape_.filter()), b_md,
+            in(shape_.output()), strides, pad_l, pad_r),
         attr, eng, fwd_pd);
 
     forward_ = dnnl::convolution_forward(fwd_pd);

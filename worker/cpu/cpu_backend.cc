@@ -285,12 +285,16 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
       options.blocked_layout = true;
     } else if (kv.first == "layout" && kv.second == "plain") {
       options.blocked_layout = false;
+    } else if (kv.first == "compute" && kv.second == "f32") {
+      options.bf16_compute = false;
+    } else if (kv.first == "compute" && kv.second == "bf16") {
+      options.bf16_compute = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "cpu backend option '", item,
           "' is not one of conv=onednn, conv=im2col, gemm=onednn, "
           "gemm=openblas, lrn=fused, lrn=onednn, pool=openmp, pool=threads, "
-          "layout=blocked, layout=plain"));
+          "layout=blocked, layout=plain, compute=f32, compute=bf16"));
     }
   }
   return options;
@@ -308,8 +312,20 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
     threads =
         std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
+  if (options.bf16_compute && options.conv != ConvAlgorithm::kOneDnn) {
+    return absl::InvalidArgumentError(
+        "cpu backend: compute=bf16 runs oneDNN's convolutions; it does not "
+        "go with conv=im2col");
+  }
+  if (options.bf16_compute && !OneDnnHasBf16()) {
+    return absl::FailedPreconditionError(
+        "cpu backend: compute=bf16 needs a CPU with AVX-512 BF16 "
+        "(avx512_bf16 in /proc/cpuinfo) as oneDNN sees it; this one has none, "
+        "or ONEDNN_MAX_CPU_ISA hides it");
+  }
   OneDnnContext context;
   context.threads = threads;
+  context.bf16 = options.bf16_compute;
   RETURN_IF_ERROR(CatchOneDnn("cpu backend: oneDNN engine", [&] {
     context.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     context.stream = dnnl::stream(context.engine);

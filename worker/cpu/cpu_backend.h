@@ -18,6 +18,10 @@
 //                      channel blocks oneDNN's kernels take (16 channels
 //                      with AVX-512, 8 with AVX2; ChannelBlock), which
 //                      then reorder at each call
+//   cpu:compute=bf16   convolutions compute in bfloat16 (their inputs
+//                      rounded at each call, float32 accumulation and
+//                      outputs; weights, activations and the rest stay
+//                      float32), where the CPU has AVX-512 BF16
 // Under ThreadSanitizer the pool always has threads of its own and the
 // libraries run on one thread (see SetLibraryThreads).
 //
@@ -51,18 +55,21 @@ struct CpuBackendOptions {
   // Activations kept in the channel-blocked layout between layers (with
   // conv=onednn; im2col takes NCHW only).
   bool blocked_layout = true;
+  // Convolutions in bfloat16 (with conv=onednn, on CPUs with AVX-512 BF16).
+  bool bf16_compute = false;
 };
 
 // Parses "cpu" or "cpu:key=value,key=value" (keys conv: onednn|im2col, gemm:
 // onednn|openblas, lrn: fused|onednn, pool: openmp|threads, layout:
-// blocked|plain) into options
+// blocked|plain, compute: f32|bf16) into options
 // with `threads`.
 // INVALID_ARGUMENT naming an unknown key or value.
 absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
                                                       int threads);
 
-// The backend; INVALID_ARGUMENT for threads < 0, INTERNAL if oneDNN has no
-// CPU engine.
+// The backend; INVALID_ARGUMENT for threads < 0 or for bf16_compute with
+// conv=im2col, FAILED_PRECONDITION for bf16_compute on a CPU without AVX-512
+// BF16, INTERNAL if oneDNN has no CPU engine.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
     const CpuBackendOptions& options);
 

@@ -28,6 +28,12 @@ int64_t OneDnnChannelBlock() {
   return 0;
 }
 
+bool OneDnnHasBf16() {
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned want = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+  return (isa & want) == want;
+}
+
 dnnl::memory::format_tag ActivationTag(int64_t channel_block) {
   using Tag = dnnl::memory::format_tag;
   switch (channel_block) {

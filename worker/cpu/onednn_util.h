@@ -44,6 +44,10 @@ int64_t OneDnnChannelBlock();
 // `channel_block` (0, 8 or 16; op_shapes.h).
 dnnl::memory::format_tag ActivationTag(int64_t channel_block);
 
+// Whether oneDNN runs bfloat16 convolutions on this CPU with its own
+// instructions (AVX-512 BF16; ONEDNN_MAX_CPU_ISA included), not emulated.
+bool OneDnnHasBf16();
+
 // Memory an op needs during one call only, shared by every op of a context.
 // Plan time: Reserve the most one call takes (CallBytes of its pieces). Call
 // time: a CallSpace hands out the pieces.
@@ -93,6 +97,8 @@ struct OneDnnContext {
   dnnl::engine engine;
   dnnl::stream stream;
   int threads = 1;
+  // Convolutions compute in bfloat16 (float32 in and out; conv_onednn.cc).
+  bool bf16 = false;
   OneDnnWorkspace workspace;
 
   // oneDNN's CPU runtime here is OpenMP, whose thread count is a setting of
