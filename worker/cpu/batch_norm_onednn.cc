@@ -137,12 +137,15 @@ class OneDnnBatchNorm : public BatchNormOp {
       train_.execute(s, args);
       s.wait();
     }));
-    // The ReLU that follows (shape_.relu) in a pass of its own: oneDNN's
-    // fuse_norm_relu on this plain (NCHW) layout took 4.5x the plain
+    // The ReLU that follows (shape_.relu): in the primitive on channel
+    // blocks (FusedRelu), else in a pass of its own: oneDNN's
+    // fuse_norm_relu on the plain (NCHW) layout took 4.5x the plain
     // normalisation (ResNet-20's layer1 bn1, 10.4 against 2.3 ms at batch
     // 128, docs/PERFORMANCE.md), the separate pass a few percent. The
     // values are the same: max(y, 0) either way.
-    if (shape_.relu) ReluForwardKernel(y.size(), y.data(), y.data(), pool_);
+    if (shape_.relu && !FusedRelu()) {
+      ReluForwardKernel(y.size(), y.data(), y.data(), pool_);
+    }
     // PyTorch's update: the variance that goes into the running estimate
     // is unbiased (divided by M - 1, M = N * H * W).
     const int64_t m = shape_.batch * shape_.height * shape_.width;
@@ -177,7 +180,9 @@ class OneDnnBatchNorm : public BatchNormOp {
                          {DNNL_ARG_VARIANCE, Bind(var_, running_var.data())}});
       s.wait();
     }));
-    if (shape_.relu) ReluForwardKernel(y.size(), y.data(), y.data(), pool_);
+    if (shape_.relu && !FusedRelu()) {
+      ReluForwardKernel(y.size(), y.data(), y.data(), pool_);
+    }
     return absl::OkStatus();
   }
 
@@ -219,6 +224,10 @@ class OneDnnBatchNorm : public BatchNormOp {
   }
 
  private:
+  // Whether the forward primitives apply the ReLU themselves (on channel
+  // blocks, where oneDNN's fused kernel is as fast as the plain one).
+  bool FusedRelu() const { return shape_.relu && shape_.channel_block > 0; }
+
   // oneDNN takes non-const handles but does not write its sources.
   static const memory& Bind(memory& m, const float* data) {
     m.set_data_handle(const_cast<float*>(data));
@@ -250,14 +259,20 @@ absl::Status OneDnnBatchNorm::Init() {
     const Flags affine = Flags::use_scale | Flags::use_shift;
     const float eps = shape_.epsilon;
 
-    // Training normalises with the statistics BatchStatistics computed.
+    // Training normalises with the statistics BatchStatistics computed:
+    // the same arithmetic as inference with given statistics, which is
+    // what the fused ReLU runs as (a training primitive with it would also
+    // write a mask for oneDNN's backward, which the ReLU's backward here
+    // does not use).
+    const Flags relu = FusedRelu() ? Flags::fuse_norm_relu : Flags::none;
     BnForward::primitive_desc train_pd(
-        BnForward::desc(dnnl::prop_kind::forward_training, data_md, eps,
-                        affine | Flags::use_global_stats),
+        BnForward::desc(FusedRelu() ? dnnl::prop_kind::forward_inference
+                                    : dnnl::prop_kind::forward_training,
+                        data_md, eps, affine | Flags::use_global_stats | relu),
         eng);
     BnForward::primitive_desc infer_pd(
         BnForward::desc(dnnl::prop_kind::forward_inference, data_md, eps,
-                        affine | Flags::use_global_stats),
+                        affine | Flags::use_global_stats | relu),
         eng);
     // The backward's hint: training without the ReLU, whose backward runs
     // outside the primitive too (see Backward).
