@@ -28,6 +28,7 @@ struct Node {
   int64_t block = 0;                   // out's and grad's layout (op_shapes.h)
   bool fused = false;                  // a ReLU run by its input's batch norm
   bool add_alias = false;     // grad is its only consumer's (an add's) grad
+  bool add_shares = false;    // grad is an add's too, others summed in after
   bool grad_written = false;  // during a backward
 };
 
@@ -293,6 +294,44 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
     grad_owner[i] = p->nodes[i].add_alias || (c >= 0 && p->nodes[c].fused)
                         ? grad_owner[c]
                         : i;
+  }
+  // An add's input that other layers read too (a residual block's input:
+  // the block's first layer and the add read it) takes the add's gradient
+  // as its own, without a copy, when every other layer that contributes to
+  // its gradient comes before every layer that reads the add's: their
+  // backward then runs after those reads and sums into it. Once per add's
+  // gradient: a second input would find the first's sums there.
+  std::vector<bool> shared(count, false);  // by gradient owner
+  for (int a = 1; a < count; ++a) {
+    if (layers[a].kind != LayerKind::kAdd || shared[grad_owner[a]]) continue;
+    const int ga = grad_owner[a];
+    int first_reader = count;
+    for (int m = 0; m < count; ++m) {
+      if (grad_owner[m] == ga) first_reader = std::min(first_reader, m);
+    }
+    const std::vector<int>& in = layers[a].inputs;
+    for (int j : in) {
+      const int gj = grad_owner[j];
+      if (p->nodes[j].add_alias || gj == ga || shared[gj] ||
+          std::count(in.begin(), in.end(), j) > 1) {
+        continue;
+      }
+      bool before = true;
+      for (int m = 0; m < count; ++m) {
+        if (grad_owner[m] != gj) continue;
+        for (int c : consumers[m]) {
+          if (c != a && grad_owner[c] != gj)
+            before = before && c < first_reader;
+        }
+      }
+      if (!before) continue;
+      for (int m = 0; m < count; ++m) {
+        if (grad_owner[m] == gj) grad_owner[m] = ga;
+      }
+      p->nodes[j].add_shares = true;
+      shared[ga] = true;
+      break;
+    }
   }
   const auto backward_at = [count](int layer) { return 2 * count - layer; };
   // Lives [0, count) are the outputs', [count, 2 * count) the gradients'.
@@ -601,6 +640,10 @@ absl::Status NetworkModel::Backward(Plan* p) {
         for (int j : l.inputs) {
           Node& to = p->nodes[j];
           if (to.add_alias) continue;  // to.grad is n.grad
+          if (to.add_shares) {         // so is its first contribution
+            to.grad_written = true;
+            continue;
+          }
           if (!to.grad_written) {
             RETURN_IF_ERROR(backend_->Copy(n.grad, to.grad));
             to.grad_written = true;
