@@ -86,6 +86,12 @@ mean_loss() {
   /usr/bin/python3 "$RUNFILES/scripts/lib/runs.py" mean-loss "$1" "${2,,}" "$3"
 }
 
+# train_line_count FILE: the train lines of a task's metrics.
+train_line_count() {
+  /usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import runs; print(len(runs.train_lines(sys.argv[2])))' \
+    "$RUNFILES/scripts/lib" "$1"
+}
+
 # json_field FILE KEY
 json_field() {
   "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
