@@ -167,6 +167,13 @@ absl::StatusOr<std::optional<ClusterWorker::Computed>>
 ClusterWorker::ComputeAndPush(const Batch& batch) {
   Computed c;
   const absl::Time begin = absl::Now();
+  // A step's compute (and an emulated straggler's delay) may outlast the
+  // servers' worker lease, at a large batch or on a busy machine: the
+  // worker is alive and keeps its lease (lease_keeper.h). Without this a
+  // cnn10 step of 2048 images on 2 loaded cores (more than 30 s) took the
+  // worker out of the live set at every step, which it then computed again.
+  std::optional<LeaseKeeper::Hold> computing;
+  computing.emplace(session()->lease_keeper());
   if (overlap_ != nullptr) {
     // The model says when its forward reaches a variable and when its
     // backward has a gradient; the order is StepOverlap's.
@@ -207,6 +214,7 @@ ClusterWorker::ComputeAndPush(const Batch& batch) {
                                          batch.labels, &gradients_));
   RETURN_IF_ERROR(statistics_.TakeBatch());
   run_->InjectAfterCompute(absl::Now() - begin);
+  computing.reset();
   c.computed = absl::Now();
   run_->InjectTransfer();
   ASSIGN_OR_RETURN(c.pushed, session()->Push(PushViews()));

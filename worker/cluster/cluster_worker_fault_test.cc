@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/cluster_config.h"
 #include "ps/testing/fault_injection_client.h"
 #include "worker/cluster/cluster_test_util.h"
 #include "worker/session/resync.h"
@@ -159,6 +160,44 @@ TEST_CASE("a worker cut off: its lease runs out, the others finish, it fails") {
     // its 1 s lease too (it joins again), so not exactly one.
     CHECK(s.workers_expired >= 1);
     CHECK(s.step >= setup.max_steps);
+  }
+}
+
+// A step longer than the servers' lease (a large batch, a loaded machine;
+// here an emulated stall of 3 s against a 1.5 s lease on every step of
+// worker 1; the keeper renews within two of its 0.5 s periods) does not
+// take the worker out of the live set: it keeps its lease while it
+// computes, every push counts, no step is computed again.
+TEST_CASE("a step longer than the lease keeps the worker live") {
+  ClusterSetup setup = LinearSetup();
+  setup.max_steps = 3;
+  setup.worker_lease = absl::Milliseconds(1500);
+  absl::StatusOr<ClusterConfig> stalls = ParseClusterConfig(
+      R"(name: "s"
+         ps { address: "127.0.0.1:5000" }
+         worker { address: "127.0.0.1:6000" }
+         worker { address: "127.0.0.1:6001" }
+         worker { address: "127.0.0.1:6002" }
+         training { steps: 3 }
+         data { source: SYNTHETIC }
+         model { name: "cifar10_linear" }
+         stragglers { workers: 1 stall_probability: 1 stall_seconds: 3 })",
+      "stalls.pbtxt");
+  REQUIRE(stalls.ok());
+  setup.adjust = [&](int w, ClusterWorkerOptions* o) {
+    o->stragglers = StragglerEmulator::ForWorker(*stalls, w);
+  };
+  ClusterRun run = RunCluster(setup);
+  for (int w = 0; w < 3; ++w) {
+    INFO("worker " << w << ": " << run.workers[w].result.status().ToString());
+    REQUIRE(run.workers[w].result.ok());
+    CHECK(run.workers[w].result->final_global_step >= setup.max_steps);
+  }
+  // Every step of worker 1 stalled past the lease, yet it never left.
+  CHECK(run.workers[1].result->local_steps == setup.max_steps);
+  for (const ps::ShardStatus& s : run.final_status) {
+    CHECK(s.workers_expired == 0);
+    CHECK(s.step == setup.max_steps);
   }
 }
 
