@@ -22,7 +22,26 @@ using BnBackward = dnnl::batch_normalization_backward;
 // float32 sums over N * H * W = 10^5 values move outputs near zero by
 // ~1e-6, enough to flip a fused ReLU's mask against a float64 reference.
 void BatchStatistics(int64_t batch, int64_t channels, int64_t plane,
-                     const float* x, float* mean, float* var, ThreadPool* pool);
+                     const float* x, float* mean, float* var,
+                     ThreadPool* pool) {
+  const double m = static_cast<double>(batch * plane);
+  pool->ParallelFor(channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      double sum = 0.0, sum_sq = 0.0;
+      for (int64_t n = 0; n < batch; ++n) {
+        const float* row = x + (n * channels + c) * plane;
+        for (int64_t i = 0; i < plane; ++i) {
+          const double v = row[i];
+          sum += v;
+          sum_sq += v * v;
+        }
+      }
+      const double mu = sum / m;
+      mean[c] = static_cast<float>(mu);
+      var[c] = static_cast<float>(std::max(sum_sq / m - mu * mu, 0.0));
+    }
+  });
+}
 
 // The same over the channel-blocked layout (N, C / block, plane, block):
 // each thread sums a share of the batch for every channel, block lanes
@@ -70,28 +89,6 @@ void BlockedBatchStatistics(int64_t batch, int64_t channels, int64_t plane,
     mean[c] = static_cast<float>(mu);
     var[c] = static_cast<float>(std::max(sum_sq / m - mu * mu, 0.0));
   }
-}
-
-void BatchStatistics(int64_t batch, int64_t channels, int64_t plane,
-                     const float* x, float* mean, float* var,
-                     ThreadPool* pool) {
-  const double m = static_cast<double>(batch * plane);
-  pool->ParallelFor(channels, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      double sum = 0.0, sum_sq = 0.0;
-      for (int64_t n = 0; n < batch; ++n) {
-        const float* row = x + (n * channels + c) * plane;
-        for (int64_t i = 0; i < plane; ++i) {
-          const double v = row[i];
-          sum += v;
-          sum_sq += v * v;
-        }
-      }
-      const double mu = sum / m;
-      mean[c] = static_cast<float>(mu);
-      var[c] = static_cast<float>(std::max(sum_sq / m - mu * mu, 0.0));
-    }
-  });
 }
 
 class OneDnnBatchNorm : public BatchNormOp {

@@ -40,32 +40,21 @@ void AddKernel(int64_t n, const float* a, const float* b, float* y,
 void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, int64_t block,
                                 const float* x, float* y, ThreadPool* pool) {
   const float scale = 1.0f / static_cast<float>(inner);
-  if (block > 0) {
-    pool->ParallelFor(rows / block,
-                      std::max<int64_t>(kMinChunk / (inner * block), 1),
-                      [&](int64_t begin, int64_t end) {
-                        std::vector<float> sum(block);
-                        for (int64_t p = begin; p < end; ++p) {
-                          const float* plane = x + p * inner * block;
-                          std::fill(sum.begin(), sum.end(), 0.0f);
-                          for (int64_t i = 0; i < inner; ++i) {
-                            for (int64_t l = 0; l < block; ++l)
-                              sum[l] += plane[i * block + l];
-                          }
-                          for (int64_t l = 0; l < block; ++l) {
-                            y[p * block + l] = sum[l] * scale;
-                          }
-                        }
-                      });
-    return;
-  }
-  pool->ParallelFor(rows, std::max<int64_t>(kMinChunk / inner, 1),
+  const int64_t lanes = block > 0 ? block : 1;  // NCHW: one channel a plane
+  pool->ParallelFor(rows / lanes,
+                    std::max<int64_t>(kMinChunk / (inner * lanes), 1),
                     [&](int64_t begin, int64_t end) {
-                      for (int64_t r = begin; r < end; ++r) {
-                        const float* row = x + r * inner;
-                        float sum = 0.0f;
-                        for (int64_t i = 0; i < inner; ++i) sum += row[i];
-                        y[r] = sum * scale;
+                      std::vector<float> sum(lanes);
+                      for (int64_t p = begin; p < end; ++p) {
+                        const float* plane = x + p * inner * lanes;
+                        std::fill(sum.begin(), sum.end(), 0.0f);
+                        for (int64_t i = 0; i < inner; ++i) {
+                          for (int64_t l = 0; l < lanes; ++l)
+                            sum[l] += plane[i * lanes + l];
+                        }
+                        for (int64_t l = 0; l < lanes; ++l) {
+                          y[p * lanes + l] = sum[l] * scale;
+                        }
                       }
                     });
 }
@@ -73,27 +62,17 @@ void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, int64_t block,
 void GlobalAvgPoolBackwardKernel(int64_t rows, int64_t inner, int64_t block,
                                  const float* dy, float* dx, ThreadPool* pool) {
   const float scale = 1.0f / static_cast<float>(inner);
-  if (block > 0) {
-    pool->ParallelFor(rows / block,
-                      std::max<int64_t>(kMinChunk / (inner * block), 1),
-                      [&](int64_t begin, int64_t end) {
-                        for (int64_t p = begin; p < end; ++p) {
-                          float* plane = dx + p * inner * block;
-                          for (int64_t i = 0; i < inner; ++i) {
-                            for (int64_t l = 0; l < block; ++l) {
-                              plane[i * block + l] = dy[p * block + l] * scale;
-                            }
+  const int64_t lanes = block > 0 ? block : 1;  // NCHW: one channel a plane
+  pool->ParallelFor(rows / lanes,
+                    std::max<int64_t>(kMinChunk / (inner * lanes), 1),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t p = begin; p < end; ++p) {
+                        float* plane = dx + p * inner * lanes;
+                        for (int64_t i = 0; i < inner; ++i) {
+                          for (int64_t l = 0; l < lanes; ++l) {
+                            plane[i * lanes + l] = dy[p * lanes + l] * scale;
                           }
                         }
-                      });
-    return;
-  }
-  pool->ParallelFor(rows, std::max<int64_t>(kMinChunk / inner, 1),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t r = begin; r < end; ++r) {
-                        const float g = dy[r] * scale;
-                        float* row = dx + r * inner;
-                        for (int64_t i = 0; i < inner; ++i) row[i] = g;
                       }
                     });
 }

@@ -330,25 +330,23 @@ TEST_CASE("channel-blocked and NCHW activations give the same step") {
     const StepResult rb = Unwrap(
         b->ComputeGradients(ViewsOf(weights), images.view(), labels, &gb));
     CHECK(std::abs(ra.loss - rb.loss) < 1e-6 * std::abs(rb.loss));
-    for (const auto& [name, g] : gb) {
-      INFO(name);
-      const Tensor& other = ga.at(name);
-      CHECK(testing::MaxRelativeDifference(
-                std::vector<float>(other.data(), other.data() + other.size()),
-                testing::ToDouble(
-                    std::vector<float>(g.data(), g.data() + g.size()))) < 1e-4);
-    }
+    // Every tensor of `got` (blocked) against the same name in `want`.
+    auto check_close = [](const NamedTensors& got, const NamedTensors& want,
+                          double tolerance) {
+      for (const auto& [name, w] : want) {
+        INFO(name);
+        const Tensor& g = got.at(name);
+        CHECK(testing::MaxRelativeDifference(
+                  std::vector<float>(g.data(), g.data() + g.size()),
+                  testing::ToDouble(std::vector<float>(
+                      w.data(), w.data() + w.size()))) < tolerance);
+      }
+    };
+    check_close(ga, gb, 1e-4);
     NamedTensors sa, sb;
     REQUIRE_OK(a->GetBatchStatistics(&sa));
     REQUIRE_OK(b->GetBatchStatistics(&sb));
-    for (const auto& [name, s] : sb) {
-      INFO(name);
-      const Tensor& other = sa.at(name);
-      CHECK(testing::MaxRelativeDifference(
-                std::vector<float>(other.data(), other.data() + other.size()),
-                testing::ToDouble(
-                    std::vector<float>(s.data(), s.data() + s.size()))) < 1e-5);
-    }
+    check_close(sa, sb, 1e-5);
     const StepResult ea =
         Unwrap(a->Evaluate(ViewsOf(weights), images.view(), labels));
     const StepResult eb =
