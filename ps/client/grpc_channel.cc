@@ -3,13 +3,19 @@
 #include <grpc/grpc.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
+#include "ps/wire/shared_memory.h"
+#include "ps/wire/wire.h"
 #include "ps/wire/wire_zero_copy.h"
+#include "spdlog/spdlog.h"
 
 namespace psgd {
 namespace ps {
@@ -91,7 +97,9 @@ class HealthCall final : public ShardCall {
 }  // namespace
 
 // Pushes and pulls as raw bytes, the messages' buffers kept from call to
-// call.
+// call; with shared memory (wire { shared_memory }), the tensors through a
+// region of this exchange's (ps/wire/shared_memory.h) once a pull has shown
+// that the server can open it.
 class GrpcShardChannel::Exchange final : public ShardExchange {
  public:
   explicit Exchange(GrpcShardChannel* channel) : channel_(channel) {}
@@ -103,6 +111,13 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
                  absl::Span<const TensorBytes> gradients,
                  std::shared_ptr<const void> in_use,
                  absl::Time deadline) override {
+    shared_push_ = shared_pull_ = false;
+    if (channel_->shared_state() == SharedState::kConfirmed &&
+        PushShared(header, gradients)) {
+      deadline_ = deadline;
+      Start(kPushMethod, deadline);
+      return;
+    }
     request_ =
         EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
                           gradients, std::move(in_use));
@@ -111,9 +126,20 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
 
   void StartPull(const wire::PullRequest& request,
                  absl::Time deadline) override {
+    shared_push_ = shared_pull_ = false;
+    const wire::PullRequest* send = &request;
+    wire::PullRequest with_region;
+    const SharedState state = channel_->shared_state();
+    if ((state == SharedState::kUnknown || state == SharedState::kConfirmed) &&
+        EnsureRegion(pull_bytes_)) {
+      with_region = request;
+      region_->Describe(with_region.mutable_shared_memory());
+      send = &with_region;
+      shared_pull_ = true;
+    }
     bool own_buffer;
     grpc::Status s = grpc::SerializationTraits<wire::PullRequest>::Serialize(
-        request, &request_, &own_buffer);
+        *send, &request_, &own_buffer);
     if (!s.ok()) {
       outcome_ = std::make_shared<Outcome>();
       Outcome::Callback(outcome_)(std::move(s));
@@ -124,8 +150,12 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
 
   absl::Status Await() override {
     outcome_->done.WaitForNotification();
-    channel_->sent_bytes_.fetch_add(static_cast<int64_t>(request_.Length()),
-                                    std::memory_order_relaxed);
+    channel_->sent_bytes_.fetch_add(
+        static_cast<int64_t>(request_.Length()) + shared_sent_,
+        std::memory_order_relaxed);
+    channel_->shared_sent_bytes_.fetch_add(shared_sent_,
+                                           std::memory_order_relaxed);
+    shared_sent_ = 0;
     channel_->received_bytes_.fetch_add(
         static_cast<int64_t>(response_.Length()), std::memory_order_relaxed);
     // A push's request references the gradients: let go of them.
@@ -133,7 +163,26 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
     context_.reset();
     const grpc::Status status = std::move(outcome_->status);
     outcome_.reset();
-    return FromGrpcStatus(status);
+    if (status.ok()) return absl::OkStatus();
+    absl::Status s = FromGrpcStatus(status);
+    if (shared_push_ && IsSharedMemoryRefusal(s)) {
+      // The server cannot open the region after all (it restarted on
+      // another machine at this address, say): the same push as bytes,
+      // from the region, where the gradients are.
+      channel_->RefuseShared(s.message());
+      shared_push_ = false;
+      request_ = EncodeWithTensors(push_header_,
+                                   wire::PushRequest::kGradientsFieldNumber,
+                                   shared_tensors_, region_);
+      region_.reset();
+      Start(kPushMethod, deadline_);
+      return Await();
+    }
+    // The server may still read or write the region for the call that
+    // failed (its deadline passed while the server served it): the next
+    // call takes a new one.
+    if (shared_push_ || shared_pull_) region_.reset();
+    return s;
   }
 
   absl::Status ReadPush(wire::PushResponse* response) override {
@@ -147,20 +196,97 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
   absl::Status ReadPull(PulledVersion* version,
                         ShardAssembler* assembler) override {
     int64_t wait_micros = 0;
+    int64_t shared_bytes = 0;
+    SharedPullReply reply;
     absl::Status s = DecodePullResponse(
         &response_, &version->step, &wait_micros,
         [&](const TensorBytes& t, size_t bytes) {
           return assembler->Destination(t, bytes);
         },
         &version->generation,
-        [&](const TensorBytes& t) { return assembler->Done(t); },
-        &version->learning_rate);
+        [&](const TensorBytes& t) {
+          if (shared_pull_) shared_bytes += static_cast<int64_t>(t.data.size());
+          return assembler->Done(t);
+        },
+        &version->learning_rate,
+        shared_pull_ ? absl::string_view(region_->data(), region_->size())
+                     : absl::string_view(),
+        &reply);
     response_.Clear();
     version->wait = absl::Microseconds(wait_micros);
+    if (!s.ok()) return s;
+    if (shared_pull_) {
+      if (!reply.refused.empty()) {
+        channel_->RefuseShared(reply.refused);
+        region_.reset();
+      } else {
+        channel_->ConfirmShared();
+        if (reply.needed > 0) {
+          pull_bytes_ = reply.needed;  // the next pull's region
+        } else {
+          channel_->received_bytes_.fetch_add(shared_bytes,
+                                              std::memory_order_relaxed);
+          channel_->shared_received_bytes_.fetch_add(shared_bytes,
+                                                     std::memory_order_relaxed);
+        }
+      }
+    }
     return s;
   }
 
  private:
+  // A region of at least `bytes` bytes in region_ (a new one when the
+  // current one is smaller); false (and none) when none can be made.
+  bool EnsureRegion(int64_t bytes) {
+    bytes = std::max(bytes, kSharedHeaderBytes);
+    if (region_ != nullptr && region_->size() >= bytes) return true;
+    region_.reset();
+    absl::StatusOr<std::unique_ptr<SharedRegion>> region =
+        SharedRegion::Create(bytes);
+    if (!region.ok()) {
+      channel_->RefuseShared(region.status().message());
+      return false;
+    }
+    region_ = *std::move(region);
+    return true;
+  }
+
+  // Copies the gradients into the region and serializes the push that names
+  // them into request_; false when no region can be made.
+  bool PushShared(const wire::PushRequest& header,
+                  absl::Span<const TensorBytes> gradients) {
+    SharedLayout layout;
+    std::vector<int64_t> offsets;
+    for (const TensorBytes& t : gradients) {
+      offsets.push_back(
+          t.no_gradient ? 0 : layout.Add(static_cast<int64_t>(t.data.size())));
+    }
+    if (!EnsureRegion(layout.size())) return false;
+    pull_bytes_ = std::max(pull_bytes_, layout.size());
+    push_header_ = header;
+    wire::PushRequest request = header;
+    region_->Describe(request.mutable_shared_memory());
+    shared_tensors_.assign(gradients.begin(), gradients.end());
+    for (size_t k = 0; k < gradients.size(); ++k) {
+      const TensorBytes& t = gradients[k];
+      SharedTensorToProto(t, offsets[k], request.add_gradients());
+      if (t.no_gradient) continue;
+      std::memcpy(region_->data() + offsets[k], t.data.data(), t.data.size());
+      shared_tensors_[k].data =
+          absl::string_view(region_->data() + offsets[k], t.data.size());
+      shared_sent_ += static_cast<int64_t>(t.data.size());
+    }
+    bool own_buffer;
+    grpc::Status s = grpc::SerializationTraits<wire::PushRequest>::Serialize(
+        request, &request_, &own_buffer);
+    if (!s.ok()) {
+      shared_sent_ = 0;
+      return false;
+    }
+    shared_push_ = true;
+    return true;
+  }
+
   void Start(const std::string& method, absl::Time deadline) {
     context_ = std::make_unique<grpc::ClientContext>();
     context_->set_deadline(absl::ToChronoTime(deadline));
@@ -175,6 +301,20 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
   // The call under way (null: none).
   std::unique_ptr<grpc::ClientContext> context_;
   std::shared_ptr<Outcome> outcome_;
+
+  // Shared memory: this exchange's region (shared with gRPC's slices when a
+  // refused push is sent again as bytes from it), the size the next pull
+  // asks for, and what the call under way sent through it.
+  std::shared_ptr<SharedRegion> region_;
+  int64_t pull_bytes_ = kSharedHeaderBytes;
+  bool shared_push_ = false;
+  bool shared_pull_ = false;
+  int64_t shared_sent_ = 0;
+  // A shared push, kept to send it again as bytes if the server refuses
+  // the region: its header, its tensors with their data in the region.
+  wire::PushRequest push_header_;
+  std::vector<TensorBytes> shared_tensors_;
+  absl::Time deadline_;
 };
 
 absl::Status CallInParallel(const std::vector<std::string>& addresses,
@@ -226,11 +366,27 @@ std::shared_ptr<grpc::Channel> CreatePsChannel(
 
 GrpcShardChannel::GrpcShardChannel(
     int shard, const std::string& address,
-    const std::shared_ptr<grpc::Channel>& channel)
+    const std::shared_ptr<grpc::Channel>& channel, bool shared_memory)
     : name_(absl::StrCat("shard ", shard, " at ", address)),
       stub_(wire::ParameterServer::NewStub(channel)),
       health_(grpc::health::v1::Health::NewStub(channel)),
-      raw_(std::make_unique<grpc::GenericStub>(channel)) {}
+      raw_(std::make_unique<grpc::GenericStub>(channel)),
+      shared_state_(shared_memory ? SharedState::kUnknown : SharedState::kOff) {
+}
+
+void GrpcShardChannel::ConfirmShared() {
+  SharedState unknown = SharedState::kUnknown;
+  if (shared_state_.compare_exchange_strong(unknown, SharedState::kConfirmed)) {
+    spdlog::info("{}: pushes and pulls through shared memory", name_);
+  }
+}
+
+void GrpcShardChannel::RefuseShared(absl::string_view why) {
+  if (shared_state_.exchange(SharedState::kRefused) != SharedState::kRefused) {
+    spdlog::warn("{}: no shared memory ({}); pushes and pulls go over gRPC",
+                 name_, std::string(why));
+  }
+}
 
 GrpcShardChannel::~GrpcShardChannel() = default;
 

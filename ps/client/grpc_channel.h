@@ -3,7 +3,10 @@
 // every shard before it waits; Push and Pull go as raw bytes
 // (ps/wire/wire_zero_copy.h): a push's tensors are referenced by the request,
 // not copied, and a pull's are copied once, from gRPC's buffers to their
-// place in the model. Counts the payload bytes of pushes and pulls.
+// place in the model. With shared memory (a server on this machine), a
+// push's tensors are copied once into the exchange's region and a pull's
+// once out of it, and gRPC carries the rest. Counts the payload bytes of
+// pushes and pulls.
 //
 // Thread-safety: as ShardChannel (ps/client/shard_channel.h); payload_bytes()
 // may be called at any time.
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/grpc_security.h"
 #include "proto/health.grpc.pb.h"
@@ -53,9 +57,14 @@ absl::Status CallInParallel(const std::vector<std::string>& addresses,
 
 class GrpcShardChannel final : public ShardChannel {
  public:
-  // Shard `shard` at `address`, over `channel` (CreatePsChannel).
+  // Shard `shard` at `address`, over `channel` (CreatePsChannel); with
+  // `shared_memory`, pushes and pulls offer the server a shared memory
+  // segment (ps/wire/shared_memory.h) and use it once a pull shows that the
+  // server can open it; the first refusal (logged once) turns it off for
+  // the channel.
   GrpcShardChannel(int shard, const std::string& address,
-                   const std::shared_ptr<grpc::Channel>& channel);
+                   const std::shared_ptr<grpc::Channel>& channel,
+                   bool shared_memory = false);
   ~GrpcShardChannel() override;
 
   const std::string& name() const override { return name_; }
@@ -96,9 +105,25 @@ class GrpcShardChannel final : public ShardChannel {
   int64_t received_bytes() const {
     return received_bytes_.load(std::memory_order_relaxed);
   }
+  // Of those, the tensor bytes that went through shared memory.
+  int64_t shared_sent_bytes() const {
+    return shared_sent_bytes_.load(std::memory_order_relaxed);
+  }
+  int64_t shared_received_bytes() const {
+    return shared_received_bytes_.load(std::memory_order_relaxed);
+  }
 
  private:
   class Exchange;
+  // Shared memory with this shard: not asked for, not known yet (pulls
+  // offer a region), the server opened one (pushes use it too), refused.
+  enum class SharedState { kOff, kUnknown, kConfirmed, kRefused };
+  SharedState shared_state() const {
+    return shared_state_.load(std::memory_order_relaxed);
+  }
+  void ConfirmShared();
+  void RefuseShared(absl::string_view why);
+
   template <typename Request, typename Response>
   using AsyncMethod = void (wire::ParameterServer::Stub::async::*)(
       grpc::ClientContext*, const Request*, Response*,
@@ -116,6 +141,9 @@ class GrpcShardChannel final : public ShardChannel {
   const std::unique_ptr<grpc::GenericStub> raw_;
   std::atomic<int64_t> sent_bytes_{0};
   std::atomic<int64_t> received_bytes_{0};
+  std::atomic<int64_t> shared_sent_bytes_{0};
+  std::atomic<int64_t> shared_received_bytes_{0};
+  std::atomic<SharedState> shared_state_;
 };
 
 }  // namespace ps

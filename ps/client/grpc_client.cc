@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     const std::string& address = options.addresses[i];
     auto channel = std::make_unique<GrpcShardChannel>(
         static_cast<int>(i), address,
-        CreatePsChannel(address, options.max_message_bytes, credentials));
+        CreatePsChannel(address, options.max_message_bytes, credentials),
+        options.shared_memory);
     grpc_channels.push_back(channel.get());
     channels.push_back(std::move(channel));
   }
@@ -79,6 +80,8 @@ GrpcPsClient::PayloadBytes GrpcPsClient::payload_bytes() const {
   for (const GrpcShardChannel* c : grpc_channels_) {
     bytes.sent += c->sent_bytes();
     bytes.received += c->received_bytes();
+    bytes.shared_sent += c->shared_sent_bytes();
+    bytes.shared_received += c->shared_received_bytes();
   }
   return bytes;
 }

@@ -54,6 +54,10 @@ struct GrpcClientOptions {
   // must come as wire_weights (docs/PS.md, "Wire dtypes").
   DType wire_gradients = DType::kFloat32;
   DType wire_weights = DType::kFloat32;
+  // The cluster config's `wire { shared_memory }`: offer each server a
+  // shared memory segment for the tensors of pushes and pulls (used with
+  // the servers on this machine, ps/client/grpc_channel.h).
+  bool shared_memory = false;
   // The cluster's token, sent with every call, and TLS (tls, tls_ca_file;
   // the certificate and key are the servers'). Default: neither.
   SecurityOptions security;
@@ -80,9 +84,14 @@ class GrpcPsClient final : public ShardedPsClient {
   // The serialized bytes of the pushes and pulls so far: what this worker
   // sent (push requests, pull requests) and received (pull and push
   // responses), payload without gRPC's framing. Thread-safe.
+  // The payload of pushes and pulls so far, all shards: what the requests
+  // and replies carried, through the socket or shared memory; shared_*: the
+  // part of it that went through shared memory.
   struct PayloadBytes {
     int64_t sent = 0;
     int64_t received = 0;
+    int64_t shared_sent = 0;
+    int64_t shared_received = 0;
   };
   PayloadBytes payload_bytes() const;
 

@@ -5,6 +5,8 @@
 // under tsan.
 #include "ps/client/grpc_client.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -47,6 +49,7 @@ struct GrpcCluster {
     o.rpc_timeout = absl::Seconds(30);
     o.wire_gradients = wire_gradients;
     o.wire_weights = wire_weights;
+    o.shared_memory = shared_memory;
     auto client = GrpcPsClient::Create(o);
     REQUIRE(client.ok());
     return *std::move(client);
@@ -63,6 +66,8 @@ struct GrpcCluster {
   }
 
   const DType wire_gradients, wire_weights;
+  // The clients offer shared memory (wire { shared_memory }).
+  bool shared_memory = false;
   std::vector<std::string> addresses;
   std::vector<std::unique_ptr<PsGrpcServer>> servers;
 };
@@ -94,6 +99,132 @@ TEST_CASE("grpc: pushes in parts and pulls per variable (overlap)") {
     GrpcCluster cluster(sc, 2);
     RunScenario(sc, cluster.Factory());
   }
+}
+
+TEST_CASE("grpc: shared memory on one machine: the same scenarios") {
+  std::vector<Scenario> scenarios = {testing::SyncScenario(4, 100),
+                                     testing::BackupScenario(5, 3, 60),
+                                     testing::AsyncScenario(4, 100, true)};
+  for (Scenario sc :
+       {testing::SyncScenario(4, 60), testing::AsyncScenario(4, 60, false)}) {
+    sc.parts = true;
+    scenarios.push_back(sc);
+  }
+  for (const Scenario& sc : scenarios) {
+    GrpcCluster cluster(sc, 2);
+    cluster.shared_memory = true;
+    RunScenario(sc, cluster.Factory());
+  }
+}
+
+// One worker's steps of the scenario model (gradient g at every step);
+// the weights it pulls at the end and its payload counters.
+struct SharedRun {
+  Values weights;
+  GrpcPsClient::PayloadBytes bytes;
+};
+SharedRun ThreeSteps(GrpcCluster* cluster) {
+  Values init;
+  auto chief = cluster->InitializedChief(init);
+  auto client = cluster->Client(0, "scenario");
+  REQUIRE(client->Join().ok());
+  SharedRun run;
+  Values grads;
+  for (float& x : grads.w) x = 0.125f;
+  for (float& x : grads.b) x = -0.5f;
+  for (float& x : grads.v) x = 2.0f;
+  absl::StatusOr<ModelVersion> v =
+      client->Pull(ModelVersion::AtLeast(2, 0), absl::Now() + absl::Seconds(30),
+                   run.weights.Mutable());
+  REQUIRE(v.ok());
+  for (int step = 0; step < 3; ++step) {
+    REQUIRE(client->Push(*v, grads.Const()).ok());
+    v = client->Pull(v->Next(), absl::Now() + absl::Seconds(30),
+                     run.weights.Mutable());
+    REQUIRE(v.ok());
+  }
+  run.bytes = client->payload_bytes();
+  REQUIRE(client->Leave().ok());
+  return run;
+}
+
+TEST_CASE("grpc: shared memory carries the tensors; a refusal falls back") {
+  const Scenario sc = testing::SyncScenario(1, 3);
+  GrpcCluster plain(sc, 2);
+  const SharedRun expected = ThreeSteps(&plain);
+  CHECK(expected.bytes.shared_sent == 0);
+  CHECK(expected.bytes.shared_received == 0);
+  const int64_t tensor_bytes = (64 * 8 + 8 + 16 * 4) * 4;
+
+  SECTION("the server opens the segments") {
+    GrpcCluster cluster(sc, 2);
+    cluster.shared_memory = true;
+    const SharedRun run = ThreeSteps(&cluster);
+    CHECK(run.weights.w == expected.weights.w);
+    CHECK(run.weights.b == expected.weights.b);
+    CHECK(run.weights.v == expected.weights.v);
+    // Every push, and every pull after the first (which learns the size
+    // its region needs), through shared memory.
+    CHECK(run.bytes.shared_sent == 3 * tensor_bytes);
+    CHECK(run.bytes.shared_received == 3 * tensor_bytes);
+    // What the socket carried: names and offsets, not the tensors (but
+    // the first pull's): at least two models' bytes fewer each way than
+    // without shared memory (three were moved; a segment's description per
+    // call and an offset per tensor came instead).
+    CHECK(run.bytes.sent - run.bytes.shared_sent <
+          expected.bytes.sent - 2 * tensor_bytes);
+    CHECK(run.bytes.received - run.bytes.shared_received >= tensor_bytes);
+    CHECK(run.bytes.received - run.bytes.shared_received <
+          expected.bytes.received - 2 * tensor_bytes);
+  }
+  SECTION("a server that cannot open them (another machine) gets bytes") {
+    GrpcCluster cluster(sc, 2);
+    cluster.shared_memory = true;
+    for (auto& server : cluster.servers) {
+      server->service()->SetSharedMemoryProcDirForTesting("/nonexistent");
+    }
+    const SharedRun run = ThreeSteps(&cluster);
+    CHECK(run.weights.w == expected.weights.w);
+    CHECK(run.weights.b == expected.weights.b);
+    CHECK(run.weights.v == expected.weights.v);
+    CHECK(run.bytes.shared_sent == 0);
+    CHECK(run.bytes.shared_received == 0);
+    // The socket carried every tensor.
+    CHECK(run.bytes.sent >= 3 * tensor_bytes);
+    CHECK(run.bytes.received >= 4 * tensor_bytes);
+  }
+}
+
+TEST_CASE("grpc: a push naming a segment the server cannot open is refused") {
+  GrpcCluster cluster(testing::SyncScenario(1, 1), 1);
+  Values init;
+  auto chief = cluster.InitializedChief(init);
+  auto stub = wire::ParameterServer::NewStub(
+      CreatePsChannel(cluster.addresses[0], 64 << 20));
+  wire::PushRequest request;
+  request.set_cluster("scenario");
+  request.set_worker_id(0);
+  wire::SharedMemory* shm = request.mutable_shared_memory();
+  shm->set_pid(getpid());
+  shm->set_fd(0);  // stdin: no psgd region
+  shm->set_size(4096);
+  wire::TensorData* t = request.add_gradients();
+  t->set_name("b");
+  t->add_shape(8);
+  t->set_dtype(wire::DT_FLOAT32);
+  t->mutable_shared()->set_offset(64);
+  t->mutable_shared()->set_size(32);
+  wire::PushResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Status s = stub->Push(&ctx, request, &response);
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(s.error_message().find("shared memory segment of process") !=
+        std::string::npos);
+  // Nothing changed: the shard is still at step 0.
+  auto status = chief->Status();
+  REQUIRE(status.ok());
+  CHECK((*status)[0].step == 0);
 }
 
 TEST_CASE("grpc: a pull of an unknown tensor is refused naming it") {

@@ -1,5 +1,6 @@
 #include "ps/server/grpc_service.h"
 
+#include <cstring>
 #include <functional>
 #include <utility>
 
@@ -7,6 +8,8 @@
 #include "common/grpc_status.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
+#include "ps/wire/shared_memory.h"
+#include "ps/wire/wire.h"
 #include "ps/wire/wire_dtype.h"
 #include "ps/wire/wire_zero_copy.h"
 
@@ -40,6 +43,7 @@ using WireWeightsSource =
 class PullReactor final : public grpc::ServerUnaryReactor {
  public:
   PullReactor(ShardRequestHandler* handler, WireWeightsSource wire_weights,
+              SharedSegments* shared_segments,
               const grpc::ByteBuffer& request_bytes, grpc::ByteBuffer* response,
               std::atomic<int64_t>* sent_bytes)
       : shard_(handler->shard()),
@@ -57,6 +61,18 @@ class PullReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     variables_.assign(request.variables().begin(), request.variables().end());
+    if (request.has_shared_memory()) {
+      absl::StatusOr<std::shared_ptr<const SharedSegment>> segment =
+          shared_segments->Attach(request.shared_memory());
+      if (segment.ok()) {
+        segment_ = *std::move(segment);
+      } else if (IsSharedMemoryRefusal(segment.status())) {
+        refused_ = std::string(segment.status().message());
+      } else {
+        Finish(ToGrpcStatus(segment.status()));
+        return;
+      }
+    }
     // Once the shard may call Reply, OnCancel may race with it; CancelPull
     // decides which of the two finishes the call.
     ticket_ = handler->Pull(
@@ -93,27 +109,52 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived_));
     header.set_generation(s.generation);
     header.set_learning_rate(s.learning_rate);
+    if (!refused_.empty()) header.set_shared_memory_refused(refused_);
+    std::shared_ptr<const void> keep_alive = *snapshot;
+    std::vector<TensorBytes> tensors;
     if (wire_weights_ != nullptr) {
-      std::shared_ptr<const void> encoded = wire_weights_(*snapshot);
-      const auto* e = static_cast<const WireEncoded*>(encoded.get());
-      std::vector<TensorBytes> tensors;
+      keep_alive = wire_weights_(*snapshot);
+      const auto* e = static_cast<const WireEncoded*>(keep_alive.get());
       for (int i : *selected) tensors.push_back(e->tensors[i]);
-      *response_ =
-          EncodeWithTensors(header, wire::PullResponse::kVariablesFieldNumber,
-                            tensors, std::move(encoded));
     } else {
-      std::vector<TensorBytes> tensors;
       for (int i : *selected) {
         tensors.push_back(FloatTensorBytes(
             s.layout->names[i], s.layout->shapes[i], s.weights[i].data()));
       }
+    }
+    if (segment_ == nullptr || !ReplyShared(tensors, &header)) {
       *response_ =
           EncodeWithTensors(header, wire::PullResponse::kVariablesFieldNumber,
-                            tensors, *snapshot);
+                            tensors, std::move(keep_alive));
     }
     sent_bytes_->fetch_add(static_cast<int64_t>(response_->Length()),
                            std::memory_order_relaxed);
     Finish(grpc::Status::OK);  // last: OnDone may delete this at once
+  }
+
+  // Copies `tensors` into the segment and answers with where they are;
+  // false (with header's shared_memory_needed set) when they do not fit.
+  bool ReplyShared(absl::Span<const TensorBytes> tensors,
+                   wire::PullResponse* header) {
+    SharedLayout layout;
+    std::vector<int64_t> offsets;
+    for (const TensorBytes& t : tensors) {
+      offsets.push_back(layout.Add(static_cast<int64_t>(t.data.size())));
+    }
+    if (layout.size() > segment_->size()) {
+      header->set_shared_memory_needed(layout.size());
+      return false;
+    }
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const TensorBytes& t = tensors[k];
+      std::memcpy(segment_->data() + offsets[k], t.data.data(), t.data.size());
+      SharedTensorToProto(t, offsets[k], header->add_variables());
+    }
+    bool own_buffer;
+    grpc::Status s = grpc::SerializationTraits<wire::PullResponse>::Serialize(
+        *header, response_, &own_buffer);
+    // A PullResponse of names and offsets always serializes.
+    return s.ok();
   }
 
   ParameterShard* const shard_;  // Not owned.
@@ -123,6 +164,9 @@ class PullReactor final : public grpc::ServerUnaryReactor {
   const absl::Time arrived_;
   // PullRequest.variables: the tensors asked for (empty: all).
   std::vector<std::string> variables_;
+  // The segment the pull named, or why it could not be opened.
+  std::shared_ptr<const SharedSegment> segment_;
+  std::string refused_;
   uint64_t ticket_ = 0;
 };
 
@@ -274,8 +318,8 @@ grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
   }
   received_bytes_.fetch_add(static_cast<int64_t>(request->Length()),
                             std::memory_order_relaxed);
-  return new PullReactor(&handler_, std::move(source), *request, response,
-                         &sent_bytes_);
+  return new PullReactor(&handler_, std::move(source), shared_segments_.get(),
+                         *request, response, &sent_bytes_);
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
@@ -285,7 +329,15 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
   received_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   push_bytes_in_flight_.fetch_add(bytes, std::memory_order_relaxed);
   grpc::ServerUnaryReactor* reactor = Respond(ctx, [&] {
-    absl::Status s = handler_.Push(*request, response);
+    // The segment the gradients lie in, held while they are read.
+    std::shared_ptr<const SharedSegment> segment;
+    if (request->has_shared_memory()) {
+      ASSIGN_OR_RETURN(segment,
+                       shared_segments_->Attach(request->shared_memory()));
+    }
+    absl::Status s = handler_.Push(
+        *request, response,
+        segment == nullptr ? absl::string_view() : segment->bytes());
     sent_bytes_.fetch_add(static_cast<int64_t>(response->ByteSizeLong()),
                           std::memory_order_relaxed);
     return s;

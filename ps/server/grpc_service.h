@@ -8,7 +8,10 @@
 // Copies: a Pull's reply is sent straight from the weights snapshot
 // (ps/wire/wire_zero_copy.h; the snapshot lives until gRPC has written it), and
 // Push requests are parsed into pooled messages whose buffers are reused
-// from call to call.
+// from call to call. A worker on this machine may name a shared memory
+// segment (ps/wire/shared_memory.h): its push's gradients are read from it
+// in place and its pull's weights copied into it, the reply then carrying
+// only where they are.
 //
 // Authentication: with a token, every call must carry it
 // (common/grpc_security.h); one without it, or with another, ends with
@@ -32,6 +35,7 @@
 #include "ps/server/request_handler.h"
 #include "ps/server/server_lifecycle.h"
 #include "ps/shard/shard.h"
+#include "ps/wire/shared_memory.h"
 
 namespace psgd {
 namespace ps {
@@ -103,6 +107,13 @@ class PsGrpcService final
   }
   void AddServingMemory(ShardMemory* memory) const override;
 
+  // Tests: where the shared memory segments of workers are looked for
+  // (default /proc; a directory without them plays a server on another
+  // machine). Before the first call.
+  void SetSharedMemoryProcDirForTesting(std::string dir) {
+    shared_segments_ = std::make_unique<SharedSegments>(std::move(dir));
+  }
+
  private:
   class PushMessagePool;
   class WireWeights;
@@ -122,6 +133,9 @@ class PsGrpcService final
   const std::unique_ptr<PushMessagePool> push_messages_;
   // The newest weights in the wire dtype (when it is not float32).
   const std::unique_ptr<WireWeights> wire_weights_;
+  // Workers' shared memory segments (wire { shared_memory }).
+  std::unique_ptr<SharedSegments> shared_segments_ =
+      std::make_unique<SharedSegments>();
 };
 
 }  // namespace ps

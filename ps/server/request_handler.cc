@@ -56,10 +56,11 @@ uint64_t ShardRequestHandler::Pull(const wire::PullRequest& request,
 }
 
 absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
-                                       wire::PushResponse* response) {
+                                       wire::PushResponse* response,
+                                       absl::string_view shared) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
-                   TensorBytesFromProto(request.gradients()));
+                   TensorBytesFromProto(request.gradients(), shared));
   // In the cluster's wire dtype; float32 for the shard. Each gRPC thread
   // keeps its decoder's buffers from call to call.
   thread_local WireDecoder decoder;

@@ -47,9 +47,12 @@ class ShardRequestHandler {
   // ones to float32 before the shard sees them: INVALID_ARGUMENT naming the
   // tensor for another dtype, a wrong byte count or a bad float16 scale,
   // with the shard unchanged. Each gRPC thread keeps its conversion
-  // buffers (thread_local) from call to call.
+  // buffers (thread_local) from call to call. `shared`: the bytes of the
+  // segment the request names (PushRequest.shared_memory, attached by the
+  // caller; empty: none), where gradients with TensorData.shared lie.
   absl::Status Push(const wire::PushRequest& request,
-                    wire::PushResponse* response);
+                    wire::PushResponse* response,
+                    absl::string_view shared = {});
   absl::Status Join(const wire::JoinRequest& request,
                     wire::MembershipResponse* response);
   absl::Status Leave(const wire::LeaveRequest& request,

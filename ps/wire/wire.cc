@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/wire/counters.h"
+#include "ps/wire/shared_memory.h"
 #include "ps/wire/variables.h"
 
 namespace psgd {
@@ -35,15 +36,35 @@ wire::DataType DTypeToProto(DType dtype) {
 }
 
 absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
-    const google::protobuf::RepeatedPtrField<wire::TensorData>& tensors) {
+    const google::protobuf::RepeatedPtrField<wire::TensorData>& tensors,
+    absl::string_view shared) {
   std::vector<TensorBytes> out;
   out.reserve(tensors.size());
   for (const wire::TensorData& t : tensors) {
     absl::StatusOr<DType> dtype = DTypeFromProto(t);
     if (!dtype.ok()) return dtype.status();
+    absl::string_view data = t.data();
+    if (t.has_shared()) {
+      const std::string what = absl::StrCat("tensor ", t.name());
+      if (!t.data().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": both data and shared bytes"));
+      }
+      if (shared.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what,
+                         ": its bytes are in shared memory but the request "
+                         "names no segment"));
+      }
+      absl::StatusOr<int64_t> offset = CheckSharedBytes(
+          t.shared(), static_cast<int64_t>(shared.size()), what);
+      if (!offset.ok()) return offset.status();
+      data = shared.substr(static_cast<size_t>(*offset),
+                           static_cast<size_t>(t.shared().size()));
+    }
     out.push_back(TensorBytes{
         t.name(), absl::MakeConstSpan(t.shape().data(), t.shape().size()),
-        *dtype, t.data(), std::nullopt});
+        *dtype, data, std::nullopt});
     if (t.has_scale()) out.back().scale = t.scale();
     out.back().no_gradient = t.no_gradient();
     out.back().kind = VariableKindFromProto(t.kind());
@@ -54,6 +75,16 @@ absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
     }
   }
   return out;
+}
+
+void SharedTensorToProto(const TensorBytes& t, int64_t offset,
+                         wire::TensorData* out) {
+  TensorBytes meta = t;
+  meta.data = {};
+  TensorBytesToProto(meta, out);
+  if (t.no_gradient) return;
+  out->mutable_shared()->set_offset(offset);
+  out->mutable_shared()->set_size(static_cast<int64_t>(t.data.size()));
 }
 
 void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out) {

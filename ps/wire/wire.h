@@ -23,12 +23,23 @@ namespace ps {
 absl::StatusOr<DType> DTypeFromProto(const wire::TensorData& t);
 wire::DataType DTypeToProto(DType dtype);
 
-// Borrows `tensors`. INVALID_ARGUMENT as DTypeFromProto.
+// Borrows `tensors`, and `shared` (the segment a request names,
+// ps/wire/shared_memory.h; empty: none) for the tensors whose bytes lie in
+// it (TensorData.shared). INVALID_ARGUMENT as DTypeFromProto, and naming the
+// tensor for shared bytes outside the segment's tensor area, without a
+// segment, or beside data.
 absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
-    const google::protobuf::RepeatedPtrField<wire::TensorData>& tensors);
+    const google::protobuf::RepeatedPtrField<wire::TensorData>& tensors,
+    absl::string_view shared = {});
 
 // Copies `t` into `out`, reusing the capacity of out's data buffer.
 void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out);
+
+// `t` as TensorData whose bytes lie in a shared memory segment at `offset`
+// (TensorData.shared; ps/wire/shared_memory.h): every field but the data,
+// which is left empty. A no-gradient marker gets no shared bytes.
+void SharedTensorToProto(const TensorBytes& t, int64_t offset,
+                         wire::TensorData* out);
 
 // Fills `out` with `tensors`, reusing the messages already in it.
 void TensorBytesToProto(

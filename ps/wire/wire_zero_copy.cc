@@ -12,6 +12,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "proto/ps.pb.h"
+#include "ps/wire/shared_memory.h"
 #include "ps/wire/wire.h"
 
 namespace psgd {
@@ -25,7 +26,7 @@ constexpr uint32_t kVarint = 0;
 constexpr uint32_t kFixed64 = 1;
 // TensorData's fields (proto/ps.proto).
 constexpr int kNameField = 1, kShapeField = 2, kDTypeField = 3, kDataField = 4,
-              kScaleField = 5;
+              kScaleField = 5, kSharedField = 9;
 constexpr uint32_t kFixed32 = 5;
 
 void AppendVarint(uint64_t v, std::string* out) {
@@ -79,7 +80,7 @@ TensorBytes MetaOf(const wire::TensorData& meta, DType dtype) {
 
 // One TensorData within its length limit; `input` stands at its first field.
 absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
-                          const TensorDone& done) {
+                          const TensorDone& done, absl::string_view shared) {
   wire::TensorData meta;  // everything but the data
   std::string early_data;
   bool data_seen = false, data_done = false;
@@ -137,12 +138,36 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
       dest_data = *dest;
       dest_size = length;
       data_done = true;
+    } else if (field == kSharedField && type == kLengthDelimited) {
+      std::string bytes;
+      if (!input->ReadString(&bytes, ReadLength(input)) ||
+          !meta.mutable_shared()->ParseFromString(bytes)) {
+        return Malformed("tensor shared bytes");
+      }
     } else if (!google::protobuf::internal::WireFormatLite::SkipField(input,
                                                                       tag)) {
       return Malformed("tensor field");
     }
   }
-  if (data_seen && !data_done) {
+  if (meta.has_shared()) {
+    // The bytes lie in the segment the pull named (ps/wire/shared_memory.h).
+    if (data_seen) return Malformed("tensor with both data and shared bytes");
+    if (shared.empty()) {
+      return Malformed("tensor in shared memory, but the pull named none");
+    }
+    absl::StatusOr<int64_t> offset =
+        CheckSharedBytes(meta.shared(), static_cast<int64_t>(shared.size()),
+                         absl::StrCat("tensor ", meta.name()));
+    if (!offset.ok()) return Malformed(offset.status().message());
+    absl::StatusOr<DType> dtype = DTypeFromProto(meta);
+    if (!dtype.ok()) return dtype.status();
+    const size_t size = static_cast<size_t>(meta.shared().size());
+    absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), size);
+    if (!dest.ok()) return dest.status();
+    std::memcpy(*dest, shared.data() + *offset, size);
+    dest_data = *dest;
+    dest_size = size;
+  } else if (data_seen && !data_done) {
     absl::StatusOr<DType> dtype = DTypeFromProto(meta);
     if (!dtype.ok()) return dtype.status();
     absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), early_data.size());
@@ -208,7 +233,8 @@ grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
 absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
                                 int64_t* wait_micros, const TensorSink& sink,
                                 int64_t* generation, const TensorDone& done,
-                                double* learning_rate) {
+                                double* learning_rate, absl::string_view shared,
+                                SharedPullReply* shared_reply) {
   grpc::ProtoBufferReader reader(buffer);
   CodedInputStream input(&reader);
   input.SetTotalBytesLimit(INT32_MAX);
@@ -216,6 +242,8 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
   *wait_micros = 0;
   int64_t generation_value = 0;
   double learning_rate_value = 0.0;
+  std::string refused;
+  int64_t needed = 0;
   while (uint32_t tag = input.ReadTag()) {
     const int field = static_cast<int>(tag >> 3);
     const uint32_t type = tag & 7;
@@ -235,11 +263,21 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
       uint64_t v;
       if (!input.ReadLittleEndian64(&v)) return Malformed("learning_rate");
       std::memcpy(&learning_rate_value, &v, sizeof(v));
+    } else if (field == 6 && type == kLengthDelimited) {  // ..._refused
+      if (!input.ReadString(&refused, ReadLength(&input))) {
+        return Malformed("shared_memory_refused");
+      }
+    } else if (field == 7 && type == kVarint) {  // shared_memory_needed
+      uint64_t v;
+      if (!input.ReadVarint64(&v)) return Malformed("shared_memory_needed");
+      needed = static_cast<int64_t>(v);
     } else if (field == 2 && type == kLengthDelimited) {  // variables
       const int length = ReadLength(&input);
       if (length < 0) return Malformed("tensor length");
       const CodedInputStream::Limit limit = input.PushLimit(length);
-      if (absl::Status s = DecodeTensor(&input, sink, done); !s.ok()) return s;
+      if (absl::Status s = DecodeTensor(&input, sink, done, shared); !s.ok()) {
+        return s;
+      }
       if (!input.ConsumedEntireMessage() || input.BytesUntilLimit() != 0) {
         return Malformed("tensor");
       }
@@ -252,6 +290,10 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
   if (!input.ConsumedEntireMessage()) return Malformed("trailing bytes");
   if (generation != nullptr) *generation = generation_value;
   if (learning_rate != nullptr) *learning_rate = learning_rate_value;
+  if (shared_reply != nullptr) {
+    shared_reply->refused = std::move(refused);
+    shared_reply->needed = needed;
+  }
   return absl::OkStatus();
 }
 

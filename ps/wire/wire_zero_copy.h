@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -57,11 +58,22 @@ using TensorDone = std::function<absl::Status(const TensorBytes& tensor)>;
 // *learning_rate (each when not null) and each tensor through `sink` (and
 // `done`, when set). DATA_LOSS for bytes that are no valid PullResponse;
 // the sink's errors as they are.
+//
+// `shared`: the segment the pull named (ps/wire/shared_memory.h; empty:
+// none); a tensor whose bytes lie in it (TensorData.shared) is copied from
+// it to the sink's buffer, DATA_LOSS when they are not within it. What the
+// server said of the segment goes to *shared_reply when not null.
+struct SharedPullReply {
+  std::string refused;  // PullResponse.shared_memory_refused
+  int64_t needed = 0;   // PullResponse.shared_memory_needed
+};
 absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
                                 int64_t* wait_micros, const TensorSink& sink,
                                 int64_t* generation = nullptr,
                                 const TensorDone& done = nullptr,
-                                double* learning_rate = nullptr);
+                                double* learning_rate = nullptr,
+                                absl::string_view shared = {},
+                                SharedPullReply* shared_reply = nullptr);
 
 }  // namespace ps
 }  // namespace psgd

@@ -65,6 +65,7 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   const WireDTypes wire = WireDTypesFromConfig(config);
   o.wire_gradients = wire.gradients;
   o.wire_weights = wire.weights;
+  o.shared_memory = config.wire().shared_memory();
   const Mode mode = config.training().mode() == config::TrainingConfig::SYNC
                         ? Mode::kSync
                         : Mode::kAsync;

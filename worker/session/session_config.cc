@@ -46,6 +46,7 @@ absl::StatusOr<SessionTaskConfig> SessionTaskFromConfig(
   const ps::WireDTypes wire = ps::WireDTypesFromConfig(config);
   s.client.wire_gradients = wire.gradients;
   s.client.wire_weights = wire.weights;
+  s.client.shared_memory = config.wire().shared_memory();
   return s;
 }
 

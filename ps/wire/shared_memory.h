@@ -1,0 +1,163 @@
+// Tensors through shared memory between a worker and a server on one machine
+// (cluster config `wire { shared_memory: true }`, docs/PS.md "Shared memory on
+// one machine"): the socket's two kernel copies and gRPC's framing of tens of
+// megabytes a step become one memcpy on each side.
+//
+// The worker makes a SharedRegion (an anonymous memfd named "psgd-shm",
+// mapped) and names it in its push or pull (proto/ps.proto, SharedMemory: its
+// pid, the descriptor's number, a random nonce, the size). The server opens it
+// through /proc/<pid>/fd/<fd> (SharedSegments::Attach) after checking that
+// the file is such a memfd, large enough, and starts with the magic and the
+// nonce: a request cannot make the server read or write any other file. A
+// worker on another machine (or another user's, or in another pid namespace)
+// names a segment the server cannot open: the server says so and the bytes go
+// over gRPC as before.
+//
+// A region's first kHeaderBytes hold the magic and nonce; tensors follow at
+// offsets aligned to kSharedAlign (SharedLayout). One call uses a region at a
+// time: the worker writes a push's gradients before the call and reads a
+// pull's weights after it; the server reads and writes only while it serves
+// the call.
+//
+// Thread-safety: a SharedRegion is used by one thread at a time;
+// SharedSegments is thread-safe, and a SharedSegment it returns stays mapped
+// while any caller holds it.
+#ifndef PSGD_PS_WIRE_SHARED_MEMORY_H_
+#define PSGD_PS_WIRE_SHARED_MEMORY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "proto/ps.pb.h"
+
+namespace psgd {
+namespace ps {
+
+// The magic at a region's start, then the 16-byte nonce.
+inline constexpr char kSharedMagic[8] = {'p', 's', 'g', 'd',
+                                         '-', 's', 'h', 'm'};
+inline constexpr int64_t kSharedHeaderBytes = 64;
+inline constexpr int64_t kSharedAlign = 64;
+// The memfd's name (Linux shows it as "/memfd:psgd-shm (deleted)").
+inline constexpr char kSharedMemfdName[] = "psgd-shm";
+
+// Places tensors one after another after the header, each at an offset
+// aligned to kSharedAlign.
+class SharedLayout {
+ public:
+  // The offset of the next `bytes` bytes.
+  int64_t Add(int64_t bytes) {
+    const int64_t offset = end_;
+    end_ += (bytes + kSharedAlign - 1) / kSharedAlign * kSharedAlign;
+    return offset;
+  }
+  // The region size the tensors placed so far need.
+  int64_t size() const { return end_; }
+
+ private:
+  int64_t end_ = kSharedHeaderBytes;
+};
+
+// `size` bytes at `offset` of a segment of `segment` bytes, or
+// INVALID_ARGUMENT naming `what` when they are not within its tensor area.
+absl::StatusOr<int64_t> CheckSharedBytes(const wire::SharedBytes& bytes,
+                                         int64_t segment,
+                                         absl::string_view what);
+
+// The worker's side: a memfd of `size` bytes, mapped.
+class SharedRegion {
+ public:
+  // INTERNAL with the system's error when the memfd cannot be made or
+  // mapped; INVALID_ARGUMENT for a size below the header's.
+  static absl::StatusOr<std::unique_ptr<SharedRegion>> Create(int64_t size);
+  ~SharedRegion();
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+
+  char* data() { return data_; }
+  int64_t size() const { return size_; }
+  // How a request names it.
+  void Describe(wire::SharedMemory* out) const;
+
+ private:
+  SharedRegion(int fd, char* data, int64_t size, uint64_t nonce_high,
+               uint64_t nonce_low);
+
+  const int fd_;
+  char* const data_;
+  const int64_t size_;
+  const uint64_t nonce_high_;
+  const uint64_t nonce_low_;
+};
+
+// The server's view of a worker's region.
+class SharedSegment {
+ public:
+  SharedSegment(char* data, int64_t size) : data_(data), size_(size) {}
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  char* data() const { return data_; }
+  int64_t size() const { return size_; }
+  absl::string_view bytes() const { return absl::string_view(data_, size_); }
+
+ private:
+  char* const data_;
+  const int64_t size_;
+};
+
+// The server's segments, opened once and kept while they are used: a segment
+// unused for kIdle is let go at the next Attach, and at most kMaxSegments are
+// kept (the least recently used go first).
+class SharedSegments {
+ public:
+  static constexpr absl::Duration kIdle = absl::Seconds(120);
+  static constexpr size_t kMaxSegments = 256;
+
+  // `proc_dir`: where the processes' descriptors are (tests name one that
+  // holds none, to play a server on another machine).
+  explicit SharedSegments(std::string proc_dir = "/proc")
+      : proc_dir_(std::move(proc_dir)) {}
+
+  // The segment `ref` names, mapped; FAILED_PRECONDITION starting "shared
+  // memory segment" and saying why when it cannot be opened or is not the
+  // worker's region (not a psgd memfd, smaller than ref.size, another
+  // nonce); INVALID_ARGUMENT for a size below the header's.
+  absl::StatusOr<std::shared_ptr<const SharedSegment>> Attach(
+      const wire::SharedMemory& ref);
+
+  // Segments kept, and their bytes (mapped, not necessarily resident).
+  size_t count() const;
+  int64_t mapped_bytes() const;
+
+ private:
+  using Key = std::tuple<int32_t, int32_t, uint64_t, uint64_t>;
+  struct Entry {
+    std::shared_ptr<const SharedSegment> segment;
+    absl::Time used;
+  };
+  absl::StatusOr<std::shared_ptr<const SharedSegment>> Open(
+      const wire::SharedMemory& ref) const;
+  void EvictLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string proc_dir_;
+  mutable Mutex mu_;
+  std::map<Key, Entry> segments_ ABSL_GUARDED_BY(mu_);
+};
+
+// Whether `status` is SharedSegments::Attach's refusal (the server could
+// not open the segment; the worker sends bytes instead).
+bool IsSharedMemoryRefusal(const absl::Status& status);
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_WIRE_SHARED_MEMORY_H_

@@ -1,0 +1,160 @@
+// The worker's region and the server's segments in one process (the server
+// side opens the region through /proc/self's pid like any other's), and the
+// shared bytes of a request's tensors.
+#include "ps/wire/shared_memory.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "ps/wire/wire.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+wire::SharedMemory Ref(const SharedRegion& region) {
+  wire::SharedMemory ref;
+  region.Describe(&ref);
+  return ref;
+}
+
+TEST_CASE("shared memory: the server sees what the worker wrote, and back") {
+  auto region = SharedRegion::Create(4096);
+  REQUIRE(region.ok());
+  std::memcpy((*region)->data() + 64, "gradient", 8);
+  SharedSegments segments;
+  auto segment = segments.Attach(Ref(**region));
+  REQUIRE(segment.ok());
+  CHECK((*segment)->size() == 4096);
+  CHECK(std::string((*segment)->data() + 64, 8) == "gradient");
+  std::memcpy((*segment)->data() + 128, "weights", 7);
+  CHECK(std::string((*region)->data() + 128, 7) == "weights");
+  // Attached once: the same mapping again, kept while it is used.
+  auto again = segments.Attach(Ref(**region));
+  REQUIRE(again.ok());
+  CHECK(again->get() == segment->get());
+  CHECK(segments.count() == 1);
+  CHECK(segments.mapped_bytes() == 4096);
+}
+
+TEST_CASE("shared memory: what the server refuses to open") {
+  auto region = SharedRegion::Create(4096);
+  REQUIRE(region.ok());
+  SharedSegments segments;
+  wire::SharedMemory ref = Ref(**region);
+
+  SECTION("another nonce: not the region the request means") {
+    ref.set_nonce_low(ref.nonce_low() ^ 1);
+    absl::Status s = segments.Attach(ref).status();
+    CHECK(IsSharedMemoryRefusal(s));
+    CHECK(s.message().find("header") != absl::string_view::npos);
+  }
+  SECTION("larger than the region") {
+    ref.set_size(8192);
+    absl::Status s = segments.Attach(ref).status();
+    CHECK(IsSharedMemoryRefusal(s));
+    CHECK(s.message().find("holds 4096 bytes") != absl::string_view::npos);
+  }
+  SECTION("a descriptor that is no psgd region (a file)") {
+    char path[] = "/tmp/shared_memory_test_XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, 4096) == 0);
+    ref.set_fd(fd);
+    absl::Status s = segments.Attach(ref).status();
+    CHECK(IsSharedMemoryRefusal(s));
+    CHECK(s.message().find("not a /memfd:psgd-shm region") !=
+          absl::string_view::npos);
+    close(fd);
+    unlink(path);
+  }
+  SECTION("no such process here (a worker on another machine)") {
+    SharedSegments elsewhere("/nonexistent-proc");
+    absl::Status s = elsewhere.Attach(ref).status();
+    CHECK(IsSharedMemoryRefusal(s));
+    CHECK(s.message().find("another machine") != absl::string_view::npos);
+  }
+  SECTION("a size below the header is a bad request, not a refusal") {
+    ref.set_size(10);
+    absl::Status s = segments.Attach(ref).status();
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_FALSE(IsSharedMemoryRefusal(s));
+  }
+  CHECK(segments.count() == 0);
+}
+
+TEST_CASE("shared memory: a grown region is a new segment") {
+  SharedSegments segments;
+  auto small = SharedRegion::Create(1024);
+  auto large = SharedRegion::Create(1 << 20);
+  REQUIRE(small.ok());
+  REQUIRE(large.ok());
+  REQUIRE(segments.Attach(Ref(**small)).ok());
+  REQUIRE(segments.Attach(Ref(**large)).ok());
+  CHECK(segments.count() == 2);
+  CHECK(segments.mapped_bytes() == 1024 + (1 << 20));
+}
+
+TEST_CASE("shared memory: tensors laid out after the header, aligned") {
+  SharedLayout layout;
+  CHECK(layout.Add(10) == 64);
+  CHECK(layout.Add(64) == 128);
+  CHECK(layout.Add(0) == 192);
+  CHECK(layout.Add(1) == 192);
+  CHECK(layout.size() == 256);
+}
+
+TEST_CASE("shared memory: a request's tensors read from the segment") {
+  std::string segment(512, '\0');
+  const float values[2] = {1.5f, -2.0f};
+  std::memcpy(&segment[64], values, sizeof(values));
+  google::protobuf::RepeatedPtrField<wire::TensorData> tensors;
+  wire::TensorData* t = tensors.Add();
+  t->set_name("b");
+  t->add_shape(2);
+  t->set_dtype(wire::DT_FLOAT32);
+  t->mutable_shared()->set_offset(64);
+  t->mutable_shared()->set_size(8);
+
+  auto read = TensorBytesFromProto(tensors, segment);
+  REQUIRE(read.ok());
+  REQUIRE((*read)[0].data.size() == 8);
+  CHECK((*read)[0].data.data() == segment.data() + 64);
+
+  SECTION("no segment named") {
+    absl::Status s = TensorBytesFromProto(tensors).status();
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().find("tensor b") != absl::string_view::npos);
+  }
+  SECTION("bytes past the segment's end") {
+    t->mutable_shared()->set_offset(508);
+    absl::Status s = TensorBytesFromProto(tensors, segment).status();
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().find("not within") != absl::string_view::npos);
+  }
+  SECTION("bytes in the header") {
+    t->mutable_shared()->set_offset(8);
+    CHECK(TensorBytesFromProto(tensors, segment).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+  }
+  SECTION("an offset that would overflow") {
+    t->mutable_shared()->set_offset(64);
+    t->mutable_shared()->set_size(INT64_MAX);
+    CHECK(TensorBytesFromProto(tensors, segment).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+  }
+  SECTION("shared bytes beside data") {
+    t->set_data("xxxxxxxx");
+    CHECK(TensorBytesFromProto(tensors, segment).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd
