@@ -14,13 +14,14 @@ Models: the tutorial network and ResNet-20 with batch-norm statistics on
 the servers and local to the workers (the C++ worker), and a PyTorch
 network with batch norm (psgd.torch, model "external"). Optimizers: Adam,
 momentum with weight decay, SGD. Modes: sync N=1 of M=2 (a backup worker)
-and async. Overlap (wire { overlap }) on and off. 2 ps, 2 workers,
-synthetic data, a checkpoint every 10 steps.
+and async. Overlap (wire { overlap }) on and off; shared memory between
+the workers and the servers (wire { shared_memory }) on and off. 2 ps,
+2 workers, synthetic data, a checkpoint every 10 steps.
 
-The whole cross product (4 x 3 x 2 x 2 x 3 = 144 cells) does not fit CI's
+The whole cross product (4 x 3 x 2 x 2 x 2 x 3 = 288 cells) does not fit CI's
 time, so each fault runs 8 cells that together cover every pair of values
 of any two dimensions (model x optimizer, model x mode, model x overlap,
-optimizer x mode, ...) across the three faults: `--list` prints them.
+overlap x shared memory, optimizer x mode, ...) across the three faults: `--list` prints them.
 
 Each cell checks that:
   - every process, restarted ones included, exits 0 and the run ends at
@@ -102,10 +103,12 @@ def cells():
             for k, mode in enumerate(MODES):
                 opt = opts[(f + m + k) % len(opts)]
                 overlap = (f + m + k) % 2 == 1
+                shm = (m // 2 + f + k) % 2 == 1
                 name = f"{fault}-{model}-{opt}-{mode}-" \
-                       f"{'overlap' if overlap else 'plain'}"
+                       f"{'overlap' if overlap else 'plain'}" \
+                       f"{'-shm' if shm else ''}"
                 out.append(dict(name=name, fault=fault, model=model, opt=opt,
-                                mode=mode, overlap=overlap))
+                                mode=mode, overlap=overlap, shm=shm))
     return out
 
 
@@ -140,7 +143,8 @@ class Cell:
                 # be read after the run whichever one it was.
                 f"extra=checkpoint {{ dir: \"{self.ckpt}\" every_steps: {EVERY} "
                 f"keep: 1000 }}",
-                f"extra=wire {{ overlap: {str(cell['overlap']).lower()} }}",
+                f"extra=wire {{ overlap: {str(cell['overlap']).lower()} "
+                f"shared_memory: {str(cell['shm']).lower()} }}",
                 # Long enough that no live worker misses one on a loaded
                 # machine; a killed worker comes back well within it.
                 "extra=worker_lease_seconds: 30",
@@ -317,6 +321,19 @@ class Cell:
                 if line in text:
                     fail(self.c, f"{task} waited for a timeout: "
                                  f"'{line}' in its log")
+            if task.startswith("worker:"):
+                # Shared memory used with both servers when asked for (every
+                # process here is on one machine), and never refused.
+                for shard in range(NUM_PS):
+                    used = re.search(rf"shard {shard} at \S+: pushes and "
+                                     "pulls through shared memory",
+                                     text) is not None
+                    if used != self.c["shm"]:
+                        fail(self.c, f"{task}: shared memory with shard "
+                                     f"{shard} {'not ' if not used else ''}"
+                                     f"used, but asked for: {self.c['shm']}")
+                if "no shared memory (" in text:
+                    fail(self.c, f"{task}: a server refused shared memory")
             for m in LEASE_LINE.finditer(text):
                 fail(self.c, f"{task}: worker {m.group(1)}'s lease ran out "
                              "(a live worker missed it, or the killed one "
