@@ -12,11 +12,14 @@
 #     the same model, DataLoader and SGD without psgd; part 1 is skipped.
 #     --overlap: the cluster's wire { overlap: true }; --wire=bf16 (or
 #     fp16): its gradients and weights in that dtype on the wire (the
-#     servers keep float32; default float32).
+#     servers keep float32; default float32); --shm: its wire {
+#     shared_memory: true } (the worker and the server, both on this
+#     machine, exchange the tensors through shared memory).
 #
 #   scripts/bench/python_overhead.sh [--steps=N] [--batch=B] [--threads=T]
 #                                    [--rounds=R] [--model=NAME] [--overlap]
-#                                    [--wire=float32|bf16|fp16] [--no-build]
+#                                    [--wire=float32|bf16|fp16] [--shm]
+#                                    [--no-build]
 #
 # Defaults: 40 steps of batch 128, 2 threads, 2 rounds (the median is
 # reported), ResNet-20; synthetic data (the comparison needs no download).
@@ -27,18 +30,19 @@ cd "$(dirname "$0")/../.." || exit 1
 source scripts/lib/cluster.sh
 
 steps=40 batch=128 threads=2 rounds=2 build=1 model=resnet20 overlap=false
-wire=float32
+wire=float32 shm=false
 for a in "$@"; do
   case "$a" in
     --model=*) model=${a#--model=} ;;
     --overlap) overlap=true ;;
     --wire=*) wire=${a#--wire=} ;;
+    --shm) shm=true ;;
     --steps=*) steps=${a#--steps=} ;;
     --batch=*) batch=${a#--batch=} ;;
     --threads=*) threads=${a#--threads=} ;;
     --rounds=*) rounds=${a#--rounds=} ;;
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "python_overhead.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -79,7 +83,7 @@ sed "s|^worker { \(.*\) }$|worker { \1 program: \"$program --model=tutorial\" }|
 write_cluster_config "$out/resnet.pbtxt" py-overhead-resnet threads="$threads" \
   batch="$batch" steps="$steps" model=external data="$data" \
   training="optimizer { kind: SGD learning_rate: 0.1 }" \
-  extra="wire { overlap: $overlap$wire_dtypes }"
+  extra="wire { overlap: $overlap shared_memory: $shm$wire_dtypes }"
 if [ "$model" = resnet20 ]; then
   model_program="$program --model=resnet20"
 else
@@ -165,7 +169,7 @@ for ((r = 1; r <= rounds; r++)); do
     run_cluster "$out/resnet.pbtxt" "$out/resnet-$r"
   fi
   s=$(mean "$out/resnet-$r/worker-0.jsonl")
-  echo "round $r: $model, psgd 1x1 sync (overlap $overlap, wire $wire) $s"
+  echo "round $r: $model, psgd 1x1 sync (overlap $overlap, wire $wire, shm $shm) $s"
   echo "round $r: $model, PyTorch alone $t"
   psgd+=("$(sed 's/.*images_per_s=//' <<<"$s")")
   plain+=("$(sed 's/.*images_per_s=//' <<<"$t")")
