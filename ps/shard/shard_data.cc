@@ -126,8 +126,8 @@ void ParameterShard::SettleChunkLocked(int worker_id, const DataChunkRef* chunk,
       return;
     }
     // The worker holds the lease: Return cannot be refused.
-    absl::Status s =
-        data_->Return(worker_id, chunk->epoch, chunk->index, chunk->lease);
+    absl::Status s = data_->Return(worker_id, chunk->epoch, chunk->index,
+                                   chunk->lease, /*dropped=*/true);
     if (!s.ok()) spdlog::warn("{}: {}", name_, s.ToString());
     return;
   }

@@ -115,9 +115,21 @@ absl::StatusOr<DataChunk> DataQueue::Lease(int worker_id) {
   }
   int64_t epoch;
   int64_t index;
-  if (!queued_.empty()) {
-    std::tie(epoch, index) = *queued_.begin();
-    queued_.erase(queued_.begin());
+  // The first queued chunk this worker did not give back; its own only
+  // when the current epoch has no never-leased chunk left.
+  auto queued = queued_.begin();
+  const Epoch& current_epoch = std::prev(epochs_.end())->second;
+  if (current_epoch.next_index < chunks_per_epoch_) {
+    while (
+        queued != queued_.end() &&
+        epochs_.at(queued->first).outstanding.at(queued->second).returned_by ==
+            worker_id) {
+      ++queued;
+    }
+  }
+  if (queued != queued_.end()) {
+    std::tie(epoch, index) = *queued;
+    queued_.erase(queued);
   } else {
     auto current = std::prev(epochs_.end());
     if (current->second.next_index == chunks_per_epoch_) {
@@ -135,6 +147,7 @@ absl::StatusOr<DataChunk> DataQueue::Lease(int worker_id) {
   o.lease = (static_cast<uint64_t>(generation_) << kLeaseSequenceBits) |
             next_sequence_++;
   o.worker = worker_id;
+  o.returned_by = -1;
   ++counters_.leased;
   DataChunk chunk;
   chunk.epoch = epoch;
@@ -239,11 +252,12 @@ absl::Status DataQueue::Done(int worker_id, int64_t epoch, int64_t index,
 }
 
 absl::Status DataQueue::Return(int worker_id, int64_t epoch, int64_t index,
-                               uint64_t lease) {
+                               uint64_t lease, bool dropped) {
   absl::StatusOr<Outstanding*> o = FindLeased(worker_id, epoch, index, lease);
   if (!o.ok()) return o.status();
   (*o)->state = ChunkState::kQueued;
   (*o)->worker = -1;
+  (*o)->returned_by = dropped ? worker_id : -1;
   queued_.emplace(epoch, index);
   ++counters_.returned;
   return absl::OkStatus();

@@ -25,7 +25,14 @@
 //     goes back to the queue;
 //   * WorkerGone: its worker left: every chunk it holds goes back.
 // Lease() serves the chunks that went back first, lowest (epoch, index)
-// first; then the next never-leased chunk of the current epoch; once every
+// first, but not to the worker whose gradient of a chunk was dropped while the
+// current epoch has a chunk never leased (that worker gets such a chunk,
+// and the returned one waits for another worker): a backup worker that is
+// always the last of its step has its chunk returned at every step, and would
+// otherwise lease the same chunk again and again, which then never
+// completes its epoch (found by data_exactly_once_test after a rollback
+// left one worker a step's phase behind the others); then the next
+// never-leased chunk of the current epoch; once every
 // chunk of the current epoch has been leased, the next epoch begins. Chunks
 // of an older epoch still out may complete or come back after that (and
 // are then leased before the new epoch's). An epoch is complete when all of
@@ -234,8 +241,11 @@ class DataQueue {
   // Refusals: the codes above.
   absl::Status Done(int worker_id, int64_t epoch, int64_t index,
                     uint64_t lease);
+  // `dropped`: the chunk's gradient was dropped (stale, surplus, refused),
+  // and the chunk goes to another worker first (the order above);
+  // otherwise (given back unused, its worker gone) to whoever leases next.
   absl::Status Return(int worker_id, int64_t epoch, int64_t index,
-                      uint64_t lease);
+                      uint64_t lease, bool dropped = false);
   // Every chunk `worker_id` holds goes back; returns how many.
   // INVALID_ARGUMENT: a negative worker.
   absl::StatusOr<int64_t> WorkerGone(int worker_id);
@@ -257,8 +267,9 @@ class DataQueue {
   enum class ChunkState { kLeased, kQueued };
   struct Outstanding {
     ChunkState state = ChunkState::kQueued;
-    uint64_t lease = 0;  // the last lease made of it
-    int worker = -1;     // its holder while leased
+    uint64_t lease = 0;    // the last lease made of it
+    int worker = -1;       // its holder while leased
+    int returned_by = -1;  // while queued: the worker whose Return queued it
   };
   struct Epoch {
     std::vector<int64_t> permutation;

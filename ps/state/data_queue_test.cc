@@ -180,6 +180,55 @@ TEST_CASE("returned chunks are leased first, lowest (epoch, index) first") {
   CHECK(q.Snapshot().epochs.size() == 1);
 }
 
+TEST_CASE(
+    "a chunk given back goes to another worker while the epoch has "
+    "fresh ones") {
+  DataQueue q = MakeQueue(100, 10, 5);  // 10 chunks an epoch
+  // Worker 2, a backup that is always the last of its step, gives its
+  // chunk back at every step: it gets a fresh chunk, and worker 0 takes
+  // (and completes) the one it gave.
+  DataChunk held = MustLease(q, 2);
+  for (int step = 0; step < 3; ++step) {
+    const DataChunk given = held;
+    REQUIRE(q.Return(2, given.epoch, given.index, given.lease, true).ok());
+    held = MustLease(q, 2);
+    CHECK(!(held.epoch == given.epoch && held.index == given.index));
+    const DataChunk other = MustLease(q, 0);
+    CHECK((other.epoch == given.epoch && other.index == given.index));
+    REQUIRE(q.Done(0, other.epoch, other.index, other.lease).ok());
+  }
+  CHECK(q.counters().done == 3);
+  CHECK(q.counters().returned == 3);
+}
+
+TEST_CASE(
+    "a worker takes back the chunk it gave when the epoch has no "
+    "fresh ones") {
+  DataQueue q = MakeQueue(10, 5, 1);  // 2 chunks an epoch
+  const DataChunk a = MustLease(q, 0);
+  const DataChunk b = MustLease(q, 0);
+  REQUIRE(q.Return(0, b.epoch, b.index, b.lease, true).ok());
+  const DataChunk b2 = MustLease(q, 0);  // epoch 0 has no fresh chunk
+  CHECK((b2.epoch == 0 && b2.index == 1));
+  REQUIRE(q.Done(0, a.epoch, a.index, a.lease).ok());
+  REQUIRE(q.Done(0, b2.epoch, b2.index, b2.lease).ok());
+  CHECK(q.counters().epochs_completed == 1);
+  // A single worker gets its returned chunk at the end of the epoch.
+  DataQueue one = MakeQueue(30, 10, 1);  // 3 chunks an epoch
+  const DataChunk x = MustLease(one, 0);
+  REQUIRE(one.Return(0, x.epoch, x.index, x.lease, true).ok());
+  const DataChunk y = MustLease(one, 0);
+  CHECK((y.epoch == 0 && y.index == 1));
+  REQUIRE(one.Done(0, y.epoch, y.index, y.lease).ok());
+  const DataChunk z = MustLease(one, 0);
+  CHECK((z.epoch == 0 && z.index == 2));
+  REQUIRE(one.Done(0, z.epoch, z.index, z.lease).ok());
+  const DataChunk x2 = MustLease(one, 0);
+  CHECK((x2.epoch == 0 && x2.index == 0));
+  REQUIRE(one.Done(0, x2.epoch, x2.index, x2.lease).ok());
+  CHECK(one.counters().epochs_completed == 1);
+}
+
 TEST_CASE("a worker gone returns every chunk it holds, and only those") {
   DataQueue q = MakeQueue(100, 10, 5);
   const DataChunk a = MustLease(q, 7);
