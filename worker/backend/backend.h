@@ -215,6 +215,10 @@ class Backend {
   // y = a + b (the residual add; also sums gradients). y may be a or b.
   virtual absl::Status Add(ConstDeviceView a, ConstDeviceView b,
                            DeviceView y) = 0;
+  // y = max(a + b, 0): the residual add and the ReLU after it in one pass
+  // (ReluBackward then takes this y as its mask). y may be a or b.
+  virtual absl::Status AddRelu(ConstDeviceView a, ConstDeviceView b,
+                               DeviceView y) = 0;
   // dst = src; element counts must match.
   virtual absl::Status Copy(ConstDeviceView src, DeviceView dst) = 0;
   // Global average pooling. x: (N, C, H, W) in the layout of

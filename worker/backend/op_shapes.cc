@@ -96,6 +96,7 @@ std::string Conv2dShape::ToString() const {
         padding == kSamePadding ? std::string("same") : absl::StrCat(padding),
         has_bias ? "" : " no bias");
   }
+  if (relu) absl::StrAppend(&s, " relu");
   if (in_block != 0 || out_block != 0) {
     absl::StrAppend(&s, " blocks ", in_block, "/", out_block);
   }

@@ -65,6 +65,11 @@ struct Conv2dShape {
   // ValidateChannelBlock.
   int64_t in_block = 0;
   int64_t out_block = 0;
+  // Forward applies max(y, 0) after the bias: a ReLU fused into the
+  // convolution (the inference fold of convolution + batch norm + ReLU,
+  // worker/models/network_model.h). The backward calls are the
+  // convolution's alone.
+  bool relu = false;
 
   // Stride 1, SAME, with a bias.
   bool default_form() const {

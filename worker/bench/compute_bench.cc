@@ -16,7 +16,9 @@
 // (cpu:conv=im2col, ...). Without python3-torch or the peer script it says
 // so and still reports its own figure. `ratio_vs_torch=X` is our rate over
 // the like-for-like peer's (the tutorial's with LRN), median of the rounds;
-// the last line is exactly `images_per_s=X`.
+// --eval also times a layer-graph network's inference with batch norm
+// folded into its convolutions and without (`eval_fold_ratio=X`); the last
+// line is exactly `images_per_s=X`.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +61,11 @@ ABSL_FLAG(std::string, network_peer_script,
 ABSL_FLAG(std::string, python, "/usr/bin/python3",
           "Python with PyTorch for the peer.");
 ABSL_FLAG(int, peer_steps, 30, "The peer's timed steps.");
+ABSL_FLAG(bool, eval, false,
+          "Also time inference (Evaluate, batch norm's running statistics) "
+          "of a layer-graph network with the convolution + batch norm fold "
+          "and without it, alternating in each round; prints "
+          "eval_fold_ratio.");
 ABSL_FLAG(int, rounds, 1,
           "Rounds of (ours, the peer runs); the figures are the medians.");
 
@@ -168,6 +175,31 @@ absl::Status Run() {
     }
   }
   const double own_median = Median(own_rates);
+
+  if (absl::GetFlag(FLAGS_eval)) {
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--eval: ", model_name, " is not a layer graph"));
+    }
+    std::vector<double> folded, plain;
+    for (int round = 1; round <= rounds; ++round) {
+      for (bool fold : {true, false}) {
+        ASSIGN_OR_RETURN(const double rate,
+                         TimeEvaluation(backend.get(), model_name, batch,
+                                        warmup, steps, /*seed=*/1, fold));
+        (fold ? folded : plain).push_back(rate);
+      }
+      std::printf(
+          "round %d: eval %s, batch %lld: folded %.1f images/s, unfolded "
+          "%.1f, ratio %.3fx [load %.2f]\n",
+          round, model_name.c_str(), static_cast<long long>(batch),
+          folded.back(), plain.back(), folded.back() / plain.back(),
+          LoadAverage());
+      std::fflush(stdout);
+    }
+    std::printf("eval_images_per_s=%.1f eval_fold_ratio=%.3f\n", Median(folded),
+                Median(folded) / Median(plain));
+  }
 
   // The machine's FMA peak, for the arithmetic line and a network's
   // breakdown.

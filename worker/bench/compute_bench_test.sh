@@ -17,4 +17,15 @@ if "$bench" --model=resnet21 --peer=false --peak=false >"$TEST_TMPDIR/o" 2>&1; t
   echo "an unknown model was accepted"; exit 1
 fi
 grep -q "unknown model 'resnet21'.*resnet20 (272,474 parameters)" "$TEST_TMPDIR/o"
+# --eval: inference with and without the batch norm fold, for a layer graph
+# only.
+out=$("$bench" --model=resnet20 --batch=4 --threads=1 --steps=1 --warmup=0 \
+  --peer=false --peak=false --eval 2>&1) || { echo "$out"; exit 1; }
+grep -Eq "^round 1: eval resnet20, batch 4: folded [0-9.]+ images/s, unfolded [0-9.]+" <<<"$out"
+grep -Eq "^eval_images_per_s=[0-9.]+ eval_fold_ratio=[0-9.]+$" <<<"$out"
+if "$bench" --model=cifar10_tutorial --steps=1 --warmup=0 --peer=false \
+  --peak=false --eval >"$TEST_TMPDIR/o" 2>&1; then
+  echo "--eval of a hand-written model was accepted"; exit 1
+fi
+grep -q "eval: cifar10_tutorial is not a layer graph" "$TEST_TMPDIR/o"
 echo "compute_bench_test: ok"

@@ -8,18 +8,22 @@
 #include "common/status_macros.h"
 #include "ps/state/options.h"
 #include "worker/models/initialize.h"
+#include "worker/models/network_model.h"
 #include "worker/models/registry.h"
 #include "worker/random.h"
 #include "worker/train/local_optimizer.h"
 
 namespace psgd {
 
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
 absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
                                                 const std::string& model_name,
                                                 int64_t batch, int warmup,
                                                 int steps, uint64_t seed,
                                                 LayerProfile* profile) {
-  using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::time_point a, Clock::time_point b) {
     return 1e3 * std::chrono::duration<double>(b - a).count();
   };
@@ -67,6 +71,46 @@ absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
   r.adam_ms /= steps;
   r.images_per_s = batch * 1e3 / (r.compute_ms + r.adam_ms);
   return r;
+}
+
+absl::StatusOr<double> TimeEvaluation(Backend* backend,
+                                      const std::string& model_name,
+                                      int64_t batch, int warmup, int steps,
+                                      uint64_t seed, bool fold_batch_norm) {
+  if (batch < 1 || warmup < 0 || steps < 1) {
+    return absl::InvalidArgumentError(
+        "TimeEvaluation: batch and steps must be >= 1, warmup >= 0");
+  }
+  absl::StatusOr<NetworkSpec> spec = ModelNetworkSpec(model_name);
+  if (absl::IsNotFound(spec.status())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", model_name, " is not a layer graph: no inference to time"));
+  }
+  if (!spec.ok()) return spec.status();
+  NetworkOptions options;
+  options.fold_batch_norm = fold_batch_norm;
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Model> model,
+      CreateNetworkModel(std::move(spec).value(), backend, options));
+  Shape shape = model->image_shape();
+  shape.insert(shape.begin(), batch);
+  Tensor images(shape);
+  std::vector<int32_t> labels(batch);
+  Rng rng(seed);
+  for (float& v : images.span()) v = static_cast<float>(rng.Normal());
+  for (int32_t& l : labels) {
+    l = static_cast<int32_t>(rng.UniformInt(model->num_classes()));
+  }
+  const NamedTensors weights = InitialValues(model->variables(), seed);
+  Clock::time_point start;
+  for (int s = 0; s < warmup + steps; ++s) {
+    if (s == warmup) start = Clock::now();
+    RETURN_IF_ERROR(
+        model->Evaluate(ViewsOf(weights), images.view(), labels).status());
+  }
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  return batch * steps / seconds;
 }
 
 }  // namespace psgd

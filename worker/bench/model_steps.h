@@ -36,6 +36,17 @@ absl::StatusOr<ModelStepsResult> TimeModelSteps(
     Backend* backend, const std::string& model_name, int64_t batch, int warmup,
     int steps, uint64_t seed, LayerProfile* profile = nullptr);
 
+// Timed inference of a layer-graph network (resnet20, ...): `warmup`
+// untimed, then `steps` timed Model::Evaluate calls on a fixed random batch
+// with batch norm's running statistics, with the inference fold of
+// convolution + batch norm (+ ReLU) or without it
+// (NetworkOptions::fold_batch_norm). Returns images per second.
+// INVALID_ARGUMENT for an unknown model or one written by hand.
+absl::StatusOr<double> TimeEvaluation(Backend* backend,
+                                      const std::string& model_name,
+                                      int64_t batch, int warmup, int steps,
+                                      uint64_t seed, bool fold_batch_norm);
+
 }  // namespace psgd
 
 #endif  // PSGD_WORKER_BENCH_MODEL_STEPS_H_

@@ -3,6 +3,7 @@
 // kernel choice and edge shapes (batch 1, odd sizes, even kernels, kernels
 // larger than the image). Tolerance: relative error below 1e-4.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "worker/backend/backend.h"
 #include "worker/backend_factory/factory.h"
@@ -155,6 +156,66 @@ TEST_CASE("conv2d in bfloat16 compute stays within bfloat16's rounding") {
       CHECK(e < 2e-2);
       // Not float32 itself: the rounding is there.
       CHECK_FALSE(e < 1e-6);
+    }
+  }
+}
+
+// Conv2dShape::relu (the inference fold's convolution + ReLU): the forward
+// is max(y, 0) of the same convolution without it, with and without a
+// bias, strided, in NCHW and in channel blocks, on every CPU kernel; the
+// backward calls are the convolution's alone.
+TEST_CASE("conv2d with a fused ReLU is max(conv2d, 0)") {
+  Conv2dShape strided = Conv(2, 16, 8, 8, 32, 3, 3);
+  strided.stride = 2;
+  strided.padding = 1;
+  strided.has_bias = false;
+  Conv2dShape blocked = strided;
+  blocked.has_bias = true;
+  blocked.in_block = blocked.out_block = 16;
+  for (const std::string& name : testing::CpuBackendNames()) {
+    auto backend = testing::MakeBackend(name);
+    std::vector<Conv2dShape> shapes = {Conv(2, 3, 6, 6, 5, 3, 3)};
+    if (name == "cpu") {
+      shapes.push_back(strided);
+      if (backend->ChannelBlock() == 16) shapes.push_back(blocked);
+    }
+    for (Conv2dShape s : shapes) {
+      INFO(name << " " << s.ToString());
+      auto plain = Unwrap(backend->CreateConv2d(s));
+      s.relu = true;
+      auto fused = Unwrap(backend->CreateConv2d(s));
+      Backend* be = backend.get();
+      DeviceTensor x = testing::Upload(
+          be, testing::RandomValues(NumElements(s.input()), 1, -1, 1),
+          s.input());
+      DeviceTensor w = testing::Upload(
+          be, testing::RandomValues(NumElements(s.filter()), 2, -1, 1),
+          s.filter());
+      DeviceTensor b = testing::Upload(
+          be, testing::RandomValues(NumElements(s.bias()), 3, -1, 1), s.bias());
+      DeviceTensor y = Zeros(be, s.output()), yr = Zeros(be, s.output());
+      REQUIRE_OK(plain->Forward(x.view(), w.view(), b.view(), y.view()));
+      REQUIRE_OK(fused->Forward(x.view(), w.view(), b.view(), yr.view()));
+      const std::vector<float> want = testing::Download(be, y.view());
+      const std::vector<float> got = testing::Download(be, yr.view());
+      int64_t negative = 0, positive = 0;
+      for (size_t k = 0; k < want.size(); ++k) {
+        if (want[k] < 0) {
+          ++negative;
+          CHECK(got[k] == 0.0f);
+        } else {
+          ++positive;
+          CHECK(std::abs(got[k] - want[k]) <= 1e-6f * (1.0f + want[k]));
+        }
+      }
+      CHECK(negative > 0);
+      CHECK(positive > 0);
+      // The backward is the convolution's: the same as the plain op's.
+      DeviceTensor dx = Zeros(be, s.input()), dxr = Zeros(be, s.input());
+      REQUIRE_OK(plain->BackwardData(y.view(), w.view(), dx.view()));
+      REQUIRE_OK(fused->BackwardData(y.view(), w.view(), dxr.view()));
+      CHECK(testing::Download(be, dx.view()) ==
+            testing::Download(be, dxr.view()));
     }
   }
 }

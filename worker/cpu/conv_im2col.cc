@@ -40,6 +40,10 @@ class Im2colConv2d : public Conv2dOp {
     }
     BiasAddKernel(shape_.batch, shape_.out_channels, plane_, b.data(), y.data(),
                   pool_);
+    if (shape_.relu) {
+      ReluForwardKernel(shape_.batch * shape_.out_channels * plane_, y.data(),
+                        y.data(), pool_);
+    }
     return absl::OkStatus();
   }
 

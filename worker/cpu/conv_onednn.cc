@@ -146,22 +146,37 @@ absl::Status OneDnnConv2d::Init() {
     // it accumulates and writes float32 (y; dx; dw and db): the caller's
     // tensors stay float32 either way.
     const auto in = context_->bf16 ? &AnyBf16 : &Any;
-    dnnl::convolution_forward::primitive_desc fwd_pd(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo,
-                                        in(shape_.input()), in(shape_.filter()),
-                                        b_md, Any(shape_.output()), strides,
-                                        pad_l, pad_r),
-        attr, eng);
+    auto fwd_desc = [&](dnnl::prop_kind kind) {
+      return dnnl::convolution_forward::desc(
+          kind, algo, in(shape_.input()), in(shape_.filter()), b_md,
+          Any(shape_.output()), strides, pad_l, pad_r);
+    };
+    // The backward's hint: the training forward, without post-ops.
+    const dnnl::convolution_forward::primitive_desc hint_pd(
+        fwd_desc(dnnl::prop_kind::forward_training), attr, eng);
+    dnnl::convolution_forward::primitive_desc fwd_pd = hint_pd;
+    if (shape_.relu) {
+      // A fused ReLU is a post-op of the forward, applied to each output as
+      // it is written (an inference forward: the fold's).
+      dnnl::post_ops relu;
+      relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      // Its own attributes: a copy of `attr` would share them.
+      dnnl::primitive_attr fwd_attr;
+      fwd_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      fwd_attr.set_post_ops(relu);
+      fwd_pd = dnnl::convolution_forward::primitive_desc(
+          fwd_desc(dnnl::prop_kind::forward_inference), fwd_attr, eng);
+    }
     dnnl::convolution_backward_data::primitive_desc bwd_pd(
         dnnl::convolution_backward_data::desc(
             algo, Any(shape_.input()), in(shape_.filter()), in(shape_.output()),
             strides, pad_l, pad_r),
-        attr, eng, fwd_pd);
+        attr, eng, hint_pd);
     dnnl::convolution_backward_weights::primitive_desc bww_pd(
         dnnl::convolution_backward_weights::desc(
             algo, in(shape_.input()), Any(shape_.filter()), b_md,
             in(shape_.output()), strides, pad_l, pad_r),
-        attr, eng, fwd_pd);
+        attr, eng, hint_pd);
 
     forward_ = dnnl::convolution_forward(fwd_pd);
     backward_data_ = dnnl::convolution_backward_data(bwd_pd);

@@ -200,6 +200,14 @@ class CpuBackend : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status AddRelu(ConstDeviceView a, ConstDeviceView b,
+                       DeviceView y) override {
+    RETURN_IF_ERROR(CheckSameShape("add relu", a.shape(), b.shape()));
+    RETURN_IF_ERROR(CheckSameShape("add relu", a.shape(), y.shape()));
+    AddReluKernel(y.size(), a.data(), b.data(), y.data(), &pool_);
+    return absl::OkStatus();
+  }
+
   absl::Status Copy(ConstDeviceView src, DeviceView dst) override {
     RETURN_IF_ERROR(CheckSameCount("copy", src.size(), dst.size()));
     if (src.data() != dst.data()) {

@@ -37,6 +37,13 @@ void AddKernel(int64_t n, const float* a, const float* b, float* y,
   });
 }
 
+void AddReluKernel(int64_t n, const float* a, const float* b, float* y,
+                   ThreadPool* pool) {
+  pool->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = std::max(a[i] + b[i], 0.0f);
+  });
+}
+
 void GlobalAvgPoolForwardKernel(int64_t rows, int64_t inner, int64_t block,
                                 const float* x, float* y, ThreadPool* pool) {
   const float scale = 1.0f / static_cast<float>(inner);

@@ -33,6 +33,10 @@ void BiasGradKernel(int64_t batch, int64_t channels, int64_t inner,
 void AddKernel(int64_t n, const float* a, const float* b, float* y,
                ThreadPool* pool);
 
+// a, b, y: (n). y = max(a + b, 0); y may be a or b.
+void AddReluKernel(int64_t n, const float* a, const float* b, float* y,
+                   ThreadPool* pool);
+
 // x: (rows, inner)  ->  y: (rows) = mean of each row. rows is N*C and inner
 // H*W for an image tensor. With a channel block b > 0 (op_shapes.h), x is
 // (rows / b, inner, b) and y still (rows); each mean is summed in the same

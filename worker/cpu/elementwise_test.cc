@@ -4,6 +4,7 @@
 // away from ReLU's kink. Tolerance: relative error below 1e-4.
 #include "worker/cpu/elementwise.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "worker/backend/backend.h"
@@ -115,7 +116,7 @@ TEST_CASE("bias add and its gradient, over images and matrices") {
   }
 }
 
-TEST_CASE("add and copy, also in place") {
+TEST_CASE("add, add with its ReLU, and copy, also in place") {
   auto backend = testing::MakeBackend("cpu");
   Backend* b = backend.get();
   for (int64_t n : {1, 7, 100000}) {
@@ -125,17 +126,25 @@ TEST_CASE("add and copy, also in place") {
     DeviceTensor dx = Upload(b, x, {n});
     DeviceTensor dz = Upload(b, z, {n});
     DeviceTensor y = Zeros(b, {n});
-    REQUIRE_OK(b->Add(dx.view(), dz.view(), y.view()));
+    REQUIRE_OK(b->AddRelu(dx.view(), dz.view(), y.view()));
     std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = std::max(x[i] + z[i], 0.0f);
+    CHECK(Download(b, y.view()) == want);
+    REQUIRE_OK(b->Add(dx.view(), dz.view(), y.view()));
     for (int64_t i = 0; i < n; ++i) want[i] = x[i] + z[i];
     CHECK(Download(b, y.view()) == want);
     REQUIRE_OK(b->Add(dx.view(), dz.view(), dx.view()));
     CHECK(Download(b, dx.view()) == want);
-    REQUIRE_OK(b->Copy(dz.view(), y.view()));
-    CHECK(Download(b, y.view()) == z);
+    REQUIRE_OK(b->AddRelu(dx.view(), dz.view(), dz.view()));
+    for (int64_t i = 0; i < n; ++i) want[i] = std::max(want[i] + z[i], 0.0f);
+    CHECK(Download(b, dz.view()) == want);
+    REQUIRE_OK(b->Copy(dx.view(), y.view()));
+    CHECK(Download(b, y.view()) == Download(b, dx.view()));
   }
   DeviceTensor a = Zeros(b, {2, 3}), c = Zeros(b, {3, 2});
   CHECK(b->Add(a.view(), c.view(), a.view()).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(b->AddRelu(a.view(), c.view(), a.view()).code() ==
         absl::StatusCode::kInvalidArgument);
 }
 

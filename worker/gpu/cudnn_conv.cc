@@ -272,9 +272,10 @@ class CudnnConv2d : public Conv2dOp {
         cudnnConvolutionForward(ctx_->cudnn(), &kOne, x_desc_.get(), input,
                                 w_desc_.get(), w, fwd_conv_.get(), fwd_.algo,
                                 ws, fwd_.workspace, &kZero, y_desc_.get(), y));
-    if (!shape_.has_bias) return absl::OkStatus();
-    return LaunchBiasAdd(shape_.batch, shape_.out_channels, out_plane_, b, y,
-                         ctx_->stream());
+    if (!shape_.has_bias && !shape_.relu) return absl::OkStatus();
+    return LaunchBiasAdd(shape_.batch, shape_.out_channels, out_plane_,
+                         shape_.has_bias ? b : nullptr, y, ctx_->stream(),
+                         shape_.relu);
   }
 
   absl::Status RunBackwardData(const float* dy, const float* w, float* dx) {

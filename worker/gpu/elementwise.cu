@@ -14,13 +14,15 @@ constexpr int64_t kMaxBiasGradSplits = 32;
 // Kernels
 // ---------------------------------------------------------------------------
 
-// y: (N, C, inner); b: (C). total = N * C * inner.
+// y: (N, C, inner); b: (C) or null. total = N * C * inner.
 template <typename I>
 __global__ void BiasAddKernel(I total, I channels, I inner,
-                              const float* __restrict__ b,
+                              const float* __restrict__ b, bool relu,
                               float* __restrict__ y) {
   for (I i = GridStart<I>(); i < total; i += GridStride<I>()) {
-    y[i] += b[(i / inner) % channels];
+    float v = y[i];
+    if (b != nullptr) v += b[(i / inner) % channels];
+    y[i] = relu ? fmaxf(v, 0.0f) : v;
   }
 }
 
@@ -115,8 +117,12 @@ __global__ void Crop2dKernel(I total, I h, I w, I hp, I wp, I top, I left,
 }
 
 template <typename I>
-__global__ void AddKernel(I n, const float* a, const float* b, float* y) {
-  for (I i = GridStart<I>(); i < n; i += GridStride<I>()) y[i] = a[i] + b[i];
+__global__ void AddKernel(I n, const float* a, const float* b, bool relu,
+                          float* y) {
+  for (I i = GridStart<I>(); i < n; i += GridStride<I>()) {
+    const float v = a[i] + b[i];
+    y[i] = relu ? fmaxf(v, 0.0f) : v;
+  }
 }
 
 // One block per plane.
@@ -147,15 +153,16 @@ __global__ void GlobalAvgPoolBackwardKernel(I total, I inner, float scale,
 // ---------------------------------------------------------------------------
 
 absl::Status LaunchBiasAdd(int64_t batch, int64_t channels, int64_t inner,
-                           const float* b, float* y, cudaStream_t stream) {
+                           const float* b, float* y, cudaStream_t stream,
+                           bool relu) {
   const int64_t total = batch * channels * inner;
   if (FitsInt32(total)) {
     BiasAddKernel<int><<<BlocksFor(total), kThreads, 0, stream>>>(
         static_cast<int>(total), static_cast<int>(channels),
-        static_cast<int>(inner), b, y);
+        static_cast<int>(inner), b, relu, y);
   } else {
     BiasAddKernel<int64_t><<<BlocksFor(total), kThreads, 0, stream>>>(
-        total, channels, inner, b, y);
+        total, channels, inner, b, relu, y);
   }
   return KernelLaunchStatus("BiasAddKernel");
 }
@@ -240,12 +247,12 @@ absl::Status LaunchCrop2d(int64_t planes, int64_t h, int64_t w, int64_t hp,
 }
 
 absl::Status LaunchAdd(int64_t n, const float* a, const float* b, float* y,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, bool relu) {
   if (FitsInt32(n)) {
-    AddKernel<int>
-        <<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<int>(n), a, b, y);
+    AddKernel<int><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<int>(n),
+                                                          a, b, relu, y);
   } else {
-    AddKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(n, a, b, y);
+    AddKernel<int64_t><<<BlocksFor(n), kThreads, 0, stream>>>(n, a, b, relu, y);
   }
   return KernelLaunchStatus("AddKernel");
 }

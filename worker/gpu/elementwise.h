@@ -24,9 +24,11 @@
 namespace psgd::gpu {
 
 // y: (N, C, inner); b: (C). y[n, c, i] += b[c]. inner is H*W for an image
-// tensor and 1 for a (N, C) matrix.
+// tensor and 1 for a (N, C) matrix. With relu, y = max(y + b, 0) (b may
+// then be null: y = max(y, 0)).
 absl::Status LaunchBiasAdd(int64_t batch, int64_t channels, int64_t inner,
-                           const float* b, float* y, cudaStream_t stream);
+                           const float* b, float* y, cudaStream_t stream,
+                           bool relu = false);
 
 // The float64 scratch LaunchBiasGrad needs, in elements.
 int64_t BiasGradScratchElements(int64_t batch, int64_t channels);
@@ -68,8 +70,9 @@ absl::Status LaunchCrop2d(int64_t planes, int64_t h, int64_t w, int64_t hp,
 
 // a, b, y: (n). y = a + b (the residual add; also sums gradients). y may
 // be a or b.
+// With relu, y = max(a + b, 0).
 absl::Status LaunchAdd(int64_t n, const float* a, const float* b, float* y,
-                       cudaStream_t stream);
+                       cudaStream_t stream, bool relu = false);
 
 // x: (planes, inner)  ->  y: (planes), each plane's mean (summed in
 // float64): global average pooling with planes = N * C, inner = H * W.

@@ -135,6 +135,17 @@ class GpuBackend : public Backend {
         "add: ");
   }
 
+  absl::Status AddRelu(ConstDeviceView a, ConstDeviceView b,
+                       DeviceView y) override {
+    RETURN_IF_ERROR(CheckSameShape("add relu", a.shape(), b.shape()));
+    RETURN_IF_ERROR(CheckSameShape("add relu", a.shape(), y.shape()));
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        gpu::LaunchAdd(y.size(), a.data(), b.data(), y.data(), ctx_->stream(),
+                       /*relu=*/true),
+        "add relu: ");
+  }
+
   absl::Status Copy(ConstDeviceView src, DeviceView dst) override {
     RETURN_IF_ERROR(CheckSameCount("copy", src.size(), dst.size()));
     if (src.data() == dst.data()) return absl::OkStatus();

@@ -1,6 +1,7 @@
 #include "worker/models/network_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <utility>
@@ -27,9 +28,20 @@ struct Node {
   DeviceTensor batch_mean, batch_var;  // batch norm: (C), for the backward
   int64_t block = 0;                   // out's and grad's layout (op_shapes.h)
   bool fused = false;                  // a ReLU run by its input's batch norm
+  // A ReLU run by its input's add (Backend::AddRelu; its backward still
+  // runs), and that add.
+  bool add_relu = false;
+  bool relu_after = false;
   bool add_alias = false;     // grad is its only consumer's (an add's) grad
   bool add_shares = false;    // grad is an add's too, others summed in after
   bool grad_written = false;  // during a backward
+  // Inference (NetworkOptions::fold_batch_norm): a convolution's batch
+  // norm folded into it (the layer after it; -1: none) and the op that
+  // runs it so, made at the first inference; a batch norm that its
+  // convolution runs.
+  int folds = -1;
+  std::unique_ptr<Conv2dOp> folded;
+  bool folded_away = false;
 };
 
 struct Plan {
@@ -112,11 +124,12 @@ Shape Batched(int64_t n, const Shape& s) {
 
 class NetworkModel : public Model {
  public:
-  NetworkModel(NetworkSpec spec, Backend* backend,
+  NetworkModel(NetworkSpec spec, Backend* backend, NetworkOptions options,
                std::unique_ptr<DeviceVariables> vars,
                std::unique_ptr<DeviceVariables> state)
       : spec_(std::move(spec)),
         backend_(backend),
+        options_(options),
         vars_(std::move(vars)),
         state_(std::move(state)) {}
 
@@ -202,6 +215,10 @@ class NetworkModel : public Model {
   // The plan of `batch` images, made on first use.
   absl::StatusOr<Plan*> PlanOf(int64_t batch);
   absl::Status Forward(Plan* p, bool training);
+  // Inference: the weights and biases of the plan's folded convolutions
+  // from the current weights and running statistics (Node::folds), and
+  // their ops on first use.
+  absl::Status Fold(Plan* p);
   absl::StatusOr<StepResult> Loss(Plan* p, absl::Span<const int32_t> labels);
   absl::Status Backward(Plan* p);
   // With a profile: the backend synchronised and the time now, to be
@@ -245,9 +262,17 @@ class NetworkModel : public Model {
 
   const NetworkSpec spec_;
   Backend* const backend_;  // Not owned.
+  const NetworkOptions options_;
   std::unique_ptr<DeviceVariables> vars_;
   std::unique_ptr<DeviceVariables> state_;          // running statistics
   std::map<int64_t, std::unique_ptr<Plan>> plans_;  // by batch size
+  // A folded convolution's weight and bias (by layer; Fold), and the host
+  // copies it computes them from.
+  struct FoldedWeights {
+    DeviceTensor weight, bias;
+  };
+  std::map<int, FoldedWeights> folded_;
+  Tensor fold_w_, fold_b_, fold_gamma_, fold_beta_, fold_mean_, fold_var_;
   // The plan of the last training step (its batch statistics); null before.
   LayerProfile* profile_ = nullptr;  // ProfileLayers; not owned
   Plan* last_trained_ = nullptr;
@@ -275,18 +300,38 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
     p->nodes[i].fused = layers[i].kind == LayerKind::kRelu &&
                         layers[in].kind == LayerKind::kBatchNorm &&
                         only_consumer(in) == i;
+    // And into a residual add: one pass instead of two in the forward.
+    p->nodes[i].add_relu = layers[i].kind == LayerKind::kRelu &&
+                           layers[in].kind == LayerKind::kAdd &&
+                           only_consumer(in) == i;
+    if (p->nodes[i].add_relu) p->nodes[in].relu_after = true;
   }
-  // Buffers. A fused ReLU writes its batch norm's output (in place); an
-  // add's inputs share its gradient, a fused batch norm its ReLU's. Every
-  // other output and gradient has a life of its own (Life), and outputs and
-  // gradients whose lives do not meet share memory (PackLives): an output
-  // that no backward reads (an add's, which only its ReLU's forward reads)
-  // frees its memory in the forward already, and the outputs of the last
-  // layers, whose backward runs first, free theirs for the gradients of the
-  // first.
+  // Fold batch norm into the convolution before it, in inference. Only the
+  // layer right after: the convolution then writes the batch norm's output
+  // one layer early, when nothing but its own input is read, and that
+  // input's life (to the convolution's backward) meets the output's, so
+  // the two never share memory (PackLives).
+  for (int i = 1; options_.fold_batch_norm && i + 1 < count; ++i) {
+    if (layers[i].kind == LayerKind::kConv &&
+        layers[i + 1].kind == LayerKind::kBatchNorm &&
+        only_consumer(i) == i + 1) {
+      p->nodes[i].folds = i + 1;
+      p->nodes[i + 1].folded_away = true;
+    }
+  }
+  // Buffers. A fused ReLU writes its batch norm's or add's output (in
+  // place); an add's inputs share its gradient, a fused batch norm its
+  // ReLU's. Every other output and gradient has a life of its own (Life),
+  // and outputs and gradients whose lives do not meet share memory
+  // (PackLives): an output that no backward reads (an add's whose ReLU is
+  // not its own) frees its memory in the forward already, and the outputs
+  // of the last layers, whose backward runs first, free theirs for the
+  // gradients of the first.
   std::vector<int> out_owner(count), grad_owner(count);
   for (int i = 0; i < count; ++i) {
-    out_owner[i] = p->nodes[i].fused ? out_owner[layers[i].inputs[0]] : i;
+    out_owner[i] = p->nodes[i].fused || p->nodes[i].add_relu
+                       ? out_owner[layers[i].inputs[0]]
+                       : i;
   }
   for (int i = count - 1; i >= 0; --i) {
     const int c = only_consumer(i);
@@ -533,7 +578,61 @@ absl::StatusOr<int64_t> NetworkModel::StepBytes(int64_t batch) {
          backend_->WorkspaceBytes();
 }
 
+absl::Status NetworkModel::Fold(Plan* p) {
+  const std::vector<Layer>& layers = spec_.layers;
+  for (size_t i = 1; i < layers.size(); ++i) {
+    Node& n = p->nodes[i];
+    if (n.folds < 0) continue;
+    const Layer& conv = layers[i];
+    const Layer& bn = layers[n.folds];
+    Conv2dShape s = n.conv->shape();
+    FoldedWeights& f = folded_[static_cast<int>(i)];
+    if (f.weight.size() == 0) {
+      ASSIGN_OR_RETURN(f.weight, backend_->Allocate(s.filter()));
+      ASSIGN_OR_RETURN(f.bias, backend_->Allocate({s.out_channels}));
+    }
+    if (n.folded == nullptr) {
+      s.has_bias = true;
+      s.relu = p->nodes[n.folds].bn->shape().relu;  // its fused ReLU
+      ASSIGN_OR_RETURN(n.folded, backend_->CreateConv2d(s));
+    }
+    const int64_t channels = s.out_channels;
+    auto host = [&](ConstDeviceView v, Tensor* t) {
+      if (t->shape() != v.shape()) *t = Tensor(v.shape());
+      return backend_->CopyToHost(v, t->view());
+    };
+    RETURN_IF_ERROR(host(Weight(conv, 0), &fold_w_));
+    RETURN_IF_ERROR(host(Weight(bn, 0), &fold_gamma_));
+    RETURN_IF_ERROR(host(Weight(bn, 1), &fold_beta_));
+    RETURN_IF_ERROR(host(state_->weight(bn.state), &fold_mean_));
+    RETURN_IF_ERROR(host(state_->weight(bn.state + 1), &fold_var_));
+    if (fold_b_.shape() != Shape{channels}) fold_b_ = Tensor({channels});
+    if (conv.bias) {
+      RETURN_IF_ERROR(host(Weight(conv, 1), &fold_b_));
+    } else {
+      std::fill(fold_b_.span().begin(), fold_b_.span().end(), 0.0f);
+    }
+    const double epsilon = p->nodes[n.folds].bn->shape().epsilon;
+    const int64_t per_channel = fold_w_.size() / channels;
+    float* w = fold_w_.data();
+    float* b = fold_b_.data();
+    for (int64_t c = 0; c < channels; ++c) {
+      const double scale = static_cast<double>(fold_gamma_.data()[c]) /
+                           std::sqrt(fold_var_.data()[c] + epsilon);
+      for (int64_t k = c * per_channel; k < (c + 1) * per_channel; ++k) {
+        w[k] = static_cast<float>(w[k] * scale);
+      }
+      b[c] = static_cast<float>((b[c] - fold_mean_.data()[c]) * scale +
+                                fold_beta_.data()[c]);
+    }
+    RETURN_IF_ERROR(backend_->CopyToDevice(fold_w_.view(), f.weight.view()));
+    RETURN_IF_ERROR(backend_->CopyToDevice(fold_b_.view(), f.bias.view()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status NetworkModel::Forward(Plan* p, bool training) {
+  if (!training) RETURN_IF_ERROR(Fold(p));
   for (size_t i = 1; i < spec_.layers.size(); ++i) {
     const Layer& l = spec_.layers[i];
     Node& n = p->nodes[i];
@@ -546,10 +645,17 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
       case LayerKind::kInput:
         break;
       case LayerKind::kConv:
+        if (!training && n.folds >= 0) {
+          const FoldedWeights& f = folded_.at(static_cast<int>(i));
+          RETURN_IF_ERROR(n.folded->Forward(x, f.weight.view(), f.bias.view(),
+                                            p->nodes[n.folds].out));
+          break;
+        }
         RETURN_IF_ERROR(n.conv->Forward(
             x, Weight(l, 0), l.bias ? Weight(l, 1) : ConstDeviceView(), n.out));
         break;
       case LayerKind::kBatchNorm:
+        if (!training && n.folded_away) break;  // its convolution ran it
         if (training) {
           RETURN_IF_ERROR(n.bn->ForwardTraining(
               x, Weight(l, 0), Weight(l, 1), n.out, n.batch_mean.view(),
@@ -562,10 +668,17 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
         }
         break;
       case LayerKind::kRelu:
-        if (!n.fused) RETURN_IF_ERROR(backend_->ReluForward(x, n.out));
+        if (!n.fused && !n.add_relu) {
+          RETURN_IF_ERROR(backend_->ReluForward(x, n.out));
+        }
         break;
       case LayerKind::kAdd:
-        RETURN_IF_ERROR(backend_->Add(x, p->nodes[l.inputs[1]].out, n.out));
+        if (n.relu_after) {
+          RETURN_IF_ERROR(
+              backend_->AddRelu(x, p->nodes[l.inputs[1]].out, n.out));
+        } else {
+          RETURN_IF_ERROR(backend_->Add(x, p->nodes[l.inputs[1]].out, n.out));
+        }
         break;
       case LayerKind::kMaxPool:
         RETURN_IF_ERROR(n.pool->Forward(x, n.out));
@@ -631,7 +744,8 @@ absl::Status NetworkModel::Backward(Plan* p) {
         RETURN_IF_ERROR(Accumulate(p, in));
         break;
       case LayerKind::kRelu:
-        // Fused: its batch norm's backward applies the mask.
+        // Fused: its batch norm's backward applies the mask. A ReLU run by
+        // its add takes the mask from the shared output as any other.
         if (n.fused) break;
         RETURN_IF_ERROR(backend_->ReluBackward(n.out, n.grad, Target(p, in)));
         RETURN_IF_ERROR(Accumulate(p, in));
@@ -681,8 +795,8 @@ absl::Status NetworkModel::Backward(Plan* p) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> CreateNetworkModel(NetworkSpec spec,
-                                                          Backend* backend) {
+absl::StatusOr<std::unique_ptr<Model>> CreateNetworkModel(
+    NetworkSpec spec, Backend* backend, NetworkOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceVariables> vars,
                    DeviceVariables::Create(spec.variables, backend));
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceVariables> state,
@@ -690,7 +804,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateNetworkModel(NetworkSpec spec,
   const NamedTensors initial = InitialValues(spec.state, 0);
   RETURN_IF_ERROR(state->Upload(ViewsOf(initial)));
   return std::unique_ptr<Model>(std::make_unique<NetworkModel>(
-      std::move(spec), backend, std::move(vars), std::move(state)));
+      std::move(spec), backend, options, std::move(vars), std::move(state)));
 }
 
 }  // namespace psgd

@@ -307,6 +307,106 @@ TEST_CASE("channel-blocked layers choose their layouts by group") {
   }
 }
 
+// Every case of the inference fold (NetworkOptions::fold_batch_norm): a
+// convolution with a bias into a batch norm with a fused ReLU, one without
+// a bias into a batch norm read by an add, one into a batch norm read by
+// a ReLU and an add (folded without the ReLU, which runs as a layer), one
+// read by two layers (not folded) and a batch norm after a pooling (not
+// folded). Logits and Evaluate with running statistics away from (0, 1)
+// against the float64 reference and against the model without the fold;
+// the state stays as it was, and a training step after the inference is
+// the unfolded model's.
+NetworkSpec FoldNetwork(int64_t c) {
+  NetworkBuilder b("fold", {3, 8, 8}, 5, 1e-2f);
+  int x = b.Relu(b.BatchNorm(
+      b.Conv(b.input(), "conv1", c, 3, 1, 1, /*bias=*/true), "bn1"));
+  const int y = b.BatchNorm(b.Conv(x, "conv2", c, 3, 1, 1), "bn2");
+  const int z = b.Conv(x, "conv3", c, 1, 1, 0);  // two readers
+  x = b.Relu(b.Add(y, b.Add(b.BatchNorm(z, "bn3"), z)));
+  const int u = b.BatchNorm(b.Conv(x, "conv4", c, 3, 2, 1), "bn4");
+  x = b.Add(b.Relu(u), u);  // bn4's ReLU is not fused
+  x = b.BatchNorm(b.MaxPool(x, 2, 2), "bn5");
+  b.Dense(b.GlobalAvgPool(x), "fc", 5);
+  return Unwrap(std::move(b).Build());
+}
+
+TEST_CASE("inference folds batch norm into the convolution before it") {
+  for (const char* backend_name : {"cpu", "cpu:layout=plain"}) {
+    auto backend = testing::MakeBackend(backend_name);
+    for (int64_t c : {4, 16}) {
+      INFO(backend_name << ", " << c << " channels");
+      const NetworkSpec spec = FoldNetwork(c);
+      auto folded = Unwrap(CreateNetworkModel(spec, backend.get()));
+      NetworkOptions off;
+      off.fold_batch_norm = false;
+      auto plain = Unwrap(CreateNetworkModel(spec, backend.get(), off));
+      NamedTensors weights = InitialValues(spec.variables, 5);
+      for (const VariableSpec& v : spec.variables) {
+        if (v.shape.size() != 1) continue;  // biases, gamma, beta
+        const auto r = testing::RandomValues(NumElements(v.shape),
+                                             v.name.size(), -0.5, 0.5);
+        Tensor& t = weights.at(v.name);
+        for (int64_t k = 0; k < t.size(); ++k) t.data()[k] += r[k];
+      }
+      NamedTensors state;
+      std::vector<Vec> state_values;
+      for (size_t s = 0; s < spec.state.size(); ++s) {
+        const VariableSpec& v = spec.state[s];
+        const bool is_var = s % 2 == 1;
+        std::vector<float> r =
+            testing::RandomValues(NumElements(v.shape), 100 + s,
+                                  is_var ? 0.3 : -0.5, is_var ? 2.0 : 0.5);
+        state[v.name] = Unwrap(Tensor::FromVector(v.shape, r));
+        state_values.push_back(testing::ToDouble(r));
+      }
+      REQUIRE_OK(folded->SetState(ViewsOf(state)));
+      REQUIRE_OK(plain->SetState(ViewsOf(state)));
+      const auto values = testing::RandomValues(kBatch * 3 * 64, 9, -1, 1);
+      Tensor images = Unwrap(Tensor::FromVector({kBatch, 3, 8, 8}, values));
+      const std::vector<int32_t> labels = {1, 4, 0, 2};
+
+      Tensor la({kBatch, 5}), lb({kBatch, 5});
+      REQUIRE_OK(folded->Logits(ViewsOf(weights), images.view(), la.view()));
+      REQUIRE_OK(plain->Logits(ViewsOf(weights), images.view(), lb.view()));
+      std::vector<Vec> w;
+      for (const VariableSpec& v : spec.variables) {
+        const Tensor& t = weights.at(v.name);
+        w.push_back(Vec(t.data(), t.data() + t.size()));
+      }
+      Vec want;
+      ReferenceLoss(spec, w, testing::ToDouble(values), labels, false,
+                    state_values, nullptr, &want);
+      const std::vector<float> got(la.data(), la.data() + la.size());
+      CHECK(testing::MaxRelativeDifference(got, want) < 1e-5);
+      CHECK(testing::MaxRelativeDifference(
+                got, testing::ToDouble(std::vector<float>(
+                         lb.data(), lb.data() + lb.size()))) < 1e-5);
+      const StepResult ea =
+          Unwrap(folded->Evaluate(ViewsOf(weights), images.view(), labels));
+      const StepResult eb =
+          Unwrap(plain->Evaluate(ViewsOf(weights), images.view(), labels));
+      CHECK(std::abs(ea.loss - eb.loss) < 1e-5 * std::abs(eb.loss));
+      CHECK(ea.correct == eb.correct);
+      NamedTensors after;
+      REQUIRE_OK(folded->GetState(&after));
+      for (const auto& [name, t] : state) {
+        CHECK(std::equal(t.data(), t.data() + t.size(), after.at(name).data()));
+      }
+      // Training after an inference runs the layers as they are.
+      NamedTensors ga, gb;
+      const StepResult ta = Unwrap(folded->ComputeGradients(
+          ViewsOf(weights), images.view(), labels, &ga));
+      const StepResult tb = Unwrap(plain->ComputeGradients(
+          ViewsOf(weights), images.view(), labels, &gb));
+      CHECK(ta.loss == tb.loss);
+      for (const auto& [name, g] : gb) {
+        INFO(name);
+        CHECK(std::equal(g.data(), g.data() + g.size(), ga.at(name).data()));
+      }
+    }
+  }
+}
+
 TEST_CASE("channel-blocked and NCHW activations give the same step") {
   auto blocked = testing::MakeBackend("cpu");
   auto plain = testing::MakeBackend("cpu:layout=plain");

@@ -2,7 +2,7 @@
 // backward filter (with the bias gradient) on random inputs, for the
 // tutorial's shapes, batch 1, odd sizes, even kernels (explicit padding), a
 // kernel larger than the image and the ResNets' strided, padded, bias-free
-// forms, under every GPU option set. Tolerance
+// forms, with a fused ReLU, under every GPU option set. Tolerance
 // kFloat32Tolerance (1e-4 of the largest value), and kTf32Tolerance with
 // tf32=on (gpu_testing.h says why).
 #include <catch2/catch.hpp>
@@ -60,6 +60,9 @@ const std::vector<Conv2dShape> kShapes = {
     {2, 16, 32, 32, 32, 1, 1, 2, 0, false},
     {3, 5, 9, 7, 4, 3, 3, 2, 1, false},
     {2, 3, 8, 8, 4, 3, 3, 2, Conv2dShape::kSamePadding, true},
+    // With a fused ReLU (the inference fold), with and without a bias.
+    {2, 16, 8, 8, 32, 3, 3, 2, 1, true, 0, 0, /*relu=*/true},
+    {2, 16, 8, 8, 16, 3, 3, 1, 1, false, 0, 0, /*relu=*/true},
 };
 
 void Compare(const std::string& gpu_name, double tolerance) {

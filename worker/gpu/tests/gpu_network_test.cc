@@ -111,14 +111,16 @@ TEST_CASE("gpu batch norm matches the cpu backend") {
   }
 }
 
-TEST_CASE("gpu add, copy and global average pooling match the cpu backend") {
+TEST_CASE(
+    "gpu add, add with its relu, copy and global average pooling match the "
+    "cpu backend") {
   auto cpu = testing::MakeBackend("cpu");
   auto gpu = testing::MakeGpuBackend("gpu:0");
   const Shape x_shape = {3, 5, 7, 9}, y_shape = {3, 5};
   const auto a = testing::RandomValues(NumElements(x_shape), 1, -1, 1);
   const auto b = testing::RandomValues(NumElements(x_shape), 2, -1, 1);
   const auto g = testing::RandomValues(NumElements(y_shape), 3, -1, 1);
-  std::vector<float> want[4], got[4];
+  std::vector<float> want[5], got[5];
   for (int k = 0; k < 2; ++k) {
     Backend* be = k == 0 ? cpu.get() : gpu.get();
     std::vector<float>* out = k == 0 ? want : got;
@@ -128,6 +130,9 @@ TEST_CASE("gpu add, copy and global average pooling match the cpu backend") {
     DeviceTensor spread = Zeros(be, x_shape);
     REQUIRE_OK(be->Add(ta.view(), tb.view(), sum.view()));
     REQUIRE_OK(be->Add(sum.view(), tb.view(), sum.view()));  // in place
+    DeviceTensor relu = Zeros(be, x_shape);
+    REQUIRE_OK(be->AddRelu(ta.view(), tb.view(), relu.view()));
+    out[4] = Download(be, relu.view());
     REQUIRE_OK(be->Copy(ta.view(), copy.view()));
     REQUIRE_OK(be->GlobalAvgPoolForward(ta.view(), 0, pooled.view()));
     REQUIRE_OK(be->GlobalAvgPoolBackward(tg.view(), 0, spread.view()));
@@ -136,7 +141,7 @@ TEST_CASE("gpu add, copy and global average pooling match the cpu backend") {
     out[2] = Download(be, pooled.view());
     out[3] = Download(be, spread.view());
   }
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     INFO("output " << i);
     CHECK(RelativeError(got[i], want[i]) < testing::kFloat32Tolerance);
   }
