@@ -164,8 +164,15 @@ absl::Status OneDnnConv2d::Init() {
       dnnl::primitive_attr fwd_attr;
       fwd_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       fwd_attr.set_post_ops(relu);
+      // On the training forward's activation layouts: left to choose,
+      // oneDNN takes channels-last here, and every call would reorder the
+      // blocked activations in and out.
       fwd_pd = dnnl::convolution_forward::primitive_desc(
-          fwd_desc(dnnl::prop_kind::forward_inference), fwd_attr, eng);
+          dnnl::convolution_forward::desc(
+              dnnl::prop_kind::forward_inference, algo, hint_pd.src_desc(),
+              in(shape_.filter()), b_md, hint_pd.dst_desc(), strides, pad_l,
+              pad_r),
+          fwd_attr, eng);
     }
     dnnl::convolution_backward_data::primitive_desc bwd_pd(
         dnnl::convolution_backward_data::desc(
