@@ -16,7 +16,23 @@
 namespace psgd {
 
 namespace {
+
 using Clock = std::chrono::steady_clock;
+
+// `batch` images of standard normal pixels and uniform labels for `model`.
+void RandomBatch(const Model& model, int64_t batch, uint64_t seed,
+                 Tensor* images, std::vector<int32_t>* labels) {
+  Shape shape = model.image_shape();
+  shape.insert(shape.begin(), batch);
+  *images = Tensor(shape);
+  labels->assign(batch, 0);
+  Rng rng(seed);
+  for (float& v : images->span()) v = static_cast<float>(rng.Normal());
+  for (int32_t& l : *labels) {
+    l = static_cast<int32_t>(rng.UniformInt(model.num_classes()));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
@@ -33,15 +49,9 @@ absl::StatusOr<ModelStepsResult> TimeModelSteps(Backend* backend,
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    CreateModel(model_name, backend));
-  Shape shape = model->image_shape();
-  shape.insert(shape.begin(), batch);
-  Tensor images(shape);
-  std::vector<int32_t> labels(batch);
-  Rng rng(seed);
-  for (float& v : images.span()) v = static_cast<float>(rng.Normal());
-  for (int32_t& l : labels) {
-    l = static_cast<int32_t>(rng.UniformInt(model->num_classes()));
-  }
+  Tensor images;
+  std::vector<int32_t> labels;
+  RandomBatch(*model, batch, seed, &images, &labels);
   NamedTensors weights = InitialValues(model->variables(), seed), grads;
   // Adam with TensorFlow's defaults, as the servers apply it.
   ASSIGN_OR_RETURN(
@@ -92,15 +102,9 @@ absl::StatusOr<double> TimeEvaluation(Backend* backend,
   ASSIGN_OR_RETURN(
       std::unique_ptr<Model> model,
       CreateNetworkModel(std::move(spec).value(), backend, options));
-  Shape shape = model->image_shape();
-  shape.insert(shape.begin(), batch);
-  Tensor images(shape);
-  std::vector<int32_t> labels(batch);
-  Rng rng(seed);
-  for (float& v : images.span()) v = static_cast<float>(rng.Normal());
-  for (int32_t& l : labels) {
-    l = static_cast<int32_t>(rng.UniformInt(model->num_classes()));
-  }
+  Tensor images;
+  std::vector<int32_t> labels;
+  RandomBatch(*model, batch, seed, &images, &labels);
   const NamedTensors weights = InitialValues(model->variables(), seed);
   Clock::time_point start;
   for (int s = 0; s < warmup + steps; ++s) {
