@@ -12,6 +12,7 @@
 #include "worker/cpu/batch_norm_onednn.h"
 #include "worker/cpu/conv_im2col.h"
 #include "worker/cpu/conv_onednn.h"
+#include "worker/cpu/conv_winograd.h"
 #include "worker/cpu/dense.h"
 #include "worker/cpu/elementwise.h"
 #include "worker/cpu/lrn.h"
@@ -145,7 +146,7 @@ class CpuBackend : public Backend {
     return static_cast<int64_t>(context_.workspace.reserved());
   }
   int64_t ChannelBlock() const override {
-    if (!options_.blocked_layout || options_.conv != ConvAlgorithm::kOneDnn) {
+    if (!options_.blocked_layout || options_.conv == ConvAlgorithm::kIm2col) {
       return 0;
     }
     return OneDnnChannelBlock();
@@ -155,6 +156,10 @@ class CpuBackend : public Backend {
       const Conv2dShape& shape) override {
     if (options_.conv == ConvAlgorithm::kIm2col) {
       return CreateIm2colConv2d(shape, gemm_, &pool_);
+    }
+    if (options_.conv == ConvAlgorithm::kWinograd && !context_.bf16 &&
+        WinogradConv2dApplies(shape)) {
+      return CreateWinogradConv2d(shape, &context_, &pool_);
     }
     return CreateOneDnnConv2d(shape, &context_);
   }
@@ -277,6 +282,8 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
       options.conv = ConvAlgorithm::kOneDnn;
     } else if (kv.first == "conv" && kv.second == "im2col") {
       options.conv = ConvAlgorithm::kIm2col;
+    } else if (kv.first == "conv" && kv.second == "winograd") {
+      options.conv = ConvAlgorithm::kWinograd;
     } else if (kv.first == "gemm" && kv.second == "onednn") {
       options.gemm = GemmLibrary::kOneDnn;
     } else if (kv.first == "gemm" && kv.second == "openblas") {
@@ -300,7 +307,8 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "cpu backend option '", item,
-          "' is not one of conv=onednn, conv=im2col, gemm=onednn, "
+          "' is not one of conv=onednn, conv=im2col, conv=winograd, "
+          "gemm=onednn, "
           "gemm=openblas, lrn=fused, lrn=onednn, pool=openmp, pool=threads, "
           "layout=blocked, layout=plain, compute=f32, compute=bf16"));
     }
@@ -320,7 +328,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
     threads =
         std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
-  if (options.bf16_compute && options.conv != ConvAlgorithm::kOneDnn) {
+  if (options.bf16_compute && options.conv == ConvAlgorithm::kIm2col) {
     return absl::InvalidArgumentError(
         "cpu backend: compute=bf16 runs oneDNN's convolutions; it does not "
         "go with conv=im2col");

@@ -1,13 +1,16 @@
 // The CPU backend: the reference that the CUDA backend is checked against,
 // and the backend of every test and of machines without a GPU.
 //
-// "Device" memory is 64-byte aligned host memory. Convolutions and matrix
-// products go through oneDNN by default (its OpenMP threads); pooling, LRN,
-// ReLU, bias and the loss are this folder's kernels on a ThreadPool of the
-// same size. Other kernels can be chosen by name for measurement:
+// "Device" memory is 64-byte aligned host memory. By default the 3x3,
+// stride-1 convolutions on 16-channel blocks run as Winograd's F(2x2, 3x3)
+// (AVX-512, float32; conv_winograd.h), the other convolutions and the matrix
+// products through oneDNN (its OpenMP threads); pooling, LRN, ReLU, bias and
+// the loss are this folder's kernels on a ThreadPool of the same size (the
+// OpenMP team). Other kernels can be chosen by name for measurement:
 //
-//   cpu                conv=onednn,gemm=onednn,lrn=fused,pool=openmp
+//   cpu                conv=winograd,gemm=onednn,lrn=fused,pool=openmp
 //                      (the default)
+//   cpu:conv=onednn    oneDNN's direct convolution for every shape
 //   cpu:conv=im2col    im2col + GEMM convolution
 //   cpu:gemm=openblas  OpenBLAS for every GEMM (with conv=im2col, also the
 //                      convolutions' GEMMs)
@@ -43,12 +46,14 @@
 
 namespace psgd {
 
-enum class ConvAlgorithm { kOneDnn, kIm2col };
+enum class ConvAlgorithm { kOneDnn, kIm2col, kWinograd };
 enum class LrnAlgorithm { kFused, kOneDnn };
 
 struct CpuBackendOptions {
   int threads = 0;  // 0: one per core
-  ConvAlgorithm conv = ConvAlgorithm::kOneDnn;
+  // kWinograd: F(2x2, 3x3) where WinogradConv2dApplies, oneDNN's direct
+  // kernel elsewhere (and in bfloat16 compute).
+  ConvAlgorithm conv = ConvAlgorithm::kWinograd;
   LrnAlgorithm lrn = LrnAlgorithm::kFused;
   GemmLibrary gemm = GemmLibrary::kOneDnn;
   ThreadPool::Runtime pool = ThreadPool::Runtime::kOpenMp;
@@ -59,7 +64,8 @@ struct CpuBackendOptions {
   bool bf16_compute = false;
 };
 
-// Parses "cpu" or "cpu:key=value,key=value" (keys conv: onednn|im2col, gemm:
+// Parses "cpu" or "cpu:key=value,key=value" (keys conv:
+// onednn|im2col|winograd, gemm:
 // onednn|openblas, lrn: fused|onednn, pool: openmp|threads, layout:
 // blocked|plain, compute: f32|bf16) into options
 // with `threads`.

@@ -41,8 +41,12 @@ TEST_CASE("backends are created by name; bad names are refused clearly") {
 TEST_CASE("cpu backend names parse into options") {
   CpuBackendOptions o = Unwrap(ParseCpuBackendName("cpu", 3));
   CHECK(o.threads == 3);
-  CHECK(o.conv == ConvAlgorithm::kOneDnn);
+  CHECK(o.conv == ConvAlgorithm::kWinograd);
   CHECK(o.gemm == GemmLibrary::kOneDnn);
+  CHECK(Unwrap(ParseCpuBackendName("cpu:conv=onednn", 1)).conv ==
+        ConvAlgorithm::kOneDnn);
+  CHECK(Unwrap(ParseCpuBackendName("cpu:conv=winograd", 1)).conv ==
+        ConvAlgorithm::kWinograd);
   CHECK(o.pool == ThreadPool::Runtime::kOpenMp);
   o = Unwrap(
       ParseCpuBackendName("cpu:gemm=openblas,conv=im2col,pool=threads", 1));

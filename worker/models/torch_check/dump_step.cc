@@ -2,6 +2,7 @@
 // out for torch_check.py to redo in PyTorch.
 //
 //   dump_step --model=resnet20 --batch=8 --out_dir=DIR [--seed=1]
+//             [--backend=cpu]
 //
 // Writes DIR/step.bin (float32 values, one tensor after another) and
 // DIR/manifest.tsv, one line per tensor: KIND NAME SHAPE OFFSET, with KIND
@@ -23,6 +24,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -35,6 +37,8 @@ ABSL_FLAG(std::string, model, "resnet20", "Model, by registry name.");
 ABSL_FLAG(int, batch, 8, "Batch size.");
 ABSL_FLAG(std::string, out_dir, "", "Directory for step.bin and manifest.tsv.");
 ABSL_FLAG(int, seed, 1, "Seed of the weights and the batch.");
+ABSL_FLAG(std::string, backend, "cpu",
+          "CPU backend: cpu or cpu:OPTIONS (worker/cpu/cpu_backend.h).");
 
 namespace psgd {
 namespace {
@@ -67,11 +71,16 @@ class Writer {
 };
 
 absl::Status Run(const std::string& model_name, int64_t batch,
-                 const std::string& dir, uint64_t seed) {
+                 const std::string& dir, uint64_t seed,
+                 const std::string& backend_name) {
+  if (!absl::StartsWith(backend_name, "cpu")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend=", backend_name, ": dump_step runs a CPU backend"));
+  }
   BackendOptions options;
   options.threads = 2;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                   CreateBackend("cpu", options));
+                   CreateBackend(backend_name, options));
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    CreateModel(model_name, backend.get()));
   Rng rng(seed);
@@ -136,7 +145,8 @@ int main(int argc, char** argv) {
   }
   absl::Status s =
       psgd::Run(absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_batch), dir,
-                static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+                static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)),
+                absl::GetFlag(FLAGS_backend));
   if (!s.ok()) {
     std::fprintf(stderr, "dump_step: %s\n", s.ToString().c_str());
     return 1;

@@ -41,8 +41,12 @@ DTYPE = torch.float64
 
 
 # float32 rounding of the C++ forward, with room: values this close to a
-# kink or a tie may land on either side.
-TIE_MARGIN = 1e-6
+# kink or a tie may land on either side. (1e-6 while every convolution was a
+# direct sum; Winograd's F(2x2, 3x3), the CPU default, rounds about three
+# times more, and wrn_28_10's batch at seed 2, a ReLU input 1.19e-6 from 0,
+# flipped. Most batches come within 1e-5 of a kink somewhere, so the margin
+# cannot be much wider: BUILD's seeds are fair at 2e-6.)
+TIE_MARGIN = 2e-6
 EXIT_NEAR_TIE = 3
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One training step of a model in C++ (dump_step) against PyTorch
-# (torch_check.py). Usage: torch_check_test.sh MODEL BATCH FIRST_SEED
+# (torch_check.py). Usage: torch_check_test.sh MODEL BATCH FIRST_SEED [BACKEND]
+# (BACKEND: dump_step's --backend, cpu by default).
 #
 # A batch that comes within float32 rounding of a ReLU kink or a max-pooling
 # tie is not a fair test (torch_check.py exits 3); the next seed is drawn, up
@@ -10,6 +11,7 @@ set -euo pipefail
 model="$1"
 batch="$2"
 seed="$3"
+backend="${4:-cpu}"
 here=worker/models/torch_check
 if ! python3 -c 'import torch' 2>/dev/null; then
   echo "torch_check_test: python3 has no torch; run scripts/setup.sh" >&2
@@ -19,11 +21,11 @@ dir="${TEST_TMPDIR:-$(mktemp -d)}/${model}"
 mkdir -p "${dir}"
 for attempt in $(seq 1 10); do
   "${here}/dump_step" --model="${model}" --batch="${batch}" --seed="${seed}" \
-    --out_dir="${dir}"
+    --out_dir="${dir}" --backend="${backend}"
   rc=0
   python3 "${here}/torch_check.py" --model="${model}" --dir="${dir}" || rc=$?
   if [ "${rc}" -ne 3 ]; then
-    echo "torch_check_test: ${model} batch ${batch} seed ${seed}"
+    echo "torch_check_test: ${model} batch ${batch} seed ${seed} backend ${backend}"
     exit "${rc}"
   fi
   seed=$((seed + 1))
