@@ -35,8 +35,8 @@
 #include "worker/bench/model_steps.h"
 #include "worker/bench/op_profile.h"
 #include "worker/bench/peer.h"
-#include "worker/cpu/cpu_backend.h"
 #include "worker/cli.h"
+#include "worker/cpu/cpu_backend.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
 

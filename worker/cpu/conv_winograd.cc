@@ -143,8 +143,8 @@ __attribute__((target("avx512f"))) void InputTransform(const Pass& p,
       for (int i = 0; i < 4; ++i) {
         for (int j = 0; j < 4; ++j) {
           d[i][j] = row_in[i] && col_in[j]
-                        ? _mm512_loadu_ps(
-                              src + ((h0 + i) * g.width + w0 + j) * kLanes)
+                        ? _mm512_loadu_ps(src + ((h0 + i) * g.width + w0 + j) *
+                                                    kLanes)
                         : zero;
         }
       }
@@ -170,15 +170,20 @@ __attribute__((target("avx512f"))) void InputTransform(const Pass& p,
   }
 }
 
-// c (kRows x 16 kVectors) = a (kRows x depth) . b (depth x 16 kVectors),
-// row-major with row strides lda, ldb, ldc; the sums in registers.
-template <int kVectors>
+// c (kRows x 16 kVectors) = op(a) . b, or += with kAccumulate, where op(a)
+// is kRows x depth: a itself, row-major with row stride lda, or with
+// kTransposeA the transpose of a (depth x kRows, row stride lda); b is
+// (depth x 16 kVectors). Row strides ldb, ldc; the sums in registers.
+template <int kVectors, bool kAccumulate, bool kTransposeA>
 __attribute__((target("avx512f"), always_inline)) inline void ProductKernel(
     const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
     int64_t ldc, int64_t depth) {
   __m512 acc[kRows][kVectors];
   for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < kVectors; ++v) {
+      acc[r][v] = kAccumulate ? _mm512_loadu_ps(c + r * ldc + v * kLanes)
+                              : _mm512_setzero_ps();
+    }
   }
   for (int64_t k = 0; k < depth; ++k) {
     __m512 bk[kVectors];
@@ -186,7 +191,8 @@ __attribute__((target("avx512f"), always_inline)) inline void ProductKernel(
       bk[v] = _mm512_loadu_ps(b + k * ldb + v * kLanes);
     }
     for (int r = 0; r < kRows; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r * lda + k]);
+      const __m512 ar =
+          _mm512_set1_ps(kTransposeA ? a[k * lda + r] : a[r * lda + k]);
       for (int v = 0; v < kVectors; ++v) {
         acc[r][v] = _mm512_fmadd_ps(ar, bk[v], acc[r][v]);
       }
@@ -199,23 +205,30 @@ __attribute__((target("avx512f"), always_inline)) inline void ProductKernel(
   }
 }
 
-// c (rows x cols) = a (rows x depth) . b (depth x cols), rows a multiple of
-// kRows and cols of 16. Column strips outside, so that a strip of b stays
-// in the L1 cache while every row block passes it.
+// c (rows x cols) = op(a) . b (+= with kAccumulate), op(a) (rows x depth)
+// being a (rows x depth) or, with kTransposeA, a^T of a (depth x rows); b
+// is (depth x cols), all row-major and dense; rows a multiple of kRows and
+// cols of 16. Column strips outside, so that a strip of b stays in the L1
+// cache while every row block passes it.
+template <bool kAccumulate, bool kTransposeA>
 __attribute__((target("avx512f"))) void Product(const float* a, const float* b,
                                                 float* c, int64_t rows,
                                                 int64_t cols, int64_t depth) {
+  const int64_t lda = kTransposeA ? rows : depth;
+  const int64_t row_step = kTransposeA ? 1 : depth;  // a's, per row of c
   int64_t col = 0;
   for (; col + 2 * kLanes <= cols; col += 2 * kLanes) {
     for (int64_t r = 0; r < rows; r += kRows) {
-      ProductKernel<2>(a + r * depth, depth, b + col, cols, c + r * cols + col,
-                       cols, depth);
+      ProductKernel<2, kAccumulate, kTransposeA>(a + r * row_step, lda, b + col,
+                                                 cols, c + r * cols + col, cols,
+                                                 depth);
     }
   }
   for (; col < cols; col += kLanes) {
     for (int64_t r = 0; r < rows; r += kRows) {
-      ProductKernel<1>(a + r * depth, depth, b + col, cols, c + r * cols + col,
-                       cols, depth);
+      ProductKernel<1, kAccumulate, kTransposeA>(a + r * row_step, lda, b + col,
+                                                 cols, c + r * cols + col, cols,
+                                                 depth);
     }
   }
 }
@@ -302,8 +315,9 @@ __attribute__((target("avx512f"))) void RunChunk(const Pass& p, int64_t t0,
     }
   }
   for (int64_t e = 0; e < kElements; ++e) {
-    Product(v + e * v_stride, p.u + e * p.in_channels * p.out_channels,
-            m + e * m_stride, rows, p.out_channels, p.in_channels);
+    Product</*kAccumulate=*/false, /*kTransposeA=*/false>(
+        v + e * v_stride, p.u + e * p.in_channels * p.out_channels,
+        m + e * m_stride, rows, p.out_channels, p.in_channels);
   }
   OutputTransform(p, t0, t1, m_stride, m);
 }
@@ -345,13 +359,14 @@ __attribute__((target("avx512f"))) void GradientTransform(
       const float* src = p.in + (n * blocks + kb) * plane;
       __m512 d[2][2];
       d[0][0] = _mm512_loadu_ps(src + (h0 * g.width + w0) * kLanes);
-      d[0][1] = col1 ? _mm512_loadu_ps(src + (h0 * g.width + w0 + 1) * kLanes)
-                     : zero;
+      d[0][1] =
+          col1 ? _mm512_loadu_ps(src + (h0 * g.width + w0 + 1) * kLanes) : zero;
       d[1][0] = row1 ? _mm512_loadu_ps(src + ((h0 + 1) * g.width + w0) * kLanes)
                      : zero;
-      d[1][1] = row1 && col1 ? _mm512_loadu_ps(
-                                   src + ((h0 + 1) * g.width + w0 + 1) * kLanes)
-                             : zero;
+      d[1][1] =
+          row1 && col1
+              ? _mm512_loadu_ps(src + ((h0 + 1) * g.width + w0 + 1) * kLanes)
+              : zero;
       float* sum = bias_sum + kb * kLanes;
       _mm512_storeu_ps(
           sum, _mm512_add_ps(_mm512_loadu_ps(sum),
@@ -368,66 +383,12 @@ __attribute__((target("avx512f"))) void GradientTransform(
       float* dst = ot + kb * kLanes;
       for (int j = 0; j < 4; ++j) {
         _mm512_storeu_ps(dst + (0 + j) * stride, c[0][j]);
-        _mm512_storeu_ps(
-            dst + (4 + j) * stride,
-            _mm512_mul_ps(half, _mm512_add_ps(c[0][j], c[1][j])));
-        _mm512_storeu_ps(
-            dst + (8 + j) * stride,
-            _mm512_mul_ps(half, _mm512_sub_ps(c[0][j], c[1][j])));
+        _mm512_storeu_ps(dst + (4 + j) * stride,
+                         _mm512_mul_ps(half, _mm512_add_ps(c[0][j], c[1][j])));
+        _mm512_storeu_ps(dst + (8 + j) * stride,
+                         _mm512_mul_ps(half, _mm512_sub_ps(c[0][j], c[1][j])));
         _mm512_storeu_ps(dst + (12 + j) * stride, c[1][j]);
       }
-    }
-  }
-}
-
-// c (kRows x 16 kVectors) += a^T . b, where a is (depth x kRows) and b
-// (depth x 16 kVectors), row-major with row strides lda, ldb, ldc.
-template <int kVectors>
-__attribute__((target("avx512f"), always_inline)) inline void
-AccumulateKernel(const float* a, int64_t lda, const float* b, int64_t ldb,
-                 float* c, int64_t ldc, int64_t depth) {
-  __m512 acc[kRows][kVectors];
-  for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kVectors; ++v) {
-      acc[r][v] = _mm512_loadu_ps(c + r * ldc + v * kLanes);
-    }
-  }
-  for (int64_t k = 0; k < depth; ++k) {
-    __m512 bk[kVectors];
-    for (int v = 0; v < kVectors; ++v) {
-      bk[v] = _mm512_loadu_ps(b + k * ldb + v * kLanes);
-    }
-    for (int r = 0; r < kRows; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[k * lda + r]);
-      for (int v = 0; v < kVectors; ++v) {
-        acc[r][v] = _mm512_fmadd_ps(ar, bk[v], acc[r][v]);
-      }
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kVectors; ++v) {
-      _mm512_storeu_ps(c + r * ldc + v * kLanes, acc[r][v]);
-    }
-  }
-}
-
-// c (rows x cols) += a^T . b, a (depth x rows), b (depth x cols); rows a
-// multiple of kRows, cols of 16.
-__attribute__((target("avx512f"))) void Accumulate(const float* a,
-                                                   const float* b, float* c,
-                                                   int64_t rows, int64_t cols,
-                                                   int64_t depth) {
-  int64_t col = 0;
-  for (; col + 2 * kLanes <= cols; col += 2 * kLanes) {
-    for (int64_t r = 0; r < rows; r += kRows) {
-      AccumulateKernel<2>(a + r, rows, b + col, cols, c + r * cols + col, cols,
-                          depth);
-    }
-  }
-  for (; col < cols; col += kLanes) {
-    for (int64_t r = 0; r < rows; r += kRows) {
-      AccumulateKernel<1>(a + r, rows, b + col, cols, c + r * cols + col, cols,
-                          depth);
     }
   }
 }
@@ -436,21 +397,19 @@ __attribute__((target("avx512f"))) void Accumulate(const float* a,
 // dy's (GradientTransform) into `g`, their products added to `w`
 // ([kElements][outs][ins]) and dy's sums to `bias_sum`. `x` is the pass of
 // x (p.in, p.in_channels); `dy` of dy.
-__attribute__((target("avx512f"))) void RunFilterChunk(const Pass& x,
-                                                       const Pass& dy,
-                                                       int64_t t0, int64_t t1,
-                                                       float* v, float* g,
-                                                       float* w,
-                                                       float* bias_sum) {
+__attribute__((target("avx512f"))) void RunFilterChunk(
+    const Pass& x, const Pass& dy, int64_t t0, int64_t t1, float* v, float* g,
+    float* w, float* bias_sum) {
   const int64_t count = t1 - t0;
   const int64_t v_stride = x.chunk_tiles * x.in_channels;
   const int64_t g_stride = x.chunk_tiles * dy.in_channels;
   InputTransform(x, t0, t1, v_stride, v);
   GradientTransform(dy, t0, t1, g_stride, g, bias_sum);
   for (int64_t e = 0; e < kElements; ++e) {
-    Accumulate(g + e * g_stride, v + e * v_stride,
-               w + e * dy.in_channels * x.in_channels, dy.in_channels,
-               x.in_channels, count);
+    Product</*kAccumulate=*/true, /*kTransposeA=*/true>(
+        g + e * g_stride, v + e * v_stride,
+        w + e * dy.in_channels * x.in_channels, dy.in_channels, x.in_channels,
+        count);
   }
 }
 
@@ -491,9 +450,9 @@ class WinogradConv2d : public Conv2dOp {
     tiles_.width = shape.width;
     tiles_.rows = (shape.height + 1) / 2;
     tiles_.cols = (shape.width + 1) / 2;
-    const int64_t per_tile =
-        kElements * (shape.in_channels + shape.out_channels) *
-        static_cast<int64_t>(sizeof(float));
+    const int64_t per_tile = kElements *
+                             (shape.in_channels + shape.out_channels) *
+                             static_cast<int64_t>(sizeof(float));
     chunk_tiles_ = std::clamp(kChunkBudget / per_tile / kRows * kRows, kRows,
                               kMaxChunkTiles);
     chunk_tiles_ = std::min(chunk_tiles_, RoundUp(tiles_.count(), kRows));
@@ -501,8 +460,8 @@ class WinogradConv2d : public Conv2dOp {
     // part of the filter gradient.
     context_->workspace.Reserve(OneDnnWorkspace::CallBytes(
         {FilterBytes(), SlotBytes() * pool_->num_threads()}));
-    context_->workspace.Reserve(OneDnnWorkspace::CallBytes(
-        {FilterSlotBytes() * pool_->num_threads()}));
+    context_->workspace.Reserve(
+        OneDnnWorkspace::CallBytes({FilterSlotBytes() * pool_->num_threads()}));
   }
 
   const Conv2dShape& shape() const override { return shape_; }
@@ -541,8 +500,7 @@ class WinogradConv2d : public Conv2dOp {
 
  private:
   size_t FilterBytes() const {
-    return kElements * shape_.in_channels * shape_.out_channels *
-           sizeof(float);
+    return kElements * shape_.in_channels * shape_.out_channels * sizeof(float);
   }
   // One thread's part of the filter gradient: X and DY of a chunk, its W
   // ([kElements][out][in]) and dy's sums (float per chunk, double in all).
@@ -635,27 +593,25 @@ class WinogradConv2d : public Conv2dOp {
   absl::Status Run(const float* in, int64_t ins, const float* w,
                    bool backward_data, const float* bias, bool relu, float* out,
                    int64_t outs, absl::string_view what) {
-    return CatchOneDnn(absl::StrCat(shape_.ToString(), " winograd ", what),
-                       [&] {
-                         CallSpace space(&context_->workspace);
-                         float* u =
-                             reinterpret_cast<float*>(space.Take(FilterBytes()));
-                         const int slots = pool_->num_threads();
-                         char* slot_space = space.Take(SlotBytes() * slots);
-                         TransformFilters(w, ins, outs, backward_data, u,
-                                          pool_);
-                         Pass p;
-                         p.in = in;
-                         p.in_channels = ins;
-                         p.u = u;
-                         p.out_channels = outs;
-                         p.bias = bias;
-                         p.relu = relu;
-                         p.out = out;
-                         p.tiles = tiles_;
-                         p.chunk_tiles = chunk_tiles_;
-                         RunTiles(p, slots, slot_space);
-                       });
+    return CatchOneDnn(
+        absl::StrCat(shape_.ToString(), " winograd ", what), [&] {
+          CallSpace space(&context_->workspace);
+          float* u = reinterpret_cast<float*>(space.Take(FilterBytes()));
+          const int slots = pool_->num_threads();
+          char* slot_space = space.Take(SlotBytes() * slots);
+          TransformFilters(w, ins, outs, backward_data, u, pool_);
+          Pass p;
+          p.in = in;
+          p.in_channels = ins;
+          p.u = u;
+          p.out_channels = outs;
+          p.bias = bias;
+          p.relu = relu;
+          p.out = out;
+          p.tiles = tiles_;
+          p.chunk_tiles = chunk_tiles_;
+          RunTiles(p, slots, slot_space);
+        });
   }
 
   void RunTiles(const Pass& p, int slots, char* slot_space) {

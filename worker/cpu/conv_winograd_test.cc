@@ -7,14 +7,15 @@
 // on odd image sizes (half tiles), single pixels, a chunk's part-filled last
 // row block, several chunks and one and two threads. Then where it applies,
 // its refusals, and the backend's conv=winograd option.
-#include <catch2/catch.hpp>
+#include "worker/cpu/conv_winograd.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 
 #include "worker/backend/backend.h"
 #include "worker/backend_factory/factory.h"
 #include "worker/cpu/conv_onednn.h"
-#include "worker/cpu/conv_winograd.h"
 #include "worker/cpu/onednn_util.h"
 #include "worker/cpu/thread_pool.h"
 #include "worker/testing/gradcheck.h"
@@ -55,8 +56,7 @@ std::vector<float> Relayout(const std::vector<float>& v, const Shape& s,
 
 // A CPU backend's oneDNN context and thread pool, as CpuBackend makes them.
 struct Cpu {
-  explicit Cpu(int threads)
-      : pool(threads, ThreadPool::Runtime::kOwnThreads) {
+  explicit Cpu(int threads) : pool(threads, ThreadPool::Runtime::kOwnThreads) {
     context.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     context.stream = dnnl::stream(context.engine);
     context.threads = threads;
@@ -156,8 +156,7 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
       const auto x = testing::RandomValues(NumElements(s.input()), 1, -1, 1);
       const auto w = testing::RandomValues(NumElements(s.filter()), 2, -1, 1);
       const auto b = testing::RandomValues(NumElements(s.bias()), 3, -1, 1);
-      const auto dy =
-          testing::RandomValues(NumElements(s.output()), 4, -1, 1);
+      const auto dy = testing::RandomValues(NumElements(s.output()), 4, -1, 1);
       std::vector<float> bx = Relayout(x, s.input(), true);
       std::vector<float> bdy = Relayout(dy, s.output(), true);
       std::vector<float> y(NumElements(s.output()));
@@ -178,16 +177,17 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
       // Forward: the reference, with the ReLU applied to it.
       Conv2dShape ref = plain;
       ref.relu = false;
-      std::vector<double> want_y = reference::Conv2d(
-          ref, testing::ToDouble(x), testing::ToDouble(w), testing::ToDouble(b));
+      std::vector<double> want_y =
+          reference::Conv2d(ref, testing::ToDouble(x), testing::ToDouble(w),
+                            testing::ToDouble(b));
       if (s.relu) {
         for (double& v : want_y) v = std::max(v, 0.0);
       }
       CHECK(testing::MaxRelativeDifference(got_y, want_y) < 1e-5);
       // Backward data: the reference convolution of dy with the turned
       // filters.
-      Conv2dShape turned{s.batch, s.out_channels, s.height, s.width,
-                         s.in_channels, 3, 3};
+      Conv2dShape turned{
+          s.batch, s.out_channels, s.height, s.width, s.in_channels, 3, 3};
       turned.padding = 1;
       turned.has_bias = false;
       const std::vector<double> want_dx =
@@ -265,8 +265,9 @@ TEST_CASE("winograd applies to 3x3, stride 1, padding 1 on 16-channel blocks") {
     CHECK(st.message().find(c.reason) != absl::string_view::npos);
   }
   Conv2dShape invalid = Same3x3(0, 16, 8, 8, 16);
-  CHECK(CreateWinogradConv2d(invalid, &cpu.context, &cpu.pool).status().code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(
+      CreateWinogradConv2d(invalid, &cpu.context, &cpu.pool).status().code() ==
+      absl::StatusCode::kInvalidArgument);
   if (!__builtin_cpu_supports("avx512f")) return;
   cpu.context.bf16 = true;
   const absl::Status st =
@@ -283,11 +284,10 @@ TEST_CASE("winograd refuses views of another shape") {
   auto op = Unwrap(CreateWinogradConv2d(s, &cpu.context, &cpu.pool));
   std::vector<float> x(NumElements(s.input())), w(NumElements(s.filter()));
   std::vector<float> b(16), y(NumElements(s.output()));
-  const absl::Status st =
-      op->Forward(ConstDeviceView(x.data(), s.input()),
-                  ConstDeviceView(w.data(), {16, 16, 5, 5}),
-                  ConstDeviceView(b.data(), s.bias()),
-                  DeviceView(y.data(), s.output()));
+  const absl::Status st = op->Forward(ConstDeviceView(x.data(), s.input()),
+                                      ConstDeviceView(w.data(), {16, 16, 5, 5}),
+                                      ConstDeviceView(b.data(), s.bias()),
+                                      DeviceView(y.data(), s.output()));
   CHECK(st.code() == absl::StatusCode::kInvalidArgument);
   CHECK(st.message().find("w: shape") != absl::string_view::npos);
 }
