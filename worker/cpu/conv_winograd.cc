@@ -43,6 +43,16 @@ std::string Refusal(const Conv2dShape& shape) {
 
 int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
+// Where tile t lies: its image, the top-left of its 2x2 outputs, and
+// whether its second row and column are inside the image.
+struct TileAt {
+  int64_t image = 0;
+  int64_t h = 0;
+  int64_t w = 0;
+  bool row1 = false;
+  bool col1 = false;
+};
+
 // The 2x2 output tiles of an (N, C, H, W) activation: `rows` x `cols` per
 // image (the last row or column half outside when H or W is odd).
 struct Tiles {
@@ -52,6 +62,16 @@ struct Tiles {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t count() const { return batch * rows * cols; }
+  TileAt At(int64_t t) const {
+    const int64_t r = t % (rows * cols);
+    TileAt at;
+    at.image = t / (rows * cols);
+    at.h = 2 * (r / cols);
+    at.w = 2 * (r % cols);
+    at.row1 = at.h + 1 < height;
+    at.col1 = at.w + 1 < width;
+    return at;
+  }
 };
 
 // One F(2x2, 3x3) convolution: `in` (in_channels, blocked) -> `out`
@@ -124,13 +144,13 @@ __attribute__((target("avx512f"))) void InputTransform(const Pass& p,
   const Tiles& g = p.tiles;
   const int64_t blocks = p.in_channels / kLanes;
   const int64_t plane = g.height * g.width * kLanes;
-  const int64_t per_image = g.rows * g.cols;
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n = t / per_image;
-    const int64_t r = t % per_image;
-    const int64_t h0 = 2 * (r / g.cols) - 1;
-    const int64_t w0 = 2 * (r % g.cols) - 1;
+    const TileAt at = g.At(t);
+    const int64_t n = at.image;
+    // The 4x4 input block starts one row and column before the outputs.
+    const int64_t h0 = at.h - 1;
+    const int64_t w0 = at.w - 1;
     bool row_in[4], col_in[4];
     for (int i = 0; i < 4; ++i) {
       row_in[i] = h0 + i >= 0 && h0 + i < g.height;
@@ -242,15 +262,11 @@ __attribute__((target("avx512f"))) void OutputTransform(const Pass& p,
   const Tiles& g = p.tiles;
   const int64_t blocks = p.out_channels / kLanes;
   const int64_t plane = g.height * g.width * kLanes;
-  const int64_t per_image = g.rows * g.cols;
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n = t / per_image;
-    const int64_t r = t % per_image;
-    const int64_t h0 = 2 * (r / g.cols);
-    const int64_t w0 = 2 * (r % g.cols);
-    const bool row1 = h0 + 1 < g.height;
-    const bool col1 = w0 + 1 < g.width;
+    const TileAt at = g.At(t);
+    const int64_t n = at.image, h0 = at.h, w0 = at.w;
+    const bool row1 = at.row1, col1 = at.col1;
     const float* mt = m + (t - t0) * p.out_channels;
     for (int64_t kb = 0; kb < blocks; ++kb) {
       __m512 x[kElements];
@@ -344,16 +360,12 @@ __attribute__((target("avx512f"))) void GradientTransform(
   const Tiles& g = p.tiles;
   const int64_t blocks = p.in_channels / kLanes;
   const int64_t plane = g.height * g.width * kLanes;
-  const int64_t per_image = g.rows * g.cols;
   const __m512 zero = _mm512_setzero_ps();
   const __m512 half = _mm512_set1_ps(0.5f);
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n = t / per_image;
-    const int64_t r = t % per_image;
-    const int64_t h0 = 2 * (r / g.cols);
-    const int64_t w0 = 2 * (r % g.cols);
-    const bool row1 = h0 + 1 < g.height;
-    const bool col1 = w0 + 1 < g.width;
+    const TileAt at = g.At(t);
+    const int64_t n = at.image, h0 = at.h, w0 = at.w;
+    const bool row1 = at.row1, col1 = at.col1;
     float* ot = out + (t - t0) * p.in_channels;
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const float* src = p.in + (n * blocks + kb) * plane;
