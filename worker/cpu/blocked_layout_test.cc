@@ -17,51 +17,11 @@ namespace psgd {
 namespace {
 
 using testing::Download;
+using testing::FromBlocks;
 using testing::MakeBackend;
+using testing::ToBlocks;
 using testing::Unwrap;
 using testing::Upload;
-
-// Where element (image i, channel ch, position p) of an (N, C, H, W)
-// activation lies in NCHW and in blocks of `block` channels: the layouts'
-// definition, independent of oneDNN.
-int64_t NchwIndex(const Shape& s, int64_t i, int64_t ch, int64_t p) {
-  return (i * s[1] + ch) * s[2] * s[3] + p;
-}
-int64_t BlockedIndex(const Shape& s, int64_t block, int64_t i, int64_t ch,
-                     int64_t p) {
-  return ((i * (s[1] / block) + ch / block) * s[2] * s[3] + p) * block +
-         ch % block;
-}
-
-// NCHW values in blocks (to_blocks), or blocked values in NCHW.
-std::vector<float> Relayout(const std::vector<float>& v, const Shape& s,
-                            int64_t block, bool to_blocks) {
-  std::vector<float> out(v.size());
-  for (int64_t i = 0; i < s[0]; ++i) {
-    for (int64_t ch = 0; ch < s[1]; ++ch) {
-      for (int64_t p = 0; p < s[2] * s[3]; ++p) {
-        const int64_t nchw = NchwIndex(s, i, ch, p);
-        const int64_t blocked = BlockedIndex(s, block, i, ch, p);
-        if (to_blocks) {
-          out[blocked] = v[nchw];
-        } else {
-          out[nchw] = v[blocked];
-        }
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<float> ToBlocks(const std::vector<float>& nchw, const Shape& s,
-                            int64_t block) {
-  return Relayout(nchw, s, block, /*to_blocks=*/true);
-}
-
-std::vector<float> FromBlocks(const std::vector<float>& blocked, const Shape& s,
-                              int64_t block) {
-  return Relayout(blocked, s, block, /*to_blocks=*/false);
-}
 
 // `values` of an activation of `shape` uploaded in the layout of `block`.
 DeviceTensor UploadIn(Backend* b, const std::vector<float>& values,

@@ -25,34 +25,13 @@ namespace psgd {
 namespace {
 
 using testing::Download;
+using testing::FromBlocks;
+using testing::ToBlocks;
 using testing::Unwrap;
 using testing::Upload;
 using testing::Zeros;
 
 constexpr int64_t kBlock = 16;
-
-// (N, C, H, W) values in NCHW to blocks of 16 channels, or back.
-std::vector<float> Relayout(const std::vector<float>& v, const Shape& s,
-                            bool to_blocks) {
-  std::vector<float> out(v.size());
-  const int64_t plane = s[2] * s[3];
-  for (int64_t i = 0; i < s[0]; ++i) {
-    for (int64_t ch = 0; ch < s[1]; ++ch) {
-      for (int64_t p = 0; p < plane; ++p) {
-        const int64_t nchw = (i * s[1] + ch) * plane + p;
-        const int64_t blocked =
-            ((i * (s[1] / kBlock) + ch / kBlock) * plane + p) * kBlock +
-            ch % kBlock;
-        if (to_blocks) {
-          out[blocked] = v[nchw];
-        } else {
-          out[nchw] = v[blocked];
-        }
-      }
-    }
-  }
-  return out;
-}
 
 // A CPU backend's oneDNN context and thread pool, as CpuBackend makes them.
 struct Cpu {
@@ -157,8 +136,8 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
       const auto w = testing::RandomValues(NumElements(s.filter()), 2, -1, 1);
       const auto b = testing::RandomValues(NumElements(s.bias()), 3, -1, 1);
       const auto dy = testing::RandomValues(NumElements(s.output()), 4, -1, 1);
-      std::vector<float> bx = Relayout(x, s.input(), true);
-      std::vector<float> bdy = Relayout(dy, s.output(), true);
+      std::vector<float> bx = ToBlocks(x, s.input(), kBlock);
+      std::vector<float> bdy = ToBlocks(dy, s.output(), kBlock);
       std::vector<float> y(NumElements(s.output()));
       std::vector<float> dx(NumElements(s.input()));
       auto view = [](std::vector<float>& v, const Shape& shape) {
@@ -171,8 +150,8 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
                              cview(b, s.bias()), view(y, s.output())));
       REQUIRE_OK(op->BackwardData(cview(bdy, s.output()), cview(w, s.filter()),
                                   view(dx, s.input())));
-      const std::vector<float> got_y = Relayout(y, s.output(), false);
-      const std::vector<float> got_dx = Relayout(dx, s.input(), false);
+      const std::vector<float> got_y = FromBlocks(y, s.output(), kBlock);
+      const std::vector<float> got_dx = FromBlocks(dx, s.input(), kBlock);
 
       // Forward: the reference, with the ReLU applied to it.
       Conv2dShape ref = plain;

@@ -58,6 +58,45 @@ std::vector<double> ToDouble(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+namespace {
+
+// Element (image i, channel ch, position p) lies at NCHW index `nchw` and
+// at index `blocked` in blocks of `block` channels: copies one to the other.
+std::vector<float> Relayout(const std::vector<float>& v, const Shape& s,
+                            int64_t block, bool to_blocks) {
+  REQUIRE(static_cast<int64_t>(v.size()) == NumElements(s));
+  std::vector<float> out(v.size());
+  const int64_t plane = s[2] * s[3];
+  for (int64_t i = 0; i < s[0]; ++i) {
+    for (int64_t ch = 0; ch < s[1]; ++ch) {
+      for (int64_t p = 0; p < plane; ++p) {
+        const int64_t nchw = (i * s[1] + ch) * plane + p;
+        const int64_t blocked =
+            ((i * (s[1] / block) + ch / block) * plane + p) * block +
+            ch % block;
+        if (to_blocks) {
+          out[blocked] = v[nchw];
+        } else {
+          out[nchw] = v[blocked];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> ToBlocks(const std::vector<float>& nchw, const Shape& s,
+                            int64_t block) {
+  return Relayout(nchw, s, block, /*to_blocks=*/true);
+}
+
+std::vector<float> FromBlocks(const std::vector<float>& blocked, const Shape& s,
+                              int64_t block) {
+  return Relayout(blocked, s, block, /*to_blocks=*/false);
+}
+
 DeviceTensor Upload(Backend* backend, const std::vector<float>& values,
                     const Shape& shape) {
   DeviceTensor t = Unwrap(backend->Allocate(shape));

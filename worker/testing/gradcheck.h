@@ -55,6 +55,14 @@ std::vector<float> DistinctValues(int64_t n, uint64_t seed, float lo, float hi);
 
 std::vector<double> ToDouble(const std::vector<float>& v);
 
+// The values of an (N, C, H, W) activation `s` from NCHW into blocks of
+// `block` channels (op_shapes.h, ValidateChannelBlock), or back: the
+// layout's definition, independent of oneDNN.
+std::vector<float> ToBlocks(const std::vector<float>& nchw, const Shape& s,
+                            int64_t block);
+std::vector<float> FromBlocks(const std::vector<float>& blocked, const Shape& s,
+                              int64_t block);
+
 // Backend memory holding `values` with `shape`.
 DeviceTensor Upload(Backend* backend, const std::vector<float>& values,
                     const Shape& shape);
