@@ -289,9 +289,7 @@ absl::Status Run() {
     }
     absl::StatusOr<CpuBackendOptions> cpu =
         ParseCpuBackendName(backend_name, threads);
-    if (cpu.ok() && cpu->conv == ConvAlgorithm::kWinograd &&
-        !cpu->bf16_compute && cpu->blocked_layout && spec.ok() &&
-        __builtin_cpu_supports("avx512f")) {
+    if (cpu.ok() && RunsWinograd(*cpu) && spec.ok()) {
       // The count is a direct convolution's (PyTorch's too): Winograd does
       // the same convolution in fewer multiply-adds.
       std::printf(

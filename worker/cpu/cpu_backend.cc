@@ -157,8 +157,7 @@ class CpuBackend : public Backend {
     if (options_.conv == ConvAlgorithm::kIm2col) {
       return CreateIm2colConv2d(shape, gemm_, &pool_);
     }
-    if (options_.conv == ConvAlgorithm::kWinograd && !context_.bf16 &&
-        WinogradConv2dApplies(shape)) {
+    if (RunsWinograd(options_) && WinogradConv2dApplies(shape)) {
       return CreateWinogradConv2d(shape, &context_, &pool_);
     }
     return CreateOneDnnConv2d(shape, &context_);
@@ -314,6 +313,11 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
     }
   }
   return options;
+}
+
+bool RunsWinograd(const CpuBackendOptions& options) {
+  return options.conv == ConvAlgorithm::kWinograd && !options.bf16_compute &&
+         options.blocked_layout && __builtin_cpu_supports("avx512f");
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(

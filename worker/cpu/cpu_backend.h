@@ -73,6 +73,11 @@ struct CpuBackendOptions {
 absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
                                                       int threads);
 
+// Whether a backend with these options runs Winograd convolutions at all
+// (on the shapes WinogradConv2dApplies takes): conv=winograd, float32
+// compute, channel blocks, a CPU with AVX-512.
+bool RunsWinograd(const CpuBackendOptions& options);
+
 // The backend; INVALID_ARGUMENT for threads < 0 or for bf16_compute with
 // conv=im2col, FAILED_PRECONDITION for bf16_compute on a CPU without AVX-512
 // BF16, INTERNAL if oneDNN has no CPU engine.

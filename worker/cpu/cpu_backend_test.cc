@@ -47,6 +47,13 @@ TEST_CASE("cpu backend names parse into options") {
         ConvAlgorithm::kOneDnn);
   CHECK(Unwrap(ParseCpuBackendName("cpu:conv=winograd", 1)).conv ==
         ConvAlgorithm::kWinograd);
+  CHECK(RunsWinograd(Unwrap(ParseCpuBackendName("cpu", 1))) ==
+        static_cast<bool>(__builtin_cpu_supports("avx512f")));
+  for (const char* name : {"cpu:conv=onednn", "cpu:compute=bf16",
+                           "cpu:layout=plain", "cpu:conv=im2col"}) {
+    INFO(name);
+    CHECK_FALSE(RunsWinograd(Unwrap(ParseCpuBackendName(name, 1))));
+  }
   CHECK(o.pool == ThreadPool::Runtime::kOpenMp);
   o = Unwrap(
       ParseCpuBackendName("cpu:gemm=openblas,conv=im2col,pool=threads", 1));
