@@ -608,31 +608,45 @@ bool ReadableFile(const std::string& path) {
          std::ifstream(path).is_open();
 }
 
-// Checks the security block and puts the token of token_file into token.
+// Checks the security block and puts the cluster's token into token: the
+// one given, the one in token_file, or the default token file's (made when
+// absent) unless the block says insecure.
 absl::Status ValidateSecurity(ClusterConfig& c, const Locator& root) {
-  if (!c.has_security()) return absl::OkStatus();
   config::SecurityConfig& s = *c.mutable_security();
   Locator at = root.Nested(c, "security");
   if (s.has_token() && s.has_token_file()) {
     return at.Error(s, "token_file", "security.token_file",
                     "set either token or token_file, not both");
   }
-  if (!s.has_token() && !s.has_token_file()) {
-    return at.Error(s, "token", "security",
-                    "set token or token_file: the servers take only calls "
-                    "that carry the cluster's token");
+  if (s.insecure() && (s.has_token() || s.has_token_file())) {
+    return at.Error(s, "insecure", "security.insecure",
+                    "insecure: true means no token: drop token/token_file, "
+                    "or drop insecure");
   }
   if (s.has_token()) {
     if (absl::Status v = ValidateToken(s.token()); !v.ok()) {
       return at.Error(s, "token", "security.token", v.message());
     }
-  } else {
+  } else if (s.has_token_file()) {
     absl::StatusOr<std::string> token = ReadTokenFile(s.token_file());
     if (!token.ok()) {
       return at.Error(s, "token_file", "security.token_file",
                       token.status().message());
     }
     s.set_token(*token);
+  } else if (!s.insecure()) {
+    absl::StatusOr<std::string> path = DefaultTokenFile(c.name());
+    absl::StatusOr<std::string> token =
+        path.ok() ? ReadOrCreateTokenFile(*path) : path.status();
+    if (!token.ok()) {
+      return root.Error(c, "security", "security",
+                        absl::StrCat("the cluster's default token: ",
+                                     token.status().message()));
+    }
+    s.set_token(*token);
+    // Where it came from, so that the resolved config a run directory
+    // keeps (cluster.pbtxt) names the file, not the token.
+    s.set_token_file(*path);
   }
   if (s.has_tls()) {
     const config::TlsConfig& tls = s.tls();
@@ -752,9 +766,9 @@ std::string CheckpointDir(const ClusterConfig& config, int ps_index) {
 
 SecurityOptions SecurityFromConfig(const ClusterConfig& config) {
   SecurityOptions o;
-  if (!config.has_security()) return o;
   const config::SecurityConfig& s = config.security();
   o.token = s.token();
+  o.insecure = s.insecure();
   o.tls = s.has_tls();
   o.tls_cert_file = s.tls().cert_file();
   o.tls_key_file = s.tls().key_file();

@@ -1,11 +1,15 @@
 #include "common/cluster_config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "common/security.h"
 
 namespace psgd {
 namespace {
@@ -327,10 +331,13 @@ TEST_CASE("task ids are checked against the config") {
   CHECK(&WorkerTaskOf(*e, 1) == &e->worker(1));
 }
 
-std::string TempFile(const std::string& name, const std::string& contents) {
+std::string TempDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string TempFile(const std::string& name, const std::string& contents) {
+  const std::string path = TempDir() + "/" + name;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
   return path;
 }
@@ -357,10 +364,69 @@ TEST_CASE("security: a token inline or from a file, and TLS files") {
   CHECK(SecurityFromConfig(*c).token == "t0k");
   CHECK_FALSE(SecurityFromConfig(*c).tls);
 
-  c = ParseClusterConfig(kGood, "c.pbtxt");
+  c = ParseClusterConfig(std::string(kGood) + "security { insecure: true }",
+                         "c.pbtxt");
   REQUIRE(c.ok());
   CHECK(SecurityFromConfig(*c).token.empty());
-  CHECK_FALSE(SecurityFromConfig(*c).tls);
+  CHECK(SecurityFromConfig(*c).insecure);
+}
+
+TEST_CASE("security: without a token the cluster's default token file") {
+  // Bazel's HOME is the test's own directory: the default file lands there.
+  const std::string dir = TempDir() + "/default-token";
+  setenv("PSGD_TOKEN_FILE", (dir + "/sub/t.token").c_str(), 1);
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(kGood, "c.pbtxt");
+  REQUIRE(c.ok());
+  const SecurityOptions o = SecurityFromConfig(*c);
+  CHECK(o.token.size() == 64);
+  CHECK_FALSE(o.insecure);
+  CHECK(c->security().token_file() == dir + "/sub/t.token");
+  // The file: 0600, and the second task reads the same token.
+  struct stat st;
+  REQUIRE(stat((dir + "/sub/t.token").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(stat((dir + "/sub").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  absl::StatusOr<ClusterConfig> again = ParseClusterConfig(kGood, "c.pbtxt");
+  REQUIRE(again.ok());
+  CHECK(SecurityFromConfig(*again).token == o.token);
+  // A TLS block alone takes the default token too.
+  const std::string pem = TempFile("z.pem", "-----BEGIN CERTIFICATE-----\n");
+  again =
+      ParseClusterConfig(std::string(kGood) + "security { tls { cert_file: \"" +
+                             pem + "\" key_file: \"" + pem + "\" } }",
+                         "c.pbtxt");
+  REQUIRE(again.ok());
+  CHECK(SecurityFromConfig(*again).token == o.token);
+  CHECK(SecurityFromConfig(*again).tls);
+
+  unsetenv("PSGD_TOKEN_FILE");
+
+  // Without PSGD_TOKEN_FILE: $XDG_CONFIG_HOME/psgd/tokens/NAME.token, else
+  // $HOME/.config/...
+  setenv("XDG_CONFIG_HOME", (dir + "/xdg").c_str(), 1);
+  absl::StatusOr<std::string> path = DefaultTokenFile("c1");
+  REQUIRE(path.ok());
+  CHECK(*path == dir + "/xdg/psgd/tokens/c1.token");
+  const std::string made = dir + "/xdg/psgd/tokens/test.token";  // kGood's name
+  REQUIRE(ParseClusterConfig(kGood, "c.pbtxt").ok());
+  // A default file others may read is refused, naming the fix.
+  REQUIRE(chmod(made.c_str(), 0644) == 0);
+  absl::Status s = ParseClusterConfig(kGood, "c.pbtxt").status();
+  CHECK(s.message().find("has mode 0644") != absl::string_view::npos);
+  CHECK(s.message().find("chmod 600") != absl::string_view::npos);
+  // A symbolic link planted there is refused, not followed.
+  REQUIRE(unlink(made.c_str()) == 0);
+  REQUIRE(symlink("/etc/passwd", made.c_str()) == 0);
+  s = ParseClusterConfig(kGood, "c.pbtxt").status();
+  CHECK(s.message().find("symbolic link") != absl::string_view::npos);
+  unsetenv("XDG_CONFIG_HOME");
+  setenv("HOME", dir.c_str(), 1);
+  path = DefaultTokenFile("c1");
+  REQUIRE(path.ok());
+  CHECK(*path == dir + "/.config/psgd/tokens/c1.token");
+  CHECK(DefaultTokenFile("../x").status().code() ==
+        absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("security: each error names file, line and field") {
@@ -374,9 +440,9 @@ TEST_CASE("security: each error names file, line and field") {
       {"security {\n  token: \"abc\"\n  token_file: \"/x\"\n}\n",
        "c.pbtxt:18: security.token_file: set either token or token_file, not "
        "both"},
-      {"security {\n  tls { cert_file: \"" + pem + "\" }\n}\n",
-       "c.pbtxt:16: security: set token or token_file: the servers take only "
-       "calls that carry the cluster's token"},
+      {"security {\n  token: \"abc\"\n  insecure: true\n}\n",
+       "c.pbtxt:18: security.insecure: insecure: true means no token: drop "
+       "token/token_file, or drop insecure"},
       {"security {\n  token: \"a b\"\n}\n",
        "c.pbtxt:17: security.token: the token has character 2 of code 32: "
        "only visible ASCII characters (no spaces) can travel in gRPC "

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/text_format.h"
@@ -448,6 +449,13 @@ absl::StatusOr<ResolvedCluster> ResolveTask(const ClusterConfig& config,
 std::string ClusterConfigText(const ClusterConfig& config) {
   ClusterConfig c = config;
   if (c.security().has_token_file()) c.mutable_security()->clear_token();
+  // The default token file is found again by whoever loads the text (same
+  // user, same PSGD_TOKEN_FILE): no block to print for it.
+  if (absl::StatusOr<std::string> fallback = DefaultTokenFile(c.name());
+      fallback.ok() && c.security().token_file() == *fallback) {
+    c.mutable_security()->clear_token_file();
+    if (c.security().ByteSizeLong() == 0) c.clear_security();
+  }
   std::string text;
   google::protobuf::TextFormat::PrintToString(c, &text);
   return text;

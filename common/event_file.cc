@@ -1,5 +1,6 @@
 #include "common/event_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -45,8 +46,12 @@ absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(
   std::string path = absl::StrCat(dir, "/events.out.tfevents.",
                                   absl::ToUnixSeconds(absl::Now()), ".", host,
                                   suffix.empty() ? "" : ".", suffix);
-  std::FILE* f = std::fopen(path.c_str(), "ab");
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+           0644);
+  std::FILE* f = fd < 0 ? nullptr : fdopen(fd, "ab");
   if (f == nullptr) {
+    if (fd >= 0) close(fd);
     return absl::FailedPreconditionError(absl::StrCat(
         "event file: cannot open ", path, ": ", std::strerror(errno)));
   }

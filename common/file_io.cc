@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,10 +59,15 @@ absl::Status WriteFileAtomically(const std::string& path,
   // Unique per call, also between threads of one process writing the same
   // file (two shards of one process completing a checkpoint's MANIFEST at
   // once): a shared temporary name would let one rename the other's file.
+  // A random part too, and O_EXCL | O_NOFOLLOW: a name another user could
+  // guess and plant (a link to a file of theirs or ours) is never written.
   static std::atomic<uint64_t> calls{0};
-  std::string tmp =
-      absl::StrCat(path, ".tmp.", getpid(), ".", calls.fetch_add(1));
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  uint64_t salt = 0;
+  if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt)) salt = 0;
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".",
+                                 calls.fetch_add(1), ".", absl::Hex(salt));
+  int fd = open(tmp.c_str(),
+                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("cannot create", tmp);
   const char* p = data.data();
   size_t left = data.size();

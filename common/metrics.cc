@@ -1,5 +1,8 @@
 #include "common/metrics.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -8,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_io.h"
 
 namespace psgd {
 namespace {
@@ -106,9 +110,18 @@ std::string JsonObject::ToMultilineString() const {
 
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(
     const std::string& path, bool append) {
-  std::FILE* file = std::fopen(path.c_str(), append ? "a+" : "w");
-  if (file == nullptr)
-    return ErrnoError("cannot create metrics file", path, errno);
+  // O_NOFOLLOW: a link planted at the name is refused, not followed.
+  const int fd = open(path.c_str(),
+                      O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+                          (append ? (O_RDWR | O_APPEND) : (O_WRONLY | O_TRUNC)),
+                      0644);
+  if (fd < 0) return ErrnoError("cannot create metrics file", path, errno);
+  std::FILE* file = fdopen(fd, append ? "a+" : "w");
+  if (file == nullptr) {
+    const int error = errno;
+    close(fd);
+    return ErrnoError("cannot create metrics file", path, error);
+  }
   if (append && std::fseek(file, -1, SEEK_END) == 0 &&
       std::fgetc(file) != '\n') {
     std::fseek(file, 0, SEEK_END);
@@ -137,19 +150,13 @@ absl::Status MetricsWriter::Write(const JsonObject& record) {
 }
 
 absl::Status WriteJsonFile(const std::string& path, const JsonObject& object) {
-  const std::string text = object.ToMultilineString();
-  const std::string tmp = path + ".tmp";
-  std::FILE* file = std::fopen(tmp.c_str(), "w");
-  if (file == nullptr) return ErrnoError("cannot create", tmp, errno);
-  const bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const int write_errno = errno;
-  if (std::fclose(file) != 0 || !ok) {
-    return ErrnoError("cannot write", tmp, ok ? errno : write_errno);
+  const std::string dir = fs::path(path).parent_path().string();
+  std::error_code ec;
+  if (!dir.empty() && !fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot create '", path, "': no directory '", dir, "'"));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return ErrnoError("cannot rename the temporary file to", path, errno);
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, object.ToMultilineString());
 }
 
 absl::StatusOr<std::string> CreateRunDir(const std::string& requested,

@@ -1,14 +1,200 @@
 #include "common/security.h"
 
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+#include <pwd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/cluster_name.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 
 namespace psgd {
+namespace {
+
+std::string Errno(absl::string_view what) {
+  return absl::StrCat(what, ": ", std::strerror(errno));
+}
+
+// Makes `dir` and its missing parents, the ones made 0700.
+absl::Status MakePrivateDirectories(const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("'", dir, "' is not a directory"));
+    }
+    return absl::OkStatus();
+  }
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    RETURN_IF_ERROR(MakePrivateDirectories(dir.substr(0, slash)));
+  }
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::InternalError(Errno(absl::StrCat("cannot make '", dir, "'")));
+  }
+  return absl::OkStatus();
+}
+
+// The token of an existing file at `path`, after checking who may read it.
+absl::StatusOr<std::string> ReadPrivateTokenFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("token file '", path,
+                       "' is a symbolic link: refused (name the "
+                       "real file in security.token_file instead)"));
+    }
+    return absl::InternalError(Errno(absl::StrCat("cannot open '", path, "'")));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const std::string e = Errno(absl::StrCat("cannot stat '", path, "'"));
+    close(fd);
+    return absl::InternalError(e);
+  }
+  std::string text;
+  if (S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+      (st.st_mode & 077) == 0 && st.st_size <= 4096) {
+    text.resize(static_cast<size_t>(st.st_size));
+    ssize_t got = 0;
+    while (got < st.st_size) {
+      const ssize_t n = read(fd, text.data() + got, text.size() - got);
+      if (n <= 0) break;
+      got += n;
+    }
+    text.resize(static_cast<size_t>(got));
+  }
+  close(fd);
+  if (!S_ISREG(st.st_mode) || st.st_size > 4096) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token file '", path, "' is not a regular file of at most 4 KiB"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("token file '", path, "' belongs to uid ", st.st_uid,
+                     ", not to this user (uid ", geteuid(),
+                     "): a cluster's token must be its own user's"));
+  }
+  if ((st.st_mode & 077) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "token file '%s' has mode %04o: others may read it; `chmod 600 %s` "
+        "(or delete it, and the next task makes a new one)",
+        path, st.st_mode & 07777, path));
+  }
+  std::string token(absl::StripTrailingAsciiWhitespace(text));
+  if (absl::Status s = ValidateToken(token); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file '", path, "': ", s.message()));
+  }
+  return token;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DefaultTokenFile(absl::string_view cluster_name) {
+  if (!IsValidClusterName(cluster_name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster name '", cluster_name, "' is not ", kClusterNameRule));
+  }
+  if (const char* env = std::getenv("PSGD_TOKEN_FILE");
+      env != nullptr && env[0] != '\0') {
+    return std::string(env);
+  }
+  std::string config_home;
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME");
+      xdg != nullptr && xdg[0] == '/') {
+    config_home = xdg;
+  } else {
+    std::string home;
+    if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') {
+      home = h;
+    } else if (const passwd* pw = getpwuid(geteuid());
+               pw != nullptr && pw->pw_dir != nullptr && pw->pw_dir[0] == '/') {
+      home = pw->pw_dir;
+    }
+    if (home.empty()) {
+      return absl::FailedPreconditionError(
+          "no home directory for the cluster's token file: set "
+          "PSGD_TOKEN_FILE, or security.token_file in the config");
+    }
+    config_home = absl::StrCat(home, "/.config");
+  }
+  return absl::StrCat(config_home, "/psgd/tokens/", cluster_name, ".token");
+}
+
+absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path) {
+  const char* env = std::getenv("PSGD_TOKEN_FILE");
+  const bool named = env != nullptr && path == env;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    return named ? ReadTokenFile(path) : ReadPrivateTokenFile(path);
+  }
+  if (errno != ENOENT) {
+    return absl::InternalError(Errno(absl::StrCat("cannot stat '", path, "'")));
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir =
+      slash == std::string::npos ? std::string() : path.substr(0, slash);
+  RETURN_IF_ERROR(MakePrivateDirectories(dir));
+  unsigned char secret[32];
+  if (getrandom(secret, sizeof(secret), 0) != sizeof(secret)) {
+    return absl::InternalError(Errno("getrandom"));
+  }
+  const std::string token = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(secret), sizeof(secret)));
+  // A whole file under a fresh name, then linked: link() fails with EEXIST
+  // when another task got there first, and that task's file is whole.
+  unsigned char salt[8];
+  if (getrandom(salt, sizeof(salt), 0) != sizeof(salt)) {
+    return absl::InternalError(Errno("getrandom"));
+  }
+  const std::string temp =
+      absl::StrCat(path, ".tmp.",
+                   absl::BytesToHexString(absl::string_view(
+                       reinterpret_cast<const char*>(salt), 8)));
+  const int fd = open(
+      temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InternalError(
+        Errno(absl::StrCat("cannot create '", temp, "'")));
+  }
+  const std::string text = token + "\n";
+  const bool written = write(fd, text.data(), text.size()) ==
+                           static_cast<ssize_t>(text.size()) &&
+                       fsync(fd) == 0;
+  const std::string write_error =
+      Errno(absl::StrCat("cannot write '", temp, "'"));
+  close(fd);
+  if (!written) {
+    unlink(temp.c_str());
+    return absl::InternalError(write_error);
+  }
+  const bool linked = link(temp.c_str(), path.c_str()) == 0;
+  const int link_errno = errno;
+  unlink(temp.c_str());
+  if (!linked) {
+    if (link_errno == EEXIST) {
+      return named ? ReadTokenFile(path) : ReadPrivateTokenFile(path);
+    }
+    errno = link_errno;
+    return absl::InternalError(Errno(absl::StrCat("cannot make '", path, "'")));
+  }
+  return token;
+}
 
 absl::Status ValidateToken(absl::string_view token) {
   if (token.empty()) return absl::InvalidArgumentError("the token is empty");

@@ -18,8 +18,12 @@ namespace psgd {
 
 struct SecurityOptions {
   // Servers take only calls that carry "authorization: Bearer <token>";
-  // clients send it with every call. Empty: no token (every call is taken).
+  // clients send it with every call. Empty: no token, which a server
+  // (PsGrpcServer::Start) accepts only with `insecure` set.
   std::string token;
+  // Said in so many words (config `security { insecure: true }`, ps_server
+  // --insecure): every call is taken, from anyone who can reach the port.
+  bool insecure = false;
   // TLS on every connection when set. Servers present cert_file (a PEM
   // certificate chain) with key_file (its PEM private key); clients trust
   // the authorities in ca_file (PEM; empty: the system's root
@@ -43,6 +47,26 @@ absl::Status ValidateToken(absl::string_view token);
 // ReadFileToString (common/file_io.h), INVALID_ARGUMENT when it is empty or
 // the token is not valid; each names the file.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// Where a cluster's token lives when its config names none: the file in
+// the environment variable PSGD_TOKEN_FILE when set (launch.sh and the Slurm
+// script point it into the job's directory, the Kubernetes manifests at a
+// mounted Secret), else $XDG_CONFIG_HOME/psgd/tokens/NAME.token (default
+// XDG_CONFIG_HOME: $HOME/.config, HOME from the password database when
+// unset). INVALID_ARGUMENT for a cluster name that is not valid
+// (common/cluster_name.h); FAILED_PRECONDITION when no home is known.
+absl::StatusOr<std::string> DefaultTokenFile(absl::string_view cluster_name);
+
+// The token in `path`, made first when there is no such file: 32 random
+// bytes as 64 hex digits, written 0600 to a fresh temporary file (O_EXCL)
+// and linked to `path`, so that of several tasks starting at once exactly
+// one creates it and every other reads the same whole token. Missing
+// directories are made 0700. An existing file is read as ReadTokenFile
+// does, and first, unless it was named by PSGD_TOKEN_FILE (a Kubernetes
+// Secret's mount is a link owned by root), checked: a regular file (not a
+// link), owned by this user, unreadable to group and others
+// (FAILED_PRECONDITION naming the file and the fix otherwise).
+absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path);
 
 // Whether `a` equals `b`, in a time that depends on neither their contents
 // nor their lengths: it compares SHA-256 digests with CRYPTO_memcmp. For

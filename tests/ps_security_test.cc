@@ -347,6 +347,26 @@ TEST_CASE("a client with the token trains over TLS; others cannot connect") {
   }
 }
 
+TEST_CASE("a server needs a token, or insecure said in so many words") {
+  ps::ServerOptions o;
+  o.listen_address = "127.0.0.1:0";
+  absl::Status s = ps::PsGrpcServer::Start(o).status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(s.message().find("no cluster token") != absl::string_view::npos);
+  CHECK(s.message().find("insecure: true") != absl::string_view::npos);
+  o.security.token = kToken;
+  o.security.insecure = true;
+  CHECK(ps::PsGrpcServer::Start(o).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  o.security.token.clear();
+  auto insecure = ps::PsGrpcServer::Start(o);
+  REQUIRE(insecure.ok());
+  // Said: every call is taken.
+  CHECK(
+      AwaitServing((*insecure)->address(), SecurityOptions(), absl::Seconds(30))
+          .ok());
+}
+
 TEST_CASE("a server whose TLS files cannot be read does not start") {
   ps::ServerOptions o;
   o.security.token = kToken;

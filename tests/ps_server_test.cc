@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/grpc_security.h"
+#include "common/security.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 
@@ -76,8 +78,10 @@ int ReadPort(const std::string& path) {
 
 // A started server: its pid and a channel to it.
 struct Server {
-  explicit Server(const std::string& name,
-                  std::vector<std::string> flags = {}) {
+  // `default_token`: the channel carries the cluster's default token
+  // (otherwise none: the caller adds what it wants).
+  explicit Server(const std::string& name, std::vector<std::string> flags = {},
+                  bool default_token = true) {
     const std::string port_file = TestPath(name + ".port");
     std::remove(port_file.c_str());
     flags.insert(flags.end(),
@@ -86,8 +90,21 @@ struct Server {
     pid = Spawn(flags);
     const int port = ReadPort(port_file);
     REQUIRE(port > 0);
-    channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                  grpc::InsecureChannelCredentials());
+    if (!default_token) {
+      channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                    grpc::InsecureChannelCredentials());
+      return;
+    }
+    // Without --token_file or --insecure the server requires the cluster's
+    // default token (made in this test's HOME by whichever came first).
+    absl::StatusOr<std::string> path = DefaultTokenFile("proc");
+    REQUIRE(path.ok());
+    absl::StatusOr<std::string> token = ReadOrCreateTokenFile(*path);
+    REQUIRE(token.ok());
+    ClientCredentials credentials;
+    credentials.token = *token;
+    channel = CreateChannel("127.0.0.1:" + std::to_string(port), credentials,
+                            grpc::ChannelArguments());
   }
   bool Serving() {
     auto stub = grpc::health::v1::Health::NewStub(channel);
@@ -133,10 +150,50 @@ TEST_CASE("ps_server exits 0 on SIGTERM and on SIGINT") {
   }
 }
 
+TEST_CASE("ps_server without a token flag requires the default token") {
+  // A caller without the token (another user of this machine) is refused.
+  Server server("default", {}, /*default_token=*/false);
+  CHECK(server.Serving());
+  auto stub = ps::wire::ParameterServer::NewStub(server.channel);
+  ps::wire::ShutdownRequest request;
+  request.set_cluster("proc");
+  ps::wire::ShutdownResponse response;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    CHECK(stub->Shutdown(&ctx, request, &response).error_code() ==
+          grpc::StatusCode::UNAUTHENTICATED);
+  }
+  CHECK(server.Serving());
+  // With the default token file's token it is taken.
+  absl::StatusOr<std::string> path = DefaultTokenFile("proc");
+  REQUIRE(path.ok());
+  absl::StatusOr<std::string> token = ReadOrCreateTokenFile(*path);
+  REQUIRE(token.ok());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  ctx.AddMetadata("authorization", "Bearer " + *token);
+  CHECK(stub->Shutdown(&ctx, request, &response).ok());
+  CHECK(WaitForExit(server.pid, absl::Seconds(30)) == 0);
+}
+
+TEST_CASE("ps_server --insecure takes every call") {
+  Server server("insecure", {"--insecure"}, /*default_token=*/false);
+  auto stub = ps::wire::ParameterServer::NewStub(server.channel);
+  ps::wire::ShutdownRequest request;
+  request.set_cluster("proc");
+  ps::wire::ShutdownResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  CHECK(stub->Shutdown(&ctx, request, &response).ok());
+  CHECK(WaitForExit(server.pid, absl::Seconds(30)) == 0);
+}
+
 TEST_CASE("ps_server --token_file takes only calls with the token") {
   const std::string token_file = TestPath("token");
   std::ofstream(token_file) << "proc-token\n";
-  Server server("token", {"--token_file=" + token_file});
+  Server server("token", {"--token_file=" + token_file},
+                /*default_token=*/false);
   CHECK(server.Serving());  // health checks need no token
   auto stub = ps::wire::ParameterServer::NewStub(server.channel);
   ps::wire::ShutdownRequest request;

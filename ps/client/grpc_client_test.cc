@@ -22,6 +22,16 @@ namespace {
 
 using testing::Scenario;
 
+// The cluster's token, as every server requires one.
+constexpr char kToken[] = "grpc-client-test-token";
+
+// What a raw stub's channel carries: the token, in plaintext.
+ClientCredentials TokenCredentials() {
+  ClientCredentials c;
+  c.token = kToken;
+  return c;
+}
+
 // Shard servers on 127.0.0.1 with OS-chosen ports.
 struct GrpcCluster {
   GrpcCluster(const Scenario& sc, int num_shards,
@@ -33,6 +43,7 @@ struct GrpcCluster {
       o.listen_address = "127.0.0.1:0";
       o.wire_gradients = wire_gradients;
       o.wire_weights = wire_weights;
+      o.security.token = kToken;
       auto server = PsGrpcServer::Start(o);
       REQUIRE(server.ok());
       addresses.push_back((*server)->address());
@@ -50,6 +61,7 @@ struct GrpcCluster {
     o.wire_gradients = wire_gradients;
     o.wire_weights = wire_weights;
     o.shared_memory = shared_memory;
+    o.security.token = kToken;
     auto client = GrpcPsClient::Create(o);
     REQUIRE(client.ok());
     return *std::move(client);
@@ -181,7 +193,7 @@ TEST_CASE("grpc: shared memory carries the tensors; a refusal falls back") {
     GrpcCluster cluster(sc, 2);
     cluster.shared_memory = true;
     for (auto& server : cluster.servers) {
-      server->service()->SetSharedMemoryProcDirForTesting("/nonexistent");
+      server->service()->SetSharedMemoryUnreachableForTesting();
     }
     const SharedRun run = ThreeSteps(&cluster);
     CHECK(run.weights.w == expected.weights.w);
@@ -200,7 +212,7 @@ TEST_CASE("grpc: a push naming a segment the server cannot open is refused") {
   Values init;
   auto chief = cluster.InitializedChief(init);
   auto stub = wire::ParameterServer::NewStub(
-      CreatePsChannel(cluster.addresses[0], 64 << 20));
+      CreatePsChannel(cluster.addresses[0], 64 << 20, TokenCredentials()));
   wire::PushRequest request;
   request.set_cluster("scenario");
   request.set_worker_id(0);
@@ -232,7 +244,8 @@ TEST_CASE("grpc: a pull of an unknown tensor is refused naming it") {
   Values init;
   auto chief = cluster.InitializedChief(init);
   // A PullRequest by hand: the client asks only for tensors it knows.
-  auto channel = CreatePsChannel(cluster.addresses[0], int64_t{64} << 20);
+  auto channel = CreatePsChannel(cluster.addresses[0], int64_t{64} << 20,
+                                 TokenCredentials());
   auto stub = wire::ParameterServer::NewStub(channel);
   for (const auto& names :
        std::vector<std::vector<std::string>>{{"nope"}, {"b", "b"}}) {
@@ -341,6 +354,7 @@ TEST_CASE("grpc: bfloat16 and float16 on the wire, float32 on the servers") {
   o.worker_id = 0;
   o.variables = testing::ScenarioModel();
   o.split_threshold_bytes = testing::kScenarioSplitThreshold;
+  o.security.token = kToken;
   auto fp32_client = GrpcPsClient::Create(o);
   REQUIRE(fp32_client.ok());
   absl::Status s = (*fp32_client)
@@ -354,8 +368,8 @@ TEST_CASE("grpc: bfloat16 and float16 on the wire, float32 on the servers") {
 // A push sent with the generated stub, its gradient `b` as given.
 absl::Status RawPush(const std::string& address, wire::DataType dtype,
                      const std::string& data, std::optional<float> scale) {
-  auto stub =
-      wire::ParameterServer::NewStub(CreatePsChannel(address, 64 << 20));
+  auto stub = wire::ParameterServer::NewStub(
+      CreatePsChannel(address, 64 << 20, TokenCredentials()));
   wire::PushRequest request;
   request.set_cluster("scenario");
   request.set_worker_id(0);

@@ -2,9 +2,11 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -41,6 +43,17 @@ absl::Status WritePortFile(const std::string& path, int port) {
 absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
     const ServerOptions& options, const LifecycleOptions& lifecycle) {
   RETURN_IF_ERROR(ValidateLifecycleOptions(lifecycle));
+  // Loopback is no boundary on a shared machine: no token only when asked.
+  if (options.security.token.empty() && !options.security.insecure) {
+    return absl::InvalidArgumentError(
+        "no cluster token: every server takes only calls with the cluster's "
+        "token (a config makes one by default); to take every call, say so "
+        "(config `security { insecure: true }`, ps_server --insecure)");
+  }
+  if (!options.security.token.empty() && options.security.insecure) {
+    return absl::InvalidArgumentError(
+        "both a cluster token and insecure: choose one");
+  }
   std::unique_ptr<PsGrpcServer> s(new PsGrpcServer());
   ASSIGN_OR_RETURN(s->shard_, ParameterShard::Create(options));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
@@ -51,6 +64,7 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   if (!lifecycle.run_dir.empty()) {
     s->service_->SetRunDirIfUnset(lifecycle.run_dir);
   }
+  s->service_->SetRunRoot(lifecycle.run_root);
   s->host_ =
       options.listen_address.substr(0, options.listen_address.rfind(':'));
 
@@ -64,6 +78,12 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   builder.AddListeningPort(options.listen_address, credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  // What all calls together, authenticated or not, can make gRPC hold while
+  // reading: a few of the largest messages, not whatever a flood sends.
+  grpc::ResourceQuota quota("psgd-ps");
+  quota.Resize(static_cast<size_t>(
+      std::max<int64_t>(4 * options.max_message_bytes, int64_t{1} << 30)));
+  builder.SetResourceQuota(quota);
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {

@@ -17,6 +17,12 @@ namespace psgd {
 namespace ps {
 namespace {
 
+// The largest shared memory region a worker may name: the shard's tensors in
+// float32, each aligned, after the header.
+int64_t MaxSharedBytes(const ParameterShard& shard) {
+  return shard.MaxTensorAreaBytes(kSharedHeaderBytes, kSharedAlign);
+}
+
 // Finishes a unary call with `status`.
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
                                  const grpc::Status& status) {
@@ -63,7 +69,8 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     variables_.assign(request.variables().begin(), request.variables().end());
     if (request.has_shared_memory()) {
       absl::StatusOr<std::shared_ptr<const SharedSegment>> segment =
-          shared_segments->Attach(request.shared_memory());
+          shared_segments->Attach(request.shared_memory(),
+                                  MaxSharedBytes(*shard_));
       if (segment.ok()) {
         segment_ = *std::move(segment);
       } else if (IsSharedMemoryRefusal(segment.status())) {
@@ -213,67 +220,42 @@ class PsGrpcService::WireWeights {
 
 // Push messages for reuse: a request's gradient buffers keep their capacity
 // (Clear() keeps them), so a 2 MB gradient is not parsed into freshly mapped
-// memory on every call. Thread-safe, as gRPC requires.
-class PsGrpcService::PushMessagePool final
-    : public grpc::MessageAllocator<wire::PushRequest, wire::PushResponse> {
+// memory on every call. Only messages of authenticated pushes come here, and
+// one that holds more than the shard's tensors can need is freed, not kept.
+// Thread-safe.
+class PsGrpcService::PushMessagePool {
  public:
   // Spare messages kept; more are freed.
   static constexpr size_t kMaxSpare = 16;
 
-  grpc::MessageHolder<wire::PushRequest, wire::PushResponse>* AllocateMessages()
-      override {
-    {
-      MutexLock lock(&mu_);
-      if (!spare_.empty()) {
-        Holder* h = spare_.back().release();
-        spare_.pop_back();
-        return h;
-      }
-    }
-    return new Holder(this);
+  std::unique_ptr<wire::PushRequest> Take() {
+    MutexLock lock(&mu_);
+    if (spare_.empty()) return std::make_unique<wire::PushRequest>();
+    std::unique_ptr<wire::PushRequest> m = std::move(spare_.back());
+    spare_.pop_back();
+    return m;
   }
 
- private:
-  class Holder final
-      : public grpc::MessageHolder<wire::PushRequest, wire::PushResponse> {
-   public:
-    explicit Holder(PushMessagePool* pool) : pool_(pool) {
-      set_request(&request_);
-      set_response(&response_);
-    }
-    void Release() override {
-      request_.Clear();
-      response_.Clear();
-      pool_->Return(std::unique_ptr<Holder>(this));
-    }
-    int64_t request_bytes() const {
-      return static_cast<int64_t>(request_.SpaceUsedLong());
-    }
+  // Keeps `message` for the next push when it holds at most `max_bytes`.
+  void Give(std::unique_ptr<wire::PushRequest> message, int64_t max_bytes) {
+    message->Clear();
+    if (static_cast<int64_t>(message->SpaceUsedLong()) > max_bytes) return;
+    MutexLock lock(&mu_);
+    if (spare_.size() < kMaxSpare) spare_.push_back(std::move(message));
+  }
 
-   private:
-    PushMessagePool* const pool_;  // Not owned.
-    wire::PushRequest request_;
-    wire::PushResponse response_;
-  };
-
- public:
   // Bytes the spare messages keep allocated (a cleared message keeps its
   // tensors' buffers for the next parse).
   int64_t SpareBytes() const {
     MutexLock lock(&mu_);
     int64_t n = 0;
-    for (const auto& h : spare_) n += h->request_bytes();
+    for (const auto& m : spare_) n += static_cast<int64_t>(m->SpaceUsedLong());
     return n;
   }
 
  private:
-  void Return(std::unique_ptr<Holder> holder) {
-    MutexLock lock(&mu_);
-    if (spare_.size() < kMaxSpare) spare_.push_back(std::move(holder));
-  }
-
   mutable Mutex mu_;
-  std::vector<std::unique_ptr<Holder>> spare_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<wire::PushRequest>> spare_ ABSL_GUARDED_BY(mu_);
 };
 
 PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
@@ -283,9 +265,7 @@ PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
       wire_weights_(
           shard->options().wire_weights == DType::kFloat32
               ? nullptr
-              : std::make_unique<WireWeights>(shard->options().wire_weights)) {
-  SetMessageAllocatorFor_Push(push_messages_.get());
-}
+              : std::make_unique<WireWeights>(shard->options().wire_weights)) {}
 
 PsGrpcService::~PsGrpcService() = default;
 
@@ -323,27 +303,47 @@ grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
-                                              const wire::PushRequest* request,
-                                              wire::PushResponse* response) {
-  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong());
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
+  const int64_t bytes = static_cast<int64_t>(request->Length());
   received_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  // The token first: nothing of a stranger's push is parsed or kept.
+  if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
+    return Finish(ctx, s);
+  }
   push_bytes_in_flight_.fetch_add(bytes, std::memory_order_relaxed);
-  grpc::ServerUnaryReactor* reactor = Respond(ctx, [&] {
-    // The segment the gradients lie in, held while they are read.
-    std::shared_ptr<const SharedSegment> segment;
-    if (request->has_shared_memory()) {
-      ASSIGN_OR_RETURN(segment,
-                       shared_segments_->Attach(request->shared_memory()));
+  std::unique_ptr<wire::PushRequest> message = push_messages_->Take();
+  grpc::ByteBuffer copy(*request);  // shares the slices
+  grpc::Status status =
+      grpc::SerializationTraits<wire::PushRequest>::Deserialize(&copy,
+                                                                message.get());
+  if (status.ok()) {
+    wire::PushResponse reply;
+    status = ToGrpcStatus([&]() -> absl::Status {
+      // The segment the gradients lie in, held while they are read.
+      std::shared_ptr<const SharedSegment> segment;
+      if (message->has_shared_memory()) {
+        ASSIGN_OR_RETURN(segment, shared_segments_->Attach(
+                                      message->shared_memory(),
+                                      MaxSharedBytes(*handler_.shard())));
+      }
+      return handler_.Push(
+          *message, &reply,
+          segment == nullptr ? absl::string_view() : segment->bytes());
+    }());
+    if (status.ok()) {
+      bool own_buffer;
+      status = grpc::SerializationTraits<wire::PushResponse>::Serialize(
+          reply, response, &own_buffer);
+      sent_bytes_.fetch_add(static_cast<int64_t>(response->Length()),
+                            std::memory_order_relaxed);
     }
-    absl::Status s = handler_.Push(
-        *request, response,
-        segment == nullptr ? absl::string_view() : segment->bytes());
-    sent_bytes_.fetch_add(static_cast<int64_t>(response->ByteSizeLong()),
-                          std::memory_order_relaxed);
-    return s;
-  });
+  }
+  // At most twice the shard's tensors kept per spare message.
+  push_messages_->Give(std::move(message),
+                       2 * MaxSharedBytes(*handler_.shard()) + (1 << 20));
   push_bytes_in_flight_.fetch_sub(bytes, std::memory_order_relaxed);
-  return reactor;
+  return Finish(ctx, status);
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Join(

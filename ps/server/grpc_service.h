@@ -42,7 +42,8 @@ namespace ps {
 
 class PsGrpcService final
     : public wire::ParameterServer::WithRawCallbackMethod_Pull<
-          wire::ParameterServer::CallbackService>,
+          wire::ParameterServer::WithRawCallbackMethod_Push<
+              wire::ParameterServer::CallbackService>>,
       public ServingCounters {
  public:
   // Every call must carry `token` unless it is empty.
@@ -56,9 +57,12 @@ class PsGrpcService final
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
+  // A PushRequest in, a PushResponse out, as raw bytes: the token is
+  // checked before a byte is parsed, so a caller without it makes the
+  // server allocate nothing beyond gRPC's own read of the message.
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
-                                 const wire::PushRequest* request,
-                                 wire::PushResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
                                  const wire::JoinRequest* request,
                                  wire::MembershipResponse* response) override;
@@ -91,6 +95,8 @@ class PsGrpcService final
     handler_.SetRunDirIfUnset(run_dir);
   }
   std::string run_dir() const override { return handler_.run_dir(); }
+  // Where an Initialize's run directory may lie (ShardRequestHandler).
+  void SetRunRoot(absl::string_view run_root) { handler_.SetRunRoot(run_root); }
 
   // Calls refused for a missing or wrong token so far.
   int64_t unauthenticated_calls() const override {
@@ -107,11 +113,10 @@ class PsGrpcService final
   }
   void AddServingMemory(ShardMemory* memory) const override;
 
-  // Tests: where the shared memory segments of workers are looked for
-  // (default /proc; a directory without them plays a server on another
+  // Tests: no worker's shared memory can be reached (a server on another
   // machine). Before the first call.
-  void SetSharedMemoryProcDirForTesting(std::string dir) {
-    shared_segments_ = std::make_unique<SharedSegments>(std::move(dir));
+  void SetSharedMemoryUnreachableForTesting() {
+    shared_segments_ = std::make_unique<SharedSegments>(false);
   }
 
  private:

@@ -46,11 +46,19 @@ grpc::Status Unary(const Request& request, Response* response, Call call) {
   return call(&ctx, request, response);
 }
 
+// A server that takes calls without a token: these cases are about the
+// service, not who may call it (tests/ps_security_test.cc is).
+ServerOptions Insecure() {
+  ServerOptions o;
+  o.security.insecure = true;
+  return o;
+}
+
 TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
   // Whole pushes and parts (PushRequest.partial) alike.
   const bool partial = GENERATE(false, true);
   INFO("partial " << partial);
-  ServerOptions o;
+  ServerOptions o = Insecure();
   o.cluster_name = "wire";
   auto server = PsGrpcServer::Start(o);
   REQUIRE(server.ok());
@@ -112,7 +120,7 @@ TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
 }
 
 TEST_CASE("a variable above gRPC's default 4 MiB limit goes through") {
-  auto server = PsGrpcServer::Start(ServerOptions{});
+  auto server = PsGrpcServer::Start(Insecure());
   REQUIRE(server.ok());
   auto stub = Connect(**server);
   wire::InitializeRequest init;
@@ -137,7 +145,7 @@ TEST_CASE("a variable above gRPC's default 4 MiB limit goes through") {
 }
 
 TEST_CASE("health checking, the port file and a pull past its deadline") {
-  ServerOptions o;
+  ServerOptions o = Insecure();
   const char* tmp = std::getenv("TEST_TMPDIR");  // set by bazel test
   o.port_file = std::string(tmp != nullptr ? tmp : "/tmp") + "/ps_port";
   auto server = PsGrpcServer::Start(o);
@@ -197,7 +205,7 @@ reflection::ServerReflectionResponse AskReflection(
 }
 
 TEST_CASE("reflection lists the parameter server and health services") {
-  auto server = PsGrpcServer::Start(ServerOptions());
+  auto server = PsGrpcServer::Start(Insecure());
   REQUIRE(server.ok());
   auto channel = grpc::CreateChannel((*server)->address(),
                                      grpc::InsecureChannelCredentials());

@@ -1,9 +1,17 @@
 #include "ps/server/request_handler.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "ps/wire/wire.h"
 #include "ps/wire/wire_dtype.h"
@@ -21,9 +29,54 @@ void MembershipToProto(const ParameterShard::MembershipReply& reply,
 
 }  // namespace
 
+absl::Status AcceptableRunDir(absl::string_view requested,
+                              absl::string_view run_root,
+                              absl::string_view cluster) {
+  auto refuse = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run directory '", requested, "': ", why));
+  };
+  if (run_root.empty()) {
+    return refuse(
+        "this server has no run root (start it with --run_dir or "
+        "--config)");
+  }
+  std::string root(run_root);
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  absl::string_view leaf = requested;
+  if (!absl::ConsumePrefix(&leaf, root) || !absl::ConsumePrefix(&leaf, "/")) {
+    return refuse(absl::StrCat("not in the server's run root '", root, "'"));
+  }
+  if (!absl::StartsWith(leaf, absl::StrCat(cluster, "-")) ||
+      leaf.size() > 200) {
+    return refuse(absl::StrCat("not named ", cluster, "-..."));
+  }
+  for (char c : leaf) {
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+          c == '_' || c == '.')) {
+      return refuse(
+          "its name has characters other than letters, digits, "
+          "'-', '_' and '.'");
+    }
+  }
+  struct stat st;
+  const std::string path(requested);
+  if (lstat(path.c_str(), &st) != 0) return refuse("it does not exist");
+  if (!S_ISDIR(st.st_mode)) return refuse("not a directory");
+  if (st.st_uid != geteuid()) {
+    return refuse("it belongs to another user");
+  }
+  return absl::OkStatus();
+}
+
 void ShardRequestHandler::SetRunDirIfUnset(absl::string_view run_dir) {
   MutexLock lock(&run_dir_mu_);
   if (run_dir_.empty()) run_dir_ = std::string(run_dir);
+}
+
+void ShardRequestHandler::SetRunRoot(absl::string_view run_root) {
+  MutexLock lock(&run_dir_mu_);
+  run_root_ = std::string(run_root);
 }
 
 std::string ShardRequestHandler::run_dir() const {
@@ -39,7 +92,19 @@ absl::Status ShardRequestHandler::Initialize(
                    TensorBytesFromProto(request.variables()));
   ASSIGN_OR_RETURN(ParameterShard::InitializeReply reply,
                    shard_->Initialize(variables));
-  if (!request.run_dir().empty()) SetRunDirIfUnset(request.run_dir());
+  if (!request.run_dir().empty()) {
+    MutexLock lock(&run_dir_mu_);
+    if (run_dir_.empty()) {
+      absl::Status ok = AcceptableRunDir(request.run_dir(), run_root_,
+                                         shard_->options().cluster_name);
+      if (ok.ok()) {
+        run_dir_ = request.run_dir();
+      } else {
+        spdlog::warn("not writing into the chief's {}",
+                     std::string(ok.message()));
+      }
+    }
+  }
   response->set_step(reply.step);
   response->set_already_initialized(reply.already_initialized);
   return absl::OkStatus();
@@ -61,6 +126,30 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
                    TensorBytesFromProto(request.gradients(), shared));
+  if (!shared.empty()) {
+    // Read once: the worker can write its region while we work, so its
+    // bytes are copied into this thread's own buffer before anything
+    // checks, decodes or applies them (what is checked is what is applied).
+    // The region is at most the shard's tensor bytes (SharedSegments), and
+    // so is the copy.
+    thread_local std::string copy;
+    size_t total = 0;
+    auto in_region = [&](absl::string_view data) {
+      return !data.empty() && data.data() >= shared.data() &&
+             data.data() < shared.data() + shared.size();
+    };
+    for (const TensorBytes& t : wire_gradients) {
+      if (in_region(t.data)) total += t.data.size();
+    }
+    copy.resize(total);
+    size_t at = 0;
+    for (TensorBytes& t : wire_gradients) {
+      if (!in_region(t.data)) continue;
+      std::memcpy(copy.data() + at, t.data.data(), t.data.size());
+      t.data = absl::string_view(copy.data() + at, t.data.size());
+      at += t.data.size();
+    }
+  }
   // In the cluster's wire dtype; float32 for the shard. Each gRPC thread
   // keeps its decoder's buffers from call to call.
   thread_local WireDecoder decoder;

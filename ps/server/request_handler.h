@@ -33,7 +33,10 @@ class ShardRequestHandler {
 
   ParameterShard* shard() const { return shard_; }
 
-  // Also keeps the request's run_dir (SetRunDirIfUnset) once it succeeds.
+  // Also keeps the request's run_dir once it succeeds, when none is set and
+  // it passes AcceptableRunDir under the run root (SetRunRoot); any other is
+  // ignored, with a log line: no path of a request decides where the
+  // server writes.
   absl::Status Initialize(const wire::InitializeRequest& request,
                           wire::InitializeResponse* response);
   // Checks the cluster and registers the pull with the shard
@@ -76,16 +79,30 @@ class ShardRequestHandler {
   absl::Status ListCheckpoints(const wire::ListCheckpointsRequest& request,
                                wire::ListCheckpointsResponse* response);
 
-  // The run directory: the first non-empty value given here or carried by
+  // The run directory: the first non-empty value given here or taken from
   // an Initialize request; reported by Status.
   void SetRunDirIfUnset(absl::string_view run_dir);
   std::string run_dir() const;
+  // The server's run root (its config's run_root; empty: none, and no run
+  // directory is ever taken from a request).
+  void SetRunRoot(absl::string_view run_root);
 
  private:
   ParameterShard* const shard_;  // Not owned.
   mutable Mutex run_dir_mu_;
   std::string run_dir_ ABSL_GUARDED_BY(run_dir_mu_);
+  std::string run_root_ ABSL_GUARDED_BY(run_dir_mu_);
 };
+
+// OK when `requested`, a run directory an Initialize request names, is one
+// the server may write to: exactly RUN_ROOT/CLUSTER-<letters, digits, '-',
+// '_', '.'>, an existing directory (not a symbolic link) owned by this
+// process's user. FAILED_PRECONDITION saying which rule it breaks
+// otherwise (the chief makes the run directory under the same run root
+// before it initialises the servers).
+absl::Status AcceptableRunDir(absl::string_view requested,
+                              absl::string_view run_root,
+                              absl::string_view cluster);
 
 }  // namespace ps
 }  // namespace psgd

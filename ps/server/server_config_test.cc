@@ -26,7 +26,10 @@ TEST_CASE("a ps task's options come from the config") {
   CHECK(o->optimizer.learning_rate == Approx(0.001));
   CHECK(o->worker_lease == absl::Seconds(30));
   CHECK(o->checkpoint.dir.empty());  // no checkpoint section
-  CHECK(o->security.token.empty());
+  // No security block: the cluster's default token (made in this test's
+  // HOME), never none.
+  CHECK(o->security.token.size() == 64);
+  CHECK_FALSE(o->security.insecure);
   CHECK_FALSE(o->security.tls);
   CHECK(o->wire_gradients == DType::kFloat32);  // no wire block
   CHECK(o->wire_weights == DType::kFloat32);

@@ -58,15 +58,22 @@ ABSL_FLAG(double, worker_lease_seconds, 0,
 ABSL_FLAG(std::string, config, "",
           "Cluster config file: the options of --task come from it.");
 ABSL_FLAG(std::string, token_file, "",
-          "A file holding the cluster's token: every call must then carry "
-          "it (gRPC metadata 'authorization: Bearer <token>'). Default: no "
-          "token. With --config, the config's security block says it.");
+          "A file holding the cluster's token: every call must carry it "
+          "(gRPC metadata 'authorization: Bearer <token>'). Default: the "
+          "cluster's default token file ($PSGD_TOKEN_FILE, else "
+          "~/.config/psgd/tokens/CLUSTER_NAME.token), made when absent. With "
+          "--config, the config's security block says it.");
+ABSL_FLAG(bool, insecure, false,
+          "Take every call without a token (anyone who can reach the port "
+          "may drive the server). Not with --token_file or --config.");
 ABSL_FLAG(double, slow_step_seconds, 10,
           "Log which workers a sync step waits for once it has waited this "
           "long (0: never).");
 ABSL_FLAG(std::string, run_dir, "",
           "Where ps-I.jsonl and ps-I.summary.json go; default: the run "
-          "directory the chief sends with Initialize.");
+          "directory the chief sends with Initialize, only when it is "
+          "RUN_ROOT/NAME-... of --config's run_root, an existing directory "
+          "of this user's (no files otherwise).");
 
 namespace psgd {
 namespace ps {
@@ -101,7 +108,8 @@ constexpr const char* kOptionFlags[] = {"listen_address",
                                         "max_message_bytes",
                                         "split_threshold_bytes",
                                         "worker_lease_seconds",
-                                        "token_file"};
+                                        "token_file",
+                                        "insecure"};
 
 absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
   for (const char* name : kOptionFlags) {
@@ -129,6 +137,14 @@ absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
 absl::StatusOr<LifecycleOptions> LifecycleOptionsFromFlags() {
   LifecycleOptions o;
   o.run_dir = absl::GetFlag(FLAGS_run_dir);
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    // The run root an Initialize's run directory must lie in; the config's
+    // errors are ServerOptionsFromFlags' to report.
+    if (absl::StatusOr<ClusterConfig> config = LoadClusterConfig(path);
+        config.ok()) {
+      o.run_root = config->run_root();
+    }
+  }
   o.slow_step = absl::Seconds(absl::GetFlag(FLAGS_slow_step_seconds));
   // The other fields keep their defaults: an error is about this flag.
   RETURN_IF_ERROR(
@@ -185,9 +201,22 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   o.port_file = absl::GetFlag(FLAGS_port_file);
   // NaN becomes an infinite lease, which the sanitizer refuses.
   o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_seconds));
+  o.security.insecure = absl::GetFlag(FLAGS_insecure);
   if (const std::string path = absl::GetFlag(FLAGS_token_file); !path.empty()) {
+    if (o.security.insecure) {
+      return absl::InvalidArgumentError(
+          "--insecure and --token_file: choose one");
+    }
     absl::StatusOr<std::string> token = ReadTokenFile(path);
     if (!token.ok()) return Annotate(token.status(), "--token_file: ");
+    o.security.token = *std::move(token);
+  } else if (!o.security.insecure) {
+    absl::StatusOr<std::string> path = DefaultTokenFile(o.cluster_name);
+    absl::StatusOr<std::string> token =
+        path.ok() ? ReadOrCreateTokenFile(*path) : path.status();
+    if (!token.ok()) {
+      return Annotate(token.status(), "the cluster's default token: ");
+    }
     o.security.token = *std::move(token);
   }
   // The sanitizer the config's options go through too.

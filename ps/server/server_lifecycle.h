@@ -56,6 +56,9 @@ struct LifecycleOptions {
   // Where ps-I.jsonl goes; empty: the run directory of the ServingCounters
   // (the chief's choice), and no files while there is none.
   std::string run_dir;
+  // Where the chief's run directory may lie (its config's run_root, as an
+  // absolute path); empty: no run directory is taken from a request.
+  std::string run_root;
   // Log which workers a sync step waits for once it has waited this long;
   // zero: never.
   absl::Duration slow_step = absl::Seconds(10);

@@ -707,6 +707,15 @@ ShardStatus ParameterShard::Status() const {
   return s;
 }
 
+int64_t ParameterShard::MaxTensorAreaBytes(int64_t header,
+                                           int64_t align) const {
+  MutexLock lock(&mu_);
+  if (store_ == nullptr) return header;
+  const int64_t count = store_->layout().size();
+  return header + store_->layout().num_parameters * int64_t{sizeof(float)} +
+         count * align;
+}
+
 ShardMemory ParameterShard::MemoryLocked() const {
   ShardMemory m;
   if (store_ != nullptr) {

@@ -230,6 +230,11 @@ class ParameterShard {
   std::vector<int> ExpireWorkers(absl::Time now);
 
   ShardStatus Status() const;
+  // The most bytes the shard's tensors take on the wire, each placed at a
+  // `align`-byte boundary after `header` bytes (float32 is the widest wire
+  // dtype): what a shared memory region for its pushes and pulls can need.
+  // `header` alone before Initialize.
+  int64_t MaxTensorAreaBytes(int64_t header, int64_t align) const;
 
   // The data queue (options().data_queue_on, shard 0 of a cluster with
   // data { sharding: SERVERS }; docs/PS.md, "The servers hand out the

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,11 +69,19 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(
   if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce)) {
     return absl::InternalError(Errno("shared region: getrandom"));
   }
-  const int fd = memfd_create(kSharedMemfdName, MFD_CLOEXEC);
+  const int fd =
+      memfd_create(kSharedMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return absl::InternalError(Errno("shared region: memfd_create"));
   if (ftruncate(fd, size) != 0) {
     const std::string error =
         Errno(absl::StrCat("shared region: ftruncate to ", size));
+    close(fd);
+    return absl::InternalError(error);
+  }
+  // Its size fixed for good: a server that maps it can never be made to
+  // read past its end (SIGBUS) by a shrink.
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const std::string error = Errno("shared region: sealing");
     close(fd);
     return absl::InternalError(error);
   }
@@ -112,11 +121,17 @@ void SharedRegion::Describe(wire::SharedMemory* out) const {
 SharedSegment::~SharedSegment() { munmap(data_, static_cast<size_t>(size_)); }
 
 absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Attach(
-    const wire::SharedMemory& ref) {
+    const wire::SharedMemory& ref, int64_t max_bytes) {
   if (ref.size() < kSharedHeaderBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shared memory of process ", ref.pid(), " (fd ", ref.fd(), "): size ",
         ref.size(), " is below the ", kSharedHeaderBytes, "-byte header"));
+  }
+  if (ref.size() > max_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kRefusal, " of process ", ref.pid(), " (fd ", ref.fd(),
+                     "): ", ref.size(), " bytes, more than the ", max_bytes,
+                     " this shard's tensors can need"));
   }
   const Key key{ref.pid(), ref.fd(), ref.nonce_high(), ref.nonce_low()};
   const absl::Time now = absl::Now();
@@ -141,41 +156,52 @@ absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Attach(
 
 absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Open(
     const wire::SharedMemory& ref) const {
-  const std::string path =
-      absl::StrCat(proc_dir_, "/", ref.pid(), "/fd/", ref.fd());
   auto refuse = [&](absl::string_view why) {
     return absl::FailedPreconditionError(absl::StrCat(
-        kRefusal, " of process ", ref.pid(), " (fd ", ref.fd(), "): ", why,
-        " (is the worker on another machine, or another "
-        "user's?)"));
+        kRefusal, " of process ", ref.pid(), " (fd ", ref.fd(), "): ", why));
   };
-  char target[256];
-  const ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
-  if (n < 0) return refuse(Errno(absl::StrCat("cannot read ", path)));
-  target[n] = '\0';
-  const std::string expected = absl::StrCat("/memfd:", kSharedMemfdName);
-  if (!absl::StartsWith(target, expected)) {
-    return refuse(
-        absl::StrCat(path, " is ", target, ", not a ", expected, " region"));
+  if (!reachable_) {
+    return refuse("cannot reach the process (a worker on another machine)");
   }
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return refuse(Errno(absl::StrCat("cannot open ", path)));
+  // The worker's descriptor itself (pidfd_getfd), never a path opened
+  // again: what is checked below is what gets mapped. The kernel hands it
+  // over only to a process allowed to trace the worker (the same user, or
+  // root).
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, ref.pid(), 0));
+  if (pidfd < 0) {
+    return refuse(absl::StrCat("cannot reach the process (",
+                               std::strerror(errno),
+                               "): is the worker on another machine?"));
+  }
+  const int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, ref.fd(), 0));
+  const int getfd_errno = errno;
+  close(pidfd);
+  if (fd < 0) {
+    return refuse(absl::StrCat("cannot take the descriptor (",
+                               std::strerror(getfd_errno),
+                               "): is the worker another user's?"));
+  }
+  // Only a memfd has seals: F_GET_SEALS also proves what the file is.
+  const int seals = fcntl(fd, F_GET_SEALS);
+  const int sealed = F_SEAL_SHRINK | F_SEAL_GROW;
+  if (seals < 0 || (seals & sealed) != sealed) {
+    close(fd);
+    return refuse("not a shared memory region sealed against resizing");
+  }
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const std::string error = Errno(absl::StrCat("cannot stat ", path));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < ref.size()) {
     close(fd);
-    return refuse(error);
-  }
-  if (st.st_size < ref.size()) {
-    close(fd);
-    return refuse(absl::StrCat("it holds ", st.st_size, " bytes, not the ",
-                               ref.size(), " the request names"));
+    return refuse(absl::StrCat("it holds fewer than the ", ref.size(),
+                               " bytes the request names"));
   }
   void* data = mmap(nullptr, static_cast<size_t>(ref.size()),
                     PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const std::string map_error = Errno("cannot map it");
+  const int map_errno = errno;
   close(fd);  // the mapping keeps the file
-  if (data == MAP_FAILED) return refuse(map_error);
+  if (data == MAP_FAILED) {
+    return refuse(
+        absl::StrCat("cannot map it (", std::strerror(map_errno), ")"));
+  }
   auto segment = std::make_shared<const SharedSegment>(static_cast<char*>(data),
                                                        ref.size());
   if (!HeaderMatches(segment->data(), ref.nonce_high(), ref.nonce_low())) {

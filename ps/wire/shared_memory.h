@@ -4,14 +4,23 @@
 // megabytes a step become one memcpy on each side.
 //
 // The worker makes a SharedRegion (an anonymous memfd named "psgd-shm",
-// mapped) and names it in its push or pull (proto/ps.proto, SharedMemory: its
-// pid, the descriptor's number, a random nonce, the size). The server opens it
-// through /proc/<pid>/fd/<fd> (SharedSegments::Attach) after checking that
-// the file is such a memfd, large enough, and starts with the magic and the
-// nonce: a request cannot make the server read or write any other file. A
-// worker on another machine (or another user's, or in another pid namespace)
-// names a segment the server cannot open: the server says so and the bytes go
-// over gRPC as before.
+// mapped, sealed against shrinking and growing) and names it in its push or
+// pull (proto/ps.proto, SharedMemory: its pid, the descriptor's number, a
+// random nonce, the size). The server takes that descriptor itself from the
+// worker's process (pidfd_getfd: the kernel allows it to the worker's own
+// user and to root; no path is opened) and maps it only when it carries the
+// seals (which only a memfd can: no other file is ever mapped), holds the
+// size named, which is at most what the shard's tensors can need, and starts
+// with the magic and the nonce. A sealed region cannot shrink under the
+// server's copy (no SIGBUS). A worker on another machine, or another user's
+// (unless the server is root), or in another pid namespace, names a segment
+// the server cannot take: the server says so, without naming any file, and
+// the bytes go over gRPC as before.
+//
+// What the server reads from a region it reads once: a push's gradients are
+// copied into the server's own memory before anything checks or decodes them
+// (ShardRequestHandler::Push), so a worker changing them during the call
+// changes nothing the server has checked.
 //
 // A region's first kHeaderBytes hold the magic and nonce; tensors follow at
 // offsets aligned to kSharedAlign (SharedLayout). One call uses a region at a
@@ -122,17 +131,17 @@ class SharedSegments {
   static constexpr absl::Duration kIdle = absl::Seconds(120);
   static constexpr size_t kMaxSegments = 256;
 
-  // `proc_dir`: where the processes' descriptors are (tests name one that
-  // holds none, to play a server on another machine).
-  explicit SharedSegments(std::string proc_dir = "/proc")
-      : proc_dir_(std::move(proc_dir)) {}
+  // `reachable` false: no process can be reached (tests play a server on
+  // another machine with it).
+  explicit SharedSegments(bool reachable = true) : reachable_(reachable) {}
 
   // The segment `ref` names, mapped; FAILED_PRECONDITION starting "shared
-  // memory segment" and saying why when it cannot be opened or is not the
-  // worker's region (not a psgd memfd, smaller than ref.size, another
-  // nonce); INVALID_ARGUMENT for a size below the header's.
+  // memory segment" and saying why when it cannot be taken or is not the
+  // worker's region (more than `max_bytes`, not a sealed memfd, smaller
+  // than ref.size, another nonce); INVALID_ARGUMENT for a size below the
+  // header's.
   absl::StatusOr<std::shared_ptr<const SharedSegment>> Attach(
-      const wire::SharedMemory& ref);
+      const wire::SharedMemory& ref, int64_t max_bytes);
 
   // Segments kept, and their bytes (mapped, not necessarily resident).
   size_t count() const;
@@ -148,7 +157,7 @@ class SharedSegments {
       const wire::SharedMemory& ref) const;
   void EvictLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::string proc_dir_;
+  const bool reachable_;
   mutable Mutex mu_;
   std::map<Key, Entry> segments_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,9 +1,10 @@
 // The worker's region and the server's segments in one process (the server
-// side opens the region through /proc/self's pid like any other's), and the
-// shared bytes of a request's tensors.
+// side takes the region's descriptor from its own pid like any other's), and
+// the shared bytes of a request's tensors.
 #include "ps/wire/shared_memory.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -17,6 +18,9 @@ namespace psgd {
 namespace ps {
 namespace {
 
+// A cap above every region of these tests.
+constexpr int64_t kCap = int64_t{1} << 30;
+
 wire::SharedMemory Ref(const SharedRegion& region) {
   wire::SharedMemory ref;
   region.Describe(&ref);
@@ -28,14 +32,14 @@ TEST_CASE("shared memory: the server sees what the worker wrote, and back") {
   REQUIRE(region.ok());
   std::memcpy((*region)->data() + 64, "gradient", 8);
   SharedSegments segments;
-  auto segment = segments.Attach(Ref(**region));
+  auto segment = segments.Attach(Ref(**region), kCap);
   REQUIRE(segment.ok());
   CHECK((*segment)->size() == 4096);
   CHECK(std::string((*segment)->data() + 64, 8) == "gradient");
   std::memcpy((*segment)->data() + 128, "weights", 7);
   CHECK(std::string((*region)->data() + 128, 7) == "weights");
   // Attached once: the same mapping again, kept while it is used.
-  auto again = segments.Attach(Ref(**region));
+  auto again = segments.Attach(Ref(**region), kCap);
   REQUIRE(again.ok());
   CHECK(again->get() == segment->get());
   CHECK(segments.count() == 1);
@@ -50,42 +54,90 @@ TEST_CASE("shared memory: what the server refuses to open") {
 
   SECTION("another nonce: not the region the request means") {
     ref.set_nonce_low(ref.nonce_low() ^ 1);
-    absl::Status s = segments.Attach(ref).status();
+    absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
     CHECK(s.message().find("header") != absl::string_view::npos);
   }
   SECTION("larger than the region") {
     ref.set_size(8192);
-    absl::Status s = segments.Attach(ref).status();
+    absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
-    CHECK(s.message().find("holds 4096 bytes") != absl::string_view::npos);
+    CHECK(s.message().find("fewer than the 8192 bytes") !=
+          absl::string_view::npos);
   }
-  SECTION("a descriptor that is no psgd region (a file)") {
+  SECTION("larger than the shard's tensors can need") {
+    absl::Status s = segments.Attach(ref, 4095).status();
+    CHECK(IsSharedMemoryRefusal(s));
+    CHECK(s.message().find("more than the 4095") != absl::string_view::npos);
+  }
+  SECTION("a descriptor that is no region (a file), named without its path") {
     char path[] = "/tmp/shared_memory_test_XXXXXX";
     const int fd = mkstemp(path);
     REQUIRE(fd >= 0);
     REQUIRE(ftruncate(fd, 4096) == 0);
     ref.set_fd(fd);
-    absl::Status s = segments.Attach(ref).status();
+    absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
-    CHECK(s.message().find("not a /memfd:psgd-shm region") !=
+    CHECK(s.message().find("not a shared memory region sealed") !=
           absl::string_view::npos);
+    CHECK(s.message().find("/tmp") == absl::string_view::npos);
     close(fd);
     unlink(path);
   }
+  SECTION("an O_PATH descriptor of a file (the open-by-path race's bait)") {
+    char path[] = "/tmp/shared_memory_test_XXXXXX";
+    const int file = mkstemp(path);
+    REQUIRE(file >= 0);
+    REQUIRE(write(file, "secret", 6) == 6);
+    const int fd = open(path, O_PATH | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    ref.set_fd(fd);
+    absl::Status s = segments.Attach(ref, kCap).status();
+    CHECK(IsSharedMemoryRefusal(s));
+    CHECK(s.message().find(path) == absl::string_view::npos);
+    close(fd);
+    close(file);
+    unlink(path);
+  }
+  SECTION("a memfd without the seals (one that could shrink under us)") {
+    const int fd = memfd_create(kSharedMemfdName, MFD_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, 4096) == 0);
+    ref.set_fd(fd);
+    absl::Status s = segments.Attach(ref, kCap).status();
+    CHECK(IsSharedMemoryRefusal(s));
+    CHECK(s.message().find("not a shared memory region sealed") !=
+          absl::string_view::npos);
+    close(fd);
+  }
   SECTION("no such process here (a worker on another machine)") {
-    SharedSegments elsewhere("/nonexistent-proc");
-    absl::Status s = elsewhere.Attach(ref).status();
+    SharedSegments elsewhere(false);
+    absl::Status s = elsewhere.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
     CHECK(s.message().find("another machine") != absl::string_view::npos);
   }
   SECTION("a size below the header is a bad request, not a refusal") {
     ref.set_size(10);
-    absl::Status s = segments.Attach(ref).status();
+    absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK_FALSE(IsSharedMemoryRefusal(s));
   }
   CHECK(segments.count() == 0);
+}
+
+TEST_CASE("shared memory: a region cannot shrink under the server") {
+  auto region = SharedRegion::Create(1 << 16);
+  REQUIRE(region.ok());
+  SharedSegments segments;
+  auto segment = segments.Attach(Ref(**region), kCap);
+  REQUIRE(segment.ok());
+  // The worker's own descriptor: ftruncate refuses (F_SEAL_SHRINK), so the
+  // server's mapping stays backed and its copies never fault (SIGBUS).
+  wire::SharedMemory ref = Ref(**region);
+  CHECK(ftruncate(ref.fd(), 4096) != 0);
+  CHECK(ftruncate(ref.fd(), 1 << 20) != 0);
+  CHECK(fcntl(ref.fd(), F_GET_SEALS) & F_SEAL_SEAL);
+  std::memset((*segment)->data() + 64, 1, (1 << 16) - 64);
 }
 
 TEST_CASE("shared memory: a grown region is a new segment") {
@@ -94,8 +146,8 @@ TEST_CASE("shared memory: a grown region is a new segment") {
   auto large = SharedRegion::Create(1 << 20);
   REQUIRE(small.ok());
   REQUIRE(large.ok());
-  REQUIRE(segments.Attach(Ref(**small)).ok());
-  REQUIRE(segments.Attach(Ref(**large)).ok());
+  REQUIRE(segments.Attach(Ref(**small), kCap).ok());
+  REQUIRE(segments.Attach(Ref(**large), kCap).ok());
   CHECK(segments.count() == 2);
   CHECK(segments.mapped_bytes() == 1024 + (1 << 20));
 }
