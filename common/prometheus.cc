@@ -1,9 +1,10 @@
 #include "common/prometheus.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "civetweb.h"
+#include "common/security.h"
 
 namespace psgd {
 namespace {
@@ -116,9 +120,82 @@ void HistogramData::Observe(double value, uint64_t times) {
   count += times;
 }
 
+}  // namespace psgd
+
+// civetweb (Debian's build) asks for 100 KB thread stacks, less than the
+// static TLS of a process that links cuBLAS and OpenBLAS (the worker: about
+// 165 KB), where pthread_create then fails with EINVAL. A floor of 1 MiB on
+// every requested stack size, for every library of the process: only a stack
+// smaller than that grows (virtual memory; nothing else changes).
+extern "C" int pthread_attr_setstacksize(pthread_attr_t* attr, size_t size) {
+  using Real = int (*)(pthread_attr_t*, size_t);
+  static const Real real =
+      reinterpret_cast<Real>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
+  constexpr size_t kFloor = size_t{1} << 20;
+  return real(attr, size < kFloor ? kFloor : size);
+}
+
+namespace psgd {
+
+struct MetricsHttpServer::Context {
+  std::function<std::string()> render;
+  std::string token;
+  mg_context* server = nullptr;
+  std::string error;  // civetweb's last log line while starting
+};
+
+namespace {
+
+void Reply(mg_connection* conn, int code, absl::string_view reason,
+           absl::string_view extra_headers, absl::string_view body) {
+  const std::string head = absl::StrCat(
+      "HTTP/1.1 ", code, " ", reason,
+      "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"
+      "\r\nContent-Length: ",
+      body.size(), "\r\n", extra_headers, "Connection: close\r\n\r\n");
+  mg_write(conn, head.data(), head.size());
+  mg_write(conn, body.data(), body.size());
+}
+
+int HandleMetrics(mg_connection* conn, void* data) {
+  const auto* c = static_cast<const MetricsHttpServer::Context*>(data);
+  const mg_request_info* request = mg_get_request_info(conn);
+  if (request == nullptr || std::strcmp(request->request_method, "GET") != 0 ||
+      std::strcmp(request->local_uri, "/metrics") != 0) {
+    Reply(conn, 404, "Not Found", "",
+          "not found: GET /metrics serves the metrics\n");
+    return 404;
+  }
+  if (!c->token.empty()) {
+    const char* header = mg_get_header(conn, "Authorization");
+    absl::string_view presented = header != nullptr ? header : "";
+    if (!absl::ConsumePrefix(&presented, "Bearer ") ||
+        !ConstantTimeEquals(presented, c->token)) {
+      Reply(conn, 401, "Unauthorized",
+            "WWW-Authenticate: Bearer realm=\"psgd\"\r\n",
+            "missing or wrong cluster token (Authorization: Bearer ...)\n");
+      return 401;
+    }
+  }
+  Reply(conn, 200, "OK", "", c->render());
+  return 200;
+}
+
+int LogMessage(const mg_connection* conn, const char* message) {
+  if (const mg_context* ctx = mg_get_context(conn); ctx != nullptr) {
+    auto* c = static_cast<MetricsHttpServer::Context*>(mg_get_user_data(ctx));
+    if (c != nullptr) c->error = message;
+  }
+  return 1;  // not on stderr
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& host, int port, std::function<std::string()> render) {
+    const std::string& host, int port, std::function<std::string()> render,
+    std::string token) {
   const std::string where = absl::StrCat(host, ":", port);
+  // civetweb takes numeric addresses: resolve a name first.
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -132,86 +209,84 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     return absl::FailedPreconditionError(absl::StrCat(
         "metrics port ", where, ": cannot resolve: ", gai_strerror(rc)));
   }
-  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    freeaddrinfo(found);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "metrics port ", where, ": socket: ", std::strerror(errno)));
-  }
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, found->ai_addr, found->ai_addrlen) != 0 || listen(fd, 16) != 0) {
-    const int e = errno;
-    freeaddrinfo(found);
-    close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("metrics port ", where, ": ",
-                     e == EADDRINUSE ? "already in use" : std::strerror(e)));
-  }
+  char numeric[NI_MAXHOST] = "";
+  getnameinfo(found->ai_addr, found->ai_addrlen, numeric, sizeof(numeric),
+              nullptr, 0, NI_NUMERICHOST);
+  const bool v6 = found->ai_family == AF_INET6;
   freeaddrinfo(found);
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  const int actual =
-      bound.ss_family == AF_INET6
-          ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-          : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return std::unique_ptr<MetricsHttpServer>(
-      new MetricsHttpServer(fd, actual, std::move(render)));
+  // A port in use: civetweb would say so in its log; ask the kernel first
+  // for a clear error (the bind below is civetweb's).
+  if (port > 0) {
+    const int probe = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    if (v6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(static_cast<uint16_t>(port));
+      inet_pton(AF_INET6, numeric, &a->sin6_addr);
+      len = sizeof(*a);
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(static_cast<uint16_t>(port));
+      inet_pton(AF_INET, numeric, &a->sin_addr);
+      len = sizeof(*a);
+    }
+    const int one = 1;
+    setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const bool in_use =
+        probe >= 0 &&
+        bind(probe, reinterpret_cast<sockaddr*>(&addr), len) != 0 &&
+        errno == EADDRINUSE;
+    if (probe >= 0) close(probe);
+    if (in_use) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("metrics port ", where, ": already in use"));
+    }
+  }
+  auto context = std::make_unique<Context>();
+  context->render = std::move(render);
+  context->token = std::move(token);
+  const std::string ports = v6 ? absl::StrCat("[", numeric, "]:", port)
+                               : absl::StrCat(numeric, ":", port);
+  const std::string threads = std::to_string(kThreads);
+  const std::string timeout = std::to_string(kTimeoutMs);
+  const char* options[] = {"listening_ports",
+                           ports.c_str(),
+                           "num_threads",
+                           threads.c_str(),
+                           "request_timeout_ms",
+                           timeout.c_str(),
+                           "linger_timeout_ms",
+                           "0",
+                           "enable_keep_alive",
+                           "no",
+                           nullptr};
+  mg_callbacks callbacks{};
+  callbacks.log_message = LogMessage;
+  mg_init_library(0);
+  context->server = mg_start(&callbacks, context.get(), options);
+  if (context->server == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "metrics port ", where, ": ",
+        context->error.empty() ? "cannot listen" : context->error));
+  }
+  mg_set_request_handler(context->server, "/", HandleMetrics, context.get());
+  mg_server_port bound[4] = {};
+  const int n = mg_get_server_ports(context->server, 4, bound);
+  std::unique_ptr<MetricsHttpServer> s(
+      new MetricsHttpServer(std::move(context)));
+  s->port_ = n > 0 ? bound[0].port : port;
+  return s;
 }
 
-MetricsHttpServer::MetricsHttpServer(int fd, int port,
-                                     std::function<std::string()> render)
-    : fd_(fd), port_(port), render_(std::move(render)) {
-  thread_ = std::thread([this] { Serve(); });
-}
+MetricsHttpServer::MetricsHttpServer(std::unique_ptr<Context> context)
+    : context_(std::move(context)) {}
 
 MetricsHttpServer::~MetricsHttpServer() {
-  stop_ = true;
-  thread_.join();
-  close(fd_);
-}
-
-void MetricsHttpServer::Serve() {
-  while (!stop_) {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    const int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
-    Answer(client);
-    close(client);
-  }
-}
-
-void MetricsHttpServer::Answer(int client) {
-  // The request line is enough: GET /metrics HTTP/1.x. Read until the
-  // headers end (or 8 KiB, or 2 s).
-  std::string request;
-  char buffer[1024];
-  while (request.find("\r\n\r\n") == std::string::npos &&
-         request.size() < 8192) {
-    pollfd p{client, POLLIN, 0};
-    if (poll(&p, 1, 2000) <= 0) return;
-    const ssize_t n = read(client, buffer, sizeof(buffer));
-    if (n <= 0) break;
-    request.append(buffer, static_cast<size_t>(n));
-  }
-  const bool metrics = absl::StartsWith(request, "GET /metrics ") ||
-                       absl::StartsWith(request, "GET /metrics?");
-  const std::string body =
-      metrics ? render_() : "not found: GET /metrics serves the metrics\n";
-  const std::string response =
-      absl::StrCat("HTTP/1.1 ", metrics ? "200 OK" : "404 Not Found",
-                   "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"
-                   "\r\nContent-Length: ",
-                   body.size(), "\r\nConnection: close\r\n\r\n", body);
-  size_t sent = 0;
-  while (sent < response.size()) {
-    const ssize_t n = send(client, response.data() + sent,
-                           response.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
+  // Waits for requests in progress, each at most kTimeoutMs.
+  if (context_->server != nullptr) mg_stop(context_->server);
 }
 
 }  // namespace psgd

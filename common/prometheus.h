@@ -1,20 +1,23 @@
 // Prometheus' text exposition format (version 0.0.4), built by hand: a page
 // of metric families (counters, gauges, histograms), each with its # HELP
 // and # TYPE lines once, then its samples. MetricsHttpServer serves such a
-// page on GET /metrics from a thread of its own.
+// page on GET /metrics: civetweb (Debian's libcivetweb, the embedded server
+// prometheus-cpp uses) with a small pool of threads and read and write
+// timeouts, so that no client can hold it (or the shutdown) for longer than
+// a timeout; with a token, only to requests that carry "Authorization:
+// Bearer <token>" (what Prometheus' scrape config sends with
+// `authorization: {credentials_file: ...}`), others get 401.
 //
 // Thread-safety: MetricsPage is a plain value. MetricsHttpServer calls
-// `render` from its thread; `render` must be thread-safe.
+// `render` from its threads, possibly at once; `render` must be thread-safe.
 #ifndef PSGD_COMMON_PROMETHEUS_H_
 #define PSGD_COMMON_PROMETHEUS_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -66,24 +69,32 @@ struct HistogramData {
 
 class MetricsHttpServer {
  public:
-  // Listens on `host`:`port` (port 0: the OS chooses). FAILED_PRECONDITION
-  // naming the address when it is in use or cannot be bound.
+  // A request's longest read or write before the server drops it.
+  static constexpr int kTimeoutMs = 5000;
+  // Requests served at once.
+  static constexpr int kThreads = 2;
+
+  // Listens on `host`:`port` (an IP address or a name that resolves; port
+  // 0: the OS chooses). `token` empty: every GET /metrics is answered.
+  // FAILED_PRECONDITION naming the address when it is in use or cannot be
+  // bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& host, int port, std::function<std::string()> render);
+      const std::string& host, int port, std::function<std::string()> render,
+      std::string token = "");
   ~MetricsHttpServer();
+  MetricsHttpServer(const MetricsHttpServer&) = delete;
+  MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
   int port() const { return port_; }
 
- private:
-  MetricsHttpServer(int fd, int port, std::function<std::string()> render);
-  void Serve();
-  void Answer(int client);
+  // What the request handler reads (prometheus.cc).
+  struct Context;
 
-  const int fd_;
-  const int port_;
-  const std::function<std::string()> render_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+ private:
+  explicit MetricsHttpServer(std::unique_ptr<Context> context);
+
+  std::unique_ptr<Context> context_;
+  int port_ = 0;
 };
 
 }  // namespace psgd

@@ -23,6 +23,7 @@ PACKAGES=(
   clang libclang-rt-14-dev # the fuzzer (libFuzzer) and sanitizer runtimes
   clang-format             # scripts/check_format.sh (CI)
   libssl-dev openssl       # the cluster token's SHA-256; test certificates
+  libcivetweb-dev          # the Prometheus endpoints' HTTP server (common/prometheus.h)
   python3 python3-numpy python3-matplotlib  # scripts/run/compare.py
   pybind11-dev python3-dev python3-torch    # the psgd Python package (//python) and its tests; worker/models/torch_check; the CPU benchmark's peer
   python3-venv             # //python/tests:wheel_test: the wheel in a virtual environment

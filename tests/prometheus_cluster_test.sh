@@ -5,8 +5,10 @@
 # step phases, bytes), and promtool (Debian's prometheus package) accepts
 # both pages. The pages are read while the tasks are sure to be up: worker:0
 # is stopped (SIGSTOP) mid-run, so that no step can complete (N = M = 2) and
-# nothing ends until it goes on (SIGCONT), well within its 30 s lease. A
-# metrics port already in use stops the task with an error naming it.
+# nothing ends until it goes on (SIGCONT), well within its 30 s lease. The
+# pages answer only a scrape that carries the cluster's token (the default
+# token file the tasks made): without it, or with another, 401. A metrics
+# port already in use stops the task with an error naming it.
 source "$(dirname "$0")/cluster_test_lib.sh"
 
 pids=()
@@ -42,20 +44,33 @@ for p in "${ps_pids[0]}" "${w_pids[1]}"; do
   kill -0 "$p" 2>/dev/null || fail "a task whose page the test reads had exited"
 done
 
-# scrape URL FILE: the page, once it answers with counters, retried for up
-# to 10 s (the worker's page has them after its first step).
+# The cluster's token: the default token file, made by the first task.
+token_file=${PSGD_TOKEN_FILE:-${XDG_CONFIG_HOME:-${HOME:-~}/.config}/psgd/tokens/prom.token}
+[ -s "$token_file" ] || fail "no default token file $token_file"
+token=$(cat "$token_file")
+
+# scrape URL FILE [TOKEN]: the page, once it answers with counters, retried
+# for up to 10 s (the worker's page has them after its first step).
 scrape() {
-  "$PY" - "$1" "$2" <<'PYEOF'
-import sys, time, urllib.request
-url, out = sys.argv[1], sys.argv[2]
+  "$PY" - "$1" "$2" "${3-$token}" <<'PYEOF'
+import sys, time, urllib.error, urllib.request
+url, out, token = sys.argv[1], sys.argv[2], sys.argv[3]
 deadline = time.time() + 10
 err = "no answer"
 while True:
     try:
-        body = urllib.request.urlopen(url, timeout=2).read().decode()
+        request = urllib.request.Request(url)
+        if token:
+            request.add_header("Authorization", "Bearer " + token)
+        body = urllib.request.urlopen(request, timeout=2).read().decode()
         if "_total" in body:
             open(out, "w").write(body)
             sys.exit(0)
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            open(out, "w").write("401")
+            sys.exit(3)
+        err = e
     except Exception as e:  # not up yet
         err = e
     if time.time() > deadline:
@@ -63,6 +78,12 @@ while True:
     time.sleep(0.2)
 PYEOF
 }
+for who in "" "not-the-token"; do
+  for p in "${ports[@]}"; do
+    rc=0; scrape "http://127.0.0.1:$p/metrics" "$TMP/stranger.prom" "$who" || rc=$?
+    [ "$rc" -eq 3 ] || fail "port $p answered a scrape without the token (exit $rc)"
+  done
+done
 scrape "http://127.0.0.1:${ports[0]}/metrics" "$TMP/ps0.prom" || fail "no /metrics from ps:0"
 scrape "http://127.0.0.1:${ports[1]}/metrics" "$TMP/w1.prom" || fail "no /metrics from worker:1"
 kill -CONT "${w_pids[0]}"
@@ -101,7 +122,7 @@ rc=$?
 set -e
 cat "$TMP/busy.log"
 [ "$rc" -ne 0 ] || fail "a worker with its metrics port in use exited 0"
-grep -q "worker:0: metrics port 0.0.0.0:$busy: already in use" "$TMP/busy.log" ||
+grep -q "worker:0: metrics port 127.0.0.1:$busy: already in use" "$TMP/busy.log" ||
   fail "the error does not name the port in use"
 kill "$holder" 2>/dev/null || true
 echo PASS

@@ -97,12 +97,15 @@ absl::StatusOr<std::unique_ptr<ShardLifecycle>> ShardLifecycle::Start(
     const std::string host =
         o.listen_address.substr(0, o.listen_address.rfind(':'));
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
-        MetricsHttpServer::Start(host, o.metrics_port, [shard, counters] {
-          return ShardMetricsText(
-              shard->Status(),
-              counters != nullptr ? counters->payload_sent_bytes() : 0,
-              counters != nullptr ? counters->payload_received_bytes() : 0);
-        });
+        MetricsHttpServer::Start(
+            host, o.metrics_port,
+            [shard, counters] {
+              return ShardMetricsText(
+                  shard->Status(),
+                  counters != nullptr ? counters->payload_sent_bytes() : 0,
+                  counters != nullptr ? counters->payload_received_bytes() : 0);
+            },
+            o.security.token);
     if (!started.ok()) {
       return absl::Status(
           started.status().code(),

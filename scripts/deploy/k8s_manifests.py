@@ -35,7 +35,14 @@ TF_CONFIG lists, which must be the config's listed ones.
 A worker task with a program (WorkerTask.program, e.g. a PyTorch worker) runs
 it from the image's /psgd (a .py script with /usr/bin/python3 and the psgd
 package of /psgd/python on PYTHONPATH); the TFJob needs one program for
-worker:1.. (one replica template). Both carry the config in a ConfigMap (NAME-config), gRPC health probes on the
+worker:1.. (one replica template).
+  NAME-token.yaml      the cluster's token, a Secret (NAME-token) of 32 random
+                       bytes made here (the file is written 0600): apply it
+                       with either manifest. Every pod mounts it at
+                       /etc/psgd-token/token, and the ConfigMap's config names
+                       it as security.token_file, unless the config has a
+                       token of its own or says `insecure: true`.
+Both carry the config in a ConfigMap (NAME-config), gRPC health probes on the
 ps port (Kubernetes' grpc probe: the ps serves grpc.health.v1), and for each ps
 a volume at /checkpoints. For checkpoints that stay on the ps's own volume, give
 every ps task `checkpoint_dir: "/checkpoints"` in the config (docs/MULTIHOST.md).
@@ -100,6 +107,48 @@ def indent(text, n):
     return "\n".join(pad + line if line else line for line in text.splitlines())
 
 
+TOKEN_PATH = "/etc/psgd-token/token"
+
+
+def with_token_file(text):
+    """The config text naming the mounted Secret as its token file, unless it
+    has a token (or token_file) of its own or says insecure."""
+    if re.search(r"^\s*(token|token_file|insecure)\s*:", text, re.M):
+        return text
+    line = f'  token_file: "{TOKEN_PATH}"'
+    if re.search(r"^security\s*{", text, re.M):
+        return re.sub(r"^security\s*{", "security {\n" + line, text, count=1, flags=re.M)
+    return text.rstrip() + "\nsecurity {\n" + line + "\n}\n"
+
+
+def token_secret(c, ns):
+    import secrets
+    return f"""apiVersion: v1
+kind: Secret
+metadata:
+  name: {c['name']}-token
+  namespace: {ns}
+type: Opaque
+stringData:
+  token: {secrets.token_hex(32)}
+"""
+
+
+def with_token_volume(manifest, name):
+    """Every container that mounts the config also mounts the token Secret;
+    every pod that has the config volume also has the Secret's."""
+    out = []
+    for line in manifest.splitlines():
+        out.append(line)
+        pad = line[:len(line) - len(line.lstrip())]
+        if line.strip() == "- {name: config, mountPath: /etc/psgd, readOnly: true}":
+            out.append(pad + "- {name: token, mountPath: /etc/psgd-token, readOnly: true}")
+        elif line.strip() == f"configMap: {{name: {name}-config}}":
+            out.append(pad[:-2] + f"- name: token")
+            out.append(pad + f"secret: {{secretName: {name}-token, defaultMode: 0400}}")
+    return "\n".join(out) + "\n"
+
+
 def config_map(c, ns):
     return f"""apiVersion: v1
 kind: ConfigMap
@@ -108,7 +157,7 @@ metadata:
   namespace: {ns}
 data:
   cluster.pbtxt: |
-{indent(c['text'].rstrip(), 4)}
+{indent(with_token_file(c['text']).rstrip(), 4)}
 """
 
 
@@ -359,11 +408,17 @@ def main(argv=None):
                                                 a.checkpoint_size)}
     except ConfigError as e:
         sys.exit(f"k8s_manifests.py: {a.config}: {e}")
+    files = {f: with_token_volume(t, c["name"]) for f, t in files.items()}
     os.makedirs(a.out, exist_ok=True)
     for name, text in files.items():
         with open(os.path.join(a.out, name), "w") as fh:
             fh.write(text)
         print(f"k8s_manifests.py: wrote {os.path.join(a.out, name)}")
+    secret = os.path.join(a.out, f"{c['name']}-token.yaml")
+    fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token_secret(c, a.namespace))
+    print(f"k8s_manifests.py: wrote {secret} (the cluster's token: keep it private)")
     if c["checkpoint"] and not c["own_checkpoint_dirs"]:
         print("k8s_manifests.py: warning: the config's checkpoint directory is shared "
               "by every ps; give each ps task checkpoint_dir: \"/checkpoints\" to keep "

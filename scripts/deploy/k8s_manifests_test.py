@@ -14,6 +14,7 @@ scripts/deploy/k8s_manifests.py scripts/deploy/testdata/k8s/$C.pbtxt
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,21 @@ def main():
             assert got == want, f"{name} differs from the golden file"
     plain = open(os.path.join(out, "hosts-k8s.yaml")).read()
     tfjob = open(os.path.join(out, "hosts-tfjob.yaml")).read()
+    # The cluster's token: a Secret of its own, 0600, 32 random bytes, new at
+    # each generation; every pod mounts it and the config names it.
+    secret_path = os.path.join(out, "hosts-token.yaml")
+    assert stat.S_IMODE(os.stat(secret_path).st_mode) == 0o600
+    secret = open(secret_path).read()
+    token = re.search(r"^  token: ([0-9a-f]{64})$", secret, re.M)
+    assert "kind: Secret" in secret and "name: hosts-token" in secret and token, secret
+    assert token.group(1) not in plain + tfjob
+    for manifest in (plain, tfjob):
+        assert 'token_file: "/etc/psgd-token/token"' in manifest
+        mounts = manifest.count("mountPath: /etc/psgd,")
+        assert mounts > 0 and manifest.count("mountPath: /etc/psgd-token,") == mounts
+        assert manifest.count("secretName: hosts-token") == manifest.count("name: hosts-config}")
+    generate(os.path.join(DATA, "hosts.pbtxt"), out)
+    assert open(secret_path).read() != secret, "the same token twice"
     for needle in ("kind: TFJob", "Chief:", "replicas: 2", "grpc: {port: 2222}",
                    "name: checkpoints"):
         assert needle in tfjob, needle

@@ -85,6 +85,10 @@ if [ -z "$run_dir" ]; then
 fi
 mkdir -p "$run_dir" || exit 1
 echo "launch.sh: run directory $run_dir"
+# The cluster's token (docs/CLUSTER.md, "Security"): unless the config names
+# one, every task reads the file here, which the first task to start makes
+# (0600). A config with its own token or `insecure: true` ignores it.
+export PSGD_TOKEN_FILE=${PSGD_TOKEN_FILE:-$run_dir/token}
 
 # --netns: each task's host (its address without the port) must be a
 # namespace.

@@ -39,6 +39,7 @@ namespace ps {
 
 inline constexpr int64_t kMaxMessageBytes = int64_t{256} << 20;
 inline constexpr char kCluster[] = "bench";
+inline constexpr char kBenchToken[] = "ps-bench-token";
 
 // The variables a cluster of `model` places on its servers: the registry's
 // (no backend: worker/models/registry.h), with the batch norm statistics
@@ -126,6 +127,8 @@ class ParameterServerBench {
       o.split_threshold_bytes = split_threshold_bytes_;
       o.wire_gradients = wire;
       o.wire_weights = wire;
+      // Every server requires a token: the bench pays for its check.
+      o.security.token = kBenchToken;
       ASSIGN_OR_RETURN(std::unique_ptr<PsGrpcServer> server,
                        PsGrpcServer::Start(o));
       addresses_.push_back(server->address());
@@ -134,6 +137,7 @@ class ParameterServerBench {
     GrpcClientOptions o;
     o.addresses = addresses_;
     o.cluster = kCluster;
+    o.security.token = kBenchToken;
     o.wire_gradients = wire;
     o.wire_weights = wire;
     return Connect(o, workers, 0);

@@ -37,9 +37,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartPrometheus(
   std::string host;
   int port = 0;
   RETURN_IF_ERROR(SplitHostPort(wt.address(), &host, &port));
+  // The host of the worker's address (loopback for a config on one
+  // machine), and the cluster's token, as the servers' pages.
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
-      MetricsHttpServer::Start("0.0.0.0", wt.metrics_port(),
-                               [metrics] { return metrics->Text(); });
+      MetricsHttpServer::Start(
+          host, wt.metrics_port(), [metrics] { return metrics->Text(); },
+          SecurityFromConfig(config).token);
   if (!started.ok()) {
     return Annotate(started.status(), task.ToString() + ": ");
   }
