@@ -10,11 +10,24 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace psgd {
 namespace {
 
-std::string Get(int port, const std::string& path) {
+// A connection that sends nothing, as a slow client holds one.
+int Idle(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  return fd;
+}
+
+std::string Get(int port, const std::string& path,
+                const std::string& authorization = "") {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
   sockaddr_in a{};
@@ -22,7 +35,11 @@ std::string Get(int port, const std::string& path) {
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string request =
+      "GET " + path + " HTTP/1.1\r\nHost: x\r\n" +
+      (authorization.empty() ? ""
+                             : "Authorization: " + authorization + "\r\n") +
+      "\r\n";
   REQUIRE(write(fd, request.data(), request.size()) ==
           static_cast<ssize_t>(request.size()));
   std::string response;
@@ -83,6 +100,18 @@ TEST_CASE("GET /metrics serves the page; other paths are 404") {
   CHECK(Get((*server)->port(), "/").rfind("HTTP/1.1 404", 0) == 0);
   CHECK(renders == 1);
 
+  // With a token: only a request that carries it.
+  auto guarded = MetricsHttpServer::Start(
+      "127.0.0.1", 0, [] { return Sample().Text(); }, "scrape-token");
+  REQUIRE(guarded.ok());
+  CHECK(Get((*guarded)->port(), "/metrics").rfind("HTTP/1.1 401", 0) == 0);
+  CHECK(Get((*guarded)->port(), "/metrics", "Bearer other")
+            .rfind("HTTP/1.1 401", 0) == 0);
+  const std::string authorized =
+      Get((*guarded)->port(), "/metrics", "Bearer scrape-token");
+  CHECK(authorized.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(authorized.find("psgd_step 42\n") != std::string::npos);
+
   // A port in use is a clear error naming it.
   auto again = MetricsHttpServer::Start("127.0.0.1", (*server)->port(),
                                         [] { return std::string(); });
@@ -90,6 +119,25 @@ TEST_CASE("GET /metrics serves the page; other paths are 404") {
   CHECK(std::string(again.status().message()) ==
         "metrics port 127.0.0.1:" + std::to_string((*server)->port()) +
             ": already in use");
+}
+
+TEST_CASE("a slow client holds neither the page nor the shutdown") {
+  auto server =
+      MetricsHttpServer::Start("127.0.0.1", 0, [] { return Sample().Text(); });
+  REQUIRE(server.ok());
+  // One idle connection per serving thread but one: the page still comes.
+  std::vector<int> idle;
+  for (int i = 0; i + 1 < MetricsHttpServer::kThreads; ++i) {
+    idle.push_back(Idle((*server)->port()));
+  }
+  CHECK(Get((*server)->port(), "/metrics").rfind("HTTP/1.1 200 OK", 0) == 0);
+  // Every thread held: the server still stops (the read times out; without
+  // the timeout this test would never end).
+  for (int i = 0; i < MetricsHttpServer::kThreads; ++i) {
+    idle.push_back(Idle((*server)->port()));
+  }
+  server->reset();
+  for (int fd : idle) close(fd);
 }
 
 TEST_CASE("promtool accepts the page") {

@@ -66,14 +66,18 @@ absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
         !s.ok()) {
       return Corrupt(filename, s.message());
     }
-    Tensor value(shape);
-    const int64_t want = value.size() * static_cast<int64_t>(sizeof(float));
+    // The size the file holds, compared before anything is allocated for
+    // the shape (which a corrupt file may make 2^40 floats).
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    const int64_t want = elements * static_cast<int64_t>(sizeof(float));
     if (static_cast<int64_t>(t.data().size()) != want) {
       return Corrupt(
           filename, absl::StrCat("variable '", t.name(), "' of shape ",
                                  ShapeToString(shape), " has ", t.data().size(),
                                  " bytes, expected ", want));
     }
+    Tensor value(shape);
     std::memcpy(value.data(), t.data().data(), t.data().size());
     for (int64_t i = 0; i < value.size(); ++i) {
       if (!std::isfinite(value.data()[i])) {

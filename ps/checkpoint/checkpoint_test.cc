@@ -157,6 +157,25 @@ TEST_CASE("a checkpoint of format version 1 is refused naming the version") {
   CHECK_THAT(std::string(s.message()), Catch::Contains("no known kind"));
 }
 
+TEST_CASE("a shape of 2^38 floats with 4 bytes is refused before allocating") {
+  const std::string bytes = EncodeShardCheckpoint(SmallCheckpoint(0, 1, 5, 5));
+  absl::StatusOr<std::string> payload =
+      UnframeChecksummed("PSGDCKPT", bytes, "f");
+  REQUIRE(payload.ok());
+  ckpt::ShardCheckpoint p;
+  REQUIRE(p.ParseFromString(*payload));
+  ckpt::Tensor& t = *p.mutable_variables(0);
+  t.clear_shape();
+  t.add_shape(int64_t{1} << 19);
+  t.add_shape(int64_t{1} << 19);  // 1 TiB of floats, were it allocated
+  t.set_data(std::string(4, '\0'));
+  absl::Status s = DecodeShardCheckpoint(
+                       FrameChecksummed("PSGDCKPT", p.SerializeAsString()), "h")
+                       .status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("has 4 bytes"));
+}
+
 TEST_CASE("a manifest survives a round trip and must list every shard") {
   CheckpointManifest m;
   m.cluster = "c";

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_security.h"
 #include "common/logging.h"
@@ -67,6 +68,16 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   s->service_->SetRunRoot(lifecycle.run_root);
   s->host_ =
       options.listen_address.substr(0, options.listen_address.rfind(':'));
+  if (options.security.insecure) {
+    const bool loopback = s->host_ == "localhost" || s->host_ == "[::1]" ||
+                          absl::StartsWith(s->host_, "127.");
+    spdlog::warn(
+        "no cluster token (insecure): anyone who can reach {} may initialise, "
+        "drive, roll back or shut down this server{}",
+        options.listen_address,
+        loopback ? " (every user of this machine)"
+                 : ", from other machines too");
+  }
 
   // Both are process-wide switches that apply to servers built after them.
   grpc::EnableDefaultHealthCheckService(true);

@@ -248,12 +248,15 @@ class ParameterShard {
   // restore puts the queue where the checkpoint's weights are.
   // `give_back`: a chunk of the worker's that it gives back unused (a step
   // it will not push), before the lease. Errors: FAILED_PRECONDITION
-  // without a queue, for a worker that is not live, or for a chunk given
-  // back whose gradient is already in the step's aggregate; OUT_OF_RANGE
+  // without a queue, for a worker that is not live, for one that already
+  // holds kMaxLeasesPerWorker chunks it has neither pushed nor given back
+  // (no worker drains the queue), or for a chunk given back whose gradient
+  // is already in the step's aggregate; OUT_OF_RANGE
   // when the next chunk would be of epoch data_epochs (the data ended);
   // ABORTED for another generation; the queue's refusals of `give_back`
   // (ps/state/data_queue.h: twice, another epoch's or generation's lease).
   // A refusal changes nothing.
+  static constexpr size_t kMaxLeasesPerWorker = 64;
   absl::StatusOr<DataChunk> LeaseData(int worker_id, int64_t generation = 0,
                                       const DataChunkRef* give_back = nullptr);
   // Where the queue is; nullopt without one.

@@ -84,6 +84,12 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
       }
     }
   }
+  if (out.size() >= kMaxLeasesPerWorker) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker_id, " holds ", out.size(),
+                     " chunks it has neither pushed nor given back (at most ",
+                     kMaxLeasesPerWorker, ")"));
+  }
   if (options_.data_epochs > 0 &&
       data_->NextLeaseEpoch() >= options_.data_epochs) {
     return absl::OutOfRangeError(absl::StrCat("the data ended: its ",

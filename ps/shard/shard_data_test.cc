@@ -254,6 +254,27 @@ TEST_CASE("refusals of data leases change nothing") {
   CHECK(absl::IsOutOfRange(shard->LeaseData(1).status()));
 }
 
+TEST_CASE("a worker holds at most kMaxLeasesPerWorker chunks at once") {
+  ServerOptions o = DataOptions(1, 2);
+  o.data_queue = {1000, 1, /*seed=*/7};  // 1000 chunks an epoch
+  auto shard = MakeShard(o);
+  std::vector<DataChunk> held;
+  for (size_t i = 0; i < ParameterShard::kMaxLeasesPerWorker; ++i) {
+    absl::StatusOr<DataChunk> c = shard->LeaseData(0);
+    REQUIRE(c.ok());
+    held.push_back(*c);
+  }
+  const DataQueuePosition before = *shard->DataPosition();
+  absl::Status s = shard->LeaseData(0).status();
+  CHECK(absl::IsFailedPrecondition(s));
+  CHECK(s.message().find("holds 64 chunks") != absl::string_view::npos);
+  CHECK(shard->DataPosition()->chunks_out == before.chunks_out);
+  // The other worker is not held back; one given back makes room.
+  CHECK(shard->LeaseData(1).ok());
+  const DataChunkRef back = Ref(held.back());
+  CHECK(shard->LeaseData(0, 0, &back).ok());
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace psgd
