@@ -8,7 +8,7 @@
 #
 # --runs    inputs in all (default 1000000), split over the jobs
 # --jobs    parallel libFuzzer processes (default 1)
-# --max_len longest input libFuzzer makes (default 8192)
+# --max_len longest input libFuzzer makes (default 1048576: 1 MiB)
 # --work_dir where the growing corpus, the logs and any finding go (default
 #           ${TMPDIR:-/tmp}/psgd-fuzz; the corpus there is started afresh
 #           from the seeds on every run)
@@ -17,12 +17,17 @@
 # with the finding (the input is saved under WORK_DIR/artifacts; replay it
 # with `bazel run //tests/fuzz:shard_fuzzer -- FILE`) and exits 1. Needs
 # clang and libclang-rt-14-dev (scripts/setup.sh installs them).
+#
+# BAZEL: the Bazel command (default `bazel`), e.g.
+# BAZEL="bazel --output_base=/tmp/fuzz-ob" to keep off another Bazel
+# server's output base.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+read -r -a bazel <<<"${BAZEL:-bazel}"
 
 runs=1000000
 jobs=1
-max_len=8192
+max_len=1048576
 work_dir=${TMPDIR:-/tmp}/psgd-fuzz
 extra=()
 while [ $# -gt 0 ]; do
@@ -42,12 +47,12 @@ done
 
 echo "fuzz.sh: building //tests/fuzz:shard_fuzzer with --config=fuzz (clang, ASan, UBSan)"
 # gold warns once per ASan symbol it cannot export: noise.
-if ! bazel build --config=fuzz //tests/fuzz:shard_fuzzer 2>&1 |
+if ! "${bazel[@]}" build --config=fuzz //tests/fuzz:shard_fuzzer 2>&1 |
     grep -v "Cannot export local symbol"; then
   echo "fuzz.sh: build failed" >&2
   exit 1
 fi
-fuzzer="$(bazel info --config=fuzz bazel-bin 2>/dev/null)/tests/fuzz/shard_fuzzer"
+fuzzer="$("${bazel[@]}" info --config=fuzz bazel-bin 2>/dev/null)/tests/fuzz/shard_fuzzer"
 
 rm -rf "$work_dir/corpus"
 mkdir -p "$work_dir/corpus" "$work_dir/artifacts"

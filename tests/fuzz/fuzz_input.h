@@ -4,11 +4,18 @@
 // is what is left), so libFuzzer can mutate freely; FuzzInputWriter builds
 // inputs on purpose (the seed corpus, regression tests).
 //
-//   header   4 bytes   options (FuzzConfig::Decode)
+//   header   6 bytes   options (FuzzConfig::Decode)
 //   request  1 byte    FuzzOp (the byte modulo kNumOps)
-//            2 bytes   payload length, little-endian
+//            3 bytes   payload length, little-endian (up to 16 MiB, so that
+//                      libFuzzer's 1 MiB inputs fit in one request)
 //            n bytes   payload: a serialised request of proto/ps.proto for
-//                      the RPCs, a byte for kExpireWorkers and kCancelPull
+//                      the RPCs, a byte for kExpireWorkers and kCancelPull,
+//                      raw bytes with a few bytes of framing for the ops
+//                      that decode (see FuzzOp)
+//
+// (Until 2026-11 the header was 4 bytes and the length 2: the reproducers
+// of that time in corpus/ were rewritten into this format, meaning for
+// meaning.)
 //
 // Thread-safety: plain values and pure functions.
 #ifndef PSGD_TESTS_FUZZ_FUZZ_INPUT_H_
@@ -43,8 +50,28 @@ enum class FuzzOp : uint8_t {
   kShutdown = 6,       // ShutdownRequest
   kExpireWorkers = 7,  // byte k: ExpireWorkers(now + k/16 leases)
   kCancelPull = 8,     // byte k: withdraws waiting pull k (modulo their count)
+  kLeaseData = 9,      // LeaseDataRequest
+  kRollback = 10,      // RollbackRequest
+  kCheckpoint = 11,    // CheckpointRequest
+  kListCheckpoints = 12,  // ListCheckpointsRequest
+  // A push through shared memory: 3 bytes (little-endian) n, n bytes of a
+  // fake segment, then a PushRequest whose gradients may name offsets in
+  // it (TensorData.shared).
+  kSharedPush = 13,
+  // The client's decoding of a pull (DecodePullResponse into a
+  // ShardAssembler of the seeds' model, ps/client/model_slices.h): a flag
+  // byte (bit 0: with a shared segment), a byte k (the response comes in
+  // 1 + k % 8 gRPC slices), 3 bytes n and n bytes of the segment, then
+  // the PullResponse's bytes. The assembler's dtype is the header's
+  // wire_weights.
+  kDecodePull = 14,
+  // Checkpoint decoding (ps/checkpoint/checkpoint.h): a flag byte (bit 0:
+  // a manifest, else a shard checkpoint; bit 1: the rest is the payload
+  // and is framed with FrameChecksummed first, so that mutations get past
+  // the CRC), then the bytes.
+  kDecodeCheckpoint = 15,
 };
-inline constexpr int kNumOps = 9;
+inline constexpr int kNumOps = 16;
 
 // The shard's options, from the header.
 struct FuzzConfig {
@@ -56,11 +83,29 @@ struct FuzzConfig {
   int replicas_to_aggregate = 1;  // sync: 1..total_num_replicas
   int staleness_bound = -1;       // async: -1 (none) or 0..7
   int learning_rate_index = 0;    // kLearningRates
+  // The wire dtypes (ServerOptions::wire_gradients, wire_weights).
+  ps::DType wire_gradients = ps::DType::kFloat32;
+  ps::DType wire_weights = ps::DType::kFloat32;
+  // The servers' data queue: kDataSamples samples in chunks of chunk_size
+  // (1..8); data_epochs 0 (no end) .. 3.
+  bool data_queue = false;
+  int chunk_size = 1;
+  int data_epochs = 0;
+  // A checkpoint directory (a fresh one per input, keep kCheckpointKeep)
+  // saving every every_steps (0: not by steps) .. 3.
+  bool checkpoints = false;
+  int every_steps = 0;
 
-  static FuzzConfig Decode(const uint8_t header[4]);
+  static FuzzConfig Decode(const uint8_t header[6]);
   std::string Encode() const;
-  ps::ServerOptions ToServerOptions() const;
+  // `checkpoint_dir`: the input's directory when `checkpoints`.
+  ps::ServerOptions ToServerOptions(
+      const std::string& checkpoint_dir = "") const;
 };
+
+inline constexpr int64_t kDataSamples = 20;
+inline constexpr uint64_t kDataSeed = 7;
+inline constexpr int kCheckpointKeep = 2;
 
 inline constexpr double kLearningRates[] = {0.001, 0.1, 1.0, 1000.0};
 inline constexpr absl::Duration kLease = absl::Seconds(10);
@@ -93,6 +138,16 @@ class FuzzInputWriter {
   FuzzInputWriter& Byte(FuzzOp op, uint8_t b) {
     return Add(op, absl::string_view(reinterpret_cast<const char*>(&b), 1));
   }
+  // kSharedPush: `segment` and the push.
+  FuzzInputWriter& SharedPush(absl::string_view segment,
+                              const ps::wire::PushRequest& push);
+  // kDecodePull.
+  FuzzInputWriter& DecodePull(bool shared, int slices,
+                              absl::string_view segment,
+                              absl::string_view response);
+  // kDecodeCheckpoint.
+  FuzzInputWriter& DecodeCheckpoint(bool manifest, bool frame,
+                                    absl::string_view bytes);
 
   const std::string& bytes() const { return bytes_; }
 
@@ -114,6 +169,25 @@ ps::wire::JoinRequest JoinRequest(int worker_id);
 ps::wire::LeaveRequest LeaveRequest(int worker_id);
 ps::wire::StatusRequest StatusRequest();
 ps::wire::ShutdownRequest ShutdownRequest();
+// With `give_back` (epoch, index, lease) when set.
+ps::wire::LeaseDataRequest LeaseDataRequest(
+    int worker_id, const ps::wire::DataChunkRef* give_back = nullptr);
+ps::wire::RollbackRequest RollbackRequest(int64_t label, int64_t generation);
+ps::wire::CheckpointRequest CheckpointRequest(int64_t label, bool now);
+ps::wire::ListCheckpointsRequest ListCheckpointsRequest();
+// `values` in bfloat16, or float16 times `scale` (a float16 tensor's bytes
+// are value * scale; TensorData.scale).
+ps::wire::TensorData BFloat16(const std::string& name,
+                              const std::vector<int64_t>& shape,
+                              const std::vector<float>& values);
+ps::wire::TensorData Float16(const std::string& name,
+                             const std::vector<int64_t>& shape,
+                             const std::vector<float>& values, float scale);
+
+// Reads the 3-byte little-endian length at the front of `*bytes` (missing
+// bytes read as zero) and splits off that many bytes (at most what is
+// there), for the ops' own framing.
+absl::string_view TakeLengthPrefixed(absl::string_view* bytes);
 
 // The inputs at `path`: the file, or every regular file in the directory
 // (sorted by name), as (path, bytes). NOT_FOUND when there is none.

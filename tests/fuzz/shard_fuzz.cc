@@ -1,18 +1,32 @@
 #include "tests/fuzz/shard_fuzz.h"
 
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/file_io.h"
 #include "google/protobuf/stubs/logging.h"
 #include "proto/ps.pb.h"
+#include "ps/checkpoint/checkpoint.h"
+#include "ps/client/model_slices.h"
 #include "ps/server/request_handler.h"
 #include "ps/shard/shard.h"
+#include "ps/state/placement.h"
+#include "ps/wire/wire_zero_copy.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/shard_picture.h"
 
@@ -37,10 +51,61 @@ bool DocumentedRefusal(const absl::Status& s) {
          absl::IsCancelled(s) || absl::IsAborted(s);
 }
 
+// DocumentedRefusal, plus each op's own codes (ps/shard/shard.h): LeaseData's
+// OUT_OF_RANGE (the data ended) and the data queue's refusals of a chunk
+// given back (ps/state/data_queue.h: NOT_FOUND for a lease it never gave,
+// PERMISSION_DENIED for another worker's); Rollback's NOT_FOUND / DATA_LOSS
+// for a checkpoint missing or not complete.
+bool DocumentedRefusal(FuzzOp op, const absl::Status& s) {
+  if (DocumentedRefusal(s)) return true;
+  switch (op) {
+    case FuzzOp::kLeaseData:
+      return absl::IsOutOfRange(s) || absl::IsNotFound(s) ||
+             absl::IsPermissionDenied(s);
+    case FuzzOp::kRollback:
+      return absl::IsNotFound(s) || absl::IsDataLoss(s);
+    default:
+      return false;
+  }
+}
+
+// PSGD_FUZZ_TRACE=1 (replaying a finding): every request's outcome on
+// stderr.
+void Trace(absl::string_view what) {
+  static const bool trace = getenv("PSGD_FUZZ_TRACE") != nullptr;
+  if (trace) {
+    std::fprintf(stderr, "shard fuzz: %.*s\n", static_cast<int>(what.size()),
+                 what.data());
+  }
+}
+
+// A fresh directory for one input's checkpoints, under the test's
+// temporary directory (Bazel's TEST_TMPDIR) or /tmp.
+std::string MakeInputDir() {
+  const char* base = getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(
+      base != nullptr && *base != '\0' ? base : "/tmp", "/psgd-fuzz-XXXXXX");
+  FUZZ_EXPECT(mkdtemp(dir.data()) != nullptr, "mkdtemp ", dir);
+  return dir;
+}
+
+// The seeds' model (tests/fuzz/seeds.cc) as the client places it on one
+// shard: what kDecodePull decodes into.
+const ps::Placement& FuzzPlacement() {
+  static const ps::Placement* placement = [] {
+    absl::StatusOr<ps::Placement> p =
+        ps::PlaceVariables({VariableSpec("w", {2, 3}), VariableSpec("b", {2})},
+                           1, int64_t{1} << 20);
+    FUZZ_EXPECT(p.ok(), p.status().ToString());
+    return new ps::Placement(*std::move(p));
+  }();
+  return *placement;
+}
+
 class Driver {
  public:
-  explicit Driver(const FuzzConfig& config)
-      : options_(config.ToServerOptions()) {
+  Driver(const FuzzConfig& config, const std::string& checkpoint_dir)
+      : options_(config.ToServerOptions(checkpoint_dir)) {
     absl::StatusOr<std::unique_ptr<ParameterShard>> shard =
         ParameterShard::Create(options_);
     FUZZ_EXPECT(shard.ok(), shard.status().ToString());
@@ -60,11 +125,27 @@ class Driver {
     bool cancelled = false;
     int calls = 0;
     absl::Status status;
-    int64_t step = -1;  // of the weights it got
+    int64_t step = -1;         // of the weights it got
+    bool rolled_back = false;  // ended (ABORTED) by a rollback
   };
 
   template <typename Request, typename Response, typename Call>
-  void Unary(absl::string_view payload, Call call);
+  void Unary(FuzzOp op, absl::string_view payload, Call call);
+  void CheckLease(const ps::wire::LeaseDataRequest& request,
+                  const ps::wire::LeaseDataResponse& response);
+  void CheckRollback(const ps::wire::RollbackRequest& request,
+                     const ps::wire::RollbackResponse& response,
+                     const std::vector<PullRecord*>& waiting);
+  void CheckListCheckpoints(const ps::wire::ListCheckpointsResponse& response);
+  // The checkpoints the shard saves as this request changed it.
+  void ModelSaves();
+  void Saved(int64_t label, const ShardPicture& p) {
+    saved_[label] = p;
+    last_saved_step_ = p.status.step;
+  }
+  void SharedPush(absl::string_view payload);
+  void DecodePull(absl::string_view payload);
+  void DecodeCheckpoint(absl::string_view payload);
   void CheckAccepted(FuzzOp op, const google::protobuf::MessageLite& request,
                      const google::protobuf::MessageLite& response);
   void CheckPush(const ps::wire::PushRequest& request,
@@ -84,14 +165,24 @@ class Driver {
   std::unique_ptr<ParameterShard> shard_;
   std::unique_ptr<ps::ShardRequestHandler> handler_;
   ShardPicture before_, after_;
+  // Checkpoints (with a directory): what each label the shard saved holds,
+  // by the rules of ps/shard/shard.h (step 0 at Initialize, every
+  // every_steps, a requested label when the step reaches it or now, the
+  // state at Shutdown unless saved; a rollback deletes the later ones),
+  // the labels requested for later, and the step last saved.
+  std::map<int64_t, ShardPicture> saved_;
+  std::set<int64_t> pending_labels_;
+  int64_t last_saved_step_ = -1;
+  bool rolled_back_ = false;  // by the current request
 };
 
 void Driver::Run(FuzzOp op, absl::string_view payload) {
   before_ = ShardPicture::Of(*shard_);
+  rolled_back_ = false;
   switch (op) {
     case FuzzOp::kInitialize:
       Unary<ps::wire::InitializeRequest, ps::wire::InitializeResponse>(
-          payload,
+          op, payload,
           [&](auto& q, auto* r) { return handler_->Initialize(q, r); });
       break;
     case FuzzOp::kPull:
@@ -99,23 +190,59 @@ void Driver::Run(FuzzOp op, absl::string_view payload) {
       break;
     case FuzzOp::kPush:
       Unary<ps::wire::PushRequest, ps::wire::PushResponse>(
-          payload, [&](auto& q, auto* r) { return handler_->Push(q, r); });
+          op, payload, [&](auto& q, auto* r) { return handler_->Push(q, r); });
       break;
     case FuzzOp::kJoin:
       Unary<ps::wire::JoinRequest, ps::wire::MembershipResponse>(
-          payload, [&](auto& q, auto* r) { return handler_->Join(q, r); });
+          op, payload, [&](auto& q, auto* r) { return handler_->Join(q, r); });
       break;
     case FuzzOp::kLeave:
       Unary<ps::wire::LeaveRequest, ps::wire::MembershipResponse>(
-          payload, [&](auto& q, auto* r) { return handler_->Leave(q, r); });
+          op, payload, [&](auto& q, auto* r) { return handler_->Leave(q, r); });
       break;
     case FuzzOp::kStatus:
       Unary<ps::wire::StatusRequest, ps::wire::StatusResponse>(
-          payload, [&](auto& q, auto* r) { return handler_->Status(q, r); });
+          op, payload,
+          [&](auto& q, auto* r) { return handler_->Status(q, r); });
       break;
     case FuzzOp::kShutdown:
       Unary<ps::wire::ShutdownRequest, ps::wire::ShutdownResponse>(
-          payload, [&](auto& q, auto* r) { return handler_->Shutdown(q, r); });
+          op, payload,
+          [&](auto& q, auto* r) { return handler_->Shutdown(q, r); });
+      break;
+    case FuzzOp::kLeaseData:
+      Unary<ps::wire::LeaseDataRequest, ps::wire::LeaseDataResponse>(
+          op, payload,
+          [&](auto& q, auto* r) { return handler_->LeaseData(q, r); });
+      break;
+    case FuzzOp::kRollback:
+      // What the writer thread has queued is on disk first, so that the
+      // outcome does not depend on its timing.
+      shard_->FlushCheckpoints();
+      Unary<ps::wire::RollbackRequest, ps::wire::RollbackResponse>(
+          op, payload,
+          [&](auto& q, auto* r) { return handler_->Rollback(q, r); });
+      break;
+    case FuzzOp::kCheckpoint:
+      Unary<ps::wire::CheckpointRequest, ps::wire::CheckpointResponse>(
+          op, payload,
+          [&](auto& q, auto* r) { return handler_->Checkpoint(q, r); });
+      break;
+    case FuzzOp::kListCheckpoints:
+      shard_->FlushCheckpoints();
+      Unary<ps::wire::ListCheckpointsRequest,
+            ps::wire::ListCheckpointsResponse>(
+          op, payload,
+          [&](auto& q, auto* r) { return handler_->ListCheckpoints(q, r); });
+      break;
+    case FuzzOp::kSharedPush:
+      SharedPush(payload);
+      break;
+    case FuzzOp::kDecodePull:
+      DecodePull(payload);
+      break;
+    case FuzzOp::kDecodeCheckpoint:
+      DecodeCheckpoint(payload);
       break;
     case FuzzOp::kExpireWorkers:
       ExpireWorkers(payload.empty() ? 0 : static_cast<uint8_t>(payload[0]));
@@ -126,36 +253,74 @@ void Driver::Run(FuzzOp op, absl::string_view payload) {
   }
   after_ = ShardPicture::Of(*shard_);
   ExpectConsistent(after_, options_);
-  FUZZ_EXPECT(after_.status.step >= before_.status.step, "step ",
-              before_.status.step, " -> ", after_.status.step);
+  // Only a rollback takes the step back (to its checkpoint's).
+  FUZZ_EXPECT(after_.status.step >= before_.status.step || rolled_back_,
+              "step ", before_.status.step, " -> ", after_.status.step);
+  if (!options_.checkpoint.dir.empty()) ModelSaves();
   CheckWaitingPulls();
+}
+
+void Driver::ModelSaves() {
+  const ps::ShardStatus& a = before_.status;
+  const ps::ShardStatus& b = after_.status;
+  if (rolled_back_) return;  // CheckRollback did
+  if (!a.initialized && b.initialized) {
+    Saved(0, after_);
+    return;
+  }
+  if (b.shutting_down && !a.shutting_down) {
+    if (a.initialized && last_saved_step_ != a.step) Saved(a.step, before_);
+    return;
+  }
+  if (b.step != a.step + 1) return;
+  const int64_t every = options_.checkpoint.every_steps;
+  if (every > 0 && b.step % every == 0) Saved(b.step, after_);
+  while (!pending_labels_.empty() && *pending_labels_.begin() <= b.step) {
+    Saved(*pending_labels_.begin(), after_);
+    pending_labels_.erase(pending_labels_.begin());
+  }
 }
 
 // Parses the request as gRPC would (a payload that is no valid message never
 // reaches the handler) and calls the handler; a refusal must leave the
 // shard as it was.
 template <typename Request, typename Response, typename Call>
-void Driver::Unary(absl::string_view payload, Call call) {
+void Driver::Unary(FuzzOp op, absl::string_view payload, Call call) {
   constexpr bool kPush = std::is_same<Request, ps::wire::PushRequest>::value;
   constexpr bool kStatus =
       std::is_same<Request, ps::wire::StatusRequest>::value;
   constexpr bool kShutdown =
       std::is_same<Request, ps::wire::ShutdownRequest>::value;
+  constexpr bool kRollback =
+      std::is_same<Request, ps::wire::RollbackRequest>::value;
+  constexpr bool kList =
+      std::is_same<Request, ps::wire::ListCheckpointsRequest>::value;
   Request request;
   if (!request.ParseFromArray(payload.data(),
                               static_cast<int>(payload.size()))) {
     return;
+  }
+  // A rollback ends the pulls that wait.
+  std::vector<PullRecord*> waiting;
+  if constexpr (kRollback) {
+    for (const auto& r : pulls_) {
+      if (Waiting(*r)) waiting.push_back(r.get());
+    }
   }
   Response response;
   const absl::Status status = call(request, &response);
   after_ = ShardPicture::Of(*shard_);
   const std::string what =
       absl::StrCat(request.GetTypeName(), " -> ", status.ToString());
+  Trace(what);
   if (!status.ok()) {
-    FUZZ_EXPECT(DocumentedRefusal(status), what);
-    ExpectSameState(before_, after_, what);
+    FUZZ_EXPECT(DocumentedRefusal(op, status), what);
     const ps::PushCounters& a = before_.status.counters;
     const ps::PushCounters& b = after_.status.counters;
+    // A push refused as too stale gives its data chunk back to the queue
+    // (ps/shard/shard.h, LeaseData); any other refusal moves nothing.
+    ExpectSameState(before_, after_, what,
+                    /*data=*/b.refused_too_stale == a.refused_too_stale);
     // A refused push counts once when it reached the shard's checks.
     FUZZ_EXPECT(
         b.refused - a.refused == 0 || (kPush && b.refused - a.refused == 1),
@@ -166,10 +331,31 @@ void Driver::Unary(absl::string_view payload, Call call) {
     return;
   }
   const bool shut = before_.status.shutting_down;
-  FUZZ_EXPECT(!shut || kStatus || kShutdown, what, " after Shutdown");
+  FUZZ_EXPECT(!shut || kStatus || kShutdown || kList, what, " after Shutdown");
+  if constexpr (kRollback) {
+    CheckRollback(request, response, waiting);
+    return;
+  }
   FUZZ_EXPECT(after_.status.counters.refused == before_.status.counters.refused,
               what);
-  if constexpr (kPush) {
+  if constexpr (std::is_same<Request, ps::wire::LeaseDataRequest>::value) {
+    CheckLease(request, response);
+  } else if constexpr (std::is_same<Request,
+                                    ps::wire::CheckpointRequest>::value) {
+    // Saving changes nothing the shard shows.
+    ExpectSameState(before_, after_, what);
+    FUZZ_EXPECT(!options_.checkpoint.dir.empty() && request.label() >= 0 &&
+                    before_.status.initialized,
+                what);
+    if (request.now() || before_.status.step >= request.label()) {
+      Saved(request.label(), after_);
+    } else {
+      pending_labels_.insert(request.label());
+    }
+  } else if constexpr (kList) {
+    ExpectSameState(before_, after_, what);
+    CheckListCheckpoints(response);
+  } else if constexpr (kPush) {
     CheckPush(request, response);
   } else if constexpr (std::is_same<Request,
                                     ps::wire::InitializeRequest>::value) {
@@ -291,20 +477,258 @@ void Driver::CheckPush(const ps::wire::PushRequest& request,
     case ps::wire::DROPPED_STALE:
     case ps::wire::DROPPED_SURPLUS: {
       const bool surplus = response.outcome() == ps::wire::DROPPED_SURPLUS;
-      FUZZ_EXPECT(options_.mode == ps::Mode::kSync, what);
-      FUZZ_EXPECT(
-          surplus ? request.step() == a.step - 1 : request.step() < a.step - 1,
-          what, ": outcome ", static_cast<int>(response.outcome()));
-      // Only its counter moved (checked above).
+      // A push computed from a data chunk its worker no longer holds (given
+      // back, its lease expired, the queue rolled back) is dropped as
+      // stale whatever its step (ps/shard/shard.h, Push): its samples are
+      // back in the queue.
+      const bool chunk_gone =
+          !surplus && options_.data_queue_on && request.has_chunk();
+      FUZZ_EXPECT(options_.mode == ps::Mode::kSync || chunk_gone, what);
+      FUZZ_EXPECT(chunk_gone || (surplus ? request.step() == a.step - 1
+                                         : request.step() < a.step - 1),
+                  what, ": outcome ", static_cast<int>(response.outcome()));
+      // Only its counter moved (checked above), and its data chunk (if
+      // any) went back to the queue.
       ShardPicture same = after_;
       same.status.counters = before_.status.counters;
-      ExpectSameState(before_, same, what);
+      ExpectSameState(before_, same, what, /*data=*/false);
       break;
     }
     default:
       Fail("known outcome",
            absl::StrCat(what, ": ", static_cast<int>(response.outcome())));
   }
+}
+
+void Driver::CheckLease(const ps::wire::LeaseDataRequest& request,
+                        const ps::wire::LeaseDataResponse& response) {
+  const ps::ShardStatus& a = before_.status;
+  const ps::ShardStatus& b = after_.status;
+  const bool gave = request.has_give_back();
+  const std::string what = absl::StrCat(
+      "LeaseData of worker ", request.worker_id(),
+      gave ? " giving a chunk back" : "", " -> chunk ", response.epoch(), "/",
+      response.index(), " lease ", response.lease());
+  Trace(what);
+  FUZZ_EXPECT(options_.data_queue_on && !a.shutting_down &&
+                  Contains(a.live_workers, request.worker_id()),
+              what);
+  FUZZ_EXPECT(b.data_leased == a.data_leased + 1 &&
+                  b.data_returned == a.data_returned + (gave ? 1 : 0) &&
+                  b.data_chunks_out == a.data_chunks_out + 1 - (gave ? 1 : 0),
+              what, ": leased ", a.data_leased, " -> ", b.data_leased,
+              ", returned ", a.data_returned, " -> ", b.data_returned, ", out ",
+              a.data_chunks_out, " -> ", b.data_chunks_out);
+  FUZZ_EXPECT(response.epoch() >= 0 && response.index() >= 0 &&
+                  (options_.data_epochs == 0 ||
+                   response.epoch() < options_.data_epochs),
+              what);
+  FUZZ_EXPECT(response.samples_size() >= 1 &&
+                  response.samples_size() <= options_.data_queue.chunk_size,
+              what, ": ", response.samples_size(), " samples");
+  for (int64_t sample : response.samples()) {
+    FUZZ_EXPECT(sample >= 0 && sample < kDataSamples, what, ": sample ",
+                sample);
+  }
+  // Nothing else moves.
+  ExpectSameState(before_, after_, what, /*data=*/false);
+}
+
+void Driver::CheckRollback(const ps::wire::RollbackRequest& request,
+                           const ps::wire::RollbackResponse& response,
+                           const std::vector<PullRecord*>& waiting) {
+  const ps::ShardStatus& a = before_.status;
+  const ps::ShardStatus& b = after_.status;
+  const std::string what = absl::StrCat(
+      "rollback to step-", request.label(), " in generation ",
+      request.generation(), " at step ", a.step, " generation ", a.generation);
+  FUZZ_EXPECT(!options_.checkpoint.dir.empty() && request.label() >= 0 &&
+                  request.generation() >= 1,
+              what);
+  if (!response.rolled_back()) {
+    // A duplicate or late request: nothing happens.
+    FUZZ_EXPECT(request.generation() <= a.generation &&
+                    response.generation() == a.generation &&
+                    response.step() == a.step,
+                what);
+    ExpectSameState(before_, after_, what);
+    return;
+  }
+  rolled_back_ = true;
+  FUZZ_EXPECT(request.generation() > a.generation &&
+                  b.generation == request.generation() &&
+                  response.generation() == b.generation &&
+                  response.step() == b.step && !b.awaiting_rollback,
+              what, ": now step ", b.step, " generation ", b.generation);
+  // The live set stays; the pending aggregate is not saved.
+  FUZZ_EXPECT(b.live_workers == a.live_workers && b.pending_gradients == 0,
+              what);
+  const ps::RollbackRecord record{request.generation(), request.label(), a.step,
+                                  b.step};
+  FUZZ_EXPECT(b.rollbacks.size() == a.rollbacks.size() + 1 &&
+                  b.rollbacks.back() == record,
+              what, ": the rollback not recorded as it was");
+  // The state is what the shard saved under that label.
+  const auto it = saved_.find(request.label());
+  FUZZ_EXPECT(it != saved_.end(), what, ": a checkpoint never saved");
+  FUZZ_EXPECT(it->second.status.step == b.step, what, ": step ", b.step,
+              ", saved at step ", it->second.status.step);
+  ExpectSameWeights(it->second, after_, what);
+  for (PullRecord* r : waiting) {
+    FUZZ_EXPECT(
+        r->calls == 1 && absl::IsAborted(r->status), what,
+        ": a waiting pull not ended with ABORTED: ", r->status.ToString());
+    r->rolled_back = true;
+  }
+  // Later checkpoints are deleted; the labels requested are forgotten.
+  saved_.erase(saved_.upper_bound(request.label()), saved_.end());
+  pending_labels_.clear();
+  last_saved_step_ = b.step;
+}
+
+void Driver::CheckListCheckpoints(
+    const ps::wire::ListCheckpointsResponse& response) {
+  const std::string what =
+      absl::StrCat("ListCheckpoints -> ", response.checkpoints_size());
+  FUZZ_EXPECT(response.shard_index() == 0, what);
+  if (options_.checkpoint.dir.empty()) {
+    FUZZ_EXPECT(response.checkpoints_size() == 0, what);
+    return;
+  }
+  FUZZ_EXPECT(response.checkpoints_size() <= kCheckpointKeep, what);
+  int64_t previous = INT64_MAX;
+  for (const ps::wire::CompleteCheckpointInfo& c : response.checkpoints()) {
+    FUZZ_EXPECT(c.label() < previous, what, ": not newest first");
+    previous = c.label();
+    const auto it = saved_.find(c.label());
+    FUZZ_EXPECT(it != saved_.end(), what, ": step-", c.label(),
+                " was never saved");
+    FUZZ_EXPECT(it->second.status.step == c.step() &&
+                    it->second.status.generation == c.generation(),
+                what, ": step-", c.label(), " of step ", c.step(),
+                " generation ", c.generation(), ", saved at step ",
+                it->second.status.step, " generation ",
+                it->second.status.generation);
+  }
+}
+
+void Driver::SharedPush(absl::string_view payload) {
+  const absl::string_view segment = TakeLengthPrefixed(&payload);
+  Unary<ps::wire::PushRequest, ps::wire::PushResponse>(
+      FuzzOp::kSharedPush, payload,
+      [&](auto& q, auto* r) { return handler_->Push(q, r, segment); });
+}
+
+// The client's side: must end with the model filled or an error, never
+// outside its buffers (ASan), whatever the bytes.
+void Driver::DecodePull(absl::string_view payload) {
+  const uint8_t flags = payload.empty() ? 0 : payload[0];
+  payload.remove_prefix(std::min<size_t>(1, payload.size()));
+  const int pieces =
+      1 + (payload.empty() ? 0 : static_cast<uint8_t>(payload[0])) % 8;
+  payload.remove_prefix(std::min<size_t>(1, payload.size()));
+  const absl::string_view segment = TakeLengthPrefixed(&payload);
+  const bool shared = (flags & 1) != 0;
+  // gRPC hands the decoder the message in slices: the tensors' fields may
+  // straddle them.
+  std::vector<grpc::Slice> slices;
+  for (int i = 0; i < pieces; ++i) {
+    const size_t begin = payload.size() * i / pieces;
+    const size_t end = payload.size() * (i + 1) / pieces;
+    slices.emplace_back(payload.data() + begin, end - begin);
+  }
+  grpc::ByteBuffer buffer(slices.data(), slices.size());
+  const ps::Placement& placement = FuzzPlacement();
+  std::vector<std::vector<float>> model(placement.variables.size());
+  std::vector<float*> pointers;
+  for (size_t v = 0; v < model.size(); ++v) {
+    int64_t n = 1;
+    for (int64_t d : placement.variables[v].shape) n *= d;
+    model[v].assign(n, -7.0f);
+    pointers.push_back(model[v].data());
+  }
+  ps::ShardAssembler assembler(placement, 0, absl::MakeSpan(pointers),
+                               options_.wire_weights);
+  int64_t step = 0, wait_micros = 0, generation = 0;
+  double learning_rate = 0;
+  ps::SharedPullReply reply;
+  absl::Status s = ps::DecodePullResponse(
+      &buffer, &step, &wait_micros,
+      [&](const ps::TensorBytes& t, size_t bytes) {
+        return assembler.Destination(t, bytes);
+      },
+      &generation, [&](const ps::TensorBytes& t) { return assembler.Done(t); },
+      &learning_rate, shared ? segment : absl::string_view(), &reply);
+  if (s.ok()) s = assembler.Finish();
+  Trace(absl::StrCat("DecodePullResponse -> ", s.ToString()));
+  FUZZ_EXPECT(s.ok() || absl::IsDataLoss(s) || absl::IsInvalidArgument(s),
+              "DecodePullResponse -> ", s.ToString());
+  if (!s.ok() || shared) return;
+  // What the generated parser reads from the same bytes (when it takes
+  // them: it is stricter, about UTF-8 for one) must be what was decoded.
+  ps::wire::PullResponse parsed;
+  if (!parsed.ParseFromArray(payload.data(), static_cast<int>(payload.size())))
+    return;
+  FUZZ_EXPECT(parsed.step() == step && parsed.generation() == generation &&
+                  parsed.wait_micros() == wait_micros,
+              "DecodePullResponse: step ", step, " generation ", generation,
+              ", the parser's ", parsed.step(), " ", parsed.generation());
+  if (options_.wire_weights != ps::DType::kFloat32) return;
+  for (const ps::wire::TensorData& t : parsed.variables()) {
+    const auto it = placement.variable_index.find(t.name());
+    FUZZ_EXPECT(it != placement.variable_index.end(), "decoded '", t.name(),
+                "'");
+    const std::vector<float>& got = model[it->second];
+    FUZZ_EXPECT(
+        t.data().size() == got.size() * sizeof(float) &&
+            std::memcmp(t.data().data(), got.data(), t.data().size()) == 0,
+        "DecodePullResponse: '", t.name(), "' decoded other values");
+  }
+}
+
+// Checkpoint files as a restarted server reads them: DATA_LOSS or a
+// checkpoint that encodes and decodes back to itself.
+void Driver::DecodeCheckpoint(absl::string_view payload) {
+  const uint8_t flags = payload.empty() ? 0 : payload[0];
+  payload.remove_prefix(std::min<size_t>(1, payload.size()));
+  const bool manifest = (flags & 1) != 0;
+  const std::string bytes =
+      (flags & 2) != 0
+          ? FrameChecksummed(manifest ? "PSGDMANI" : "PSGDCKPT", payload)
+          : std::string(payload);
+  if (manifest) {
+    absl::StatusOr<ps::CheckpointManifest> m =
+        ps::DecodeCheckpointManifest(bytes, "fuzz");
+    Trace(absl::StrCat("DecodeCheckpointManifest -> ", m.status().ToString()));
+    FUZZ_EXPECT(m.ok() || absl::IsDataLoss(m.status()), m.status().ToString());
+    if (!m.ok()) return;
+    const std::string again = ps::EncodeCheckpointManifest(*m);
+    absl::StatusOr<ps::CheckpointManifest> back =
+        ps::DecodeCheckpointManifest(again, "fuzz");
+    FUZZ_EXPECT(back.ok(), "a decoded manifest does not decode again: ",
+                back.status().ToString());
+    FUZZ_EXPECT(ps::EncodeCheckpointManifest(*back) == again &&
+                    back->label == m->label &&
+                    back->shards.size() == m->shards.size(),
+                "a manifest changed in a round trip");
+    return;
+  }
+  absl::StatusOr<ps::ShardCheckpoint> c =
+      ps::DecodeShardCheckpoint(bytes, "fuzz");
+  Trace(absl::StrCat("DecodeShardCheckpoint -> ", c.status().ToString()));
+  FUZZ_EXPECT(c.ok() || absl::IsDataLoss(c.status()), c.status().ToString());
+  if (!c.ok()) return;
+  const std::string again = ps::EncodeShardCheckpoint(*c);
+  absl::StatusOr<ps::ShardCheckpoint> back =
+      ps::DecodeShardCheckpoint(again, "fuzz");
+  FUZZ_EXPECT(back.ok(), "a decoded checkpoint does not decode again: ",
+              back.status().ToString());
+  FUZZ_EXPECT(back->label == c->label && back->step == c->step &&
+                  back->generation == c->generation &&
+                  ps::StateDigest(*back->weights, back->optimizer) ==
+                      ps::StateDigest(*c->weights, c->optimizer) &&
+                  ps::EncodeShardCheckpoint(*back) == again,
+              "a checkpoint changed in a round trip");
 }
 
 void Driver::Pull(absl::string_view payload) {
@@ -330,6 +754,7 @@ void Driver::Pull(absl::string_view payload) {
                    " at step ", a.step);
   const bool valid =
       request.cluster() == kCluster && r->min_step >= 0 && !a.shutting_down &&
+      !a.awaiting_rollback &&
       (request.generation() == 0 || request.generation() == a.generation) &&
       (r->worker_id == -1 ||
        (r->worker_id >= 0 && r->worker_id < options_.total_num_replicas));
@@ -426,7 +851,9 @@ void Driver::Finish() {
   for (const auto& r : pulls_) {
     FUZZ_EXPECT(r->cancelled || r->calls == 1, "a pull never answered");
     if (r->ticket != 0 && !r->cancelled && r->calls == 1 && !r->status.ok()) {
-      FUZZ_EXPECT(absl::IsCancelled(r->status), r->status.ToString());
+      FUZZ_EXPECT(absl::IsCancelled(r->status) ||
+                      (r->rolled_back && absl::IsAborted(r->status)),
+                  r->status.ToString());
     }
   }
 }
@@ -441,11 +868,19 @@ void RunShardFuzzInput(const uint8_t* data, size_t size) {
   }();
   (void)quiet;
   FuzzReader reader(data, size);
-  Driver driver(reader.config());
-  FuzzOp op;
-  absl::string_view payload;
-  while (reader.Next(&op, &payload)) driver.Run(op, payload);
-  driver.Finish();
+  const std::string dir =
+      reader.config().checkpoints ? MakeInputDir() : std::string();
+  {
+    Driver driver(reader.config(), dir.empty() ? dir : dir + "/ckpt");
+    FuzzOp op;
+    absl::string_view payload;
+    while (reader.Next(&op, &payload)) driver.Run(op, payload);
+    driver.Finish();
+  }
+  if (!dir.empty()) {
+    std::error_code error;
+    std::filesystem::remove_all(dir, error);
+  }
 }
 
 }  // namespace fuzz

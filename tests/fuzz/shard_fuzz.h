@@ -2,9 +2,16 @@
 // ParameterShard with options from its header and a sequence of requests,
 // parsed as proto/ps.proto messages and passed through ShardRequestHandler
 // (the gRPC adapter's own checks and conversions, ps/server/request_handler.h),
-// plus ExpireWorkers and the withdrawal of waiting pulls. After every
-// request the harness checks what the shard promises (ps/shard/shard.h,
-// docs/PS.md) and aborts on a violation:
+// plus ExpireWorkers and the withdrawal of waiting pulls. The header may
+// turn on 16-bit wire dtypes, the servers' data queue and a checkpoint
+// directory (a fresh one per input), so that LeaseData, Checkpoint,
+// ListCheckpoints and Rollback run for real; pushes may come through a
+// fake shared memory segment. Two ops fuzz decoders outside the shard: the
+// client's decoding of a pull into its model (DecodePullResponse and
+// ShardAssembler) and the checkpoint files' (DecodeShardCheckpoint,
+// DecodeCheckpointManifest). After every request the harness checks what
+// the shard promises (ps/shard/shard.h, docs/PS.md) and aborts on a
+// violation:
 //
 //   * a refused request changes nothing but the refusal counters, and is
 //     refused with a documented code;
@@ -16,8 +23,18 @@
 //     gradients a step needs;
 //   * every pull is answered at most once, with weights of at least its
 //     step; no pull is left waiting for a step the shard has reached; after
-//     Shutdown every waiting pull has ended with CANCELLED and only Status
-//     and Shutdown succeed.
+//     Shutdown every waiting pull has ended with CANCELLED and only Status,
+//     ListCheckpoints and Shutdown succeed;
+//   * a lease hands out one chunk of at most chunk_size samples to a live
+//     worker, and moves only the queue's counters;
+//   * a checkpoint request changes nothing the shard shows; the listed
+//     checkpoints are ones the harness saw saved (label, step,
+//     generation); a rollback to one installs exactly the step, weights
+//     and slots saved under that label, in the new generation, records
+//     itself, keeps the live set and ends waiting pulls with ABORTED;
+//   * the decoders return a documented error or a value (a decoded pull
+//     holds what the generated parser reads; a decoded checkpoint encodes
+//     and decodes back to itself).
 //
 // Pulls never block: a pull whose step has not come stays registered until
 // a later request satisfies it, the input withdraws it, or Shutdown ends it.

@@ -82,8 +82,15 @@ ShardPicture ShardPicture::Of(ps::ParameterShard& shard) {
   return p;
 }
 
+void ExpectSameWeights(const ShardPicture& a, const ShardPicture& b,
+                       absl::string_view what) {
+  FUZZ_EXPECT(SameBits(a.weights, b.weights), what, ": weights differ");
+  FUZZ_EXPECT(SameBits(a.m, b.m) && SameBits(a.v, b.v), what,
+              ": optimizer slots differ");
+}
+
 void ExpectSameState(const ShardPicture& a, const ShardPicture& b,
-                     absl::string_view what) {
+                     absl::string_view what, bool data) {
   const ps::ShardStatus& x = a.status;
   const ps::ShardStatus& y = b.status;
   FUZZ_EXPECT(x.initialized == y.initialized, what);
@@ -99,6 +106,23 @@ void ExpectSameState(const ShardPicture& a, const ShardPicture& b,
   FUZZ_EXPECT(x.staleness_histogram == y.staleness_histogram, what);
   FUZZ_EXPECT(x.workers_expired == y.workers_expired, what);
   FUZZ_EXPECT(x.num_parameters == y.num_parameters, what);
+  FUZZ_EXPECT(x.generation == y.generation, what, ": generation ", x.generation,
+              " -> ", y.generation);
+  FUZZ_EXPECT(x.awaiting_rollback == y.awaiting_rollback, what);
+  FUZZ_EXPECT(x.rollbacks == y.rollbacks, what, ": a rollback recorded");
+  if (data) {
+    FUZZ_EXPECT(
+        x.data_queue == y.data_queue && x.data_epoch == y.data_epoch &&
+            x.data_chunks_done == y.data_chunks_done &&
+            x.data_chunks_out == y.data_chunks_out &&
+            x.data_chunks_queued == y.data_chunks_queued &&
+            x.data_leased == y.data_leased && x.data_done == y.data_done &&
+            x.data_returned == y.data_returned &&
+            x.data_epochs_completed == y.data_epochs_completed,
+        what, ": the data queue moved (leased ", x.data_leased, " -> ",
+        y.data_leased, ", out ", x.data_chunks_out, " -> ", y.data_chunks_out,
+        ", queued ", x.data_chunks_queued, " -> ", y.data_chunks_queued, ")");
+  }
   // After Shutdown the weights are out of sight (no pull answers).
   if (a.snapshot != nullptr && b.snapshot != nullptr) {
     FUZZ_EXPECT(a.snapshot == b.snapshot, what, ": new weights published");

@@ -42,9 +42,15 @@ struct ShardPicture {
 
 // Aborts with the first difference unless `a` and `b` show the same shard,
 // apart from the counters of refused pushes (which a refusal moves). `what`
-// names the request.
+// names the request. `data`: the data queue's position and counters too
+// (a request that may move a chunk, such as a drop, passes false).
 void ExpectSameState(const ShardPicture& a, const ShardPicture& b,
-                     absl::string_view what);
+                     absl::string_view what, bool data = true);
+
+// Aborts unless `a` and `b` hold the same weights and optimizer slots, bit
+// for bit (a rollback against what was saved).
+void ExpectSameWeights(const ShardPicture& a, const ShardPicture& b,
+                       absl::string_view what);
 
 // Aborts unless `p` is consistent on its own: finite weights and slots, the
 // step equal to the updates counted, a pending sync aggregate below the
