@@ -596,9 +596,13 @@ void Driver::CheckListCheckpoints(
     return;
   }
   FUZZ_EXPECT(response.checkpoints_size() <= kCheckpointKeep, what);
-  int64_t previous = INT64_MAX;
+  bool first = true;
+  int64_t previous = 0;
   for (const ps::wire::CompleteCheckpointInfo& c : response.checkpoints()) {
-    FUZZ_EXPECT(c.label() < previous, what, ": not newest first");
+    // (A label may be as large as INT64_MAX.)
+    FUZZ_EXPECT(first || c.label() < previous, what, ": step-", c.label(),
+                " after step-", previous, ": not newest first");
+    first = false;
     previous = c.label();
     const auto it = saved_.find(c.label());
     FUZZ_EXPECT(it != saved_.end(), what, ": step-", c.label(),
