@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -449,10 +450,15 @@ absl::StatusOr<ResolvedCluster> ResolveTask(const ClusterConfig& config,
 std::string ClusterConfigText(const ClusterConfig& config) {
   ClusterConfig c = config;
   if (c.security().has_token_file()) c.mutable_security()->clear_token();
-  // The default token file is found again by whoever loads the text (same
-  // user, same PSGD_TOKEN_FILE): no block to print for it.
+  // The default token file in the user's own config directory is found
+  // again by whoever loads the text as that user: no block to print for
+  // it. One that PSGD_TOKEN_FILE named (a job's directory) is printed, so
+  // that a task started later from the text (an elastic worker in another
+  // srun step) reads the same file.
+  const char* named = std::getenv("PSGD_TOKEN_FILE");
   if (absl::StatusOr<std::string> fallback = DefaultTokenFile(c.name());
-      fallback.ok() && c.security().token_file() == *fallback) {
+      fallback.ok() && c.security().token_file() == *fallback &&
+      (named == nullptr || *fallback != named)) {
     c.mutable_security()->clear_token_file();
     if (c.security().ByteSizeLong() == 0) c.clear_security();
   }

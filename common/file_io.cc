@@ -154,6 +154,41 @@ absl::Status MakeDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status MakeOwnDirectories(const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      std::string prefix = path.substr(0, i);
+      if (mkdir(prefix.c_str(), 0755) == 0) {
+        // Durable: the new entry in its parent.
+        const size_t slash = prefix.rfind('/');
+        const std::string parent = slash == std::string::npos ? "."
+                                   : slash == 0               ? "/"
+                                                : prefix.substr(0, slash);
+        const int dfd =
+            open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+          fsync(dfd);
+          close(dfd);
+        }
+      } else if (errno != EEXIST) {
+        return Errno("cannot create directory", prefix);
+      }
+    }
+  }
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", path, "' is not a directory (or is a link)"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("directory '", path, "' belongs to uid ", st.st_uid,
+                     ", not to this user (uid ", geteuid(), ")"));
+  }
+  return absl::OkStatus();
+}
+
 std::string FrameChecksummed(absl::string_view magic,
                              absl::string_view payload) {
   std::string out;

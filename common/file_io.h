@@ -45,6 +45,13 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // Creates `path` and its missing parents (mode 0755). INTERNAL on failure.
 absl::Status MakeDirectories(const std::string& path);
 
+// As MakeDirectories, for a directory this process writes files into that
+// must survive a crash and that nobody else may have chosen: each directory
+// it creates is made durable in its parent (fsync of the parent), and
+// `path` itself must be a directory, not a symbolic link, owned by this
+// process's user (FAILED_PRECONDITION naming it otherwise).
+absl::Status MakeOwnDirectories(const std::string& path);
+
 // magic + length + crc + payload. `magic` must be 8 bytes.
 std::string FrameChecksummed(absl::string_view magic,
                              absl::string_view payload);

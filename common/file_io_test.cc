@@ -1,5 +1,8 @@
 #include "common/file_io.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -66,6 +69,30 @@ TEST_CASE("threads of one process may write the same file at once") {
   REQUIRE(got.ok());
   CHECK(got->size() == 100);
   CHECK(*got == std::string(100, (*got)[0]));  // one writer's whole file
+}
+
+TEST_CASE("own directories: made, and refused when a link or another's") {
+  const std::string base = TmpDir() + "/own";
+  CHECK(MakeOwnDirectories(base + "/a/step-1").ok());
+  struct stat st;
+  REQUIRE(stat((base + "/a/step-1").c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK(MakeOwnDirectories(base + "/a/step-1").ok());  // exists: fine
+  // A link planted where a step directory goes is not written through.
+  REQUIRE(mkdir((base + "/elsewhere").c_str(), 0755) == 0);
+  REQUIRE(symlink((base + "/elsewhere").c_str(),
+                  (base + "/a/step-2").c_str()) == 0);
+  absl::Status s = MakeOwnDirectories(base + "/a/step-2");
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(s.message().find("is a link") != absl::string_view::npos);
+  if (geteuid() == 0) {
+    // Another user's directory (root can make one for the test).
+    REQUIRE(mkdir((base + "/theirs").c_str(), 0777) == 0);
+    REQUIRE(chown((base + "/theirs").c_str(), 65534, 65534) == 0);
+    s = MakeOwnDirectories(base + "/theirs");
+    CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(s.message().find("belongs to uid 65534") != absl::string_view::npos);
+  }
 }
 
 TEST_CASE("framed payloads round-trip and damage is detected") {

@@ -423,9 +423,24 @@ absl::StatusOr<std::vector<ps::ShardStatus>> ExternalWorker::Status() {
   return session_->Status();
 }
 
-absl::Status ExternalWorker::Leave() {
+absl::Status ExternalWorker::KeepLease(bool on) {
   RETURN_IF_ERROR(CheckJoined());
-  return run_->Leave();
+  if (run_->left()) {
+    return absl::FailedPreconditionError(
+        "the worker has left: no lease to keep");
+  }
+  if (!on) {
+    computing_.reset();
+  } else if (computing_ == nullptr) {
+    computing_ = std::make_unique<LeaseKeeper::Hold>(session_->lease_keeper());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExternalWorker::Leave(bool wait_for_others) {
+  RETURN_IF_ERROR(CheckJoined());
+  computing_.reset();  // a renewal after the Leave would join again
+  return run_->Leave(wait_for_others);
 }
 
 absl::Status ExternalWorker::Finish(const std::string& end_reason) {

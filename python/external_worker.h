@@ -45,6 +45,7 @@
 #include "common/event_file.h"
 #include "common/metrics.h"
 #include "ps/client/grpc_client.h"
+#include "worker/session/lease_keeper.h"
 #include "worker/session/metric_sinks.h"
 #include "worker/session/records.h"
 #include "worker/session/session_config.h"
@@ -183,10 +184,16 @@ class ExternalWorker {
 
   // Every shard's status.
   absl::StatusOr<std::vector<ps::ShardStatus>> Status();
-  // Leaves the live set; the chief then waits for the others to leave and
-  // pulls the newest weights (for its final evaluation). OK when the
+  // While on, the lease is renewed whenever the worker sends nothing for a
+  // while (the caller computes or evaluates in its own code between our
+  // calls: a step longer than the lease is not taken for a dead worker, as
+  // the C++ worker's while it computes). Off until asked; Leave ends it.
+  absl::Status KeepLease(bool on);
+  // Leaves the live set; the chief then waits for the others to leave
+  // (unless !wait_for_others: the chief ends the job now, e.g. on Ctrl-C)
+  // and pulls the newest weights (for its final evaluation). OK when the
   // servers have already shut down.
-  absl::Status Leave();
+  absl::Status Leave(bool wait_for_others = true);
   // After Leave: the chief's final checkpoint and Shutdown; the summaries.
   absl::Status Finish(const std::string& end_reason);
   const ClusterWorkerResult& result() const;
@@ -219,6 +226,9 @@ class ExternalWorker {
   WorkerSession* session_ = nullptr;  // run_'s, once joined
   size_t parameters_ = 0;  // variables_'s first ones; the statistics after
   std::unique_ptr<StepOverlap> overlap_;  // with overlap, made by Join
+  // The lease kept while KeepLease(true) (the caller computes between
+  // calls).
+  std::unique_ptr<LeaseKeeper::Hold> computing_;
   ps::GrpcPsClient::PayloadBytes last_bytes_;
   PushOutcome last_push_;
   bool pushed_ = false;                  // a push since the last pull

@@ -537,7 +537,14 @@ PYBIND11_MODULE(_psgd, m) {
       .def("record_eval", &PyWorker::RecordEval)
       .def("status", &PyWorker::Status)
       .def(
-          "leave", [](PyWorker& p) { psgd::ThrowIfError(p.w().Leave()); },
-          Release())
+          "keep_lease",
+          [](PyWorker& p, bool on) { psgd::ThrowIfError(p.w().KeepLease(on)); },
+          py::arg("on"), Release())
+      .def(
+          "leave",
+          [](PyWorker& p, bool wait_for_others) {
+            psgd::ThrowIfError(p.w().Leave(wait_for_others));
+          },
+          py::arg("wait_for_others") = true, Release())
       .def("finish", &PyWorker::Finish);
 }

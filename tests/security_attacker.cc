@@ -76,12 +76,23 @@ std::shared_ptr<grpc::Channel> channel;
 bool all_refused = true;
 
 std::string CodeName(const grpc::Status& s) {
-  static const char* kNames[] = {
-      "OK",          "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",
-      "DEADLINE",    "NOT_FOUND",         "ALREADY_EXISTS",   "PERMISSION_DENIED",
-      "EXHAUSTED",   "FAILED_PRECONDITION", "ABORTED",        "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",        "UNAVAILABLE",      "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
   const int c = s.error_code();
   return c >= 0 && c <= 16 ? kNames[c] : std::to_string(c);
 }
@@ -384,7 +395,8 @@ int ShmFlip() {
   if (!region.ok()) return 2;
   wire::SharedMemory ref;
   (*region)->Describe(&ref);
-  float* g = reinterpret_cast<float*>((*region)->data() + ps::kSharedHeaderBytes);
+  float* g =
+      reinterpret_cast<float*>((*region)->data() + ps::kSharedHeaderBytes);
   std::atomic<bool> stop{false};
   std::thread flipper([&] {
     const float nan = std::nanf("");
@@ -451,7 +463,8 @@ int Weights() {
   Deadline(&ctx);
   grpc::Status s = stub->Pull(&ctx, pull, &response);
   if (!s.ok()) {
-    std::printf("pull: %s %s\n", CodeName(s).c_str(), s.error_message().c_str());
+    std::printf("pull: %s %s\n", CodeName(s).c_str(),
+                s.error_message().c_str());
     return 1;
   }
   bool finite = true;
@@ -475,8 +488,9 @@ int Weights() {
 int main(int argc, char** argv) {
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2 || absl::GetFlag(FLAGS_address).empty()) {
-    std::fprintf(stderr, "usage: security_attacker --address=A --cluster=C "
-                         "[--token_file=F] ATTACK\n");
+    std::fprintf(stderr,
+                 "usage: security_attacker --address=A --cluster=C "
+                 "[--token_file=F] ATTACK\n");
     return 2;
   }
   psgd::ClientCredentials credentials;
@@ -491,8 +505,8 @@ int main(int argc, char** argv) {
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxSendMessageSize(-1);
   channel_args.SetMaxReceiveMessageSize(-1);
-  psgd::channel = psgd::CreateChannel(absl::GetFlag(FLAGS_address),
-                                      credentials, channel_args);
+  psgd::channel = psgd::CreateChannel(absl::GetFlag(FLAGS_address), credentials,
+                                      channel_args);
   psgd::stub = psgd::ps::wire::ParameterServer::NewStub(psgd::channel);
   const std::string attack = args[1];
   if (attack == "rpcs") return psgd::Rpcs();

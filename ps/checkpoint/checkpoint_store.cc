@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(
                      options.shard_index, " of ", options.num_shards, ", keep ",
                      options.keep, " do not fit together"));
   }
-  RETURN_IF_ERROR(MakeDirectories(options.dir));
+  RETURN_IF_ERROR(MakeOwnDirectories(options.dir));
   return std::unique_ptr<CheckpointStore>(
       new CheckpointStore(std::move(options)));
 }
@@ -204,7 +204,7 @@ absl::Status CheckpointStore::Write(const ShardCheckpoint& c) {
   const std::string bytes = EncodeShardCheckpoint(c);
   MutexLock lock(&mu_);
   const std::string dir = StepDir(c.label);
-  RETURN_IF_ERROR(MakeDirectories(dir));
+  RETURN_IF_ERROR(MakeOwnDirectories(dir));
   RETURN_IF_ERROR(WriteFileAtomically(
       absl::StrCat(dir, "/", ShardFileName(options_.shard_index)), bytes));
   if (!options_.per_host) {

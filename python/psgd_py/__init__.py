@@ -370,8 +370,17 @@ class Session:
         dropped_surplus, refused, refused_too_stale, ...)."""
         return self._w.status()
 
-    def close(self, reason="", evaluate=None):
-        """Leaves the cluster. The chief waits for the others to leave,
+    def keep_lease(self, on=True):
+        """While on, the servers' lease of this worker is renewed whenever
+        it sends nothing for a while: for a caller that computes (or
+        evaluates) for longer than the config's worker_lease_seconds
+        between calls, as the C++ worker while it computes. psgd.torch
+        turns it on for its loop. Off after close()."""
+        self._w.keep_lease(bool(on))
+
+    def close(self, reason="", evaluate=None, *, end_job=False):
+        """Leaves the cluster. The chief waits for the others to leave
+        (unless `end_job`: the job ends now, e.g. on Ctrl-C or an error),
         pulls the newest weights, calls `evaluate()` (-> (accuracy, loss,
         examples), a dict of metrics as eval_metrics reads, or None) for the
         final evaluation, shuts the servers down
@@ -381,7 +390,7 @@ class Session:
             return None
         if not self._left:
             self._left = True
-            self._w.leave()
+            self._w.leave(wait_for_others=not end_job)
         if self.chief and evaluate is not None:
             t0 = time.time()
             result = evaluate()

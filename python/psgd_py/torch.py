@@ -31,6 +31,17 @@ The hooks only say when; the order of the step (statistics first, the stop
 check, the parts the backward did not send, a redo after a failed group
 pull) is the C++ worker's, worker/session/step_overlap.h.
 
+As a process of a cluster (docs/PYTHON.md, "Signals and failures"): while
+batches() runs on the main thread, SIGTERM makes the worker leave at the next
+step boundary and SIGINT (Ctrl-C) does the same, a chief then ending the job
+for every worker (the servers shut down, summary.json written; one line
+says so; a second Ctrl-C stops at once). An exception out of the dataset,
+or out of the loop's body (through `with Worker(...) as w:` or, without it,
+when the exception ends the program), leaves the cluster and, from the
+chief, ends the job with the exception's text as its reason. The lease is
+renewed while Python computes, so a step longer than the lease is no sign
+of death.
+
 Batch norm (docs/CLUSTER.md, "Batch norm"): with the config's
 model { batch_norm_statistics: SERVER } (the default) the modules'
 running_mean and running_var buffers are variables of the servers too,
@@ -46,8 +57,11 @@ is untested here (no GPU).
 """
 
 import collections
+import signal
 import sys
+import threading
 import time
+import typing
 
 try:
     import torch
@@ -60,7 +74,25 @@ except ImportError as _e:
 
 import psgd
 
-__all__ = ["Worker", "train"]
+__all__ = ["Worker", "StepResult", "train"]
+
+
+class StepResult(typing.NamedTuple):
+    """What Worker.step() answers: what became of the batch's gradient
+    (psgd.StepOutcome: APPLIED, AGGREGATED, DROPPED_STALE, ... as the step
+    lines' "outcome"), the step it was computed at, its staleness (async:
+    the largest over the shards) and the cluster's generation after it."""
+    outcome: "psgd.StepOutcome"
+    step: int
+    staleness: int
+    generation: int
+
+    @property
+    def applied(self):
+        """The gradient changed the weights (applied, or aggregated into a
+        step that is applied)."""
+        return self.outcome in (psgd.StepOutcome.APPLIED,
+                                psgd.StepOutcome.AGGREGATED)
 
 
 def _set_epoch(data, epoch):
@@ -143,6 +175,67 @@ class Worker:
         self._in_flight_at_start = False
         self._current = None  # the batch of batches() under way
         self.summary = None   # after batches() ends
+        self._signal = None   # SIGTERM / SIGINT received: leave at the boundary
+        self._ended = False
+        self._previous = {}   # signal handlers and excepthook to put back
+
+    # --- as a process of the cluster -----------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, _tb):
+        """An exception out of the loop leaves the cluster and, from the
+        chief, ends the job with its text as the reason."""
+        if exc_type is not None:
+            self._abort(_reason_of(exc_type, exc))
+        return False
+
+    def _abort(self, reason):
+        if self._ended or not self.session._joined:  # pylint: disable=protected-access
+            return
+        self._end(reason, None, end_job=True)
+
+    def _on_signal(self, signum, _frame):
+        name = signal.Signals(signum).name
+        if self._signal is not None:
+            return
+        self._signal = name
+        what = ("the chief ends the job for every worker"
+                if self.session.chief else "this worker leaves the cluster")
+        print(f"psgd: {name}: {what} at the end of this step"
+              + (" (Ctrl-C again to stop at once)"
+                 if signum == signal.SIGINT else ""),
+              file=sys.stderr, flush=True)
+        if signum == signal.SIGINT:
+            # A second Ctrl-C is Python's own KeyboardInterrupt.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _excepthook(self, exc_type, exc, tb):
+        # An exception that ends the program out of the loop's body.
+        try:
+            self._abort(_reason_of(exc_type, exc))
+        finally:
+            self._previous.get("excepthook", sys.__excepthook__)(exc_type,
+                                                                 exc, tb)
+
+    def _install_process_handlers(self):
+        """Signals (only the main thread may set them) and the excepthook,
+        for the life of batches()."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+        self._previous["excepthook"] = sys.excepthook
+        sys.excepthook = self._excepthook
+
+    def _restore_process_handlers(self):
+        for key, previous in list(self._previous.items()):
+            if key == "excepthook":
+                if sys.excepthook == self._excepthook:
+                    sys.excepthook = previous
+            elif previous is not None:
+                signal.signal(key, previous)
+        self._previous = {}
 
     # --- weights and gradients ------------------------------------------
     def _weight_buffers(self):
@@ -291,7 +384,9 @@ class Worker:
             shuffle=shuffle, seed=seed)
 
     def batches(self, data, *, evaluate=None):
-        """Your own training loop: yields (inputs, targets) from `data` until
+        """Your own training loop: yields the batches of `data`, each a
+        tuple (inputs, targets, *rest: whatever else the batch carries, such
+        as its samples' indices) until
         the config's end (steps, epochs, time budget) or until the servers
         shut down, and does around each batch what the C++ worker does: the
         first pull (into the module) before the first batch, the chief's
@@ -313,17 +408,25 @@ class Worker:
         loop."""
         for m, _ in self._momenta:
             m.momentum = 1.0
+        self._install_process_handlers()
         try:
             yield from self._batches(data, evaluate)
         finally:
             for m, momentum in self._momenta:
                 m.momentum = momentum
+            # An exception that ends the program closes this generator only
+            # after the excepthook has run.
+            self._restore_process_handlers()
 
     def step(self, loss=None, *, accuracy=0.0):
         """Pushes the batch's gradients (those that have none, and with
         overlap those already on their way, go as they are), pulls the next
         weights into the module and records the step (`loss`: a tensor or a
-        float, for the step lines; `accuracy` too)."""
+        float, for the step lines; `accuracy` too). Returns a StepResult
+        (what became of the gradient: applied, aggregated, dropped and why;
+        the step; its staleness), the same as the step's line in
+        worker-J.jsonl; None when nothing was pushed (the weights brought a
+        step to stop at, or, with overlap, the batch comes again)."""
         st = self._current
         if st is None or st["stepped"]:
             raise psgd.FailedPreconditionError(
@@ -335,14 +438,20 @@ class Worker:
         if st["stop"] or st["redo"]:
             # The overlapped pulls brought a step to stop at, or failed (the
             # batch comes again): nothing of this batch is pushed.
-            return
+            return None
         t_computed = time.time()
-        if self.overlap:
-            s.finish_parts(st["step"], self._grads())
-        else:
-            s.push(st["step"], self._grads())
-        t_pushed = time.time()
-        s.pull_into()
+        try:
+            if self.overlap:
+                pushed = s.finish_parts(st["step"], self._grads())
+            else:
+                pushed = s.push(st["step"], self._grads())
+            t_pushed = time.time()
+            s.pull_into()
+        except psgd.CancelledError:
+            # The servers shut down under this step (the chief ended the
+            # job): the loop ends at this batch.
+            st["stop"] = "the servers shut down (training is over)"
+            return None
         t_pulled = time.time()
         if not self.overlap:
             self._to_device()
@@ -354,6 +463,8 @@ class Worker:
                       epoch=st["epoch"], batches_done=st["batches_done"],
                       times=(st["t_begin"], st["t_batch"], t_computed,
                              t_pushed, t_pulled))
+        return StepResult(pushed.outcome, st["step"], pushed.staleness,
+                          pushed.generation)
 
     def _batches(self, data, evaluate):
         s = self.session
@@ -361,6 +472,8 @@ class Worker:
         total = epochs * len(data) if epochs and hasattr(data, "__len__") else 0
         s.join(self._weight_buffers(), total_batches=total,
                statistics=[n for n, _ in self.stats])
+        # Python computes between our calls: the lease is kept meanwhile.
+        s.keep_lease(True)
         self._to_device()
         if self.overlap:
             self._install_hooks()
@@ -376,7 +489,7 @@ class Worker:
                     break
                 t_begin = time.time()
                 try:
-                    inputs, targets = next(batches)
+                    batch = next(batches)
                 except StopIteration:
                     if self.data_from_servers:
                         # The servers' epochs are handed out.
@@ -389,10 +502,12 @@ class Worker:
                     _set_epoch(data, epoch)
                     batches = iter(data)
                     try:
-                        inputs, targets = next(batches)
+                        batch = next(batches)
                     except StopIteration:
                         reason = "the data is empty"
                         break
+                batch = _as_batch(batch)
+                targets = batch[1]
                 t_batch = time.time()
                 if self._leased:
                     # The chunk of this batch (leased when the DataLoader
@@ -405,7 +520,7 @@ class Worker:
                     st.update(t_begin=t_begin, t_batch=t_batch, epoch=epoch,
                               batch_size=len(targets),
                               batches_done=batches_done + 1)
-                    yield inputs, targets
+                    yield batch
                     if not st["stepped"]:
                         raise psgd.FailedPreconditionError(
                             "call step() once for each batch of batches()")
@@ -421,12 +536,24 @@ class Worker:
             reason = "the servers shut down (training is over)"
         except GeneratorExit:
             # The caller's loop ended without exhausting batches() (a break,
-            # an exception): the worker leaves and, the chief, ends the job.
-            self._end("the loop over batches() ended early", evaluate)
+            # an exception it caught): the worker leaves and, the chief,
+            # ends the job now.
+            self._end("the loop over batches() ended early", None,
+                      end_job=True)
             raise
-        self._end(reason, evaluate)
+        except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001
+            # The dataset's (or a second Ctrl-C): leave, end the job with
+            # its text, and let it go on up.
+            self._end(_reason_of(type(e), e), None, end_job=True)
+            raise
+        # After a signal: no final evaluation, the job ends now.
+        self._end(reason, evaluate if self._signal is None else None,
+                  end_job=self._signal is not None)
 
-    def _end(self, reason, evaluate):
+    def _end(self, reason, evaluate, *, end_job=False):
+        if self._ended:
+            return
+        self._ended = True
         self._current = None
         for h in self._hooks:
             h.remove()
@@ -436,7 +563,8 @@ class Worker:
             def final():
                 self._to_device()
                 return evaluate(self.module)
-        self.summary = self.session.close(reason, evaluate=final)
+        self.summary = self.session.close(reason, evaluate=final,
+                                          end_job=end_job)
 
     def _begin_step(self):
         """Before a batch's forward: the module's gradients cleared; with
@@ -490,7 +618,7 @@ class Worker:
             eval_every steps and at the end; None: no evaluations.
           accuracy: (outputs, targets) -> float, for the step lines.
         """
-        for inputs, targets in self.batches(data, evaluate=evaluate):
+        for inputs, targets, *_ in self.batches(data, evaluate=evaluate):
             outputs = self.module(inputs)
             if self._current["stop"] or self._current["redo"]:
                 self.step()
@@ -502,6 +630,9 @@ class Worker:
 
     def _before_step(self, evaluate):
         s = self.session
+        if self._signal is not None:
+            return (f"{self._signal}: the chief ended the job" if s.chief
+                    else f"{self._signal}: left at a step boundary")
         in_flight = s.pulls_in_flight
         reason, evaluate_now = s.before_step()
         if in_flight and not s.pulls_in_flight:
@@ -514,6 +645,22 @@ class Worker:
             s.record_eval(s.step, accuracy=acc, loss=loss, examples=n,
                           seconds=time.time() - t0)
         return ""
+
+
+def _reason_of(exc_type, exc):
+    """An exception as an end reason: its type and text."""
+    text = str(exc)
+    return f"{exc_type.__name__}: {text}" if text else exc_type.__name__
+
+
+def _as_batch(batch):
+    """A batch as a tuple (inputs, targets, *rest)."""
+    if isinstance(batch, (tuple, list)) and len(batch) >= 2:
+        return tuple(batch)
+    raise psgd.InvalidArgumentError(
+        "a batch must be (inputs, targets) or (inputs, targets, *rest), not "
+        f"{type(batch).__name__}"
+        + (f" of {len(batch)}" if isinstance(batch, (tuple, list)) else ""))
 
 
 class _ServerBatches:

@@ -151,7 +151,8 @@ JsonObject RunSummary(const ClusterConfig& config,
       .Set("batch_size", t.batch_size())
       .Set("model", config.model().name())
       .Set("final_global_step", r.final_global_step)
-      .Set("seconds", r.seconds);
+      .Set("seconds", r.seconds)
+      .Set("end_reason", r.end_reason);
   if (!r.evals.empty()) {
     s.Set("final_test_accuracy", r.evals.back().test_accuracy);
   }

@@ -119,14 +119,19 @@ absl::Status TaskRun::RecordEval(EvalRecord record) {
   return absl::OkStatus();
 }
 
-absl::Status TaskRun::Leave() {
+absl::Status TaskRun::Leave(bool wait_for_others) {
   left_ = true;
   absl::Status left = session_->Leave();
   result_.final_global_step = GlobalStep(session_->version());
   servers_gone_ = absl::IsCancelled(left);
   if (!left.ok() && !servers_gone_) return left;
   if (chief_ == nullptr || servers_gone_) return absl::OkStatus();
-  RETURN_IF_ERROR(chief_->AwaitOthersLeft());
+  if (wait_for_others) {
+    RETURN_IF_ERROR(chief_->AwaitOthersLeft());
+  } else {
+    spdlog::warn("{} ends the job without waiting for the other workers",
+                 options_.name);
+  }
   // The final weights, without waiting for a step.
   ASSIGN_OR_RETURN(latest_, session_->PullLatest());
   result_.final_global_step = GlobalStep(latest_);

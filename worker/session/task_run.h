@@ -142,7 +142,9 @@ class TaskRun {
   // the chief then waits for the others to leave and pulls the newest
   // weights, which its final evaluation uses. OK when the servers have shut
   // down already (servers_gone()).
-  absl::Status Leave();
+  // `wait_for_others` false: the chief does not wait for the others to
+  // leave (the job ends now: Finish shuts the servers down).
+  absl::Status Leave(bool wait_for_others = true);
   bool servers_gone() const { return servers_gone_; }
   bool left() const { return left_; }
   // After Leave (and the chief's final evaluation): logs why the run ended;

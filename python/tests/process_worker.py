@@ -1,0 +1,102 @@
+"""A psgd.torch worker as a process of its own, for worker_process_test.py:
+its own loop over small separable batches, as a user's program would be.
+
+    process_worker.py CONFIG TASK RUN_DIR [--step_seconds=S]
+                      [--fail_at=K] [--outcomes=FILE] [--with]
+
+--step_seconds: each step computes at least S seconds (a long step).
+--fail_at: the dataset raises at its K-th batch (a dataset error).
+--outcomes: step()'s answers, one JSON line per step.
+--with: the loop inside `with psgd.torch.Worker(...) as w:`.
+Prints "started" once it has joined and trained one step, and the worker's
+summary's end_reason at the end.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+import psgd.torch
+from cluster import separable_batches
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.hidden = torch.nn.Linear(8, 16)
+        self.out = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x)))
+
+
+class Data:
+    """Batches that go on for as long as the config trains; the K-th raises
+    when asked to (a dataset whose file went away)."""
+
+    def __init__(self, fail_at):
+        self.batches = separable_batches(7, 16)
+        self.fail_at = fail_at
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        for k, (x, y) in enumerate(self.batches, 1):
+            if self.fail_at and k >= self.fail_at:
+                raise OSError(f"batch {k}: the dataset's file is gone")
+            # An extra item per batch, handed back to the loop.
+            yield x, y, k
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("config")
+    p.add_argument("task")
+    p.add_argument("run_dir")
+    p.add_argument("--step_seconds", type=float, default=0.0)
+    p.add_argument("--fail_at", type=int, default=0)
+    p.add_argument("--outcomes", default="")
+    p.add_argument("--with", dest="with_", action="store_true")
+    a = p.parse_args()
+    net = Net()
+    out = open(a.outcomes, "w") if a.outcomes else None
+
+    def loop(w):
+        for x, y, k in w.batches(Data(a.fail_at)):
+            t0 = time.time()
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            if a.step_seconds:
+                time.sleep(max(0.0, a.step_seconds - (time.time() - t0)))
+            r = w.step(loss=loss)
+            if out is not None and r is not None:
+                out.write(json.dumps({
+                    "step": r.step, "outcome": r.outcome.name.lower(),
+                    "staleness": r.staleness, "applied": r.applied,
+                    "batch": k}) + "\n")
+                out.flush()
+            if not getattr(loop, "said", False):
+                loop.said = True
+                print("started", flush=True)
+        return w.summary
+
+    if a.with_:
+        with psgd.torch.Worker(net, a.config, a.task, run_dir=a.run_dir,
+                               log_every=0) as w:
+            summary = loop(w)
+    else:
+        w = psgd.torch.Worker(net, a.config, a.task, run_dir=a.run_dir,
+                              log_every=0)
+        summary = loop(w)
+    print("end_reason:", summary["end_reason"] if summary else None,
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

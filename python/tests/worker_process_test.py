@@ -1,0 +1,183 @@
+"""psgd.torch workers as processes of their own (process_worker.py), the way
+a scheduler runs them, against real servers:
+
+* SIGTERM to a Python sync worker: it leaves at the next step boundary
+  (exit 0, its end reason says SIGTERM); the others go on at once, without
+  waiting for its lease (no worker expired on the servers, the chief
+  reaches its last step).
+* SIGINT (Ctrl-C) to the Python chief: one line says the job ends; the
+  servers shut down (exit 0), summary.json is written with the reason, the
+  other worker ends as the servers go, and nobody needs a second Ctrl-C.
+* An exception in the chief's dataset: the job ends with the exception's
+  text as its reason (summary.json), the servers exit 0, the program exits
+  with the exception (non-zero), and the other worker ends.
+* A 4 s step under a 3 s lease trains to its last step: the lease is kept
+  while Python computes, no worker expires.
+* step() answers what became of each push: its outcomes are the step lines'
+  of worker-J.jsonl, step for step; batches may carry extra items.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from cluster import Cluster
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "process_worker.py")
+DATA = "source: SYNTHETIC"
+
+
+def start(c, task, *flags):
+    with open(os.path.join(c.dir, task.replace(":", "") + ".py.log"),
+              "w") as log:
+        return subprocess.Popen(
+            [sys.executable, WORKER, c.config, task, c.run_dir, *flags],
+            stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+
+
+def log_of(c, task):
+    with open(os.path.join(c.dir, task.replace(":", "") + ".py.log")) as f:
+        return f.read()
+
+
+def await_started(c, task, proc, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if "started" in log_of(c, task):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"{task} exited {proc.returncode} before "
+                                 f"its first step:\n{log_of(c, task)}")
+        time.sleep(0.1)
+    raise AssertionError(f"{task} did not start:\n{log_of(c, task)}")
+
+
+def ps_summary(c):
+    with open(os.path.join(c.run_dir, "ps-0.summary.json")) as f:
+        return json.load(f)
+
+
+class WorkerProcessTest(unittest.TestCase):
+    def test_sigterm_leaves_at_a_step_boundary(self):
+        with Cluster("proc-term", ps=1, workers=2, n=2, steps=300,
+                     model="external", data=DATA,
+                     extra="worker_lease_seconds: 30") as c:
+            chief = start(c, "worker:0")
+            other = start(c, "worker:1")
+            await_started(c, "worker:1", other)
+            t0 = time.time()
+            other.send_signal(signal.SIGTERM)
+            self.assertEqual(other.wait(60), 0, log_of(c, "worker:1"))
+            print(f"worker:1 left {time.time() - t0:.2f} s after SIGTERM")
+            self.assertIn("SIGTERM", log_of(c, "worker:1"))
+            self.assertEqual(chief.wait(240), 0, log_of(c, "worker:0"))
+            self.assertEqual(c.wait_ps(), [0])
+            run = c.summary()
+            one = c.summary("worker-1.summary.json")
+            ps = ps_summary(c)
+            ps_log = c.log("ps:0")
+        self.assertEqual(run["final_global_step"], 300)
+        self.assertIn("SIGTERM", one["end_reason"])
+        # It left: no lease of it ran out on the server, no step waited.
+        self.assertEqual(ps["workers_expired"], 0, ps)
+        self.assertNotIn("left the live set (lease)", ps_log)
+        self.assertNotIn("has waited", ps_log)
+
+    def test_ctrl_c_of_the_chief_ends_the_job(self):
+        with Cluster("proc-int", ps=1, workers=2, n=2, steps=100000,
+                     model="external", data=DATA) as c:
+            chief = start(c, "worker:0")
+            other = start(c, "worker:1")
+            await_started(c, "worker:0", chief)
+            await_started(c, "worker:1", other)
+            t0 = time.time()
+            chief.send_signal(signal.SIGINT)
+            code = chief.wait(60)
+            self.assertEqual(c.wait_ps(60), [0])
+            print(f"the servers were down {time.time() - t0:.2f} s after "
+                  "the chief's SIGINT")
+            other_code = other.wait(60)
+            run = c.summary()
+            chief_log = log_of(c, "worker:0")
+            other_log = log_of(c, "worker:1")
+        self.assertEqual(code, 0, chief_log)
+        self.assertIn("SIGINT", run["end_reason"])
+        self.assertEqual(chief_log.count("psgd: SIGINT"), 1, chief_log)
+        self.assertNotIn("Exception ignored", chief_log)
+        self.assertEqual(other_code, 0, other_log)
+
+    def test_an_exception_in_the_dataset_ends_the_job(self):
+        with Cluster("proc-fail", ps=1, workers=2, n=2, steps=100000,
+                     model="external", data=DATA) as c:
+            chief = start(c, "worker:0", "--fail_at=5")
+            other = start(c, "worker:1")
+            code = chief.wait(120)
+            self.assertEqual(c.wait_ps(60), [0])
+            other_code = other.wait(60)
+            run = c.summary()
+            chief_log = log_of(c, "worker:0")
+            other_log = log_of(c, "worker:1")
+        self.assertNotEqual(code, 0)
+        self.assertIn("OSError", chief_log)  # the program's own traceback
+        self.assertIn("the dataset's file is gone", run["end_reason"])
+        self.assertEqual(other_code, 0, other_log)
+
+    def test_an_exception_in_the_loop_with_a_context_manager(self):
+        # The same through `with Worker(...) as w:`: the dataset raises in
+        # the loop's own body's next batch; the job ends with its text.
+        with Cluster("proc-with", ps=1, workers=1, steps=100000,
+                     model="external", data=DATA) as c:
+            chief = start(c, "worker:0", "--fail_at=3", "--with")
+            code = chief.wait(120)
+            self.assertEqual(c.wait_ps(60), [0])
+            run = c.summary()
+        self.assertNotEqual(code, 0)
+        self.assertIn("the dataset's file is gone", run["end_reason"])
+
+    def test_a_long_step_under_a_short_lease_trains(self):
+        with Cluster("proc-long", ps=1, workers=1, steps=3,
+                     model="external", data=DATA,
+                     extra="worker_lease_seconds: 3") as c:
+            w = start(c, "worker:0", "--step_seconds=4")
+            self.assertEqual(w.wait(180), 0, log_of(c, "worker:0"))
+            self.assertEqual(c.wait_ps(), [0])
+            run = c.summary()
+            ps = ps_summary(c)
+        self.assertEqual(run["final_global_step"], 3)
+        self.assertEqual(ps["workers_expired"], 0, ps)
+
+    def test_step_answers_what_became_of_each_push(self):
+        with Cluster("proc-outcomes", mode="ASYNC", ps=1, workers=2,
+                     steps=40, model="external", data=DATA) as c:
+            files = [os.path.join(c.dir, f"outcomes-{j}.jsonl")
+                     for j in range(2)]
+            procs = [start(c, f"worker:{j}", f"--outcomes={files[j]}")
+                     for j in range(2)]
+            for j, p in enumerate(procs):
+                self.assertEqual(p.wait(180), 0, log_of(c, f"worker:{j}"))
+            self.assertEqual(c.wait_ps(), [0])
+            lines = [[l for l in c.lines(j) if l["kind"] == "train"]
+                     for j in range(2)]
+        for j in range(2):
+            with open(files[j]) as f:
+                answers = [json.loads(l) for l in f if l.strip()]
+            self.assertEqual(len(answers), len(lines[j]))
+            self.assertGreater(len(answers), 0)
+            for a, line in zip(answers, lines[j]):
+                self.assertEqual(a["outcome"], line["outcome"], (a, line))
+                self.assertEqual(a["step"], line["step"], (a, line))
+                self.assertEqual(a["staleness"], line["staleness"], (a, line))
+                self.assertEqual(a["applied"], a["outcome"] == "applied")
+            # The extra item of each batch came back: 1, 2, ..., 16 (an
+            # epoch of process_worker.py's data), in order.
+            self.assertEqual([a["batch"] for a in answers],
+                             [i % 16 + 1 for i in range(len(answers))])
+
+
+if __name__ == "__main__":
+    unittest.main()
