@@ -7,7 +7,8 @@
 //
 // Serves until a Shutdown RPC (training is over) or SIGINT / SIGTERM, then
 // stops cleanly (waiting pulls end, calls in flight get 5 s) and exits 0.
-// Exits 2 for bad flags or config, 1 when it cannot start.
+// Exits 2 for bad flags or config, 1 when it cannot start (its port in use,
+// an address that does not resolve, the listener failing).
 //
 // This file only reads the flags (ps/server/server_flags.h) and waits for
 // the signal: the server library does the rest. PsGrpcServer serves the
@@ -77,7 +78,9 @@ int main(int argc, char** argv) {
   if (!options.ok()) {
     std::fprintf(stderr, "ps_server: %s\n",
                  options.status().ToString().c_str());
-    return 2;
+    // A port in use (UNAVAILABLE) is a server that cannot start, not a bad
+    // config.
+    return absl::IsUnavailable(options.status()) ? 1 : 2;
   }
   if (absl::Status s =
           psgd::InitLoggingFromFlags(absl::StrCat("ps:", options->shard_index));

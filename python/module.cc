@@ -191,6 +191,9 @@ class PyWorker {
     d["task"] = worker_->task().ToString();
     d["worker_index"] = worker_->task().index;
     d["num_workers"] = c.worker_size();
+    // worker { threads }: a Python worker gives it to torch (psgd.torch).
+    d["threads"] = WorkerTaskOf(c, worker_->task().index).threads();
+    d["threads_set"] = WorkerTaskOf(c, worker_->task().index).has_threads();
     d["chief"] = s.chief;
     d["sync"] = s.session.sync;
     d["overlap"] = s.session.overlap;

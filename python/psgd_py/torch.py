@@ -62,6 +62,7 @@ import sys
 import threading
 import time
 import typing
+import warnings
 
 try:
     import torch
@@ -73,6 +74,9 @@ except ImportError as _e:
         "--system-site-packages") from _e
 
 import psgd
+
+# torch's threads when the program has not chosen (one per core).
+_DEFAULT_THREADS = torch.get_num_threads()
 
 __all__ = ["Worker", "StepResult", "train"]
 
@@ -127,6 +131,13 @@ class Worker:
                  slurm_port_base=8888, run_dir=None, log_every=50):
         self.module = module
         self.params = [(n, p) for n, p in module.named_parameters()]
+        lazy = [n for n, p in self.params
+                if isinstance(p, torch.nn.parameter.UninitializedParameter)]
+        if lazy:
+            raise psgd.InvalidArgumentError(
+                f"parameter '{lazy[0]}' is not initialised yet (a lazy "
+                "module such as LazyLinear): run one forward on a batch "
+                "before making the Worker, so that its shape is known")
         for n, p in self.params:
             if p.dtype != torch.float32:
                 raise psgd.InvalidArgumentError(
@@ -137,6 +148,10 @@ class Worker:
                                     run_dir=run_dir, log_every=log_every)
         self.settings = self.session.settings
         self.overlap = self.settings["overlap"]
+        # worker { threads } is torch's, unless the program chose its own.
+        if (self.settings.get("threads_set")
+                and torch.get_num_threads() == _DEFAULT_THREADS):
+            torch.set_num_threads(int(self.settings["threads"]))
         # Batch norm's running statistics on the servers: variables after the
         # parameters; the modules' momentum 1.0 leaves the batch's own
         # statistics in the buffers after a training forward.
@@ -161,7 +176,32 @@ class Worker:
                 (m, m.momentum) for m in module.modules()
                 if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
                 and m.track_running_stats]
+            # The servers fold statistics with PyTorch's default rule; a
+            # module with another would train with a rule it did not ask for.
+            for name, m in module.named_modules():
+                if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                        and m.track_running_stats and m.momentum != 0.1):
+                    rule = ("a cumulative average (momentum=None)"
+                            if m.momentum is None
+                            else f"momentum {m.momentum}")
+                    raise psgd.InvalidArgumentError(
+                        f"batch norm '{name}' keeps its statistics with "
+                        f"{rule}, but with model {{ batch_norm_statistics: "
+                        "SERVER }} the servers fold them with momentum 0.1: "
+                        "make it momentum=0.1, or keep the statistics on the "
+                        "workers with model { batch_norm_statistics: LOCAL }")
         self.names = [n for n, _ in self.params] + [n for n, _ in self.stats]
+        # Buffers that are not batch norm's statistics (a counter, an EMA):
+        # each worker keeps its own, and no checkpoint holds them.
+        shared = {id(b) for _, b in self.stats}
+        local = [n for n, b in module.named_buffers()
+                 if id(b) not in shared and not n.endswith("num_batches_tracked")
+                 and not (n.endswith("running_mean") or n.endswith("running_var"))]
+        if local:
+            warnings.warn(
+                f"buffers {', '.join(local)} stay on each worker: the servers "
+                "do not hold them, the workers do not share them, and no "
+                "checkpoint saves them", stacklevel=2)
         # CUDA (untested): pulls land in pinned host buffers, copied to the
         # device after each pull; gradients are copied back before a push.
         self._host = {}

@@ -179,5 +179,50 @@ class WorkerProcessTest(unittest.TestCase):
                              [i % 16 + 1 for i in range(len(answers))])
 
 
+class SayWhatChangesTest(unittest.TestCase):
+    """What psgd.torch would otherwise change without a word."""
+
+    def test_lazy_modules_batch_norm_rules_local_buffers_and_threads(self):
+        import warnings  # pylint: disable=import-outside-toplevel
+
+        import torch  # pylint: disable=import-outside-toplevel
+
+        import psgd.torch  # pylint: disable=import-outside-toplevel
+        with Cluster("say-what", ps=1, workers=1, steps=1, model="external",
+                     data=DATA) as c:
+            lazy = torch.nn.Sequential(torch.nn.LazyLinear(3))
+            with self.assertRaises(psgd.InvalidArgumentError) as e:
+                psgd.torch.Worker(lazy, c.config, "worker:0")
+            self.assertIn("run one forward", str(e.exception))
+            for momentum, says in ((None, "cumulative average"),
+                                   (0.2, "momentum 0.2")):
+                net = torch.nn.Sequential(torch.nn.Linear(8, 4),
+                                          torch.nn.BatchNorm1d(
+                                              4, momentum=momentum))
+                with self.assertRaises(psgd.InvalidArgumentError) as e:
+                    psgd.torch.Worker(net, c.config, "worker:0")
+                self.assertIn(says, str(e.exception))
+                self.assertIn("batch_norm_statistics: LOCAL", str(e.exception))
+            net = torch.nn.Sequential(torch.nn.Linear(8, 4))
+            net.register_buffer("ema", torch.zeros(4))
+            before = torch.get_num_threads()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                w = psgd.torch.Worker(net, c.config, "worker:0")
+            self.assertTrue(any("ema" in str(x.message) for x in caught),
+                            [str(x.message) for x in caught])
+            # The config's worker { threads: 1 } (cluster.sh writes it).
+            self.assertEqual(w.settings["threads"], 1)
+            self.assertEqual(torch.get_num_threads(), 1)
+            torch.set_num_threads(before)
+        # With the statistics on the workers, a module's own rule is its.
+        with Cluster("say-local", ps=1, workers=1, steps=1, model="external",
+                     bn="LOCAL", data=DATA) as c:
+            net = torch.nn.Sequential(torch.nn.Linear(8, 4),
+                                      torch.nn.BatchNorm1d(4, momentum=None))
+            psgd.torch.Worker(net, c.config, "worker:0")
+            torch.set_num_threads(before)
+
+
 if __name__ == "__main__":
     unittest.main()
