@@ -92,5 +92,5 @@ if [ "$python" = 1 ]; then
   [ -d .venv ] || /usr/bin/python3 -m venv --system-site-packages .venv
   .venv/bin/pip install -q --no-index --no-deps --force-reinstall "$wheel"
   .venv/bin/python -m psgd
-  echo "setup.sh: psgd installed in .venv (.venv/bin/python; docs/PYTHON.md, \"Installing\")"
+  echo "setup.sh: psgd installed in .venv (.venv/bin/python; docs/PYTHON.md, \"Install\")"
 fi

@@ -53,9 +53,10 @@ rc=${PIPESTATUS[0]}
 
 # Summary lines look like "//ps:store_test   (cached) PASSED in 0.4s".
 summary=$(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD|SKIPPED)' "$log" || true)
-passing=$(grep -E ' (\(cached\) )?(PASSED|FLAKY)( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
+# FLAKY (failed, then passed on a retry) is not a pass: it counts as failed.
+passing=$(grep -E ' (\(cached\) )?PASSED( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
 incompatible=$(grep -E ' SKIPPED( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
-failing=$(grep -vE ' (\(cached\) )?(PASSED|FLAKY|SKIPPED)( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
+failing=$(grep -vE ' (\(cached\) )?(PASSED|SKIPPED)( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
 failed=$(grep -c . <<<"$failing" || true)
 
 # Passed tests whose log says "SKIP: <reason>" did not run: skipped.

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -399,10 +400,15 @@ int ShmFlip() {
       reinterpret_cast<float*>((*region)->data() + ps::kSharedHeaderBytes);
   std::atomic<bool> stop{false};
   std::thread flipper([&] {
+    // Finite for a while, NaN for a while: some pushes find the region
+    // finite all through their copy (taken), others NaN (refused), and a
+    // server that read the region again after its check would apply NaN.
     const float nan = std::nanf("");
     while (!stop) {
       for (int i = 0; i < kElements; ++i) g[i] = 1e-3f;
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
       for (int i = 0; i < kElements; ++i) g[i] = nan;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   });
   int ok = 0, refused = 0;

@@ -510,6 +510,10 @@ class Worker:
         s = self.session
         epochs = self.settings["epochs"]
         total = epochs * len(data) if epochs and hasattr(data, "__len__") else 0
+        if self.data_from_servers and total:
+            # The servers hand each worker its share of every epoch's
+            # chunks: the progress line's total is that share, not the set.
+            total = -(-total // max(1, self.num_workers))
         s.join(self._weight_buffers(), total_batches=total,
                statistics=[n for n, _ in self.stats])
         # Python computes between our calls: the lease is kept meanwhile.

@@ -7,7 +7,11 @@
 # pip --target directory, and from its user site after its own pip
 # installs it there (and uninstalls it). An interpreter the extension is not
 # built for is refused with a message naming the one it needs, and one
-# without torch gets a message saying where torch is.
+# without torch gets a message saying where torch is. The wheel carries the
+# cluster's programs (psgd-ps, psgd-ckpt, psgd-cluster-tasks, installed into
+# the venv's bin/): with nothing but the venv on PATH (no Bazel), they
+# and two psgd.torch workers run a 2 ps x 2 worker sync cluster to its last
+# step.
 set -euo pipefail
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
 tmp=${TEST_TMPDIR:?}
@@ -15,7 +19,9 @@ unset PYTHONPATH
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 wheel=$(/usr/bin/python3 "$RUNFILES/python/wheel/wheel.py" \
-  "$RUNFILES/python/psgd" "$tmp/dist")
+  "$RUNFILES/python/psgd" "$tmp/dist" ps_server="$RUNFILES/ps/ps_server" \
+  ckpt_tool="$RUNFILES/ps/checkpoint/ckpt_tool" \
+  cluster_tasks="$RUNFILES/configs/cluster_tasks")
 case "$(basename "$wheel")" in
   psgd-*-cp311-cp311-linux_*.whl) ;;
   *) fail "wheel name $(basename "$wheel"): not tagged for CPython 3.11" ;;
@@ -38,6 +44,65 @@ grep -q '^torch: [0-9]' <<<"$out" || fail "no torch line"
   fail "psgd.torch does not import from the venv"
 files=$("$tmp/v/bin/pip" show -f psgd)
 grep -q "psgd/_psgd.so" <<<"$files" || fail "pip does not list the extension"
+for c in psgd-ps psgd-ckpt psgd-cluster-tasks; do
+  [ -x "$tmp/v/bin/$c" ] || fail "the wheel installed no $c command"
+done
+
+# A whole cluster from the wheel and a config, without Bazel.
+only=$tmp/v/bin
+! PATH=$only command -v bazel > /dev/null || fail "bazel is on the test's PATH"
+read -r p0 p1 <<<"$(/usr/bin/python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')"
+mkdir -p "$tmp/wheel-cluster"
+cat > "$tmp/wheel-cluster/c.pbtxt" <<CFG
+name: "wheel-cluster"
+ps { address: "127.0.0.1:$p0" }
+ps { address: "127.0.0.1:$p1" }
+worker { address: "127.0.0.1:1" }
+worker { address: "127.0.0.1:2" }
+training { mode: SYNC replicas_to_aggregate: 2 total_num_replicas: 2 batch_size: 16 steps: 20 }
+model { name: "external" }
+data { source: SYNTHETIC }
+run_root: "$tmp/wheel-cluster/runs"
+CFG
+cat > "$tmp/wheel-cluster/worker.py" <<'PY'
+import sys
+import torch
+import psgd.torch
+torch.manual_seed(1)
+net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+g = torch.Generator().manual_seed(int(sys.argv[2][-1]))
+data = [(torch.randn(16, 8, generator=g), torch.randint(0, 3, (16,), generator=g)) for _ in range(8)]
+summary = psgd.torch.train(net, torch.nn.functional.cross_entropy, data, sys.argv[1], sys.argv[2],
+                           run_dir=sys.argv[3], log_every=0)
+print("final", summary["final_global_step"])
+PY
+cd "$tmp/wheel-cluster"
+tasks=$(PATH=$only psgd-cluster-tasks --config=c.pbtxt) || fail "psgd-cluster-tasks"
+[ "$(echo $tasks)" = "ps:0 ps:1 worker:0 worker:1" ] || fail "psgd-cluster-tasks said: $tasks"
+pids=()
+for i in 0 1; do
+  PATH=$only psgd-ps --config=c.pbtxt --task=ps:$i --run_dir="$tmp/wheel-cluster/run" \
+    > "ps$i.log" 2>&1 & pids+=($!)
+done
+for j in 0 1; do
+  PATH=$only python worker.py c.pbtxt worker:$j "$tmp/wheel-cluster/run" \
+    > "w$j.log" 2>&1 & pids+=($!)
+done
+for p in "${pids[@]}"; do
+  timeout 300 tail --pid="$p" -f /dev/null || fail "a task of the wheel's cluster hung"
+  wait "$p" || { cat ps0.log ps1.log w0.log w1.log; fail "a task of the wheel's cluster exited $?"; }
+done
+grep -q "final 20" w0.log || { cat w0.log; fail "the chief did not reach step 20"; }
+/usr/bin/python3 -c "
+import json, sys
+s = json.load(open('$tmp/wheel-cluster/run/summary.json'))
+sys.exit(0 if s['final_global_step'] == 20 else 1)" || fail "summary.json: not step 20"
+echo "wheel-only cluster: 2 ps (psgd-ps) x 2 psgd.torch workers reached step 20"
+cd "$tmp"
 
 # The system Python itself: the wheel installed by pip into a directory of
 # its own (--target, which leaves /usr alone) and put on /usr/bin/python3's

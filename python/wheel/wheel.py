@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Packs the built psgd package into a wheel that pip installs.
 
-    wheel.py PACKAGE_DIR OUT_DIR
+    wheel.py PACKAGE_DIR OUT_DIR [NAME=PROGRAM ...]
 
 PACKAGE_DIR is `bazel build //python:psgd`'s bazel-bin/python/psgd (the
 Python modules, _psgd.so and _build_info.py). Writes
@@ -11,6 +11,9 @@ its path. The tag is the interpreter the extension was built for
 (_build_info.py), so pip refuses the wheel on another one. The extension
 links Debian's shared gRPC, protobuf, Abseil and oneDNN libraries, which
 scripts/setup.sh installs: the wheel is for machines set up that way.
+Each NAME=PROGRAM (ps_server, ckpt_tool, cluster_tasks) goes into the
+wheel's scripts (psgd-VERSION.data/scripts/), which pip installs, executable,
+into the environment's bin/ as psgd-ps, psgd-ckpt and psgd-cluster-tasks.
 """
 
 import base64
@@ -18,6 +21,7 @@ import hashlib
 import os
 import platform
 import re
+import stat
 import sys
 import zipfile
 
@@ -53,10 +57,24 @@ def record_line(name, data):
     return f"{name},sha256={digest.rstrip(b'=').decode()},{len(data)}"
 
 
+# The programs a wheel may carry, and their console commands.
+COMMANDS = {"ps_server": "psgd-ps", "ckpt_tool": "psgd-ckpt",
+            "cluster_tasks": "psgd-cluster-tasks"}
+
+
 def main():
-    if len(sys.argv) != 3:
-        fail("usage: wheel.py PACKAGE_DIR OUT_DIR")
+    if len(sys.argv) < 3:
+        fail("usage: wheel.py PACKAGE_DIR OUT_DIR [NAME=PROGRAM ...]")
     package, out_dir = sys.argv[1], sys.argv[2]
+    programs = {}
+    for arg in sys.argv[3:]:
+        name, _, path = arg.partition("=")
+        if name not in COMMANDS or not path:
+            fail(f"'{arg}' is not NAME=PROGRAM with NAME one of "
+                 f"{', '.join(COMMANDS)}")
+        if not os.path.isfile(path) or not os.access(path, os.X_OK):
+            fail(f"{name}: {path} is not an executable file")
+        programs[name] = path
     if not os.path.isfile(os.path.join(package, "_psgd.so")):
         fail(f"{package} holds no _psgd.so: run `bazel build //python:psgd` "
              "and pass bazel-bin/python/psgd")
@@ -71,6 +89,9 @@ def main():
         if name.endswith(".py") or name == "_psgd.so":
             with open(os.path.join(package, name), "rb") as f:
                 files[f"psgd/{name}"] = f.read()
+    for name, path in sorted(programs.items()):
+        with open(path, "rb") as f:
+            files[f"psgd-{version}.data/scripts/{COMMANDS[name]}"] = f.read()
     files[f"{dist_info}/METADATA"] = (
         "Metadata-Version: 2.1\n"
         "Name: psgd\n"
@@ -95,8 +116,11 @@ def main():
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in files.items():
             entry = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            entry.external_attr = (0o755 if name.endswith(".so") else
-                                   0o644) << 16
+            # A regular file's mode (pip makes a file executable only when
+            # the type bits say it is a regular file).
+            executable = name.endswith(".so") or "/scripts/" in name
+            entry.external_attr = (stat.S_IFREG |
+                                   (0o755 if executable else 0o644)) << 16
             z.writestr(entry, data, zipfile.ZIP_DEFLATED)
     os.replace(tmp, path)
     print(path)

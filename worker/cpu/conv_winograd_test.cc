@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <iostream>
 
 #include "worker/backend/backend.h"
 #include "worker/backend_factory/factory.h"
@@ -106,7 +107,10 @@ Conv2dShape Same3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o) {
 
 TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
   if (!__builtin_cpu_supports("avx512f")) {
-    WARN("no AVX-512 here: the Winograd convolution does not apply");
+    // scripts/test.sh counts the target as skipped, not passed: its claim
+    // (Winograd against float64) did not run here.
+    std::cout << "SKIP: no AVX-512 here: the Winograd convolution does not "
+                 "apply\n";
     CHECK_FALSE(WinogradConv2dApplies(Same3x3(1, 16, 4, 4, 16)));
     return;
   }
