@@ -367,7 +367,8 @@ TEST_CASE("grpc: bfloat16 and float16 on the wire, float32 on the servers") {
 
 // A push sent with the generated stub, its gradient `b` as given.
 absl::Status RawPush(const std::string& address, wire::DataType dtype,
-                     const std::string& data, std::optional<float> scale) {
+                     const std::string& data, std::optional<float> scale,
+                     int64_t elements = 8) {
   auto stub = wire::ParameterServer::NewStub(
       CreatePsChannel(address, 64 << 20, TokenCredentials()));
   wire::PushRequest request;
@@ -376,7 +377,7 @@ absl::Status RawPush(const std::string& address, wire::DataType dtype,
   request.set_step(0);
   wire::TensorData* t = request.add_gradients();
   t->set_name("b");
-  t->add_shape(8);
+  t->add_shape(elements);
   t->set_dtype(dtype);
   t->set_data(data);
   if (scale.has_value()) t->set_scale(*scale);
@@ -420,6 +421,15 @@ TEST_CASE("grpc: pushes that do not fit the wire setting are refused") {
       {wire::DT_FLOAT16, sixteen, std::nanf(""), "has scale nan"},
       {wire::DT_FLOAT16, sixteen, std::nullopt, "carries no scale"},
   };
+  // Another shape than the shard's "b" [8] is refused before anything is
+  // decoded (a million float16s would be 4 MB of float32).
+  {
+    absl::Status s = RawPush(address, wire::DT_FLOAT16,
+                             std::string(2 << 20, '\0'), 1.0f, 1 << 20);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().find("'b' of shape [1048576], but the shard's variable "
+                           "has shape [8]") != absl::string_view::npos);
+  }
   for (const Case& c : cases) {
     INFO(c.says);
     absl::Status s = RawPush(address, c.dtype, c.data, c.scale);

@@ -150,6 +150,15 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
       at += t.data.size();
     }
   }
+  // The shapes first: nothing is decoded for a shape the shard does not
+  // hold.
+  if (absl::Status shapes = shard_->CheckKnownShapes(wire_gradients);
+      !shapes.ok()) {
+    return Annotate(shapes,
+                    absl::StrCat("shard ", shard_->options().shard_index,
+                                 ": push from worker ", request.worker_id(),
+                                 " for step ", request.step(), ": "));
+  }
   // In the cluster's wire dtype; float32 for the shard. Each gRPC thread
   // keeps its decoder's buffers from call to call.
   thread_local WireDecoder decoder;

@@ -707,6 +707,24 @@ ShardStatus ParameterShard::Status() const {
   return s;
 }
 
+absl::Status ParameterShard::CheckKnownShapes(
+    absl::Span<const TensorBytes> tensors) const {
+  const std::shared_ptr<const VariableLayout> layout = Layout();
+  if (layout == nullptr) return absl::OkStatus();
+  for (const TensorBytes& t : tensors) {
+    const int i = layout->Find(t.name);
+    if (i < 0) continue;
+    const Shape& want = layout->shapes[i];
+    if (!std::equal(t.shape.begin(), t.shape.end(), want.begin(), want.end())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", t.name, "' of shape ",
+          ShapeToString(Shape(t.shape.begin(), t.shape.end())),
+          ", but the shard's variable has shape ", ShapeToString(want)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int64_t ParameterShard::MaxTensorAreaBytes(int64_t header,
                                            int64_t align) const {
   MutexLock lock(&mu_);

@@ -230,6 +230,13 @@ class ParameterShard {
   std::vector<int> ExpireWorkers(absl::Time now);
 
   ShardStatus Status() const;
+  // Before a push's bytes are decoded (16-bit wire dtypes become float32):
+  // INVALID_ARGUMENT naming the first tensor that names one of the shard's
+  // variables with another shape, so that no decode is sized by a shape the
+  // shard does not hold. Names the shard does not know, and every tensor
+  // before Initialize, are left to the push's own checks.
+  absl::Status CheckKnownShapes(absl::Span<const TensorBytes> tensors) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The most bytes the shard's tensors take on the wire, each placed at a
   // `align`-byte boundary after `header` bytes (float32 is the widest wire
   // dtype): what a shared memory region for its pushes and pulls can need.
