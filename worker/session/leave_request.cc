@@ -58,4 +58,6 @@ void RequestLeave() { leave_requested.store(true); }
 
 bool LeaveRequested() { return leave_requested.load(); }
 
+void ResetLeaveRequestForTesting() { leave_requested.store(false); }
+
 }  // namespace psgd

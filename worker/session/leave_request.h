@@ -35,6 +35,8 @@ void InstallLeaveOnSigterm();
 // As SIGTERM does; for tests.
 void RequestLeave();
 bool LeaveRequested();
+// Tests: forgets a request, so that the next one is seen as new.
+void ResetLeaveRequestForTesting();
 
 }  // namespace psgd
 

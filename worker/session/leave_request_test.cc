@@ -43,12 +43,17 @@ TEST_CASE("SIGTERM is blocked in every later thread and requests a leave") {
     blocked_in_new_thread = SigtermBlockedInThisThread();
   }).join();
   CHECK(blocked_in_new_thread);
+  // Each case's own request: the flag is process-wide.
+  ResetLeaveRequestForTesting();
+  CHECK_FALSE(LeaveRequested());
   REQUIRE(kill(getpid(), SIGTERM) == 0);
   CHECK(AwaitLeave());
 }
 
 TEST_CASE("SIGTERMs during oneDNN's gemm on two threads leave the heap whole") {
   InstallLeaveOnSigterm();
+  ResetLeaveRequestForTesting();
+  CHECK_FALSE(LeaveRequested());
   // A child sends SIGTERM to this process every 100 us until it is killed.
   const pid_t parent = getpid();
   const pid_t child = fork();
