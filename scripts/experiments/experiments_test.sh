@@ -66,7 +66,10 @@ grep -q "learning_rate: 0.00025" "$tmp/st/async-ssp0-quarter.pbtxt"
 grep -q "learning_rate: 0.001 " "$tmp/st/async.pbtxt"
 grep -q "batch_size: 256" "$tmp/bs/w4-b1024-scaled.pbtxt"
 grep -q "base_batch_size: 128" "$tmp/bs/w4-b1024-scaled.pbtxt"
-! grep -q "schedule" "$tmp/bs/w4-b1024-plain.pbtxt"
+# (`! cmd` never stops a `set -e` script: the check needs its own exit.)
+if grep -q "schedule" "$tmp/bs/w4-b1024-plain.pbtxt"; then
+  echo "FAIL: the plain batch sweep config has a schedule"; exit 1
+fi
 grep -q '^model { name: "cifar10_tutorial" }$' "$tmp/st/sync.pbtxt"
 grep -q '^model { name: "cifar10_tutorial" }$' "$tmp/bs/w1-b128-plain.pbtxt"
 grep -qx "model cifar10_tutorial" "$tmp/bs/sweep.txt"
