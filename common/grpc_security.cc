@@ -129,8 +129,10 @@ grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& context) {
     return grpc::Status::OK;
   }
   refused_.fetch_add(1, std::memory_order_relaxed);
+  // The same words for every refusal (never which of the two), and where
+  // a member that meets it by mistake looks: its tasks read other files.
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "missing or wrong cluster token");
+                      std::string(kUnauthenticatedMessage));
 }
 
 }  // namespace psgd

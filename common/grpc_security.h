@@ -26,6 +26,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/security.h"
 
 namespace psgd {
@@ -68,6 +69,12 @@ grpc::ChannelArguments PeerChannelArguments();
 std::shared_ptr<grpc::Channel> CreateChannel(
     const std::string& address, const ClientCredentials& credentials,
     const grpc::ChannelArguments& args);
+
+// What a refused call is told.
+inline constexpr absl::string_view kUnauthenticatedMessage =
+    "missing or wrong cluster token (every task of a cluster must read the "
+    "same token: on several hosts, a token_file or PSGD_TOKEN_FILE on a "
+    "shared path; docs/CLUSTER.md, \"Security\")";
 
 // The server's check of a call's token.
 class CallAuthenticator {

@@ -184,7 +184,7 @@ void ExpectAllUnauthenticated(
     INFO(method << ": " << status.error_code() << " "
                 << status.error_message());
     CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
-    CHECK(status.error_message() == "missing or wrong cluster token");
+    CHECK(status.error_message() == std::string(kUnauthenticatedMessage));
   }
 }
 
