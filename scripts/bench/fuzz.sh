@@ -75,8 +75,10 @@ seconds=$(( $(date +%s) - start ))
 total=0
 for log in "$work_dir"/fuzz-*.log; do
   echo "--- $log"
-  grep -E "^#[0-9]+[[:space:]]+DONE|^Done [0-9]+ runs|^stat::|^==[0-9]+==ERROR|^SUMMARY|^shard fuzz:|Test unit written" "$log" || true
-  done_runs=$(grep -oE "^Done [0-9]+ runs" "$log" | grep -oE "[0-9]+" || echo 0)
+  # -a: the shard's log lines quote fuzzed bytes, which makes grep call
+  # the log binary and print nothing.
+  grep -aE "^#[0-9]+[[:space:]]+DONE|^Done [0-9]+ runs|^stat::|^==[0-9]+==ERROR|^SUMMARY|^shard fuzz:|Test unit written" "$log" || true
+  done_runs=$(grep -aoE "^Done [0-9]+ runs" "$log" | grep -oE "[0-9]+" || echo 0)
   total=$(( total + done_runs ))
 done
 echo "fuzz.sh: $total inputs in ${seconds} s with $jobs job(s); corpus $(ls "$work_dir/corpus" | wc -l) inputs"
