@@ -12,9 +12,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/adam.h"
 #include "common/cluster_name.h"
+#include "common/model_names.h"
 #include "common/ps_option_rules.h"
 #include "common/security.h"
 #include "common/status_macros.h"
@@ -608,6 +610,18 @@ bool ReadableFile(const std::string& path) {
          std::ifstream(path).is_open();
 }
 
+// OK for a registry network or "external" (common/model_names.h).
+absl::Status CheckModelName(absl::string_view name) {
+  if (name == kExternalModelName) return absl::OkStatus();
+  for (absl::string_view known : kRegistryModelNames) {
+    if (name == known) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown model '", name,
+      "' (known: ", absl::StrJoin(kRegistryModelNames, ", "), "; or \"",
+      kExternalModelName, "\" for a worker program's own model)"));
+}
+
 // Checks the security block and puts the cluster's token into token: the
 // one given, the one in token_file, or the default token file's (made when
 // absent) unless the block says insecure.
@@ -826,6 +840,10 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   if (config.model().name().empty()) {
     return at.Nested(config, "model")
         .Error(config.model(), "name", "model.name", "empty");
+  }
+  if (absl::Status known = CheckModelName(config.model().name()); !known.ok()) {
+    return at.Nested(config, "model")
+        .Error(config.model(), "name", "model.name", known.message());
   }
   RETURN_IF_ERROR(ValidateData(config, at));
   if (config.run_root().empty()) {

@@ -562,4 +562,14 @@ TEST_CASE("adaptive backup workers: bounds within M, sync only") {
 }
 
 }  // namespace
+TEST_CASE("an unknown model name is refused, naming the known ones") {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      std::string(kGood) + "model { name: \"externel\" }\n", "c.pbtxt");
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().message().find("model.name: unknown model 'externel'") !=
+        absl::string_view::npos);
+  CHECK(c.status().message().find("resnet20") != absl::string_view::npos);
+  CHECK(c.status().message().find("\"external\"") != absl::string_view::npos);
+}
+
 }  // namespace psgd

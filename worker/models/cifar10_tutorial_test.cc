@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "common/model_names.h"
 #include "common/model_variables.h"
 #include "worker/models/initialize.h"
 #include "worker/models/registry.h"
@@ -84,6 +85,14 @@ Tensor Images(int64_t n, uint64_t seed) {
   Rng rng(seed);
   for (float& v : t.span()) v = static_cast<float>(rng.Uniform(-40, 40));
   return t;
+}
+
+TEST_CASE("the registry's names are the ones a config may give") {
+  // common/model_names.h is what the config loader (and so the servers)
+  // takes: the same names, in the same order.
+  std::vector<std::string> listed;
+  for (absl::string_view n : kRegistryModelNames) listed.emplace_back(n);
+  CHECK(ModelNames() == listed);
 }
 
 TEST_CASE("the model has the shared variable list and is found by name") {
