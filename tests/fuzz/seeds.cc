@@ -444,6 +444,31 @@ std::string DecodeCheckpoints() {
   return in.bytes();
 }
 
+// An input near the 1 MiB that fuzz.sh lets libFuzzer make (the 3-byte
+// length): a 240,000-byte variable, initialised, pushed as bytes and pushed
+// through a shared segment, so that mutations of requests far beyond the
+// old 64 KiB limit start from one.
+std::string LargeModel() {
+  constexpr int64_t kRows = 250, kColumns = 240;
+  const std::vector<float> values(kRows * kColumns, 0.01f);
+  const Tensors big = {Float32("big", {kRows, kColumns}, values)};
+  FuzzConfig c = Sync(1, 1);
+  c.sgd = true;
+  FuzzInputWriter in(c);
+  std::string segment(64, '\0');
+  segment += big[0].data();
+  Tensors shared = big;
+  shared[0].clear_data();
+  shared[0].mutable_shared()->set_offset(64);
+  shared[0].mutable_shared()->set_size(kRows * kColumns * 4);
+  in.Add(FuzzOp::kInitialize, InitializeRequest(big))
+      .Add(FuzzOp::kJoin, JoinRequest(0))
+      .Add(FuzzOp::kPush, PushRequest(0, 0, big))
+      .SharedPush(segment, PushRequest(0, 1, shared))
+      .Add(FuzzOp::kPull, PullRequest(2, 0));
+  return in.bytes();
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> SeedInputs() {
@@ -462,6 +487,7 @@ std::vector<std::pair<std::string, std::string>> SeedInputs() {
       {"seed_shared_push", SharedPush()},
       {"seed_decode_pulls", DecodePulls()},
       {"seed_decode_checkpoints", DecodeCheckpoints()},
+      {"seed_large_model", LargeModel()},
   };
 }
 
