@@ -76,6 +76,16 @@ int ReadPort(const std::string& path) {
   return 0;
 }
 
+// Cluster "proc"'s default token (common/security.h), made by whichever of
+// the test and the server comes first (under this test's XDG_CONFIG_HOME).
+std::string DefaultToken() {
+  absl::StatusOr<std::string> path = DefaultTokenFile("proc");
+  REQUIRE(path.ok());
+  absl::StatusOr<std::string> token = ReadOrCreateTokenFile(*path);
+  REQUIRE(token.ok());
+  return *token;
+}
+
 // A started server: its pid and a channel to it.
 struct Server {
   // `default_token`: the channel carries the cluster's default token
@@ -96,13 +106,9 @@ struct Server {
       return;
     }
     // Without --token_file or --insecure the server requires the cluster's
-    // default token (made in this test's HOME by whichever came first).
-    absl::StatusOr<std::string> path = DefaultTokenFile("proc");
-    REQUIRE(path.ok());
-    absl::StatusOr<std::string> token = ReadOrCreateTokenFile(*path);
-    REQUIRE(token.ok());
+    // default token.
     ClientCredentials credentials;
-    credentials.token = *token;
+    credentials.token = DefaultToken();
     channel = CreateChannel("127.0.0.1:" + std::to_string(port), credentials,
                             grpc::ChannelArguments());
   }
@@ -166,13 +172,9 @@ TEST_CASE("ps_server without a token flag requires the default token") {
   }
   CHECK(server.Serving());
   // With the default token file's token it is taken.
-  absl::StatusOr<std::string> path = DefaultTokenFile("proc");
-  REQUIRE(path.ok());
-  absl::StatusOr<std::string> token = ReadOrCreateTokenFile(*path);
-  REQUIRE(token.ok());
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  ctx.AddMetadata("authorization", "Bearer " + *token);
+  ctx.AddMetadata("authorization", "Bearer " + DefaultToken());
   CHECK(stub->Shutdown(&ctx, request, &response).ok());
   CHECK(WaitForExit(server.pid, absl::Seconds(30)) == 0);
 }
