@@ -113,6 +113,9 @@ class PsGrpcService final
   }
   void AddServingMemory(ShardMemory* memory) const override;
 
+  // Workers' shared memory regions mapped now (wire { shared_memory }).
+  size_t shared_segments_mapped() const { return shared_segments_->count(); }
+
   // Tests: no worker's shared memory can be reached (a server on another
   // machine). Before the first call.
   void SetSharedMemoryUnreachableForTesting() {
