@@ -307,8 +307,10 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
     REQUIRE(other.Leave().ok());
   });
   REQUIRE(chief.AwaitOthersLeft().ok());
-  leaver.join();
+  // Read before the leaver is joined: a chief that did not wait would see
+  // the other still live here (it leaves 100 ms in).
   CHECK(c.shards[0]->Status().live_workers.empty());
+  leaver.join();
   absl::StatusOr<ps::ModelVersion> latest = chief_session.PullLatest();
   REQUIRE(latest.ok());
   absl::StatusOr<std::vector<ps::ShardStatus>> status =
