@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -267,12 +268,21 @@ int64_t CurrentStep() {
   return stub->Status(&ctx, request, &status).ok() ? status.step() : 0;
 }
 
-// The refusal names no file (no '/') and no size of the victim's.
+// The refusal names no file (no '/') and not the victim's size (as a
+// number of its own: a pid may hold its digits).
 bool Discreet(const grpc::Status& s, int64_t victim_size) {
   const std::string& m = s.error_message();
-  return m.find('/') == std::string::npos &&
-         (victim_size <= 0 ||
-          m.find(std::to_string(victim_size)) == std::string::npos);
+  if (m.find('/') != std::string::npos) return false;
+  if (victim_size <= 0) return true;
+  const std::string size = std::to_string(victim_size);
+  for (size_t at = m.find(size); at != std::string::npos;
+       at = m.find(size, at + 1)) {
+    const bool digit_before = at > 0 && std::isdigit(m[at - 1]);
+    const size_t end = at + size.size();
+    const bool digit_after = end < m.size() && std::isdigit(m[end]);
+    if (!digit_before && !digit_after) return false;
+  }
+  return true;
 }
 
 int64_t VictimSize() {

@@ -54,7 +54,8 @@ victim_sum=$(sha256sum "$victim")
 # ...and reachable by path for an O_PATH descriptor (search permission on
 # its directories is all open(O_PATH) needs): a copy in the box's parent.
 pvictim=$box/victim
-cp "$victim" "$pvictim"
+# A size of its own (98,765 bytes), so that a reply naming it would show.
+head -c 98765 /dev/zero | tr '\0' 's' > "$pvictim"
 chmod 600 "$pvictim"
 chown root:root "$pvictim" 2>/dev/null || true
 pvictim_sum=$(sha256sum "$pvictim")
