@@ -649,18 +649,16 @@ absl::Status ValidateSecurity(ClusterConfig& c, const Locator& root) {
     }
     s.set_token(*token);
   } else if (!s.insecure()) {
-    absl::StatusOr<std::string> path = DefaultTokenFile(c.name());
-    absl::StatusOr<std::string> token =
-        path.ok() ? ReadOrCreateTokenFile(*path) : path.status();
+    absl::StatusOr<DefaultToken> token = ReadOrCreateDefaultToken(c.name());
     if (!token.ok()) {
       return root.Error(c, "security", "security",
                         absl::StrCat("the cluster's default token: ",
                                      token.status().message()));
     }
-    s.set_token(*token);
+    s.set_token(token->token);
     // Where it came from, so that the resolved config a run directory
     // keeps (cluster.pbtxt) names the file, not the token.
-    s.set_token_file(*path);
+    s.set_token_file(token->file);
   }
   if (s.has_tls()) {
     const config::TlsConfig& tls = s.tls();

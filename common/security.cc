@@ -23,6 +23,22 @@
 namespace psgd {
 namespace {
 
+// The token a token file's `text` holds (a trailing newline ignored), or
+// INVALID_ARGUMENT naming `path`.
+absl::StatusOr<std::string> TokenOfFileText(absl::string_view text,
+                                            const std::string& path) {
+  std::string token(absl::StripTrailingAsciiWhitespace(text));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file '", path, "' is empty"));
+  }
+  if (absl::Status s = ValidateToken(token); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file '", path, "': ", s.message()));
+  }
+  return token;
+}
+
 std::string Errno(absl::string_view what) {
   return absl::StrCat(what, ": ", std::strerror(errno));
 }
@@ -95,12 +111,7 @@ absl::StatusOr<std::string> ReadPrivateTokenFile(const std::string& path) {
         "(or delete it, and the next task makes a new one)",
         path, st.st_mode & 07777, path));
   }
-  std::string token(absl::StripTrailingAsciiWhitespace(text));
-  if (absl::Status s = ValidateToken(token); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token file '", path, "': ", s.message()));
-  }
-  return token;
+  return TokenOfFileText(text, path);
 }
 
 }  // namespace
@@ -217,16 +228,15 @@ absl::Status ValidateToken(absl::string_view token) {
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  std::string token(absl::StripTrailingAsciiWhitespace(text));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token file '", path, "' is empty"));
-  }
-  if (absl::Status s = ValidateToken(token); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token file '", path, "': ", s.message()));
-  }
-  return token;
+  return TokenOfFileText(text, path);
+}
+
+absl::StatusOr<DefaultToken> ReadOrCreateDefaultToken(
+    absl::string_view cluster_name) {
+  DefaultToken d;
+  ASSIGN_OR_RETURN(d.file, DefaultTokenFile(cluster_name));
+  ASSIGN_OR_RETURN(d.token, ReadOrCreateTokenFile(d.file));
+  return d;
 }
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {

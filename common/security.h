@@ -68,6 +68,16 @@ absl::StatusOr<std::string> DefaultTokenFile(absl::string_view cluster_name);
 // (FAILED_PRECONDITION naming the file and the fix otherwise).
 absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path);
 
+// The cluster's default token: DefaultTokenFile, then ReadOrCreateTokenFile
+// (their errors). What a config without a token, and ps_server without
+// --token_file, take.
+struct DefaultToken {
+  std::string file;
+  std::string token;
+};
+absl::StatusOr<DefaultToken> ReadOrCreateDefaultToken(
+    absl::string_view cluster_name);
+
 // Whether `a` equals `b`, in a time that depends on neither their contents
 // nor their lengths: it compares SHA-256 digests with CRYPTO_memcmp. For
 // comparing a presented secret with the real one.

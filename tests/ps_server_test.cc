@@ -78,12 +78,10 @@ int ReadPort(const std::string& path) {
 
 // Cluster "proc"'s default token (common/security.h), made by whichever of
 // the test and the server comes first (under this test's XDG_CONFIG_HOME).
-std::string DefaultToken() {
-  absl::StatusOr<std::string> path = DefaultTokenFile("proc");
-  REQUIRE(path.ok());
-  absl::StatusOr<std::string> token = ReadOrCreateTokenFile(*path);
+std::string ProcToken() {
+  absl::StatusOr<DefaultToken> token = ReadOrCreateDefaultToken("proc");
   REQUIRE(token.ok());
-  return *token;
+  return token->token;
 }
 
 // A started server: its pid and a channel to it.
@@ -108,7 +106,7 @@ struct Server {
     // Without --token_file or --insecure the server requires the cluster's
     // default token.
     ClientCredentials credentials;
-    credentials.token = DefaultToken();
+    credentials.token = ProcToken();
     channel = CreateChannel("127.0.0.1:" + std::to_string(port), credentials,
                             grpc::ChannelArguments());
   }
@@ -174,7 +172,7 @@ TEST_CASE("ps_server without a token flag requires the default token") {
   // With the default token file's token it is taken.
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  ctx.AddMetadata("authorization", "Bearer " + DefaultToken());
+  ctx.AddMetadata("authorization", "Bearer " + ProcToken());
   CHECK(stub->Shutdown(&ctx, request, &response).ok());
   CHECK(WaitForExit(server.pid, absl::Seconds(30)) == 0);
 }

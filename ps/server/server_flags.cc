@@ -211,13 +211,12 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
     if (!token.ok()) return Annotate(token.status(), "--token_file: ");
     o.security.token = *std::move(token);
   } else if (!o.security.insecure) {
-    absl::StatusOr<std::string> path = DefaultTokenFile(o.cluster_name);
-    absl::StatusOr<std::string> token =
-        path.ok() ? ReadOrCreateTokenFile(*path) : path.status();
+    absl::StatusOr<DefaultToken> token =
+        ReadOrCreateDefaultToken(o.cluster_name);
     if (!token.ok()) {
       return Annotate(token.status(), "the cluster's default token: ");
     }
-    o.security.token = *std::move(token);
+    o.security.token = std::move(token->token);
   }
   // The sanitizer the config's options go through too.
   RETURN_IF_ERROR(ValidateServerOptions(o));
