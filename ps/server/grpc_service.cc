@@ -317,6 +317,8 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
   grpc::Status status =
       grpc::SerializationTraits<wire::PushRequest>::Deserialize(&copy,
                                                                 message.get());
+  // The most a push of this shard can need (its lock, taken once).
+  const int64_t shard_bytes = MaxSharedBytes(*handler_.shard());
   if (status.ok()) {
     wire::PushResponse reply;
     status = ToGrpcStatus([&]() -> absl::Status {
@@ -324,8 +326,7 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
       std::shared_ptr<const SharedSegment> segment;
       if (message->has_shared_memory()) {
         ASSIGN_OR_RETURN(segment, shared_segments_->Attach(
-                                      message->shared_memory(),
-                                      MaxSharedBytes(*handler_.shard())));
+                                      message->shared_memory(), shard_bytes));
       }
       return handler_.Push(
           *message, &reply,
@@ -340,8 +341,7 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
     }
   }
   // At most twice the shard's tensors kept per spare message.
-  push_messages_->Give(std::move(message),
-                       2 * MaxSharedBytes(*handler_.shard()) + (1 << 20));
+  push_messages_->Give(std::move(message), 2 * shard_bytes + (1 << 20));
   push_bytes_in_flight_.fetch_sub(bytes, std::memory_order_relaxed);
   return Finish(ctx, status);
 }

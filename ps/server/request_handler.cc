@@ -152,24 +152,22 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   }
   // The shapes first: nothing is decoded for a shape the shard does not
   // hold.
+  // What a refusal of the gradients' bytes says first.
+  auto refused = [&](const absl::Status& s) {
+    return Annotate(s, absl::StrCat("shard ", shard_->options().shard_index,
+                                    ": push from worker ", request.worker_id(),
+                                    " for step ", request.step(), ": "));
+  };
   if (absl::Status shapes = shard_->CheckKnownShapes(wire_gradients);
       !shapes.ok()) {
-    return Annotate(shapes,
-                    absl::StrCat("shard ", shard_->options().shard_index,
-                                 ": push from worker ", request.worker_id(),
-                                 " for step ", request.step(), ": "));
+    return refused(shapes);
   }
   // In the cluster's wire dtype; float32 for the shard. Each gRPC thread
   // keeps its decoder's buffers from call to call.
   thread_local WireDecoder decoder;
   absl::StatusOr<absl::Span<const TensorBytes>> gradients = decoder.ToFloat(
       wire_gradients, shard_->options().wire_gradients, "gradient");
-  if (!gradients.ok()) {
-    return Annotate(gradients.status(),
-                    absl::StrCat("shard ", shard_->options().shard_index,
-                                 ": push from worker ", request.worker_id(),
-                                 " for step ", request.step(), ": "));
-  }
+  if (!gradients.ok()) return refused(gradients.status());
   DataChunkRef chunk;
   if (request.has_chunk()) chunk = DataChunkRefFromProto(request.chunk());
   const DataChunkRef* computed_from = request.has_chunk() ? &chunk : nullptr;
