@@ -103,6 +103,28 @@ int64_t DataQueue::NextLeaseEpoch() const {
   return e.next_index == chunks_per_epoch_ ? epoch + 1 : epoch;
 }
 
+std::vector<LeasedChunk> DataQueue::LeasedBefore(int64_t epochs) const {
+  std::vector<LeasedChunk> leased;
+  for (const auto& [epoch, e] : epochs_) {
+    if (epoch >= epochs) break;
+    for (const auto& [index, o] : e.outstanding) {
+      if (o.state != ChunkState::kLeased) continue;
+      leased.push_back({epoch, index, o.lease, o.worker});
+    }
+  }
+  return leased;
+}
+
+bool DataQueue::EpochsDone(int64_t epochs) const {
+  if (epochs <= 0) return true;
+  if (NextLeaseEpoch() < epochs) return false;
+  for (const auto& [epoch, e] : epochs_) {
+    if (epoch >= epochs) break;
+    if (!e.outstanding.empty()) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<DataChunk> DataQueue::Lease(int worker_id) {
   if (worker_id < 0) {
     return absl::InvalidArgumentError(

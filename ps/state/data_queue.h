@@ -70,6 +70,13 @@
 // snapshot describe gradients the restored weights do not have: the shard
 // cuts its ledger back to the snapshot (it is the shard's file).
 //
+// The end of a run's data. A run of E epochs hands out no chunk of epoch E:
+// once NextLeaseEpoch() >= E nothing is left to hand out, but chunks of the
+// first E epochs may still be out (LeasedBefore(E)), and any of them may
+// come back (its gradient dropped, its worker gone) and need another
+// worker. The data has ended when EpochsDone(E): every chunk of the first E
+// epochs is done.
+//
 // Thread-safety: none; the shard calls it under its own mutex. The on_done
 // callback runs inside Done, so under that mutex too.
 #ifndef PSGD_PS_STATE_DATA_QUEUE_H_
@@ -145,6 +152,19 @@ struct DataChunkRef {
     return epoch == o.epoch && index == o.index && lease == o.lease;
   }
 };
+
+// A chunk leased now, and the worker that holds it.
+struct LeasedChunk {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  uint64_t lease = 0;
+  int worker = -1;
+};
+
+// The start of the message of a lease that waits for the last epoch's
+// chunks still out (ParameterShard::LeaseData's UNAVAILABLE): a worker that
+// reads it leases again after a pause instead of ending.
+inline constexpr char kDataNotEnded[] = "the data has not ended";
 
 // One epoch in progress, for a checkpoint.
 struct DataQueueEpochState {
@@ -235,6 +255,13 @@ class DataQueue {
   // The epoch of the chunk the next Lease would hand out (a chunk back in
   // the queue, else the current epoch's next, else the next epoch's first).
   int64_t NextLeaseEpoch() const;
+  // The chunks of epochs [0, epochs) leased now (neither done nor back in
+  // the queue), lowest (epoch, index) first.
+  std::vector<LeasedChunk> LeasedBefore(int64_t epochs) const;
+  // Whether every chunk of epochs [0, epochs) is done: nothing of them is
+  // left to hand out (NextLeaseEpoch() >= epochs) and none is out. True for
+  // epochs <= 0.
+  bool EpochsDone(int64_t epochs) const;
   // The next chunk for `worker_id` (see the order above). INVALID_ARGUMENT:
   // a negative worker; RESOURCE_EXHAUSTED: 2^40 leases in one generation.
   absl::StatusOr<DataChunk> Lease(int worker_id);

@@ -249,6 +249,47 @@ TEST_CASE("a worker gone returns every chunk it holds, and only those") {
   CHECK(MustLease(q, 9).index == 3);
 }
 
+TEST_CASE(
+    "a run's last epoch ends when its chunks are done, not when the last "
+    "is leased") {
+  DataQueue q = MakeQueue(30, 10, 3);  // 3 chunks an epoch; a run of 2
+  for (int i = 0; i < 3; ++i) {
+    const DataChunk c = MustLease(q, 0);
+    REQUIRE(q.Done(0, c.epoch, c.index, c.lease).ok());
+  }
+  CHECK(q.EpochsDone(1));
+  CHECK_FALSE(q.EpochsDone(2));
+  CHECK(q.EpochsDone(0));
+  const DataChunk a = MustLease(q, 0);  // (1, 0)
+  const DataChunk b = MustLease(q, 1);  // (1, 1)
+  const DataChunk c = MustLease(q, 0);  // (1, 2): none left to hand out
+  REQUIRE(c.epoch == 1);
+  CHECK(q.NextLeaseEpoch() == 2);
+  REQUIRE(q.Done(0, a.epoch, a.index, a.lease).ok());
+  REQUIRE(q.Done(0, c.epoch, c.index, c.lease).ok());
+  // Worker 1 holds (1, 1): the run waits for it.
+  CHECK_FALSE(q.EpochsDone(2));
+  std::vector<LeasedChunk> out = q.LeasedBefore(2);
+  REQUIRE(out.size() == 1);
+  CHECK((out[0].epoch == 1 && out[0].index == 1 && out[0].worker == 1 &&
+         out[0].lease == b.lease));
+  CHECK(q.LeasedBefore(1).empty());
+  // Worker 1 dies: its chunk is back, for worker 0, before any of epoch 2.
+  REQUIRE(*q.WorkerGone(1) == 1);
+  CHECK(q.LeasedBefore(2).empty());
+  CHECK_FALSE(q.EpochsDone(2));
+  CHECK(q.NextLeaseEpoch() == 1);
+  const DataChunk b2 = MustLease(q, 0);
+  CHECK((b2.epoch == 1 && b2.index == 1));
+  CHECK(b2.samples == b.samples);
+  CHECK(q.LeasedBefore(2).size() == 1);
+  CHECK_FALSE(q.EpochsDone(2));
+  REQUIRE(q.Done(0, b2.epoch, b2.index, b2.lease).ok());
+  CHECK(q.LeasedBefore(2).empty());
+  CHECK(q.EpochsDone(2));
+  CHECK(q.counters().epochs_completed == 2);
+}
+
 TEST_CASE("refusals name what is wrong and change nothing") {
   DataQueue q = MakeQueue(15, 5, 3);  // 3 chunks an epoch
   int done_calls = 0;
