@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Checks a data-queue ledger: was every sample of each epoch trained on once?
+"""Checks data-queue ledgers: was every sample of each epoch trained on once?
 
   scripts/ledger_check.py --num_samples N --chunk_size C --seed S \\
-      [--complete_epochs K] LEDGER...
+      [--complete_epochs K] [--ledger LEDGER]... [LEDGER...] \\
+      [--records RECORDS...]
 
 A parameter-server shard that hands out the data (ps/state/data_queue.h)
 writes a ledger line for every chunk whose gradient it applied. A line is a
@@ -21,6 +22,31 @@ JSON object (ps/state/data_queue.h's FormatLedgerLine writes it):
 
 Keys may come in any order; other keys are ignored; blank lines are skipped.
 
+Each ledger file (positional or --ledger, which may be given several times)
+is one shard's ledger, checked on its own; with several, they are also
+compared with the first: the shards decide each push alike, so each holds
+the same chunks, each from the same worker and generation. Put the ledgers
+before --records, or name them with --ledger.
+
+--records names the workers' sample records (data { record_samples: true }:
+samples-worker-J.jsonl in the run directory, worker/session/sample_records.h),
+a JSON line per push:
+
+  {"worker":W,"step":S,"generation":G,"epoch":E,"index":I,
+   "outcome":"applied","samples":[ids...]}
+
+and joins them with each ledger: a chunk is known by (E, I, W, G).
+
+  trained-but-not-counted  a record whose outcome says its gradient was
+                           taken ("applied" or "aggregated") but the ledger
+                           has no line of that chunk from that worker; a
+                           record of a generation older than the ledger's
+                           newest (a restore cut its lines back) is counted
+                           as rolled back instead
+  counted-but-not-trained  a ledger line with no record of that chunk from
+                           that worker whose samples are the chunk's (the
+                           same ids, in any order)
+
 Epoch e's permutation is the C++ one (ps/state/data_queue.h,
 EpochPermutation): a Fisher-Yates shuffle driven by SplitMix64 started at
 seed ^ SplitMix64(e).next(); for i = N - 1 down to 1, swap perm[i] and
@@ -28,12 +54,18 @@ perm[below(i + 1)], where below(n) draws r until r >= 2^64 mod n and returns
 r mod n. ledger_check_test.py and ps/state/data_queue_test.cc check the same
 golden permutation, so the two cannot drift.
 
-Prints per epoch `epoch E: N samples, M missing, R repeated` (N: samples the
+Prints per ledger (under a line `ledger PATH:` when there are several) and
+per epoch `epoch E: N samples, M missing, R repeated` (N: samples the
 ledger's chunks carried, repeats included; M: samples of the epoch no chunk
-carried; R: N minus the distinct samples). Exits 1 if one of epochs
-0..K-1 (--complete_epochs K, default 0) has a missing or repeated sample, or
-a line disagrees with the permutation; 2 on bad arguments or an unreadable
-line (naming the file and line).
+carried; R: N minus the distinct samples); with --records also
+`epoch E: T trained-but-not-counted, U counted-but-not-trained` (and
+`, B rolled back` when some were), each followed by up to 5 lines naming
+them; with several ledgers, then per epoch `epoch E: D chunks differ between
+the ledgers` and lines naming them. Epochs 0..K-1 (--complete_epochs K,
+default 0) are complete: any of these counts that is not 0 there fails the
+check; in a later (partial) epoch only a repeat does. Exits 1 when the check
+fails or a line disagrees with the permutation; 2 on bad arguments or an
+unreadable line (naming the file and line).
 """
 import argparse
 import json
@@ -102,46 +134,206 @@ def read_ledger(paths):
                 yield where, rec
 
 
-def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None):
-    """Returns the exit status (0 or 1); raises LedgerError for exit 2."""
+# Record outcomes whose gradient a shard took (the chunk counts once the
+# ledger has it).
+COUNTED_OUTCOMES = ("applied", "aggregated")
+# Lines naming the problems of each kind, per epoch and ledger.
+SHOWN = 5
+
+
+def read_records(paths):
+    """Yields (where, record) for each line of the workers' sample records."""
+    for path in paths:
+        try:
+            f = open(path, encoding="utf-8")
+        except OSError as e:
+            raise LedgerError(f"{path}: cannot open: {e.strerror}") from e
+        with f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{n}"
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise LedgerError(f"{where}: not JSON: {e.msg}") from e
+                if not isinstance(rec, dict):
+                    raise LedgerError(f"{where}: not a JSON object")
+                for key in ("worker", "generation", "epoch", "index"):
+                    v = rec.get(key)
+                    if not isinstance(v, int) or isinstance(v, bool):
+                        raise LedgerError(f"{where}: \"{key}\" is missing or not an integer")
+                if not isinstance(rec.get("outcome"), str):
+                    raise LedgerError(f"{where}: \"outcome\" is missing or not a string")
+                samples = rec.get("samples")
+                if not isinstance(samples, list) or not all(
+                        isinstance(x, int) and not isinstance(x, bool) for x in samples):
+                    raise LedgerError(f"{where}: \"samples\" is missing or not a list of integers")
+                yield where, rec
+
+
+def chunk_key(rec):
+    """A pushed chunk: (epoch, index, worker, generation)."""
+    return (rec["epoch"], rec["index"], rec.get("worker"), rec.get("generation", 0))
+
+
+def describe(key, rec=None):
+    epoch, index, worker, generation = key
+    text = f"chunk {epoch}/{index} of worker {worker}, generation {generation}"
+    if rec is not None and "step" in rec:
+        text += f", step {rec['step']}"
+    if rec is not None and "outcome" in rec:
+        text += f" ({rec['outcome']})"
+    return text
+
+
+def print_named(kind, named, out):
+    for text in named[:SHOWN]:
+        print(f"  {kind}: {text}", file=out)
+    if len(named) > SHOWN:
+        print(f"  {kind}: ... and {len(named) - SHOWN} more", file=out)
+
+
+def join_records(entries, records, newest_generation):
+    """One epoch of one ledger against the records of that epoch: the
+    problems named, as (trained-but-not-counted, counted-but-not-trained,
+    rolled back)."""
+    counted = {}
+    for where, rec, _samples in entries:
+        counted.setdefault(chunk_key(rec), []).append(where)
+    by_key = {}
+    for where, rec in records:
+        by_key.setdefault(chunk_key(rec), []).append(rec)
+    trained, rolled_back = [], []
+    for where, rec in records:
+        key = chunk_key(rec)
+        if rec["outcome"] not in COUNTED_OUTCOMES or key in counted:
+            continue
+        text = f"{where}: {describe(key, rec)}: no ledger line"
+        (rolled_back if key[3] < newest_generation else trained).append(text)
+    not_trained = []
+    for where, rec, samples in entries:
+        key = chunk_key(rec)
+        want = sorted(samples)
+        if not any(sorted(r["samples"]) == want for r in by_key.get(key, ())):
+            why = ("no record" if key not in by_key
+                   else "no record with its samples")
+            not_trained.append(f"{where}: {describe(key, rec)}: {why}")
+    return trained, not_trained, rolled_back
+
+
+def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
+          records=None):
+    """Returns the exit status (0 or 1); raises LedgerError for exit 2.
+    `records`: the workers' sample record files, or None."""
     out = out or sys.stdout
     chunks = -(-num_samples // chunk_size)
-    counts = {}  # epoch -> {sample: times}
     perms = {}
     bad = 0
-    for where, rec in read_ledger(paths):
-        epoch, index = rec["epoch"], rec["index"]
+
+    def chunk_of(where, epoch, index):
         if epoch < 0 or not 0 <= index < chunks:
             raise LedgerError(
                 f"{where}: chunk (epoch {epoch}, index {index}) is out of range "
                 f"(epochs from 0, indices 0..{chunks - 1})")
         if epoch not in perms:
             perms[epoch] = epoch_permutation(num_samples, seed, epoch)
-        samples = perms[epoch][index * chunk_size:(index + 1) * chunk_size]
-        first, count = rec.get("first"), rec.get("count")
-        if (first is not None and first != samples[0]) or (
-                count is not None and count != len(samples)):
-            print(f"{where}: chunk (epoch {epoch}, index {index}) has first sample "
-                  f"{first} and {count} samples here, {samples[0]} and {len(samples)} "
-                  f"in the permutation: written with other options?", file=out)
-            bad += 1
-        seen = counts.setdefault(epoch, {})
-        for s in samples:
-            seen[s] = seen.get(s, 0) + 1
-    for epoch in range(complete_epochs):
-        counts.setdefault(epoch, {})
-    for epoch in sorted(counts):
-        seen = counts[epoch]
-        total = sum(seen.values())
-        missing = num_samples - len(seen)
-        repeated = total - len(seen)
-        whole = epoch < complete_epochs
-        flag = ""
-        if whole and (missing or repeated):
-            flag = "  NOT WHOLE"
-            bad += 1
-        print(f"epoch {epoch}: {total} samples, {missing} missing, {repeated} repeated{flag}",
-              file=out)
+        return perms[epoch][index * chunk_size:(index + 1) * chunk_size]
+
+    ledgers = []  # (path, {epoch: [(where, rec, samples)]})
+    for path in paths:
+        by_epoch = {}
+        for where, rec in read_ledger([path]):
+            epoch, index = rec["epoch"], rec["index"]
+            samples = chunk_of(where, epoch, index)
+            first, count = rec.get("first"), rec.get("count")
+            if (first is not None and first != samples[0]) or (
+                    count is not None and count != len(samples)):
+                print(f"{where}: chunk (epoch {epoch}, index {index}) has first sample "
+                      f"{first} and {count} samples here, {samples[0]} and {len(samples)} "
+                      f"in the permutation: written with other options?", file=out)
+                bad += 1
+            by_epoch.setdefault(epoch, []).append((where, rec, samples))
+        ledgers.append((path, by_epoch))
+    recs_by_epoch = None
+    if records is not None:
+        recs_by_epoch = {}
+        for where, rec in read_records(records):
+            chunk_of(where, rec["epoch"], rec["index"])
+            recs_by_epoch.setdefault(rec["epoch"], []).append((where, rec))
+
+    several = len(ledgers) > 1
+    for path, by_epoch in ledgers:
+        if several:
+            print(f"ledger {path}:", file=out)
+        epochs = set(by_epoch) | set(range(complete_epochs))
+        if recs_by_epoch is not None:
+            epochs |= set(recs_by_epoch)
+        newest = max((rec.get("generation", 0) for entries in by_epoch.values()
+                      for _w, rec, _s in entries), default=0)
+        for epoch in sorted(epochs):
+            entries = by_epoch.get(epoch, [])
+            seen = {}
+            for _where, _rec, samples in entries:
+                for x in samples:
+                    seen[x] = seen.get(x, 0) + 1
+            total = sum(seen.values())
+            missing = num_samples - len(seen)
+            repeated = total - len(seen)
+            whole = epoch < complete_epochs
+            flag = ""
+            if whole and (missing or repeated):
+                flag = "  NOT WHOLE"
+                bad += 1
+            elif repeated:
+                flag = "  REPEATED"
+                bad += 1
+            print(f"epoch {epoch}: {total} samples, {missing} missing, {repeated} repeated{flag}",
+                  file=out)
+            if recs_by_epoch is None:
+                continue
+            trained, not_trained, rolled_back = join_records(
+                entries, recs_by_epoch.get(epoch, []), newest)
+            flag = ""
+            if whole and (trained or not_trained):
+                flag = "  NOT AS TRAINED"
+                bad += 1
+            rolled = f", {len(rolled_back)} rolled back" if rolled_back else ""
+            print(f"epoch {epoch}: {len(trained)} trained-but-not-counted, "
+                  f"{len(not_trained)} counted-but-not-trained{rolled}{flag}", file=out)
+            print_named("trained-but-not-counted", trained, out)
+            print_named("counted-but-not-trained", not_trained, out)
+            print_named("rolled back", rolled_back, out)
+
+    if several:
+        first_path, first = ledgers[0]
+        epochs = set(range(complete_epochs))
+        for _path, by_epoch in ledgers:
+            epochs |= set(by_epoch)
+        for epoch in sorted(epochs):
+            base = {}
+            for _where, rec, _s in first.get(epoch, []):
+                key = chunk_key(rec)
+                base[key] = base.get(key, 0) + 1
+            named = []
+            for path, by_epoch in ledgers[1:]:
+                other = {}
+                for _where, rec, _s in by_epoch.get(epoch, []):
+                    key = chunk_key(rec)
+                    other[key] = other.get(key, 0) + 1
+                for key in sorted(set(base) | set(other)):
+                    a, b = base.get(key, 0), other.get(key, 0)
+                    if a > b:
+                        named.append(f"{path} lacks {describe(key)} ({a - b} of {a} in {first_path})")
+                    elif b > a:
+                        named.append(f"{path} has {describe(key)} {b - a} more time(s) than {first_path}")
+            flag = ""
+            if named and epoch < complete_epochs:
+                flag = "  LEDGERS DISAGREE"
+                bad += 1
+            print(f"epoch {epoch}: {len(named)} chunks differ between the ledgers{flag}",
+                  file=out)
+            print_named("differs", named, out)
     return 1 if bad else 0
 
 
@@ -152,8 +344,15 @@ def main(argv=None):
     p.add_argument("--seed", type=int, required=True, help="the queue's seed, unsigned 64 bits")
     p.add_argument("--complete_epochs", type=int, default=0,
                    help="epochs 0..K-1 must each be whole (every sample once)")
-    p.add_argument("ledger", nargs="+", help="ledger files (JSON lines)")
+    p.add_argument("--ledger", action="append", default=[], dest="ledgers",
+                   help="a shard's ledger (JSON lines); may be given several times")
+    p.add_argument("--records", action="extend", nargs="+",
+                   help="the workers' sample records (samples-worker-J.jsonl)")
+    p.add_argument("ledger", nargs="*", help="ledger files (JSON lines), one per shard")
     args = p.parse_args(argv)
+    ledgers = args.ledger + args.ledgers
+    if not ledgers:
+        p.error("no ledger: name one (before --records, or with --ledger)")
     if args.num_samples <= 0:
         p.error(f"--num_samples {args.num_samples} is not positive")
     if args.chunk_size <= 0:
@@ -163,8 +362,8 @@ def main(argv=None):
     if args.complete_epochs < 0:
         p.error(f"--complete_epochs {args.complete_epochs} is negative")
     try:
-        return check(args.ledger, args.num_samples, args.chunk_size, args.seed,
-                     args.complete_epochs)
+        return check(ledgers, args.num_samples, args.chunk_size, args.seed,
+                     args.complete_epochs, records=args.records)
     except LedgerError as e:
         print(f"ledger_check.py: {e}", file=sys.stderr)
         return 2

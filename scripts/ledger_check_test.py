@@ -29,10 +29,21 @@ GOLDEN_BELOW = [7392729709960833537, 1529793891446696394, 8483179396677329707,
 GOLDEN_LINE = '{"epoch":3,"index":2,"worker":3,"step":17,"generation":1,"first":13,"count":6}'
 
 
-def ledger_line(epoch, index, perm, chunk_size, worker=0, step=-1):
+def ledger_line(epoch, index, perm, chunk_size, worker=0, step=-1, generation=0):
     samples = perm[index * chunk_size:(index + 1) * chunk_size]
-    return ('{"epoch":%d,"index":%d,"worker":%d,"step":%d,"generation":0,'
-            '"first":%d,"count":%d}' % (epoch, index, worker, step, samples[0], len(samples)))
+    return ('{"epoch":%d,"index":%d,"worker":%d,"step":%d,"generation":%d,'
+            '"first":%d,"count":%d}' % (epoch, index, worker, step, generation,
+                                        samples[0], len(samples)))
+
+
+def record_line(epoch, index, perm, chunk_size, worker=0, step=0, generation=0,
+                outcome="applied", samples=None):
+    """A worker's sample record (worker/session/sample_records.h)."""
+    if samples is None:
+        samples = perm[index * chunk_size:(index + 1) * chunk_size]
+    return ('{"worker":%d,"step":%d,"generation":%d,"epoch":%d,"index":%d,'
+            '"outcome":"%s","samples":[%s]}' % (worker, step, generation, epoch, index,
+                                               outcome, ",".join(map(str, samples))))
 
 
 class GoldenTest(unittest.TestCase):
@@ -144,10 +155,195 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("ledger.jsonl:2: not JSON", err)
 
+    def test_a_repeat_in_the_partial_epoch_fails(self):
+        lines = self.whole_epochs(1, random.Random(4))
+        perm1 = lc.epoch_permutation(self.N, self.SEED, 1)
+        lines += [ledger_line(1, 2, perm1, self.C), ledger_line(1, 2, perm1, self.C)]
+        rc, out, _ = self.run_check(lines, 1)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 1: 12 samples, 14 missing, 6 repeated  REPEATED", out)
+
     def test_bad_arguments(self):
         with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit) as e:
             lc.main(["--num_samples", "0", "--chunk_size", "1", "--seed", "0", "x"])
         self.assertEqual(e.exception.code, 2)
+
+
+class RecordsAndShardsTest(unittest.TestCase):
+    """--records (the workers' sample records) and several ledgers."""
+    N, C, SEED = 20, 6, GOLDEN_SEED  # 4 chunks: 6, 6, 6, 2
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.perm = [lc.epoch_permutation(self.N, self.SEED, e) for e in range(2)]
+
+    def write(self, name, lines):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def run_main(self, args):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = lc.main(["--num_samples", str(self.N), "--chunk_size", str(self.C),
+                          "--seed", str(self.SEED), *args])
+        return rc, out.getvalue(), err.getvalue()
+
+    def epoch0(self):
+        """Epoch 0 by two workers: the ledger and each worker's records
+        (worker 1's gradient of chunk 3 dropped as surplus first)."""
+        p, c = self.perm[0], self.C
+        ledger = [ledger_line(0, i, p, c, worker=i % 2, step=i) for i in range(4)]
+        rec0 = [record_line(0, i, p, c, worker=0, step=i) for i in (0, 2)]
+        rec1 = [record_line(0, 3, p, c, worker=1, step=2, outcome="dropped_surplus"),
+                record_line(0, 1, p, c, worker=1, step=1, outcome="aggregated"),
+                record_line(0, 3, p, c, worker=1, step=3)]
+        return ledger, rec0, rec1
+
+    def test_records_that_agree_with_the_ledger(self):
+        ledger, rec0, rec1 = self.epoch0()
+        rc, out, err = self.run_main(["--complete_epochs", "1",
+                                      self.write("ledger.jsonl", ledger), "--records",
+                                      self.write("r0", rec0), self.write("r1", rec1)])
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(out.splitlines(), [
+            "epoch 0: 20 samples, 0 missing, 0 repeated",
+            "epoch 0: 0 trained-but-not-counted, 0 counted-but-not-trained",
+        ])
+
+    def test_a_missing_record(self):
+        ledger, rec0, rec1 = self.epoch0()
+        rc, out, _ = self.run_main(["--complete_epochs", "1",
+                                    self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1[1:2])])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 0: 20 samples, 0 missing, 0 repeated\n", out)
+        self.assertIn("epoch 0: 0 trained-but-not-counted, 1 counted-but-not-trained"
+                      "  NOT AS TRAINED", out)
+        self.assertIn("ledger.jsonl:4: chunk 0/3 of worker 1, generation 0, step 3: "
+                      "no record\n", out)
+        # A record of the chunk from that worker, if only of a dropped
+        # gradient, says it trained on those samples.
+        rc, out, _ = self.run_main(["--complete_epochs", "1",
+                                    self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1[:2])])
+        self.assertEqual(rc, 0, out)
+        # Worker 1's records missing altogether.
+        rc, out, _ = self.run_main(["--complete_epochs", "1", "--records",
+                                    self.write("r0", rec0), "--ledger",
+                                    self.write("ledger.jsonl", ledger)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("0 trained-but-not-counted, 2 counted-but-not-trained", out)
+        self.assertIn("chunk 0/1 of worker 1, generation 0, step 1: no record\n", out)
+
+    def test_a_record_whose_samples_are_not_the_chunks(self):
+        ledger, rec0, rec1 = self.epoch0()
+        wrong = self.perm[0][0:self.C]  # chunk 0's samples
+        rec0[1] = record_line(0, 2, self.perm[0], self.C, worker=0, step=2, samples=wrong)
+        rc, out, _ = self.run_main(["--complete_epochs", "1",
+                                    self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("0 trained-but-not-counted, 1 counted-but-not-trained", out)
+        # The same samples in another order are the chunk's.
+        rec0[1] = record_line(0, 2, self.perm[0], self.C, worker=0, step=2,
+                              samples=self.perm[0][17:11:-1])
+        rc, out, _ = self.run_main(["--complete_epochs", "1",
+                                    self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1)])
+        self.assertEqual(rc, 0, out)
+
+    def test_an_extra_record(self):
+        ledger, rec0, rec1 = self.epoch0()
+        # Worker 0 says chunk 1's gradient was applied; the ledger has
+        # worker 1's.
+        rec0.append(record_line(0, 1, self.perm[0], self.C, worker=0, step=1))
+        rc, out, _ = self.run_main(["--complete_epochs", "1",
+                                    self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 0: 1 trained-but-not-counted, 0 counted-but-not-trained"
+                      "  NOT AS TRAINED", out)
+        self.assertIn("r0:3: chunk 0/1 of worker 0, generation 0, step 1 (applied): "
+                      "no ledger line", out)
+
+    def test_the_partial_epoch_and_a_restore(self):
+        ledger, rec0, rec1 = self.epoch0()
+        p1 = self.perm[1]
+        # Epoch 1 is partial: an aggregated gradient whose step was not
+        # applied yet does not fail the check.
+        rec0.append(record_line(1, 0, p1, self.C, worker=0, step=5, generation=1,
+                                outcome="aggregated"))
+        # A restore: generation 0's chunk 1/2 was cut from the ledger and
+        # trained again in generation 1.
+        rec1.append(record_line(1, 2, p1, self.C, worker=1, step=4))
+        rec1.append(record_line(1, 2, p1, self.C, worker=1, step=4, generation=1))
+        ledger.append(ledger_line(1, 2, p1, self.C, worker=1, step=4, generation=1))
+        rc, out, _ = self.run_main(["--complete_epochs", "1",
+                                    self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1)])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("epoch 1: 1 trained-but-not-counted, 0 counted-but-not-trained, "
+                      "1 rolled back\n", out)
+        # Complete, epoch 1 fails.
+        rc, out, _ = self.run_main(["--complete_epochs", "2",
+                                    self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+
+    def test_ledgers_of_two_shards(self):
+        ledger, rec0, rec1 = self.epoch0()
+        a = self.write("ledger-0.jsonl", ledger)
+        b = self.write("ledger-1.jsonl", list(reversed(ledger)))
+        rc, out, _ = self.run_main(["--complete_epochs", "1", "--ledger", a, "--ledger", b])
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(out.splitlines(), [
+            f"ledger {a}:",
+            "epoch 0: 20 samples, 0 missing, 0 repeated",
+            f"ledger {b}:",
+            "epoch 0: 20 samples, 0 missing, 0 repeated",
+            "epoch 0: 0 chunks differ between the ledgers",
+        ])
+        # The second shard took chunk 3 from worker 0 where the first took
+        # worker 1's: each ledger is whole, but they disagree.
+        other = ledger[:3] + [ledger_line(0, 3, self.perm[0], self.C, worker=0, step=3)]
+        b = self.write("ledger-1.jsonl", other)
+        rc, out, _ = self.run_main(["--complete_epochs", "1", a, b])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 0: 2 chunks differ between the ledgers  LEDGERS DISAGREE", out)
+        self.assertIn(f"differs: {b} lacks chunk 0/3 of worker 1, generation 0", out)
+        self.assertIn(f"differs: {b} has chunk 0/3 of worker 0, generation 0 1 more", out)
+        # With the records, the second ledger counts what worker 0 did not
+        # train.
+        rc, out, _ = self.run_main(["--complete_epochs", "1", a, b, "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(out.count("epoch 0: 0 trained-but-not-counted, "
+                                   "0 counted-but-not-trained\n"), 1)
+        self.assertIn("epoch 0: 1 trained-but-not-counted, 1 counted-but-not-trained"
+                      "  NOT AS TRAINED", out)
+
+    def test_unreadable_records_and_no_ledger(self):
+        ledger, _, _ = self.epoch0()
+        rc, _, err = self.run_main([self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r", ['{"worker":0,"epoch":0,"index":0,'
+                                                     '"generation":0,"outcome":"applied"}'])])
+        self.assertEqual(rc, 2)
+        self.assertIn('r:1: "samples" is missing or not a list of integers', err)
+        rc, _, err = self.run_main([self.write("ledger.jsonl", ledger), "--records",
+                                    self.write("r", ['{"worker":0,"epoch":0,"index":7,'
+                                                     '"generation":0,"outcome":"applied",'
+                                                     '"samples":[]}'])])
+        self.assertEqual(rc, 2)
+        self.assertIn("r:1: chunk (epoch 0, index 7) is out of range", err)
+        with contextlib.redirect_stderr(io.StringIO()) as err, \
+                self.assertRaises(SystemExit) as e:
+            lc.main(["--num_samples", "20", "--chunk_size", "6", "--seed", "0",
+                     "--records", "r", "ledger.jsonl"])
+        self.assertEqual(e.exception.code, 2)
+        self.assertIn("no ledger", err.getvalue())
 
 
 if __name__ == "__main__":
