@@ -462,6 +462,10 @@ absl::Status ValidateData(const ClusterConfig& c, const Locator& root) {
     return at.Error(d, "ledger", "data.ledger",
                     "is for sharding: SERVERS (the servers hand out the data)");
   }
+  if (d.record_samples() && !servers) {
+    return at.Error(d, "record_samples", "data.record_samples",
+                    "is for sharding: SERVERS (the servers hand out the data)");
+  }
   if (d.ledger() && !c.has_checkpoint()) {
     return at.Error(
         d, "ledger", "data.ledger",

@@ -248,6 +248,10 @@ TEST_CASE("each validation error names file, line and field") {
        "c.pbtxt:15: data.ledger: is for sharding: SERVERS (the servers hand "
        "out the data)"},
       {Replace(good, "source: SYNTHETIC",
+               "source: SYNTHETIC record_samples: true"),
+       "c.pbtxt:15: data.record_samples: is for sharding: SERVERS (the "
+       "servers hand out the data)"},
+      {Replace(good, "source: SYNTHETIC",
                "source: SYNTHETIC sharding: SERVERS ledger: true"),
        "c.pbtxt:15: data.ledger: needs a checkpoint block: the ledger is kept "
        "beside ps:0's checkpoints and cut back with them"},

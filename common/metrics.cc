@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/file_io.h"
 
 namespace psgd {
@@ -79,6 +80,11 @@ JsonObject& JsonObject::Set(absl::string_view key, double value) {
 
 JsonObject& JsonObject::Set(absl::string_view key, int64_t value) {
   return SetEncoded(key, absl::StrCat(value));
+}
+
+JsonObject& JsonObject::SetArray(absl::string_view key,
+                                 absl::Span<const int64_t> values) {
+  return SetEncoded(key, absl::StrCat("[", absl::StrJoin(values, ","), "]"));
 }
 
 JsonObject& JsonObject::Set(absl::string_view key, bool value) {

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/mutex.h"
 
 namespace psgd {
@@ -53,6 +54,8 @@ class JsonObject {
   JsonObject& Set(absl::string_view key, const std::string& value) {
     return Set(key, absl::string_view(value));
   }
+  // An array of integers, [1,2,3].
+  JsonObject& SetArray(absl::string_view key, absl::Span<const int64_t> values);
 
   bool empty() const { return fields_.empty(); }
   // {"key":value,...} on one line.

@@ -58,6 +58,10 @@ TEST_CASE("records hold numbers, strings and booleans in field order") {
   CHECK(JsonObject().Set("x", 0.1).ToString() == "{\"x\":0.1}");
   CHECK(JsonObject().ToString() == "{}");
   CHECK(JsonObject().empty());
+  // Arrays of integers.
+  const std::vector<int64_t> ids = {7, -1, 12345678901};
+  CHECK(JsonObject().SetArray("samples", ids).SetArray("none", {}).ToString() ==
+        "{\"samples\":[7,-1,12345678901],\"none\":[]}");
 }
 
 TEST_CASE("each record is one line, readable before the writer closes") {

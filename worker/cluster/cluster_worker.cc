@@ -100,6 +100,9 @@ absl::Status ClusterWorker::Start() {
     statistics_.AppendInitial(&initial);
   }
   RETURN_IF_ERROR(run_->Start(std::move(session), initial));
+  if (!options_.samples_file.empty()) {
+    ASSIGN_OR_RETURN(samples_, SampleRecorder::Open(options_.samples_file));
+  }
   if (options_.overlap) {
     overlap_ = std::make_unique<StepOverlap>(
         this->session(), static_cast<int>(model_->variables().size()),
@@ -116,6 +119,7 @@ absl::StatusOr<Batch> ClusterWorker::NextBatch() {
   // The servers hand out the data: the batch of the chunk leased for this
   // step, which its push carries.
   ASSIGN_OR_RETURN(const ps::DataChunk chunk, session()->LeaseData());
+  chunk_generation_ = chunk.generation;
   return train_->BatchOf(chunk.samples, chunk.epoch, chunk.index);
 }
 
@@ -152,6 +156,18 @@ absl::StatusOr<bool> ClusterWorker::Step() {
   const Computed& computed = **c;
   StepRecord rec;
   rec.global_step = GlobalStep(session()->version());
+  if (samples_ != nullptr) {
+    // What the push's gradient trained on: the batch's examples.
+    SampleRecord s;
+    s.worker = options_.worker_id;
+    s.step = rec.global_step;
+    s.generation = chunk_generation_;
+    s.epoch = batch->epoch;
+    s.index = batch->index;
+    s.outcome = computed.pushed.outcome;
+    s.samples = batch->examples;
+    RETURN_IF_ERROR(samples_->Write(s));
+  }
   t.computed = computed.computed;
   t.pushed = absl::Now();
   absl::Status pulled = session()->PullAfterPush(computed.pushed);

@@ -28,6 +28,7 @@
 #include "worker/models/model.h"
 #include "worker/session/chief.h"
 #include "worker/session/records.h"
+#include "worker/session/sample_records.h"
 #include "worker/session/step_overlap.h"
 #include "worker/session/stragglers.h"
 #include "worker/session/task_run.h"
@@ -62,6 +63,10 @@ struct ClusterWorkerOptions : SessionOptions, ChiefOptions {
   StragglerEmulator stragglers;
   // The model computes nothing (EmulatedModel): the step lines say so.
   bool emulated = false;
+  // data { record_samples: true }: each push's chunk, outcome and batch
+  // examples, a JSON line appended to this file
+  // (worker/session/sample_records.h); empty: none.
+  std::string samples_file;
 };
 
 // INVALID_ARGUMENT naming the first bad field (the session's options
@@ -131,8 +136,10 @@ class ClusterWorker {
   NamedTensors weights_;
   NamedTensors gradients_;
   WorkerStatistics statistics_;
-  std::unique_ptr<TaskRun> run_;          // made by Start
-  std::unique_ptr<StepOverlap> overlap_;  // with overlap, made by Start
+  std::unique_ptr<TaskRun> run_;             // made by Start
+  std::unique_ptr<StepOverlap> overlap_;     // with overlap, made by Start
+  std::unique_ptr<SampleRecorder> samples_;  // samples_file's, by Start
+  int64_t chunk_generation_ = 0;  // the queue generation of the chunk leased
   std::string end_reason_;
 };
 

@@ -21,6 +21,7 @@
 #include "worker/models/registry.h"
 #include "worker/paths.h"
 #include "worker/session/metric_sinks.h"
+#include "worker/session/sample_records.h"
 #include "worker/session/stragglers.h"
 #include "worker/session/task_files.h"
 #include "worker/session/worker_metrics.h"
@@ -106,6 +107,9 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
   const std::string prefix = absl::StrCat(run_dir, "/worker-", task_id.index);
   // A restarted worker goes on with its batch norm statistics (LOCAL).
   w.loop.local_statistics_file = prefix + ".batch_norm";
+  if (config.data().record_samples()) {
+    w.loop.samples_file = SampleRecordsFile(run_dir, task_id.index);
+  }
   // A restarted worker adds to the lines of the one before.
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> jsonl,
                    MetricsWriter::Open(prefix + ".jsonl", /*append=*/true));

@@ -191,6 +191,7 @@ Batch Batcher::MakeBatch(absl::Span<const int64_t> examples, int64_t epoch,
   batch.labels.resize(n);
   batch.epoch = epoch;
   batch.index = index;
+  batch.examples.assign(examples.begin(), examples.end());
   Rng rng(DeriveSeed(
       {options_.seed, static_cast<uint64_t>(options_.worker_index),
        static_cast<uint64_t>(epoch), static_cast<uint64_t>(index), 0xa06u}));

@@ -37,10 +37,11 @@
 namespace psgd {
 
 struct Batch {
-  Tensor images;                // (N, 3, S, S), S as the pipeline
-  std::vector<int32_t> labels;  // (N)
-  int64_t epoch = 0;            // 0-based
-  int64_t index = 0;            // batch index within the epoch
+  Tensor images;                  // (N, 3, S, S), S as the pipeline
+  std::vector<int32_t> labels;    // (N)
+  int64_t epoch = 0;              // 0-based
+  int64_t index = 0;              // batch index within the epoch
+  std::vector<int64_t> examples;  // the set's items read, as `labels`
 };
 
 struct BatcherOptions {
