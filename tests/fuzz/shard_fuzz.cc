@@ -52,16 +52,17 @@ bool DocumentedRefusal(const absl::Status& s) {
 }
 
 // DocumentedRefusal, plus each op's own codes (ps/shard/shard.h): LeaseData's
-// OUT_OF_RANGE (the data ended) and the data queue's refusals of a chunk
-// given back (ps/state/data_queue.h: NOT_FOUND for a lease it never gave,
-// PERMISSION_DENIED for another worker's); Rollback's NOT_FOUND / DATA_LOSS
-// for a checkpoint missing or not complete.
+// OUT_OF_RANGE (the data ended), UNAVAILABLE (nothing to hand out while the
+// last epoch's chunks are out with other workers: lease again) and the data
+// queue's refusals of a chunk given back (ps/state/data_queue.h: NOT_FOUND
+// for a lease it never gave, PERMISSION_DENIED for another worker's);
+// Rollback's NOT_FOUND / DATA_LOSS for a checkpoint missing or not complete.
 bool DocumentedRefusal(FuzzOp op, const absl::Status& s) {
   if (DocumentedRefusal(s)) return true;
   switch (op) {
     case FuzzOp::kLeaseData:
-      return absl::IsOutOfRange(s) || absl::IsNotFound(s) ||
-             absl::IsPermissionDenied(s);
+      return absl::IsOutOfRange(s) || absl::IsUnavailable(s) ||
+             absl::IsNotFound(s) || absl::IsPermissionDenied(s);
     case FuzzOp::kRollback:
       return absl::IsNotFound(s) || absl::IsDataLoss(s);
     default:
