@@ -4,9 +4,20 @@
 # servers fail. 2 ps x 3 workers, sync N=2 (one backup worker, whose
 # surplus gradients send their chunks back to the queue), 480 synthetic
 # samples in chunks of 16 (30 chunks an epoch, 15 steps), 50 steps: three
-# whole epochs. Each case ends with scripts/ledger_check.py on ps:0's
-# ledger: 0 samples missing and 0 repeated in each of the 3 epochs.
+# whole epochs. Each case ends with scripts/ledger_check.py on both
+# shards' ledgers (ps:0's and ps:1's, which must hold the same chunks: one
+# decision per push): 0 samples missing and 0 repeated in each of the 3
+# epochs.
 #   backup:      no fault; the backup worker's dropped gradients re-queue.
+#                The workers record each push's samples (data {
+#                record_samples: true }), which agree with the ledger.
+#   last_epoch:  training { epochs: 2 } and no step limit: worker:2, slow
+#                (1.1 s a step), is SIGKILLed near the end of the last
+#                epoch, holding a chunk that comes back only when its lease
+#                runs out (3 s), after the others have leased the rest; they
+#                wait for it ("waiting for the data") and train it, and the
+#                data ends with both epochs whole (without the wait the
+#                ledger misses its samples).
 #   kill_worker: worker:2 SIGKILLed after 5 steps (its chunk comes back when
 #                its lease runs out, 3 s later; steps of at least 100 ms,
 #                an emulated delay, so that the run outlasts the lease: a
@@ -36,14 +47,26 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# Steps of a case: the elastic one runs long enough for workers to join.
-steps_of() { if [ "$1" = elastic ]; then echo 400; else echo 50; fi; }
+# Steps of a case: the elastic one runs long enough for workers to join;
+# last_epoch runs until its epochs are done.
+steps_of() {
+  case "$1" in elastic) echo 400 ;; last_epoch) ;; *) echo 50 ;; esac
+}
 
 write_data_config() {
   local file=$1 name=$2 ckpt=$3 elastic=()
+  local data="source: SYNTHETIC synthetic_train_size: 480 synthetic_test_size: 100 sharding: SERVERS ledger: true"
   case "$name" in
     kill_worker|kill_ps0|kill_all)
       elastic=(extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.1 } }") ;;
+    last_epoch)
+      # worker:2 takes 1.1 s a step: it holds a chunk nearly all the time,
+      # and its gradients come late (dropped, their chunks back in the
+      # queue).
+      elastic=(training="epochs: 2"
+               extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.1 } }"
+               extra="stragglers { workers: 2 extra_delay { kind: CONSTANT shift_seconds: 1 } }") ;;
+    backup) data="$data record_samples: true" ;;
   esac
   if [ "$name" = elastic ]; then
     # The linear rule for 3 x 16 (scale 1 at N = 3), following each
@@ -58,17 +81,26 @@ write_data_config() {
   [ "$name" = elastic ] && n=3
   write_cluster_config "$file" "$name" mode=SYNC ps=2 workers=3 n=$n batch=16 \
     steps="$(steps_of "$name")" model=cifar10_linear ${elastic[@]+"${elastic[@]}"} \
-    data="source: SYNTHETIC synthetic_train_size: 480 synthetic_test_size: 100 sharding: SERVERS ledger: true" \
+    data="$data" \
     extra="worker_lease_seconds: 3" \
     extra="ps_unavailable_timeout_seconds: 120" \
     extra="checkpoint { dir: \"$ckpt\" every_steps: 4 }"
 }
 
 check_ledger() {
-  local name=$1 ledger=$2 run=$3
-  echo "$name: ledger $(wc -l < "$ledger") chunks"
+  local name=$1 ledger=$2 run=$3 epochs=3 records=()
+  [ "$name" = last_epoch ] && epochs=2
+  # The workers' sample records, where the case asked for them.
+  if compgen -G "$run/samples-worker-*.jsonl" > /dev/null; then
+    records=(--records "$run"/samples-worker-*.jsonl)
+  fi
+  # Every shard keeps a ledger of what it applied (ps:1's beside ps:0's);
+  # each must show the same chunks.
+  local ledgers=("$ledger" "$(dirname "$ledger")/ledger-ps1.jsonl")
+  [ -s "${ledgers[1]}" ] || fail "$name: ps:1 kept no ledger (${ledgers[1]})"
+  echo "$name: ledger $(wc -l < "$ledger") chunks, ps:1's $(wc -l < "${ledgers[1]}")"
   if ! "$PY" "$LEDGER_CHECK" --num_samples 480 --chunk_size 16 --seed 1 \
-      --complete_epochs 3 "$ledger"; then
+      --complete_epochs "$epochs" "${ledgers[@]}" ${records[@]+"${records[@]}"}; then
     # What the servers and workers said of the data, for the diagnosis.
     grep -h "data\|chunk\|warn\|error" "$run"/*.log | tail -n 60
     # Each worker's steps that did not end applied or aggregated.
@@ -81,7 +113,7 @@ check_ledger() {
 }
 
 finish() {
-  local name=$1 run=$2 j i step
+  local name=$1 run=$2 j i step want
   for j in 0 1 2 3 4; do
     [ -n "${ws[j]:-}" ] || continue
     wait_exit "${ws[j]}" 300 || { cat "$run"/w*.log; fail "$name: worker:$j exited $?"; }
@@ -90,7 +122,14 @@ finish() {
     wait_exit "${ps[i]}" 120 || { cat "$run"/ps*.log; fail "$name: ps:$i exited $?"; }
   done
   step=$(json_field "$run/summary.json" final_global_step)
-  [ "$step" -ge "$(steps_of "$name")" ] || fail "$name: final step $step < $(steps_of "$name")"
+  want=$(steps_of "$name")
+  [ -z "$want" ] || [ "$step" -ge "$want" ] || fail "$name: final step $step < $want"
+  if [ "$name" = last_epoch ]; then
+    for j in 0 1; do
+      [ "$(json_field "$run/worker-$j.summary.json" end_reason)" = "the data ended (epochs done)" ] ||
+        fail "$name: worker:$j did not end with the data"
+    done
+  fi
 }
 
 run_case() {
@@ -104,6 +143,14 @@ run_case() {
   ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
   case "$name" in
     backup) ;;
+    last_epoch)
+      # 60 chunks, 2 a step (the third is surplus): the last epoch's last
+      # chunks are leased from about step 25 on.
+      await_global_step "$run/worker-0.jsonl" 25 300 "${ws[0]}"
+      kill -9 "${ws[2]}"; wait "${ws[2]}" 2>/dev/null || true
+      ws[2]=""
+      echo "$name: worker:2 killed at step $(last_step "$run/worker-0.jsonl")"
+      ;;
     kill_worker)
       await_steps "$run/worker-2.jsonl" 5 300 "${ws[2]}"
       kill -9 "${ws[2]}"; wait "${ws[2]}" 2>/dev/null || true
@@ -171,9 +218,12 @@ PYRATES
         fail "$name: ps:0 does not say it restored a checkpoint" ;;
   esac
   check_ledger "$name" "$ckpt/ledger.jsonl" "$run"
+  if [ "$name" = last_epoch ]; then
+    grep -h "waiting for the data\|after waiting\|stops after\|expired\|left" "$run"/w*.log "$run"/ps*.log | head -n 12 || true
+  fi
 }
 
-for c in ${DATA_CASES:-backup kill_worker kill_ps0 kill_all elastic}; do
+for c in ${DATA_CASES:-backup last_epoch kill_worker kill_ps0 kill_all elastic}; do
   run_case "$c"
 done
 echo "data_exactly_once_test: every case 0 missing, 0 repeated"

@@ -23,6 +23,10 @@ time, so each fault runs 8 cells that together cover every pair of values
 of any two dimensions (model x optimizer, model x mode, model x overlap,
 overlap x shared memory, optimizer x mode, ...) across the three faults: `--list` prints them.
 
+The sync cells take their data from the servers (data { sharding: SERVERS
+ledger: true record_samples: true }): every shard keeps a ledger of the
+chunks it applied and every worker records the samples of each push.
+
 Each cell checks that:
   - every process, restarted ones included, exits 0 and the run ends at
     its step count (summary.json's final_global_step);
@@ -30,6 +34,10 @@ Each cell checks that:
     started, and the state it holds after the restore (weights, running
     statistics, optimizer slots) is that checkpoint's bit for bit: the
     digest it logs equals `ckpt_tool digest` of its file;
+  - sync: every shard's ledger joined with the workers' records
+    (scripts/ledger_check.py): 0 samples missing, 0 repeated, 0 trained but
+    not counted and 0 counted but not trained in the completed epoch, no
+    repeat in the partial one, and the same chunks on both shards;
   - nothing waited for a timeout it did not need: no worker gave up on
     others joining or leaving, no lease ran out except the killed worker's
     (no lease runs out when the killed worker comes back in time), no call
@@ -58,6 +66,7 @@ WORKER = os.path.join(RUNFILES, "worker", "worker")
 CKPT_TOOL = os.path.join(RUNFILES, "ps", "checkpoint", "ckpt_tool")
 TORCH_WORKER = os.path.join(SOURCES, "tests", "fault_matrix_torch_worker.py")
 CLUSTER_SH = os.path.join(SOURCES, "scripts", "lib", "cluster.sh")
+LEDGER_CHECK = os.path.join(SOURCES, "scripts", "ledger_check.py")
 PYTHONPATH = os.path.join(RUNFILES, "python")
 TMP = os.environ.get("TEST_TMPDIR", "/tmp/fault_matrix")
 
@@ -79,6 +88,8 @@ FAULTS = ("ps", "worker", "all")
 EVERY = 10       # checkpoint every this many steps
 NUM_PS = 2
 NUM_WORKERS = 2
+BATCH = 16
+TRAIN_SIZE = 512  # synthetic training images: 32 chunks an epoch
 CELL_TIMEOUT = 240  # seconds for a whole cell: a hang, not a slow machine
 
 # What a cell must not see in any log: a wait that ran into its timeout.
@@ -133,11 +144,13 @@ class Cell:
         self.ended = []     # (task, returncode) of processes that ended
         self.steps = 60 if cell["mode"] == "sync" else 120
         model, bn = MODELS[cell["model"]]
+        data = (f"source: SYNTHETIC synthetic_train_size: {TRAIN_SIZE} "
+                "synthetic_test_size: 128")
+        if cell["mode"] == "sync":
+            data += " sharding: SERVERS ledger: true record_samples: true"
         keys = [f"mode={cell['mode'].upper()}", f"ps={NUM_PS}",
-                f"workers={NUM_WORKERS}", "batch=16", f"steps={self.steps}",
-                f"model={model}",
-                "data=source: SYNTHETIC synthetic_train_size: 512 "
-                "synthetic_test_size: 128",
+                f"workers={NUM_WORKERS}", f"batch={BATCH}",
+                f"steps={self.steps}", f"model={model}", f"data={data}",
                 f"training=optimizer {{ {OPTIMIZERS[cell['opt']]} }}",
                 # Every checkpoint stays (keep), so that a restore's file can
                 # be read after the run whichever one it was.
@@ -168,6 +181,8 @@ class Cell:
             argv = [PS_SERVER] + flags
         elif MODELS[self.c["model"]][0] == "external":
             argv = ["/usr/bin/python3", TORCH_WORKER] + flags
+            if self.c["mode"] == "sync":
+                argv.append("--servers_data")
         else:
             argv = [WORKER] + flags
         env = dict(os.environ, PYTHONPATH=PYTHONPATH)
@@ -342,8 +357,42 @@ class Cell:
             if summary.get("ps_rollbacks", 0) < 1:
                 fail(self.c, "a server restored a checkpoint but the cluster "
                              "did not roll back to it")
+        ledgers = ""
+        if self.c["mode"] == "sync":
+            ledgers = self.check_ledgers(final)
         return (f"killed {','.join(victims)} at step {at_kill}; final step "
-                f"{final}; restored: {', '.join(restored) or '-'}")
+                f"{final}; restored: {', '.join(restored) or '-'}{ledgers}")
+
+    def check_ledgers(self, final):
+        """Every shard's ledger joined with the workers' records. The epochs
+        that must be whole are those ps:0's queue completed (its summary's
+        data_epochs_completed): a chunk a killed worker held until the run
+        ended (its restart gives it back) leaves its epoch open."""
+        ledgers = [os.path.join(self.ckpt, "ledger.jsonl")] + [
+            os.path.join(self.ckpt, f"ledger-ps{i}.jsonl")
+            for i in range(1, NUM_PS)]
+        records = [os.path.join(self.run_dir, f"samples-worker-{j}.jsonl")
+                   for j in range(NUM_WORKERS)]
+        for path in ledgers + records:
+            if not os.path.exists(path):
+                fail(self.c, f"no {path}")
+        with open(os.path.join(self.run_dir, "ps-0.summary.json")) as f:
+            complete = json.load(f)["data_epochs_completed"]
+        if complete > final // (TRAIN_SIZE // BATCH):
+            fail(self.c, f"ps:0 completed {complete} epochs of {TRAIN_SIZE} "
+                         f"samples in {final} steps of {BATCH}")
+        r = subprocess.run(
+            ["/usr/bin/python3", LEDGER_CHECK, "--num_samples", str(TRAIN_SIZE),
+             "--chunk_size", str(BATCH), "--seed", "1",
+             "--complete_epochs", str(complete)] + ledgers +
+            ["--records"] + records, capture_output=True, text=True)
+        if r.returncode != 0:
+            fail(self.c, f"ledger_check (exit {r.returncode}):\n"
+                         f"{r.stdout[-3000:]}{r.stderr[-2000:]}")
+        with open(ledgers[0]) as f:
+            chunks = sum(1 for line in f if line.strip())
+        return (f"; ledgers: {chunks} chunks on each shard, {complete} "
+                "epoch(s) whole")
 
 
 def main():

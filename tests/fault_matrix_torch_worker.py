@@ -2,9 +2,13 @@
 """The fault matrix's external model (tests/fault_matrix.py): a PyTorch
 network with batch norm, trained through psgd.torch as one worker task of a
 config with model { name: "external" }. Its data is synthetic and seeded by
-the worker's index, so that a restarted worker trains on the same batches.
+the worker's index, so that a restarted worker trains on the same batches;
+with --servers_data (the sync cells' data { sharding: SERVERS }) a seeded
+synthetic set of the config's 512 training images, of which the servers
+hand out the chunks (Worker.batch_sampler).
 
     fault_matrix_torch_worker.py --config=F --task=worker:J --run_dir=D
+        [--servers_data]
 """
 
 import argparse
@@ -44,6 +48,16 @@ def batches(worker, batch, n=8):
     return out
 
 
+def training_set(n=512):
+    """n images of 10 classes (patterns plus noise), the same in every
+    worker: the servers hand out chunks of their indices."""
+    g = torch.Generator().manual_seed(77)
+    patterns = torch.randn(10, 3, 8, 8, generator=torch.Generator().manual_seed(5))
+    y = torch.randint(0, 10, (n,), generator=g)
+    return torch.utils.data.TensorDataset(
+        patterns[y] + torch.randn(n, 3, 8, 8, generator=g), y)
+
+
 def evaluate(module):
     module.eval()
     with torch.no_grad():
@@ -61,8 +75,18 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--task", required=True)
     parser.add_argument("--run_dir", required=True)
+    parser.add_argument("--servers_data", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.servers_data:
+        w = psgd.torch.Worker(BnNet(), args.config, args.task,
+                              run_dir=args.run_dir, log_every=0)
+        loader = torch.utils.data.DataLoader(
+            training_set(), batch_sampler=w.batch_sampler())
+        summary = w.run(loader, F.cross_entropy, evaluate=evaluate)
+        print(f"{args.task}: {summary['local_steps']} steps, "
+              f"{summary['end_reason']}")
+        return
     settings = psgd.Session(args.config, args.task).settings
     summary = psgd.torch.train(
         BnNet(), F.cross_entropy,

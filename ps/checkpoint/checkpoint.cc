@@ -162,8 +162,9 @@ absl::Status DecodeBookkeeping(const ckpt::ShardCheckpoint& p,
   out->rollbacks = RollbacksFromProto(p.rollbacks());
   if (p.has_data_queue()) {
     out->data_queue = DataQueueStateFromProto(p.data_queue());
-    out->ledger_bytes = p.ledger_bytes();
   }
+  // A shard with a ledger saves its length, with or without a data queue.
+  out->ledger_bytes = p.ledger_bytes();
   return absl::OkStatus();
 }
 
@@ -228,8 +229,8 @@ std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
   RollbacksToProto(c.rollbacks, p.mutable_rollbacks());
   if (c.data_queue.has_value()) {
     DataQueueStateToProto(*c.data_queue, p.mutable_data_queue());
-    p.set_ledger_bytes(c.ledger_bytes);
   }
+  if (c.ledger_bytes >= 0) p.set_ledger_bytes(c.ledger_bytes);
   p.set_saved_micros(absl::ToUnixMicros(c.saved));
   return FrameChecksummed(kShardMagic, p.SerializeAsString());
 }

@@ -49,6 +49,8 @@ struct GrpcCluster {
       addresses.push_back((*server)->address());
       servers.push_back(*std::move(server));
     }
+    // Shard 0's decisions reach the others over gRPC.
+    REQUIRE(servers[0]->ConnectPeers(addresses).ok());
   }
   std::unique_ptr<GrpcPsClient> Client(int worker, const std::string& cluster) {
     GrpcClientOptions o;

@@ -16,8 +16,9 @@
 //   client->Leave();
 // Async is the same with Pull(ModelVersion::AtLeast(S, 0), ...): no waiting.
 //
-// Every call goes to every shard. The shards judge independently: a push
-// refused by one shard is still applied by the others, and the call returns
+// Every call goes to every shard. With several shards, a push is staged by
+// every shard and then decided once, by shard 0, for all of them (docs/PS.md,
+// "One decision per push"): applied everywhere or nowhere. A call returns
 // the first refusal (its message names the shard). Error codes are those of
 // ParameterShard (ps/shard/shard.h), plus INVALID_ARGUMENT for tensors that do
 // not match the model and UNAVAILABLE / DEADLINE_EXCEEDED from the transport.
@@ -69,6 +70,10 @@ struct ModelVersion {
   // In a version given to Push: the data chunk the gradients were computed
   // from (PsClient::LeaseData), which goes to shard 0 with them.
   std::optional<DataChunkRef> chunk = std::nullopt;
+  // In a version given to Push or PushPart, with several shards (docs/PS.md,
+  // "One decision per push"): the push's id, the same in all its parts
+  // (NewPushId). 0 in a Push: the client gives it one.
+  uint64_t push_id = 0;
 
   // Every shard at least `step`.
   static ModelVersion AtLeast(int num_shards, int64_t step) {
@@ -85,6 +90,10 @@ struct ModelVersion {
 
 // In a version given to PsClient::Push: the shard gets no push.
 constexpr int64_t kNoPush = -1;
+
+// A fresh id for a push (ModelVersion::push_id): unique in this process,
+// and unlikely to be another process's (it starts at a random number).
+uint64_t NewPushId();
 
 // A model variable by name, borrowed.
 struct NamedTensorView {
@@ -172,6 +181,14 @@ class PsClient {
   virtual absl::StatusOr<PushResult> PushPart(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) = 0;
+
+  // With several shards, once every part of a push (PushPart, all with
+  // version.push_id) has been staged by every shard it went to: shard 0
+  // decides the push, and every shard's reply in the result is that one
+  // decision (Push commits by itself). INVALID_ARGUMENT with one shard
+  // (there the last part decides) or without a push_id.
+  virtual absl::StatusOr<PushResult> CommitPush(
+      const ModelVersion& version) = 0;
 
   // One status per shard.
   virtual absl::StatusOr<std::vector<ShardStatus>> Status() = 0;

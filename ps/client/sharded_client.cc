@@ -263,6 +263,25 @@ absl::StatusOr<PushResult> ShardedPsClient::PushPart(
 absl::StatusOr<PushResult> ShardedPsClient::PushModel(
     const ModelVersion& version, absl::Span<const float* const> model,
     bool part) {
+  // With several shards every shard stages the push under one id, and
+  // shard 0 decides it when the push commits (docs/PS.md, "One decision per
+  // push").
+  const bool coordinated = num_shards() > 1;
+  uint64_t push_id = version.push_id;
+  if (coordinated && push_id == 0) {
+    if (part) {
+      return absl::InvalidArgumentError(
+          "push part: with several shards the parts of a push carry its id "
+          "(ModelVersion::push_id, NewPushId)");
+    }
+    push_id = NewPushId();
+  }
+  if (coordinated && !part &&
+      std::count(version.steps.begin(), version.steps.end(), kNoPush) > 0) {
+    return absl::InvalidArgumentError(
+        "push: with several shards a push goes to every shard (shard 0 "
+        "decides it for all of them); none may be kNoPush");
+  }
   std::unique_ptr<Buffers> buffers = TakeBuffers();
   const absl::Time deadline = absl::Now() + options_.rpc_timeout;
   // The shards that get something: their step is not kNoPush and they hold
@@ -285,6 +304,7 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
       header.set_step(version.steps[i]);
       header.set_generation(version.generation);
       header.set_partial(part);
+      header.set_push_id(push_id);
       if (i == 0 && version.chunk.has_value()) {
         DataChunkRefToProto(*version.chunk, header.mutable_chunk());
       }
@@ -328,6 +348,50 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
       result.shards.push_back(std::move(reply));
     }
     return result;
+  }();
+  ReturnBuffers(std::move(buffers));
+  if (!coordinated || part || !result.ok()) return result;
+  ModelVersion committed = version;
+  committed.push_id = push_id;
+  return CommitPush(committed);
+}
+
+absl::StatusOr<PushResult> ShardedPsClient::CommitPush(
+    const ModelVersion& version) {
+  RETURN_IF_ERROR(CheckVersion(version, num_shards()));
+  if (num_shards() < 2 || version.push_id == 0 || version.steps[0] == kNoPush) {
+    return absl::InvalidArgumentError(
+        "commit: needs several shards, a push_id and shard 0's step");
+  }
+  std::unique_ptr<Buffers> buffers = TakeBuffers();
+  Buffers::Shard& b = buffers->shards[0];
+  if (b.exchange == nullptr) b.exchange = channels_[0]->NewExchange();
+  wire::PushRequest header;
+  header.set_cluster(options_.cluster);
+  header.set_worker_id(options_.worker_id);
+  header.set_step(version.steps[0]);
+  header.set_generation(version.generation);
+  header.set_commit(true);
+  header.set_push_id(version.push_id);
+  if (version.chunk.has_value()) {
+    DataChunkRefToProto(*version.chunk, header.mutable_chunk());
+  }
+  b.exchange->StartPush(header, {}, nullptr,
+                        absl::Now() + options_.rpc_timeout);
+  absl::StatusOr<PushResult> result = [&]() -> absl::StatusOr<PushResult> {
+    RETURN_IF_ERROR(Annotate(
+        b.exchange->Await(),
+        absl::StrCat("commit of the push to ", channels_[0]->name(), ": ")));
+    wire::PushResponse response;
+    RETURN_IF_ERROR(b.exchange->ReadPush(&response));
+    ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
+    // Every shard follows shard 0's decision.
+    PushResult decided;
+    for (int i = 0; i < num_shards(); ++i) {
+      decided.shards.push_back(reply);
+      decided.shards.back().skipped = version.steps[i] == kNoPush;
+    }
+    return decided;
   }();
   ReturnBuffers(std::move(buffers));
   return result;
@@ -412,8 +476,27 @@ absl::Status ShardedPsClient::Shutdown(absl::string_view reason) {
   wire::ShutdownRequest r;
   r.set_cluster(options_.cluster);
   r.set_reason(std::string(reason));
-  return CallAll<wire::ShutdownRequest, wire::ShutdownResponse>(
-      "shutdown", &ShardChannel::Shutdown, r);
+  // Shard 0 first: it lets the others apply its last decisions before it
+  // shuts down (docs/PS.md, "One decision per push"); then the others, all
+  // at once.
+  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
+  std::vector<wire::ShutdownResponse> responses(num_shards());
+  RETURN_IF_ERROR(
+      Annotate(channels_[0]->Shutdown(r, deadline, &responses[0])->Await(),
+               absl::StrCat("shutdown to ", channels_[0]->name(), ": ")));
+  std::vector<std::unique_ptr<ShardCall>> calls;
+  for (int i = 1; i < num_shards(); ++i) {
+    calls.push_back(channels_[i]->Shutdown(r, deadline, &responses[i]));
+  }
+  absl::Status first;
+  for (int i = 1; i < num_shards(); ++i) {
+    const absl::Status s = calls[i - 1]->Await();
+    if (!s.ok() && first.ok()) {
+      first =
+          Annotate(s, absl::StrCat("shutdown to ", channels_[i]->name(), ": "));
+    }
+  }
+  return first;
 }
 
 absl::Status ShardedPsClient::Rollback(int64_t label, int64_t generation) {

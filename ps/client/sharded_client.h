@@ -83,6 +83,7 @@ class ShardedPsClient : public PsClient {
   absl::StatusOr<PushResult> PushPart(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
+  absl::StatusOr<PushResult> CommitPush(const ModelVersion& version) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::StatusOr<std::vector<VariableSpec>> Variables() override;
   absl::Status Shutdown(absl::string_view reason) override;

@@ -141,6 +141,7 @@ struct Cluster {
       REQUIRE(shard.ok());
       shards.push_back(*std::move(shard));
     }
+    LinkShardsInProcess({shards[0].get(), shards[1].get()});
     auto p = PlaceVariables(testing::ScenarioModel(), 2,
                             testing::kScenarioSplitThreshold);
     REQUIRE(p.ok());
@@ -221,25 +222,33 @@ TEST_CASE("sharded: shards with nothing to push or pull are not called") {
   auto client = cluster.Client(0);
   REQUIRE(client->Join().ok());
 
-  // A whole push with shard 1 at kNoPush: shard 1 is not called.
-  auto pushed = client->Push(ModelVersion{{0, kNoPush}}, init.Const());
-  REQUIRE(pushed.ok());
-  CHECK(!pushed->shards[0].skipped);
-  CHECK(pushed->shards[1].skipped);
-  CHECK(cluster.channels[0]->pushes == 1);
+  // With several shards a whole push goes to every shard: one naming a
+  // shard kNoPush is refused before anything is sent.
+  auto refused = client->Push(ModelVersion{{0, kNoPush}}, init.Const());
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(cluster.channels[0]->pushes == 0);
   CHECK(cluster.channels[1]->pushes == 0);
+  // Staged on both, then committed on shard 0 (a second call to it).
+  auto pushed = client->Push(ModelVersion{{0, 0}}, init.Const());
+  REQUIRE(pushed.ok());
+  CHECK(cluster.channels[0]->pushes == 2);
+  CHECK(cluster.channels[1]->pushes == 1);
+  REQUIRE(cluster.shards[0]->AwaitDecisionsDelivered(absl::Now() +
+                                                     absl::Seconds(30)));
 
   // A part with "b" only reaches the shard that holds "b", push and pull.
   const int b_shard = cluster.ShardOf("b");
   const int other = 1 - b_shard;
-  // (Shard 0 completed step 0 with that push: one replica to aggregate.)
-  auto part = client->PushPart(ModelVersion{{1, 0}},
-                               {{"b", ConstTensorView(init.b.data(), {8})}});
+  // (Step 0 is complete on both shards: one replica to aggregate.)
+  ModelVersion next{{1, 1}};
+  next.push_id = NewPushId();
+  auto part =
+      client->PushPart(next, {{"b", ConstTensorView(init.b.data(), {8})}});
   REQUIRE(part.ok());
   CHECK(!part->shards[b_shard].skipped);
   CHECK(part->shards[other].skipped);
-  CHECK(cluster.channels[b_shard]->pushes == (b_shard == 0 ? 2 : 1));
-  CHECK(cluster.channels[other]->pushes == (other == 0 ? 1 : 0));
+  CHECK(cluster.channels[b_shard]->pushes == (b_shard == 0 ? 3 : 2));
+  CHECK(cluster.channels[other]->pushes == (other == 0 ? 2 : 1));
   std::vector<float> b(8);
   auto pulled = client->PullPart(ModelVersion::AtLeast(2, 0),
                                  absl::Now() + absl::Seconds(30),
@@ -274,8 +283,9 @@ TEST_CASE("sharded: the first error names its shard; all shards are called") {
   absl::Status pushed =
       client->Push(ModelVersion::AtLeast(2, 0), init.Const()).status();
   CHECK(pushed.message() == "push to shard 1: link down");
+  // Staged on shard 0, never committed: decided nowhere.
   CHECK(cluster.channels[0]->pushes == 1);
-  CHECK(cluster.shards[0]->Status().step == 1);
+  CHECK(cluster.shards[0]->Status().step == 0);
 
   cluster.channels[0]->fail = absl::DeadlineExceededError("slow");
   Values got;

@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "ps/server/checkpoint_agreement.h"
+#include "ps/server/decision_sender.h"
 
 namespace psgd {
 namespace ps {
@@ -127,6 +128,9 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
           ? ""
           : absl::StrCat(" (dialled as ",
                          options.ps_addresses[options.shard_index], ")"));
+  if (options.num_shards > 1 && !options.ps_addresses.empty()) {
+    RETURN_IF_ERROR(s->ConnectPeers(options.ps_addresses));
+  }
   ASSIGN_OR_RETURN(
       s->lifecycle_,
       ShardLifecycle::Start(s->shard_.get(), s->service_.get(), lifecycle));
@@ -142,6 +146,15 @@ std::string PsGrpcServer::address() const {
   const bool local = host_.empty() || host_ == "0.0.0.0" || host_ == "[::]" ||
                      host_ == "localhost" || host_ == "127.0.0.1";
   return absl::StrCat(local ? "127.0.0.1" : host_, ":", port_);
+}
+
+absl::Status PsGrpcServer::ConnectPeers(std::vector<std::string> addresses) {
+  const ServerOptions& o = shard_->options();
+  if (o.num_shards < 2 || o.shard_index != 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(DecisionRelay::Deliver deliver,
+                   GrpcDecisionSender(o, std::move(addresses)));
+  shard_->ConnectFollowers(std::move(deliver));
+  return absl::OkStatus();
 }
 
 bool PsGrpcServer::WaitForShutdown(absl::Time deadline) {

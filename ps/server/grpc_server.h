@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -58,6 +59,13 @@ class PsGrpcServer {
   ParameterShard* shard() { return shard_.get(); }
   PsGrpcService* service() { return service_.get(); }
   ShardLifecycle* lifecycle() { return lifecycle_.get(); }
+
+  // Shard 0 of a cluster of several shards sends its decisions to the
+  // others (docs/PS.md, "One decision per push") at options.ps_addresses;
+  // a cluster started without them (tests, ps_bench: ports chosen by the
+  // OS) names every shard's address here once all listen. A no-op on
+  // other shards; errors as GrpcDecisionSender.
+  absl::Status ConnectPeers(std::vector<std::string> addresses);
 
   // Waits until the shard is shut down (a Shutdown RPC) or `deadline`;
   // true when it is.

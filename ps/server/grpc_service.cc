@@ -401,6 +401,12 @@ grpc::ServerUnaryReactor* PsGrpcService::LeaseData(
   return Respond(ctx, [&] { return handler_.LeaseData(*request, response); });
 }
 
+grpc::ServerUnaryReactor* PsGrpcService::Decide(
+    grpc::CallbackServerContext* ctx, const wire::DecideRequest* request,
+    wire::DecideResponse* response) {
+  return Respond(ctx, [&] { return handler_.Decide(*request, response); });
+}
+
 grpc::ServerUnaryReactor* PsGrpcService::ListCheckpoints(
     grpc::CallbackServerContext* ctx,
     const wire::ListCheckpointsRequest* request,

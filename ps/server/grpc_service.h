@@ -75,6 +75,9 @@ class PsGrpcService final
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const wire::ShutdownRequest* request,
                                      wire::ShutdownResponse* response) override;
+  grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* ctx,
+                                   const wire::DecideRequest* request,
+                                   wire::DecideResponse* response) override;
   grpc::ServerUnaryReactor* Rollback(grpc::CallbackServerContext* ctx,
                                      const wire::RollbackRequest* request,
                                      wire::RollbackResponse* response) override;

@@ -124,6 +124,22 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                        wire::PushResponse* response,
                                        absl::string_view shared) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  if (request.commit()) {
+    if (request.gradients_size() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard ", shard_->options().shard_index, ": a commit of worker ",
+          request.worker_id(), "'s push carries ", request.gradients_size(),
+          " gradients; it carries none"));
+    }
+    DataChunkRef chunk;
+    if (request.has_chunk()) chunk = DataChunkRefFromProto(request.chunk());
+    ASSIGN_OR_RETURN(PushReply reply,
+                     shard_->Commit(request.worker_id(), request.step(),
+                                    request.generation(), request.push_id(),
+                                    request.has_chunk() ? &chunk : nullptr));
+    PushReplyToProto(reply, response);
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
                    TensorBytesFromProto(request.gradients(), shared));
   if (!shared.empty()) {
@@ -171,13 +187,14 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   DataChunkRef chunk;
   if (request.has_chunk()) chunk = DataChunkRefFromProto(request.chunk());
   const DataChunkRef* computed_from = request.has_chunk() ? &chunk : nullptr;
-  ASSIGN_OR_RETURN(
-      PushReply reply,
-      request.partial()
-          ? shard_->PushPart(request.worker_id(), request.step(), *gradients,
-                             request.generation(), computed_from)
-          : shard_->Push(request.worker_id(), request.step(), *gradients,
-                         request.generation(), computed_from));
+  ASSIGN_OR_RETURN(PushReply reply,
+                   request.partial()
+                       ? shard_->PushPart(request.worker_id(), request.step(),
+                                          *gradients, request.generation(),
+                                          computed_from, request.push_id())
+                       : shard_->Push(request.worker_id(), request.step(),
+                                      *gradients, request.generation(),
+                                      computed_from, request.push_id()));
   PushReplyToProto(reply, response);
   return absl::OkStatus();
 }
@@ -248,6 +265,21 @@ absl::Status ShardRequestHandler::LeaseData(
       shard_->LeaseData(request.worker_id(), request.generation(),
                         request.has_give_back() ? &give_back : nullptr));
   DataChunkToProto(chunk, response);
+  return absl::OkStatus();
+}
+
+absl::Status ShardRequestHandler::Decide(const wire::DecideRequest& request,
+                                         wire::DecideResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  std::vector<Decision> decisions;
+  decisions.reserve(request.decisions_size());
+  for (const wire::Decision& d : request.decisions()) {
+    ASSIGN_OR_RETURN(Decision decision, DecisionFromProto(d));
+    decisions.push_back(std::move(decision));
+  }
+  ASSIGN_OR_RETURN(const int64_t applied,
+                   shard_->ApplyDecisions(request.generation(), decisions));
+  response->set_applied_seq(applied);
   return absl::OkStatus();
 }
 

@@ -74,6 +74,9 @@ class ShardRequestHandler {
   // The next chunk of the data (ParameterShard::LeaseData).
   absl::Status LeaseData(const wire::LeaseDataRequest& request,
                          wire::LeaseDataResponse* response);
+  // Shard 0's decisions for this shard (ParameterShard::ApplyDecisions).
+  absl::Status Decide(const wire::DecideRequest& request,
+                      wire::DecideResponse* response);
   // The checkpoints complete in the shard's own directory
   // (ParameterShard::CompleteCheckpoints); answered while agreeing too.
   absl::Status ListCheckpoints(const wire::ListCheckpointsRequest& request,

@@ -91,9 +91,14 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
     o.data_queue.chunk_size = t.batch_size();
     o.data_queue.seed = t.seed();
     o.data_epochs = t.has_epochs() ? t.epochs() : 0;
-    if (config.data().ledger()) {
-      o.ledger_file = CheckpointDir(config, 0) + "/ledger.jsonl";
-    }
+  }
+  // Every shard keeps a ledger of the chunks it applied: ps:0's is
+  // ledger.jsonl, ps:K's ledger-psK.jsonl, in its checkpoint directory.
+  if (config.data().sharding() == config::DataConfig::SERVERS &&
+      config.data().ledger()) {
+    o.ledger_file = CheckpointDir(config, index) +
+                    (index == 0 ? std::string("/ledger.jsonl")
+                                : absl::StrCat("/ledger-ps", index, ".jsonl"));
   }
   const WireDTypes wire = WireDTypesFromConfig(config);
   o.wire_gradients = wire.gradients;

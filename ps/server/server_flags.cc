@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/cluster_config.h"
 #include "common/cluster_flags.h"
 #include "common/host_address.h"
@@ -50,6 +51,10 @@ ABSL_FLAG(int64_t, max_message_bytes, kDefaults.max_message_bytes,
 ABSL_FLAG(int64_t, split_threshold_bytes, kDefaults.split_threshold_bytes,
           "Variables above this are split into row slices over the shards; "
           "workers must use the same value.");
+ABSL_FLAG(std::string, ps_addresses, "",
+          "With --num_shards > 1: every shard's address (host:port, comma "
+          "separated, by shard index), where shard 0 sends its decisions to "
+          "the others (docs/PS.md, \"One decision per push\").");
 ABSL_FLAG(std::string, port_file, "",
           "When set, the bound port is written to this file once serving.");
 ABSL_FLAG(double, worker_lease_seconds, 0,
@@ -183,6 +188,18 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   o.listen_address = absl::GetFlag(FLAGS_listen_address);
   o.shard_index = absl::GetFlag(FLAGS_shard_index);
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
+  if (const std::string a = absl::GetFlag(FLAGS_ps_addresses); !a.empty()) {
+    o.ps_addresses = absl::StrSplit(a, ',');
+  }
+  if (o.num_shards > 1 &&
+      static_cast<int>(o.ps_addresses.size()) != o.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--num_shards=", o.num_shards,
+                     " needs --ps_addresses with ", o.num_shards,
+                     " addresses (shard 0 sends its decisions to the "
+                     "others); got ",
+                     o.ps_addresses.size()));
+  }
   o.cluster_name = absl::GetFlag(FLAGS_cluster_name);
   ASSIGN_OR_RETURN(o.mode, ParseMode(absl::GetFlag(FLAGS_mode)));
   ASSIGN_OR_RETURN(

@@ -31,6 +31,7 @@ JsonObject ServerStatusJson(const std::string& task, const ShardStatus& s,
       .Set("workers_expired", s.workers_expired)
       .Set("data_epoch", s.data_epoch)
       .Set("data_chunks_done", s.data_chunks_done)
+      .Set("data_epochs_completed", s.data_epochs_completed)
       .Set("data_returned", s.data_returned)
       .Set("pending_gradients", s.pending_gradients)
       .Set("generation", s.generation)

@@ -26,7 +26,17 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
     const ServerOptions& options) {
   RETURN_IF_ERROR(ValidateServerOptions(options));
   std::unique_ptr<ParameterShard> shard(new ParameterShard(options));
-  if (options.data_queue_on) RETURN_IF_ERROR(shard->OpenDataQueue());
+  if (options.num_shards > 1 && options.shard_index == 0) {
+    shard->relay_ =
+        std::make_unique<DecisionRelay>(options.num_shards, /*generation=*/1);
+  }
+  if (options.data_queue_on) {
+    RETURN_IF_ERROR(shard->OpenDataQueue());
+  } else {
+    // The other shards keep a ledger of the chunks they applied too.
+    MutexLock lock(&shard->mu_);
+    RETURN_IF_ERROR(shard->OpenLedgerLocked());
+  }
   if (!options.checkpoint.dir.empty()) {
     RETURN_IF_ERROR(shard->OpenCheckpoints());
   }
@@ -43,6 +53,7 @@ ParameterShard::ParameterShard(const ServerOptions& options)
 
 ParameterShard::~ParameterShard() {
   Shutdown("the shard object is destroyed");
+  relay_.reset();  // its senders stop; nothing publishes after Shutdown
   MutexLock lock(&mu_);
   if (ledger_ != nullptr) std::fclose(ledger_);
 }
@@ -259,7 +270,11 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
 
 absl::StatusOr<PushReply> ParameterShard::Push(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    int64_t generation, const DataChunkRef* chunk) {
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id) {
+  if (coordinated()) {
+    return Stage(worker_id, step, gradients, generation, chunk, push_id,
+                 /*whole=*/true);
+  }
   const std::string context = absl::StrCat(name_, ": push from worker ",
                                            worker_id, " for step ", step, ": ");
   // The scan for NaN, Inf and values too large reads the whole gradient: no
@@ -311,9 +326,8 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
   return absl::OkStatus();
 }
 
-absl::Status ParameterShard::DecideLocked(
-    int worker_id, int64_t step, const std::vector<const float*>& grads,
-    const DataChunkRef* chunk, PushReply* reply, Ready* ready) {
+absl::Status ParameterShard::CheckDecidableLocked(int worker_id,
+                                                  int64_t step) const {
   if (!membership_.IsLive(worker_id)) {
     return PushRefused(PushRefusal::kNotLive,
                        absl::StrCat("worker ", worker_id,
@@ -332,7 +346,14 @@ absl::Status ParameterShard::DecideLocked(
         absl::StrCat("worker ", worker_id, " already pushed for step ", last,
                      "; a worker pushes once per step"));
   }
+  return absl::OkStatus();
+}
 
+absl::Status ParameterShard::DecideLocked(
+    int worker_id, int64_t step, const std::vector<const float*>& grads,
+    const DataChunkRef* chunk, PushReply* reply, Ready* ready,
+    uint64_t push_id) {
+  RETURN_IF_ERROR(CheckDecidableLocked(worker_id, step));
   const int64_t before = step_;
   if (!HoldsChunkLocked(worker_id, chunk)) {
     // Its samples went back to the queue (the worker left or its lease
@@ -360,6 +381,17 @@ absl::Status ParameterShard::DecideLocked(
     membership_.Touch(worker_id, absl::Now());
     // Before the update, whose collection of ready pulls reads the clocks.
     ssp_.Tick(worker_id);
+    if (coordinated()) {
+      Decision d;
+      d.kind = Decision::Kind::kAsyncPush;
+      d.step = step;
+      d.workers = {worker_id};
+      d.push_ids = {push_id};
+      d.lr_scale = async_.LrScale(*staleness);
+      d.staleness = *staleness;
+      if (auto c = DecidedChunkLocked(worker_id, chunk)) d.chunks.push_back(*c);
+      PublishLocked(std::move(d));
+    }
     std::vector<const float*> applied;
     dc_.Compensate(worker_id, step, *store_->current(), grads, &applied);
     ApplyLocked(applied, async_.LrScale(*staleness), ready);
@@ -399,11 +431,18 @@ absl::Status ParameterShard::DecideLocked(
     case SyncAggregator::Verdict::kFuture:  // refused above
       // Its chunk is done when the step it joins is applied.
       SettleChunkLocked(worker_id, chunk, /*kept=*/true);
+      if (coordinated()) {
+        step_pushes_.push_back({worker_id, push_id,
+                                chunk == nullptr
+                                    ? std::nullopt
+                                    : std::optional<DataChunkRef>(*chunk)});
+      }
       if (aggregator_->count() == 0 &&
           aggregator_->Required(membership_.num_live()) == 1) {
         // The mean of one gradient is the gradient: apply it as it is,
         // without copying it into the aggregate first (one worker, or
         // N = 1).
+        if (coordinated()) PublishSyncStepLocked(NScaleLocked(1));
         ApplyLocked(grads, NScaleLocked(1), ready);
         ChunksAppliedLocked();
         ++counters_.applied;
@@ -491,6 +530,7 @@ void ParameterShard::MakeAggregatorLocked() {
   if (options_.mode == Mode::kSync && options_.adaptive_backups) {
     adaptive_ = std::make_unique<AdaptiveBackups>(options_.adaptive);
   }
+  step_pushes_.clear();
   aggregator_ = std::make_unique<SyncAggregator>(
       store_->layout().sizes,
       adaptive_ != nullptr ? adaptive_->n() : options_.replicas_to_aggregate);
@@ -525,6 +565,7 @@ double ParameterShard::NScaleLocked(int count) const {
 }
 
 void ParameterShard::ApplySyncStepLocked(Ready* ready) {
+  if (coordinated()) PublishSyncStepLocked(NScaleLocked(aggregator_->count()));
   ApplyLocked(aggregator_->Mean(), NScaleLocked(aggregator_->count()), ready);
   aggregator_->Reset();
   ChunksAppliedLocked();
@@ -604,6 +645,26 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
 void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
   staged_.erase(worker_id);  // a worker that left loses its staged parts
   ChunksGoneLocked(worker_id);
+  if (follower()) {
+    // Shard 0 completes the steps: nothing more happens here. The worker's
+    // complete pushes stay: shard 0 may have decided them already (its
+    // decisions are on their way), and its decision that the worker left
+    // comes after them.
+    membership_.Leave(worker_id);
+    if (options_.mode == Mode::kAsync && ssp_.enabled()) {
+      CollectReadyLocked(ready);
+    }
+    return;
+  }
+  DropCompleteLocked(worker_id);
+  if (coordinated() && membership_.IsLive(worker_id)) {
+    Decision d;
+    d.kind = Decision::Kind::kLeft;
+    d.step = step_;
+    d.workers = {worker_id};
+    d.push_ids = {0};
+    PublishLocked(std::move(d));
+  }
   // A step never waits for a worker that left: with fewer live workers the
   // gathered gradients may now be enough.
   if (membership_.Leave(worker_id) && options_.mode == Mode::kSync &&
@@ -624,7 +685,10 @@ std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
   std::vector<int> expired;
   {
     MutexLock lock(&mu_);
-    if (options_.worker_lease <= absl::ZeroDuration() || shut_down_) {
+    // With several shards only shard 0 expires leases; the others learn of
+    // it from its decisions.
+    if (options_.worker_lease <= absl::ZeroDuration() || shut_down_ ||
+        follower()) {
       return expired;
     }
     for (int id : membership_.LiveNotSeenSince(now - options_.worker_lease)) {
@@ -761,6 +825,9 @@ std::vector<float> ParameterShard::CopySlot(absl::string_view name,
 }
 
 void ParameterShard::Shutdown(absl::string_view reason) {
+  // Shard 0 lets the other shards apply its last decisions first (the
+  // client shuts shard 0 down before the others).
+  if (relay_ != nullptr) relay_->AwaitDelivered(absl::Now() + absl::Seconds(5));
   Ready ready;
   {
     MutexLock lock(&mu_);

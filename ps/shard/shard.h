@@ -64,6 +64,7 @@
 #include "common/mutex.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/checkpoint/checkpoint_writer.h"
+#include "ps/shard/decision_relay.h"
 #include "ps/state/adaptive_backups.h"
 #include "ps/state/async_applier.h"
 #include "ps/state/data_queue.h"
@@ -181,10 +182,13 @@ class ParameterShard {
   // decision settles; a chunk the worker no longer holds (given back at
   // its leave or expired lease, or of an older generation's queue) makes
   // the gradient dropped as stale, since its samples are back in the queue.
+  // `push_id`: the worker's name for the push (a cluster of several
+  // shards, below; 0 otherwise).
   absl::StatusOr<PushReply> Push(int worker_id, int64_t step,
                                  absl::Span<const TensorBytes> gradients,
                                  int64_t generation = 0,
-                                 const DataChunkRef* chunk = nullptr);
+                                 const DataChunkRef* chunk = nullptr,
+                                 uint64_t push_id = 0);
 
   // One part of a worker's push (docs/PS.md, "Pushes in parts"): gradients
   // of some of the shard's variables, each variable in exactly one part of
@@ -203,7 +207,46 @@ class ParameterShard {
   absl::StatusOr<PushReply> PushPart(int worker_id, int64_t step,
                                      absl::Span<const TensorBytes> gradients,
                                      int64_t generation = 0,
-                                     const DataChunkRef* chunk = nullptr);
+                                     const DataChunkRef* chunk = nullptr,
+                                     uint64_t push_id = 0);
+
+  // A cluster of several shards (options().num_shards > 1; docs/PS.md, "One
+  // decision per push"): Push and PushPart only stage a complete push (the
+  // reply has `staged` set; every check of a push but the decision's is
+  // made), on every shard. Shard 0, the coordinator, decides a staged push
+  // when the worker commits it, having seen every shard stage it: the
+  // decision is the one Push makes alone (applied, aggregated, dropped,
+  // refused), and every update it makes is published as a Decision that
+  // the other shards apply in order (ApplyDecisions) to the gradients they
+  // staged. Only the coordinator completes steps, expires leases and
+  // chooses N; the other shards follow.
+  //
+  // A staged push is known by (worker, push_id), the id the worker gave all
+  // its parts on every shard; a worker may have several staged (async: a
+  // push staged before the decision of its previous one reached a shard).
+  //
+  // Commit, on shard 0: decides the worker's push `push_id`, staged for
+  // `step` (of `generation`; `chunk` as for Push). FAILED_PRECONDITION on
+  // any other shard, or when that push is not staged here complete;
+  // otherwise Push's refusals and reply.
+  absl::StatusOr<PushReply> Commit(int worker_id, int64_t step,
+                                   int64_t generation, uint64_t push_id,
+                                   const DataChunkRef* chunk = nullptr);
+  // On a shard other than 0: applies shard 0's `decisions` of `generation`
+  // in seq order, skipping those already applied; returns the last seq
+  // applied. ABORTED for another generation or while awaiting a rollback;
+  // FAILED_PRECONDITION naming the step and the shard for a decision that
+  // skips one (a gap), one that disagrees with the decision of the same seq
+  // already applied or with the shard's step, or one whose gradient the
+  // shard has not staged. Decisions before the refused one stay applied.
+  absl::StatusOr<int64_t> ApplyDecisions(int64_t generation,
+                                         absl::Span<const Decision> decisions);
+  // On shard 0 of a cluster of several shards: how its decisions reach the
+  // others (ps/shard/decision_relay.h); until it is set they wait.
+  void ConnectFollowers(DecisionRelay::Deliver deliver);
+  // Shard 0: waits until every other shard has applied every decision made
+  // so far (true), or `deadline`. True at once on any other shard.
+  bool AwaitDecisionsDelivered(absl::Time deadline);
 
   // Membership. Join and Leave are idempotent. A Leave that makes the
   // current sync step complete applies it before returning.
@@ -258,11 +301,15 @@ class ParameterShard {
   // without a queue, for a worker that is not live, for one that already
   // holds kMaxLeasesPerWorker chunks it has neither pushed nor given back
   // (no worker drains the queue), or for a chunk given back whose gradient
-  // is already in the step's aggregate; OUT_OF_RANGE
-  // when the next chunk would be of epoch data_epochs (the data ended);
-  // ABORTED for another generation; the queue's refusals of `give_back`
-  // (ps/state/data_queue.h: twice, another epoch's or generation's lease).
-  // A refusal changes nothing.
+  // is already in the step's aggregate. Once nothing of the data_epochs
+  // epochs is left to hand out: UNAVAILABLE (starting with kDataNotEnded,
+  // naming chunks and their workers) while another worker holds one it has
+  // not pushed and is not waiting in a pull (a dead worker's chunk comes
+  // back when its lease runs out, and is trained); otherwise OUT_OF_RANGE
+  // (the data ended; at once for a worker holding unpushed chunks of its
+  // own). A lease renews the worker's lease. ABORTED for another generation;
+  // the queue's refusals of `give_back` (ps/state/data_queue.h: twice, another
+  // epoch's or generation's lease). A refusal changes nothing.
   static constexpr size_t kMaxLeasesPerWorker = 64;
   absl::StatusOr<DataChunk> LeaseData(int worker_id, int64_t generation = 0,
                                       const DataChunkRef* give_back = nullptr);
@@ -352,10 +399,13 @@ class ParameterShard {
   // The rules of a push whose gradients (layout order) have been matched
   // to the variables: live, not from the future, not pushed twice; then
   // sync aggregation or async application.
+  // `push_id`: the push's id, for the decision published with several
+  // shards.
   absl::Status DecideLocked(int worker_id, int64_t step,
                             const std::vector<const float*>& grads,
                             const DataChunkRef* chunk, PushReply* reply,
-                            Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                            Ready* ready, uint64_t push_id = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of a push that need no gradient: open, initialised, worker
   // id, step.
   absl::Status CheckPushLocked(int worker_id, int64_t step) const
@@ -365,8 +415,19 @@ class ParameterShard {
   absl::Status StagePartLocked(int worker_id, int64_t step,
                                absl::Span<const TensorBytes> gradients,
                                std::vector<std::vector<float>>* copies,
-                               const DataChunkRef* chunk, PushReply* reply,
-                               Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                               const DataChunkRef* chunk, uint64_t push_id,
+                               PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Push and PushPart: the tensors checked and copied outside the lock, then
+  // staged (a whole push replaces the worker's staged parts).
+  absl::StatusOr<PushReply> Stage(int worker_id, int64_t step,
+                                  absl::Span<const TensorBytes> gradients,
+                                  int64_t generation, const DataChunkRef* chunk,
+                                  uint64_t push_id, bool whole);
+  // The checks of a push that its decision starts with: a live worker, a
+  // step not from the future, not pushed before.
+  absl::Status CheckDecidableLocked(int worker_id, int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sync with options().lr_scale_follows_n: the learning rate's factor for
   // a step of `count` gradients (count / N); else 1.
   double NScaleLocked(int count) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -436,6 +497,32 @@ class ParameterShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveDataLocked(ShardCheckpoint* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Coordination (shard_coordination.cc). Whole pushes, or a part's copies,
+  // staged as a complete push for the coordinator's decision.
+  bool coordinated() const { return options_.num_shards > 1; }
+  bool follower() const { return coordinated() && options_.shard_index != 0; }
+  // Shard 0: publishes `d` with the next seq.
+  void PublishLocked(Decision d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shard 0: the decision of the sync step about to be applied (step_, the
+  // step's gradients in arrival order, their chunks), published.
+  void PublishSyncStepLocked(double lr_scale)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The chunk of `worker_id`'s gradient with its samples, for a decision.
+  std::optional<DecidedChunk> DecidedChunkLocked(
+      int worker_id, const DataChunkRef* chunk) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ApplyDecisionLocked(const Decision& d, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new generation (rollback, restore): no decision of the old one counts.
+  void RestartDecisionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A follower's ledger lines for the chunks of an applied decision.
+  void LedgerChunksLocked(const std::vector<DecidedChunk>& chunks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens options().ledger_file for appending (a no-op without one).
+  absl::Status OpenLedgerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteLedgerLocked(const std::string& line)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Constant after construction.
   const ServerOptions options_;
   const std::string name_;  // "shard 0", for messages
@@ -483,6 +570,8 @@ class ParameterShard {
   struct StagedPush {
     int64_t step = 0;
     int64_t generation = 0;
+    uint64_t push_id = 0;
+    uint64_t arrival = 0;  // complete pushes: the order they were staged in
     // Layout order; has[i] tells whether grads[i] has come.
     std::vector<std::vector<float>> grads;
     std::vector<bool> has;
@@ -490,6 +579,20 @@ class ParameterShard {
     int received = 0;
   };
   absl::flat_hash_map<int, StagedPush> staged_ ABSL_GUARDED_BY(mu_);
+  // A cluster of several shards: complete pushes awaiting the decision, by
+  // (worker, push_id); at most kMaxCompletePerWorker per worker. A decided
+  // push takes the worker's pushes staged before it along (they were never
+  // committed: the worker commits its pushes one after another).
+  static constexpr int kMaxCompletePerWorker = 128;
+  // Shard 0: a commit waits while more decisions than this have not
+  // reached every shard (flow control; below kMaxCompletePerWorker).
+  static constexpr int64_t kMaxDecisionBacklog = 64;
+  std::map<std::pair<int, uint64_t>, StagedPush> complete_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 1;
+  // Drops the worker's complete pushes (all, or those staged before
+  // `before`).
+  void DropCompleteLocked(int worker_id, uint64_t before = ~uint64_t{0})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each worker's incarnation at its last Join that sent one.
   absl::flat_hash_map<int, uint64_t> incarnations_ ABSL_GUARDED_BY(mu_);
   // Workers that left with a failure: why (Leave).
@@ -501,6 +604,21 @@ class ParameterShard {
   std::map<int, std::deque<DataChunkRef>> data_out_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int, DataChunkRef>> data_kept_ ABSL_GUARDED_BY(mu_);
   std::FILE* ledger_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Coordination. Shard 0: the relay (made by Create), the seq of the last
+  // decision published in this generation, and the current sync step's
+  // gradients as they came (worker, chunk or none).
+  std::unique_ptr<DecisionRelay> relay_;
+  int64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
+  struct StepPush {
+    int worker = 0;
+    uint64_t push_id = 0;
+    std::optional<DataChunkRef> chunk;
+  };
+  std::vector<StepPush> step_pushes_ ABSL_GUARDED_BY(mu_);
+  // The other shards: the last decision applied in this generation, and the
+  // recent ones (seq, kind, step) to tell a repeat from a disagreement.
+  int64_t last_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Decision> recent_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps

@@ -38,6 +38,7 @@ absl::Status ParameterShard::OpenCheckpoints() {
                  absl::StrCat(name_, ": restoring checkpoint step-",
                               newest->label, ": ")));
     generation_ = newest->generation;
+    RestartDecisionsLocked();
     awaiting_rollback_ = true;
     restore_report_.label = newest->label;
     restore_report_.step = newest->step;
@@ -84,6 +85,7 @@ absl::Status ParameterShard::RestoreAgreed(int64_t label) {
       InstallLocked(*c, /*restart=*/true, c->generation),
       absl::StrCat(name_, ": restoring checkpoint step-", label, ": ")));
   generation_ = c->generation;
+  RestartDecisionsLocked();
   awaiting_rollback_ = true;
   agreeing_ = false;
   restore_report_.label = c->label;
@@ -263,6 +265,7 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
     if (awaiting_rollback_ && label == restore_report_.label) {
       // Already at that checkpoint: it only takes the generation.
       generation_ = generation;
+      RestartDecisionsLocked();
       awaiting_rollback_ = false;
       store_->SetGeneration(generation);
       rollbacks_.push_back({generation, label, step_, step_});
@@ -285,6 +288,7 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
     RETURN_IF_ERROR(
         Annotate(InstallLocked(*c, /*restart=*/false, generation), context));
     generation_ = generation;
+    RestartDecisionsLocked();
     awaiting_rollback_ = false;
     rollbacks_.push_back({generation, label, from, step_});
     const absl::Status aborted = absl::AbortedError(absl::StrCat(

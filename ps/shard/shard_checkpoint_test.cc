@@ -225,21 +225,40 @@ TEST_CASE("a checkpoint of another cluster shape is refused at restore") {
   CHECK_THAT(std::string(s.message()), Catch::Contains("3 workers"));
 }
 
+// A step of two shards of one cluster: both stage each worker's push, shard
+// 0 decides it, and its decision reaches shard 1 (through `s1`, which may be
+// a restarted object).
+void StepBoth(std::unique_ptr<ParameterShard>& s0,
+              std::unique_ptr<ParameterShard>& s1) {
+  s0->ConnectFollowers(
+      [&s1](int, int64_t generation, absl::Span<const Decision> decisions) {
+        return s1->ApplyDecisions(generation, decisions);
+      });
+  const int64_t s = s0->Status().step;
+  for (int w = 0; w < 2; ++w) {
+    const uint64_t id = static_cast<uint64_t>(s * 2 + w + 1);
+    for (ParameterShard* shard : {s0.get(), s1.get()}) {
+      auto r = shard->Push(w, s, Gradient(w, s).Bytes(), 0, nullptr, id);
+      INFO(r.status().ToString());
+      REQUIRE(r.ok());
+    }
+    REQUIRE(s0->Commit(w, s, 0, id).ok());
+  }
+  REQUIRE(s0->AwaitDecisionsDelivered(absl::Now() + absl::Seconds(30)));
+  REQUIRE(s1->Status().step == s + 1);
+}
+
 TEST_CASE("two shards: the restarted one restores, both roll back to it") {
   const std::string dir = FreshDir("two");
   const ServerOptions o0 = CheckpointOptions(dir, 2, 0, 2);
   const ServerOptions o1 = CheckpointOptions(dir, 2, 1, 2);
   auto s0 = MakeShard(o0);
   auto s1 = MakeShard(o1);
-  for (int i = 0; i < 2; ++i) {
-    Step(*s0);
-    Step(*s1);
-  }
+  for (int i = 0; i < 2; ++i) StepBoth(s0, s1);
   s0->FlushCheckpoints();
   s1->FlushCheckpoints();
   const ShardPicture p0 = ShardPicture::Of(*s0), p1 = ShardPicture::Of(*s1);
-  Step(*s0);
-  Step(*s1);  // step 3
+  StepBoth(s0, s1);  // step 3
 
   // Shard 1 goes away (its object saves step-3 for itself only: partial).
   s1.reset();

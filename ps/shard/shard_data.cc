@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -16,25 +19,64 @@
 
 namespace psgd {
 namespace ps {
-namespace {}  // namespace
+namespace {
+
+// The chunks a lease waits for, "E/I (worker W)", the first 8 of them.
+std::string ChunksOutText(const std::vector<LeasedChunk>& chunks) {
+  constexpr size_t kShown = 8;
+  std::string text;
+  for (size_t i = 0; i < chunks.size() && i < kShown; ++i) {
+    absl::StrAppend(&text, i == 0 ? "" : ", ", chunks[i].epoch, "/",
+                    chunks[i].index, " (worker ", chunks[i].worker, ")");
+  }
+  if (chunks.size() > kShown) {
+    absl::StrAppend(&text, " and ", chunks.size() - kShown, " more");
+  }
+  return text;
+}
+
+}  // namespace
 
 absl::Status ParameterShard::OpenDataQueue() {
   ASSIGN_OR_RETURN(DataQueue queue, DataQueue::Create(options_.data_queue));
   MutexLock lock(&mu_);
   data_.emplace(std::move(queue));
-  if (!options_.ledger_file.empty()) {
-    const std::filesystem::path dir =
-        std::filesystem::path(options_.ledger_file).parent_path();
-    std::error_code error;
-    if (!dir.empty()) std::filesystem::create_directories(dir, error);
-    ledger_ = std::fopen(options_.ledger_file.c_str(), "a");
-    if (ledger_ == nullptr) {
-      return absl::InternalError(
-          absl::StrCat(name_, ": cannot open the ledger ", options_.ledger_file,
-                       ": ", std::strerror(errno)));
-    }
+  return OpenLedgerLocked();
+}
+
+absl::Status ParameterShard::OpenLedgerLocked() {
+  if (options_.ledger_file.empty() || ledger_ != nullptr) {
+    return absl::OkStatus();
+  }
+  const std::filesystem::path dir =
+      std::filesystem::path(options_.ledger_file).parent_path();
+  std::error_code error;
+  if (!dir.empty()) std::filesystem::create_directories(dir, error);
+  ledger_ = std::fopen(options_.ledger_file.c_str(), "a");
+  if (ledger_ == nullptr) {
+    return absl::InternalError(absl::StrCat(name_, ": cannot open the ledger ",
+                                            options_.ledger_file, ": ",
+                                            std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+void ParameterShard::WriteLedgerLocked(const std::string& line) {
+  if (std::fputs(line.c_str(), ledger_) < 0 || std::fflush(ledger_) != 0) {
+    spdlog::error("{}: writing the ledger {}: {}", name_, options_.ledger_file,
+                  std::strerror(errno));
+  }
+}
+
+void ParameterShard::LedgerChunksLocked(
+    const std::vector<DecidedChunk>& chunks) {
+  if (ledger_ == nullptr) return;
+  for (const DecidedChunk& c : chunks) {
+    WriteLedgerLocked(FormatLedgerLine(c.worker, step_, c.ledger_generation,
+                                       c.chunk.epoch, c.chunk.index,
+                                       c.samples) +
+                      "\n");
+  }
 }
 
 absl::StatusOr<DataChunk> ParameterShard::LeaseData(
@@ -65,6 +107,9 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", worker_id, " is not a live member (join first)"));
   }
+  // A lease is a sign of life, answered or not: a worker that waits for the
+  // last epoch's chunks (below) keeps its own lease while it asks.
+  membership_.Touch(worker_id, absl::Now());
   std::deque<DataChunkRef>& out = data_out_[worker_id];
   if (give_back != nullptr) {
     for (const auto& [w, kept] : data_kept_) {
@@ -92,9 +137,48 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
   }
   if (options_.data_epochs > 0 &&
       data_->NextLeaseEpoch() >= options_.data_epochs) {
-    return absl::OutOfRangeError(absl::StrCat("the data ended: its ",
-                                              options_.data_epochs,
-                                              " epoch(s) are handed out"));
+    // Nothing is left to hand out. The data has ended only when no chunk
+    // of the run's epochs can come back for another worker to train.
+    if (!out.empty()) {
+      // The worker's own chunks come first: it pushes them, then asks
+      // again (and then waits as below if others' chunks are out).
+      return absl::OutOfRangeError(absl::StrCat(
+          "the data ended: its ", options_.data_epochs,
+          " epoch(s) are handed out, and worker ", worker_id, " holds ",
+          out.size(), " chunk(s) of them not pushed yet"));
+    }
+    std::set<int> pulling;
+    for (const auto& [unused, w] : waiters_) {
+      if (w.worker_id >= 0) pulling.insert(w.worker_id);
+    }
+    std::vector<LeasedChunk> awaited;
+    for (const LeasedChunk& c : data_->LeasedBefore(options_.data_epochs)) {
+      // In the pending sync step's aggregate: done when the step is
+      // applied, which this worker's leave may complete.
+      const DataChunkRef ref{c.epoch, c.index, c.lease};
+      bool kept = false;
+      for (const auto& [w, k] : data_kept_) kept = kept || k == ref;
+      // With a worker that waits for a step (its push is made): it trains
+      // its other chunks once the step completes, which may need this
+      // worker's push or leave.
+      if (kept || pulling.count(c.worker) > 0) continue;
+      awaited.push_back(c);
+    }
+    if (awaited.empty()) {
+      return absl::OutOfRangeError(absl::StrCat("the data ended: its ",
+                                                options_.data_epochs,
+                                                " epoch(s) are handed out"));
+    }
+    // UNAVAILABLE: the worker leases again after a pause (WorkerSession::
+    // LeaseData). A chunk whose worker leaves or loses its lease comes
+    // back to the queue, and this worker trains it.
+    return absl::UnavailableError(absl::StrCat(
+        kDataNotEnded, ": nothing is left to hand out, but ", awaited.size(),
+        " chunk(s) of its ", options_.data_epochs,
+        " epoch(s) are out with workers computing them: ",
+        ChunksOutText(awaited),
+        "; lease again (a chunk whose worker leaves or loses its lease "
+        "comes back to the queue)"));
   }
   ASSIGN_OR_RETURN(DataChunk c, data_->Lease(worker_id));
   out.push_back({c.epoch, c.index, c.lease});
@@ -152,14 +236,9 @@ void ParameterShard::ChunksAppliedLocked() {
       continue;
     }
     if (ledger_ != nullptr) {
-      const std::string line =
-          FormatLedgerLine(worker, step_, data_->generation(), chunk.epoch,
-                           chunk.index, samples) +
-          "\n";
-      if (std::fputs(line.c_str(), ledger_) < 0 || std::fflush(ledger_) != 0) {
-        spdlog::error("{}: writing the ledger {}: {}", name_,
-                      options_.ledger_file, std::strerror(errno));
-      }
+      WriteLedgerLocked(FormatLedgerLine(worker, step_, data_->generation(),
+                                         chunk.epoch, chunk.index, samples) +
+                        "\n");
     }
   }
   data_kept_.clear();
@@ -200,15 +279,15 @@ absl::StatusOr<std::optional<DataQueue>> ParameterShard::DataQueueOfLocked(
 
 void ParameterShard::InstallDataLocked(std::optional<DataQueue> queue,
                                        const ShardCheckpoint& c) {
-  if (!queue.has_value()) return;
-  data_ = std::move(queue);
-  data_out_.clear();
-  data_kept_.clear();
+  if (queue.has_value()) {
+    data_ = std::move(queue);
+    data_out_.clear();
+    data_kept_.clear();
+  }
   if (ledger_ == nullptr) return;
   // The lines written since the checkpoint describe gradients its weights
   // do not have.
-  const int64_t length =
-      c.data_queue.has_value() && c.ledger_bytes >= 0 ? c.ledger_bytes : 0;
+  const int64_t length = c.ledger_bytes >= 0 ? c.ledger_bytes : 0;
   std::fflush(ledger_);
   if (::ftruncate(fileno(ledger_), length) != 0) {
     spdlog::error("{}: cutting the ledger {} back to {} bytes: {}", name_,
@@ -217,8 +296,7 @@ void ParameterShard::InstallDataLocked(std::optional<DataQueue> queue,
 }
 
 void ParameterShard::SaveDataLocked(ShardCheckpoint* c) {
-  if (!data_.has_value()) return;
-  c->data_queue = data_->Snapshot();
+  if (data_.has_value()) c->data_queue = data_->Snapshot();
   if (ledger_ == nullptr) return;
   std::fflush(ledger_);
   struct stat st;

@@ -5,6 +5,7 @@
 // the queue and its ledger put back with the weights by a restore, and the
 // refusals, which change nothing. The ledger is read back and every
 // sample counted.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -163,6 +164,118 @@ TEST_CASE("a leave, an expired lease and a new incarnation give chunks back") {
   REQUIRE(shard->Join(1, /*incarnation=*/6).ok());
   CHECK(shard->DataPosition()->chunks_queued == 2);
   CHECK(b.index != a.index);
+}
+
+// Sync, N = M = 2, a run of one epoch: steps 0..2 train chunks 0..5 and
+// worker 1 leases the last one, 0/6. Worker 0 finds nothing to hand out.
+std::unique_ptr<ParameterShard> LastEpochWithChunkOut(const ServerOptions& o,
+                                                      DataChunk* last) {
+  auto shard = MakeShard(o);
+  for (int step = 0; step < 3; ++step) {
+    const DataChunk a = *shard->LeaseData(0);
+    const DataChunk b = *shard->LeaseData(1);
+    REQUIRE(PushChunk(*shard, 0, step, a).ok());
+    REQUIRE(PushChunk(*shard, 1, step, b).ok());
+  }
+  absl::StatusOr<DataChunk> c = shard->LeaseData(1);
+  REQUIRE(c.ok());
+  REQUIRE((c->epoch == 0 && c->index == 6));
+  *last = *c;
+  return shard;
+}
+
+// Worker 0's lease while 0/6 is out with worker 1: UNAVAILABLE naming it.
+void CheckWaitsForLastChunk(ParameterShard& shard) {
+  const absl::Status s = shard.LeaseData(0).status();
+  INFO(s.ToString());
+  CHECK(absl::IsUnavailable(s));
+  CHECK_THAT(std::string(s.message()), Catch::Contains(kDataNotEnded) &&
+                                           Catch::Contains("0/6 (worker 1)"));
+}
+
+// Worker 0 gets the last chunk back, trains it, and only then the data ends.
+void CheckTrainsLastChunk(ParameterShard& shard, const DataChunk& last,
+                          const std::string& ledger) {
+  absl::StatusOr<DataChunk> again = shard.LeaseData(0);
+  INFO(again.status().ToString());
+  REQUIRE(again.ok());
+  CHECK((again->epoch == 0 && again->index == 6));
+  CHECK(again->samples == last.samples);
+  absl::StatusOr<PushReply> r = PushChunk(shard, 0, 3, *again);
+  REQUIRE(r.ok());
+  CHECK(r->outcome == PushOutcome::kApplied);  // N follows the live workers
+  CHECK(absl::IsOutOfRange(shard.LeaseData(0).status()));
+  CHECK(LedgerCounts(ledger).at(0) == std::vector<int>(kSamples, 1));
+}
+
+TEST_CASE("the last epoch's chunk of a worker that leaves is trained") {
+  const std::string dir = FreshDir("data_last_leave");
+  ServerOptions o = DataOptions(2, 2, dir);
+  o.data_epochs = 1;
+  DataChunk last;
+  auto shard = LastEpochWithChunkOut(o, &last);
+  CheckWaitsForLastChunk(*shard);
+  CheckWaitsForLastChunk(*shard);  // a refusal changes nothing
+  REQUIRE(shard->Leave(1).ok());
+  CheckTrainsLastChunk(*shard, last, dir + "/ledger.jsonl");
+}
+
+TEST_CASE(
+    "the last epoch's chunk of a worker whose lease runs out is trained; "
+    "the worker waiting for it keeps its lease") {
+  const std::string dir = FreshDir("data_last_expire");
+  ServerOptions o = DataOptions(2, 2, dir);
+  o.data_epochs = 1;
+  o.worker_lease = absl::Seconds(2);
+  DataChunk last;
+  auto shard = LastEpochWithChunkOut(o, &last);
+  // Worker 1 is silent (killed) for 1.2 s; worker 0 asks every 50 ms.
+  const absl::Time until = absl::Now() + absl::Milliseconds(1200);
+  while (absl::Now() < until) {
+    CheckWaitsForLastChunk(*shard);
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  // One second on: worker 1 was last seen more than 2 s before, worker 0
+  // less.
+  CHECK(shard->ExpireWorkers(absl::Now() + absl::Seconds(1)) ==
+        std::vector<int>{1});
+  CheckTrainsLastChunk(*shard, last, dir + "/ledger.jsonl");
+}
+
+TEST_CASE(
+    "the data ends with the last epoch's chunks in the step's aggregate or "
+    "with a worker waiting for the step") {
+  const std::string dir = FreshDir("data_last_pending");
+  ServerOptions o = DataOptions(2, 2, dir);
+  o.data_epochs = 1;
+  DataChunk last;
+  auto shard = LastEpochWithChunkOut(o, &last);
+  CheckWaitsForLastChunk(*shard);
+  // Worker 1 pushes it: it waits in the step's aggregate for worker 0, whose
+  // leave completes the step.
+  REQUIRE(PushChunk(*shard, 1, 3, last).ok());
+  CHECK(absl::IsOutOfRange(shard->LeaseData(0).status()));
+  REQUIRE(shard->Leave(0).ok());
+  CHECK(LedgerCounts(dir + "/ledger.jsonl").at(0) ==
+        std::vector<int>(kSamples, 1));
+
+  // A worker that holds chunks of its own not pushed (a DataLoader's
+  // prefetch) is told the data ended: it pushes them first.
+  const std::string dir2 = FreshDir("data_last_own");
+  ServerOptions o2 = DataOptions(2, 2, dir2);
+  o2.data_epochs = 1;
+  auto own = LastEpochWithChunkOut(o2, &last);
+  CHECK(absl::IsOutOfRange(own->LeaseData(1).status()));
+  // Worker 1 holds 0/6 (leased ahead) and waits in a pull for a step that
+  // may need worker 0's push or leave: worker 0 does not wait for it.
+  std::atomic<bool> pulled{false};
+  const uint64_t ticket = own->PullAsync(
+      4, 1, [&](absl::StatusOr<ParameterShard::Snapshot>) { pulled = true; });
+  CHECK(ticket != 0);
+  CHECK(absl::IsOutOfRange(own->LeaseData(0).status()));
+  CHECK(own->CancelPull(ticket));
+  CheckWaitsForLastChunk(*own);
+  CHECK_FALSE(pulled);
 }
 
 TEST_CASE("a restore puts the queue and the ledger back with the weights") {

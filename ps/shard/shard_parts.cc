@@ -2,6 +2,7 @@
 // a worker's parts are staged until every variable of the shard has its
 // gradient, and the complete push is then decided by the same rules as a
 // whole one (DecideLocked in shard.cc).
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -14,13 +15,22 @@ namespace ps {
 
 absl::StatusOr<PushReply> ParameterShard::PushPart(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    int64_t generation, const DataChunkRef* chunk) {
-  const std::string context = absl::StrCat(name_, ": push part from worker ",
-                                           worker_id, " for step ", step, ": ");
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id) {
+  return Stage(worker_id, step, gradients, generation, chunk, push_id,
+               /*whole=*/false);
+}
+
+absl::StatusOr<PushReply> ParameterShard::Stage(
+    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id,
+    bool whole) {
+  const std::string context =
+      absl::StrCat(name_, whole ? ": push" : ": push part", " from worker ",
+                   worker_id, " for step ", step, ": ");
   // Checked and copied outside the lock: the scan and the copy read the
   // whole part, while other workers' parts are decided.
   absl::Status status;
-  if (gradients.empty()) {
+  if (gradients.empty() && !whole) {
     status = absl::InvalidArgumentError("the part carries no gradient");
   }
   std::vector<std::vector<float>> copies(gradients.size());
@@ -36,9 +46,19 @@ absl::StatusOr<PushReply> ParameterShard::PushPart(
   {
     MutexLock lock(&mu_);
     if (status.ok()) status = CheckGenerationLocked(generation);
+    if (status.ok() && whole) {
+      // A whole push replaces whatever parts the worker had staged.
+      status = CheckPushLocked(worker_id, step);
+      if (status.ok()) staged_.erase(worker_id);
+    }
     if (status.ok()) {
       status = StagePartLocked(worker_id, step, gradients, &copies, chunk,
-                               &reply, &ready);
+                               push_id, &reply, &ready);
+    }
+    if (status.ok() && whole && staged_.erase(worker_id) > 0) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "the push has gradients for ", gradients.size(), " of the ",
+          store_->layout().size(), " variables of the shard"));
     }
     if (!status.ok()) ++counters_.refused;
   }
@@ -50,8 +70,42 @@ absl::StatusOr<PushReply> ParameterShard::PushPart(
 absl::Status ParameterShard::StagePartLocked(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
     std::vector<std::vector<float>>* copies, const DataChunkRef* chunk,
-    PushReply* reply, Ready* ready) {
+    uint64_t push_id, PushReply* reply, Ready* ready) {
   RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
+  // With several shards, shard 0 makes the refusals its decision would make
+  // before it stages the push. The others check that the worker is live
+  // and the step not from the future; whether the worker pushed for that
+  // step before is shard 0's to say (a shard's step tag may lag in async
+  // mode, where a pull does not wait for the decisions on their way).
+  if (coordinated()) {
+    if (!follower()) RETURN_IF_ERROR(CheckDecidableLocked(worker_id, step));
+    // Shard 0 decides every push it was committed, in order: a shard never
+    // drops one that may still be decided. It holds at most
+    // kMaxCompletePerWorker of a worker's, and asks for the next later (the
+    // worker retries) while that many wait for their decisions.
+    int waiting = 0;
+    for (auto c = complete_.lower_bound({worker_id, 0});
+         c != complete_.end() && c->first.first == worker_id; ++c) {
+      ++waiting;
+    }
+    if (waiting >= kMaxCompletePerWorker) {
+      return absl::UnavailableError(
+          absl::StrCat(waiting, " pushes of worker ", worker_id,
+                       " wait for shard 0's decisions here: try again"));
+    }
+    if (follower() && !membership_.IsLive(worker_id)) {
+      return PushRefused(PushRefusal::kNotLive,
+                         absl::StrCat("worker ", worker_id,
+                                      " is not a live member (join first)"));
+    }
+    if (follower() && step > step_) {
+      return PushRefused(PushRefusal::kFromFuture,
+                         absl::StrCat("step ", step,
+                                      " is from the future: the shard is at "
+                                      "step ",
+                                      step_));
+    }
+  }
   const VariableLayout& layout = store_->layout();
   // What is staged for this worker stays only when the part belongs to the
   // same push; a part of a newer step, or of the generation the shard is in
@@ -65,7 +119,8 @@ absl::Status ParameterShard::StagePartLocked(
           "parts of the push for step ", old.step,
           " are staged; a part for the older step ", step, " comes too late"));
     }
-    keep = old.generation == generation_ && step == old.step;
+    keep = old.generation == generation_ && step == old.step &&
+           push_id == old.push_id;
   }
   // Every check before anything changes: a refused part leaves the stage as
   // it was.
@@ -85,6 +140,7 @@ absl::Status ParameterShard::StagePartLocked(
     StagedPush fresh;
     fresh.step = step;
     fresh.generation = generation_;
+    fresh.push_id = push_id;
     fresh.grads.resize(layout.size());
     fresh.has.assign(layout.size(), false);
     fresh.no_gradient.assign(layout.size(), false);
@@ -108,6 +164,19 @@ absl::Status ParameterShard::StagePartLocked(
   // whatever the decision.
   StagedPush complete = std::move(staged);
   staged_.erase(it);
+  if (coordinated()) {
+    // Kept for shard 0's decision (Commit, ApplyDecisions).
+    complete.arrival = next_arrival_++;
+    complete_.insert_or_assign({worker_id, push_id}, std::move(complete));
+    ++counters_.staged;
+    reply->staged = true;
+    reply->step = step_;
+    reply->reason =
+        absl::StrCat("staged for step ", step,
+                     options_.shard_index == 0 ? ": the commit decides it"
+                                               : ": shard 0 decides it");
+    return absl::OkStatus();
+  }
   std::vector<const float*> grads;
   grads.reserve(complete.grads.size());
   for (size_t i = 0; i < complete.grads.size(); ++i) {

@@ -106,5 +106,19 @@ PushRefusal PushRefusalOf(const absl::Status& status) {
   return PushRefusal::kNone;
 }
 
+absl::string_view DecisionKindName(Decision::Kind kind) {
+  switch (kind) {
+    case Decision::Kind::kSyncStep:
+      return "sync step";
+    case Decision::Kind::kAsyncPush:
+      return "async push";
+    case Decision::Kind::kLeft:
+      return "left";
+    case Decision::Kind::kDropped:
+      return "dropped push";
+  }
+  return "unknown";
+}
+
 }  // namespace ps
 }  // namespace psgd

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/model_variables.h"
+#include "ps/state/data_queue.h"
 
 namespace psgd {
 namespace ps {
@@ -111,6 +112,41 @@ struct PushReply {
   bool staged = false;
 };
 
+// One decision of shard 0, the coordinator of a cluster of several shards
+// (docs/PS.md, "One decision per push"): every other shard applies the
+// decisions in `seq` order to the gradients it staged, so that every shard
+// takes the same pushes into the same steps in the same order.
+struct DecidedChunk {
+  int worker = 0;
+  DataChunkRef chunk;
+  std::vector<int64_t> samples;   // the chunk's sample ids, for the ledger
+  int64_t ledger_generation = 0;  // the data queue's generation
+};
+struct Decision {
+  enum class Kind {
+    kSyncStep,   // step `step` is applied: the mean of `workers`' gradients
+    kAsyncPush,  // async: workers[0]'s gradient of `step` is applied
+    kLeft,       // workers[0] left the live set (a Leave or its lease)
+    kDropped,    // workers[0]'s push: dropped (stale, surplus) or refused
+  };
+  int64_t seq = 0;  // 1, 2, ... within a generation
+  Kind kind = Kind::kSyncStep;
+  // kSyncStep: the step the update completes (the shard goes to step + 1);
+  // kAsyncPush, kDropped: the step shard 0 had the push tagged with.
+  int64_t step = 0;
+  // kSyncStep: the gradients' workers in the order they were summed.
+  std::vector<int> workers;
+  // The pushes' ids (ParameterShard::Push's push_id), as `workers`.
+  std::vector<uint64_t> push_ids;
+  double lr_scale = 1.0;  // the learning rate's factor of the update
+  int64_t staleness = 0;  // kAsyncPush
+  // kDropped: what became of the push (shard 0's reply or refusal).
+  enum class Dropped { kStale, kSurplus, kRefused, kRefusedTooStale };
+  Dropped dropped = Dropped::kStale;
+  std::vector<DecidedChunk> chunks;  // the data chunks the update trained on
+};
+absl::string_view DecisionKindName(Decision::Kind kind);
+
 struct PushCounters {
   int64_t aggregated = 0;
   int64_t applied = 0;
@@ -119,6 +155,10 @@ struct PushCounters {
   int64_t refused = 0;             // every refused push, too stale included
   int64_t refused_too_stale = 0;   // async: beyond max_push_staleness
   int64_t completed_by_leave = 0;  // sync: steps a Leave completed
+  // A cluster of several shards: complete pushes staged for shard 0's
+  // decision, and decisions of shard 0 applied (the other shards).
+  int64_t staged = 0;
+  int64_t decisions_applied = 0;
 };
 
 // A rollback of the cluster to a checkpoint, as one shard saw it

@@ -309,6 +309,11 @@ absl::StatusOr<PushResult> FaultInjectionPsClient::PushPart(
   return InjectPush([&]() { return inner_->PushPart(version, gradients); });
 }
 
+absl::StatusOr<PushResult> FaultInjectionPsClient::CommitPush(
+    const ModelVersion& version) {
+  return InjectPush([&]() { return inner_->CommitPush(version); });
+}
+
 absl::StatusOr<std::vector<ShardStatus>> FaultInjectionPsClient::Status() {
   absl::StatusOr<std::vector<ShardStatus>> result;
   absl::Status s =

@@ -196,6 +196,8 @@ class FaultInjectionPsClient final : public PsClient {
   absl::StatusOr<PushResult> PushPart(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
+  // Faults as for Push.
+  absl::StatusOr<PushResult> CommitPush(const ModelVersion& version) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::Status Shutdown(absl::string_view reason) override;
   absl::Status Rollback(int64_t label, int64_t generation) override;

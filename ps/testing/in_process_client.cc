@@ -217,9 +217,23 @@ absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
   return Create(std::move(shards), std::move(placement), std::move(options));
 }
 
+void LinkShardsInProcess(std::vector<ParameterShard*> shards) {
+  if (shards.size() < 2 || shards[0] == nullptr) return;
+  shards[0]->ConnectFollowers([shards](int shard, int64_t generation,
+                                       absl::Span<const Decision> decisions) {
+    return shards[shard]->ApplyDecisions(generation, decisions);
+  });
+}
+
 absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
     std::vector<ParameterShard*> shards, Placement placement,
     ShardedClientOptions options) {
+  for (ParameterShard* shard : shards) {
+    if (shard == nullptr) {
+      return absl::InvalidArgumentError("in-process client: a null shard");
+    }
+  }
+  LinkShardsInProcess(shards);
   std::vector<std::unique_ptr<ShardChannel>> channels;
   for (size_t i = 0; i < shards.size(); ++i) {
     if (shards[i] == nullptr) {

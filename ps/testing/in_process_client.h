@@ -75,6 +75,12 @@ class InProcessShardChannel final : public ShardChannel {
   ShardRequestHandler handler_;
 };
 
+// Shard 0 of `shards`, a cluster in this process, sends its decisions
+// (docs/PS.md, "One decision per push") straight to the others, which must
+// outlive it or be linked again. InProcessPsClient::Create links the shards
+// it is given; a test that makes its channels itself calls this.
+void LinkShardsInProcess(std::vector<ParameterShard*> shards);
+
 class InProcessPsClient final : public ShardedPsClient {
  public:
   // shards[i] serves shard i of `placement`. Every request carries

@@ -95,11 +95,15 @@ absl::StatusOr<PushResult> PushInParts(
     PsClient& client, const ModelVersion& version,
     const std::vector<NamedConstTensorView>& gradients) {
   PushResult merged = NoReplies(client.num_shards());
+  ModelVersion push = version;
+  push.push_id = NewPushId();
   for (auto it = gradients.rbegin(); it != gradients.rend(); ++it) {
-    absl::StatusOr<PushResult> r = client.PushPart(version, {*it});
+    absl::StatusOr<PushResult> r = client.PushPart(push, {*it});
     if (!r.ok()) return r.status();
     MergePartReplies(*r, &merged);
   }
+  // With several shards the parts were staged: shard 0 decides the push.
+  if (client.num_shards() > 1) return client.CommitPush(push);
   return merged;
 }
 
@@ -185,7 +189,9 @@ Model Replay(const Scenario& sc, const std::vector<VariableSpec>& specs,
     const PushReply& reply = r.result.shards[shard];
     if (reply.outcome == PushOutcome::kAggregated ||
         reply.outcome == PushOutcome::kApplied) {
-      by_step[sc.mode == Mode::kSync ? r.version.steps[shard] : reply.step]
+      // Sync: the step shard 0 took it into, for every shard (its decision
+      // is theirs).
+      by_step[sc.mode == Mode::kSync ? r.version.steps[0] : reply.step]
           .push_back(&r);
     }
   }
@@ -305,8 +311,21 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
   std::vector<PushRecord> all;
   for (auto& r : records) all.insert(all.end(), r.begin(), r.end());
 
-  auto statuses = chief->Status();
-  REQUIRE(statuses.ok());
+  // Shard 0's last decisions may still be on their way to the others: wait
+  // (bounded) until every shard has applied them.
+  absl::StatusOr<std::vector<ShardStatus>> statuses;
+  const absl::Time settle = absl::Now() + absl::Seconds(30);
+  for (;;) {
+    statuses = chief->Status();
+    REQUIRE(statuses.ok());
+    bool settled = true;
+    for (const ShardStatus& s : *statuses) {
+      settled &= s.step == (*statuses)[0].step &&
+                 s.counters.applied == (*statuses)[0].counters.applied;
+    }
+    if (settled || absl::Now() > settle) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   Model final_weights = ZeroModel(specs);
   REQUIRE(chief
               ->Pull(ModelVersion::AtLeast(shards, 0),
@@ -328,9 +347,10 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
     } else if (sc.replicas_to_aggregate == sc.workers) {
       CHECK(s.step == sc.steps);
     } else {
-      // With backup workers each shard drops its own surplus gradients, so
-      // the shards' steps drift apart; a worker stops when all are >= K.
+      // With backup workers a worker stops when every shard is >= K;
+      // shard 0 decides every step, so all shards are at the same one.
       CHECK(s.step >= sc.steps);
+      CHECK(s.step == (*statuses)[0].step);
     }
     CHECK(s.step == c.applied + c.completed_by_leave);
     const Model replay = Replay(sc, specs, initial, all, shard, s.step);

@@ -342,5 +342,78 @@ DataChunk DataChunkFromProto(const wire::LeaseDataResponse& response) {
   return chunk;
 }
 
+void DecisionToProto(const Decision& d, wire::Decision* out) {
+  out->set_seq(d.seq);
+  switch (d.kind) {
+    case Decision::Kind::kSyncStep:
+      out->set_kind(wire::Decision::SYNC_STEP);
+      break;
+    case Decision::Kind::kAsyncPush:
+      out->set_kind(wire::Decision::ASYNC_PUSH);
+      break;
+    case Decision::Kind::kLeft:
+      out->set_kind(wire::Decision::LEFT);
+      break;
+    case Decision::Kind::kDropped:
+      out->set_kind(wire::Decision::DROPPED);
+      break;
+  }
+  out->set_dropped(static_cast<wire::Decision::Dropped>(d.dropped));
+  out->set_step(d.step);
+  for (int w : d.workers) out->add_workers(w);
+  for (uint64_t id : d.push_ids) out->add_push_ids(id);
+  out->set_lr_scale(d.lr_scale);
+  out->set_staleness(d.staleness);
+  for (const DecidedChunk& c : d.chunks) {
+    wire::DecidedChunk* p = out->add_chunks();
+    p->set_worker(c.worker);
+    DataChunkRefToProto(c.chunk, p->mutable_chunk());
+    for (int64_t s : c.samples) p->add_samples(s);
+    p->set_ledger_generation(c.ledger_generation);
+  }
+}
+
+absl::StatusOr<Decision> DecisionFromProto(const wire::Decision& p) {
+  Decision d;
+  d.seq = p.seq();
+  switch (p.kind()) {
+    case wire::Decision::SYNC_STEP:
+      d.kind = Decision::Kind::kSyncStep;
+      break;
+    case wire::Decision::ASYNC_PUSH:
+      d.kind = Decision::Kind::kAsyncPush;
+      break;
+    case wire::Decision::LEFT:
+      d.kind = Decision::Kind::kLeft;
+      break;
+    case wire::Decision::DROPPED:
+      d.kind = Decision::Kind::kDropped;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decision ", p.seq(), ": unknown kind ", static_cast<int>(p.kind())));
+  }
+  if (p.dropped() < wire::Decision::STALE ||
+      p.dropped() > wire::Decision::REFUSED_TOO_STALE) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decision ", p.seq(), ": unknown dropped ",
+                     static_cast<int>(p.dropped())));
+  }
+  d.dropped = static_cast<Decision::Dropped>(p.dropped());
+  d.step = p.step();
+  d.workers.assign(p.workers().begin(), p.workers().end());
+  d.push_ids.assign(p.push_ids().begin(), p.push_ids().end());
+  d.lr_scale = p.lr_scale();
+  d.staleness = p.staleness();
+  for (const wire::DecidedChunk& c : p.chunks()) {
+    DecidedChunk& out = d.chunks.emplace_back();
+    out.worker = c.worker();
+    out.chunk = DataChunkRefFromProto(c.chunk());
+    out.samples.assign(c.samples().begin(), c.samples().end());
+    out.ledger_generation = c.ledger_generation();
+  }
+  return d;
+}
+
 }  // namespace ps
 }  // namespace psgd

@@ -57,6 +57,10 @@ void ShardStatusToProto(const ShardStatus& status, wire::StatusResponse* out);
 // answer (ParameterShard::LeaseData).
 void DataChunkRefToProto(const DataChunkRef& ref, wire::DataChunkRef* out);
 DataChunkRef DataChunkRefFromProto(const wire::DataChunkRef& ref);
+// Shard 0's decisions (ParameterShard::ApplyDecisions). FromProto:
+// INVALID_ARGUMENT for a kind it does not know.
+void DecisionToProto(const Decision& d, wire::Decision* out);
+absl::StatusOr<Decision> DecisionFromProto(const wire::Decision& d);
 void DataChunkToProto(const DataChunk& chunk, wire::LeaseDataResponse* out);
 DataChunk DataChunkFromProto(const wire::LeaseDataResponse& response);
 ShardStatus ShardStatusFromProto(const wire::StatusResponse& response);

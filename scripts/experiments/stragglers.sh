@@ -5,7 +5,8 @@
 #
 #   throughput (default): EMULATED compute (proto/cluster.proto's
 #     `emulation`: each step waits --step_ms and pushes a gradient of
-#     --model's real size through the real servers), M workers for each of
+#     --model's real size through --ps real servers, the model sliced over
+#     them, shard 0 deciding every push for all), M workers for each of
 #     --workers, stragglers as PyTorch's study (--stall_p chance of a
 #     --stall_s stall per step, every worker) plus worker 0 --slow times
 #     slower; each setting for --seconds. Settings:
@@ -25,6 +26,7 @@
 #   scripts/experiments/stragglers.sh [--workers=16] [--seconds=60]
 #       [--step_ms=55] [--stall_p=0.01] [--stall_s=1] [--slow=3]
 #       [--max_backups=4] [--ssp=4] [--model=cifar10_linear] [--only=NAMES]
+#       [--ps=1]
 #       [--real [--real_workers=4] [--real_model=cifar10_tutorial]
 #        [--real_minutes=5] [--data_dir=DIR]]
 #       [--out=DIR] [--no-build | --bin_dir=DIR] [--dry-run]
@@ -32,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/experiments/lib.sh
 workers=16 seconds=60 step_ms=55 stall_p=0.01 stall_s=1 slow=3 max_backups=4
-ssp=4 model=cifar10_linear only="" real=0 real_workers=4
+ssp=4 model=cifar10_linear only="" real=0 real_workers=4 num_ps=1
 real_model=cifar10_tutorial real_minutes=5
 data_dir=../shared/cifar10/cifar-10-batches-bin
 out=runs/stragglers-$(date +%Y%m%d-%H%M%S) build=1 dry=0 bin_dir="" bn=""
@@ -48,6 +50,7 @@ for arg in "$@"; do
     --ssp=*) ssp=${arg#*=} ;;
     --model=*) model=${arg#*=} ;;
     --only=*) only=${arg#*=} ;;
+    --ps=*) num_ps=${arg#*=} ;;
     --real) real=1 ;;
     --real_workers=*) real_workers=${arg#*=} ;;
     --real_model=*) real_model=${arg#*=} ;;
@@ -57,7 +60,7 @@ for arg in "$@"; do
     --no-build) build=0 ;;
     --bin_dir=*) bin_dir=$(cd "${arg#*=}" && pwd); build=0 ;;
     --dry-run) dry=1 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "stragglers.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -76,6 +79,7 @@ if ! [[ "$slow" =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk -v v="$slow" 'BEGIN { exit !
 fi
 [[ "$max_backups" =~ ^[0-9]+$ ]] || { echo "stragglers.sh: --max_backups=$max_backups is not a count" >&2; exit 2; }
 [[ "$ssp" =~ ^[0-9]+$ ]] || { echo "stragglers.sh: --ssp=$ssp is not a count" >&2; exit 2; }
+[[ "$num_ps" =~ ^[1-9][0-9]*$ ]] || { echo "stragglers.sh: --ps=$num_ps is not a count >= 1" >&2; exit 2; }
 [[ "$real_workers" =~ ^[2-9]$|^[1-9][0-9]+$ ]] || { echo "stragglers.sh: --real_workers=$real_workers is not a count >= 2" >&2; exit 2; }
 IFS=, read -r -a counts <<<"$workers"
 for m in "${counts[@]}"; do
@@ -93,7 +97,7 @@ step_s=$(awk -v ms="$step_ms" 'BEGIN { printf "%g", ms / 1000 }')
 
 # emulated_config FILE NAME M MODE TRAINING_EXTRA
 emulated_config() {
-  write_cluster_config "$1" "$2" mode="$4" ps=1 workers="$3" batch=16 \
+  write_cluster_config "$1" "$2" mode="$4" ps="$num_ps" workers="$3" batch=16 \
     model="$model" data="source: SYNTHETIC" \
     training="optimizer { kind: ADAM learning_rate: 0.001 } steps: 1000000 max_seconds: $seconds seed: 1 $5" \
     extra="emulation { compute { kind: CONSTANT shift_seconds: $step_s } }" \

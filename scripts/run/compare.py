@@ -184,7 +184,7 @@ def plot_dropped(runs, out):
     if not sync_runs:
         return False
     kinds = ["aggregated", "applied", "dropped_stale", "dropped_surplus",
-             "partly_dropped", "rejoined"]
+             "rejoined"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     width = 0.8 / len(sync_runs)
     for i, run in enumerate(sync_runs):

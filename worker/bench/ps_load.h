@@ -134,6 +134,9 @@ class ParameterServerBench {
       addresses_.push_back(server->address());
       servers_.push_back(std::move(server));
     }
+    // Shard 0 sends its decisions to the others (docs/PS.md, "One decision
+    // per push").
+    RETURN_IF_ERROR(servers_[0]->ConnectPeers(addresses_));
     GrpcClientOptions o;
     o.addresses = addresses_;
     o.cluster = kCluster;

@@ -165,6 +165,8 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
   if (setup.during) setup.during(shard_ptrs);
   for (std::thread& t : threads) t.join();
   if (expirer.joinable()) expirer.join();
+  // Shard 0's last decisions reach the others before their state is read.
+  CHECK(shards[0]->AwaitDecisionsDelivered(absl::Now() + absl::Seconds(30)));
   for (auto& s : shards) {
     run.final_status.push_back(s->Status());
     ps::ParameterShard::Snapshot w = s->LatestWeights();

@@ -109,8 +109,6 @@ TEST_CASE("sync with a backup worker: surplus gradients are dropped") {
           dropped_somewhere += n;
           break;
         case StepOutcome::kDroppedStale:
-        case StepOutcome::kDropped:
-        case StepOutcome::kPartlyDropped:
           dropped_somewhere += n;
           break;
         case StepOutcome::kApplied:
@@ -206,18 +204,6 @@ TEST_CASE("sync: a worker whose data ends leaves, and the others go on") {
 
 namespace psgd {
 namespace {
-
-TEST_CASE("sync push: only the shards at the lowest step get the gradient") {
-  ps::ModelVersion aligned{{7, 7, 7}, 2};
-  CHECK(PushVersion(aligned).steps == std::vector<int64_t>{7, 7, 7});
-  CHECK(PushVersion(aligned).generation == 2);
-  // Shard 1 lags (a worker was killed between its pushes and started
-  // again): pushing (8, 7, 8) would keep it a step behind for good.
-  ps::ModelVersion mixed{{8, 7, 8}, 2};
-  CHECK(PushVersion(mixed).steps ==
-        std::vector<int64_t>{ps::kNoPush, 7, ps::kNoPush});
-  CHECK(PushVersion(mixed).generation == 2);
-}
 
 // Batch norm's running statistics (docs/CLUSTER.md, "Batch norm") with a
 // ResNet; the shard tests check the fold's arithmetic.

@@ -24,6 +24,9 @@ PartSender::~PartSender() {
 void PartSender::Begin(const ps::ModelVersion& version) {
   MutexLock lock(&mu_);
   version_ = version;
+  // Every part of the push carries its id (several shards stage it under
+  // that id until shard 0 decides it: Finish commits).
+  if (version_.push_id == 0) version_.push_id = ps::NewPushId();
   error_ = absl::OkStatus();
   result_ = ps::NoReplies(static_cast<int>(version.steps.size()));
 }
@@ -35,13 +38,20 @@ void PartSender::Add(ps::NamedConstTensorView gradient) {
 }
 
 absl::StatusOr<ps::PushResult> PartSender::Finish() {
-  MutexLock lock(&mu_);
-  changed_.Wait(&mu_, [this]() {
-    mu_.AssertHeld();
-    return queue_.empty() && !sending_;
-  });
-  if (!error_.ok()) return error_;
-  return result_;
+  ps::ModelVersion version;
+  {
+    MutexLock lock(&mu_);
+    changed_.Wait(&mu_, [this]() {
+      mu_.AssertHeld();
+      return queue_.empty() && !sending_;
+    });
+    if (!error_.ok()) return error_;
+    if (client_->num_shards() < 2) return result_;
+    version = version_;
+  }
+  // With several shards the parts were only staged: shard 0 decides the
+  // push now, once for every shard.
+  return client_->CommitPush(version);
 }
 
 void PartSender::Loop() {

@@ -92,8 +92,6 @@ struct ClusterWorkerResult {
   double images_per_s = 0.0;  // images over the time spent in steps
   std::string end_reason;
   std::map<StepOutcome, int64_t> outcomes;  // StepRecord::outcome -> count
-  // Sync: steps computed from shards at different steps (LineUp gave up).
-  int64_t unaligned_steps = 0;
   // Times the worker re-synced after a failure (Recovery::Recover).
   int64_t recoveries = 0;
   std::vector<EvalRecord> evals;  // chief

@@ -21,15 +21,6 @@ int64_t NewestStep(const ps::ModelVersion& version) {
   return *std::max_element(version.steps.begin(), version.steps.end());
 }
 
-ps::ModelVersion PushVersion(const ps::ModelVersion& version) {
-  ps::ModelVersion to = version;
-  const int64_t lowest = GlobalStep(version);
-  for (int64_t& step : to.steps) {
-    if (step != lowest) step = ps::kNoPush;
-  }
-  return to;
-}
-
 ps::ModelVersion AnyStepOf(int num_shards, int64_t generation) {
   ps::ModelVersion v = ps::ModelVersion::AtLeast(num_shards, 0);
   v.generation = generation;

@@ -9,7 +9,7 @@
 // joins again (a no-op when live). Retrying wraps a call in that.
 //
 // Also the version arithmetic every worker loop needs (GlobalStep,
-// NewestStep, PushVersion, AnyStepOf).
+// NewestStep, AnyStepOf).
 //
 // Thread-safety: thread-compatible; one per worker, used by its loop.
 #ifndef PSGD_WORKER_SESSION_RECOVERY_H_
@@ -27,9 +27,6 @@ namespace psgd {
 // The lowest and the highest of the shards' steps (0 for none).
 int64_t GlobalStep(const ps::ModelVersion& version);
 int64_t NewestStep(const ps::ModelVersion& version);
-// What a sync worker pushes after pulling `version`: the shards at the
-// lowest step keep it, the others are ps::kNoPush (they are a step ahead).
-ps::ModelVersion PushVersion(const ps::ModelVersion& version);
 // Any step of every shard, in `generation` (0: any).
 ps::ModelVersion AnyStepOf(int num_shards, int64_t generation);
 

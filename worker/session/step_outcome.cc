@@ -1,7 +1,5 @@
 #include "worker/session/step_outcome.h"
 
-#include <algorithm>
-
 namespace psgd {
 
 absl::string_view StepOutcomeName(StepOutcome outcome) {
@@ -14,10 +12,6 @@ absl::string_view StepOutcomeName(StepOutcome outcome) {
       return "dropped_stale";
     case StepOutcome::kDroppedSurplus:
       return "dropped_surplus";
-    case StepOutcome::kDropped:
-      return "dropped";
-    case StepOutcome::kPartlyDropped:
-      return "partly_dropped";
     case StepOutcome::kRefusedTooStale:
       return "refused_too_stale";
     case StepOutcome::kRejoined:
@@ -32,31 +26,21 @@ absl::string_view StepOutcomeName(StepOutcome outcome) {
 
 StepOutcome OutcomeOfReplies(const ps::PushResult& result, int64_t* staleness) {
   *staleness = 0;
-  int applied = 0, aggregated = 0, stale = 0, surplus = 0;
   for (const ps::PushReply& r : result.shards) {
     if (r.skipped) continue;
-    *staleness = std::max(*staleness, r.staleness);
+    *staleness = r.staleness;
     switch (r.outcome) {
       case ps::PushOutcome::kApplied:
-        ++applied;
-        break;
+        return StepOutcome::kApplied;
       case ps::PushOutcome::kAggregated:
-        ++aggregated;
-        break;
+        return StepOutcome::kAggregated;
       case ps::PushOutcome::kDroppedStale:
-        ++stale;
-        break;
+        return StepOutcome::kDroppedStale;
       case ps::PushOutcome::kDroppedSurplus:
-        ++surplus;
-        break;
+        return StepOutcome::kDroppedSurplus;
     }
   }
-  const int taken = applied + aggregated, dropped = stale + surplus;
-  if (taken > 0 && dropped > 0) return StepOutcome::kPartlyDropped;
-  if (applied > 0) return StepOutcome::kApplied;
-  if (aggregated > 0) return StepOutcome::kAggregated;
-  if (stale > 0 && surplus > 0) return StepOutcome::kDropped;
-  return stale > 0 ? StepOutcome::kDroppedStale : StepOutcome::kDroppedSurplus;
+  return StepOutcome::kDroppedSurplus;
 }
 
 absl::optional<StepOutcome> OutcomeOfRefusal(const absl::Status& status) {

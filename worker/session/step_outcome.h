@@ -21,8 +21,6 @@ enum class StepOutcome {
   kAggregated,       // joined the step's aggregate on every shard
   kDroppedStale,     // every shard dropped it: from an older step
   kDroppedSurplus,   // every shard dropped it: the step was already full
-  kDropped,          // stale on some shards, surplus on others
-  kPartlyDropped,    // taken by some shards, dropped by others
   kRefusedTooStale,  // async: beyond the servers' staleness bound
   kRejoined,         // the worker was out of the live set; it joined again
   kDuplicate,        // sent again after a failure; the shards had it
@@ -33,20 +31,18 @@ enum class StepOutcome {
 inline constexpr StepOutcome kAllStepOutcomes[] = {
     StepOutcome::kApplied,         StepOutcome::kAggregated,
     StepOutcome::kDroppedStale,    StepOutcome::kDroppedSurplus,
-    StepOutcome::kDropped,         StepOutcome::kPartlyDropped,
     StepOutcome::kRefusedTooStale, StepOutcome::kRejoined,
     StepOutcome::kDuplicate,       StepOutcome::kRolledBack,
 };
 
-// "applied", "aggregated", "dropped_stale", "dropped_surplus", "dropped",
-// "partly_dropped", "refused_too_stale", "rejoined", "duplicate",
+// "applied", "aggregated", "dropped_stale", "dropped_surplus",
+// "refused_too_stale", "rejoined", "duplicate",
 // "rolled_back".
 absl::string_view StepOutcomeName(StepOutcome outcome);
 
-// One outcome for the shards' replies to an accepted push (shards that
-// were skipped do not count). Each shard judges on its own: in sync mode a
-// gradient may complete the step on one shard and join the aggregate on
-// another; that is kApplied. Sets *staleness to the largest over the shards.
+// The outcome of an accepted push: the one decision every shard follows
+// (shard 0's with several shards; docs/PS.md, "One decision per push"), read
+// from the first shard not skipped, and its staleness in *staleness.
 StepOutcome OutcomeOfReplies(const ps::PushResult& result, int64_t* staleness);
 
 // The outcome that a refused push stands for (kRefusedTooStale for the

@@ -127,7 +127,6 @@ JsonObject WorkerSummary(const std::string& task,
       .Set("seconds", r.seconds)
       .Set("images_per_s", r.images_per_s)
       .Set("end_reason", r.end_reason)
-      .Set("unaligned_steps", r.unaligned_steps)
       .Set("recoveries", r.recoveries);
   for (const auto& [outcome, count] : r.outcomes) {
     s.Set(absl::StrCat("pushes_", StepOutcomeName(outcome)), count);
@@ -156,18 +155,13 @@ JsonObject RunSummary(const ClusterConfig& config,
   if (!r.evals.empty()) {
     s.Set("final_test_accuracy", r.evals.back().test_accuracy);
   }
-  // Server counters summed over the shards; staleness of shard 0.
+  // The push counters and the expired leases are shard 0's: it decides
+  // every push for every shard (docs/PS.md, "One decision per push").
   ps::PushCounters total;
   int64_t expired = 0;
-  for (const ps::ShardStatus& st : r.server_status) {
-    total.aggregated += st.counters.aggregated;
-    total.applied += st.counters.applied;
-    total.dropped_stale += st.counters.dropped_stale;
-    total.dropped_surplus += st.counters.dropped_surplus;
-    total.refused += st.counters.refused;
-    total.refused_too_stale += st.counters.refused_too_stale;
-    total.completed_by_leave += st.counters.completed_by_leave;
-    expired = std::max(expired, st.workers_expired);
+  if (!r.server_status.empty()) {
+    total = r.server_status[0].counters;
+    expired = r.server_status[0].workers_expired;
   }
   s.Set("server_workers_expired", expired);
   // Parameter-server restarts survived and what they cost

@@ -149,7 +149,6 @@ absl::Status TaskRun::Finish(std::string end_reason) {
   result_.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   result_.images_per_s = step_seconds_ > 0 ? images_ / step_seconds_ : 0.0;
   result_.recoveries = session_->recovery().recoveries();
-  result_.unaligned_steps = session_->unaligned_steps();
   return absl::OkStatus();
 }
 

@@ -1,0 +1,324 @@
+// One decision per push across every shard (docs/PS.md, "One decision per
+// push"): shard 0 decides the pushes staged on every shard and publishes
+// its decisions; the other shards apply them in order.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/shard/shard.h"
+#include "spdlog/spdlog.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// How many applied decisions a follower remembers to tell a repeat from a
+// disagreement.
+constexpr size_t kRecentDecisions = 1024;
+
+bool SameDecision(const Decision& a, const Decision& b) {
+  return a.kind == b.kind && a.step == b.step && a.workers == b.workers &&
+         a.push_ids == b.push_ids;
+}
+
+}  // namespace
+
+absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
+                                                 int64_t generation,
+                                                 uint64_t push_id,
+                                                 const DataChunkRef* chunk) {
+  const std::string context = absl::StrCat(
+      name_, ": commit of worker ", worker_id, "'s push for step ", step, ": ");
+  // Flow control: the other shards keep every push until its decision
+  // reaches them; a commit waits while too many decisions are on their way
+  // (async workers outrun the relay). A shard that does not take them (down,
+  // restarting) is not waited for beyond a few seconds.
+  if (relay_ != nullptr &&
+      !relay_->AwaitBacklogAtMost(kMaxDecisionBacklog,
+                                  absl::Now() + absl::Seconds(5))) {
+    spdlog::warn("{}: {} decisions have not reached every shard for 5 s",
+                 name_, relay_->backlog());
+  }
+  PushReply reply;
+  Ready ready;
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    status = CheckGenerationLocked(generation);
+    if (status.ok()) status = CheckPushLocked(worker_id, step);
+    if (status.ok() && (!coordinated() || follower())) {
+      status = absl::FailedPreconditionError(
+          "only shard 0 of a cluster of several shards decides pushes");
+    }
+    auto it = complete_.find({worker_id, push_id});
+    if (status.ok() && (it == complete_.end() || it->second.step != step ||
+                        it->second.generation != generation_)) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "push ", push_id, " is not staged here complete for that step"));
+    }
+    if (status.ok()) {
+      const StagedPush staged = std::move(it->second);
+      complete_.erase(it);
+      // The worker's pushes staged before this one were never committed.
+      DropCompleteLocked(worker_id, staged.arrival);
+      std::vector<const float*> grads;
+      grads.reserve(staged.grads.size());
+      for (size_t i = 0; i < staged.grads.size(); ++i) {
+        grads.push_back(staged.no_gradient[i] ? nullptr
+                                              : staged.grads[i].data());
+      }
+      status = DecideLocked(worker_id, step, grads, chunk, &reply, &ready,
+                            push_id);
+      // A push not taken: the other shards drop their staged copies.
+      const bool taken = status.ok() &&
+                         (reply.outcome == PushOutcome::kApplied ||
+                          reply.outcome == PushOutcome::kAggregated);
+      if (!taken) {
+        Decision d;
+        d.kind = Decision::Kind::kDropped;
+        d.step = step;
+        d.workers = {worker_id};
+        d.push_ids = {push_id};
+        d.dropped =
+            !status.ok() ? (PushRefusalOf(status) == PushRefusal::kTooStale
+                                ? Decision::Dropped::kRefusedTooStale
+                                : Decision::Dropped::kRefused)
+            : reply.outcome == PushOutcome::kDroppedSurplus
+                ? Decision::Dropped::kSurplus
+                : Decision::Dropped::kStale;
+        PublishLocked(std::move(d));
+      }
+    }
+    if (!status.ok()) ++counters_.refused;
+  }
+  RunReady(&ready);
+  if (!status.ok()) return Annotate(status, context);
+  return reply;
+}
+
+void ParameterShard::ConnectFollowers(DecisionRelay::Deliver deliver) {
+  if (relay_ != nullptr) relay_->set_deliver(std::move(deliver));
+}
+
+bool ParameterShard::AwaitDecisionsDelivered(absl::Time deadline) {
+  return relay_ == nullptr || relay_->AwaitDelivered(deadline);
+}
+
+void ParameterShard::PublishLocked(Decision d) {
+  if (relay_ == nullptr) return;
+  d.seq = ++last_published_;
+  relay_->Publish(std::move(d));
+}
+
+std::optional<DecidedChunk> ParameterShard::DecidedChunkLocked(
+    int worker_id, const DataChunkRef* chunk) const {
+  if (chunk == nullptr) return std::nullopt;
+  DecidedChunk c;
+  c.worker = worker_id;
+  c.chunk = *chunk;
+  if (data_.has_value() && ledger_ != nullptr) {
+    c.samples = data_->ChunkSamples(chunk->epoch, chunk->index);
+  }
+  if (data_.has_value()) c.ledger_generation = data_->generation();
+  return c;
+}
+
+void ParameterShard::PublishSyncStepLocked(double lr_scale) {
+  Decision d;
+  d.kind = Decision::Kind::kSyncStep;
+  d.step = step_;
+  d.lr_scale = lr_scale;
+  for (const StepPush& p : step_pushes_) {
+    d.workers.push_back(p.worker);
+    d.push_ids.push_back(p.push_id);
+    if (p.chunk.has_value()) {
+      if (auto c = DecidedChunkLocked(p.worker, &*p.chunk)) {
+        d.chunks.push_back(*std::move(c));
+      }
+    }
+  }
+  step_pushes_.clear();
+  PublishLocked(std::move(d));
+}
+
+void ParameterShard::RestartDecisionsLocked() {
+  if (relay_ != nullptr) relay_->Restart(generation_);
+  last_published_ = 0;
+  step_pushes_.clear();
+  last_applied_ = 0;
+  recent_.clear();
+  complete_.clear();
+}
+
+void ParameterShard::DropCompleteLocked(int worker_id, uint64_t before) {
+  for (auto c = complete_.lower_bound({worker_id, 0});
+       c != complete_.end() && c->first.first == worker_id;) {
+    if (c->second.arrival < before) {
+      c = complete_.erase(c);
+    } else {
+      ++c;
+    }
+  }
+}
+
+absl::StatusOr<int64_t> ParameterShard::ApplyDecisions(
+    int64_t generation, absl::Span<const Decision> decisions) {
+  Ready ready;
+  absl::Status status;
+  int64_t applied = 0;
+  {
+    MutexLock lock(&mu_);
+    status = CheckOpenLocked();
+    if (status.ok() && !follower()) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          name_, " takes no decisions: only shards other than 0 of a "
+                 "cluster of several shards do"));
+    }
+    if (status.ok() && store_ == nullptr) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat(name_, " is not initialized"));
+    }
+    if (status.ok()) {
+      status = CheckGenerationLocked(generation > 0 ? generation : -1);
+    }
+    for (size_t i = 0; status.ok() && i < decisions.size(); ++i) {
+      const Decision& d = decisions[i];
+      if (d.seq <= last_applied_) {
+        // A repeat (the relay sent it again): it must be the same decision.
+        for (const Decision& r : recent_) {
+          if (r.seq != d.seq || SameDecision(r, d)) continue;
+          status = absl::FailedPreconditionError(absl::StrCat(
+              name_, ": decision ", d.seq, " (", DecisionKindName(d.kind),
+              " of step ", d.step,
+              ") disagrees with the one of that seq already applied (",
+              DecisionKindName(r.kind), " of step ", r.step, ")"));
+        }
+        continue;
+      }
+      if (d.seq != last_applied_ + 1) {
+        status = absl::FailedPreconditionError(absl::StrCat(
+            name_, ": decision ", d.seq, " (step ", d.step,
+            ") comes after decision ", last_applied_, ": some are missing"));
+        break;
+      }
+      status = ApplyDecisionLocked(d, &ready);
+      if (!status.ok()) break;
+      last_applied_ = d.seq;
+      ++counters_.decisions_applied;
+      recent_.push_back(d);
+      if (recent_.size() > kRecentDecisions) recent_.pop_front();
+    }
+    applied = last_applied_;
+  }
+  RunReady(&ready);
+  if (!status.ok()) return status;
+  return applied;
+}
+
+absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
+                                                 Ready* ready) {
+  auto refuse = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, ": decision ", d.seq, " (",
+                     DecisionKindName(d.kind), " of step ", d.step, "): ", why));
+  };
+  if (d.workers.empty() || d.workers.size() != d.push_ids.size()) {
+    return refuse("names no push");
+  }
+  const VariableLayout& layout = store_->layout();
+  // The staged gradients of the decision's pushes, all found before
+  // anything changes.
+  std::vector<std::vector<const float*>> grads;
+  std::vector<uint64_t> arrivals;
+  if (d.kind == Decision::Kind::kDropped) {
+    // Shard 0 did not take the push: its staged copy goes (it may be gone
+    // already: refused here too, or replaced).
+    auto it = complete_.find({d.workers[0], d.push_ids[0]});
+    if (it != complete_.end()) complete_.erase(it);
+    switch (d.dropped) {
+      case Decision::Dropped::kStale:
+        ++counters_.dropped_stale;
+        break;
+      case Decision::Dropped::kSurplus:
+        ++counters_.dropped_surplus;
+        break;
+      case Decision::Dropped::kRefusedTooStale:
+        ++counters_.refused_too_stale;
+        ++counters_.refused;
+        break;
+      case Decision::Dropped::kRefused:
+        ++counters_.refused;
+        break;
+    }
+    return absl::OkStatus();
+  }
+  if (d.kind != Decision::Kind::kLeft) {
+    for (size_t k = 0; k < d.workers.size(); ++k) {
+      auto it = complete_.find({d.workers[k], d.push_ids[k]});
+      if (it == complete_.end() || it->second.generation != generation_) {
+        return refuse(absl::StrCat("worker ", d.workers[k], "'s push ",
+                                   d.push_ids[k], " is not staged here"));
+      }
+      std::vector<const float*>& g = grads.emplace_back();
+      for (size_t i = 0; i < layout.sizes.size(); ++i) {
+        g.push_back(it->second.no_gradient[i] ? nullptr
+                                              : it->second.grads[i].data());
+      }
+      arrivals.push_back(it->second.arrival);
+    }
+  }
+  switch (d.kind) {
+    case Decision::Kind::kLeft:
+      // After every decision about the worker's pushes: what it still has
+      // staged was never committed.
+      LeaveLocked(d.workers[0], ready);
+      DropCompleteLocked(d.workers[0]);
+      return absl::OkStatus();
+    case Decision::Kind::kDropped:
+      return absl::OkStatus();  // handled above
+    case Decision::Kind::kSyncStep: {
+      if (d.step != step_) {
+        return refuse(absl::StrCat("the shard is at step ", step_));
+      }
+      if (grads.size() == 1) {
+        ApplyLocked(grads[0], d.lr_scale, ready);
+      } else {
+        aggregator_->Reset();
+        for (const std::vector<const float*>& g : grads) aggregator_->Add(g);
+        ApplyLocked(aggregator_->Mean(), d.lr_scale, ready);
+        aggregator_->Reset();
+      }
+      for (int w : d.workers) membership_.RecordPush(w, d.step);
+      counters_.aggregated += static_cast<int64_t>(d.workers.size()) - 1;
+      ++counters_.applied;
+      // The pushes are spent, and so is every push of their workers staged
+      // before them (never committed: shard 0 cannot name them any more).
+      for (size_t k = 0; k < d.workers.size(); ++k) {
+        DropCompleteLocked(d.workers[k], arrivals[k] + 1);
+      }
+      break;
+    }
+    case Decision::Kind::kAsyncPush: {
+      const int w = d.workers[0];
+      auto it = complete_.find({w, d.push_ids[0]});
+      const int64_t step = it->second.step;
+      membership_.RecordPush(w, step);
+      ssp_.Tick(w);
+      std::vector<const float*> applied;
+      dc_.Compensate(w, step, *store_->current(), grads[0], &applied);
+      ApplyLocked(applied, d.lr_scale, ready);
+      async_.Record(d.staleness);
+      ++counters_.applied;
+      // The worker's pushes staged before this one were dropped by shard 0.
+      DropCompleteLocked(w, arrivals[0] + 1);
+      break;
+    }
+  }
+  LedgerChunksLocked(d.chunks);
+  MaybeSaveLocked();
+  return absl::OkStatus();
+}
+
+}  // namespace ps
+}  // namespace psgd
