@@ -176,6 +176,10 @@ absl::Status ExternalWorker::OpenSinks(int64_t total_batches) {
   // A restarted worker adds to the lines of the one before.
   ASSIGN_OR_RETURN(jsonl_,
                    MetricsWriter::Open(prefix + ".jsonl", /*append=*/true));
+  if (config_.data().record_samples()) {
+    ASSIGN_OR_RETURN(samples_, SampleRecorder::Open(
+                                   SampleRecordsFile(run_dir_, task_.index)));
+  }
   if (settings_.chief) {
     ASSIGN_OR_RETURN(
         events_, EventFileWriter::Create(run_dir_,
@@ -284,6 +288,7 @@ absl::StatusOr<PushOutcome> ExternalWorker::Push(
   InjectBeforePush();
   ASSIGN_OR_RETURN(last_push_, session_->Push(gradients));
   pushed_ = true;
+  RETURN_IF_ERROR(RecordSamples(step));
   return last_push_;
 }
 
@@ -336,6 +341,7 @@ absl::StatusOr<PushOutcome> ExternalWorker::FinishParts(
   InjectBeforePush();
   ASSIGN_OR_RETURN(last_push_, overlap_->Finish(gradients));
   pushed_ = true;
+  RETURN_IF_ERROR(RecordSamples(step));
   return last_push_;
 }
 
@@ -368,9 +374,47 @@ absl::Status ExternalWorker::SettlePulls() {
   return session_->SettlePulls();
 }
 
-absl::StatusOr<ps::DataChunk> ExternalWorker::LeaseData() {
+absl::StatusOr<ps::DataChunk> ExternalWorker::LeaseData(
+    const std::function<bool()>& keep_waiting) {
   RETURN_IF_ERROR(CheckJoined());
-  return session_->LeaseData();
+  absl::StatusOr<ps::DataChunk> chunk = session_->LeaseData(keep_waiting);
+  if (chunk.ok() && samples_ != nullptr) {
+    // As many as a worker may hold (ParameterShard::kMaxLeasesPerWorker); a
+    // chunk given back or lost is never recorded.
+    constexpr size_t kMostHeld = 64;
+    if (leased_samples_.size() >= kMostHeld) {
+      leased_samples_.erase(leased_samples_.begin());
+    }
+    leased_samples_[{chunk->epoch, chunk->index}] = chunk->samples;
+  }
+  return chunk;
+}
+
+void ExternalWorker::SetSamples(std::vector<int64_t> samples) {
+  batch_samples_ = std::move(samples);
+}
+
+absl::Status ExternalWorker::RecordSamples(int64_t step) {
+  std::optional<std::vector<int64_t>> samples = std::move(batch_samples_);
+  batch_samples_.reset();
+  const std::optional<ps::DataChunkRef>& chunk = session_->chunk();
+  // Without a chunk the worker reads data of its own.
+  if (samples_ == nullptr || !chunk.has_value()) return absl::OkStatus();
+  SampleRecord r;
+  r.worker = task_.index;
+  r.step = step;
+  r.generation = ps::DataQueue::LeaseGeneration(chunk->lease);
+  r.epoch = chunk->epoch;
+  r.index = chunk->index;
+  r.outcome = last_push_.outcome;
+  auto leased = leased_samples_.find({chunk->epoch, chunk->index});
+  if (samples.has_value()) {
+    r.samples = *std::move(samples);
+  } else if (leased != leased_samples_.end()) {
+    r.samples = leased->second;
+  }
+  if (leased != leased_samples_.end()) leased_samples_.erase(leased);
+  return samples_->Write(r);
 }
 
 absl::Status ExternalWorker::UseChunk(const ps::DataChunkRef& chunk) {

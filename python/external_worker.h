@@ -34,8 +34,12 @@
 #define PSGD_PYTHON_EXTERNAL_WORKER_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,6 +52,7 @@
 #include "worker/session/lease_keeper.h"
 #include "worker/session/metric_sinks.h"
 #include "worker/session/records.h"
+#include "worker/session/sample_records.h"
 #include "worker/session/session_config.h"
 #include "worker/session/step_overlap.h"
 #include "worker/session/task_run.h"
@@ -146,11 +151,19 @@ class ExternalWorker {
       int64_t step, absl::Span<const ps::NamedConstTensorView> gradients);
 
   // The servers hand out the data (data { sharding: SERVERS }): the next
-  // chunk of sample indices (WorkerSession::LeaseData; OUT_OF_RANGE once
-  // the data ended), and the chunk the next push carries when the caller
-  // leased ahead (UseChunk).
-  absl::StatusOr<ps::DataChunk> LeaseData();
+  // chunk of sample indices (WorkerSession::LeaseData, which waits while the
+  // last epoch's chunks are out with other workers, asking `keep_waiting`
+  // before each pause; OUT_OF_RANGE once the data ended), and the chunk the
+  // next push carries when the caller leased ahead (UseChunk).
+  absl::StatusOr<ps::DataChunk> LeaseData(
+      const std::function<bool()>& keep_waiting = nullptr);
   absl::Status UseChunk(const ps::DataChunkRef& chunk);
+  // data { record_samples: true }: the ids of the samples the next push's
+  // batch fed the model (a dataset item's own index); without it the record
+  // names the samples of the chunk leased (worker/session/sample_records.h:
+  // each push writes a line to samples-worker-J.jsonl). Ignored without
+  // the setting.
+  void SetSamples(std::vector<int64_t> samples);
 
   // Before a step, as the C++ worker's (TaskRun::BeforeStep): pulls in
   // flight settled when the worker stops or the chief evaluates next; why
@@ -211,6 +224,9 @@ class ExternalWorker {
   // Straggler emulation before a push: the delay after the caller's compute
   // (since the weights came), then the transfer's.
   void InjectBeforePush();
+  // After a push from the weights at `step`: its sample record (with
+  // record_samples).
+  absl::Status RecordSamples(int64_t step);
 
   const ExternalWorkerOptions options_;
   const ClusterConfig config_;
@@ -230,6 +246,11 @@ class ExternalWorker {
   // calls).
   std::unique_ptr<LeaseKeeper::Hold> computing_;
   ps::GrpcPsClient::PayloadBytes last_bytes_;
+  // record_samples: the file; the samples of the chunks leased, by (epoch,
+  // index), until a push records them; the caller's ids for the next push.
+  std::unique_ptr<SampleRecorder> samples_;
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> leased_samples_;
+  std::optional<std::vector<int64_t>> batch_samples_;
   PushOutcome last_push_;
   bool pushed_ = false;                  // a push since the last pull
   absl::Time weights_at_ = absl::Now();  // the last pull's end

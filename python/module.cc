@@ -218,6 +218,7 @@ class PyWorker {
     d["synthetic_test_size"] = c.data().synthetic_test_size();
     d["data_from_servers"] = c.data().sharding() == config::DataConfig::SERVERS;
     d["num_samples"] = TrainingSamples(c);
+    d["record_samples"] = c.data().record_samples();
     return d;
   }
 
@@ -515,13 +516,26 @@ PYBIND11_MODULE(_psgd, m) {
       .def("lease_data",
            [](PyWorker& p) {
              absl::StatusOr<psgd::ps::DataChunk> chunk;
+             // While the lease waits for the last epoch's chunks, Python's
+             // signal handlers run between its pauses; one that raises
+             // (a second Ctrl-C) ends the wait with its exception.
+             bool raised = false;
              {
                py::gil_scoped_release release;
-               chunk = p.w().LeaseData();
+               chunk = p.w().LeaseData([&raised] {
+                 py::gil_scoped_acquire acquire;
+                 raised = PyErr_CheckSignals() != 0;
+                 return !raised;
+               });
              }
+             if (raised) throw py::error_already_set();
              psgd::ThrowIfError(chunk.status());
              return py::make_tuple(chunk->epoch, chunk->index, chunk->lease,
                                    chunk->samples);
+           })
+      .def("set_samples",
+           [](PyWorker& p, std::vector<int64_t> samples) {
+             p.w().SetSamples(std::move(samples));
            })
       .def("use_chunk",
            [](PyWorker& p, int64_t epoch, int64_t index, uint64_t lease) {

@@ -316,13 +316,24 @@ class Session:
         next chunk of sample indices for this worker, as (epoch, index,
         lease, samples); the next push carries it, and the servers count it
         done once that gradient is applied (or put it back in the queue when
-        it is dropped). Raises OutOfRangeError once the data ended."""
+        it is dropped). While nothing is left to hand out but chunks of the
+        last epoch are out with other workers, it waits (leasing again
+        every 50 ms to 1 s): a chunk whose worker dies comes back and is
+        this worker's. Raises OutOfRangeError once the data ended (or, while
+        this worker holds chunks it has not pushed, until they are pushed)."""
         return self._w.lease_data()
 
     def use_chunk(self, epoch, index, lease):
         """The chunk the next push carries, when chunks were leased ahead
         (a DataLoader that prefetches): as lease_data returned it."""
         self._w.use_chunk(int(epoch), int(index), int(lease))
+
+    def set_samples(self, samples):
+        """data { record_samples: true }: the ids of the samples the next
+        push's batch fed the model (a dataset item's own index); the push's
+        line in samples-worker-J.jsonl names them. Without it the line names
+        the samples of the chunk leased."""
+        self._w.set_samples([int(s) for s in samples])
 
     def before_step(self):
         """What the C++ worker does before each step, in one call: pulls in

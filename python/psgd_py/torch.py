@@ -526,6 +526,7 @@ class Worker:
         epoch, batches_done = 0, 0
         _set_epoch(data, epoch)
         batches = iter(data)
+        served = 0  # batches of this pass over `data`
         try:
             while True:
                 reason = self._before_step(evaluate)
@@ -534,22 +535,37 @@ class Worker:
                 t_begin = time.time()
                 try:
                     batch = next(batches)
+                    served += 1
                 except StopIteration:
                     if self.data_from_servers:
-                        # The servers' epochs are handed out.
-                        reason = "the data ended (epochs done)"
-                        break
-                    epoch += 1
-                    if epochs and epoch >= epochs:
-                        reason = "the data ended (epochs done)"
-                        break
-                    _set_epoch(data, epoch)
-                    batches = iter(data)
-                    try:
-                        batch = next(batches)
-                    except StopIteration:
-                        reason = "the data is empty"
-                        break
+                        # Nothing is left to hand out. A DataLoader that
+                        # leased ahead was told so while it held chunks of
+                        # its own; now they are pushed, a new pass asks
+                        # again, and its lease waits while other workers'
+                        # chunks of the last epoch are out (one comes back
+                        # when its worker dies). A pass with no batch: the
+                        # servers' epochs are done.
+                        batch = None
+                        if served:
+                            served = 0
+                            batches = iter(data)
+                            batch = next(batches, None)
+                        if batch is None:
+                            reason = "the data ended (epochs done)"
+                            break
+                        served = 1
+                    else:
+                        epoch += 1
+                        if epochs and epoch >= epochs:
+                            reason = "the data ended (epochs done)"
+                            break
+                        _set_epoch(data, epoch)
+                        batches = iter(data)
+                        try:
+                            batch = next(batches)
+                        except StopIteration:
+                            reason = "the data is empty"
+                            break
                 batch = _as_batch(batch)
                 targets = batch[1]
                 t_batch = time.time()
@@ -557,8 +573,11 @@ class Worker:
                     # The chunk of this batch (leased when the DataLoader
                     # asked for it, maybe ahead): its push carries it.
                     chunk = self._leased.popleft()
-                    s.use_chunk(*chunk)
+                    s.use_chunk(*chunk[:3])
                     epoch = chunk[0]
+                    if self.settings.get("record_samples"):
+                        s.set_samples(_batch_sample_ids(data, batch,
+                                                        chunk[3]))
                 while True:
                     st = self._begin_step()
                     st.update(t_begin=t_begin, t_batch=t_batch, epoch=epoch,
@@ -697,6 +716,21 @@ def _reason_of(exc_type, exc):
     return f"{exc_type.__name__}: {text}" if text else exc_type.__name__
 
 
+def _batch_sample_ids(data, batch, leased):
+    """The ids of the samples a batch fed the model (data { record_samples:
+    true }): the dataset's own index when its items carry one (a dataset
+    with `with_index` set, as psgd.data.CIFAR10(with_index=True): the
+    batch's third element), else the indices the loader fetched (the
+    chunk's samples)."""
+    dataset = getattr(data, "dataset", None)
+    if getattr(dataset, "with_index", False) and len(batch) >= 3:
+        ids = batch[2]
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        return [int(i) for i in ids]
+    return leased
+
+
 def _as_batch(batch):
     """A batch as a tuple (inputs, targets, *rest)."""
     if isinstance(batch, (tuple, list)) and len(batch) >= 2:
@@ -726,8 +760,9 @@ class _ServerBatches:
                     self._worker.session.lease_data()
             except psgd.OutOfRangeError:
                 return
-            self._worker._leased.append((epoch, index, lease))
-            yield list(samples)
+            samples = list(samples)
+            self._worker._leased.append((epoch, index, lease, samples))
+            yield samples
 
 
 def train(module, loss_fn, data, config, task=None, *, cluster_from=None,

@@ -6,8 +6,13 @@ surplus and its chunk goes back to the queue, train until the servers'
 epochs trained on exactly once (scripts/ledger_check.py). The same with a
 resize: a third worker, beyond the two listed (max_workers), joins once
 the others have made steps, trains 5 batches and leaves (its loop breaks).
-sampler() is refused in this mode, batch_sampler() in the other."""
+In both the workers record each push's samples (data { record_samples:
+true }): the loader's indices, and in the second a dataset's own index
+(with_index); the records agree with the ledger (ledger_check.py
+--records). sampler() is refused in this mode, batch_sampler() in the
+other."""
 
+import glob
 import os
 import subprocess
 import sys
@@ -40,13 +45,29 @@ def dataset():
     return torch.utils.data.TensorDataset(x, x[:, :3].argmax(1))
 
 
-def worker(c, j, seen, at_most=None):
+class IndexedDataset(torch.utils.data.Dataset):
+    """Items (x, y, index), as psgd.data.CIFAR10(with_index=True)'s."""
+    with_index = True
+
+    def __init__(self):
+        self.data = dataset()
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, i):
+        x, y = self.data[i]
+        return x, y, i
+
+
+def worker(c, j, seen, at_most=None, indexed=False):
     net = Net()
     w = psgd.torch.Worker(net, c.config, f"worker:{j}", run_dir=c.run_dir,
                           log_every=0)
     loader = torch.utils.data.DataLoader(
-        dataset(), batch_sampler=w.batch_sampler())
-    for x, y in w.batches(loader):
+        IndexedDataset() if indexed else dataset(),
+        batch_sampler=w.batch_sampler())
+    for x, y, *_ in w.batches(loader):
         seen.append(len(y))
         loss = torch.nn.functional.cross_entropy(net(x), y)
         loss.backward()
@@ -56,17 +77,21 @@ def worker(c, j, seen, at_most=None):
     return w.summary
 
 
-def check_ledger(test, ckpt):
+def check_ledger(test, ckpt, run_dir, workers):
+    records = sorted(glob.glob(os.path.join(run_dir, "samples-worker-*.jsonl")))
+    test.assertEqual(len(records), workers, records)
     out = subprocess.run(
         [sys.executable, LEDGER_CHECK, "--num_samples", str(SAMPLES),
          "--chunk_size", str(BATCH), "--seed", "1",
          "--complete_epochs", str(EPOCHS),
-         os.path.join(ckpt, "ledger.jsonl")],
+         os.path.join(ckpt, "ledger.jsonl"), "--records", *records],
         capture_output=True, text=True)
     test.assertEqual(out.returncode, 0, out.stdout + out.stderr)
     for e in range(EPOCHS):
         test.assertIn(f"epoch {e}: {SAMPLES} samples, 0 missing, "
                       f"0 repeated", out.stdout)
+        test.assertIn(f"epoch {e}: 0 trained-but-not-counted, "
+                      f"0 counted-but-not-trained", out.stdout)
 
 
 class DataServersTest(unittest.TestCase):
@@ -76,7 +101,8 @@ class DataServersTest(unittest.TestCase):
                      model="external",
                      training=f"epochs: {EPOCHS}",
                      data=f"source: SYNTHETIC sharding: SERVERS "
-                          f"num_samples: {SAMPLES} ledger: true",
+                          f"num_samples: {SAMPLES} ledger: true "
+                          "record_samples: true",
                      extra=[f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}'
                             ]) as c:
             seen = [[], []]
@@ -89,7 +115,7 @@ class DataServersTest(unittest.TestCase):
         # Surplus gradients: their chunks were handed out again, so the
         # workers saw more samples than the three epochs hold.
         self.assertGreater(sum(map(sum, seen)), EPOCHS * SAMPLES)
-        check_ledger(self, ckpt)
+        check_ledger(self, ckpt, c.run_dir, 2)
 
     def test_a_worker_joins_and_leaves(self):
         ckpt = os.path.join(Cluster.tmp(), "ckpt")
@@ -98,7 +124,8 @@ class DataServersTest(unittest.TestCase):
                      training=f"epochs: {EPOCHS} "
                               "replicas_rule: LIVE_MINUS_BACKUPS",
                      data=f"source: SYNTHETIC sharding: SERVERS "
-                          f"num_samples: {SAMPLES} ledger: true",
+                          f"num_samples: {SAMPLES} ledger: true "
+                          "record_samples: true",
                      extra=["max_workers: 3",
                             f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}'
                             ]) as c:
@@ -109,10 +136,11 @@ class DataServersTest(unittest.TestCase):
                 deadline = time.time() + 60
                 while len(seen[0]) < 4 and time.time() < deadline:
                     time.sleep(0.01)
-                return worker(c, 2, seen[2], at_most=5)
+                return worker(c, 2, seen[2], at_most=5, indexed=True)
 
             summaries = run_threads(
-                [lambda j=j: worker(c, j, seen[j]) for j in range(2)] +
+                [lambda j=j: worker(c, j, seen[j], indexed=True)
+                 for j in range(2)] +
                 [joiner], timeout=300)
             self.assertEqual(c.wait_ps(), [0])
         self.assertEqual(len(seen[2]), 5)  # it joined and trained
@@ -121,7 +149,7 @@ class DataServersTest(unittest.TestCase):
         self.assertGreater(summaries[2]["local_steps"], 0)
         for s in summaries[:2]:
             self.assertEqual(s["end_reason"], "the data ended (epochs done)")
-        check_ledger(self, ckpt)
+        check_ledger(self, ckpt, c.run_dir, 3)
 
     def test_the_wrong_sampler_is_refused(self):
         with Cluster("data-split", ps=1, workers=1, model="external",

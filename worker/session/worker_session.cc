@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -136,14 +137,10 @@ const ps::ModelVersion& WorkerSession::ahead_version() const {
 }
 
 ps::ModelVersion WorkerSession::PushTarget() const {
-  // Sync: only the shards at the lowest step get this gradient. Shards that
-  // are a step ahead (LineUp gave up: a lagging shard waits for gradients
-  // that only come from pushes tagged with its step, e.g. of a worker
-  // killed between its pushes and started again) get nothing this time, so
-  // that the lagging shards catch up and the next step is aligned; pushing
-  // everywhere would keep the shards a step apart for good, every step
-  // waiting out LineUp's patience.
-  ps::ModelVersion v = options_.sync ? PushVersion(version_) : version_;
+  // Every shard gets the gradient: shard 0 decides it for all of them
+  // (docs/PS.md, "One decision per push"), and in sync mode LineUp has
+  // made the shards' steps one.
+  ps::ModelVersion v = version_;
   v.chunk = chunk_;
   return v;
 }
@@ -295,7 +292,13 @@ absl::StatusOr<ps::ModelVersion> WorkerSession::PullLatest() {
                     /*line_up=*/false);
 }
 
-absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData() {
+bool DataNotEnded(const absl::Status& status) {
+  return absl::IsUnavailable(status) &&
+         absl::StrContains(status.message(), ps::kDataNotEnded);
+}
+
+absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
+    const std::function<bool()>& keep_waiting) {
   if (!options_.data_from_servers) {
     return absl::FailedPreconditionError(
         "the servers hand out no data to this worker (data { sharding: "
@@ -304,14 +307,51 @@ absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData() {
   std::optional<ps::DataChunkRef> give_back;
   if (chunk_unsettled_) give_back = chunk_;
   chunk_unsettled_ = false;
+  // Waiting for the last epoch's chunks still out (DataNotEnded).
+  std::optional<absl::Time> waiting_since;
+  absl::Duration backoff = absl::Milliseconds(50);
   for (;;) {
     absl::StatusOr<ps::DataChunk> chunk = client_->LeaseData(
         version_.generation, give_back.has_value() ? &*give_back : nullptr);
     if (chunk.ok()) {
       chunk_ = ps::DataChunkRef{chunk->epoch, chunk->index, chunk->lease};
+      if (waiting_since.has_value()) {
+        spdlog::info("worker {}: leased chunk {}/{} after waiting {:.1f} s",
+                     options_.worker_id, chunk->epoch, chunk->index,
+                     absl::ToDoubleSeconds(absl::Now() - *waiting_since));
+      }
       return chunk;
     }
     const absl::Status& s = chunk.status();
+    if (DataNotEnded(s)) {
+      // The shard took the chunk given back, if any, before it answered.
+      give_back.reset();
+      const absl::Time now = absl::Now();
+      if (!waiting_since.has_value()) {
+        waiting_since = now;
+        spdlog::info("worker {}: waiting for the data: {}", options_.worker_id,
+                     std::string(s.message()));
+      } else if (now - *waiting_since > options_.step_timeout) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "worker ", options_.worker_id, " waited ",
+            absl::FormatDuration(options_.step_timeout),
+            " (step_timeout) for chunks of the last epoch still out: ",
+            s.message()));
+      }
+      if (keep_waiting && !keep_waiting()) {
+        return absl::CancelledError(absl::StrCat(
+            "worker ", options_.worker_id,
+            ": the wait for the last epoch's chunks was interrupted"));
+      }
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(1));
+      continue;
+    }
+    if (waiting_since.has_value() && absl::IsOutOfRange(s)) {
+      spdlog::info("worker {}: the data ended after waiting {:.1f} s",
+                   options_.worker_id,
+                   absl::ToDoubleSeconds(absl::Now() - *waiting_since));
+    }
     if (give_back.has_value() &&
         (absl::IsFailedPrecondition(s) || absl::IsNotFound(s) ||
          absl::IsPermissionDenied(s))) {
@@ -357,30 +397,18 @@ absl::Status WorkerSession::Leave() {
 
 absl::StatusOr<ps::ModelVersion> WorkerSession::LineUp(
     ps::ModelVersion version) {
-  // The shards answer a pull independently, so one may already have
-  // completed the next step while another has not yet (a push still in
-  // flight). Computing on such a mix would tag the pushes with different
-  // steps and let the shards drift apart (each drops surplus gradients on
-  // its own). So wait, briefly, for the lagging shards to catch up.
+  // Shard 0 decides every step for every shard, and the others apply it
+  // when its decision reaches them: a pull may find one shard a step ahead
+  // of another for a moment. Wait for the lagging shards (they always
+  // follow), so that the gradient is computed from one step of every shard.
   if (GlobalStep(version) == NewestStep(version)) return version;
-  const absl::Duration patience =
-      std::min(options_.step_timeout, absl::Seconds(2));
   ps::ModelVersion newest =
       ps::ModelVersion::AtLeast(client_->num_shards(), NewestStep(version));
   newest.generation = version.generation;
   absl::StatusOr<ps::ModelVersion> lined =
-      client_->Pull(newest, absl::Now() + patience, weights_);
-  if (lined.ok() || !absl::IsDeadlineExceeded(lined.status())) {
-    if (lined.ok()) lined->server_wait += version.server_wait;
-    return lined;
-  }
-  // A lagging shard may need this worker's next gradient (the others have
-  // left): go on with the mix; each push is tagged with its shard's step.
-  // The failed pull may have written some shards' weights: read them all
-  // again, without waiting, so that weights and version agree.
-  ++unaligned_steps_;
-  return client_->Pull(AnyStepOf(client_->num_shards(), version.generation),
-                       absl::Now() + options_.step_timeout, weights_);
+      client_->Pull(newest, absl::Now() + options_.step_timeout, weights_);
+  if (lined.ok()) lined->server_wait += version.server_wait;
+  return lined;
 }
 
 absl::StatusOr<ps::ModelVersion> WorkerSession::PullSynced(

@@ -46,6 +46,7 @@
 #define PSGD_WORKER_SESSION_WORKER_SESSION_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -93,6 +94,11 @@ absl::Status CheckWorkerFailures(const std::vector<ps::ShardStatus>& status,
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateSessionOptions(const SessionOptions& options);
 
+// A lease answered "wait" (ParameterShard::LeaseData's UNAVAILABLE that
+// starts with ps::kDataNotEnded): the last epoch's chunks are out with
+// other workers, and any may come back.
+bool DataNotEnded(const absl::Status& status);
+
 // What became of a push.
 struct PushOutcome {
   StepOutcome outcome = StepOutcome::kApplied;
@@ -135,8 +141,8 @@ class WorkerSession {
   const ps::ModelVersion& ahead_version() const;
   // The variables pulls write, in their (forward) order.
   const std::vector<VariableSpec>& variables() const { return variables_; }
-  // What the next push is tagged with: sync pushes only to the shards at
-  // the lowest step (PushVersion), async to every shard.
+  // What the next push is tagged with: every shard's step as pulled, and
+  // the chunk the gradient was computed from.
   ps::ModelVersion PushTarget() const;
 
   // Pushes the step's gradients whole, recovering from transient failures.
@@ -175,12 +181,20 @@ class WorkerSession {
   // shard 0 (a sync shard a step ahead got none) is given back first. After
   // a rollback the cluster is recovered and the newest weights pulled
   // (whole) before the lease is asked again; a server away is waited for
-  // as for any call. OUT_OF_RANGE once the data ended; CANCELLED once the
-  // servers shut down.
-  absl::StatusOr<ps::DataChunk> LeaseData();
+  // as for any call. While nothing is left to hand out but chunks of the
+  // last epoch are out with other workers (DataNotEnded), it leases again
+  // every 50 ms to 1 s, logging once what it waits for: a chunk that comes
+  // back (its worker left or lost its lease) is this worker's to train.
+  // `keep_waiting`, when set, is asked before each pause of that wait
+  // (false: CANCELLED). OUT_OF_RANGE once the data ended; CANCELLED once
+  // the servers shut down; DEADLINE_EXCEEDED after waiting step_timeout.
+  absl::StatusOr<ps::DataChunk> LeaseData(
+      const std::function<bool()>& keep_waiting = nullptr);
   // The chunk the next push carries, when the caller leased ahead (a
   // DataLoader's prefetch): a leased chunk, named as LeaseData returned it.
   void UseChunk(const ps::DataChunkRef& chunk);
+  // The chunk the next push carries (the last leased or used), if any.
+  const std::optional<ps::DataChunkRef>& chunk() const { return chunk_; }
 
   // Every shard's status, recovering from transient failures.
   absl::StatusOr<std::vector<ps::ShardStatus>> Status();
@@ -193,7 +207,6 @@ class WorkerSession {
   LeaseKeeper* lease_keeper() { return &lease_keeper_; }
   Recovery& recovery() { return recovery_; }
   // Sync: steps computed from shards at different steps (LineUp gave up).
-  int64_t unaligned_steps() const { return unaligned_steps_; }
 
  private:
   // Pull(wanted) that recovers from transient failures: after a recovery it
@@ -217,7 +230,6 @@ class WorkerSession {
   const SessionOptions options_;
   Recovery recovery_;
   ps::ModelVersion version_;
-  int64_t unaligned_steps_ = 0;
   // Overlap only (null otherwise; the puller in sync mode only).
   std::unique_ptr<PartSender> sender_;
   bool parts_begun_ = false;

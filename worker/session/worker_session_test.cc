@@ -122,8 +122,8 @@ TEST_CASE("sync: two sessions step together and the pulls see each step") {
 }
 
 TEST_CASE(
-    "sync: a session waiting for a step stays live on the shard that "
-    "answered, while the other waits for a dead worker's lease") {
+    "sync: a session waiting for a step stays live while shard 0 waits for "
+    "a dead worker's lease") {
   const absl::Duration lease = absl::Seconds(3);
   Cluster c(ps::Mode::kSync, 2, "", lease);
   WorkerSession s(c.clients[0].get(), c.specs, c.Buffers(0),
@@ -132,7 +132,7 @@ TEST_CASE(
   REQUIRE(c.clients[1]->Join().ok());  // before Start, which awaits it
   REQUIRE(s.Start().ok());
   // Worker 1 dies in the middle of its push of step 0: it reached shard 1
-  // only.
+  // only, and was never committed.
   auto placement = ps::PlaceVariables(c.specs, 2, 1024);
   REQUIRE(placement.ok());
   std::vector<std::vector<float>> values;
@@ -146,19 +146,19 @@ TEST_CASE(
                                         values[i].data()));
   }
   REQUIRE(c.shards[1]->Push(1, 0, half).ok());
-  // Worker 0's push completes step 0 on shard 1; on shard 0 it waits for
-  // worker 1's gradient, which never comes.
+  // Worker 0's push is the only one of step 0 that shard 0 decides: the
+  // step waits for worker 1's gradient, which never comes.
   absl::StatusOr<PushOutcome> pushed = s.Push(c.Gradients(0, 0.1f));
   REQUIRE(pushed.ok());
   absl::Status pulled;
   std::thread waiting([&] { pulled = s.PullAfterPush(*pushed); });
-  // A lease and a half later: worker 1 is silent everywhere; worker 0 waits
-  // on shard 0 and has renewed its lease on shard 1, which answered its
-  // pull at once.
+  // A lease and a half later: worker 1 is silent; worker 0 waits in its
+  // pulls. Only shard 0 expires leases.
   absl::SleepFor(lease + lease / 6);
-  CHECK(c.shards[1]->ExpireWorkers(absl::Now()) == std::vector<int>{1});
-  CHECK(Live(*c.shards[1], 0));
-  // Shard 0 lets worker 1 go: step 0 completes with worker 0's gradient.
+  CHECK(c.shards[1]->ExpireWorkers(absl::Now()).empty());
+  CHECK(Live(*c.shards[1], 1));
+  // Shard 0 lets worker 1 go: step 0 completes with worker 0's gradient on
+  // both shards, and shard 1 learns that worker 1 left.
   CHECK(c.shards[0]->ExpireWorkers(absl::Now()) == std::vector<int>{1});
   waiting.join();
   INFO(pulled.ToString());
@@ -166,7 +166,9 @@ TEST_CASE(
   CHECK(GlobalStep(s.version()) == 1);
   CHECK(NewestStep(s.version()) == 1);
   CHECK(c.shards[0]->Status().workers_expired == 1);
-  CHECK(c.shards[1]->Status().workers_expired == 1);
+  CHECK(c.shards[1]->Status().workers_expired == 0);
+  CHECK_FALSE(Live(*c.shards[1], 1));
+  CHECK(Live(*c.shards[1], 0));
 }
 
 TEST_CASE("async: each push applies on arrival with its staleness") {
@@ -319,6 +321,56 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
   CHECK(status->size() == 2);
   // Training is over: the other session's calls now end as CANCELLED.
   CHECK(absl::IsCancelled(other.Push(c.Gradients(1, 0.1f)).status()));
+}
+
+TEST_CASE(
+    "a lease waits while the last epoch's chunks are out with another "
+    "worker, and takes the one that comes back") {
+  // One shard handing out 2 chunks, one epoch; worker 1 holds both.
+  ps::ServerOptions o;
+  o.total_num_replicas = 2;
+  o.replicas_to_aggregate = 2;
+  o.data_queue_on = true;
+  o.data_queue = {/*num_samples=*/2, /*chunk_size=*/1, /*seed=*/3};
+  o.data_epochs = 1;
+  auto shard = ps::ParameterShard::Create(o);
+  REQUIRE(shard.ok());
+  const std::vector<VariableSpec> specs = {
+      {"w", {4}, Initializer::Constant(0.5f)}};
+  auto p = ps::PlaceVariables(specs, 1, 1024);
+  REQUIRE(p.ok());
+  std::vector<std::unique_ptr<ps::PsClient>> clients;
+  for (int w = 0; w < 2; ++w) {
+    auto client = ps::InProcessPsClient::Create({shard->get()}, *p, "psgd", w);
+    REQUIRE(client.ok());
+    REQUIRE((*client)->Join().ok());
+    clients.push_back(*std::move(client));
+  }
+  REQUIRE(clients[1]->LeaseData(0, nullptr).ok());
+  REQUIRE(clients[1]->LeaseData(0, nullptr).ok());
+  Tensor weights({4});
+  SessionOptions so = Options(0, /*sync=*/true);
+  so.data_from_servers = true;
+  WorkerSession session(clients[0].get(), specs, {{"w", weights.view()}}, so);
+  // Interrupted by its caller (a Python signal) while it waits.
+  int asked = 0;
+  absl::Status interrupted =
+      session.LeaseData([&] { return ++asked < 3; }).status();
+  CHECK(absl::IsCancelled(interrupted));
+  CHECK(asked == 3);
+  // Worker 1 leaves after 300 ms: its chunks come back, and worker 0 gets
+  // the first.
+  const absl::Time start = absl::Now();
+  std::thread leaver([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    CHECK(clients[1]->Leave().ok());
+  });
+  absl::StatusOr<ps::DataChunk> chunk = session.LeaseData();
+  leaver.join();
+  INFO(chunk.status().ToString());
+  REQUIRE(chunk.ok());
+  CHECK(absl::Now() - start >= absl::Milliseconds(300));
+  CHECK((chunk->epoch == 0 && chunk->index == 0));
 }
 
 TEST_CASE(
