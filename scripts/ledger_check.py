@@ -110,8 +110,10 @@ class LedgerError(Exception):
     """A line that cannot be read (exit 2)."""
 
 
-def read_ledger(paths):
-    """Yields (where, record) for each line of the files."""
+def read_lines(paths, keys):
+    """Yields (where, object) for each non-blank line of the JSON-lines
+    files, each an object whose `keys` are integers (LedgerError naming the
+    file and line otherwise)."""
     for path in paths:
         try:
             f = open(path, encoding="utf-8")
@@ -128,10 +130,16 @@ def read_ledger(paths):
                     raise LedgerError(f"{where}: not JSON: {e.msg}") from e
                 if not isinstance(rec, dict):
                     raise LedgerError(f"{where}: not a JSON object")
-                for key in ("epoch", "index"):
-                    if not isinstance(rec.get(key), int) or isinstance(rec.get(key), bool):
+                for key in keys:
+                    v = rec.get(key)
+                    if not isinstance(v, int) or isinstance(v, bool):
                         raise LedgerError(f"{where}: \"{key}\" is missing or not an integer")
                 yield where, rec
+
+
+def read_ledger(paths):
+    """Yields (where, record) for each line of the ledgers."""
+    return read_lines(paths, ("epoch", "index"))
 
 
 # Record outcomes whose gradient a shard took (the chunk counts once the
@@ -143,33 +151,14 @@ SHOWN = 5
 
 def read_records(paths):
     """Yields (where, record) for each line of the workers' sample records."""
-    for path in paths:
-        try:
-            f = open(path, encoding="utf-8")
-        except OSError as e:
-            raise LedgerError(f"{path}: cannot open: {e.strerror}") from e
-        with f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{n}"
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise LedgerError(f"{where}: not JSON: {e.msg}") from e
-                if not isinstance(rec, dict):
-                    raise LedgerError(f"{where}: not a JSON object")
-                for key in ("worker", "generation", "epoch", "index"):
-                    v = rec.get(key)
-                    if not isinstance(v, int) or isinstance(v, bool):
-                        raise LedgerError(f"{where}: \"{key}\" is missing or not an integer")
-                if not isinstance(rec.get("outcome"), str):
-                    raise LedgerError(f"{where}: \"outcome\" is missing or not a string")
-                samples = rec.get("samples")
-                if not isinstance(samples, list) or not all(
-                        isinstance(x, int) and not isinstance(x, bool) for x in samples):
-                    raise LedgerError(f"{where}: \"samples\" is missing or not a list of integers")
-                yield where, rec
+    for where, rec in read_lines(paths, ("worker", "generation", "epoch", "index")):
+        if not isinstance(rec.get("outcome"), str):
+            raise LedgerError(f"{where}: \"outcome\" is missing or not a string")
+        samples = rec.get("samples")
+        if not isinstance(samples, list) or not all(
+                isinstance(x, int) and not isinstance(x, bool) for x in samples):
+            raise LedgerError(f"{where}: \"samples\" is missing or not a list of integers")
+        yield where, rec
 
 
 def chunk_key(rec):

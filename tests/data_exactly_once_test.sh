@@ -6,8 +6,9 @@
 # samples in chunks of 16 (30 chunks an epoch, 15 steps), 50 steps: three
 # whole epochs. Each case ends with scripts/ledger_check.py on both
 # shards' ledgers (ps:0's and ps:1's, which must hold the same chunks: one
-# decision per push): 0 samples missing and 0 repeated in each of the 3
-# epochs.
+# decision per push): 0 samples missing and 0 repeated in every epoch ps:0's
+# queue completed (its summary's data_epochs_completed, at least 3; the
+# elastic case runs many more), no repeat in the partial one.
 #   backup:      no fault; the backup worker's dropped gradients re-queue.
 #                The workers record each push's samples (data {
 #                record_samples: true }), which agree with the ledger.
@@ -88,8 +89,13 @@ write_data_config() {
 }
 
 check_ledger() {
-  local name=$1 ledger=$2 run=$3 epochs=3 records=()
-  [ "$name" = last_epoch ] && epochs=2
+  local name=$1 ledger=$2 run=$3 least=3 epochs records=()
+  [ "$name" = last_epoch ] && least=2
+  # Every epoch the run completed must be whole: as many as ps:0's queue
+  # says it completed (at least the cases' 3, or 2), not only the first 3.
+  epochs=$(json_field "$run/ps-0.summary.json" data_epochs_completed)
+  [ "$epochs" -ge "$least" ] ||
+    fail "$name: ps:0 completed $epochs epochs of the data, fewer than $least"
   # The workers' sample records, where the case asked for them.
   if compgen -G "$run/samples-worker-*.jsonl" > /dev/null; then
     records=(--records "$run"/samples-worker-*.jsonl)
@@ -98,7 +104,7 @@ check_ledger() {
   # each must show the same chunks.
   local ledgers=("$ledger" "$(dirname "$ledger")/ledger-ps1.jsonl")
   [ -s "${ledgers[1]}" ] || fail "$name: ps:1 kept no ledger (${ledgers[1]})"
-  echo "$name: ledger $(wc -l < "$ledger") chunks, ps:1's $(wc -l < "${ledgers[1]}")"
+  echo "$name: ledger $(wc -l < "$ledger") chunks, ps:1's $(wc -l < "${ledgers[1]}"), $epochs epochs completed"
   if ! "$PY" "$LEDGER_CHECK" --num_samples 480 --chunk_size 16 --seed 1 \
       --complete_epochs "$epochs" "${ledgers[@]}" ${records[@]+"${records[@]}"}; then
     # What the servers and workers said of the data, for the diagnosis.
