@@ -28,10 +28,10 @@ absl::StatusOr<DecisionRelay::Deliver> GrpcDecisionSender(
   auto stubs = std::make_shared<
       std::vector<std::unique_ptr<wire::ParameterServer::Stub>>>();
   for (int k = 0; k < options.num_shards; ++k) {
-    stubs->push_back(k == 0 ? nullptr
-                            : wire::ParameterServer::NewStub(CreateChannel(
-                                  addresses[k], credentials,
-                                  PeerChannelArguments())));
+    stubs->push_back(
+        k == 0 ? nullptr
+               : wire::ParameterServer::NewStub(CreateChannel(
+                     addresses[k], credentials, PeerChannelArguments())));
   }
   const std::string cluster = options.cluster_name;
   return DecisionRelay::Deliver(
@@ -47,8 +47,8 @@ absl::StatusOr<DecisionRelay::Deliver> GrpcDecisionSender(
         grpc::ClientContext ctx;
         ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
         wire::DecideResponse response;
-        absl::Status s = FromGrpcStatus(
-            (*stubs)[shard]->Decide(&ctx, request, &response));
+        absl::Status s =
+            FromGrpcStatus((*stubs)[shard]->Decide(&ctx, request, &response));
         if (!s.ok()) {
           return Annotate(s, absl::StrCat("Decide to ps:", shard, " at ",
                                           addresses[shard], ": "));

@@ -38,10 +38,10 @@ std::vector<int64_t> ShapeOf(const std::string& name) {
 std::vector<float> Values(const std::string& name, int worker, int64_t step) {
   std::vector<float> v(static_cast<size_t>(ShapeOf(name)[0]));
   for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = static_cast<float>(
-        std::sin(1.3 * worker + 0.7 * step + 0.37 * i + name[1] * 0.11 +
-                 (name[0] == 'a' ? 0.0 : 2.0)) *
-        (1.0 + 0.3 * worker));
+    v[i] = static_cast<float>(std::sin(1.3 * worker + 0.7 * step + 0.37 * i +
+                                       name[1] * 0.11 +
+                                       (name[0] == 'a' ? 0.0 : 2.0)) *
+                              (1.0 + 0.3 * worker));
   }
   return v;
 }
@@ -132,8 +132,8 @@ Cluster MakeCluster(Mode mode, const std::string& checkpoints = "") {
 
 // Every shard's variables equal the one shard's, bit for bit.
 void CheckSameBits(Cluster& c) {
-  REQUIRE(c.shards[0]->AwaitDecisionsDelivered(absl::Now() +
-                                               absl::Seconds(30)));
+  REQUIRE(
+      c.shards[0]->AwaitDecisionsDelivered(absl::Now() + absl::Seconds(30)));
   auto one = c.one->LatestWeights();
   for (int k = 0; k < kShards; ++k) {
     auto mine = c.shards[k]->LatestWeights();
@@ -238,11 +238,11 @@ TEST_CASE("async: every shard applies the same pushes with the same scale") {
   CHECK(refused > 0);
 }
 
-TEST_CASE("a follower refuses decisions it cannot apply, naming step and shard") {
+TEST_CASE(
+    "a follower refuses decisions it cannot apply, naming step and shard") {
   auto follower = MakeShard(Options(Mode::kSync, 1, 2), 1);
   const Tensors g = Make(1, 0, 0);
-  REQUIRE(follower
-              ->Push(0, 0, g.Bytes(VariableKind::kParameter), 0, nullptr, 5)
+  REQUIRE(follower->Push(0, 0, g.Bytes(VariableKind::kParameter), 0, nullptr, 5)
               .ok());
   Decision d;
   d.seq = 1;
@@ -323,12 +323,12 @@ void Step(Cluster& c, int64_t step, int64_t generation) {
   CheckSameBits(c);
 }
 
-TEST_CASE("a shard killed between staging and decision: consistent after the "
-          "rollback, no hang") {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() /
-       absl::StrCat("coordination_test_", getpid()))
-          .string();
+TEST_CASE(
+    "a shard killed between staging and decision: consistent after the "
+    "rollback, no hang") {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           absl::StrCat("coordination_test_", getpid()))
+                              .string();
   std::filesystem::remove_all(dir);
   Cluster c = MakeCluster(Mode::kSync, dir);
   Step(c, 0, 0);
@@ -342,10 +342,11 @@ TEST_CASE("a shard killed between staging and decision: consistent after the "
   CHECK(c.shards[1]->restore_report().label == 2);
   c.Link();
   // Shard 0 decides step 2; ps:1 cannot take it (awaiting the rollback).
-  for (int w : {0, 1, 2}) REQUIRE(c.shards[0]->Commit(w, 2, 0, PushId(w, 2)).ok());
+  for (int w : {0, 1, 2})
+    REQUIRE(c.shards[0]->Commit(w, 2, 0, PushId(w, 2)).ok());
   CHECK(c.shards[0]->Status().step == 3);
-  CHECK_FALSE(
-      c.shards[0]->AwaitDecisionsDelivered(absl::Now() + absl::Milliseconds(300)));
+  CHECK_FALSE(c.shards[0]->AwaitDecisionsDelivered(absl::Now() +
+                                                   absl::Milliseconds(300)));
   // The cluster rolls back to step-2: every shard there, the old decisions
   // dropped, nothing waits.
   RollbackAll(c, 2, 2);

@@ -80,9 +80,8 @@ void DecisionRelay::Send(int shard) {
       changed_.Wait(&mu_, [&]() {
         mu_.AssertHeld();
         return stop_ || (deliver_ != nullptr &&
-                         acked_[shard] + 1 < first_seq_ +
-                                                 static_cast<int64_t>(
-                                                     queue_.size()));
+                         acked_[shard] + 1 <
+                             first_seq_ + static_cast<int64_t>(queue_.size()));
       });
       if (stop_) return;
       deliver = deliver_;
@@ -102,8 +101,8 @@ void DecisionRelay::Send(int shard) {
     // A shard shut down for good (CANCELLED) will take nothing any more:
     // what was sent counts as delivered.
     if (applied.ok() || absl::IsCancelled(applied.status())) {
-      acked_[shard] = std::max(acked_[shard], applied.ok() ? *applied
-                                                           : batch.back().seq);
+      acked_[shard] =
+          std::max(acked_[shard], applied.ok() ? *applied : batch.back().seq);
       pause = absl::Milliseconds(50);
       if (!last_error.empty()) {
         spdlog::info("decisions reach ps:{} again", shard);

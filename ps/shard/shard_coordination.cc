@@ -37,8 +37,8 @@ absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
   if (relay_ != nullptr &&
       !relay_->AwaitBacklogAtMost(kMaxDecisionBacklog,
                                   absl::Now() + absl::Seconds(5))) {
-    spdlog::warn("{}: {} decisions have not reached every shard for 5 s",
-                 name_, relay_->backlog());
+    spdlog::warn("{}: {} decisions have not reached every shard for 5 s", name_,
+                 relay_->backlog());
   }
   PushReply reply;
   Ready ready;
@@ -68,11 +68,11 @@ absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
         grads.push_back(staged.no_gradient[i] ? nullptr
                                               : staged.grads[i].data());
       }
-      status = DecideLocked(worker_id, step, grads, chunk, &reply, &ready,
-                            push_id);
+      status =
+          DecideLocked(worker_id, step, grads, chunk, &reply, &ready, push_id);
       // A push not taken: the other shards drop their staged copies.
-      const bool taken = status.ok() &&
-                         (reply.outcome == PushOutcome::kApplied ||
+      const bool taken =
+          status.ok() && (reply.outcome == PushOutcome::kApplied ||
                           reply.outcome == PushOutcome::kAggregated);
       if (!taken) {
         Decision d;
@@ -80,13 +80,13 @@ absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
         d.step = step;
         d.workers = {worker_id};
         d.push_ids = {push_id};
-        d.dropped =
-            !status.ok() ? (PushRefusalOf(status) == PushRefusal::kTooStale
-                                ? Decision::Dropped::kRefusedTooStale
-                                : Decision::Dropped::kRefused)
-            : reply.outcome == PushOutcome::kDroppedSurplus
-                ? Decision::Dropped::kSurplus
-                : Decision::Dropped::kStale;
+        d.dropped = !status.ok()
+                        ? (PushRefusalOf(status) == PushRefusal::kTooStale
+                               ? Decision::Dropped::kRefusedTooStale
+                               : Decision::Dropped::kRefused)
+                    : reply.outcome == PushOutcome::kDroppedSurplus
+                        ? Decision::Dropped::kSurplus
+                        : Decision::Dropped::kStale;
         PublishLocked(std::move(d));
       }
     }
@@ -171,9 +171,10 @@ absl::StatusOr<int64_t> ParameterShard::ApplyDecisions(
     MutexLock lock(&mu_);
     status = CheckOpenLocked();
     if (status.ok() && !follower()) {
-      status = absl::FailedPreconditionError(absl::StrCat(
-          name_, " takes no decisions: only shards other than 0 of a "
-                 "cluster of several shards do"));
+      status = absl::FailedPreconditionError(
+          absl::StrCat(name_,
+                       " takes no decisions: only shards other than 0 of a "
+                       "cluster of several shards do"));
     }
     if (status.ok() && store_ == nullptr) {
       status = absl::FailedPreconditionError(
@@ -219,9 +220,9 @@ absl::StatusOr<int64_t> ParameterShard::ApplyDecisions(
 absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
                                                  Ready* ready) {
   auto refuse = [&](absl::string_view why) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name_, ": decision ", d.seq, " (",
-                     DecisionKindName(d.kind), " of step ", d.step, "): ", why));
+    return absl::FailedPreconditionError(absl::StrCat(
+        name_, ": decision ", d.seq, " (", DecisionKindName(d.kind),
+        " of step ", d.step, "): ", why));
   };
   if (d.workers.empty() || d.workers.size() != d.push_ids.size()) {
     return refuse("names no push");
