@@ -66,7 +66,11 @@ struct Cluster {
   std::unique_ptr<PsClient> Client(int worker) {
     return *InProcessPsClient::Create(pointers, placement, "psgd", worker);
   }
+  // Once shard 0's decisions have reached shard 1 (a pull of any step
+  // does not wait for them).
   Values Weights() {
+    REQUIRE(
+        shards[0]->AwaitDecisionsDelivered(absl::Now() + absl::Seconds(30)));
     Values v;
     REQUIRE(Client(-1)
                 ->Pull(ModelVersion::AtLeast(2, 0), absl::Now(), v.Mutable())

@@ -84,9 +84,10 @@ StepOutcome = enum.Enum(
     module=__name__)
 StepOutcome.__doc__ = """What became of a push (worker/session/step_outcome.h).
 
-APPLIED: completed a step on a shard (sync) or applied (async); AGGREGATED:
-joined the step's aggregate; DROPPED_STALE / DROPPED_SURPLUS / DROPPED /
-PARTLY_DROPPED: dropped by every / some shards; REFUSED_TOO_STALE: beyond
+One outcome for every shard (shard 0 decides each push for all of them).
+APPLIED: completed a step (sync) or applied (async); AGGREGATED: joined the
+step's aggregate; DROPPED_STALE / DROPPED_SURPLUS: dropped, computed from an
+older step / the step was already full; REFUSED_TOO_STALE: beyond
 the async staleness bound; REJOINED: the worker was out of the live set and
 joined again; DUPLICATE: sent again after a failure, the shards had it;
 ROLLED_BACK: the cluster went back to a checkpoint before it landed."""

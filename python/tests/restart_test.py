@@ -114,6 +114,9 @@ class RestartTest(unittest.TestCase):
             self.assertGreaterEqual(run["final_global_step"], 60)
             self.assertGreaterEqual(run["ps_rollbacks"], 1)
             self.assertGreater(max(generations), 1)
+            # A gradient computed before the rollback did not land: its
+            # outcome says so (the purpose of this test).
+            self.assertIn(psgd.StepOutcome.ROLLED_BACK, outcomes)
             self.assertIn("restored", c.log("ps:1"))
 
 

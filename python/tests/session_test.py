@@ -61,6 +61,9 @@ class SessionTest(unittest.TestCase):
                 psgd.StepOutcome.DROPPED_STALE, psgd.StepOutcome.DROPPED_SURPLUS})
             self.assertEqual(summary["final_global_step"], 8)
             self.assertEqual(summary["server_applied"], 8)
+            # N = 2: every step took two gradients, the first aggregated
+            # (with N ignored, all three would be taken).
+            self.assertEqual(summary["server_aggregated"], 8)
             self.assertEqual(summary["server_applied"] + summary["server_aggregated"]
                              + summary["server_dropped_stale"]
                              + summary["server_dropped_surplus"], pushes)

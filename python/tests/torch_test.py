@@ -126,6 +126,9 @@ class TorchTest(unittest.TestCase):
             self.assertNotIn("unused", parts)
             self.assertEqual(run["final_global_step"], 12)
             self.assertEqual(run["server_applied"], 12)  # shard 0 decides each step
+            # N = 2 of 3: one gradient aggregated in each step, the third
+            # dropped (with N ignored, all three would be taken).
+            self.assertEqual(run["server_aggregated"], 12)
 
     def test_async_with_a_loss_that_falls(self):
         with Cluster("torch-async", ps=2, mode="ASYNC", workers=2, steps=30,
