@@ -169,6 +169,18 @@ absl::Status WorkerLoop(const Scenario& sc, PsClient& client, int worker,
     version = sc.parts
                   ? PullInParts(client, wanted, deadline, Views(specs, weights))
                   : client.Pull(wanted, deadline, Views(specs, weights));
+    // Sync: a pull may read shard 0 a step before shard 1 applied its
+    // decision, or the reverse; line up at the newest step as the worker
+    // session does (its next gradient is then of one step of every shard).
+    if (sc.mode == Mode::kSync && version.ok()) {
+      const int64_t newest =
+          *std::max_element(version->steps.begin(), version->steps.end());
+      if (*std::min_element(version->steps.begin(), version->steps.end()) !=
+          newest) {
+        version = client.Pull(ModelVersion::AtLeast(shards, newest), deadline,
+                              Views(specs, weights));
+      }
+    }
   }
   if (!version.ok()) return version.status();
   return client.Leave();
