@@ -258,6 +258,15 @@ TEST_CASE(
                Catch::Contains("shard 1") && Catch::Contains("step 0") &&
                    Catch::Contains("missing"));
   }
+  SECTION("a worker id out of range") {
+    d.kind = Decision::Kind::kLeft;
+    d.workers = {kWorkers + 5};
+    auto r = follower->ApplyDecisions(1, {d});
+    CHECK(absl::IsFailedPrecondition(r.status()));
+    CHECK_THAT(std::string(r.status().message()),
+               Catch::Contains("shard 1") && Catch::Contains("step 0"));
+    CHECK(follower->Status().live_workers.size() == kWorkers);
+  }
   SECTION("another generation") {
     CHECK(absl::IsAborted(follower->ApplyDecisions(2, {d}).status()));
   }

@@ -227,6 +227,11 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
   if (d.workers.empty() || d.workers.size() != d.push_ids.size()) {
     return refuse("names no push");
   }
+  for (int w : d.workers) {
+    if (absl::Status s = membership_.CheckWorkerId(w); !s.ok()) {
+      return refuse(s.message());
+    }
+  }
   const VariableLayout& layout = store_->layout();
   // The staged gradients of the decision's pushes, all found before
   // anything changes.
