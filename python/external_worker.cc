@@ -369,6 +369,14 @@ bool ExternalWorker::pulls_in_flight() const {
   return session_ != nullptr && session_->pulls_in_flight();
 }
 
+void ExternalWorker::InterruptPulls() {
+  if (session_ != nullptr) session_->InterruptPulls();
+}
+
+void ExternalWorker::ResumePulls() {
+  if (session_ != nullptr) session_->ResumePulls();
+}
+
 absl::Status ExternalWorker::SettlePulls() {
   RETURN_IF_ERROR(CheckJoined());
   return session_->SettlePulls();

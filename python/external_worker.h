@@ -29,7 +29,8 @@
 //
 // Thread-safety: thread-compatible: one thread calls it (AddPart may come
 // from backward hooks on the autograd thread, one at a time, while the
-// calling thread waits in the backward).
+// calling thread waits in the backward; InterruptPulls and ResumePulls from
+// any thread).
 #ifndef PSGD_PYTHON_EXTERNAL_WORKER_H_
 #define PSGD_PYTHON_EXTERNAL_WORKER_H_
 
@@ -129,6 +130,11 @@ class ExternalWorker {
   absl::Status Pull();
   bool pulls_in_flight() const;
   absl::Status SettlePulls();
+  // From another thread while this one waits (a Ctrl-C): the pulls under
+  // way end with CANCELLED, and so do those that start until ResumePulls
+  // (WorkerSession::InterruptPulls). Nothing before Join.
+  void InterruptPulls();
+  void ResumePulls();
 
   // Overlap (wire { overlap: true }; FAILED_PRECONDITION without it): a
   // step in worker/session/step_overlap.h's order, the caller's hooks

@@ -13,8 +13,10 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>  // NOLINT: Interruptible's call thread
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/mutex.h"
 #include "python/external_worker.h"
 #include "python/model_check.h"
 #include "worker/session/step_outcome.h"
@@ -155,6 +158,25 @@ absl::Time FromUnixSeconds(double s) {
   return absl::FromUnixNanos(static_cast<int64_t>(s * 1e9));
 }
 
+// A call's status, whether it returns one or a value.
+const absl::Status& StatusOf(const absl::Status& s) { return s; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+// The status of a call that Interruptible ended (psgd.Interrupted).
+inline constexpr absl::string_view kInterruptedPayload = "psgd.interrupted";
+absl::Status InterruptedStatus() {
+  absl::Status s = absl::CancelledError(
+      "interrupted: a signal ended the wait for the servers");
+  s.SetPayload(kInterruptedPayload, absl::Cord("1"));
+  return s;
+}
+
+// How often a call that waits for the servers looks at Python's signals.
+constexpr absl::Duration kSignalLook = absl::Milliseconds(100);
+
 // The Python object behind psgd.Session: the worker, the weight buffers
 // it writes into and the gradient parts it sends from.
 class PyWorker {
@@ -182,6 +204,70 @@ class PyWorker {
   PyWorker& operator=(const PyWorker&) = delete;
 
   ExternalWorker& w() { return *worker_; }
+
+  // Session.set_interrupt: asked, with the GIL, while a call waits.
+  void SetInterruptCheck(py::object check) {
+    interrupt_check_ = std::move(check);
+  }
+
+  // Whether a call that waits (a sync pull waits for the step, which may
+  // take as long as the slowest worker) should end: Python's signal
+  // handlers run (PyErr_CheckSignals: on the main thread only) and the
+  // interrupt check is asked. Called with the GIL. *raised when a handler
+  // or the check raised (its exception set).
+  bool ShouldInterrupt(bool* raised) {
+    if (PyErr_CheckSignals() != 0) {
+      *raised = true;
+      return true;
+    }
+    if (interrupt_check_.is_none()) return false;
+    try {
+      return py::cast<bool>(interrupt_check_());
+    } catch (py::error_already_set& e) {
+      e.restore();
+      *raised = true;
+      return true;
+    }
+  }
+
+  // Runs `call`, which may wait for the servers, on a thread of its own
+  // while the caller's (with the GIL released) asks ShouldInterrupt every
+  // kSignalLook. A signal's exception (a KeyboardInterrupt) or the check's
+  // true interrupts the pulls (ExternalWorker::InterruptPulls): the call
+  // ends, and with it the wait, with the handler's exception, or with
+  // psgd.Interrupted when the call was cut short. A Python handler that
+  // only notes the signal (psgd.torch's) thus ends the wait too, through
+  // the check. The call must not touch Python.
+  template <typename F>
+  auto Interruptible(F call) -> decltype(call()) {
+    using Result = decltype(call());
+    std::optional<Result> result;
+    Notification done;
+    bool raised = false;
+    bool interrupted = false;
+    {
+      py::gil_scoped_release release;
+      std::thread thread([&] {
+        result.emplace(call());
+        done.Notify();
+      });
+      while (!done.WaitForNotificationWithDeadline(absl::Now() + kSignalLook)) {
+        if (interrupted) continue;  // until the cut-short call returns
+        py::gil_scoped_acquire acquire;
+        if (ShouldInterrupt(&raised)) {
+          interrupted = true;
+          worker_->InterruptPulls();
+        }
+      }
+      thread.join();
+      if (interrupted) worker_->ResumePulls();
+    }
+    if (raised) throw py::error_already_set();
+    if (interrupted && absl::IsCancelled(StatusOf(*result))) {
+      throw StatusError(InterruptedStatus());
+    }
+    return *std::move(result);
+  }
 
   py::dict Settings() const {
     const SessionTaskConfig& s = worker_->settings();
@@ -375,6 +461,7 @@ class PyWorker {
   Shapes shapes_;
   std::vector<py::object> part_objects_;
   std::vector<std::unique_ptr<Buffer>> parts_;
+  py::object interrupt_check_ = py::none();
   std::unique_ptr<ExternalWorker> worker_;
 };
 
@@ -405,6 +492,8 @@ PYBIND11_MODULE(_psgd, m) {
   static py::handle unauthenticated =
       sub("UnauthenticatedError", PyExc_PermissionError);
   static py::handle cancelled = sub("CancelledError", nullptr);
+  // A wait for the servers ended by a signal or the interrupt check.
+  static py::handle interrupted = sub("Interrupted", nullptr);
   // The data ended (the servers hand out the data).
   static py::handle out_of_range = sub("OutOfRangeError", nullptr);
   static py::handle mismatch = [&] {
@@ -444,7 +533,9 @@ PYBIND11_MODULE(_psgd, m) {
           cls = unauthenticated;
           break;
         case absl::StatusCode::kCancelled:
-          cls = cancelled;
+          cls = s.GetPayload(psgd::kInterruptedPayload).has_value()
+                    ? interrupted
+                    : cancelled;
           break;
         default:
           break;
@@ -482,34 +573,36 @@ PYBIND11_MODULE(_psgd, m) {
       .def("push", &PyWorker::Push)
       .def("add_part", &PyWorker::AddPart)
       .def("finish_parts", &PyWorker::FinishParts)
-      .def(
-          "pull", [](PyWorker& p) { psgd::ThrowIfError(p.w().Pull()); },
-          Release())
-      .def(
-          "begin_step",
-          [](PyWorker& p) { return psgd::StateName(p.w().BeginStep()); },
-          Release())
-      .def(
-          "await_weights",
-          [](PyWorker& p, int v) {
-            return psgd::StateName(p.w().AwaitWeights(v));
-          },
-          Release())
-      .def(
-          "forward_done",
-          [](PyWorker& p) { return psgd::StateName(p.w().ForwardDone()); },
-          Release())
-      .def(
-          "settle_pulls",
-          [](PyWorker& p) { psgd::ThrowIfError(p.w().SettlePulls()); },
-          Release())
+      .def("set_interrupt_check", &PyWorker::SetInterruptCheck)
+      // The calls that may wait for the other workers' step: interruptible.
+      .def("pull",
+           [](PyWorker& p) {
+             psgd::ThrowIfError(p.Interruptible([&] { return p.w().Pull(); }));
+           })
+      .def("begin_step",
+           [](PyWorker& p) {
+             return psgd::StateName(
+                 p.Interruptible([&] { return p.w().BeginStep(); }));
+           })
+      .def("await_weights",
+           [](PyWorker& p, int v) {
+             return psgd::StateName(
+                 p.Interruptible([&] { return p.w().AwaitWeights(v); }));
+           })
+      .def("forward_done",
+           [](PyWorker& p) {
+             return psgd::StateName(
+                 p.Interruptible([&] { return p.w().ForwardDone(); }));
+           })
+      .def("settle_pulls",
+           [](PyWorker& p) {
+             psgd::ThrowIfError(
+                 p.Interruptible([&] { return p.w().SettlePulls(); }));
+           })
       .def("before_step",
            [](PyWorker& p) {
-             absl::StatusOr<psgd::TaskRun::Next> next;
-             {
-               py::gil_scoped_release release;
-               next = p.w().BeforeStep();
-             }
+             absl::StatusOr<psgd::TaskRun::Next> next =
+                 p.Interruptible([&] { return p.w().BeforeStep(); });
              psgd::ThrowIfError(next.status());
              return py::make_tuple(next->stop, next->evaluate);
            })
@@ -517,18 +610,23 @@ PYBIND11_MODULE(_psgd, m) {
            [](PyWorker& p) {
              absl::StatusOr<psgd::ps::DataChunk> chunk;
              // While the lease waits for the last epoch's chunks, Python's
-             // signal handlers run between its pauses; one that raises
-             // (a second Ctrl-C) ends the wait with its exception.
+             // signal handlers and the interrupt check run between its
+             // pauses; a handler that raises (a second Ctrl-C) ends the
+             // wait with its exception, the check with psgd.Interrupted.
              bool raised = false;
+             bool interrupted = false;
              {
                py::gil_scoped_release release;
-               chunk = p.w().LeaseData([&raised] {
+               chunk = p.w().LeaseData([&] {
                  py::gil_scoped_acquire acquire;
-                 raised = PyErr_CheckSignals() != 0;
-                 return !raised;
+                 interrupted = p.ShouldInterrupt(&raised);
+                 return !interrupted;
                });
              }
              if (raised) throw py::error_already_set();
+             if (interrupted && absl::IsCancelled(chunk.status())) {
+               throw psgd::StatusError(psgd::InterruptedStatus());
+             }
              psgd::ThrowIfError(chunk.status());
              return py::make_tuple(chunk->epoch, chunk->index, chunk->lease,
                                    chunk->samples);

@@ -160,6 +160,10 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
         static_cast<int64_t>(response_.Length()), std::memory_order_relaxed);
     // A push's request references the gradients: let go of them.
     request_.Clear();
+    {
+      MutexLock lock(&cancel_mu_);
+      cancellable_ = nullptr;
+    }
     context_.reset();
     const grpc::Status status = std::move(outcome_->status);
     outcome_.reset();
@@ -183,6 +187,11 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
     // call takes a new one.
     if (shared_push_ || shared_pull_) region_.reset();
     return s;
+  }
+
+  void Cancel() override {
+    MutexLock lock(&cancel_mu_);
+    if (cancellable_ != nullptr) cancellable_->TryCancel();
   }
 
   absl::Status ReadPush(wire::PushResponse* response) override {
@@ -293,6 +302,8 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
     outcome_ = std::make_shared<Outcome>();
     channel_->raw_->UnaryCall(context_.get(), method, {}, &request_, &response_,
                               Outcome::Callback(outcome_));
+    MutexLock lock(&cancel_mu_);
+    cancellable_ = context_.get();
   }
 
   GrpcShardChannel* const channel_;  // Not owned.
@@ -301,6 +312,10 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
   // The call under way (null: none).
   std::unique_ptr<grpc::ClientContext> context_;
   std::shared_ptr<Outcome> outcome_;
+  // context_ while its call is under way, for Cancel from another thread
+  // (TryCancel is thread-safe; the context must outlive it).
+  Mutex cancel_mu_;
+  grpc::ClientContext* cancellable_ ABSL_GUARDED_BY(cancel_mu_) = nullptr;
 
   // Shared memory: this exchange's region (shared with gRPC's slices when a
   // refused push is sent again as bytes from it), the size the next pull

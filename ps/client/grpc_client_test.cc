@@ -320,6 +320,13 @@ TEST_CASE("grpc: pulls wait for the step, up to their deadline") {
   CHECK((*status)[1].shard_index == 1);
 }
 
+TEST_CASE("grpc: an interrupted pull ends and the servers let it go") {
+  GrpcCluster cluster(testing::SyncScenario(2, 1), 2);
+  SECTION("bytes") {}
+  SECTION("shared memory") { cluster.shared_memory = true; }
+  testing::CheckInterruptedPulls(cluster.Factory());
+}
+
 TEST_CASE("grpc: Shutdown ends waiting pulls and the servers' wait") {
   GrpcCluster cluster(testing::SyncScenario(1, 1), 2);
   Values init;

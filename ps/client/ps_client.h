@@ -178,6 +178,13 @@ class PsClient {
   virtual absl::StatusOr<ModelVersion> PullPart(
       const ModelVersion& min_version, absl::Time deadline,
       absl::Span<const NamedTensorView> out) = 0;
+
+  // From any thread (a Ctrl-C while another thread waits for its step):
+  // the Pulls and PullParts under way end now with CANCELLED "interrupted",
+  // and so do those that start, until ResumePulls. The other calls go on.
+  virtual void InterruptPulls() = 0;
+  virtual void ResumePulls() = 0;
+
   virtual absl::StatusOr<PushResult> PushPart(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) = 0;

@@ -13,7 +13,8 @@
 // channel's name()).
 //
 // Thread-safety: a ShardChannel is thread-safe; a ShardCall and a
-// ShardExchange are used by one thread at a time. A request, a response and
+// ShardExchange are used by one thread at a time (but an exchange's Cancel,
+// from any thread). A request, a response and
 // the memory a push references must stay valid until the call is awaited.
 #ifndef PSGD_PS_CLIENT_SHARD_CHANNEL_H_
 #define PSGD_PS_CLIENT_SHARD_CHANNEL_H_
@@ -75,6 +76,11 @@ class ShardExchange {
 
   // Blocks until the started call has ended; its status.
   virtual absl::Status Await() = 0;
+
+  // From any thread: ends the call under way now, its Await answering
+  // CANCELLED (a pull that waits for its step is withdrawn from the
+  // shard). Nothing when no call is under way or it has already ended.
+  virtual void Cancel() = 0;
 
   // After a push was awaited with OK: the shard's response. DATA_LOSS for
   // bytes that are no PushResponse.

@@ -184,9 +184,18 @@ absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
     absl::Span<float* const> model, bool part) {
   std::unique_ptr<Buffers> buffers = TakeBuffers();
   // Every asked shard's pull at once: each shard sees the worker waiting in
-  // its pull (which protects its lease) for the whole wait.
+  // its pull (which protects its lease) for the whole wait. They start under
+  // interrupt_mu_, so that an InterruptPulls cancels all of them or sees
+  // none and this pull refused.
   const std::vector<const float*> asked_model(model.begin(), model.end());
   std::vector<bool> asked(num_shards(), false);
+  interrupt_mu_.Lock();
+  if (interrupted_) {
+    interrupt_mu_.Unlock();
+    ReturnBuffers(std::move(buffers));
+    return absl::CancelledError("pull interrupted");
+  }
+  pulling_.insert(buffers.get());
   for (int i = 0; i < num_shards(); ++i) {
     const std::vector<TensorBytes> slices =
         ShardSlices(placement_, i, asked_model);
@@ -205,6 +214,7 @@ absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
     if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
     b.exchange->StartPull(r, deadline);
   }
+  interrupt_mu_.Unlock();
   absl::Status status;
   for (int i = 0; i < num_shards(); ++i) {
     if (!asked[i]) continue;
@@ -212,6 +222,13 @@ absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
     if (!s.ok() && status.ok()) {
       status =
           Annotate(s, absl::StrCat("pull to ", channels_[i]->name(), ": "));
+    }
+  }
+  {
+    MutexLock lock(&interrupt_mu_);
+    pulling_.erase(buffers.get());
+    if (interrupted_ && absl::IsCancelled(status)) {
+      status = absl::CancelledError("pull interrupted");
     }
   }
   // Each slice's bytes go straight from the channel into `model`.
@@ -240,6 +257,21 @@ absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
   }();
   ReturnBuffers(std::move(buffers));
   return result;
+}
+
+void ShardedPsClient::InterruptPulls() {
+  MutexLock lock(&interrupt_mu_);
+  interrupted_ = true;
+  for (Buffers* b : pulling_) {
+    for (Buffers::Shard& shard : b->shards) {
+      if (shard.exchange != nullptr) shard.exchange->Cancel();
+    }
+  }
+}
+
+void ShardedPsClient::ResumePulls() {
+  MutexLock lock(&interrupt_mu_);
+  interrupted_ = false;
 }
 
 absl::StatusOr<PushResult> ShardedPsClient::Push(

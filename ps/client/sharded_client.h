@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
@@ -80,6 +81,8 @@ class ShardedPsClient : public PsClient {
   absl::StatusOr<ModelVersion> PullPart(
       const ModelVersion& min_version, absl::Time deadline,
       absl::Span<const NamedTensorView> out) override;
+  void InterruptPulls() override;
+  void ResumePulls() override;
   absl::StatusOr<PushResult> PushPart(
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
@@ -148,6 +151,11 @@ class ShardedPsClient : public PsClient {
 
   Mutex mu_;
   std::vector<std::unique_ptr<Buffers>> spare_ ABSL_GUARDED_BY(mu_);
+
+  // The pulls under way (their buffers' exchanges), for InterruptPulls.
+  Mutex interrupt_mu_;
+  bool interrupted_ ABSL_GUARDED_BY(interrupt_mu_) = false;
+  absl::flat_hash_set<Buffers*> pulling_ ABSL_GUARDED_BY(interrupt_mu_);
 };
 
 }  // namespace ps

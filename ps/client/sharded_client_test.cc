@@ -104,6 +104,7 @@ class WrappedChannel final : public ShardChannel {
       absl::Status s = inner_->Await();
       return channel_->fail.ok() ? s : channel_->fail;
     }
+    void Cancel() override { inner_->Cancel(); }
     absl::Status ReadPush(wire::PushResponse* response) override {
       return inner_->ReadPush(response);
     }

@@ -39,6 +39,9 @@ std::string ShardMetricsText(const ShardStatus& s, int64_t sent_bytes,
   page.Gauge("psgd_ps_pending_gradients",
              "Sync: gradients gathered for the current step.",
              s.pending_gradients, shard);
+  page.Gauge("psgd_ps_pulls_waiting",
+             "Pulls held until their step (or staleness bound) comes.",
+             s.pulls_waiting, shard);
   page.Gauge("psgd_ps_generation",
              "The cluster's generation (one more per rollback).", s.generation,
              shard);

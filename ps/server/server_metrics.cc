@@ -34,6 +34,7 @@ JsonObject ServerStatusJson(const std::string& task, const ShardStatus& s,
       .Set("data_epochs_completed", s.data_epochs_completed)
       .Set("data_returned", s.data_returned)
       .Set("pending_gradients", s.pending_gradients)
+      .Set("pulls_waiting", s.pulls_waiting)
       .Set("generation", s.generation)
       .Set("restored_label", s.restored_label)
       .Set("rollbacks", static_cast<int64_t>(s.rollbacks.size()))

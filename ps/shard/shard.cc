@@ -734,6 +734,7 @@ ShardStatus ParameterShard::Status() const {
   s.total_num_replicas = options_.total_num_replicas;
   s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;
   s.pending_gradients = aggregator_ == nullptr ? 0 : aggregator_->count();
+  s.pulls_waiting = static_cast<int>(waiters_.size());
   s.step_started = step_started_;
   if (options_.mode == Mode::kSync) {
     for (int w : s.live_workers) {

@@ -222,6 +222,7 @@ struct ShardStatus {
   int total_num_replicas = 1;
   int64_t num_parameters = 0;
   int pending_gradients = 0;  // sync: gathered for the current step
+  int pulls_waiting = 0;      // held until their step comes
   // Sync: when the current step began (the last one completed, the
   // initialisation, a restore or a rollback), and the live workers that have
   // not pushed for it yet, ascending.

@@ -197,6 +197,8 @@ class FaultInjectionPsClient final : public PsClient {
       const ModelVersion& version,
       absl::Span<const NamedConstTensorView> gradients) override;
   // Faults as for Push.
+  void InterruptPulls() override { inner_->InterruptPulls(); }
+  void ResumePulls() override { inner_->ResumePulls(); }
   absl::StatusOr<PushResult> CommitPush(const ModelVersion& version) override;
   absl::StatusOr<std::vector<ShardStatus>> Status() override;
   absl::Status Shutdown(absl::string_view reason) override;

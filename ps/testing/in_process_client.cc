@@ -54,11 +54,35 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
           pull->done = true;
           pull->answered.SignalAll();
         });
+    MutexLock lock(&cancel_mu_);
+    cancellable_ = pull_;
+    cancel_ticket_ = ticket_;
+  }
+
+  void Cancel() override {
+    MutexLock lock(&cancel_mu_);
+    if (cancellable_ == nullptr || cancel_ticket_ == 0 ||
+        !channel_->handler_.shard()->CancelPull(cancel_ticket_)) {
+      return;  // none under way, or answered already
+    }
+    MutexLock pull_lock(&cancellable_->mu);
+    cancellable_->result = absl::CancelledError("pull cancelled");
+    cancellable_->done = true;
+    cancellable_->answered.SignalAll();
   }
 
   absl::Status Await() override {
     if (pull_ == nullptr) return push_status_;
     std::shared_ptr<PendingPull> pull = std::move(pull_);
+    // Once awaited, the pull is no longer Cancel's.
+    struct Done {
+      Exchange* e;
+      ~Done() {
+        MutexLock lock(&e->cancel_mu_);
+        e->cancellable_ = nullptr;
+        e->cancel_ticket_ = 0;
+      }
+    } done_with_pull{this};
     bool answered;
     {
       MutexLock lock(&pull->mu);
@@ -137,6 +161,10 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
   // The pull under way (null: none, or awaited).
   std::shared_ptr<PendingPull> pull_;
   uint64_t ticket_ = 0;
+  // The pull under way for Cancel, from another thread.
+  Mutex cancel_mu_;
+  std::shared_ptr<PendingPull> cancellable_ ABSL_GUARDED_BY(cancel_mu_);
+  uint64_t cancel_ticket_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   absl::StatusOr<ParameterShard::Snapshot> snapshot_;
   absl::Duration wait_;
   WireEncoder encoder_;

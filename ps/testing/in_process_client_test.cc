@@ -194,6 +194,11 @@ TEST_CASE("in-process: bfloat16 and float16 on the wire, as over gRPC") {
   testing::CheckWireDTypes(TwoSteps);
 }
 
+TEST_CASE("in-process: an interrupted pull ends and the shards let it go") {
+  InProcessCluster cluster(testing::SyncScenario(2, 1), 2);
+  testing::CheckInterruptedPulls(cluster.Factory());
+}
+
 TEST_CASE(
     "in-process: the request handler refuses what does not fit the "
     "wire setting, naming the tensor") {

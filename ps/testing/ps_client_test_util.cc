@@ -6,6 +6,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/dtype_convert.h"
 #include "common/mutex.h"
@@ -417,6 +418,70 @@ ScenarioValues TwoWireSteps(const ClientFactory& make_client) {
   }
   CHECK(v.steps == std::vector<int64_t>{2, 2});
   return got;
+}
+
+namespace {
+
+// Polls the shards' status until each holds `pulls` waiting pulls (a
+// cancelled gRPC call reaches the server in its own time); false after 30 s.
+bool AwaitPullsWaiting(PsClient* client, int pulls) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    absl::StatusOr<std::vector<ShardStatus>> status = client->Status();
+    REQUIRE(status.ok());
+    if (std::all_of(status->begin(), status->end(), [&](const ShardStatus& s) {
+          return s.pulls_waiting == pulls;
+        })) {
+      return true;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+}  // namespace
+
+void CheckInterruptedPulls(const ClientFactory& make_client) {
+  ScenarioValues init;
+  std::unique_ptr<PsClient> chief = make_client(-1);
+  REQUIRE(chief->Initialize(init.Const()).ok());
+  std::unique_ptr<PsClient> w0 = make_client(0);
+  std::unique_ptr<PsClient> w1 = make_client(1);
+  REQUIRE(w0->Join().ok());
+  REQUIRE(w1->Join().ok());
+  const ModelVersion v0 = ModelVersion::AtLeast(2, 0);
+  REQUIRE(w0->Push(v0, init.Const()).ok());
+
+  // Worker 0's pull for step 1 waits for worker 1's push on both shards.
+  ScenarioValues got;
+  absl::StatusOr<ModelVersion> waited;
+  std::thread puller([&] {
+    waited =
+        w0->Pull(v0.Next(), absl::Now() + absl::Seconds(60), got.Mutable());
+  });
+  REQUIRE(AwaitPullsWaiting(chief.get(), 1));
+  w0->InterruptPulls();
+  // The shards let go of it, long before its deadline.
+  CHECK(AwaitPullsWaiting(chief.get(), 0));
+  puller.join();
+  CHECK(waited.status().code() == absl::StatusCode::kCancelled);
+  CHECK(absl::StrContains(waited.status().message(), "interrupted"));
+
+  // Until ResumePulls a pull is refused at once; the other calls go on.
+  absl::StatusOr<ModelVersion> refused =
+      w0->Pull(v0.Next(), absl::Now() + absl::Seconds(60), got.Mutable());
+  CHECK(refused.status().code() == absl::StatusCode::kCancelled);
+  CHECK(AwaitPullsWaiting(chief.get(), 0));
+  CHECK(w0->Status().ok());
+  absl::StatusOr<PushResult> pushed = w1->Push(v0, init.Const());
+  REQUIRE(pushed.ok());
+  CHECK(pushed->shards[0].outcome == PushOutcome::kApplied);
+
+  w0->ResumePulls();
+  absl::StatusOr<ModelVersion> resumed =
+      w0->Pull(v0.Next(), absl::Now() + absl::Seconds(60), got.Mutable());
+  REQUIRE(resumed.ok());
+  CHECK(resumed->steps == std::vector<int64_t>{1, 1});
 }
 
 void CheckWireDTypes(const WireRun& run) {

@@ -68,6 +68,13 @@ struct ScenarioValues {
 // initialises); returns what worker 0 pulls.
 ScenarioValues TwoWireSteps(const ClientFactory& make_client);
 
+// InterruptPulls and ResumePulls with clients from make_client over 2 shards
+// of SyncScenario(2, *) (the chief, -1, initialises): a pull that waits for
+// its step ends CANCELLED when another thread interrupts, and no shard holds
+// it any more; a pull that starts is refused; pushes and status go on;
+// after ResumePulls a pull gets the step. Checks with Catch2.
+void CheckInterruptedPulls(const ClientFactory& make_client);
+
 // TwoWireSteps over a fresh cluster whose servers and clients use the wire
 // dtypes given.
 using WireRun =

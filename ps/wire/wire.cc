@@ -193,6 +193,7 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_total_num_replicas(s.total_num_replicas);
   out->set_num_parameters(s.num_parameters);
   out->set_pending_gradients(s.pending_gradients);
+  out->set_pulls_waiting(s.pulls_waiting);
   out->set_shutting_down(s.shutting_down);
   out->set_run_dir(s.run_dir);
   out->set_workers_expired(s.workers_expired);
@@ -261,6 +262,7 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.total_num_replicas = r.total_num_replicas();
   s.num_parameters = r.num_parameters();
   s.pending_gradients = r.pending_gradients();
+  s.pulls_waiting = r.pulls_waiting();
   s.shutting_down = r.shutting_down();
   s.run_dir = r.run_dir();
   s.workers_expired = r.workers_expired();

@@ -62,7 +62,7 @@ __all__ = [
     "Session", "StepOutcome", "PushOutcome", "Error", "InvalidArgumentError",
     "FailedPreconditionError", "ModelMismatchError", "NotFoundError",
     "DeadlineExceededError", "UnavailableError", "UnauthenticatedError",
-    "CancelledError", "OutOfRangeError", "eval_metrics",
+    "CancelledError", "OutOfRangeError", "Interrupted", "eval_metrics",
 ]
 
 Error = _psgd.Error
@@ -75,6 +75,8 @@ UnavailableError = _psgd.UnavailableError
 UnauthenticatedError = _psgd.UnauthenticatedError
 CancelledError = _psgd.CancelledError
 OutOfRangeError = _psgd.OutOfRangeError
+# A wait for the servers that a signal or set_interrupt's check ended.
+Interrupted = _psgd.Interrupted
 
 # The C++ StepOutcome (worker/session/step_outcome.h), member for member:
 # kApplied is APPLIED, kDroppedStale DROPPED_STALE ...; the values are the
@@ -381,6 +383,18 @@ class Session:
         live_workers, and the counters applied, aggregated, dropped_stale,
         dropped_surplus, refused, refused_too_stale, ...)."""
         return self._w.status()
+
+    def set_interrupt(self, check):
+        """The calls that may wait for the other workers (pull_into,
+        settle_pulls, before_step, lease_data, overlap's begin_step,
+        await_weights and forward_done: a sync step waits for the slowest
+        worker) run Python's signal handlers every 0.1 s while they wait,
+        and call `check()` (None: no check). A handler that raises (a
+        KeyboardInterrupt) ends the wait with its exception; `check()`
+        returning true ends it with Interrupted: for a handler that only
+        notes a signal, as psgd.torch's does. The weights stay as before the
+        call; close() may follow."""
+        self._w.set_interrupt_check(check)
 
     def keep_lease(self, on=True):
         """While on, the servers' lease of this worker is renewed whenever

@@ -363,7 +363,7 @@ class Worker:
             return
         self._awaited.add(i)
         if st["state"] == "compute":
-            st["state"] = self.session.await_weights(i)
+            st["state"] = self._waiting(self.session.await_weights, i)
         if self.cuda:
             self._to_device({self.names[i]})
 
@@ -449,9 +449,12 @@ class Worker:
         for m, _ in self._momenta:
             m.momentum = 1.0
         self._install_process_handlers()
+        # A wait for the other workers ends on SIGTERM / Ctrl-C.
+        self.session.set_interrupt(lambda: self._signal is not None)
         try:
             yield from self._batches(data, evaluate)
         finally:
+            self.session.set_interrupt(None)
             for m, momentum in self._momenta:
                 m.momentum = momentum
             # An exception that ends the program closes this generator only
@@ -487,6 +490,14 @@ class Worker:
                 pushed = s.push(st["step"], self._grads())
             t_pushed = time.time()
             s.pull_into()
+        except psgd.Interrupted:
+            # A signal (SIGTERM, Ctrl-C) ended the wait for the step: the
+            # push went, the weights did not come; the loop ends here.
+            st["stop"] = self._signal_reason()
+            self._record(st, loss, accuracy, t_computed, t_pushed,
+                         time.time())
+            return StepResult(pushed.outcome, st["step"], pushed.staleness,
+                              pushed.generation)
         except psgd.CancelledError:
             # The servers shut down under this step (the chief ended the
             # job): the loop ends at this batch.
@@ -495,16 +506,21 @@ class Worker:
         t_pulled = time.time()
         if not self.overlap:
             self._to_device()
+        self._record(st, loss, accuracy, t_computed, t_pushed, t_pulled)
+        return StepResult(pushed.outcome, st["step"], pushed.staleness,
+                          pushed.generation)
+
+    def _record(self, st, loss, accuracy, t_computed, t_pushed, t_pulled):
+        """The step's line (worker-J.jsonl)."""
         if isinstance(loss, torch.Tensor):
             loss = loss.item()
         st["done"] = True
-        s.record_step(st["step"], loss=float(loss or 0.0),
-                      accuracy=float(accuracy), batch_size=st["batch_size"],
-                      epoch=st["epoch"], batches_done=st["batches_done"],
-                      times=(st["t_begin"], st["t_batch"], t_computed,
-                             t_pushed, t_pulled))
-        return StepResult(pushed.outcome, st["step"], pushed.staleness,
-                          pushed.generation)
+        self.session.record_step(
+            st["step"], loss=float(loss or 0.0), accuracy=float(accuracy),
+            batch_size=st["batch_size"], epoch=st["epoch"],
+            batches_done=st["batches_done"],
+            times=(st["t_begin"], st["t_batch"], t_computed, t_pushed,
+                   t_pulled))
 
     def _batches(self, data, evaluate):
         s = self.session
@@ -597,6 +613,9 @@ class Worker:
                 batches_done += 1
         except psgd.CancelledError:
             reason = "the servers shut down (training is over)"
+        except psgd.Interrupted:
+            # A signal ended a lease's wait (the DataLoader's sampler).
+            reason = self._signal_reason()
         except GeneratorExit:
             # The caller's loop ended without exhausting batches() (a break,
             # an exception it caught): the worker leaves and, the chief,
@@ -637,7 +656,7 @@ class Worker:
         self.module.zero_grad(set_to_none=True)
         self._awaited = set()
         self._in_flight_at_start = self.overlap and s.pulls_in_flight
-        state = s.begin_step() if self.overlap else "compute"
+        state = self._waiting(s.begin_step) if self.overlap else "compute"
         if self._in_flight_at_start and self.cuda:
             self._to_device(set(self.names[len(self.params):]))
         self._current = {"step": s.step, "stop": "", "redo": False,
@@ -653,14 +672,15 @@ class Worker:
             return
         st["forwarded"] = True
         if st["state"] == "compute":
-            st["state"] = self.session.forward_done()
+            st["state"] = self._waiting(self.session.forward_done)
         if self._in_flight_at_start and self.cuda:
             self._to_device({n for i, n in enumerate(self.names)
                              if i not in self._awaited})
         # The weights' step once every group is in (the push's version).
         st["step"] = self.session.step
         if st["state"] == "stop":
-            st["stop"] = self.session.stop_reason()
+            st["stop"] = (self.session.stop_reason()
+                          or self._signal_reason())
         elif st["state"] == "redo":
             st["redo"] = True
 
@@ -691,13 +711,30 @@ class Worker:
             self.step(loss, accuracy=accuracy(outputs.detach(), targets))
         return self.summary
 
+    def _signal_reason(self):
+        if self._signal is None:
+            return ""
+        return (f"{self._signal}: the chief ended the job"
+                if self.session.chief
+                else f"{self._signal}: left at a step boundary")
+
+    def _waiting(self, call, *args):
+        """Overlap's calls that wait for the step: a signal's Interrupted
+        stops the step before its push ("stop")."""
+        try:
+            return call(*args)
+        except psgd.Interrupted:
+            return "stop"
+
     def _before_step(self, evaluate):
         s = self.session
         if self._signal is not None:
-            return (f"{self._signal}: the chief ended the job" if s.chief
-                    else f"{self._signal}: left at a step boundary")
+            return self._signal_reason()
         in_flight = s.pulls_in_flight
-        reason, evaluate_now = s.before_step()
+        try:
+            reason, evaluate_now = s.before_step()
+        except psgd.Interrupted:
+            return self._signal_reason()
         if in_flight and not s.pulls_in_flight:
             self._to_device()  # the settled pulls' weights
         if reason:

@@ -60,6 +60,9 @@ def main():
     p.add_argument("run_dir")
     p.add_argument("--step_seconds", type=float, default=0.0)
     p.add_argument("--fail_at", type=int, default=0)
+    # Batch k (from 0) computes for this long: the others' sync pulls wait.
+    p.add_argument("--stall_at", type=int, default=-1)
+    p.add_argument("--stall_seconds", type=float, default=0.0)
     p.add_argument("--outcomes", default="")
     p.add_argument("--with", dest="with_", action="store_true")
     a = p.parse_args()
@@ -73,6 +76,9 @@ def main():
             loss.backward()
             if a.step_seconds:
                 time.sleep(max(0.0, a.step_seconds - (time.time() - t0)))
+            if k == a.stall_at:
+                print(f"stalling at batch {k}", flush=True)
+                time.sleep(a.stall_seconds)
             r = w.step(loss=loss)
             if out is not None and r is not None:
                 out.write(json.dumps({

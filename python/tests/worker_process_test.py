@@ -8,6 +8,9 @@ a scheduler runs them, against real servers:
 * SIGINT (Ctrl-C) to the Python chief: one line says the job ends; the
   servers shut down (exit 0), summary.json is written with the reason, the
   other worker ends as the servers go, and nobody needs a second Ctrl-C.
+* SIGINT to the Python chief while its sync pull waits for a worker that
+  computes for minutes: the pull returns, the job ends (servers exit 0,
+  summary.json) while that worker is still computing.
 * An exception in the chief's dataset: the job ends with the exception's
   text as its reason (summary.json), the servers exit 0, the program exits
   with the exception (non-zero), and the other worker ends.
@@ -110,6 +113,38 @@ class WorkerProcessTest(unittest.TestCase):
         self.assertEqual(chief_log.count("psgd: SIGINT"), 1, chief_log)
         self.assertNotIn("Exception ignored", chief_log)
         self.assertEqual(other_code, 0, other_log)
+
+    def test_ctrl_c_ends_a_pull_that_waits_for_the_step(self):
+        with Cluster("proc-pull", ps=1, workers=2, n=2, steps=100000,
+                     model="external", data=DATA,
+                     extra="worker_lease_seconds: 600") as c:
+            chief = start(c, "worker:0")
+            # worker:1 computes batch 3 for 10 minutes: the chief's pull
+            # for that step waits for it.
+            other = start(c, "worker:1", "--stall_at=3",
+                          "--stall_seconds=600")
+            await_started(c, "worker:0", chief)
+            deadline = time.time() + 120
+            while "stalling" not in log_of(c, "worker:1"):
+                self.assertLess(time.time(), deadline, log_of(c, "worker:1"))
+                time.sleep(0.1)
+            time.sleep(1)  # the chief is in its pull by now
+            chief.send_signal(signal.SIGINT)
+            code = chief.wait(60)
+            servers = c.wait_ps(60)
+            # The job ended while worker:1 was still in its stall: the
+            # chief's pull did not wait for worker:1's gradient.
+            still_computing = other.poll() is None
+            other.kill()
+            other.wait(30)
+            run = c.summary()
+            chief_log = log_of(c, "worker:0")
+        self.assertEqual(code, 0, chief_log)
+        self.assertEqual(servers, [0])
+        self.assertTrue(still_computing)
+        self.assertIn("SIGINT", run["end_reason"])
+        self.assertEqual(chief_log.count("psgd: SIGINT"), 1, chief_log)
+        self.assertNotIn("Traceback", chief_log)
 
     def test_an_exception_in_the_dataset_ends_the_job(self):
         with Cluster("proc-fail", ps=1, workers=2, n=2, steps=100000,

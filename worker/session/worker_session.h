@@ -39,9 +39,10 @@
 // cluster); CANCELLED when the servers shut down (training is over).
 //
 // Thread-safety: thread-compatible: one thread (the worker loop's) calls
-// it; its own threads (overlap) touch only the weight buffers, which the
-// caller leaves alone while pulls are in flight (until AwaitWeights or
-// SettlePulls), and the gradients added as parts, until FinishParts.
+// it (but InterruptPulls and ResumePulls, any thread); its own threads
+// (overlap) touch only the weight buffers, which the caller leaves alone while
+// pulls are in flight (until AwaitWeights or SettlePulls), and the gradients
+// added as parts, until FinishParts.
 #ifndef PSGD_WORKER_SESSION_WORKER_SESSION_H_
 #define PSGD_WORKER_SESSION_WORKER_SESSION_H_
 
@@ -174,6 +175,13 @@ class WorkerSession {
   // The newest weights without waiting for a step (the chief's final
   // evaluation).
   absl::StatusOr<ps::ModelVersion> PullLatest();
+
+  // From any thread (a signal's watcher while the loop's thread waits in a
+  // pull): the pulls under way end now, and those that start refuse, with
+  // CANCELLED, until ResumePulls; the weights stay as they were. The
+  // session may then Leave (also without ResumePulls).
+  void InterruptPulls() { client_->InterruptPulls(); }
+  void ResumePulls() { client_->ResumePulls(); }
 
   // The servers hand out the data (options().data_from_servers): the next
   // chunk of sample indices for this worker, leased at the weights'
