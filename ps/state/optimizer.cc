@@ -174,7 +174,8 @@ class Sgd final : public Optimizer {
 
 // One variable's Adam update, element-wise by common/adam.h's AdamElement.
 // Compiled for AVX-512, AVX2 and the baseline and chosen at load time (the
-// same bits in each: no FMA contraction in ISO C++ mode, no reordering).
+// same bits in each: no FMA contraction, -ffp-contract=off in the BUILD
+// file, and no reordering).
 __attribute__((target_clones("avx512f", "avx2", "default"))) void AdamUpdate(
     int64_t n, const AdamStep& step, const float* __restrict w,
     const float* __restrict g, float* __restrict m, float* __restrict v,
