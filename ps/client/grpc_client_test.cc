@@ -337,9 +337,15 @@ TEST_CASE("grpc: Shutdown ends waiting pulls and the servers' wait") {
     waited = worker->Pull(ModelVersion::AtLeast(2, 5),
                           absl::Now() + absl::Seconds(30), init.Mutable());
   });
-  // Most likely the pull waits by now; if not, it arrives after the
-  // shutdown and is refused: CANCELLED either way.
-  absl::SleepFor(absl::Milliseconds(100));
+  // Once both servers hold the pull, the shutdown ends it.
+  for (;;) {
+    absl::StatusOr<std::vector<ShardStatus>> status = chief->Status();
+    REQUIRE(status.ok());
+    if ((*status)[0].pulls_waiting == 1 && (*status)[1].pulls_waiting == 1) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
   REQUIRE(chief->Shutdown("training is over").ok());
   puller.join();
   CHECK(waited.status().code() == absl::StatusCode::kCancelled);

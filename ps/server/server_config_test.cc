@@ -94,6 +94,42 @@ TEST_CASE("N following the live workers, and the linear rule with it") {
   CHECK(both.optimizer.schedule.scale == 1.0);
 }
 
+TEST_CASE("adaptive backups: each field of the config reaches the server") {
+  auto options = [](const std::string& training) {
+    absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+        "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
+        "\"127.0.0.1:2\" } worker { address: \"127.0.0.1:3\" } worker { "
+        "address: \"127.0.0.1:4\" } worker { address: \"127.0.0.1:5\" } "
+        "training { steps: 10 batch_size: 8 replicas_to_aggregate: 3 "
+        "total_num_replicas: 4 " +
+            training + " } data { source: SYNTHETIC }",
+        "a.pbtxt");
+    INFO(c.status().ToString());
+    REQUIRE(c.ok());
+    absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+    REQUIRE(o.ok());
+    return *o;
+  };
+  ServerOptions off = options("");
+  CHECK_FALSE(off.adaptive_backups);
+  // Every field different, so that a swap of two shows.
+  ServerOptions set = options(
+      "adaptive_backups { min_replicas: 2 max_replicas: 3 window_steps: 7 "
+      "warmup_steps: 11 }");
+  CHECK(set.adaptive_backups);
+  CHECK(set.adaptive.n_min == 2);
+  CHECK(set.adaptive.n_max == 3);
+  CHECK(set.adaptive.window == 7);
+  CHECK(set.adaptive.warmup == 11);
+  // Defaults: max_replicas is total_num_replicas; window 20, warmup 5.
+  ServerOptions defaults = options("adaptive_backups { }");
+  CHECK(defaults.adaptive_backups);
+  CHECK(defaults.adaptive.n_min == 1);
+  CHECK(defaults.adaptive.n_max == 4);
+  CHECK(defaults.adaptive.window == 20);
+  CHECK(defaults.adaptive.warmup == 5);
+}
+
 // The server options of a one-ps, one-worker async cluster whose training
 // block also holds `training`.
 ServerOptions AsyncServerOptions(const std::string& training) {

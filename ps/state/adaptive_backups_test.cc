@@ -67,6 +67,22 @@ TEST_CASE("equal rates go to the larger N; a recovered worker comes back") {
   CHECK(a.Completed(3, At(14)) == 4);
 }
 
+TEST_CASE("the minimum N binds where fewer would average faster") {
+  // Offsets 1, 3, 6, 12: n / T = 1, 2/3, 1/2, 1/3 for n = 1..4, best at 1.
+  auto choose = [](int n_min) {
+    AdaptiveBackups a({n_min, /*n_max=*/4, /*window=*/1, /*warmup=*/0});
+    a.Published(0, At(0));
+    for (double t : {1, 3, 6, 12}) a.Arrived(0, At(t));
+    return std::make_pair(a.Completed(0, At(12)), a.last_rates());
+  };
+  CHECK(choose(1).first == 1);
+  const auto [n, rates] = choose(2);
+  CHECK(n == 2);               // not 1: the minimum
+  REQUIRE(rates.size() == 3);  // n = 2..4
+  CHECK(rates[0] == Approx(2.0 / 3.0));
+  CHECK(rates[2] == Approx(1.0 / 3.0));
+}
+
 TEST_CASE("pushes for steps outside the window are ignored") {
   AdaptiveBackups a({1, 2, 1, 0});
   a.Arrived(5, At(1));  // nothing published yet

@@ -3,8 +3,16 @@ a sync cluster of C++ workers with emulated compute and one worker slowed,
 and a Python worker with an emulated slow link, against a real ps_server.
 Each step line records the delay injected into it (injected_s) apart from
 the real time, the emulated workers' lines say "emulated", and the runs end
-at their step counts. No timing is asserted beyond the injected delays'
-own lower bounds, which the worker waits out itself."""
+at their step counts. That the delays were waited out is read from the
+lines' wall clock (wall_time_s, which the emulator does not write): a
+slowed worker's consecutive steps are at least its delays apart. No timing
+is asserted beyond those lower bounds, which the worker's own waits make."""
+
+
+def spacing(lines):
+    """The wall-clock gaps between consecutive step lines."""
+    t = [l["wall_time_s"] for l in lines]
+    return [b - a for a, b in zip(t, t[1:])]
 
 import unittest
 
@@ -44,6 +52,11 @@ class StragglersTest(unittest.TestCase):
                         self.assertGreaterEqual(l["compute_s"], 0.05 - 1e-6, l)
                     else:
                         self.assertEqual(l["injected_s"], 0.0, l)
+                # Every step of each took its emulated 20 ms of compute;
+                # worker 2's also its stall and two transfer delays.
+                least = 0.07 if j == 2 else 0.02
+                for gap in spacing(lines):
+                    self.assertGreaterEqual(gap, least - 1e-3, (j, lines))
             # No evaluation of an emulated model.
             self.assertFalse([l for l in c.lines(0) if l["kind"] == "eval"])
 
@@ -66,6 +79,8 @@ class StragglersTest(unittest.TestCase):
                 self.assertNotIn("emulated", l)
                 # Before its push and after its pull.
                 self.assertGreaterEqual(l["injected_s"], 0.04 - 1e-6, l)
+            for gap in spacing(lines):
+                self.assertGreaterEqual(gap, 0.04 - 1e-3, lines)
 
 
 if __name__ == "__main__":

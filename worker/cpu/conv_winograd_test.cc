@@ -3,7 +3,7 @@
 // the float64 reference of the transposed convolution (the reference
 // convolution of dy with the filters turned and their channels swapped),
 // its filter and bias gradients against their float64 sums, and all of them
-// against oneDNN's direct kernel, within 1e-5 relative;
+// against oneDNN's direct kernel, within 2e-6 relative (kVsFloat64);
 // on odd image sizes (half tiles), single pixels, a chunk's part-filled last
 // row block, several chunks and one and two threads. Then where it applies,
 // its refusals, and the backend's conv=winograd option.
@@ -24,6 +24,14 @@
 
 namespace psgd {
 namespace {
+
+// How far Winograd's float32 results may be from the float64 reference
+// (relative to the largest reference value): torch_check.py's tie margin,
+// which rests on it (measured at most 1.0e-6, docs/COMPUTE.md); and from
+// oneDNN's direct kernel, whose filter gradients round as far again
+// (measured at most 2.0e-6).
+constexpr double kVsFloat64 = 2e-6;
+constexpr double kVsDirect = 2 * kVsFloat64;
 
 using testing::Download;
 using testing::FromBlocks;
@@ -166,7 +174,7 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
       if (s.relu) {
         for (double& v : want_y) v = std::max(v, 0.0);
       }
-      CHECK(testing::MaxRelativeDifference(got_y, want_y) < 1e-5);
+      CHECK(testing::MaxRelativeDifference(got_y, want_y) < kVsFloat64);
       // Backward data: the reference convolution of dy with the turned
       // filters.
       Conv2dShape turned{
@@ -176,7 +184,7 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
       const std::vector<double> want_dx =
           reference::Conv2d(turned, testing::ToDouble(dy),
                             TurnFilters(w, s.out_channels, s.in_channels), {});
-      CHECK(testing::MaxRelativeDifference(got_dx, want_dx) < 1e-5);
+      CHECK(testing::MaxRelativeDifference(got_dx, want_dx) < kVsFloat64);
 
       // The direct kernel on the same values, in NCHW.
       std::vector<float> dy_direct(NumElements(s.output()));
@@ -192,9 +200,9 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
         for (float& v : y_direct) v = std::max(v, 0.0f);
       }
       CHECK(testing::MaxRelativeDifference(got_y, testing::ToDouble(y_direct)) <
-            1e-5);
+            kVsDirect);
       CHECK(testing::MaxRelativeDifference(
-                got_dx, testing::ToDouble(dx_direct)) < 1e-5);
+                got_dx, testing::ToDouble(dx_direct)) < kVsDirect);
 
       // The filter gradient (F(3x3, 2x2)) and the bias gradient.
       std::vector<float> dw(NumElements(s.filter()));
@@ -207,14 +215,14 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
           cview(x, s.input()), cview(dy, s.output()),
           view(dw_direct, s.filter()), view(db_direct, s.bias())));
       CHECK(testing::MaxRelativeDifference(dw, testing::ToDouble(dw_direct)) <
-            1e-5);
+            kVsDirect);
       std::vector<double> want_db;
       const std::vector<double> want_dw = FilterGradient(s, x, dy, &want_db);
-      CHECK(testing::MaxRelativeDifference(dw, want_dw) < 1e-5);
+      CHECK(testing::MaxRelativeDifference(dw, want_dw) < kVsFloat64);
       if (s.has_bias) {
-        CHECK(testing::MaxRelativeDifference(db, want_db) < 1e-5);
+        CHECK(testing::MaxRelativeDifference(db, want_db) < kVsFloat64);
         CHECK(testing::MaxRelativeDifference(db, testing::ToDouble(db_direct)) <
-              1e-5);
+              kVsDirect);
       }
     }
   }
@@ -305,7 +313,8 @@ TEST_CASE("the backend's conv=winograd option, the default") {
     const std::vector<float> want = run(direct.get(), b.get());
     auto c = Unwrap(by_default->CreateConv2d(s));
     CHECK(run(by_default.get(), c.get()) == got);
-    CHECK(testing::MaxRelativeDifference(got, testing::ToDouble(want)) < 1e-5);
+    CHECK(testing::MaxRelativeDifference(got, testing::ToDouble(want)) <
+          kVsDirect);
     if (s.stride == 2 || winograd->ChannelBlock() != 16 ||
         !__builtin_cpu_supports("avx512f")) {
       CHECK(got == want);  // the direct kernel itself

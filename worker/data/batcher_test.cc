@@ -165,6 +165,49 @@ TEST_CASE("training batches: full batches only, distorted, repeatable") {
   CHECK(a->wait_seconds() <= drain_seconds);
 }
 
+TEST_CASE("BatchOf: the leased samples' images and labels, in their order") {
+  const ImageSet set = UniqueSet(30);
+  BatcherOptions o;
+  o.partition = BatcherOptions::Partition::kServers;
+  o.batch_size = 4;
+  o.augment = false;  // the central crop: Identify reads the images back
+  auto b = Batcher::Create(&set, o).value();
+  const std::vector<int64_t> leased = {7, 2, 29, 0, 13};
+  absl::StatusOr<Batch> batch = b->BatchOf(leased, /*epoch=*/3, /*index=*/5);
+  REQUIRE(batch.ok());
+  // The images themselves are the samples named, each with its label.
+  CHECK(Identify(set, *batch) == leased);
+  CHECK(batch->examples == leased);
+  CHECK(batch->epoch == 3);
+  CHECK(batch->index == 5);
+  // Its own batches: none (the servers hand them out).
+  CHECK(b->Next().status().code() == absl::StatusCode::kFailedPrecondition);
+
+  // With augmentation: the same chunk gives the same bits (a redo), and
+  // each image is still its sample's (the label).
+  o.augment = true;
+  auto a = Batcher::Create(&set, o).value();
+  absl::StatusOr<Batch> x = a->BatchOf(leased, 3, 5);
+  absl::StatusOr<Batch> y = a->BatchOf(leased, 3, 5);
+  REQUIRE(x.ok());
+  REQUIRE(y.ok());
+  CHECK(x->images.span().size() == y->images.span().size());
+  CHECK(std::equal(x->images.span().begin(), x->images.span().end(),
+                   y->images.span().begin()));
+  for (size_t j = 0; j < leased.size(); ++j) {
+    CHECK(x->labels[j] == set.labels[leased[j]]);
+  }
+
+  // Samples outside the set, or none: refused, naming what is wrong.
+  const std::vector<int64_t> outside = {3, 30};
+  absl::StatusOr<Batch> bad = b->BatchOf(outside, 0, 0);
+  CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(bad.status().message().find("example 30 is outside the set of 30") !=
+        std::string::npos);
+  CHECK(b->BatchOf({}, 0, 0).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("the CIFAR pipeline makes 32x32 normalised images") {
   const ImageSet set = UniqueSet(8);
   CHECK(BatcherOptions::PipelineFor({3, 32, 32}) ==
