@@ -13,10 +13,12 @@ training loop in this file (psgd.torch.Worker), or psgd.torch.train with
         --config=configs/torchvision_resnet18.pbtxt --task=worker:0
 
 The config's model is "external" (the module's parameters are the
-servers' variables). --model=resnet18 (11.2 M parameters) or mobilenet_v2
-(2.2 M), both adapted to 32x32 images as CIFAR recipes do: ResNet-18's
-first convolution 3x3 with stride 1 and no max pooling, MobileNetV2's first
-convolution with stride 1. The data is the config's: data { source:
+servers' variables). --model=resnet18 (11.2 M parameters), mobilenet_v2
+(2.2 M), densenet (DenseNet-121's blocks at growth rate 12, 1.0 M) or
+shufflenet_v2 (ShuffleNetV2 1.0x, 1.3 M), adapted to 32x32 images as CIFAR
+recipes do: ResNet-18's, DenseNet's and ShuffleNetV2's first convolution
+3x3 with stride 1 and no max pooling, MobileNetV2's first convolution with
+stride 1. The data is the config's: data { source:
 SYNTHETIC } needs no download; CIFAR10 reads the binary files of its dir
 (or --data_dir). CIFAR-10's training images are augmented with
 torchvision's RandomCrop(32, padding=4) and RandomHorizontalFlip.
@@ -42,15 +44,39 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_cifar10 import cifar10, synthetic  # noqa: E402  the same files
 
 
+MODELS = ("resnet18", "mobilenet_v2", "densenet", "shufflenet_v2")
+
+
 def make_model(name):
+    """torchvision's networks adapted to 32x32 images as CIFAR model zoos
+    adapt them."""
     if name == "resnet18":
         m = torchvision.models.resnet18(num_classes=10)
         m.conv1 = torch.nn.Conv2d(3, 64, 3, stride=1, padding=1, bias=False)
         m.maxpool = torch.nn.Identity()
         return m
-    m = torchvision.models.mobilenet_v2(num_classes=10)
-    m.features[0][0].stride = (1, 1)
-    return m
+    if name == "mobilenet_v2":
+        m = torchvision.models.mobilenet_v2(num_classes=10)
+        m.features[0][0].stride = (1, 1)
+        return m
+    if name == "densenet":
+        # DenseNet-121's blocks (6, 12, 24, 16) at CIFAR's growth rate 12
+        # (the model zoos' densenet_cifar): a 3x3 stem, no pooling.
+        m = torchvision.models.DenseNet(growth_rate=12,
+                                        block_config=(6, 12, 24, 16),
+                                        num_init_features=24,
+                                        num_classes=10)
+        m.features.conv0 = torch.nn.Conv2d(3, 24, 3, stride=1, padding=1,
+                                           bias=False)
+        m.features.pool0 = torch.nn.Identity()
+        return m
+    if name == "shufflenet_v2":
+        m = torchvision.models.shufflenet_v2_x1_0(num_classes=10)
+        m.conv1[0] = torch.nn.Conv2d(3, 24, 3, stride=1, padding=1,
+                                     bias=False)
+        m.maxpool = torch.nn.Identity()
+        return m
+    raise ValueError(f"model {name!r}: expected one of {', '.join(MODELS)}")
 
 
 class Images(torch.utils.data.Dataset):
@@ -96,8 +122,7 @@ def main():
     parser.add_argument("--data_dir",
                         help="CIFAR-10's binary files (default: the "
                              "config's data dir)")
-    parser.add_argument("--model", choices=("resnet18", "mobilenet_v2"),
-                        default="resnet18")
+    parser.add_argument("--model", choices=MODELS, default="resnet18")
     parser.add_argument("--train", action="store_true",
                         help="psgd.torch.train instead of this file's loop")
     parser.add_argument("--clip", type=float, default=0.0,

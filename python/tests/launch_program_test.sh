@@ -4,8 +4,9 @@
 # the chief) and the C++ worker (worker:1); then ResNet-20 (model
 # "external") from the example alone; then two workers of the example's own
 # loop (--own_loop --clip=1.0); then examples/torchvision_cifar10.py's
-# ResNet-18 (its own loop, two workers) and MobileNetV2 (train()). Every
-# run reaches its last step and the chief's summary adds up.
+# ResNet-18 (its own loop, two workers), MobileNetV2 (train()), the CIFAR
+# DenseNet and ShuffleNetV2. Every run reaches its last step and the chief's
+# summary adds up.
 set -euo pipefail
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
 source "$RUNFILES/scripts/lib/cluster.sh"
@@ -79,4 +80,13 @@ write_cluster_config "$TMP/mnv2.pbtxt" mnv2 batch=4 steps=2 model=external \
 set_program "$TMP/mnv2.pbtxt" "examples/torchvision_cifar10.py --model=mobilenet_v2 --threads=1 --train"
 launch mnv2 "the torchvision MobileNetV2 run"
 check_run "$TMP/run-mnv2" 2
+# The CIFAR DenseNet (121 batch norms: their statistics on the servers) and
+# ShuffleNetV2 of the example, through its own loop.
+for m in densenet shufflenet_v2; do
+  write_cluster_config "$TMP/$m.pbtxt" "$m" batch=4 steps=2 model=external \
+    data="$data"
+  set_program "$TMP/$m.pbtxt" "examples/torchvision_cifar10.py --model=$m --threads=1"
+  launch "$m" "the torchvision $m run"
+  check_run "$TMP/run-$m" 2
+done
 echo PASS

@@ -7,7 +7,8 @@
 #  2. ResNet-20 (examples/torch_cifar10.py) in a 1 ps x 1 worker sync
 #     cluster against the same PyTorch loop without psgd (torch.optim.SGD
 #     in the process), images/s of each, as images_ratio_psgd_vs_torch.
-#     --model=resnet18 or mobilenet_v2: torchvision's
+#     --model=resnet18, mobilenet_v2, densenet or shufflenet_v2:
+#     torchvision's
 #     (examples/torchvision_cifar10.py, its own loop and DataLoader) against
 #     the same model, DataLoader and SGD without psgd; part 1 is skipped.
 #     --overlap: the cluster's wire { overlap: true }; --wire=bf16 (or
@@ -59,8 +60,8 @@ case "$wire" in
   *) echo "python_overhead.sh: --wire=$wire: expected float32, bf16 or fp16" >&2; exit 2 ;;
 esac
 case "$model" in
-  resnet20|resnet18|mobilenet_v2) ;;
-  *) echo "python_overhead.sh: --model=$model: expected resnet20, resnet18 or mobilenet_v2" >&2; exit 2 ;;
+  resnet20|resnet18|mobilenet_v2|densenet|shufflenet_v2) ;;
+  *) echo "python_overhead.sh: --model=$model: expected resnet20, resnet18, mobilenet_v2, densenet or shufflenet_v2" >&2; exit 2 ;;
 esac
 if [ "$build" = 1 ]; then
   bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks \
