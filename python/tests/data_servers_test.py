@@ -9,8 +9,9 @@ the others have made steps, trains 5 batches and leaves (its loop breaks).
 In both the workers record each push's samples (data { record_samples:
 true }): the loader's indices, and in the second a dataset's own index
 (with_index); the records agree with the ledger (ledger_check.py
---records). sampler() is refused in this mode, batch_sampler() in the
-other."""
+--records). The same with DataLoaders of two loader processes each (their
+prefetch leases chunks ahead). sampler() is refused in this mode,
+batch_sampler() in the other."""
 
 import glob
 import os
@@ -60,13 +61,13 @@ class IndexedDataset(torch.utils.data.Dataset):
         return x, y, i
 
 
-def worker(c, j, seen, at_most=None, indexed=False):
+def worker(c, j, seen, at_most=None, indexed=False, loader_workers=0):
     net = Net()
     w = psgd.torch.Worker(net, c.config, f"worker:{j}", run_dir=c.run_dir,
                           log_every=0)
     loader = torch.utils.data.DataLoader(
         IndexedDataset() if indexed else dataset(),
-        batch_sampler=w.batch_sampler())
+        batch_sampler=w.batch_sampler(), num_workers=loader_workers)
     for x, y, *_ in w.batches(loader):
         seen.append(len(y))
         loss = torch.nn.functional.cross_entropy(net(x), y)
@@ -150,6 +151,31 @@ class DataServersTest(unittest.TestCase):
         for s in summaries[:2]:
             self.assertEqual(s["end_reason"], "the data ended (epochs done)")
         check_ledger(self, ckpt, c.run_dir, 3)
+
+    def test_loader_workers_lease_ahead(self):
+        """DataLoaders with two loader processes each: the main process
+        leases chunks ahead (their prefetch), so that several leases of a
+        worker are out at once; the records name the samples each batch
+        held, by the dataset's own index, as the loader processes read
+        them."""
+        ckpt = os.path.join(Cluster.tmp(), "ckpt")
+        with Cluster("data-servers-loaders", ps=1, workers=2, n=2,
+                     batch=BATCH, model="external",
+                     training=f"epochs: {EPOCHS}",
+                     data=f"source: SYNTHETIC sharding: SERVERS "
+                          f"num_samples: {SAMPLES} ledger: true "
+                          "record_samples: true",
+                     extra=[f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}'
+                            ]) as c:
+            seen = [[], []]
+            summaries = run_threads(
+                [lambda j=j: worker(c, j, seen[j], indexed=True,
+                                    loader_workers=2) for j in range(2)],
+                timeout=300)
+            self.assertEqual(c.wait_ps(), [0])
+        for s in summaries:
+            self.assertEqual(s["end_reason"], "the data ended (epochs done)")
+        check_ledger(self, ckpt, c.run_dir, 2)
 
     def test_the_wrong_sampler_is_refused(self):
         with Cluster("data-split", ps=1, workers=1, model="external",

@@ -11,6 +11,8 @@ a scheduler runs them, against real servers:
 * SIGINT to the Python chief while its sync pull waits for a worker that
   computes for minutes: the pull returns, the job ends (servers exit 0,
   summary.json) while that worker is still computing.
+* kill -9 of a Python sync worker, started again: it rejoins and trains
+  (sync 2 of 2: the run reaches its last step only with its gradients).
 * An exception in the chief's dataset: the job ends with the exception's
   text as its reason (summary.json), the servers exit 0, the program exits
   with the exception (non-zero), and the other worker ends.
@@ -145,6 +147,37 @@ class WorkerProcessTest(unittest.TestCase):
         self.assertIn("SIGINT", run["end_reason"])
         self.assertEqual(chief_log.count("psgd: SIGINT"), 1, chief_log)
         self.assertNotIn("Traceback", chief_log)
+
+    def test_a_killed_worker_started_again_trains(self):
+        # Sync 2 of 2: after worker:1's kill no step completes without it,
+        # so the run reaches its last step only if the restarted process
+        # pushes gradients that the servers aggregate.
+        with Cluster("proc-restart", ps=1, workers=2, n=2, steps=150,
+                     model="external", data=DATA,
+                     extra="worker_lease_seconds: 60") as c:
+            chief = start(c, "worker:0")
+            other = start(c, "worker:1")
+            await_started(c, "worker:1", other)
+            other.kill()
+            other.wait(30)
+            # The chief's newest step: no later one completes without
+            # worker:1.
+            killed_at = max(l["step"] for l in c.lines(0)
+                            if l["kind"] == "train")
+            again = start(c, "worker:1")
+            await_started(c, "worker:1", again)
+            self.assertEqual(again.wait(240), 0, log_of(c, "worker:1"))
+            self.assertEqual(chief.wait(240), 0, log_of(c, "worker:0"))
+            self.assertEqual(c.wait_ps(), [0])
+            run = c.summary()
+            one = c.summary("worker-1.summary.json")
+            ps = ps_summary(c)
+        self.assertEqual(run["final_global_step"], 150)
+        self.assertLess(killed_at, 150)
+        # The restarted process's own steps, each a gradient of a step
+        # that needed it.
+        self.assertGreaterEqual(one["local_steps"], 150 - killed_at - 1, one)
+        self.assertEqual(ps["workers_expired"], 0, ps)
 
     def test_an_exception_in_the_dataset_ends_the_job(self):
         with Cluster("proc-fail", ps=1, workers=2, n=2, steps=100000,
