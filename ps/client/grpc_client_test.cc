@@ -13,8 +13,10 @@
 #include <optional>
 #include <thread>
 
+#include "common/grpc_status.h"
 #include "ps/server/grpc_server.h"
 #include "ps/testing/ps_client_test_util.h"
+#include "ps/wire/shared_memory.h"
 
 namespace psgd {
 namespace ps {
@@ -240,6 +242,10 @@ TEST_CASE("grpc: a push naming a segment the server cannot open is refused") {
   CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
   CHECK(s.error_message().find("shared memory segment of process") !=
         std::string::npos);
+  // The reason crosses gRPC (a worker falls back to bytes by it).
+  const absl::Status got = FromGrpcStatus(s);
+  CHECK(IsSharedMemoryRefusal(got));
+  CHECK(SharedMemoryRefusalOf(got) != SharedMemoryRefusal::kNone);
   // Nothing changed: the shard is still at step 0.
   auto status = chief->Status();
   REQUIRE(status.ok());

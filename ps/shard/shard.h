@@ -301,8 +301,10 @@ class ParameterShard {
   // without a queue, for a worker that is not live, for one that already
   // holds kMaxLeasesPerWorker chunks it has neither pushed nor given back
   // (no worker drains the queue), or for a chunk given back whose gradient
-  // is already in the step's aggregate. Once nothing of the data_epochs
-  // epochs is left to hand out: UNAVAILABLE (starting with kDataNotEnded,
+  // is already in the step's aggregate (LeaseRefusal::kNotYours, as the
+  // queue's refusals of `give_back` below). Once nothing of the data_epochs
+  // epochs is left to hand out: UNAVAILABLE (LeaseRefusal::kNotEnded, its
+  // message starting with kDataNotEnded,
   // naming chunks and their workers) while another worker holds one it has
   // not pushed and is not waiting in a pull (a dead worker's chunk comes
   // back when its lease runs out, and is trained); otherwise OUT_OF_RANGE

@@ -114,14 +114,18 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
   if (give_back != nullptr) {
     for (const auto& [w, kept] : data_kept_) {
       if (w == worker_id && kept == *give_back) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("chunk ", give_back->epoch, "/", give_back->index,
-                         ": its gradient is in step ", step_,
-                         "'s aggregate; it cannot be given back"));
+        return LeaseRefused(
+            LeaseRefusal::kNotYours,
+            absl::FailedPreconditionError(
+                absl::StrCat("chunk ", give_back->epoch, "/", give_back->index,
+                             ": its gradient is in step ", step_,
+                             "'s aggregate; it cannot be given back")));
       }
     }
-    RETURN_IF_ERROR(data_->Return(worker_id, give_back->epoch, give_back->index,
-                                  give_back->lease));
+    RETURN_IF_ERROR(
+        LeaseRefused(LeaseRefusal::kNotYours,
+                     data_->Return(worker_id, give_back->epoch,
+                                   give_back->index, give_back->lease)));
     for (auto it = out.begin(); it != out.end(); ++it) {
       if (*it == *give_back) {
         out.erase(it);
@@ -172,13 +176,15 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
     // UNAVAILABLE: the worker leases again after a pause (WorkerSession::
     // LeaseData). A chunk whose worker leaves or loses its lease comes
     // back to the queue, and this worker trains it.
-    return absl::UnavailableError(absl::StrCat(
-        kDataNotEnded, ": nothing is left to hand out, but ", awaited.size(),
-        " chunk(s) of its ", options_.data_epochs,
-        " epoch(s) are out with workers computing them: ",
-        ChunksOutText(awaited),
-        "; lease again (a chunk whose worker leaves or loses its lease "
-        "comes back to the queue)"));
+    return LeaseRefused(
+        LeaseRefusal::kNotEnded,
+        absl::UnavailableError(absl::StrCat(
+            kDataNotEnded, ": nothing is left to hand out, but ",
+            awaited.size(), " chunk(s) of its ", options_.data_epochs,
+            " epoch(s) are out with workers computing them: ",
+            ChunksOutText(awaited),
+            "; lease again (a chunk whose worker leaves or loses its lease "
+            "comes back to the queue)")));
   }
   ASSIGN_OR_RETURN(DataChunk c, data_->Lease(worker_id));
   out.push_back({c.epoch, c.index, c.lease});

@@ -189,6 +189,7 @@ void CheckWaitsForLastChunk(ParameterShard& shard) {
   const absl::Status s = shard.LeaseData(0).status();
   INFO(s.ToString());
   CHECK(absl::IsUnavailable(s));
+  CHECK(LeaseRefusalOf(s) == LeaseRefusal::kNotEnded);
   CHECK_THAT(std::string(s.message()), Catch::Contains(kDataNotEnded) &&
                                            Catch::Contains("0/6 (worker 1)"));
 }
@@ -337,6 +338,7 @@ TEST_CASE("refusals of data leases change nothing") {
   plain.total_num_replicas = 2;
   auto no_queue = MakeShard(plain);
   CHECK(absl::IsFailedPrecondition(no_queue->LeaseData(0).status()));
+  CHECK(LeaseRefusalOf(no_queue->LeaseData(0).status()) == LeaseRefusal::kNone);
 
   ServerOptions o = DataOptions(2, 2);
   o.data_epochs = 1;
@@ -347,16 +349,22 @@ TEST_CASE("refusals of data leases change nothing") {
   REQUIRE(shard->Join(1).ok());
   const DataChunk a = *shard->LeaseData(0);
   const DataChunkRef ref{a.epoch, a.index, a.lease};
-  // Given back by another worker, then twice.
-  CHECK_FALSE(shard->LeaseData(1, 0, &ref).ok());
+  // Given back by another worker, then twice: not theirs (the worker drops
+  // it and leases again, WorkerSession::LeaseData).
+  CHECK(LeaseRefusalOf(shard->LeaseData(1, 0, &ref).status()) ==
+        LeaseRefusal::kNotYours);
   const DataChunk b = *shard->LeaseData(0, 0, &ref);
   CHECK(b.index == a.index);  // given back, then leased again
   const DataQueuePosition before = *shard->DataPosition();
-  CHECK(absl::IsFailedPrecondition(shard->LeaseData(0, 0, &ref).status()));
+  const absl::Status twice = shard->LeaseData(0, 0, &ref).status();
+  CHECK(absl::IsFailedPrecondition(twice));
+  CHECK(LeaseRefusalOf(twice) == LeaseRefusal::kNotYours);
   // Its gradient in the aggregate: it cannot be given back.
   REQUIRE(PushChunk(*shard, 0, 0, b).ok());
   const DataChunkRef in_step{b.epoch, b.index, b.lease};
-  CHECK(absl::IsFailedPrecondition(shard->LeaseData(0, 0, &in_step).status()));
+  const absl::Status kept = shard->LeaseData(0, 0, &in_step).status();
+  CHECK(absl::IsFailedPrecondition(kept));
+  CHECK(LeaseRefusalOf(kept) == LeaseRefusal::kNotYours);
   const DataQueuePosition after = *shard->DataPosition();
   CHECK(after.chunks_out == before.chunks_out);
   CHECK(after.chunks_queued == before.chunks_queued);
@@ -380,6 +388,7 @@ TEST_CASE("a worker holds at most kMaxLeasesPerWorker chunks at once") {
   const DataQueuePosition before = *shard->DataPosition();
   absl::Status s = shard->LeaseData(0).status();
   CHECK(absl::IsFailedPrecondition(s));
+  CHECK(LeaseRefusalOf(s) == LeaseRefusal::kNone);  // an error, no refusal
   CHECK(s.message().find("holds 64 chunks") != absl::string_view::npos);
   CHECK(shard->DataPosition()->chunks_out == before.chunks_out);
   // The other worker is not held back; one given back makes room.

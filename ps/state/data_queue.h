@@ -162,8 +162,9 @@ struct LeasedChunk {
 };
 
 // The start of the message of a lease that waits for the last epoch's
-// chunks still out (ParameterShard::LeaseData's UNAVAILABLE): a worker that
-// reads it leases again after a pause instead of ending.
+// chunks still out (ParameterShard::LeaseData's UNAVAILABLE, whose
+// LeaseRefusal::kNotEnded the worker reads: it leases again after a pause
+// instead of ending).
 inline constexpr char kDataNotEnded[] = "the data has not ended";
 
 // One epoch in progress, for a checkpoint.

@@ -106,6 +106,40 @@ PushRefusal PushRefusalOf(const absl::Status& status) {
   return PushRefusal::kNone;
 }
 
+constexpr absl::string_view kLeaseRefusalUrl = "type.psgd/psgd.ps.LeaseRefusal";
+constexpr LeaseRefusal kLeaseRefusals[] = {LeaseRefusal::kNotEnded,
+                                           LeaseRefusal::kNotYours};
+
+absl::string_view LeaseRefusalName(LeaseRefusal reason) {
+  switch (reason) {
+    case LeaseRefusal::kNone:
+      return "none";
+    case LeaseRefusal::kNotEnded:
+      return "not_ended";
+    case LeaseRefusal::kNotYours:
+      return "not_yours";
+  }
+  return "none";
+}
+
+absl::Status LeaseRefused(LeaseRefusal reason, absl::Status status) {
+  if (!status.ok() && reason != LeaseRefusal::kNone) {
+    status.SetPayload(kLeaseRefusalUrl, absl::Cord(LeaseRefusalName(reason)));
+  }
+  return status;
+}
+
+LeaseRefusal LeaseRefusalOf(const absl::Status& status) {
+  if (status.ok()) return LeaseRefusal::kNone;
+  const absl::optional<absl::Cord> payload =
+      status.GetPayload(kLeaseRefusalUrl);
+  if (!payload.has_value()) return LeaseRefusal::kNone;
+  for (LeaseRefusal r : kLeaseRefusals) {
+    if (*payload == LeaseRefusalName(r)) return r;
+  }
+  return LeaseRefusal::kNone;
+}
+
 absl::string_view DecisionKindName(Decision::Kind kind) {
   switch (kind) {
     case Decision::Kind::kSyncStep:

@@ -95,6 +95,26 @@ absl::Status PushRefused(PushRefusal reason, absl::string_view message);
 // The reason a refusal carries; kNone for any other status.
 PushRefusal PushRefusalOf(const absl::Status& status);
 
+// Why a shard refused a data lease where the worker's next move depends on
+// the reason (ParameterShard::LeaseData): carried as a payload of the
+// status, whose code stays what it says (UNAVAILABLE: lease again later;
+// FAILED_PRECONDITION, NOT_FOUND, PERMISSION_DENIED: a chunk given back),
+// also across gRPC, as PushRefusal is.
+enum class LeaseRefusal {
+  kNone,      // not one of these: OK, or any other error
+  kNotEnded,  // nothing is left to hand out, but chunks of the last epoch
+              // are out with other workers: lease again after a pause
+  kNotYours,  // the chunk given back is not this worker's lease any more
+              // (back in the queue, or in a step's aggregate): drop it
+};
+
+// "none", "not_ended", "not_yours".
+absl::string_view LeaseRefusalName(LeaseRefusal reason);
+// `status` (not OK) with `reason` as its payload.
+absl::Status LeaseRefused(LeaseRefusal reason, absl::Status status);
+// The reason a lease refusal carries; kNone for any other status.
+LeaseRefusal LeaseRefusalOf(const absl::Status& status);
+
 // What a shard says about one accepted push (refusals are error statuses).
 struct PushReply {
   PushOutcome outcome = PushOutcome::kAggregated;

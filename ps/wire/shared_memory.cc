@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -20,6 +21,18 @@ namespace ps {
 namespace {
 
 constexpr char kRefusal[] = "shared memory segment";
+constexpr absl::string_view kRefusalUrl =
+    "type.psgd/psgd.ps.SharedMemoryRefusal";
+
+// FAILED_PRECONDITION naming the segment and `why`, with `reason` as its
+// payload.
+absl::Status Refused(SharedMemoryRefusal reason, const wire::SharedMemory& ref,
+                     absl::string_view why) {
+  absl::Status s = absl::FailedPreconditionError(absl::StrCat(
+      kRefusal, " of process ", ref.pid(), " (fd ", ref.fd(), "): ", why));
+  s.SetPayload(kRefusalUrl, absl::Cord(SharedMemoryRefusalName(reason)));
+  return s;
+}
 
 std::string Errno(absl::string_view what) {
   return absl::StrCat(what, ": ", std::strerror(errno));
@@ -128,10 +141,9 @@ absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Attach(
         ref.size(), " is below the ", kSharedHeaderBytes, "-byte header"));
   }
   if (ref.size() > max_bytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(kRefusal, " of process ", ref.pid(), " (fd ", ref.fd(),
-                     "): ", ref.size(), " bytes, more than the ", max_bytes,
-                     " this shard's tensors can need"));
+    return Refused(SharedMemoryRefusal::kTooLarge, ref,
+                   absl::StrCat(ref.size(), " bytes, more than the ", max_bytes,
+                                " this shard's tensors can need"));
   }
   const Key key{ref.pid(), ref.fd(), ref.nonce_high(), ref.nonce_low()};
   const absl::Time now = absl::Now();
@@ -156,12 +168,12 @@ absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Attach(
 
 absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Open(
     const wire::SharedMemory& ref) const {
-  auto refuse = [&](absl::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        kRefusal, " of process ", ref.pid(), " (fd ", ref.fd(), "): ", why));
+  auto refuse = [&](SharedMemoryRefusal reason, absl::string_view why) {
+    return Refused(reason, ref, why);
   };
   if (!reachable_) {
-    return refuse("cannot reach the process (a worker on another machine)");
+    return refuse(SharedMemoryRefusal::kUnreachable,
+                  "cannot reach the process (a worker on another machine)");
   }
   // The worker's descriptor itself (pidfd_getfd), never a path opened
   // again: what is checked below is what gets mapped. The kernel hands it
@@ -169,29 +181,33 @@ absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Open(
   // root).
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, ref.pid(), 0));
   if (pidfd < 0) {
-    return refuse(absl::StrCat("cannot reach the process (",
-                               std::strerror(errno),
-                               "): is the worker on another machine?"));
+    return refuse(
+        SharedMemoryRefusal::kUnreachable,
+        absl::StrCat("cannot reach the process (", std::strerror(errno),
+                     "): is the worker on another machine?"));
   }
   const int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, ref.fd(), 0));
   const int getfd_errno = errno;
   close(pidfd);
   if (fd < 0) {
-    return refuse(absl::StrCat("cannot take the descriptor (",
-                               std::strerror(getfd_errno),
-                               "): is the worker another user's?"));
+    return refuse(
+        SharedMemoryRefusal::kNotTaken,
+        absl::StrCat("cannot take the descriptor (", std::strerror(getfd_errno),
+                     "): is the worker another user's?"));
   }
   // Only a memfd has seals: F_GET_SEALS also proves what the file is.
   const int seals = fcntl(fd, F_GET_SEALS);
   const int sealed = F_SEAL_SHRINK | F_SEAL_GROW;
   if (seals < 0 || (seals & sealed) != sealed) {
     close(fd);
-    return refuse("not a shared memory region sealed against resizing");
+    return refuse(SharedMemoryRefusal::kNotSealed,
+                  "not a shared memory region sealed against resizing");
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < ref.size()) {
     close(fd);
-    return refuse(absl::StrCat("it holds fewer than the ", ref.size(),
+    return refuse(SharedMemoryRefusal::kTooSmall,
+                  absl::StrCat("it holds fewer than the ", ref.size(),
                                " bytes the request names"));
   }
   void* data = mmap(nullptr, static_cast<size_t>(ref.size()),
@@ -200,12 +216,14 @@ absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Open(
   close(fd);  // the mapping keeps the file
   if (data == MAP_FAILED) {
     return refuse(
+        SharedMemoryRefusal::kNotMapped,
         absl::StrCat("cannot map it (", std::strerror(map_errno), ")"));
   }
   auto segment = std::make_shared<const SharedSegment>(static_cast<char*>(data),
                                                        ref.size());
   if (!HeaderMatches(segment->data(), ref.nonce_high(), ref.nonce_low())) {
-    return refuse("its header is not the request's (another segment there)");
+    return refuse(SharedMemoryRefusal::kOtherSegment,
+                  "its header is not the request's (another segment there)");
   }
   return segment;
 }
@@ -239,9 +257,44 @@ int64_t SharedSegments::mapped_bytes() const {
   return n;
 }
 
+absl::string_view SharedMemoryRefusalName(SharedMemoryRefusal reason) {
+  switch (reason) {
+    case SharedMemoryRefusal::kNone:
+      return "none";
+    case SharedMemoryRefusal::kTooLarge:
+      return "too_large";
+    case SharedMemoryRefusal::kUnreachable:
+      return "unreachable";
+    case SharedMemoryRefusal::kNotTaken:
+      return "not_taken";
+    case SharedMemoryRefusal::kNotSealed:
+      return "not_sealed";
+    case SharedMemoryRefusal::kTooSmall:
+      return "too_small";
+    case SharedMemoryRefusal::kNotMapped:
+      return "not_mapped";
+    case SharedMemoryRefusal::kOtherSegment:
+      return "other_segment";
+  }
+  return "none";
+}
+
+SharedMemoryRefusal SharedMemoryRefusalOf(const absl::Status& status) {
+  if (!absl::IsFailedPrecondition(status)) return SharedMemoryRefusal::kNone;
+  const absl::optional<absl::Cord> payload = status.GetPayload(kRefusalUrl);
+  if (!payload.has_value()) return SharedMemoryRefusal::kNone;
+  for (SharedMemoryRefusal r :
+       {SharedMemoryRefusal::kTooLarge, SharedMemoryRefusal::kUnreachable,
+        SharedMemoryRefusal::kNotTaken, SharedMemoryRefusal::kNotSealed,
+        SharedMemoryRefusal::kTooSmall, SharedMemoryRefusal::kNotMapped,
+        SharedMemoryRefusal::kOtherSegment}) {
+    if (*payload == SharedMemoryRefusalName(r)) return r;
+  }
+  return SharedMemoryRefusal::kNone;
+}
+
 bool IsSharedMemoryRefusal(const absl::Status& status) {
-  return absl::IsFailedPrecondition(status) &&
-         absl::StrContains(status.message(), kRefusal);
+  return SharedMemoryRefusalOf(status) != SharedMemoryRefusal::kNone;
 }
 
 }  // namespace ps

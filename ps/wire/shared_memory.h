@@ -162,8 +162,27 @@ class SharedSegments {
   std::map<Key, Entry> segments_ ABSL_GUARDED_BY(mu_);
 };
 
-// Whether `status` is SharedSegments::Attach's refusal (the server could
-// not open the segment; the worker sends bytes instead).
+// Why a server could not use a worker's segment (SharedSegments::Attach):
+// a FAILED_PRECONDITION whose reason is its payload, also across gRPC (as a
+// PushRefusal's), so that the worker tells it apart without reading the
+// message and sends bytes instead.
+enum class SharedMemoryRefusal {
+  kNone,          // not a refusal: OK, or any other error
+  kTooLarge,      // larger than the shard's tensors can need
+  kUnreachable,   // another machine's process (or pidfd_open failed)
+  kNotTaken,      // the descriptor cannot be taken (another user's)
+  kNotSealed,     // not a memfd sealed against resizing
+  kTooSmall,      // it holds fewer bytes than the request names
+  kNotMapped,     // mmap failed
+  kOtherSegment,  // its header is not the request's
+};
+
+// "none", "too_large", "unreachable", "not_taken", "not_sealed",
+// "too_small", "not_mapped", "other_segment".
+absl::string_view SharedMemoryRefusalName(SharedMemoryRefusal reason);
+// The reason a refusal carries; kNone for any other status.
+SharedMemoryRefusal SharedMemoryRefusalOf(const absl::Status& status);
+// SharedMemoryRefusalOf(status) != kNone.
 bool IsSharedMemoryRefusal(const absl::Status& status);
 
 }  // namespace ps

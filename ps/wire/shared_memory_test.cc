@@ -56,18 +56,21 @@ TEST_CASE("shared memory: what the server refuses to open") {
     ref.set_nonce_low(ref.nonce_low() ^ 1);
     absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kOtherSegment);
     CHECK(s.message().find("header") != absl::string_view::npos);
   }
   SECTION("larger than the region") {
     ref.set_size(8192);
     absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kTooSmall);
     CHECK(s.message().find("fewer than the 8192 bytes") !=
           absl::string_view::npos);
   }
   SECTION("larger than the shard's tensors can need") {
     absl::Status s = segments.Attach(ref, 4095).status();
     CHECK(IsSharedMemoryRefusal(s));
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kTooLarge);
     CHECK(s.message().find("more than the 4095") != absl::string_view::npos);
   }
   SECTION("a descriptor that is no region (a file), named without its path") {
@@ -80,6 +83,7 @@ TEST_CASE("shared memory: what the server refuses to open") {
     CHECK(IsSharedMemoryRefusal(s));
     CHECK(s.message().find("not a shared memory region sealed") !=
           absl::string_view::npos);
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kNotSealed);
     CHECK(s.message().find("/tmp") == absl::string_view::npos);
     close(fd);
     unlink(path);
@@ -94,6 +98,7 @@ TEST_CASE("shared memory: what the server refuses to open") {
     ref.set_fd(fd);
     absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kNotSealed);
     CHECK(s.message().find(path) == absl::string_view::npos);
     close(fd);
     close(file);
@@ -106,6 +111,7 @@ TEST_CASE("shared memory: what the server refuses to open") {
     ref.set_fd(fd);
     absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kNotSealed);
     CHECK(s.message().find("not a shared memory region sealed") !=
           absl::string_view::npos);
     close(fd);
@@ -114,6 +120,7 @@ TEST_CASE("shared memory: what the server refuses to open") {
     SharedSegments elsewhere(false);
     absl::Status s = elsewhere.Attach(ref, kCap).status();
     CHECK(IsSharedMemoryRefusal(s));
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kUnreachable);
     CHECK(s.message().find("another machine") != absl::string_view::npos);
   }
   SECTION("a size below the header is a bad request, not a refusal") {
@@ -121,8 +128,22 @@ TEST_CASE("shared memory: what the server refuses to open") {
     absl::Status s = segments.Attach(ref, kCap).status();
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK_FALSE(IsSharedMemoryRefusal(s));
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kNone);
   }
   CHECK(segments.count() == 0);
+}
+
+TEST_CASE("shared memory: a refusal is told by its reason, not its text") {
+  // A message that reads like a refusal is none without the reason.
+  CHECK_FALSE(IsSharedMemoryRefusal(absl::FailedPreconditionError(
+      "shared memory segment of process 1 (fd 3): not sealed")));
+  for (SharedMemoryRefusal r :
+       {SharedMemoryRefusal::kTooLarge, SharedMemoryRefusal::kUnreachable,
+        SharedMemoryRefusal::kNotTaken, SharedMemoryRefusal::kNotSealed,
+        SharedMemoryRefusal::kTooSmall, SharedMemoryRefusal::kNotMapped,
+        SharedMemoryRefusal::kOtherSegment}) {
+    CHECK(SharedMemoryRefusalName(r) != "none");
+  }
 }
 
 TEST_CASE("shared memory: a region cannot shrink under the server") {
