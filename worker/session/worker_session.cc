@@ -191,6 +191,9 @@ absl::StatusOr<PushOutcome> WorkerSession::Settle(
       if (!r.skipped) {
         o.replicas_to_aggregate =
             std::max(o.replicas_to_aggregate, r.replicas_to_aggregate);
+        if (!options_.sync && o.outcome == StepOutcome::kApplied) {
+          o.step_made = std::max(o.step_made, r.step);
+        }
       }
     }
     return o;
@@ -211,12 +214,20 @@ absl::StatusOr<PushOutcome> WorkerSession::Settle(
 absl::Status WorkerSession::PullAfterPush(const PushOutcome& pushed) {
   // Sync: wait until each shard is past the step this worker pushed to it
   // (its own gradient counts towards that step, so this never waits for a
-  // step it could not help complete), then line the shards up. Async (and
-  // after a rejoin or a rollback): any newer weights, without waiting.
+  // step it could not help complete), then line the shards up. Async: the
+  // newest weights, from each shard once it has applied this worker's
+  // push, if it was applied (shard 0 decided it; the others apply the
+  // decision in their own time); after a rejoin or a rollback any newer
+  // weights, without waiting.
   const bool wait_for_step = options_.sync &&
                              pushed.outcome != StepOutcome::kRejoined &&
                              pushed.outcome != StepOutcome::kRolledBack;
   ps::ModelVersion wanted = AnyStepOf(client_->num_shards(), pushed.generation);
+  if (!options_.sync && pushed.step_made > 0 &&
+      pushed.generation == version_.generation) {
+    wanted = ps::ModelVersion::AtLeast(client_->num_shards(), pushed.step_made);
+    wanted.generation = pushed.generation;
+  }
   if (wait_for_step) {
     wanted = ps::ModelVersion::AtLeast(client_->num_shards(),
                                        GlobalStep(version_) + 1);
@@ -293,8 +304,7 @@ absl::StatusOr<ps::ModelVersion> WorkerSession::PullLatest() {
 }
 
 bool DataNotEnded(const absl::Status& status) {
-  return absl::IsUnavailable(status) &&
-         absl::StrContains(status.message(), ps::kDataNotEnded);
+  return ps::LeaseRefusalOf(status) == ps::LeaseRefusal::kNotEnded;
 }
 
 absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
@@ -353,8 +363,7 @@ absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
                    absl::ToDoubleSeconds(absl::Now() - *waiting_since));
     }
     if (give_back.has_value() &&
-        (absl::IsFailedPrecondition(s) || absl::IsNotFound(s) ||
-         absl::IsPermissionDenied(s))) {
+        ps::LeaseRefusalOf(s) == ps::LeaseRefusal::kNotYours) {
       // Not the worker's any more (back in the queue at a rollback): no
       // need to give it back.
       spdlog::info("worker {}: {}", options_.worker_id, s.ToString());

@@ -95,9 +95,9 @@ absl::Status CheckWorkerFailures(const std::vector<ps::ShardStatus>& status,
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateSessionOptions(const SessionOptions& options);
 
-// A lease answered "wait" (ParameterShard::LeaseData's UNAVAILABLE that
-// starts with ps::kDataNotEnded): the last epoch's chunks are out with
-// other workers, and any may come back.
+// A lease answered "wait" (ParameterShard::LeaseData's UNAVAILABLE with
+// ps::LeaseRefusal::kNotEnded): the last epoch's chunks are out with other
+// workers, and any may come back.
 bool DataNotEnded(const absl::Status& status);
 
 // What became of a push.
@@ -110,6 +110,10 @@ struct PushOutcome {
   // The generation the cluster is in afterwards (a new one when it rolled
   // back before the push landed).
   int64_t generation = 0;
+  // Async, applied: the step it made, which every shard reaches once it has
+  // applied shard 0's decision (the pull that follows waits for it there,
+  // so that a worker reads its own update on every shard); 0 otherwise.
+  int64_t step_made = 0;
 };
 
 class WorkerSession {
