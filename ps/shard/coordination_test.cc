@@ -3,9 +3,12 @@
 // shard stages the pushes and the order of the commits chosen by the test,
 // must hold the same weights, bit for bit, as one shard holding the whole
 // model that saw the pushes in the commit order; async the same, with the
-// same pushes applied and refused. Also: refused decisions, and a
+// same pushes applied and refused. Also: refused decisions, a
 // non-coordinating shard and the coordinator killed between the staging and
-// the decision.
+// the decision, which staged pushes a decision takes along (and which it
+// leaves), the limit of a worker's pushes awaiting decisions, and followers
+// that expire no lease and choose no N.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -164,9 +168,12 @@ void StageEverywhere(Cluster& c, int w, int64_t step,
   }
 }
 
-// The commit on shard 0 and the same push to the one shard agree.
-void CommitBoth(Cluster& c, int w, int64_t step, int64_t generation = 0) {
-  auto decided = c.shards[0]->Commit(w, step, generation, PushId(w, step));
+// The commit on shard 0 and the same push to the one shard agree (`id`: the
+// push's id, 0 for PushId(w, step)).
+void CommitBoth(Cluster& c, int w, int64_t step, int64_t generation = 0,
+                uint64_t id = 0) {
+  auto decided =
+      c.shards[0]->Commit(w, step, generation, id != 0 ? id : PushId(w, step));
   const Tensors g = Make(-1, w, step);
   auto one = c.one->Push(w, step, g.Bytes(VariableKind::kParameter));
   INFO("worker " << w << " step " << step << ": " << decided.status() << " / "
@@ -378,6 +385,218 @@ TEST_CASE(
   Step(c, 5, 3);
   c.shards.clear();
   std::filesystem::remove_all(dir);
+}
+
+// Worker w's push `id` staged on shard k alone, tagged with step `tag` (the
+// step the worker pulled from that shard), its gradient worker w's of step
+// `values`.
+absl::StatusOr<PushReply> StageOn(Cluster& c, int k, int w, int64_t tag,
+                                  int64_t values, uint64_t id) {
+  const Tensors g = Make(k, w, values);
+  return c.shards[k]->Push(w, tag, g.Bytes(VariableKind::kParameter), 0,
+                           nullptr, id);
+}
+
+// The follower's next decision (generation 1), of `kind` for worker w's push
+// `id` tagged `step`: what the follower says when asked to apply it.
+absl::Status DecideOnFollower(ParameterShard& follower, Decision::Kind kind,
+                              int64_t step, int w, uint64_t id) {
+  Decision d;
+  d.seq = follower.Status().counters.decisions_applied + 1;
+  d.kind = kind;
+  d.step = step;
+  d.workers = {w};
+  d.push_ids = {id};
+  return follower.ApplyDecisions(1, {d}).status();
+}
+
+TEST_CASE(
+    "a decided push takes its worker's pushes staged before it along, and no "
+    "push shard 0 may still decide") {
+  constexpr uint64_t kA = 1001;  // staged everywhere, never committed
+  SECTION("async") {
+    Cluster c = MakeCluster(Mode::kAsync);
+    constexpr uint64_t kB = 1002, kC = 1003;
+    // Worker 1's push for step 0, staged before any of worker 0's; its
+    // commit comes last.
+    StageEverywhere(c, 1, 0, {0, 1, 2});
+    // Worker 0 stages A and dies before the commit; restarted, it stages B.
+    for (int k = 0; k < kShards; ++k) {
+      REQUIRE(StageOn(c, k, 0, 0, 0, kA).ok());
+      REQUIRE(StageOn(c, k, 0, 0, 0, kB).ok());
+    }
+    // Its next push, C, reaches the followers before B's decision does:
+    // they still tag it with step 0 (shard 0, once B is applied, step 1).
+    for (int k : {1, 2}) REQUIRE(StageOn(c, k, 0, 0, 1, kC).ok());
+    CommitBoth(c, 0, 0, 0, kB);
+    REQUIRE(StageOn(c, 0, 0, 1, 1, kC).ok());
+    CommitBoth(c, 0, 1, 0, kC);
+    CommitBoth(c, 1, 0);  // staleness 2
+    // Every shard applied B, C and worker 1's push: none of them was
+    // dropped before its decision came.
+    REQUIRE(
+        c.shards[0]->AwaitDecisionsDelivered(absl::Now() + absl::Seconds(10)));
+    CheckSameBits(c);
+    for (int k : {1, 2}) {
+      INFO("shard " << k);
+      const ShardStatus s = c.shards[k]->Status();
+      CHECK(s.counters.applied == 3);
+      CHECK(s.counters.decisions_applied == 3);
+    }
+    // A was never committed, and with B decided it never will be: shard 0
+    // dropped it at B's commit, the followers at B's decision.
+    auto late = c.shards[0]->Commit(0, 0, 0, kA);
+    CHECK(absl::IsFailedPrecondition(late.status()));
+    CHECK_THAT(std::string(late.status().message()),
+               Catch::Contains("not staged"));
+    for (int k : {1, 2}) {
+      INFO("shard " << k);
+      const absl::Status s =
+          DecideOnFollower(*c.shards[k], Decision::Kind::kAsyncPush, 0, 0, kA);
+      CHECK(absl::IsFailedPrecondition(s));
+      CHECK_THAT(std::string(s.message()), Catch::Contains("not staged"));
+    }
+  }
+  SECTION("sync: the later push taken, or dropped as surplus") {
+    Cluster c = MakeCluster(Mode::kSync);  // N = 3 of 4
+    constexpr uint64_t kA3 = 2001;
+    // Workers 0 and 3 each stage a push for step 0 and die before the
+    // commit; restarted, they push for step 0 again under new ids, as do
+    // workers 1 and 2.
+    for (int k = 0; k < kShards; ++k) {
+      REQUIRE(StageOn(c, k, 0, 0, 0, kA).ok());
+      REQUIRE(StageOn(c, k, 3, 0, 0, kA3).ok());
+    }
+    for (int w = 0; w < kWorkers; ++w) StageEverywhere(c, w, 0, {2, 1, 0});
+    // Worker 0's push is taken into step 0; worker 3's comes last: surplus.
+    for (int w : {1, 0, 2, 3}) CommitBoth(c, w, 0);
+    CheckSameBits(c);
+    // Neither A will be decided: a decision naming one, for step 1 where
+    // the followers are now, is refused.
+    const std::vector<std::pair<int, uint64_t>> never = {{0, kA}, {3, kA3}};
+    for (int k : {1, 2}) {
+      for (const auto& [w, id] : never) {
+        INFO("shard " << k << ", worker " << w);
+        const absl::Status s =
+            DecideOnFollower(*c.shards[k], Decision::Kind::kSyncStep, 1, w, id);
+        CHECK(absl::IsFailedPrecondition(s));
+        CHECK_THAT(std::string(s.message()), Catch::Contains("not staged"));
+        CHECK(c.shards[k]->Status().step == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "a shard holds 128 pushes of a worker awaiting decisions and answers the "
+    "next UNAVAILABLE, changing nothing staged") {
+  Cluster c = MakeCluster(Mode::kAsync);
+  // Worker 0 stages 128 pushes for step 0 on every shard, none committed.
+  for (uint64_t id = 1; id <= 128; ++id) {
+    for (int k = 0; k < kShards; ++k) {
+      auto r = StageOn(c, k, 0, 0, 0, id);
+      REQUIRE(r.ok());
+      REQUIRE(r->staged);
+    }
+  }
+  for (int k = 0; k < kShards; ++k) {
+    INFO("shard " << k);
+    const ShardStatus before = c.shards[k]->Status();
+    auto full = StageOn(c, k, 0, 0, 0, 129);
+    CHECK(absl::IsUnavailable(full.status()));
+    CHECK_THAT(std::string(full.status().message()),
+               Catch::Contains("128 pushes of worker 0") &&
+                   Catch::Contains("try again"));
+    const ShardStatus after = c.shards[k]->Status();
+    CHECK(after.counters.staged == before.counters.staged);
+    CHECK(after.counters.refused == before.counters.refused + 1);
+    // Another worker's push is taken.
+    auto other = StageOn(c, k, 1, 0, 0, PushId(1, 0));
+    INFO(other.status().ToString());
+    REQUIRE(other.ok());
+    CHECK(other->staged);
+  }
+  // The refused push is staged nowhere; the 128th, everywhere: shard 0
+  // decides it, every shard applies it and drops the 127 before it.
+  auto refused = c.shards[0]->Commit(0, 0, 0, 129);
+  CHECK(absl::IsFailedPrecondition(refused.status()));
+  CommitBoth(c, 0, 0, 0, 128);
+  REQUIRE(
+      c.shards[0]->AwaitDecisionsDelivered(absl::Now() + absl::Seconds(10)));
+  // Room again: worker 0's next push is staged, and decided everywhere, as
+  // is worker 1's.
+  for (int k = 0; k < kShards; ++k) {
+    INFO("shard " << k);
+    auto r = StageOn(c, k, 0, 1, 1, 129);
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    CHECK(r->staged);
+  }
+  CommitBoth(c, 0, 1, 0, 129);
+  CommitBoth(c, 1, 0);
+  CheckSameBits(c);
+  for (int k : {1, 2}) CHECK(c.shards[k]->Status().counters.applied == 3);
+}
+
+TEST_CASE(
+    "a follower expires no lease and chooses no N: shard 0's decisions "
+    "change its live set and its steps") {
+  Cluster c;
+  for (int k = 0; k < kShards; ++k) {
+    ServerOptions o = Options(Mode::kSync, k, kShards);
+    o.worker_lease = absl::Seconds(1);
+    o.n_follows_live = true;  // N = live workers - 1
+    c.shards.push_back(MakeShard(o, k));
+  }
+  c.Link();
+  ServerOptions one = Options(Mode::kSync, 0, 1);
+  one.n_follows_live = true;
+  c.one = MakeShard(one, -1);
+  for (int w = 0; w < kWorkers; ++w) StageEverywhere(c, w, 0, {0, 1, 2});
+  for (int w : {1, 0}) CommitBoth(c, w, 0);  // 2 of N = 3 gathered
+  // Workers 0 and 1 wait for step 1 on shard 0 (a waiting worker's lease
+  // does not run out); workers 2 and 3 are silent.
+  std::atomic<int> answered{0};
+  for (int w : {0, 1}) {
+    c.shards[0]->PullAsync(
+        1, w, [&answered](absl::StatusOr<ParameterShard::Snapshot> s) {
+          if (s.ok() && (*s)->step == 1) ++answered;
+        });
+  }
+  REQUIRE(answered == 0);
+  const absl::Time late = absl::Now() + absl::Hours(1);  // every lease ran out
+  for (int k : {1, 2}) {
+    INFO("shard " << k);
+    // Four pushes staged, N = 3: nothing expires, no step completes here.
+    CHECK(c.shards[k]->ExpireWorkers(late).empty());
+    const ShardStatus s = c.shards[k]->Status();
+    CHECK(s.live_workers == std::vector<int>{0, 1, 2, 3});
+    CHECK(s.workers_expired == 0);
+    CHECK(s.replicas_to_aggregate == 3);
+    CHECK(s.step == 0);
+    CHECK(s.counters.applied == 0);
+  }
+  // Shard 0 lets workers 2 and 3 go: with 3 live workers N is 2, and the
+  // two gradients gathered complete step 0.
+  CHECK(c.shards[0]->ExpireWorkers(late) == std::vector<int>{2, 3});
+  CHECK(answered == 2);
+  for (int w : {2, 3}) REQUIRE(c.one->Leave(w).ok());
+  CheckSameBits(c);
+  const ShardStatus s0 = c.shards[0]->Status();
+  CHECK(s0.step == 1);
+  CHECK(s0.workers_expired == 2);
+  CHECK(s0.replicas_to_aggregate == 1);
+  for (int k : {1, 2}) {
+    INFO("shard " << k);
+    const ShardStatus s = c.shards[k]->Status();
+    CHECK(s.live_workers == std::vector<int>{0, 1});
+    CHECK(s.replicas_to_aggregate == 1);
+    CHECK(s.step == 1);
+    CHECK(s.counters.applied == 1);
+    CHECK(s.counters.aggregated == 1);
+    CHECK(s.workers_expired == 0);
+    CHECK(c.shards[k]->ExpireWorkers(late).empty());
+  }
 }
 
 }  // namespace

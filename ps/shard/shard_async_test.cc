@@ -1,10 +1,12 @@
 // ParameterShard's async staleness controls (docs/PS.md, "Async mode"): the
 // blocking staleness bound (SSP) on pulls, released by the slow worker's
 // push, its leave or its lease; DC-ASGD on pushes from each worker's last
-// pulled snapshot; async_beta1 in Adam; and what a restore or a rollback
-// does to each (clocks and snapshots start again; Adam's m, v, t restored).
+// pulled snapshot, which is all it keeps alive; async_beta1 in Adam; and
+// what a restore or a rollback does to each (clocks and snapshots start
+// again; Adam's m, v, t restored).
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <memory>
 #include <vector>
 
 #include "ps/shard/shard.h"
@@ -227,6 +229,65 @@ TEST_CASE("async_beta1: Adam's momentum with it, and a bit-exact restore") {
   REQUIRE((*restarted)->Rollback(2, 2).ok());
   REQUIRE((*restarted)->Push(0, 2, Gradient(0, 2).Bytes(), 2).ok());
   CHECK(ShardPicture::Of(**restarted) == at3);
+}
+
+TEST_CASE(
+    "DC-ASGD keeps one older weights version per worker, the very one its "
+    "last pull got, until its next pull") {
+  constexpr int kWorkers = 3;
+  ServerOptions o = Async(kWorkers);
+  o.dc_asgd_lambda = 0.5;
+  auto shard = MakeShard(o);
+  const int64_t version = 8 * sizeof(float);  // w (6) and b (2)
+  // A pull whose caller lets the snapshot go at once: only the shard may
+  // keep it alive.
+  auto pull = [&](int w) {
+    absl::StatusOr<ParameterShard::Snapshot> s = PullNow(*shard, w);
+    REQUIRE(s.ok());
+    return std::weak_ptr<const WeightsSnapshot>(*s);
+  };
+  auto check_memory = [&] {
+    const ShardMemory m = shard->Status().memory;
+    INFO("weight_versions " << m.weight_versions << ", compensation "
+                            << m.compensation);
+    CHECK(m.weights == version);
+    // One version per worker's last pull, and two spares at most.
+    CHECK(m.weight_versions <= (kWorkers + 2) * version);
+    CHECK(m.compensation <= version);
+  };
+  // Worker w pulls step w, then pushes: each holds another older version.
+  std::vector<std::weak_ptr<const WeightsSnapshot>> pulled(kWorkers);
+  for (int w = 0; w < kWorkers; ++w) {
+    pulled[w] = pull(w);
+    REQUIRE(Push(*shard, w, w, Gradient(w, w)).ok());
+    check_memory();
+  }
+  for (int w = 0; w < kWorkers; ++w) {
+    INFO("worker " << w);
+    std::shared_ptr<const WeightsSnapshot> kept = pulled[w].lock();
+    REQUIRE(kept != nullptr);  // the pull's own snapshot: no copy
+    CHECK(kept->step == w);
+  }
+  // Worker 0's next pull lets its old version go; the others' stay.
+  const std::weak_ptr<const WeightsSnapshot> newer = pull(0);
+  CHECK(pulled[0].expired());
+  CHECK_FALSE(newer.expired());
+  CHECK_FALSE(pulled[1].expired());
+  CHECK_FALSE(pulled[2].expired());
+  // Many pulls and pushes later the versions alive are still bounded.
+  for (int round = 0; round < 20; ++round) {
+    for (int w = 0; w < kWorkers; ++w) {
+      const int64_t step = shard->Status().step;
+      pulled[w] = pull(w);
+      if ((round + w) % 2 == 0) {
+        REQUIRE(Push(*shard, w, step, Gradient(w, step)).ok());
+      }
+      check_memory();
+    }
+  }
+  const ShardStatus s = shard->Status();
+  CHECK(s.step > 30);
+  CHECK(s.dc_compensated == s.counters.applied);
 }
 
 }  // namespace

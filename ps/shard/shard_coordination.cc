@@ -239,9 +239,15 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
   std::vector<uint64_t> arrivals;
   if (d.kind == Decision::Kind::kDropped) {
     // Shard 0 did not take the push: its staged copy goes (it may be gone
-    // already: refused here too, or replaced).
+    // already: refused here too, or replaced), and so does every push of
+    // its worker staged before it (never committed: shard 0 dropped them
+    // at this push's commit, as for a push it takes).
     auto it = complete_.find({d.workers[0], d.push_ids[0]});
-    if (it != complete_.end()) complete_.erase(it);
+    if (it != complete_.end()) {
+      const uint64_t arrival = it->second.arrival;
+      complete_.erase(it);
+      DropCompleteLocked(d.workers[0], arrival);
+    }
     switch (d.dropped) {
       case Decision::Dropped::kStale:
         ++counters_.dropped_stale;

@@ -1,7 +1,8 @@
 // The worker session on its own, with no model: sessions over in-process
 // shards push made-up gradients and pull, and its recovery is driven
 // through the fault-injection client (a lost reply, a worker out of the live
-// set, a rollback under it, servers that stay away, servers shut down).
+// set, a rollback under it, servers that stay away, a step that never comes
+// while they answer, servers shut down).
 #include "worker/session/worker_session.h"
 
 #include <catch2/catch.hpp>
@@ -287,6 +288,51 @@ TEST_CASE("recovery gives up after ps_unavailable_timeout, naming it") {
   CHECK_THAT(std::string(pushed.status().message()),
              Catch::Contains("ps_unavailable_timeout"));
   // Nothing reached the servers.
+  CHECK(c.Counters(0).applied == 0);
+}
+
+TEST_CASE(
+    "a pull whose step never comes while the servers answer is an error, not "
+    "a re-sync") {
+  // N = M = 2: worker 1 joins and never pushes, so step 1 never comes.
+  Cluster c(ps::Mode::kSync, 2);
+  ps::FaultInjector network(/*seed=*/9);
+  ps::FaultInjectionPsClient link(c.clients[0].get(), &network, 0,
+                                  /*call_timeout=*/absl::Milliseconds(200));
+  SessionOptions o = Options(0, /*sync=*/true);
+  o.step_timeout = absl::Milliseconds(200);
+  o.ps_unavailable_timeout = absl::Milliseconds(300);
+  WorkerSession s(&link, c.specs, c.Buffers(0), o);
+  REQUIRE(s.Initialize(c.Initial()).ok());
+  REQUIRE(c.clients[1]->Join().ok());
+  REQUIRE(s.Start().ok());
+  absl::StatusOr<PushOutcome> pushed = s.Push(c.Gradients(0, 0.1f));
+  REQUIRE(pushed.ok());
+  CHECK(pushed->outcome == StepOutcome::kAggregated);
+  SECTION("the servers answer: the pull's DEADLINE_EXCEEDED") {
+    // A re-sync, were one to start, would find the link cut from the next
+    // Status on and give up naming ps_unavailable_timeout.
+    ps::FaultRule cut{ps::CallKind::kStatus, ps::FaultAction::kCutOff};
+    cut.skip = 1;
+    link.AddRule(cut);
+    const absl::Status pulled = s.PullAfterPush(*pushed);
+    INFO(pulled.ToString());
+    CHECK(absl::IsDeadlineExceeded(pulled));
+    CHECK_THAT(std::string(pulled.message()),
+               !Catch::Contains("ps_unavailable_timeout"));
+    CHECK(s.recovery().recoveries() == 0);
+    CHECK(link.stats().cut_calls == 0);
+    CHECK(GlobalStep(s.version()) == 0);
+  }
+  SECTION("cut off: a re-sync, which gives up naming its timeout") {
+    link.SetCut(ps::CutMode::kHang);
+    const absl::Status pulled = s.PullAfterPush(*pushed);
+    INFO(pulled.ToString());
+    CHECK_FALSE(pulled.ok());
+    CHECK_THAT(std::string(pulled.message()),
+               Catch::Contains("ps_unavailable_timeout"));
+    CHECK(s.recovery().recoveries() == 1);
+  }
   CHECK(c.Counters(0).applied == 0);
 }
 
