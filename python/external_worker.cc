@@ -156,8 +156,10 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
   for (const ps::NamedTensorView& v : variables) {
     initial.push_back({v.name, ConstTensorView(v.view.data(), v.view.shape())});
   }
+  SessionOptions session_options = settings_.session;
+  session_options.job_end_marker = RunSummaryPath(run_dir_);
   auto session = std::make_unique<WorkerSession>(
-      client_.get(), variables_, std::move(variables), settings_.session);
+      client_.get(), variables_, std::move(variables), session_options);
   WorkerSession* const joining = session.get();
   last_bytes_ = client_->payload_bytes();
   RETURN_IF_ERROR(run_->Start(std::move(session), initial));
@@ -505,7 +507,7 @@ absl::Status ExternalWorker::Finish(const std::string& end_reason) {
       absl::StrCat(run_dir_, "/worker-", task_.index, ".summary.json"),
       WorkerSummary(task, run_->result())));
   if (settings_.chief) {
-    RETURN_IF_ERROR(WriteJsonFile(run_dir_ + "/summary.json",
+    RETURN_IF_ERROR(WriteJsonFile(RunSummaryPath(run_dir_),
                                   RunSummary(config_, run_->result())));
   }
   return absl::OkStatus();

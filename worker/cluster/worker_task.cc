@@ -105,6 +105,7 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
       OpenRunDir(options.run_dir, options.config_path, config, w.loop.chief,
                  w.loop.start_timeout, &w.client, &client));
   const std::string prefix = absl::StrCat(run_dir, "/worker-", task_id.index);
+  w.loop.job_end_marker = RunSummaryPath(run_dir);
   // A restarted worker goes on with its batch norm statistics (LOCAL).
   w.loop.local_statistics_file = prefix + ".batch_norm";
   if (config.data().record_samples()) {
@@ -144,7 +145,7 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
       WriteJsonFile(prefix + ".summary.json", WorkerSummary(task, result)));
   if (w.loop.chief) {
     RETURN_IF_ERROR(
-        WriteJsonFile(run_dir + "/summary.json", RunSummary(config, result)));
+        WriteJsonFile(RunSummaryPath(run_dir), RunSummary(config, result)));
   }
   spdlog::info("{} done: {} steps, final step {}, {:.0f} images/s ({})", task,
                result.local_steps, result.final_global_step,

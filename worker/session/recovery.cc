@@ -1,5 +1,7 @@
 #include "worker/session/recovery.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -32,11 +34,26 @@ bool IsTransient(const absl::Status& s, bool deadline_too) {
          (deadline_too && absl::IsDeadlineExceeded(s));
 }
 
+namespace {
+
+// Whether `path` names a file modified at or after `since`.
+bool WrittenSince(const std::string& path, absl::Time since) {
+  struct stat st;
+  if (path.empty() || stat(path.c_str(), &st) != 0) return false;
+  return absl::TimeFromTimespec(st.st_mtim) >= since;
+}
+
+}  // namespace
+
 Recovery::Recovery(ps::PsClient* client, int worker_id,
-                   absl::Duration unavailable_timeout)
+                   absl::Duration unavailable_timeout,
+                   std::string job_end_marker)
     : client_(client),
       worker_id_(worker_id),
-      unavailable_timeout_(unavailable_timeout) {}
+      unavailable_timeout_(unavailable_timeout),
+      job_end_marker_(std::move(job_end_marker)),
+      // A second back: file systems keep modification times coarsely.
+      started_(absl::Now() - absl::Seconds(1)) {}
 
 absl::StatusOr<int64_t> Recovery::Recover(const absl::Status& cause) {
   ++recoveries_;
@@ -49,6 +66,12 @@ absl::StatusOr<int64_t> Recovery::Recover(const absl::Status& cause) {
     absl::StatusOr<std::vector<ps::ShardStatus>> status = client_->Status();
     if (!status.ok()) {
       last = status.status();
+      if (IsTransient(last, /*deadline_too=*/true) &&
+          WrittenSince(job_end_marker_, started_)) {
+        return absl::CancelledError(
+            absl::StrCat("the job ended: the chief wrote ", job_end_marker_,
+                         " and the servers are gone (", last.message(), ")"));
+      }
     } else {
       const ResyncDecision d = DecideResync(*status);
       switch (d.kind) {

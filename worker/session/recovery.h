@@ -6,7 +6,12 @@
 // doubling to 2 s) for up to `unavailable_timeout`; when a restarted shard
 // restored a checkpoint it rolls the whole cluster back to it (Rollback, the
 // same request from every worker; worker/session/resync.h decides); then it
-// joins again (a no-op when live). Retrying wraps a call in that.
+// joins again (a no-op when live). Retrying wraps a call in that. While no
+// server answers, a job that ended is told from a crash by the chief's run
+// summary (`job_end_marker`, the run directory's summary.json, written
+// after the servers shut down): once it appears, newer than this worker's
+// start, the worker ends (CANCELLED) instead of waiting for servers that
+// will not come back.
 //
 // Also the version arithmetic every worker loop needs (GlobalStep,
 // NewestStep, AnyStepOf).
@@ -17,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -37,16 +43,17 @@ bool IsTransient(const absl::Status& status, bool deadline_too);
 class Recovery {
  public:
   // `client` is not owned and must outlive this. `worker_id` names the
-  // worker in log lines.
+  // worker in log lines. `job_end_marker`: see above (empty: none).
   Recovery(ps::PsClient* client, int worker_id,
-           absl::Duration unavailable_timeout);
+           absl::Duration unavailable_timeout, std::string job_end_marker = "");
   Recovery(const Recovery&) = delete;
   Recovery& operator=(const Recovery&) = delete;
 
   // After `cause`: waits until every shard answers and they agree on one
   // generation, rolling the cluster back when a restarted shard restored a
   // checkpoint, and joins again. Returns the generation. CANCELLED when the
-  // servers shut down; the last failure (annotated) when
+  // servers shut down (they say so, or the job's end marker appeared while
+  // none answered); the last failure (annotated) when
   // unavailable_timeout passes; any non-transient error at once (e.g. the
   // Rollback's when a checkpoint cannot be loaded).
   absl::StatusOr<int64_t> Recover(const absl::Status& cause);
@@ -62,6 +69,8 @@ class Recovery {
   ps::PsClient* const client_;  // Not owned.
   const int worker_id_;
   const absl::Duration unavailable_timeout_;
+  const std::string job_end_marker_;
+  const absl::Time started_;  // markers older than this are another run's
   int64_t recoveries_ = 0;
 };
 

@@ -118,6 +118,10 @@ absl::StatusOr<std::string> OpenRunDir(
   return run_dir;
 }
 
+std::string RunSummaryPath(const std::string& run_dir) {
+  return run_dir + "/summary.json";
+}
+
 JsonObject WorkerSummary(const std::string& task,
                          const ClusterWorkerResult& r) {
   JsonObject s;

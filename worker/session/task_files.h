@@ -48,6 +48,11 @@ absl::StatusOr<std::string> OpenRunDir(
     ps::GrpcClientOptions* client_options,
     std::unique_ptr<ps::GrpcPsClient>* client);
 
+// RUN_DIR/summary.json: the chief writes it once the job has ended (the
+// servers shut down); the other workers read its appearance as that end
+// (SessionOptions::job_end_marker).
+std::string RunSummaryPath(const std::string& run_dir);
+
 // worker-J.summary.json, and the chief's run summary.json (the servers'
 // counters summed over the shards, the rollbacks they survived).
 JsonObject WorkerSummary(const std::string& task,

@@ -66,7 +66,8 @@ WorkerSession::WorkerSession(ps::PsClient* client,
       variables_(std::move(variables)),
       weights_(std::move(weights)),
       options_(std::move(options)),
-      recovery_(client, options_.worker_id, options_.ps_unavailable_timeout),
+      recovery_(client, options_.worker_id, options_.ps_unavailable_timeout,
+                options_.job_end_marker),
       lease_keeper_(client, kLeaseRenewalPeriod) {
   if (options_.overlap) {
     sender_ = std::make_unique<PartSender>(client_);

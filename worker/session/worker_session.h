@@ -84,6 +84,9 @@ struct SessionOptions {
   // How many workers may fail to take part (ShardStatus::failed_workers)
   // before the job ends: total_num_replicas - training.min_workers.
   int allowed_failures = 0;
+  // The chief's run summary (RunSummaryPath of the run directory): while
+  // no server answers, its appearance says the job ended (Recovery).
+  std::string job_end_marker;
 };
 
 // OK while at most `allowed` workers have failed in `status` (each shard's
