@@ -64,19 +64,23 @@ TEST_CASE("the wire block sets the dtypes on the wire") {
                   .ok());
 }
 
+// ps:0's options from a config's text.
+ServerOptions Ps0Options(const std::string& config) {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(config, "a.pbtxt");
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
+  REQUIRE(o.ok());
+  return *o;
+}
+
 TEST_CASE("N following the live workers, and the linear rule with it") {
   auto options = [](const std::string& training) {
-    absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+    return Ps0Options(
         "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
         "\"127.0.0.1:2\" } worker { address: \"127.0.0.1:3\" } "
         "max_workers: 4 training { steps: 10 batch_size: 8 " +
-            training + " } data { source: SYNTHETIC sharding: SERVERS }",
-        "a.pbtxt");
-    INFO(c.status().ToString());
-    REQUIRE(c.ok());
-    absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
-    REQUIRE(o.ok());
-    return *o;
+        training + " } data { source: SYNTHETIC sharding: SERVERS }");
   };
   ServerOptions fixed =
       options("optimizer { schedule { base_batch_size: 16 } }");
@@ -96,19 +100,13 @@ TEST_CASE("N following the live workers, and the linear rule with it") {
 
 TEST_CASE("adaptive backups: each field of the config reaches the server") {
   auto options = [](const std::string& training) {
-    absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+    return Ps0Options(
         "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
         "\"127.0.0.1:2\" } worker { address: \"127.0.0.1:3\" } worker { "
         "address: \"127.0.0.1:4\" } worker { address: \"127.0.0.1:5\" } "
         "training { steps: 10 batch_size: 8 replicas_to_aggregate: 3 "
         "total_num_replicas: 4 " +
-            training + " } data { source: SYNTHETIC }",
-        "a.pbtxt");
-    INFO(c.status().ToString());
-    REQUIRE(c.ok());
-    absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
-    REQUIRE(o.ok());
-    return *o;
+        training + " } data { source: SYNTHETIC }");
   };
   ServerOptions off = options("");
   CHECK_FALSE(off.adaptive_backups);
@@ -133,15 +131,10 @@ TEST_CASE("adaptive backups: each field of the config reaches the server") {
 // The server options of a one-ps, one-worker async cluster whose training
 // block also holds `training`.
 ServerOptions AsyncServerOptions(const std::string& training) {
-  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+  return Ps0Options(
       "name: \"a\" ps { address: \"127.0.0.1:1\" } worker { address: "
       "\"127.0.0.1:2\" } training { mode: ASYNC " +
-          training + " steps: 10 } data { source: SYNTHETIC }",
-      "a.pbtxt");
-  REQUIRE(c.ok());
-  absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
-  REQUIRE(o.ok());
-  return *o;
+      training + " steps: 10 } data { source: SYNTHETIC }");
 }
 
 TEST_CASE("async: the staleness bound: unset is none, 0 is a bound") {

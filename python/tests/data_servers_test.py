@@ -96,9 +96,11 @@ def check_ledger(test, ckpt, run_dir, workers):
 
 
 class DataServersTest(unittest.TestCase):
-    def test_every_sample_once_an_epoch(self):
+    def two_workers(self, name, ps, n, **kwargs):
+        """Two workers train until the servers' epochs are handed out; the
+        ledger and their records agree. Returns the batch sizes each saw."""
         ckpt = os.path.join(Cluster.tmp(), "ckpt")
-        with Cluster("data-servers", ps=2, workers=2, n=1, batch=BATCH,
+        with Cluster(name, ps=ps, workers=2, n=n, batch=BATCH,
                      model="external",
                      training=f"epochs: {EPOCHS}",
                      data=f"source: SYNTHETIC sharding: SERVERS "
@@ -108,15 +110,19 @@ class DataServersTest(unittest.TestCase):
                             ]) as c:
             seen = [[], []]
             summaries = run_threads(
-                [lambda j=j: worker(c, j, seen[j]) for j in range(2)],
-                timeout=300)
-            self.assertEqual(c.wait_ps(), [0, 0])
+                [lambda j=j: worker(c, j, seen[j], **kwargs)
+                 for j in range(2)], timeout=300)
+            self.assertEqual(c.wait_ps(), [0] * ps)
         for s in summaries:
             self.assertEqual(s["end_reason"], "the data ended (epochs done)")
+        check_ledger(self, ckpt, c.run_dir, 2)
+        return seen
+
+    def test_every_sample_once_an_epoch(self):
+        seen = self.two_workers("data-servers", ps=2, n=1)
         # Surplus gradients: their chunks were handed out again, so the
         # workers saw more samples than the three epochs hold.
         self.assertGreater(sum(map(sum, seen)), EPOCHS * SAMPLES)
-        check_ledger(self, ckpt, c.run_dir, 2)
 
     def test_a_worker_joins_and_leaves(self):
         ckpt = os.path.join(Cluster.tmp(), "ckpt")
@@ -158,24 +164,8 @@ class DataServersTest(unittest.TestCase):
         worker are out at once; the records name the samples each batch
         held, by the dataset's own index, as the loader processes read
         them."""
-        ckpt = os.path.join(Cluster.tmp(), "ckpt")
-        with Cluster("data-servers-loaders", ps=1, workers=2, n=2,
-                     batch=BATCH, model="external",
-                     training=f"epochs: {EPOCHS}",
-                     data=f"source: SYNTHETIC sharding: SERVERS "
-                          f"num_samples: {SAMPLES} ledger: true "
-                          "record_samples: true",
-                     extra=[f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}'
-                            ]) as c:
-            seen = [[], []]
-            summaries = run_threads(
-                [lambda j=j: worker(c, j, seen[j], indexed=True,
-                                    loader_workers=2) for j in range(2)],
-                timeout=300)
-            self.assertEqual(c.wait_ps(), [0])
-        for s in summaries:
-            self.assertEqual(s["end_reason"], "the data ended (epochs done)")
-        check_ledger(self, ckpt, c.run_dir, 2)
+        self.two_workers("data-servers-loaders", ps=1, n=2, indexed=True,
+                         loader_workers=2)
 
     def test_the_wrong_sampler_is_refused(self):
         with Cluster("data-split", ps=1, workers=1, model="external",
