@@ -215,14 +215,20 @@ absl::StatusOr<PushOutcome> WorkerSession::Settle(
 absl::Status WorkerSession::PullAfterPush(const PushOutcome& pushed) {
   // Sync: wait until each shard is past the step this worker pushed to it
   // (its own gradient counts towards that step, so this never waits for a
-  // step it could not help complete), then line the shards up. Async: the
-  // newest weights, from each shard once it has applied this worker's
-  // push, if it was applied (shard 0 decided it; the others apply the
-  // decision in their own time); after a rejoin or a rollback any newer
-  // weights, without waiting.
-  const bool wait_for_step = options_.sync &&
-                             pushed.outcome != StepOutcome::kRejoined &&
-                             pushed.outcome != StepOutcome::kRolledBack;
+  // step it could not help complete), then line the shards up. A dropped
+  // gradient did not count: the newest weights, lined up, without waiting
+  // (when every worker's push of a step was dropped - a rollback gave their
+  // data chunks back to the queue under them - a wait for the next step
+  // would last for ever). Async: the newest weights, from each shard once
+  // it has applied this worker's push, if it was applied (shard 0 decided
+  // it; the others apply the decision in their own time); after a rejoin or
+  // a rollback any newer weights, without waiting.
+  const bool line_up = options_.sync &&
+                       pushed.outcome != StepOutcome::kRejoined &&
+                       pushed.outcome != StepOutcome::kRolledBack;
+  const bool wait_for_step = line_up &&
+                             pushed.outcome != StepOutcome::kDroppedStale &&
+                             pushed.outcome != StepOutcome::kDroppedSurplus;
   ps::ModelVersion wanted = AnyStepOf(client_->num_shards(), pushed.generation);
   if (!options_.sync && pushed.step_made > 0 &&
       pushed.generation == version_.generation) {
@@ -241,7 +247,7 @@ absl::Status WorkerSession::PullAfterPush(const PushOutcome& pushed) {
     puller_->Start(wanted, absl::Now() + options_.step_timeout, weights_);
     return absl::OkStatus();
   }
-  return PullWhole(wanted, wait_for_step);
+  return PullWhole(wanted, line_up);
 }
 
 absl::Status WorkerSession::PullWhole(const ps::ModelVersion& wanted,

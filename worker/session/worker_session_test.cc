@@ -370,6 +370,53 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
 }
 
 TEST_CASE(
+    "sync: after a dropped push the worker pulls the newest weights, not "
+    "a step its gradient did not help") {
+  // One shard handing out chunks, sync N = M = 1. The worker's chunk goes
+  // back to the queue under it (as a rollback gives it back): its push is
+  // dropped at the current step, which then needs its next gradient.
+  ps::ServerOptions o;
+  o.data_queue_on = true;
+  o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
+  auto shard = ps::ParameterShard::Create(o);
+  REQUIRE(shard.ok());
+  const std::vector<VariableSpec> specs = {
+      {"w", {4}, Initializer::Constant(0.5f)}};
+  auto p = ps::PlaceVariables(specs, 1, 1024);
+  REQUIRE(p.ok());
+  auto client = ps::InProcessPsClient::Create({shard->get()}, *p, "psgd", 0);
+  REQUIRE(client.ok());
+  Tensor weights({4});
+  SessionOptions so = Options(0, /*sync=*/true);
+  so.data_from_servers = true;
+  so.step_timeout = absl::Seconds(3);  // a wait for step 1 ends in 3 s
+  WorkerSession s(client->get(), specs, {{"w", weights.view()}}, so);
+  Tensor initial({4});
+  for (float& v : initial.span()) v = 0.5f;
+  REQUIRE(s.Initialize({{"w", initial.view()}}).ok());
+  REQUIRE(s.Start().ok());
+  REQUIRE(s.LeaseData().ok());
+  // A new incarnation of worker 0 joins: its chunks go back to the queue.
+  REQUIRE((*shard)->Join(0, /*incarnation=*/99).ok());
+  Tensor g({4});
+  for (float& v : g.span()) v = 0.1f;
+  absl::StatusOr<PushOutcome> dropped = s.Push({{"w", g.view()}});
+  REQUIRE(dropped.ok());
+  CHECK(dropped->outcome == StepOutcome::kDroppedStale);
+  const absl::Status pulled = s.PullAfterPush(*dropped);
+  INFO(pulled.ToString());
+  REQUIRE(pulled.ok());
+  CHECK(GlobalStep(s.version()) == 0);  // the step its gradient did not make
+  // With a chunk of its own the step is made.
+  REQUIRE(s.LeaseData().ok());
+  absl::StatusOr<PushOutcome> applied = s.Push({{"w", g.view()}});
+  REQUIRE(applied.ok());
+  CHECK(applied->outcome == StepOutcome::kApplied);
+  REQUIRE(s.PullAfterPush(*applied).ok());
+  CHECK(GlobalStep(s.version()) == 1);
+}
+
+TEST_CASE(
     "a lease waits while the last epoch's chunks are out with another "
     "worker, and takes the one that comes back") {
   // One shard handing out 2 chunks, one epoch; worker 1 holds both.
