@@ -600,5 +600,51 @@ TEST_CASE(
 }
 
 }  // namespace
+TEST_CASE("adaptive backups: shard 0 chooses N and every shard holds it") {
+  // M = 4, N in [1, 4], a window of one step, no warm-up; the arrivals'
+  // clock is the test's (whole seconds: the rule's arithmetic is exact).
+  double now = 0;
+  auto options = [&now](int shard, int num_shards) {
+    ServerOptions o = Options(Mode::kSync, shard, num_shards);
+    o.replicas_to_aggregate = kWorkers;
+    o.adaptive_backups = true;
+    o.adaptive = {1, kWorkers, 1, 0};
+    o.adaptive_clock = [&now] {
+      return absl::UnixEpoch() + absl::Seconds(now);
+    };
+    return o;
+  };
+  Cluster c;
+  for (int k = 0; k < kShards; ++k) {
+    c.shards.push_back(MakeShard(options(k, kShards), k));
+  }
+  c.Link();
+  c.one = MakeShard(options(0, 1), -1);
+  for (int w = 0; w < kWorkers; ++w) StageEverywhere(c, w, 0, {2, 1, 0});
+  // Step 0 takes all four: two at 1 s, two at 3 s. Offsets {1, 1, 3, 3}:
+  // n / T(n) = 1, 2, 1, 4/3: N = 2 for step 1.
+  now = 1;
+  for (int w : {0, 1}) CommitBoth(c, w, 0);
+  now = 3;
+  for (int w : {2, 3}) CommitBoth(c, w, 0);
+  CheckSameBits(c);
+  CHECK(c.one->Status().replicas_to_aggregate == 2);
+  for (int k = 0; k < kShards; ++k) {
+    INFO("shard " << k);
+    const ShardStatus s = c.shards[k]->Status();
+    CHECK(s.step == 1);
+    CHECK(s.replicas_to_aggregate == 2);  // shard 0's choice
+  }
+  // Step 1 completes with two gradients on every shard.
+  for (int w : {3, 0}) StageEverywhere(c, w, 1, {0, 1, 2});
+  now = 4;
+  for (int w : {3, 0}) CommitBoth(c, w, 1);
+  CheckSameBits(c);
+  for (int k = 0; k < kShards; ++k) {
+    INFO("shard " << k);
+    CHECK(c.shards[k]->Status().step == 2);
+  }
+}
+
 }  // namespace ps
 }  // namespace psgd

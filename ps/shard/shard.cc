@@ -442,8 +442,10 @@ absl::Status ParameterShard::DecideLocked(
         // The mean of one gradient is the gradient: apply it as it is,
         // without copying it into the aggregate first (one worker, or
         // N = 1).
-        if (coordinated()) PublishSyncStepLocked(NScaleLocked(1));
+        const int next_n = ChooseNextNLocked();
+        if (coordinated()) PublishSyncStepLocked(NScaleLocked(1), next_n);
         ApplyLocked(grads, NScaleLocked(1), ready);
+        if (next_n > 0) aggregator_->set_replicas_to_aggregate(next_n);
         ChunksAppliedLocked();
         ++counters_.applied;
         reply->outcome = PushOutcome::kApplied;
@@ -497,10 +499,6 @@ void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
         }
       },
       learning_rate);
-  if (adaptive_ != nullptr) {
-    aggregator_->set_replicas_to_aggregate(
-        adaptive_->Completed(step_, AdaptiveNowLocked()));
-  }
   ++step_;
   StartStepLocked();
   CollectReadyLocked(ready);
@@ -564,10 +562,19 @@ double ParameterShard::NScaleLocked(int count) const {
              : 1.0;
 }
 
+int ParameterShard::ChooseNextNLocked() {
+  if (adaptive_ == nullptr || follower()) return 0;
+  return adaptive_->Completed(step_, AdaptiveNowLocked());
+}
+
 void ParameterShard::ApplySyncStepLocked(Ready* ready) {
-  if (coordinated()) PublishSyncStepLocked(NScaleLocked(aggregator_->count()));
+  const int next_n = ChooseNextNLocked();
+  if (coordinated()) {
+    PublishSyncStepLocked(NScaleLocked(aggregator_->count()), next_n);
+  }
   ApplyLocked(aggregator_->Mean(), NScaleLocked(aggregator_->count()), ready);
   aggregator_->Reset();
+  if (next_n > 0) aggregator_->set_replicas_to_aggregate(next_n);
   ChunksAppliedLocked();
 }
 

@@ -442,6 +442,9 @@ class ParameterShard {
   void MakeAggregatorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current step's N (ShardStatus, PushReply).
   int StepNLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adaptive backup workers, as the current step completes (shard 0, or a
+  // lone shard): N of the next step from the arrivals seen; 0 without.
+  int ChooseNextNLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time AdaptiveNowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // step_ starts now: step_started_, and the adaptive N's publish time.
   void StartStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -506,8 +509,9 @@ class ParameterShard {
   // Shard 0: publishes `d` with the next seq.
   void PublishLocked(Decision d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shard 0: the decision of the sync step about to be applied (step_, the
-  // step's gradients in arrival order, their chunks), published.
-  void PublishSyncStepLocked(double lr_scale)
+  // step's gradients in arrival order, their chunks, the next step's N),
+  // published.
+  void PublishSyncStepLocked(double lr_scale, int replicas_next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The chunk of `worker_id`'s gradient with its samples, for a decision.
   std::optional<DecidedChunk> DecidedChunkLocked(

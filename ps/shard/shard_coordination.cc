@@ -124,11 +124,12 @@ std::optional<DecidedChunk> ParameterShard::DecidedChunkLocked(
   return c;
 }
 
-void ParameterShard::PublishSyncStepLocked(double lr_scale) {
+void ParameterShard::PublishSyncStepLocked(double lr_scale, int replicas_next) {
   Decision d;
   d.kind = Decision::Kind::kSyncStep;
   d.step = step_;
   d.lr_scale = lr_scale;
+  d.replicas_next = replicas_next;
   for (const StepPush& p : step_pushes_) {
     d.workers.push_back(p.worker);
     d.push_ids.push_back(p.push_id);
@@ -300,6 +301,11 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
         for (const std::vector<const float*>& g : grads) aggregator_->Add(g);
         ApplyLocked(aggregator_->Mean(), d.lr_scale, ready);
         aggregator_->Reset();
+      }
+      // N of the next step is shard 0's choice, not this shard's (which
+      // sees no arrivals).
+      if (d.replicas_next > 0) {
+        aggregator_->set_replicas_to_aggregate(d.replicas_next);
       }
       for (int w : d.workers) membership_.RecordPush(w, d.step);
       counters_.aggregated += static_cast<int64_t>(d.workers.size()) - 1;

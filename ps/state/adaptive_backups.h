@@ -19,10 +19,10 @@
 // keeps up again. The rule is scripts/experiments/step_time_model.py's
 // `choose_n`, which the step-time model simulates with.
 //
-// Each shard chooses on its own from the pushes it sees; a worker pushes
-// to every shard at once, so the shards see the same arrivals but for the
-// network's jitter, and may differ by one now and then (the choice is
-// recorded per push: PushReply::replicas_to_aggregate).
+// With several shards shard 0 chooses, from the pushes it decides, and
+// sends each step's choice to the others with the step's decision
+// (Decision::replicas_next): every shard holds the same N. The choice is
+// recorded per push (PushReply::replicas_to_aggregate).
 //
 // Thread-safety: none; the shard calls it under its mutex.
 #ifndef PSGD_PS_STATE_ADAPTIVE_BACKUPS_H_

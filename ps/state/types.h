@@ -164,6 +164,9 @@ struct Decision {
   enum class Dropped { kStale, kSurplus, kRefused, kRefusedTooStale };
   Dropped dropped = Dropped::kStale;
   std::vector<DecidedChunk> chunks;  // the data chunks the update trained on
+  // kSyncStep with adaptive backup workers: N of the next step, as shard 0
+  // chose it (the others follow it); 0: N is not shard 0's to choose.
+  int replicas_next = 0;
 };
 absl::string_view DecisionKindName(Decision::Kind kind);
 

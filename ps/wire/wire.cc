@@ -366,6 +366,7 @@ void DecisionToProto(const Decision& d, wire::Decision* out) {
   for (uint64_t id : d.push_ids) out->add_push_ids(id);
   out->set_lr_scale(d.lr_scale);
   out->set_staleness(d.staleness);
+  out->set_replicas_next(d.replicas_next);
   for (const DecidedChunk& c : d.chunks) {
     wire::DecidedChunk* p = out->add_chunks();
     p->set_worker(c.worker);
@@ -407,6 +408,7 @@ absl::StatusOr<Decision> DecisionFromProto(const wire::Decision& p) {
   d.push_ids.assign(p.push_ids().begin(), p.push_ids().end());
   d.lr_scale = p.lr_scale();
   d.staleness = p.staleness();
+  d.replicas_next = p.replicas_next();
   for (const wire::DecidedChunk& c : p.chunks()) {
     DecidedChunk& out = d.chunks.emplace_back();
     out.worker = c.worker();

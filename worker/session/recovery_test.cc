@@ -23,8 +23,7 @@ namespace {
 // Worker 0 of a cluster it cannot reach: every call UNAVAILABLE.
 struct CutOffWorker {
   CutOffWorker()
-      : cluster({{"w", {4}, Initializer::Constant(0.5f)}}, ps::Mode::kSync,
-                1) {
+      : cluster({{"w", {4}, Initializer::Constant(0.5f)}}, ps::Mode::kSync, 1) {
     client = std::make_unique<ps::FaultInjectionPsClient>(
         cluster.clients[0].get(), &injector, 0);
     client->SetCut(ps::CutMode::kFail);
