@@ -369,6 +369,27 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
   CHECK(absl::IsCancelled(other.Push(c.Gradients(1, 0.1f)).status()));
 }
 
+// One shard with `o`, holding a variable "w" of 4 floats, and an
+// in-process client for each of `workers` workers.
+struct OneShard {
+  OneShard(const ps::ServerOptions& o, int workers) {
+    auto s = ps::ParameterShard::Create(o);
+    REQUIRE(s.ok());
+    shard = *std::move(s);
+    auto p = ps::PlaceVariables(specs, 1, 1024);
+    REQUIRE(p.ok());
+    for (int w = 0; w < workers; ++w) {
+      auto c = ps::InProcessPsClient::Create({shard.get()}, *p, "psgd", w);
+      REQUIRE(c.ok());
+      clients.push_back(*std::move(c));
+    }
+  }
+  const std::vector<VariableSpec> specs = {
+      {"w", {4}, Initializer::Constant(0.5f)}};
+  std::unique_ptr<ps::ParameterShard> shard;
+  std::vector<std::unique_ptr<ps::PsClient>> clients;
+};
+
 TEST_CASE(
     "sync: after a dropped push the worker pulls the newest weights, not "
     "a step its gradient did not help") {
@@ -378,26 +399,19 @@ TEST_CASE(
   ps::ServerOptions o;
   o.data_queue_on = true;
   o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
-  auto shard = ps::ParameterShard::Create(o);
-  REQUIRE(shard.ok());
-  const std::vector<VariableSpec> specs = {
-      {"w", {4}, Initializer::Constant(0.5f)}};
-  auto p = ps::PlaceVariables(specs, 1, 1024);
-  REQUIRE(p.ok());
-  auto client = ps::InProcessPsClient::Create({shard->get()}, *p, "psgd", 0);
-  REQUIRE(client.ok());
+  OneShard c(o, 1);
   Tensor weights({4});
   SessionOptions so = Options(0, /*sync=*/true);
   so.data_from_servers = true;
   so.step_timeout = absl::Seconds(3);  // a wait for step 1 ends in 3 s
-  WorkerSession s(client->get(), specs, {{"w", weights.view()}}, so);
+  WorkerSession s(c.clients[0].get(), c.specs, {{"w", weights.view()}}, so);
   Tensor initial({4});
   for (float& v : initial.span()) v = 0.5f;
   REQUIRE(s.Initialize({{"w", initial.view()}}).ok());
   REQUIRE(s.Start().ok());
   REQUIRE(s.LeaseData().ok());
   // A new incarnation of worker 0 joins: its chunks go back to the queue.
-  REQUIRE((*shard)->Join(0, /*incarnation=*/99).ok());
+  REQUIRE(c.shard->Join(0, /*incarnation=*/99).ok());
   Tensor g({4});
   for (float& v : g.span()) v = 0.1f;
   absl::StatusOr<PushOutcome> dropped = s.Push({{"w", g.view()}});
@@ -426,25 +440,15 @@ TEST_CASE(
   o.data_queue_on = true;
   o.data_queue = {/*num_samples=*/2, /*chunk_size=*/1, /*seed=*/3};
   o.data_epochs = 1;
-  auto shard = ps::ParameterShard::Create(o);
-  REQUIRE(shard.ok());
-  const std::vector<VariableSpec> specs = {
-      {"w", {4}, Initializer::Constant(0.5f)}};
-  auto p = ps::PlaceVariables(specs, 1, 1024);
-  REQUIRE(p.ok());
-  std::vector<std::unique_ptr<ps::PsClient>> clients;
-  for (int w = 0; w < 2; ++w) {
-    auto client = ps::InProcessPsClient::Create({shard->get()}, *p, "psgd", w);
-    REQUIRE(client.ok());
-    REQUIRE((*client)->Join().ok());
-    clients.push_back(*std::move(client));
-  }
+  OneShard c(o, 2);
+  auto& clients = c.clients;
+  for (auto& client : clients) REQUIRE(client->Join().ok());
   REQUIRE(clients[1]->LeaseData(0, nullptr).ok());
   REQUIRE(clients[1]->LeaseData(0, nullptr).ok());
   Tensor weights({4});
   SessionOptions so = Options(0, /*sync=*/true);
   so.data_from_servers = true;
-  WorkerSession session(clients[0].get(), specs, {{"w", weights.view()}}, so);
+  WorkerSession session(clients[0].get(), c.specs, {{"w", weights.view()}}, so);
   // Interrupted by its caller (a Python signal) while it waits.
   int asked = 0;
   absl::Status interrupted =
@@ -471,29 +475,23 @@ TEST_CASE(
     "is held, and only then") {
   ps::ServerOptions o;
   o.worker_lease = absl::Seconds(1);
-  auto shard = ps::ParameterShard::Create(o);
-  REQUIRE(shard.ok());
-  const std::vector<VariableSpec> specs = {
-      {"w", {4}, Initializer::Constant(0.5f)}};
-  auto p = ps::PlaceVariables(specs, 1, 1024);
-  REQUIRE(p.ok());
-  auto client = ps::InProcessPsClient::Create({shard->get()}, *p, "psgd", 0);
-  REQUIRE(client.ok());
-  REQUIRE((*client)->Join().ok());
-  LeaseKeeper keeper(client->get(), absl::Milliseconds(10));
+  OneShard c(o, 1);
+  auto& shard = c.shard;
+  REQUIRE(c.clients[0]->Join().ok());
+  LeaseKeeper keeper(c.clients[0].get(), absl::Milliseconds(10));
   {
     LeaseKeeper::Hold hold(&keeper);
     while (keeper.renewals() < 3) absl::SleepFor(absl::Milliseconds(5));
     // Renewed within the last moments: nothing to expire now.
-    CHECK((*shard)->ExpireWorkers(absl::Now()).empty());
+    CHECK(shard->ExpireWorkers(absl::Now()).empty());
   }
-  CHECK((*shard)->Status().live_workers == std::vector<int>{0});
+  CHECK(shard->Status().live_workers == std::vector<int>{0});
   // Once the hold is gone, no more renewals, and a lease later the worker
   // is silent.
   const int64_t renewed = keeper.renewals();
   absl::SleepFor(absl::Milliseconds(50));
   CHECK(keeper.renewals() == renewed);
-  CHECK((*shard)->ExpireWorkers(absl::Now() + absl::Seconds(2)) ==
+  CHECK(shard->ExpireWorkers(absl::Now() + absl::Seconds(2)) ==
         std::vector<int>{0});
 }
 
