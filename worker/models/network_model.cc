@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "worker/models/device_variables.h"
 #include "worker/models/initialize.h"
+#include "worker/models/network_plan.h"
 
 namespace psgd {
 namespace {
@@ -55,65 +56,6 @@ struct Plan {
   // not meet in the same memory (PackLives).
   DeviceTensor arena;
 };
-
-// When a step's buffers are in use. A step runs the forward of layer i at
-// time i (the images are copied in at 0), the loss at time `count` (the
-// number of layers), and the backward of layer i at 2 * count - i. A
-// buffer's life is the times [start, end] from its first write to its last
-// read, both included: an op never reads and writes the same buffer unless
-// it says so, so lives that touch at one op's time must not share.
-struct Life {
-  int64_t elements = 0;
-  int start = -1;  // -1: no buffer
-  int end = -1;
-};
-
-// Places lives in one arena, the largest first, each at the lowest offset
-// of the smallest gap that fits it between the lives placed so far that it
-// meets, else after the last of them (greedy by size, as TensorFlow Lite's
-// arena planner). Offsets are in floats, multiples of 16 (64 bytes). Returns
-// each life's offset (-1 for those with start -1); *arena: the floats the
-// arena needs.
-std::vector<int64_t> PackLives(const std::vector<Life>& lives, int64_t* arena) {
-  constexpr int64_t kAlign = 16;
-  auto aligned = [](int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
-  std::vector<int> order;
-  for (int i = 0; i < static_cast<int>(lives.size()); ++i) {
-    if (lives[i].start >= 0) order.push_back(i);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return lives[a].elements > lives[b].elements;
-  });
-  std::vector<int64_t> offset(lives.size(), -1);
-  std::vector<int> placed;
-  *arena = 0;
-  for (int b : order) {
-    const Life& life = lives[b];
-    const int64_t size = aligned(life.elements);
-    // The placed lives this one meets, by offset.
-    std::vector<int> met;
-    for (int o : placed) {
-      if (!(lives[o].end < life.start || life.end < lives[o].start)) {
-        met.push_back(o);
-      }
-    }
-    std::sort(met.begin(), met.end(),
-              [&](int x, int y) { return offset[x] < offset[y]; });
-    int64_t best = -1, best_gap = 0, end = 0;
-    for (int o : met) {
-      const int64_t gap = offset[o] - end;
-      if (gap >= size && (best < 0 || gap < best_gap)) {
-        best = end;
-        best_gap = gap;
-      }
-      end = std::max(end, offset[o] + aligned(lives[o].elements));
-    }
-    offset[b] = best >= 0 ? best : end;
-    *arena = std::max(*arena, offset[b] + size);
-    placed.push_back(b);
-  }
-  return offset;
-}
 
 // (N) + one example's shape.
 Shape Batched(int64_t n, const Shape& s) {
