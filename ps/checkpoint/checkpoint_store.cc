@@ -204,9 +204,19 @@ absl::Status CheckpointStore::Write(const ShardCheckpoint& c) {
   const std::string bytes = EncodeShardCheckpoint(c);
   MutexLock lock(&mu_);
   const std::string dir = StepDir(c.label);
-  RETURN_IF_ERROR(MakeOwnDirectories(dir));
-  RETURN_IF_ERROR(WriteFileAtomically(
-      absl::StrCat(dir, "/", ShardFileName(options_.shard_index)), bytes));
+  // Another shard's store of this directory removes the step's directory
+  // when it is left empty (a rollback deleting that shard's own files,
+  // RemoveOwnLocked): between this shard making it and creating its file,
+  // it may be gone. Made again, and written again.
+  absl::Status written;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    RETURN_IF_ERROR(MakeOwnDirectories(dir));
+    written = WriteFileAtomically(
+        absl::StrCat(dir, "/", ShardFileName(options_.shard_index)), bytes);
+    std::error_code ec;
+    if (written.ok() || fs::exists(dir, ec)) break;
+  }
+  RETURN_IF_ERROR(written);
   if (!options_.per_host) {
     RETURN_IF_ERROR(MaybeWriteManifestLocked(c.label, c.generation));
   }

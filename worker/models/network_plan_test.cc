@@ -41,8 +41,8 @@ TEST_CASE("PackLives: lives that meet never share memory") {
       CHECK(offset[a] + lives[a].elements <= arena);
       for (int b = a + 1; b < n; ++b) {
         if (lives[b].start < 0) continue;
-        const bool meet = !(lives[a].end < lives[b].start ||
-                            lives[b].end < lives[a].start);
+        const bool meet =
+            !(lives[a].end < lives[b].start || lives[b].end < lives[a].start);
         if (!meet) continue;
         INFO("with life " << b);
         const bool apart = offset[a] + lives[a].elements <= offset[b] ||
