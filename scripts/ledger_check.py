@@ -183,10 +183,13 @@ def print_named(kind, named, out):
         print(f"  {kind}: ... and {len(named) - SHOWN} more", file=out)
 
 
-def join_records(entries, records, newest_generation):
+def join_records(entries, records, newest_generation, killed=()):
     """One epoch of one ledger against the records of that epoch: the
     problems named, as (trained-but-not-counted, counted-but-not-trained,
-    rolled back)."""
+    rolled back, unrecorded). `killed`: workers killed once during the run;
+    one ledger line of each with no record at all is theirs to miss (the
+    push in flight at the kill: the servers counted it, the worker died
+    before it wrote the record) and is named as unrecorded instead."""
     counted = {}
     for where, rec, _samples in entries:
         counted.setdefault(chunk_key(rec), []).append(where)
@@ -200,19 +203,25 @@ def join_records(entries, records, newest_generation):
             continue
         text = f"{where}: {describe(key, rec)}: no ledger line"
         (rolled_back if key[3] < newest_generation else trained).append(text)
-    not_trained = []
+    not_trained, unrecorded = [], []
+    excused = set()
     for where, rec, samples in entries:
         key = chunk_key(rec)
         want = sorted(samples)
         if not any(sorted(r["samples"]) == want for r in by_key.get(key, ())):
+            if key not in by_key and key[2] in killed and key[2] not in excused:
+                excused.add(key[2])
+                unrecorded.append(f"{where}: {describe(key, rec)}: no record "
+                                  "(its worker was killed)")
+                continue
             why = ("no record" if key not in by_key
                    else "no record with its samples")
             not_trained.append(f"{where}: {describe(key, rec)}: {why}")
-    return trained, not_trained, rolled_back
+    return trained, not_trained, rolled_back, unrecorded
 
 
 def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
-          records=None):
+          records=None, killed=()):
     """Returns the exit status (0 or 1); raises LedgerError for exit 2.
     `records`: the workers' sample record files, or None."""
     out = out or sys.stdout
@@ -281,18 +290,21 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
                   file=out)
             if recs_by_epoch is None:
                 continue
-            trained, not_trained, rolled_back = join_records(
-                entries, recs_by_epoch.get(epoch, []), newest)
+            trained, not_trained, rolled_back, unrecorded = join_records(
+                entries, recs_by_epoch.get(epoch, []), newest, killed)
             flag = ""
             if whole and (trained or not_trained):
                 flag = "  NOT AS TRAINED"
                 bad += 1
             rolled = f", {len(rolled_back)} rolled back" if rolled_back else ""
+            if unrecorded:
+                rolled += f", {len(unrecorded)} unrecorded by a killed worker"
             print(f"epoch {epoch}: {len(trained)} trained-but-not-counted, "
                   f"{len(not_trained)} counted-but-not-trained{rolled}{flag}", file=out)
             print_named("trained-but-not-counted", trained, out)
             print_named("counted-but-not-trained", not_trained, out)
             print_named("rolled back", rolled_back, out)
+            print_named("unrecorded", unrecorded, out)
 
     if several:
         first_path, first = ledgers[0]
@@ -337,6 +349,9 @@ def main(argv=None):
                    help="a shard's ledger (JSON lines); may be given several times")
     p.add_argument("--records", action="extend", nargs="+",
                    help="the workers' sample records (samples-worker-J.jsonl)")
+    p.add_argument("--killed", action="append", type=int, default=[],
+                   help="a worker id killed once during the run (with "
+                        "--records: one counted chunk of it may have no record)")
     p.add_argument("ledger", nargs="*", help="ledger files (JSON lines), one per shard")
     args = p.parse_args(argv)
     ledgers = args.ledger + args.ledgers
@@ -352,7 +367,8 @@ def main(argv=None):
         p.error(f"--complete_epochs {args.complete_epochs} is negative")
     try:
         return check(ledgers, args.num_samples, args.chunk_size, args.seed,
-                     args.complete_epochs, records=args.records)
+                     args.complete_epochs, records=args.records,
+                     killed=set(args.killed))
     except LedgerError as e:
         print(f"ledger_check.py: {e}", file=sys.stderr)
         return 2

@@ -238,6 +238,28 @@ class RecordsAndShardsTest(unittest.TestCase):
         self.assertIn("0 trained-but-not-counted, 2 counted-but-not-trained", out)
         self.assertIn("chunk 0/1 of worker 1, generation 0, step 1: no record\n", out)
 
+    def test_a_killed_worker_may_miss_one_record(self):
+        ledger, rec0, rec1 = self.epoch0()
+        # Worker 1 was killed with its push of chunk 3 in flight: counted,
+        # never recorded. One such chunk of a killed worker is its to miss.
+        args = ["--complete_epochs", "1", self.write("ledger.jsonl", ledger),
+                "--records", self.write("r0", rec0),
+                self.write("r1", rec1[1:2])]
+        rc, out, _ = self.run_main(["--killed", "1"] + args)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("0 counted-but-not-trained, 1 unrecorded by a killed "
+                      "worker\n", out)
+        self.assertIn("unrecorded: ", out)
+        # Not another worker's, and not two of it.
+        rc, out, _ = self.run_main(["--killed", "0"] + args)
+        self.assertEqual(rc, 1, out)
+        rc, out, _ = self.run_main(["--killed", "1", "--complete_epochs", "1",
+                                    self.write("ledger.jsonl", ledger),
+                                    "--records", self.write("r0", rec0)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("1 counted-but-not-trained, 1 unrecorded by a killed "
+                      "worker  NOT AS TRAINED", out)
+
     def test_a_record_whose_samples_are_not_the_chunks(self):
         ledger, rec0, rec1 = self.epoch0()
         wrong = self.perm[0][0:self.C]  # chunk 0's samples

@@ -36,7 +36,8 @@ Each cell checks that:
     digest it logs equals `ckpt_tool digest` of its file;
   - sync: every shard's ledger joined with the workers' records
     (scripts/ledger_check.py): 0 samples missing, 0 repeated, 0 trained but
-    not counted and 0 counted but not trained in the completed epoch, no
+    not counted and 0 counted but not trained in the completed epoch (one
+    chunk of a killed worker may have no record: ledger_check --killed), no
     repeat in the partial one, and the same chunks on both shards;
   - nothing waited for a timeout it did not need: no worker gave up on
     others joining or leaving, no lease ran out except the killed worker's
@@ -362,11 +363,13 @@ class Cell:
                              "did not roll back to it")
         ledgers = ""
         if self.c["mode"] == "sync":
-            ledgers = self.check_ledgers(final)
+            ledgers = self.check_ledgers(
+                final, [int(t.split(":")[1]) for t in victims
+                        if t.startswith("worker:")])
         return (f"killed {','.join(victims)} at step {at_kill}; final step "
                 f"{final}; restored: {', '.join(restored) or '-'}{ledgers}")
 
-    def check_ledgers(self, final):
+    def check_ledgers(self, final, killed_workers):
         """Every shard's ledger joined with the workers' records. The epochs
         that must be whole are those ps:0's queue completed (its summary's
         data_epochs_completed): a chunk a killed worker held until the run
@@ -388,6 +391,7 @@ class Cell:
             ["/usr/bin/python3", LEDGER_CHECK, "--num_samples", str(TRAIN_SIZE),
              "--chunk_size", str(BATCH), "--seed", "1",
              "--complete_epochs", str(complete)] + ledgers +
+            [f"--killed={j}" for j in killed_workers] +
             ["--records"] + records, capture_output=True, text=True)
         if r.returncode != 0:
             fail(self.c, f"ledger_check (exit {r.returncode}):\n"
