@@ -1,7 +1,8 @@
 #include "ps/state/types.h"
 
-#include "absl/strings/cord.h"
-#include "absl/types/optional.h"
+#include <utility>
+
+#include "common/status_reason.h"
 
 namespace psgd {
 namespace ps {
@@ -90,20 +91,14 @@ absl::string_view PushRefusalName(PushRefusal reason) {
 
 absl::Status PushRefused(PushRefusal reason, absl::string_view message) {
   absl::Status s = absl::FailedPreconditionError(message);
-  if (reason != PushRefusal::kNone) {
-    s.SetPayload(kPushRefusalUrl, absl::Cord(PushRefusalName(reason)));
-  }
-  return s;
+  if (reason == PushRefusal::kNone) return s;
+  return WithReason(std::move(s), kPushRefusalUrl, PushRefusalName(reason));
 }
 
 PushRefusal PushRefusalOf(const absl::Status& status) {
   if (!absl::IsFailedPrecondition(status)) return PushRefusal::kNone;
-  const absl::optional<absl::Cord> payload = status.GetPayload(kPushRefusalUrl);
-  if (!payload.has_value()) return PushRefusal::kNone;
-  for (PushRefusal r : kRefusals) {
-    if (*payload == PushRefusalName(r)) return r;
-  }
-  return PushRefusal::kNone;
+  return ReasonOf(status, kPushRefusalUrl, kRefusals, &PushRefusalName,
+                  PushRefusal::kNone);
 }
 
 constexpr absl::string_view kLeaseRefusalUrl = "type.psgd/psgd.ps.LeaseRefusal";
@@ -123,21 +118,14 @@ absl::string_view LeaseRefusalName(LeaseRefusal reason) {
 }
 
 absl::Status LeaseRefused(LeaseRefusal reason, absl::Status status) {
-  if (!status.ok() && reason != LeaseRefusal::kNone) {
-    status.SetPayload(kLeaseRefusalUrl, absl::Cord(LeaseRefusalName(reason)));
-  }
-  return status;
+  if (reason == LeaseRefusal::kNone) return status;
+  return WithReason(std::move(status), kLeaseRefusalUrl,
+                    LeaseRefusalName(reason));
 }
 
 LeaseRefusal LeaseRefusalOf(const absl::Status& status) {
-  if (status.ok()) return LeaseRefusal::kNone;
-  const absl::optional<absl::Cord> payload =
-      status.GetPayload(kLeaseRefusalUrl);
-  if (!payload.has_value()) return LeaseRefusal::kNone;
-  for (LeaseRefusal r : kLeaseRefusals) {
-    if (*payload == LeaseRefusalName(r)) return r;
-  }
-  return LeaseRefusal::kNone;
+  return ReasonOf(status, kLeaseRefusalUrl, kLeaseRefusals, &LeaseRefusalName,
+                  LeaseRefusal::kNone);
 }
 
 absl::string_view DecisionKindName(Decision::Kind kind) {

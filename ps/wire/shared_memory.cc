@@ -12,9 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/cord.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_reason.h"
 
 namespace psgd {
 namespace ps {
@@ -28,10 +27,10 @@ constexpr absl::string_view kRefusalUrl =
 // payload.
 absl::Status Refused(SharedMemoryRefusal reason, const wire::SharedMemory& ref,
                      absl::string_view why) {
-  absl::Status s = absl::FailedPreconditionError(absl::StrCat(
-      kRefusal, " of process ", ref.pid(), " (fd ", ref.fd(), "): ", why));
-  s.SetPayload(kRefusalUrl, absl::Cord(SharedMemoryRefusalName(reason)));
-  return s;
+  return WithReason(
+      absl::FailedPreconditionError(absl::StrCat(
+          kRefusal, " of process ", ref.pid(), " (fd ", ref.fd(), "): ", why)),
+      kRefusalUrl, SharedMemoryRefusalName(reason));
 }
 
 std::string Errno(absl::string_view what) {
@@ -280,17 +279,14 @@ absl::string_view SharedMemoryRefusalName(SharedMemoryRefusal reason) {
 }
 
 SharedMemoryRefusal SharedMemoryRefusalOf(const absl::Status& status) {
+  static constexpr SharedMemoryRefusal kAll[] = {
+      SharedMemoryRefusal::kTooLarge,    SharedMemoryRefusal::kUnreachable,
+      SharedMemoryRefusal::kNotTaken,    SharedMemoryRefusal::kNotSealed,
+      SharedMemoryRefusal::kTooSmall,    SharedMemoryRefusal::kNotMapped,
+      SharedMemoryRefusal::kOtherSegment};
   if (!absl::IsFailedPrecondition(status)) return SharedMemoryRefusal::kNone;
-  const absl::optional<absl::Cord> payload = status.GetPayload(kRefusalUrl);
-  if (!payload.has_value()) return SharedMemoryRefusal::kNone;
-  for (SharedMemoryRefusal r :
-       {SharedMemoryRefusal::kTooLarge, SharedMemoryRefusal::kUnreachable,
-        SharedMemoryRefusal::kNotTaken, SharedMemoryRefusal::kNotSealed,
-        SharedMemoryRefusal::kTooSmall, SharedMemoryRefusal::kNotMapped,
-        SharedMemoryRefusal::kOtherSegment}) {
-    if (*payload == SharedMemoryRefusalName(r)) return r;
-  }
-  return SharedMemoryRefusal::kNone;
+  return ReasonOf(status, kRefusalUrl, kAll, &SharedMemoryRefusalName,
+                  SharedMemoryRefusal::kNone);
 }
 
 bool IsSharedMemoryRefusal(const absl::Status& status) {
