@@ -1,5 +1,5 @@
-// _psgd: the pybind11 binding of python/external_worker.h, imported by the
-// psgd package (python/psgd_py/__init__.py), which gives it its Pythonic
+// _psgd: the pybind11 binding of worker/session/external_worker.h, imported by
+// the psgd package (python/psgd_py/__init__.py), which gives it its Pythonic
 // face. Arrays cross without copies through the buffer protocol: float32,
 // C-contiguous (numpy arrays; CPU torch tensors through .numpy()); the
 // weight buffers given to join() are kept alive and written in place by
@@ -25,8 +25,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/mutex.h"
-#include "python/external_worker.h"
-#include "python/model_check.h"
+#include "worker/session/external_worker.h"
+#include "worker/session/model_check.h"
 #include "worker/session/step_outcome.h"
 
 namespace py = pybind11;
@@ -470,7 +470,8 @@ class PyWorker {
 
 PYBIND11_MODULE(_psgd, m) {
   using psgd::PyWorker;
-  m.doc() = "psgd's worker session (python/external_worker.h); use psgd.";
+  m.doc() =
+      "psgd's worker session (worker/session/external_worker.h); use psgd.";
 
   // The exceptions, by absl status code (and the model-mismatch payload).
   static py::exception<psgd::StatusError> error(m, "Error", PyExc_Exception);

@@ -2,8 +2,8 @@
 // docs/CLUSTER.md, "Overlap"), in the one order that every worker front end
 // drives: the C++ worker from its model's hooks
 // (worker/cluster/cluster_worker.cc) and psgd.torch from its module's hooks
-// (python/external_worker.h). The front ends only say when their forward
-// reaches a variable and when their backward has a gradient:
+// (worker/session/external_worker.h). The front ends only say when their
+// forward reaches a variable and when their backward has a gradient:
 //
 //   Begin()             before the forward: whether the step's weights are
 //                       still arriving (the session's group pulls); the

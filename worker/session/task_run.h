@@ -1,6 +1,6 @@
 // The run of one worker task, written once for every front end that drives
 // a WorkerSession: the C++ worker (worker/cluster/cluster_worker.h: a model
-// and a batcher) and the Python binding (python/external_worker.h: the
+// and a batcher) and the Python binding (worker/session/external_worker.h: the
 // caller computes the gradients). The front end computes and pushes; the run
 // owns the session and the chief's duties and decides the rest:
 //

@@ -1,4 +1,4 @@
-#include "python/model_check.h"
+#include "worker/session/model_check.h"
 
 #include <string>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "python/external_worker.h"
+#include "worker/session/external_worker.h"
 
 #include <algorithm>
 #include <utility>
@@ -8,10 +8,10 @@
 #include "common/cluster_env.h"
 #include "common/host_address.h"
 #include "common/status_macros.h"
-#include "python/model_check.h"
 #include "spdlog/spdlog.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
+#include "worker/session/model_check.h"
 #include "worker/session/task_files.h"
 
 namespace psgd {

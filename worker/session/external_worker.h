@@ -23,16 +23,16 @@
 //
 // Errors: INVALID_ARGUMENT for a bad config, task or input (naming it;
 // nothing is sent), FAILED_PRECONDITION for variables that are not the
-// cluster's (payload kModelMismatchPayload, python/model_check.h), and the
-// session's (DEADLINE_EXCEEDED, UNAVAILABLE, UNAUTHENTICATED for a wrong
+// cluster's (payload kModelMismatchPayload, worker/session/model_check.h), and
+// the session's (DEADLINE_EXCEEDED, UNAVAILABLE, UNAUTHENTICATED for a wrong
 // token, CANCELLED once the servers shut down).
 //
 // Thread-safety: thread-compatible: one thread calls it (AddPart may come
 // from backward hooks on the autograd thread, one at a time, while the
 // calling thread waits in the backward; InterruptPulls and ResumePulls from
 // any thread).
-#ifndef PSGD_PYTHON_EXTERNAL_WORKER_H_
-#define PSGD_PYTHON_EXTERNAL_WORKER_H_
+#ifndef PSGD_WORKER_SESSION_EXTERNAL_WORKER_H_
+#define PSGD_WORKER_SESSION_EXTERNAL_WORKER_H_
 
 #include <cstdint>
 #include <functional>
@@ -93,9 +93,9 @@ class ExternalWorker {
 
   // `variables`: the model's, in forward order, each with the buffer that
   // pulls write into (not owned; must outlive this). Checks them against
-  // the cluster's (see python/model_check.h), waits for the servers, opens
-  // the run directory; the chief initialises the servers from the buffers;
-  // then joins and pulls the first weights. INVALID_ARGUMENT for bad
+  // the cluster's (see worker/session/model_check.h), waits for the servers,
+  // opens the run directory; the chief initialises the servers from the
+  // buffers; then joins and pulls the first weights. INVALID_ARGUMENT for bad
   // variables; FAILED_PRECONDITION for a second Join. `total_batches`: the
   // worker's batches in all (epochs x batches per epoch; 0: unknown), for
   // the progress lines' ETA. `statistics`: the names among `variables` that
@@ -265,4 +265,4 @@ class ExternalWorker {
 
 }  // namespace psgd
 
-#endif  // PSGD_PYTHON_EXTERNAL_WORKER_H_
+#endif  // PSGD_WORKER_SESSION_EXTERNAL_WORKER_H_

@@ -9,8 +9,8 @@
 // (python/module.cc raises psgd.ModelMismatchError), not by its text.
 //
 // Thread-safety: free functions; the fetch blocks the calling thread.
-#ifndef PSGD_PYTHON_MODEL_CHECK_H_
-#define PSGD_PYTHON_MODEL_CHECK_H_
+#ifndef PSGD_WORKER_SESSION_MODEL_CHECK_H_
+#define PSGD_WORKER_SESSION_MODEL_CHECK_H_
 
 #include <vector>
 
@@ -43,4 +43,4 @@ absl::StatusOr<std::vector<VariableSpec>> ServerVariables(ps::PsClient* client,
 
 }  // namespace psgd
 
-#endif  // PSGD_PYTHON_MODEL_CHECK_H_
+#endif  // PSGD_WORKER_SESSION_MODEL_CHECK_H_
