@@ -30,12 +30,11 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
     shard->relay_ =
         std::make_unique<DecisionRelay>(options.num_shards, /*generation=*/1);
   }
-  if (options.data_queue_on) {
-    RETURN_IF_ERROR(shard->OpenDataQueue());
-  } else {
-    // The other shards keep a ledger of the chunks they applied too.
-    MutexLock lock(&shard->mu_);
-    RETURN_IF_ERROR(shard->OpenLedgerLocked());
+  if (options.data_queue_on) RETURN_IF_ERROR(shard->OpenDataQueue());
+  // The other shards keep a ledger of the chunks they applied too.
+  if (!options.ledger_file.empty()) {
+    ASSIGN_OR_RETURN(shard->ledger_,
+                     Ledger::Open(options.ledger_file, shard->name_));
   }
   if (!options.checkpoint.dir.empty()) {
     RETURN_IF_ERROR(shard->OpenCheckpoints());
@@ -54,8 +53,6 @@ ParameterShard::ParameterShard(const ServerOptions& options)
 ParameterShard::~ParameterShard() {
   Shutdown("the shard object is destroyed");
   relay_.reset();  // its senders stop; nothing publishes after Shutdown
-  MutexLock lock(&mu_);
-  if (ledger_ != nullptr) std::fclose(ledger_);
 }
 
 absl::Status ParameterShard::CheckCluster(absl::string_view cluster) const {
@@ -322,7 +319,7 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
   RETURN_IF_ERROR(store_->MatchGradients(gradients, &grads));
   RETURN_IF_ERROR(DecideLocked(worker_id, step, grads, chunk, reply, ready));
   // A whole push replaces whatever parts the worker had staged.
-  staged_.erase(worker_id);
+  stage_.DropParts(worker_id);
   return absl::OkStatus();
 }
 
@@ -579,6 +576,9 @@ void ParameterShard::ApplySyncStepLocked(Ready* ready) {
 }
 
 void ParameterShard::RunReady(Ready* ready) {
+  // The ledger first: a worker that gets a step's weights finds the step's
+  // lines in the file.
+  if (ledger_ != nullptr) ledger_->Write();
   for (auto& [done, value] : *ready) done(std::move(value));
   ready->clear();
 }
@@ -612,7 +612,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
     // A new process under this id pushes its step anew: what its
     // predecessor staged would meet its parts as second gradients.
     if (last != incarnation) {
-      staged_.erase(worker_id);
+      stage_.DropParts(worker_id);
       ChunksGoneLocked(worker_id);  // its chunks will never be pushed
     }
     last = incarnation;
@@ -650,7 +650,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
 }
 
 void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
-  staged_.erase(worker_id);  // a worker that left loses its staged parts
+  stage_.DropParts(worker_id);  // a worker that left loses its staged parts
   ChunksGoneLocked(worker_id);
   if (follower()) {
     // Shard 0 completes the steps: nothing more happens here. The worker's
@@ -663,7 +663,7 @@ void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
     }
     return;
   }
-  DropCompleteLocked(worker_id);
+  stage_.DropComplete(worker_id);
   if (coordinated() && membership_.IsLive(worker_id)) {
     Decision d;
     d.kind = Decision::Kind::kLeft;
@@ -763,8 +763,8 @@ ShardStatus ParameterShard::Status() const {
   }
   s.memory = MemoryLocked();
   if (data_.has_value()) {
-    const DataQueuePosition p = data_->Position();
-    const DataQueueCounters& c = data_->counters();
+    const DataQueuePosition p = data_->queue().Position();
+    const DataQueueCounters& c = data_->queue().counters();
     s.data_queue = true;
     s.data_epoch = p.epoch;
     s.data_chunks_done = p.chunks_done;
@@ -815,11 +815,7 @@ ShardMemory ParameterShard::MemoryLocked() const {
   }
   if (optimizer_ != nullptr) m.optimizer_slots = optimizer_->SlotBytes();
   if (aggregator_ != nullptr) m.aggregate = aggregator_->bytes();
-  for (const auto& [worker, staged] : staged_) {
-    for (const std::vector<float>& g : staged.grads) {
-      m.staged_parts += static_cast<int64_t>(g.capacity() * sizeof(float));
-    }
-  }
+  m.staged_parts = stage_.PartBytes();
   m.compensation = dc_.buffer_bytes();
   return m;
 }

@@ -44,7 +44,6 @@
 #define PSGD_PS_SHARD_SHARD_H_
 
 #include <cstdint>
-#include <cstdio>
 #include <deque>
 #include <functional>
 #include <map>
@@ -67,11 +66,14 @@
 #include "ps/shard/decision_relay.h"
 #include "ps/state/adaptive_backups.h"
 #include "ps/state/async_applier.h"
+#include "ps/state/data_leases.h"
 #include "ps/state/data_queue.h"
 #include "ps/state/delay_compensation.h"
+#include "ps/state/ledger.h"
 #include "ps/state/membership.h"
 #include "ps/state/optimizer.h"
 #include "ps/state/options.h"
+#include "ps/state/push_stage.h"
 #include "ps/state/ssp_clock.h"
 #include "ps/state/sync_aggregator.h"
 #include "ps/state/types.h"
@@ -299,10 +301,10 @@ class ParameterShard {
   // `give_back`: a chunk of the worker's that it gives back unused (a step
   // it will not push), before the lease. Errors: FAILED_PRECONDITION
   // without a queue, for a worker that is not live, for one that already
-  // holds kMaxLeasesPerWorker chunks it has neither pushed nor given back
-  // (no worker drains the queue), or for a chunk given back whose gradient
-  // is already in the step's aggregate (LeaseRefusal::kNotYours, as the
-  // queue's refusals of `give_back` below). Once nothing of the data_epochs
+  // holds DataLeases::kMaxLeasesPerWorker chunks it has neither pushed nor
+  // given back (no worker drains the queue), or for a chunk given back whose
+  // gradient is already in the step's aggregate (LeaseRefusal::kNotYours, as
+  // the queue's refusals of `give_back` below). Once nothing of the data_epochs
   // epochs is left to hand out: UNAVAILABLE (LeaseRefusal::kNotEnded, its
   // message starting with kDataNotEnded,
   // naming chunks and their workers) while another worker holds one it has
@@ -312,7 +314,6 @@ class ParameterShard {
   // own). A lease renews the worker's lease. ABORTED for another generation;
   // the queue's refusals of `give_back` (ps/state/data_queue.h: twice, another
   // epoch's or generation's lease). A refusal changes nothing.
-  static constexpr size_t kMaxLeasesPerWorker = 64;
   absl::StatusOr<DataChunk> LeaseData(int worker_id, int64_t generation = 0,
                                       const DataChunkRef* give_back = nullptr);
   // Where the queue is; nullopt without one.
@@ -457,7 +458,9 @@ class ParameterShard {
   // when the gathered gradients are now enough.
   void LeaveLocked(int worker_id, Ready* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void RunReady(Ready* ready);
+  // After the lock: writes the ledger lines added under it, then answers
+  // the pulls in `ready`.
+  void RunReady(Ready* ready);
   // ShardStatus::memory, but for the serving layer's pushes_in_flight.
   ShardMemory MemoryLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -479,7 +482,7 @@ class ParameterShard {
   absl::StatusOr<DataChunk> LeaseDataLocked(int worker_id, int64_t generation,
                                             const DataChunkRef* give_back)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The data queue (shard_data.cc). Made by Create; the ledger opened.
+  // The data queue (shard_data.cc). Made by Create.
   absl::Status OpenDataQueue();
   // Whether `worker_id` holds `chunk` (always true for null: no chunk).
   bool HoldsChunkLocked(int worker_id, const DataChunkRef* chunk) const
@@ -523,10 +526,6 @@ class ParameterShard {
   void RestartDecisionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A follower's ledger lines for the chunks of an applied decision.
   void LedgerChunksLocked(const std::vector<DecidedChunk>& chunks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Opens options().ledger_file for appending (a no-op without one).
-  absl::Status OpenLedgerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteLedgerLocked(const std::string& line)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
@@ -572,44 +571,24 @@ class ParameterShard {
   int64_t last_saved_step_ ABSL_GUARDED_BY(mu_) = -1;
   std::vector<RollbackRecord> rollbacks_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
-  // Pushes in parts: a worker's parts of one push until the last comes.
-  struct StagedPush {
-    int64_t step = 0;
-    int64_t generation = 0;
-    uint64_t push_id = 0;
-    uint64_t arrival = 0;  // complete pushes: the order they were staged in
-    // Layout order; has[i] tells whether grads[i] has come.
-    std::vector<std::vector<float>> grads;
-    std::vector<bool> has;
-    std::vector<bool> no_gradient;  // marked so in its part
-    int received = 0;
-  };
-  absl::flat_hash_map<int, StagedPush> staged_ ABSL_GUARDED_BY(mu_);
-  // A cluster of several shards: complete pushes awaiting the decision, by
-  // (worker, push_id); at most kMaxCompletePerWorker per worker. A decided
-  // push takes the worker's pushes staged before it along (they were never
-  // committed: the worker commits its pushes one after another).
+  // Pushes in parts, and (several shards) complete pushes awaiting the
+  // decision. Shard 0 decides every push it was committed, in order: a
+  // shard never drops one that may still be decided. It holds at most
+  // kMaxCompletePerWorker of a worker's.
+  PushStage stage_ ABSL_GUARDED_BY(mu_);
   static constexpr int kMaxCompletePerWorker = 128;
   // Shard 0: a commit waits while more decisions than this have not
   // reached every shard (flow control; below kMaxCompletePerWorker).
   static constexpr int64_t kMaxDecisionBacklog = 64;
-  std::map<std::pair<int, uint64_t>, StagedPush> complete_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 1;
-  // Drops the worker's complete pushes (all, or those staged before
-  // `before`).
-  void DropCompleteLocked(int worker_id, uint64_t before = ~uint64_t{0})
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each worker's incarnation at its last Join that sent one.
   absl::flat_hash_map<int, uint64_t> incarnations_ ABSL_GUARDED_BY(mu_);
   // Workers that left with a failure: why (Leave).
   std::map<int, std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
-  // The data queue (data_queue_on): each worker's chunks not yet settled
-  // by a push, in lease order; the chunks whose gradients are in the pending
-  // sync aggregate (or being applied), with their workers; the ledger.
-  std::optional<DataQueue> data_ ABSL_GUARDED_BY(mu_);
-  std::map<int, std::deque<DataChunkRef>> data_out_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<int, DataChunkRef>> data_kept_ ABSL_GUARDED_BY(mu_);
-  std::FILE* ledger_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The data handed out (data_queue_on; ps/state/data_leases.h).
+  std::optional<DataLeases> data_ ABSL_GUARDED_BY(mu_);
+  // Constant after Create; null without options().ledger_file. Lines are
+  // added under mu_ and written by RunReady, after it.
+  std::unique_ptr<Ledger> ledger_;
   // Coordination. Shard 0: the relay (made by Create), the seq of the last
   // decision published in this generation, and the current sync step's
   // gradients as they came (worker, chunk or none).

@@ -146,7 +146,7 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   StartStepLocked();
   // Staged parts of pushes are not saved either: they belong to weights now
   // undone.
-  staged_.clear();
+  stage_.ClearParts();
   membership_.RestoreLastPushSteps(c.last_push_step);
   counters_ = c.counters;
   async_.RestoreHistogram(c.staleness_histogram);

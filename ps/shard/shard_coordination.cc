@@ -51,25 +51,17 @@ absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
       status = absl::FailedPreconditionError(
           "only shard 0 of a cluster of several shards decides pushes");
     }
-    auto it = complete_.find({worker_id, push_id});
-    if (status.ok() && (it == complete_.end() || it->second.step != step ||
-                        it->second.generation != generation_)) {
+    const StagedPush* kept = stage_.FindComplete(worker_id, push_id);
+    if (status.ok() && (kept == nullptr || kept->step != step ||
+                        kept->generation != generation_)) {
       status = absl::FailedPreconditionError(absl::StrCat(
           "push ", push_id, " is not staged here complete for that step"));
     }
     if (status.ok()) {
-      const StagedPush staged = std::move(it->second);
-      complete_.erase(it);
       // The worker's pushes staged before this one were never committed.
-      DropCompleteLocked(worker_id, staged.arrival);
-      std::vector<const float*> grads;
-      grads.reserve(staged.grads.size());
-      for (size_t i = 0; i < staged.grads.size(); ++i) {
-        grads.push_back(staged.no_gradient[i] ? nullptr
-                                              : staged.grads[i].data());
-      }
-      status =
-          DecideLocked(worker_id, step, grads, chunk, &reply, &ready, push_id);
+      const StagedPush staged = *stage_.TakeComplete(worker_id, push_id);
+      status = DecideLocked(worker_id, step, staged.Gradients(), chunk, &reply,
+                            &ready, push_id);
       // A push not taken: the other shards drop their staged copies.
       const bool taken =
           status.ok() && (reply.outcome == PushOutcome::kApplied ||
@@ -118,9 +110,9 @@ std::optional<DecidedChunk> ParameterShard::DecidedChunkLocked(
   c.worker = worker_id;
   c.chunk = *chunk;
   if (data_.has_value() && ledger_ != nullptr) {
-    c.samples = data_->ChunkSamples(chunk->epoch, chunk->index);
+    c.samples = data_->queue().ChunkSamples(chunk->epoch, chunk->index);
   }
-  if (data_.has_value()) c.ledger_generation = data_->generation();
+  if (data_.has_value()) c.ledger_generation = data_->queue().generation();
   return c;
 }
 
@@ -149,18 +141,7 @@ void ParameterShard::RestartDecisionsLocked() {
   step_pushes_.clear();
   last_applied_ = 0;
   recent_.clear();
-  complete_.clear();
-}
-
-void ParameterShard::DropCompleteLocked(int worker_id, uint64_t before) {
-  for (auto c = complete_.lower_bound({worker_id, 0});
-       c != complete_.end() && c->first.first == worker_id;) {
-    if (c->second.arrival < before) {
-      c = complete_.erase(c);
-    } else {
-      ++c;
-    }
-  }
+  stage_.ClearComplete();
 }
 
 absl::StatusOr<int64_t> ParameterShard::ApplyDecisions(
@@ -233,22 +214,17 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
       return refuse(s.message());
     }
   }
-  const VariableLayout& layout = store_->layout();
   // The staged gradients of the decision's pushes, all found before
   // anything changes.
   std::vector<std::vector<const float*>> grads;
   std::vector<uint64_t> arrivals;
+  std::vector<int64_t> steps;
   if (d.kind == Decision::Kind::kDropped) {
     // Shard 0 did not take the push: its staged copy goes (it may be gone
     // already: refused here too, or replaced), and so does every push of
     // its worker staged before it (never committed: shard 0 dropped them
     // at this push's commit, as for a push it takes).
-    auto it = complete_.find({d.workers[0], d.push_ids[0]});
-    if (it != complete_.end()) {
-      const uint64_t arrival = it->second.arrival;
-      complete_.erase(it);
-      DropCompleteLocked(d.workers[0], arrival);
-    }
+    stage_.TakeComplete(d.workers[0], d.push_ids[0]);
     switch (d.dropped) {
       case Decision::Dropped::kStale:
         ++counters_.dropped_stale;
@@ -268,17 +244,14 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
   }
   if (d.kind != Decision::Kind::kLeft) {
     for (size_t k = 0; k < d.workers.size(); ++k) {
-      auto it = complete_.find({d.workers[k], d.push_ids[k]});
-      if (it == complete_.end() || it->second.generation != generation_) {
+      const StagedPush* kept = stage_.FindComplete(d.workers[k], d.push_ids[k]);
+      if (kept == nullptr || kept->generation != generation_) {
         return refuse(absl::StrCat("worker ", d.workers[k], "'s push ",
                                    d.push_ids[k], " is not staged here"));
       }
-      std::vector<const float*>& g = grads.emplace_back();
-      for (size_t i = 0; i < layout.sizes.size(); ++i) {
-        g.push_back(it->second.no_gradient[i] ? nullptr
-                                              : it->second.grads[i].data());
-      }
-      arrivals.push_back(it->second.arrival);
+      grads.push_back(kept->Gradients());
+      arrivals.push_back(kept->arrival);
+      steps.push_back(kept->step);
     }
   }
   switch (d.kind) {
@@ -286,7 +259,7 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
       // After every decision about the worker's pushes: what it still has
       // staged was never committed.
       LeaveLocked(d.workers[0], ready);
-      DropCompleteLocked(d.workers[0]);
+      stage_.DropComplete(d.workers[0]);
       return absl::OkStatus();
     case Decision::Kind::kDropped:
       return absl::OkStatus();  // handled above
@@ -313,14 +286,13 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
       // The pushes are spent, and so is every push of their workers staged
       // before them (never committed: shard 0 cannot name them any more).
       for (size_t k = 0; k < d.workers.size(); ++k) {
-        DropCompleteLocked(d.workers[k], arrivals[k] + 1);
+        stage_.DropCompleteThrough(d.workers[k], arrivals[k]);
       }
       break;
     }
     case Decision::Kind::kAsyncPush: {
       const int w = d.workers[0];
-      auto it = complete_.find({w, d.push_ids[0]});
-      const int64_t step = it->second.step;
+      const int64_t step = steps[0];
       membership_.RecordPush(w, step);
       ssp_.Tick(w);
       std::vector<const float*> applied;
@@ -329,7 +301,7 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
       async_.Record(d.staleness);
       ++counters_.applied;
       // The worker's pushes staged before this one were dropped by shard 0.
-      DropCompleteLocked(w, arrivals[0] + 1);
+      stage_.DropCompleteThrough(w, arrivals[0]);
       break;
     }
   }

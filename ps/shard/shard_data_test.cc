@@ -380,7 +380,7 @@ TEST_CASE("a worker holds at most kMaxLeasesPerWorker chunks at once") {
   o.data_queue = {1000, 1, /*seed=*/7};  // 1000 chunks an epoch
   auto shard = MakeShard(o);
   std::vector<DataChunk> held;
-  for (size_t i = 0; i < ParameterShard::kMaxLeasesPerWorker; ++i) {
+  for (size_t i = 0; i < DataLeases::kMaxLeasesPerWorker; ++i) {
     absl::StatusOr<DataChunk> c = shard->LeaseData(0);
     REQUIRE(c.ok());
     held.push_back(*c);

@@ -49,13 +49,13 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
     if (status.ok() && whole) {
       // A whole push replaces whatever parts the worker had staged.
       status = CheckPushLocked(worker_id, step);
-      if (status.ok()) staged_.erase(worker_id);
+      if (status.ok()) stage_.DropParts(worker_id);
     }
     if (status.ok()) {
       status = StagePartLocked(worker_id, step, gradients, &copies, chunk,
                                push_id, &reply, &ready);
     }
-    if (status.ok() && whole && staged_.erase(worker_id) > 0) {
+    if (status.ok() && whole && stage_.DropParts(worker_id)) {
       status = absl::InvalidArgumentError(absl::StrCat(
           "the push has gradients for ", gradients.size(), " of the ",
           store_->layout().size(), " variables of the shard"));
@@ -83,11 +83,7 @@ absl::Status ParameterShard::StagePartLocked(
     // drops one that may still be decided. It holds at most
     // kMaxCompletePerWorker of a worker's, and asks for the next later (the
     // worker retries) while that many wait for their decisions.
-    int waiting = 0;
-    for (auto c = complete_.lower_bound({worker_id, 0});
-         c != complete_.end() && c->first.first == worker_id; ++c) {
-      ++waiting;
-    }
+    const int waiting = stage_.CompleteOf(worker_id);
     if (waiting >= kMaxCompletePerWorker) {
       return absl::UnavailableError(
           absl::StrCat(waiting, " pushes of worker ", worker_id,
@@ -107,67 +103,28 @@ absl::Status ParameterShard::StagePartLocked(
     }
   }
   const VariableLayout& layout = store_->layout();
-  // What is staged for this worker stays only when the part belongs to the
-  // same push; a part of a newer step, or of the generation the shard is in
-  // now (after a rollback), starts a new push.
-  auto it = staged_.find(worker_id);
-  bool keep = false;
-  if (it != staged_.end()) {
-    const StagedPush& old = it->second;
-    if (old.generation == generation_ && step < old.step) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "parts of the push for step ", old.step,
-          " are staged; a part for the older step ", step, " comes too late"));
-    }
-    keep = old.generation == generation_ && step == old.step &&
-           push_id == old.push_id;
-  }
-  // Every check before anything changes: a refused part leaves the stage as
-  // it was.
-  std::vector<int> index(gradients.size());
-  std::vector<bool> in_part(layout.size(), false);
-  for (size_t j = 0; j < gradients.size(); ++j) {
-    const TensorBytes& g = gradients[j];
-    ASSIGN_OR_RETURN(const int i, store_->MatchGradient(g));
-    if (in_part[i] || (keep && it->second.has[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a second gradient for variable '", g.name, "' in one push"));
-    }
-    in_part[i] = true;
-    index[j] = i;
-  }
-  if (!keep) {
-    StagedPush fresh;
-    fresh.step = step;
-    fresh.generation = generation_;
-    fresh.push_id = push_id;
-    fresh.grads.resize(layout.size());
-    fresh.has.assign(layout.size(), false);
-    fresh.no_gradient.assign(layout.size(), false);
-    it = staged_.insert_or_assign(worker_id, std::move(fresh)).first;
-  }
-  StagedPush& staged = it->second;
-  for (size_t j = 0; j < gradients.size(); ++j) {
-    staged.grads[index[j]] = std::move((*copies)[j]);
-    staged.has[index[j]] = true;
-    staged.no_gradient[index[j]] = gradients[j].no_gradient;
-    ++staged.received;
-  }
-  if (staged.received < layout.size()) {
+  ASSIGN_OR_RETURN(
+      std::optional<StagedPush> complete,
+      stage_.AddPart(
+          worker_id, step, generation_, push_id, layout.size(), gradients,
+          [this](const TensorBytes& g) {
+            mu_.AssertHeld();
+            return store_->MatchGradient(g);
+          },
+          copies));
+  if (!complete.has_value()) {
     reply->staged = true;
     reply->step = step_;
-    reply->reason = absl::StrCat(staged.received, " of ", layout.size(),
-                                 " gradients staged for step ", step);
+    reply->reason =
+        absl::StrCat(stage_.PartsReceived(worker_id), " of ", layout.size(),
+                     " gradients staged for step ", step);
     return absl::OkStatus();
   }
   // The last part: the push is decided as one, and the stage is emptied
   // whatever the decision.
-  StagedPush complete = std::move(staged);
-  staged_.erase(it);
   if (coordinated()) {
     // Kept for shard 0's decision (Commit, ApplyDecisions).
-    complete.arrival = next_arrival_++;
-    complete_.insert_or_assign({worker_id, push_id}, std::move(complete));
+    stage_.KeepComplete(worker_id, *std::move(complete));
     ++counters_.staged;
     reply->staged = true;
     reply->step = step_;
@@ -177,13 +134,8 @@ absl::Status ParameterShard::StagePartLocked(
                                                : ": shard 0 decides it");
     return absl::OkStatus();
   }
-  std::vector<const float*> grads;
-  grads.reserve(complete.grads.size());
-  for (size_t i = 0; i < complete.grads.size(); ++i) {
-    grads.push_back(complete.no_gradient[i] ? nullptr
-                                            : complete.grads[i].data());
-  }
-  return DecideLocked(worker_id, step, grads, chunk, reply, ready);
+  return DecideLocked(worker_id, step, complete->Gradients(), chunk, reply,
+                      ready);
 }
 
 }  // namespace ps

@@ -1,0 +1,122 @@
+#include "ps/state/ledger.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// The size of an open file; -1 (logged) when it cannot be read.
+int64_t FileSize(std::FILE* file) {
+  struct stat st;
+  if (::fstat(fileno(file), &st) != 0) return -1;
+  return st.st_size;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path,
+                                                     const std::string& owner) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code error;
+  if (!dir.empty()) std::filesystem::create_directories(dir, error);
+  std::FILE* file = std::fopen(path.c_str(), "a");
+  if (file == nullptr) {
+    return absl::InternalError(absl::StrCat(owner, ": cannot open the ledger ",
+                                            path, ": ", std::strerror(errno)));
+  }
+  const int64_t length = FileSize(file);
+  if (length < 0) {
+    const std::string why = std::strerror(errno);
+    std::fclose(file);
+    return absl::InternalError(absl::StrCat(
+        owner, ": cannot read the length of the ledger ", path, ": ", why));
+  }
+  return std::unique_ptr<Ledger>(new Ledger(path, owner, file, length));
+}
+
+Ledger::Ledger(std::string path, std::string owner, std::FILE* file,
+               int64_t length)
+    : path_(std::move(path)), owner_(std::move(owner)), file_(file) {
+  MutexLock lock(&pending_mu_);
+  length_ = length;
+}
+
+Ledger::~Ledger() { Write(); }
+
+void Ledger::Add(std::string line) {
+  line += '\n';
+  MutexLock lock(&pending_mu_);
+  length_ += static_cast<int64_t>(line.size());
+  pending_.push_back(std::move(line));
+}
+
+void Ledger::Write() {
+  MutexLock lock(&write_mu_);
+  WriteLocked();
+}
+
+void Ledger::WriteLocked() {
+  std::vector<std::string> lines;
+  {
+    MutexLock lock(&pending_mu_);
+    lines.swap(pending_);
+  }
+  if (lines.empty()) return;
+  for (const std::string& line : lines) {
+    if (std::fputs(line.c_str(), file_.get()) < 0) {
+      spdlog::error("{}: writing the ledger {}: {}", owner_, path_,
+                    std::strerror(errno));
+      return;
+    }
+  }
+  if (std::fflush(file_.get()) != 0) {
+    spdlog::error("{}: writing the ledger {}: {}", owner_, path_,
+                  std::strerror(errno));
+  }
+}
+
+int64_t Ledger::Flush() {
+  MutexLock lock(&write_mu_);
+  WriteLocked();
+  return FileSize(file_.get());
+}
+
+int64_t Ledger::Length() const {
+  MutexLock lock(&pending_mu_);
+  return length_;
+}
+
+void Ledger::Truncate(int64_t length) {
+  MutexLock lock(&write_mu_);
+  WriteLocked();
+  const int64_t size = FileSize(file_.get());
+  // A checkpoint never names more than the file held when it was taken
+  // (Flush); longer would pad the file with zeros, which no line is.
+  if (length > size) {
+    spdlog::error(
+        "{}: the ledger {} holds {} bytes, fewer than the {} its checkpoint "
+        "names; it is left as it is",
+        owner_, path_, size, length);
+    length = size;
+  }
+  if (::ftruncate(fileno(file_.get()), length) != 0) {
+    spdlog::error("{}: cutting the ledger {} back to {} bytes: {}", owner_,
+                  path_, length, std::strerror(errno));
+    length = FileSize(file_.get());
+  }
+  MutexLock pending(&pending_mu_);
+  length_ = length;
+}
+
+}  // namespace ps
+}  // namespace psgd
