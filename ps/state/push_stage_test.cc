@@ -118,24 +118,27 @@ StagedPush Complete(int64_t step, uint64_t push_id) {
 TEST_CASE("a decided push takes its worker's earlier pushes along") {
   PushStage stage;
   stage.KeepComplete(1, Complete(1, 100));
-  stage.KeepComplete(2, Complete(1, 200));
   stage.KeepComplete(1, Complete(2, 101));
+  stage.KeepComplete(2, Complete(1, 200));
   stage.KeepComplete(1, Complete(3, 102));
-  CHECK(stage.CompleteOf(1) == 3);
+  stage.KeepComplete(1, Complete(4, 103));
+  CHECK(stage.CompleteOf(1) == 4);
   CHECK(stage.FindComplete(1, 101)->step == 2);
   CHECK(stage.FindComplete(1, 999) == nullptr);
-  std::optional<StagedPush> taken = stage.TakeComplete(1, 101);
+  std::optional<StagedPush> taken = stage.TakeComplete(1, 102);
   REQUIRE(taken.has_value());
-  CHECK(taken->step == 2);
-  CHECK(stage.FindComplete(1, 100) == nullptr);  // earlier: never committed
-  CHECK(stage.FindComplete(1, 102) != nullptr);  // later: stays
+  CHECK(taken->step == 3);
+  // Earlier: never committed.
+  CHECK(stage.FindComplete(1, 100) == nullptr);
+  CHECK(stage.FindComplete(1, 101) == nullptr);
+  CHECK(stage.FindComplete(1, 103) != nullptr);  // later: stays
   CHECK(stage.CompleteOf(2) == 1);               // other workers untouched
-  CHECK_FALSE(stage.TakeComplete(1, 101).has_value());
+  CHECK_FALSE(stage.TakeComplete(1, 102).has_value());
   // Through an arrival, included.
-  stage.KeepComplete(1, Complete(4, 103));
-  stage.DropCompleteThrough(1, stage.FindComplete(1, 102)->arrival);
-  CHECK(stage.FindComplete(1, 102) == nullptr);
-  CHECK(stage.FindComplete(1, 103) != nullptr);
+  stage.KeepComplete(1, Complete(5, 104));
+  stage.DropCompleteThrough(1, stage.FindComplete(1, 103)->arrival);
+  CHECK(stage.FindComplete(1, 103) == nullptr);
+  CHECK(stage.FindComplete(1, 104) != nullptr);
   stage.DropComplete(1);
   CHECK(stage.CompleteOf(1) == 0);
   CHECK(stage.CompleteOf(2) == 1);
