@@ -117,9 +117,9 @@ StagedPush Complete(int64_t step, uint64_t push_id) {
 
 TEST_CASE("a decided push takes its worker's earlier pushes along") {
   PushStage stage;
+  stage.KeepComplete(2, Complete(1, 200));
   stage.KeepComplete(1, Complete(1, 100));
   stage.KeepComplete(1, Complete(2, 101));
-  stage.KeepComplete(2, Complete(1, 200));
   stage.KeepComplete(1, Complete(3, 102));
   stage.KeepComplete(1, Complete(4, 103));
   CHECK(stage.CompleteOf(1) == 4);
