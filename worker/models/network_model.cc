@@ -22,27 +22,17 @@ namespace {
 struct Node {
   DeviceView out;   // (N, ...) the layer's output
   DeviceView grad;  // (N, ...) d loss / d out
+  // Its layout, fusions, gradient aliases, fold and buffers (PlanStep).
+  LayerStep step;
   std::unique_ptr<Conv2dOp> conv;
   std::unique_ptr<BatchNormOp> bn;
   std::unique_ptr<MaxPoolOp> pool;
   std::unique_ptr<DenseOp> dense;
   DeviceTensor batch_mean, batch_var;  // batch norm: (C), for the backward
-  int64_t block = 0;                   // out's and grad's layout (op_shapes.h)
-  bool fused = false;                  // a ReLU run by its input's batch norm
-  // A ReLU run by its input's add (Backend::AddRelu; its backward still
-  // runs), and that add.
-  bool add_relu = false;
-  bool relu_after = false;
-  bool add_alias = false;     // grad is its only consumer's (an add's) grad
-  bool add_shares = false;    // grad is an add's too, others summed in after
-  bool grad_written = false;  // during a backward
-  // Inference (NetworkOptions::fold_batch_norm): a convolution's batch
-  // norm folded into it (the layer after it; -1: none) and the op that
-  // runs it so, made at the first inference; a batch norm that its
-  // convolution runs.
-  int folds = -1;
+  bool grad_written = false;           // during a backward
+  // Inference: the op that runs the convolution with step.folds folded
+  // into it, made at the first inference (Fold).
   std::unique_ptr<Conv2dOp> folded;
-  bool folded_away = false;
 };
 
 struct Plan {
@@ -222,204 +212,49 @@ class NetworkModel : public Model {
 
 absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
   const std::vector<Layer>& layers = spec_.layers;
-  const int count = static_cast<int>(layers.size());
+  const StepPlan step = PlanStep(layers, batch, backend_->ChannelBlock(),
+                                 options_.fold_batch_norm);
   auto p = std::make_unique<Plan>();
   p->batch = batch;
-  p->nodes.resize(count);
-  std::vector<std::vector<int>> consumers(count);
-  for (int i = 0; i < count; ++i) {
-    for (int in : layers[i].inputs) consumers[in].push_back(i);
+  p->nodes.resize(layers.size());
+  ASSIGN_OR_RETURN(p->arena, backend_->Allocate({step.arena}));
+  if (step.scratch > 0) {
+    ASSIGN_OR_RETURN(p->scratch, backend_->Allocate({step.scratch}));
   }
-  auto only_consumer = [&](int i) {
-    return consumers[i].size() == 1 ? consumers[i][0] : -1;
-  };
-  const std::vector<int64_t> layout =
-      ChooseLayouts(layers, backend_->ChannelBlock());
-  for (int i = 0; i < count; ++i) p->nodes[i].block = layout[i];
-  // Fuse ReLU into batch norm.
-  for (int i = 1; i < count; ++i) {
-    const int in = layers[i].inputs.empty() ? -1 : layers[i].inputs[0];
-    p->nodes[i].fused = layers[i].kind == LayerKind::kRelu &&
-                        layers[in].kind == LayerKind::kBatchNorm &&
-                        only_consumer(in) == i;
-    // And into a residual add: one pass instead of two in the forward.
-    p->nodes[i].add_relu = layers[i].kind == LayerKind::kRelu &&
-                           layers[in].kind == LayerKind::kAdd &&
-                           only_consumer(in) == i;
-    if (p->nodes[i].add_relu) p->nodes[in].relu_after = true;
-  }
-  // Fold batch norm into the convolution before it, in inference. Only the
-  // layer right after: the convolution then writes the batch norm's output
-  // one layer early, when nothing but its own input is read, and that
-  // input's life (to the convolution's backward) meets the output's, so
-  // the two never share memory (PackLives).
-  for (int i = 1; options_.fold_batch_norm && i + 1 < count; ++i) {
-    if (layers[i].kind == LayerKind::kConv &&
-        layers[i + 1].kind == LayerKind::kBatchNorm &&
-        only_consumer(i) == i + 1) {
-      p->nodes[i].folds = i + 1;
-      p->nodes[i + 1].folded_away = true;
-    }
-  }
-  // Buffers. A fused ReLU writes its batch norm's or add's output (in
-  // place); an add's inputs share its gradient, a fused batch norm its
-  // ReLU's. Every other output and gradient has a life of its own (Life),
-  // and outputs and gradients whose lives do not meet share memory
-  // (PackLives): an output that no backward reads (an add's whose ReLU is
-  // not its own) frees its memory in the forward already, and the outputs
-  // of the last layers, whose backward runs first, free theirs for the
-  // gradients of the first.
-  std::vector<int> out_owner(count), grad_owner(count);
-  for (int i = 0; i < count; ++i) {
-    out_owner[i] = p->nodes[i].fused || p->nodes[i].add_relu
-                       ? out_owner[layers[i].inputs[0]]
-                       : i;
-  }
-  for (int i = count - 1; i >= 0; --i) {
-    const int c = only_consumer(i);
-    p->nodes[i].add_alias = c >= 0 && layers[c].kind == LayerKind::kAdd;
-    grad_owner[i] = p->nodes[i].add_alias || (c >= 0 && p->nodes[c].fused)
-                        ? grad_owner[c]
-                        : i;
-  }
-  // An add's input that other layers read too (a residual block's input:
-  // the block's first layer and the add read it) takes the add's gradient
-  // as its own, without a copy, when every other layer that contributes to
-  // its gradient comes before every layer that reads the add's: their
-  // backward then runs after those reads and sums into it. Once per add's
-  // gradient: a second input would find the first's sums there.
-  std::vector<bool> shared(count, false);  // by gradient owner
-  for (int a = 1; a < count; ++a) {
-    if (layers[a].kind != LayerKind::kAdd || shared[grad_owner[a]]) continue;
-    const int ga = grad_owner[a];
-    int first_reader = count;
-    for (int m = 0; m < count; ++m) {
-      if (grad_owner[m] == ga) first_reader = std::min(first_reader, m);
-    }
-    const std::vector<int>& in = layers[a].inputs;
-    for (int j : in) {
-      const int gj = grad_owner[j];
-      if (p->nodes[j].add_alias || gj == ga || shared[gj] ||
-          std::count(in.begin(), in.end(), j) > 1) {
-        continue;
-      }
-      bool before = true;
-      for (int m = 0; m < count; ++m) {
-        if (grad_owner[m] != gj) continue;
-        for (int c : consumers[m]) {
-          if (c != a && grad_owner[c] != gj)
-            before = before && c < first_reader;
-        }
-      }
-      if (!before) continue;
-      for (int m = 0; m < count; ++m) {
-        if (grad_owner[m] == gj) grad_owner[m] = ga;
-      }
-      p->nodes[j].add_shares = true;
-      shared[ga] = true;
-      break;
-    }
-  }
-  const auto backward_at = [count](int layer) { return 2 * count - layer; };
-  // Lives [0, count) are the outputs', [count, 2 * count) the gradients'.
-  std::vector<Life> lives(2 * count);
-  for (int i = 0; i < count; ++i) {
-    const int64_t elements = NumElements(Batched(batch, layers[i].shape));
-    Life& out = lives[out_owner[i]];
-    out.elements = elements;
-    if (out.start < 0) out.start = i;
-    // Read by the forward of its consumers and by the backward of those
-    // that read their input there (a convolution's filter gradient, batch
-    // norm, max pooling, dense), by its own backward where that reads the
-    // output (ReLU's mask, batch norm's fused ReLU, max pooling), and by
-    // the loss (the last layer's).
-    int end = i == count - 1 ? count : i;
-    for (int c : consumers[i]) {
-      end = std::max(end, c);
-      const LayerKind k = layers[c].kind;
-      if (k == LayerKind::kConv || k == LayerKind::kBatchNorm ||
-          k == LayerKind::kMaxPool || k == LayerKind::kDense) {
-        end = std::max(end, backward_at(c));
-      }
-    }
-    const LayerKind k = layers[i].kind;
-    if (i > 0 && (k == LayerKind::kRelu || k == LayerKind::kBatchNorm ||
-                  k == LayerKind::kMaxPool)) {
-      end = std::max(end, backward_at(i));
-    }
-    out.end = std::max(out.end, end);
-
-    // The gradient: written first by the backward of its latest consumer
-    // (the loss's for the last layer), read last by the backward of its
-    // earliest user. The images need none, unless a layer other than a
-    // convolution or dense layer reads them (its backward writes one).
-    bool needs_grad = i > 0;
-    for (int c : consumers[i]) {
-      needs_grad = needs_grad || (layers[c].kind != LayerKind::kConv &&
-                                  layers[c].kind != LayerKind::kDense);
-    }
-    if (!needs_grad) continue;
-    Life& grad = lives[count + grad_owner[i]];
-    grad.elements = elements;
-    int first_write = consumers[i].empty() ? count : i;
-    for (int c : consumers[i]) first_write = std::max(first_write, c);
-    const int start = backward_at(first_write);
-    grad.start = grad.start < 0 ? start : std::min(grad.start, start);
-    grad.end = std::max(grad.end, backward_at(i));
-  }
-  int64_t arena_elements = 0;
-  const std::vector<int64_t> offset_of = PackLives(lives, &arena_elements);
-  ASSIGN_OR_RETURN(p->arena, backend_->Allocate({arena_elements}));
   float* const arena = p->arena.view().data();
-  for (int i = 0; i < count; ++i) {
-    Node& n = p->nodes[i];
-    const Shape shape = Batched(batch, layers[i].shape);
-    n.out = DeviceView(arena + offset_of[out_owner[i]], shape);
-    if (offset_of[count + grad_owner[i]] >= 0) {
-      n.grad = DeviceView(arena + offset_of[count + grad_owner[i]], shape);
-    }
-  }
-  // A gradient with more than one contribution (not an add's input, which
-  // shares the add's) sums the later ones in the scratch buffer.
-  int64_t summed = 0;
-  for (int i = 0; i < count; ++i) {
-    if (consumers[i].size() > 1) {
-      summed = std::max(summed, NumElements(p->nodes[i].out.shape()));
-    }
-  }
-  if (summed > 0) {
-    ASSIGN_OR_RETURN(p->scratch, backend_->Allocate({summed}));
-  }
-  // The ops.
-  for (int i = 1; i < count; ++i) {
+  for (size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     Node& n = p->nodes[i];
-    const Shape& x = p->nodes[l.inputs[0]].out.shape();
+    n.step = step.layers[i];
+    const Shape shape = Batched(batch, l.shape);
+    n.out = DeviceView(arena + n.step.out, shape);
+    if (n.step.grad >= 0) n.grad = DeviceView(arena + n.step.grad, shape);
+    if (i == 0) continue;
+    const Shape& x = layers[l.inputs[0]].shape;  // one example's input
     switch (l.kind) {
       case LayerKind::kConv: {
-        Conv2dShape s = ConvShapeOf(l, batch, layers[l.inputs[0]].shape);
-        s.in_block = layout[l.inputs[0]];
-        s.out_block = layout[i];
+        Conv2dShape s = ConvShapeOf(l, batch, x);
+        s.in_block = step.layers[l.inputs[0]].block;
+        s.out_block = n.step.block;
         ASSIGN_OR_RETURN(n.conv, backend_->CreateConv2d(s));
         break;
       }
       case LayerKind::kBatchNorm: {
-        BatchNormShape s = BatchNormShapeOf(batch, layers[l.inputs[0]].shape);
-        const int c = only_consumer(i);
-        s.relu = c >= 0 && p->nodes[c].fused;
-        s.channel_block = layout[i];
+        BatchNormShape s = BatchNormShapeOf(batch, x);
+        s.relu = n.step.relu.runs_relu;
+        s.channel_block = n.step.block;
         ASSIGN_OR_RETURN(n.bn, backend_->CreateBatchNorm(s));
         ASSIGN_OR_RETURN(n.batch_mean, backend_->Allocate(s.params()));
         ASSIGN_OR_RETURN(n.batch_var, backend_->Allocate(s.params()));
         break;
       }
       case LayerKind::kMaxPool: {
-        PoolShape s{batch, x[1], x[2], x[3], l.kernel, l.stride, layout[i]};
+        PoolShape s{batch, x[0], x[1], x[2], l.kernel, l.stride, n.step.block};
         ASSIGN_OR_RETURN(n.pool, backend_->CreateMaxPool(s));
         break;
       }
       case LayerKind::kDense: {
-        DenseShape s{batch, NumElements(x) / batch, l.shape[0]};
+        DenseShape s{batch, NumElements(x), l.shape[0]};
         ASSIGN_OR_RETURN(n.dense, backend_->CreateDense(s));
         break;
       }
@@ -524,9 +359,9 @@ absl::Status NetworkModel::Fold(Plan* p) {
   const std::vector<Layer>& layers = spec_.layers;
   for (size_t i = 1; i < layers.size(); ++i) {
     Node& n = p->nodes[i];
-    if (n.folds < 0) continue;
+    if (n.step.folds < 0) continue;
     const Layer& conv = layers[i];
-    const Layer& bn = layers[n.folds];
+    const Layer& bn = layers[n.step.folds];
     Conv2dShape s = n.conv->shape();
     FoldedWeights& f = folded_[static_cast<int>(i)];
     if (f.weight.size() == 0) {
@@ -535,7 +370,7 @@ absl::Status NetworkModel::Fold(Plan* p) {
     }
     if (n.folded == nullptr) {
       s.has_bias = true;
-      s.relu = p->nodes[n.folds].bn->shape().relu;  // its fused ReLU
+      s.relu = p->nodes[n.step.folds].bn->shape().relu;  // its fused ReLU
       ASSIGN_OR_RETURN(n.folded, backend_->CreateConv2d(s));
     }
     const int64_t channels = s.out_channels;
@@ -554,7 +389,7 @@ absl::Status NetworkModel::Fold(Plan* p) {
     } else {
       std::fill(fold_b_.span().begin(), fold_b_.span().end(), 0.0f);
     }
-    const double epsilon = p->nodes[n.folds].bn->shape().epsilon;
+    const double epsilon = p->nodes[n.step.folds].bn->shape().epsilon;
     const int64_t per_channel = fold_w_.size() / channels;
     float* w = fold_w_.data();
     float* b = fold_b_.data();
@@ -587,17 +422,17 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
       case LayerKind::kInput:
         break;
       case LayerKind::kConv:
-        if (!training && n.folds >= 0) {
+        if (!training && n.step.folds >= 0) {
           const FoldedWeights& f = folded_.at(static_cast<int>(i));
           RETURN_IF_ERROR(n.folded->Forward(x, f.weight.view(), f.bias.view(),
-                                            p->nodes[n.folds].out));
+                                            p->nodes[n.step.folds].out));
           break;
         }
         RETURN_IF_ERROR(n.conv->Forward(
             x, Weight(l, 0), l.bias ? Weight(l, 1) : ConstDeviceView(), n.out));
         break;
       case LayerKind::kBatchNorm:
-        if (!training && n.folded_away) break;  // its convolution ran it
+        if (!training && n.step.folded_away) break;  // its convolution ran it
         if (training) {
           RETURN_IF_ERROR(n.bn->ForwardTraining(
               x, Weight(l, 0), Weight(l, 1), n.out, n.batch_mean.view(),
@@ -610,12 +445,12 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
         }
         break;
       case LayerKind::kRelu:
-        if (!n.fused && !n.add_relu) {
+        if (!n.step.relu.in_batch_norm && !n.step.relu.in_add) {
           RETURN_IF_ERROR(backend_->ReluForward(x, n.out));
         }
         break;
       case LayerKind::kAdd:
-        if (n.relu_after) {
+        if (n.step.relu.runs_relu) {
           RETURN_IF_ERROR(
               backend_->AddRelu(x, p->nodes[l.inputs[1]].out, n.out));
         } else {
@@ -627,7 +462,7 @@ absl::Status NetworkModel::Forward(Plan* p, bool training) {
         break;
       case LayerKind::kGlobalAvgPool:
         RETURN_IF_ERROR(backend_->GlobalAvgPoolForward(
-            x, p->nodes[l.inputs[0]].block, n.out));
+            x, p->nodes[l.inputs[0]].step.block, n.out));
         break;
       case LayerKind::kDense:
         RETURN_IF_ERROR(n.dense->Forward(x.Reshaped(n.dense->shape().input()),
@@ -656,7 +491,7 @@ absl::StatusOr<StepResult> NetworkModel::Loss(
 
 absl::Status NetworkModel::Backward(Plan* p) {
   const int count = static_cast<int>(spec_.layers.size());
-  for (Node& n : p->nodes) n.grad_written = n.add_alias;
+  for (Node& n : p->nodes) n.grad_written = n.step.add_alias;
   for (int i = count - 1; i >= 1; --i) {
     const Layer& l = spec_.layers[i];
     Node& n = p->nodes[i];
@@ -688,15 +523,15 @@ absl::Status NetworkModel::Backward(Plan* p) {
       case LayerKind::kRelu:
         // Fused: its batch norm's backward applies the mask. A ReLU run by
         // its add takes the mask from the shared output as any other.
-        if (n.fused) break;
+        if (n.step.relu.in_batch_norm) break;
         RETURN_IF_ERROR(backend_->ReluBackward(n.out, n.grad, Target(p, in)));
         RETURN_IF_ERROR(Accumulate(p, in));
         break;
       case LayerKind::kAdd:
         for (int j : l.inputs) {
           Node& to = p->nodes[j];
-          if (to.add_alias) continue;  // to.grad is n.grad
-          if (to.add_shares) {         // so is its first contribution
+          if (to.step.add_alias) continue;  // to.grad is n.grad
+          if (to.step.add_shares) {         // so is its first contribution
             to.grad_written = true;
             continue;
           }
@@ -714,7 +549,7 @@ absl::Status NetworkModel::Backward(Plan* p) {
         break;
       case LayerKind::kGlobalAvgPool:
         RETURN_IF_ERROR(backend_->GlobalAvgPoolBackward(
-            n.grad, p->nodes[in].block, Target(p, in)));
+            n.grad, p->nodes[in].step.block, Target(p, in)));
         RETURN_IF_ERROR(Accumulate(p, in));
         break;
       case LayerKind::kDense: {

@@ -2,7 +2,8 @@
 // one plan per batch size (the ops, every activation and gradient buffer,
 // made once), a forward in layer order and a backward in reverse.
 //
-// Plan-time rewrites, so that the description stays plain:
+// Plan-time rewrites, so that the description stays plain (each a pass of
+// network_plan.h, which also places every buffer in one arena):
 //   - a ReLU whose input is a batch norm used by nothing else runs inside
 //     that batch norm (BatchNormShape::relu) and shares its buffers;
 //   - a ReLU whose input is a residual add used by nothing else runs inside
