@@ -422,10 +422,10 @@ class PyWorker {
         data["chunks_per_epoch"] = s.data_chunks_per_epoch;
         data["chunks_out"] = s.data_chunks_out;
         data["chunks_queued"] = s.data_chunks_queued;
-        data["leased"] = s.data_leased;
-        data["done"] = s.data_done;
-        data["returned"] = s.data_returned;
-        data["epochs_completed"] = s.data_epochs_completed;
+        data["leased"] = s.data_counters.leased;
+        data["done"] = s.data_counters.done;
+        data["returned"] = s.data_counters.returned;
+        data["epochs_completed"] = s.data_counters.epochs_completed;
         d["data"] = data;
       }
       shards.append(d);

@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/event_file.h"
 #include "common/host_address.h"
 #include "common/prometheus.h"
 #include "common/status_macros.h"
@@ -20,10 +19,9 @@
 #include "worker/models/emulated_model.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
-#include "worker/session/metric_sinks.h"
-#include "worker/session/sample_records.h"
 #include "worker/session/stragglers.h"
 #include "worker/session/task_files.h"
+#include "worker/session/task_outputs.h"
 #include "worker/session/worker_metrics.h"
 
 namespace psgd {
@@ -104,49 +102,32 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
       const std::string run_dir,
       OpenRunDir(options.run_dir, options.config_path, config, w.loop.chief,
                  w.loop.start_timeout, &w.client, &client));
-  const std::string prefix = absl::StrCat(run_dir, "/worker-", task_id.index);
-  w.loop.job_end_marker = RunSummaryPath(run_dir);
+  TaskOutputsOptions outputs_options;
+  outputs_options.run_dir = run_dir;
+  outputs_options.task = task_id;
+  outputs_options.chief = w.loop.chief;
+  outputs_options.record_samples = config.data().record_samples();
+  outputs_options.train_examples = data.train.count();
+  ASSIGN_OR_RETURN(std::unique_ptr<TaskOutputs> outputs,
+                   TaskOutputs::Open(std::move(outputs_options), client.get(),
+                                     &prometheus_metrics));
+  w.loop.job_end_marker = outputs->job_end_marker();
   // A restarted worker goes on with its batch norm statistics (LOCAL).
-  w.loop.local_statistics_file = prefix + ".batch_norm";
-  if (config.data().record_samples()) {
-    w.loop.samples_file = SampleRecordsFile(run_dir, task_id.index);
-  }
-  // A restarted worker adds to the lines of the one before.
-  ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> jsonl,
-                   MetricsWriter::Open(prefix + ".jsonl", /*append=*/true));
-  // The chief's TensorBoard scalars (tensorboard --logdir RUN_DIR).
-  std::unique_ptr<EventFileWriter> events;
-  if (w.loop.chief) {
-    ASSIGN_OR_RETURN(events,
-                     EventFileWriter::Create(
-                         run_dir, absl::StrCat("worker-", task_id.index)));
-  }
-  MetricSinks sinks(task, jsonl.get(), events.get(), &prometheus_metrics);
-  // The payload of each step's pushes and pulls (what crossed the network
-  // for this worker), from the client's counters.
-  ps::GrpcPsClient::PayloadBytes last = client->payload_bytes();
+  w.loop.local_statistics_file = outputs->local_statistics_file();
+  w.loop.samples_file = outputs->samples_file();
   ClusterWorkerCallbacks callbacks;
   callbacks.on_step = [&](const StepRecord& r) {
-    const ps::GrpcPsClient::PayloadBytes now = client->payload_bytes();
-    StepContext c;
-    c.sent_bytes = now.sent - last.sent;
-    c.received_bytes = now.received - last.received;
-    c.train_examples = data.train.count();
-    last = now;
-    return sinks.WriteStep(r, c);
+    return outputs->WriteStep(r);
   };
-  callbacks.on_eval = [&](const EvalRecord& e) { return sinks.WriteEval(e); };
+  callbacks.on_eval = [&](const EvalRecord& e) {
+    return outputs->WriteEval(e);
+  };
   // An emulated model is never evaluated.
   ClusterWorker worker(client.get(), model.get(), batches.get(),
                        w.loop.chief && !w.loop.emulated ? &data.test : nullptr,
                        w.loop, callbacks);
   ASSIGN_OR_RETURN(ClusterWorkerResult result, worker.Run());
-  RETURN_IF_ERROR(
-      WriteJsonFile(prefix + ".summary.json", WorkerSummary(task, result)));
-  if (w.loop.chief) {
-    RETURN_IF_ERROR(
-        WriteJsonFile(RunSummaryPath(run_dir), RunSummary(config, result)));
-  }
+  RETURN_IF_ERROR(outputs->WriteSummaries(config, result));
   spdlog::info("{} done: {} steps, final step {}, {:.0f} images/s ({})", task,
                result.local_steps, result.final_global_step,
                result.images_per_s, result.end_reason);

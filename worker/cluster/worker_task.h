@@ -1,11 +1,11 @@
 // One worker task of a cluster config, start to end: the Prometheus page
 // (worker.metrics_port), backend, model and data, waiting for the
 // parameter servers, the run directory (given, or the chief's choice passed
-// on by the servers), the metric sinks (worker/session/metric_sinks.h:
-// worker-J.jsonl, the chief's TensorBoard events, /metrics), the training
-// loop (worker/cluster/cluster_worker.h), and the summaries
-// (worker-J.summary.json; the chief's config.pbtxt and summary.json;
-// worker/session/task_files.h, shared with the Python worker).
+// on by the servers; the chief's config.pbtxt in it), the task's outputs
+// (worker/session/task_outputs.h, shared with the Python worker:
+// worker-J.jsonl, the chief's TensorBoard events, worker-J.summary.json and
+// the chief's summary.json) feeding /metrics too, and the training loop
+// (worker/cluster/cluster_worker.h).
 // //worker:worker parses its flags and calls RunWorkerTask.
 //
 // Thread-safety: RunWorkerTask uses the calling thread (plus the loop's).

@@ -13,6 +13,7 @@
 #include "worker/paths.h"
 #include "worker/session/model_check.h"
 #include "worker/session/task_files.h"
+#include "worker/session/task_outputs.h"
 
 namespace psgd {
 
@@ -151,17 +152,16 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
     ReportWorkerFailure(client_.get(), client_options, task, checked);
     RETURN_IF_ERROR(checked);
   }
-  RETURN_IF_ERROR(OpenSinks(total_batches));
+  RETURN_IF_ERROR(OpenOutputs(total_batches));
   std::vector<ps::NamedConstTensorView> initial;
   for (const ps::NamedTensorView& v : variables) {
     initial.push_back({v.name, ConstTensorView(v.view.data(), v.view.shape())});
   }
   SessionOptions session_options = settings_.session;
-  session_options.job_end_marker = RunSummaryPath(run_dir_);
+  session_options.job_end_marker = outputs_->job_end_marker();
   auto session = std::make_unique<WorkerSession>(
       client_.get(), variables_, std::move(variables), session_options);
   WorkerSession* const joining = session.get();
-  last_bytes_ = client_->payload_bytes();
   RETURN_IF_ERROR(run_->Start(std::move(session), initial));
   session_ = joining;
   if (settings_.session.overlap) {
@@ -173,22 +173,17 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
   return absl::OkStatus();
 }
 
-absl::Status ExternalWorker::OpenSinks(int64_t total_batches) {
-  const std::string prefix = absl::StrCat(run_dir_, "/worker-", task_.index);
-  // A restarted worker adds to the lines of the one before.
-  ASSIGN_OR_RETURN(jsonl_,
-                   MetricsWriter::Open(prefix + ".jsonl", /*append=*/true));
-  if (config_.data().record_samples()) {
-    ASSIGN_OR_RETURN(samples_, SampleRecorder::Open(
-                                   SampleRecordsFile(run_dir_, task_.index)));
+absl::Status ExternalWorker::OpenOutputs(int64_t total_batches) {
+  TaskOutputsOptions outputs_options;
+  outputs_options.run_dir = run_dir_;
+  outputs_options.task = task_;
+  outputs_options.chief = settings_.chief;
+  outputs_options.record_samples = config_.data().record_samples();
+  ASSIGN_OR_RETURN(outputs_, TaskOutputs::Open(std::move(outputs_options),
+                                               client_.get(), nullptr));
+  if (!outputs_->samples_file().empty()) {
+    ASSIGN_OR_RETURN(samples_, SampleRecorder::Open(outputs_->samples_file()));
   }
-  if (settings_.chief) {
-    ASSIGN_OR_RETURN(
-        events_, EventFileWriter::Create(run_dir_,
-                                         absl::StrCat("worker-", task_.index)));
-  }
-  sinks_ = std::make_unique<MetricSinks>(task_.ToString(), jsonl_.get(),
-                                         events_.get(), nullptr);
   TaskRunOptions o;
   o.name = task_.ToString();
   o.ends.max_steps = settings_.max_steps;
@@ -199,18 +194,11 @@ absl::Status ExternalWorker::OpenSinks(int64_t total_batches) {
   o.chief_options = settings_.chief_options;
   o.stragglers = settings_.stragglers;
   RunCallbacks callbacks;
-  // The payload of each step's pushes and pulls, from the client's
-  // counters, beside the step's record.
   callbacks.on_step = [this](const StepRecord& r) {
-    const ps::GrpcPsClient::PayloadBytes now = client_->payload_bytes();
-    StepContext c;
-    c.sent_bytes = now.sent - last_bytes_.sent;
-    c.received_bytes = now.received - last_bytes_.received;
-    last_bytes_ = now;
-    return sinks_->WriteStep(r, c);
+    return outputs_->WriteStep(r);
   };
   callbacks.on_eval = [this](const EvalRecord& e) {
-    return sinks_->WriteEval(e);
+    return outputs_->WriteEval(e);
   };
   run_ = std::make_unique<TaskRun>(std::move(o), std::move(callbacks));
   return absl::OkStatus();
@@ -502,15 +490,7 @@ absl::Status ExternalWorker::Finish(const std::string& end_reason) {
     return absl::FailedPreconditionError("Finish comes after Leave");
   }
   RETURN_IF_ERROR(run_->Finish(end_reason));
-  const std::string task = task_.ToString();
-  RETURN_IF_ERROR(WriteJsonFile(
-      absl::StrCat(run_dir_, "/worker-", task_.index, ".summary.json"),
-      WorkerSummary(task, run_->result())));
-  if (settings_.chief) {
-    RETURN_IF_ERROR(WriteJsonFile(RunSummaryPath(run_dir_),
-                                  RunSummary(config_, run_->result())));
-  }
-  return absl::OkStatus();
+  return outputs_->WriteSummaries(config_, run_->result());
 }
 
 }  // namespace psgd

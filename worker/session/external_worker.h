@@ -1,8 +1,8 @@
 // A worker task whose model lives outside C++ (the Python package psgd,
 // python/psgd_py/): the config and task resolved as the daemons resolve
-// them, the servers awaited, the run directory and metric sinks of the C++
+// them, the servers awaited, the run directory and outputs of the C++
 // worker (worker-J.jsonl, the chief's TensorBoard events and summary.json;
-// worker/session/task_files.h, metric_sinks.h), and the run of every worker
+// worker/session/task_files.h, task_outputs.h), and the run of every worker
 // front end (worker/session/task_run.h: the session over the caller's
 // weight buffers, stop reasons, the chief's duties, the records, leave and
 // finish). What it adds: the checks of the caller's variables and
@@ -47,15 +47,13 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/cluster_config.h"
-#include "common/event_file.h"
-#include "common/metrics.h"
 #include "ps/client/grpc_client.h"
 #include "worker/session/lease_keeper.h"
-#include "worker/session/metric_sinks.h"
 #include "worker/session/records.h"
 #include "worker/session/sample_records.h"
 #include "worker/session/session_config.h"
 #include "worker/session/step_overlap.h"
+#include "worker/session/task_outputs.h"
 #include "worker/session/task_run.h"
 #include "worker/session/worker_session.h"
 
@@ -225,8 +223,8 @@ class ExternalWorker {
   absl::Status CheckGradients(
       int64_t step, absl::Span<const ps::NamedConstTensorView> gradients) const;
   absl::Status CheckVariables(const std::vector<VariableSpec>& mine);
-  // The sinks and the run (not started).
-  absl::Status OpenSinks(int64_t total_batches);
+  // The task's outputs, the samples' file and the run (not started).
+  absl::Status OpenOutputs(int64_t total_batches);
   // Straggler emulation before a push: the delay after the caller's compute
   // (since the weights came), then the transfer's.
   void InjectBeforePush();
@@ -241,17 +239,14 @@ class ExternalWorker {
   std::vector<VariableSpec> variables_;
   std::string run_dir_;
   std::unique_ptr<ps::GrpcPsClient> client_;
-  std::unique_ptr<MetricsWriter> jsonl_;
-  std::unique_ptr<EventFileWriter> events_;  // the chief only
-  std::unique_ptr<MetricSinks> sinks_;
-  std::unique_ptr<TaskRun> run_;      // made by Join
-  WorkerSession* session_ = nullptr;  // run_'s, once joined
+  std::unique_ptr<TaskOutputs> outputs_;  // made by Join
+  std::unique_ptr<TaskRun> run_;          // made by Join
+  WorkerSession* session_ = nullptr;      // run_'s, once joined
   size_t parameters_ = 0;  // variables_'s first ones; the statistics after
   std::unique_ptr<StepOverlap> overlap_;  // with overlap, made by Join
   // The lease kept while KeepLease(true) (the caller computes between
   // calls).
   std::unique_ptr<LeaseKeeper::Hold> computing_;
-  ps::GrpcPsClient::PayloadBytes last_bytes_;
   // record_samples: the file; the samples of the chunks leased, by (epoch,
   // index), until a push records them; the caller's ids for the next push.
   std::unique_ptr<SampleRecorder> samples_;

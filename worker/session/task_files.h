@@ -1,8 +1,9 @@
 // What a worker task reads and writes in the run directory, for every
 // worker program (the C++ task, worker/cluster/worker_task.h, and the
-// Python one, python/): the run directory itself (given, or the chief's
-// choice that the servers pass on), the chief's copy of the config, and the
-// summaries (worker-J.summary.json; the chief's summary.json).
+// Python one, worker/session/external_worker.h): the run directory itself
+// (given, or the chief's choice that the servers pass on), the chief's copy
+// of the config, and what the summaries hold (worker-J.summary.json; the
+// chief's summary.json; task_outputs.h writes them).
 //
 // Thread-safety: free functions; OpenRunDir blocks the calling thread.
 #ifndef PSGD_WORKER_SESSION_TASK_FILES_H_
