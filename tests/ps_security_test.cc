@@ -95,8 +95,8 @@ std::shared_ptr<grpc::Channel> Channel(const ps::PsGrpcServer& server,
 
 void SetTensor(const std::string& name, const std::vector<int64_t>& shape,
                const std::vector<float>& values, ps::wire::TensorData* t) {
-  t->set_name(name);
-  t->mutable_shape()->Assign(shape.begin(), shape.end());
+  t->mutable_spec()->set_name(name);
+  t->mutable_spec()->mutable_shape()->Assign(shape.begin(), shape.end());
   t->set_dtype(ps::wire::DT_FLOAT32);
   t->set_data(reinterpret_cast<const char*>(values.data()),
               values.size() * sizeof(float));

@@ -113,10 +113,10 @@ void Deadline(grpc::ClientContext* ctx) {
 
 void Float32(const std::string& name, const std::vector<float>& values,
              wire::TensorData* t) {
-  t->set_name(name);
-  t->add_shape(static_cast<int64_t>(values.size()));
+  t->mutable_spec()->set_name(name);
+  t->mutable_spec()->add_shape(static_cast<int64_t>(values.size()));
   t->set_dtype(wire::DT_FLOAT32);
-  t->set_kind(wire::PARAMETER);
+  t->mutable_spec()->set_kind(wire::PARAMETER);
   t->set_data(values.data(), values.size() * sizeof(float));
 }
 
@@ -247,10 +247,10 @@ grpc::Status SharedPush(const wire::SharedMemory& ref, int64_t step,
   push.set_step(step);
   *push.mutable_shared_memory() = ref;
   wire::TensorData* t = push.add_gradients();
-  t->set_name("w");
-  t->add_shape(kElements);
+  t->mutable_spec()->set_name("w");
+  t->mutable_spec()->add_shape(kElements);
   t->set_dtype(wire::DT_FLOAT32);
-  t->set_kind(wire::PARAMETER);
+  t->mutable_spec()->set_kind(wire::PARAMETER);
   t->mutable_shared()->set_offset(ps::kSharedHeaderBytes);
   t->mutable_shared()->set_size(kElements * sizeof(float));
   grpc::ClientContext ctx;

@@ -51,21 +51,20 @@ absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
   auto layout = std::make_shared<VariableLayout>();
   auto snapshot = std::make_shared<WeightsSnapshot>();
   for (const ckpt::Tensor& t : p.variables()) {
-    Shape shape(t.shape().begin(), t.shape().end());
+    VariableSpecRead read = VariableSpecFromProto(t.spec());
+    const std::string& name = read.spec.name;
+    const Shape& shape = read.spec.shape;
     if (absl::Status s = ValidateShape(shape); !s.ok()) {
       return Corrupt(filename,
-                     absl::StrCat("variable '", t.name(), "': ", s.message()));
+                     absl::StrCat("variable '", name, "': ", s.message()));
     }
-    const std::optional<VariableKind> kind = VariableKindFromProto(t.kind());
-    if (!kind.has_value()) {
-      return Corrupt(filename, absl::StrCat("variable '", t.name(),
-                                            "' has no known kind (",
-                                            static_cast<int>(t.kind()), ")"));
+    if (!read.kind.has_value()) {
+      return Corrupt(filename,
+                     absl::StrCat("variable '", name, "' has no known kind (",
+                                  static_cast<int>(t.spec().kind()), ")"));
     }
-    absl::optional<SliceOf> slice_of;
-    if (t.has_slice_of()) slice_of = SliceOfFromProto(t.slice_of());
     if (absl::Status s =
-            layout->Add(t.name(), shape, *kind, std::move(slice_of));
+            layout->Add(name, shape, *read.kind, std::move(read.spec.slice_of));
         !s.ok()) {
       return Corrupt(filename, s.message());
     }
@@ -76,16 +75,16 @@ absl::Status DecodeVariables(const ckpt::ShardCheckpoint& p,
     const int64_t want = elements * static_cast<int64_t>(sizeof(float));
     if (static_cast<int64_t>(t.data().size()) != want) {
       return Corrupt(
-          filename, absl::StrCat("variable '", t.name(), "' of shape ",
-                                 ShapeToString(shape), " has ", t.data().size(),
-                                 " bytes, expected ", want));
+          filename,
+          absl::StrCat("variable '", name, "' of shape ", ShapeToString(shape),
+                       " has ", t.data().size(), " bytes, expected ", want));
     }
     Tensor value(shape);
     std::memcpy(value.data(), t.data().data(), t.data().size());
     for (int64_t i = 0; i < value.size(); ++i) {
       if (!std::isfinite(value.data()[i])) {
         return Corrupt(filename,
-                       absl::StrCat("variable '", t.name(),
+                       absl::StrCat("variable '", name,
                                     "' has a non-finite value at element ", i));
       }
     }
@@ -103,7 +102,10 @@ absl::Status DecodeOptimizer(const ckpt::ShardCheckpoint& p,
   // No optimizer keeps slots for a running statistic (size 0 there).
   const std::vector<int64_t> sizes = layout.OptimizerSizes();
   OptimizerState& o = out->optimizer;
-  o.kind = p.optimizer();
+  absl::StatusOr<OptimizerOptions::Kind> kind =
+      OptimizerKindFromProto(p.optimizer());
+  if (!kind.ok()) return Corrupt(filename, kind.status().message());
+  o.kind = *kind;
   o.step = p.optimizer_step();
   if (o.step < 0) {
     return Corrupt(filename, absl::StrCat("optimizer step ", o.step));
@@ -176,7 +178,7 @@ uint32_t StateDigest(const WeightsSnapshot& w, const OptimizerState& o) {
     crc = Crc32c(w.layout->names[i], crc);
     crc = Crc32c(FloatBytes(w.weights[i].data(), w.weights[i].size()), crc);
   }
-  crc = Crc32c(o.kind, crc);
+  crc = Crc32c(OptimizerKindName(o.kind), crc);
   crc = Crc32c(absl::StrCat(o.step), crc);
   for (size_t k = 0; k < o.slots.size(); ++k) {
     crc = Crc32c(o.slot_names[k], crc);
@@ -195,21 +197,15 @@ std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
   p.set_num_shards(c.num_shards);
   p.set_label(c.label);
   p.set_generation(c.generation);
-  p.set_mode(c.mode);
-  p.set_optimizer(c.optimizer.kind);
+  p.set_mode(ModeToProto(c.mode));
+  p.set_optimizer(OptimizerKindToProto(c.optimizer.kind));
   p.set_total_num_replicas(c.total_num_replicas);
   p.set_step(c.step);
   const WeightsSnapshot& w = *c.weights;
   for (int i = 0; i < w.layout->size(); ++i) {
     ckpt::Tensor* t = p.add_variables();
-    t->set_name(w.layout->names[i]);
-    t->mutable_shape()->Assign(w.layout->shapes[i].begin(),
-                               w.layout->shapes[i].end());
+    VariableSpecToProto(w.layout->Spec(i), t->mutable_spec());
     t->set_data(FloatBytes(w.weights[i].data(), w.weights[i].size()));
-    t->set_kind(VariableKindToProto(w.layout->kinds[i]));
-    if (const absl::optional<SliceOf>& slice = w.layout->slices[i]) {
-      SliceOfToProto(*slice, t->mutable_slice_of());
-    }
   }
   p.set_optimizer_step(c.optimizer.step);
   for (size_t k = 0; k < c.optimizer.slots.size(); ++k) {
@@ -257,6 +253,18 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(
             ". Restore it with the psgd that wrote it (commit 3d57e42 or "
             "older), or start the run again"));
   }
+  if (p.format_version() == 2) {
+    return Corrupt(
+        filename,
+        absl::StrCat(
+            "format version 2, written before a checkpoint kept a "
+            "variable's identity in one message and the mode, the optimizer "
+            "and the data queue's counters as their own types; this build "
+            "reads version ",
+            kCheckpointFormatVersion,
+            ". Restore it with the psgd that wrote it (commit 2c0c35f or "
+            "older), or start the run again"));
+  }
   if (p.format_version() != kCheckpointFormatVersion) {
     return Corrupt(filename, absl::StrCat("format version ", p.format_version(),
                                           "; this build reads version ",
@@ -277,7 +285,9 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(
   c.num_shards = p.num_shards();
   c.label = p.label();
   c.generation = p.generation();
-  c.mode = p.mode();
+  absl::StatusOr<Mode> mode = ModeFromProto(p.mode());
+  if (!mode.ok()) return Corrupt(filename, mode.status().message());
+  c.mode = *mode;
   c.saved = absl::FromUnixMicros(p.saved_micros());
   c.step = p.step();
   if (absl::Status s = DecodeVariables(p, filename, &c); !s.ok()) return s;

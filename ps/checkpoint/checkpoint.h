@@ -33,10 +33,12 @@
 namespace psgd {
 namespace ps {
 
-// The formats this build writes and reads: a shard file's (2 since
-// 2026-11-26, when each variable got its kind; version-1 files are refused
-// with a message that says so) and a manifest's (unchanged).
-constexpr int kCheckpointFormatVersion = 2;
+// The formats this build writes and reads: a shard file's (3 since
+// 2026-11-28, when a variable's identity became one VariableSpec message and
+// the mode and optimizer enums; 2 from 2026-11-26, when each variable got its
+// kind; older files are refused with a message naming their version and the
+// last commit that wrote it) and a manifest's (unchanged).
+constexpr int kCheckpointFormatVersion = 3;
 constexpr int kManifestFormatVersion = 1;
 
 // A shard's whole state at one step. The pending aggregate of a sync step is
@@ -50,7 +52,7 @@ struct ShardCheckpoint {
   int num_shards = 1;
   int64_t label = 0;       // DIR/step-<label>/
   int64_t generation = 1;  // the cluster's generation when saved
-  std::string mode;        // "sync" / "async"
+  Mode mode = Mode::kSync;
   int total_num_replicas = 1;
   absl::Time saved = absl::UnixEpoch();
 

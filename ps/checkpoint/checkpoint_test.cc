@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include "common/file_io.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "proto/checkpoint.pb.h"
 #include "ps/testing/checkpoint_test_util.h"
 
@@ -30,7 +32,7 @@ TEST_CASE("a shard checkpoint survives encoding and decoding whole") {
   CHECK(d->num_shards == 2);
   CHECK(d->label == 40);
   CHECK(d->generation == 3);
-  CHECK(d->mode == "sync");
+  CHECK(d->mode == Mode::kSync);
   CHECK(d->total_num_replicas == 3);
   CHECK(d->saved == c.saved);
   CHECK(d->step == 41);
@@ -42,7 +44,7 @@ TEST_CASE("a shard checkpoint survives encoding and decoding whole") {
   for (int i = 0; i < 2; ++i) {
     CHECK(Values(d->weights->weights[i]) == Values(c.weights->weights[i]));
   }
-  CHECK(d->optimizer.kind == "adam");
+  CHECK(d->optimizer.kind == OptimizerOptions::Kind::kAdam);
   CHECK(d->optimizer.step == 41);
   CHECK(d->optimizer.slot_names == c.optimizer.slot_names);
   CHECK(d->optimizer.slots == c.optimizer.slots);
@@ -167,7 +169,7 @@ TEST_CASE("a checkpoint of format version 1 is refused naming the version") {
   ckpt::ShardCheckpoint p;
   REQUIRE(p.ParseFromString(*payload));
   p.set_format_version(1);  // as written before variables had kinds
-  for (ckpt::Tensor& t : *p.mutable_variables()) t.clear_kind();
+  for (ckpt::Tensor& t : *p.mutable_variables()) t.mutable_spec()->clear_kind();
   absl::Status s =
       DecodeShardCheckpoint(FrameChecksummed("PSGDCKPT", p.SerializeAsString()),
                             "step-5/shard-0-of-1.ckpt")
@@ -176,15 +178,94 @@ TEST_CASE("a checkpoint of format version 1 is refused naming the version") {
   CHECK_THAT(std::string(s.message()),
              Catch::Contains("step-5/shard-0-of-1.ckpt") &&
                  Catch::Contains("format version 1") &&
-                 Catch::Contains("reads version 2") &&
+                 Catch::Contains("reads version 3") &&
                  Catch::Contains("3d57e42"));
-  // A version-2 file whose variable has no kind is corrupt.
-  p.set_format_version(2);
+  // A version-3 file whose variable has no kind is corrupt.
+  p.set_format_version(3);
   s = DecodeShardCheckpoint(FrameChecksummed("PSGDCKPT", p.SerializeAsString()),
                             "g")
           .status();
   CHECK(s.code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(s.message()), Catch::Contains("no known kind"));
+}
+
+// Field by field as format version 2 wrote a checkpoint (commit 2c0c35f):
+// its own Tensor fields, the mode and optimizer as text.
+std::string Version2File() {
+  std::string tensor;
+  {
+    google::protobuf::io::StringOutputStream raw(&tensor);
+    google::protobuf::io::CodedOutputStream out(&raw);
+    out.WriteTag(1 << 3 | 2);  // name
+    out.WriteVarint32(1);
+    out.WriteString("w");
+    out.WriteTag(2 << 3 | 2);  // shape, packed
+    out.WriteVarint32(1);
+    out.WriteVarint32(2);
+    out.WriteTag(3 << 3 | 2);  // data
+    out.WriteVarint32(8);
+    out.WriteString(std::string(8, '\0'));
+    out.WriteTag(4 << 3 | 0);  // kind: PARAMETER
+    out.WriteVarint32(1);
+  }
+  std::string file;
+  {
+    google::protobuf::io::StringOutputStream raw(&file);
+    google::protobuf::io::CodedOutputStream out(&raw);
+    out.WriteTag(1 << 3 | 0);  // format_version
+    out.WriteVarint32(2);
+    out.WriteTag(2 << 3 | 2);  // cluster
+    out.WriteVarint32(1);
+    out.WriteString("c");
+    out.WriteTag(6 << 3 | 0);  // generation
+    out.WriteVarint32(1);
+    out.WriteTag(7 << 3 | 2);  // mode
+    out.WriteVarint32(4);
+    out.WriteString("sync");
+    out.WriteTag(8 << 3 | 2);  // optimizer
+    out.WriteVarint32(4);
+    out.WriteString("adam");
+    out.WriteTag(11 << 3 | 2);  // variables
+    out.WriteVarint32(static_cast<uint32_t>(tensor.size()));
+    out.WriteString(tensor);
+  }
+  return FrameChecksummed("PSGDCKPT", file);
+}
+
+TEST_CASE("a format version 2 file is refused by its version and commit") {
+  absl::Status s =
+      DecodeShardCheckpoint(Version2File(), "step-5/shard-0-of-1.ckpt")
+          .status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()),
+             Catch::Contains("step-5/shard-0-of-1.ckpt") &&
+                 Catch::Contains("format version 2") &&
+                 Catch::Contains("reads version 3") &&
+                 Catch::Contains("2c0c35f"));
+}
+
+TEST_CASE("a mode or optimizer this build does not know is corrupt") {
+  const std::string bytes = EncodeShardCheckpoint(SmallCheckpoint(0, 1, 5, 5));
+  absl::StatusOr<std::string> payload =
+      UnframeChecksummed("PSGDCKPT", bytes, "f");
+  REQUIRE(payload.ok());
+  ckpt::ShardCheckpoint p;
+  REQUIRE(p.ParseFromString(*payload));
+  ckpt::ShardCheckpoint no_mode = p;
+  no_mode.clear_mode();
+  absl::Status s =
+      DecodeShardCheckpoint(
+          FrameChecksummed("PSGDCKPT", no_mode.SerializeAsString()), "f")
+          .status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("training mode 0"));
+  ckpt::ShardCheckpoint odd_optimizer = p;
+  odd_optimizer.set_optimizer(static_cast<wire::OptimizerKind>(9));
+  s = DecodeShardCheckpoint(
+          FrameChecksummed("PSGDCKPT", odd_optimizer.SerializeAsString()), "f")
+          .status();
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("optimizer 9"));
 }
 
 TEST_CASE("a shape of 2^38 floats with 4 bytes is refused before allocating") {
@@ -195,9 +276,9 @@ TEST_CASE("a shape of 2^38 floats with 4 bytes is refused before allocating") {
   ckpt::ShardCheckpoint p;
   REQUIRE(p.ParseFromString(*payload));
   ckpt::Tensor& t = *p.mutable_variables(0);
-  t.clear_shape();
-  t.add_shape(int64_t{1} << 19);
-  t.add_shape(int64_t{1} << 19);  // 1 TiB of floats, were it allocated
+  t.mutable_spec()->clear_shape();
+  t.mutable_spec()->add_shape(int64_t{1} << 19);
+  t.mutable_spec()->add_shape(int64_t{1} << 19);  // 1 TiB, were it allocated
   t.set_data(std::string(4, '\0'));
   absl::Status s = DecodeShardCheckpoint(
                        FrameChecksummed("PSGDCKPT", p.SerializeAsString()), "h")

@@ -51,11 +51,13 @@ int main(int argc, char** argv) {
       "%s, %d workers\n",
       c->cluster.c_str(), c->shard_index, c->num_shards,
       static_cast<long long>(c->label), static_cast<long long>(c->generation),
-      static_cast<long long>(c->step), c->mode.c_str(), c->total_num_replicas);
-  std::printf("optimizer %s at step %lld, %zu slots; state digest %08x\n",
-              c->optimizer.kind.c_str(),
-              static_cast<long long>(c->optimizer.step),
-              c->optimizer.slots.size(), digest);
+      static_cast<long long>(c->step),
+      std::string(psgd::ps::ModeName(c->mode)).c_str(), c->total_num_replicas);
+  std::printf(
+      "optimizer %s at step %lld, %zu slots; state digest %08x\n",
+      std::string(psgd::ps::OptimizerKindName(c->optimizer.kind)).c_str(),
+      static_cast<long long>(c->optimizer.step), c->optimizer.slots.size(),
+      digest);
   for (int i = 0; i < layout.size(); ++i) {
     std::printf("  %s %s%s\n", layout.names[i].c_str(),
                 psgd::ShapeToString(layout.shapes[i]).c_str(),

@@ -230,8 +230,8 @@ TEST_CASE("grpc: a push naming a segment the server cannot open is refused") {
   shm->set_fd(0);  // stdin: no psgd region
   shm->set_size(4096);
   wire::TensorData* t = request.add_gradients();
-  t->set_name("b");
-  t->add_shape(8);
+  t->mutable_spec()->set_name("b");
+  t->mutable_spec()->add_shape(8);
   t->set_dtype(wire::DT_FLOAT32);
   t->mutable_shared()->set_offset(64);
   t->mutable_shared()->set_size(32);
@@ -402,8 +402,8 @@ absl::Status RawPush(const std::string& address, wire::DataType dtype,
   request.set_worker_id(0);
   request.set_step(0);
   wire::TensorData* t = request.add_gradients();
-  t->set_name("b");
-  t->add_shape(elements);
+  t->mutable_spec()->set_name("b");
+  t->mutable_spec()->add_shape(elements);
   t->set_dtype(dtype);
   t->set_data(data);
   if (scale.has_value()) t->set_scale(*scale);

@@ -32,8 +32,8 @@ std::unique_ptr<wire::ParameterServer::Stub> Connect(
 
 void SetTensor(const std::string& name, const std::vector<float>& values,
                wire::TensorData* t) {
-  t->set_name(name);
-  t->add_shape(static_cast<int64_t>(values.size()));
+  t->mutable_spec()->set_name(name);
+  t->mutable_spec()->add_shape(static_cast<int64_t>(values.size()));
   t->set_dtype(wire::DT_FLOAT32);
   t->set_data(reinterpret_cast<const char*>(values.data()),
               values.size() * sizeof(float));
@@ -67,7 +67,7 @@ TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
   wire::InitializeRequest init;
   init.set_cluster("wire");
   SetTensor("x", {1.0f, 2.0f, 3.0f, 4.0f}, init.add_variables());
-  init.mutable_variables(0)->set_kind(wire::PARAMETER);
+  init.mutable_variables(0)->mutable_spec()->set_kind(wire::PARAMETER);
   wire::InitializeResponse init_reply;
   REQUIRE(Unary(init, &init_reply, [&](auto* c, auto& r, auto* p) {
             return stub->Initialize(c, r, p);
@@ -126,7 +126,7 @@ TEST_CASE("a variable above gRPC's default 4 MiB limit goes through") {
   wire::InitializeRequest init;
   init.set_cluster("psgd");
   SetTensor("big", std::vector<float>(1 << 21, 0.25f), init.add_variables());
-  init.mutable_variables(0)->set_kind(wire::PARAMETER);
+  init.mutable_variables(0)->mutable_spec()->set_kind(wire::PARAMETER);
   wire::InitializeResponse reply;
   grpc::Status s = Unary(init, &reply, [&](auto* c, auto& r, auto* p) {
     return stub->Initialize(c, r, p);

@@ -53,9 +53,11 @@ std::string ShardMetricsText(const ShardStatus& s, int64_t sent_bytes,
     const char* kChunksHelp =
         "Data chunks the servers handed out (leased), counted done (their "
         "gradient applied) and put back in the queue (returned).";
-    page.Counter(kChunks, kChunksHelp, s.data_leased, with("what", "leased"));
-    page.Counter(kChunks, kChunksHelp, s.data_done, with("what", "done"));
-    page.Counter(kChunks, kChunksHelp, s.data_returned,
+    page.Counter(kChunks, kChunksHelp, s.data_counters.leased,
+                 with("what", "leased"));
+    page.Counter(kChunks, kChunksHelp, s.data_counters.done,
+                 with("what", "done"));
+    page.Counter(kChunks, kChunksHelp, s.data_counters.returned,
                  with("what", "returned"));
     page.Gauge("psgd_ps_data_epoch", "The data queue's current epoch.",
                s.data_epoch, shard);

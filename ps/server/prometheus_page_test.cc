@@ -66,9 +66,9 @@ TEST_CASE("a shard's page: the data queue, only where there is one") {
   s.data_epoch = 2;
   s.data_chunks_done = 5;
   s.data_chunks_per_epoch = 20;
-  s.data_leased = 50;
-  s.data_done = 45;
-  s.data_returned = 3;
+  s.data_counters.leased = 50;
+  s.data_counters.done = 45;
+  s.data_counters.returned = 3;
   const std::string t = ShardMetricsText(s, 0, 0);
   INFO(t);
   CHECK(t.find("psgd_ps_data_chunks_total{shard=\"0\",what=\"leased\"} 50\n") !=

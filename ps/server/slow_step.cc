@@ -7,7 +7,7 @@ namespace psgd {
 namespace ps {
 
 std::string SlowStepLog::Check(const ShardStatus& s, absl::Time now) {
-  if (threshold_ <= absl::ZeroDuration() || s.mode != "sync" ||
+  if (threshold_ <= absl::ZeroDuration() || s.mode != Mode::kSync ||
       !s.initialized || s.shutting_down || s.awaiting_rollback ||
       s.waiting_for.empty()) {
     return "";

@@ -8,7 +8,7 @@ namespace {
 
 ShardStatus Waiting(absl::Time started) {
   ShardStatus s;
-  s.mode = "sync";
+  s.mode = Mode::kSync;
   s.initialized = true;
   s.shard_index = 1;
   s.step = 7;
@@ -40,7 +40,7 @@ TEST_CASE("no word for async, nobody missing, or no threshold") {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   const absl::Time late = t0 + absl::Minutes(5);
   ShardStatus s = Waiting(t0);
-  s.mode = "async";
+  s.mode = Mode::kAsync;
   CHECK(SlowStepLog(absl::Seconds(1)).Check(s, late).empty());
   s = Waiting(t0);
   s.waiting_for.clear();

@@ -724,7 +724,7 @@ ShardStatus ParameterShard::Status() const {
   s.cluster = options_.cluster_name;
   s.shard_index = options_.shard_index;
   s.num_shards = options_.num_shards;
-  s.mode = std::string(ModeName(options_.mode));
+  s.mode = options_.mode;
   s.initialized = store_ != nullptr;
   s.step = step_;
   s.counters = counters_;
@@ -771,10 +771,7 @@ ShardStatus ParameterShard::Status() const {
     s.data_chunks_per_epoch = p.chunks_in_epoch;
     s.data_chunks_out = p.chunks_out;
     s.data_chunks_queued = p.chunks_queued;
-    s.data_leased = c.leased;
-    s.data_done = c.done;
-    s.data_returned = c.returned;
-    s.data_epochs_completed = c.epochs_completed;
+    s.data_counters = c;
   }
   return s;
 }

@@ -96,17 +96,17 @@ absl::Status ParameterShard::RestoreAgreed(int64_t label) {
 
 absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
                                            bool restart, int64_t generation) {
-  const std::string mode(ModeName(options_.mode));
   if (c.cluster != options_.cluster_name ||
       c.shard_index != options_.shard_index ||
-      c.num_shards != options_.num_shards || c.mode != mode ||
+      c.num_shards != options_.num_shards || c.mode != options_.mode ||
       c.total_num_replicas != options_.total_num_replicas) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the checkpoint is of shard ", c.shard_index, " of ", c.num_shards,
-        " of cluster '", c.cluster, "' (", c.mode, ", ", c.total_num_replicas,
-        " workers); this is shard ", options_.shard_index, " of ",
-        options_.num_shards, " of '", options_.cluster_name, "' (", mode, ", ",
-        options_.total_num_replicas, " workers)"));
+        " of cluster '", c.cluster, "' (", ModeName(c.mode), ", ",
+        c.total_num_replicas, " workers); this is shard ", options_.shard_index,
+        " of ", options_.num_shards, " of '", options_.cluster_name, "' (",
+        ModeName(options_.mode), ", ", options_.total_num_replicas,
+        " workers)"));
   }
   const WeightsSnapshot& w = *c.weights;
   std::vector<TensorBytes> variables;
@@ -179,7 +179,7 @@ void ParameterShard::SaveLocked(int64_t label) {
   c->num_shards = options_.num_shards;
   c->label = label;
   c->generation = generation_;
-  c->mode = std::string(ModeName(options_.mode));
+  c->mode = options_.mode;
   c->total_num_replicas = options_.total_num_replicas;
   c->saved = absl::Now();
   c->step = step_;

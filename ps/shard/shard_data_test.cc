@@ -100,10 +100,10 @@ TEST_CASE("sync with a backup worker: each sample applied once an epoch") {
   CHECK(surplus == 12);
   const ShardStatus status = shard->Status();
   CHECK(status.data_queue);
-  CHECK(status.data_leased == 36);
-  CHECK(status.data_done == 24);
-  CHECK(status.data_returned == 12);
-  CHECK(status.data_epochs_completed == 3);
+  CHECK(status.data_counters.leased == 36);
+  CHECK(status.data_counters.done == 24);
+  CHECK(status.data_counters.returned == 12);
+  CHECK(status.data_counters.epochs_completed == 3);
   // 24 chunks applied: 3 whole epochs of 7 and 3 chunks of the fourth.
   const DataQueuePosition p = *shard->DataPosition();
   CHECK(p.epoch == 3);

@@ -137,7 +137,7 @@ TEST_CASE("sync N=3 of M=4: one update, surplus, stale, pulls released") {
   CHECK(s.counters.dropped_surplus == 1);
   CHECK(s.counters.refused == 0);
   CHECK(s.pending_gradients == 0);
-  CHECK(s.mode == "sync");
+  CHECK(s.mode == Mode::kSync);
 }
 
 TEST_CASE("adaptive backups: the shard chooses N from the arrivals") {
@@ -429,7 +429,7 @@ TEST_CASE("async: every push applies; the histogram follows the interleaving") {
         std::map<int64_t, int64_t>{{0, 2}, {1, 1}, {2, 3}});
   CHECK(s.counters.applied == 6);
   CHECK(s.step == 6);
-  CHECK(s.mode == "async");
+  CHECK(s.mode == Mode::kAsync);
 }
 
 TEST_CASE("async: max_push_staleness refuses what exceeds it, and only that") {

@@ -15,13 +15,15 @@ namespace {
 
 // Checks that `state` fits an optimizer of `kind` with `slot_names` over
 // variables of `sizes` elements.
-absl::Status CheckState(const OptimizerState& state, absl::string_view kind,
+absl::Status CheckState(const OptimizerState& state,
+                        OptimizerOptions::Kind want,
                         const std::vector<std::string>& slot_names,
                         const std::vector<int64_t>& sizes) {
-  if (state.kind != kind) {
-    return absl::InvalidArgumentError(absl::StrCat("optimizer state of kind '",
-                                                   state.kind, "' for a ", kind,
-                                                   " optimizer"));
+  const absl::string_view kind = OptimizerKindName(want);
+  if (state.kind != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer state of kind '", OptimizerKindName(state.kind),
+                     "' for a ", kind, " optimizer"));
   }
   if (state.step < 0) {
     return absl::InvalidArgumentError(
@@ -73,14 +75,14 @@ class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, std::vector<int64_t> sizes,
       std::vector<float> decay)
-      : kind_(OptimizerKindName(o.kind)),
+      : kind_(o.kind),
         learning_rate_(o.learning_rate),
         momentum_(static_cast<float>(o.momentum)),
         nesterov_(o.nesterov),
         schedule_(o.schedule),
         sizes_(std::move(sizes)),
         decay_(std::move(decay)) {
-    if (kind_ == "momentum") {
+    if (kind_ == OptimizerOptions::Kind::kMomentum) {
       for (int64_t n : sizes_) buf_.emplace_back(static_cast<size_t>(n));
     }
   }
@@ -128,12 +130,12 @@ class Sgd final : public Optimizer {
     }
     return absl::MakeConstSpan(buf_[variable].data(), buf_[variable].size());
   }
-  absl::string_view name() const override { return kind_; }
+  absl::string_view name() const override { return OptimizerKindName(kind_); }
   int64_t SlotBytes() const override { return BytesOf(buf_); }
 
   OptimizerState SaveState() const override {
     OptimizerState s;
-    s.kind = std::string(kind_);
+    s.kind = kind_;
     s.step = step_;
     if (!buf_.empty()) {
       s.slot_names = {"momentum"};
@@ -161,7 +163,7 @@ class Sgd final : public Optimizer {
   }
 
  private:
-  const absl::string_view kind_;  // "sgd" or "momentum"
+  const OptimizerOptions::Kind kind_;  // kSgd or kMomentum
   const double learning_rate_;
   const float momentum_;
   const bool nesterov_;
@@ -239,7 +241,7 @@ class Adam final : public Optimizer {
 
   OptimizerState SaveState() const override {
     OptimizerState s;
-    s.kind = "adam";
+    s.kind = OptimizerOptions::Kind::kAdam;
     s.step = step_;
     s.slot_names = {"m", "v"};
     for (const std::vector<AlignedBuffer>* slot : {&m_, &v_}) {
@@ -251,7 +253,8 @@ class Adam final : public Optimizer {
     return s;
   }
   absl::Status LoadState(const OptimizerState& state) override {
-    if (absl::Status s = CheckState(state, "adam", {"m", "v"}, sizes_);
+    if (absl::Status s = CheckState(state, OptimizerOptions::Kind::kAdam,
+                                    {"m", "v"}, sizes_);
         !s.ok()) {
       return s;
     }

@@ -44,7 +44,7 @@ namespace ps {
 // An optimizer's state, for checkpoints: its kind, its step (Adam's t) and
 // its slots, copied.
 struct OptimizerState {
-  std::string kind;  // name(): "adam", "sgd", "momentum"
+  OptimizerOptions::Kind kind = OptimizerOptions::Kind::kAdam;
   int64_t step = 0;
   // slots[k][i]: slot slot_names[k] of variable i, (sizes[i],).
   std::vector<std::string> slot_names;

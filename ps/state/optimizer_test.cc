@@ -357,7 +357,7 @@ TEST_CASE("the momentum slot is saved and restored bit-exactly") {
   Step(**a, w, {0.3f, -0.1f, 0.7f, 1e-3f});
   Step(**a, w, {-0.2f, 0.4f, 0.1f, 2e-3f});
   const OptimizerState saved = (*a)->SaveState();
-  CHECK(saved.kind == "momentum");
+  CHECK(saved.kind == OptimizerOptions::Kind::kMomentum);
   CHECK(saved.slot_names == std::vector<std::string>{"momentum"});
   auto b = CreateOptimizer(o, {4});
   REQUIRE(b.ok());

@@ -28,8 +28,6 @@
 namespace psgd {
 namespace ps {
 
-enum class Mode { kSync, kAsync };
-
 // Where batch norm's running statistics live (docs/CLUSTER.md, "Batch
 // norm"): kServer keeps them as variables of the shards, folded from the
 // batch statistics each push carries; kLocal leaves them to each worker, and

@@ -222,11 +222,14 @@ struct ShardMemory {
   }
 };
 
+// The training mode (proto/cluster.proto's TrainingConfig.Mode).
+enum class Mode { kSync, kAsync };
+
 struct ShardStatus {
   std::string cluster;
   int shard_index = 0;
   int num_shards = 1;
-  std::string mode;  // "sync" or "async"
+  Mode mode = Mode::kSync;
   bool initialized = false;
   int64_t step = 0;
   PushCounters counters;
@@ -263,10 +266,7 @@ struct ShardStatus {
   int64_t data_chunks_per_epoch = 0;
   int64_t data_chunks_out = 0;
   int64_t data_chunks_queued = 0;
-  int64_t data_leased = 0;
-  int64_t data_done = 0;
-  int64_t data_returned = 0;
-  int64_t data_epochs_completed = 0;
+  DataQueueCounters data_counters;
   // Workers that left with a failure (they cannot take part), by worker id
   // ascending, with the reason each gave last.
   std::vector<std::pair<int, std::string>> failed_workers;

@@ -24,7 +24,7 @@ ShardCheckpoint SmallCheckpoint(int shard, int num_shards, int64_t label,
   c.num_shards = num_shards;
   c.label = label;
   c.generation = generation;
-  c.mode = "sync";
+  c.mode = Mode::kSync;
   c.total_num_replicas = 3;
   c.saved = absl::FromUnixSeconds(1700000000);
   c.step = step;
@@ -46,7 +46,7 @@ ShardCheckpoint SmallCheckpoint(int shard, int num_shards, int64_t label,
   weights->generation = generation;
   weights->layout = layout;
   c.weights = weights;
-  c.optimizer.kind = "adam";
+  c.optimizer.kind = OptimizerOptions::Kind::kAdam;
   c.optimizer.step = step;
   c.optimizer.slot_names = {"m", "v"};
   c.optimizer.slots = {

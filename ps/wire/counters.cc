@@ -1,5 +1,7 @@
 #include "ps/wire/counters.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace psgd {
 namespace ps {
 
@@ -61,6 +63,65 @@ std::vector<RollbackRecord> RollbacksFromProto(
     out.push_back({r.generation(), r.label(), r.from_step(), r.to_step()});
   }
   return out;
+}
+
+void DataQueueCountersToProto(const DataQueueCounters& c,
+                              wire::DataQueueCounters* out) {
+  out->set_leased(c.leased);
+  out->set_done(c.done);
+  out->set_returned(c.returned);
+  out->set_epochs_completed(c.epochs_completed);
+}
+
+DataQueueCounters DataQueueCountersFromProto(const wire::DataQueueCounters& c) {
+  DataQueueCounters out;
+  out.leased = c.leased();
+  out.done = c.done();
+  out.returned = c.returned();
+  out.epochs_completed = c.epochs_completed();
+  return out;
+}
+
+wire::TrainingMode ModeToProto(Mode mode) {
+  return mode == Mode::kSync ? wire::SYNC : wire::ASYNC;
+}
+
+absl::StatusOr<Mode> ModeFromProto(int mode) {
+  switch (mode) {
+    case wire::SYNC:
+      return Mode::kSync;
+    case wire::ASYNC:
+      return Mode::kAsync;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("training mode ", mode, " is not sync or async"));
+  }
+}
+
+wire::OptimizerKind OptimizerKindToProto(OptimizerOptions::Kind kind) {
+  switch (kind) {
+    case OptimizerOptions::Kind::kAdam:
+      return wire::ADAM;
+    case OptimizerOptions::Kind::kSgd:
+      return wire::SGD;
+    case OptimizerOptions::Kind::kMomentum:
+      return wire::MOMENTUM;
+  }
+  return wire::OPTIMIZER_KIND_UNSPECIFIED;
+}
+
+absl::StatusOr<OptimizerOptions::Kind> OptimizerKindFromProto(int kind) {
+  switch (kind) {
+    case wire::ADAM:
+      return OptimizerOptions::Kind::kAdam;
+    case wire::SGD:
+      return OptimizerOptions::Kind::kSgd;
+    case wire::MOMENTUM:
+      return OptimizerOptions::Kind::kMomentum;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer ", kind, " is not adam, sgd or momentum"));
+  }
 }
 
 }  // namespace ps

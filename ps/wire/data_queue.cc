@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "ps/wire/counters.h"
+
 namespace psgd {
 namespace ps {
 
@@ -18,10 +20,7 @@ void DataQueueStateToProto(const DataQueueState& s, ckpt::DataQueueState* out) {
     p->set_next_index(e.next_index);
     p->mutable_outstanding()->Add(e.outstanding.begin(), e.outstanding.end());
   }
-  out->set_chunks_leased(s.counters.leased);
-  out->set_chunks_done(s.counters.done);
-  out->set_chunks_returned(s.counters.returned);
-  out->set_epochs_completed(s.counters.epochs_completed);
+  DataQueueCountersToProto(s.counters, out->mutable_counters());
 }
 
 DataQueueState DataQueueStateFromProto(const ckpt::DataQueueState& s) {
@@ -39,10 +38,7 @@ DataQueueState DataQueueStateFromProto(const ckpt::DataQueueState& s) {
     e.outstanding.assign(p.outstanding().begin(), p.outstanding().end());
     out.epochs.push_back(std::move(e));
   }
-  out.counters.leased = s.chunks_leased();
-  out.counters.done = s.chunks_done();
-  out.counters.returned = s.chunks_returned();
-  out.counters.epochs_completed = s.epochs_completed();
+  out.counters = DataQueueCountersFromProto(s.counters());
   return out;
 }
 

@@ -41,9 +41,9 @@ TEST_CASE("a data queue restored through the proto's bytes") {
                              proto.epochs(0).outstanding().end()) ==
         std::vector<int64_t>{1, 3, 4, 6});
   CHECK(proto.epochs(1).next_index() == 2);
-  CHECK(proto.chunks_leased() == 9);
-  CHECK(proto.chunks_done() == 3);
-  CHECK(proto.chunks_returned() == 1);
+  CHECK(proto.counters().leased() == 9);
+  CHECK(proto.counters().done() == 3);
+  CHECK(proto.counters().returned() == 1);
   std::string bytes;
   REQUIRE(proto.SerializeToString(&bytes));
 

@@ -188,8 +188,8 @@ TEST_CASE("shared memory: a request's tensors read from the segment") {
   std::memcpy(&segment[64], values, sizeof(values));
   google::protobuf::RepeatedPtrField<wire::TensorData> tensors;
   wire::TensorData* t = tensors.Add();
-  t->set_name("b");
-  t->add_shape(2);
+  t->mutable_spec()->set_name("b");
+  t->mutable_spec()->add_shape(2);
   t->set_dtype(wire::DT_FLOAT32);
   t->mutable_shared()->set_offset(64);
   t->mutable_shared()->set_size(8);

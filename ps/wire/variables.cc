@@ -34,5 +34,26 @@ SliceOf SliceOfFromProto(const wire::SliceOf& slice) {
   return SliceOf{slice.variable(), slice.part(), slice.row_begin()};
 }
 
+void VariableSpecToProto(const VariableSpec& spec, wire::VariableSpec* out) {
+  out->set_name(spec.name);
+  out->mutable_shape()->Assign(spec.shape.begin(), spec.shape.end());
+  out->set_kind(VariableKindToProto(spec.kind));
+  if (spec.slice_of.has_value()) {
+    SliceOfToProto(*spec.slice_of, out->mutable_slice_of());
+  } else {
+    out->clear_slice_of();
+  }
+}
+
+VariableSpecRead VariableSpecFromProto(const wire::VariableSpec& p) {
+  VariableSpecRead read;
+  read.spec.name = p.name();
+  read.spec.shape.assign(p.shape().begin(), p.shape().end());
+  read.kind = VariableKindFromProto(p.kind());
+  if (read.kind.has_value()) read.spec.kind = *read.kind;
+  if (p.has_slice_of()) read.spec.slice_of = SliceOfFromProto(p.slice_of());
+  return read;
+}
+
 }  // namespace ps
 }  // namespace psgd

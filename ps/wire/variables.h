@@ -1,5 +1,6 @@
-// What a variable is (common/model_variables.h's VariableKind and SliceOf;
-// proto/variable.proto), converted once: the wire's Initialize and Status
+// What a variable is (common/model_variables.h's VariableSpec, VariableKind
+// and SliceOf; proto/variable.proto), converted once: the wire's tensors and
+// Status
 // (ps/wire/wire.h) and the checkpoint files (ps/checkpoint/checkpoint.h)
 // both use these.
 //
@@ -22,6 +23,16 @@ std::optional<VariableKind> VariableKindFromProto(int kind);
 
 void SliceOfToProto(const SliceOf& slice, wire::SliceOf* out);
 SliceOf SliceOfFromProto(const wire::SliceOf& slice);
+
+// A variable's identity (its initializer is not part of it).
+void VariableSpecToProto(const VariableSpec& spec, wire::VariableSpec* out);
+// The kind as VariableKindFromProto reads it: nullopt for one not said or
+// not known (each caller decides what that means).
+struct VariableSpecRead {
+  VariableSpec spec;
+  std::optional<VariableKind> kind;
+};
+VariableSpecRead VariableSpecFromProto(const wire::VariableSpec& spec);
 
 }  // namespace ps
 }  // namespace psgd

@@ -18,8 +18,8 @@ absl::StatusOr<DType> DTypeFromProto(const wire::TensorData& t) {
       return DType::kFloat16;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", t.name(), "' has dtype ", static_cast<int>(t.dtype()),
-          ", which is unspecified or unknown"));
+          "tensor '", t.spec().name(), "' has dtype ",
+          static_cast<int>(t.dtype()), ", which is unspecified or unknown"));
   }
 }
 
@@ -45,7 +45,7 @@ absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
     if (!dtype.ok()) return dtype.status();
     absl::string_view data = t.data();
     if (t.has_shared()) {
-      const std::string what = absl::StrCat("tensor ", t.name());
+      const std::string what = absl::StrCat("tensor ", t.spec().name());
       if (!t.data().empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": both data and shared bytes"));
@@ -62,16 +62,18 @@ absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
       data = shared.substr(static_cast<size_t>(*offset),
                            static_cast<size_t>(t.shared().size()));
     }
+    const wire::VariableSpec& spec = t.spec();
     out.push_back(TensorBytes{
-        t.name(), absl::MakeConstSpan(t.shape().data(), t.shape().size()),
-        *dtype, data, std::nullopt});
+        spec.name(),
+        absl::MakeConstSpan(spec.shape().data(), spec.shape().size()), *dtype,
+        data, std::nullopt});
     if (t.has_scale()) out.back().scale = t.scale();
     out.back().no_gradient = t.no_gradient();
-    out.back().kind = VariableKindFromProto(t.kind());
-    if (t.has_slice_of()) {
-      out.back().slice_variable = t.slice_of().variable();
-      out.back().slice_part = t.slice_of().part();
-      out.back().slice_row_begin = t.slice_of().row_begin();
+    out.back().kind = VariableKindFromProto(spec.kind());
+    if (spec.has_slice_of()) {
+      out.back().slice_variable = spec.slice_of().variable();
+      out.back().slice_part = spec.slice_of().part();
+      out.back().slice_row_begin = spec.slice_of().row_begin();
     }
   }
   return out;
@@ -88,8 +90,9 @@ void SharedTensorToProto(const TensorBytes& t, int64_t offset,
 }
 
 void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out) {
-  out->set_name(t.name.data(), t.name.size());
-  out->mutable_shape()->Assign(t.shape.begin(), t.shape.end());
+  wire::VariableSpec* spec = out->mutable_spec();
+  spec->set_name(t.name.data(), t.name.size());
+  spec->mutable_shape()->Assign(t.shape.begin(), t.shape.end());
   out->set_dtype(DTypeToProto(t.dtype));
   out->mutable_data()->assign(t.data.data(), t.data.size());
   if (t.scale.has_value()) {
@@ -99,17 +102,17 @@ void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out) {
   }
   out->set_no_gradient(t.no_gradient);
   if (t.kind.has_value()) {
-    out->set_kind(VariableKindToProto(*t.kind));
+    spec->set_kind(VariableKindToProto(*t.kind));
   } else {
-    out->clear_kind();
+    spec->clear_kind();
   }
   if (!t.slice_variable.empty()) {
-    wire::SliceOf* slice = out->mutable_slice_of();
+    wire::SliceOf* slice = spec->mutable_slice_of();
     slice->set_variable(t.slice_variable.data(), t.slice_variable.size());
     slice->set_part(t.slice_part);
     slice->set_row_begin(t.slice_row_begin);
   } else {
-    out->clear_slice_of();
+    spec->clear_slice_of();
   }
 }
 
@@ -182,7 +185,7 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
   out->set_cluster(s.cluster);
   out->set_shard_index(s.shard_index);
   out->set_num_shards(s.num_shards);
-  out->set_mode(s.mode);
+  out->set_mode(ModeToProto(s.mode));
   out->set_initialized(s.initialized);
   out->set_step(s.step);
   PushCountersToProto(s.counters, out->mutable_counters());
@@ -204,19 +207,10 @@ void ShardStatusToProto(const ShardStatus& s, wire::StatusResponse* out) {
     d->set_chunks_per_epoch(s.data_chunks_per_epoch);
     d->set_chunks_out(s.data_chunks_out);
     d->set_chunks_queued(s.data_chunks_queued);
-    d->set_leased(s.data_leased);
-    d->set_done(s.data_done);
-    d->set_returned(s.data_returned);
-    d->set_epochs_completed(s.data_epochs_completed);
+    DataQueueCountersToProto(s.data_counters, d->mutable_counters());
   }
   for (const VariableSpec& spec : s.variables) {
-    wire::VariableShape* v = out->add_variables();
-    v->set_name(spec.name);
-    v->mutable_shape()->Assign(spec.shape.begin(), spec.shape.end());
-    v->set_kind(VariableKindToProto(spec.kind));
-    if (spec.slice_of.has_value()) {
-      SliceOfToProto(*spec.slice_of, v->mutable_slice_of());
-    }
+    VariableSpecToProto(spec, out->add_variables());
   }
   for (const auto& [worker, reason] : s.failed_workers) {
     wire::WorkerFailure* f = out->add_failed_workers();
@@ -252,7 +246,8 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
   s.cluster = r.cluster();
   s.shard_index = r.shard_index();
   s.num_shards = r.num_shards();
-  s.mode = r.mode();
+  // A server that does not say (older than this build) reads as sync.
+  s.mode = ModeFromProto(r.mode()).value_or(Mode::kSync);
   s.initialized = r.initialized();
   s.step = r.step();
   s.counters = PushCountersFromProto(r.counters());
@@ -274,20 +269,11 @@ ShardStatus ShardStatusFromProto(const wire::StatusResponse& r) {
     s.data_chunks_per_epoch = d.chunks_per_epoch();
     s.data_chunks_out = d.chunks_out();
     s.data_chunks_queued = d.chunks_queued();
-    s.data_leased = d.leased();
-    s.data_done = d.done();
-    s.data_returned = d.returned();
-    s.data_epochs_completed = d.epochs_completed();
+    s.data_counters = DataQueueCountersFromProto(d.counters());
   }
-  for (const wire::VariableShape& v : r.variables()) {
-    VariableSpec spec;
-    spec.name = v.name();
-    spec.shape.assign(v.shape().begin(), v.shape().end());
+  for (const wire::VariableSpec& v : r.variables()) {
     // A server that did not say (older than this build) lists parameters.
-    spec.kind =
-        VariableKindFromProto(v.kind()).value_or(VariableKind::kParameter);
-    if (v.has_slice_of()) spec.slice_of = SliceOfFromProto(v.slice_of());
-    s.variables.push_back(std::move(spec));
+    s.variables.push_back(VariableSpecFromProto(v).spec);
   }
   for (const wire::WorkerFailure& f : r.failed_workers()) {
     s.failed_workers.emplace_back(f.worker_id(), f.reason());

@@ -48,7 +48,7 @@ TEST_CASE("push replies and shard statuses round-trip") {
   s.cluster = "c";
   s.shard_index = 1;
   s.num_shards = 2;
-  s.mode = "async";
+  s.mode = Mode::kAsync;
   s.initialized = true;
   s.step = 9;
   s.counters.applied = 9;
@@ -61,7 +61,7 @@ TEST_CASE("push replies and shard statuses round-trip") {
   ShardStatus t = ShardStatusFromProto(sp);
   CHECK(t.cluster == "c");
   CHECK(t.shard_index == 1);
-  CHECK(t.mode == "async");
+  CHECK(t.mode == Mode::kAsync);
   CHECK(t.step == 9);
   CHECK(t.counters.applied == 9);
   CHECK(t.counters.refused_too_stale == 2);
@@ -126,10 +126,10 @@ TEST_CASE("the data queue's fields of a status round-trip") {
   s.data_chunks_per_epoch = 30;
   s.data_chunks_out = 2;
   s.data_chunks_queued = 1;
-  s.data_leased = 99;
-  s.data_done = 94;
-  s.data_returned = 3;
-  s.data_epochs_completed = 3;
+  s.data_counters.leased = 99;
+  s.data_counters.done = 94;
+  s.data_counters.returned = 3;
+  s.data_counters.epochs_completed = 3;
   wire::StatusResponse sp;
   ShardStatusToProto(s, &sp);
   ShardStatus t = ShardStatusFromProto(sp);
@@ -139,10 +139,10 @@ TEST_CASE("the data queue's fields of a status round-trip") {
   CHECK(t.data_chunks_per_epoch == 30);
   CHECK(t.data_chunks_out == 2);
   CHECK(t.data_chunks_queued == 1);
-  CHECK(t.data_leased == 99);
-  CHECK(t.data_done == 94);
-  CHECK(t.data_returned == 3);
-  CHECK(t.data_epochs_completed == 3);
+  CHECK(t.data_counters.leased == 99);
+  CHECK(t.data_counters.done == 94);
+  CHECK(t.data_counters.returned == 3);
+  CHECK(t.data_counters.epochs_completed == 3);
 }
 
 }  // namespace

@@ -25,8 +25,8 @@ constexpr uint32_t kLengthDelimited = 2;
 constexpr uint32_t kVarint = 0;
 constexpr uint32_t kFixed64 = 1;
 // TensorData's fields (proto/ps.proto).
-constexpr int kNameField = 1, kShapeField = 2, kDTypeField = 3, kDataField = 4,
-              kScaleField = 5, kSharedField = 9;
+constexpr int kDTypeField = 3, kDataField = 4, kScaleField = 5,
+              kSharedField = 9, kSpecField = 10;
 constexpr uint32_t kFixed32 = 5;
 
 void AppendVarint(uint64_t v, std::string* out) {
@@ -69,8 +69,9 @@ absl::Status Malformed(absl::string_view what) {
 
 // The tensor `meta` describes, without data.
 TensorBytes MetaOf(const wire::TensorData& meta, DType dtype) {
-  TensorBytes t{meta.name(),
-                absl::MakeConstSpan(meta.shape().data(), meta.shape().size()),
+  TensorBytes t{meta.spec().name(),
+                absl::MakeConstSpan(meta.spec().shape().data(),
+                                    meta.spec().shape().size()),
                 dtype,
                 {},
                 std::nullopt};
@@ -89,24 +90,16 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
   while (uint32_t tag = input->ReadTag()) {
     const int field = static_cast<int>(tag >> 3);
     const uint32_t type = tag & 7;
-    if (field == kNameField && type == kLengthDelimited) {
-      if (!input->ReadString(meta.mutable_name(), ReadLength(input))) {
-        return Malformed("tensor name");
-      }
-    } else if (field == kShapeField && type == kLengthDelimited) {
+    if (field == kSpecField && type == kLengthDelimited) {
+      // The variable's name and shape: a few bytes, parsed as a message.
       const int length = ReadLength(input);
-      if (length < 0) return Malformed("tensor shape");
+      if (length < 0) return Malformed("tensor spec");
       const CodedInputStream::Limit limit = input->PushLimit(length);
-      uint64_t d;
-      while (input->BytesUntilLimit() > 0) {
-        if (!input->ReadVarint64(&d)) return Malformed("tensor shape");
-        meta.add_shape(static_cast<int64_t>(d));
+      if (!meta.mutable_spec()->MergePartialFromCodedStream(input) ||
+          !input->ConsumedEntireMessage()) {
+        return Malformed("tensor spec");
       }
       input->PopLimit(limit);
-    } else if (field == kShapeField && type == kVarint) {
-      uint64_t d;
-      if (!input->ReadVarint64(&d)) return Malformed("tensor shape");
-      meta.add_shape(static_cast<int64_t>(d));
     } else if (field == kDTypeField && type == kVarint) {
       uint32_t dtype;
       if (!input->ReadVarint32(&dtype)) return Malformed("tensor dtype");
@@ -121,7 +114,8 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
       const int length = ReadLength(input);
       if (length < 0) return Malformed("data length");
       data_seen = true;
-      if (meta.name().empty() || meta.dtype() == wire::DATA_TYPE_UNSPECIFIED) {
+      if (meta.spec().name().empty() ||
+          meta.dtype() == wire::DATA_TYPE_UNSPECIFIED) {
         // Data before the fields that say where it goes: keep it aside.
         if (!input->ReadString(&early_data, length)) {
           return Malformed("tensor data");
@@ -157,7 +151,7 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
     }
     absl::StatusOr<int64_t> offset =
         CheckSharedBytes(meta.shared(), static_cast<int64_t>(shared.size()),
-                         absl::StrCat("tensor ", meta.name()));
+                         absl::StrCat("tensor ", meta.spec().name()));
     if (!offset.ok()) return Malformed(offset.status().message());
     absl::StatusOr<DType> dtype = DTypeFromProto(meta);
     if (!dtype.ok()) return dtype.status();
@@ -205,8 +199,9 @@ grpc::ByteBuffer EncodeWithTensors(const google::protobuf::MessageLite& header,
   };
   for (const TensorBytes& t : tensors) {
     wire::TensorData meta;
-    meta.set_name(t.name.data(), t.name.size());
-    meta.mutable_shape()->Assign(t.shape.begin(), t.shape.end());
+    meta.mutable_spec()->set_name(t.name.data(), t.name.size());
+    meta.mutable_spec()->mutable_shape()->Assign(t.shape.begin(),
+                                                 t.shape.end());
     meta.set_dtype(DTypeToProto(t.dtype));
     if (t.scale.has_value()) meta.set_scale(*t.scale);
     if (t.no_gradient) meta.set_no_gradient(true);

@@ -60,16 +60,22 @@ TEST_CASE("encoded tensors are the protobuf encoding of the message") {
   grpc::ByteBuffer encoded = EncodeWithTensors(
       header, wire::PullResponse::kVariablesFieldNumber, tensors, nullptr);
 
-  // Byte for byte what the generated code writes.
+  // What the generated code writes, but each tensor's spec before its data
+  // (so that the reader knows where the data goes before it comes).
   wire::PullResponse expected = header;
   for (const TensorBytes& t : tensors) {
     wire::TensorData* d = expected.add_variables();
-    d->set_name(std::string(t.name));
-    d->mutable_shape()->Assign(t.shape.begin(), t.shape.end());
+    d->mutable_spec()->set_name(std::string(t.name));
+    d->mutable_spec()->mutable_shape()->Assign(t.shape.begin(), t.shape.end());
     d->set_dtype(wire::DT_FLOAT32);
     d->set_data(t.data.data(), t.data.size());
   }
-  CHECK(Flatten(encoded) == expected.SerializeAsString());
+  const std::string flat = Flatten(encoded);
+  wire::PullResponse parsed;
+  REQUIRE(parsed.ParseFromString(flat));
+  CHECK(parsed.SerializeAsString() == expected.SerializeAsString());
+  CHECK(flat.find("big") <
+        flat.find(std::string(reinterpret_cast<const char*>(big.data()), 16)));
 
   int64_t step = 0, wait_micros = -1;
   std::map<std::string, std::vector<float>> got;
@@ -147,8 +153,8 @@ TEST_CASE("the decoder takes fields in any order, and unknown ones") {
   std::vector<float> values = {7, 8, 9, 10, 11};
   data_only.set_data(values.data(), values.size() * sizeof(float));
   wire::TensorData rest;
-  rest.set_name("late");
-  rest.add_shape(5);
+  rest.mutable_spec()->set_name("late");
+  rest.mutable_spec()->add_shape(5);
   rest.set_dtype(wire::DT_FLOAT32);
   const std::string tensor =
       data_only.SerializeAsString() + rest.SerializeAsString() +
@@ -169,8 +175,8 @@ TEST_CASE("malformed bytes and sink refusals end the decoding") {
   wire::PullResponse m;
   m.set_step(3);
   wire::TensorData* t = m.add_variables();
-  t->set_name("x");
-  t->add_shape(2);
+  t->mutable_spec()->set_name("x");
+  t->mutable_spec()->add_shape(2);
   t->set_dtype(wire::DT_FLOAT32);
   t->set_data(std::string(8, '\0'));
   const std::string good = m.SerializeAsString();

@@ -177,8 +177,8 @@ ps::wire::TensorData Float32(const std::string& name,
                              const std::vector<int64_t>& shape,
                              const std::vector<float>& values) {
   ps::wire::TensorData t;
-  t.set_name(name);
-  t.mutable_shape()->Assign(shape.begin(), shape.end());
+  t.mutable_spec()->set_name(name);
+  t.mutable_spec()->mutable_shape()->Assign(shape.begin(), shape.end());
   t.set_dtype(ps::wire::DT_FLOAT32);
   t.set_data(reinterpret_cast<const char*>(values.data()),
              values.size() * sizeof(float));
@@ -193,8 +193,8 @@ ps::wire::InitializeRequest InitializeRequest(
     ps::wire::TensorData* t = r.add_variables();
     *t = v;
     // The seeds' variables are trained parameters unless they say.
-    if (t->kind() == ps::wire::VARIABLE_KIND_UNSPECIFIED) {
-      t->set_kind(ps::wire::PARAMETER);
+    if (t->spec().kind() == ps::wire::VARIABLE_KIND_UNSPECIFIED) {
+      t->mutable_spec()->set_kind(ps::wire::PARAMETER);
     }
   }
   return r;

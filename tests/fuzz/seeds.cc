@@ -405,10 +405,10 @@ std::string CheckpointBytes() {
   ps::ShardCheckpoint c;
   c.cluster = kCluster;
   c.label = 3;
-  c.mode = "sync";
+  c.mode = ps::Mode::kSync;
   c.saved = absl::FromUnixSeconds(1800000000);
   c.weights = (*shard)->LatestWeights();
-  c.optimizer.kind = "adam";
+  c.optimizer.kind = ps::OptimizerOptions::Kind::kAdam;
   c.optimizer.slot_names = {"m", "v"};
   c.optimizer.slots.resize(2);
   for (int i = 0; i < 2; ++i) {

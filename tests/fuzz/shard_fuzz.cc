@@ -369,13 +369,14 @@ void Driver::Unary(FuzzOp op, absl::string_view payload, Call call) {
       // The weights are the request's values.
       FUZZ_EXPECT(after_.status.step == 0 && after_.snapshot != nullptr, what);
       for (const ps::wire::TensorData& t : request.variables()) {
-        const int i = after_.snapshot->layout->Find(t.name());
-        FUZZ_EXPECT(i >= 0, what, ": no variable '", t.name(), "'");
+        const int i = after_.snapshot->layout->Find(t.spec().name());
+        FUZZ_EXPECT(i >= 0, what, ": no variable '", t.spec().name(), "'");
         const std::vector<float>& w = after_.weights[i];
-        FUZZ_EXPECT(w.size() * sizeof(float) == t.data().size() &&
-                        (w.empty() || std::memcmp(w.data(), t.data().data(),
-                                                  t.data().size()) == 0),
-                    what, ": variable '", t.name(), "' holds other values");
+        FUZZ_EXPECT(
+            w.size() * sizeof(float) == t.data().size() &&
+                (w.empty() ||
+                 std::memcmp(w.data(), t.data().data(), t.data().size()) == 0),
+            what, ": variable '", t.spec().name(), "' holds other values");
       }
     }
   } else if constexpr (std::is_same<Response,
@@ -514,12 +515,14 @@ void Driver::CheckLease(const ps::wire::LeaseDataRequest& request,
   FUZZ_EXPECT(options_.data_queue_on && !a.shutting_down &&
                   Contains(a.live_workers, request.worker_id()),
               what);
-  FUZZ_EXPECT(b.data_leased == a.data_leased + 1 &&
-                  b.data_returned == a.data_returned + (gave ? 1 : 0) &&
+  FUZZ_EXPECT(b.data_counters.leased == a.data_counters.leased + 1 &&
+                  b.data_counters.returned ==
+                      a.data_counters.returned + (gave ? 1 : 0) &&
                   b.data_chunks_out == a.data_chunks_out + 1 - (gave ? 1 : 0),
-              what, ": leased ", a.data_leased, " -> ", b.data_leased,
-              ", returned ", a.data_returned, " -> ", b.data_returned, ", out ",
-              a.data_chunks_out, " -> ", b.data_chunks_out);
+              what, ": leased ", a.data_counters.leased, " -> ",
+              b.data_counters.leased, ", returned ", a.data_counters.returned,
+              " -> ", b.data_counters.returned, ", out ", a.data_chunks_out,
+              " -> ", b.data_chunks_out);
   FUZZ_EXPECT(response.epoch() >= 0 && response.index() >= 0 &&
                   (options_.data_epochs == 0 ||
                    response.epoch() < options_.data_epochs),
@@ -680,14 +683,14 @@ void Driver::DecodePull(absl::string_view payload) {
               ", the parser's ", parsed.step(), " ", parsed.generation());
   if (options_.wire_weights != ps::DType::kFloat32) return;
   for (const ps::wire::TensorData& t : parsed.variables()) {
-    const auto it = placement.variable_index.find(t.name());
-    FUZZ_EXPECT(it != placement.variable_index.end(), "decoded '", t.name(),
-                "'");
+    const auto it = placement.variable_index.find(t.spec().name());
+    FUZZ_EXPECT(it != placement.variable_index.end(), "decoded '",
+                t.spec().name(), "'");
     const std::vector<float>& got = model[it->second];
     FUZZ_EXPECT(
         t.data().size() == got.size() * sizeof(float) &&
             std::memcmp(t.data().data(), got.data(), t.data().size()) == 0,
-        "DecodePullResponse: '", t.name(), "' decoded other values");
+        "DecodePullResponse: '", t.spec().name(), "' decoded other values");
   }
 }
 

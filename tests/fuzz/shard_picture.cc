@@ -111,17 +111,19 @@ void ExpectSameState(const ShardPicture& a, const ShardPicture& b,
   FUZZ_EXPECT(x.awaiting_rollback == y.awaiting_rollback, what);
   FUZZ_EXPECT(x.rollbacks == y.rollbacks, what, ": a rollback recorded");
   if (data) {
-    FUZZ_EXPECT(
-        x.data_queue == y.data_queue && x.data_epoch == y.data_epoch &&
-            x.data_chunks_done == y.data_chunks_done &&
-            x.data_chunks_out == y.data_chunks_out &&
-            x.data_chunks_queued == y.data_chunks_queued &&
-            x.data_leased == y.data_leased && x.data_done == y.data_done &&
-            x.data_returned == y.data_returned &&
-            x.data_epochs_completed == y.data_epochs_completed,
-        what, ": the data queue moved (leased ", x.data_leased, " -> ",
-        y.data_leased, ", out ", x.data_chunks_out, " -> ", y.data_chunks_out,
-        ", queued ", x.data_chunks_queued, " -> ", y.data_chunks_queued, ")");
+    FUZZ_EXPECT(x.data_queue == y.data_queue && x.data_epoch == y.data_epoch &&
+                    x.data_chunks_done == y.data_chunks_done &&
+                    x.data_chunks_out == y.data_chunks_out &&
+                    x.data_chunks_queued == y.data_chunks_queued &&
+                    x.data_counters.leased == y.data_counters.leased &&
+                    x.data_counters.done == y.data_counters.done &&
+                    x.data_counters.returned == y.data_counters.returned &&
+                    x.data_counters.epochs_completed ==
+                        y.data_counters.epochs_completed,
+                what, ": the data queue moved (leased ", x.data_counters.leased,
+                " -> ", y.data_counters.leased, ", out ", x.data_chunks_out,
+                " -> ", y.data_chunks_out, ", queued ", x.data_chunks_queued,
+                " -> ", y.data_chunks_queued, ")");
   }
   // After Shutdown the weights are out of sight (no pull answers).
   if (a.snapshot != nullptr && b.snapshot != nullptr) {
