@@ -5,7 +5,7 @@
     bazel-bin/ps/ps_server --config=configs/torch_resnet20.pbtxt --task=ps:0 &
     bazel-bin/ps/ps_server --config=configs/torch_resnet20.pbtxt --task=ps:1 &
     # one per worker task
-    PYTHONPATH=bazel-bin/python python3 examples/torch_cifar10.py \\
+    PYTHONPATH=bazel-bin/python/site python3 examples/torch_cifar10.py \\
         --config=configs/torch_resnet20.pbtxt --task=worker:0
 
 --model=resnet20 (config model { name: "external" }): ResNet-20 (He et al.

@@ -9,7 +9,7 @@ training loop in this file (psgd.torch.Worker), or psgd.torch.train with
     # workers' program:)
     bazel-bin/ps/ps_server --config=configs/torchvision_resnet18.pbtxt --task=ps:0 &
     # one per worker task
-    PYTHONPATH=bazel-bin/python python3 examples/torchvision_cifar10.py \\
+    PYTHONPATH=bazel-bin/python/site python3 examples/torchvision_cifar10.py \\
         --config=configs/torchvision_resnet18.pbtxt --task=worker:0
 
 The config's model is "external" (the module's parameters are the

@@ -1,5 +1,5 @@
 // _psgd: the pybind11 binding of worker/session/external_worker.h, imported by
-// the psgd package (python/psgd_py/__init__.py), which gives it its Pythonic
+// the psgd package (python/psgd/__init__.py), which gives it its Pythonic
 // face. Arrays cross without copies through the buffer protocol: float32,
 // C-contiguous (numpy arrays; CPU torch tensors through .numpy()); the
 // weight buffers given to join() are kept alive and written in place by

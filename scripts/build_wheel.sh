@@ -17,6 +17,6 @@ out=${1:-dist}
 bazel build -c opt //python:psgd //ps:ps_server //ps/checkpoint:ckpt_tool \
   //configs:cluster_tasks >&2
 bin=bazel-out/k8-opt/bin
-exec /usr/bin/python3 python/wheel/wheel.py "$bin/python/psgd" "$out" \
+exec /usr/bin/python3 python/wheel/wheel.py "$bin/python/site/psgd" "$out" \
   ps_server="$bin/ps/ps_server" ckpt_tool="$bin/ps/checkpoint/ckpt_tool" \
   cluster_tasks="$bin/configs/cluster_tasks"

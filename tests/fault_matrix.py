@@ -68,7 +68,7 @@ CKPT_TOOL = os.path.join(RUNFILES, "ps", "checkpoint", "ckpt_tool")
 TORCH_WORKER = os.path.join(SOURCES, "tests", "fault_matrix_torch_worker.py")
 CLUSTER_SH = os.path.join(SOURCES, "scripts", "lib", "cluster.sh")
 LEDGER_CHECK = os.path.join(SOURCES, "scripts", "ledger_check.py")
-PYTHONPATH = os.path.join(RUNFILES, "python")
+PYTHONPATH = os.path.join(RUNFILES, "python", "site")
 TMP = os.environ.get("TEST_TMPDIR", "/tmp/fault_matrix")
 
 MODELS = {

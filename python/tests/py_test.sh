@@ -4,5 +4,5 @@
 # runfiles: py_test.sh NAME.
 set -euo pipefail
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
-export PYTHONPATH=$RUNFILES/python:$RUNFILES/python/tests
+export PYTHONPATH=$RUNFILES/python/site:$RUNFILES/python/tests
 exec /usr/bin/python3 "$RUNFILES/python/tests/$1.py" -v

@@ -19,7 +19,7 @@ unset PYTHONPATH
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 wheel=$(/usr/bin/python3 "$RUNFILES/python/wheel/wheel.py" \
-  "$RUNFILES/python/psgd" "$tmp/dist" ps_server="$RUNFILES/ps/ps_server" \
+  "$RUNFILES/python/site/psgd" "$tmp/dist" ps_server="$RUNFILES/ps/ps_server" \
   ckpt_tool="$RUNFILES/ps/checkpoint/ckpt_tool" \
   cluster_tasks="$RUNFILES/configs/cluster_tasks")
 case "$(basename "$wheel")" in

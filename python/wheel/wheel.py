@@ -3,8 +3,8 @@
 
     wheel.py PACKAGE_DIR OUT_DIR [NAME=PROGRAM ...]
 
-PACKAGE_DIR is `bazel build //python:psgd`'s bazel-bin/python/psgd (the
-Python modules, _psgd.so and _build_info.py). Writes
+PACKAGE_DIR is `bazel build //python:psgd`'s bazel-bin/python/site/psgd
+(the Python modules, _psgd.so and _build_info.py). Writes
 OUT_DIR/psgd-VERSION-cpXY-cpXY-linux_x86_64.whl (a zip with the package and
 its .dist-info: METADATA, WHEEL, RECORD, as PEP 427 describes) and prints
 its path. The tag is the interpreter the extension was built for
@@ -77,7 +77,7 @@ def main():
         programs[name] = path
     if not os.path.isfile(os.path.join(package, "_psgd.so")):
         fail(f"{package} holds no _psgd.so: run `bazel build //python:psgd` "
-             "and pass bazel-bin/python/psgd")
+             "and pass bazel-bin/python/site/psgd")
     info = read_build_info(package)
     version = read_version(package)
     py = "cp" + info["PYTHON_VERSION"].replace(".", "")

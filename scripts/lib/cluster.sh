@@ -21,7 +21,7 @@
 #                                network namespace NS when given; a worker
 #                                with a program (WorkerTask.program: a
 #                                Python script gets /usr/bin/python3 and
-#                                $PSGD_BIN/python on PYTHONPATH) runs it
+#                                $PSGD_BIN/python/site on PYTHONPATH) runs it
 #                                instead of worker/worker, without FLAGS;
 #                                stdout and
 #                                stderr to LOG, or with LOG "-" to this
@@ -141,7 +141,7 @@ start_task() {
   local in=()
   [ -z "$netns" ] || in=(ip netns exec "$netns")
   # The psgd package (//python:psgd) for Python worker programs.
-  in+=(env "PYTHONPATH=$PSGD_BIN/python${PYTHONPATH:+:$PYTHONPATH}")
+  in+=(env "PYTHONPATH=$PSGD_BIN/python/site${PYTHONPATH:+:$PYTHONPATH}")
   if [ "$log" = - ]; then
     "${in[@]}" "${command[@]}" --config="$cfg" --task="$task" --run_dir="$run" "$@" \
       > >(sed -u "s/^/$(printf '%-9s|' "$task") /") 2>&1 &

@@ -24,7 +24,7 @@
 #
 # A worker task with a program (WorkerTask.program, e.g. a PyTorch worker:
 # examples/torch_cifar10.py) runs it instead of worker/worker, with the psgd
-# package of $bin/python on PYTHONPATH (docs/PYTHON.md).
+# package of $bin/python/site on PYTHONPATH (docs/PYTHON.md).
 #
 # The tasks run in the repository root: relative paths inside the config
 # (data.dir, run_root) are taken from there.

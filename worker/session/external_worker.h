@@ -1,5 +1,5 @@
 // A worker task whose model lives outside C++ (the Python package psgd,
-// python/psgd_py/): the config and task resolved as the daemons resolve
+// python/psgd/): the config and task resolved as the daemons resolve
 // them, the servers awaited, the run directory and outputs of the C++
 // worker (worker-J.jsonl, the chief's TensorBoard events and summary.json;
 // worker/session/task_files.h, task_outputs.h), and the run of every worker

@@ -1,82 +1,16 @@
-"""psgd: a worker of a psgd parameter-server cluster, in Python.
-
-A Session is one worker task of a cluster config (configs/*.pbtxt), the same
-config the ps_server and worker daemons read. It joins the cluster, pulls
-the weights into arrays it borrows, pushes gradients and says what became of
-each push; the recovery from servers that restart, the chief's duties and the
-run directory's files (worker-J.jsonl, the chief's summary.json) are the C++
-worker's own (worker/session/). psgd.torch runs a whole training loop for a
-torch.nn.Module.
-
-    import numpy as np, psgd
-    w = {"linear/weights": np.zeros((1728, 10), np.float32),
-         "linear/biases": np.zeros((10,), np.float32)}
-    with psgd.Session("cluster.pbtxt", "worker:1") as s:
-        s.join(w)                          # the first weights, into w
-        while not s.stop_reason():
-            step = s.step
-            grads = compute(w)             # name -> float32 array, w's shapes
-            outcome = s.push(step, grads)  # psgd.PushOutcome
-            s.pull_into(w)                 # the next weights, in place
-
-Arrays are float32 and C-contiguous: numpy arrays, or CPU torch tensors (their
-memory, through .numpy(), without a copy). Errors are psgd.Error subclasses
-named after what went wrong (InvalidArgumentError is also a ValueError,
-ModelMismatchError a FailedPreconditionError ...); a refused call sends
-nothing to the servers.
+"""psgd.Session: one worker task of a psgd cluster, and what a push
+returns (StepOutcome, PushOutcome). The package's docstring (psgd) shows a
+loop; docs/PYTHON.md describes the API. Import these from psgd.
 """
 
 import enum
-import sys
 import time
 import typing
 
-from psgd import _build_info
+from psgd import _psgd
+from psgd.errors import Error, InvalidArgumentError
 
-__version__ = "0.1.0"
-
-
-def _load_extension():
-    """The extension, or an ImportError that says what to run instead."""
-    built_for = _build_info.PYTHON_VERSION
-    running = "%d.%d" % sys.version_info[:2]
-    if (sys.implementation.name != _build_info.IMPLEMENTATION or
-            running != built_for):
-        raise ImportError(
-            f"psgd's extension is built for {_build_info.IMPLEMENTATION} "
-            f"{built_for} ({_build_info.PYTHON}); this is "
-            f"{sys.implementation.name} {running} ({sys.executable}): run "
-            f"{_build_info.PYTHON}, or a virtual environment made from it")
-    try:
-        from psgd import _psgd  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-        raise ImportError(
-            f"psgd's extension does not load under {sys.executable}: {e} "
-            "(scripts/setup.sh installs the shared libraries it links)") from e
-    return _psgd
-
-
-_psgd = _load_extension()
-
-__all__ = [
-    "Session", "StepOutcome", "PushOutcome", "Error", "InvalidArgumentError",
-    "FailedPreconditionError", "ModelMismatchError", "NotFoundError",
-    "DeadlineExceededError", "UnavailableError", "UnauthenticatedError",
-    "CancelledError", "OutOfRangeError", "Interrupted", "eval_metrics",
-]
-
-Error = _psgd.Error
-InvalidArgumentError = _psgd.InvalidArgumentError
-FailedPreconditionError = _psgd.FailedPreconditionError
-ModelMismatchError = _psgd.ModelMismatchError
-NotFoundError = _psgd.NotFoundError
-DeadlineExceededError = _psgd.DeadlineExceededError
-UnavailableError = _psgd.UnavailableError
-UnauthenticatedError = _psgd.UnauthenticatedError
-CancelledError = _psgd.CancelledError
-OutOfRangeError = _psgd.OutOfRangeError
-# A wait for the servers that a signal or set_interrupt's check ended.
-Interrupted = _psgd.Interrupted
+__all__ = ["Session", "StepOutcome", "PushOutcome", "eval_metrics"]
 
 # The C++ StepOutcome (worker/session/step_outcome.h), member for member:
 # kApplied is APPLIED, kDroppedStale DROPPED_STALE ...; the values are the
