@@ -13,6 +13,12 @@
 // shape; a view of another shape is INVALID_ARGUMENT. Element-wise ops with
 // no state are methods of Backend.
 //
+// Checks. Every call is a non-virtual entry that checks its arguments'
+// shapes (the op's against its shape(), op_shapes.h; the element-wise ones
+// against each other) and only then calls the implementation's private
+// virtual Do... of the same arguments: an implementation never sees a view
+// of the wrong shape and does not check again. A refused call runs nothing.
+//
 // Ordering. A backend may run ops asynchronously, in issue order (the CUDA
 // backend: one stream). Results are ready for the host after CopyToHost
 // returns, after Synchronize, or when an op returns a host value (the loss).
@@ -49,15 +55,24 @@ class Conv2dOp {
 
   // x: (N, C, H, W); w: (O, C, KH, KW); b: (O) or [] without a bias  ->
   // y: (N, O, OH, OW)
-  virtual absl::Status Forward(ConstDeviceView x, ConstDeviceView w,
-                               ConstDeviceView b, DeviceView y) = 0;
+  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
+                       DeviceView y);
   // dy: (N, O, H, W); w: (O, C, KH, KW)  ->  dx: (N, C, H, W)
-  virtual absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
-                                    DeviceView dx) = 0;
+  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
+                            DeviceView dx);
   // x: (N, C, H, W); dy: (N, O, H, W)  ->  dw: (O, C, KH, KW), db: (O).
   // Overwrites dw and db.
-  virtual absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
-                                      DeviceView dw, DeviceView db) = 0;
+  absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
+                              DeviceView dw, DeviceView db);
+
+ private:
+  // The calls above, their arguments' shapes checked.
+  virtual absl::Status DoForward(ConstDeviceView x, ConstDeviceView w,
+                                 ConstDeviceView b, DeviceView y) = 0;
+  virtual absl::Status DoBackwardData(ConstDeviceView dy, ConstDeviceView w,
+                                      DeviceView dx) = 0;
+  virtual absl::Status DoBackwardFilter(ConstDeviceView x, ConstDeviceView dy,
+                                        DeviceView dw, DeviceView db) = 0;
 };
 
 // Max pooling, SAME padding. See PoolShape.
@@ -67,11 +82,17 @@ class MaxPoolOp {
   virtual const PoolShape& shape() const = 0;
 
   // x: (N, C, H, W)  ->  y: (N, C, OH, OW)
-  virtual absl::Status Forward(ConstDeviceView x, DeviceView y) = 0;
+  absl::Status Forward(ConstDeviceView x, DeviceView y);
   // x: (N, C, H, W); y, dy: (N, C, OH, OW)  ->  dx: (N, C, H, W). Each
   // output's gradient goes to the first maximum of its window (row-major).
-  virtual absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                                ConstDeviceView dy, DeviceView dx) = 0;
+  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                        ConstDeviceView dy, DeviceView dx);
+
+ private:
+  // The calls above, their arguments' shapes checked.
+  virtual absl::Status DoForward(ConstDeviceView x, DeviceView y) = 0;
+  virtual absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                                  ConstDeviceView dy, DeviceView dx) = 0;
 };
 
 // Local response normalisation across channels. See LrnParams.
@@ -81,10 +102,16 @@ class LrnOp {
   virtual const LrnShape& shape() const = 0;
 
   // x: (N, C, H, W)  ->  y: (N, C, H, W)
-  virtual absl::Status Forward(ConstDeviceView x, DeviceView y) = 0;
+  absl::Status Forward(ConstDeviceView x, DeviceView y);
   // x, y, dy: (N, C, H, W)  ->  dx: (N, C, H, W)
-  virtual absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                                ConstDeviceView dy, DeviceView dx) = 0;
+  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                        ConstDeviceView dy, DeviceView dx);
+
+ private:
+  // The calls above, their arguments' shapes checked.
+  virtual absl::Status DoForward(ConstDeviceView x, DeviceView y) = 0;
+  virtual absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                                  ConstDeviceView dy, DeviceView dx) = 0;
 };
 
 // Batch normalisation (optionally fused with a ReLU). See BatchNormShape.
@@ -98,29 +125,42 @@ class BatchNormOp {
   // Training. x: (N, C, H, W); gamma, beta: (C)  ->  y: (N, C, H, W);
   // batch_mean, batch_var: (C), the batch's mean and biased variance (for
   // Backward); running_mean, running_var: (C), updated in place.
-  virtual absl::Status ForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
-                                       ConstDeviceView beta, DeviceView y,
-                                       DeviceView batch_mean,
-                                       DeviceView batch_var,
-                                       DeviceView running_mean,
-                                       DeviceView running_var) = 0;
+  absl::Status ForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
+                               ConstDeviceView beta, DeviceView y,
+                               DeviceView batch_mean, DeviceView batch_var,
+                               DeviceView running_mean, DeviceView running_var);
   // Inference. x: (N, C, H, W); gamma, beta, running_mean, running_var: (C)
   // ->  y: (N, C, H, W).
-  virtual absl::Status ForwardInference(ConstDeviceView x,
-                                        ConstDeviceView gamma,
-                                        ConstDeviceView beta,
-                                        ConstDeviceView running_mean,
-                                        ConstDeviceView running_var,
-                                        DeviceView y) = 0;
+  absl::Status ForwardInference(ConstDeviceView x, ConstDeviceView gamma,
+                                ConstDeviceView beta,
+                                ConstDeviceView running_mean,
+                                ConstDeviceView running_var, DeviceView y);
   // Backward of ForwardTraining. x, y, dy: (N, C, H, W) (y: the forward's
   // output, whose zeros are the fused ReLU's mask; unread without relu);
   // gamma, batch_mean, batch_var: (C)  ->  dx: (N, C, H, W); dgamma, dbeta:
   // (C), overwritten. dx may be dy (in place).
-  virtual absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                                ConstDeviceView dy, ConstDeviceView gamma,
-                                ConstDeviceView batch_mean,
-                                ConstDeviceView batch_var, DeviceView dx,
-                                DeviceView dgamma, DeviceView dbeta) = 0;
+  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
+                        ConstDeviceView dy, ConstDeviceView gamma,
+                        ConstDeviceView batch_mean, ConstDeviceView batch_var,
+                        DeviceView dx, DeviceView dgamma, DeviceView dbeta);
+
+ private:
+  // The calls above, their arguments' shapes checked.
+  virtual absl::Status DoForwardTraining(
+      ConstDeviceView x, ConstDeviceView gamma, ConstDeviceView beta,
+      DeviceView y, DeviceView batch_mean, DeviceView batch_var,
+      DeviceView running_mean, DeviceView running_var) = 0;
+  virtual absl::Status DoForwardInference(ConstDeviceView x,
+                                          ConstDeviceView gamma,
+                                          ConstDeviceView beta,
+                                          ConstDeviceView running_mean,
+                                          ConstDeviceView running_var,
+                                          DeviceView y) = 0;
+  virtual absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                                  ConstDeviceView dy, ConstDeviceView gamma,
+                                  ConstDeviceView batch_mean,
+                                  ConstDeviceView batch_var, DeviceView dx,
+                                  DeviceView dgamma, DeviceView dbeta) = 0;
 };
 
 // Fully connected layer with bias. See DenseShape.
@@ -130,14 +170,23 @@ class DenseOp {
   virtual const DenseShape& shape() const = 0;
 
   // x: (N, K); w: (K, M); b: (M)  ->  y: (N, M)
-  virtual absl::Status Forward(ConstDeviceView x, ConstDeviceView w,
-                               ConstDeviceView b, DeviceView y) = 0;
+  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
+                       DeviceView y);
   // dy: (N, M); w: (K, M)  ->  dx: (N, K)
-  virtual absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
-                                    DeviceView dx) = 0;
+  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
+                            DeviceView dx);
   // x: (N, K); dy: (N, M)  ->  dw: (K, M), db: (M). Overwrites dw and db.
-  virtual absl::Status BackwardWeights(ConstDeviceView x, ConstDeviceView dy,
-                                       DeviceView dw, DeviceView db) = 0;
+  absl::Status BackwardWeights(ConstDeviceView x, ConstDeviceView dy,
+                               DeviceView dw, DeviceView db);
+
+ private:
+  // The calls above, their arguments' shapes checked.
+  virtual absl::Status DoForward(ConstDeviceView x, ConstDeviceView w,
+                                 ConstDeviceView b, DeviceView y) = 0;
+  virtual absl::Status DoBackwardData(ConstDeviceView dy, ConstDeviceView w,
+                                      DeviceView dx) = 0;
+  virtual absl::Status DoBackwardWeights(ConstDeviceView x, ConstDeviceView dy,
+                                         DeviceView dw, DeviceView db) = 0;
 };
 
 // What SoftmaxCrossEntropyOp returns to the host.
@@ -156,8 +205,15 @@ class SoftmaxCrossEntropyOp {
 
   // logits: (N, K); labels: N host values in [0, K)  ->  dlogits: (N, K) =
   // (softmax(logits) - one_hot(labels)) / N, and the loss and the number of
-  // correct predictions. INVALID_ARGUMENT for a label outside [0, K).
-  virtual absl::StatusOr<CrossEntropyResult> Run(
+  // correct predictions. INVALID_ARGUMENT for another number of labels or a
+  // label outside [0, K) too.
+  absl::StatusOr<CrossEntropyResult> Run(ConstDeviceView logits,
+                                         absl::Span<const int32_t> labels,
+                                         DeviceView dlogits);
+
+ private:
+  // Run, its arguments' shapes and its labels checked.
+  virtual absl::StatusOr<CrossEntropyResult> DoRun(
       ConstDeviceView logits, absl::Span<const int32_t> labels,
       DeviceView dlogits) = 0;
 };
@@ -170,13 +226,13 @@ class Backend {
   virtual std::string name() const = 0;
 
   // --- Memory -------------------------------------------------------------
-  // A zero-filled tensor. INVALID_ARGUMENT for an invalid shape,
-  // RESOURCE_EXHAUSTED when out of memory.
-  virtual absl::StatusOr<DeviceTensor> Allocate(const Shape& shape) = 0;
+  // A zero-filled tensor. INVALID_ARGUMENT for an invalid shape
+  // (ValidateShape), RESOURCE_EXHAUSTED when out of memory.
+  absl::StatusOr<DeviceTensor> Allocate(const Shape& shape);
   // Element counts must match (shapes may differ); INVALID_ARGUMENT if not.
-  virtual absl::Status CopyToDevice(ConstTensorView src, DeviceView dst) = 0;
+  absl::Status CopyToDevice(ConstTensorView src, DeviceView dst);
   // Waits for the ops that write `src`.
-  virtual absl::Status CopyToHost(ConstDeviceView src, TensorView dst) = 0;
+  absl::Status CopyToHost(ConstDeviceView src, TensorView dst);
   // Waits until every op issued so far has finished.
   virtual absl::Status Synchronize() = 0;
   // Bytes the backend holds for its ops' calls beyond the tensors it
@@ -207,35 +263,56 @@ class Backend {
       const BatchNormShape& shape) = 0;
 
   // --- Element-wise ops (any shape; x and y of equal shape) ---------------
+  // INVALID_ARGUMENT "<op>: shapes [..] and [..] differ" (CheckSameShape)
+  // unless they are.
   // y = max(x, 0). y may be x (in place).
-  virtual absl::Status ReluForward(ConstDeviceView x, DeviceView y) = 0;
+  absl::Status ReluForward(ConstDeviceView x, DeviceView y);
   // dx = dy where y > 0, else 0. dx may be dy (in place).
-  virtual absl::Status ReluBackward(ConstDeviceView y, ConstDeviceView dy,
-                                    DeviceView dx) = 0;
+  absl::Status ReluBackward(ConstDeviceView y, ConstDeviceView dy,
+                            DeviceView dx);
   // y = a + b (the residual add; also sums gradients). y may be a or b.
-  virtual absl::Status Add(ConstDeviceView a, ConstDeviceView b,
-                           DeviceView y) = 0;
+  absl::Status Add(ConstDeviceView a, ConstDeviceView b, DeviceView y);
   // y = max(a + b, 0): the residual add and the ReLU after it in one pass
   // (ReluBackward then takes this y as its mask). y may be a or b.
-  virtual absl::Status AddRelu(ConstDeviceView a, ConstDeviceView b,
-                               DeviceView y) = 0;
+  absl::Status AddRelu(ConstDeviceView a, ConstDeviceView b, DeviceView y);
   // dst = src; element counts must match.
-  virtual absl::Status Copy(ConstDeviceView src, DeviceView dst) = 0;
+  absl::Status Copy(ConstDeviceView src, DeviceView dst);
   // Global average pooling. x: (N, C, H, W) in the layout of
   // `channel_block` (op_shapes.h)  ->  y: (N, C), the mean over H and W.
-  virtual absl::Status GlobalAvgPoolForward(ConstDeviceView x,
-                                            int64_t channel_block,
-                                            DeviceView y) = 0;
+  absl::Status GlobalAvgPoolForward(ConstDeviceView x, int64_t channel_block,
+                                    DeviceView y);
   // dy: (N, C)  ->  dx: (N, C, H, W) = dy / (H * W) at every position, in
   // the layout of `channel_block`.
-  virtual absl::Status GlobalAvgPoolBackward(ConstDeviceView dy,
-                                             int64_t channel_block,
-                                             DeviceView dx) = 0;
+  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy, int64_t channel_block,
+                                     DeviceView dx);
   // L2 weight decay of one variable, TensorFlow's
   // decay * tf.nn.l2_loss(w) = decay * sum(w^2) / 2:
   // dw += decay * w, and returns that loss term.
-  virtual absl::StatusOr<double> L2WeightDecay(ConstDeviceView w, float decay,
-                                               DeviceView dw) = 0;
+  absl::StatusOr<double> L2WeightDecay(ConstDeviceView w, float decay,
+                                       DeviceView dw);
+
+ private:
+  // The calls above of the same names, their arguments checked (shapes,
+  // element counts, the channel block).
+  virtual absl::StatusOr<DeviceTensor> DoAllocate(const Shape& shape) = 0;
+  virtual absl::Status DoCopyToDevice(ConstTensorView src, DeviceView dst) = 0;
+  virtual absl::Status DoCopyToHost(ConstDeviceView src, TensorView dst) = 0;
+  virtual absl::Status DoReluForward(ConstDeviceView x, DeviceView y) = 0;
+  virtual absl::Status DoReluBackward(ConstDeviceView y, ConstDeviceView dy,
+                                      DeviceView dx) = 0;
+  virtual absl::Status DoAdd(ConstDeviceView a, ConstDeviceView b,
+                             DeviceView y) = 0;
+  virtual absl::Status DoAddRelu(ConstDeviceView a, ConstDeviceView b,
+                                 DeviceView y) = 0;
+  virtual absl::Status DoCopy(ConstDeviceView src, DeviceView dst) = 0;
+  virtual absl::Status DoGlobalAvgPoolForward(ConstDeviceView x,
+                                              int64_t channel_block,
+                                              DeviceView y) = 0;
+  virtual absl::Status DoGlobalAvgPoolBackward(ConstDeviceView dy,
+                                               int64_t channel_block,
+                                               DeviceView dx) = 0;
+  virtual absl::StatusOr<double> DoL2WeightDecay(ConstDeviceView w, float decay,
+                                                 DeviceView dw) = 0;
 };
 
 }  // namespace psgd

@@ -362,6 +362,23 @@ absl::Status SoftmaxCrossEntropyShape::CheckRun(const Shape& logits_shape,
                              {"dlogits", dlogits, logits()}});
 }
 
+absl::Status SoftmaxCrossEntropyShape::CheckLabels(
+    absl::Span<const int32_t> labels) const {
+  if (static_cast<int64_t>(labels.size()) != batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("softmax_cross_entropy: ", labels.size(),
+                     " labels for a batch of ", batch));
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= classes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("softmax_cross_entropy: label ", labels[i],
+                       " of example ", i, " is outside [0, ", classes, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckShape(absl::string_view op, absl::string_view what,
                         const Shape& got, const Shape& want) {
   if (got == want) return absl::OkStatus();

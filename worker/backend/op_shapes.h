@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/tensor.h"
 
 namespace psgd {
@@ -225,6 +226,8 @@ struct SoftmaxCrossEntropyShape {
   std::string ToString() const;
   absl::Status Validate() const;
   absl::Status CheckRun(const Shape& logits, const Shape& dlogits) const;
+  // INVALID_ARGUMENT unless there are `batch` labels, each in [0, classes).
+  absl::Status CheckLabels(absl::Span<const int32_t> labels) const;
 };
 
 // INVALID_ARGUMENT "<op> <what>: shape [..] but the plan is for [..]" unless

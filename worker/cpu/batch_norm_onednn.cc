@@ -102,16 +102,14 @@ class OneDnnBatchNorm : public BatchNormOp {
 
   const BatchNormShape& shape() const override { return shape_; }
 
+ private:
   // x, y: (N, C, H, W); gamma, beta, batch_mean, batch_var, running_mean,
   // running_var: (C).
-  absl::Status ForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
-                               ConstDeviceView beta, DeviceView y,
-                               DeviceView batch_mean, DeviceView batch_var,
-                               DeviceView running_mean,
-                               DeviceView running_var) override {
-    RETURN_IF_ERROR(shape_.CheckForwardTraining(
-        x.shape(), gamma.shape(), beta.shape(), y.shape(), batch_mean.shape(),
-        batch_var.shape(), running_mean.shape(), running_var.shape()));
+  absl::Status DoForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
+                                 ConstDeviceView beta, DeviceView y,
+                                 DeviceView batch_mean, DeviceView batch_var,
+                                 DeviceView running_mean,
+                                 DeviceView running_var) override {
     const int64_t plane = shape_.height * shape_.width;
     if (shape_.channel_block > 0) {
       BlockedBatchStatistics(shape_.batch, shape_.channels, plane,
@@ -158,14 +156,11 @@ class OneDnnBatchNorm : public BatchNormOp {
   }
 
   // x, y: (N, C, H, W); gamma, beta, running_mean, running_var: (C).
-  absl::Status ForwardInference(ConstDeviceView x, ConstDeviceView gamma,
-                                ConstDeviceView beta,
-                                ConstDeviceView running_mean,
-                                ConstDeviceView running_var,
-                                DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForwardInference(
-        x.shape(), gamma.shape(), beta.shape(), running_mean.shape(),
-        running_var.shape(), y.shape()));
+  absl::Status DoForwardInference(ConstDeviceView x, ConstDeviceView gamma,
+                                  ConstDeviceView beta,
+                                  ConstDeviceView running_mean,
+                                  ConstDeviceView running_var,
+                                  DeviceView y) override {
     RETURN_IF_ERROR(CatchOneDnn(shape_.ToString() + " inference", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -185,14 +180,11 @@ class OneDnnBatchNorm : public BatchNormOp {
 
   // x, y, dy, dx: (N, C, H, W); gamma, batch_mean, batch_var, dgamma, dbeta:
   // (C).
-  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                        ConstDeviceView dy, ConstDeviceView gamma,
-                        ConstDeviceView batch_mean, ConstDeviceView batch_var,
-                        DeviceView dx, DeviceView dgamma,
-                        DeviceView dbeta) override {
-    RETURN_IF_ERROR(shape_.CheckBackward(
-        x.shape(), y.shape(), dy.shape(), gamma.shape(), batch_mean.shape(),
-        batch_var.shape(), dx.shape(), dgamma.shape(), dbeta.shape()));
+  absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                          ConstDeviceView dy, ConstDeviceView gamma,
+                          ConstDeviceView batch_mean, ConstDeviceView batch_var,
+                          DeviceView dx, DeviceView dgamma,
+                          DeviceView dbeta) override {
     const float* diff_dst = dy.data();
     if (shape_.relu) {
       // The ReLU's backward, into dx; the normalisation's then runs in
@@ -220,7 +212,6 @@ class OneDnnBatchNorm : public BatchNormOp {
     });
   }
 
- private:
   // Whether the forward primitives apply the ReLU themselves (on channel
   // blocks, where oneDNN's fused kernel is as fast as the plain one).
   bool FusedRelu() const { return shape_.relu && shape_.channel_block > 0; }

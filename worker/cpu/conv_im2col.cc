@@ -26,10 +26,9 @@ class Im2colConv2d : public Conv2dOp {
 
   const Conv2dShape& shape() const override { return shape_; }
 
-  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
-                       DeviceView y) override {
-    RETURN_IF_ERROR(
-        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, ConstDeviceView w,
+                         ConstDeviceView b, DeviceView y) override {
     for (int64_t n = 0; n < shape_.batch; ++n) {
       Im2col(x.data() + n * shape_.in_channels * plane_);
       // y_n (O, HW) = w (O, CKK) . col (CKK, HW)
@@ -47,10 +46,8 @@ class Im2colConv2d : public Conv2dOp {
     return absl::OkStatus();
   }
 
-  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
-                            DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
+  absl::Status DoBackwardData(ConstDeviceView dy, ConstDeviceView w,
+                              DeviceView dx) override {
     for (int64_t n = 0; n < shape_.batch; ++n) {
       // dcol (CKK, HW) = w^T (CKK, O) . dy_n (O, HW)
       RETURN_IF_ERROR(Sgemm(gemm_, true, false, rows_, plane_,
@@ -62,10 +59,8 @@ class Im2colConv2d : public Conv2dOp {
     return absl::OkStatus();
   }
 
-  absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
-                              DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardFilter(x.shape(), dy.shape(),
-                                               dw.shape(), db.shape()));
+  absl::Status DoBackwardFilter(ConstDeviceView x, ConstDeviceView dy,
+                                DeviceView dw, DeviceView db) override {
     for (int64_t n = 0; n < shape_.batch; ++n) {
       Im2col(x.data() + n * shape_.in_channels * plane_);
       // dw (O, CKK) += dy_n (O, HW) . col^T (HW, CKK)
@@ -79,7 +74,6 @@ class Im2colConv2d : public Conv2dOp {
     return absl::OkStatus();
   }
 
- private:
   // Calls fn(row, c, kh, kw) for the rows [begin, end) of the column matrix.
   template <typename Fn>
   void ForRows(int64_t begin, int64_t end, Fn&& fn) const {

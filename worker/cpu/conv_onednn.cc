@@ -34,10 +34,9 @@ class OneDnnConv2d : public Conv2dOp {
 
   const Conv2dShape& shape() const override { return shape_; }
 
-  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
-                       DeviceView y) override {
-    RETURN_IF_ERROR(
-        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, ConstDeviceView w,
+                         ConstDeviceView b, DeviceView y) override {
     return CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -57,10 +56,8 @@ class OneDnnConv2d : public Conv2dOp {
     });
   }
 
-  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
-                            DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
+  absl::Status DoBackwardData(ConstDeviceView dy, ConstDeviceView w,
+                              DeviceView dx) override {
     return CatchOneDnn(shape_.ToString() + " backward data", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -75,10 +72,8 @@ class OneDnnConv2d : public Conv2dOp {
     });
   }
 
-  absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
-                              DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardFilter(x.shape(), dy.shape(),
-                                               dw.shape(), db.shape()));
+  absl::Status DoBackwardFilter(ConstDeviceView x, ConstDeviceView dy,
+                                DeviceView dw, DeviceView db) override {
     return CatchOneDnn(shape_.ToString() + " backward filter", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -98,7 +93,6 @@ class OneDnnConv2d : public Conv2dOp {
     });
   }
 
- private:
   // The scratchpad of one call, a piece of the shared workspace.
   static const memory& Scratch(memory& scratch, CallSpace* space) {
     scratch.set_data_handle(space->Take(scratch.get_desc().get_size()));

@@ -478,28 +478,23 @@ class WinogradConv2d : public Conv2dOp {
 
   const Conv2dShape& shape() const override { return shape_; }
 
-  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
-                       DeviceView y) override {
-    RETURN_IF_ERROR(
-        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, ConstDeviceView w,
+                         ConstDeviceView b, DeviceView y) override {
     return Run(x.data(), shape_.in_channels, w.data(), /*backward_data=*/false,
                shape_.has_bias ? b.data() : nullptr, shape_.relu, y.data(),
                shape_.out_channels, "forward");
   }
 
-  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
-                            DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
+  absl::Status DoBackwardData(ConstDeviceView dy, ConstDeviceView w,
+                              DeviceView dx) override {
     return Run(dy.data(), shape_.out_channels, w.data(),
                /*backward_data=*/true, nullptr, false, dx.data(),
                shape_.in_channels, "backward data");
   }
 
-  absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
-                              DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardFilter(x.shape(), dy.shape(),
-                                               dw.shape(), db.shape()));
+  absl::Status DoBackwardFilter(ConstDeviceView x, ConstDeviceView dy,
+                                DeviceView dw, DeviceView db) override {
     return CatchOneDnn(
         absl::StrCat(shape_.ToString(), " winograd backward filter"), [&] {
           CallSpace space(&context_->workspace);
@@ -510,7 +505,6 @@ class WinogradConv2d : public Conv2dOp {
         });
   }
 
- private:
   size_t FilterBytes() const {
     return kElements * shape_.in_channels * shape_.out_channels * sizeof(float);
   }

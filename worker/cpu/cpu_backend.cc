@@ -31,21 +31,18 @@ class CpuMaxPool : public MaxPoolOp {
       : shape_(shape), pool_(pool) {}
   const PoolShape& shape() const override { return shape_; }
 
-  absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, DeviceView y) override {
     MaxPoolForwardKernel(shape_, x.data(), y.data(), pool_);
     return absl::OkStatus();
   }
 
-  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                        ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
+  absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                          ConstDeviceView dy, DeviceView dx) override {
     MaxPoolBackwardKernel(shape_, x.data(), dy.data(), dx.data(), pool_);
     return absl::OkStatus();
   }
 
- private:
   const PoolShape shape_;
   ThreadPool* const pool_;  // Not owned.
 };
@@ -56,21 +53,18 @@ class CpuLrn : public LrnOp {
       : shape_(shape), pool_(pool) {}
   const LrnShape& shape() const override { return shape_; }
 
-  absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, DeviceView y) override {
     LrnForwardKernel(shape_, x.data(), y.data(), pool_);
     return absl::OkStatus();
   }
 
-  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                        ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
+  absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                          ConstDeviceView dy, DeviceView dx) override {
     LrnBackwardKernel(shape_, x.data(), y.data(), dy.data(), dx.data(), pool_);
     return absl::OkStatus();
   }
 
- private:
   const LrnShape shape_;
   ThreadPool* const pool_;  // Not owned.
 };
@@ -81,15 +75,14 @@ class CpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
       : shape_(shape) {}
   const SoftmaxCrossEntropyShape& shape() const override { return shape_; }
 
-  absl::StatusOr<CrossEntropyResult> Run(ConstDeviceView logits,
-                                         absl::Span<const int32_t> labels,
-                                         DeviceView dlogits) override {
-    RETURN_IF_ERROR(shape_.CheckRun(logits.shape(), dlogits.shape()));
+ private:
+  absl::StatusOr<CrossEntropyResult> DoRun(ConstDeviceView logits,
+                                           absl::Span<const int32_t> labels,
+                                           DeviceView dlogits) override {
     return SoftmaxCrossEntropyKernel(shape_.batch, shape_.classes,
                                      logits.data(), labels, dlogits.data());
   }
 
- private:
   const SoftmaxCrossEntropyShape shape_;
 };
 
@@ -112,34 +105,6 @@ class CpuBackend : public Backend {
         pool_(threads, PoolRuntime(options.pool)) {}
 
   std::string name() const override { return "cpu"; }
-
-  absl::StatusOr<DeviceTensor> Allocate(const Shape& shape) override {
-    RETURN_IF_ERROR(ValidateShape(shape));
-    constexpr size_t kAlignment = 64;
-    const size_t bytes = (NumElements(shape) * sizeof(float) + kAlignment - 1) /
-                         kAlignment * kAlignment;
-    void* data = std::aligned_alloc(kAlignment, bytes);
-    if (data == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cpu backend: cannot allocate ", bytes, " bytes for ",
-                       ShapeToString(shape)));
-    }
-    std::memset(data, 0, bytes);
-    return DeviceTensor(static_cast<float*>(data), shape,
-                        [](float* p) { std::free(p); });
-  }
-
-  absl::Status CopyToDevice(ConstTensorView src, DeviceView dst) override {
-    RETURN_IF_ERROR(CheckSameCount("CopyToDevice", src.size(), dst.size()));
-    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
-    return absl::OkStatus();
-  }
-
-  absl::Status CopyToHost(ConstDeviceView src, TensorView dst) override {
-    RETURN_IF_ERROR(CheckSameCount("CopyToHost", src.size(), dst.size()));
-    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
-    return absl::OkStatus();
-  }
 
   absl::Status Synchronize() override { return absl::OkStatus(); }
   int64_t WorkspaceBytes() const override {
@@ -196,67 +161,82 @@ class CpuBackend : public Backend {
     return CreateOneDnnBatchNorm(shape, &context_, &pool_);
   }
 
-  absl::Status Add(ConstDeviceView a, ConstDeviceView b,
-                   DeviceView y) override {
-    RETURN_IF_ERROR(CheckSameShape("add", a.shape(), b.shape()));
-    RETURN_IF_ERROR(CheckSameShape("add", a.shape(), y.shape()));
+ private:
+  absl::StatusOr<DeviceTensor> DoAllocate(const Shape& shape) override {
+    constexpr size_t kAlignment = 64;
+    const size_t bytes = (NumElements(shape) * sizeof(float) + kAlignment - 1) /
+                         kAlignment * kAlignment;
+    void* data = std::aligned_alloc(kAlignment, bytes);
+    if (data == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cpu backend: cannot allocate ", bytes, " bytes for ",
+                       ShapeToString(shape)));
+    }
+    std::memset(data, 0, bytes);
+    return DeviceTensor(static_cast<float*>(data), shape,
+                        [](float* p) { std::free(p); });
+  }
+
+  absl::Status DoCopyToDevice(ConstTensorView src, DeviceView dst) override {
+    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status DoCopyToHost(ConstDeviceView src, TensorView dst) override {
+    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status DoAdd(ConstDeviceView a, ConstDeviceView b,
+                     DeviceView y) override {
     AddKernel(y.size(), a.data(), b.data(), y.data(), &pool_);
     return absl::OkStatus();
   }
 
-  absl::Status AddRelu(ConstDeviceView a, ConstDeviceView b,
-                       DeviceView y) override {
-    RETURN_IF_ERROR(CheckSameShape("add relu", a.shape(), b.shape()));
-    RETURN_IF_ERROR(CheckSameShape("add relu", a.shape(), y.shape()));
+  absl::Status DoAddRelu(ConstDeviceView a, ConstDeviceView b,
+                         DeviceView y) override {
     AddReluKernel(y.size(), a.data(), b.data(), y.data(), &pool_);
     return absl::OkStatus();
   }
 
-  absl::Status Copy(ConstDeviceView src, DeviceView dst) override {
-    RETURN_IF_ERROR(CheckSameCount("copy", src.size(), dst.size()));
+  absl::Status DoCopy(ConstDeviceView src, DeviceView dst) override {
     if (src.data() != dst.data()) {
       std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
     }
     return absl::OkStatus();
   }
 
-  absl::Status GlobalAvgPoolForward(ConstDeviceView x, int64_t channel_block,
-                                    DeviceView y) override {
-    RETURN_IF_ERROR(CheckGlobalAvgPool(x.shape(), y.shape(), channel_block));
+  absl::Status DoGlobalAvgPoolForward(ConstDeviceView x, int64_t channel_block,
+                                      DeviceView y) override {
     GlobalAvgPoolForwardKernel(y.size(), x.dim(2) * x.dim(3), channel_block,
                                x.data(), y.data(), &pool_);
     return absl::OkStatus();
   }
 
-  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy, int64_t channel_block,
-                                     DeviceView dx) override {
-    RETURN_IF_ERROR(CheckGlobalAvgPool(dx.shape(), dy.shape(), channel_block));
+  absl::Status DoGlobalAvgPoolBackward(ConstDeviceView dy,
+                                       int64_t channel_block,
+                                       DeviceView dx) override {
     GlobalAvgPoolBackwardKernel(dy.size(), dx.dim(2) * dx.dim(3), channel_block,
                                 dy.data(), dx.data(), &pool_);
     return absl::OkStatus();
   }
 
-  absl::Status ReluForward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckSameShape("relu", x.shape(), y.shape()));
+  absl::Status DoReluForward(ConstDeviceView x, DeviceView y) override {
     ReluForwardKernel(x.size(), x.data(), y.data(), &pool_);
     return absl::OkStatus();
   }
 
-  absl::Status ReluBackward(ConstDeviceView y, ConstDeviceView dy,
-                            DeviceView dx) override {
-    RETURN_IF_ERROR(CheckSameShape("relu backward", y.shape(), dy.shape()));
-    RETURN_IF_ERROR(CheckSameShape("relu backward", y.shape(), dx.shape()));
+  absl::Status DoReluBackward(ConstDeviceView y, ConstDeviceView dy,
+                              DeviceView dx) override {
     ReluBackwardKernel(y.size(), y.data(), dy.data(), dx.data(), &pool_);
     return absl::OkStatus();
   }
 
-  absl::StatusOr<double> L2WeightDecay(ConstDeviceView w, float decay,
-                                       DeviceView dw) override {
-    RETURN_IF_ERROR(CheckSameShape("l2 weight decay", w.shape(), dw.shape()));
+  absl::StatusOr<double> DoL2WeightDecay(ConstDeviceView w, float decay,
+                                         DeviceView dw) override {
     return L2WeightDecayKernel(w.size(), w.data(), decay, dw.data());
   }
 
- private:
   const CpuBackendOptions options_;
   const GemmConfig gemm_;
   OneDnnContext context_;

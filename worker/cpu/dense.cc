@@ -15,10 +15,9 @@ class CpuDense : public DenseOp {
 
   const DenseShape& shape() const override { return shape_; }
 
-  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
-                       DeviceView y) override {
-    RETURN_IF_ERROR(
-        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, ConstDeviceView w,
+                         ConstDeviceView b, DeviceView y) override {
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // y = b broadcast over rows, then y += x . w.
     for (int64_t n = 0; n < N; ++n) {
@@ -28,20 +27,16 @@ class CpuDense : public DenseOp {
                  1.0f, y.data(), M);
   }
 
-  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
-                            DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
+  absl::Status DoBackwardData(ConstDeviceView dy, ConstDeviceView w,
+                              DeviceView dx) override {
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // dx (N, K) = dy (N, M) . w^T (M, K)
     return Sgemm(gemm_, false, true, N, K, M, 1.0f, dy.data(), M, w.data(), M,
                  0.0f, dx.data(), K);
   }
 
-  absl::Status BackwardWeights(ConstDeviceView x, ConstDeviceView dy,
-                               DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardWeights(x.shape(), dy.shape(),
-                                                dw.shape(), db.shape()));
+  absl::Status DoBackwardWeights(ConstDeviceView x, ConstDeviceView dy,
+                                 DeviceView dw, DeviceView db) override {
     const int64_t N = shape_.batch, K = shape_.inputs, M = shape_.outputs;
     // dw (K, M) = x^T (K, N) . dy (N, M)
     RETURN_IF_ERROR(Sgemm(gemm_, true, false, K, M, N, 1.0f, x.data(), K,
@@ -50,7 +45,6 @@ class CpuDense : public DenseOp {
     return absl::OkStatus();
   }
 
- private:
   const DenseShape shape_;
   const GemmConfig gemm_;
   ThreadPool* const pool_;  // Not owned.

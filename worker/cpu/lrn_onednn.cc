@@ -18,8 +18,8 @@ class OneDnnLrn : public LrnOp {
 
   const LrnShape& shape() const override { return shape_; }
 
-  absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, DeviceView y) override {
     return CatchOneDnn(shape_.ToString() + " forward", [&] {
       context_->PrepareThread();
       RunForward(x.data(), y.data());
@@ -27,10 +27,8 @@ class OneDnnLrn : public LrnOp {
     });
   }
 
-  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                        ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
+  absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                          ConstDeviceView dy, DeviceView dx) override {
     return CatchOneDnn(shape_.ToString() + " backward", [&] {
       context_->PrepareThread();
       dnnl::stream& s = context_->stream;
@@ -51,7 +49,6 @@ class OneDnnLrn : public LrnOp {
     });
   }
 
- private:
   void RunForward(const float* x, float* y) {
     dnnl::stream& s = context_->stream;
     CallSpace space(&context_->workspace);

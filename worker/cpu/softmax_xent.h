@@ -6,19 +6,18 @@
 
 #include <cstdint>
 
-#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "worker/backend/backend.h"
 
 namespace psgd {
 
-// logits: (N, K); labels: (N) in [0, K)  ->  dlogits: (N, K) =
-// (softmax(logits) - one_hot(labels)) / N, the mean loss and the number of
-// correct predictions. INVALID_ARGUMENT naming the first label outside
-// [0, K); dlogits is then left untouched.
-absl::StatusOr<CrossEntropyResult> SoftmaxCrossEntropyKernel(
-    int64_t batch, int64_t classes, const float* logits,
-    absl::Span<const int32_t> labels, float* dlogits);
+// logits: (N, K); labels: (N) in [0, K) (SoftmaxCrossEntropyOp::Run
+// checks them)  ->  dlogits: (N, K) = (softmax(logits) - one_hot(labels)) /
+// N, the mean loss and the number of correct predictions.
+CrossEntropyResult SoftmaxCrossEntropyKernel(int64_t batch, int64_t classes,
+                                             const float* logits,
+                                             absl::Span<const int32_t> labels,
+                                             float* dlogits);
 
 }  // namespace psgd
 

@@ -37,32 +37,26 @@ class CublasDense : public DenseOp {
     return absl::OkStatus();
   }
 
-  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
-                       DeviceView y) override {
-    RETURN_IF_ERROR(
-        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, ConstDeviceView w,
+                         ConstDeviceView b, DeviceView y) override {
     return WithPrefix(RunForward(x.data(), w.data(), b.data(), y.data()),
                       name_ + " forward: ");
   }
 
-  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
-                            DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
+  absl::Status DoBackwardData(ConstDeviceView dy, ConstDeviceView w,
+                              DeviceView dx) override {
     return WithPrefix(RunBackwardData(dy.data(), w.data(), dx.data()),
                       name_ + " backward data: ");
   }
 
-  absl::Status BackwardWeights(ConstDeviceView x, ConstDeviceView dy,
-                               DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardWeights(x.shape(), dy.shape(),
-                                                dw.shape(), db.shape()));
+  absl::Status DoBackwardWeights(ConstDeviceView x, ConstDeviceView dy,
+                                 DeviceView dw, DeviceView db) override {
     return WithPrefix(
         RunBackwardWeights(x.data(), dy.data(), dw.data(), db.data()),
         name_ + " backward weights: ");
   }
 
- private:
   // x: (N, K); w: (K, M); b: (M) -> y: (N, M)
   absl::Status RunForward(const float* x, const float* w, const float* b,
                           float* y) {

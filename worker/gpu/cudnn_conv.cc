@@ -226,32 +226,26 @@ class CudnnConv2d : public Conv2dOp {
   // Builds descriptors, chooses algorithms, allocates plan buffers.
   absl::Status Init();
 
-  absl::Status Forward(ConstDeviceView x, ConstDeviceView w, ConstDeviceView b,
-                       DeviceView y) override {
-    RETURN_IF_ERROR(
-        shape_.CheckForward(x.shape(), w.shape(), b.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, ConstDeviceView w,
+                         ConstDeviceView b, DeviceView y) override {
     return WithPrefix(RunForward(x.data(), w.data(), b.data(), y.data()),
                       name_ + " forward: ");
   }
 
-  absl::Status BackwardData(ConstDeviceView dy, ConstDeviceView w,
-                            DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackwardData(dy.shape(), w.shape(), dx.shape()));
+  absl::Status DoBackwardData(ConstDeviceView dy, ConstDeviceView w,
+                              DeviceView dx) override {
     return WithPrefix(RunBackwardData(dy.data(), w.data(), dx.data()),
                       name_ + " backward data: ");
   }
 
-  absl::Status BackwardFilter(ConstDeviceView x, ConstDeviceView dy,
-                              DeviceView dw, DeviceView db) override {
-    RETURN_IF_ERROR(shape_.CheckBackwardFilter(x.shape(), dy.shape(),
-                                               dw.shape(), db.shape()));
+  absl::Status DoBackwardFilter(ConstDeviceView x, ConstDeviceView dy,
+                                DeviceView dw, DeviceView db) override {
     return WithPrefix(
         RunBackwardFilter(x.data(), dy.data(), dw.data(), db.data()),
         name_ + " backward filter: ");
   }
 
- private:
   // x: (N, C, H, W) -> the input cuDNN sees: x itself, or x zero-padded
   // into padded_x_.
   absl::StatusOr<const float*> Input(const float* x) {

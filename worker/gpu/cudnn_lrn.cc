@@ -49,20 +49,17 @@ class GpuLrnOp : public LrnOp {
     return absl::OkStatus();
   }
 
-  absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
+ private:
+  absl::Status DoForward(ConstDeviceView x, DeviceView y) override {
     return WithPrefix(RunForward(x.data(), y.data()), name_ + " forward: ");
   }
 
-  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                        ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
+  absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                          ConstDeviceView dy, DeviceView dx) override {
     return WithPrefix(RunBackward(x.data(), y.data(), dy.data(), dx.data()),
                       name_ + " backward: ");
   }
 
- private:
   // x: (N, C, H, W) -> y: (N, C, H, W)
   absl::Status RunForward(const float* x, float* y) {
     RETURN_IF_ERROR(ctx_->Activate());

@@ -47,43 +47,6 @@ class GpuBackend : public Backend {
   std::string name() const override { return ctx_->name(); }
   GpuContext* context() const { return ctx_.get(); }
 
-  absl::StatusOr<DeviceTensor> Allocate(const Shape& shape) override {
-    RETURN_IF_ERROR(ValidateShape(shape));
-    RETURN_IF_ERROR(ctx_->Activate());
-    const size_t bytes = sizeof(float) * NumElements(shape);
-    void* data = nullptr;
-    absl::Status s = gpu::CudaStatus(cudaMalloc(&data, bytes), "cudaMalloc");
-    if (!s.ok()) {
-      (void)cudaGetLastError();
-      return gpu::WithPrefix(
-          s, absl::StrCat(name(), ": cannot allocate ", bytes, " bytes for ",
-                          ShapeToString(shape), ": "));
-    }
-    GpuContext* ctx = ctx_.get();
-    DeviceTensor tensor(static_cast<float*>(data), shape, [ctx](float* p) {
-      (void)ctx->Activate();
-      gpu::FreeDeviceMemory(p, ctx->stream());
-    });
-    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(data, 0, bytes, ctx_->stream()));
-    return tensor;
-  }
-
-  absl::Status CopyToDevice(ConstTensorView src, DeviceView dst) override {
-    RETURN_IF_ERROR(CheckSameCount("CopyToDevice", src.size(), dst.size()));
-    RETURN_IF_ERROR(ctx_->Activate());
-    return gpu::WithPrefix(
-        ctx_->Upload(src.data(), dst.data(), sizeof(float) * src.size()),
-        name() + " CopyToDevice: ");
-  }
-
-  absl::Status CopyToHost(ConstDeviceView src, TensorView dst) override {
-    RETURN_IF_ERROR(CheckSameCount("CopyToHost", src.size(), dst.size()));
-    RETURN_IF_ERROR(ctx_->Activate());
-    return gpu::WithPrefix(
-        ctx_->Download(src.data(), dst.data(), sizeof(float) * src.size()),
-        name() + " CopyToHost: ");
-  }
-
   absl::Status Synchronize() override {
     RETURN_IF_ERROR(ctx_->Activate());
     return gpu::WithPrefix(ctx_->Synchronize(), name() + " Synchronize: ");
@@ -125,90 +88,6 @@ class GpuBackend : public Backend {
     return gpu::CreateGpuBatchNorm(shape, ctx_.get());
   }
 
-  absl::Status Add(ConstDeviceView a, ConstDeviceView b,
-                   DeviceView y) override {
-    RETURN_IF_ERROR(CheckSameShape("add", a.shape(), b.shape()));
-    RETURN_IF_ERROR(CheckSameShape("add", a.shape(), y.shape()));
-    RETURN_IF_ERROR(ctx_->Activate());
-    return gpu::WithPrefix(
-        gpu::LaunchAdd(y.size(), a.data(), b.data(), y.data(), ctx_->stream()),
-        "add: ");
-  }
-
-  absl::Status AddRelu(ConstDeviceView a, ConstDeviceView b,
-                       DeviceView y) override {
-    RETURN_IF_ERROR(CheckSameShape("add relu", a.shape(), b.shape()));
-    RETURN_IF_ERROR(CheckSameShape("add relu", a.shape(), y.shape()));
-    RETURN_IF_ERROR(ctx_->Activate());
-    return gpu::WithPrefix(
-        gpu::LaunchAdd(y.size(), a.data(), b.data(), y.data(), ctx_->stream(),
-                       /*relu=*/true),
-        "add relu: ");
-  }
-
-  absl::Status Copy(ConstDeviceView src, DeviceView dst) override {
-    RETURN_IF_ERROR(CheckSameCount("copy", src.size(), dst.size()));
-    if (src.data() == dst.data()) return absl::OkStatus();
-    RETURN_IF_ERROR(ctx_->Activate());
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst.data(), src.data(), sizeof(float) * src.size(),
-                        cudaMemcpyDeviceToDevice, ctx_->stream()));
-    return absl::OkStatus();
-  }
-
-  absl::Status GlobalAvgPoolForward(ConstDeviceView x, int64_t channel_block,
-                                    DeviceView y) override {
-    RETURN_IF_ERROR(CheckGlobalAvgPool(x.shape(), y.shape(), channel_block));
-    RETURN_IF_ERROR(NchwOnly("global average pooling", channel_block));
-    RETURN_IF_ERROR(ctx_->Activate());
-    return gpu::WithPrefix(
-        gpu::LaunchGlobalAvgPool(y.size(), x.dim(2) * x.dim(3), x.data(),
-                                 y.data(), ctx_->stream()),
-        "global average pooling: ");
-  }
-
-  absl::Status GlobalAvgPoolBackward(ConstDeviceView dy, int64_t channel_block,
-                                     DeviceView dx) override {
-    RETURN_IF_ERROR(CheckGlobalAvgPool(dx.shape(), dy.shape(), channel_block));
-    RETURN_IF_ERROR(NchwOnly("global average pooling", channel_block));
-    RETURN_IF_ERROR(ctx_->Activate());
-    return gpu::WithPrefix(
-        gpu::LaunchGlobalAvgPoolBackward(dy.size(), dx.dim(2) * dx.dim(3),
-                                         dy.data(), dx.data(), ctx_->stream()),
-        "global average pooling backward: ");
-  }
-
-  absl::Status ReluForward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(CheckSameShape("relu", x.shape(), y.shape()));
-    return gpu::WithPrefix(relu_.Forward(x.size(), x.data(), y.data()),
-                           "relu: ");
-  }
-
-  absl::Status ReluBackward(ConstDeviceView y, ConstDeviceView dy,
-                            DeviceView dx) override {
-    RETURN_IF_ERROR(CheckSameShape("relu backward", y.shape(), dy.shape()));
-    RETURN_IF_ERROR(CheckSameShape("relu backward", y.shape(), dx.shape()));
-    return gpu::WithPrefix(
-        relu_.Backward(y.size(), y.data(), dy.data(), dx.data()),
-        "relu backward: ");
-  }
-
-  absl::StatusOr<double> L2WeightDecay(ConstDeviceView w, float decay,
-                                       DeviceView dw) override {
-    RETURN_IF_ERROR(CheckSameShape("l2 weight decay", w.shape(), dw.shape()));
-    RETURN_IF_ERROR(ctx_->Activate());
-    double loss = 0.0;
-    RETURN_IF_ERROR(gpu::WithPrefix(
-        gpu::LaunchL2WeightDecay(w.size(), w.data(), decay, dw.data(),
-                                 decay_scratch_.as<double>(),
-                                 decay_loss_.as<double>(), ctx_->stream()),
-        "l2 weight decay: "));
-    RETURN_IF_ERROR(
-        gpu::WithPrefix(ctx_->Download(decay_loss_.data(), &loss, sizeof(loss)),
-                        "l2 weight decay: "));
-    return loss;
-  }
-
   absl::Status Adam(const gpu::AdamParams& params, int64_t step, DeviceView w,
                     ConstDeviceView g, DeviceView m, DeviceView v) {
     RETURN_IF_ERROR(CheckSameShape("adam", w.shape(), g.shape()));
@@ -226,6 +105,114 @@ class GpuBackend : public Backend {
   }
 
  private:
+  absl::StatusOr<DeviceTensor> DoAllocate(const Shape& shape) override {
+    RETURN_IF_ERROR(ctx_->Activate());
+    const size_t bytes = sizeof(float) * NumElements(shape);
+    void* data = nullptr;
+    absl::Status s = gpu::CudaStatus(cudaMalloc(&data, bytes), "cudaMalloc");
+    if (!s.ok()) {
+      (void)cudaGetLastError();
+      return gpu::WithPrefix(
+          s, absl::StrCat(name(), ": cannot allocate ", bytes, " bytes for ",
+                          ShapeToString(shape), ": "));
+    }
+    GpuContext* ctx = ctx_.get();
+    DeviceTensor tensor(static_cast<float*>(data), shape, [ctx](float* p) {
+      (void)ctx->Activate();
+      gpu::FreeDeviceMemory(p, ctx->stream());
+    });
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(data, 0, bytes, ctx_->stream()));
+    return tensor;
+  }
+
+  absl::Status DoCopyToDevice(ConstTensorView src, DeviceView dst) override {
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        ctx_->Upload(src.data(), dst.data(), sizeof(float) * src.size()),
+        name() + " CopyToDevice: ");
+  }
+
+  absl::Status DoCopyToHost(ConstDeviceView src, TensorView dst) override {
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        ctx_->Download(src.data(), dst.data(), sizeof(float) * src.size()),
+        name() + " CopyToHost: ");
+  }
+
+  absl::Status DoAdd(ConstDeviceView a, ConstDeviceView b,
+                     DeviceView y) override {
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        gpu::LaunchAdd(y.size(), a.data(), b.data(), y.data(), ctx_->stream()),
+        "add: ");
+  }
+
+  absl::Status DoAddRelu(ConstDeviceView a, ConstDeviceView b,
+                         DeviceView y) override {
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        gpu::LaunchAdd(y.size(), a.data(), b.data(), y.data(), ctx_->stream(),
+                       /*relu=*/true),
+        "add relu: ");
+  }
+
+  absl::Status DoCopy(ConstDeviceView src, DeviceView dst) override {
+    if (src.data() == dst.data()) return absl::OkStatus();
+    RETURN_IF_ERROR(ctx_->Activate());
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst.data(), src.data(), sizeof(float) * src.size(),
+                        cudaMemcpyDeviceToDevice, ctx_->stream()));
+    return absl::OkStatus();
+  }
+
+  absl::Status DoGlobalAvgPoolForward(ConstDeviceView x, int64_t channel_block,
+                                      DeviceView y) override {
+    RETURN_IF_ERROR(NchwOnly("global average pooling", channel_block));
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        gpu::LaunchGlobalAvgPool(y.size(), x.dim(2) * x.dim(3), x.data(),
+                                 y.data(), ctx_->stream()),
+        "global average pooling: ");
+  }
+
+  absl::Status DoGlobalAvgPoolBackward(ConstDeviceView dy,
+                                       int64_t channel_block,
+                                       DeviceView dx) override {
+    RETURN_IF_ERROR(NchwOnly("global average pooling", channel_block));
+    RETURN_IF_ERROR(ctx_->Activate());
+    return gpu::WithPrefix(
+        gpu::LaunchGlobalAvgPoolBackward(dy.size(), dx.dim(2) * dx.dim(3),
+                                         dy.data(), dx.data(), ctx_->stream()),
+        "global average pooling backward: ");
+  }
+
+  absl::Status DoReluForward(ConstDeviceView x, DeviceView y) override {
+    return gpu::WithPrefix(relu_.Forward(x.size(), x.data(), y.data()),
+                           "relu: ");
+  }
+
+  absl::Status DoReluBackward(ConstDeviceView y, ConstDeviceView dy,
+                              DeviceView dx) override {
+    return gpu::WithPrefix(
+        relu_.Backward(y.size(), y.data(), dy.data(), dx.data()),
+        "relu backward: ");
+  }
+
+  absl::StatusOr<double> DoL2WeightDecay(ConstDeviceView w, float decay,
+                                         DeviceView dw) override {
+    RETURN_IF_ERROR(ctx_->Activate());
+    double loss = 0.0;
+    RETURN_IF_ERROR(gpu::WithPrefix(
+        gpu::LaunchL2WeightDecay(w.size(), w.data(), decay, dw.data(),
+                                 decay_scratch_.as<double>(),
+                                 decay_loss_.as<double>(), ctx_->stream()),
+        "l2 weight decay: "));
+    RETURN_IF_ERROR(
+        gpu::WithPrefix(ctx_->Download(decay_loss_.data(), &loss, sizeof(loss)),
+                        "l2 weight decay: "));
+    return loss;
+  }
+
   std::unique_ptr<GpuContext> ctx_;
   gpu::CudnnRelu relu_;
   gpu::DeviceBuffer decay_scratch_;  // kL2WeightDecayScratchElements doubles

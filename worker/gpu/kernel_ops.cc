@@ -33,9 +33,9 @@ class GpuMaxPool : public MaxPoolOp {
 
   const PoolShape& shape() const override { return shape_; }
 
+ private:
   // x: (N, C, H, W) -> y: (N, C, OH, OW)
-  absl::Status Forward(ConstDeviceView x, DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForward(x.shape(), y.shape()));
+  absl::Status DoForward(ConstDeviceView x, DeviceView y) override {
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(
         LaunchMaxPoolForward(geometry_, x.data(), y.data(), ctx_->stream()),
@@ -43,17 +43,14 @@ class GpuMaxPool : public MaxPoolOp {
   }
 
   // x: (N, C, H, W); y, dy: (N, C, OH, OW) -> dx: (N, C, H, W)
-  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                        ConstDeviceView dy, DeviceView dx) override {
-    RETURN_IF_ERROR(
-        shape_.CheckBackward(x.shape(), y.shape(), dy.shape(), dx.shape()));
+  absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                          ConstDeviceView dy, DeviceView dx) override {
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(LaunchMaxPoolBackward(geometry_, x.data(), dy.data(),
                                             dx.data(), ctx_->stream()),
                       name_ + " backward: ");
   }
 
- private:
   const PoolShape shape_;
   const std::string name_;
   GpuContext* const ctx_;  // Not owned.
@@ -83,26 +80,11 @@ class GpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
 
   const SoftmaxCrossEntropyShape& shape() const override { return shape_; }
 
+ private:
   // logits: (N, K); labels: N host values -> dlogits: (N, K)
-  absl::StatusOr<CrossEntropyResult> Run(ConstDeviceView logits,
-                                         absl::Span<const int32_t> labels,
-                                         DeviceView dlogits) override {
-    RETURN_IF_ERROR(
-        CheckShape(name_, "logits", logits.shape(), shape_.logits()));
-    RETURN_IF_ERROR(
-        CheckShape(name_, "dlogits", dlogits.shape(), shape_.logits()));
-    if (static_cast<int64_t>(labels.size()) != shape_.batch) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("softmax_cross_entropy: ", labels.size(),
-                       " labels for a batch of ", shape_.batch));
-    }
-    for (size_t i = 0; i < labels.size(); ++i) {
-      if (labels[i] < 0 || labels[i] >= shape_.classes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "softmax_cross_entropy: label ", labels[i], " of example ", i,
-            " is outside [0, ", shape_.classes, ")"));
-      }
-    }
+  absl::StatusOr<CrossEntropyResult> DoRun(ConstDeviceView logits,
+                                           absl::Span<const int32_t> labels,
+                                           DeviceView dlogits) override {
     CrossEntropyTotals totals{};
     RETURN_IF_ERROR(
         WithPrefix(RunKernels(logits.data(), labels, dlogits.data(), &totals),
@@ -113,7 +95,6 @@ class GpuSoftmaxCrossEntropy : public SoftmaxCrossEntropyOp {
     return result;
   }
 
- private:
   absl::Status RunKernels(const float* logits, absl::Span<const int32_t> labels,
                           float* dlogits, CrossEntropyTotals* totals) {
     RETURN_IF_ERROR(ctx_->Activate());
@@ -150,14 +131,12 @@ class GpuBatchNorm : public BatchNormOp {
 
   const BatchNormShape& shape() const override { return shape_; }
 
-  absl::Status ForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
-                               ConstDeviceView beta, DeviceView y,
-                               DeviceView batch_mean, DeviceView batch_var,
-                               DeviceView running_mean,
-                               DeviceView running_var) override {
-    RETURN_IF_ERROR(shape_.CheckForwardTraining(
-        x.shape(), gamma.shape(), beta.shape(), y.shape(), batch_mean.shape(),
-        batch_var.shape(), running_mean.shape(), running_var.shape()));
+ private:
+  absl::Status DoForwardTraining(ConstDeviceView x, ConstDeviceView gamma,
+                                 ConstDeviceView beta, DeviceView y,
+                                 DeviceView batch_mean, DeviceView batch_var,
+                                 DeviceView running_mean,
+                                 DeviceView running_var) override {
     RETURN_IF_ERROR(ctx_->Activate());
     RETURN_IF_ERROR(WithPrefix(
         LaunchBatchNormStatistics(geometry_, x.data(), shape_.momentum,
@@ -172,14 +151,11 @@ class GpuBatchNorm : public BatchNormOp {
         name_ + " forward: ");
   }
 
-  absl::Status ForwardInference(ConstDeviceView x, ConstDeviceView gamma,
-                                ConstDeviceView beta,
-                                ConstDeviceView running_mean,
-                                ConstDeviceView running_var,
-                                DeviceView y) override {
-    RETURN_IF_ERROR(shape_.CheckForwardInference(
-        x.shape(), gamma.shape(), beta.shape(), running_mean.shape(),
-        running_var.shape(), y.shape()));
+  absl::Status DoForwardInference(ConstDeviceView x, ConstDeviceView gamma,
+                                  ConstDeviceView beta,
+                                  ConstDeviceView running_mean,
+                                  ConstDeviceView running_var,
+                                  DeviceView y) override {
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(
         LaunchBatchNormForward(geometry_, x.data(), gamma.data(), beta.data(),
@@ -188,14 +164,11 @@ class GpuBatchNorm : public BatchNormOp {
         name_ + " inference: ");
   }
 
-  absl::Status Backward(ConstDeviceView x, ConstDeviceView y,
-                        ConstDeviceView dy, ConstDeviceView gamma,
-                        ConstDeviceView batch_mean, ConstDeviceView batch_var,
-                        DeviceView dx, DeviceView dgamma,
-                        DeviceView dbeta) override {
-    RETURN_IF_ERROR(shape_.CheckBackward(
-        x.shape(), y.shape(), dy.shape(), gamma.shape(), batch_mean.shape(),
-        batch_var.shape(), dx.shape(), dgamma.shape(), dbeta.shape()));
+  absl::Status DoBackward(ConstDeviceView x, ConstDeviceView y,
+                          ConstDeviceView dy, ConstDeviceView gamma,
+                          ConstDeviceView batch_mean, ConstDeviceView batch_var,
+                          DeviceView dx, DeviceView dgamma,
+                          DeviceView dbeta) override {
     RETURN_IF_ERROR(ctx_->Activate());
     return WithPrefix(
         LaunchBatchNormBackward(geometry_, x.data(), y.data(), dy.data(),
@@ -205,7 +178,6 @@ class GpuBatchNorm : public BatchNormOp {
         name_ + " backward: ");
   }
 
- private:
   const BatchNormShape shape_;
   const std::string name_;
   GpuContext* const ctx_;  // Not owned.
