@@ -3,12 +3,17 @@
 // the summary into the run directory.
 #include "ps/server/server_lifecycle.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <memory>
+#include <sstream>
 #include <string>
 
 #include "common/file_io.h"
 #include "ps/testing/shard_test_util.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 
 namespace psgd {
 namespace ps {
@@ -90,6 +95,53 @@ TEST_CASE("metrics lines and the summary go to the run directory") {
   REQUIRE(summary.ok());
   CHECK(summary->find("\"server_summary\"") != std::string::npos);
   CHECK(summary->find("\"test over\"") != std::string::npos);
+}
+
+// A serving layer under a token scanner: every time the lifecycle asks, more
+// calls were refused.
+class ScannedCounters final : public ServingCounters {
+ public:
+  std::string run_dir() const override { return ""; }
+  int64_t payload_sent_bytes() const override { return 0; }
+  int64_t payload_received_bytes() const override { return 0; }
+  int64_t unauthenticated_calls() const override {
+    asked_.fetch_add(1);
+    return refused_.fetch_add(7) + 7;
+  }
+  int asked() const { return asked_.load(); }
+
+ private:
+  mutable std::atomic<int> asked_{0};
+  mutable std::atomic<int64_t> refused_{0};
+};
+
+TEST_CASE("refused calls are logged at most every 10 s, however many come") {
+  // The log lines, from the default logger.
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  ServerOptions options;
+  auto shard = testing::MakeShard(options);
+  ScannedCounters counters;
+  auto lifecycle = ShardLifecycle::Start(shard.get(), &counters, Fast());
+  REQUIRE(lifecycle.ok());
+  // Twenty rounds of the loop, each with more refusals than the last (no
+  // timing is asserted: the rounds only have to happen).
+  CHECK(Eventually([&] { return counters.asked() >= 20; }));
+  (*lifecycle)->Stop("test over");
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  // The periodic line (Stop's final line counts them too, once).
+  const std::string periodic = "without the cluster's token (";
+  size_t lines = 0;
+  for (size_t at = text.find(periodic); at != std::string::npos;
+       at = text.find(periodic, at + 1)) {
+    ++lines;
+  }
+  CHECK(lines == 1);
+  CHECK(text.find("refused 7 call(s) without the cluster's token (7 so far)") !=
+        std::string::npos);
 }
 
 TEST_CASE("bad lifecycle options are refused naming the field") {
