@@ -109,7 +109,7 @@ EOF
 # on slices of the synthetic set, or torchvision's model of
 # examples/torchvision_cifar10.py through the same Dataset and DataLoader.
 torch_loop() {
-  PYTHONPATH=$bin/python${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 - "$steps" "$batch" "$threads" "$model" <<'EOF'
+  PYTHONPATH=$bin/python/site${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 - "$steps" "$batch" "$threads" "$model" <<'EOF'
 import sys, time
 import torch, torch.nn.functional as F
 sys.path.insert(0, "examples")
