@@ -38,6 +38,24 @@ LifecycleOptions Fast() {
   return o;
 }
 
+// A serving layer under a token scanner: every time the lifecycle asks, more
+// calls were refused.
+class ScannedCounters final : public ServingCounters {
+ public:
+  std::string run_dir() const override { return ""; }
+  int64_t payload_sent_bytes() const override { return 0; }
+  int64_t payload_received_bytes() const override { return 0; }
+  int64_t unauthenticated_calls() const override {
+    asked_.fetch_add(1);
+    return refused_.fetch_add(7) + 7;
+  }
+  int asked() const { return asked_.load(); }
+
+ private:
+  mutable std::atomic<int> asked_{0};
+  mutable std::atomic<int64_t> refused_{0};
+};
+
 TEST_CASE("the lifecycle's own loop expires a silent worker's lease") {
   ServerOptions options;
   options.mode = Mode::kAsync;
@@ -65,9 +83,12 @@ TEST_CASE("without a lease the lifecycle expires nobody") {
   ServerOptions options;
   options.total_num_replicas = 2;
   auto shard = testing::MakeShard(options);
-  auto lifecycle = ShardLifecycle::Start(shard.get(), nullptr, Fast());
+  ScannedCounters counters;  // counts the loop's rounds
+  auto lifecycle = ShardLifecycle::Start(shard.get(), &counters, Fast());
   REQUIRE(lifecycle.ok());
-  absl::SleepFor(absl::Milliseconds(50));
+  // Twenty rounds of the loop, each of which would expire a lease that ran
+  // out (rather than a fixed sleep, which a slow machine may not fill).
+  CHECK(Eventually([&] { return counters.asked() >= 20; }));
   (*lifecycle)->Stop("test over");
   CHECK(shard->Status().live_workers.size() == 2);
   CHECK(shard->Status().workers_expired == 0);
@@ -96,24 +117,6 @@ TEST_CASE("metrics lines and the summary go to the run directory") {
   CHECK(summary->find("\"server_summary\"") != std::string::npos);
   CHECK(summary->find("\"test over\"") != std::string::npos);
 }
-
-// A serving layer under a token scanner: every time the lifecycle asks, more
-// calls were refused.
-class ScannedCounters final : public ServingCounters {
- public:
-  std::string run_dir() const override { return ""; }
-  int64_t payload_sent_bytes() const override { return 0; }
-  int64_t payload_received_bytes() const override { return 0; }
-  int64_t unauthenticated_calls() const override {
-    asked_.fetch_add(1);
-    return refused_.fetch_add(7) + 7;
-  }
-  int asked() const { return asked_.load(); }
-
- private:
-  mutable std::atomic<int> asked_{0};
-  mutable std::atomic<int64_t> refused_{0};
-};
 
 TEST_CASE("refused calls are logged at most every 10 s, however many come") {
   // The log lines, from the default logger.
