@@ -218,7 +218,7 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
   // anything changes.
   std::vector<std::vector<const float*>> grads;
   std::vector<uint64_t> arrivals;
-  std::vector<int64_t> steps;
+  int64_t first_step = 0;  // the first push's
   if (d.kind == Decision::Kind::kDropped) {
     // Shard 0 did not take the push: its staged copy goes (it may be gone
     // already: refused here too, or replaced), and so does every push of
@@ -251,7 +251,7 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
       }
       grads.push_back(kept->Gradients());
       arrivals.push_back(kept->arrival);
-      steps.push_back(kept->step);
+      if (k == 0) first_step = kept->step;
     }
   }
   switch (d.kind) {
@@ -292,7 +292,7 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
     }
     case Decision::Kind::kAsyncPush: {
       const int w = d.workers[0];
-      const int64_t step = steps[0];
+      const int64_t step = first_step;
       membership_.RecordPush(w, step);
       ssp_.Tick(w);
       std::vector<const float*> applied;

@@ -34,29 +34,17 @@ absl::StatusOr<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path,
     return absl::InternalError(absl::StrCat(owner, ": cannot open the ledger ",
                                             path, ": ", std::strerror(errno)));
   }
-  const int64_t length = FileSize(file);
-  if (length < 0) {
-    const std::string why = std::strerror(errno);
-    std::fclose(file);
-    return absl::InternalError(absl::StrCat(
-        owner, ": cannot read the length of the ledger ", path, ": ", why));
-  }
-  return std::unique_ptr<Ledger>(new Ledger(path, owner, file, length));
+  return std::unique_ptr<Ledger>(new Ledger(path, owner, file));
 }
 
-Ledger::Ledger(std::string path, std::string owner, std::FILE* file,
-               int64_t length)
-    : path_(std::move(path)), owner_(std::move(owner)), file_(file) {
-  MutexLock lock(&pending_mu_);
-  length_ = length;
-}
+Ledger::Ledger(std::string path, std::string owner, std::FILE* file)
+    : path_(std::move(path)), owner_(std::move(owner)), file_(file) {}
 
 Ledger::~Ledger() { Write(); }
 
 void Ledger::Add(std::string line) {
   line += '\n';
   MutexLock lock(&pending_mu_);
-  length_ += static_cast<int64_t>(line.size());
   pending_.push_back(std::move(line));
 }
 
@@ -91,11 +79,6 @@ int64_t Ledger::Flush() {
   return FileSize(file_.get());
 }
 
-int64_t Ledger::Length() const {
-  MutexLock lock(&pending_mu_);
-  return length_;
-}
-
 void Ledger::Truncate(int64_t length) {
   MutexLock lock(&write_mu_);
   WriteLocked();
@@ -112,10 +95,7 @@ void Ledger::Truncate(int64_t length) {
   if (::ftruncate(fileno(file_.get()), length) != 0) {
     spdlog::error("{}: cutting the ledger {} back to {} bytes: {}", owner_,
                   path_, length, std::strerror(errno));
-    length = FileSize(file_.get());
   }
-  MutexLock pending(&pending_mu_);
-  length_ = length;
 }
 
 }  // namespace ps

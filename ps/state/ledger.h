@@ -5,12 +5,11 @@
 // Lines are added under the shard's mutex, in the order the shard applies
 // the steps, and written to the file later, outside it (Write, by the
 // thread that applied them before it answers anyone): the shard's lock is
-// never held across a write to disk. Length() counts the lines added,
-// written or not, so that a checkpoint taken under the shard's lock names
-// the ledger as the state it saves describes it; Flush() writes what is
-// pending first, so that a checkpoint on disk never names more bytes than
-// the file holds. Truncate() cuts the file back to a checkpoint's length
-// (a restore or rollback), dropping what is pending past it.
+// never held across a write to disk. A checkpoint names the length Flush()
+// returns, which writes what is pending first, so that it never names more
+// bytes than the file holds. Truncate() cuts the file back to a
+// checkpoint's length (a restore or rollback), writing what is pending
+// first.
 //
 // Errors of the file (a full disk) are logged, never returned into a push:
 // the ledger is a record for checking a run, not the training state.
@@ -50,10 +49,8 @@ class Ledger {
   void Write() ABSL_LOCKS_EXCLUDED(write_mu_, pending_mu_);
   // Write(), then the file's length in bytes.
   int64_t Flush() ABSL_LOCKS_EXCLUDED(write_mu_, pending_mu_);
-  // The bytes of every line added so far, written or pending.
-  int64_t Length() const ABSL_LOCKS_EXCLUDED(pending_mu_);
-  // Cuts the ledger back to `length` bytes (what is pending is written
-  // first: a length is always one that Length() returned, at a line's end).
+  // Cuts the ledger back to `length` bytes, one that Flush() returned (what
+  // is pending is written first).
   void Truncate(int64_t length) ABSL_LOCKS_EXCLUDED(write_mu_, pending_mu_);
 
   const std::string& path() const { return path_; }
@@ -62,7 +59,7 @@ class Ledger {
   struct Closer {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
-  Ledger(std::string path, std::string owner, std::FILE* file, int64_t length);
+  Ledger(std::string path, std::string owner, std::FILE* file);
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_)
       ABSL_LOCKS_EXCLUDED(pending_mu_);
 
@@ -73,9 +70,8 @@ class Ledger {
   // holds across a write to disk.
   Mutex write_mu_;
   std::unique_ptr<std::FILE, Closer> file_ ABSL_GUARDED_BY(write_mu_);
-  mutable Mutex pending_mu_;
+  Mutex pending_mu_;
   std::vector<std::string> pending_ ABSL_GUARDED_BY(pending_mu_);
-  int64_t length_ ABSL_GUARDED_BY(pending_mu_) = 0;
 };
 
 }  // namespace ps

@@ -1,6 +1,6 @@
 // The ledger file: lines reach the file only when written, in the order
-// they were added whatever thread writes them; Length counts what is added,
-// Flush puts it on disk, Truncate cuts back to a checkpoint's length and
+// they were added whatever thread writes them; Flush puts them on disk and
+// says the file's length, Truncate cuts back to a checkpoint's length and
 // never pads the file.
 #include "ps/state/ledger.h"
 
@@ -42,14 +42,11 @@ std::unique_ptr<Ledger> MustOpen(const std::string& path) {
   return *std::move(ledger);
 }
 
-TEST_CASE(
-    "lines reach the file when written, in order, and Length counts them "
-    "first") {
+TEST_CASE("lines reach the file when written, in order") {
   const std::string path = TempDir() + "/sub/ledger.jsonl";  // folder made
   std::unique_ptr<Ledger> ledger = MustOpen(path);
   ledger->Add("a");
   ledger->Add("bb");
-  CHECK(ledger->Length() == 5);
   CHECK(ReadAll(path).empty());
   ledger->Write();
   CHECK(ReadAll(path) == "a\nbb\n");
@@ -57,9 +54,9 @@ TEST_CASE(
   CHECK(ledger->Flush() == 9);
   CHECK(ReadAll(path) == "a\nbb\nccc\n");
   ledger.reset();
-  // Opened again, it appends, and counts the file's bytes.
+  // Opened again, it appends.
   ledger = MustOpen(path);
-  CHECK(ledger->Length() == 9);
+  CHECK(ledger->Flush() == 9);
   ledger->Add("d");
   ledger.reset();  // the destructor writes what is pending
   CHECK(ReadAll(path) == "a\nbb\nccc\nd\n");
@@ -75,7 +72,7 @@ TEST_CASE(
   ledger->Write();
   ledger->Add("step 3");  // pending at the rollback
   ledger->Truncate(saved);
-  CHECK(ledger->Length() == saved);
+  CHECK(ledger->Flush() == saved);
   CHECK(ReadAll(path) == "step 1\n");
   ledger->Add("step 2 again");
   ledger->Write();
@@ -89,7 +86,7 @@ TEST_CASE("Truncate never pads the file past what it holds") {
   ledger->Write();
   ledger->Truncate(100);
   CHECK(ReadAll(path) == "only\n");
-  CHECK(ledger->Length() == 5);
+  CHECK(ledger->Flush() == 5);
 }
 
 TEST_CASE("lines from several threads reach the file in the order added") {
