@@ -211,8 +211,10 @@ absl::Status CheckpointStore::Write(const ShardCheckpoint& c) {
   absl::Status written;
   for (int attempt = 0; attempt < 3; ++attempt) {
     RETURN_IF_ERROR(MakeOwnDirectories(dir));
-    written = WriteFileAtomically(
-        absl::StrCat(dir, "/", ShardFileName(options_.shard_index)), bytes);
+    const std::string path =
+        absl::StrCat(dir, "/", ShardFileName(options_.shard_index));
+    written = options_.write_file ? options_.write_file(path, bytes)
+                                  : WriteFileAtomically(path, bytes);
     std::error_code ec;
     if (written.ok() || fs::exists(dir, ec)) break;
   }

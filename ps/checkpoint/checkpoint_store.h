@@ -31,11 +31,13 @@
 #define PSGD_PS_CHECKPOINT_CHECKPOINT_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/mutex.h"
 #include "ps/checkpoint/checkpoint.h"
 
@@ -51,6 +53,10 @@ struct CheckpointStoreOptions {
   int keep = 3;
   // The directory is this shard's own (see above).
   bool per_host = false;
+  // Writes this shard's file (path, bytes); unset: WriteFileAtomically.
+  // For tests that hold or fail the disk (CheckpointOptions::write_file).
+  std::function<absl::Status(const std::string&, absl::string_view)>
+      write_file = nullptr;
 };
 
 // A checkpoint complete in one shard's directory.

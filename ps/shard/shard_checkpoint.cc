@@ -20,6 +20,7 @@ absl::Status ParameterShard::OpenCheckpoints() {
   o.num_shards = options_.num_shards;
   o.keep = options_.checkpoint.keep;
   o.per_host = options_.checkpoint.per_host;
+  o.write_file = options_.checkpoint.write_file;
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointStore> store,
                    CheckpointStore::Open(std::move(o)));
   if (options_.checkpoint.per_host) {

@@ -11,6 +11,9 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "common/file_io.h"
 #include "ps/checkpoint/checkpoint_store.h"
 #include "ps/shard/shard.h"
 #include "ps/testing/checkpoint_test_util.h"
@@ -55,6 +58,61 @@ std::unique_ptr<ParameterShard> Restart(const ServerOptions& o) {
   INFO(shard.status().ToString());
   REQUIRE(shard.ok());
   return *std::move(shard);
+}
+
+TEST_CASE("pushes and pulls go on while the disk holds a checkpoint") {
+  const std::string dir = FreshDir("held-disk");
+  ServerOptions o = CheckpointOptions(dir, 2);
+  // A disk that holds the write of checkpoint step-2 until the test lets
+  // it go (the writer thread waits in it).
+  absl::Notification disk_free;
+  std::atomic<int> held{0};
+  o.checkpoint.write_file = [&](const std::string& path,
+                                absl::string_view bytes) {
+    if (absl::StrContains(path, "/step-2/")) {
+      ++held;
+      disk_free.WaitForNotification();
+    }
+    return WriteFileAtomically(path, bytes);
+  };
+  auto shard = MakeShard(o);  // saves step 0
+  shard->FlushCheckpoints();
+  // Seven steps and a pull of the last, on a thread, so that a shard that
+  // waited for the disk fails the test instead of hanging it: the save of
+  // step 2 waits for the disk, and the steps after it go on.
+  absl::Notification stepped;
+  absl::StatusOr<ParameterShard::Snapshot> pulled =
+      absl::UnknownError("not pulled");
+  std::thread worker([&] {
+    for (int i = 0; i < 7; ++i) Step(*shard);
+    pulled = shard->Pull(7, 0, absl::Now() + absl::Seconds(60));
+    stepped.Notify();
+  });
+  const bool went_on = stepped.WaitForNotificationWithTimeout(absl::Minutes(1));
+  if (!went_on) {
+    disk_free.Notify();  // a shard that waits for the disk goes on now
+    worker.join();
+    FAIL("the steps did not go on while the disk held step-2");
+  }
+  // The writer is in the held write (or about to be).
+  const absl::Time give_up = absl::Now() + absl::Minutes(1);
+  while (held.load() == 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  CHECK(held.load() == 1);
+  const ShardStatus during = shard->Status();
+  disk_free.Notify();
+  worker.join();
+  REQUIRE(pulled.ok());
+  CHECK((*pulled)->step == 7);
+  CHECK(during.step == 7);
+  CHECK(during.checkpoints_written == 1);  // step 0; step 2 on the disk
+  // Then the disk catches up: steps 2, 4 and 6 were queued, none dropped.
+  shard->FlushCheckpoints();
+  const ShardStatus after = shard->Status();
+  CHECK(after.checkpoints_written == 4);
+  CHECK(after.checkpoint_failures == 0);
+  CHECK(after.last_checkpoint_label == 6);
 }
 
 TEST_CASE("a restored shard holds the whole state and waits for the rollback") {

@@ -89,6 +89,11 @@ struct CheckpointOptions {
   bool per_host = false;
   // How long the server waits for every other shard to answer.
   absl::Duration agree_timeout = absl::Minutes(5);
+  // How the shard's own checkpoint file is written (path, bytes): unset,
+  // WriteFileAtomically (common/file_io.h). Tests put a disk here that
+  // holds or fails a write; ps_server leaves it unset.
+  std::function<absl::Status(const std::string&, absl::string_view)>
+      write_file = nullptr;
 };
 
 struct ServerOptions {
