@@ -4,6 +4,8 @@ beyond max_push_staleness), variables that are not the chief's, and bad
 input refused with a Python exception naming it and nothing applied."""
 
 import collections
+import json
+import os
 import time
 import unittest
 
@@ -44,6 +46,16 @@ def train(c, j, delay=0.0):
         s.record_step(step, loss=1.0, batch_size=4, times=(t0,) * 4 + (time.time(),))
     s.close("done")
     return outcomes
+
+
+def chief_live(c):
+    """Whether ps:0's metrics have counted a live worker yet."""
+    path = os.path.join(c.run_dir, "ps-0.jsonl")
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return any(json.loads(l).get("live_workers", 0) >= 1
+                   for l in f if l.endswith("\n"))
 
 
 class SessionTest(unittest.TestCase):
@@ -149,7 +161,10 @@ class SessionTest(unittest.TestCase):
             other = dict(SHAPES, **{"linear/weights": (12, 4)})
 
             def refused():
-                time.sleep(0.5)  # the chief has joined and waits
+                # The chief has joined and waits: the server's metrics
+                # (ps-0.jsonl, a line every 2 s) count it live.
+                while not chief_live(c):
+                    time.sleep(0.1)
                 with self.assertRaises(psgd.ModelMismatchError):
                     session(c, 1).join(weights(1, other))
 

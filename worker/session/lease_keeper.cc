@@ -42,6 +42,7 @@ void LeaseKeeper::Run() {
       return stop_;
     });
     if (stop_) break;
+    ++rounds_;
     if (holds_ == 0 || absl::Now() - silent_since_ < period_) continue;
     renewing_ = true;
     mu_.Unlock();

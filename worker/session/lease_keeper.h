@@ -71,6 +71,9 @@ class LeaseKeeper {
 
   // Joins sent so far.
   int64_t renewals() const { return renewals_.load(); }
+  // Rounds of the keeper's loop so far, one each period, held or not: a
+  // test waits for rounds to pass instead of sleeping.
+  int64_t rounds() const { return rounds_.load(); }
 
  private:
   void Run();
@@ -87,6 +90,7 @@ class LeaseKeeper {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool renewing_ ABSL_GUARDED_BY(mu_) = false;  // a Join in flight
   std::atomic<int64_t> renewals_{0};
+  std::atomic<int64_t> rounds_{0};
   std::thread thread_;  // last: it starts once the members above exist
 };
 

@@ -338,7 +338,12 @@ TEST_CASE(
 
 TEST_CASE("the chief's end: the others left, the servers shut down") {
   Cluster c(ps::Mode::kSync, 2);
-  WorkerSession chief_session(c.clients[0].get(), c.specs, c.Buffers(0),
+  // The chief's calls pass a gate that the test closes, to know when the
+  // chief asks the servers again whether the others have left.
+  ps::FaultInjector network(/*seed=*/1);
+  ps::FaultInjectionPsClient chief_client(c.clients[0].get(), &network,
+                                          /*worker_id=*/0);
+  WorkerSession chief_session(&chief_client, c.specs, c.Buffers(0),
                               Options(0, true));
   WorkerSession other(c.clients[1].get(), c.specs, c.Buffers(1),
                       Options(1, true));
@@ -350,15 +355,28 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
   REQUIRE(chief_session.Start().ok());
   t.join();
   REQUIRE(chief_session.Leave().ok());
+  // The chief's first status call passes (the other is live); its second
+  // waits at the gate, and only then does the other leave.
+  network.CloseGate();
+  ps::FaultRule second_status;
+  second_status.call = ps::CallKind::kStatus;
+  second_status.action = ps::FaultAction::kGate;
+  second_status.skip = 1;
+  chief_client.AddRule(second_status);
+  absl::Status left = absl::UnknownError("the leaver did not run");
+  bool asked_again = false;
   std::thread leaver([&] {
-    absl::SleepFor(absl::Milliseconds(100));
-    REQUIRE(other.Leave().ok());
+    asked_again = network.AwaitAtGate(1, absl::Seconds(60));
+    left = other.Leave();
+    network.OpenGate();
   });
   REQUIRE(chief.AwaitOthersLeft().ok());
-  // Read before the leaver is joined: a chief that did not wait would see
-  // the other still live here (it leaves 100 ms in).
+  // Read before the leaver is joined: a chief that did not wait would be
+  // here while the other, still live, waits for its second question.
   CHECK(c.shards[0]->Status().live_workers.empty());
   leaver.join();
+  CHECK(asked_again);
+  REQUIRE(left.ok());
   absl::StatusOr<ps::ModelVersion> latest = chief_session.PullLatest();
   REQUIRE(latest.ok());
   absl::StatusOr<std::vector<ps::ShardStatus>> status =
@@ -448,25 +466,36 @@ TEST_CASE(
   Tensor weights({4});
   SessionOptions so = Options(0, /*sync=*/true);
   so.data_from_servers = true;
-  WorkerSession session(clients[0].get(), c.specs, {{"w", weights.view()}}, so);
+  // Worker 0's calls pass a gate that the test closes below.
+  ps::FaultInjector network(/*seed=*/1);
+  ps::FaultInjectionPsClient gated(clients[0].get(), &network,
+                                   /*worker_id=*/0);
+  WorkerSession session(&gated, c.specs, {{"w", weights.view()}}, so);
   // Interrupted by its caller (a Python signal) while it waits.
   int asked = 0;
   absl::Status interrupted =
       session.LeaseData([&] { return ++asked < 3; }).status();
   CHECK(absl::IsCancelled(interrupted));
   CHECK(asked == 3);
-  // Worker 1 leaves after 300 ms: its chunks come back, and worker 0 gets
-  // the first.
-  const absl::Time start = absl::Now();
+  // Worker 1 leaves once worker 0 has been told to wait and asks again:
+  // its chunks come back, and worker 0 gets the first.
+  network.CloseGate();
+  ps::FaultRule second_lease;
+  second_lease.call = ps::CallKind::kLeaseData;
+  second_lease.action = ps::FaultAction::kGate;
+  second_lease.skip = 1;
+  gated.AddRule(second_lease);
+  bool asked_again = false;
   std::thread leaver([&] {
-    absl::SleepFor(absl::Milliseconds(300));
+    asked_again = network.AwaitAtGate(1, absl::Seconds(60));
     CHECK(clients[1]->Leave().ok());
+    network.OpenGate();
   });
   absl::StatusOr<ps::DataChunk> chunk = session.LeaseData();
   leaver.join();
+  CHECK(asked_again);
   INFO(chunk.status().ToString());
   REQUIRE(chunk.ok());
-  CHECK(absl::Now() - start >= absl::Milliseconds(300));
   CHECK((chunk->epoch == 0 && chunk->index == 0));
 }
 
@@ -486,10 +515,11 @@ TEST_CASE(
     CHECK(shard->ExpireWorkers(absl::Now()).empty());
   }
   CHECK(shard->Status().live_workers == std::vector<int>{0});
-  // Once the hold is gone, no more renewals, and a lease later the worker
-  // is silent.
+  // Once the hold is gone, no more renewals: three rounds of the keeper's
+  // loop pass without one, and a lease later the worker is silent.
   const int64_t renewed = keeper.renewals();
-  absl::SleepFor(absl::Milliseconds(50));
+  const int64_t round = keeper.rounds();
+  while (keeper.rounds() < round + 3) absl::SleepFor(absl::Milliseconds(5));
   CHECK(keeper.renewals() == renewed);
   CHECK(shard->ExpireWorkers(absl::Now() + absl::Seconds(2)) ==
         std::vector<int>{0});
