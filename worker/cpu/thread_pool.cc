@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace psgd {
 namespace {
@@ -65,11 +66,15 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
 
 void ThreadPool::ParallelForOpenMp(
     int64_t n, int chunks, absl::FunctionRef<void(int64_t, int64_t)> fn) {
-  // OpenMP may give fewer threads than asked; each takes every t-th chunk.
+  // The team's threads claim the chunks from a counter, so that each runs
+  // once whatever omp_get_thread_num() answers: OpenMP may give fewer
+  // threads than asked, and in a clang build (LLVM's libomp makes the team)
+  // omp_get_thread_num() binds to oneDNN's libgomp, which answers 0 in
+  // every thread of it (each thread ran every chunk: wrong results).
+  std::atomic<int> next{0};
 #pragma omp parallel num_threads(chunks)
   {
-    const int t = omp_get_num_threads();
-    for (int c = omp_get_thread_num(); c < chunks; c += t) {
+    for (int c = next++; c < chunks; c = next++) {
       fn(ChunkBegin(n, chunks, c), ChunkBegin(n, chunks, c + 1));
     }
   }

@@ -12,7 +12,9 @@
 //                switch between a oneDNN op and one of ours. Sharing the
 //                team avoids that (docs/PERFORMANCE.md has the measurement).
 // ThreadSanitizer cannot see libgomp's barriers, so tsan builds use
-// kOwnThreads (see CpuBackend).
+// kOwnThreads (see CpuBackend). A clang build's team comes from LLVM's
+// libomp, beside oneDNN's libgomp: correct (thread_pool_test links as the
+// binaries do), but not shared with oneDNN.
 //
 // Thread-safety: ParallelFor may be called from any thread; concurrent calls
 // run one after the other. The calling thread takes part in the loop, so a

@@ -1,5 +1,7 @@
 #include "worker/cpu/thread_pool.h"
 
+#include <dnnl.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <thread>
@@ -16,6 +18,13 @@ std::vector<ThreadPool::Runtime> Runtimes() {
 #else
   return {ThreadPool::Runtime::kOwnThreads, ThreadPool::Runtime::kOpenMp};
 #endif
+}
+
+// The test links oneDNN, and with it libgomp, as the backend does: in a
+// clang build the pool's OpenMP team comes from LLVM's libomp beside it,
+// and each chunk must still run once (thread_pool.cc).
+TEST_CASE("oneDNN is loaded, as in the backend") {
+  CHECK(dnnl_version()->major >= 2);
 }
 
 TEST_CASE("ParallelFor covers every index exactly once") {
