@@ -30,6 +30,7 @@ PACKAGES=(
   python3-pip              # //python/tests:wheel_test: the wheel into the system Python (user site)
   python3-torchvision      # examples/torchvision_cifar10.py (and its run in launch_program_test)
   procps iproute2          # scripts/run/launch.sh, tests; ip netns and tc (netns_hosts.sh)
+  strace                   # tests/netns_cluster_test.sh: the paths a restarted ps touches
   slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/deploy/)
   prometheus               # promtool: the /metrics pages' format check in the tests
 )
