@@ -110,7 +110,8 @@ ps1_labels=$(own_labels "$TMP/$name/$H1/ckpt" 1)
 common=$(comm -12 <(own_labels "$TMP/$name/$H0/ckpt" 0 | sort) <(sort <<<"$ps1_labels") | sort -n | tail -1)
 echo "$name: killed ps:1 near step $(last_step "$run/$H0/worker-0.jsonl"); newest checkpoint both have: step-$common"
 [ -n "$common" ] || fail "$name: no checkpoint common to both ps"
-start_task --netns="$H1" "$cfg" ps:1 "$run/$H1" "$run/$H1/ps1.restart.log"
+# Every path the restarted ps:1 touches, read by strace (not by psgd).
+start_task --netns="$H1" --strace="$TMP/$name.ps1.strace" "$cfg" ps:1 "$run/$H1" "$run/$H1/ps1.restart.log"
 ps_pids[1]=$!; pids+=($!)
 for j in 0 1 2; do
   wait_exit "${w_pids[j]}" 300 || { cat "$run/${hosts_of[j]}/w$j.log"; fail "$name: worker:$j exited $?"; }
@@ -151,6 +152,14 @@ PYEOF
 ) || fail "$name: ps:1 did not agree on the newest checkpoint both have"
 echo "$name: agreed on step-$agreed (step-$common both had at the restart)"
 grep -q "restored checkpoint step-$agreed " "$run/$H1/ps1.restart.log" || fail "$name: ps:1 did not restore step-$agreed"
+# Nothing shared between hosts: the restarted ps:1 agreed with ps:0 over
+# RPC and touched none of host $H0's files (its checkpoints or run files).
+[ -s "$TMP/$name.ps1.strace" ] || fail "$name: no strace of the restarted ps:1"
+grep -q "$TMP/$name/$H1/ckpt" "$TMP/$name.ps1.strace" || fail "$name: the strace shows no access to ps:1's own checkpoints"
+if grep -E "\"($TMP/$name/$H0|$run/$H0)[/\"]" "$TMP/$name.ps1.strace" | head -5 | grep .; then
+  fail "$name: the restarted ps:1 touched host $H0's files (above)"
+fi
+echo "$name: the restarted ps:1 touched no file of host $H0 ($(grep -c . "$TMP/$name.ps1.strace") file calls traced)"
 step=$(json_field "$run/$H0/summary.json" final_global_step)
 rollbacks=$(json_field "$run/$H0/summary.json" ps_rollbacks)
 echo "$name: final step $step, rollbacks $rollbacks"

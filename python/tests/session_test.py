@@ -6,6 +6,7 @@ input refused with a Python exception naming it and nothing applied."""
 import collections
 import json
 import os
+import subprocess
 import time
 import unittest
 
@@ -13,6 +14,10 @@ import numpy as np
 
 import psgd
 from cluster import Cluster, run_threads
+
+CKPT_TOOL = os.path.join(os.environ.get("TEST_SRCDIR", "bazel-bin"),
+                         *(["psgd"] if "TEST_SRCDIR" in os.environ else []),
+                         "ps", "checkpoint", "ckpt_tool")
 
 SHAPES = {"linear/weights": (12, 3), "linear/biases": (3,)}
 DATA = "source: SYNTHETIC"
@@ -179,6 +184,41 @@ class SessionTest(unittest.TestCase):
             self.assertIn("training.min_workers", message)
             status = c.wait_ps(timeout=60)
             self.assertEqual(len(status), 1)
+
+    def test_the_servers_hold_exactly_the_variables_given_to_join(self):
+        # PYTHON.md: the servers hold exactly the variables given to join,
+        # the running statistics named in `statistics` as statistics; one
+        # left out of join stays on the worker. Read from the servers'
+        # checkpoint by ckpt_tool, not from psgd.
+        ckpt = Cluster.tmp()
+        with Cluster("py-joined", steps=3, model="external", data=DATA,
+                     extra=f'checkpoint {{ dir: "{ckpt}" every_steps: 1 }}') as c:
+            w = dict(weights(0), **{"bn/moving_mean": np.zeros(3, np.float32)})
+            kept = {"bn/moving_variance": np.full(3, 7.0, np.float32)}
+            s = session(c, 0)
+            s.join(w, statistics=["bn/moving_mean"])
+            while not s.stop_reason():
+                step = s.step
+                grads = {n: np.full_like(a, 0.01) for n, a in w.items()}
+                grads["bn/moving_mean"] = np.ones(3, np.float32)
+                s.push(step, grads)
+                s.pull_into(w)
+            s.close("done")
+            self.assertEqual(c.wait_ps(), [0])
+        newest = max(int(d[len("step-"):]) for d in os.listdir(ckpt)
+                     if d.startswith("step-"))
+        shown = subprocess.run(
+            [CKPT_TOOL, "show",
+             os.path.join(ckpt, f"step-{newest}", "shard-0-of-1.ckpt")],
+            capture_output=True, text=True, check=True).stdout
+        held = [l.strip() for l in shown.splitlines() if l.startswith("  ")]
+        self.assertEqual(held, ["linear/weights [12, 3]", "linear/biases [3]",
+                                "bn/moving_mean [3] (running statistic)"],
+                         shown)
+        # The statistic folds the pushed batch statistics (never the
+        # optimizer): 1 - 0.9^3 after three steps, as the pull brought back.
+        np.testing.assert_allclose(w["bn/moving_mean"], 1 - 0.9 ** 3, rtol=1e-6)
+        np.testing.assert_array_equal(kept["bn/moving_variance"], 7.0)
 
     def test_a_model_of_the_registry_is_checked_before_connecting(self):
         with Cluster("py-registry", steps=3, model="cifar10_linear",

@@ -16,9 +16,11 @@
 #                                line (bound together, then released)
 #   write_cluster_config FILE NAME [KEY=VALUE...]
 #                                a config; the keys are listed at the function
-#   start_task [--netns=NS] CONFIG TASK RUN_DIR LOG [FLAGS...]
+#   start_task [--netns=NS] [--strace=FILE] CONFIG TASK RUN_DIR LOG [FLAGS...]
 #                                TASK (ps:I, worker:J) in the background, in
-#                                network namespace NS when given; a worker
+#                                network namespace NS when given, under
+#                                `strace -f -e trace=%file -o FILE` (every
+#                                path the task touches) when given; a worker
 #                                with a program (WorkerTask.program: a
 #                                Python script gets /usr/bin/python3 and
 #                                $PSGD_BIN/python/site on PYTHONPATH) runs it
@@ -119,8 +121,14 @@ write_cluster_config() {
 }
 
 start_task() {
-  local netns=""
-  case "$1" in --netns=*) netns=${1#--netns=}; shift ;; esac
+  local netns="" strace_to=""
+  while :; do
+    case "$1" in
+      --netns=*) netns=${1#--netns=}; shift ;;
+      --strace=*) strace_to=${1#--strace=}; shift ;;
+      *) break ;;
+    esac
+  done
   local cfg=$1 task=$2 run=$3 log=$4
   shift 4
   local command=()
@@ -142,6 +150,7 @@ start_task() {
   [ -z "$netns" ] || in=(ip netns exec "$netns")
   # The psgd package (//python:psgd) for Python worker programs.
   in+=(env "PYTHONPATH=$PSGD_BIN/python/site${PYTHONPATH:+:$PYTHONPATH}")
+  [ -z "$strace_to" ] || in+=(strace -f -qq -e trace=%file -o "$strace_to")
   if [ "$log" = - ]; then
     "${in[@]}" "${command[@]}" --config="$cfg" --task="$task" --run_dir="$run" "$@" \
       > >(sed -u "s/^/$(printf '%-9s|' "$task") /") 2>&1 &
