@@ -31,12 +31,14 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "worker/backend_factory/factory.h"
+#include "worker/bench/cpu_info.h"
 #include "worker/bench/flops.h"
 #include "worker/bench/model_steps.h"
 #include "worker/bench/op_profile.h"
 #include "worker/bench/peer.h"
 #include "worker/cli.h"
 #include "worker/cpu/cpu_backend.h"
+#include "worker/cpu/onednn_util.h"
 #include "worker/models/registry.h"
 #include "worker/paths.h"
 
@@ -101,6 +103,24 @@ absl::Status Run() {
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(backend_name, backend_options));
+  // The CPU and the kernels the backend chose on it, beside every figure.
+  absl::StatusOr<CpuInfo> cpu = ReadCpuInfo();
+  std::printf("cpu: %s\n", cpu.ok()
+                               ? cpu->Describe().c_str()
+                               : std::string(cpu.status().message()).c_str());
+  if (absl::StartsWith(backend_name, "cpu")) {
+    ASSIGN_OR_RETURN(const CpuBackendOptions chosen,
+                     ParseCpuBackendName(backend_name, threads));
+    std::printf(
+        "kernels: %s: 3x3 stride-1 convolutions %s, oneDNN's activation "
+        "channel block %lld, compute %s\n",
+        backend_name.c_str(),
+        RunsWinograd(chosen)                    ? "Winograd F(2x2, 3x3)"
+        : chosen.conv == ConvAlgorithm::kIm2col ? "im2col + GEMM"
+                                                : "oneDNN direct",
+        static_cast<long long>(OneDnnChannelBlock()),
+        chosen.bf16_compute ? "bf16 convolutions" : "float32");
+  }
   const std::string model_name = absl::GetFlag(FLAGS_model);
   // A layer-graph network's spec (its FLOPs, its peer); none for the
   // hand-written models.

@@ -12,6 +12,11 @@ echo "$out"
 grep -q "peer PyTorch resnet20: torch .* model=resnet20 .*params=272474" <<<"$out"
 grep -Eq "^ratio_vs_torch=[0-9.]+$" <<<"$out"
 [ "$(tail -1 <<<"$out" | sed 's/=.*//')" = images_per_s ]
+# The CPU is named as the kernel names it, and the kernels chosen on it.
+model_name=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: //')
+family=$(grep -m1 '^cpu family' /proc/cpuinfo | sed 's/^[^:]*: //')
+grep -qF "cpu: $model_name (family $family model " <<<"$out"
+grep -Eq "^kernels: cpu: 3x3 stride-1 convolutions (Winograd F\(2x2, 3x3\)|oneDNN direct), oneDNN's activation channel block (8|16|0), compute float32$" <<<"$out"
 # An unknown model is refused, naming the known ones.
 if "$bench" --model=resnet21 --peer=false --peak=false >"$TEST_TMPDIR/o" 2>&1; then
   echo "an unknown model was accepted"; exit 1
