@@ -15,7 +15,11 @@
 // the tutorial's ops each on its own; --backend picks the CPU kernels
 // (cpu:conv=im2col, ...). Without python3-torch or the peer script it says
 // so and still reports its own figure. `ratio_vs_torch=X` is our rate over
-// the like-for-like peer's (the tutorial's with LRN), median of the rounds;
+// the like-for-like peer's (the tutorial's with LRN; a network's in NCHW
+// float32), median of the rounds; a network's peer also runs in
+// channels-last (`ratio_vs_torch_channels_last=X`) and, against bf16
+// convolutions, with bfloat16 autocast
+// (`ratio_vs_torch_channels_last_bf16=X`);
 // --eval also times a layer-graph network's inference with batch norm
 // folded into its convolutions and without (`eval_fold_ratio=X`); the last
 // line is exactly `images_per_s=X`.
@@ -69,6 +73,12 @@ ABSL_FLAG(bool, eval, false,
           "of a layer-graph network with the convolution + batch norm fold "
           "and without it, alternating in each round; prints "
           "eval_fold_ratio.");
+ABSL_FLAG(
+    bool, channels_last_peer, true,
+    "For a layer-graph network, also run PyTorch in channels-last "
+    "(ratio_vs_torch_channels_last) and, with --backend=cpu:compute=bf16, "
+    "in channels-last with bfloat16 autocast "
+    "(ratio_vs_torch_channels_last_bf16).");
 ABSL_FLAG(int, rounds, 1,
           "Rounds of (ours, the peer runs); the figures are the medians.");
 
@@ -135,14 +145,17 @@ absl::Status Run() {
   // first is like for like), a network's once.
   struct PeerRun {
     std::string label;
+    std::string key;  // its `key=ratio` line; empty: none
     PeerOptions options;
     std::vector<double> ratios;
     bool missing = false;
   };
   std::vector<PeerRun> peers;
-  auto add_peer = [&](std::string label, const PeerOptions& options) {
+  auto add_peer = [&](std::string label, const PeerOptions& options,
+                      std::string key = "") {
     PeerRun r;
     r.label = std::move(label);
+    r.key = std::move(key);
     r.options = options;
     peers.push_back(std::move(r));
   };
@@ -151,11 +164,23 @@ absl::Status Run() {
       peer.script =
           ResolveWorkspacePath(absl::GetFlag(FLAGS_network_peer_script));
       peer.model = model_name;
-      add_peer("PyTorch " + model_name, peer);
+      add_peer("PyTorch " + model_name, peer, "ratio_vs_torch");
+      if (absl::GetFlag(FLAGS_channels_last_peer)) {
+        // PyTorch as its CPU guides advise: channels-last, and bfloat16
+        // autocast against our bfloat16 convolutions.
+        peer.channels_last = true;
+        add_peer("PyTorch " + model_name + " channels_last", peer,
+                 "ratio_vs_torch_channels_last");
+        if (absl::StrContains(backend_name, "compute=bf16")) {
+          peer.bf16_autocast = true;
+          add_peer("PyTorch " + model_name + " channels_last bf16 autocast",
+                   peer, "ratio_vs_torch_channels_last_bf16");
+        }
+      }
     } else if (model_name == "cifar10_tutorial") {
       peer.script = ResolveWorkspacePath(absl::GetFlag(FLAGS_peer_script));
       peer.lrn = true;
-      add_peer("with LRN", peer);
+      add_peer("with LRN", peer, "ratio_vs_torch");
       peer.lrn = false;
       add_peer("without LRN (--no-lrn)", peer);
     } else {
@@ -323,8 +348,9 @@ absl::Status Run() {
     std::printf("ratio vs torch %s: %.3fx (median of %zu rounds)\n",
                 p.label.c_str(), Median(p.ratios), p.ratios.size());
   }
-  if (!peers.empty() && !peers[0].ratios.empty()) {
-    std::printf("ratio_vs_torch=%.3f\n", Median(peers[0].ratios));
+  for (const PeerRun& p : peers) {
+    if (p.key.empty() || p.ratios.empty()) continue;
+    std::printf("%s=%.3f\n", p.key.c_str(), Median(p.ratios));
   }
   std::printf("images_per_s=%.1f\n", own_median);
   return absl::OkStatus();

@@ -11,6 +11,9 @@ out=$("$bench" --model=resnet20 --batch=4 --threads=1 --steps=1 --warmup=0 \
 echo "$out"
 grep -q "peer PyTorch resnet20: torch .* model=resnet20 .*params=272474" <<<"$out"
 grep -Eq "^ratio_vs_torch=[0-9.]+$" <<<"$out"
+# PyTorch as its CPU guides advise: channels-last, its own ratio.
+grep -q "peer PyTorch resnet20 channels_last: torch .* model=resnet20 .*params=272474 memory_format=channels_last autocast=none" <<<"$out"
+grep -Eq "^ratio_vs_torch_channels_last=[0-9.]+$" <<<"$out"
 [ "$(tail -1 <<<"$out" | sed 's/=.*//')" = images_per_s ]
 # The CPU is named as the kernel names it, and the kernels chosen on it.
 model_name=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: //')

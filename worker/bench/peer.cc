@@ -36,6 +36,8 @@ absl::StatusOr<PeerResult> RunTorchPeer(const PeerOptions& o) {
        absl::StrCat("--steps ", o.steps),
        o.model.empty() ? std::string(o.lrn ? "" : "--no-lrn")
                        : absl::StrCat("--model ", ShellQuote(o.model)),
+       std::string(o.channels_last ? "--channels_last" : ""),
+       std::string(o.bf16_autocast ? "--bf16_autocast" : ""),
        std::string("2>&1")},
       " ");
   std::FILE* pipe = popen(command.c_str(), "r");

@@ -22,6 +22,9 @@ struct PeerOptions {
   bool lrn = true;  // the tutorial's peer: with its LRN layers
   // Non-empty: the network's peer, given --model `model` (lrn unused).
   std::string model;
+  // The network's peer only: --channels_last, --bf16_autocast.
+  bool channels_last = false;
+  bool bf16_autocast = false;
 };
 
 struct PeerResult {

@@ -10,6 +10,11 @@ training mode. Prints one line ending in images_per_s=X over the timed steps
 after the warm-up ones.
 
   python3 worker/bench/torch_network_step.py --model resnet20 --threads 2
+  python3 worker/bench/torch_network_step.py --model resnet20 --channels_last
+  python3 worker/bench/torch_network_step.py --model resnet20 --channels_last --bf16_autocast
+
+--channels_last and --bf16_autocast are the two lines PyTorch's CPU
+performance guides add (the issue's "PyTorch at its best").
 """
 import argparse
 import os
@@ -36,6 +41,12 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--channels_last", action="store_true",
+                   help="model and images in torch.channels_last, as "
+                   "PyTorch's CPU guides advise")
+    p.add_argument("--bf16_autocast", action="store_true",
+                   help="forward and loss under torch.autocast(device, "
+                   "dtype=torch.bfloat16): bfloat16 mixed precision")
     a = p.parse_args()
     if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 0:
         p.error("--threads, --batch and --steps must be >= 1, --warmup >= 0")
@@ -47,10 +58,16 @@ def main() -> None:
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(a.batch, 3, 32, 32, device=dev)
     y = torch.randint(0, 10, (a.batch,), device=dev)
+    if a.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
+        with torch.autocast(dev.type, dtype=torch.bfloat16,
+                            enabled=a.bf16_autocast):
+            loss = loss_fn(model(x), y)
+        loss.backward()
         opt.step()
 
     for _ in range(a.warmup):
@@ -66,6 +83,8 @@ def main() -> None:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"torch {torch.__version__} model={a.model} device={a.device} "
           f"threads={a.threads} batch={a.batch} params={n_params} "
+          f"memory_format={'channels_last' if a.channels_last else 'nchw'} "
+          f"autocast={'bf16' if a.bf16_autocast else 'none'} "
           f"step_ms={1000 * dt / a.steps:.2f} "
           f"images_per_s={a.batch * a.steps / dt:.1f}")
 
