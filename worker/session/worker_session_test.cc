@@ -45,6 +45,16 @@ SessionOptions Options(int worker, bool sync) {
   return o;
 }
 
+// The first call of `call` passes; the second waits while the injector's
+// gate is closed (a test opens it once what it waits for has happened).
+ps::FaultRule SecondAtGate(ps::CallKind call) {
+  ps::FaultRule rule;
+  rule.call = call;
+  rule.action = ps::FaultAction::kGate;
+  rule.skip = 1;
+  return rule;
+}
+
 bool Live(const ps::ParameterShard& shard, int worker) {
   for (int w : shard.Status().live_workers) {
     if (w == worker) return true;
@@ -358,11 +368,7 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
   // The chief's first status call passes (the other is live); its second
   // waits at the gate, and only then does the other leave.
   network.CloseGate();
-  ps::FaultRule second_status;
-  second_status.call = ps::CallKind::kStatus;
-  second_status.action = ps::FaultAction::kGate;
-  second_status.skip = 1;
-  chief_client.AddRule(second_status);
+  chief_client.AddRule(SecondAtGate(ps::CallKind::kStatus));
   absl::Status left = absl::UnknownError("the leaver did not run");
   bool asked_again = false;
   std::thread leaver([&] {
@@ -480,11 +486,7 @@ TEST_CASE(
   // Worker 1 leaves once worker 0 has been told to wait and asks again:
   // its chunks come back, and worker 0 gets the first.
   network.CloseGate();
-  ps::FaultRule second_lease;
-  second_lease.call = ps::CallKind::kLeaseData;
-  second_lease.action = ps::FaultAction::kGate;
-  second_lease.skip = 1;
-  gated.AddRule(second_lease);
+  gated.AddRule(SecondAtGate(ps::CallKind::kLeaseData));
   bool asked_again = false;
   std::thread leaver([&] {
     asked_again = network.AwaitAtGate(1, absl::Seconds(60));
