@@ -33,6 +33,7 @@ PACKAGES=(
   strace                   # tests/netns_cluster_test.sh: the paths a restarted ps touches
   slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/deploy/)
   prometheus               # promtool: the /metrics pages' format check in the tests
+  libucx-dev               # UCX 1.13 (//third_party/system:ucx): the data plane between hosts (ps/ucx)
 )
 BENCH_PACKAGES=()
 
