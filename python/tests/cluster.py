@@ -20,6 +20,7 @@ _SOURCES = os.path.join(os.environ["TEST_SRCDIR"], "psgd") \
     if "TEST_SRCDIR" in os.environ else "."
 PS_SERVER = os.path.join(_RUNFILES, "ps", "ps_server")
 WORKER = os.path.join(_RUNFILES, "worker", "worker")
+CKPT_TOOL = os.path.join(_RUNFILES, "ps", "checkpoint", "ckpt_tool")
 CLUSTER_SH = os.path.join(_SOURCES, "scripts", "lib", "cluster.sh")
 TMP = os.environ.get("TEST_TMPDIR", "/tmp")
 

@@ -13,11 +13,7 @@ import unittest
 import numpy as np
 
 import psgd
-from cluster import Cluster, run_threads
-
-CKPT_TOOL = os.path.join(os.environ.get("TEST_SRCDIR", "bazel-bin"),
-                         *(["psgd"] if "TEST_SRCDIR" in os.environ else []),
-                         "ps", "checkpoint", "ckpt_tool")
+from cluster import CKPT_TOOL, Cluster, run_threads
 
 SHAPES = {"linear/weights": (12, 3), "linear/biases": (3,)}
 DATA = "source: SYNTHETIC"

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,13 +115,15 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(backend_name, backend_options));
   // The CPU and the kernels the backend chose on it, beside every figure.
-  absl::StatusOr<CpuInfo> cpu = ReadCpuInfo();
-  std::printf("cpu: %s\n", cpu.ok()
-                               ? cpu->Describe().c_str()
-                               : std::string(cpu.status().message()).c_str());
+  absl::StatusOr<CpuInfo> cpu_info = ReadCpuInfo();
+  std::printf("cpu: %s\n",
+              cpu_info.ok() ? cpu_info->Describe().c_str()
+                            : std::string(cpu_info.status().message()).c_str());
+  // The CPU backend's options, parsed once (none for another backend).
+  std::optional<CpuBackendOptions> cpu_options;
   if (absl::StartsWith(backend_name, "cpu")) {
-    ASSIGN_OR_RETURN(const CpuBackendOptions chosen,
-                     ParseCpuBackendName(backend_name, threads));
+    ASSIGN_OR_RETURN(cpu_options, ParseCpuBackendName(backend_name, threads));
+    const CpuBackendOptions& chosen = *cpu_options;
     std::printf(
         "kernels: %s: 3x3 stride-1 convolutions %s, oneDNN's activation "
         "channel block %lld, compute %s\n",
@@ -131,6 +134,8 @@ absl::Status Run() {
         static_cast<long long>(OneDnnChannelBlock()),
         chosen.bf16_compute ? "bf16 convolutions" : "float32");
   }
+  const bool bf16_compute =
+      cpu_options.has_value() && cpu_options->bf16_compute;
   const std::string model_name = absl::GetFlag(FLAGS_model);
   // A layer-graph network's spec (its FLOPs, its peer); none for the
   // hand-written models.
@@ -171,7 +176,7 @@ absl::Status Run() {
         peer.channels_last = true;
         add_peer("PyTorch " + model_name + " channels_last", peer,
                  "ratio_vs_torch_channels_last");
-        if (absl::StrContains(backend_name, "compute=bf16")) {
+        if (bf16_compute) {
           peer.bf16_autocast = true;
           add_peer("PyTorch " + model_name + " channels_last bf16 autocast",
                    peer, "ratio_vs_torch_channels_last_bf16");
@@ -324,7 +329,7 @@ absl::Status Run() {
         "GFLOP/s on %d threads\n",
         flops / 1e6, achieved, 100.0 * achieved / peak.gflops, peak.isa.c_str(),
         peak.gflops, threads);
-    if (absl::StrContains(backend_name, "compute=bf16")) {
+    if (bf16_compute) {
       // The peak measured is float32's; AVX-512 BF16's dot product does
       // two multiply-adds per float32 lane.
       std::printf(
@@ -332,9 +337,7 @@ absl::Status Run() {
           "that: %.0f%% of %.0f GFLOP/s\n",
           50.0 * achieved / peak.gflops, 2 * peak.gflops);
     }
-    absl::StatusOr<CpuBackendOptions> cpu =
-        ParseCpuBackendName(backend_name, threads);
-    if (cpu.ok() && RunsWinograd(*cpu) && spec.ok()) {
+    if (cpu_options.has_value() && RunsWinograd(*cpu_options) && spec.ok()) {
       // The count is a direct convolution's (PyTorch's too): Winograd does
       // the same convolution in fewer multiply-adds.
       std::printf(
