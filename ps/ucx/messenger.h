@@ -1,0 +1,176 @@
+// Requests and replies over UCX (UCP active messages): the data plane's
+// transport between hosts (docs/MULTIHOST.md). One Messenger is one UCP
+// context and worker, driven by a thread of its own; it listens for peers,
+// connects to them, and carries calls: a request (a method number, a key, a
+// header and a payload of byte ranges) and its reply (a status, a header and
+// a payload). What the bytes mean is the caller's; the messenger knows
+// nothing of shards or tensors.
+//
+// On the wire a message is one active message: a fixed head (a magic number,
+// the call's id, the method and the key, or the reply's status) as UCP's AM
+// header, and the caller's header followed by the payload as its data. UCX
+// sends small data eagerly and large data by rendezvous: the receiver pulls
+// it (RDMA where the transport has it, a zero-copy socket send otherwise)
+// once it has checked the head. A request whose key the listener does not
+// accept is dropped before any of its data is read, counted, and never
+// reaches the handler; so is a message too short to hold its own header, a
+// reply to no call under way, and a message with another magic number.
+//
+// Faults: a peer that goes away (its process killed, its endpoint in error)
+// ends every call under way to it with UNAVAILABLE; a call not answered by
+// its deadline ends with DEADLINE_EXCEEDED (a later reply is dropped and
+// counted); Cancel ends one with CANCELLED. A call's payload memory is held
+// (through `keep_alive`) until UCX has let go of it, which may be after the
+// call has ended.
+//
+// Thread-safety: every public method may be called from any thread. The
+// handler and each call's `done` run on the messenger's thread and must not
+// block (they may call the messenger, e.g. Respond).
+#ifndef PSGD_PS_UCX_MESSENGER_H_
+#define PSGD_PS_UCX_MESSENGER_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace psgd {
+namespace ps {
+namespace ucx {
+
+// A data message's credential: 16 random bytes handed to a peer over an
+// authenticated control channel (RandomKey makes one).
+using Key = std::array<uint8_t, 16>;
+absl::StatusOr<Key> RandomKey();
+
+struct MessengerOptions {
+  // The UCX transports, as UCX_TLS names them: "tcp", "posix,cma,tcp",
+  // "rc,ud,sm" on an InfiniBand cluster; "" leaves the choice to UCX (and
+  // to UCX_TLS in the environment).
+  std::string transports = "tcp";
+  // Other UCX settings by their names without the UCX_ prefix
+  // ("RNDV_THRESH", "NET_DEVICES"), each checked by UCX.
+  std::vector<std::pair<std::string, std::string>> settings;
+};
+
+// A byte range of a payload; the payload is the ranges in order.
+struct Segment {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+// An owned, uninitialised byte buffer (a received payload).
+struct Bytes {
+  std::unique_ptr<char[]> data;
+  size_t size = 0;
+  absl::string_view view() const { return {data.get(), size}; }
+};
+
+// A request as the listener's handler sees it.
+struct Request {
+  uint32_t method = 0;
+  absl::string_view header;   // within `bytes`
+  absl::string_view payload;  // within `bytes`, after the header
+  Bytes bytes;
+  // Where the reply goes (Messenger::Respond).
+  uint64_t peer = 0;
+  uint64_t call = 0;
+};
+
+// A call's reply: its status (the handler's, or the messenger's), header
+// and payload (as Request's).
+struct Reply {
+  absl::Status status;
+  absl::string_view header;
+  absl::string_view payload;
+  Bytes bytes;
+};
+
+// Why messages were dropped, counted since the messenger started.
+struct DropCounts {
+  int64_t bad_key = 0;         // a request whose key is not accepted
+  int64_t malformed = 0;       // wrong magic, too short, header past the end
+  int64_t unknown_call = 0;    // a reply to no call under way (late, or forged)
+  int64_t receive_failed = 0;  // the data of a message could not be read
+};
+
+class Messenger {
+ public:
+  using Handler = std::function<void(Request request)>;
+  using CallDone = std::function<void(Reply reply)>;
+
+  // Starts UCX on `options.transports` and the messenger's thread.
+  // INVALID_ARGUMENT naming the setting UCX refused; UNAVAILABLE when UCX
+  // cannot start there.
+  static absl::StatusOr<std::unique_ptr<Messenger>> Create(
+      const MessengerOptions& options);
+  // Ends every call under way with CANCELLED, closes every endpoint and
+  // stops the thread.
+  ~Messenger();
+  Messenger(const Messenger&) = delete;
+  Messenger& operator=(const Messenger&) = delete;
+
+  // Listens on `address` (an IPv4 address, "0.0.0.0" for all) and `port`
+  // (0: any) and returns the port. Requests go to `handler`, which must
+  // answer each (Respond) once; only requests whose key AcceptKey has
+  // accepted reach it (with `require_key` false, any key does). One
+  // listener per messenger.
+  absl::StatusOr<int> Listen(const std::string& address, int port,
+                             Handler handler, bool require_key = true);
+  // Keys the listener accepts, and stops accepting.
+  void AcceptKey(const Key& key);
+  void RevokeKey(const Key& key);
+
+  // Answers request (peer, call) with `status` (its message travels too),
+  // `header` and `payload`; keep_alive holds the payload's memory until UCX
+  // has sent it. Nothing when the peer has gone.
+  void Respond(uint64_t peer, uint64_t call, const absl::Status& status,
+               std::string header, std::vector<Segment> payload,
+               std::shared_ptr<const void> keep_alive);
+
+  // An endpoint to the listener at host:port (an IPv4 address or a name);
+  // UCX connects in the background (a peer that is not there ends the
+  // first calls with UNAVAILABLE). Returns the peer's number.
+  absl::StatusOr<uint64_t> Connect(const std::string& host, int port);
+  // Closes the endpoint; its calls under way end with CANCELLED.
+  void Disconnect(uint64_t peer);
+
+  // Sends a request to `peer`; `done` runs once, on the messenger's thread,
+  // with the reply or the call's error. keep_alive holds the payload's
+  // memory until UCX has let go of it. Returns the call's number (Cancel).
+  uint64_t Call(uint64_t peer, uint32_t method, const Key& key,
+                std::string header, std::vector<Segment> payload,
+                std::shared_ptr<const void> keep_alive, absl::Time deadline,
+                CallDone done);
+  // Ends call `call` with CANCELLED, if it is still under way.
+  void Cancel(uint64_t call);
+
+  // Call, waiting for the reply.
+  Reply CallAndWait(uint64_t peer, uint32_t method, const Key& key,
+                    std::string header, std::vector<Segment> payload,
+                    absl::Time deadline);
+
+  DropCounts drops() const;
+  // The transports UCX uses, as configured ("tcp", or "(UCX's choice)").
+  const std::string& transports() const { return transports_; }
+
+ private:
+  class Impl;
+  explicit Messenger(std::unique_ptr<Impl> impl, std::string transports);
+  const std::unique_ptr<Impl> impl_;
+  const std::string transports_;
+};
+
+}  // namespace ucx
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_UCX_MESSENGER_H_
