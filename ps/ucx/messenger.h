@@ -56,8 +56,11 @@ struct MessengerOptions {
   // "rc,ud,sm" on an InfiniBand cluster; "" leaves the choice to UCX (and
   // to UCX_TLS in the environment).
   std::string transports = "tcp";
-  // Other UCX settings by their names without the UCX_ prefix
-  // ("RNDV_THRESH", "NET_DEVICES"), each checked by UCX.
+  // Other UCP settings by their names without the UCX_ prefix
+  // ("RNDV_THRESH", "NET_DEVICES"), each checked by UCX. A transport's own
+  // settings (UCX_TCP_*, UCX_IB_*) are read from the environment: Create
+  // puts the messenger's defaults there (UCX_TCP_TX_SEG_SIZE and
+  // UCX_TCP_RX_SEG_SIZE of 1M) unless either is set already.
   std::vector<std::pair<std::string, std::string>> settings;
 };
 

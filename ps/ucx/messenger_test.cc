@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -443,6 +444,23 @@ TEST_CASE(
   CHECK(reply.header == "c");
   kill(second.pid, SIGKILL);
   waitpid(second.pid, nullptr, 0);
+}
+
+TEST_CASE("tcp's segments default to 1M unless the user set their size") {
+  // Set by the user: left as they are (UCX's 8K send segment with a 256K
+  // receive segment; 1M over 256K would not start).
+  setenv("UCX_TCP_RX_SEG_SIZE", "256K", /*overwrite=*/1);
+  unsetenv("UCX_TCP_TX_SEG_SIZE");
+  {
+    auto m = NewMessenger();
+    CHECK(std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr);
+    CHECK(std::string(std::getenv("UCX_TCP_RX_SEG_SIZE")) == "256K");
+  }
+  unsetenv("UCX_TCP_RX_SEG_SIZE");
+  auto m = NewMessenger();
+  REQUIRE(std::getenv("UCX_TCP_TX_SEG_SIZE") != nullptr);
+  CHECK(std::string(std::getenv("UCX_TCP_TX_SEG_SIZE")) == "1M");
+  CHECK(std::string(std::getenv("UCX_TCP_RX_SEG_SIZE")) == "1M");
 }
 
 TEST_CASE("bad arguments are refused with the reason") {
