@@ -39,7 +39,7 @@ bash "$hosts" up 2 --prefix=ux ${rate:+"$rate"} || exit 1
 out=$(mktemp -d)
 server_pid=""
 cleanup() {
-  [ -n "$server_pid" ] && kill -9 "$server_pid" 2>/dev/null
+  if [ -n "$server_pid" ]; then kill -9 "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
   bash "$hosts" down --prefix=ux >/dev/null
   rm -rf "$out"
 }
