@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/file_io.h"
+#include "common/testing/eventually.h"
 #include "ps/testing/shard_test_util.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
@@ -18,18 +19,6 @@
 namespace psgd {
 namespace ps {
 namespace {
-
-// Polls `done` until it holds or a generous deadline passes (no timing is
-// asserted: the loop only has to get there).
-template <typename Predicate>
-bool Eventually(Predicate done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
 
 LifecycleOptions Fast() {
   LifecycleOptions o;

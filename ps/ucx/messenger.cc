@@ -124,9 +124,11 @@ class Messenger::Impl {
     ssize_t ignored = write(wake_fd_, &one, sizeof one);
     (void)ignored;
   }
-  // Runs `fn` on the messenger's thread and waits for it.
+  // Runs `fn` on the messenger's thread and waits for it (at once when
+  // called there, from a handler or a call's `done`).
   template <typename T>
   T RunAndWait(std::function<T()> fn) {
+    if (std::this_thread::get_id() == thread_.get_id()) return fn();
     Mutex done_mu;
     CondVar done_cv;
     bool done = false;

@@ -25,7 +25,8 @@
 //
 // Thread-safety: every public method may be called from any thread. The
 // handler and each call's `done` run on the messenger's thread and must not
-// block (they may call the messenger, e.g. Respond).
+// block; they may call the messenger (Respond, Call, and the methods that
+// wait for the messenger's thread, which then run at once).
 #ifndef PSGD_PS_UCX_MESSENGER_H_
 #define PSGD_PS_UCX_MESSENGER_H_
 

@@ -24,6 +24,7 @@
 
 #include "absl/time/clock.h"
 #include "common/mutex.h"
+#include "common/testing/eventually.h"
 
 extern char** environ;
 
@@ -89,18 +90,6 @@ class Server {
   int port_ = 0;
 };
 
-// Polls `done` for up to 20 s (the thing waited for is an event that
-// arrives through another thread; there is no callback to wait on).
-template <typename Predicate>
-bool Eventually(Predicate done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
-
 std::string Pattern(size_t size, int seed) {
   std::string bytes(size, '\0');
   uint32_t x = 2463534242u + seed;
@@ -159,6 +148,31 @@ TEST_CASE("the handler's error reaches the caller with its message") {
                                     absl::Now() + absl::Seconds(30));
   CHECK(reply.status.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(reply.status.message() == "not now: step 3");
+}
+
+TEST_CASE("a handler may revoke the key it was called with") {
+  // AcceptKey, RevokeKey, Connect and Disconnect wait for the messenger's
+  // thread; called from it (a handler, a call's done) they run at once.
+  auto server = NewMessenger();
+  Messenger* m = server.get();
+  auto port = server->Listen("127.0.0.1", 0, [m](Request request) {
+    m->RevokeKey(kKey);
+    m->Respond(request.peer, request.call, absl::OkStatus(), "revoked", {},
+               nullptr);
+  });
+  REQUIRE(port.ok());
+  server->AcceptKey(kKey);
+  auto client = NewMessenger();
+  auto peer = client->Connect("127.0.0.1", *port);
+  REQUIRE(peer.ok());
+  Reply first = client->CallAndWait(*peer, 1, kKey, "", {},
+                                    absl::Now() + absl::Seconds(30));
+  REQUIRE(first.status.ok());
+  CHECK(first.header == "revoked");
+  Reply second = client->CallAndWait(*peer, 1, kKey, "", {},
+                                     absl::Now() + absl::Milliseconds(300));
+  CHECK(second.status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(server->drops().bad_key == 1);
 }
 
 TEST_CASE("a call with a key the listener does not accept never reaches it") {

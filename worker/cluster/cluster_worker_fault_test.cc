@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/cluster_config.h"
+#include "common/testing/eventually.h"
 #include "ps/testing/fault_injection_client.h"
 #include "worker/cluster/cluster_test_util.h"
 #include "worker/session/resync.h"
@@ -36,18 +37,6 @@ struct Network {
     };
   }
 };
-
-// Waits until done() holds, up to 60 s (a hang fails the test, it does not
-// stop it).
-template <typename Predicate>
-bool Await(Predicate done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
 
 bool Live(const ps::ParameterShard& shard, int worker) {
   for (int w : shard.Status().live_workers) {
@@ -135,13 +124,13 @@ TEST_CASE("a worker cut off: its lease runs out, the others finish, it fails") {
   };
   bool expired = false;  // worker 2 left both shards' live sets
   setup.during = [&](const std::vector<ps::ParameterShard*>& shards) {
-    REQUIRE(
-        Await([&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
+    REQUIRE(Eventually(
+        [&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
     net.clients[2]->SetCut(ps::CutMode::kHang);  // calls hang to deadlines
     // Every call of worker 2 hangs, a leave included: it can leave the live
     // sets only by its lease running out.
-    expired =
-        Await([&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); });
+    expired = Eventually(
+        [&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); });
   };
   ClusterRun run = RunCluster(setup);
 
@@ -220,17 +209,18 @@ TEST_CASE("a worker cut off joins again when its link comes back") {
     return c;
   };
   setup.during = [&](const std::vector<ps::ParameterShard*>& shards) {
-    REQUIRE(
-        Await([&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
+    REQUIRE(Eventually(
+        [&] { return net.clients[2]->stats().delivered_pushes >= 5; }));
     net.clients[2]->SetCut(ps::CutMode::kFail);
-    REQUIRE(Await([&] { return net.clients[2]->stats().cut_calls >= 1; }));
+    REQUIRE(Eventually([&] { return net.clients[2]->stats().cut_calls >= 1; }));
     // The others' next pushes wait until worker 2 is back, so that it
     // rejoins before they can finish without it.
     net.injector.CloseGate();
-    REQUIRE(
-        Await([&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); }));
+    REQUIRE(Eventually(
+        [&] { return !Live(*shards[0], 2) && !Live(*shards[1], 2); }));
     net.clients[2]->SetCut(ps::CutMode::kNone);
-    REQUIRE(Await([&] { return Live(*shards[0], 2) && Live(*shards[1], 2); }));
+    REQUIRE(
+        Eventually([&] { return Live(*shards[0], 2) && Live(*shards[1], 2); }));
     net.injector.OpenGate();
   };
   ClusterRun run = RunCluster(setup);
@@ -277,14 +267,14 @@ TEST_CASE("a rollback mid-run: every worker re-syncs and the run ends") {
   };
   setup.during = [&](const std::vector<ps::ParameterShard*>& shards) {
     // Step-10 is complete (both shards' files are written).
-    REQUIRE(Await([&] {
+    REQUIRE(Eventually([&] {
       return std::filesystem::exists(setup.checkpoint_dir +
                                      "/step-10/MANIFEST");
     }));
     // And the run is past step 12, which every worker's ungated pushes
     // complete (the gate holds the 13th and later): the rollback then
     // redoes at least two steps, however fast the checkpoint was seen.
-    REQUIRE(Await([&] {
+    REQUIRE(Eventually([&] {
       for (ps::ParameterShard* s : shards) {
         if (s->Status().step < 12) return false;
       }
