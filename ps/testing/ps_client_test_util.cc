@@ -324,8 +324,10 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
   std::vector<PushRecord> all;
   for (auto& r : records) all.insert(all.end(), r.begin(), r.end());
 
-  // Shard 0's last decisions may still be on their way to the others: wait
-  // (bounded) until every shard has applied them.
+  // Shard 0's last decisions may still be on their way to the others (a
+  // surplus push's drop changes neither step nor applied): wait (bounded)
+  // until every shard has accounted for every push the workers made.
+  const int64_t total = static_cast<int64_t>(all.size());
   absl::StatusOr<std::vector<ShardStatus>> statuses;
   const absl::Time settle = absl::Now() + absl::Seconds(30);
   for (;;) {
@@ -333,8 +335,13 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
     REQUIRE(statuses.ok());
     bool settled = true;
     for (const ShardStatus& s : *statuses) {
-      settled &= s.step == (*statuses)[0].step &&
-                 s.counters.applied == (*statuses)[0].counters.applied;
+      const PushCounters& c = s.counters;
+      settled &=
+          s.step == (*statuses)[0].step &&
+          c.applied == (*statuses)[0].counters.applied &&
+          s.pending_gradients == 0 &&
+          c.aggregated + c.applied + c.dropped_stale + c.dropped_surplus >=
+              total;
     }
     if (settled || absl::Now() > settle) break;
     absl::SleepFor(absl::Milliseconds(10));
@@ -346,7 +353,6 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
                      Views(specs, final_weights))
               .ok());
   const Placement& placement = chief->placement();
-  const int64_t total = static_cast<int64_t>(all.size());
   for (int shard = 0; shard < shards; ++shard) {
     INFO("shard " << shard << " at step " << (*statuses)[shard].step);
     const ShardStatus& s = (*statuses)[shard];
