@@ -77,9 +77,14 @@ absl::Status FromUcs(ucs_status_t status, absl::string_view what) {
   }
 }
 
-Bytes NewBytes(size_t size) {
+// `size` bytes whose byte `before` (where the payload starts) lies at a
+// multiple of kPayloadAlign.
+Bytes NewBytes(size_t size, size_t before) {
   Bytes bytes;
-  bytes.data.reset(new char[size > 0 ? size : 1]);
+  bytes.data.reset(new char[size + kPayloadAlign]);
+  const auto base = reinterpret_cast<uintptr_t>(bytes.data.get());
+  bytes.skip =
+      (kPayloadAlign - (base + before) % kPayloadAlign) % kPayloadAlign;
   bytes.size = size;
   return bytes;
 }
@@ -734,9 +739,13 @@ ucs_status_t Messenger::Impl::OnReply(void* arg, const void* header,
 ucs_status_t Messenger::Impl::Receive(Receiving* message, void* data,
                                       size_t length,
                                       const ucp_am_recv_param_t* param) {
-  message->bytes = NewBytes(length);
+  const size_t before = message->request
+                            ? message->request_head.header_size
+                            : size_t{message->reply_head.message_size} +
+                                  message->reply_head.header_size;
+  message->bytes = NewBytes(length, before);
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-    if (length > 0) std::memcpy(message->bytes.data.get(), data, length);
+    if (length > 0) std::memcpy(message->bytes.begin(), data, length);
     Deliver(message);
     return UCS_OK;
   }
@@ -745,7 +754,7 @@ ucs_status_t Messenger::Impl::Receive(Receiving* message, void* data,
   recv.cb.recv_am = &Impl::OnReceived;
   recv.user_data = message;
   ucs_status_ptr_t started = ucp_am_recv_data_nbx(
-      worker_, data, message->bytes.data.get(), length, &recv);
+      worker_, data, message->bytes.begin(), length, &recv);
   if (UCS_PTR_IS_PTR(started)) {
     receives_++;
     return UCS_INPROGRESS;
@@ -775,7 +784,7 @@ void Messenger::Impl::OnReceived(void* request, ucs_status_t status, size_t,
 
 void Messenger::Impl::Deliver(Receiving* message) {
   std::unique_ptr<Receiving> owned(message);
-  const char* base = message->bytes.data.get();
+  const char* base = message->bytes.begin();
   if (message->request) {
     if (peers_.count(message->peer) == 0) return;  // gone meanwhile
     Request request;
@@ -787,6 +796,8 @@ void Messenger::Impl::Deliver(Receiving* message) {
     request.bytes = std::move(message->bytes);
     request.peer = message->peer;
     request.call = message->request_head.call;
+    std::memcpy(request.key.data(), message->request_head.key,
+                request.key.size());
     handler_(std::move(request));
     return;
   }

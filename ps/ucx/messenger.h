@@ -71,14 +71,20 @@ struct Segment {
   size_t size = 0;
 };
 
-// An owned, uninitialised byte buffer (a received payload).
+// An owned, uninitialised byte buffer (a received message): `size` bytes
+// from begin(), placed so that the payload after the headers starts at a
+// multiple of kPayloadAlign.
+inline constexpr size_t kPayloadAlign = 64;
 struct Bytes {
   std::unique_ptr<char[]> data;
+  size_t skip = 0;  // begin() is data.get() + skip
   size_t size = 0;
-  absl::string_view view() const { return {data.get(), size}; }
+  char* begin() const { return data.get() + skip; }
+  absl::string_view view() const { return {begin(), size}; }
 };
 
-// A request as the listener's handler sees it.
+// A request as the listener's handler sees it. Its payload starts at a
+// multiple of kPayloadAlign.
 struct Request {
   uint32_t method = 0;
   absl::string_view header;   // within `bytes`
@@ -87,6 +93,8 @@ struct Request {
   // Where the reply goes (Messenger::Respond).
   uint64_t peer = 0;
   uint64_t call = 0;
+  // The key it carried (one the listener accepted when it came).
+  Key key{};
 };
 
 // A call's reply: its status (the handler's, or the messenger's), header

@@ -45,6 +45,10 @@ std::unique_ptr<Messenger> NewMessenger(const std::string& transports = "tcp") {
 
 // A listener whose handler keeps every request (and can answer later) or
 // echoes it at once.
+bool Aligned(absl::string_view payload) {
+  return reinterpret_cast<uintptr_t>(payload.data()) % kPayloadAlign == 0;
+}
+
 class Server {
  public:
   explicit Server(bool echo, const std::string& transports = "tcp")
@@ -58,7 +62,10 @@ class Server {
             // Answers with the method in the header and the payload back.
             messenger_->Respond(
                 kept->peer, kept->call, absl::OkStatus(),
-                std::to_string(kept->method) + ":" + std::string(kept->header),
+                std::to_string(kept->method) + ":" + std::string(kept->header) +
+                    // What the handler is promised of every request.
+                    (Aligned(kept->payload) ? "" : " (payload misaligned)") +
+                    (kept->key == kKey ? "" : " (another key)"),
                 {{kept->payload.data(), kept->payload.size()}}, kept);
           } else {
             held_.push_back(kept);
@@ -125,6 +132,7 @@ TEST_CASE("a call and its reply carry headers and payloads of every size") {
     CHECK(reply.header == "7:header");
     CHECK(reply.payload.size() == size);
     CHECK(reply.payload == payload);
+    CHECK(Aligned(reply.payload));
   }
   CHECK(server.handled() == 2);
   CHECK(server.messenger().drops().bad_key == 0);
