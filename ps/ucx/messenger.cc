@@ -386,9 +386,11 @@ void Messenger::Impl::Loop() {
     const ucs_status_t armed = ucp_worker_arm(worker_);
     if (armed == UCS_ERR_BUSY) continue;
     pollfd fds[2] = {{ucx_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    const absl::Duration until = NextDeadline() - absl::Now();
+    // At most 100 ms (and no overflow for a call-less InfiniteFuture).
+    const absl::Duration until =
+        std::min(NextDeadline() - absl::Now(), absl::Milliseconds(100));
     const int timeout_ms = static_cast<int>(
-        std::clamp<int64_t>(absl::ToInt64Milliseconds(until) + 1, 0, 100));
+        std::max<int64_t>(absl::ToInt64Milliseconds(until) + 1, 0));
     if (poll(fds, 2, timeout_ms) > 0 && (fds[1].revents & POLLIN)) {
       uint64_t count;
       ssize_t ignored = read(wake_fd_, &count, sizeof count);

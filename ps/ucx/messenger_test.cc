@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
@@ -504,6 +505,34 @@ TEST_CASE("bad arguments are refused with the reason") {
   Reply reply =
       m->CallAndWait(12345, 1, kKey, "", {}, absl::Now() + absl::Seconds(5));
   CHECK(reply.status.code() == absl::StatusCode::kUnavailable);
+}
+
+// The process's CPU time so far (every thread's).
+double ProcessCpuSeconds() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+TEST_CASE("idle messengers sleep, linked and after their peer has gone") {
+  // Two messenger threads that spun would take about two seconds of CPU
+  // a second on two cores; sleeping ones take next to none.
+  Server server(/*echo=*/true, "tcp");
+  {
+    auto client = NewMessenger("tcp");
+    auto peer = client->Connect("127.0.0.1", server.port());
+    REQUIRE(peer.ok());
+    Reply reply = client->CallAndWait(*peer, 7, kKey, "h", {},
+                                      absl::Now() + absl::Seconds(30));
+    REQUIRE(reply.status.ok());
+    const double before = ProcessCpuSeconds();
+    absl::SleepFor(absl::Seconds(1));
+    CHECK(ProcessCpuSeconds() - before < 0.3);
+  }
+  const double before = ProcessCpuSeconds();
+  absl::SleepFor(absl::Seconds(1));
+  CHECK(ProcessCpuSeconds() - before < 0.3);
 }
 
 }  // namespace
