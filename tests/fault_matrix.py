@@ -119,11 +119,15 @@ def cells():
                 opt = opts[(f + m + k) % len(opts)]
                 overlap = (f + m + k) % 2 == 1
                 shm = (m // 2 + f + k) % 2 == 1
+                # Half the others carry their tensors over UCX (wire {
+                # data_plane: UCX }): two cells per fault, every model in
+                # one fault or another.
+                ucx = not shm and (m + f) % 2 == 0
                 name = f"{fault}-{model}-{opt}-{mode}-" \
                        f"{'overlap' if overlap else 'plain'}" \
-                       f"{'-shm' if shm else ''}"
+                       f"{'-shm' if shm else ''}{'-ucx' if ucx else ''}"
                 out.append(dict(name=name, fault=fault, model=model, opt=opt,
-                                mode=mode, overlap=overlap, shm=shm))
+                                mode=mode, overlap=overlap, shm=shm, ucx=ucx))
     return out
 
 
@@ -161,7 +165,8 @@ class Cell:
                 f"extra=checkpoint {{ dir: \"{self.ckpt}\" every_steps: {EVERY} "
                 f"keep: 1000 }}",
                 f"extra=wire {{ overlap: {str(cell['overlap']).lower()} "
-                f"shared_memory: {str(cell['shm']).lower()} }}",
+                f"shared_memory: {str(cell['shm']).lower()} "
+                f"data_plane: {'UCX' if cell['ucx'] else 'GRPC'} }}",
                 # Long enough that no live worker misses one on a loaded
                 # machine; a killed worker comes back well within it.
                 "extra=worker_lease_seconds: 30",
@@ -353,6 +358,16 @@ class Cell:
                                      f"used, but asked for: {self.c['shm']}")
                 if "no shared memory (" in text:
                     fail(self.c, f"{task}: a server refused shared memory")
+                # Over UCX with both servers when asked for; never without.
+                for shard in range(NUM_PS):
+                    linked = re.search(rf"shard {shard} at \S+: pushes and "
+                                       "pulls over UCX", text) is not None
+                    if linked != self.c["ucx"]:
+                        fail(self.c, f"{task}: UCX with shard {shard} "
+                                     f"{'not ' if not linked else ''}used, "
+                                     f"but asked for: {self.c['ucx']}")
+                if "go over gRPC" in text:
+                    fail(self.c, f"{task}: UCX fell back to gRPC")
             for m in LEASE_LINE.finditer(text):
                 fail(self.c, f"{task}: worker {m.group(1)}'s lease ran out "
                              "(a live worker missed it, or the killed one "

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace psgd {
 namespace ps {
@@ -43,6 +44,19 @@ absl::Status CheckGrpcClientOptions(const GrpcClientOptions& o) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// "10.0.0.2" of "10.0.0.2:5000", "::1" of "[::1]:5000".
+std::string HostOf(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     GrpcClientOptions options) {
   RETURN_IF_ERROR(CheckGrpcClientOptions(options));
@@ -52,8 +66,26 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
                                   options.split_threshold_bytes));
   ASSIGN_OR_RETURN(ClientCredentials credentials,
                    MakeClientCredentials(options.security));
+  // One UCX messenger for all the shards; none (gRPC, said once) where UCX
+  // cannot start.
+  std::shared_ptr<ucx::Messenger> messenger;
+  if (options.ucx) {
+    ucx::MessengerOptions ucx_options;
+    ucx_options.transports = options.ucx_transports;
+    absl::StatusOr<std::unique_ptr<ucx::Messenger>> made =
+        ucx::Messenger::Create(ucx_options);
+    if (made.ok()) {
+      messenger = *std::move(made);
+    } else {
+      spdlog::warn(
+          "worker {}: UCX cannot start here ({}); pushes and pulls go over "
+          "gRPC",
+          options.worker_id, made.status().ToString());
+    }
+  }
   std::vector<std::unique_ptr<ShardChannel>> channels;
   std::vector<const GrpcShardChannel*> grpc_channels;
+  std::vector<const UcxShardChannel*> ucx_channels;
   for (size_t i = 0; i < options.addresses.size(); ++i) {
     const std::string& address = options.addresses[i];
     auto channel = std::make_unique<GrpcShardChannel>(
@@ -61,7 +93,14 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
         CreatePsChannel(address, options.max_message_bytes, credentials),
         options.shared_memory);
     grpc_channels.push_back(channel.get());
-    channels.push_back(std::move(channel));
+    if (messenger == nullptr) {
+      channels.push_back(std::move(channel));
+      continue;
+    }
+    auto linked = std::make_unique<UcxShardChannel>(std::move(channel),
+                                                    messenger, HostOf(address));
+    ucx_channels.push_back(linked.get());
+    channels.push_back(std::move(linked));
   }
   ShardedClientOptions sharded;
   sharded.cluster = std::move(options.cluster);
@@ -70,9 +109,9 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
   sharded.run_dir = std::move(options.run_dir);
   sharded.wire_gradients = options.wire_gradients;
   sharded.wire_weights = options.wire_weights;
-  return std::unique_ptr<GrpcPsClient>(
-      new GrpcPsClient(std::move(placement), std::move(channels),
-                       std::move(sharded), std::move(grpc_channels)));
+  return std::unique_ptr<GrpcPsClient>(new GrpcPsClient(
+      std::move(placement), std::move(channels), std::move(sharded),
+      std::move(grpc_channels), std::move(ucx_channels)));
 }
 
 GrpcPsClient::PayloadBytes GrpcPsClient::payload_bytes() const {
@@ -83,6 +122,12 @@ GrpcPsClient::PayloadBytes GrpcPsClient::payload_bytes() const {
     bytes.shared_sent += c->shared_sent_bytes();
     bytes.shared_received += c->shared_received_bytes();
   }
+  for (const UcxShardChannel* c : ucx_channels_) {
+    bytes.ucx_sent += c->ucx_sent_bytes();
+    bytes.ucx_received += c->ucx_received_bytes();
+  }
+  bytes.sent += bytes.ucx_sent;
+  bytes.received += bytes.ucx_received;
   return bytes;
 }
 

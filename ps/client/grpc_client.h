@@ -21,6 +21,7 @@
 #include "common/model_variables.h"
 #include "ps/client/grpc_channel.h"
 #include "ps/client/sharded_client.h"
+#include "ps/client/ucx_channel.h"
 #include "ps/state/placement.h"
 
 namespace psgd {
@@ -58,6 +59,12 @@ struct GrpcClientOptions {
   // shared memory segment for the tensors of pushes and pulls (used with
   // the servers on this machine, ps/client/grpc_channel.h).
   bool shared_memory = false;
+  // The cluster config's `wire { data_plane: UCX ucx_transports }`: pushes
+  // and pulls over UCX to the servers that offer it when this worker joins
+  // (ps/client/ucx_channel.h); over gRPC where UCX cannot start here (said
+  // once in the log).
+  bool ucx = false;
+  std::string ucx_transports = "tcp";
   // The cluster's token, sent with every call, and TLS (tls, tls_ca_file;
   // the certificate and key are the servers'). Default: neither.
   SecurityOptions security;
@@ -86,12 +93,15 @@ class GrpcPsClient final : public ShardedPsClient {
   // responses), payload without gRPC's framing. Thread-safe.
   // The payload of pushes and pulls so far, all shards: what the requests
   // and replies carried, through the socket or shared memory; shared_*: the
-  // part of it that went through shared memory.
+  // part of it that went through shared memory; ucx_*: the part that went
+  // over UCX (the data plane's headers included).
   struct PayloadBytes {
     int64_t sent = 0;
     int64_t received = 0;
     int64_t shared_sent = 0;
     int64_t shared_received = 0;
+    int64_t ucx_sent = 0;
+    int64_t ucx_received = 0;
   };
   PayloadBytes payload_bytes() const;
 
@@ -99,13 +109,17 @@ class GrpcPsClient final : public ShardedPsClient {
   GrpcPsClient(Placement placement,
                std::vector<std::unique_ptr<ShardChannel>> channels,
                ShardedClientOptions options,
-               std::vector<const GrpcShardChannel*> grpc_channels)
+               std::vector<const GrpcShardChannel*> grpc_channels,
+               std::vector<const UcxShardChannel*> ucx_channels)
       : ShardedPsClient(std::move(placement), std::move(channels),
                         std::move(options)),
-        grpc_channels_(std::move(grpc_channels)) {}
+        grpc_channels_(std::move(grpc_channels)),
+        ucx_channels_(std::move(ucx_channels)) {}
 
-  // The base's channels, for their byte counts. Not owned.
+  // The base's channels (or the gRPC channels inside its UCX ones), for
+  // their byte counts. Not owned.
   const std::vector<const GrpcShardChannel*> grpc_channels_;
+  const std::vector<const UcxShardChannel*> ucx_channels_;
 };
 
 }  // namespace ps

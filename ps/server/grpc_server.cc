@@ -80,6 +80,32 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
                  : ", from other machines too");
   }
 
+  if (options.ucx) {
+    // The tensors over UCX where UCX starts; over gRPC, said once, where it
+    // does not (workers then find no UCX in their Join's answer).
+    const bool any =
+        s->host_.empty() || s->host_ == "0.0.0.0" || s->host_ == "[::]";
+    const std::string ucx_host =
+        any                                              ? "0.0.0.0"
+        : s->host_ == "localhost" || s->host_ == "[::1]" ? "127.0.0.1"
+                                                         : s->host_;
+    absl::StatusOr<std::unique_ptr<UcxDataPlane>> ucx =
+        UcxDataPlane::Start(s->shard_.get(), s->service_->pull_weights(),
+                            options.ucx_transports, ucx_host);
+    if (ucx.ok()) {
+      s->ucx_ = *std::move(ucx);
+      s->service_->SetUcxDataPlane(s->ucx_.get());
+      spdlog::info("shard {}: pushes and pulls over UCX ({}) on {}:{}",
+                   options.shard_index, s->ucx_->transports(), ucx_host,
+                   s->ucx_->port());
+    } else {
+      spdlog::warn(
+          "shard {}: the UCX data plane cannot start ({}); pushes and pulls "
+          "go over gRPC",
+          options.shard_index, ucx.status().ToString());
+    }
+  }
+
   // Both are process-wide switches that apply to servers built after them.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

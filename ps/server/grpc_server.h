@@ -58,6 +58,8 @@ class PsGrpcServer {
 
   ParameterShard* shard() { return shard_.get(); }
   PsGrpcService* service() { return service_.get(); }
+  // Null without wire { data_plane: UCX }, or when UCX could not start.
+  UcxDataPlane* ucx() { return ucx_.get(); }
   ShardLifecycle* lifecycle() { return lifecycle_.get(); }
 
   // Shard 0 of a cluster of several shards sends its decisions to the
@@ -87,6 +89,9 @@ class PsGrpcServer {
   // service and the shard they call.
   std::unique_ptr<ParameterShard> shard_;
   std::unique_ptr<PsGrpcService> service_;
+  // With wire { data_plane: UCX } when UCX started; destroyed after the
+  // server (no Join uses it) and before the service (its pull weights).
+  std::unique_ptr<UcxDataPlane> ucx_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ShardLifecycle> lifecycle_;
   Mutex stop_mu_;

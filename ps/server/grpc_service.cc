@@ -31,29 +31,17 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
-// The tensors of a snapshot in the wire dtype (PsGrpcService::WireWeights).
-struct WireEncoded {
-  ParameterShard::Snapshot snapshot;  // names and shapes borrowed from it
-  WireEncoder encoder;                // owns the data
-  std::vector<TensorBytes> tensors;
-};
-
-// Gives a snapshot's WireEncoded, kept alive by the pointer; null: send
-// float32 straight from the snapshot.
-using WireWeightsSource =
-    std::function<std::shared_ptr<const void>(const ParameterShard::Snapshot&)>;
-
 // A pull that may wait: registered with the shard, finished by whichever
 // comes first, the shard reaching the step or the call's cancellation
 // (its deadline, the client, or the server shutting down).
 class PullReactor final : public grpc::ServerUnaryReactor {
  public:
-  PullReactor(ShardRequestHandler* handler, WireWeightsSource wire_weights,
+  PullReactor(ShardRequestHandler* handler, PullWeights* pull_weights,
               SharedSegments* shared_segments,
               const grpc::ByteBuffer& request_bytes, grpc::ByteBuffer* response,
               std::atomic<int64_t>* sent_bytes)
       : shard_(handler->shard()),
-        wire_weights_(std::move(wire_weights)),
+        pull_weights_(pull_weights),
         response_(response),
         sent_bytes_(sent_bytes),
         arrived_(absl::Now()) {
@@ -117,22 +105,11 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     header.set_generation(s.generation);
     header.set_learning_rate(s.learning_rate);
     if (!refused_.empty()) header.set_shared_memory_refused(refused_);
-    std::shared_ptr<const void> keep_alive = *snapshot;
-    std::vector<TensorBytes> tensors;
-    if (wire_weights_ != nullptr) {
-      keep_alive = wire_weights_(*snapshot);
-      const auto* e = static_cast<const WireEncoded*>(keep_alive.get());
-      for (int i : *selected) tensors.push_back(e->tensors[i]);
-    } else {
-      for (int i : *selected) {
-        tensors.push_back(FloatTensorBytes(
-            s.layout->names[i], s.layout->shapes[i], s.weights[i].data()));
-      }
-    }
-    if (segment_ == nullptr || !ReplyShared(tensors, &header)) {
+    PullWeights::Tensors t = pull_weights_->Get(*snapshot, *selected);
+    if (segment_ == nullptr || !ReplyShared(t.tensors, &header)) {
       *response_ =
           EncodeWithTensors(header, wire::PullResponse::kVariablesFieldNumber,
-                            tensors, std::move(keep_alive));
+                            t.tensors, std::move(t.keep_alive));
     }
     sent_bytes_->fetch_add(static_cast<int64_t>(response_->Length()),
                            std::memory_order_relaxed);
@@ -164,8 +141,8 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     return s.ok();
   }
 
-  ParameterShard* const shard_;  // Not owned.
-  const WireWeightsSource wire_weights_;
+  ParameterShard* const shard_;             // Not owned.
+  PullWeights* const pull_weights_;         // The service's.
   grpc::ByteBuffer* const response_;        // Owned by gRPC.
   std::atomic<int64_t>* const sent_bytes_;  // The service's counter.
   const absl::Time arrived_;
@@ -178,45 +155,6 @@ class PullReactor final : public grpc::ServerUnaryReactor {
 };
 
 }  // namespace
-
-// The weights of one snapshot in the cluster's wire dtype, encoded once and
-// shared by every pull that answers with that snapshot (in sync mode all M
-// workers pull the same one). Thread-safe.
-class PsGrpcService::WireWeights {
- public:
-  using Encoded = WireEncoded;
-
-  explicit WireWeights(DType dtype) : dtype_(dtype) {}
-
-  // `snapshot`'s tensors in the wire dtype, kept alive by the result.
-  std::shared_ptr<const Encoded> Get(const ParameterShard::Snapshot& snapshot) {
-    MutexLock lock(&mu_);
-    if (current_ != nullptr && current_->snapshot == snapshot) return current_;
-    // Every copy of current_ is made under mu_: when the cache holds the
-    // only one, no pull is sending it any more and its buffers are reused
-    // (no fresh pages to fault in at every step).
-    std::shared_ptr<Encoded> e = current_.use_count() == 1
-                                     ? std::move(current_)
-                                     : std::make_shared<Encoded>();
-    e->snapshot = snapshot;
-    const WeightsSnapshot& s = *snapshot;
-    std::vector<TensorBytes> floats;
-    for (int i = 0; i < s.layout->size(); ++i) {
-      floats.push_back(FloatTensorBytes(s.layout->names[i], s.layout->shapes[i],
-                                        s.weights[i].data()));
-    }
-    absl::Span<const TensorBytes> encoded =
-        e->encoder.FromFloat(floats, dtype_);
-    e->tensors.assign(encoded.begin(), encoded.end());
-    current_ = e;
-    return current_;
-  }
-
- private:
-  const DType dtype_;
-  Mutex mu_;
-  std::shared_ptr<Encoded> current_ ABSL_GUARDED_BY(mu_);
-};
 
 // Push messages for reuse: a request's gradient buffers keep their capacity
 // (Clear() keeps them), so a 2 MB gradient is not parsed into freshly mapped
@@ -262,10 +200,8 @@ PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
     : authenticator_(std::move(token)),
       handler_(shard),
       push_messages_(std::make_unique<PushMessagePool>()),
-      wire_weights_(
-          shard->options().wire_weights == DType::kFloat32
-              ? nullptr
-              : std::make_unique<WireWeights>(shard->options().wire_weights)) {}
+      pull_weights_(
+          std::make_unique<PullWeights>(shard->options().wire_weights)) {}
 
 PsGrpcService::~PsGrpcService() = default;
 
@@ -290,15 +226,9 @@ grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
   if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
     return Finish(ctx, s);
   }
-  WireWeightsSource source;
-  if (wire_weights_ != nullptr) {
-    source = [w = wire_weights_.get()](const ParameterShard::Snapshot& s) {
-      return std::shared_ptr<const void>(w->Get(s));
-    };
-  }
   received_bytes_.fetch_add(static_cast<int64_t>(request->Length()),
                             std::memory_order_relaxed);
-  return new PullReactor(&handler_, std::move(source), shared_segments_.get(),
+  return new PullReactor(&handler_, pull_weights_.get(), shared_segments_.get(),
                          *request, response, &sent_bytes_);
 }
 
@@ -346,16 +276,41 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
   return Finish(ctx, status);
 }
 
+void PsGrpcService::AddSummary(JsonObject* summary) const {
+  summary->Set("payload_received_bytes", payload_received_bytes())
+      .Set("payload_sent_bytes", payload_sent_bytes());
+  if (ucx_ == nullptr) return;
+  const UcxDataPlane::Counters c = ucx_->counters();
+  summary->Set("ucx_pushes", c.pushes)
+      .Set("ucx_pulls", c.pulls)
+      .Set("ucx_bad_key", c.messenger.bad_key)
+      .Set("ucx_wrong_worker", c.wrong_worker)
+      .Set("ucx_malformed", c.malformed + c.messenger.malformed)
+      .Set("ucx_receive_failed", c.messenger.receive_failed);
+}
+
 grpc::ServerUnaryReactor* PsGrpcService::Join(
     grpc::CallbackServerContext* ctx, const wire::JoinRequest* request,
     wire::MembershipResponse* response) {
-  return Respond(ctx, [&] { return handler_.Join(*request, response); });
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(handler_.Join(*request, response));
+    // A joined worker's key for the UCX data plane travels only here, over
+    // the authenticated channel.
+    if (ucx_ != nullptr && request->worker_id() >= 0) {
+      return ucx_->Admit(request->worker_id(), response->mutable_ucx());
+    }
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Leave(
     grpc::CallbackServerContext* ctx, const wire::LeaveRequest* request,
     wire::MembershipResponse* response) {
-  return Respond(ctx, [&] { return handler_.Leave(*request, response); });
+  return Respond(ctx, [&]() -> absl::Status {
+    RETURN_IF_ERROR(handler_.Leave(*request, response));
+    if (ucx_ != nullptr) ucx_->Revoke(request->worker_id());
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Status(

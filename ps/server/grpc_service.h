@@ -32,8 +32,10 @@
 #include "absl/strings/string_view.h"
 #include "common/grpc_security.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/server/pull_weights.h"
 #include "ps/server/request_handler.h"
 #include "ps/server/server_lifecycle.h"
+#include "ps/server/ucx_data_plane.h"
 #include "ps/shard/shard.h"
 #include "ps/wire/shared_memory.h"
 
@@ -101,6 +103,13 @@ class PsGrpcService final
   // Where an Initialize's run directory may lie (ShardRequestHandler).
   void SetRunRoot(absl::string_view run_root) { handler_.SetRunRoot(run_root); }
 
+  // The UCX data plane (wire { data_plane: UCX }), before the service
+  // serves: a worker's Join also gives it its key there, a Leave takes it
+  // back. Not owned; must outlive every call.
+  void SetUcxDataPlane(UcxDataPlane* ucx) { ucx_ = ucx; }
+  // The tensors pulls are answered with (shared with the UCX data plane).
+  PullWeights* pull_weights() { return pull_weights_.get(); }
+
   // Calls refused for a missing or wrong token so far.
   int64_t unauthenticated_calls() const override {
     return authenticator_.refused();
@@ -115,6 +124,10 @@ class PsGrpcService final
     return sent_bytes_.load(std::memory_order_relaxed);
   }
   void AddServingMemory(ShardMemory* memory) const override;
+  // The payload bytes over gRPC, and with the UCX data plane its counts
+  // (ucx_pushes, ucx_pulls, and what it dropped: ucx_bad_key,
+  // ucx_wrong_worker, ucx_malformed, ucx_receive_failed).
+  void AddSummary(JsonObject* summary) const override;
 
   // Workers' shared memory regions mapped now (wire { shared_memory }).
   size_t shared_segments_mapped() const { return shared_segments_->count(); }
@@ -127,7 +140,6 @@ class PsGrpcService final
 
  private:
   class PushMessagePool;
-  class WireWeights;
 
   // Finishes the call with the status of `handle()`, which runs only when
   // the call passes the token check.
@@ -142,8 +154,9 @@ class PsGrpcService final
   std::atomic<int64_t> push_bytes_in_flight_{0};
   std::atomic<int64_t> sent_bytes_{0};
   const std::unique_ptr<PushMessagePool> push_messages_;
-  // The newest weights in the wire dtype (when it is not float32).
-  const std::unique_ptr<WireWeights> wire_weights_;
+  // The tensors pulls are answered with.
+  const std::unique_ptr<PullWeights> pull_weights_;
+  UcxDataPlane* ucx_ = nullptr;
   // Workers' shared memory segments (wire { shared_memory }).
   std::unique_ptr<SharedSegments> shared_segments_ =
       std::make_unique<SharedSegments>();

@@ -122,7 +122,8 @@ uint64_t ShardRequestHandler::Pull(const wire::PullRequest& request,
 
 absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                        wire::PushResponse* response,
-                                       absl::string_view shared) {
+                                       absl::string_view shared,
+                                       bool shared_is_private) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   if (request.commit()) {
     if (request.gradients_size() > 0) {
@@ -142,7 +143,7 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   }
   ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
                    TensorBytesFromProto(request.gradients(), shared));
-  if (!shared.empty()) {
+  if (!shared.empty() && !shared_is_private) {
     // Read once: the worker can write its region while we work, so its
     // bytes are copied into this thread's own buffer before anything
     // checks, decodes or applies them (what is checked is what is applied).

@@ -53,9 +53,12 @@ class ShardRequestHandler {
   // buffers (thread_local) from call to call. `shared`: the bytes of the
   // segment the request names (PushRequest.shared_memory, attached by the
   // caller; empty: none), where gradients with TensorData.shared lie.
+  // They are copied into a buffer of this thread's first (the worker can
+  // write its region meanwhile) unless `shared_is_private`: bytes no one
+  // else can change (a message the UCX data plane received).
   absl::Status Push(const wire::PushRequest& request,
-                    wire::PushResponse* response,
-                    absl::string_view shared = {});
+                    wire::PushResponse* response, absl::string_view shared = {},
+                    bool shared_is_private = false);
   absl::Status Join(const wire::JoinRequest& request,
                     wire::MembershipResponse* response);
   absl::Status Leave(const wire::LeaveRequest& request,

@@ -103,6 +103,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   const WireDTypes wire = WireDTypesFromConfig(config);
   o.wire_gradients = wire.gradients;
   o.wire_weights = wire.weights;
+  o.ucx = config.wire().data_plane() == config::WireConfig::UCX;
+  o.ucx_transports = config.wire().ucx_transports();
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }

@@ -214,7 +214,11 @@ void ShardLifecycle::Stop(absl::string_view reason) {
   shard_->FlushCheckpoints();
   const ShardStatus status = WithServingMemory(shard_->Status());
   WriteMetrics(status);
-  state_->metrics.WriteSummary(status, std::string(reason));
+  state_->metrics.WriteSummary(status, std::string(reason),
+                               [this](JsonObject* summary) {
+                                 if (counters_ != nullptr)
+                                   counters_->AddSummary(summary);
+                               });
   LogCheckpoints(status);
   const ServerOptions& o = shard_->options();
   if (!o.checkpoint.dir.empty()) {

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/prometheus.h"
 #include "ps/shard/shard.h"
@@ -48,6 +49,9 @@ class ServingCounters {
   // Fills what the serving layer holds of ShardMemory (pushes_in_flight,
   // push_buffers).
   virtual void AddServingMemory(ShardMemory* memory) const {}
+  // Adds the serving layer's totals to the server's summary
+  // (ps-I.summary.json).
+  virtual void AddSummary(JsonObject* summary) const {}
 };
 
 // The lifecycle's own options (the shard's are in ServerOptions: the lease,

@@ -80,12 +80,14 @@ void ServerMetricsWriter::Write(const std::string& run_dir,
   if (events_ != nullptr) WriteEvents(status);
 }
 
-void ServerMetricsWriter::WriteSummary(const ShardStatus& status,
-                                       const std::string& reason) {
+void ServerMetricsWriter::WriteSummary(
+    const ShardStatus& status, const std::string& reason,
+    const std::function<void(JsonObject*)>& add) {
   if (writer_ == nullptr) return;
   JsonObject summary = ServerStatusJson(
       task_, status, absl::ToDoubleSeconds(absl::Now() - start_));
   summary.Set("kind", "server_summary").Set("stop_reason", reason);
+  if (add != nullptr) add(&summary);
   absl::Status s = WriteJsonFile(
       absl::StrCat(dir_, "/ps-", index_, ".summary.json"), summary);
   if (!s.ok()) spdlog::warn("{}", s.ToString());

@@ -10,6 +10,7 @@
 #define PSGD_PS_SERVER_SERVER_METRICS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,7 +43,9 @@ class ServerMetricsWriter {
 
   // The summary, once a line has been written: `status` with the
   // stop_reason, in ps-I.summary.json.
-  void WriteSummary(const ShardStatus& status, const std::string& reason);
+  // `add`, when set, adds the serving layer's figures.
+  void WriteSummary(const ShardStatus& status, const std::string& reason,
+                    const std::function<void(JsonObject*)>& add = nullptr);
 
  private:
   bool Open(const std::string& run_dir);

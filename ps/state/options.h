@@ -181,6 +181,12 @@ struct ServerOptions {
   // way.
   DType wire_gradients = DType::kFloat32;
   DType wire_weights = DType::kFloat32;
+  // The data plane (the config's `wire { data_plane ucx_transports }`,
+  // docs/PS.md "Tensors over UCX"): with ucx, the server also listens for
+  // pushes and pulls over UCX on ucx_transports (ps/server/ucx_data_plane.h)
+  // and tells each worker that joins where, with its key.
+  bool ucx = false;
+  std::string ucx_transports = "tcp";
 
   CheckpointOptions checkpoint;
   // The data queue (the config's data { sharding: SERVERS }; docs/PS.md,

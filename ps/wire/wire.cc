@@ -79,6 +79,30 @@ absl::StatusOr<std::vector<TensorBytes>> TensorBytesFromProto(
   return out;
 }
 
+std::vector<absl::string_view> SegmentRanges(
+    absl::Span<const TensorBytes> tensors,
+    google::protobuf::RepeatedPtrField<wire::TensorData>* out) {
+  static const char kZeros[kSharedAlign > kSharedHeaderBytes
+                               ? kSharedAlign
+                               : kSharedHeaderBytes] = {};
+  std::vector<absl::string_view> ranges;
+  ranges.emplace_back(kZeros, kSharedHeaderBytes);
+  SharedLayout layout;
+  for (const TensorBytes& t : tensors) {
+    if (t.no_gradient) {
+      SharedTensorToProto(t, 0, out->Add());
+      continue;
+    }
+    const int64_t size = static_cast<int64_t>(t.data.size());
+    const int64_t offset = layout.Add(size);
+    SharedTensorToProto(t, offset, out->Add());
+    if (size > 0) ranges.push_back(t.data);
+    const int64_t padding = layout.size() - offset - size;
+    if (padding > 0) ranges.emplace_back(kZeros, static_cast<size_t>(padding));
+  }
+  return ranges;
+}
+
 void SharedTensorToProto(const TensorBytes& t, int64_t offset,
                          wire::TensorData* out) {
   TensorBytes meta = t;

@@ -7,6 +7,7 @@
 #ifndef PSGD_PS_WIRE_WIRE_H_
 #define PSGD_PS_WIRE_WIRE_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +41,22 @@ void TensorBytesToProto(const TensorBytes& t, wire::TensorData* out);
 // which is left empty. A no-gradient marker gets no shared bytes.
 void SharedTensorToProto(const TensorBytes& t, int64_t offset,
                          wire::TensorData* out);
+
+// The UCX data plane's methods (ps/server/ucx_data_plane.h says what their
+// messages hold).
+inline constexpr uint32_t kUcxPush = 1;
+inline constexpr uint32_t kUcxPull = 2;
+
+// `tensors` laid out as in a shared memory segment (SharedLayout: a 64-byte
+// head, then each tensor at an offset aligned to 64), for a transport that
+// sends byte ranges (the UCX data plane, ps/server/ucx_data_plane.h): each
+// tensor's TensorData naming its offset is appended to `out`
+// (SharedTensorToProto), and the result is the ranges whose concatenation
+// is the segment, the head and padding as zeros (static), the tensors' own
+// bytes referenced.
+std::vector<absl::string_view> SegmentRanges(
+    absl::Span<const TensorBytes> tensors,
+    google::protobuf::RepeatedPtrField<wire::TensorData>* out);
 
 // Fills `out` with `tensors`, reusing the messages already in it.
 void TensorBytesToProto(

@@ -66,6 +66,8 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   o.wire_gradients = wire.gradients;
   o.wire_weights = wire.weights;
   o.shared_memory = config.wire().shared_memory();
+  o.ucx = config.wire().data_plane() == config::WireConfig::UCX;
+  o.ucx_transports = config.wire().ucx_transports();
   const Mode mode = config.training().mode() == config::TrainingConfig::SYNC
                         ? Mode::kSync
                         : Mode::kAsync;

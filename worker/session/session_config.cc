@@ -47,6 +47,8 @@ absl::StatusOr<SessionTaskConfig> SessionTaskFromConfig(
   s.client.wire_gradients = wire.gradients;
   s.client.wire_weights = wire.weights;
   s.client.shared_memory = config.wire().shared_memory();
+  s.client.ucx = config.wire().data_plane() == config::WireConfig::UCX;
+  s.client.ucx_transports = config.wire().ucx_transports();
   return s;
 }
 

@@ -79,9 +79,14 @@ absl::Status TaskOutputs::WriteEval(const EvalRecord& record) {
 
 absl::Status TaskOutputs::WriteSummaries(const ClusterConfig& config,
                                          const ClusterWorkerResult& result) {
-  RETURN_IF_ERROR(
-      WriteJsonFile(Prefix() + ".summary.json",
-                    WorkerSummary(options_.task.ToString(), result)));
+  JsonObject summary = WorkerSummary(options_.task.ToString(), result);
+  if (client_ != nullptr) {
+    // What went over the UCX data plane (wire { data_plane: UCX }).
+    const ps::GrpcPsClient::PayloadBytes bytes = client_->payload_bytes();
+    summary.Set("ucx_sent_bytes", bytes.ucx_sent)
+        .Set("ucx_received_bytes", bytes.ucx_received);
+  }
+  RETURN_IF_ERROR(WriteJsonFile(Prefix() + ".summary.json", summary));
   if (options_.chief) {
     RETURN_IF_ERROR(
         WriteJsonFile(job_end_marker(), RunSummary(config, result)));

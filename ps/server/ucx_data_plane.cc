@@ -1,0 +1,256 @@
+#include "ps/server/ucx_data_plane.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/wire/wire.h"
+#include "spdlog/spdlog.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+// Threads that handle pushes: a push waits at most for the decisions on
+// their way (a few seconds, ps/shard/shard.h); others keep coming meanwhile.
+constexpr int kPushThreads = 4;
+
+std::vector<ucx::Segment> Segments(
+    const std::vector<absl::string_view>& ranges) {
+  std::vector<ucx::Segment> segments;
+  segments.reserve(ranges.size());
+  for (absl::string_view r : ranges) segments.push_back({r.data(), r.size()});
+  return segments;
+}
+
+}  // namespace
+
+UcxDataPlane::UcxDataPlane(ParameterShard* shard, PullWeights* pull_weights)
+    : handler_(shard), pull_weights_(pull_weights) {}
+
+absl::StatusOr<std::unique_ptr<UcxDataPlane>> UcxDataPlane::Start(
+    ParameterShard* shard, PullWeights* pull_weights,
+    const std::string& transports, const std::string& host) {
+  std::unique_ptr<UcxDataPlane> plane(new UcxDataPlane(shard, pull_weights));
+  ucx::MessengerOptions options;
+  options.transports = transports;
+  absl::StatusOr<std::unique_ptr<ucx::Messenger>> messenger =
+      ucx::Messenger::Create(options);
+  if (!messenger.ok()) return messenger.status();
+  plane->messenger_ = *std::move(messenger);
+  for (int i = 0; i < kPushThreads; ++i) {
+    plane->push_threads_.emplace_back([p = plane.get()] { p->PushLoop(); });
+  }
+  absl::StatusOr<int> port = plane->messenger_->Listen(
+      host, 0,
+      [p = plane.get()](ucx::Request r) { p->OnRequest(std::move(r)); });
+  if (!port.ok()) return port.status();
+  plane->port_ = *port;
+  return plane;
+}
+
+UcxDataPlane::~UcxDataPlane() {
+  // The push threads answer what is queued and end; then the messenger
+  // stops (the shard is shut down by now: no pull is waiting).
+  {
+    MutexLock lock(&queue_mu_);
+    stopping_ = true;
+    queue_changed_.SignalAll();
+  }
+  for (std::thread& t : push_threads_) t.join();
+  messenger_.reset();
+}
+
+absl::Status UcxDataPlane::Admit(int worker_id, wire::UcxDataPlane* out) {
+  ucx::Key key{};
+  bool known = false;
+  {
+    MutexLock lock(&keys_mu_);
+    auto it = key_of_.find(worker_id);
+    if (it != key_of_.end()) {
+      key = it->second;
+      known = true;
+    }
+  }
+  if (!known) {
+    absl::StatusOr<ucx::Key> made = ucx::RandomKey();
+    if (!made.ok()) return made.status();
+    MutexLock lock(&keys_mu_);
+    // Another Join of the same worker may have made one meanwhile.
+    auto [it, inserted] = key_of_.emplace(worker_id, *made);
+    if (inserted) worker_of_[*made] = worker_id;
+    key = it->second;
+  }
+  messenger_->AcceptKey(key);
+  out->set_port(port_);
+  out->set_key(reinterpret_cast<const char*>(key.data()), key.size());
+  return absl::OkStatus();
+}
+
+void UcxDataPlane::Revoke(int worker_id) {
+  ucx::Key key{};
+  {
+    MutexLock lock(&keys_mu_);
+    auto known = key_of_.find(worker_id);
+    if (known == key_of_.end()) return;
+    key = known->second;
+    worker_of_.erase(key);
+    key_of_.erase(known);
+  }
+  messenger_->RevokeKey(key);
+}
+
+int UcxDataPlane::WorkerOf(const ucx::Key& key) {
+  MutexLock lock(&keys_mu_);
+  auto it = worker_of_.find(key);
+  return it == worker_of_.end() ? -1 : it->second;
+}
+
+UcxDataPlane::Counters UcxDataPlane::counters() const {
+  Counters c;
+  c.pushes = served_pushes_.load();
+  c.pulls = served_pulls_.load();
+  c.wrong_worker = wrong_worker_.load();
+  c.malformed = malformed_.load();
+  c.messenger = messenger_->drops();
+  return c;
+}
+
+void UcxDataPlane::OnRequest(ucx::Request request) {
+  switch (request.method) {
+    case kUcxPush: {
+      MutexLock lock(&queue_mu_);
+      pushes_.push_back(std::move(request));
+      queue_changed_.Signal();
+      return;
+    }
+    case kUcxPull:
+      ServePull(std::move(request));
+      return;
+    default:
+      malformed_++;
+      messenger_->Respond(request.peer, request.call,
+                          absl::InvalidArgumentError(absl::StrCat(
+                              "UCX data plane: no method ", request.method)),
+                          "", {}, nullptr);
+  }
+}
+
+void UcxDataPlane::PushLoop() {
+  for (;;) {
+    ucx::Request request;
+    {
+      MutexLock lock(&queue_mu_);
+      queue_changed_.Wait(&queue_mu_, [this] {
+        queue_mu_.AssertHeld();
+        return stopping_ || !pushes_.empty();
+      });
+      if (pushes_.empty()) return;  // stopping
+      request = std::move(pushes_.front());
+      pushes_.pop_front();
+    }
+    ServePush(request);
+  }
+}
+
+void UcxDataPlane::ServePush(const ucx::Request& request) {
+  wire::PushRequest push;
+  if (!push.ParseFromArray(request.header.data(),
+                           static_cast<int>(request.header.size()))) {
+    malformed_++;
+    messenger_->Respond(
+        request.peer, request.call,
+        absl::InvalidArgumentError("UCX data plane: a push whose header is no "
+                                   "PushRequest"),
+        "", {}, nullptr);
+    return;
+  }
+  const int keyed = WorkerOf(request.key);
+  if (keyed < 0 || keyed != push.worker_id()) {
+    wrong_worker_++;
+    messenger_->Respond(
+        request.peer, request.call,
+        absl::PermissionDeniedError(absl::StrCat(
+            "UCX data plane: a push for worker ", push.worker_id(),
+            keyed < 0 ? " with a key no longer valid"
+                      : absl::StrCat(" with worker ", keyed, "'s key"))),
+        "", {}, nullptr);
+    return;
+  }
+  wire::PushResponse response;
+  absl::Status status = handler_.Push(push, &response, request.payload,
+                                      /*shared_is_private=*/true);
+  served_pushes_++;
+  messenger_->Respond(request.peer, request.call, status,
+                      status.ok() ? response.SerializeAsString() : "", {},
+                      nullptr);
+}
+
+void UcxDataPlane::ServePull(ucx::Request request) {
+  wire::PullRequest pull;
+  if (!pull.ParseFromArray(request.header.data(),
+                           static_cast<int>(request.header.size())) ||
+      pull.has_shared_memory()) {
+    malformed_++;
+    messenger_->Respond(
+        request.peer, request.call,
+        absl::InvalidArgumentError("UCX data plane: a pull whose header is no "
+                                   "PullRequest (or names shared memory)"),
+        "", {}, nullptr);
+    return;
+  }
+  const int keyed = WorkerOf(request.key);
+  if (keyed < 0 || keyed != pull.worker_id()) {
+    wrong_worker_++;
+    messenger_->Respond(
+        request.peer, request.call,
+        absl::PermissionDeniedError(absl::StrCat(
+            "UCX data plane: a pull for worker ", pull.worker_id(),
+            keyed < 0 ? " with a key no longer valid"
+                      : absl::StrCat(" with worker ", keyed, "'s key"))),
+        "", {}, nullptr);
+    return;
+  }
+  served_pulls_++;
+  const absl::Time arrived = absl::Now();
+  std::vector<std::string> variables(pull.variables().begin(),
+                                     pull.variables().end());
+  const uint64_t peer = request.peer;
+  const uint64_t call = request.call;
+  ParameterShard* shard = handler_.shard();
+  // Answered now or from the thread that completes the step; the messenger
+  // outlives every answer (a pull still waiting when it stops is answered
+  // into the void: Respond finds no peer).
+  handler_.Pull(pull, [this, shard, arrived, peer, call,
+                       variables = std::move(variables)](
+                          absl::StatusOr<ParameterShard::Snapshot> snapshot) {
+    if (!snapshot.ok()) {
+      messenger_->Respond(peer, call, snapshot.status(), "", {}, nullptr);
+      return;
+    }
+    const WeightsSnapshot& s = **snapshot;
+    absl::StatusOr<std::vector<int>> selected = s.layout->Select(variables);
+    if (!selected.ok()) {
+      messenger_->Respond(
+          peer, call,
+          Annotate(selected.status(),
+                   absl::StrCat("shard ", shard->options().shard_index, ": ")),
+          "", {}, nullptr);
+      return;
+    }
+    wire::PullResponse header;
+    header.set_step(s.step);
+    header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived));
+    header.set_generation(s.generation);
+    header.set_learning_rate(s.learning_rate);
+    PullWeights::Tensors t = pull_weights_->Get(*snapshot, *selected);
+    std::vector<ucx::Segment> payload =
+        Segments(SegmentRanges(t.tensors, header.mutable_variables()));
+    messenger_->Respond(peer, call, absl::OkStatus(),
+                        header.SerializeAsString(), std::move(payload),
+                        std::move(t.keep_alive));
+  });
+}
+
+}  // namespace ps
+}  // namespace psgd

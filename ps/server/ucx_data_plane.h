@@ -1,0 +1,127 @@
+// The server's side of the UCX data plane (cluster config `wire {
+// data_plane: UCX }`, docs/PS.md "Tensors over UCX"): a UCX listener
+// (ps/ucx/messenger.h) that takes pushes and pulls, while the gRPC service
+// (ps/server/grpc_service.h) keeps every other call, Join among them.
+//
+// Keys: a worker that joins over gRPC (authenticated by the cluster's token
+// and TLS) is given a key of its own (Admit); every data message carries it.
+// A message whose key the listener does not know is dropped by the messenger
+// before its data is read; one whose request names another worker than the
+// key's is refused (PERMISSION_DENIED) and counted; neither reaches the
+// shard. A worker that leaves loses its key (Revoke).
+//
+// On the wire (ps/wire/wire.h's kUcxPush, kUcxPull), method 1 is a push: the
+// header a PushRequest whose gradients are TensorData.shared offsets into the
+// payload (as for a shared memory segment, ps/wire/shared_memory.h: a 64-byte
+// head, then the tensors at offsets aligned to 64), the reply header a
+// PushResponse. Method 2 is a pull: the header a PullRequest, the reply a
+// PullResponse whose variables lie in the reply's payload the same way, sent
+// straight from the weights' snapshot (or its encoding in the wire dtype,
+// ps/server/pull_weights.h). The request handler (ps/server/request_handler.h)
+// checks and applies both, as for gRPC.
+//
+// Threads: the messenger's thread receives; pushes are handled by a few
+// threads of the data plane's own (a push may wait for the decisions on
+// their way, ps/shard/shard.h), pulls are registered from the messenger's
+// thread and answered from the thread that completes their step.
+//
+// Thread-safety: thread-safe.
+#ifndef PSGD_PS_SERVER_UCX_DATA_PLANE_H_
+#define PSGD_PS_SERVER_UCX_DATA_PLANE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/mutex.h"
+#include "proto/ps.pb.h"
+#include "ps/server/pull_weights.h"
+#include "ps/server/request_handler.h"
+#include "ps/shard/shard.h"
+#include "ps/ucx/messenger.h"
+
+namespace psgd {
+namespace ps {
+
+class UcxDataPlane {
+ public:
+  // What it dropped or refused, and what it served.
+  struct Counters {
+    int64_t pushes = 0;  // handled (whatever the shard answered)
+    int64_t pulls = 0;   // registered with the shard
+    // A key of one worker on a request that names another.
+    int64_t wrong_worker = 0;
+    // A header that is no request of its method, or an unknown method.
+    int64_t malformed = 0;
+    // The messenger's: unknown keys, malformed messages, failed receives.
+    ucx::DropCounts messenger;
+  };
+
+  // Starts UCX on `transports` and listens on `host` (an IPv4 address;
+  // "0.0.0.0" for every interface), any port. Errors as
+  // ucx::Messenger::Create and Listen.
+  static absl::StatusOr<std::unique_ptr<UcxDataPlane>> Start(
+      ParameterShard* shard, PullWeights* pull_weights,
+      const std::string& transports, const std::string& host);
+  // Answers the pushes received, then stops the listener. The shard must be
+  // shut down first (no pull waiting).
+  ~UcxDataPlane();
+  UcxDataPlane(const UcxDataPlane&) = delete;
+  UcxDataPlane& operator=(const UcxDataPlane&) = delete;
+
+  int port() const { return port_; }
+  const std::string& transports() const { return messenger_->transports(); }
+
+  // Where worker `worker_id` (>= 0, joined) sends its tensors, and its key:
+  // the same key on every Join until it leaves. INTERNAL when no random key
+  // can be made.
+  absl::Status Admit(int worker_id, wire::UcxDataPlane* out);
+  // The worker's key is no longer accepted (it left).
+  void Revoke(int worker_id);
+
+  Counters counters() const;
+
+ private:
+  UcxDataPlane(ParameterShard* shard, PullWeights* pull_weights);
+
+  // On the messenger's thread.
+  void OnRequest(ucx::Request request);
+  void ServePull(ucx::Request request);
+  // On a push thread.
+  void ServePush(const ucx::Request& request);
+  void PushLoop();
+  // The worker whose key `key` is; -1 for none.
+  int WorkerOf(const ucx::Key& key);
+
+  ShardRequestHandler handler_;
+  PullWeights* const pull_weights_;  // Not owned.
+  std::unique_ptr<ucx::Messenger> messenger_;
+  int port_ = 0;
+
+  Mutex keys_mu_;
+  std::map<int, ucx::Key> key_of_ ABSL_GUARDED_BY(keys_mu_);
+  std::map<ucx::Key, int> worker_of_ ABSL_GUARDED_BY(keys_mu_);
+
+  Mutex queue_mu_;
+  CondVar queue_changed_;
+  std::deque<ucx::Request> pushes_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::vector<std::thread> push_threads_;
+
+  std::atomic<int64_t> served_pushes_{0};
+  std::atomic<int64_t> served_pulls_{0};
+  std::atomic<int64_t> wrong_worker_{0};
+  std::atomic<int64_t> malformed_{0};
+};
+
+}  // namespace ps
+}  // namespace psgd
+
+#endif  // PSGD_PS_SERVER_UCX_DATA_PLANE_H_

@@ -1,0 +1,188 @@
+// The UCX data plane of a real server (ps_server's PsGrpcServer with
+// wire { data_plane: UCX }), attacked and used from a UCX messenger of the
+// test's own, the shard's state read from the shard itself: a joined worker's
+// push and pull go through; a stranger's key, another worker's key, a key
+// taken back by Leave, a header that is no request, and tensors that
+// disagree with the shard's are dropped or refused with a counted reason,
+// and the shard is unchanged.
+#include "ps/server/ucx_data_plane.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "proto/ps.grpc.pb.h"
+#include "ps/server/grpc_server.h"
+#include "ps/wire/wire.h"
+
+namespace psgd {
+namespace ps {
+namespace {
+
+template <typename Request, typename Response, typename Call>
+grpc::Status Unary(const Request& request, Response* response, Call call) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  return call(&ctx, request, response);
+}
+
+ucx::Key KeyOf(const wire::MembershipResponse& joined) {
+  ucx::Key key{};
+  REQUIRE(joined.ucx().key().size() == key.size());
+  std::memcpy(key.data(), joined.ucx().key().data(), key.size());
+  return key;
+}
+
+// A push of `values` as gradient `name` for `worker`, laid out as the
+// data plane expects (ps/wire/wire.h's SegmentRanges).
+ucx::Reply Push(ucx::Messenger* m, uint64_t peer, const ucx::Key& key,
+                int worker, const std::string& name,
+                const std::vector<float>& values,
+                absl::Duration wait = absl::Seconds(30), int64_t step = 0) {
+  wire::PushRequest request;
+  request.set_cluster("ucx");
+  request.set_worker_id(worker);
+  request.set_step(step);
+  const std::vector<int64_t> shape = {static_cast<int64_t>(values.size())};
+  TensorBytes t = FloatTensorBytes(name, shape, values.data());
+  std::vector<ucx::Segment> payload;
+  for (absl::string_view r : SegmentRanges({t}, request.mutable_gradients())) {
+    payload.push_back({r.data(), r.size()});
+  }
+  return m->CallAndWait(peer, kUcxPush, key, request.SerializeAsString(),
+                        payload, absl::Now() + wait);
+}
+
+TEST_CASE("the UCX data plane serves joined workers and no one else") {
+  ServerOptions o;
+  o.security.insecure = true;
+  o.cluster_name = "ucx";
+  o.total_num_replicas = 2;
+  o.replicas_to_aggregate = 1;
+  o.ucx = true;
+  auto server = PsGrpcServer::Start(o);
+  REQUIRE(server.ok());
+  REQUIRE((*server)->ucx() != nullptr);
+  auto stub = wire::ParameterServer::NewStub(grpc::CreateChannel(
+      (*server)->address(), grpc::InsecureChannelCredentials()));
+
+  const std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
+  wire::InitializeRequest init;
+  init.set_cluster("ucx");
+  TensorBytesToProto(FloatTensorBytes("x", {4}, x.data()),
+                     init.add_variables());
+  init.mutable_variables(0)->mutable_spec()->set_kind(wire::PARAMETER);
+  wire::InitializeResponse init_reply;
+  REQUIRE(Unary(init, &init_reply, [&](auto* c, auto& r, auto* p) {
+            return stub->Initialize(c, r, p);
+          }).ok());
+  wire::MembershipResponse joined[2];
+  for (int w : {0, 1}) {
+    wire::JoinRequest join;
+    join.set_cluster("ucx");
+    join.set_worker_id(w);
+    REQUIRE(Unary(join, &joined[w], [&](auto* c, auto& r, auto* p) {
+              return stub->Join(c, r, p);
+            }).ok());
+    REQUIRE(joined[w].has_ucx());
+  }
+  const ucx::Key key0 = KeyOf(joined[0]);
+  const ucx::Key key1 = KeyOf(joined[1]);
+  CHECK(key0 != key1);
+  CHECK(joined[0].ucx().port() == (*server)->ucx()->port());
+
+  ucx::MessengerOptions mo;
+  auto made = ucx::Messenger::Create(mo);
+  REQUIRE(made.ok());
+  std::unique_ptr<ucx::Messenger> m = *std::move(made);
+  auto peer = m->Connect("127.0.0.1", joined[0].ucx().port());
+  REQUIRE(peer.ok());
+  ParameterShard* shard = (*server)->shard();
+  const std::vector<float> g = {0.5f, 0.5f, 0.5f, 0.5f};
+
+  // A stranger's key: dropped unread, nothing answered.
+  ucx::Key stranger = key0;
+  stranger[0] ^= 1;
+  CHECK(Push(m.get(), *peer, stranger, 0, "x", g, absl::Milliseconds(300))
+            .status.code() == absl::StatusCode::kDeadlineExceeded);
+  // Worker 1's key on worker 0's push.
+  ucx::Reply forged = Push(m.get(), *peer, key1, 0, "x", g);
+  CHECK(forged.status.code() == absl::StatusCode::kPermissionDenied);
+  // A header that is no PushRequest.
+  ucx::Reply garbage =
+      m->CallAndWait(*peer, kUcxPush, key0, std::string("\xff\xff\xff", 3), {},
+                     absl::Now() + absl::Seconds(30));
+  CHECK(garbage.status.code() == absl::StatusCode::kInvalidArgument);
+  // Three floats for a tensor of four; a tensor the shard does not hold.
+  ucx::Reply short_push =
+      Push(m.get(), *peer, key0, 0, "x", {0.5f, 0.5f, 0.5f});
+  CHECK(short_push.status.code() == absl::StatusCode::kInvalidArgument);
+  ucx::Reply unknown = Push(m.get(), *peer, key0, 0, "y", g);
+  CHECK_FALSE(unknown.status.ok());
+  // An unknown method.
+  ucx::Reply method =
+      m->CallAndWait(*peer, 9, key0, "", {}, absl::Now() + absl::Seconds(30));
+  CHECK(method.status.code() == absl::StatusCode::kInvalidArgument);
+
+  ShardStatus s = shard->Status();
+  CHECK(s.step == 0);
+  CHECK(s.counters.applied == 0);
+  CHECK(s.pending_gradients == 0);
+  UcxDataPlane::Counters c = (*server)->ucx()->counters();
+  CHECK(c.messenger.bad_key == 1);
+  CHECK(c.wrong_worker == 1);
+  CHECK(c.malformed == 2);
+
+  // Worker 0's own push is applied; its pull returns what the shard holds.
+  ucx::Reply pushed = Push(m.get(), *peer, key0, 0, "x", g);
+  INFO(pushed.status.ToString());
+  REQUIRE(pushed.status.ok());
+  wire::PushResponse push_response;
+  REQUIRE(push_response.ParseFromArray(pushed.header.data(),
+                                       static_cast<int>(pushed.header.size())));
+  CHECK(shard->Status().step == 1);
+  wire::PullRequest pull;
+  pull.set_cluster("ucx");
+  pull.set_worker_id(0);
+  pull.set_min_step(1);
+  ucx::Reply pulled =
+      m->CallAndWait(*peer, kUcxPull, key0, pull.SerializeAsString(), {},
+                     absl::Now() + absl::Seconds(30));
+  REQUIRE(pulled.status.ok());
+  wire::PullResponse weights;
+  REQUIRE(weights.ParseFromArray(pulled.header.data(),
+                                 static_cast<int>(pulled.header.size())));
+  CHECK(weights.step() == 1);
+  auto tensors = TensorBytesFromProto(weights.variables(), pulled.payload);
+  REQUIRE(tensors.ok());
+  REQUIRE(tensors->size() == 1);
+  ParameterShard::Snapshot held = shard->LatestWeights();
+  REQUIRE((*tensors)[0].data.size() == 4 * sizeof(float));
+  CHECK(std::memcmp((*tensors)[0].data.data(), held->weights[0].data(),
+                    4 * sizeof(float)) == 0);
+  CHECK(std::memcmp((*tensors)[0].data.data(), x.data(), sizeof x[0]) != 0);
+
+  // Leave takes the key back: worker 0's next push is a stranger's.
+  wire::LeaveRequest leave;
+  leave.set_cluster("ucx");
+  leave.set_worker_id(0);
+  wire::MembershipResponse left;
+  REQUIRE(Unary(leave, &left, [&](auto* c, auto& r, auto* p) {
+            return stub->Leave(c, r, p);
+          }).ok());
+  CHECK(Push(m.get(), *peer, key0, 0, "x", g, absl::Milliseconds(300))
+            .status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(shard->Status().step == 1);
+  CHECK((*server)->ucx()->counters().messenger.bad_key == 2);
+  // Worker 1 goes on.
+  CHECK(Push(m.get(), *peer, key1, 1, "x", g, absl::Seconds(30), /*step=*/1)
+            .status.ok());
+  CHECK(shard->Status().step == 2);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psgd
