@@ -492,18 +492,37 @@ void Messenger::Impl::ClosePeer(uint64_t id, const absl::Status& why) {
   if (UCS_PTR_IS_PTR(closing)) closing_++;
 }
 
+namespace {
+
+// `host` (an IPv4 address or a name) and `port` as a socket address;
+// INVALID_ARGUMENT naming `what` when the name does not resolve.
+absl::StatusOr<sockaddr_in> Resolve(const std::string& host, int port,
+                                    absl::string_view what) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": cannot resolve '", host, "': ", gai_strerror(rc)));
+  }
+  sockaddr_in addr = *reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  freeaddrinfo(found);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return addr;
+}
+
+}  // namespace
+
 absl::StatusOr<int> Messenger::Impl::ListenHere(const std::string& address,
                                                 int port) {
   if (listener_ != nullptr) {
     return absl::FailedPreconditionError("UCX messenger: already listening");
   }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("UCX listener: '", address, "' is not an IPv4 address"));
-  }
+  absl::StatusOr<sockaddr_in> resolved = Resolve(address, port, "UCX listener");
+  if (!resolved.ok()) return resolved.status();
+  sockaddr_in addr = *resolved;
   ucp_listener_params_t params{};
   params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
                       UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
@@ -530,18 +549,9 @@ absl::StatusOr<uint64_t> Messenger::Impl::ConnectHere(const std::string& host,
     return absl::InvalidArgumentError(
         absl::StrCat("UCX connect: port ", port, " is not in 1..65535"));
   }
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (rc != 0 || found == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "UCX connect: cannot resolve '", host, "': ", gai_strerror(rc)));
-  }
-  sockaddr_in addr = *reinterpret_cast<const sockaddr_in*>(found->ai_addr);
-  freeaddrinfo(found);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
+  absl::StatusOr<sockaddr_in> resolved = Resolve(host, port, "UCX connect");
+  if (!resolved.ok()) return resolved.status();
+  sockaddr_in addr = *resolved;
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |

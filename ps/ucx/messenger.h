@@ -130,8 +130,8 @@ class Messenger {
   Messenger(const Messenger&) = delete;
   Messenger& operator=(const Messenger&) = delete;
 
-  // Listens on `address` (an IPv4 address, "0.0.0.0" for all) and `port`
-  // (0: any) and returns the port. Requests go to `handler`, which must
+  // Listens on `address` (an IPv4 address or a name, "0.0.0.0" for all) and
+  // `port` (0: any) and returns the port. Requests go to `handler`, which must
   // answer each (Respond) once; only requests whose key AcceptKey has
   // accepted reach it (with `require_key` false, any key does). One
   // listener per messenger.

@@ -496,8 +496,11 @@ TEST_CASE("bad arguments are refused with the reason") {
         std::string::npos);
 
   auto m = NewMessenger();
-  auto listen = m->Listen("not-an-address", 0, [](Request) {});
+  auto listen = m->Listen("no-such-host.invalid", 0, [](Request) {});
   CHECK(listen.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(listen.status().message().find("cannot resolve") != std::string::npos);
+  // A name that resolves is as good as an address (a config names hosts).
+  CHECK(m->Listen("localhost", 0, [](Request) {}).ok());
   CHECK(m->Connect("127.0.0.1", 0).status().code() ==
         absl::StatusCode::kInvalidArgument);
   CHECK(m->Connect("no-such-host.invalid", 5000).status().code() ==
