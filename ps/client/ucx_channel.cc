@@ -114,7 +114,7 @@ class UcxShardChannel::Exchange final : public ShardExchange {
     if (const uint64_t call = call_.load(); call != 0) {
       channel_->messenger_->Cancel(call);
     }
-    if (grpc_ != nullptr && !ucx_) grpc_->Cancel();
+    if (!ucx_.load() && grpc_ != nullptr) grpc_->Cancel();
   }
 
   absl::Status ReadPush(wire::PushResponse* response) override {
@@ -185,8 +185,9 @@ class UcxShardChannel::Exchange final : public ShardExchange {
   }
 
   UcxShardChannel* const channel_;  // Not owned.
-  // The call under way goes over UCX (else over grpc_).
-  bool ucx_ = false;
+  // The call under way goes over UCX (else over grpc_); read by Cancel
+  // from any thread.
+  std::atomic<bool> ucx_{false};
   std::unique_ptr<ShardExchange> grpc_;
   std::shared_ptr<Pending> pending_;
   std::atomic<uint64_t> call_{0};  // for Cancel; 0: none

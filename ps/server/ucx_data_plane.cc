@@ -106,6 +106,21 @@ int UcxDataPlane::WorkerOf(const ucx::Key& key) {
   return it == worker_of_.end() ? -1 : it->second;
 }
 
+bool UcxDataPlane::KeyIsWorkers(const ucx::Request& request,
+                                absl::string_view what, int worker_id) {
+  const int keyed = WorkerOf(request.key);
+  if (keyed >= 0 && keyed == worker_id) return true;
+  wrong_worker_++;
+  messenger_->Respond(
+      request.peer, request.call,
+      absl::PermissionDeniedError(absl::StrCat(
+          "UCX data plane: a ", what, " for worker ", worker_id,
+          keyed < 0 ? " with a key no longer valid"
+                    : absl::StrCat(" with worker ", keyed, "'s key"))),
+      "", {}, nullptr);
+  return false;
+}
+
 UcxDataPlane::Counters UcxDataPlane::counters() const {
   Counters c;
   c.pushes = served_pushes_.load();
@@ -165,18 +180,7 @@ void UcxDataPlane::ServePush(const ucx::Request& request) {
         "", {}, nullptr);
     return;
   }
-  const int keyed = WorkerOf(request.key);
-  if (keyed < 0 || keyed != push.worker_id()) {
-    wrong_worker_++;
-    messenger_->Respond(
-        request.peer, request.call,
-        absl::PermissionDeniedError(absl::StrCat(
-            "UCX data plane: a push for worker ", push.worker_id(),
-            keyed < 0 ? " with a key no longer valid"
-                      : absl::StrCat(" with worker ", keyed, "'s key"))),
-        "", {}, nullptr);
-    return;
-  }
+  if (!KeyIsWorkers(request, "push", push.worker_id())) return;
   wire::PushResponse response;
   absl::Status status = handler_.Push(push, &response, request.payload,
                                       /*shared_is_private=*/true);
@@ -199,18 +203,7 @@ void UcxDataPlane::ServePull(ucx::Request request) {
         "", {}, nullptr);
     return;
   }
-  const int keyed = WorkerOf(request.key);
-  if (keyed < 0 || keyed != pull.worker_id()) {
-    wrong_worker_++;
-    messenger_->Respond(
-        request.peer, request.call,
-        absl::PermissionDeniedError(absl::StrCat(
-            "UCX data plane: a pull for worker ", pull.worker_id(),
-            keyed < 0 ? " with a key no longer valid"
-                      : absl::StrCat(" with worker ", keyed, "'s key"))),
-        "", {}, nullptr);
-    return;
-  }
+  if (!KeyIsWorkers(request, "pull", pull.worker_id())) return;
   served_pulls_++;
   const absl::Time arrived = absl::Now();
   std::vector<std::string> variables(pull.variables().begin(),

@@ -40,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/mutex.h"
 #include "proto/ps.pb.h"
 #include "ps/server/pull_weights.h"
@@ -99,6 +100,10 @@ class UcxDataPlane {
   void PushLoop();
   // The worker whose key `key` is; -1 for none.
   int WorkerOf(const ucx::Key& key);
+  // Whether `request`'s key is worker `worker_id`'s; otherwise answers it
+  // PERMISSION_DENIED (naming `what`, "push" or "pull") and counts it.
+  bool KeyIsWorkers(const ucx::Request& request, absl::string_view what,
+                    int worker_id);
 
   ShardRequestHandler handler_;
   PullWeights* const pull_weights_;  // Not owned.
