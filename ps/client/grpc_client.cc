@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/host_address.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -44,19 +45,6 @@ absl::Status CheckGrpcClientOptions(const GrpcClientOptions& o) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// "10.0.0.2" of "10.0.0.2:5000", "::1" of "[::1]:5000".
-std::string HostOf(const std::string& address) {
-  std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     GrpcClientOptions options) {
   RETURN_IF_ERROR(CheckGrpcClientOptions(options));
@@ -97,8 +85,14 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
       channels.push_back(std::move(channel));
       continue;
     }
-    auto linked = std::make_unique<UcxShardChannel>(std::move(channel),
-                                                    messenger, HostOf(address));
+    // The UCX link goes to the host the gRPC channel dials.
+    std::string host;
+    int port = 0;
+    RETURN_IF_ERROR(
+        Annotate(SplitHostPortUnbracketed(address, &host, &port),
+                 absl::StrCat("grpc client: addresses[", i, "] for UCX: ")));
+    auto linked =
+        std::make_unique<UcxShardChannel>(std::move(channel), messenger, host);
     ucx_channels.push_back(linked.get());
     channels.push_back(std::move(linked));
   }

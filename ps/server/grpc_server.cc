@@ -85,10 +85,11 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
     // does not (workers then find no UCX in their Join's answer).
     const bool any =
         s->host_.empty() || s->host_ == "0.0.0.0" || s->host_ == "[::]";
-    const std::string ucx_host =
-        any                                              ? "0.0.0.0"
-        : s->host_ == "localhost" || s->host_ == "[::1]" ? "127.0.0.1"
-                                                         : s->host_;
+    // UCX listens on IPv4 addresses (names resolve): IPv6 loopback as
+    // IPv4's.
+    const std::string ucx_host = any                   ? "0.0.0.0"
+                                 : s->host_ == "[::1]" ? "127.0.0.1"
+                                                       : s->host_;
     absl::StatusOr<std::unique_ptr<UcxDataPlane>> ucx =
         UcxDataPlane::Start(s->shard_.get(), s->service_->pull_weights(),
                             options.ucx_transports, ucx_host);
