@@ -17,6 +17,7 @@ cp "$src"/scripts/run/compare.py "$tmp/repo/scripts/run/"
 cp "$src"/scripts/lib/{runs.py,cluster.sh} "$tmp/repo/scripts/lib/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
   "$src"/scripts/experiments/{stragglers.sh,stragglers_report.py,step_time_model.py,elastic.sh} \
+  "$src"/scripts/experiments/{gpu_times.sh,gpu_times_report.py} \
   "$tmp/repo/scripts/experiments/"
 repo=$tmp/repo
 mkdir -p "$tmp/data"
@@ -128,6 +129,36 @@ grep -q "staleness_bound: 4" "$tmp/sg/m8-async-ssp.pbtxt"
 grep -q "stragglers { workers: 0 slow_factor: 3 }" "$tmp/sg-real/real-sync-b1.pbtxt"
 /usr/bin/python3 "$src/scripts/experiments/step_time_model_test.py"
 /usr/bin/python3 "$src/scripts/experiments/stragglers_report_test.py" "$repo/scripts/experiments/stragglers_report.py"
+
+# The network at GPU step times: bad arguments, and every config of both
+# findings loads, with the data plane, the link's emulated compute and
+# one node's shared memory where they belong.
+gt=(bash "$repo/scripts/experiments/gpu_times.sh" --dry-run)
+fails "--finding must be network or batch, not 'speed'" "${gt[@]}" --finding=speed
+fails "--planes takes GRPC and UCX, not 'RDMA'" "${gt[@]}" --finding=batch --planes=GRPC,RDMA
+fails "batch '130' of --batches is not a multiple of --workers (4)" "${gt[@]}" --finding=batch --batches=128,130
+fails "--step_ms must be a number >= 0, not '-1'" "${gt[@]}" --finding=batch --step_ms=-1
+fails "--seconds must be a whole number >= 1, not '0'" "${gt[@]}" --finding=batch --seconds=0
+fails "no CIFAR-10 in '$tmp/none'" "${gt[@]}" --finding=network --data_dir="$tmp/none"
+"${gt[@]}" --finding=network --data_dir="$tmp/data" --out="$tmp/gt-net" >/dev/null
+"${gt[@]}" --finding=batch --batches=128,2048 --out="$tmp/gt-batch" >/dev/null
+k=0
+for cfg in "$tmp"/gt-net/*.pbtxt "$tmp"/gt-batch/*.pbtxt; do
+  "$tasks" --config="$cfg" >/dev/null || { echo "FAIL: $cfg does not load"; cat "$cfg"; exit 1; }
+  k=$((k + 1))
+done
+# network: 2 planes x 3 links x (emulated, real); batch: 2 batches x (one
+# node + 2 planes x 2 links).
+[ "$k" -eq $((12 + 10)) ] || { echo "FAIL: $k configs of gpu_times.sh, expected 22"; exit 1; }
+grep -q 'data_plane: UCX' "$tmp/gt-net/real-UCX-1gbit.pbtxt"
+grep -q 'data_plane: GRPC' "$tmp/gt-net/emulated-GRPC-10gbit.pbtxt"
+# t(512) = 3 ms + 512 x 8 us; one node computes the whole batch of 2048.
+grep -q 'shift_seconds: 0.007096' "$tmp/gt-batch/dist-UCX-1gbit-2048.pbtxt"
+grep -q 'batch_size: 512' "$tmp/gt-batch/dist-UCX-1gbit-2048.pbtxt"
+grep -q 'shift_seconds: 0.019384' "$tmp/gt-batch/one-node-2048.pbtxt"
+grep -q 'shared_memory: true' "$tmp/gt-batch/one-node-2048.pbtxt"
+[ "$(grep -c '^worker ' "$tmp/gt-batch/one-node-2048.pbtxt")" -eq 1 ]
+/usr/bin/python3 "$src/scripts/experiments/gpu_times_report_test.py" "$repo/scripts/experiments/gpu_times_report.py"
 
 /usr/bin/python3 "$src/scripts/experiments/batch_sweep_report_test.py" "$repo/scripts/experiments/batch_sweep_report.py"
 echo "experiments_test: ok ($n configs, $m of other models)"

@@ -117,8 +117,10 @@ absl::Status ClusterWorker::Start() {
 absl::StatusOr<Batch> ClusterWorker::NextBatch() {
   if (!options_.data_from_servers) return train_->Next();
   // The servers hand out the data: the batch of the chunk leased for this
-  // step, which its push carries.
+  // step, which its push carries. The next step's chunk is leased while
+  // this one computes (no call to shard 0 between steps).
   ASSIGN_OR_RETURN(const ps::DataChunk chunk, session()->LeaseData());
+  session()->LeaseAhead();
   chunk_generation_ = chunk.generation;
   return train_->BatchOf(chunk.samples, chunk.epoch, chunk.index);
 }

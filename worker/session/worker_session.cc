@@ -1,6 +1,7 @@
 #include "worker/session/worker_session.h"
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <string>
 #include <utility>
@@ -79,6 +80,7 @@ WorkerSession::WorkerSession(ps::PsClient* client,
 
 WorkerSession::~WorkerSession() {
   if (puller_ != nullptr && puller_->in_flight()) puller_->Join().IgnoreError();
+  if (lease_ahead_call_.valid()) lease_ahead_call_.wait();
 }
 
 absl::Status WorkerSession::Initialize(
@@ -321,6 +323,15 @@ absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
         "the servers hand out no data to this worker (data { sharding: "
         "SERVERS } in the config)");
   }
+  CollectLeaseAhead();
+  if (leased_ahead_.has_value() && !chunk_unsettled_) {
+    ps::DataChunk chunk = *std::move(leased_ahead_);
+    leased_ahead_.reset();
+    chunk_ = ps::DataChunkRef{chunk.epoch, chunk.index, chunk.lease};
+    return chunk;
+  }
+  // A chunk to give back goes with a lease of its own (the chunk held
+  // ahead, if any, stays for the step after).
   std::optional<ps::DataChunkRef> give_back;
   if (chunk_unsettled_) give_back = chunk_;
   chunk_unsettled_ = false;
@@ -391,6 +402,42 @@ absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
   }
 }
 
+void WorkerSession::LeaseAhead() {
+  if (!options_.data_from_servers || lease_ahead_call_.valid() ||
+      leased_ahead_.has_value()) {
+    return;
+  }
+  ps::PsClient* const client = client_;
+  const int64_t generation = version_.generation;
+  lease_ahead_generation_ = generation;
+  lease_ahead_call_ = std::async(std::launch::async, [client, generation] {
+    return client->LeaseData(generation, /*give_back=*/nullptr);
+  });
+}
+
+void WorkerSession::CollectLeaseAhead() {
+  if (lease_ahead_call_.valid()) {
+    absl::StatusOr<ps::DataChunk> chunk = lease_ahead_call_.get();
+    if (chunk.ok()) {
+      leased_ahead_ = *std::move(chunk);
+    } else {
+      spdlog::debug("worker {}: the lease ahead: {}", options_.worker_id,
+                    chunk.status().ToString());
+    }
+  }
+  if (leased_ahead_.has_value() &&
+      lease_ahead_generation_ != version_.generation) {
+    // Leased before a rollback: void (the rollback put the queue where the
+    // checkpoint's weights are, with nothing out).
+    spdlog::info(
+        "worker {}: chunk {}/{} leased ahead in generation {} is "
+        "void in generation {}",
+        options_.worker_id, leased_ahead_->epoch, leased_ahead_->index,
+        lease_ahead_generation_, version_.generation);
+    leased_ahead_.reset();
+  }
+}
+
 void WorkerSession::UseChunk(const ps::DataChunkRef& chunk) {
   chunk_ = chunk;
   chunk_unsettled_ = false;
@@ -408,6 +455,8 @@ absl::StatusOr<std::vector<ps::ShardStatus>> WorkerSession::Status() {
 absl::Status WorkerSession::Leave() {
   // Pulls still in flight (overlap) end before the buffers are used again.
   if (puller_ != nullptr && puller_->in_flight()) JoinGroups().IgnoreError();
+  // A lease ahead on its way lands before the Leave that gives it back.
+  if (lease_ahead_call_.valid()) lease_ahead_call_.wait();
   return recovery_.Retrying([&]() { return client_->Leave(); });
 }
 

@@ -48,6 +48,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -208,6 +209,18 @@ class WorkerSession {
   // The chunk the next push carries, when the caller leased ahead (a
   // DataLoader's prefetch): a leased chunk, named as LeaseData returned it.
   void UseChunk(const ps::DataChunkRef& chunk);
+  // Leases the chunk after the one of the step under way in the background
+  // (the C++ worker calls it once it has its step's chunk), so that the
+  // next LeaseData finds it leased and the step starts without a call to
+  // shard 0. At most one chunk is held ahead. The next LeaseData takes it if
+  // it is of the session's generation and nothing must be given back
+  // first; a refusal (the data ended, or has not ended while others hold
+  // the last chunks, another generation) or an error of the call ahead is
+  // dropped, and LeaseData leases as without it. A chunk held ahead and
+  // not trained goes back to the queue as any unpushed chunk does: at
+  // Leave, when the worker's lease expires, at a rollback (a chunk of an
+  // older generation is void and never pushed).
+  void LeaseAhead();
   // The chunk the next push carries (the last leased or used), if any.
   const std::optional<ps::DataChunkRef>& chunk() const { return chunk_; }
 
@@ -238,6 +251,9 @@ class WorkerSession {
       absl::StatusOr<ps::PushResult> pushed,
       absl::Span<const ps::NamedConstTensorView> gradients);
   absl::Status AwaitOtherWorkers();
+  // Waits for LeaseAhead's call, if one runs, and keeps what it leased
+  // (leased_ahead_) unless it is of another generation.
+  void CollectLeaseAhead();
 
   ps::PsClient* const client_;  // Not owned.
   const std::vector<VariableSpec> variables_;
@@ -253,6 +269,11 @@ class WorkerSession {
   // LeaseData gives it back).
   std::optional<ps::DataChunkRef> chunk_;
   bool chunk_unsettled_ = false;
+  // LeaseAhead's call while it runs, and the chunk it leased until a
+  // LeaseData takes it.
+  std::future<absl::StatusOr<ps::DataChunk>> lease_ahead_call_;
+  std::optional<ps::DataChunk> leased_ahead_;
+  int64_t lease_ahead_generation_ = 0;  // the cluster's, when it was asked
   std::unique_ptr<GroupPuller> puller_;
   size_t awaited_ = 0;  // variables arrived of the groups in flight
   // Renews the lease while the worker is silent on purpose: a pull that

@@ -502,6 +502,102 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "a chunk leased ahead is the next step's, with no lease before the "
+    "step; it goes back at leave and is void after a rollback") {
+  // One shard handing out chunks of 2 of 8 samples, sync N = M = 1; worker
+  // 0's calls pass a fault injector that counts them.
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "worker_session_test_ahead")
+          .string();
+  std::filesystem::remove_all(dir);
+  ps::ServerOptions o;
+  o.data_queue_on = true;
+  o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
+  o.checkpoint.dir = dir;
+  OneShard c(o, 1);
+  ps::FaultInjector network(/*seed=*/1);
+  ps::FaultInjectionPsClient faulty(c.clients[0].get(), &network,
+                                    /*worker_id=*/0);
+  Tensor weights({4});
+  SessionOptions so = Options(0, /*sync=*/true);
+  so.data_from_servers = true;
+  WorkerSession s(&faulty, c.specs, {{"w", weights.view()}}, so);
+  Tensor initial({4});
+  for (float& v : initial.span()) v = 0.5f;
+  REQUIRE(s.Initialize({{"w", initial.view()}}).ok());
+  REQUIRE(s.Start().ok());
+  Tensor g({4});
+  for (float& v : g.span()) v = 0.1f;
+  auto out = [&] { return c.shard->DataPosition()->chunks_out; };
+
+  absl::StatusOr<ps::DataChunk> first = s.LeaseData();
+  REQUIRE(first.ok());
+  s.LeaseAhead();
+  // The lease ahead reaches the shard while the step computes.
+  for (int i = 0; i < 1000 && out() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  REQUIRE(out() == 2);
+  absl::StatusOr<PushOutcome> pushed = s.Push({{"w", g.view()}});
+  REQUIRE(pushed.ok());
+  CHECK(pushed->outcome == StepOutcome::kApplied);
+  REQUIRE(s.PullAfterPush(*pushed).ok());
+  // The next step's chunk is the one leased ahead: no call reaches the
+  // shard for it, and its push settles it.
+  const int64_t delivered = faulty.stats().delivered;
+  absl::StatusOr<ps::DataChunk> second = s.LeaseData();
+  INFO(second.status().ToString());
+  REQUIRE(second.ok());
+  CHECK(faulty.stats().delivered == delivered);
+  CHECK(!(second->epoch == first->epoch && second->index == first->index));
+  REQUIRE(s.chunk().has_value());
+  CHECK(s.chunk()->lease == second->lease);
+  pushed = s.Push({{"w", g.view()}});
+  REQUIRE(pushed.ok());
+  CHECK(pushed->outcome == StepOutcome::kApplied);
+  REQUIRE(s.PullAfterPush(*pushed).ok());
+  CHECK(c.shard->DataPosition()->chunks_done == 2);
+  CHECK(out() == 0);
+
+  // Leased ahead, then the cluster rolls back to step 0: the chunk is void
+  // (the queue is the checkpoint's, with nothing out) and the next
+  // LeaseData leases one of the new generation, whose push is kept.
+  REQUIRE(s.LeaseData().ok());
+  s.LeaseAhead();
+  for (int i = 0; i < 1000 && out() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  REQUIRE(out() == 2);
+  c.shard->FlushCheckpoints();
+  const int64_t generation = s.version().generation;
+  REQUIRE(c.clients[0]->Rollback(0, generation + 1).ok());
+  pushed = s.Push({{"w", g.view()}});
+  REQUIRE(pushed.ok());
+  CHECK(pushed->outcome == StepOutcome::kRolledBack);
+  REQUIRE(s.PullAfterPush(*pushed).ok());
+  REQUIRE(s.version().generation == generation + 1);
+  CHECK(out() == 0);
+  absl::StatusOr<ps::DataChunk> fresh = s.LeaseData();
+  INFO(fresh.status().ToString());
+  REQUIRE(fresh.ok());
+  CHECK(out() == 1);
+  pushed = s.Push({{"w", g.view()}});
+  REQUIRE(pushed.ok());
+  CHECK(pushed->outcome == StepOutcome::kApplied);
+  REQUIRE(s.PullAfterPush(*pushed).ok());
+
+  // Leased ahead and never trained: the Leave gives it back.
+  REQUIRE(s.LeaseData().ok());
+  s.LeaseAhead();
+  pushed = s.Push({{"w", g.view()}});
+  REQUIRE(pushed.ok());
+  REQUIRE(s.Leave().ok());
+  CHECK(out() == 0);
+  CHECK(c.shard->DataPosition()->chunks_queued >= 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
     "a LeaseKeeper keeps a silent worker in the live set while it "
     "is held, and only then") {
   ps::ServerOptions o;
