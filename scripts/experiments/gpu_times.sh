@@ -137,8 +137,9 @@ run() {
 } > "$out/setup.txt"
 links=("none:" "10gbit:10gbit" "1gbit:1gbit")
 if [ "$finding" = network ]; then
-  data_dir=$(cd "$data_dir" 2>/dev/null && pwd) && [ -f "$data_dir/data_batch_1.bin" ] ||
+  [ -f "$data_dir/data_batch_1.bin" ] ||
     { echo "gpu_times.sh: no CIFAR-10 in '$data_dir' (give --data_dir=DIR)" >&2; exit 1; }
+  data_dir=$(cd "$data_dir" && pwd)
   for plane in "${plane_list[@]}"; do
     for link in "${links[@]}"; do
       cfg=$out/emulated-$plane-${link%%:*}.pbtxt
