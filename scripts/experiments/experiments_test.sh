@@ -148,8 +148,8 @@ for cfg in "$tmp"/gt-net/*.pbtxt "$tmp"/gt-batch/*.pbtxt; do
   k=$((k + 1))
 done
 # network: 2 planes x 3 links x (emulated, real); batch: 2 batches x (one
-# node + 2 planes x 2 links).
-[ "$k" -eq $((12 + 10)) ] || { echo "FAIL: $k configs of gpu_times.sh, expected 22"; exit 1; }
+# node + 2 planes x 2 links); the first uncapped real run twice.
+[ "$k" -eq $((13 + 10)) ] || { echo "FAIL: $k configs of gpu_times.sh, expected 23"; exit 1; }
 grep -q 'data_plane: UCX' "$tmp/gt-net/real-UCX-1gbit.pbtxt"
 grep -q 'data_plane: GRPC' "$tmp/gt-net/emulated-GRPC-10gbit.pbtxt"
 # t(512) = 3 ms + 512 x 8 us; one node computes the whole batch of 2048.

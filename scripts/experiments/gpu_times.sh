@@ -22,7 +22,9 @@
 #       own), sync N = M, batch 128 a worker: the emulated runs give steps
 #       and images per second on each link; short runs with real compute
 #       (ResNet-20 on CIFAR-10, --loss_steps steps of batch 32, each worker
-#       its own shard of the data) give the loss of each step on each link.
+#       its own shard of the data) give the loss of each step on each link,
+#       and the first uncapped one runs twice (how far two runs of one
+#       setting differ).
 #   sudo scripts/experiments/gpu_times.sh --finding=batch
 #       seed 002: "distributed slower than one node until the batch is large
 #       enough". For each global batch B of --batches: one node (one worker
@@ -155,6 +157,10 @@ if [ "$finding" = network ]; then
       run "real-$plane-${link%%:*}" "${link#*:}" "$cfg" $((workers + 2))
     done
   done
+  # The first uncapped real run again: how far two runs of one setting
+  # differ (the order in which the servers sum the gradients varies).
+  cp "$out/real-${plane_list[0]}-none.pbtxt" "$out/real-${plane_list[0]}-none-again.pbtxt"
+  run "real-${plane_list[0]}-none-again" "" "$out/real-${plane_list[0]}-none-again.pbtxt" $((workers + 2))
 else
   for b in "${batch_list[@]}"; do
     # One node: one worker and its ps on one host, over shared memory.

@@ -8,6 +8,8 @@ OUT holds setup.txt, runs.txt and one launch.sh --netns run directory per
 run, read by scripts/lib/runs.py:
   emulated-PLANE-LINK  (--finding=network) the emulated cluster on LINK
   real-PLANE-LINK      (--finding=network) the same cluster computing
+                       (and real-PLANE-none-again: the first uncapped
+                       one run again)
   one-node-B, dist-PLANE-LINK-B  (--finding=batch)
 Rates are over each run's steady part: the global steps after the first
 SKIP, from the first of them to the end of the last.
@@ -110,11 +112,11 @@ def network_report(out, setup, loads, lines):
     lines += ["", "Loss per step (the workers' mean at each global step), runs computing "
               "for real:", "",
               "| data plane | link | steps | loss at the first / last step | "
-              "largest difference from uncapped gRPC, any step |",
+              "largest difference from the first uncapped run, any step |",
               "| --- | --- | --- | --- | --- |"]
     reference = None
     for plane in planes:
-        for link in LINKS:
+        for link in LINKS + ["none-again"]:
             path = os.path.join(out, f"real-{plane}-{link}")
             if not os.path.isdir(path):
                 continue
@@ -125,7 +127,8 @@ def network_report(out, setup, loads, lines):
             diff = max((abs(m.loss[s] - reference[s]) / max(abs(reference[s]), 1e-12)
                         for s in common), default=float("nan"))
             first, last = min(m.loss), max(m.loss)
-            lines.append(f"| {plane} | {link} | {len(m.loss)} | {m.loss[first]:.4f} / "
+            shown = "none, again" if link == "none-again" else link
+            lines.append(f"| {plane} | {shown} | {len(m.loss)} | {m.loss[first]:.4f} / "
                          f"{m.loss[last]:.4f} | {100 * diff:.3f}% |")
     lines.append("")
 

@@ -58,12 +58,14 @@ def main():
         write_run(out, "real-GRPC-1gbit", 2, 32, 3.0, 10,
                   loss=lambda s: (2.0 - 0.1 * s) * (1.01 if s == 7 else 1.0) +
                   (0.005 * 0.01 if s == 7 else 0.0))
+        write_run(out, "real-GRPC-none-again", 2, 32, 1.0, 10, loss=lambda s: 2.0 - 0.1 * s)
         text = report(tool, out, setup.format("network"),
                       "emulated-GRPC-none none 0.1 0.2 0.3\nemulated-GRPC-1gbit 1gbit 1 2 3\n")
         expect(text, "| GRPC | none | 100.0 | 25,600 | 10.0 | 5.0 | 2.5 | 2.5 | 1.00x | 0.1 0.2 0.3 |")
         expect(text, "| GRPC | 1gbit | 20.0 | 5,120 | 50.0 | 25.0 | 12.5 | 12.5 | 0.20x | 1 2 3 |")
         expect(text, "| GRPC | none | 10 | 2.0050 / 1.1050 | 0.000% |")
         expect(text, "| GRPC | 1gbit | 10 | 2.0050 / 1.1050 | 1.000% |")
+        expect(text, "| GRPC | none, again | 10 | 2.0050 / 1.1050 | 0.000% |")
     with tempfile.TemporaryDirectory() as out:
         # One node: 1 worker of 128 every 5 ms; distributed: 2 of 64 every 20 ms.
         write_run(out, "one-node-128", 1, 128, 0.005, 30)
