@@ -5,7 +5,9 @@
 # process exits 0; every worker's push and pull went over UCX (the workers'
 # payload counts against the servers' gRPC byte counts, which then carry only
 # the control calls); the servers' counters account for every push the
-# workers made; the loss falls.
+# workers made; the loss falls. Then a UCX that cannot start (a transport
+# this machine lacks): each process says so once and the same cluster trains
+# over gRPC, every push accounted for, nothing over UCX.
 source "$(dirname "$0")/cluster_test_lib.sh"
 
 for mode in SYNC ASYNC; do
@@ -17,7 +19,7 @@ for mode in SYNC ASYNC; do
   echo "=== $mode over UCX"
   log=$TMP/$mode.log
   timeout 600 "$LAUNCH" --bin_dir="$RUNFILES" --run_dir="$run" "$cfg" > "$log" 2>&1 \
-    || { cat "$log"; fail "$mode: launch.sh exited $?"; }
+    || { rc=$?; cat "$log"; fail "$mode: launch.sh exited $rc"; }
   step=$(json_field "$run/summary.json" final_global_step)
   [ "$step" -ge "$steps" ] || fail "$mode: final step $step < $steps"
   for i in 0 1; do
@@ -66,4 +68,43 @@ PYEOF
   "$PY" -c "import sys; sys.exit(0 if $last < $first else 1)" \
     || fail "$mode: loss did not fall ($first -> $last)"
 done
+
+echo "=== UCX cannot start: gRPC"
+cfg=$TMP/fallback.pbtxt
+run=$TMP/runs/fallback
+write_config "$cfg" ucx-fallback SYNC 2 3 2 20 30
+echo 'wire { data_plane: UCX ucx_transports: "no_such_transport" }' >> "$cfg"
+log=$TMP/fallback.log
+timeout 600 "$LAUNCH" --bin_dir="$RUNFILES" --run_dir="$run" "$cfg" > "$log" 2>&1 \
+  || { rc=$?; cat "$log"; fail "fallback: launch.sh exited $rc"; }
+step=$(json_field "$run/summary.json" final_global_step)
+[ "$step" -ge 20 ] || fail "fallback: final step $step < 20"
+for i in 0 1; do
+  n=$(grep -c "^ps:$i .*shard $i: the UCX data plane cannot start (.*no_such_transport.*); pushes and pulls go over gRPC" "$log" || true)
+  [ "$n" -eq 1 ] || { cat "$log"; fail "fallback: ps:$i said $n times that UCX cannot start (once wanted)"; }
+done
+for j in 0 1 2; do
+  n=$(grep -c "^worker:$j .*worker $j: UCX cannot start here (.*); pushes and pulls go over gRPC" "$log" || true)
+  [ "$n" -eq 1 ] || { cat "$log"; fail "fallback: worker:$j said $n times that UCX cannot start (once wanted)"; }
+done
+! grep -q "pushes and pulls over UCX" "$log" || { cat "$log"; fail "fallback: a UCX link was made"; }
+"$PY" - "$run" <<'PYEOF' || fail "fallback: counts"
+import json, sys
+run = sys.argv[1]
+pushes = 0
+for j in range(3):
+    pushes += sum(1 for l in open(f"{run}/worker-{j}.jsonl")
+                  if l.strip() and json.loads(l).get("kind") == "train")
+    s = json.load(open(f"{run}/worker-{j}.summary.json"))
+    assert s["ucx_sent_bytes"] == 0 and s["ucx_received_bytes"] == 0, s
+for i in range(2):
+    s = json.load(open(f"{run}/ps-{i}.summary.json"))
+    c = s.get("counters", s)
+    taken = c["applied"] + c["aggregated"] + c.get("dropped_stale", 0) + c.get("dropped_surplus", 0)
+    assert taken == pushes, (i, taken, pushes)
+    assert s.get("ucx_pushes", 0) == 0 and s.get("ucx_pulls", 0) == 0, s
+    # The tensors went through gRPC: more than a byte a push.
+    assert s["payload_received_bytes"] > 1000 * pushes, (i, s["payload_received_bytes"], pushes)
+print(f"fallback: {pushes} pushes over gRPC")
+PYEOF
 echo PASS

@@ -12,6 +12,10 @@
 #   backup:      no fault; the backup worker's dropped gradients re-queue.
 #                The workers record each push's samples (data {
 #                record_samples: true }), which agree with the ledger.
+#   emulated:    as backup, with emulated compute (docs/STRAGGLERS.md: the
+#                workers compute nothing, 5 ms a step): their chunks index
+#                the servers' whole set, and the next chunk is leased while
+#                a step computes, as with a model.
 #   last_epoch:  training { epochs: 2 } and no step limit: worker:2, slow
 #                (1.1 s a step), is SIGKILLed near the end of the last
 #                epoch, holding a chunk that comes back only when its lease
@@ -68,6 +72,9 @@ write_data_config() {
                extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.1 } }"
                extra="stragglers { workers: 2 extra_delay { kind: CONSTANT shift_seconds: 1 } }") ;;
     backup) data="$data record_samples: true" ;;
+    emulated)
+      data="$data record_samples: true"
+      elastic=(extra="emulation { compute { kind: CONSTANT shift_seconds: 0.005 } }") ;;
   esac
   if [ "$name" = elastic ]; then
     # The linear rule for 3 x 16 (scale 1 at N = 3), following each
@@ -148,7 +155,7 @@ run_case() {
   start_cluster "$cfg" "$run" 2 3
   ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
   case "$name" in
-    backup) ;;
+    backup|emulated) ;;
     last_epoch)
       # 60 chunks, 2 a step (the third is surplus): the last epoch's last
       # chunks are leased from about step 25 on.
@@ -229,7 +236,7 @@ PYRATES
   fi
 }
 
-for c in ${DATA_CASES:-backup last_epoch kill_worker kill_ps0 kill_all elastic}; do
+for c in ${DATA_CASES:-backup emulated last_epoch kill_worker kill_ps0 kill_all elastic}; do
   run_case "$c"
 done
 echo "data_exactly_once_test: every case 0 missing, 0 repeated"

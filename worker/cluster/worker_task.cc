@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/cluster_config.h"
 #include "common/host_address.h"
 #include "common/prometheus.h"
 #include "common/status_macros.h"
@@ -74,7 +75,11 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
                        return compute_times->Next();
                      }));
     w.data.name = "synthetic";
-    w.data.synthetic_train = w.batches.batch_size * w.batches.num_workers;
+    // The servers hand out indices into the whole training set (data {
+    // sharding: SERVERS }): the set has that size, read by no model.
+    w.data.synthetic_train = w.loop.data_from_servers
+                                 ? TrainingSamples(config)
+                                 : w.batches.batch_size * w.batches.num_workers;
     w.data.synthetic_test = 1;
     w.batches.augment = false;
     spdlog::info("{}: EMULATED compute ({}), no model is computed", task,
