@@ -17,7 +17,7 @@ cp "$src"/scripts/run/compare.py "$tmp/repo/scripts/run/"
 cp "$src"/scripts/lib/{runs.py,cluster.sh} "$tmp/repo/scripts/lib/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
   "$src"/scripts/experiments/{stragglers.sh,stragglers_report.py,step_time_model.py,elastic.sh} \
-  "$src"/scripts/experiments/{gpu_times.sh,gpu_times_report.py} \
+  "$src"/scripts/experiments/{gpu_times.sh,gpu_times_report.py,netns_sync_cluster.sh} \
   "$tmp/repo/scripts/experiments/"
 repo=$tmp/repo
 mkdir -p "$tmp/data"

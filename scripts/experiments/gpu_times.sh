@@ -90,7 +90,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 prefix=gt
 [ "$dry" = 1 ] || trap 'bash scripts/run/netns_hosts.sh down --prefix=$prefix >/dev/null 2>&1 || true' EXIT
-source scripts/lib/cluster.sh
+source scripts/experiments/netns_sync_cluster.sh  # and scripts/lib/cluster.sh
 
 # compute_s B: t(B) in seconds.
 compute_s() { awk -v b="$1" -v f="$step_ms" -v s="$per_sample_us" 'BEGIN { printf "%.6f", (f + b * s / 1000) / 1000 }'; }
@@ -111,20 +111,11 @@ emulated_config() {
     extra="$(wire "$2")" extra="worker_lease_seconds: 60"
 }
 
-# run NAME RATE CONFIG HOSTS: hosts up with link cap RATE (empty: none),
-# every task of CONFIG on its host, into OUT/NAME; a line in OUT/runs.txt.
+# run NAME RATE CONFIG HOSTS: netns_sync_cluster.sh's run_on_hosts (OUT/NAME,
+# a line in OUT/runs.txt); nothing with --dry-run.
 run() {
-  local name=$1 rate=$2 cfg=$3 hosts=$4
   [ "$dry" = 0 ] || return 0
-  bash scripts/run/netns_hosts.sh up "$hosts" --prefix="$prefix" ${rate:+--rate=$rate} >/dev/null
-  echo "gpu_times.sh: $name (link cap ${rate:-none}), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  if ! bash scripts/run/launch.sh --no-build --netns --run_dir="$out/$name" "$cfg" > "$out/$name.log" 2>&1; then
-    tail -30 "$out/$name.log"
-    echo "gpu_times.sh: $name failed (log: $out/$name.log)" >&2
-    exit 1
-  fi
-  echo "$name ${rate:-none} $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/runs.txt"
-  bash scripts/run/netns_hosts.sh down --prefix="$prefix" >/dev/null
+  run_on_hosts "$1" "$2" "$3" "$out" "$prefix" "$4"
 }
 
 : > "$out/runs.txt"

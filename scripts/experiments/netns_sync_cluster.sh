@@ -5,10 +5,10 @@
 #
 #   write_sync_config FILE PREFIX DATA_DIR BATCH STEPS [EXTRA]
 #       the cluster config; EXTRA (e.g. "wire { overlap: true }") is added
-#   run_on_hosts NAME RATE CFG OUT PREFIX
-#       hosts up with link cap RATE (empty: none), every task of CFG on its
-#       host (launch.sh --netns) into OUT/NAME, a line "NAME RATE LOADAVG"
-#       in OUT/runs.txt, hosts down again
+#   run_on_hosts NAME RATE CFG OUT PREFIX [HOSTS]
+#       HOSTS hosts (default 5) up with link cap RATE (empty: none), every
+#       task of CFG on its host (launch.sh --netns) into OUT/NAME, a line
+#       "NAME RATE LOADAVG" in OUT/runs.txt, hosts down again
 #
 # The caller removes the hosts on exit:
 #   trap 'bash scripts/run/netns_hosts.sh down --prefix=$prefix ...' EXIT
@@ -24,8 +24,8 @@ write_sync_config() {
 }
 
 run_on_hosts() {
-  local name=$1 rate=$2 cfg=$3 out=$4 prefix=$5
-  bash scripts/run/netns_hosts.sh up 5 --prefix="$prefix" ${rate:+--rate=$rate}
+  local name=$1 rate=$2 cfg=$3 out=$4 prefix=$5 hosts=${6:-5}
+  bash scripts/run/netns_hosts.sh up "$hosts" --prefix="$prefix" ${rate:+--rate=$rate}
   echo "$(basename "$0"): $name (link cap ${rate:-none}), load average $(cut -d' ' -f1-3 /proc/loadavg)"
   bash scripts/run/launch.sh --no-build --netns --run_dir="$out/$name" "$cfg" > "$out/$name.log" 2>&1 ||
     { tail -30 "$out/$name.log"; echo "$(basename "$0"): $name failed" >&2; exit 1; }
