@@ -22,7 +22,11 @@
 // bytes and reads them back: what this machine moves over loopback sockets
 // with the same threads and no protocol. With --wire=bf16 (or fp16) a
 // second set of shard servers takes bfloat16 gradients and answers with
-// bfloat16 weights (the cluster config's wire block).
+// bfloat16 weights (the cluster config's wire block). --only=...,ucx adds
+// a set of shard servers and clients whose pushes and pulls go over UCX
+// (--ucx_transports, default tcp; docs/PS.md "Tensors over UCX"), printed
+// with ucx_ratio_vs_tcp and ucx_vs_grpc (worker steps/s against the gRPC
+// set's).
 // After a warmup of each, they alternate in --rounds rounds of
 // --seconds / --rounds each, so that all see the same background load.
 // It prints ratio_vs_grpc_echo=<ps GB/s / echo GB/s> (float32 on the wire),
@@ -82,7 +86,10 @@ ABSL_FLAG(std::string, wire, "fp32",
           "fp32, bf16 or fp16: with bf16 or fp16 the parameter server also "
           "runs with that dtype on the wire (gradients and weights).");
 ABSL_FLAG(std::string, only, "ps,echo,tcp",
-          "Which to run, of ps (and the --wire one), echo and tcp.");
+          "Which to run, of ps (and the --wire one), ucx (the parameter "
+          "server with pushes and pulls over UCX), echo and tcp.");
+ABSL_FLAG(std::string, ucx_transports, "tcp",
+          "The UCX transports of --only=ucx (as UCX_TLS names them).");
 ABSL_FLAG(int, memory_steps, 0,
           "After the rounds, this many more steps of each fp32 worker, with "
           "each shard's memory item by item (weights, other weight versions, "
@@ -405,9 +412,11 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   std::fflush(stdout);
 
   std::vector<Measured> measured;
-  ParameterServerBench ps(specs), ps_wire(specs);
+  ParameterServerBench ps(specs), ps_wire(specs), ps_ucx(specs);
   ps.set_split_threshold_bytes(absl::GetFlag(FLAGS_split_threshold_bytes));
   ps_wire.set_split_threshold_bytes(absl::GetFlag(FLAGS_split_threshold_bytes));
+  ps_ucx.set_split_threshold_bytes(absl::GetFlag(FLAGS_split_threshold_bytes));
+  ps_ucx.set_ucx(absl::GetFlag(FLAGS_ucx_transports));
   EchoBench echo;
   TcpEchoBench tcp;
   if (wanted("ps")) {
@@ -422,6 +431,14 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
            [&](absl::Duration d) { return ps_wire.Round(d); },
            ps_wire.StepBytes()});
     }
+  }
+  const std::string ucx_name = absl::StrCat(
+      "parameter server over UCX (", absl::GetFlag(FLAGS_ucx_transports), ")");
+  if (wanted("ucx")) {
+    RETURN_IF_ERROR(ps_ucx.Start(mode, shards, workers, DType::kFloat32));
+    measured.push_back({ucx_name,
+                        [&](absl::Duration d) { return ps_ucx.Round(d); },
+                        ps_ucx.StepBytes()});
   }
   if (wanted("echo")) {
     RETURN_IF_ERROR(echo.Start(placement.shard_bytes, workers));
@@ -448,6 +465,7 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   const Measured* narrow = nullptr;
   const Measured* grpc_echo = nullptr;
   const Measured* tcp_echo = nullptr;
+  const Measured* ucx = nullptr;
   for (const Measured& m : measured) {
     std::printf(
         "%-26s %7.1f worker steps/s, %.3f GB/s pushed + pulled, %.2f CPU "
@@ -455,7 +473,8 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
         (m.name + ":").c_str(), m.steps_per_s(), m.gb_per_s(),
         m.cpu_ms_per_step());
     if (m.name == "parameter server (fp32)") fp32 = &m;
-    if (absl::StartsWith(m.name, "parameter server") && &m != fp32) {
+    if (m.name == ucx_name) ucx = &m;
+    if (absl::StartsWith(m.name, "parameter server (") && &m != fp32) {
       narrow = &m;
     }
     if (m.name == "grpc echo") grpc_echo = &m;
@@ -480,6 +499,17 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   if (fp32 != nullptr && grpc_echo != nullptr) {
     std::printf("ratio_vs_grpc_echo=%.3f\n",
                 fp32->gb_per_s() / grpc_echo->gb_per_s());
+  }
+  if (ucx != nullptr) {
+    std::printf("(%.1f MB sent over UCX by the UCX set's workers)\n",
+                ps_ucx.UcxBytesSent() / 1e6);
+  }
+  if (ucx != nullptr && tcp_echo != nullptr) {
+    std::printf("ucx_ratio_vs_tcp=%.3f\n",
+                ucx->gb_per_s() / tcp_echo->gb_per_s());
+  }
+  if (ucx != nullptr && fp32 != nullptr) {
+    std::printf("ucx_vs_grpc=%.3f\n", ucx->steps_per_s() / fp32->steps_per_s());
   }
   if (const int64_t steps = absl::GetFlag(FLAGS_memory_steps);
       steps > 0 && fp32 != nullptr) {
@@ -508,6 +538,15 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> only =
       absl::StrSplit(absl::GetFlag(FLAGS_only), ',');
+  for (const std::string& what : only) {
+    if (what != "ps" && what != "ucx" && what != "echo" && what != "tcp") {
+      std::fprintf(stderr,
+                   "ps_bench: --only names '%s'; it takes ps, ucx, echo and "
+                   "tcp\n",
+                   what.c_str());
+      return 2;
+    }
+  }
   if (absl::Status s = psgd::ps::Run(*mode, shards, workers, *wire, only);
       !s.ok()) {
     std::fprintf(stderr, "ps_bench: %s\n", s.ToString().c_str());

@@ -112,6 +112,13 @@ class ParameterServerBench {
     split_threshold_bytes_ = bytes;
   }
 
+  // Pushes and pulls over UCX on `transports` (the config's wire {
+  // data_plane: UCX ucx_transports }), servers and clients; before Start.
+  void set_ucx(std::string transports) {
+    ucx_ = true;
+    ucx_transports_ = std::move(transports);
+  }
+
   absl::Status Start(Mode mode, int shards, int workers, DType wire) {
     mode_ = mode;
     wire_ = wire;
@@ -129,6 +136,8 @@ class ParameterServerBench {
       o.wire_weights = wire;
       // Every server requires a token: the bench pays for its check.
       o.security.token = kBenchToken;
+      o.ucx = ucx_;
+      o.ucx_transports = ucx_transports_;
       ASSIGN_OR_RETURN(std::unique_ptr<PsGrpcServer> server,
                        PsGrpcServer::Start(o));
       addresses_.push_back(server->address());
@@ -143,6 +152,8 @@ class ParameterServerBench {
     o.security.token = kBenchToken;
     o.wire_gradients = wire;
     o.wire_weights = wire;
+    o.ucx = ucx_;
+    o.ucx_transports = ucx_transports_;
     return Connect(o, workers, 0);
   }
 
@@ -243,6 +254,14 @@ class ParameterServerBench {
     return absl::OkStatus();
   }
 
+  // What the workers' clients sent over UCX, in bytes (0 without UCX, or
+  // where it could not start).
+  int64_t UcxBytesSent() const {
+    int64_t sent = 0;
+    for (const auto& c : clients_) sent += c->payload_bytes().ucx_sent;
+    return sent;
+  }
+
   absl::StatusOr<int64_t> Step() {
     ASSIGN_OR_RETURN(std::vector<ShardStatus> s, chief_->Status());
     return s[0].step;
@@ -250,6 +269,8 @@ class ParameterServerBench {
 
  private:
   int64_t split_threshold_bytes_ = int64_t{1} << 20;
+  bool ucx_ = false;
+  std::string ucx_transports_;
   // One step of worker w: its push, then the pull of the next weights
   // (sync: the next step; async: the newest).
   absl::Status WorkerStep(int w) {
