@@ -8,7 +8,7 @@ set -euo pipefail
 bench=$(pwd)/worker/bench/ps_bench
 fail() { echo "FAIL: $*" >&2; exit 1; }
 out=$("$bench" --only=ps,ucx,tcp --seconds=0.6 --rounds=2 --warmup_seconds=0.2 2>&1) ||
-  { echo "$out"; fail "ps_bench exited $?"; }
+  { rc=$?; echo "$out"; fail "ps_bench exited $rc"; }
 echo "$out" | grep -v '^\['
 for line in "parameter server (fp32):" "parameter server over UCX (tcp):" "tcp echo:"; do
   grep -qE "^$(sed 's/[()]/\\&/g' <<<"$line") +[0-9.]+ worker steps/s" <<<"$out" ||
