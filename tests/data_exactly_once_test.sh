@@ -206,6 +206,12 @@ run_case() {
       wait_exit "${ws[3]}" 60 || { cat "$run/w3.log"; fail "$name: worker:3 exited $? after SIGTERM"; }
       grep -q "asked to leave (SIGTERM)" "$run/w3.log" ||
         { cat "$run/w3.log"; fail "$name: worker:3 does not say it was asked to leave"; }
+      # The servers' side: ps:0 (which decides who is live) and ps:1 took
+      # worker:3's Leave; its lease did not have to run out.
+      for i in 0 1; do
+        grep -q "worker 3 left the live set (its Leave)" "$run/ps$i.log" ||
+          { grep -h "worker 3" "$run"/ps*.log || true; fail "$name: ps:$i has no Leave of worker:3 (asked to leave, it exited without one)"; }
+      done
       ws[3]=""
       echo "$name: worker:3 and worker:4 joined beyond the listed 3; worker:4 killed, worker:3 left on SIGTERM at step $(last_step "$run/worker-0.jsonl")"
       # The rates the records carry: 0.05 x N / 3 for N of 1 to 5, with 3
@@ -230,6 +236,18 @@ PYRATES
       grep -q "restored" "$run"/ps0*.log 2>/dev/null ||
         fail "$name: ps:0 does not say it restored a checkpoint" ;;
   esac
+  if [ "$name" = elastic ]; then
+    # worker:3 left by its Leave, never by its lease; killed worker:4 only
+    # by its lease (ps:0 decides both).
+    if grep -q "worker 3 sent nothing" "$run/ps0.log"; then
+      grep -h "worker [34]" "$run/ps0.log" || true; fail "$name: ps:0 expired worker:3's lease although it left"
+    fi
+    grep -q "worker 4 sent nothing .* (lease)" "$run/ps0.log" ||
+      { grep -h "worker [34]" "$run/ps0.log" || true; fail "$name: ps:0 never expired killed worker:4's lease"; }
+    if grep -q "worker 4 left the live set (its Leave" "$run/ps0.log"; then
+      fail "$name: ps:0 logs a Leave of worker:4, which was killed"
+    fi
+  fi
   check_ledger "$name" "$ckpt/ledger.jsonl" "$run"
   if [ "$name" = last_epoch ]; then
     grep -h "waiting for the data\|after waiting\|stops after\|expired\|left" "$run"/w*.log "$run"/ps*.log | head -n 12 || true

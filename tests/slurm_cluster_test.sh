@@ -159,6 +159,13 @@ await_global_step "$erun/worker-0.jsonl" $((before + 5)) 120 "$sbatch_pid"
 echo "slurm-elastic: worker:2 joined job $job as step $step, contributed, left on SIGTERM; the job went on past step $((before + 5))"
 scancel "$job"
 wait "$sbatch_pid" 2>/dev/null || true
+# The server's side of the leave: ps:0 (task 0 of the job's output) took
+# worker:2's Leave, and did not have to wait for its 60 s lease.
+grep -q "^0: .*worker 2 left the live set (its Leave)" "$TMP/elastic.out" ||
+  { grep "worker 2" "$TMP/elastic.out" || true; fail "ps:0 logs no Leave of worker:2 (asked to leave, it exited without one)"; }
+if grep -q "worker 2 sent nothing" "$TMP/elastic.out"; then
+  fail "ps:0 expired worker:2's lease although it left"
+fi
 # Bad input: a job with the wrong task count is refused by name, at once.
 if timeout 120 sbatch --wait --no-requeue -n 3 -o "$TMP/bad.out" "$SBATCH_SCRIPT" "$cfg" --bin_dir="$RUNFILES" --run_dir="$TMP/runs/bad"; then
   fail "a 3-task job of a 4-task config succeeded"

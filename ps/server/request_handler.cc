@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -214,6 +215,11 @@ absl::Status ShardRequestHandler::Leave(const wire::LeaveRequest& request,
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   ASSIGN_OR_RETURN(auto reply,
                    shard_->Leave(request.worker_id(), request.failure()));
+  // The server's own record of a leave (a lease that runs out logs another
+  // line, server_lifecycle.cc): what the tests of a leave on SIGTERM read.
+  spdlog::info("worker {} left the live set (its Leave{}{}); live: [{}]",
+               request.worker_id(), request.failure().empty() ? "" : ": ",
+               request.failure(), absl::StrJoin(reply.live_workers, ","));
   MembershipToProto(reply, response);
   return absl::OkStatus();
 }

@@ -1,7 +1,8 @@
 // The run of a worker task (TaskRun) over in-process shards, driven as a
 // front end drives it: the chief's run to max_steps with its evaluations,
 // records and end (the servers shut down), a second worker's run beside
-// it, and the order of the calls (Finish after Leave).
+// it, a worker asked to leave (SIGTERM's request) leaving the shard's live
+// set, and the order of the calls (Finish after Leave).
 #include "worker/session/task_run.h"
 
 #include <catch2/catch.hpp>
@@ -13,19 +14,21 @@
 #include "ps/shard/shard.h"
 #include "ps/state/placement.h"
 #include "ps/testing/in_process_client.h"
+#include "worker/session/leave_request.h"
 
 namespace psgd {
 namespace {
 
-// One shard of variables "w" (4) and "b" (2), sync N = M = `workers`.
+// One shard of variables "w" (4) and "b" (2), sync N of M = `workers` (N =
+// M unless given).
 struct Cluster {
-  explicit Cluster(int workers) {
+  explicit Cluster(int workers, int n = 0) {
     specs = {{"w", {4}, Initializer::Constant(0.5f)},
              {"b", {2}, Initializer::Constant(0.25f)}};
     auto p = ps::PlaceVariables(specs, 1, 1024);
     REQUIRE(p.ok());
     ps::ServerOptions o;
-    o.replicas_to_aggregate = workers;
+    o.replicas_to_aggregate = n > 0 ? n : workers;
     o.total_num_replicas = workers;
     auto s = ps::ParameterShard::Create(o);
     REQUIRE(s.ok());
@@ -55,6 +58,9 @@ struct Worker {
     RunCallbacks callbacks;
     callbacks.on_step = [this](const StepRecord& r) {
       steps.push_back(r);
+      if (leave_after > 0 && static_cast<int>(steps.size()) == leave_after) {
+        RequestLeave();  // as SIGTERM does
+      }
       return absl::OkStatus();
     };
     callbacks.on_eval = [this](const EvalRecord& e) {
@@ -115,6 +121,7 @@ struct Worker {
   std::unique_ptr<WorkerSession> session;
   std::vector<StepRecord> steps;
   std::vector<EvalRecord> evals;
+  int leave_after = 0;  // > 0: asked to leave after this many steps
 };
 
 TEST_CASE("task run: the chief's run to max_steps, with its evaluations") {
@@ -158,6 +165,41 @@ TEST_CASE("task run: a second worker stops with the chief's servers") {
   CHECK(other.run->result().server_status.empty());
   CHECK(chief.run->result().server_status.size() == 1);
   CHECK(cluster.shard->Status().counters.applied == 4);
+}
+
+TEST_CASE(
+    "task run: a worker asked to leave stops at a step boundary and "
+    "leaves the servers' live set") {
+  ResetLeaveRequestForTesting();
+  // N = 1 of 2: worker:1's steps apply alone while the chief, joined and
+  // initialised, pushes nothing.
+  Cluster cluster(2, /*n=*/1);
+  Worker chief(&cluster, 0, /*max_steps=*/100, /*eval_every=*/0);
+  Worker other(&cluster, 1, /*max_steps=*/100, /*eval_every=*/0);
+  other.leave_after = 3;
+  std::vector<ps::NamedConstTensorView> initial = {{"w", chief.w.view()},
+                                                   {"b", chief.b.view()}};
+  // Each Start waits for the other's Join.
+  absl::Status chief_started;
+  std::thread t([&] {
+    chief_started = chief.run->Start(std::move(chief.session), initial);
+  });
+  CHECK(other.Run() == kLeaveRequested);
+  ResetLeaveRequestForTesting();
+  t.join();
+  REQUIRE(chief_started.ok());
+  CHECK(other.run->result().local_steps == 3);
+  CHECK(other.run->result().end_reason == kLeaveRequested);
+  // The shard's own record: worker:1 is out of the live set by its Leave
+  // (this shard has no lease to run out), and only its 3 steps applied.
+  const ps::ShardStatus after = cluster.shard->Status();
+  CHECK(after.live_workers == std::vector<int>{0});
+  CHECK(after.workers_expired == 0);
+  CHECK(after.counters.applied == 3);
+  // The chief, not asked to leave, ends the job without waiting for it.
+  REQUIRE(chief.run->Leave().ok());
+  REQUIRE(chief.run->Finish("done").ok());
+  CHECK(cluster.shard->AwaitShutdown(absl::InfinitePast()));
 }
 
 TEST_CASE("task run: Finish comes after Leave") {
