@@ -137,6 +137,19 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("epoch 2: 0 samples, 20 missing, 0 repeated", out)
 
+    def test_every_complete_epoch_is_checked(self):
+        # Twelve whole epochs but one chunk short in the tenth: not only the
+        # first few complete epochs must be whole.
+        lines = self.whole_epochs(12, random.Random(5))
+        dropped = [x for x in lines if x.startswith('{"epoch":9,"index":1,')]
+        self.assertEqual(len(dropped), 1)
+        lines.remove(dropped[0])
+        rc, out, _ = self.run_check(lines, 12)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 9: 14 samples, 6 missing, 0 repeated  NOT WHOLE", out)
+        rc, out, _ = self.run_check(lines + dropped, 12)
+        self.assertEqual(rc, 0, out)
+
     def test_other_options_are_noticed(self):
         lines = self.whole_epochs(1, random.Random(3))
         self.SEED = GOLDEN_SEED + 1
