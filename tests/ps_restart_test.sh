@@ -94,6 +94,12 @@ PYEOF
     echo "$name: corrupted $file; expecting step-$expect"
   fi
 
+  # The furthest any worker got before the restart, by the workers' own
+  # records: with ps:$victim dead no step completes on every shard.
+  local reached
+  reached=$(cat "$run"/worker-*.jsonl | "$PY" -c '
+import json, sys
+print(max(json.loads(l).get("step", -1) for l in sys.stdin if l.strip()))')
   start_task "$cfg" "ps:$victim" "$run" "$run/ps$victim.restart.log"
   ps[victim]=$!; pids+=($!)
 
@@ -143,6 +149,16 @@ PYEOF
   # back at step $expect: the cluster redid at least the steps between.
   [ "$redone" -ge $((at - expect)) ] ||
     fail "$name: steps redone $redone, but the cluster was at step $at and went back to $expect"
+  # And at most the work since that checkpoint: the steps between it and
+  # the furthest step a worker recorded before the restart, give or take
+  # the pushes no record names yet. A record names the step its worker
+  # computed on: its push may complete a later step (async), and each of
+  # the 3 workers may have one more push taken by the survivor without a
+  # record. So at most reached + 1 + 2 x 3 - expect; a checkpoint is 50.
+  local bound=$((reached + 7 - expect))
+  echo "$name: the workers reached step $reached before the restart; at most $bound steps to redo"
+  [ "$redone" -le "$bound" ] ||
+    fail "$name: steps redone $redone, more than the $bound since step-$expect (the workers reached step $reached)"
   if [ "$corrupt" = corrupt ]; then
     [ "$redone" -ge "$EVERY" ] || fail "$name: fell back a checkpoint but redid only $redone steps"
   fi
