@@ -8,7 +8,8 @@
 # (bazel-testlogs/<package>/<name>/test.log) and counts it skipped, not
 # passed. Tests tagged `gpu` run only when a GPU is visible (.bazelrc
 # filters them out; this script adds --config=gpu where nvidia-smi lists a
-# GPU); the CUDA targets are built whenever the toolkit is present. Extra arguments go to bazel, e.g.
+# GPU); the CUDA targets are built whenever the toolkit is present. The
+# counting is scripts/lib/test_count.sh's. Extra arguments go to bazel, e.g.
 #   scripts/test.sh --config=asan
 #   scripts/test.sh //ps/...
 set -uo pipefail
@@ -51,53 +52,9 @@ bazel test --keep_going --test_summary=short "${gpu_filter[@]+"${gpu_filter[@]}"
   "${flags[@]+"${flags[@]}"}" -- "${targets[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
-# Summary lines look like "//ps:store_test   (cached) PASSED in 0.4s".
-summary=$(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD|SKIPPED)' "$log" || true)
-# FLAKY (failed, then passed on a retry) is not a pass: it counts as failed.
-passing=$(grep -E ' (\(cached\) )?PASSED( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
-incompatible=$(grep -E ' SKIPPED( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
-failing=$(grep -vE ' (\(cached\) )?(PASSED|SKIPPED)( |$)' <<<"$summary" | awk 'NF {print $1}' || true)
-failed=$(grep -c . <<<"$failing" || true)
-
-# Passed tests whose log says "SKIP: <reason>" did not run: skipped.
 testlogs=bazel-testlogs
 if [ ! -d "$testlogs" ]; then
   testlogs=$(bazel info "${flags[@]+"${flags[@]}"}" bazel-testlogs 2>/dev/null || true)
 fi
-passed=0
-skipped_run=()
-while read -r target; do
-  [ -n "$target" ] || continue
-  rel=${target#//}
-  rel=${rel/://}
-  reason=""
-  if [ -n "$testlogs" ] && [ -f "$testlogs/$rel/test.log" ]; then
-    reason=$(grep -m1 '^SKIP: ' "$testlogs/$rel/test.log" || true)
-  fi
-  if [ -n "$reason" ]; then
-    skipped_run+=("$target (${reason#SKIP: })")
-  else
-    passed=$((passed + 1))
-  fi
-done <<<"$passing"
-skipped=$(( $(grep -c . <<<"$incompatible" || true) + ${#skipped_run[@]} ))
-
-echo
-if [ -n "$incompatible" ]; then
-  echo "skipped (incompatible with this machine, e.g. no CUDA toolkit): $(grep -c . <<<"$incompatible")"
-fi
-if [ ${#skipped_run[@]} -gt 0 ]; then
-  echo "skipped (the test said SKIP: it cannot run here):"
-  printf '  %s\n' "${skipped_run[@]}"
-fi
-if [ "$failed" -gt 0 ]; then
-  echo "failing targets:"
-  sed 's/^/  /' <<<"$failing"
-fi
-if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-  # bazel failed before any test ran (a build or analysis error).
-  echo "bazel exited with status $rc before reporting a failing test (see the errors above)"
-  failed=1
-fi
-echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ] && [ "$rc" -eq 0 ]
+source scripts/lib/test_count.sh
+count_tests "$log" "$testlogs" "$rc"
