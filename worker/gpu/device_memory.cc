@@ -1,9 +1,29 @@
 #include "worker/gpu/device_memory.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker/gpu/cuda_status.h"
 
 namespace psgd::gpu {
+namespace {
+std::atomic<int64_t> allocations{0};
+}  // namespace
+
+absl::Status DeviceMalloc(void** data, size_t bytes) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  absl::Status s = CudaStatus(cudaMalloc(data, bytes), "cudaMalloc");
+  if (!s.ok()) {
+    *data = nullptr;
+    (void)cudaGetLastError();  // an allocation failure is not sticky
+    return absl::Status(s.code(),
+                        absl::StrCat(s.message(), " (", bytes, " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Allocations() { return allocations.load(std::memory_order_relaxed); }
 
 void FreeDeviceMemory(void* data, cudaStream_t stream) {
   if (data == nullptr) return;
@@ -16,13 +36,7 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes,
   DeviceBuffer buffer;
   buffer.stream_ = stream;
   if (bytes == 0) return buffer;
-  absl::Status s = CudaStatus(cudaMalloc(&buffer.data_, bytes), "cudaMalloc");
-  if (!s.ok()) {
-    buffer.data_ = nullptr;
-    (void)cudaGetLastError();  // an allocation failure is not sticky
-    return absl::Status(s.code(),
-                        absl::StrCat(s.message(), " (", bytes, " bytes)"));
-  }
+  RETURN_IF_ERROR(DeviceMalloc(&buffer.data_, bytes));
   buffer.size_ = bytes;
   return buffer;
 }
@@ -46,6 +60,7 @@ void DeviceBuffer::Reset() {
 absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
   PinnedBuffer buffer;
   if (bytes == 0) return buffer;
+  allocations.fetch_add(1, std::memory_order_relaxed);
   absl::Status s =
       CudaStatus(cudaMallocHost(&buffer.data_, bytes), "cudaMallocHost");
   if (!s.ok()) {

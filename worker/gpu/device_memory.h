@@ -3,18 +3,31 @@
 // except the DeviceTensors it hands out (those free through their deleter,
 // which does the same as ~DeviceBuffer).
 //
-// Thread-safety: an owner is used by one thread at a time.
+// Every cudaMalloc and cudaMallocHost of the backend goes through
+// DeviceMalloc / PinnedBuffer::Allocate, which count them for the tests of
+// "a step allocates nothing" (Allocations).
+//
+// Thread-safety: an owner is used by one thread at a time; Allocations and
+// DeviceMalloc may be called from any thread.
 #ifndef PSGD_WORKER_GPU_DEVICE_MEMORY_H_
 #define PSGD_WORKER_GPU_DEVICE_MEMORY_H_
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/statusor.h"
 
 namespace psgd::gpu {
+
+// cudaMalloc of `bytes`, counted. On failure the CUDA error is
+// cleared (not sticky) and the status names the call and the bytes.
+absl::Status DeviceMalloc(void** data, size_t bytes);
+
+// How many device and pinned host allocations this process has made.
+int64_t Allocations();
 
 // Frees device memory that work on `stream` may still use: waits for the
 // stream, then cudaFree. Errors are dropped (this runs in destructors).

@@ -109,9 +109,8 @@ class GpuBackend : public Backend {
     RETURN_IF_ERROR(ctx_->Activate());
     const size_t bytes = sizeof(float) * NumElements(shape);
     void* data = nullptr;
-    absl::Status s = gpu::CudaStatus(cudaMalloc(&data, bytes), "cudaMalloc");
+    absl::Status s = gpu::DeviceMalloc(&data, bytes);
     if (!s.ok()) {
-      (void)cudaGetLastError();
       return gpu::WithPrefix(
           s, absl::StrCat(name(), ": cannot allocate ", bytes, " bytes for ",
                           ShapeToString(shape), ": "));
@@ -265,6 +264,13 @@ std::string GpuDescription(const Backend& backend) {
   const GpuBackend* gpu = AsGpu(backend);
   return gpu == nullptr ? std::string() : gpu->context()->description();
 }
+
+int64_t GpuBytesToHost(const Backend& backend) {
+  const GpuBackend* gpu = AsGpu(backend);
+  return gpu == nullptr ? 0 : gpu->context()->bytes_downloaded();
+}
+
+int64_t GpuAllocations() { return gpu::Allocations(); }
 
 std::vector<std::string> GpuPlanNotes(const Backend& backend) {
   const GpuBackend* gpu = AsGpu(backend);

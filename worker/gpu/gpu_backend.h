@@ -39,6 +39,15 @@ absl::Status GpuAdamUpdate(Backend* backend, const gpu::AdamParams& params,
 // backend; empty for others.
 std::string GpuDescription(const Backend& backend);
 
+// Bytes the CUDA backend has copied from the device to the host; 0 for
+// other backends.
+int64_t GpuBytesToHost(const Backend& backend);
+
+// Device and pinned allocations (cudaMalloc, cudaMallocHost) this process's
+// CUDA backends have made so far: a step that allocates nothing leaves it
+// unchanged.
+int64_t GpuAllocations();
+
 // One line per plan the CUDA backend made (the convolution algorithms it
 // chose, the LRN implementation); empty for other backends.
 std::vector<std::string> GpuPlanNotes(const Backend& backend);

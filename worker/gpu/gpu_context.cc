@@ -155,6 +155,7 @@ absl::Status GpuContext::Download(const void* device, void* host,
                                        cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   std::memcpy(host, download_.data(), bytes);
+  bytes_downloaded_ += static_cast<int64_t>(bytes);
   return absl::OkStatus();
 }
 

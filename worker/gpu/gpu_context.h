@@ -20,6 +20,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -67,6 +68,8 @@ class GpuContext {
   absl::Status Upload(const void* host, void* device, size_t bytes);
   // Device -> host; returns when `host` holds the data.
   absl::Status Download(const void* device, void* host, size_t bytes);
+  // Bytes Download has copied to the host so far.
+  int64_t bytes_downloaded() const { return bytes_downloaded_; }
   // Waits for everything enqueued on the stream.
   absl::Status Synchronize();
 
@@ -90,6 +93,7 @@ class GpuContext {
   size_t upload_offset_ = 0;
   cudaEvent_t upload_done_ = nullptr;  // owned; the last Upload's copy
   PinnedBuffer download_;
+  int64_t bytes_downloaded_ = 0;
   std::vector<std::string> plan_notes_;
 };
 

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "worker/backend/backend.h"
+#include "worker/gpu/gpu_backend.h"
 #include "worker/gpu/tests/gpu_testing.h"
 #include "worker/testing/gradcheck.h"
 
@@ -96,6 +97,42 @@ TEST_CASE("gpu conv2d matches the cpu backend in float32") {
 
 TEST_CASE("gpu conv2d with tf32 matches within the tf32 tolerance") {
   Compare("gpu:0:tf32=on", testing::kTf32Tolerance);
+}
+
+// GPU.md: each direction's workspace need is met at its first run (the
+// shared workspace grows to the largest), so later runs allocate nothing.
+TEST_CASE("gpu conv2d allocates nothing after each direction's first run") {
+  auto gpu = testing::MakeGpuBackend("gpu:0");
+  uint64_t seed = 100;
+  for (const Conv2dShape& s : kShapes) {
+    INFO(s.ToString());
+    auto op = Unwrap(gpu->CreateConv2d(s));
+    DeviceTensor x = Upload(
+        gpu.get(), testing::RandomValues(NumElements(s.input()), seed++, -1, 1),
+        s.input());
+    DeviceTensor w =
+        Upload(gpu.get(),
+               testing::RandomValues(NumElements(s.filter()), seed++, -1, 1),
+               s.filter());
+    DeviceTensor b = Zeros(gpu.get(), s.bias());
+    DeviceTensor dy =
+        Upload(gpu.get(),
+               testing::RandomValues(NumElements(s.output()), seed++, -1, 1),
+               s.output());
+    DeviceTensor y = Zeros(gpu.get(), s.output());
+    DeviceTensor dx = Zeros(gpu.get(), s.input());
+    DeviceTensor dw = Zeros(gpu.get(), s.filter());
+    DeviceTensor db = Zeros(gpu.get(), s.bias());
+    int64_t after_first = 0;
+    for (int run = 0; run < 4; ++run) {
+      REQUIRE_OK(op->Forward(x.view(), w.view(), b.view(), y.view()));
+      REQUIRE_OK(op->BackwardData(dy.view(), w.view(), dx.view()));
+      REQUIRE_OK(op->BackwardFilter(x.view(), dy.view(), dw.view(), db.view()));
+      REQUIRE_OK(gpu->Synchronize());
+      if (run == 0) after_first = GpuAllocations();
+    }
+    CHECK(GpuAllocations() == after_first);
+  }
 }
 
 TEST_CASE("gpu conv2d refuses views of another shape and invalid shapes") {
