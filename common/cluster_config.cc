@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/adam.h"
 #include "common/cluster_name.h"
 #include "common/model_names.h"
@@ -607,6 +608,46 @@ absl::Status ValidateCheckpoint(const ClusterConfig& c, const Locator& root) {
   return absl::OkStatus();
 }
 
+// The names UCX_TLS takes (UCX 1.13's transports and aliases, and the newer
+// srd and gga): a config's ucx_transports is checked against them when it is
+// loaded, since UCX itself cannot tell a typo from a transport this host
+// lacks (both make it refuse to start, and the data plane falls back to
+// gRPC).
+constexpr absl::string_view kUcxTransportNames[] = {
+    "all",       "self",     "tcp",       "sm",       "shm",       "mm",
+    "posix",     "sysv",     "xpmem",     "knem",     "cma",       "ib",
+    "rc",        "rc_v",     "rc_x",      "rc_verbs", "rc_mlx5",   "ud",
+    "ud_v",      "ud_x",     "ud_verbs",  "ud_mlx5",  "dc",        "dc_x",
+    "dc_mlx5",   "rdmacm",   "sockcm",    "ugni",     "ugni_smsg", "ugni_udt",
+    "ugni_rdma", "cuda",     "cuda_copy", "cuda_ipc", "gdr_copy",  "rocm",
+    "rocm_copy", "rocm_ipc", "rocm_gdr",  "srd",      "gga"};
+
+// wire.ucx_transports: "" (UCX's choice) or a comma-separated list of
+// transport names, each optionally ":aux", the list optionally after "^"
+// (all but those), as UCX_TLS.
+absl::Status ValidateWire(const ClusterConfig& c, const Locator& root) {
+  const std::string& tls = c.wire().ucx_transports();
+  if (tls.empty()) return absl::OkStatus();
+  absl::string_view list = tls;
+  absl::ConsumePrefix(&list, "^");
+  for (absl::string_view name : absl::StrSplit(list, ',')) {
+    absl::string_view bare = name;
+    absl::ConsumeSuffix(&bare, ":aux");
+    bool known = false;
+    for (absl::string_view k : kUcxTransportNames) known |= bare == k;
+    if (known) continue;
+    return root.Nested(c, "wire").Error(
+        c.wire(), "ucx_transports", "wire.ucx_transports",
+        absl::StrCat(
+            "'", name, "' in '", tls,
+            "' is not a UCX transport name (UCX_TLS takes a comma-separated "
+            "list of: ",
+            absl::StrJoin(kUcxTransportNames, ", "),
+            "; \"\" lets UCX choose)"));
+  }
+  return absl::OkStatus();
+}
+
 // OK when `path` is a regular file this process can open.
 bool ReadableFile(const std::string& path) {
   std::error_code error;
@@ -853,6 +894,7 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text,
   }
   RETURN_IF_ERROR(ValidateCheckpoint(config, at));
   RETURN_IF_ERROR(ValidateEmulation(config, at));
+  RETURN_IF_ERROR(ValidateWire(config, at));
   if (!(config.ps_unavailable_timeout_seconds() >= 0 &&
         config.ps_unavailable_timeout_seconds() <= 86400)) {
     return at.Error(config, "ps_unavailable_timeout_seconds",

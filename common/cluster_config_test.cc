@@ -577,3 +577,32 @@ TEST_CASE("an unknown model name is refused, naming the known ones") {
 }
 
 }  // namespace psgd
+
+namespace psgd {
+namespace {
+
+TEST_CASE("wire.ucx_transports takes UCX_TLS's names and refuses others") {
+  for (const char* ok :
+       {"tcp", "", "rc,ud,sm,self", "^ud", "posix,cma,tcp", "rc_verbs",
+        "ud_verbs:aux,rc_verbs", "cuda_copy,tcp"}) {
+    INFO(ok);
+    absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+        std::string(kGood) + "wire { data_plane: UCX ucx_transports: \"" + ok +
+            "\" }\n",
+        "c.pbtxt");
+    CHECK(c.ok());
+  }
+  const std::string bad = ErrorOf(std::string(kGood) +
+                                  "wire { data_plane: UCX\n"
+                                  "  ucx_transports: \"tcp,tpc\" }\n");
+  CHECK_THAT(bad,
+             Catch::Contains("wire.ucx_transports: 'tpc' in 'tcp,tpc' is not "
+                             "a UCX transport name"));
+  CHECK_THAT(bad, Catch::Contains("rc_verbs"));
+  CHECK_THAT(
+      ErrorOf(std::string(kGood) + "wire { ucx_transports: \"tcp,,sm\" }\n"),
+      Catch::Contains("'' in 'tcp,,sm' is not a UCX transport name"));
+}
+
+}  // namespace
+}  // namespace psgd
