@@ -283,6 +283,7 @@ void PsGrpcService::AddSummary(JsonObject* summary) const {
   const UcxDataPlane::Counters c = ucx_->counters();
   summary->Set("ucx_pushes", c.pushes)
       .Set("ucx_pulls", c.pulls)
+      .Set("ucx_pulls_cancelled", c.pulls_cancelled)
       .Set("ucx_bad_key", c.messenger.bad_key)
       .Set("ucx_wrong_worker", c.wrong_worker)
       .Set("ucx_malformed", c.malformed + c.messenger.malformed)

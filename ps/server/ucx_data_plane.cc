@@ -43,7 +43,9 @@ absl::StatusOr<std::unique_ptr<UcxDataPlane>> UcxDataPlane::Start(
   }
   absl::StatusOr<int> port = plane->messenger_->Listen(
       host, 0,
-      [p = plane.get()](ucx::Request r) { p->OnRequest(std::move(r)); });
+      [p = plane.get()](ucx::Request r) { p->OnRequest(std::move(r)); },
+      /*require_key=*/true,
+      [p = plane.get()](uint64_t peer) { p->OnPeerGone(peer); });
   if (!port.ok()) return port.status();
   plane->port_ = *port;
   return plane;
@@ -125,6 +127,7 @@ UcxDataPlane::Counters UcxDataPlane::counters() const {
   Counters c;
   c.pushes = served_pushes_.load();
   c.pulls = served_pulls_.load();
+  c.pulls_cancelled = pulls_cancelled_.load();
   c.wrong_worker = wrong_worker_.load();
   c.malformed = malformed_.load();
   c.messenger = messenger_->drops();
@@ -211,38 +214,73 @@ void UcxDataPlane::ServePull(ucx::Request request) {
   const uint64_t peer = request.peer;
   const uint64_t call = request.call;
   ParameterShard* shard = handler_.shard();
+  auto slot = std::make_shared<PullSlot>();
   // Answered now or from the thread that completes the step; the messenger
   // outlives every answer (a pull still waiting when it stops is answered
-  // into the void: Respond finds no peer).
-  handler_.Pull(pull, [this, shard, arrived, peer, call,
-                       variables = std::move(variables)](
-                          absl::StatusOr<ParameterShard::Snapshot> snapshot) {
-    if (!snapshot.ok()) {
-      messenger_->Respond(peer, call, snapshot.status(), "", {}, nullptr);
-      return;
-    }
-    const WeightsSnapshot& s = **snapshot;
-    absl::StatusOr<std::vector<int>> selected = s.layout->Select(variables);
-    if (!selected.ok()) {
-      messenger_->Respond(
-          peer, call,
-          Annotate(selected.status(),
-                   absl::StrCat("shard ", shard->options().shard_index, ": ")),
-          "", {}, nullptr);
-      return;
-    }
-    wire::PullResponse header;
-    header.set_step(s.step);
-    header.set_wait_micros(absl::ToInt64Microseconds(absl::Now() - arrived));
-    header.set_generation(s.generation);
-    header.set_learning_rate(s.learning_rate);
-    PullWeights::Tensors t = pull_weights_->Get(*snapshot, *selected);
-    std::vector<ucx::Segment> payload =
-        Segments(SegmentRanges(t.tensors, header.mutable_variables()));
-    messenger_->Respond(peer, call, absl::OkStatus(),
-                        header.SerializeAsString(), std::move(payload),
-                        std::move(t.keep_alive));
-  });
+  // into the void: Respond finds no peer). One whose peer goes first is
+  // taken back from the shard (OnPeerGone).
+  const uint64_t ticket = handler_.Pull(
+      pull, [this, shard, arrived, peer, call, slot,
+             variables = std::move(variables)](
+                absl::StatusOr<ParameterShard::Snapshot> snapshot) {
+        {
+          MutexLock lock(&waiting_mu_);
+          slot->answered = true;
+          auto it = waiting_.find(peer);
+          if (it != waiting_.end()) {
+            it->second.erase(slot.get());
+            if (it->second.empty()) waiting_.erase(it);
+          }
+        }
+        if (!snapshot.ok()) {
+          messenger_->Respond(peer, call, snapshot.status(), "", {}, nullptr);
+          return;
+        }
+        const WeightsSnapshot& s = **snapshot;
+        absl::StatusOr<std::vector<int>> selected = s.layout->Select(variables);
+        if (!selected.ok()) {
+          messenger_->Respond(
+              peer, call,
+              Annotate(
+                  selected.status(),
+                  absl::StrCat("shard ", shard->options().shard_index, ": ")),
+              "", {}, nullptr);
+          return;
+        }
+        wire::PullResponse header;
+        header.set_step(s.step);
+        header.set_wait_micros(
+            absl::ToInt64Microseconds(absl::Now() - arrived));
+        header.set_generation(s.generation);
+        header.set_learning_rate(s.learning_rate);
+        PullWeights::Tensors t = pull_weights_->Get(*snapshot, *selected);
+        std::vector<ucx::Segment> payload =
+            Segments(SegmentRanges(t.tensors, header.mutable_variables()));
+        messenger_->Respond(peer, call, absl::OkStatus(),
+                            header.SerializeAsString(), std::move(payload),
+                            std::move(t.keep_alive));
+      });
+  if (ticket == 0) return;  // answered already
+  MutexLock lock(&waiting_mu_);
+  if (slot->answered) return;
+  slot->ticket = ticket;
+  waiting_[peer].insert(slot.get());
+}
+
+void UcxDataPlane::OnPeerGone(uint64_t peer) {
+  std::vector<uint64_t> tickets;
+  {
+    MutexLock lock(&waiting_mu_);
+    auto it = waiting_.find(peer);
+    if (it == waiting_.end()) return;
+    for (PullSlot* slot : it->second) tickets.push_back(slot->ticket);
+    waiting_.erase(it);
+  }
+  // A pull the shard answers meanwhile is answered into the void; one it
+  // gives back is not answered at all (CancelPull decides).
+  for (uint64_t ticket : tickets) {
+    if (handler_.shard()->CancelPull(ticket)) pulls_cancelled_++;
+  }
 }
 
 }  // namespace ps

@@ -34,6 +34,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +58,10 @@ class UcxDataPlane {
   struct Counters {
     int64_t pushes = 0;  // handled (whatever the shard answered)
     int64_t pulls = 0;   // registered with the shard
+    // Pulls still waiting for their step when their worker's endpoint went
+    // (the process killed, the link gone): taken back from the shard, as a
+    // gRPC pull is when its call is cancelled.
+    int64_t pulls_cancelled = 0;
     // A key of one worker on a request that names another.
     int64_t wrong_worker = 0;
     // A header that is no request of its method, or an unknown method.
@@ -95,6 +100,7 @@ class UcxDataPlane {
   // On the messenger's thread.
   void OnRequest(ucx::Request request);
   void ServePull(ucx::Request request);
+  void OnPeerGone(uint64_t peer);
   // On a push thread.
   void ServePush(const ucx::Request& request);
   void PushLoop();
@@ -114,6 +120,16 @@ class UcxDataPlane {
   std::map<int, ucx::Key> key_of_ ABSL_GUARDED_BY(keys_mu_);
   std::map<ucx::Key, int> worker_of_ ABSL_GUARDED_BY(keys_mu_);
 
+  // The pulls waiting in the shard, by the peer they came from: a pull's
+  // slot holds its ticket (ParameterShard::CancelPull) until it is
+  // answered.
+  struct PullSlot {
+    uint64_t ticket = 0;
+    bool answered = false;
+  };
+  Mutex waiting_mu_;
+  std::map<uint64_t, std::set<PullSlot*>> waiting_ ABSL_GUARDED_BY(waiting_mu_);
+
   Mutex queue_mu_;
   CondVar queue_changed_;
   std::deque<ucx::Request> pushes_ ABSL_GUARDED_BY(queue_mu_);
@@ -122,6 +138,7 @@ class UcxDataPlane {
 
   std::atomic<int64_t> served_pushes_{0};
   std::atomic<int64_t> served_pulls_{0};
+  std::atomic<int64_t> pulls_cancelled_{0};
   std::atomic<int64_t> wrong_worker_{0};
   std::atomic<int64_t> malformed_{0};
 };

@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -181,6 +183,80 @@ TEST_CASE("the UCX data plane serves joined workers and no one else") {
   CHECK(Push(m.get(), *peer, key1, 1, "x", g, absl::Seconds(30), /*step=*/1)
             .status.ok());
   CHECK(shard->Status().step == 2);
+}
+
+// As gRPC cancels a pull whose call ends, the data plane takes back from the
+// shard a pull still waiting for its step when its worker's endpoint goes
+// (the process killed): the shard does not count a dead worker as waiting
+// (which would keep its lease from running out) nor answer into the void.
+TEST_CASE("a waiting pull whose worker goes is taken back from the shard") {
+  ServerOptions o;
+  o.security.insecure = true;
+  o.cluster_name = "ucx";
+  o.total_num_replicas = 2;
+  o.replicas_to_aggregate = 2;
+  o.ucx = true;
+  auto server = PsGrpcServer::Start(o);
+  REQUIRE(server.ok());
+  auto stub = wire::ParameterServer::NewStub(grpc::CreateChannel(
+      (*server)->address(), grpc::InsecureChannelCredentials()));
+  const std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
+  wire::InitializeRequest init;
+  init.set_cluster("ucx");
+  TensorBytesToProto(FloatTensorBytes("x", {4}, x.data()),
+                     init.add_variables());
+  init.mutable_variables(0)->mutable_spec()->set_kind(wire::PARAMETER);
+  wire::InitializeResponse init_reply;
+  REQUIRE(Unary(init, &init_reply, [&](auto* c, auto& r, auto* p) {
+            return stub->Initialize(c, r, p);
+          }).ok());
+  wire::MembershipResponse joined[2];
+  std::unique_ptr<ucx::Messenger> m[2];
+  uint64_t peer[2] = {0, 0};
+  for (int w : {0, 1}) {
+    wire::JoinRequest join;
+    join.set_cluster("ucx");
+    join.set_worker_id(w);
+    REQUIRE(Unary(join, &joined[w], [&](auto* c, auto& r, auto* p) {
+              return stub->Join(c, r, p);
+            }).ok());
+    auto made = ucx::Messenger::Create(ucx::MessengerOptions());
+    REQUIRE(made.ok());
+    m[w] = *std::move(made);
+    auto connected = m[w]->Connect("127.0.0.1", joined[w].ucx().port());
+    REQUIRE(connected.ok());
+    peer[w] = *connected;
+  }
+  ParameterShard* shard = (*server)->shard();
+  const std::vector<float> g = {0.5f, 0.5f, 0.5f, 0.5f};
+
+  // Worker 1's push is aggregated (N = 2); its pull waits for step 1.
+  REQUIRE(Push(m[1].get(), peer[1], KeyOf(joined[1]), 1, "x", g).status.ok());
+  wire::PullRequest pull;
+  pull.set_cluster("ucx");
+  pull.set_worker_id(1);
+  pull.set_min_step(1);
+  m[1]->Call(peer[1], kUcxPull, KeyOf(joined[1]), pull.SerializeAsString(), {},
+             nullptr, absl::Now() + absl::Seconds(60), [](ucx::Reply) {});
+  auto await = [&](const std::function<bool()>& done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (!done() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return done();
+  };
+  REQUIRE(await([&] { return shard->Status().pulls_waiting == 1; }));
+
+  // Worker 1's process goes: its messenger closes every endpoint.
+  m[1].reset();
+  CHECK(await([&] { return shard->Status().pulls_waiting == 0; }));
+  CHECK((*server)->ucx()->counters().pulls_cancelled == 1);
+
+  // The step completes with worker 0's push; nothing is left waiting.
+  REQUIRE(Push(m[0].get(), peer[0], KeyOf(joined[0]), 0, "x", g).status.ok());
+  CHECK(shard->Status().step == 1);
+  CHECK(shard->Status().pulls_waiting == 0);
+  CHECK((*server)->ucx()->counters().pulls_cancelled == 1);
 }
 
 }  // namespace

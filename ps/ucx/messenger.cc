@@ -168,6 +168,7 @@ class Messenger::Impl {
   void ClosePeer(uint64_t peer, const absl::Status& why);
 
   Handler handler_;
+  PeerGone peer_gone_;
   bool require_key_ = true;
   std::set<Key> keys_;
 
@@ -179,6 +180,7 @@ class Messenger::Impl {
  private:
   struct Peer {
     ucp_ep_h ep = nullptr;
+    bool accepted = false;     // connected to the listener (not Connect)
     std::set<uint64_t> calls;  // this side's calls under way to it
   };
   struct Call {
@@ -200,7 +202,7 @@ class Messenger::Impl {
   void RunPosted();
   void ExpireCalls();
   absl::Time NextDeadline() const;
-  uint64_t AddPeer(ucp_ep_h ep);
+  uint64_t AddPeer(ucp_ep_h ep, bool accepted);
   void Send(ucp_ep_h ep, unsigned am, SendState* state, bool reply_flag);
   void Deliver(Receiving* message);
 
@@ -427,9 +429,10 @@ void Messenger::Impl::Loop() {
   RunPosted();  // what was posted meanwhile is dropped with the calls
 }
 
-uint64_t Messenger::Impl::AddPeer(ucp_ep_h ep) {
+uint64_t Messenger::Impl::AddPeer(ucp_ep_h ep, bool accepted) {
   const uint64_t id = NextId();
   peers_[id].ep = ep;
+  peers_[id].accepted = accepted;
   peer_of_ep_[ep] = id;
   return id;
 }
@@ -450,7 +453,7 @@ void Messenger::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
     spdlog::warn("UCX: refusing a connection: {}", ucs_status_string(status));
     return;
   }
-  impl->AddPeer(ep);
+  impl->AddPeer(ep, /*accepted=*/true);
 }
 
 void Messenger::Impl::OnPeerError(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -490,6 +493,7 @@ void Messenger::Impl::ClosePeer(uint64_t id, const absl::Status& why) {
   param.user_data = this;
   ucs_status_ptr_t closing = ucp_ep_close_nbx(peer.ep, &param);
   if (UCS_PTR_IS_PTR(closing)) closing_++;
+  if (peer.accepted && peer_gone_ != nullptr) peer_gone_(id);
 }
 
 namespace {
@@ -567,7 +571,7 @@ absl::StatusOr<uint64_t> Messenger::Impl::ConnectHere(const std::string& host,
   if (status != UCS_OK) {
     return FromUcs(status, absl::StrCat("UCX connect to ", host, ":", port));
   }
-  return AddPeer(ep);
+  return AddPeer(ep, /*accepted=*/false);
 }
 
 void Messenger::Impl::OnSent(void* request, ucs_status_t status,
@@ -847,17 +851,19 @@ absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(
 }
 
 absl::StatusOr<int> Messenger::Listen(const std::string& address, int port,
-                                      Handler handler, bool require_key) {
+                                      Handler handler, bool require_key,
+                                      PeerGone peer_gone) {
   if (handler == nullptr) {
     return absl::InvalidArgumentError("UCX listener: no handler");
   }
   Impl* impl = impl_.get();
   return impl->RunAndWait<absl::StatusOr<int>>(
-      [impl, address, port, handler = std::move(handler),
-       require_key]() -> absl::StatusOr<int> {
+      [impl, address, port, handler = std::move(handler), require_key,
+       peer_gone = std::move(peer_gone)]() -> absl::StatusOr<int> {
         absl::StatusOr<int> bound = impl->ListenHere(address, port);
         if (bound.ok()) {
           impl->handler_ = handler;
+          impl->peer_gone_ = peer_gone;
           impl->require_key_ = require_key;
         }
         return bound;

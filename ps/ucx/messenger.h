@@ -118,6 +118,9 @@ class Messenger {
  public:
   using Handler = std::function<void(Request request)>;
   using CallDone = std::function<void(Reply reply)>;
+  // A peer that connected to the listener has gone (its endpoint failed or
+  // closed): what its requests still wait for will not be read.
+  using PeerGone = std::function<void(uint64_t peer)>;
 
   // Starts UCX on `options.transports` and the messenger's thread.
   // INVALID_ARGUMENT naming the setting UCX refused; UNAVAILABLE when UCX
@@ -134,9 +137,11 @@ class Messenger {
   // `port` (0: any) and returns the port. Requests go to `handler`, which must
   // answer each (Respond) once; only requests whose key AcceptKey has
   // accepted reach it (with `require_key` false, any key does). One
-  // listener per messenger.
+  // listener per messenger. `peer_gone` (may be null) runs on the
+  // messenger's thread, once, when a peer that connected here goes.
   absl::StatusOr<int> Listen(const std::string& address, int port,
-                             Handler handler, bool require_key = true);
+                             Handler handler, bool require_key = true,
+                             PeerGone peer_gone = nullptr);
   // Keys the listener accepts, and stops accepting.
   void AcceptKey(const Key& key);
   void RevokeKey(const Key& key);
