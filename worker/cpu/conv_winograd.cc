@@ -1,6 +1,7 @@
 #include "worker/cpu/conv_winograd.h"
 
 #include <immintrin.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -13,14 +14,8 @@
 namespace psgd {
 namespace {
 
-// Channels per block of the activations, and floats per AVX-512 register.
-constexpr int64_t kLanes = 16;
 // Elements of a transformed 4x4 tile (e = 4 i + j).
 constexpr int64_t kElements = 16;
-// Tiles per step of the matrix product's kernel (its rows).
-constexpr int64_t kRows = 8;
-// The bytes of V and M one chunk of tiles may take: most of a 1 MB L2 cache.
-constexpr int64_t kChunkBudget = 768 * 1024;
 constexpr int64_t kMaxChunkTiles = 512;
 
 // Why `shape` does not run as F(2x2, 3x3) on this CPU, or "" when it does.
@@ -34,10 +29,17 @@ std::string Refusal(const Conv2dShape& shape) {
   if (ph.before != 1 || ph.after != 1 || pw.before != 1 || pw.after != 1) {
     return "the padding is not 1 on every side";
   }
-  if (shape.in_block != kLanes || shape.out_block != kLanes) {
-    return "the activations are not in 16-channel blocks";
+  if (shape.in_block != shape.out_block ||
+      (shape.in_block != 16 && shape.in_block != 8)) {
+    return "the activations are not in 16- or 8-channel blocks on both sides";
   }
-  if (!__builtin_cpu_supports("avx512f")) return "the CPU has no AVX-512";
+  if (shape.in_block == 16 && !__builtin_cpu_supports("avx512f")) {
+    return "16-channel blocks need AVX-512, which the CPU lacks";
+  }
+  if (shape.in_block == 8 &&
+      !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+    return "8-channel blocks need AVX2 and FMA, which the CPU lacks";
+  }
   return "";
 }
 
@@ -85,7 +87,7 @@ struct Pass {
   bool relu = false;
   float* out = nullptr;
   Tiles tiles;
-  int64_t chunk_tiles = 0;  // rows of V and M per chunk (a multiple of kRows)
+  int64_t chunk_tiles = 0;  // rows of V and M per chunk (a multiple of rows)
 };
 
 // u (4x4) = G g G^T, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
@@ -134,210 +136,6 @@ void TransformFilters(const float* w, int64_t ins, int64_t outs,
   });
 }
 
-// V[e][t - t0][c] = (B^T d B)[e] for tiles [t0, t1), where d is the tile's
-// 4x4 input block (zero outside the image) and
-// B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
-__attribute__((target("avx512f"))) void InputTransform(const Pass& p,
-                                                       int64_t t0, int64_t t1,
-                                                       int64_t v_stride,
-                                                       float* v) {
-  const Tiles& g = p.tiles;
-  const int64_t blocks = p.in_channels / kLanes;
-  const int64_t plane = g.height * g.width * kLanes;
-  const __m512 zero = _mm512_setzero_ps();
-  for (int64_t t = t0; t < t1; ++t) {
-    const TileAt at = g.At(t);
-    const int64_t n = at.image;
-    // The 4x4 input block starts one row and column before the outputs.
-    const int64_t h0 = at.h - 1;
-    const int64_t w0 = at.w - 1;
-    bool row_in[4], col_in[4];
-    for (int i = 0; i < 4; ++i) {
-      row_in[i] = h0 + i >= 0 && h0 + i < g.height;
-      col_in[i] = w0 + i >= 0 && w0 + i < g.width;
-    }
-    float* vt = v + (t - t0) * p.in_channels;
-    for (int64_t cb = 0; cb < blocks; ++cb) {
-      const float* src = p.in + (n * blocks + cb) * plane;
-      __m512 d[4][4];
-      for (int i = 0; i < 4; ++i) {
-        for (int j = 0; j < 4; ++j) {
-          d[i][j] = row_in[i] && col_in[j]
-                        ? _mm512_loadu_ps(src + ((h0 + i) * g.width + w0 + j) *
-                                                    kLanes)
-                        : zero;
-        }
-      }
-      __m512 b[4][4];
-      for (int j = 0; j < 4; ++j) {
-        b[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
-        b[1][j] = _mm512_add_ps(d[1][j], d[2][j]);
-        b[2][j] = _mm512_sub_ps(d[2][j], d[1][j]);
-        b[3][j] = _mm512_sub_ps(d[1][j], d[3][j]);
-      }
-      float* dst = vt + cb * kLanes;
-      for (int i = 0; i < 4; ++i) {
-        _mm512_storeu_ps(dst + (4 * i + 0) * v_stride,
-                         _mm512_sub_ps(b[i][0], b[i][2]));
-        _mm512_storeu_ps(dst + (4 * i + 1) * v_stride,
-                         _mm512_add_ps(b[i][1], b[i][2]));
-        _mm512_storeu_ps(dst + (4 * i + 2) * v_stride,
-                         _mm512_sub_ps(b[i][2], b[i][1]));
-        _mm512_storeu_ps(dst + (4 * i + 3) * v_stride,
-                         _mm512_sub_ps(b[i][1], b[i][3]));
-      }
-    }
-  }
-}
-
-// c (kRows x 16 kVectors) = op(a) . b, or += with kAccumulate, where op(a)
-// is kRows x depth: a itself, row-major with row stride lda, or with
-// kTransposeA the transpose of a (depth x kRows, row stride lda); b is
-// (depth x 16 kVectors). Row strides ldb, ldc; the sums in registers.
-template <int kVectors, bool kAccumulate, bool kTransposeA>
-__attribute__((target("avx512f"), always_inline)) inline void ProductKernel(
-    const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-    int64_t ldc, int64_t depth) {
-  __m512 acc[kRows][kVectors];
-  for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kVectors; ++v) {
-      acc[r][v] = kAccumulate ? _mm512_loadu_ps(c + r * ldc + v * kLanes)
-                              : _mm512_setzero_ps();
-    }
-  }
-  for (int64_t k = 0; k < depth; ++k) {
-    __m512 bk[kVectors];
-    for (int v = 0; v < kVectors; ++v) {
-      bk[v] = _mm512_loadu_ps(b + k * ldb + v * kLanes);
-    }
-    for (int r = 0; r < kRows; ++r) {
-      const __m512 ar =
-          _mm512_set1_ps(kTransposeA ? a[k * lda + r] : a[r * lda + k]);
-      for (int v = 0; v < kVectors; ++v) {
-        acc[r][v] = _mm512_fmadd_ps(ar, bk[v], acc[r][v]);
-      }
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kVectors; ++v) {
-      _mm512_storeu_ps(c + r * ldc + v * kLanes, acc[r][v]);
-    }
-  }
-}
-
-// c (rows x cols) = op(a) . b (+= with kAccumulate), op(a) (rows x depth)
-// being a (rows x depth) or, with kTransposeA, a^T of a (depth x rows); b
-// is (depth x cols), all row-major and dense; rows a multiple of kRows and
-// cols of 16. Column strips outside, so that a strip of b stays in the L1
-// cache while every row block passes it.
-template <bool kAccumulate, bool kTransposeA>
-__attribute__((target("avx512f"))) void Product(const float* a, const float* b,
-                                                float* c, int64_t rows,
-                                                int64_t cols, int64_t depth) {
-  const int64_t lda = kTransposeA ? rows : depth;
-  const int64_t row_step = kTransposeA ? 1 : depth;  // a's, per row of c
-  int64_t col = 0;
-  for (; col + 2 * kLanes <= cols; col += 2 * kLanes) {
-    for (int64_t r = 0; r < rows; r += kRows) {
-      ProductKernel<2, kAccumulate, kTransposeA>(a + r * row_step, lda, b + col,
-                                                 cols, c + r * cols + col, cols,
-                                                 depth);
-    }
-  }
-  for (; col < cols; col += kLanes) {
-    for (int64_t r = 0; r < rows; r += kRows) {
-      ProductKernel<1, kAccumulate, kTransposeA>(a + r * row_step, lda, b + col,
-                                                 cols, c + r * cols + col, cols,
-                                                 depth);
-    }
-  }
-}
-
-// The outputs of tiles [t0, t1): y (2x2) = A^T m A (+ bias, ReLU), where m
-// is M[e][t - t0] and A^T = [1 1 1 0; 0 1 -1 -1].
-__attribute__((target("avx512f"))) void OutputTransform(const Pass& p,
-                                                        int64_t t0, int64_t t1,
-                                                        int64_t m_stride,
-                                                        const float* m) {
-  const Tiles& g = p.tiles;
-  const int64_t blocks = p.out_channels / kLanes;
-  const int64_t plane = g.height * g.width * kLanes;
-  const __m512 zero = _mm512_setzero_ps();
-  for (int64_t t = t0; t < t1; ++t) {
-    const TileAt at = g.At(t);
-    const int64_t n = at.image, h0 = at.h, w0 = at.w;
-    const bool row1 = at.row1, col1 = at.col1;
-    const float* mt = m + (t - t0) * p.out_channels;
-    for (int64_t kb = 0; kb < blocks; ++kb) {
-      __m512 x[kElements];
-      for (int e = 0; e < kElements; ++e) {
-        x[e] = _mm512_loadu_ps(mt + e * m_stride + kb * kLanes);
-      }
-      __m512 s[2][4];
-      for (int j = 0; j < 4; ++j) {
-        s[0][j] = _mm512_add_ps(_mm512_add_ps(x[j], x[4 + j]), x[8 + j]);
-        s[1][j] = _mm512_sub_ps(_mm512_sub_ps(x[4 + j], x[8 + j]), x[12 + j]);
-      }
-      __m512 y[2][2];
-      for (int i = 0; i < 2; ++i) {
-        y[i][0] = _mm512_add_ps(_mm512_add_ps(s[i][0], s[i][1]), s[i][2]);
-        y[i][1] = _mm512_sub_ps(_mm512_sub_ps(s[i][1], s[i][2]), s[i][3]);
-      }
-      if (p.bias != nullptr) {
-        const __m512 bias = _mm512_loadu_ps(p.bias + kb * kLanes);
-        for (int i = 0; i < 2; ++i) {
-          for (int j = 0; j < 2; ++j) y[i][j] = _mm512_add_ps(y[i][j], bias);
-        }
-      }
-      if (p.relu) {
-        for (int i = 0; i < 2; ++i) {
-          // (The masked form: GCC 12 warns that _mm512_max_ps's
-          // placeholder source may be uninitialised.)
-          for (int j = 0; j < 2; ++j) {
-            y[i][j] = _mm512_mask_max_ps(y[i][j], 0xFFFF, y[i][j], zero);
-          }
-        }
-      }
-      float* dst = p.out + (n * blocks + kb) * plane;
-      _mm512_storeu_ps(dst + (h0 * g.width + w0) * kLanes, y[0][0]);
-      if (col1) {
-        _mm512_storeu_ps(dst + (h0 * g.width + w0 + 1) * kLanes, y[0][1]);
-      }
-      if (row1) {
-        _mm512_storeu_ps(dst + ((h0 + 1) * g.width + w0) * kLanes, y[1][0]);
-        if (col1) {
-          _mm512_storeu_ps(dst + ((h0 + 1) * g.width + w0 + 1) * kLanes,
-                           y[1][1]);
-        }
-      }
-    }
-  }
-}
-
-// Tiles [t0, t1) through the three steps, in the chunk's V and M.
-__attribute__((target("avx512f"))) void RunChunk(const Pass& p, int64_t t0,
-                                                 int64_t t1, float* v,
-                                                 float* m) {
-  const int64_t count = t1 - t0;
-  const int64_t rows = RoundUp(count, kRows);
-  const int64_t v_stride = p.chunk_tiles * p.in_channels;
-  const int64_t m_stride = p.chunk_tiles * p.out_channels;
-  InputTransform(p, t0, t1, v_stride, v);
-  if (rows > count) {
-    // The kernel's last row block reads whole rows: zeros past the tiles.
-    for (int64_t e = 0; e < kElements; ++e) {
-      std::memset(v + e * v_stride + count * p.in_channels, 0,
-                  (rows - count) * p.in_channels * sizeof(float));
-    }
-  }
-  for (int64_t e = 0; e < kElements; ++e) {
-    Product</*kAccumulate=*/false, /*kTransposeA=*/false>(
-        v + e * v_stride, p.u + e * p.in_channels * p.out_channels,
-        m + e * m_stride, rows, p.out_channels, p.in_channels);
-  }
-  OutputTransform(p, t0, t1, m_stride, m);
-}
-
 // The filter gradient, as F(3x3, 2x2): each tile's 2x2 block of dy g and
 // 4x4 block of x d give that tile's share of dw (3x3), A'^T [(G' g G'^T) .
 // (B'^T d B')] A' with
@@ -351,78 +149,98 @@ __attribute__((target("avx512f"))) void RunChunk(const Pass& p, int64_t t0,
 constexpr float kFilterSign[kElements] = {1, 1, 1, -1, 1,  1,  1,  -1,
                                           1, 1, 1, -1, -1, -1, -1, 1};
 
-// DY[e][t - t0][k] = (G' g G'^T)[e] for tiles [t0, t1) of dy (p.in, with
-// p.in_channels channels), g the tile's 2x2 block (zero outside); adds each
-// block's sum to `bias_sum` (p.in_channels floats).
-__attribute__((target("avx512f"))) void GradientTransform(
-    const Pass& p, int64_t t0, int64_t t1, int64_t stride, float* out,
-    float* bias_sum) {
-  const Tiles& g = p.tiles;
-  const int64_t blocks = p.in_channels / kLanes;
-  const int64_t plane = g.height * g.width * kLanes;
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512 half = _mm512_set1_ps(0.5f);
-  for (int64_t t = t0; t < t1; ++t) {
-    const TileAt at = g.At(t);
-    const int64_t n = at.image, h0 = at.h, w0 = at.w;
-    const bool row1 = at.row1, col1 = at.col1;
-    float* ot = out + (t - t0) * p.in_channels;
-    for (int64_t kb = 0; kb < blocks; ++kb) {
-      const float* src = p.in + (n * blocks + kb) * plane;
-      __m512 d[2][2];
-      d[0][0] = _mm512_loadu_ps(src + (h0 * g.width + w0) * kLanes);
-      d[0][1] =
-          col1 ? _mm512_loadu_ps(src + (h0 * g.width + w0 + 1) * kLanes) : zero;
-      d[1][0] = row1 ? _mm512_loadu_ps(src + ((h0 + 1) * g.width + w0) * kLanes)
-                     : zero;
-      d[1][1] =
-          row1 && col1
-              ? _mm512_loadu_ps(src + ((h0 + 1) * g.width + w0 + 1) * kLanes)
-              : zero;
-      float* sum = bias_sum + kb * kLanes;
-      _mm512_storeu_ps(
-          sum, _mm512_add_ps(_mm512_loadu_ps(sum),
-                             _mm512_add_ps(_mm512_add_ps(d[0][0], d[0][1]),
-                                           _mm512_add_ps(d[1][0], d[1][1]))));
-      // Columns: c[i] = (d0, (d0 + d1) / 2, (d0 - d1) / 2, d1) of row i.
-      __m512 c[2][4];
-      for (int i = 0; i < 2; ++i) {
-        c[i][0] = d[i][0];
-        c[i][1] = _mm512_mul_ps(half, _mm512_add_ps(d[i][0], d[i][1]));
-        c[i][2] = _mm512_mul_ps(half, _mm512_sub_ps(d[i][0], d[i][1]));
-        c[i][3] = d[i][1];
-      }
-      float* dst = ot + kb * kLanes;
-      for (int j = 0; j < 4; ++j) {
-        _mm512_storeu_ps(dst + (0 + j) * stride, c[0][j]);
-        _mm512_storeu_ps(dst + (4 + j) * stride,
-                         _mm512_mul_ps(half, _mm512_add_ps(c[0][j], c[1][j])));
-        _mm512_storeu_ps(dst + (8 + j) * stride,
-                         _mm512_mul_ps(half, _mm512_sub_ps(c[0][j], c[1][j])));
-        _mm512_storeu_ps(dst + (12 + j) * stride, c[1][j]);
-      }
-    }
-  }
+// The kernels for each instruction set (conv_winograd_kernels.inc): 16
+// channels per AVX-512 register, 8 per AVX2 one. AVX2 has 16 registers, so
+// its matrix product takes 6 tiles a step (12 sums, 2 of the filters' row,
+// 1 broadcast) where AVX-512's 32 take 8.
+namespace avx512 {
+using V = __m512;
+constexpr int64_t kLanes = 16;
+constexpr int64_t kRows = 8;
+#define PSGD_WINOGRAD_KERNEL __attribute__((target("avx512f")))
+#define PSGD_WINOGRAD_OP __attribute__((target("avx512f"), always_inline))
+PSGD_WINOGRAD_OP inline V Zero() { return _mm512_setzero_ps(); }
+PSGD_WINOGRAD_OP inline V Set1(float x) { return _mm512_set1_ps(x); }
+PSGD_WINOGRAD_OP inline V Load(const float* p) { return _mm512_loadu_ps(p); }
+PSGD_WINOGRAD_OP inline void Store(float* p, V x) { _mm512_storeu_ps(p, x); }
+PSGD_WINOGRAD_OP inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
+PSGD_WINOGRAD_OP inline V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
+PSGD_WINOGRAD_OP inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+PSGD_WINOGRAD_OP inline V Fma(V a, V b, V c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+// (The masked form: GCC 12 warns that _mm512_max_ps's placeholder source
+// may be uninitialised.)
+PSGD_WINOGRAD_OP inline V MaxZero(V y, V zero) {
+  return _mm512_mask_max_ps(y, 0xFFFF, y, zero);
+}
+#include "worker/cpu/conv_winograd_kernels.inc"
+#undef PSGD_WINOGRAD_OP
+#undef PSGD_WINOGRAD_KERNEL
+}  // namespace avx512
+
+namespace avx2 {
+using V = __m256;
+constexpr int64_t kLanes = 8;
+constexpr int64_t kRows = 6;
+#define PSGD_WINOGRAD_KERNEL __attribute__((target("avx2,fma")))
+#define PSGD_WINOGRAD_OP __attribute__((target("avx2,fma"), always_inline))
+PSGD_WINOGRAD_OP inline V Zero() { return _mm256_setzero_ps(); }
+PSGD_WINOGRAD_OP inline V Set1(float x) { return _mm256_set1_ps(x); }
+PSGD_WINOGRAD_OP inline V Load(const float* p) { return _mm256_loadu_ps(p); }
+PSGD_WINOGRAD_OP inline void Store(float* p, V x) { _mm256_storeu_ps(p, x); }
+PSGD_WINOGRAD_OP inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
+PSGD_WINOGRAD_OP inline V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
+PSGD_WINOGRAD_OP inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+PSGD_WINOGRAD_OP inline V Fma(V a, V b, V c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+PSGD_WINOGRAD_OP inline V MaxZero(V y, V zero) {
+  return _mm256_max_ps(y, zero);
+}
+#include "worker/cpu/conv_winograd_kernels.inc"
+#undef PSGD_WINOGRAD_OP
+#undef PSGD_WINOGRAD_KERNEL
+}  // namespace avx2
+
+// One instruction set's kernels, and how they cut the tiles.
+struct Kernels {
+  int64_t lanes = 0;  // the activations' channel block
+  int64_t rows = 0;   // chunks of tiles are multiples of it
+  // The bytes of V and M one chunk of tiles may take: most of the L2 cache.
+  int64_t chunk_budget = 0;
+  void (*run_chunk)(const Pass& p, int64_t t0, int64_t t1, float* v,
+                    float* m) = nullptr;
+  void (*run_filter_chunk)(const Pass& x, const Pass& dy, int64_t t0,
+                           int64_t t1, float* v, float* g, float* w,
+                           float* bias_sum) = nullptr;
+};
+
+// Three quarters of this core's L2 cache (`fallback` bytes where the
+// system does not say).
+int64_t L2Budget(int64_t fallback) {
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? static_cast<int64_t>(l2) / 4 * 3 : fallback;
 }
 
-// One chunk of the filter gradient: x's tiles (InputTransform) into `v`,
-// dy's (GradientTransform) into `g`, their products added to `w`
-// ([kElements][outs][ins]) and dy's sums to `bias_sum`. `x` is the pass of
-// x (p.in, p.in_channels); `dy` of dy.
-__attribute__((target("avx512f"))) void RunFilterChunk(
-    const Pass& x, const Pass& dy, int64_t t0, int64_t t1, float* v, float* g,
-    float* w, float* bias_sum) {
-  const int64_t count = t1 - t0;
-  const int64_t v_stride = x.chunk_tiles * x.in_channels;
-  const int64_t g_stride = x.chunk_tiles * dy.in_channels;
-  InputTransform(x, t0, t1, v_stride, v);
-  GradientTransform(dy, t0, t1, g_stride, g, bias_sum);
-  for (int64_t e = 0; e < kElements; ++e) {
-    Product</*kAccumulate=*/true, /*kTransposeA=*/true>(
-        g + e * g_stride, v + e * v_stride,
-        w + e * dy.in_channels * x.in_channels, dy.in_channels, x.in_channels,
-        count);
+// The kernels for `block`-channel blocks (16: AVX-512, 8: AVX2), which
+// Refusal has checked.
+Kernels KernelsFor(int64_t block) {
+  Kernels k;
+  if (block == 16) {
+    k.lanes = avx512::kLanes;
+    k.rows = avx512::kRows;
+    k.chunk_budget = 768 * 1024;  // measured on a 1 MB L2
+    k.run_chunk = &avx512::RunChunk;
+    k.run_filter_chunk = &avx512::RunFilterChunk;
+  } else {
+    k.lanes = avx2::kLanes;
+    k.rows = avx2::kRows;
+    k.chunk_budget = L2Budget(384 * 1024);
+    k.run_chunk = &avx2::RunChunk;
+    k.run_filter_chunk = &avx2::RunFilterChunk;
   }
+  return k;
 }
 
 // dw[o][c] (3x3, OIHW) = A'^T (kFilterSign . W[.][o][c]) A' for o in
@@ -456,7 +274,11 @@ class WinogradConv2d : public Conv2dOp {
  public:
   WinogradConv2d(const Conv2dShape& shape, OneDnnContext* context,
                  ThreadPool* pool)
-      : shape_(shape), context_(context), pool_(pool) {
+      : shape_(shape),
+        context_(context),
+        pool_(pool),
+        kernels_(KernelsFor(shape.in_block)) {
+    const int64_t rows = kernels_.rows;
     tiles_.batch = shape.batch;
     tiles_.height = shape.height;
     tiles_.width = shape.width;
@@ -465,9 +287,9 @@ class WinogradConv2d : public Conv2dOp {
     const int64_t per_tile = kElements *
                              (shape.in_channels + shape.out_channels) *
                              static_cast<int64_t>(sizeof(float));
-    chunk_tiles_ = std::clamp(kChunkBudget / per_tile / kRows * kRows, kRows,
-                              kMaxChunkTiles);
-    chunk_tiles_ = std::min(chunk_tiles_, RoundUp(tiles_.count(), kRows));
+    chunk_tiles_ = std::clamp(kernels_.chunk_budget / per_tile / rows * rows,
+                              rows, kMaxChunkTiles / rows * rows);
+    chunk_tiles_ = std::min(chunk_tiles_, RoundUp(tiles_.count(), rows));
     // What each call takes: U, then each thread's V and M; each thread's
     // part of the filter gradient.
     context_->workspace.Reserve(OneDnnWorkspace::CallBytes(
@@ -562,8 +384,9 @@ class WinogradConv2d : public Conv2dOp {
         for (int64_t c = s; c < chunks; c += slots) {
           const int64_t t0 = c * chunk_tiles_;
           std::fill(slot.chunk_sum, slot.chunk_sum + outs, 0.0f);
-          RunFilterChunk(px, pdy, t0, std::min(count, t0 + chunk_tiles_),
-                         slot.v, slot.g, slot.w, slot.chunk_sum);
+          kernels_.run_filter_chunk(px, pdy, t0,
+                                    std::min(count, t0 + chunk_tiles_), slot.v,
+                                    slot.g, slot.w, slot.chunk_sum);
           for (int64_t o = 0; o < outs; ++o) slot.sum[o] += slot.chunk_sum[o];
         }
       }
@@ -629,7 +452,7 @@ class WinogradConv2d : public Conv2dOp {
         float* m = v + kElements * p.chunk_tiles * p.in_channels;
         for (int64_t c = slot; c < chunks; c += slots) {
           const int64_t t0 = c * p.chunk_tiles;
-          RunChunk(p, t0, std::min(count, t0 + p.chunk_tiles), v, m);
+          kernels_.run_chunk(p, t0, std::min(count, t0 + p.chunk_tiles), v, m);
         }
       }
     });
@@ -638,6 +461,7 @@ class WinogradConv2d : public Conv2dOp {
   const Conv2dShape shape_;
   OneDnnContext* const context_;  // Not owned.
   ThreadPool* const pool_;        // Not owned.
+  const Kernels kernels_;
   Tiles tiles_;
   int64_t chunk_tiles_ = 0;
 };

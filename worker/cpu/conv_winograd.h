@@ -19,10 +19,13 @@
 //   M[e][t][co]    = V[e] . U[e], sixteen matrix products,
 //   y              each tile's 2x2 outputs (A^T M A), plus the bias and the
 //                  fused ReLU, written to the output's channel blocks.
-// Activations are in 16-channel blocks (nChw16c) and the transforms work on
-// 16 channels at once in AVX-512 registers, so the op applies only where
-// WinogradConv2dApplies says (3x3, stride 1, padding 1, 16-channel blocks on
-// both sides, an AVX-512 CPU, float32 compute); the CPU backend (by default,
+// Activations are in the channel blocks oneDNN's kernels take on the CPU,
+// and the transforms work on a block at once in one register: 16 channels
+// (nChw16c) in AVX-512 registers, 8 (nChw8c) in AVX2 ones (the kernels are
+// written once, conv_winograd_kernels.inc, and compiled for each). So the op
+// applies only where WinogradConv2dApplies says (3x3, stride 1, padding 1,
+// 16-channel blocks with AVX-512 or 8-channel blocks with AVX2 and FMA on
+// both sides, float32 compute); the CPU backend (by default,
 // `conv=winograd`) takes it there and oneDNN's direct kernel elsewhere.
 //
 // Thread-safety: as Conv2dOp (one thread at a time).

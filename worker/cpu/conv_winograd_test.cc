@@ -5,7 +5,8 @@
 // its filter and bias gradients against their float64 sums, and all of them
 // against oneDNN's direct kernel, within 2e-6 relative (kVsFloat64);
 // on odd image sizes (half tiles), single pixels, a chunk's part-filled last
-// row block, several chunks and one and two threads. Then where it applies,
+// row block, several chunks and one and two threads, in each channel block
+// this CPU runs (16 with AVX-512, 8 with AVX2). Then where it applies,
 // its refusals, and the backend's conv=winograd option.
 #include "worker/cpu/conv_winograd.h"
 
@@ -40,7 +41,16 @@ using testing::Unwrap;
 using testing::Upload;
 using testing::Zeros;
 
-constexpr int64_t kBlock = 16;
+// The channel blocks Winograd runs on this CPU: 16 with AVX-512, 8 with
+// AVX2 and FMA.
+std::vector<int64_t> Blocks() {
+  std::vector<int64_t> blocks;
+  if (__builtin_cpu_supports("avx512f")) blocks.push_back(16);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    blocks.push_back(8);
+  }
+  return blocks;
+}
 
 // A CPU backend's oneDNN context and thread pool, as CpuBackend makes them.
 struct Cpu {
@@ -106,38 +116,46 @@ std::vector<double> FilterGradient(const Conv2dShape& s,
   return dw;
 }
 
-Conv2dShape Same3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o) {
+Conv2dShape Same3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o,
+                    int64_t block = 16) {
   Conv2dShape s{n, c, h, w, o, 3, 3};
   s.padding = 1;
-  s.in_block = s.out_block = kBlock;
+  s.in_block = s.out_block = block;
   return s;
 }
 
 TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
-  if (!__builtin_cpu_supports("avx512f")) {
+  if (Blocks().empty()) {
     // scripts/test.sh counts the target as skipped, not passed: its claim
     // (Winograd against float64) did not run here.
-    std::cout << "SKIP: no AVX-512 here: the Winograd convolution does not "
-                 "apply\n";
+    std::cout << "SKIP: neither AVX-512 nor AVX2 and FMA here: the Winograd "
+                 "convolution does not apply\n";
     CHECK_FALSE(WinogradConv2dApplies(Same3x3(1, 16, 4, 4, 16)));
+    CHECK_FALSE(WinogradConv2dApplies(Same3x3(1, 16, 4, 4, 16, 8)));
     return;
   }
-  std::vector<Conv2dShape> shapes = {
-      Same3x3(1, 16, 1, 1, 16),   // one pixel: a tile of padding
-      Same3x3(2, 16, 5, 7, 32),   // odd sizes: half tiles
-      Same3x3(3, 32, 8, 8, 16),   // 48 tiles, no bias
-      Same3x3(2, 48, 6, 6, 32),   // with the fused ReLU
-      Same3x3(2, 16, 32, 30, 16)  // 480 tiles: more than one chunk
-  };
-  shapes[2].has_bias = false;
-  shapes[3].relu = true;
-  Conv2dShape same_padding = Same3x3(1, 16, 3, 4, 16);
-  same_padding.padding = Conv2dShape::kSamePadding;  // TensorFlow's SAME
-  shapes.push_back(same_padding);
+  std::vector<Conv2dShape> shapes;
+  for (int64_t block : Blocks()) {
+    std::vector<Conv2dShape> more = {
+        Same3x3(1, 16, 1, 1, 16, block),    // one pixel: a tile of padding
+        Same3x3(2, 16, 5, 7, 32, block),    // odd sizes: half tiles
+        Same3x3(3, 32, 8, 8, 16, block),    // 48 tiles, no bias
+        Same3x3(2, 48, 6, 6, 32, block),    // with the fused ReLU
+        Same3x3(2, 16, 32, 30, 16, block),  // 480 tiles: more than one chunk
+        Same3x3(1, 160, 8, 8, 160, block)   // wrn_28_10's width
+    };
+    more[2].has_bias = false;
+    more[3].relu = true;
+    Conv2dShape same_padding = Same3x3(1, 16, 3, 4, 16, block);
+    same_padding.padding = Conv2dShape::kSamePadding;  // TensorFlow's SAME
+    more.push_back(same_padding);
+    shapes.insert(shapes.end(), more.begin(), more.end());
+  }
   for (int threads : {1, 2}) {
     Cpu cpu(threads);
     for (const Conv2dShape& s : shapes) {
-      INFO(threads << " threads, " << s.ToString());
+      INFO(threads << " threads, " << s.ToString() << ", block " << s.in_block);
+      const int64_t kBlock = s.in_block;
       REQUIRE(WinogradConv2dApplies(s));
       auto op = Unwrap(CreateWinogradConv2d(s, &cpu.context, &cpu.pool));
       Conv2dShape plain = s;
@@ -228,7 +246,9 @@ TEST_CASE("winograd F(2x2, 3x3) matches the float64 reference") {
   }
 }
 
-TEST_CASE("winograd applies to 3x3, stride 1, padding 1 on 16-channel blocks") {
+TEST_CASE(
+    "winograd applies to 3x3, stride 1, padding 1 on 16- or 8-channel "
+    "blocks") {
   Cpu cpu(1);
   struct Case {
     Conv2dShape shape;
@@ -243,11 +263,11 @@ TEST_CASE("winograd applies to 3x3, stride 1, padding 1 on 16-channel blocks") {
   unpadded.padding = 0;
   Conv2dShape nchw = Same3x3(1, 16, 8, 8, 16);
   nchw.in_block = 0;
-  Conv2dShape eights = Same3x3(1, 16, 8, 8, 16);
-  eights.in_block = eights.out_block = 8;
+  Conv2dShape mixed = Same3x3(1, 16, 8, 8, 16);
+  mixed.out_block = 8;
   for (const Case& c : {Case{five, "not 3x3"}, Case{strided, "stride"},
-                        Case{unpadded, "padding"}, Case{nchw, "16-channel"},
-                        Case{eights, "16-channel"}}) {
+                        Case{unpadded, "padding"}, Case{nchw, "8-channel"},
+                        Case{mixed, "8-channel"}}) {
     INFO(c.shape.ToString());
     CHECK_FALSE(WinogradConv2dApplies(c.shape));
     const absl::Status st =
@@ -259,19 +279,27 @@ TEST_CASE("winograd applies to 3x3, stride 1, padding 1 on 16-channel blocks") {
   CHECK(
       CreateWinogradConv2d(invalid, &cpu.context, &cpu.pool).status().code() ==
       absl::StatusCode::kInvalidArgument);
-  if (!__builtin_cpu_supports("avx512f")) return;
+  if (!__builtin_cpu_supports("avx512f")) {
+    const absl::Status no_avx512 =
+        CreateWinogradConv2d(Same3x3(1, 16, 8, 8, 16), &cpu.context, &cpu.pool)
+            .status();
+    CHECK(no_avx512.message().find("16-channel blocks need AVX-512") !=
+          absl::string_view::npos);
+  }
+  if (Blocks().empty()) return;
   cpu.context.bf16 = true;
   const absl::Status st =
-      CreateWinogradConv2d(Same3x3(1, 16, 8, 8, 16), &cpu.context, &cpu.pool)
+      CreateWinogradConv2d(Same3x3(1, 16, 8, 8, 16, Blocks().back()),
+                           &cpu.context, &cpu.pool)
           .status();
   CHECK(st.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(st.message().find("bfloat16") != absl::string_view::npos);
 }
 
 TEST_CASE("winograd refuses views of another shape") {
-  if (!__builtin_cpu_supports("avx512f")) return;
+  if (Blocks().empty()) return;
   Cpu cpu(1);
-  const Conv2dShape s = Same3x3(1, 16, 4, 4, 16);
+  const Conv2dShape s = Same3x3(1, 16, 4, 4, 16, Blocks().back());
   auto op = Unwrap(CreateWinogradConv2d(s, &cpu.context, &cpu.pool));
   std::vector<float> x(NumElements(s.input())), w(NumElements(s.filter()));
   std::vector<float> b(16), y(NumElements(s.output()));
@@ -315,8 +343,7 @@ TEST_CASE("the backend's conv=winograd option, the default") {
     CHECK(run(by_default.get(), c.get()) == got);
     CHECK(testing::MaxRelativeDifference(got, testing::ToDouble(want)) <
           kVsDirect);
-    if (s.stride == 2 || winograd->ChannelBlock() != 16 ||
-        !__builtin_cpu_supports("avx512f")) {
+    if (s.stride == 2 || !WinogradConv2dApplies(s)) {
       CHECK(got == want);  // the direct kernel itself
     } else {
       CHECK_FALSE(got == want);  // another sum: Winograd's

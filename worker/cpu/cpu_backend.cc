@@ -297,7 +297,9 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
 
 bool RunsWinograd(const CpuBackendOptions& options) {
   return options.conv == ConvAlgorithm::kWinograd && !options.bf16_compute &&
-         options.blocked_layout && __builtin_cpu_supports("avx512f");
+         options.blocked_layout &&
+         (__builtin_cpu_supports("avx512f") ||
+          (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(

@@ -2,8 +2,9 @@
 // and the backend of every test and of machines without a GPU.
 //
 // "Device" memory is 64-byte aligned host memory. By default the 3x3,
-// stride-1 convolutions on 16-channel blocks run as Winograd's F(2x2, 3x3)
-// (AVX-512, float32; conv_winograd.h), the other convolutions and the matrix
+// stride-1 convolutions run as Winograd's F(2x2, 3x3) (float32; on
+// 16-channel blocks with AVX-512, on 8-channel blocks with AVX2 and FMA;
+// conv_winograd.h), the other convolutions and the matrix
 // products through oneDNN (its OpenMP threads); pooling, LRN, ReLU, bias and
 // the loss are this folder's kernels on a ThreadPool of the same size (the
 // OpenMP team). Other kernels can be chosen by name for measurement:
@@ -75,7 +76,7 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
 
 // Whether a backend with these options runs Winograd convolutions at all
 // (on the shapes WinogradConv2dApplies takes): conv=winograd, float32
-// compute, channel blocks, a CPU with AVX-512.
+// compute, channel blocks, a CPU with AVX-512 or with AVX2 and FMA.
 bool RunsWinograd(const CpuBackendOptions& options);
 
 // The backend; INVALID_ARGUMENT for threads < 0 or for bf16_compute with
