@@ -128,7 +128,10 @@ absl::Status Run() {
         "kernels: %s: 3x3 stride-1 convolutions %s, oneDNN's activation "
         "channel block %lld, compute %s\n",
         backend_name.c_str(),
-        RunsWinograd(chosen)                    ? "Winograd F(2x2, 3x3)"
+        RunsWinograd(chosen) && chosen.conv == ConvAlgorithm::kAuto
+            ? "Winograd F(2x2, 3x3) or oneDNN direct, per shape as "
+              "measured (below)"
+        : RunsWinograd(chosen)                  ? "Winograd F(2x2, 3x3)"
         : chosen.conv == ConvAlgorithm::kIm2col ? "im2col + GEMM"
                                                 : "oneDNN direct",
         static_cast<long long>(OneDnnChannelBlock()),
@@ -345,6 +348,10 @@ absl::Status Run() {
           "convolutions on 16-channel blocks run as Winograd's F(2x2, 3x3) "
           "in 4/9 of their multiply-adds, so the share can pass 100%%\n");
     }
+  }
+  // What conv=auto measured and chose, per shape.
+  for (const std::string& choice : CpuConvChoices()) {
+    std::printf("kernel chosen: %s\n", choice.c_str());
   }
   for (const PeerRun& p : peers) {
     if (p.ratios.empty()) continue;

@@ -19,7 +19,11 @@ grep -Eq "^ratio_vs_torch_channels_last=[0-9.]+$" <<<"$out"
 model_name=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: //')
 family=$(grep -m1 '^cpu family' /proc/cpuinfo | sed 's/^[^:]*: //')
 grep -qF "cpu: $model_name (family $family model " <<<"$out"
-grep -Eq "^kernels: cpu: 3x3 stride-1 convolutions (Winograd F\(2x2, 3x3\)|oneDNN direct), oneDNN's activation channel block (8|16|0), compute float32$" <<<"$out"
+grep -Eq "^kernels: cpu: 3x3 stride-1 convolutions (Winograd F\(2x2, 3x3\) or oneDNN direct, per shape as measured \(below\)|oneDNN direct), oneDNN's activation channel block (8|16|0), compute float32$" <<<"$out"
+# Where Winograd applies, each 3x3 stride-1 shape's measured choice.
+if grep -q "per shape as measured" <<<"$out"; then
+  grep -Eq "^kernel chosen: conv2d x \[[0-9]+, 16, 32, 32\] .*: Winograd [0-9.]+ ms, direct [0-9.]+ ms: (Winograd|direct)$" <<<"$out"
+fi
 # An unknown model is refused, naming the known ones.
 if "$bench" --model=resnet21 --peer=false --peak=false >"$TEST_TMPDIR/o" 2>&1; then
   echo "an unknown model was accepted"; exit 1

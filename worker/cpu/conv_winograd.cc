@@ -159,6 +159,7 @@ constexpr int64_t kLanes = 16;
 constexpr int64_t kRows = 8;
 #define PSGD_WINOGRAD_KERNEL __attribute__((target("avx512f")))
 #define PSGD_WINOGRAD_OP __attribute__((target("avx512f"), always_inline))
+#define PSGD_WINOGRAD_INLINE PSGD_WINOGRAD_OP inline
 PSGD_WINOGRAD_OP inline V Zero() { return _mm512_setzero_ps(); }
 PSGD_WINOGRAD_OP inline V Set1(float x) { return _mm512_set1_ps(x); }
 PSGD_WINOGRAD_OP inline V Load(const float* p) { return _mm512_loadu_ps(p); }
@@ -175,6 +176,7 @@ PSGD_WINOGRAD_OP inline V MaxZero(V y, V zero) {
   return _mm512_mask_max_ps(y, 0xFFFF, y, zero);
 }
 #include "worker/cpu/conv_winograd_kernels.inc"
+#undef PSGD_WINOGRAD_INLINE
 #undef PSGD_WINOGRAD_OP
 #undef PSGD_WINOGRAD_KERNEL
 }  // namespace avx512
@@ -185,6 +187,7 @@ constexpr int64_t kLanes = 8;
 constexpr int64_t kRows = 6;
 #define PSGD_WINOGRAD_KERNEL __attribute__((target("avx2,fma")))
 #define PSGD_WINOGRAD_OP __attribute__((target("avx2,fma"), always_inline))
+#define PSGD_WINOGRAD_INLINE PSGD_WINOGRAD_OP inline
 PSGD_WINOGRAD_OP inline V Zero() { return _mm256_setzero_ps(); }
 PSGD_WINOGRAD_OP inline V Set1(float x) { return _mm256_set1_ps(x); }
 PSGD_WINOGRAD_OP inline V Load(const float* p) { return _mm256_loadu_ps(p); }
@@ -199,6 +202,7 @@ PSGD_WINOGRAD_OP inline V MaxZero(V y, V zero) {
   return _mm256_max_ps(y, zero);
 }
 #include "worker/cpu/conv_winograd_kernels.inc"
+#undef PSGD_WINOGRAD_INLINE
 #undef PSGD_WINOGRAD_OP
 #undef PSGD_WINOGRAD_KERNEL
 }  // namespace avx2

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "worker/cpu/batch_norm_onednn.h"
+#include "worker/cpu/conv_choice.h"
 #include "worker/cpu/conv_im2col.h"
 #include "worker/cpu/conv_onednn.h"
 #include "worker/cpu/conv_winograd.h"
@@ -123,7 +124,10 @@ class CpuBackend : public Backend {
       return CreateIm2colConv2d(shape, gemm_, &pool_);
     }
     if (RunsWinograd(options_) && WinogradConv2dApplies(shape)) {
-      return CreateWinogradConv2d(shape, &context_, &pool_);
+      if (options_.conv == ConvAlgorithm::kWinograd) {
+        return CreateWinogradConv2d(shape, &context_, &pool_);
+      }
+      return CreateMeasuredConv2d(shape);
     }
     return CreateOneDnnConv2d(shape, &context_);
   }
@@ -237,6 +241,26 @@ class CpuBackend : public Backend {
     return L2WeightDecayKernel(w.size(), w.data(), decay, dw.data());
   }
 
+  // conv=auto where Winograd applies: the kernel the process's chooser
+  // measured faster for this shape (conv_choice.h).
+  absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateMeasuredConv2d(
+      const Conv2dShape& shape) {
+    ConvChooser* chooser = ProcessConvChooser();
+    const std::string key =
+        absl::StrCat(shape.ToString(), ", ", pool_.num_threads(), " threads");
+    if (std::optional<bool> cached = chooser->Cached(key); cached.has_value()) {
+      if (*cached) return CreateWinogradConv2d(shape, &context_, &pool_);
+      return CreateOneDnnConv2d(shape, &context_);
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Conv2dOp> winograd,
+                     CreateWinogradConv2d(shape, &context_, &pool_));
+    ASSIGN_OR_RETURN(std::unique_ptr<Conv2dOp> direct,
+                     CreateOneDnnConv2d(shape, &context_));
+    ASSIGN_OR_RETURN(const bool use_winograd,
+                     chooser->Choose(key, winograd.get(), direct.get()));
+    return use_winograd ? std::move(winograd) : std::move(direct);
+  }
+
   const CpuBackendOptions options_;
   const GemmConfig gemm_;
   OneDnnContext context_;
@@ -263,6 +287,8 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
       options.conv = ConvAlgorithm::kIm2col;
     } else if (kv.first == "conv" && kv.second == "winograd") {
       options.conv = ConvAlgorithm::kWinograd;
+    } else if (kv.first == "conv" && kv.second == "auto") {
+      options.conv = ConvAlgorithm::kAuto;
     } else if (kv.first == "gemm" && kv.second == "onednn") {
       options.gemm = GemmLibrary::kOneDnn;
     } else if (kv.first == "gemm" && kv.second == "openblas") {
@@ -286,7 +312,8 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "cpu backend option '", item,
-          "' is not one of conv=onednn, conv=im2col, conv=winograd, "
+          "' is not one of conv=auto, conv=onednn, conv=im2col, "
+          "conv=winograd, "
           "gemm=onednn, "
           "gemm=openblas, lrn=fused, lrn=onednn, pool=openmp, pool=threads, "
           "layout=blocked, layout=plain, compute=f32, compute=bf16"));
@@ -296,10 +323,15 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
 }
 
 bool RunsWinograd(const CpuBackendOptions& options) {
-  return options.conv == ConvAlgorithm::kWinograd && !options.bf16_compute &&
-         options.blocked_layout &&
+  return (options.conv == ConvAlgorithm::kWinograd ||
+          options.conv == ConvAlgorithm::kAuto) &&
+         !options.bf16_compute && options.blocked_layout &&
          (__builtin_cpu_supports("avx512f") ||
           (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
+}
+
+std::vector<std::string> CpuConvChoices() {
+  return ProcessConvChooser()->Notes();
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(

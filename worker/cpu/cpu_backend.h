@@ -4,13 +4,16 @@
 // "Device" memory is 64-byte aligned host memory. By default the 3x3,
 // stride-1 convolutions run as Winograd's F(2x2, 3x3) (float32; on
 // 16-channel blocks with AVX-512, on 8-channel blocks with AVX2 and FMA;
-// conv_winograd.h), the other convolutions and the matrix
+// conv_winograd.h) where it measured faster than oneDNN's direct kernel for
+// the shape (conv_choice.h; CpuConvChoices says what was chosen), the other
+// convolutions and the matrix
 // products through oneDNN (its OpenMP threads); pooling, LRN, ReLU, bias and
 // the loss are this folder's kernels on a ThreadPool of the same size (the
 // OpenMP team). Other kernels can be chosen by name for measurement:
 //
-//   cpu                conv=winograd,gemm=onednn,lrn=fused,pool=openmp
+//   cpu                conv=auto,gemm=onednn,lrn=fused,pool=openmp
 //                      (the default)
+//   cpu:conv=winograd  Winograd wherever it applies, without measuring
 //   cpu:conv=onednn    oneDNN's direct convolution for every shape
 //   cpu:conv=im2col    im2col + GEMM convolution
 //   cpu:gemm=openblas  OpenBLAS for every GEMM (with conv=im2col, also the
@@ -38,6 +41,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -47,14 +51,15 @@
 
 namespace psgd {
 
-enum class ConvAlgorithm { kOneDnn, kIm2col, kWinograd };
+enum class ConvAlgorithm { kAuto, kOneDnn, kIm2col, kWinograd };
 enum class LrnAlgorithm { kFused, kOneDnn };
 
 struct CpuBackendOptions {
   int threads = 0;  // 0: one per core
   // kWinograd: F(2x2, 3x3) where WinogradConv2dApplies, oneDNN's direct
-  // kernel elsewhere (and in bfloat16 compute).
-  ConvAlgorithm conv = ConvAlgorithm::kWinograd;
+  // kernel elsewhere (and in bfloat16 compute). kAuto: where it applies,
+  // whichever of the two measured faster for the shape (conv_choice.h).
+  ConvAlgorithm conv = ConvAlgorithm::kAuto;
   LrnAlgorithm lrn = LrnAlgorithm::kFused;
   GemmLibrary gemm = GemmLibrary::kOneDnn;
   ThreadPool::Runtime pool = ThreadPool::Runtime::kOpenMp;
@@ -66,7 +71,7 @@ struct CpuBackendOptions {
 };
 
 // Parses "cpu" or "cpu:key=value,key=value" (keys conv:
-// onednn|im2col|winograd, gemm:
+// auto|onednn|im2col|winograd, gemm:
 // onednn|openblas, lrn: fused|onednn, pool: openmp|threads, layout:
 // blocked|plain, compute: f32|bf16) into options
 // with `threads`.
@@ -78,6 +83,10 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
 // (on the shapes WinogradConv2dApplies takes): conv=winograd, float32
 // compute, channel blocks, a CPU with AVX-512 or with AVX2 and FMA.
 bool RunsWinograd(const CpuBackendOptions& options);
+
+// The choices conv=auto has made in this process, one line per shape:
+// "SHAPE, T threads: Winograd X ms, direct Y ms: KERNEL".
+std::vector<std::string> CpuConvChoices();
 
 // The backend; INVALID_ARGUMENT for threads < 0 or for bf16_compute with
 // conv=im2col, FAILED_PRECONDITION for bf16_compute on a CPU without AVX-512

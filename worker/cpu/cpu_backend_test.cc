@@ -46,7 +46,7 @@ TEST_CASE("backends are created by name; bad names are refused clearly") {
 TEST_CASE("cpu backend names parse into options") {
   CpuBackendOptions o = Unwrap(ParseCpuBackendName("cpu", 3));
   CHECK(o.threads == 3);
-  CHECK(o.conv == ConvAlgorithm::kWinograd);
+  CHECK(o.conv == ConvAlgorithm::kAuto);
   CHECK(o.gemm == GemmLibrary::kOneDnn);
   CHECK(Unwrap(ParseCpuBackendName("cpu:conv=onednn", 1)).conv ==
         ConvAlgorithm::kOneDnn);

@@ -1,0 +1,121 @@
+// The per-shape choice between Winograd and the direct kernel (conv=auto,
+// conv_choice.h): the faster by the measure wins, the choice is cached per
+// key and noted, a failed measurement chooses nothing; and the CPU
+// backend's default runs, bit for bit, the kernel its note names.
+#include "worker/cpu/conv_choice.h"
+
+#include <catch2/catch.hpp>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "worker/backend_factory/factory.h"
+#include "worker/cpu/conv_winograd.h"
+#include "worker/cpu/cpu_backend.h"
+#include "worker/testing/gradcheck.h"
+
+namespace psgd {
+namespace {
+
+using testing::Download;
+using testing::Unwrap;
+using testing::Upload;
+using testing::Zeros;
+
+TEST_CASE("the faster op by the measure is chosen, once per key") {
+  auto backend = testing::MakeBackend("cpu:conv=onednn");
+  Conv2dShape s{2, 8, 6, 6, 8, 3, 3};
+  s.padding = 1;
+  auto a = Unwrap(backend->CreateConv2d(s));
+  auto b = Unwrap(backend->CreateConv2d(s));
+  std::map<Conv2dOp*, double> ms = {{a.get(), 5.0}, {b.get(), 7.0}};
+  int measured = 0;
+  ConvChooser chooser([&](Conv2dOp* op) -> absl::StatusOr<double> {
+    ++measured;
+    return ms.at(op);
+  });
+  CHECK_FALSE(chooser.Cached("k").has_value());
+  // a as Winograd, faster: Winograd.
+  CHECK(Unwrap(chooser.Choose("k", a.get(), b.get())));
+  CHECK(measured == 2);
+  // Cached: not measured again, even were the times to turn.
+  ms[a.get()] = 9.0;
+  CHECK(Unwrap(chooser.Choose("k", a.get(), b.get())));
+  CHECK(measured == 2);
+  CHECK(chooser.Cached("k") == std::optional<bool>(true));
+  // Another key, the direct one faster.
+  CHECK_FALSE(Unwrap(chooser.Choose("j", a.get(), b.get())));
+  const std::vector<std::string> notes = chooser.Notes();
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0] == "k: Winograd 5.00 ms, direct 7.00 ms: Winograd");
+  CHECK(notes[1] == "j: Winograd 9.00 ms, direct 7.00 ms: direct");
+  // A measurement that fails chooses nothing.
+  ConvChooser failing([](Conv2dOp*) -> absl::StatusOr<double> {
+    return absl::InternalError("no clock");
+  });
+  CHECK(failing.Choose("k", a.get(), b.get()).status().message() ==
+        "no clock");
+  CHECK_FALSE(failing.Cached("k").has_value());
+}
+
+TEST_CASE("TimeConvPasses times the three passes of a real op") {
+  auto backend = testing::MakeBackend("cpu:conv=onednn");
+  Conv2dShape s{2, 8, 6, 6, 8, 3, 3};
+  s.padding = 1;
+  auto op = Unwrap(backend->CreateConv2d(s));
+  CHECK(Unwrap(TimeConvPasses(op.get())) > 0.0);
+}
+
+TEST_CASE("the default backend runs the kernel its choice names") {
+  CHECK(Unwrap(ParseCpuBackendName("cpu", 1)).conv == ConvAlgorithm::kAuto);
+  CHECK(Unwrap(ParseCpuBackendName("cpu:conv=auto", 1)).conv ==
+        ConvAlgorithm::kAuto);
+  auto by_default = testing::MakeBackend("cpu");
+  auto winograd = testing::MakeBackend("cpu:conv=winograd");
+  auto direct = testing::MakeBackend("cpu:conv=onednn");
+  Conv2dShape s{4, 16, 16, 16, 16, 3, 3};
+  s.padding = 1;
+  s.in_block = s.out_block = by_default->ChannelBlock();
+  if (!WinogradConv2dApplies(s)) {
+    std::cout << "SKIP: Winograd does not apply on this CPU\n";
+    return;
+  }
+  const auto x = testing::RandomValues(NumElements(s.input()), 1, -1, 1);
+  const auto w = testing::RandomValues(NumElements(s.filter()), 2, -1, 1);
+  const auto b = testing::RandomValues(NumElements(s.bias()), 3, -1, 1);
+  auto run = [&](Backend* be) {
+    auto op = Unwrap(be->CreateConv2d(s));
+    DeviceTensor tx = Upload(be, x, s.input());
+    DeviceTensor tw = Upload(be, w, s.filter());
+    DeviceTensor tb = Upload(be, b, s.bias());
+    DeviceTensor y = Zeros(be, s.output());
+    REQUIRE_OK(op->Forward(tx.view(), tw.view(), tb.view(), y.view()));
+    return Download(be, y.view());
+  };
+  const std::vector<float> got = run(by_default.get());
+  // The choice for this shape, noted once.
+  std::string note;
+  for (const std::string& n : CpuConvChoices()) {
+    if (n.find(s.ToString()) != std::string::npos) {
+      CHECK(note.empty());
+      note = n;
+    }
+  }
+  INFO(note);
+  REQUIRE_FALSE(note.empty());
+  const bool chose_winograd =
+      note.size() > 9 && note.substr(note.size() - 9) == ": Winograd";
+  const std::vector<float> want =
+      run(chose_winograd ? winograd.get() : direct.get());
+  CHECK(got == want);
+  CHECK_FALSE(run(winograd.get()) == run(direct.get()));  // they differ
+  // Another backend of the process makes the same choice, unmeasured.
+  auto again = testing::MakeBackend("cpu");
+  CHECK(run(again.get()) == got);
+  CHECK(CpuConvChoices().size() >= 1);
+}
+
+}  // namespace
+}  // namespace psgd
