@@ -61,8 +61,7 @@ std::optional<bool> ConvChooser::Cached(const std::string& key) const {
 }
 
 absl::StatusOr<bool> ConvChooser::Choose(const std::string& key,
-                                         Conv2dOp* winograd,
-                                         Conv2dOp* direct) {
+                                         Conv2dOp* winograd, Conv2dOp* direct) {
   if (std::optional<bool> cached = Cached(key); cached.has_value()) {
     return *cached;
   }

@@ -55,8 +55,7 @@ TEST_CASE("the faster op by the measure is chosen, once per key") {
   ConvChooser failing([](Conv2dOp*) -> absl::StatusOr<double> {
     return absl::InternalError("no clock");
   });
-  CHECK(failing.Choose("k", a.get(), b.get()).status().message() ==
-        "no clock");
+  CHECK(failing.Choose("k", a.get(), b.get()).status().message() == "no clock");
   CHECK_FALSE(failing.Cached("k").has_value());
 }
 
