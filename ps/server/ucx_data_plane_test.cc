@@ -58,39 +58,56 @@ ucx::Reply Push(ucx::Messenger* m, uint64_t peer, const ucx::Key& key,
                         payload, absl::Now() + wait);
 }
 
-TEST_CASE("the UCX data plane serves joined workers and no one else") {
-  ServerOptions o;
-  o.security.insecure = true;
-  o.cluster_name = "ucx";
-  o.total_num_replicas = 2;
-  o.replicas_to_aggregate = 1;
-  o.ucx = true;
-  auto server = PsGrpcServer::Start(o);
-  REQUIRE(server.ok());
-  REQUIRE((*server)->ucx() != nullptr);
-  auto stub = wire::ParameterServer::NewStub(grpc::CreateChannel(
-      (*server)->address(), grpc::InsecureChannelCredentials()));
-
-  const std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
-  wire::InitializeRequest init;
-  init.set_cluster("ucx");
-  TensorBytesToProto(FloatTensorBytes("x", {4}, x.data()),
-                     init.add_variables());
-  init.mutable_variables(0)->mutable_spec()->set_kind(wire::PARAMETER);
-  wire::InitializeResponse init_reply;
-  REQUIRE(Unary(init, &init_reply, [&](auto* c, auto& r, auto* p) {
-            return stub->Initialize(c, r, p);
-          }).ok());
-  wire::MembershipResponse joined[2];
-  for (int w : {0, 1}) {
+// A real server with the UCX data plane, sync N of 2, holding "x" = x
+// (initialised over gRPC), and a gRPC stub to it.
+struct UcxServer {
+  explicit UcxServer(int n) {
+    ServerOptions o;
+    o.security.insecure = true;
+    o.cluster_name = "ucx";
+    o.total_num_replicas = 2;
+    o.replicas_to_aggregate = n;
+    o.ucx = true;
+    auto started = PsGrpcServer::Start(o);
+    REQUIRE(started.ok());
+    server = *std::move(started);
+    REQUIRE(server->ucx() != nullptr);
+    stub = wire::ParameterServer::NewStub(grpc::CreateChannel(
+        server->address(), grpc::InsecureChannelCredentials()));
+    wire::InitializeRequest init;
+    init.set_cluster("ucx");
+    TensorBytesToProto(FloatTensorBytes("x", {4}, x.data()),
+                       init.add_variables());
+    init.mutable_variables(0)->mutable_spec()->set_kind(wire::PARAMETER);
+    wire::InitializeResponse init_reply;
+    REQUIRE(Unary(init, &init_reply, [&](auto* c, auto& r, auto* p) {
+              return stub->Initialize(c, r, p);
+            }).ok());
+  }
+  // Worker `w` joins over gRPC; the reply names its UCX port and key.
+  wire::MembershipResponse Join(int w) {
     wire::JoinRequest join;
     join.set_cluster("ucx");
     join.set_worker_id(w);
-    REQUIRE(Unary(join, &joined[w], [&](auto* c, auto& r, auto* p) {
+    wire::MembershipResponse joined;
+    REQUIRE(Unary(join, &joined, [&](auto* c, auto& r, auto* p) {
               return stub->Join(c, r, p);
             }).ok());
-    REQUIRE(joined[w].has_ucx());
+    REQUIRE(joined.has_ucx());
+    return joined;
   }
+
+  const std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
+  std::unique_ptr<PsGrpcServer> server;
+  std::unique_ptr<wire::ParameterServer::Stub> stub;
+};
+
+TEST_CASE("the UCX data plane serves joined workers and no one else") {
+  UcxServer ucx(/*n=*/1);
+  auto* server = &ucx.server;
+  auto& stub = ucx.stub;
+  const std::vector<float>& x = ucx.x;
+  const wire::MembershipResponse joined[2] = {ucx.Join(0), ucx.Join(1)};
   const ucx::Key key0 = KeyOf(joined[0]);
   const ucx::Key key1 = KeyOf(joined[1]);
   CHECK(key0 != key1);
@@ -190,36 +207,13 @@ TEST_CASE("the UCX data plane serves joined workers and no one else") {
 // (the process killed): the shard does not count a dead worker as waiting
 // (which would keep its lease from running out) nor answer into the void.
 TEST_CASE("a waiting pull whose worker goes is taken back from the shard") {
-  ServerOptions o;
-  o.security.insecure = true;
-  o.cluster_name = "ucx";
-  o.total_num_replicas = 2;
-  o.replicas_to_aggregate = 2;
-  o.ucx = true;
-  auto server = PsGrpcServer::Start(o);
-  REQUIRE(server.ok());
-  auto stub = wire::ParameterServer::NewStub(grpc::CreateChannel(
-      (*server)->address(), grpc::InsecureChannelCredentials()));
-  const std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
-  wire::InitializeRequest init;
-  init.set_cluster("ucx");
-  TensorBytesToProto(FloatTensorBytes("x", {4}, x.data()),
-                     init.add_variables());
-  init.mutable_variables(0)->mutable_spec()->set_kind(wire::PARAMETER);
-  wire::InitializeResponse init_reply;
-  REQUIRE(Unary(init, &init_reply, [&](auto* c, auto& r, auto* p) {
-            return stub->Initialize(c, r, p);
-          }).ok());
+  UcxServer ucx(/*n=*/2);
+  auto* server = &ucx.server;
   wire::MembershipResponse joined[2];
   std::unique_ptr<ucx::Messenger> m[2];
   uint64_t peer[2] = {0, 0};
   for (int w : {0, 1}) {
-    wire::JoinRequest join;
-    join.set_cluster("ucx");
-    join.set_worker_id(w);
-    REQUIRE(Unary(join, &joined[w], [&](auto* c, auto& r, auto* p) {
-              return stub->Join(c, r, p);
-            }).ok());
+    joined[w] = ucx.Join(w);
     auto made = ucx::Messenger::Create(ucx::MessengerOptions());
     REQUIRE(made.ok());
     m[w] = *std::move(made);
