@@ -1,50 +1,42 @@
 #include "worker/cpu/conv_choice.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <memory>
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/tensor.h"
 
 namespace psgd {
 namespace {
 
-// 64-byte aligned floats, as the CPU backend's "device" memory.
-struct Buffer {
-  explicit Buffer(const Shape& shape, float value)
-      : shape(shape), count(std::max<int64_t>(1, NumElements(shape))) {
-    data = static_cast<float*>(
-        std::aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64));
-    std::fill(data, data + count, value);
-  }
-  ~Buffer() { std::free(data); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  DeviceView view() { return DeviceView(data, shape); }
-  ConstDeviceView cview() const { return ConstDeviceView(data, shape); }
+// A host tensor of `shape` (64-byte aligned, as the CPU backend's "device"
+// memory) filled with `value`.
+Tensor Filled(const Shape& shape, float value) {
+  Tensor t(shape);
+  t.Fill(value);
+  return t;
+}
 
-  Shape shape;
-  int64_t count;
-  float* data;
-};
+DeviceView View(Tensor& t) { return DeviceView(t.data(), t.shape()); }
+ConstDeviceView CView(const Tensor& t) {
+  return ConstDeviceView(t.data(), t.shape());
+}
 
 }  // namespace
 
 absl::StatusOr<double> TimeConvPasses(Conv2dOp* op) {
   const Conv2dShape& s = op->shape();
   // Values away from zero and denormals: the time does not depend on them.
-  Buffer x(s.input(), 0.5f), w(s.filter(), 0.01f), b(s.bias(), 0.1f);
-  Buffer y(s.output(), 0.0f), dy(s.output(), 0.25f), dx(s.input(), 0.0f);
-  Buffer dw(s.filter(), 0.0f), db(s.bias(), 0.0f);
+  const Tensor x = Filled(s.input(), 0.5f), w = Filled(s.filter(), 0.01f),
+               b = Filled(s.bias(), 0.1f), dy = Filled(s.output(), 0.25f);
+  Tensor y(s.output()), dx(s.input()), dw(s.filter()), db(s.bias());
   double best = 0.0;
   for (int round = 0; round < 3; ++round) {
     const auto start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(op->Forward(x.cview(), w.cview(), b.cview(), y.view()));
-    RETURN_IF_ERROR(op->BackwardData(dy.cview(), w.cview(), dx.view()));
+    RETURN_IF_ERROR(op->Forward(CView(x), CView(w), CView(b), View(y)));
+    RETURN_IF_ERROR(op->BackwardData(CView(dy), CView(w), View(dx)));
     RETURN_IF_ERROR(
-        op->BackwardFilter(x.cview(), dy.cview(), dw.view(), db.view()));
+        op->BackwardFilter(CView(x), CView(dy), View(dw), View(db)));
     const double ms = std::chrono::duration<double, std::milli>(
                           std::chrono::steady_clock::now() - start)
                           .count();
