@@ -63,14 +63,18 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_list_models)) {
     // The memory a training step plans per image, on a CPU backend of its
     // own for each model (the backend's workspace is its ops'), at 32
-    // images a step; the models that plan nothing ahead say nothing.
+    // images a step; the models that plan nothing ahead say nothing. The plan
+    // of Winograd wherever it applies (conv=winograd), not the default's
+    // (conv=auto): that one times both kernels on every shape first, seconds
+    // a model, and its choice varies with the machine and its load.
     constexpr int64_t kBatch = 32;
     for (const psgd::ModelInfo& m : psgd::ListModels()) {
       absl::StatusOr<std::vector<psgd::VariableSpec>> state =
           psgd::ModelState(m.name);
       std::string memory;
       absl::StatusOr<std::unique_ptr<psgd::Backend>> cpu =
-          psgd::CreateBackend("cpu", psgd::BackendOptions{});
+          psgd::CreateBackend("cpu:conv=winograd",
+                              psgd::BackendOptions{});
       if (cpu.ok()) {
         absl::StatusOr<std::unique_ptr<psgd::Model>> model =
             psgd::CreateModel(m.name, cpu->get());
