@@ -73,8 +73,7 @@ int main(int argc, char** argv) {
           psgd::ModelState(m.name);
       std::string memory;
       absl::StatusOr<std::unique_ptr<psgd::Backend>> cpu =
-          psgd::CreateBackend("cpu:conv=winograd",
-                              psgd::BackendOptions{});
+          psgd::CreateBackend("cpu:conv=winograd", psgd::BackendOptions{});
       if (cpu.ok()) {
         absl::StatusOr<std::unique_ptr<psgd::Model>> model =
             psgd::CreateModel(m.name, cpu->get());
