@@ -39,14 +39,21 @@ absl::Status ValidateShape(const Shape& shape) {
   return absl::OkStatus();
 }
 
-AlignedBuffer::AlignedBuffer(size_t size) : size_(size) {
+AlignedBuffer::AlignedBuffer(size_t size, NoZeroing) : size_(size) {
   if (size == 0) return;
   // aligned_alloc wants a multiple of the alignment.
   size_t bytes =
       (size * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
   data_ = static_cast<float*>(std::aligned_alloc(kAlignment, bytes));
   if (data_ == nullptr) throw std::bad_alloc();
-  std::memset(data_, 0, bytes);
+}
+
+AlignedBuffer::AlignedBuffer(size_t size) : AlignedBuffer(size, NoZeroing{}) {
+  if (data_ != nullptr) std::memset(data_, 0, size_ * sizeof(float));
+}
+
+AlignedBuffer AlignedBuffer::Uninitialized(size_t size) {
+  return AlignedBuffer(size, NoZeroing{});
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }

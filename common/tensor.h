@@ -42,6 +42,10 @@ class AlignedBuffer {
 
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t size);
+  // Storage of `size` floats whose values are whatever the allocator left:
+  // for a buffer its first user writes in full (a copy), where zeroing it
+  // first would be one more pass over the memory.
+  static AlignedBuffer Uninitialized(size_t size);
   ~AlignedBuffer();
 
   AlignedBuffer(AlignedBuffer&& other) noexcept;
@@ -54,6 +58,9 @@ class AlignedBuffer {
   size_t size() const { return size_; }
 
  private:
+  struct NoZeroing {};
+  AlignedBuffer(size_t size, NoZeroing);
+
   float* data_ = nullptr;
   size_t size_ = 0;
 };

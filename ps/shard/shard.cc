@@ -113,7 +113,8 @@ std::shared_ptr<const VariableLayout> ParameterShard::Layout() const {
   return store_ == nullptr ? nullptr : store_->shared_layout();
 }
 
-absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t) const {
+absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t,
+                                               float* copy_to) const {
   if (t.no_gradient) {
     if (!t.data.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -122,14 +123,16 @@ absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t) const {
     }
     return ValidateShape(Shape(t.shape.begin(), t.shape.end()));
   }
-  absl::Status checked = CheckFloatTensor(t, "gradient", kMaxGradientMagnitude);
+  absl::Status checked =
+      CheckFloatTensor(t, "gradient", kMaxGradientMagnitude, copy_to);
   if (checked.ok()) return checked;
   // Only a refusal needs the tensor's kind, to name it in its message: the
   // layout is looked up then, not on every push.
   const std::shared_ptr<const VariableLayout> layout = Layout();
   const int i = layout == nullptr ? -1 : layout->Find(t.name);
   if (i >= 0 && layout->statistic[i]) {
-    return CheckFloatTensor(t, "batch statistic", kMaxGradientMagnitude);
+    return CheckFloatTensor(t, "batch statistic", kMaxGradientMagnitude,
+                            copy_to);
   }
   return checked;
 }

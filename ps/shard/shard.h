@@ -61,6 +61,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
+#include "common/tensor.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/checkpoint/checkpoint_writer.h"
 #include "ps/shard/decision_relay.h"
@@ -380,7 +381,9 @@ class ParameterShard {
   // A pushed tensor's checks that read its values: CheckFloatTensor as a
   // gradient or, for a running statistic, as a batch statistic (the layout
   // is read only to name a refused tensor's kind). Called without the lock.
-  absl::Status CheckPushedTensor(const TensorBytes& tensor) const
+  // With `copy_to`, its data is copied there by the check's pass.
+  absl::Status CheckPushedTensor(const TensorBytes& tensor,
+                                 float* copy_to = nullptr) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -417,7 +420,7 @@ class ParameterShard {
   // (shard_parts.cc).
   absl::Status StagePartLocked(int worker_id, int64_t step,
                                absl::Span<const TensorBytes> gradients,
-                               std::vector<std::vector<float>>* copies,
+                               std::vector<AlignedBuffer>* copies,
                                const DataChunkRef* chunk, uint64_t push_id,
                                PushReply* reply, Ready* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

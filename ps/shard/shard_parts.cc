@@ -33,13 +33,14 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
   if (gradients.empty() && !whole) {
     status = absl::InvalidArgumentError("the part carries no gradient");
   }
-  std::vector<std::vector<float>> copies(gradients.size());
+  // One pass a tensor: the check copies what it reads (no zeroing first).
+  std::vector<AlignedBuffer> copies(gradients.size());
   for (size_t i = 0; status.ok() && i < gradients.size(); ++i) {
-    status = CheckPushedTensor(gradients[i]);
-    if (!status.ok()) break;
-    const absl::string_view data = gradients[i].data;
-    copies[i].resize(data.size() / sizeof(float));
-    if (!data.empty()) std::memcpy(copies[i].data(), data.data(), data.size());
+    const TensorBytes& g = gradients[i];
+    if (!g.no_gradient) {
+      copies[i] = AlignedBuffer::Uninitialized(g.data.size() / sizeof(float));
+    }
+    status = CheckPushedTensor(g, g.no_gradient ? nullptr : copies[i].data());
   }
   PushReply reply;
   Ready ready;
@@ -69,7 +70,7 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
 
 absl::Status ParameterShard::StagePartLocked(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    std::vector<std::vector<float>>* copies, const DataChunkRef* chunk,
+    std::vector<AlignedBuffer>* copies, const DataChunkRef* chunk,
     uint64_t push_id, PushReply* reply, Ready* ready) {
   RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
   // With several shards, shard 0 makes the refusals its decision would make

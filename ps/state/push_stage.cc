@@ -21,7 +21,7 @@ std::vector<const float*> StagedPush::Gradients() const {
 absl::StatusOr<std::optional<StagedPush>> PushStage::AddPart(
     int worker_id, int64_t step, int64_t generation, uint64_t push_id,
     int num_variables, absl::Span<const TensorBytes> gradients, Match match,
-    std::vector<std::vector<float>>* copies) {
+    std::vector<AlignedBuffer>* copies) {
   // What is staged for this worker stays only when the part belongs to the
   // same push; a part of a newer step, or of the generation the shard is in
   // now (after a rollback), starts a new push.
@@ -86,8 +86,8 @@ void PushStage::ClearParts() { parts_.clear(); }
 int64_t PushStage::PartBytes() const {
   int64_t bytes = 0;
   for (const auto& [worker, staged] : parts_) {
-    for (const std::vector<float>& g : staged.grads) {
-      bytes += static_cast<int64_t>(g.capacity() * sizeof(float));
+    for (const AlignedBuffer& g : staged.grads) {
+      bytes += static_cast<int64_t>(g.size() * sizeof(float));
     }
   }
   return bytes;

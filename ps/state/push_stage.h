@@ -30,6 +30,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/tensor.h"
 #include "ps/state/types.h"
 
 namespace psgd {
@@ -42,7 +43,7 @@ struct StagedPush {
   uint64_t push_id = 0;
   uint64_t arrival = 0;  // complete pushes: the order they were completed in
   // has[i]: grads[i] has come.
-  std::vector<std::vector<float>> grads;
+  std::vector<AlignedBuffer> grads;
   std::vector<bool> has;
   std::vector<bool> no_gradient;  // marked so in its part
   int received = 0;
@@ -67,7 +68,7 @@ class PushStage {
   absl::StatusOr<std::optional<StagedPush>> AddPart(
       int worker_id, int64_t step, int64_t generation, uint64_t push_id,
       int num_variables, absl::Span<const TensorBytes> gradients, Match match,
-      std::vector<std::vector<float>>* copies);
+      std::vector<AlignedBuffer>* copies);
   // The gradients staged for the worker's push in parts (0: none).
   int PartsReceived(int worker_id) const;
   // Drops the worker's parts; whether it had any.

@@ -36,15 +36,33 @@ MaxMagnitudeBits(const uint32_t* bits, int64_t n) {
   return max;
 }
 
-int64_t FirstBeyond(absl::string_view data, float limit) {
+// The same, copying the n floats to `out` in the pass that reads them.
+__attribute__((target_clones("avx512f", "avx2", "default"))) uint32_t
+CopyMaxMagnitudeBits(const uint32_t* bits, int64_t n,
+                     uint32_t* __restrict out) {
+  uint32_t max = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t b = bits[i];
+    out[i] = b;
+    const uint32_t m = b & 0x7fffffffu;
+    max = m > max ? m : max;
+  }
+  return max;
+}
+
+// With `copy_to`, the data is copied there by the scan.
+int64_t FirstBeyond(absl::string_view data, float limit, float* copy_to) {
   uint32_t limit_bits;
   std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
   const char* p = data.data();
   const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
   // CheckFloatTensor has checked the 4-byte alignment.
-  if (MaxMagnitudeBits(reinterpret_cast<const uint32_t*>(p), n) <= limit_bits) {
-    return -1;
-  }
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(p);
+  const uint32_t max =
+      copy_to == nullptr
+          ? MaxMagnitudeBits(bits, n)
+          : CopyMaxMagnitudeBits(bits, n, reinterpret_cast<uint32_t*>(copy_to));
+  if (max <= limit_bits) return -1;
   for (int64_t i = 0; i < n; ++i) {
     float f;
     std::memcpy(&f, p + i * sizeof(float), sizeof(f));
@@ -61,7 +79,7 @@ int VariableLayout::Find(absl::string_view name) const {
 }
 
 absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
-                              float max_magnitude) {
+                              float max_magnitude, float* copy_to) {
   if (t.name.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a ", what, " has an empty name"));
@@ -86,7 +104,7 @@ absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
     return absl::InvalidArgumentError(
         absl::StrCat(what, " '", t.name, "': data is not aligned to 4 bytes"));
   }
-  if (int64_t bad = FirstBeyond(t.data, max_magnitude); bad >= 0) {
+  if (int64_t bad = FirstBeyond(t.data, max_magnitude, copy_to); bad >= 0) {
     float f;
     std::memcpy(&f, t.data.data() + bad * sizeof(float), sizeof(f));
     if (!std::isfinite(f)) {

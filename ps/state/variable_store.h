@@ -100,10 +100,13 @@ inline constexpr float kMaxGradientMagnitude = 1e18f;
 // dtype float32, a valid shape, data of exactly product(shape) * 4 bytes at a
 // 4-byte-aligned address, every value finite and of magnitude at most
 // `max_magnitude`. INVALID_ARGUMENT naming `what` (e.g. "gradient"), the
-// tensor and the value.
+// tensor and the value. With `copy_to` (room for product(shape) floats) the
+// data is copied there in the pass that checks the values (what it holds
+// after a refusal is unspecified).
 absl::Status CheckFloatTensor(
     const TensorBytes& tensor, absl::string_view what,
-    float max_magnitude = std::numeric_limits<float>::max());
+    float max_magnitude = std::numeric_limits<float>::max(),
+    float* copy_to = nullptr);
 
 class VariableStore {
  public:
