@@ -18,12 +18,13 @@ from cluster import Cluster, PS_SERVER, run_threads
 SHAPES = {"w": (64, 8), "b": (8,)}
 
 
-def train(c, j, outcomes, generations):
+def train(c, j, outcomes, generations, asleep):
     w = {n: np.zeros(s, np.float32) for n, s in SHAPES.items()}
     s = psgd.Session(c.config, f"worker:{j}", run_dir=c.run_dir, log_every=0)
     s.join(w)
     while not s.stop_reason():
         step = s.step
+        asleep[j] = time.monotonic()
         time.sleep(0.02)  # a step long enough for the kill to land mid-run
         o = s.push(step, {n: np.full_like(a, 0.01) for n, a in w.items()})
         outcomes.append(o.outcome)
@@ -57,7 +58,7 @@ class RestartTest(unittest.TestCase):
         while not any(n.startswith("step-") for n in
                       (os.listdir(ckpt) if os.path.isdir(ckpt) else [])) \
                 or not ready():
-            time.sleep(0.05)
+            time.sleep(0.001)
         c.procs[1].kill()
         c.procs[1].wait()
         time.sleep(0.5)
@@ -102,12 +103,21 @@ class RestartTest(unittest.TestCase):
                      data="source: SYNTHETIC", extra=[
                          f'checkpoint {{ dir: "{ckpt}" every_steps: 5 }}',
                          "ps_unavailable_timeout_seconds: 60"]) as c:
-            outcomes, generations = [], set()
+            outcomes, generations, asleep = [], set(), {}
 
-            run_threads([lambda: train(c, 0, outcomes, generations),
-                         lambda: train(c, 1, outcomes, generations),
+            def a_push_comes_next():
+                # A worker has just begun the sleep before its push, so the
+                # kill lands before that push, which meets the dead server
+                # and then the rollback. (Killed while both workers were in
+                # their pulls, the run had no ROLLED_BACK: once in CI.)
+                now = time.monotonic()
+                return len(outcomes) >= 20 and any(
+                    now - t < 0.005 for t in list(asleep.values()))
+
+            run_threads([lambda: train(c, 0, outcomes, generations, asleep),
+                         lambda: train(c, 1, outcomes, generations, asleep),
                          lambda: self.kill_and_restart(
-                             c, ckpt, lambda: len(outcomes) >= 20)],
+                             c, ckpt, a_push_comes_next)],
                         timeout=180)
             self.assertEqual(c.wait_ps(), [0, 0])
             run = c.summary()
