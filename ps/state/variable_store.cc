@@ -19,11 +19,6 @@ Shape ToShape(absl::Span<const int64_t> shape) {
   return Shape(shape.begin(), shape.end());
 }
 
-// Index of the first element that is NaN or of a magnitude above `limit`
-// (+-Inf always is), or -1. Magnitudes compare as their bit patterns with the
-// sign cleared (NaN's are above Inf's, which is above every finite one), so
-// the scan is one integer comparison per element and vectorises; the second
-// loop runs only on bad input.
 // The largest magnitude's bits (sign cleared) of n floats given as bits;
 // compiled for AVX-512, AVX2 and the baseline.
 __attribute__((target_clones("avx512f", "avx2", "default"))) uint32_t
@@ -50,7 +45,12 @@ CopyMaxMagnitudeBits(const uint32_t* bits, int64_t n,
   return max;
 }
 
-// With `copy_to`, the data is copied there by the scan.
+// Index of the first element that is NaN or of a magnitude above `limit`
+// (+-Inf always is), or -1. Magnitudes compare as their bit patterns with the
+// sign cleared (NaN's are above Inf's, which is above every finite one), so
+// the scan is one integer comparison per element and vectorises; the second
+// loop runs only on bad input. With `copy_to`, the data is copied there by
+// the scan.
 int64_t FirstBeyond(absl::string_view data, float limit, float* copy_to) {
   uint32_t limit_bits;
   std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
