@@ -7,8 +7,9 @@
 // The CPU backend's default, `conv=auto`, makes both ops for such a shape,
 // times one forward, backward data and backward filter of each (the best of
 // two, after one untimed), and keeps the faster; the choice is cached for
-// the process per shape and thread count, so every op of that shape, and
-// every backend of the process, runs the same kernel.
+// the process per shape (its bias and fused ReLU aside) and thread count,
+// so every op of that shape, an inference op with a batch norm folded into
+// it among them, and every backend of the process, runs the same kernel.
 //
 //   ConvChooser chooser(&TimeConvPasses);
 //   ASSIGN_OR_RETURN(bool winograd, chooser.Choose(key, w.get(), d.get()));

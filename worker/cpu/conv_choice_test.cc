@@ -120,5 +120,43 @@ TEST_CASE("the default backend runs the kernel its choice names") {
   CHECK(CpuConvChoices().size() >= 1);
 }
 
+TEST_CASE("an op with a fused ReLU and no bias takes its shape's choice") {
+  // As the inference op of a convolution with its batch norm folded in
+  // (network_model.cc) does: the kernel of the training op's choice, not
+  // measured again.
+  auto by_default = testing::MakeBackend("cpu");
+  auto winograd = testing::MakeBackend("cpu:conv=winograd");
+  auto direct = testing::MakeBackend("cpu:conv=onednn");
+  Conv2dShape s{2, 16, 12, 12, 24, 3, 3};
+  s.padding = 1;
+  s.in_block = s.out_block = by_default->ChannelBlock();
+  if (!WinogradConv2dApplies(s)) {
+    std::cout << "SKIP: Winograd does not apply on this CPU\n";
+    return;
+  }
+  Conv2dShape fused = s;
+  fused.has_bias = false;
+  fused.relu = true;
+  const size_t notes_before = CpuConvChoices().size();
+  Unwrap(by_default->CreateConv2d(s));
+  const std::vector<std::string> notes = CpuConvChoices();
+  REQUIRE(notes.size() == notes_before + 1);
+  const bool chose_winograd = absl::EndsWith(notes.back(), ": Winograd");
+  INFO(notes.back());
+  const auto x = testing::RandomValues(NumElements(s.input()), 4, -1, 1);
+  const auto w = testing::RandomValues(NumElements(s.filter()), 5, -1, 1);
+  auto run = [&](Backend* be) {
+    auto op = Unwrap(be->CreateConv2d(fused));
+    DeviceTensor tx = Upload(be, x, fused.input());
+    DeviceTensor tw = Upload(be, w, fused.filter());
+    DeviceTensor y = Zeros(be, fused.output());
+    REQUIRE_OK(op->Forward(tx.view(), tw.view(), ConstDeviceView(), y.view()));
+    return Download(be, y.view());
+  };
+  const std::vector<float> got = run(by_default.get());
+  CHECK(CpuConvChoices().size() == notes_before + 1);  // no new measurement
+  CHECK(got == run(chose_winograd ? winograd.get() : direct.get()));
+}
+
 }  // namespace
 }  // namespace psgd

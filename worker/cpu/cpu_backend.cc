@@ -242,12 +242,19 @@ class CpuBackend : public Backend {
   }
 
   // conv=auto where Winograd applies: the kernel the process's chooser
-  // measured faster for this shape (conv_choice.h).
+  // measured faster for this shape (conv_choice.h). The key leaves out the
+  // bias and the fused ReLU: an inference op with a batch norm folded into
+  // it (network_model.cc) takes its training op's choice instead of timing
+  // both kernels again, on a whole batch's buffers, while the step's arena
+  // is held.
   absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateMeasuredConv2d(
       const Conv2dShape& shape) {
     ConvChooser* chooser = ProcessConvChooser();
-    const std::string key =
-        absl::StrCat(shape.ToString(), ", ", pool_.num_threads(), " threads");
+    Conv2dShape geometry = shape;
+    geometry.has_bias = true;
+    geometry.relu = false;
+    const std::string key = absl::StrCat(geometry.ToString(), ", ",
+                                         pool_.num_threads(), " threads");
     if (std::optional<bool> cached = chooser->Cached(key); cached.has_value()) {
       if (*cached) return CreateWinogradConv2d(shape, &context_, &pool_);
       return CreateOneDnnConv2d(shape, &context_);

@@ -217,18 +217,14 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
   auto p = std::make_unique<Plan>();
   p->batch = batch;
   p->nodes.resize(layers.size());
-  ASSIGN_OR_RETURN(p->arena, backend_->Allocate({step.arena}));
-  if (step.scratch > 0) {
-    ASSIGN_OR_RETURN(p->scratch, backend_->Allocate({step.scratch}));
-  }
-  float* const arena = p->arena.view().data();
+  // The ops first, the arena after them: conv=auto times both kernels of a
+  // shape on buffers of its own (conv_choice.h), a whole batch's activations
+  // at a time, and those are freed before the arena is taken, not held
+  // beside it.
   for (size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     Node& n = p->nodes[i];
     n.step = step.layers[i];
-    const Shape shape = Batched(batch, l.shape);
-    n.out = DeviceView(arena + n.step.out, shape);
-    if (n.step.grad >= 0) n.grad = DeviceView(arena + n.step.grad, shape);
     if (i == 0) continue;
     const Shape& x = layers[l.inputs[0]].shape;  // one example's input
     switch (l.kind) {
@@ -264,6 +260,17 @@ absl::StatusOr<std::unique_ptr<Plan>> NetworkModel::MakePlan(int64_t batch) {
   }
   ASSIGN_OR_RETURN(p->xent,
                    backend_->CreateSoftmaxCrossEntropy({batch, spec_.classes}));
+  ASSIGN_OR_RETURN(p->arena, backend_->Allocate({step.arena}));
+  if (step.scratch > 0) {
+    ASSIGN_OR_RETURN(p->scratch, backend_->Allocate({step.scratch}));
+  }
+  float* const arena = p->arena.view().data();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Node& n = p->nodes[i];
+    const Shape shape = Batched(batch, layers[i].shape);
+    n.out = DeviceView(arena + n.step.out, shape);
+    if (n.step.grad >= 0) n.grad = DeviceView(arena + n.step.grad, shape);
+  }
   return p;
 }
 

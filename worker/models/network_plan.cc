@@ -16,10 +16,29 @@ bool BackwardReadsInput(LayerKind k) {
          k == LayerKind::kMaxPool || k == LayerKind::kDense;
 }
 
-// The layers whose backward reads their own output.
-bool BackwardReadsOutput(LayerKind k) {
-  return k == LayerKind::kRelu || k == LayerKind::kBatchNorm ||
-         k == LayerKind::kMaxPool;
+// Whether layer i's backward reads its own output: a ReLU's (its mask), max
+// pooling's, and a batch norm's only where it runs the ReLU after it (the
+// mask again: the ReLU writes the batch norm's output buffer,
+// OutputOwners); without one, BatchNormOp::Backward leaves its output
+// unread, and the output lives only to its readers' forward.
+bool BackwardReadsOutput(const std::vector<Layer>& layers,
+                         const Consumers& consumers,
+                         const std::vector<int>& out_owner, int i) {
+  switch (layers[i].kind) {
+    case LayerKind::kRelu:
+    case LayerKind::kMaxPool:
+      return true;
+    case LayerKind::kBatchNorm:
+      for (int c : consumers[i]) {
+        if (layers[c].kind == LayerKind::kRelu &&
+            out_owner[c] == out_owner[i]) {
+          return true;
+        }
+      }
+      return false;
+    default:
+      return false;
+  }
 }
 
 // AliasGradients' add_shares: for each add in turn, its first input that
@@ -151,7 +170,7 @@ std::vector<Life> BufferLives(const std::vector<Layer>& layers,
         end = std::max(end, backward_at(c));
       }
     }
-    if (i > 0 && BackwardReadsOutput(layers[i].kind)) {
+    if (i > 0 && BackwardReadsOutput(layers, consumers, out_owner, i)) {
       end = std::max(end, backward_at(i));
     }
     out.end = std::max(out.end, end);

@@ -104,7 +104,8 @@ struct Life {
 // convolution's filter gradient, batch norm, max pooling, dense), by its own
 // backward where that reads the output (ReLU's mask, batch norm's fused
 // ReLU, max pooling), and by the loss (the last layer's); one that no
-// backward reads (an add's whose ReLU is not its own) ends in the forward.
+// backward reads (an add's whose ReLU is not its own, a batch norm's
+// without a ReLU, as before a residual block's add) ends in the forward.
 // A gradient is written first by the backward of its latest reader (the
 // loss's for the last layer) and read last by the backward of its layer.
 // The images have none unless a layer other than a convolution or a dense
