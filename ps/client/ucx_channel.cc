@@ -210,8 +210,13 @@ UcxShardChannel::~UcxShardChannel() {
 std::unique_ptr<ShardCall> UcxShardChannel::Join(
     const wire::JoinRequest& request, absl::Time deadline,
     wire::MembershipResponse* response) {
+  // Without a working link, the answer's key goes to the connection Adopt
+  // makes: the server lets that one take it.
+  wire::JoinRequest join = request;
+  std::optional<Link> link = CurrentLink();
+  join.set_ucx_new_link(!link.has_value() || link->broken);
   return std::make_unique<MembershipCall>(
-      this, control_->Join(request, deadline, response), response,
+      this, control_->Join(join, deadline, response), response,
       /*join=*/true);
 }
 

@@ -285,6 +285,7 @@ void PsGrpcService::AddSummary(JsonObject* summary) const {
       .Set("ucx_pulls", c.pulls)
       .Set("ucx_pulls_cancelled", c.pulls_cancelled)
       .Set("ucx_bad_key", c.messenger.bad_key)
+      .Set("ucx_other_connection", c.messenger.other_connection)
       .Set("ucx_wrong_worker", c.wrong_worker)
       .Set("ucx_malformed", c.malformed + c.messenger.malformed)
       .Set("ucx_receive_failed", c.messenger.receive_failed);
@@ -298,7 +299,8 @@ grpc::ServerUnaryReactor* PsGrpcService::Join(
     // A joined worker's key for the UCX data plane travels only here, over
     // the authenticated channel.
     if (ucx_ != nullptr && request->worker_id() >= 0) {
-      return ucx_->Admit(request->worker_id(), response->mutable_ucx());
+      return ucx_->Admit(request->worker_id(), request->ucx_new_link(),
+                         response->mutable_ucx());
     }
     return absl::OkStatus();
   });

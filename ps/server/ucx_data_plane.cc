@@ -63,7 +63,8 @@ UcxDataPlane::~UcxDataPlane() {
   messenger_.reset();
 }
 
-absl::Status UcxDataPlane::Admit(int worker_id, wire::UcxDataPlane* out) {
+absl::Status UcxDataPlane::Admit(int worker_id, bool new_link,
+                                 wire::UcxDataPlane* out) {
   ucx::Key key{};
   bool known = false;
   {
@@ -84,6 +85,7 @@ absl::Status UcxDataPlane::Admit(int worker_id, wire::UcxDataPlane* out) {
     key = it->second;
   }
   messenger_->AcceptKey(key);
+  if (new_link) messenger_->ReleaseKey(key);
   out->set_port(port_);
   out->set_key(reinterpret_cast<const char*>(key.data()), key.size());
   return absl::OkStatus();

@@ -5,10 +5,13 @@
 //
 // Keys: a worker that joins over gRPC (authenticated by the cluster's token
 // and TLS) is given a key of its own (Admit); every data message carries it.
-// A message whose key the listener does not know is dropped by the messenger
-// before its data is read; one whose request names another worker than the
-// key's is refused (PERMISSION_DENIED) and counted; neither reaches the
-// shard. A worker that leaves loses its key (Revoke).
+// The key belongs to the first UCX connection that uses it, until a Join of
+// the worker says it connects anew (JoinRequest.ucx_new_link). A message
+// whose key the listener does not know, or that comes over another
+// connection than its key's, is dropped by the messenger before its data is
+// read; one whose request names another worker than the key's is refused
+// (PERMISSION_DENIED) and counted; none reaches the shard. A worker that
+// leaves loses its key (Revoke).
 //
 // On the wire (ps/wire/wire.h's kUcxPush, kUcxPull), method 1 is a push: the
 // header a PushRequest whose gradients are TensorData.shared offsets into the
@@ -86,9 +89,10 @@ class UcxDataPlane {
   const std::string& transports() const { return messenger_->transports(); }
 
   // Where worker `worker_id` (>= 0, joined) sends its tensors, and its key:
-  // the same key on every Join until it leaves. INTERNAL when no random key
-  // can be made.
-  absl::Status Admit(int worker_id, wire::UcxDataPlane* out);
+  // the same key on every Join until it leaves, bound to the connection that
+  // uses it first; with `new_link`, to the next one that uses it. INTERNAL
+  // when no random key can be made.
+  absl::Status Admit(int worker_id, bool new_link, wire::UcxDataPlane* out);
   // The worker's key is no longer accepted (it left).
   void Revoke(int worker_id);
 

@@ -2,9 +2,9 @@
 // wire { data_plane: UCX }), attacked and used from a UCX messenger of the
 // test's own, the shard's state read from the shard itself: a joined worker's
 // push and pull go through; a stranger's key, another worker's key, a key
-// taken back by Leave, a header that is no request, and tensors that
-// disagree with the shard's are dropped or refused with a counted reason,
-// and the shard is unchanged.
+// taken back by Leave, a worker's key over another connection than its own, a
+// header that is no request, and tensors that disagree with the shard's are
+// dropped or refused with a counted reason, and the shard is unchanged.
 #include "ps/server/ucx_data_plane.h"
 
 #include <grpcpp/grpcpp.h>
@@ -85,10 +85,11 @@ struct UcxServer {
             }).ok());
   }
   // Worker `w` joins over gRPC; the reply names its UCX port and key.
-  wire::MembershipResponse Join(int w) {
+  wire::MembershipResponse Join(int w, bool new_link = false) {
     wire::JoinRequest join;
     join.set_cluster("ucx");
     join.set_worker_id(w);
+    join.set_ucx_new_link(new_link);
     wire::MembershipResponse joined;
     REQUIRE(Unary(join, &joined, [&](auto* c, auto& r, auto* p) {
               return stub->Join(c, r, p);
@@ -200,6 +201,54 @@ TEST_CASE("the UCX data plane serves joined workers and no one else") {
   CHECK(Push(m.get(), *peer, key1, 1, "x", g, absl::Seconds(30), /*step=*/1)
             .status.ok());
   CHECK(shard->Status().step == 2);
+}
+
+TEST_CASE("a worker's key works only over the connection that used it first") {
+  UcxServer ucx(/*n=*/1);
+  ParameterShard* shard = ucx.server->shard();
+  const ucx::Key key = KeyOf(ucx.Join(0, /*new_link=*/true));
+  const int port = ucx.server->ucx()->port();
+  const std::vector<float> g = {0.5f, 0.5f, 0.5f, 0.5f};
+  struct Link {
+    std::unique_ptr<ucx::Messenger> m;
+    uint64_t peer = 0;
+  };
+  auto connect = [port] {
+    auto made = ucx::Messenger::Create(ucx::MessengerOptions());
+    REQUIRE(made.ok());
+    Link link{*std::move(made)};
+    auto peer = link.m->Connect("127.0.0.1", port);
+    REQUIRE(peer.ok());
+    link.peer = *peer;
+    return link;
+  };
+  auto push = [&](Link& link, int64_t step, absl::Duration wait) {
+    return Push(link.m.get(), link.peer, key, 0, "x", g, wait, step)
+        .status.code();
+  };
+  constexpr absl::Duration kDropped = absl::Milliseconds(300);
+  Link worker = connect();
+  REQUIRE(push(worker, 0, absl::Seconds(30)) == absl::StatusCode::kOk);
+  CHECK(shard->Status().step == 1);
+  // The key, read off the wire, pushed over another connection: dropped
+  // unread, nothing applied.
+  Link thief = connect();
+  CHECK(push(thief, 1, kDropped) == absl::StatusCode::kDeadlineExceeded);
+  // The worker's lease renewed over its working link: still its own.
+  CHECK(KeyOf(ucx.Join(0)) == key);
+  CHECK(push(thief, 1, kDropped) == absl::StatusCode::kDeadlineExceeded);
+  CHECK(shard->Status().step == 1);
+  CHECK(ucx.server->ucx()->counters().messenger.other_connection == 2);
+  // The worker connects anew and says so in its Join: the key is the new
+  // connection's, and the old one's pushes are dropped.
+  CHECK(KeyOf(ucx.Join(0, /*new_link=*/true)) == key);
+  Link again = connect();
+  CHECK(push(again, 1, absl::Seconds(30)) == absl::StatusCode::kOk);
+  CHECK(shard->Status().step == 2);
+  CHECK(push(worker, 2, kDropped) == absl::StatusCode::kDeadlineExceeded);
+  CHECK(shard->Status().step == 2);
+  CHECK(ucx.server->ucx()->counters().messenger.other_connection == 3);
+  CHECK(ucx.server->ucx()->counters().messenger.bad_key == 0);
 }
 
 // As gRPC cancels a pull whose call ends, the data plane takes back from the

@@ -170,9 +170,11 @@ class Messenger::Impl {
   Handler handler_;
   PeerGone peer_gone_;
   bool require_key_ = true;
-  std::set<Key> keys_;
+  // The accepted keys, each with the peer it is bound to (0: none yet).
+  std::map<Key, uint64_t> keys_;
 
   std::atomic<int64_t> bad_key_{0};
+  std::atomic<int64_t> other_connection_{0};
   std::atomic<int64_t> malformed_{0};
   std::atomic<int64_t> unknown_call_{0};
   std::atomic<int64_t> receive_failed_{0};
@@ -706,10 +708,12 @@ ucs_status_t Messenger::Impl::OnRequest(void* arg, const void* header,
     impl->malformed_++;
     return UCS_OK;
   }
+  auto key = impl->keys_.end();
   if (impl->require_key_) {
-    Key key;
-    std::memcpy(key.data(), head.key, key.size());
-    if (impl->keys_.count(key) == 0) {
+    Key carried;
+    std::memcpy(carried.data(), head.key, carried.size());
+    key = impl->keys_.find(carried);
+    if (key == impl->keys_.end()) {
       impl->bad_key_++;
       return UCS_OK;
     }
@@ -723,6 +727,13 @@ ucs_status_t Messenger::Impl::OnRequest(void* arg, const void* header,
   if (peer == impl->peer_of_ep_.end()) {
     impl->malformed_++;
     return UCS_OK;
+  }
+  if (key != impl->keys_.end()) {
+    if (key->second == 0) key->second = peer->second;  // its connection
+    if (key->second != peer->second) {
+      impl->other_connection_++;
+      return UCS_OK;
+    }
   }
   auto* message = new Receiving{impl, true, peer->second, head, {}, {}};
   return impl->Receive(message, data, length, param);
@@ -873,7 +884,16 @@ absl::StatusOr<int> Messenger::Listen(const std::string& address, int port,
 void Messenger::AcceptKey(const Key& key) {
   Impl* impl = impl_.get();
   impl->RunAndWait<bool>([impl, key] {
-    impl->keys_.insert(key);
+    impl->keys_.emplace(key, 0);
+    return true;
+  });
+}
+
+void Messenger::ReleaseKey(const Key& key) {
+  Impl* impl = impl_.get();
+  impl->RunAndWait<bool>([impl, key] {
+    auto it = impl->keys_.find(key);
+    if (it != impl->keys_.end()) it->second = 0;
     return true;
   });
 }
@@ -970,6 +990,7 @@ Reply Messenger::CallAndWait(uint64_t peer, uint32_t method, const Key& key,
 DropCounts Messenger::drops() const {
   DropCounts counts;
   counts.bad_key = impl_->bad_key_.load();
+  counts.other_connection = impl_->other_connection_.load();
   counts.malformed = impl_->malformed_.load();
   counts.unknown_call = impl_->unknown_call_.load();
   counts.receive_failed = impl_->receive_failed_.load();

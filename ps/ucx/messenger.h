@@ -16,6 +16,13 @@
 // reaches the handler; so is a message too short to hold its own header, a
 // reply to no call under way, and a message with another magic number.
 //
+// A key belongs to one connection: the first peer whose request carries an
+// accepted key binds it, and the key's requests from any other peer are
+// dropped the same way (counted apart), so that a key read off the wire
+// (UCX's tcp transport does not encrypt) cannot be used from another
+// connection. ReleaseKey lets the next peer bind it again: for a holder
+// that has connected anew and said so over its authenticated channel.
+//
 // Faults: a peer that goes away (its process killed, its endpoint in error)
 // ends every call under way to it with UNAVAILABLE; a call not answered by
 // its deadline ends with DEADLINE_EXCEEDED (a later reply is dropped and
@@ -108,7 +115,9 @@ struct Reply {
 
 // Why messages were dropped, counted since the messenger started.
 struct DropCounts {
-  int64_t bad_key = 0;         // a request whose key is not accepted
+  int64_t bad_key = 0;  // a request whose key is not accepted
+  // A request whose key is accepted but bound to another connection.
+  int64_t other_connection = 0;
   int64_t malformed = 0;       // wrong magic, too short, header past the end
   int64_t unknown_call = 0;    // a reply to no call under way (late, or forged)
   int64_t receive_failed = 0;  // the data of a message could not be read
@@ -142,9 +151,13 @@ class Messenger {
   absl::StatusOr<int> Listen(const std::string& address, int port,
                              Handler handler, bool require_key = true,
                              PeerGone peer_gone = nullptr);
-  // Keys the listener accepts, and stops accepting.
+  // Keys the listener accepts (one accepted already keeps its connection),
+  // and stops accepting.
   void AcceptKey(const Key& key);
   void RevokeKey(const Key& key);
+  // An accepted key's next request binds it to its peer, whichever that is
+  // (nothing for a key not accepted).
+  void ReleaseKey(const Key& key);
 
   // Answers request (peer, call) with `status` (its message travels too),
   // `header` and `payload`; keep_alive holds the payload's memory until UCX

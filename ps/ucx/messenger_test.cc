@@ -292,6 +292,47 @@ std::string RequestHead(uint32_t magic, uint64_t call, const Key& key,
   return head;
 }
 
+TEST_CASE("a key belongs to the connection that first uses it") {
+  // The attack: the owner's key read off the wire and sent by hand over a
+  // connection of the thief's own.
+  Server server(/*echo=*/true);
+  constexpr uint32_t kMagic = 0x70736751;
+  auto owner = NewMessenger();
+  auto owner_peer = owner->Connect("127.0.0.1", server.port());
+  REQUIRE(owner_peer.ok());
+  auto call = [&](absl::Duration wait) {
+    return owner->CallAndWait(*owner_peer, 1, kKey, "h", {},
+                              absl::Now() + wait);
+  };
+  REQUIRE(call(absl::Seconds(30)).status.ok());
+  RawClient thief(server.port());
+  // Eager and by rendezvous: dropped unread, counted apart from a
+  // stranger's key.
+  CHECK(thief.Send(1, RequestHead(kMagic, 5, kKey, 0), "x") == UCS_OK);
+  CHECK(thief.Send(1, RequestHead(kMagic, 6, kKey, 0), Pattern(4 << 20, 3)) ==
+        UCS_OK);
+  REQUIRE(Eventually(
+      [&] { return server.messenger().drops().other_connection == 2; }));
+  CHECK(server.handled() == 1);
+  CHECK(server.messenger().drops().bad_key == 0);
+  // Accepting it again (a renewal) keeps it on the owner's connection.
+  server.messenger().AcceptKey(kKey);
+  CHECK(thief.Send(1, RequestHead(kMagic, 7, kKey, 0), "x") == UCS_OK);
+  REQUIRE(Eventually(
+      [&] { return server.messenger().drops().other_connection == 3; }));
+  CHECK(call(absl::Seconds(30)).status.ok());
+  CHECK(server.handled() == 2);
+  // Released, it goes to the next connection that uses it (here the
+  // thief's), and the owner's requests are then dropped.
+  server.messenger().ReleaseKey(kKey);
+  CHECK(thief.Send(1, RequestHead(kMagic, 8, kKey, 0), "x") == UCS_OK);
+  REQUIRE(Eventually([&] { return server.handled() == 3; }));
+  CHECK(call(absl::Milliseconds(300)).status.code() ==
+        absl::StatusCode::kDeadlineExceeded);
+  CHECK(server.handled() == 3);
+  CHECK(server.messenger().drops().other_connection == 4);
+}
+
 TEST_CASE("messages from a stranger speaking UCP are dropped and counted") {
   Server server(/*echo=*/true);
   constexpr uint32_t kMagic = 0x70736751;
@@ -324,7 +365,9 @@ TEST_CASE("messages from a stranger speaking UCP are dropped and counted") {
   CHECK(drops.malformed == 4);
   CHECK(drops.unknown_call == 1);
   CHECK(server.handled() == 1);
-  // The listener still serves a messenger with the key.
+  // The listener still serves a messenger with the key, once the key is let
+  // go of the raw client's connection, which took it.
+  server.messenger().ReleaseKey(kKey);
   auto client = NewMessenger();
   auto peer = client->Connect("127.0.0.1", server.port());
   REQUIRE(peer.ok());
