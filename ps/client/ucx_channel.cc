@@ -101,8 +101,12 @@ class UcxShardChannel::Exchange final : public ShardExchange {
       });
       reply_ = std::move(p->reply);
     }
-    call_.store(0);
+    const uint64_t call = call_.exchange(0);
     if (absl::IsUnavailable(reply_.status)) channel_->MarkBroken(peer_);
+    if (pull_ && (absl::IsDeadlineExceeded(reply_.status) ||
+                  absl::IsCancelled(reply_.status))) {
+      Withdraw(call);
+    }
     if (reply_.status.ok()) {
       channel_->ucx_received_bytes_.fetch_add(
           static_cast<int64_t>(reply_.bytes.size), std::memory_order_relaxed);
@@ -166,10 +170,25 @@ class UcxShardChannel::Exchange final : public ShardExchange {
     return grpc_.get();
   }
 
+  // Tells the server that this side gave up on pull `call` (its deadline
+  // passed, or it was cancelled), as gRPC cancels a call's server side: the
+  // server takes the pull back from the shard instead of answering it when
+  // its step comes. Not awaited; its answer, or its loss, changes nothing
+  // here.
+  void Withdraw(uint64_t call) {
+    std::string header(sizeof call, '\0');
+    std::memcpy(header.data(), &call, sizeof call);
+    channel_->messenger_->Call(peer_, kUcxWithdraw, key_, std::move(header), {},
+                               nullptr, absl::Now() + absl::Seconds(10),
+                               [](ucx::Reply) {});
+  }
+
   void StartUcx(const Link& link, uint32_t method, std::string header,
                 std::vector<ucx::Segment> payload,
                 std::shared_ptr<const void> keep_alive, absl::Time deadline) {
     ucx_ = true;
+    pull_ = method == kUcxPull;
+    key_ = link.key;
     peer_ = link.peer;
     reply_ = ucx::Reply();
     auto pending = std::make_shared<Pending>();
@@ -191,6 +210,10 @@ class UcxShardChannel::Exchange final : public ShardExchange {
   std::unique_ptr<ShardExchange> grpc_;
   std::shared_ptr<Pending> pending_;
   std::atomic<uint64_t> call_{0};  // for Cancel; 0: none
+  // The call under way over UCX: a pull's (withdrawn if it is given up on),
+  // the key and peer it went with.
+  bool pull_ = false;
+  ucx::Key key_{};
   uint64_t peer_ = 0;
   ucx::Reply reply_;
 };

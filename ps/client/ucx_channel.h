@@ -10,7 +10,10 @@
 // without UCX or whose UCX could not start), pushes and pulls go over gRPC.
 // A UCX call that ends UNAVAILABLE (the server's process gone) marks the
 // link broken: the worker's recovery joins again (ps/client/ps_client.h's
-// callers do), and that Join's answer connects anew.
+// callers do), saying that it connects anew (JoinRequest.ucx_new_link), and
+// that Join's answer connects. A pull given up on (its deadline passed, or
+// Cancel) is withdrawn from the server (method 3), as gRPC cancels a call's
+// server side: the shard does not answer it when its step comes.
 //
 // On the wire: ps/server/ucx_data_plane.h. A push's tensors are sent from
 // the caller's memory (held until UCX lets go of it); a pull's are copied

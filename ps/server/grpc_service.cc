@@ -284,6 +284,7 @@ void PsGrpcService::AddSummary(JsonObject* summary) const {
   summary->Set("ucx_pushes", c.pushes)
       .Set("ucx_pulls", c.pulls)
       .Set("ucx_pulls_cancelled", c.pulls_cancelled)
+      .Set("ucx_pulls_withdrawn", c.pulls_withdrawn)
       .Set("ucx_bad_key", c.messenger.bad_key)
       .Set("ucx_other_connection", c.messenger.other_connection)
       .Set("ucx_wrong_worker", c.wrong_worker)

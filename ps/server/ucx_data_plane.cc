@@ -1,5 +1,6 @@
 #include "ps/server/ucx_data_plane.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -130,6 +131,7 @@ UcxDataPlane::Counters UcxDataPlane::counters() const {
   c.pushes = served_pushes_.load();
   c.pulls = served_pulls_.load();
   c.pulls_cancelled = pulls_cancelled_.load();
+  c.pulls_withdrawn = pulls_withdrawn_.load();
   c.wrong_worker = wrong_worker_.load();
   c.malformed = malformed_.load();
   c.messenger = messenger_->drops();
@@ -146,6 +148,9 @@ void UcxDataPlane::OnRequest(ucx::Request request) {
     }
     case kUcxPull:
       ServePull(std::move(request));
+      return;
+    case kUcxWithdraw:
+      ServeWithdraw(request);
       return;
     default:
       malformed_++;
@@ -217,6 +222,7 @@ void UcxDataPlane::ServePull(ucx::Request request) {
   const uint64_t call = request.call;
   ParameterShard* shard = handler_.shard();
   auto slot = std::make_shared<PullSlot>();
+  slot->call = call;
   // Answered now or from the thread that completes the step; the messenger
   // outlives every answer (a pull still waiting when it stops is answered
   // into the void: Respond finds no peer). One whose peer goes first is
@@ -267,6 +273,44 @@ void UcxDataPlane::ServePull(ucx::Request request) {
   if (slot->answered) return;
   slot->ticket = ticket;
   waiting_[peer].insert(slot.get());
+}
+
+void UcxDataPlane::ServeWithdraw(const ucx::Request& request) {
+  uint64_t call = 0;
+  if (request.header.size() != sizeof call) {
+    malformed_++;
+    messenger_->Respond(
+        request.peer, request.call,
+        absl::InvalidArgumentError(absl::StrCat(
+            "UCX data plane: a withdrawal's header is ", request.header.size(),
+            " bytes, not the 8 of a call number")),
+        "", {}, nullptr);
+    return;
+  }
+  std::memcpy(&call, request.header.data(), sizeof call);
+  // Only the pulls of the connection the withdrawal came over, which its
+  // key is bound to (ps/ucx/messenger.h): one worker cannot withdraw
+  // another's.
+  uint64_t ticket = 0;
+  {
+    MutexLock lock(&waiting_mu_);
+    auto it = waiting_.find(request.peer);
+    if (it != waiting_.end()) {
+      for (auto slot = it->second.begin(); slot != it->second.end(); ++slot) {
+        if ((*slot)->call != call) continue;
+        ticket = (*slot)->ticket;
+        it->second.erase(slot);
+        if (it->second.empty()) waiting_.erase(it);
+        break;
+      }
+    }
+  }
+  // A pull the shard answers meanwhile is answered (its reply then finds no
+  // call under way on the worker, which counts it); one it gives back is
+  // not answered at all.
+  if (ticket != 0 && handler_.shard()->CancelPull(ticket)) pulls_withdrawn_++;
+  messenger_->Respond(request.peer, request.call, absl::OkStatus(), "", {},
+                      nullptr);
 }
 
 void UcxDataPlane::OnPeerGone(uint64_t peer) {

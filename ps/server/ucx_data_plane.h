@@ -20,8 +20,13 @@
 // PushResponse. Method 2 is a pull: the header a PullRequest, the reply a
 // PullResponse whose variables lie in the reply's payload the same way, sent
 // straight from the weights' snapshot (or its encoding in the wire dtype,
-// ps/server/pull_weights.h). The request handler (ps/server/request_handler.h)
-// checks and applies both, as for gRPC.
+// ps/server/pull_weights.h). Method 3 withdraws a pull whose caller gave up
+// on it (its deadline passed, or it was cancelled), as gRPC cancels the
+// server's side of a call: the header is the pull's call number (8 bytes,
+// little-endian) over the same connection; a pull still waiting for its step
+// is taken back from the shard and never answered, and the withdrawal is
+// answered OK whether or not it found one. The request handler
+// (ps/server/request_handler.h) checks and applies both, as for gRPC.
 //
 // Threads: the messenger's thread receives; pushes are handled by a few
 // threads of the data plane's own (a push may wait for the decisions on
@@ -65,6 +70,9 @@ class UcxDataPlane {
     // (the process killed, the link gone): taken back from the shard, as a
     // gRPC pull is when its call is cancelled.
     int64_t pulls_cancelled = 0;
+    // Pulls still waiting when their caller withdrew them (method 3): taken
+    // back from the shard, not answered.
+    int64_t pulls_withdrawn = 0;
     // A key of one worker on a request that names another.
     int64_t wrong_worker = 0;
     // A header that is no request of its method, or an unknown method.
@@ -104,6 +112,7 @@ class UcxDataPlane {
   // On the messenger's thread.
   void OnRequest(ucx::Request request);
   void ServePull(ucx::Request request);
+  void ServeWithdraw(const ucx::Request& request);
   void OnPeerGone(uint64_t peer);
   // On a push thread.
   void ServePush(const ucx::Request& request);
@@ -128,6 +137,7 @@ class UcxDataPlane {
   // slot holds its ticket (ParameterShard::CancelPull) until it is
   // answered.
   struct PullSlot {
+    uint64_t call = 0;  // the pull's call number on its connection
     uint64_t ticket = 0;
     bool answered = false;
   };
@@ -143,6 +153,7 @@ class UcxDataPlane {
   std::atomic<int64_t> served_pushes_{0};
   std::atomic<int64_t> served_pulls_{0};
   std::atomic<int64_t> pulls_cancelled_{0};
+  std::atomic<int64_t> pulls_withdrawn_{0};
   std::atomic<int64_t> wrong_worker_{0};
   std::atomic<int64_t> malformed_{0};
 };

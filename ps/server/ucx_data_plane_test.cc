@@ -251,6 +251,32 @@ TEST_CASE("a worker's key works only over the connection that used it first") {
   CHECK(ucx.server->ucx()->counters().messenger.bad_key == 0);
 }
 
+TEST_CASE("a withdrawal is of a pull of its own connection, or refused") {
+  UcxServer ucx(/*n=*/1);
+  const ucx::Key key = KeyOf(ucx.Join(0, /*new_link=*/true));
+  auto made = ucx::Messenger::Create(ucx::MessengerOptions());
+  REQUIRE(made.ok());
+  std::unique_ptr<ucx::Messenger> m = *std::move(made);
+  auto peer = m->Connect("127.0.0.1", ucx.server->ucx()->port());
+  REQUIRE(peer.ok());
+  auto withdraw = [&](std::string header) {
+    return m
+        ->CallAndWait(*peer, kUcxWithdraw, key, std::move(header), {},
+                      absl::Now() + absl::Seconds(30))
+        .status.code();
+  };
+  // A header that is no call number.
+  CHECK(withdraw("short") == absl::StatusCode::kInvalidArgument);
+  CHECK(ucx.server->ucx()->counters().malformed == 1);
+  // A call number of no waiting pull: answered, nothing taken back.
+  CHECK(withdraw(std::string(8, '\x07')) == absl::StatusCode::kOk);
+  CHECK(ucx.server->ucx()->counters().pulls_withdrawn == 0);
+  // The worker's own pushes go on.
+  CHECK(
+      Push(m.get(), *peer, key, 0, "x", {0.5f, 0.5f, 0.5f, 0.5f}).status.ok());
+  CHECK(ucx.server->shard()->Status().step == 1);
+}
+
 // As gRPC cancels a pull whose call ends, the data plane takes back from the
 // shard a pull still waiting for its step when its worker's endpoint goes
 // (the process killed): the shard does not count a dead worker as waiting

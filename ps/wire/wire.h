@@ -46,6 +46,7 @@ void SharedTensorToProto(const TensorBytes& t, int64_t offset,
 // messages hold).
 inline constexpr uint32_t kUcxPush = 1;
 inline constexpr uint32_t kUcxPull = 2;
+inline constexpr uint32_t kUcxWithdraw = 3;
 
 // `tensors` laid out as in a shared memory segment (SharedLayout: a 64-byte
 // head, then each tensor at an offset aligned to 64), for a transport that
