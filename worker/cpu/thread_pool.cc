@@ -1,7 +1,5 @@
 #include "worker/cpu/thread_pool.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <atomic>
 
