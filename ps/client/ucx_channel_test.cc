@@ -49,8 +49,8 @@ struct Worker {
     messenger = *std::move(made);
     const std::string address = server->address();
     channel = std::make_unique<UcxShardChannel>(
-        std::make_unique<GrpcShardChannel>(
-            0, address, CreatePsChannel(address, 64 << 20)),
+        std::make_unique<GrpcShardChannel>(0, address,
+                                           CreatePsChannel(address, 64 << 20)),
         messenger, "127.0.0.1");
     const std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
     wire::InitializeRequest init;
@@ -93,9 +93,8 @@ TEST_CASE("a pull the worker gives up on is withdrawn from the shard") {
   std::unique_ptr<ShardExchange> late = worker.channel->NewExchange();
   late->StartPull(worker.Pull(1), absl::Now() + absl::Milliseconds(300));
   CHECK(late->Await().code() == absl::StatusCode::kDeadlineExceeded);
-  CHECK(Eventually([&] {
-    return server->ucx()->counters().pulls_withdrawn == 1;
-  }));
+  CHECK(Eventually(
+      [&] { return server->ucx()->counters().pulls_withdrawn == 1; }));
   CHECK(shard->Status().pulls_waiting == 0);
 
   // By Cancel, from another thread, while it waits in the shard.
@@ -105,9 +104,8 @@ TEST_CASE("a pull the worker gives up on is withdrawn from the shard") {
   std::thread canceller([&] { cancelled->Cancel(); });
   CHECK(cancelled->Await().code() == absl::StatusCode::kCancelled);
   canceller.join();
-  CHECK(Eventually([&] {
-    return server->ucx()->counters().pulls_withdrawn == 2;
-  }));
+  CHECK(Eventually(
+      [&] { return server->ucx()->counters().pulls_withdrawn == 2; }));
   CHECK(shard->Status().pulls_waiting == 0);
 
   // Step 1 comes: nothing is answered into the void, and the worker's own
@@ -117,8 +115,7 @@ TEST_CASE("a pull the worker gives up on is withdrawn from the shard") {
   push.set_cluster(kCluster);
   push.set_worker_id(0);
   push.set_step(0);
-  const std::vector<TensorBytes> grads = {
-      FloatTensorBytes("x", {4}, g.data())};
+  const std::vector<TensorBytes> grads = {FloatTensorBytes("x", {4}, g.data())};
   std::unique_ptr<ShardExchange> pusher = worker.channel->NewExchange();
   pusher->StartPush(push, grads, nullptr, Worker::Later());
   REQUIRE(pusher->Await().ok());

@@ -49,11 +49,10 @@ int64_t FirstBeyond(absl::string_view data, float limit, float* copy_to) {
   const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
   // CheckFloatTensor has checked the 4-byte alignment.
   const uint32_t* bits = reinterpret_cast<const uint32_t*>(p);
-  const uint32_t max =
-      copy_to == nullptr
-          ? MaxMagnitudeBits<false>(bits, n, nullptr)
-          : MaxMagnitudeBits<true>(bits, n,
-                                   reinterpret_cast<uint32_t*>(copy_to));
+  const uint32_t max = copy_to == nullptr
+                           ? MaxMagnitudeBits<false>(bits, n, nullptr)
+                           : MaxMagnitudeBits<true>(
+                                 bits, n, reinterpret_cast<uint32_t*>(copy_to));
   if (max <= limit_bits) return -1;
   for (int64_t i = 0; i < n; ++i) {
     float f;

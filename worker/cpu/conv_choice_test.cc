@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -24,6 +25,24 @@ using testing::Download;
 using testing::Unwrap;
 using testing::Upload;
 using testing::Zeros;
+
+// The default backend and one of each kernel's.
+struct ThreeBackends {
+  std::tuple<std::unique_ptr<Backend>, std::unique_ptr<Backend>,
+             std::unique_ptr<Backend>>
+      backends = {testing::MakeBackend("cpu"),
+                  testing::MakeBackend("cpu:conv=winograd"),
+                  testing::MakeBackend("cpu:conv=onednn")};
+  // Pads `s` by 1 in the default backend's channel blocks; whether Winograd
+  // applies to it on this CPU (it says SKIP where not).
+  bool WinogradApplies(Conv2dShape* s) const {
+    s->padding = 1;
+    s->in_block = s->out_block = std::get<0>(backends)->ChannelBlock();
+    if (WinogradConv2dApplies(*s)) return true;
+    std::cout << "SKIP: Winograd does not apply on this CPU\n";
+    return false;
+  }
+};
 
 TEST_CASE("the faster op by the measure is chosen, once per key") {
   auto backend = testing::MakeBackend("cpu:conv=onednn");
@@ -72,16 +91,10 @@ TEST_CASE("the default backend runs the kernel its choice names") {
   CHECK(Unwrap(ParseCpuBackendName("cpu", 1)).conv == ConvAlgorithm::kAuto);
   CHECK(Unwrap(ParseCpuBackendName("cpu:conv=auto", 1)).conv ==
         ConvAlgorithm::kAuto);
-  auto by_default = testing::MakeBackend("cpu");
-  auto winograd = testing::MakeBackend("cpu:conv=winograd");
-  auto direct = testing::MakeBackend("cpu:conv=onednn");
+  ThreeBackends be;
   Conv2dShape s{4, 16, 16, 16, 16, 3, 3};
-  s.padding = 1;
-  s.in_block = s.out_block = by_default->ChannelBlock();
-  if (!WinogradConv2dApplies(s)) {
-    std::cout << "SKIP: Winograd does not apply on this CPU\n";
-    return;
-  }
+  if (!be.WinogradApplies(&s)) return;
+  auto& [by_default, winograd, direct] = be.backends;
   const auto x = testing::RandomValues(NumElements(s.input()), 1, -1, 1);
   const auto w = testing::RandomValues(NumElements(s.filter()), 2, -1, 1);
   const auto b = testing::RandomValues(NumElements(s.bias()), 3, -1, 1);
@@ -124,16 +137,10 @@ TEST_CASE("an op with a fused ReLU and no bias takes its shape's choice") {
   // As the inference op of a convolution with its batch norm folded in
   // (network_model.cc) does: the kernel of the training op's choice, not
   // measured again.
-  auto by_default = testing::MakeBackend("cpu");
-  auto winograd = testing::MakeBackend("cpu:conv=winograd");
-  auto direct = testing::MakeBackend("cpu:conv=onednn");
+  ThreeBackends be;
   Conv2dShape s{2, 16, 12, 12, 24, 3, 3};
-  s.padding = 1;
-  s.in_block = s.out_block = by_default->ChannelBlock();
-  if (!WinogradConv2dApplies(s)) {
-    std::cout << "SKIP: Winograd does not apply on this CPU\n";
-    return;
-  }
+  if (!be.WinogradApplies(&s)) return;
+  auto& [by_default, winograd, direct] = be.backends;
   Conv2dShape fused = s;
   fused.has_bias = false;
   fused.relu = true;
