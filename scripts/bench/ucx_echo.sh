@@ -27,6 +27,7 @@ for a in "$@"; do
   esac
 done
 cd "$(dirname "$0")/../.." || exit 1
+source scripts/lib/cluster.sh
 if [ "$(id -u)" -ne 0 ]; then echo "ucx_echo.sh: needs root (ip netns)" >&2; exit 1; fi
 if [ "$build" = 1 ]; then
   bazel build -c opt //worker/bench:ucx_echo_bench >&2 || {
@@ -47,12 +48,7 @@ trap cleanup EXIT
 ip netns exec ux0 "$bench" --role=server --listen=198.18.0.10 \
   "${server_flags[@]+"${server_flags[@]}"}" >"$out/server.out" 2>"$out/server.err" &
 server_pid=$!
-for _ in $(seq 200); do
-  grep -q '^ready$' "$out/server.out" 2>/dev/null && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.05
-done
-grep -q '^ready$' "$out/server.out" || {
+await_line "$out/server.out" "$server_pid" '^ready$' || {
   cat "$out/server.err" >&2; echo "ucx_echo.sh: the server did not start" >&2; exit 1; }
 cap=${rate#--rate=}
 echo "ucx_echo.sh: $(date -u +%FT%TZ), links ${cap:-uncapped}, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -2,8 +2,9 @@
 # written from parameters, free ports, a config's processes started and
 # stopped, their exits awaited. Sourced (it sets no shell options) by
 # run/launch.sh, bench/soak.sh, bench/cluster_overhead.sh,
-# bench/ps_bench_cluster.sh, experiments/lib.sh,
-# experiments/netns_sync_cluster.sh and tests/cluster_test_lib.sh:
+# bench/ps_bench_cluster.sh, bench/ucx_echo.sh, experiments/lib.sh,
+# experiments/netns_sync_cluster.sh, tests/cluster_test_lib.sh and
+# worker/bench/ucx_echo_bench_test.sh:
 #
 #   source "$(dirname "$0")/../lib/cluster.sh"
 #
@@ -34,6 +35,10 @@
 #   stop_tasks_on_exit           on exit, SIGKILL every task still running
 #   wait_task PID SECONDS        the task's exit status, or 124 (and a line
 #                                on stderr) while it still runs after SECONDS
+#   await_line FILE PID PATTERN [SECONDS]
+#                                true once FILE has a line matching PATTERN
+#                                (grep); false when process PID exits, or
+#                                after SECONDS (10), without one
 #   task_program CONFIG TASK     the worker program of TASK (empty: the C++
 #                                worker)
 #   last_step FILE               the step of the last complete train line of
@@ -183,6 +188,16 @@ wait_task() {
     sleep 0.2
   done
   wait "$pid"
+}
+
+await_line() {
+  local file=$1 pid=$2 pattern=$3 deadline=$((SECONDS + ${4:-10}))
+  while [ $SECONDS -lt $deadline ]; do
+    grep -q "$pattern" "$file" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q "$pattern" "$file" 2>/dev/null
 }
 
 task_program() {

@@ -5,6 +5,7 @@
 # are docs/PERFORMANCE.md's, measured across network-namespace hosts with
 # scripts/bench/ucx_echo.sh.) Bad flags are refused with the reason.
 set -euo pipefail
+source scripts/lib/cluster.sh
 bench=worker/bench/ucx_echo_bench
 out_dir=${TEST_TMPDIR:-$(mktemp -d)}
 server_pid=""
@@ -18,12 +19,7 @@ for attempt in 1 2 3; do
   "$bench" --role=server --listen=127.0.0.1 --tcp_port=$base --ucx_port=$ucx \
     --shards=3 >"$out_dir/server.out" 2>"$out_dir/server.err" &
   server_pid=$!
-  for _ in $(seq 200); do
-    grep -q '^ready$' "$out_dir/server.out" 2>/dev/null && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q '^ready$' "$out_dir/server.out" && break
+  await_line "$out_dir/server.out" "$server_pid" '^ready$' && break
   kill -9 "$server_pid" 2>/dev/null || true
   server_pid=""
 done
