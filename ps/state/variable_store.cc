@@ -20,16 +20,25 @@ Shape ToShape(absl::Span<const int64_t> shape) {
 }
 
 // The largest magnitude's bits (sign cleared) of n floats given as bits;
-// with kCopy, the n floats are also copied to `out` in the pass that reads
-// them (unread without). One loop for both, each instantiation compiled for
-// AVX-512, AVX2 and the baseline.
-template <bool kCopy>
+// compiled for AVX-512, AVX2 and the baseline.
 __attribute__((target_clones("avx512f", "avx2", "default"))) uint32_t
-MaxMagnitudeBits(const uint32_t* bits, int64_t n, uint32_t* __restrict out) {
+MaxMagnitudeBits(const uint32_t* bits, int64_t n) {
+  uint32_t max = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t b = bits[i] & 0x7fffffffu;
+    max = b > max ? b : max;
+  }
+  return max;
+}
+
+// The same, copying the n floats to `out` in the pass that reads them.
+__attribute__((target_clones("avx512f", "avx2", "default"))) uint32_t
+CopyMaxMagnitudeBits(const uint32_t* bits, int64_t n,
+                     uint32_t* __restrict out) {
   uint32_t max = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t b = bits[i];
-    if constexpr (kCopy) out[i] = b;
+    out[i] = b;
     const uint32_t m = b & 0x7fffffffu;
     max = m > max ? m : max;
   }
@@ -49,10 +58,10 @@ int64_t FirstBeyond(absl::string_view data, float limit, float* copy_to) {
   const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
   // CheckFloatTensor has checked the 4-byte alignment.
   const uint32_t* bits = reinterpret_cast<const uint32_t*>(p);
-  const uint32_t max = copy_to == nullptr
-                           ? MaxMagnitudeBits<false>(bits, n, nullptr)
-                           : MaxMagnitudeBits<true>(
-                                 bits, n, reinterpret_cast<uint32_t*>(copy_to));
+  const uint32_t max =
+      copy_to == nullptr
+          ? MaxMagnitudeBits(bits, n)
+          : CopyMaxMagnitudeBits(bits, n, reinterpret_cast<uint32_t*>(copy_to));
   if (max <= limit_bits) return -1;
   for (int64_t i = 0; i < n; ++i) {
     float f;
