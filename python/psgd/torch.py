@@ -36,9 +36,9 @@ batches() runs on the main thread, SIGTERM makes the worker leave at the next
 step boundary and SIGINT (Ctrl-C) does the same, a chief then ending the job
 for every worker (the servers shut down, summary.json written; one line
 says so; a second Ctrl-C stops at once). An exception out of the dataset,
-or out of the loop's body (through `with Worker(...) as w:` or, without it,
-when the exception ends the program), leaves the cluster and, from the
-chief, ends the job with the exception's text as its reason. The lease is
+or out of the loop's body (with or without `with Worker(...) as w:`),
+leaves the cluster and, from the chief, ends the job with the exception's
+type and text as its reason. The lease is
 renewed while Python computes, so a step longer than the lease is no sign
 of death.
 
@@ -56,7 +56,9 @@ be float32. CUDA modules are staged through pinned host buffers; that path
 is untested here (no GPU).
 """
 
+import atexit
 import collections
+import dis
 import signal
 import sys
 import threading
@@ -217,7 +219,13 @@ class Worker:
         self.summary = None   # after batches() ends
         self._signal = None   # SIGTERM / SIGINT received: leave at the boundary
         self._ended = False
-        self._previous = {}   # signal handlers and excepthook to put back
+        self._previous = {}   # signal handlers to put back
+        self._previous_excepthook = sys.excepthook
+        # The loop's generator was closed while an exception may be on its
+        # way up (_closed_early): the frames watched for it.
+        self._pending = None
+
+    _EARLY = "the loop over batches() ended early"
 
     # --- as a process of the cluster -----------------------------------
     def __enter__(self):
@@ -228,12 +236,88 @@ class Worker:
         chief, ends the job with its text as the reason."""
         if exc_type is not None:
             self._abort(_reason_of(exc_type, exc))
+        elif self._pending is not None:
+            self._abort(self._EARLY)
         return False
 
     def _abort(self, reason):
+        self._stop_watching()
         if self._ended or not self.session._joined:  # pylint: disable=protected-access
             return
         self._end(reason, None, end_job=True)
+
+    # --- the loop closed early: a break, or an exception on its way up ---
+    def _closed_early(self, closing):
+        """The caller's loop let go of batches() before its end (Python
+        closes the generator). After a `break` or a `return` the worker
+        leaves and, the chief, ends the job now. An exception that leaves
+        the loop's body closes the generator too, while it goes up; Python
+        shows it to nobody until a handler takes it (an `except`, a `with`'s
+        __exit__, the excepthook when it ends the program), so the job ends
+        there, with its type and text: a trace on the frames it goes
+        through (the loop's and its callers', until it is seen), and the
+        excepthook kept in place meanwhile."""
+        frame = sys._getframe(1)  # pylint: disable=protected-access
+        while frame is not None and frame.f_code in _OWN_CODE:
+            frame = frame.f_back
+        if (frame is None or _opname(frame) in _CLOSED_BY_FLOW
+                or sys.gettrace() is not None):
+            # A break or return (the loop's iterator popped), or a tracer
+            # of someone else's (a debugger, coverage), left alone.
+            self._end(self._EARLY, None, end_job=True)
+            return
+        watched = []
+        while frame is not None:
+            frame.f_trace = self._trace
+            watched.append(frame)
+            frame = frame.f_back
+        self._pending = {"frames": watched,
+                         "handled": closing.__context__}
+        sys.settrace(_untraced)
+        atexit.register(self._at_exit)
+
+    def _trace(self, frame, event, arg):
+        """Events of the watched frames until the job ends: an exception
+        that goes through one (its type and text), one handled there (an
+        `except` or `with` took it), or the flow going on without one (the
+        loop was let go of as a `break` does)."""
+        pending = self._pending
+        if pending is None:
+            return None
+        try:
+            handled = sys.exc_info()[1]
+            if event == "exception":
+                self._abort(_reason_of(arg[0], arg[1]))
+            elif handled is not None and handled is not pending["handled"]:
+                self._abort(_reason_of(type(handled), handled))
+            elif event == "line" and _opname(frame) != "PUSH_EXC_INFO":
+                self._abort(self._EARLY)
+            elif event == "return" and arg is not None:
+                self._abort(self._EARLY)
+            # A return of None: the frame's exception (or None) goes on to
+            # its caller, whose next event tells.
+        except Exception as e:  # noqa: BLE001  (a tracer must not raise)
+            print(f"psgd: ending the job failed: {_reason_of(type(e), e)}",
+                  file=sys.stderr, flush=True)
+        return self._trace if self._pending is not None else None
+
+    def _stop_watching(self):
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        if sys.gettrace() is _untraced:
+            sys.settrace(None)
+        for frame in pending["frames"]:
+            if frame.f_trace == self._trace:
+                frame.f_trace = None
+        atexit.unregister(self._at_exit)
+        if sys.excepthook == self._excepthook:
+            sys.excepthook = self._previous_excepthook
+
+    def _at_exit(self):
+        # Nothing took the exception, nor came after the loop: it ended
+        # early.
+        self._abort(self._EARLY)
 
     def _on_signal(self, signum, _frame):
         name = signal.Signals(signum).name
@@ -252,11 +336,11 @@ class Worker:
 
     def _excepthook(self, exc_type, exc, tb):
         # An exception that ends the program out of the loop's body.
+        previous = self._previous_excepthook
         try:
             self._abort(_reason_of(exc_type, exc))
         finally:
-            self._previous.get("excepthook", sys.__excepthook__)(exc_type,
-                                                                 exc, tb)
+            previous(exc_type, exc, tb)
 
     def _install_process_handlers(self):
         """Signals (only the main thread may set them) and the excepthook,
@@ -265,17 +349,18 @@ class Worker:
             return
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._on_signal)
-        self._previous["excepthook"] = sys.excepthook
+        self._previous_excepthook = sys.excepthook
         sys.excepthook = self._excepthook
 
     def _restore_process_handlers(self):
         for key, previous in list(self._previous.items()):
-            if key == "excepthook":
-                if sys.excepthook == self._excepthook:
-                    sys.excepthook = previous
-            elif previous is not None:
+            if previous is not None:
                 signal.signal(key, previous)
         self._previous = {}
+        # While an exception may be going up (_closed_early), the
+        # excepthook stays until the job ends.
+        if self._pending is None and sys.excepthook == self._excepthook:
+            sys.excepthook = self._previous_excepthook
 
     # --- weights and gradients ------------------------------------------
     def _weight_buffers(self):
@@ -616,12 +701,12 @@ class Worker:
         except psgd.Interrupted:
             # A signal ended a lease's wait (the DataLoader's sampler).
             reason = self._signal_reason()
-        except GeneratorExit:
-            # The caller's loop ended without exhausting batches() (a break,
-            # an exception it caught): the worker leaves and, the chief,
-            # ends the job now.
-            self._end("the loop over batches() ended early", None,
-                      end_job=True)
+        except GeneratorExit as closing:
+            # The caller's loop ended without exhausting batches(): a break
+            # (the worker leaves and, the chief, ends the job now), or an
+            # exception out of the loop's body (the job ends with its text
+            # where it is seen).
+            self._closed_early(closing)
             raise
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001
             # The dataset's (or a second Ctrl-C): leave, end the job with
@@ -747,6 +832,29 @@ class Worker:
         return ""
 
 
+def _opname(frame):
+    """The name of the instruction a frame is at."""
+    try:
+        return dis.opname[frame.f_code.co_code[frame.f_lasti]]
+    except (IndexError, TypeError):
+        return ""
+
+
+# The instructions at which a loop lets go of its iterator in the normal
+# flow: a break or return pops it (POP_TOP), an assignment or del drops it.
+# Any other (a call, a raise ...) is an exception on its way up (or a
+# close() call: the flow after it tells).
+_CLOSED_BY_FLOW = {"POP_TOP", "SWAP", "RETURN_VALUE", "STORE_FAST",
+                   "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "DELETE_FAST",
+                   "DELETE_NAME", "DELETE_GLOBAL", "DELETE_DEREF"}
+
+
+def _untraced(_frame, _event, _arg):
+    """The thread's trace function while Worker._trace watches frames:
+    new calls are not traced."""
+    return None
+
+
 def _reason_of(exc_type, exc):
     """An exception as an end reason: its type and text."""
     text = str(exc)
@@ -776,6 +884,11 @@ def _as_batch(batch):
         "a batch must be (inputs, targets) or (inputs, targets, *rest), not "
         f"{type(batch).__name__}"
         + (f" of {len(batch)}" if isinstance(batch, (tuple, list)) else ""))
+
+
+# batches()'s own frames, passed over when looking for the loop's.
+_OWN_CODE = (Worker.batches.__code__, Worker._batches.__code__,  # pylint: disable=protected-access
+             Worker._closed_early.__code__)  # pylint: disable=protected-access
 
 
 class _ServerBatches:

@@ -4,9 +4,11 @@ trains to the config's end, and the clipped gradients are what the servers
 apply; with the same seed and batches it gives bit for bit the weights that
 train() gives (with and without overlap); the servers' learning rate
 follows the schedule's warmup; evaluations may return a dict of metrics;
-step() out of turn is refused; with overlap, a step whose group pulls
+step() out of turn is refused; a loop left early ends the job with what
+ended it (a break, an exception's type and text); with overlap, a step whose group pulls
 failed ("redo") pushes nothing and its batch comes again."""
 
+import sys
 import unittest
 
 import torch
@@ -171,6 +173,44 @@ class OwnLoopTest(unittest.TestCase):
             self.assertEqual(c.wait_ps(), [0])
         self.assertEqual(summary["end_reason"], "reached step 3")
 
+    def test_a_loop_left_early_ends_the_job_with_what_ended_it(self):
+        # A break ends the job at once ("ended early"); an exception out of
+        # the loop's body that the program catches ends it with its type
+        # and text, by the time the handler runs.
+        net = Net()
+        with Cluster("own-loop-break", ps=1, workers=1, steps=100,
+                     model="external", data=DATA) as c:
+            w = psgd.torch.Worker(net, c.config, "worker:0",
+                                  run_dir=c.run_dir, log_every=0)
+            for k, (x, y) in enumerate(w.batches(batches(1))):
+                torch.nn.functional.cross_entropy(net(x), y).backward()
+                w.step()
+                if k == 2:
+                    break
+            self.assertEqual(w.summary["end_reason"],
+                             "the loop over batches() ended early")
+            self.assertEqual(c.wait_ps(), [0])
+        with Cluster("own-loop-caught", ps=1, workers=1, steps=100,
+                     model="external", data=DATA) as c:
+            w = psgd.torch.Worker(net, c.config, "worker:0",
+                                  run_dir=c.run_dir, log_every=0)
+
+            def train():
+                for k, (x, y) in enumerate(w.batches(batches(1))):
+                    torch.nn.functional.cross_entropy(net(x), y).backward()
+                    if k == 2:
+                        raise ValueError(f"no step for batch {k}")
+                    w.step()
+            try:
+                train()
+            except ValueError:
+                summary = w.summary  # the job has ended already
+            self.assertEqual(summary["end_reason"],
+                             "ValueError: no step for batch 2")
+            self.assertEqual(c.wait_ps(), [0])
+            self.assertEqual(c.summary()["end_reason"],
+                             "ValueError: no step for batch 2")
+        self.assertIsNone(sys.gettrace())
 
     def test_a_redone_step_brings_its_batch_again(self):
         # The session says "redo" after the third forward, as after a

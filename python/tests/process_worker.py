@@ -2,10 +2,12 @@
 its own loop over small separable batches, as a user's program would be.
 
     process_worker.py CONFIG TASK RUN_DIR [--step_seconds=S]
-                      [--fail_at=K] [--outcomes=FILE] [--with]
+                      [--fail_at=K] [--raise_at=K] [--outcomes=FILE] [--with]
 
 --step_seconds: each step computes at least S seconds (a long step).
 --fail_at: the dataset raises at its K-th batch (a dataset error).
+--raise_at: the loop's body raises RuntimeError("boom at batch K") after
+  the K-th batch's backward, before its step() (the training code's error).
 --outcomes: step()'s answers, one JSON line per step.
 --with: the loop inside `with psgd.torch.Worker(...) as w:`.
 Prints "started" once it has joined and trained one step, and the worker's
@@ -60,6 +62,7 @@ def main():
     p.add_argument("run_dir")
     p.add_argument("--step_seconds", type=float, default=0.0)
     p.add_argument("--fail_at", type=int, default=0)
+    p.add_argument("--raise_at", type=int, default=0)
     # Batch k (from 0) computes for this long: the others' sync pulls wait.
     p.add_argument("--stall_at", type=int, default=-1)
     p.add_argument("--stall_seconds", type=float, default=0.0)
@@ -76,6 +79,8 @@ def main():
             loss.backward()
             if a.step_seconds:
                 time.sleep(max(0.0, a.step_seconds - (time.time() - t0)))
+            if a.raise_at and k == a.raise_at:
+                raise RuntimeError(f"boom at batch {k}")
             if k == a.stall_at:
                 print(f"stalling at batch {k}", flush=True)
                 time.sleep(a.stall_seconds)

@@ -16,6 +16,10 @@ a scheduler runs them, against real servers:
 * An exception in the chief's dataset: the job ends with the exception's
   text as its reason (summary.json), the servers exit 0, the program exits
   with the exception (non-zero), and the other worker ends.
+* An exception in the loop's body (the training code between the
+  backward and step()), with and without `with Worker(...)`: the job ends
+  with the exception's type and text as its reason (summary.json), not
+  "the loop over batches() ended early".
 * A 4 s step under a 3 s lease trains to its last step: the lease is kept
   while Python computes, no worker expires.
 * step() answers what became of each push: its outcomes are the step lines'
@@ -206,6 +210,30 @@ class WorkerProcessTest(unittest.TestCase):
             run = c.summary()
         self.assertNotEqual(code, 0)
         self.assertIn("the dataset's file is gone", run["end_reason"])
+
+    def test_an_exception_in_the_loop_body_ends_the_job_with_its_text(self):
+        # The training code raises between steps (not the dataset): Python
+        # closes the loop's generator before anyone sees the exception;
+        # the job still ends with its type and text.
+        for flags in ([], ["--with"]):
+            with self.subTest(flags=flags), Cluster(
+                    "proc-body", ps=1, workers=2, n=2, steps=100000,
+                    model="external", data=DATA) as c:
+                chief = start(c, "worker:0", "--raise_at=4", *flags)
+                other = start(c, "worker:1")
+                code = chief.wait(120)
+                self.assertEqual(c.wait_ps(60), [0])
+                other_code = other.wait(60)
+                run = c.summary()
+                chief_log = log_of(c, "worker:0")
+                other_log = log_of(c, "worker:1")
+                self.assertNotEqual(code, 0, chief_log)
+                # The program's own traceback, once.
+                self.assertEqual(chief_log.count("Traceback"), 1, chief_log)
+                self.assertIn("\nRuntimeError: boom at batch 4\n", chief_log)
+                self.assertEqual(run["end_reason"],
+                                 "RuntimeError: boom at batch 4", run)
+                self.assertEqual(other_code, 0, other_log)
 
     def test_a_long_step_under_a_short_lease_trains(self):
         with Cluster("proc-long", ps=1, workers=1, steps=3,
