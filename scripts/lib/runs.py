@@ -35,6 +35,15 @@ class RunError(Exception):
     pass
 
 
+# The metrics files of a run directory (compare.py's docstring): the
+# workers' and servers' lines, the hosts' link counters, train_local's
+# metrics. Other .jsonl files a run directory may hold are not metrics:
+# samples-worker-J.jsonl (data { record_samples: true }: one line per push,
+# its samples), the servers' ledgers (ledger.jsonl, ledger-psK.jsonl, in a
+# checkpoint folder).
+METRICS_FILE = re.compile(r"(worker-\d+|ps-\d+|net-.+|metrics)\.jsonl")
+
+
 class Run:
     """The metrics of one run directory."""
 
@@ -58,7 +67,8 @@ class Run:
             if os.path.isdir(os.path.join(self.path, d)))
         for folder in folders:
             for f in sorted(os.listdir(folder)):
-                if not (f.endswith(".jsonl") or f in ("summary.json", "config.pbtxt")):
+                if not (METRICS_FILE.fullmatch(f)
+                        or f in ("summary.json", "config.pbtxt")):
                     continue
                 if f in found:
                     raise RunError(f"{self.path}: {f} is in both {found[f]} and "

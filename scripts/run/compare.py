@@ -13,6 +13,9 @@ Each RUN_DIR is what a cluster (scripts/run/launch.sh) or train_local wrote:
   ps-I.jsonl                       server lines ({"kind": "server", ...})
   summary.json                     the run's summary (the chief's)
   net-HOST.jsonl                   a host's link counters (launch.sh --netns)
+Other .jsonl files are not read (samples-worker-J.jsonl of data {
+record_samples: true }, the servers' ledgers): scripts/lib/runs.py's
+METRICS_FILE names the ones that are.
 A run gathered from several hosts may keep each host's or task's files in a
 folder of its own (RUN_DIR/h0/, RUN_DIR/h1/, ...; scripts/run/collect_run.sh
 gathers them): the files of RUN_DIR and of its sub-folders are read as one

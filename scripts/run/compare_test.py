@@ -1,6 +1,7 @@
 """Checks scripts/run/compare.py on fabricated runs: sync and async of the
-tutorial model, repeats, a run gathered from hosts, and runs of other models
-(a ResNet-20 cluster, a train_local run of cnn10)."""
+tutorial model, repeats, a run gathered from hosts, runs of other models
+(a ResNet-20 cluster, a train_local run of cnn10), and a run whose samples
+files and ledgers are not read as training lines."""
 import json
 import os
 import shutil
@@ -150,6 +151,30 @@ def main():
     assert "| cnn10-local | cnn10 | – |" in report, report
     for p in ("loss.png", "accuracy.png", "throughput.png", "dropped.png"):
         assert os.path.getsize(os.path.join(out, p)) > 0, p
+
+    # A run with data { record_samples: true } and its ledgers beside it:
+    # samples-worker-J.jsonl (one line per push, no loss) and the servers'
+    # ledger.jsonl / ledger-ps1.jsonl in a checkpoint folder are not
+    # training lines; the report is the same as without them.
+    samples = os.path.join(root, "samples-run")
+    shutil.copytree(a, samples)
+    for w in range(2):
+        with open(os.path.join(samples, f"samples-worker-{w}.jsonl"), "w") as f:
+            for s in range(40):
+                f.write(json.dumps({"worker": w, "step": s, "generation": 0,
+                                    "epoch": 0, "index": 2 * s + w,
+                                    "outcome": "applied",
+                                    "samples": [0, 1, 2]}) + "\n")
+    os.makedirs(os.path.join(samples, "ckpt"))
+    for name in ("ledger.jsonl", "ledger-ps1.jsonl"):
+        with open(os.path.join(samples, "ckpt", name), "w") as f:
+            f.write(json.dumps({"epoch": 0, "index": 0, "worker": 0,
+                                "step": 1, "samples": [0, 1, 2]}) + "\n")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), samples,
+                        "--out", out, "--target", "0.5"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    report = open(os.path.join(out, "report.md")).read()
+    assert "| samples-run | sync | 2 | 40 | 0.7800 | 19.5 |" in report, report
 
     # Bad input: a directory without metrics is refused by name.
     empty = os.path.join(root, "empty")
