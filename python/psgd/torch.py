@@ -189,16 +189,21 @@ class Worker:
                     raise psgd.InvalidArgumentError(
                         f"batch norm '{name}' keeps its statistics with "
                         f"{rule}, but with model {{ batch_norm_statistics: "
-                        "SERVER }} the servers fold them with momentum 0.1: "
+                        "SERVER } the servers fold them with momentum 0.1: "
                         "make it momentum=0.1, or keep the statistics on the "
                         "workers with model { batch_norm_statistics: LOCAL }")
         self.names = [n for n, _ in self.params] + [n for n, _ in self.stats]
-        # Buffers that are not batch norm's statistics (a counter, an EMA):
-        # each worker keeps its own, and no checkpoint holds them.
+        # Buffers that are not batch norm's (a counter, an EMA, an instance
+        # norm's running statistics): each worker keeps its own, and no
+        # checkpoint holds them. Batch norm's own buffers, known by the
+        # module that holds them, not by their names, are the config's
+        # (batch_norm_statistics; num_batches_tracked is documented local).
+        batch_norms = {id(b) for m in module.modules()
+                       if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                       for b in m.buffers(recurse=False)}
         shared = {id(b) for _, b in self.stats}
         local = [n for n, b in module.named_buffers()
-                 if id(b) not in shared and not n.endswith("num_batches_tracked")
-                 and not (n.endswith("running_mean") or n.endswith("running_var"))]
+                 if id(b) not in shared and id(b) not in batch_norms]
         if local:
             warnings.warn(
                 f"buffers {', '.join(local)} stay on each worker: the servers "
@@ -531,6 +536,7 @@ class Worker:
         for each layer's weights. The summary (a dict: local_steps,
         final_global_step, end_reason, outcomes ...) is `summary` after the
         loop."""
+        self._check_split(data)
         for m, _ in self._momenta:
             m.momentum = 1.0
         self._install_process_handlers()
@@ -545,6 +551,39 @@ class Worker:
             # An exception that ends the program closes this generator only
             # after the excepthook has run.
             self._restore_process_handlers()
+
+    def _check_split(self, data):
+        """A DataLoader that is not this worker's share of the data, given
+        by one of several workers: each worker would train on the whole set
+        (or another worker's share), and the cluster's epochs would not be
+        epochs. A warning, not a refusal: a dataset may split itself (an
+        IterableDataset, a file per worker), which psgd cannot see."""
+        n = self.num_workers
+        if (n <= 1 or self.data_from_servers
+                or not isinstance(data, torch.utils.data.DataLoader)
+                or isinstance(data.dataset, torch.utils.data.IterableDataset)):
+            return
+        split = None
+        for obj in (data.sampler, data.batch_sampler,
+                    getattr(data.batch_sampler, "sampler", None)):
+            if hasattr(obj, "num_replicas") and hasattr(obj, "rank"):
+                split = obj
+                break
+        how = ("make the DataLoader with sampler=w.sampler(dataset) (a "
+               "DistributedSampler for this worker), or split the dataset "
+               "yourself")
+        if split is None:
+            warnings.warn(
+                f"the DataLoader given to worker {self.worker_index} is not "
+                f"split among the {n} workers (its sampler is "
+                f"{type(data.sampler).__name__}, not a DistributedSampler): "
+                "every worker trains on the whole set, and an epoch of the "
+                f"config is {n} passes over it; {how}", stacklevel=3)
+        elif (split.num_replicas, split.rank) != (n, self.worker_index):
+            warnings.warn(
+                f"the DataLoader's sampler is rank {split.rank} of "
+                f"{split.num_replicas}, but this is worker "
+                f"{self.worker_index} of {n}: {how}", stacklevel=3)
 
     def step(self, loss=None, *, accuracy=0.0):
         """Pushes the batch's gradients (those that have none, and with

@@ -299,6 +299,8 @@ class SayWhatChangesTest(unittest.TestCase):
                     psgd.torch.Worker(net, c.config, "worker:0")
                 self.assertIn(says, str(e.exception))
                 self.assertIn("batch_norm_statistics: LOCAL", str(e.exception))
+                self.assertIn("model { batch_norm_statistics: SERVER } the "
+                              "servers", str(e.exception))
             net = torch.nn.Sequential(torch.nn.Linear(8, 4))
             net.register_buffer("ema", torch.zeros(4))
             before = torch.get_num_threads()
@@ -311,13 +313,78 @@ class SayWhatChangesTest(unittest.TestCase):
             self.assertEqual(w.settings["threads"], 1)
             self.assertEqual(torch.get_num_threads(), 1)
             torch.set_num_threads(before)
-        # With the statistics on the workers, a module's own rule is its.
+            # An instance norm that tracks running statistics keeps them on
+            # each worker, as any buffer that is not batch norm's: named
+            # too. Batch norm's own buffers are no such news.
+            net = torch.nn.Sequential(
+                torch.nn.Linear(8, 4), torch.nn.BatchNorm1d(4),
+                torch.nn.Unflatten(1, (1, 4)),
+                torch.nn.InstanceNorm1d(1, track_running_stats=True))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                psgd.torch.Worker(net, c.config, "worker:0")
+            said = [str(x.message) for x in caught
+                    if "stay on each worker" in str(x.message)]
+            self.assertEqual(len(said), 1, said)
+            self.assertIn("3.running_mean, 3.running_var, "
+                          "3.num_batches_tracked", said[0])
+            self.assertNotIn("1.", said[0])
+            torch.set_num_threads(before)
+        # With the statistics on the workers, a module's own rule is its,
+        # and its buffers stay there without a word.
         with Cluster("say-local", ps=1, workers=1, steps=1, model="external",
                      bn="LOCAL", data=DATA) as c:
             net = torch.nn.Sequential(torch.nn.Linear(8, 4),
                                       torch.nn.BatchNorm1d(4, momentum=None))
-            psgd.torch.Worker(net, c.config, "worker:0")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                psgd.torch.Worker(net, c.config, "worker:0")
+            self.assertFalse([x for x in caught
+                              if "stay on each worker" in str(x.message)])
             torch.set_num_threads(before)
+
+    def test_a_loader_not_split_per_worker_is_told(self):
+        import warnings  # pylint: disable=import-outside-toplevel
+
+        import torch  # pylint: disable=import-outside-toplevel
+
+        import psgd.torch  # pylint: disable=import-outside-toplevel
+        data = torch.utils.data.TensorDataset(torch.zeros(64, 8),
+                                              torch.zeros(64, dtype=torch.long))
+        with Cluster("say-split", ps=1, workers=2, n=2, steps=1,
+                     model="external", data=DATA) as c:
+            net = torch.nn.Sequential(torch.nn.Linear(8, 3))
+            before = torch.get_num_threads()
+            w = psgd.torch.Worker(net, c.config, "worker:1")
+            torch.set_num_threads(before)
+
+            def first_batch(loader):
+                # The warning comes before the join (as an error here).
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    return next(iter(w.batches(loader)))
+
+            whole = torch.utils.data.DataLoader(data, batch_size=8,
+                                                shuffle=True)
+            with self.assertRaises(UserWarning) as e:
+                first_batch(whole)
+            self.assertIn("not split among the 2 workers", str(e.exception))
+            self.assertIn("sampler=w.sampler(dataset)", str(e.exception))
+            other = torch.utils.data.DataLoader(
+                data, batch_size=8,
+                sampler=torch.utils.data.DistributedSampler(
+                    data, num_replicas=2, rank=0))
+            with self.assertRaises(UserWarning) as e:
+                first_batch(other)
+            self.assertIn("rank 0 of 2", str(e.exception))
+            self.assertIn("worker 1 of 2", str(e.exception))
+            # Split for this worker: no warning (the batches() generator
+            # is left unstarted past the check: it would join).
+            ok = torch.utils.data.DataLoader(data, batch_size=8,
+                                             sampler=w.sampler(data))
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                w._check_split(ok)  # pylint: disable=protected-access
 
 
 if __name__ == "__main__":
