@@ -343,6 +343,7 @@ std::string TempDir() {
 std::string TempFile(const std::string& name, const std::string& contents) {
   const std::string path = TempDir() + "/" + name;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+  chmod(path.c_str(), 0600);  // a token file others may read is refused
   return path;
 }
 

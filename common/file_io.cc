@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace psgd {
 namespace {
@@ -31,6 +32,13 @@ absl::Status Errno(absl::string_view what, const std::string& path) {
 }
 
 constexpr size_t kHeader = 8 + 8 + 4;
+
+absl::Status WritableByOthers(const std::string& dir, mode_t mode) {
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "directory '%s' has mode %04o: users other than its owner may add "
+      "files to it; `chmod go-w %s`, or use a directory of your own",
+      dir, mode & 07777, dir));
+}
 
 }  // namespace
 
@@ -186,7 +194,49 @@ absl::Status MakeOwnDirectories(const std::string& path) {
         absl::StrCat("directory '", path, "' belongs to uid ", st.st_uid,
                      ", not to this user (uid ", geteuid(), ")"));
   }
+  if ((st.st_mode & 022) != 0) return WritableByOthers(path, st.st_mode);
   return absl::OkStatus();
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+absl::Status CheckTrustedDirectoryFd(int dir_fd, const std::string& dir) {
+  struct stat st;
+  if (fstat(dir_fd, &st) != 0) return Errno("cannot stat", dir);
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", dir, "' is not a directory"));
+  }
+  if (st.st_uid != geteuid() && st.st_uid != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "directory '", dir, "' belongs to uid ", st.st_uid,
+        ", neither this user (uid ", geteuid(),
+        ") nor root: its owner could put any file there"));
+  }
+  if ((st.st_mode & 022) != 0) return WritableByOthers(dir, st.st_mode);
+  return absl::OkStatus();
+}
+
+absl::Status CheckTrustedDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("no directory '", dir, "'"));
+    }
+    if (errno == ENOTDIR) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("'", dir, "' is not a directory"));
+    }
+    return Errno("cannot open directory", dir);
+  }
+  absl::Status s = CheckTrustedDirectoryFd(fd, dir);
+  close(fd);
+  return s;
 }
 
 std::string FrameChecksummed(absl::string_view magic,

@@ -64,16 +64,51 @@ absl::Status MakePrivateDirectories(const std::string& dir) {
   return absl::OkStatus();
 }
 
-// The token of an existing file at `path`, after checking who may read it.
-absl::StatusOr<std::string> ReadPrivateTokenFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+// The most a token file may hold: a token and its newline, with room to
+// spare. Nothing longer is read (a link to /dev/zero would never end).
+constexpr size_t kMaxTokenFileBytes = 4096;
+
+// The token of the file at `path`, read only when nobody but this user (or
+// root) can have chosen it: see ReadTokenFile in security.h.
+absl::StatusOr<std::string> ReadCheckedTokenFile(const std::string& path) {
+  const std::string dir = DirectoryOf(path);
+  const std::string base =
+      path.rfind('/') == std::string::npos ? path
+                                           : path.substr(path.rfind('/') + 1);
+  if (base.empty() || base == "." || base == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file '", path, "' names a directory"));
+  }
+  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("no file '", path, "'"));
+    }
+    return absl::InternalError(
+        Errno(absl::StrCat("cannot open the directory of '", path, "'")));
+  }
+  if (absl::Status s = CheckTrustedDirectoryFd(dfd, dir); !s.ok()) {
+    close(dfd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("token file '", path, "' refused: ", s.message()));
+  }
+  // O_NONBLOCK: a FIFO must not hold the open until someone writes to it.
+  const int fd = openat(
+      dfd, base.c_str(),
+      O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  const int open_errno = errno;
+  close(dfd);
   if (fd < 0) {
-    if (errno == ELOOP) {
+    if (open_errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("no file '", path, "'"));
+    }
+    if (open_errno == ELOOP) {
       return absl::FailedPreconditionError(
           absl::StrCat("token file '", path,
                        "' is a symbolic link: refused (name the "
-                       "real file in security.token_file instead)"));
+                       "real file instead)"));
     }
+    errno = open_errno;
     return absl::InternalError(Errno(absl::StrCat("cannot open '", path, "'")));
   }
   struct stat st;
@@ -82,35 +117,46 @@ absl::StatusOr<std::string> ReadPrivateTokenFile(const std::string& path) {
     close(fd);
     return absl::InternalError(e);
   }
-  std::string text;
-  if (S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-      (st.st_mode & 077) == 0 && st.st_size <= 4096) {
-    text.resize(static_cast<size_t>(st.st_size));
-    ssize_t got = 0;
-    while (got < st.st_size) {
-      const ssize_t n = read(fd, text.data() + got, text.size() - got);
-      if (n <= 0) break;
-      got += n;
-    }
-    text.resize(static_cast<size_t>(got));
-  }
-  close(fd);
-  if (!S_ISREG(st.st_mode) || st.st_size > 4096) {
-    return absl::FailedPreconditionError(absl::StrCat(
+  absl::Status refused;
+  if (!S_ISREG(st.st_mode) ||
+      st.st_size > static_cast<off_t>(kMaxTokenFileBytes)) {
+    refused = absl::FailedPreconditionError(absl::StrCat(
         "token file '", path, "' is not a regular file of at most 4 KiB"));
-  }
-  if (st.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("token file '", path, "' belongs to uid ", st.st_uid,
-                     ", not to this user (uid ", geteuid(),
-                     "): a cluster's token must be its own user's"));
-  }
-  if ((st.st_mode & 077) != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+  } else if (st.st_uid != geteuid() && st.st_uid != 0) {
+    refused = absl::FailedPreconditionError(absl::StrCat(
+        "token file '", path, "' belongs to uid ", st.st_uid,
+        ", neither this user (uid ", geteuid(),
+        ") nor root: a cluster's token must be its own user's"));
+  } else if ((st.st_mode & 077) != 0) {
+    refused = absl::FailedPreconditionError(absl::StrFormat(
         "token file '%s' has mode %04o: others may read it; `chmod 600 %s` "
         "(or delete it, and the next task makes a new one)",
         path, st.st_mode & 07777, path));
   }
+  if (!refused.ok()) {
+    close(fd);
+    return refused;
+  }
+  // At most one byte past the limit: a file that grew since fstat.
+  std::string text(kMaxTokenFileBytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string e = Errno(absl::StrCat("cannot read '", path, "'"));
+      close(fd);
+      return absl::InternalError(e);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (got > kMaxTokenFileBytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token file '", path, "' is not a regular file of at most 4 KiB"));
+  }
+  text.resize(got);
   return TokenOfFileText(text, path);
 }
 
@@ -148,19 +194,22 @@ absl::StatusOr<std::string> DefaultTokenFile(absl::string_view cluster_name) {
 }
 
 absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path) {
-  const char* env = std::getenv("PSGD_TOKEN_FILE");
-  const bool named = env != nullptr && path == env;
-  struct stat st;
-  if (lstat(path.c_str(), &st) == 0) {
-    return named ? ReadTokenFile(path) : ReadPrivateTokenFile(path);
-  }
-  if (errno != ENOENT) {
-    return absl::InternalError(Errno(absl::StrCat("cannot stat '", path, "'")));
+  {
+    absl::StatusOr<std::string> existing = ReadCheckedTokenFile(path);
+    if (existing.status().code() != absl::StatusCode::kNotFound) {
+      return existing;
+    }
   }
   const size_t slash = path.find_last_of('/');
   const std::string dir =
       slash == std::string::npos ? std::string() : path.substr(0, slash);
   RETURN_IF_ERROR(MakePrivateDirectories(dir));
+  // Never made where another user could have put a file of their own first.
+  if (absl::Status d = CheckTrustedDirectory(DirectoryOf(path));
+      !d.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token file '", path, "' not made: ", d.message()));
+  }
   unsigned char secret[32];
   if (getrandom(secret, sizeof(secret), 0) != sizeof(secret)) {
     return absl::InternalError(Errno("getrandom"));
@@ -199,7 +248,7 @@ absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path) {
   unlink(temp.c_str());
   if (!linked) {
     if (link_errno == EEXIST) {
-      return named ? ReadTokenFile(path) : ReadPrivateTokenFile(path);
+      return ReadCheckedTokenFile(path);
     }
     errno = link_errno;
     return absl::InternalError(Errno(absl::StrCat("cannot make '", path, "'")));
@@ -227,8 +276,7 @@ absl::Status ValidateToken(absl::string_view token) {
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  return TokenOfFileText(text, path);
+  return ReadCheckedTokenFile(path);
 }
 
 absl::StatusOr<DefaultToken> ReadOrCreateDefaultToken(

@@ -43,9 +43,17 @@ inline constexpr size_t kMaxTokenBytes = 1024;
 absl::Status ValidateToken(absl::string_view token);
 
 // The token in `path`, without trailing whitespace (a final newline), and
-// validated. NOT_FOUND (no such file) or INTERNAL (unreadable) as
-// ReadFileToString (common/file_io.h), INVALID_ARGUMENT when it is empty or
-// the token is not valid; each names the file.
+// validated, read only from a file nobody but this user (or root: a mounted
+// Kubernetes Secret) can have chosen: its directory is owned by this user or
+// root and writable by neither group nor others; the file is opened without
+// following a link (O_NOFOLLOW), is a regular file of at most 4 KiB (no
+// FIFO, no device), owned by this user or root, and unreadable to group
+// and others. Every token file goes through it: a config's token_file,
+// ps_server --token_file, PSGD_TOKEN_FILE and the default one. NOT_FOUND
+// (no such file), FAILED_PRECONDITION naming the file and what is wrong
+// (and the fix) for each check above, INVALID_ARGUMENT when it is empty or
+// the token is not valid, INTERNAL when a system call fails; each names
+// the file.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // Where a cluster's token lives when its config names none: the file in
@@ -61,11 +69,9 @@ absl::StatusOr<std::string> DefaultTokenFile(absl::string_view cluster_name);
 // bytes as 64 hex digits, written 0600 to a fresh temporary file (O_EXCL)
 // and linked to `path`, so that of several tasks starting at once exactly
 // one creates it and every other reads the same whole token. Missing
-// directories are made 0700. An existing file is read as ReadTokenFile
-// does, and first, unless it was named by PSGD_TOKEN_FILE (a Kubernetes
-// Secret's mount is a link owned by root), checked: a regular file (not a
-// link), owned by this user, unreadable to group and others
-// (FAILED_PRECONDITION naming the file and the fix otherwise).
+// directories are made 0700; none is made in a directory that fails
+// ReadTokenFile's directory check (FAILED_PRECONDITION). An existing file
+// is read, and checked, as ReadTokenFile does, whoever named it.
 absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path);
 
 // The cluster's default token: DefaultTokenFile, then ReadOrCreateTokenFile

@@ -1,5 +1,8 @@
 #include "common/security.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -13,7 +16,33 @@ std::string TempFile(const std::string& name, const std::string& contents) {
   const std::string path =
       std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+  chmod(path.c_str(), 0600);  // a token file others may read is refused
   return path;
+}
+
+// A fresh directory of this user's, mode 0700.
+std::string PrivateDir(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  mkdir(path.c_str(), 0700);
+  chmod(path.c_str(), 0700);
+  return path;
+}
+
+void Write(const std::string& path, const std::string& text, mode_t mode) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  REQUIRE(chmod(path.c_str(), mode) == 0);
+}
+
+// The message of ReadTokenFile(path)'s error ("" when it read a token).
+std::string Refusal(const std::string& path) {
+  absl::StatusOr<std::string> t = ReadTokenFile(path);
+  return t.ok() ? "" : std::string(t.status().message());
+}
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
 }
 
 TEST_CASE("tokens of visible ASCII are valid, others are refused") {
@@ -50,6 +79,108 @@ TEST_CASE("bad token files are refused naming the file") {
   absl::Status missing = ReadTokenFile("/nonexistent/token").status();
   CHECK(missing.code() == absl::StatusCode::kNotFound);
   CHECK(missing.message() == "no file '/nonexistent/token'");
+}
+
+// docs/RELIABILITY.md, "Security": another user who chooses the token file
+// (planted in a directory others can write, a directory of their own, a
+// link to their file, to /dev/zero or a FIFO) must not give a server their
+// token, nor make it read without end or wait forever.
+TEST_CASE("every token file is checked: owner, mode, directory, no link") {
+  const std::string dir = PrivateDir("checked");
+  const std::string good = dir + "/good.token";
+  Write(good, "good-token\n", 0600);
+  CHECK(*ReadTokenFile(good) == "good-token");
+
+  const std::string readable = dir + "/readable.token";
+  Write(readable, "readable-token\n", 0644);
+  CHECK(Refusal(readable) == "token file '" + readable +
+                                 "' has mode 0644: others may read it; "
+                                 "`chmod 600 " + readable +
+                                 "` (or delete it, and the next task makes "
+                                 "a new one)");
+
+  const std::string link = dir + "/link.token";
+  REQUIRE(symlink(good.c_str(), link.c_str()) == 0);
+  CHECK(Refusal(link) == "token file '" + link +
+                             "' is a symbolic link: refused (name the real "
+                             "file instead)");
+  const std::string zero_link = dir + "/zero.token";
+  REQUIRE(symlink("/dev/zero", zero_link.c_str()) == 0);
+  CHECK(Has(Refusal(zero_link), "is a symbolic link"));
+  // Without a limit this read until memory ran out (std::bad_alloc).
+  CHECK(Refusal("/dev/zero") ==
+        "token file '/dev/zero' is not a regular file of at most 4 KiB");
+  const std::string fifo = dir + "/fifo.token";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(Has(Refusal(fifo), "is not a regular file of at most 4 KiB"));
+  const std::string big = dir + "/big.token";
+  Write(big, std::string(5000, 'a'), 0600);
+  CHECK(Has(Refusal(big), "is not a regular file of at most 4 KiB"));
+
+  for (const mode_t mode : {0777, 01777, 0770, 0720}) {
+    const std::string open_dir = PrivateDir("open" + std::to_string(mode));
+    Write(open_dir + "/t.token", "open-token\n", 0600);
+    REQUIRE(chmod(open_dir.c_str(), mode) == 0);
+    const std::string r = Refusal(open_dir + "/t.token");
+    CHECK(Has(r, "token file '" + open_dir + "/t.token' refused: directory '" +
+                     open_dir + "' has mode "));
+    CHECK(Has(r, "users other than its owner may add files to it"));
+  }
+
+  if (geteuid() == 0) {  // a second user: only root can make their files
+    const std::string theirs = dir + "/theirs.token";
+    Write(theirs, "their-token\n", 0600);
+    REQUIRE(chown(theirs.c_str(), 65534, 65534) == 0);
+    CHECK(Refusal(theirs) ==
+          "token file '" + theirs +
+              "' belongs to uid 65534, neither this user (uid 0) nor root: a "
+              "cluster's token must be its own user's");
+    const std::string their_dir = PrivateDir("their-dir");
+    Write(their_dir + "/t.token", "our-token\n", 0600);
+    REQUIRE(chown(their_dir.c_str(), 65534, 65534) == 0);
+    CHECK(Has(Refusal(their_dir + "/t.token"),
+              "refused: directory '" + their_dir +
+                  "' belongs to uid 65534, neither this user (uid 0) nor "
+                  "root"));
+  }
+}
+
+TEST_CASE("PSGD_TOKEN_FILE is checked as the default token file is") {
+  const std::string dir = PrivateDir("named");
+  const std::string open_dir = PrivateDir("named-open");
+  REQUIRE(chmod(open_dir.c_str(), 01777) == 0);
+  const std::string planted = open_dir + "/planted.token";
+  Write(planted, "planted-token\n", 0600);
+  setenv("PSGD_TOKEN_FILE", planted.c_str(), 1);
+  absl::StatusOr<DefaultToken> t = ReadOrCreateDefaultToken("c1");
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(Has(std::string(t.status().message()),
+            "token file '" + planted + "' refused: directory '" + open_dir +
+                "' has mode 1777"));
+  // Nor is one made there.
+  const std::string absent = open_dir + "/absent.token";
+  setenv("PSGD_TOKEN_FILE", absent.c_str(), 1);
+  t = ReadOrCreateDefaultToken("c1");
+  REQUIRE_FALSE(t.ok());
+  CHECK(Has(std::string(t.status().message()),
+            "token file '" + absent + "' refused: directory '" + open_dir +
+                "' has mode 1777"));
+  CHECK(access(absent.c_str(), F_OK) != 0);
+  // A link to /dev/zero.
+  const std::string zero = dir + "/zero.token";
+  REQUIRE(symlink("/dev/zero", zero.c_str()) == 0);
+  setenv("PSGD_TOKEN_FILE", zero.c_str(), 1);
+  CHECK(Has(std::string(ReadOrCreateDefaultToken("c1").status().message()),
+            "is a symbolic link"));
+  // A private one is made, and read again.
+  const std::string fine = dir + "/sub/fine.token";
+  setenv("PSGD_TOKEN_FILE", fine.c_str(), 1);
+  t = ReadOrCreateDefaultToken("c1");
+  REQUIRE(t.ok());
+  CHECK(t->file == fine);
+  CHECK(*ReadTokenFile(fine) == t->token);
+  unsetenv("PSGD_TOKEN_FILE");
 }
 
 TEST_CASE("constant-time comparison tells equal from different") {

@@ -10,6 +10,7 @@ source "$(dirname "$0")/cluster_test_lib.sh"
 certs=$TMP/certs
 bash "$RUNFILES/tests/make_test_certs.sh" "$certs" || fail "make_test_certs.sh"
 printf 'e2e-cluster-token\n' > "$TMP/token"
+chmod 600 "$TMP/token"  # a token file others may read is refused
 
 # secure_config FILE NAME TOKEN_LINE
 secure_config() {

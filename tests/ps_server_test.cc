@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,6 +193,7 @@ TEST_CASE("ps_server --insecure takes every call") {
 TEST_CASE("ps_server --token_file takes only calls with the token") {
   const std::string token_file = TestPath("token");
   std::ofstream(token_file) << "proc-token\n";
+  chmod(token_file.c_str(), 0600);  // others may not read a token file
   Server server("token", {"--token_file=" + token_file},
                 /*default_token=*/false);
   CHECK(server.Serving());  // health checks need no token

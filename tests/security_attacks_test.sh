@@ -79,7 +79,8 @@ grep -q "listening on" "$TMP/ps.log" || { cat "$TMP/ps.log"; fail "the server di
 # A member's copy of the token for attacks 3-5 (a worker of another user in
 # the same cluster).
 cp "$token_file" "$box/member.token"
-chmod 644 "$box/member.token"
+chmod 600 "$box/member.token"  # the attacker's own, as token files must be
+[ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$box/member.token"
 member=(--token_file="$box/member.token")
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$ps_pid/status"; }
