@@ -7,11 +7,10 @@
 #include <grpcpp/server_builder.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_io.h"
 #include "common/grpc_security.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -22,22 +21,22 @@ namespace psgd {
 namespace ps {
 namespace {
 
-// Writes "<port>\n" to `path` atomically (a temporary file, then rename),
-// so that a reader never sees a partial number.
+// OK when `path`'s directory is one only this user (or root) can write;
+// the error names the port file.
+absl::Status CheckPortFileDirectory(const std::string& path) {
+  absl::Status s = CheckTrustedDirectory(DirectoryOf(path));
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("port file '", path,
+                                             "' not written: ", s.message()));
+}
+
+// Writes "<port>\n" to `path` atomically, so that a reader never sees a
+// partial number: WriteFileAtomically (a temporary file of a random name,
+// O_EXCL | O_NOFOLLOW, renamed over `path`), never through a planted link,
+// and only into a directory no other user can write.
 absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    if (!out.good()) {
-      return absl::InternalError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPortFileDirectory(path));
+  return WriteFileAtomically(path, absl::StrCat(port, "\n"));
 }
 
 }  // namespace
@@ -45,6 +44,11 @@ absl::Status WritePortFile(const std::string& path, int port) {
 absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
     const ServerOptions& options, const LifecycleOptions& lifecycle) {
   RETURN_IF_ERROR(ValidateLifecycleOptions(lifecycle));
+  // Before listening: a port file that could not be written safely stops
+  // the server before it serves anyone (and it is checked again on writing).
+  if (!options.port_file.empty()) {
+    RETURN_IF_ERROR(CheckPortFileDirectory(options.port_file));
+  }
   // Loopback is no boundary on a shared machine: no token only when asked.
   if (options.security.token.empty() && !options.security.insecure) {
     return absl::InvalidArgumentError(

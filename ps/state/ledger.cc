@@ -1,14 +1,15 @@
 #include "ps/state/ledger.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_io.h"
 #include "spdlog/spdlog.h"
 
 namespace psgd {
@@ -26,13 +27,35 @@ int64_t FileSize(std::FILE* file) {
 
 absl::StatusOr<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path,
                                                      const std::string& owner) {
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  std::error_code error;
-  if (!dir.empty()) std::filesystem::create_directories(dir, error);
-  std::FILE* file = std::fopen(path.c_str(), "a");
+  // Its directory first (made where missing): this user's, not a link,
+  // writable by nobody else; then the file itself never through a link.
+  if (absl::Status s = MakeOwnDirectories(DirectoryOf(path)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(owner, ": the ledger ", path,
+                                               ": ", s.message()));
+  }
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+             0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(owner, ": cannot open the ledger ", path, ": ",
+                     std::strerror(errno),
+                     errno == ELOOP ? " (a symbolic link: refused)" : ""));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != ::geteuid()) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        owner, ": the ledger ", path,
+        " is not a regular file of this user's: refused"));
+  }
+  std::FILE* file = ::fdopen(fd, "a");
   if (file == nullptr) {
+    const int error = errno;
+    ::close(fd);
     return absl::InternalError(absl::StrCat(owner, ": cannot open the ledger ",
-                                            path, ": ", std::strerror(errno)));
+                                            path, ": ", std::strerror(error)));
   }
   return std::unique_ptr<Ledger>(new Ledger(path, owner, file));
 }

@@ -34,7 +34,11 @@ namespace ps {
 class Ledger {
  public:
   // Opens `path` for appending (its folder made where missing). `owner`
-  // names the shard in messages ("shard 0").
+  // names the shard in messages ("shard 0"). FAILED_PRECONDITION, naming
+  // the file, when its folder is not this user's own (MakeOwnDirectories:
+  // a link, another user's, writable by others) or `path` is a link or not
+  // this user's regular file: nothing is created or written then.
+  // INTERNAL when a system call fails.
   static absl::StatusOr<std::unique_ptr<Ledger>> Open(const std::string& path,
                                                       const std::string& owner);
   // Writes what is pending and closes the file.

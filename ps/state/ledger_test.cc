@@ -4,6 +4,9 @@
 // never pads the file.
 #include "ps/state/ledger.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -124,10 +127,63 @@ TEST_CASE("a ledger that cannot be opened is named in the error") {
   absl::StatusOr<std::unique_ptr<Ledger>> ledger =
       Ledger::Open(dir + "/file/ledger.jsonl", "shard 1");
   REQUIRE_FALSE(ledger.ok());
-  CHECK(ledger.status().code() == absl::StatusCode::kInternal);
+  CHECK(ledger.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(std::string(ledger.status().message())
-            .find("shard 1: cannot open the ledger " + dir +
-                  "/file/ledger.jsonl") == 0);
+            .find("shard 1: the ledger " + dir + "/file/ledger.jsonl: '" +
+                  dir + "/file' is not a directory") == 0);
+}
+
+// Where another user could have put something at the ledger's name or
+// folder (a link to a file of root's, a folder of their own), nothing is
+// created or written, and the error names the file.
+TEST_CASE("a ledger is never opened through a link or in another's folder") {
+  const std::string dir = TempDir();
+  const std::string elsewhere = dir + "/root-only";
+  std::filesystem::create_directories(elsewhere);
+  // A link at the ledger's name, to a file that does not exist yet.
+  std::filesystem::create_directories(dir + "/ckpt");
+  REQUIRE(symlink((elsewhere + "/made").c_str(),
+                  (dir + "/ckpt/ledger.jsonl").c_str()) == 0);
+  absl::StatusOr<std::unique_ptr<Ledger>> ledger =
+      Ledger::Open(dir + "/ckpt/ledger.jsonl", "shard 0");
+  REQUIRE_FALSE(ledger.ok());
+  CHECK(ledger.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(ledger.status().message())
+            .find("shard 0: cannot open the ledger " + dir +
+                  "/ckpt/ledger.jsonl") == 0);
+  CHECK(std::string(ledger.status().message()).find("symbolic link") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(elsewhere + "/made"));
+
+  // The folder itself a link to a folder of root's.
+  REQUIRE(symlink(elsewhere.c_str(), (dir + "/linked").c_str()) == 0);
+  ledger = Ledger::Open(dir + "/linked/ledger.jsonl", "shard 0");
+  REQUIRE_FALSE(ledger.ok());
+  CHECK(ledger.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(ledger.status().message()).find("is a link") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(elsewhere + "/ledger.jsonl"));
+
+  // A folder others may write.
+  std::filesystem::create_directories(dir + "/open");
+  REQUIRE(chmod((dir + "/open").c_str(), 01777) == 0);
+  ledger = Ledger::Open(dir + "/open/ledger.jsonl", "shard 0");
+  REQUIRE_FALSE(ledger.ok());
+  CHECK(std::string(ledger.status().message())
+            .find("has mode 1777: users other than its owner may add files "
+                  "to it") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/open/ledger.jsonl"));
+
+  // A folder of another user's (only root can make one to test with).
+  if (geteuid() == 0) {
+    std::filesystem::create_directories(dir + "/theirs");
+    REQUIRE(chown((dir + "/theirs").c_str(), 65534, 65534) == 0);
+    ledger = Ledger::Open(dir + "/theirs/ledger.jsonl", "shard 0");
+    REQUIRE_FALSE(ledger.ok());
+    CHECK(std::string(ledger.status().message())
+              .find("belongs to uid 65534") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir + "/theirs/ledger.jsonl"));
+  }
 }
 
 }  // namespace
