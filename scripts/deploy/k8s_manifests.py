@@ -39,7 +39,8 @@ worker:1.. (one replica template).
   NAME-token.yaml      the cluster's token, a Secret (NAME-token) of 32 random
                        bytes made here (the file is written 0600): apply it
                        with either manifest. Every pod mounts it at
-                       /etc/psgd-token/token, and the ConfigMap's config names
+                       /etc/psgd-token/token (subPath: the file, root's,
+                       0400, not a link), and the ConfigMap's config names
                        it as security.token_file, unless the config has a
                        token of its own or says `insecure: true`.
 Both carry the config in a ConfigMap (NAME-config), gRPC health probes on the
@@ -142,7 +143,11 @@ def with_token_volume(manifest, name):
         out.append(line)
         pad = line[:len(line) - len(line.lstrip())]
         if line.strip() == "- {name: config, mountPath: /etc/psgd, readOnly: true}":
-            out.append(pad + "- {name: token, mountPath: /etc/psgd-token, readOnly: true}")
+            # subPath: the key mounted as the file itself (root's, mode
+            # 0400), not the link a Secret volume otherwise makes: token
+            # files are opened without following links (common/security.h).
+            out.append(pad + "- {name: token, mountPath: /etc/psgd-token/token, "
+                       "subPath: token, readOnly: true}")
         elif line.strip() == f"configMap: {{name: {name}-config}}":
             out.append(pad[:-2] + f"- name: token")
             out.append(pad + f"secret: {{secretName: {name}-token, defaultMode: 0400}}")

@@ -85,7 +85,8 @@ def main():
     for manifest in (plain, tfjob):
         assert 'token_file: "/etc/psgd-token/token"' in manifest
         mounts = manifest.count("mountPath: /etc/psgd,")
-        assert mounts > 0 and manifest.count("mountPath: /etc/psgd-token,") == mounts
+        assert mounts > 0 and manifest.count(
+            "mountPath: /etc/psgd-token/token, subPath: token,") == mounts
         assert manifest.count("secretName: hosts-token") == manifest.count("name: hosts-config}")
     generate(os.path.join(DATA, "hosts.pbtxt"), out)
     assert open(secret_path).read() != secret, "the same token twice"
