@@ -213,10 +213,10 @@ absl::Status CheckTrustedDirectoryFd(int dir_fd, const std::string& dir) {
         absl::StrCat("'", dir, "' is not a directory"));
   }
   if (st.st_uid != geteuid() && st.st_uid != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "directory '", dir, "' belongs to uid ", st.st_uid,
-        ", neither this user (uid ", geteuid(),
-        ") nor root: its owner could put any file there"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("directory '", dir, "' belongs to uid ", st.st_uid,
+                     ", neither this user (uid ", geteuid(),
+                     ") nor root: its owner could put any file there"));
   }
   if ((st.st_mode & 022) != 0) return WritableByOthers(dir, st.st_mode);
   return absl::OkStatus();

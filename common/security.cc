@@ -72,9 +72,9 @@ constexpr size_t kMaxTokenFileBytes = 4096;
 // root) can have chosen it: see ReadTokenFile in security.h.
 absl::StatusOr<std::string> ReadCheckedTokenFile(const std::string& path) {
   const std::string dir = DirectoryOf(path);
-  const std::string base =
-      path.rfind('/') == std::string::npos ? path
-                                           : path.substr(path.rfind('/') + 1);
+  const std::string base = path.rfind('/') == std::string::npos
+                               ? path
+                               : path.substr(path.rfind('/') + 1);
   if (base.empty() || base == "." || base == "..") {
     return absl::InvalidArgumentError(
         absl::StrCat("token file '", path, "' names a directory"));
@@ -93,9 +93,9 @@ absl::StatusOr<std::string> ReadCheckedTokenFile(const std::string& path) {
         absl::StrCat("token file '", path, "' refused: ", s.message()));
   }
   // O_NONBLOCK: a FIFO must not hold the open until someone writes to it.
-  const int fd = openat(
-      dfd, base.c_str(),
-      O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  const int fd =
+      openat(dfd, base.c_str(),
+             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   const int open_errno = errno;
   close(dfd);
   if (fd < 0) {
@@ -123,10 +123,10 @@ absl::StatusOr<std::string> ReadCheckedTokenFile(const std::string& path) {
     refused = absl::FailedPreconditionError(absl::StrCat(
         "token file '", path, "' is not a regular file of at most 4 KiB"));
   } else if (st.st_uid != geteuid() && st.st_uid != 0) {
-    refused = absl::FailedPreconditionError(absl::StrCat(
-        "token file '", path, "' belongs to uid ", st.st_uid,
-        ", neither this user (uid ", geteuid(),
-        ") nor root: a cluster's token must be its own user's"));
+    refused = absl::FailedPreconditionError(
+        absl::StrCat("token file '", path, "' belongs to uid ", st.st_uid,
+                     ", neither this user (uid ", geteuid(),
+                     ") nor root: a cluster's token must be its own user's"));
   } else if ((st.st_mode & 077) != 0) {
     refused = absl::FailedPreconditionError(absl::StrFormat(
         "token file '%s' has mode %04o: others may read it; `chmod 600 %s` "
@@ -205,10 +205,9 @@ absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path) {
       slash == std::string::npos ? std::string() : path.substr(0, slash);
   RETURN_IF_ERROR(MakePrivateDirectories(dir));
   // Never made where another user could have put a file of their own first.
-  if (absl::Status d = CheckTrustedDirectory(DirectoryOf(path));
-      !d.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "token file '", path, "' not made: ", d.message()));
+  if (absl::Status d = CheckTrustedDirectory(DirectoryOf(path)); !d.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("token file '", path, "' not made: ", d.message()));
   }
   unsigned char secret[32];
   if (getrandom(secret, sizeof(secret), 0) != sizeof(secret)) {

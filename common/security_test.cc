@@ -95,7 +95,8 @@ TEST_CASE("every token file is checked: owner, mode, directory, no link") {
   Write(readable, "readable-token\n", 0644);
   CHECK(Refusal(readable) == "token file '" + readable +
                                  "' has mode 0644: others may read it; "
-                                 "`chmod 600 " + readable +
+                                 "`chmod 600 " +
+                                 readable +
                                  "` (or delete it, and the next task makes "
                                  "a new one)");
 

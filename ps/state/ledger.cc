@@ -34,21 +34,20 @@ absl::StatusOr<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path,
                                                ": ", s.message()));
   }
   const int fd =
-      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-             0644);
+      ::open(path.c_str(),
+             O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(owner, ": cannot open the ledger ", path, ": ",
-                     std::strerror(errno),
-                     errno == ELOOP ? " (a symbolic link: refused)" : ""));
+    return absl::FailedPreconditionError(absl::StrCat(
+        owner, ": cannot open the ledger ", path, ": ", std::strerror(errno),
+        errno == ELOOP ? " (a symbolic link: refused)" : ""));
   }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       st.st_uid != ::geteuid()) {
     ::close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        owner, ": the ledger ", path,
-        " is not a regular file of this user's: refused"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(owner, ": the ledger ", path,
+                     " is not a regular file of this user's: refused"));
   }
   std::FILE* file = ::fdopen(fd, "a");
   if (file == nullptr) {

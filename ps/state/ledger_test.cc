@@ -129,8 +129,8 @@ TEST_CASE("a ledger that cannot be opened is named in the error") {
   REQUIRE_FALSE(ledger.ok());
   CHECK(ledger.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(std::string(ledger.status().message())
-            .find("shard 1: the ledger " + dir + "/file/ledger.jsonl: '" +
-                  dir + "/file' is not a directory") == 0);
+            .find("shard 1: the ledger " + dir + "/file/ledger.jsonl: '" + dir +
+                  "/file' is not a directory") == 0);
 }
 
 // Where another user could have put something at the ledger's name or
@@ -180,8 +180,8 @@ TEST_CASE("a ledger is never opened through a link or in another's folder") {
     REQUIRE(chown((dir + "/theirs").c_str(), 65534, 65534) == 0);
     ledger = Ledger::Open(dir + "/theirs/ledger.jsonl", "shard 0");
     REQUIRE_FALSE(ledger.ok());
-    CHECK(std::string(ledger.status().message())
-              .find("belongs to uid 65534") != std::string::npos);
+    CHECK(std::string(ledger.status().message()).find("belongs to uid 65534") !=
+          std::string::npos);
     CHECK_FALSE(std::filesystem::exists(dir + "/theirs/ledger.jsonl"));
   }
 }
