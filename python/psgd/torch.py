@@ -35,12 +35,12 @@ As a process of a cluster (docs/PYTHON.md, "Signals and failures"): while
 batches() runs on the main thread, SIGTERM makes the worker leave at the next
 step boundary and SIGINT (Ctrl-C) does the same, a chief then ending the job
 for every worker (the servers shut down, summary.json written; one line
-says so; a second Ctrl-C stops at once). An exception out of the dataset,
-or out of the loop's body (with or without `with Worker(...) as w:`),
-leaves the cluster and, from the chief, ends the job with the exception's
-type and text as its reason. The lease is
-renewed while Python computes, so a step longer than the lease is no sign
-of death.
+says so; a second Ctrl-C stops at once). A signal while the chief evaluates
+abandons the evaluation at once: the job ends without another step. An
+exception out of the dataset, or out of the loop's body (with or without
+`with Worker(...) as w:`), leaves the cluster and, from the chief, ends the
+job with the exception's type and text as its reason. The lease is renewed
+while Python computes, so a step longer than the lease is no sign of death.
 
 Batch norm (docs/CLUSTER.md, "Batch norm"): with the config's
 model { batch_norm_statistics: SERVER } (the default) the modules'
@@ -110,6 +110,13 @@ def _set_epoch(data, epoch):
         if obj is not None and callable(getattr(obj, "set_epoch", None)):
             obj.set_epoch(epoch)
             return
+
+
+class _EvaluationAbandoned(BaseException):
+    """Raised by Worker's signal handler into the chief's evaluation under
+    way: the evaluation ends at once, and the job. A BaseException, as
+    KeyboardInterrupt, so that an `except Exception` in evaluate() lets it
+    through."""
 
 
 def _default_accuracy(outputs, targets):
@@ -223,6 +230,7 @@ class Worker:
         self._current = None  # the batch of batches() under way
         self.summary = None   # after batches() ends
         self._signal = None   # SIGTERM / SIGINT received: leave at the boundary
+        self._evaluating = False  # the chief's evaluate() runs (main thread)
         self._ended = False
         self._previous = {}   # signal handlers to put back
         self._previous_excepthook = sys.excepthook
@@ -331,13 +339,20 @@ class Worker:
         self._signal = name
         what = ("the chief ends the job for every worker"
                 if self.session.chief else "this worker leaves the cluster")
-        print(f"psgd: {name}: {what} at the end of this step"
+        when = ("now: the evaluation under way is abandoned"
+                if self._evaluating else "at the end of this step")
+        print(f"psgd: {name}: {what} {when}"
               + (" (Ctrl-C again to stop at once)"
                  if signum == signal.SIGINT else ""),
               file=sys.stderr, flush=True)
         if signum == signal.SIGINT:
             # A second Ctrl-C is Python's own KeyboardInterrupt.
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if self._evaluating:
+            # The evaluation ends here (_evaluate takes it), not after
+            # minutes: the job ends without it.
+            self._evaluating = False
+            raise _EvaluationAbandoned()
 
     def _excepthook(self, exc_type, exc, tb):
         # An exception that ends the program out of the loop's body.
@@ -768,7 +783,7 @@ class Worker:
         if evaluate is not None:
             def final():
                 self._to_device()
-                return evaluate(self.module)
+                return self._evaluate(evaluate)
         self.summary = self.session.close(reason, evaluate=final,
                                           end_job=end_job)
 
@@ -865,10 +880,25 @@ class Worker:
             return reason
         if evaluate_now and evaluate is not None:
             t0 = time.time()
-            acc, loss, n = psgd.eval_metrics(evaluate(self.module))
+            result = self._evaluate(evaluate)
+            if self._signal is not None:
+                # Abandoned: no line for it, the job ends now.
+                return self._signal_reason()
+            acc, loss, n = psgd.eval_metrics(result)
             s.record_eval(s.step, accuracy=acc, loss=loss, examples=n,
                           seconds=time.time() - t0)
         return ""
+
+    def _evaluate(self, evaluate):
+        """The chief's evaluate(module); None when a signal abandoned it
+        (_on_signal raises into it)."""
+        self._evaluating = True
+        try:
+            return evaluate(self.module)
+        except _EvaluationAbandoned:
+            return None
+        finally:
+            self._evaluating = False
 
 
 def _opname(frame):

@@ -3,12 +3,15 @@ its own loop over small separable batches, as a user's program would be.
 
     process_worker.py CONFIG TASK RUN_DIR [--step_seconds=S]
                       [--fail_at=K] [--raise_at=K] [--outcomes=FILE] [--with]
+                      [--eval_seconds=S]
 
 --step_seconds: each step computes at least S seconds (a long step).
 --fail_at: the dataset raises at its K-th batch (a dataset error).
 --raise_at: the loop's body raises RuntimeError("boom at batch K") after
   the K-th batch's backward, before its step() (the training code's error).
 --outcomes: step()'s answers, one JSON line per step.
+--eval_seconds: the chief's evaluation (eval_every) takes S seconds; it
+  prints "evaluating" when it starts and "evaluated" when it ends.
 --with: the loop inside `with psgd.torch.Worker(...) as w:`.
 Prints "started" once it has joined and trained one step, and the worker's
 summary's end_reason at the end.
@@ -68,12 +71,20 @@ def main():
     p.add_argument("--stall_seconds", type=float, default=0.0)
     p.add_argument("--outcomes", default="")
     p.add_argument("--with", dest="with_", action="store_true")
+    p.add_argument("--eval_seconds", type=float, default=0.0)
     a = p.parse_args()
     net = Net()
     out = open(a.outcomes, "w") if a.outcomes else None
 
+    def evaluate(_module):
+        print("evaluating", flush=True)
+        time.sleep(a.eval_seconds)
+        print("evaluated", flush=True)
+        return 0.5, 1.0, 10
+
     def loop(w):
-        for x, y, k in w.batches(Data(a.fail_at)):
+        ev = evaluate if a.eval_seconds else None
+        for x, y, k in w.batches(Data(a.fail_at), evaluate=ev):
             t0 = time.time()
             loss = torch.nn.functional.cross_entropy(net(x), y)
             loss.backward()

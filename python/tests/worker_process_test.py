@@ -8,6 +8,8 @@ a scheduler runs them, against real servers:
 * SIGINT (Ctrl-C) to the Python chief: one line says the job ends; the
   servers shut down (exit 0), summary.json is written with the reason, the
   other worker ends as the servers go, and nobody needs a second Ctrl-C.
+* SIGINT to the Python chief while it evaluates (for a minute): the
+  evaluation ends at once, and the job without another step.
 * SIGINT to the Python chief while its sync pull waits for a worker that
   computes for minutes: the pull returns, the job ends (servers exit 0,
   summary.json) while that worker is still computing.
@@ -119,6 +121,38 @@ class WorkerProcessTest(unittest.TestCase):
         self.assertEqual(chief_log.count("psgd: SIGINT"), 1, chief_log)
         self.assertNotIn("Exception ignored", chief_log)
         self.assertEqual(other_code, 0, other_log)
+
+    def test_ctrl_c_ends_an_evaluation_under_way(self):
+        # The chief evaluates for 60 s every 3 steps: Ctrl-C while it does
+        # ends the evaluation and the job at once, without one more step.
+        with Cluster("proc-int-eval", ps=1, workers=1, steps=100000,
+                     model="external", data=DATA,
+                     training="eval_every: 3") as c:
+            chief = start(c, "worker:0", "--eval_seconds=60")
+            self.addCleanup(chief.kill)
+            deadline = time.time() + 120
+            while "evaluating" not in log_of(c, "worker:0"):
+                self.assertIsNone(chief.poll(), log_of(c, "worker:0"))
+                self.assertLess(time.time(), deadline, log_of(c, "worker:0"))
+                time.sleep(0.1)
+            t0 = time.time()
+            chief.send_signal(signal.SIGINT)
+            code = chief.wait(15)
+            self.assertEqual(c.wait_ps(15), [0])
+            seconds = time.time() - t0
+            run = c.summary()
+            chief_log = log_of(c, "worker:0")
+            lines = c.lines(0)
+        self.assertEqual(code, 0, chief_log)
+        self.assertLess(seconds, 10, chief_log)
+        self.assertEqual(run["end_reason"], "SIGINT: the chief ended the job")
+        self.assertNotIn("evaluated", chief_log)
+        self.assertIn("the evaluation under way is abandoned", chief_log)
+        # No step after the evaluation began (at step 3), no eval line.
+        self.assertEqual(max(l["step"] for l in lines if l["kind"] == "train"),
+                         2, lines)
+        self.assertFalse([l for l in lines if l["kind"] == "eval"], lines)
+        self.assertNotIn("Traceback", chief_log)
 
     def test_ctrl_c_ends_a_pull_that_waits_for_the_step(self):
         with Cluster("proc-pull", ps=1, workers=2, n=2, steps=100000,
