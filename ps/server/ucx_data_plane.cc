@@ -81,8 +81,7 @@ absl::Status UcxDataPlane::Admit(int worker_id, bool new_link,
     if (!made.ok()) return made.status();
     MutexLock lock(&keys_mu_);
     // Another Join of the same worker may have made one meanwhile.
-    auto [it, inserted] = key_of_.emplace(worker_id, *made);
-    if (inserted) worker_of_[*made] = worker_id;
+    auto it = key_of_.emplace(worker_id, *made).first;
     key = it->second;
   }
   messenger_->AcceptKey(key);
@@ -99,7 +98,6 @@ void UcxDataPlane::Revoke(int worker_id) {
     auto known = key_of_.find(worker_id);
     if (known == key_of_.end()) return;
     key = known->second;
-    worker_of_.erase(key);
     key_of_.erase(known);
   }
   messenger_->RevokeKey(key);
@@ -107,14 +105,25 @@ void UcxDataPlane::Revoke(int worker_id) {
 
 int UcxDataPlane::WorkerOf(const ucx::Key& key) {
   MutexLock lock(&keys_mu_);
-  auto it = worker_of_.find(key);
-  return it == worker_of_.end() ? -1 : it->second;
+  int worker = -1;
+  for (const auto& [id, known] : key_of_) {
+    const bool equal = ucx::KeysEqual(known, key);
+    worker = equal ? id : worker;
+  }
+  return worker;
 }
 
 bool UcxDataPlane::KeyIsWorkers(const ucx::Request& request,
                                 absl::string_view what, int worker_id) {
+  {
+    // The worker the request names, then its key compared in constant time.
+    MutexLock lock(&keys_mu_);
+    auto it = key_of_.find(worker_id);
+    if (it != key_of_.end() && ucx::KeysEqual(it->second, request.key)) {
+      return true;
+    }
+  }
   const int keyed = WorkerOf(request.key);
-  if (keyed >= 0 && keyed == worker_id) return true;
   wrong_worker_++;
   messenger_->Respond(
       request.peer, request.call,

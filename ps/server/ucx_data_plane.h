@@ -117,7 +117,8 @@ class UcxDataPlane {
   // On a push thread.
   void ServePush(const ucx::Request& request);
   void PushLoop();
-  // The worker whose key `key` is; -1 for none.
+  // The worker whose key `key` is; -1 for none. Every key is compared
+  // (ucx::KeysEqual): no lookup keyed by the secret.
   int WorkerOf(const ucx::Key& key);
   // Whether `request`'s key is worker `worker_id`'s; otherwise answers it
   // PERMISSION_DENIED (naming `what`, "push" or "pull") and counts it.
@@ -131,7 +132,6 @@ class UcxDataPlane {
 
   Mutex keys_mu_;
   std::map<int, ucx::Key> key_of_ ABSL_GUARDED_BY(keys_mu_);
-  std::map<ucx::Key, int> worker_of_ ABSL_GUARDED_BY(keys_mu_);
 
   // The pulls waiting in the shard, by the peer they came from: a pull's
   // slot holds its ticket (ParameterShard::CancelPull) until it is

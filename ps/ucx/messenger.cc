@@ -111,6 +111,16 @@ absl::StatusOr<Key> RandomKey() {
   return key;
 }
 
+bool KeysEqual(const Key& a, const Key& b) {
+  // Volatile: the compiler may not turn the loop into a memcmp that stops at
+  // the first difference.
+  volatile uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
+  }
+  return diff == 0;
+}
+
 class Messenger::Impl {
  public:
   Impl() = default;
@@ -171,7 +181,22 @@ class Messenger::Impl {
   PeerGone peer_gone_;
   bool require_key_ = true;
   // The accepted keys, each with the peer it is bound to (0: none yet).
-  std::map<Key, uint64_t> keys_;
+  // Searched with KeysEqual, every entry each time (FindKey): no lookup
+  // keyed by the secret.
+  struct AcceptedKey {
+    Key key;
+    uint64_t peer = 0;
+  };
+  std::vector<AcceptedKey> keys_;
+  // The accepted entry equal to `key`, or nullptr; every entry is compared.
+  AcceptedKey* FindKey(const Key& key) {
+    AcceptedKey* found = nullptr;
+    for (AcceptedKey& entry : keys_) {
+      const bool equal = KeysEqual(entry.key, key);
+      found = equal ? &entry : found;
+    }
+    return found;
+  }
 
   std::atomic<int64_t> bad_key_{0};
   std::atomic<int64_t> other_connection_{0};
@@ -708,12 +733,12 @@ ucs_status_t Messenger::Impl::OnRequest(void* arg, const void* header,
     impl->malformed_++;
     return UCS_OK;
   }
-  auto key = impl->keys_.end();
+  AcceptedKey* key = nullptr;
   if (impl->require_key_) {
     Key carried;
     std::memcpy(carried.data(), head.key, carried.size());
-    key = impl->keys_.find(carried);
-    if (key == impl->keys_.end()) {
+    key = impl->FindKey(carried);
+    if (key == nullptr) {
       impl->bad_key_++;
       return UCS_OK;
     }
@@ -728,9 +753,9 @@ ucs_status_t Messenger::Impl::OnRequest(void* arg, const void* header,
     impl->malformed_++;
     return UCS_OK;
   }
-  if (key != impl->keys_.end()) {
-    if (key->second == 0) key->second = peer->second;  // its connection
-    if (key->second != peer->second) {
+  if (key != nullptr) {
+    if (key->peer == 0) key->peer = peer->second;  // its connection
+    if (key->peer != peer->second) {
       impl->other_connection_++;
       return UCS_OK;
     }
@@ -884,7 +909,7 @@ absl::StatusOr<int> Messenger::Listen(const std::string& address, int port,
 void Messenger::AcceptKey(const Key& key) {
   Impl* impl = impl_.get();
   impl->RunAndWait<bool>([impl, key] {
-    impl->keys_.emplace(key, 0);
+    if (impl->FindKey(key) == nullptr) impl->keys_.push_back({key, 0});
     return true;
   });
 }
@@ -892,8 +917,7 @@ void Messenger::AcceptKey(const Key& key) {
 void Messenger::ReleaseKey(const Key& key) {
   Impl* impl = impl_.get();
   impl->RunAndWait<bool>([impl, key] {
-    auto it = impl->keys_.find(key);
-    if (it != impl->keys_.end()) it->second = 0;
+    if (auto* entry = impl->FindKey(key)) entry->peer = 0;
     return true;
   });
 }
@@ -901,7 +925,12 @@ void Messenger::ReleaseKey(const Key& key) {
 void Messenger::RevokeKey(const Key& key) {
   Impl* impl = impl_.get();
   impl->RunAndWait<bool>([impl, key] {
-    impl->keys_.erase(key);
+    auto& keys = impl->keys_;
+    keys.erase(std::remove_if(keys.begin(), keys.end(),
+                              [&](const auto& entry) {
+                                return KeysEqual(entry.key, key);
+                              }),
+               keys.end());
     return true;
   });
 }

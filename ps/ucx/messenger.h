@@ -16,6 +16,10 @@
 // reaches the handler; so is a message too short to hold its own header, a
 // reply to no call under way, and a message with another magic number.
 //
+// The accepted keys are searched with KeysEqual, every one of them for
+// every request (a handful: one a worker), so that how long the search
+// takes tells nothing of how much of a key was right.
+//
 // A key belongs to one connection: the first peer whose request carries an
 // accepted key binds it, and the key's requests from any other peer are
 // dropped the same way (counted apart), so that a key read off the wire
@@ -58,6 +62,11 @@ namespace ucx {
 // authenticated control channel (RandomKey makes one).
 using Key = std::array<uint8_t, 16>;
 absl::StatusOr<Key> RandomKey();
+// Whether `a` and `b` are the same key, in a time that does not depend on
+// where they differ (every byte is read; no early exit). The messenger
+// finds a request's key among the accepted ones with it, never by a lookup
+// keyed by the secret.
+bool KeysEqual(const Key& a, const Key& b);
 
 struct MessengerOptions {
   // The UCX transports, as UCX_TLS names them: "tcp", "posix,cma,tcp",

@@ -213,6 +213,59 @@ TEST_CASE("a call with a key the listener does not accept never reaches it") {
   CHECK(server.messenger().drops().bad_key == 3);
 }
 
+TEST_CASE("KeysEqual: equal keys only, a difference in any byte counts") {
+  CHECK(KeysEqual(kKey, kKey));
+  for (size_t i = 0; i < kKey.size(); ++i) {
+    for (uint8_t bit : {uint8_t{1}, uint8_t{0x80}}) {
+      Key other = kKey;
+      other[i] ^= bit;
+      INFO("byte " << i << " bit " << int(bit));
+      CHECK_FALSE(KeysEqual(kKey, other));
+      CHECK_FALSE(KeysEqual(other, kKey));
+    }
+  }
+  CHECK(KeysEqual(Key{}, Key{}));
+}
+
+TEST_CASE("among many accepted keys each finds its own; near misses do not") {
+  // The listener compares the carried key with every accepted one
+  // (KeysEqual), not a lookup by the key: the accepted set behaves as before.
+  Server server(/*echo=*/true);
+  std::vector<Key> keys;
+  for (uint8_t i = 0; i < 20; ++i) {
+    Key key = kKey;
+    key[i % 16] = static_cast<uint8_t>(key[i % 16] + 100 + i);
+    keys.push_back(key);
+    server.messenger().AcceptKey(key);
+  }
+  server.messenger().AcceptKey(keys[3]);  // twice: still one entry
+  auto client = NewMessenger();
+  auto peer = client->Connect("127.0.0.1", server.port());
+  REQUIRE(peer.ok());
+  for (const Key& key : {keys[0], keys[3], keys[19], kKey}) {
+    Reply reply = client->CallAndWait(*peer, 1, key, "h", {},
+                                      absl::Now() + absl::Seconds(30));
+    CHECK(reply.status.ok());
+  }
+  // A key with its first or its last byte wrong is a stranger's.
+  Key first = keys[5];
+  first[0] ^= 1;
+  Key last = keys[5];
+  last[15] ^= 1;
+  for (const Key& key : {first, last}) {
+    Reply reply = client->CallAndWait(*peer, 1, key, "h", {},
+                                      absl::Now() + absl::Milliseconds(300));
+    CHECK(reply.status.code() == absl::StatusCode::kDeadlineExceeded);
+  }
+  CHECK(server.messenger().drops().bad_key == 2);
+  // Revoked once, refused, though it was accepted twice.
+  server.messenger().RevokeKey(keys[3]);
+  Reply revoked = client->CallAndWait(*peer, 1, keys[3], "h", {},
+                                      absl::Now() + absl::Milliseconds(300));
+  CHECK(revoked.status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(server.handled() == 4);
+}
+
 // A client that speaks UCP itself: sends active messages with any header.
 class RawClient {
  public:

@@ -22,6 +22,11 @@ namespace {
 constexpr char kRefusal[] = "shared memory segment";
 constexpr absl::string_view kRefusalUrl =
     "type.psgd/psgd.ps.SharedMemoryRefusal";
+// Every descriptor the server cannot use, whatever the reason.
+constexpr char kNotRegionText[] =
+    "not a shared memory region of the worker's that this server can take "
+    "(a memfd sealed against resizing, of the size and with the header the "
+    "request names)";
 
 // FAILED_PRECONDITION naming the segment and `why`, with `reason` as its
 // payload.
@@ -185,44 +190,37 @@ absl::StatusOr<std::shared_ptr<const SharedSegment>> SharedSegments::Open(
         absl::StrCat("cannot reach the process (", std::strerror(errno),
                      "): is the worker on another machine?"));
   }
+  // From here on every failure is the one refusal, whatever failed: no
+  // descriptor, one that cannot be taken, a socket, a file, a memfd without
+  // the seals, too small, unmappable or with another header. A member
+  // naming another process's descriptors (the server's own among them)
+  // learns nothing of which exist or what they are.
+  auto not_region = [&] {
+    return refuse(SharedMemoryRefusal::kNotRegion, kNotRegionText);
+  };
   const int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, ref.fd(), 0));
-  const int getfd_errno = errno;
   close(pidfd);
-  if (fd < 0) {
-    return refuse(
-        SharedMemoryRefusal::kNotTaken,
-        absl::StrCat("cannot take the descriptor (", std::strerror(getfd_errno),
-                     "): is the worker another user's?"));
-  }
+  if (fd < 0) return not_region();
   // Only a memfd has seals: F_GET_SEALS also proves what the file is.
   const int seals = fcntl(fd, F_GET_SEALS);
   const int sealed = F_SEAL_SHRINK | F_SEAL_GROW;
   if (seals < 0 || (seals & sealed) != sealed) {
     close(fd);
-    return refuse(SharedMemoryRefusal::kNotSealed,
-                  "not a shared memory region sealed against resizing");
+    return not_region();
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < ref.size()) {
     close(fd);
-    return refuse(SharedMemoryRefusal::kTooSmall,
-                  absl::StrCat("it holds fewer than the ", ref.size(),
-                               " bytes the request names"));
+    return not_region();
   }
   void* data = mmap(nullptr, static_cast<size_t>(ref.size()),
                     PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int map_errno = errno;
   close(fd);  // the mapping keeps the file
-  if (data == MAP_FAILED) {
-    return refuse(
-        SharedMemoryRefusal::kNotMapped,
-        absl::StrCat("cannot map it (", std::strerror(map_errno), ")"));
-  }
+  if (data == MAP_FAILED) return not_region();
   auto segment = std::make_shared<const SharedSegment>(static_cast<char*>(data),
                                                        ref.size());
   if (!HeaderMatches(segment->data(), ref.nonce_high(), ref.nonce_low())) {
-    return refuse(SharedMemoryRefusal::kOtherSegment,
-                  "its header is not the request's (another segment there)");
+    return not_region();
   }
   return segment;
 }
@@ -264,26 +262,16 @@ absl::string_view SharedMemoryRefusalName(SharedMemoryRefusal reason) {
       return "too_large";
     case SharedMemoryRefusal::kUnreachable:
       return "unreachable";
-    case SharedMemoryRefusal::kNotTaken:
-      return "not_taken";
-    case SharedMemoryRefusal::kNotSealed:
-      return "not_sealed";
-    case SharedMemoryRefusal::kTooSmall:
-      return "too_small";
-    case SharedMemoryRefusal::kNotMapped:
-      return "not_mapped";
-    case SharedMemoryRefusal::kOtherSegment:
-      return "other_segment";
+    case SharedMemoryRefusal::kNotRegion:
+      return "not_region";
   }
   return "none";
 }
 
 SharedMemoryRefusal SharedMemoryRefusalOf(const absl::Status& status) {
   static constexpr SharedMemoryRefusal kAll[] = {
-      SharedMemoryRefusal::kTooLarge,    SharedMemoryRefusal::kUnreachable,
-      SharedMemoryRefusal::kNotTaken,    SharedMemoryRefusal::kNotSealed,
-      SharedMemoryRefusal::kTooSmall,    SharedMemoryRefusal::kNotMapped,
-      SharedMemoryRefusal::kOtherSegment};
+      SharedMemoryRefusal::kTooLarge, SharedMemoryRefusal::kUnreachable,
+      SharedMemoryRefusal::kNotRegion};
   if (!absl::IsFailedPrecondition(status)) return SharedMemoryRefusal::kNone;
   return ReasonOf(status, kRefusalUrl, kAll, &SharedMemoryRefusalName,
                   SharedMemoryRefusal::kNone);

@@ -136,10 +136,11 @@ class SharedSegments {
   explicit SharedSegments(bool reachable = true) : reachable_(reachable) {}
 
   // The segment `ref` names, mapped; FAILED_PRECONDITION starting "shared
-  // memory segment" and saying why when it cannot be taken or is not the
-  // worker's region (more than `max_bytes`, not a sealed memfd, smaller
-  // than ref.size, another nonce); INVALID_ARGUMENT for a size below the
-  // header's.
+  // memory segment" when it cannot be taken or is not the worker's region:
+  // more than `max_bytes` (kTooLarge), a process it cannot reach
+  // (kUnreachable), and one text (kNotRegion) for every descriptor it
+  // cannot use (none there, not a sealed memfd, smaller than ref.size,
+  // another nonce); INVALID_ARGUMENT for a size below the header's.
   absl::StatusOr<std::shared_ptr<const SharedSegment>> Attach(
       const wire::SharedMemory& ref, int64_t max_bytes);
 
@@ -167,18 +168,18 @@ class SharedSegments {
 // PushRefusal's), so that the worker tells it apart without reading the
 // message and sends bytes instead.
 enum class SharedMemoryRefusal {
-  kNone,          // not a refusal: OK, or any other error
-  kTooLarge,      // larger than the shard's tensors can need
-  kUnreachable,   // another machine's process (or pidfd_open failed)
-  kNotTaken,      // the descriptor cannot be taken (another user's)
-  kNotSealed,     // not a memfd sealed against resizing
-  kTooSmall,      // it holds fewer bytes than the request names
-  kNotMapped,     // mmap failed
-  kOtherSegment,  // its header is not the request's
+  kNone,         // not a refusal: OK, or any other error
+  kTooLarge,     // larger than the shard's tensors can need
+  kUnreachable,  // another machine's process (or pidfd_open failed)
+  // Any descriptor the server cannot use: none by that number, one that
+  // cannot be taken (another user's), no memfd sealed against resizing,
+  // fewer bytes than the request names, unmappable, another header. One
+  // reason and one text for all, so that naming another process's
+  // descriptors (the server's own) tells nothing of which exist.
+  kNotRegion,
 };
 
-// "none", "too_large", "unreachable", "not_taken", "not_sealed",
-// "too_small", "not_mapped", "other_segment".
+// "none", "too_large", "unreachable", "not_region".
 absl::string_view SharedMemoryRefusalName(SharedMemoryRefusal reason);
 // The reason a refusal carries; kNone for any other status.
 SharedMemoryRefusal SharedMemoryRefusalOf(const absl::Status& status);
