@@ -410,6 +410,13 @@ absl::Status CheckGlobalAvgPool(const Shape& x, const Shape& y,
                    ShapeToString(y), " are not (N, C, H, W) and (N, C)"));
 }
 
+int64_t LargestChannelBlock(int64_t channels, int64_t block) {
+  for (int64_t b : {int64_t{16}, int64_t{8}}) {
+    if (b <= block && channels > 0 && channels % b == 0) return b;
+  }
+  return 0;
+}
+
 absl::Status ValidateChannelBlock(absl::string_view op, int64_t channels,
                                   int64_t block) {
   if (block == 0) return absl::OkStatus();

@@ -33,6 +33,10 @@ namespace psgd {
 // `channels`.
 absl::Status ValidateChannelBlock(absl::string_view op, int64_t channels,
                                   int64_t block);
+// The largest valid channel block of at most `block` that divides
+// `channels`: `block` itself, 8 for a block of 16 that does not divide
+// them (24 channels), or 0 (NCHW: 12 channels).
+int64_t LargestChannelBlock(int64_t channels, int64_t block);
 
 struct SamePadding {
   int64_t output = 0;

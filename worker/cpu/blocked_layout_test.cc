@@ -8,7 +8,9 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "worker/backend/backend.h"
+#include "worker/backend/op_shapes.h"
 #include "worker/cpu/cpu_backend.h"
 #include "worker/cpu/onednn_util.h"
 #include "worker/testing/gradcheck.h"
@@ -40,6 +42,51 @@ void CheckClose(const std::vector<float>& got, const std::vector<float>& want,
                 double tolerance) {
   CHECK(testing::MaxRelativeDifference(got, testing::ToDouble(want)) <
         tolerance);
+}
+
+// The convolution `s` with x and dx in blocks of `in_block`, y and dy in
+// blocks of `out_block`: forward and both backward passes as in NCHW.
+void CheckBlockedConv(Backend* b, const Conv2dShape& s, int64_t in_block,
+                      int64_t out_block) {
+  Conv2dShape blocked = s;
+  blocked.in_block = in_block;
+  blocked.out_block = out_block;
+  INFO(blocked.ToString());
+  auto plain_op = Unwrap(b->CreateConv2d(s));
+  auto op = Unwrap(b->CreateConv2d(blocked));
+  const auto x = testing::RandomValues(NumElements(s.input()), 1, -1, 1);
+  const auto w = testing::RandomValues(NumElements(s.filter()), 2, -1, 1);
+  const auto bias = testing::RandomValues(NumElements(s.bias()), 3, -1, 1);
+  const auto dy = testing::RandomValues(NumElements(s.output()), 4, -1, 1);
+  DeviceTensor tw = Upload(b, w, s.filter());
+  DeviceTensor tb = Upload(b, bias, s.bias());
+  DeviceTensor px = UploadIn(b, x, s.input(), 0);
+  DeviceTensor bx = UploadIn(b, x, s.input(), in_block);
+  DeviceTensor pdy = UploadIn(b, dy, s.output(), 0);
+  DeviceTensor bdy = UploadIn(b, dy, s.output(), out_block);
+  DeviceTensor py = testing::Zeros(b, s.output());
+  DeviceTensor by = testing::Zeros(b, s.output());
+  REQUIRE_OK(plain_op->Forward(px.view(), tw.view(), tb.view(), py.view()));
+  REQUIRE_OK(op->Forward(bx.view(), tw.view(), tb.view(), by.view()));
+  CheckClose(DownloadFrom(b, by, out_block), Download(b, py.view()), 1e-5);
+
+  DeviceTensor pdx = testing::Zeros(b, s.input());
+  DeviceTensor bdx = testing::Zeros(b, s.input());
+  REQUIRE_OK(plain_op->BackwardData(pdy.view(), tw.view(), pdx.view()));
+  REQUIRE_OK(op->BackwardData(bdy.view(), tw.view(), bdx.view()));
+  CheckClose(DownloadFrom(b, bdx, in_block), Download(b, pdx.view()), 1e-5);
+
+  DeviceTensor pdw = testing::Zeros(b, s.filter());
+  DeviceTensor bdw = testing::Zeros(b, s.filter());
+  DeviceTensor pdb = testing::Zeros(b, s.bias());
+  DeviceTensor bdb = testing::Zeros(b, s.bias());
+  REQUIRE_OK(
+      plain_op->BackwardFilter(px.view(), pdy.view(), pdw.view(), pdb.view()));
+  REQUIRE_OK(op->BackwardFilter(bx.view(), bdy.view(), bdw.view(), bdb.view()));
+  CheckClose(Download(b, bdw.view()), Download(b, pdw.view()), 1e-5);
+  if (s.has_bias) {
+    CheckClose(Download(b, bdb.view()), Download(b, pdb.view()), 1e-5);
+  }
 }
 
 TEST_CASE("the layouts' definition round-trips") {
@@ -75,47 +122,35 @@ TEST_CASE("convolutions in channel blocks match NCHW") {
       {same, 16, 0},     {same, 0, 16},      {same, 16, 8},  {strided, 16, 16},
       {shortcut, 8, 16}, {shortcut, 16, 16},
   };
-  for (const Case& c : cases) {
-    Conv2dShape blocked = c.shape;
-    blocked.in_block = c.in_block;
-    blocked.out_block = c.out_block;
-    INFO(blocked.ToString());
-    auto plain_op = Unwrap(b->CreateConv2d(c.shape));
-    auto op = Unwrap(b->CreateConv2d(blocked));
-    const Conv2dShape& s = c.shape;
-    const auto x = testing::RandomValues(NumElements(s.input()), 1, -1, 1);
-    const auto w = testing::RandomValues(NumElements(s.filter()), 2, -1, 1);
-    const auto bias = testing::RandomValues(NumElements(s.bias()), 3, -1, 1);
-    const auto dy = testing::RandomValues(NumElements(s.output()), 4, -1, 1);
-    DeviceTensor tw = Upload(b, w, s.filter());
-    DeviceTensor tb = Upload(b, bias, s.bias());
-    DeviceTensor px = UploadIn(b, x, s.input(), 0);
-    DeviceTensor bx = UploadIn(b, x, s.input(), c.in_block);
-    DeviceTensor pdy = UploadIn(b, dy, s.output(), 0);
-    DeviceTensor bdy = UploadIn(b, dy, s.output(), c.out_block);
-    DeviceTensor py = testing::Zeros(b, s.output());
-    DeviceTensor by = testing::Zeros(b, s.output());
-    REQUIRE_OK(plain_op->Forward(px.view(), tw.view(), tb.view(), py.view()));
-    REQUIRE_OK(op->Forward(bx.view(), tw.view(), tb.view(), by.view()));
-    CheckClose(DownloadFrom(b, by, c.out_block), Download(b, py.view()), 1e-5);
+  for (const Case& c : cases)
+    CheckBlockedConv(b, c.shape, c.in_block, c.out_block);
+}
 
-    DeviceTensor pdx = testing::Zeros(b, s.input());
-    DeviceTensor bdx = testing::Zeros(b, s.input());
-    REQUIRE_OK(plain_op->BackwardData(pdy.view(), tw.view(), pdx.view()));
-    REQUIRE_OK(op->BackwardData(bdy.view(), tw.view(), bdx.view()));
-    CheckClose(DownloadFrom(b, bdx, c.in_block), Download(b, pdx.view()), 1e-5);
-
-    DeviceTensor pdw = testing::Zeros(b, s.filter());
-    DeviceTensor bdw = testing::Zeros(b, s.filter());
-    DeviceTensor pdb = testing::Zeros(b, s.bias());
-    DeviceTensor bdb = testing::Zeros(b, s.bias());
-    REQUIRE_OK(plain_op->BackwardFilter(px.view(), pdy.view(), pdw.view(),
-                                        pdb.view()));
-    REQUIRE_OK(
-        op->BackwardFilter(bx.view(), bdy.view(), bdw.view(), bdb.view()));
-    CheckClose(Download(b, bdw.view()), Download(b, pdw.view()), 1e-5);
-    if (s.has_bias) {
-      CheckClose(Download(b, bdb.view()), Download(b, pdb.view()), 1e-5);
+TEST_CASE("24- and 12-channel convolutions at every block size") {
+  // A block that does not divide the channels is refused by name; the
+  // largest that does (LargestChannelBlock: 8 for 24 at 16, NCHW for 12)
+  // computes as NCHW, on each kernel, whatever block this CPU prefers.
+  for (const char* spec : {"cpu", "cpu:conv=winograd", "cpu:conv=onednn"}) {
+    auto backend = MakeBackend(spec);
+    Backend* b = backend.get();
+    for (int64_t channels : {24, 12}) {
+      Conv2dShape s{2, channels, 6, 6, channels, 3, 3};
+      s.padding = 1;
+      for (int64_t block : {0, 8, 16}) {
+        INFO(spec << ", " << channels << " channels at block " << block);
+        const int64_t fit = LargestChannelBlock(channels, block);
+        CHECK(fit == (block == 0 || channels == 12 ? 0 : 8));
+        CheckBlockedConv(b, s, fit, fit);
+        if (fit != block) {
+          Conv2dShape refused = s;
+          refused.in_block = refused.out_block = block;
+          const absl::Status st = b->CreateConv2d(refused).status();
+          CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+          CHECK(st.message().find(absl::StrCat(
+                    "a channel block of ", block, " for ", channels,
+                    " channels")) != absl::string_view::npos);
+        }
+      }
     }
   }
 }

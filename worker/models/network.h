@@ -87,11 +87,12 @@ BatchNormShape BatchNormShapeOf(int64_t batch, const Shape& in);
 // The layout of each layer's output at a backend's channel block `block`
 // (op_shapes.h, ValidateChannelBlock; 0: everything NCHW): the block for
 // the activations from the first convolution to the pooling before the
-// classifier, so that no op reorders them between layers; NCHW where the
-// channels do not divide by the block, for the images (they come from the
-// host in NCHW) and for what a dense layer flattens. Batch norm, ReLU, add
-// and max pool keep their input's layout, so each ties its tensors into one
-// group, and a group takes the block only if every tensor in it can; a
+// classifier, so that no op reorders them between layers; the largest
+// smaller block where the channels do not divide by it (8 for 24 channels
+// at 16; LargestChannelBlock), NCHW where none does, for the images (they
+// come from the host in NCHW) and for what a dense layer flattens. Batch norm,
+// ReLU, add and max pool keep their input's layout, so each ties its tensors
+// into one group, and a group takes the block only if every tensor in it can; a
 // convolution (and the global pooling) may change layouts.
 std::vector<int64_t> ChooseLayouts(const std::vector<Layer>& layers,
                                    int64_t block);
