@@ -682,6 +682,13 @@ absl::Status ValidateSecurity(ClusterConfig& c, const Locator& root) {
                     "insecure: true means no token: drop token/token_file, "
                     "or drop insecure");
   }
+  if (s.has_peer_token_file() &&
+      (s.insecure() || s.peer_token_file().empty())) {
+    return at.Error(s, "peer_token_file", "security.peer_token_file",
+                    s.insecure() ? "insecure: true means no token: drop "
+                                   "peer_token_file, or drop insecure"
+                                 : "an empty file name");
+  }
   if (s.has_token()) {
     if (absl::Status v = ValidateToken(s.token()); !v.ok()) {
       return at.Error(s, "token", "security.token", v.message());

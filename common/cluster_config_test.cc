@@ -448,6 +448,11 @@ TEST_CASE("security: each error names file, line and field") {
       {"security {\n  token: \"abc\"\n  insecure: true\n}\n",
        "c.pbtxt:18: security.insecure: insecure: true means no token: drop "
        "token/token_file, or drop insecure"},
+      {"security {\n  insecure: true\n  peer_token_file: \"/x\"\n}\n",
+       "c.pbtxt:18: security.peer_token_file: insecure: true means no token: "
+       "drop peer_token_file, or drop insecure"},
+      {"security {\n  token: \"abc\"\n  peer_token_file: \"\"\n}\n",
+       "c.pbtxt:18: security.peer_token_file: an empty file name"},
       {"security {\n  token: \"a b\"\n}\n",
        "c.pbtxt:17: security.token: the token has character 2 of code 32: "
        "only visible ASCII characters (no spaces) can travel in gRPC "

@@ -114,8 +114,10 @@ std::shared_ptr<grpc::Channel> CreateChannel(
       address, credentials.channel, args, std::move(interceptors));
 }
 
-CallAuthenticator::CallAuthenticator(std::string token)
-    : expected_(token.empty() ? "" : absl::StrCat(kBearerPrefix, token)) {}
+CallAuthenticator::CallAuthenticator(std::string token,
+                                     absl::string_view refusal)
+    : expected_(token.empty() ? "" : absl::StrCat(kBearerPrefix, token)),
+      refusal_(refusal) {}
 
 grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& context) {
   if (expected_.empty()) return grpc::Status::OK;
@@ -131,8 +133,7 @@ grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& context) {
   refused_.fetch_add(1, std::memory_order_relaxed);
   // The same words for every refusal (never which of the two), and where
   // a member that meets it by mistake looks: its tasks read other files.
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      std::string(kUnauthenticatedMessage));
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refusal_);
 }
 
 }  // namespace psgd

@@ -76,15 +76,25 @@ inline constexpr absl::string_view kUnauthenticatedMessage =
     "same token: on several hosts, a token_file or PSGD_TOKEN_FILE on a "
     "shared path; docs/CLUSTER.md, \"Security\")";
 
+// What a call that only servers make (Decide) is told without the servers'
+// peer token (SecurityOptions::peer_token).
+inline constexpr absl::string_view kPeerUnauthenticatedMessage =
+    "missing or wrong peer token: only a parameter server may send "
+    "decisions, with the servers' peer token (TOKEN_FILE.peer or "
+    "--peer_token_file), which workers do not hold (docs/CLUSTER.md, "
+    "\"Security\")";
+
 // The server's check of a call's token.
 class CallAuthenticator {
  public:
-  // An empty token lets every call pass.
-  explicit CallAuthenticator(std::string token);
+  // An empty token lets every call pass. `refusal` is what a refused call
+  // is told.
+  explicit CallAuthenticator(
+      std::string token, absl::string_view refusal = kUnauthenticatedMessage);
 
   // OK when the call carries "authorization: Bearer <token>" (or no token
-  // is required); UNAUTHENTICATED "missing or wrong cluster token"
-  // otherwise. Never says which.
+  // is required); UNAUTHENTICATED with `refusal` otherwise. Never says
+  // which.
   grpc::Status Check(const grpc::ServerContextBase& context);
 
   // Calls refused so far.
@@ -92,6 +102,7 @@ class CallAuthenticator {
 
  private:
   const std::string expected_;  // "Bearer <token>", empty for none
+  const std::string refusal_;
   std::atomic<int64_t> refused_{0};
 };
 

@@ -193,6 +193,10 @@ absl::StatusOr<std::string> DefaultTokenFile(absl::string_view cluster_name) {
   return absl::StrCat(config_home, "/psgd/tokens/", cluster_name, ".token");
 }
 
+std::string PeerTokenFileOf(absl::string_view token_file) {
+  return absl::StrCat(token_file, ".peer");
+}
+
 absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path) {
   {
     absl::StatusOr<std::string> existing = ReadCheckedTokenFile(path);

@@ -21,6 +21,13 @@ struct SecurityOptions {
   // clients send it with every call. Empty: no token, which a server
   // (PsGrpcServer::Start) accepts only with `insecure` set.
   std::string token;
+  // The servers' own credential, which workers do not hold: a server takes
+  // Decide (shard 0's decisions, the one call only a server makes) only
+  // with "authorization: Bearer <peer_token>", and shard 0 sends it.
+  // Resolved by ps_server alone (PeerTokenFileOf), never by a worker's
+  // config; empty with a token: the cluster token serves, and any holder
+  // of it can send decisions (ps_server says so).
+  std::string peer_token;
   // Said in so many words (config `security { insecure: true }`, ps_server
   // --insecure): every call is taken, from anyone who can reach the port.
   bool insecure = false;
@@ -33,6 +40,11 @@ struct SecurityOptions {
   std::string tls_key_file;
   std::string tls_ca_file;
 };
+
+// The servers' peer token file beside a cluster token file:
+// `token_file` + ".peer" (ps_server's default; made by the first server
+// that needs it, as the default token is).
+std::string PeerTokenFileOf(absl::string_view token_file);
 
 // The longest token taken (gRPC's metadata fits 8 KiB in all).
 inline constexpr size_t kMaxTokenBytes = 1024;

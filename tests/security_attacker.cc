@@ -62,6 +62,9 @@ ABSL_FLAG(std::string, run_dir, "", "run_dir: the directory to name.");
 ABSL_FLAG(std::string, victim, "", "A file the attacker cannot read.");
 ABSL_FLAG(int, megabytes, 100, "flood: each push's size.");
 ABSL_FLAG(int, count, 8, "flood: pushes.");
+ABSL_FLAG(std::string, method, "Decide",
+          "flood_entries: Decide or Initialize, the method whose repeated "
+          "field (decisions, variables) the request fills.");
 
 namespace psgd {
 namespace {
@@ -470,6 +473,102 @@ int Flood() {
   return all_refused ? 0 : 1;
 }
 
+// One raw call of `bytes` to `method`, waited for; its status.
+grpc::Status RawCall(const std::string& method, const std::string& bytes) {
+  grpc::GenericStub generic(channel);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  grpc::Status result;
+  std::atomic<bool> done{false};
+  generic.UnaryCall(&ctx, "/psgd.ps.wire.ParameterServer/" + method,
+                    grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      result = s;
+                      done = true;
+                    });
+  while (!done) absl::SleepFor(absl::Milliseconds(5));
+  return result;
+}
+
+int FloodEntries() {
+  // --megabytes of empty entries of the method's repeated field (2 bytes
+  // each on the wire, about a hundred times that parsed): a stranger's
+  // Decide or Initialize, --count times.
+  const std::string method = absl::GetFlag(FLAGS_method);
+  const int field = method == "Initialize" ? 2 : 3;
+  const size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_megabytes))
+                       << 20;
+  std::string payload;
+  payload.reserve(bytes);
+  while (payload.size() + 2 <= bytes) {
+    payload.push_back(static_cast<char>((field << 3) | 2));
+    payload.push_back('\0');
+  }
+  for (int i = 0; i < absl::GetFlag(FLAGS_count); ++i) {
+    Expect(absl::StrCat(method, " ", i + 1, " of ", bytes >> 20,
+                        " MB of empty entries"),
+           RawCall(method, payload), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  return all_refused ? 0 : 1;
+}
+
+int ForgeDecide() {
+  // A member (the cluster token, a worker's) sends a follower decisions
+  // shard 0 never made: a sync step with lr_scale NaN, a push that never
+  // existed, 2,000 DROPPED at once, LEFT for a live worker, N of 2^31 - 1.
+  // Each must be refused for want of the servers' peer token.
+  std::vector<std::pair<std::string, wire::DecideRequest>> forged;
+  auto add = [&](const std::string& what) -> wire::DecideRequest& {
+    forged.emplace_back(what, wire::DecideRequest());
+    wire::DecideRequest& r = forged.back().second;
+    r.set_cluster(absl::GetFlag(FLAGS_cluster));
+    r.set_generation(1);
+    return r;
+  };
+  wire::Decision* d = add("a step of lr_scale NaN").add_decisions();
+  d->set_seq(1);
+  d->set_kind(wire::Decision::SYNC_STEP);
+  d->add_workers(0);
+  d->add_push_ids(1);
+  d->set_lr_scale(std::nan(""));
+  d = add("a push that never existed").add_decisions();
+  d->set_seq(1);
+  d->set_kind(wire::Decision::SYNC_STEP);
+  d->add_workers(0);
+  d->add_push_ids(0x7fffffffffffULL);
+  d->set_lr_scale(1);
+  wire::DecideRequest& dropped = add("2,000 DROPPED");
+  for (int i = 0; i < 2000; ++i) {
+    d = dropped.add_decisions();
+    d->set_seq(i + 1);
+    d->set_kind(wire::Decision::DROPPED);
+    d->add_workers(0);
+    d->add_push_ids(i);
+    d->set_lr_scale(1);
+  }
+  d = add("LEFT for a live worker").add_decisions();
+  d->set_seq(1);
+  d->set_kind(wire::Decision::LEFT);
+  d->add_workers(0);
+  d->add_push_ids(0);
+  d->set_lr_scale(1);
+  d = add("N of 2^31 - 1").add_decisions();
+  d->set_seq(1);
+  d->set_kind(wire::Decision::SYNC_STEP);
+  d->add_workers(0);
+  d->add_push_ids(1);
+  d->set_lr_scale(1);
+  d->set_replicas_next(2147483647);
+  for (const auto& [what, request] : forged) {
+    Expect(absl::StrCat("Decide: ", what),
+           RawCall("Decide", request.SerializeAsString()),
+           grpc::StatusCode::UNAUTHENTICATED);
+  }
+  return all_refused ? 0 : 1;
+}
+
 int Weights() {
   wire::PullRequest pull;
   pull.set_cluster(absl::GetFlag(FLAGS_cluster));
@@ -532,7 +631,9 @@ int main(int argc, char** argv) {
   if (attack == "shm_race") return psgd::ShmRace();
   if (attack == "shm_flip") return psgd::ShmFlip();
   if (attack == "flood") return psgd::Flood();
+  if (attack == "flood_entries") return psgd::FloodEntries();
   if (attack == "weights") return psgd::Weights();
+  if (attack == "forge_decide") return psgd::ForgeDecide();
   std::fprintf(stderr, "unknown attack '%s'\n", attack.c_str());
   return 2;
 }

@@ -25,6 +25,10 @@ absl::StatusOr<DecisionRelay::Deliver> GrpcDecisionSender(
   }
   ASSIGN_OR_RETURN(ClientCredentials credentials,
                    MakeClientCredentials(options.security));
+  // Decide is the servers' own call: it carries their peer token.
+  if (!options.security.peer_token.empty()) {
+    credentials.token = options.security.peer_token;
+  }
   auto stubs = std::make_shared<
       std::vector<std::unique_ptr<wire::ParameterServer::Stub>>>();
   for (int k = 0; k < options.num_shards; ++k) {

@@ -1,7 +1,8 @@
 // The gRPC side of shard 0's decisions (ps/shard/decision_relay.h): sends
 // them to the other shards with the Decide call, over channels made with
-// the cluster's security options (token, TLS), as the agreement on
-// checkpoints does.
+// the cluster's security options (TLS), as the agreement on checkpoints
+// does, carrying the servers' peer token (SecurityOptions::peer_token;
+// the cluster token where there is none).
 //
 // Thread-safety: the Deliver returned may be called from several threads.
 #ifndef PSGD_PS_SERVER_DECISION_SENDER_H_

@@ -60,12 +60,19 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
     return absl::InvalidArgumentError(
         "both a cluster token and insecure: choose one");
   }
+  if (!options.security.token.empty() && options.security.peer_token.empty() &&
+      options.num_shards > 1) {
+    spdlog::warn(
+        "no peer token: the servers take decisions (Decide) from any holder "
+        "of the cluster token, workers included; a cluster token_file (or "
+        "security.peer_token_file) gives the servers one of their own");
+  }
   std::unique_ptr<PsGrpcServer> s(new PsGrpcServer());
   ASSIGN_OR_RETURN(s->shard_, ParameterShard::Create(options));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(options.security));
-  s->service_ =
-      std::make_unique<PsGrpcService>(s->shard_.get(), options.security.token);
+  s->service_ = std::make_unique<PsGrpcService>(
+      s->shard_.get(), options.security.token, options.security.peer_token);
   // Before any Initialize can bring the chief's.
   if (!lifecycle.run_dir.empty()) {
     s->service_->SetRunDirIfUnset(lifecycle.run_dir);

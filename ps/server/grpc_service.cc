@@ -8,6 +8,9 @@
 #include "common/grpc_status.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "ps/wire/shared_memory.h"
 #include "ps/wire/wire.h"
 #include "ps/wire/wire_dtype.h"
@@ -154,7 +157,73 @@ class PullReactor final : public grpc::ServerUnaryReactor {
   uint64_t ticket_ = 0;
 };
 
+// The entries of the top-level field `field` in the serialized message
+// `bytes`, counted by skipping over each field (nothing is allocated);
+// -1 when the bytes are no message.
+int64_t CountEntries(const grpc::ByteBuffer& bytes, int field) {
+  using google::protobuf::internal::WireFormatLite;
+  grpc::ByteBuffer copy(bytes);  // shares the slices
+  grpc::ProtoBufferReader reader(&copy);
+  google::protobuf::io::CodedInputStream in(&reader);
+  int64_t n = 0;
+  while (const uint32_t tag = in.ReadTag()) {
+    if (WireFormatLite::GetTagFieldNumber(tag) == field) ++n;
+    if (!WireFormatLite::SkipField(&in, tag)) return -1;
+  }
+  return in.ConsumedEntireMessage() ? n : -1;
+}
+
 }  // namespace
+
+absl::Status CheckRequestLimit(const RequestLimit& limit,
+                               const grpc::ByteBuffer& request) {
+  const int64_t bytes = static_cast<int64_t>(request.Length());
+  if (limit.max_bytes > 0 && bytes > limit.max_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a ", limit.method, " request of ", bytes,
+                     " bytes, more than its limit of ", limit.max_bytes));
+  }
+  if (limit.field == 0) return absl::OkStatus();
+  const int64_t entries = CountEntries(request, limit.field);
+  if (entries < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", limit.method, " request that is no message"));
+  }
+  if (entries > limit.max_entries) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a ", limit.method, " request of ", entries, " entries of field ",
+        limit.field, ", more than its limit of ", limit.max_entries));
+  }
+  return absl::OkStatus();
+}
+
+// Small requests: a cluster name, ids, a reason.
+constexpr int64_t kSmallRequestBytes = 64 << 10;
+// Initialize: every variable's values (gRPC's receive limit), at most 2^16
+// variables (the largest registry network has a few hundred).
+const RequestLimit PsGrpcService::kInitializeLimit = {
+    "Initialize", 0, wire::InitializeRequest::kVariablesFieldNumber, 1 << 16};
+// Pull: names of the variables asked for.
+const RequestLimit PsGrpcService::kPullLimit = {
+    "Pull", 4 << 20, wire::PullRequest::kVariablesFieldNumber, 1 << 16};
+const RequestLimit PsGrpcService::kJoinLimit = {"Join", kSmallRequestBytes};
+const RequestLimit PsGrpcService::kLeaveLimit = {"Leave", kSmallRequestBytes};
+const RequestLimit PsGrpcService::kStatusLimit = {"Status", kSmallRequestBytes};
+const RequestLimit PsGrpcService::kShutdownLimit = {"Shutdown",
+                                                    kSmallRequestBytes};
+// Decide: the relay sends at most DecisionRelay::kMaxBatch decisions and
+// kMaxBatchBytes at a time (ps/shard/decision_relay.h).
+const RequestLimit PsGrpcService::kDecideLimit = {
+    "Decide", 2 * DecisionRelay::kMaxBatchBytes,
+    wire::DecideRequest::kDecisionsFieldNumber, DecisionRelay::kMaxBatch};
+const RequestLimit PsGrpcService::kRollbackLimit = {"Rollback",
+                                                    kSmallRequestBytes};
+const RequestLimit PsGrpcService::kCheckpointLimit = {"Checkpoint",
+                                                      kSmallRequestBytes};
+const RequestLimit PsGrpcService::kLeaseDataLimit = {"LeaseData",
+                                                     kSmallRequestBytes};
+const RequestLimit PsGrpcService::kListCheckpointsLimit = {"ListCheckpoints",
+                                                           kSmallRequestBytes};
 
 // Push messages for reuse: a request's gradient buffers keep their capacity
 // (Clear() keeps them), so a 2 MB gradient is not parsed into freshly mapped
@@ -196,8 +265,11 @@ class PsGrpcService::PushMessagePool {
   std::vector<std::unique_ptr<wire::PushRequest>> spare_ ABSL_GUARDED_BY(mu_);
 };
 
-PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
-    : authenticator_(std::move(token)),
+PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token,
+                             std::string peer_token)
+    : authenticator_(token),
+      peer_authenticator_(peer_token.empty() ? token : peer_token,
+                          kPeerUnauthenticatedMessage),
       handler_(shard),
       push_messages_(std::make_unique<PushMessagePool>()),
       pull_weights_(
@@ -205,19 +277,46 @@ PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token)
 
 PsGrpcService::~PsGrpcService() = default;
 
-template <typename Handle>
+template <typename Request, typename Response, typename Handle>
 grpc::ServerUnaryReactor* PsGrpcService::Respond(
-    grpc::CallbackServerContext* ctx, Handle handle) {
-  if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
+    CallAuthenticator* authenticator, grpc::CallbackServerContext* ctx,
+    const RequestLimit& limit, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response, Handle handle) {
+  if (grpc::Status s = authenticator->Check(*ctx); !s.ok()) {
     return Finish(ctx, s);
   }
-  return Finish(ctx, ToGrpcStatus(handle()));
+  if (absl::Status s = CheckRequestLimit(limit, *request); !s.ok()) {
+    return Finish(ctx, ToGrpcStatus(s));
+  }
+  Request parsed;
+  grpc::ByteBuffer bytes(*request);  // shares the slices
+  grpc::Status status =
+      grpc::SerializationTraits<Request>::Deserialize(&bytes, &parsed);
+  if (!status.ok()) {
+    return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    absl::StrCat("a ", limit.method,
+                                                 " request that cannot be "
+                                                 "parsed: ",
+                                                 status.error_message())));
+  }
+  Response reply;
+  status = ToGrpcStatus(handle(parsed, &reply));
+  if (status.ok()) {
+    bool own_buffer;
+    status = grpc::SerializationTraits<Response>::Serialize(reply, response,
+                                                            &own_buffer);
+  }
+  return Finish(ctx, status);
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Initialize(
-    grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
-    wire::InitializeResponse* response) {
-  return Respond(ctx, [&] { return handler_.Initialize(*request, response); });
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Respond<wire::InitializeRequest, wire::InitializeResponse>(
+      ctx, kInitializeLimit, request, response,
+      [&](const wire::InitializeRequest& r, wire::InitializeResponse* out) {
+        return handler_.Initialize(r, out);
+      });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
@@ -225,6 +324,9 @@ grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
                                               grpc::ByteBuffer* response) {
   if (grpc::Status s = authenticator_.Check(*ctx); !s.ok()) {
     return Finish(ctx, s);
+  }
+  if (absl::Status s = CheckRequestLimit(kPullLimit, *request); !s.ok()) {
+    return Finish(ctx, ToGrpcStatus(s));
   }
   received_bytes_.fetch_add(static_cast<int64_t>(request->Length()),
                             std::memory_order_relaxed);
@@ -292,42 +394,51 @@ void PsGrpcService::AddSummary(JsonObject* summary) const {
       .Set("ucx_receive_failed", c.messenger.receive_failed);
 }
 
-grpc::ServerUnaryReactor* PsGrpcService::Join(
-    grpc::CallbackServerContext* ctx, const wire::JoinRequest* request,
-    wire::MembershipResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(handler_.Join(*request, response));
-    // A joined worker's key for the UCX data plane travels only here, over
-    // the authenticated channel.
-    if (ucx_ != nullptr && request->worker_id() >= 0) {
-      return ucx_->Admit(request->worker_id(), request->ucx_new_link(),
-                         response->mutable_ucx());
-    }
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* PsGrpcService::Join(grpc::CallbackServerContext* ctx,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
+  return Respond<wire::JoinRequest, wire::MembershipResponse>(
+      ctx, kJoinLimit, request, response,
+      [&](const wire::JoinRequest& r,
+          wire::MembershipResponse* out) -> absl::Status {
+        RETURN_IF_ERROR(handler_.Join(r, out));
+        // A joined worker's key for the UCX data plane travels only here,
+        // over the authenticated channel.
+        if (ucx_ != nullptr && r.worker_id() >= 0) {
+          return ucx_->Admit(r.worker_id(), r.ucx_new_link(),
+                             out->mutable_ucx());
+        }
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* PsGrpcService::Leave(
-    grpc::CallbackServerContext* ctx, const wire::LeaveRequest* request,
-    wire::MembershipResponse* response) {
-  return Respond(ctx, [&]() -> absl::Status {
-    RETURN_IF_ERROR(handler_.Leave(*request, response));
-    if (ucx_ != nullptr) ucx_->Revoke(request->worker_id());
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* PsGrpcService::Leave(grpc::CallbackServerContext* ctx,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  return Respond<wire::LeaveRequest, wire::MembershipResponse>(
+      ctx, kLeaveLimit, request, response,
+      [&](const wire::LeaveRequest& r,
+          wire::MembershipResponse* out) -> absl::Status {
+        RETURN_IF_ERROR(handler_.Leave(r, out));
+        if (ucx_ != nullptr) ucx_->Revoke(r.worker_id());
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Status(
-    grpc::CallbackServerContext* ctx, const wire::StatusRequest* request,
-    wire::StatusResponse* response) {
-  return Respond(ctx, [&] {
-    RETURN_IF_ERROR(handler_.Status(*request, response));
-    ShardMemory serving;
-    AddServingMemory(&serving);
-    response->mutable_memory()->set_pushes_in_flight(serving.pushes_in_flight);
-    response->mutable_memory()->set_push_buffers(serving.push_buffers);
-    return absl::OkStatus();
-  });
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Respond<wire::StatusRequest, wire::StatusResponse>(
+      ctx, kStatusLimit, request, response,
+      [&](const wire::StatusRequest& r,
+          wire::StatusResponse* out) -> absl::Status {
+        RETURN_IF_ERROR(handler_.Status(r, out));
+        ShardMemory serving;
+        AddServingMemory(&serving);
+        out->mutable_memory()->set_pushes_in_flight(serving.pushes_in_flight);
+        out->mutable_memory()->set_push_buffers(serving.push_buffers);
+        return absl::OkStatus();
+      });
 }
 
 void PsGrpcService::AddServingMemory(ShardMemory* memory) const {
@@ -336,42 +447,35 @@ void PsGrpcService::AddServingMemory(ShardMemory* memory) const {
   memory->push_buffers = push_messages_->SpareBytes();
 }
 
-grpc::ServerUnaryReactor* PsGrpcService::Shutdown(
-    grpc::CallbackServerContext* ctx, const wire::ShutdownRequest* request,
-    wire::ShutdownResponse* response) {
-  return Respond(ctx, [&] { return handler_.Shutdown(*request, response); });
-}
-
-grpc::ServerUnaryReactor* PsGrpcService::Rollback(
-    grpc::CallbackServerContext* ctx, const wire::RollbackRequest* request,
-    wire::RollbackResponse* response) {
-  return Respond(ctx, [&] { return handler_.Rollback(*request, response); });
-}
-
-grpc::ServerUnaryReactor* PsGrpcService::Checkpoint(
-    grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
-    wire::CheckpointResponse* response) {
-  return Respond(ctx, [&] { return handler_.Checkpoint(*request, response); });
-}
-
-grpc::ServerUnaryReactor* PsGrpcService::LeaseData(
-    grpc::CallbackServerContext* ctx, const wire::LeaseDataRequest* request,
-    wire::LeaseDataResponse* response) {
-  return Respond(ctx, [&] { return handler_.LeaseData(*request, response); });
-}
+// The methods that hand their request to the handler's method of the same
+// name and answer with its reply.
+#define PSGD_HANDLED_METHOD(Method, Request, Response)                   \
+  grpc::ServerUnaryReactor* PsGrpcService::Method(                       \
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request, \
+      grpc::ByteBuffer* response) {                                      \
+    return Respond<wire::Request, wire::Response>(                       \
+        ctx, k##Method##Limit, request, response,                        \
+        [&](const wire::Request& r, wire::Response* out) {               \
+          return handler_.Method(r, out);                                \
+        });                                                              \
+  }
+PSGD_HANDLED_METHOD(Shutdown, ShutdownRequest, ShutdownResponse)
+PSGD_HANDLED_METHOD(Rollback, RollbackRequest, RollbackResponse)
+PSGD_HANDLED_METHOD(Checkpoint, CheckpointRequest, CheckpointResponse)
+PSGD_HANDLED_METHOD(LeaseData, LeaseDataRequest, LeaseDataResponse)
+PSGD_HANDLED_METHOD(ListCheckpoints, ListCheckpointsRequest,
+                    ListCheckpointsResponse)
+#undef PSGD_HANDLED_METHOD
 
 grpc::ServerUnaryReactor* PsGrpcService::Decide(
-    grpc::CallbackServerContext* ctx, const wire::DecideRequest* request,
-    wire::DecideResponse* response) {
-  return Respond(ctx, [&] { return handler_.Decide(*request, response); });
-}
-
-grpc::ServerUnaryReactor* PsGrpcService::ListCheckpoints(
-    grpc::CallbackServerContext* ctx,
-    const wire::ListCheckpointsRequest* request,
-    wire::ListCheckpointsResponse* response) {
-  return Respond(ctx,
-                 [&] { return handler_.ListCheckpoints(*request, response); });
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  // Shard 0's call alone: with the servers' peer token, not a worker's.
+  return Respond<wire::DecideRequest, wire::DecideResponse>(
+      &peer_authenticator_, ctx, kDecideLimit, request, response,
+      [&](const wire::DecideRequest& r, wire::DecideResponse* out) {
+        return handler_.Decide(r, out);
+      });
 }
 
 }  // namespace ps

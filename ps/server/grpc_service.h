@@ -15,10 +15,13 @@
 //
 // Authentication: with a token, every call must carry it
 // (common/grpc_security.h); one without it, or with another, ends with
-// UNAUTHENTICATED before its request reaches the handler, so nothing
-// changes. (gRPC's health-checking and reflection services, which the
-// server also runs, need no token: they reveal whether the server is
-// serving and the public schema of proto/ps.proto, nothing of the shard.)
+// UNAUTHENTICATED before a byte of its request is parsed (every method
+// takes raw bytes), so nothing changes and nothing is kept. Each method's
+// request then has a size limit of its own (RequestLimit): a Status or a
+// Decide has no business being hundreds of megabytes. (gRPC's health-checking
+// and reflection services, which the server also runs, need no token: they
+// reveal whether the server is serving and the public schema of proto/ps.proto,
+// nothing of the shard.)
 //
 // Thread-safety: thread-safe (gRPC calls it from many threads); the shard is
 // not owned and must outlive the gRPC server that serves this service.
@@ -29,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/grpc_security.h"
 #include "proto/ps.grpc.pb.h"
@@ -36,63 +40,105 @@
 #include "ps/server/request_handler.h"
 #include "ps/server/server_lifecycle.h"
 #include "ps/server/ucx_data_plane.h"
+#include "ps/shard/decision_relay.h"
 #include "ps/shard/shard.h"
 #include "ps/wire/shared_memory.h"
 
 namespace psgd {
 namespace ps {
 
-class PsGrpcService final
-    : public wire::ParameterServer::WithRawCallbackMethod_Pull<
-          wire::ParameterServer::WithRawCallbackMethod_Push<
-              wire::ParameterServer::CallbackService>>,
-      public ServingCounters {
+// Every method as raw bytes: the token is checked, and the request's size
+// against its method's limit (RequestLimit), before a byte is parsed.
+using RawParameterServer = wire::ParameterServer::WithRawCallbackMethod_Initialize<
+    wire::ParameterServer::WithRawCallbackMethod_Pull<
+        wire::ParameterServer::WithRawCallbackMethod_Push<
+            wire::ParameterServer::WithRawCallbackMethod_Join<
+                wire::ParameterServer::WithRawCallbackMethod_Leave<
+                    wire::ParameterServer::WithRawCallbackMethod_Status<
+                        wire::ParameterServer::WithRawCallbackMethod_Shutdown<
+                            wire::ParameterServer::WithRawCallbackMethod_Rollback<
+                                wire::ParameterServer::WithRawCallbackMethod_Checkpoint<
+                                    wire::ParameterServer::WithRawCallbackMethod_LeaseData<
+                                        wire::ParameterServer::WithRawCallbackMethod_Decide<
+                                            wire::ParameterServer::
+                                                WithRawCallbackMethod_ListCheckpoints<
+                                                    wire::ParameterServer::
+                                                        CallbackService>>>>>>>>>>>>;
+
+// What one method's request may be, checked after the token and before
+// the request is parsed: at most `max_bytes` (0: gRPC's own receive limit,
+// the server's max_message_bytes), and at most `max_entries` entries of
+// its repeated field `field` (0: none counted), counted by skipping over
+// the bytes (an entry of an empty submessage takes 2 bytes on the wire and
+// about a hundred times that parsed).
+struct RequestLimit {
+  const char* method;
+  int64_t max_bytes;
+  int field = 0;
+  int64_t max_entries = 0;
+};
+
+// RESOURCE_EXHAUSTED naming the method and the limit when `request` is
+// over `limit`; INVALID_ARGUMENT when its bytes are no message.
+absl::Status CheckRequestLimit(const RequestLimit& limit,
+                               const grpc::ByteBuffer& request);
+
+class PsGrpcService final : public RawParameterServer, public ServingCounters {
  public:
-  // Every call must carry `token` unless it is empty.
-  explicit PsGrpcService(ParameterShard* shard, std::string token = "");
+  // Every call must carry `token` unless it is empty; Decide, the servers'
+  // own call, must carry `peer_token` instead (the servers' credential,
+  // which workers do not hold; empty: `token`).
+  explicit PsGrpcService(ParameterShard* shard, std::string token = "",
+                         std::string peer_token = "");
   ~PsGrpcService() override;
 
-  grpc::ServerUnaryReactor* Initialize(
-      grpc::CallbackServerContext* ctx, const wire::InitializeRequest* request,
-      wire::InitializeResponse* response) override;
-  // A PullRequest in, a PullResponse out, as raw bytes.
+  // Each method takes its request and gives its reply as raw bytes: the
+  // token first, then the method's RequestLimit, then the parse (Push's and
+  // Pull's comments say what they do beyond that).
+  grpc::ServerUnaryReactor* Initialize(grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  // A PullRequest in, a PullResponse out.
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
-  // A PushRequest in, a PushResponse out, as raw bytes: the token is
-  // checked before a byte is parsed, so a caller without it makes the
-  // server allocate nothing beyond gRPC's own read of the message.
+  // A PushRequest in, a PushResponse out: a caller without the token makes
+  // the server allocate nothing beyond gRPC's own read of the message.
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
-                                 const wire::JoinRequest* request,
-                                 wire::MembershipResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx,
-                                  const wire::LeaveRequest* request,
-                                  wire::MembershipResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx,
-                                   const wire::StatusRequest* request,
-                                   wire::StatusResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
-                                     const wire::ShutdownRequest* request,
-                                     wire::ShutdownResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* ctx,
-                                   const wire::DecideRequest* request,
-                                   wire::DecideResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Rollback(grpc::CallbackServerContext* ctx,
-                                     const wire::RollbackRequest* request,
-                                     wire::RollbackResponse* response) override;
-  grpc::ServerUnaryReactor* Checkpoint(
-      grpc::CallbackServerContext* ctx, const wire::CheckpointRequest* request,
-      wire::CheckpointResponse* response) override;
-  grpc::ServerUnaryReactor* LeaseData(
-      grpc::CallbackServerContext* ctx, const wire::LeaseDataRequest* request,
-      wire::LeaseDataResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LeaseData(grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListCheckpoints(
-      grpc::CallbackServerContext* ctx,
-      const wire::ListCheckpointsRequest* request,
-      wire::ListCheckpointsResponse* response) override;
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* response) override;
+
+  // The limits of each method's request (RequestLimit).
+  static const RequestLimit kInitializeLimit, kPullLimit, kJoinLimit,
+      kLeaveLimit, kStatusLimit, kShutdownLimit, kDecideLimit, kRollbackLimit,
+      kCheckpointLimit, kLeaseDataLimit, kListCheckpointsLimit;
 
   // The run directory: the first non-empty value given here or carried by
   // an Initialize request; reported by Status.
@@ -112,7 +158,7 @@ class PsGrpcService final
 
   // Calls refused for a missing or wrong token so far.
   int64_t unauthenticated_calls() const override {
-    return authenticator_.refused();
+    return authenticator_.refused() + peer_authenticator_.refused();
   }
 
   // Payload bytes of pushes and pulls so far: received (requests) and sent
@@ -141,13 +187,27 @@ class PsGrpcService final
  private:
   class PushMessagePool;
 
-  // Finishes the call with the status of `handle()`, which runs only when
-  // the call passes the token check.
-  template <typename Handle>
+  // Finishes the call: the token checked, then `limit`, then `request`
+  // parsed as a Request and handed to `handle(const Request&, Response*)`,
+  // whose reply is written to `response` when its status is OK.
+  template <typename Request, typename Response, typename Handle>
   grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
-                                    Handle handle);
+                                    const RequestLimit& limit,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response, Handle handle) {
+    return Respond<Request, Response>(&authenticator_, ctx, limit, request,
+                                      response, std::move(handle));
+  }
+  // The same with the token `authenticator` checks.
+  template <typename Request, typename Response, typename Handle>
+  grpc::ServerUnaryReactor* Respond(CallAuthenticator* authenticator,
+                                    grpc::CallbackServerContext* ctx,
+                                    const RequestLimit& limit,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response, Handle handle);
 
   CallAuthenticator authenticator_;
+  CallAuthenticator peer_authenticator_;  // Decide's
   ShardRequestHandler handler_;
   std::atomic<int64_t> received_bytes_{0};
   // Bytes of the push requests being handled now.

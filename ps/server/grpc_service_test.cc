@@ -4,14 +4,17 @@
 // (Debian's gRPC is not tsan-built).
 #include "ps/server/grpc_service.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/reflection.pb.h"
@@ -142,6 +145,118 @@ TEST_CASE("a variable above gRPC's default 4 MiB limit goes through") {
           }).ok());
   REQUIRE(weights.variables_size() == 1);
   CHECK(weights.variables(0).data().size() == (8u << 20));
+}
+
+// A raw call of `bytes` to the service's `method`, with `token` when not
+// empty.
+grpc::Status RawCall(const PsGrpcServer& server, const std::string& method,
+                     const std::string& bytes, const std::string& token = "") {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(64 << 20);
+  grpc::GenericStub generic(grpc::CreateCustomChannel(
+      server.address(), grpc::InsecureChannelCredentials(), args));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  absl::Mutex mu;
+  bool done = false;
+  grpc::Status result;
+  generic.UnaryCall(&ctx, "/psgd.ps.wire.ParameterServer/" + method,
+                    grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      absl::MutexLock lock(&mu);
+                      result = s;
+                      done = true;
+                    });
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(&done));
+  return result;
+}
+
+// `n` empty entries of field `field`: 2 bytes each.
+std::string EmptyEntries(int field, int64_t n) {
+  std::string bytes;
+  for (int64_t i = 0; i < n; ++i) {
+    bytes.push_back(static_cast<char>((field << 3) | 2));
+    bytes.push_back('\0');
+  }
+  return bytes;
+}
+
+TEST_CASE("each method's request has limits of its own, checked unparsed") {
+  // The limits are the service's own (kStatusLimit, kDecideLimit, ...);
+  // the sizes here are this test's: a Status of 100 KiB, a Decide of 2,000
+  // decisions (the relay sends at most 256 at a time).
+  ServerOptions o = Insecure();
+  o.cluster_name = "limits";
+  auto server = PsGrpcServer::Start(o);
+  REQUIRE(server.ok());
+  wire::StatusRequest status;
+  status.set_cluster(std::string(100 << 10, 'x'));
+  grpc::Status s = RawCall(**server, "Status", status.SerializeAsString());
+  CHECK(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(s.error_message() ==
+        absl::StrCat("a Status request of ", status.ByteSizeLong(),
+                     " bytes, more than its limit of 65536"));
+  s = RawCall(**server, "Decide", EmptyEntries(3, 2000));
+  CHECK(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(s.error_message() ==
+        "a Decide request of 2000 entries of field 3, more than its limit "
+        "of 256");
+  // Bytes that are no message: refused by the count, or by the parse.
+  s = RawCall(**server, "Decide", "\x1a\xff\xff\xff\x0f");
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "a Decide request that is no message");
+  s = RawCall(**server, "Status",
+              std::string("\x0a\x05"
+                          "ab"));
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StartsWith(s.error_message(),
+                         "a Status request that cannot be parsed"));
+  // Within the limits, every method still answers as before.
+  status.set_cluster("limits");
+  s = RawCall(**server, "Status", status.SerializeAsString());
+  CHECK(s.ok());
+  s = RawCall(**server, "Decide", EmptyEntries(3, 3));
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);  // one shard
+  CHECK((*server)->shard()->Status().step == 0);
+}
+
+TEST_CASE("Decide takes the servers' peer token, and nothing else does") {
+  ServerOptions o = Insecure();
+  o.security.insecure = false;
+  o.security.token = "cluster-token";
+  o.security.peer_token = "peer-token";
+  o.cluster_name = "peers";
+  auto server = PsGrpcServer::Start(o);
+  REQUIRE(server.ok());
+  wire::DecideRequest decide;
+  decide.set_cluster("peers");
+  wire::Decision* d = decide.add_decisions();
+  d->set_seq(1);
+  d->set_lr_scale(std::nan(""));
+  const std::string bytes = decide.SerializeAsString();
+  // A worker's token: refused before the request is looked at.
+  for (const std::string token : {"", "cluster-token", "other"}) {
+    INFO(token);
+    grpc::Status s = RawCall(**server, "Decide", bytes, token);
+    CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    CHECK(absl::StartsWith(s.error_message(), "missing or wrong peer token"));
+  }
+  // The servers' token passes the check (a lone shard then takes no
+  // decisions), and opens no other method.
+  grpc::Status s = RawCall(**server, "Decide", bytes, "peer-token");
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  wire::StatusRequest status;
+  status.set_cluster("peers");
+  s = RawCall(**server, "Status", status.SerializeAsString(), "peer-token");
+  CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  s = RawCall(**server, "Status", status.SerializeAsString(), "cluster-token");
+  CHECK(s.ok());
+  CHECK((*server)->shard()->Status().step == 0);
+  CHECK((*server)->service()->unauthenticated_calls() == 4);
 }
 
 TEST_CASE("health checking, the port file and a pull past its deadline") {

@@ -68,6 +68,13 @@ ABSL_FLAG(std::string, token_file, "",
           "cluster's default token file ($PSGD_TOKEN_FILE, else "
           "~/.config/psgd/tokens/CLUSTER_NAME.token), made when absent. With "
           "--config, the config's security block says it.");
+ABSL_FLAG(std::string, peer_token_file, "",
+          "A file holding the servers' peer token: Decide (shard 0's "
+          "decisions to the other shards) must carry it, so that a worker "
+          "holding the cluster token cannot send decisions. Default: the "
+          "cluster token file's name + '.peer', made when absent (with more "
+          "than one shard). With --config, the config's security block says "
+          "it.");
 ABSL_FLAG(bool, insecure, false,
           "Take every call without a token (anyone who can reach the port "
           "may drive the server). Not with --token_file or --config.");
@@ -114,7 +121,37 @@ constexpr const char* kOptionFlags[] = {"listen_address",
                                         "split_threshold_bytes",
                                         "worker_lease_seconds",
                                         "token_file",
+                                        "peer_token_file",
                                         "insecure"};
+
+// The servers' peer token (SecurityOptions::peer_token) for a cluster of
+// more than one shard with a token: the one in `named`, else the one beside
+// the cluster's `token_file` (made when absent: the first server makes it,
+// the others read it), else none (an inline cluster token serves; Start
+// warns).
+absl::Status ResolvePeerToken(const std::string& named,
+                              const std::string& token_file, ServerOptions* o) {
+  if (o->security.insecure) {
+    if (!named.empty()) {
+      return absl::InvalidArgumentError(
+          "--insecure and a peer token file: choose one");
+    }
+    return absl::OkStatus();
+  }
+  if (!named.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(named);
+    if (!token.ok()) return Annotate(token.status(), "the peer token file: ");
+    o->security.peer_token = *std::move(token);
+  } else if (o->num_shards > 1 && !token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        ReadOrCreateTokenFile(PeerTokenFileOf(token_file));
+    if (!token.ok()) {
+      return Annotate(token.status(), "the servers' peer token file: ");
+    }
+    o->security.peer_token = *std::move(token);
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
   for (const char* name : kOptionFlags) {
@@ -130,6 +167,8 @@ absl::StatusOr<ServerOptions> OptionsFromConfig(const std::string& path) {
   const TaskId task = cluster.task;
   ASSIGN_OR_RETURN(ServerOptions o,
                    ServerOptionsFromConfig(config, task.index));
+  RETURN_IF_ERROR(ResolvePeerToken(config.security().peer_token_file(),
+                                   config.security().token_file(), &o));
   // A name that does not resolve or a port in use, named with the task
   // before anything starts.
   RETURN_IF_ERROR(CheckPsCanListen(config, task.index));
@@ -219,6 +258,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   // NaN becomes an infinite lease, which the sanitizer refuses.
   o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_seconds));
   o.security.insecure = absl::GetFlag(FLAGS_insecure);
+  std::string token_file;  // where the cluster token came from
   if (const std::string path = absl::GetFlag(FLAGS_token_file); !path.empty()) {
     if (o.security.insecure) {
       return absl::InvalidArgumentError(
@@ -227,6 +267,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
     absl::StatusOr<std::string> token = ReadTokenFile(path);
     if (!token.ok()) return Annotate(token.status(), "--token_file: ");
     o.security.token = *std::move(token);
+    token_file = path;
   } else if (!o.security.insecure) {
     absl::StatusOr<DefaultToken> token =
         ReadOrCreateDefaultToken(o.cluster_name);
@@ -234,7 +275,10 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
       return Annotate(token.status(), "the cluster's default token: ");
     }
     o.security.token = std::move(token->token);
+    token_file = std::move(token->file);
   }
+  RETURN_IF_ERROR(
+      ResolvePeerToken(absl::GetFlag(FLAGS_peer_token_file), token_file, &o));
   // The sanitizer the config's options go through too.
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;

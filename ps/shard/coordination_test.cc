@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -309,6 +310,65 @@ TEST_CASE(
   SECTION("only shard 0 decides") {
     auto r = follower->Commit(0, 0, 0, 5);
     CHECK(absl::IsFailedPrecondition(r.status()));
+  }
+  SECTION("numbers no shard 0 makes: refused, nothing applied") {
+    // What a forged Decide once applied: lr_scale NaN made every weight NaN,
+    // N of 2^31 - 1 was taken, a step of two workers' pushes "async".
+    struct Forged {
+      const char* field;
+      Decision d;
+    };
+    std::vector<Forged> forged;
+    for (double scale : {std::nan(""), 0.0, -1.0, kWorkers + 1.0,
+                         std::numeric_limits<double>::infinity()}) {
+      forged.push_back({"lr_scale", d});
+      forged.back().d.lr_scale = scale;
+    }
+    forged.push_back({"staleness", d});
+    forged.back().d.staleness = -1;
+    forged.push_back({"replicas_next", d});
+    forged.back().d.replicas_next = 2147483647;
+    forged.push_back({"pushes", d});
+    forged.back().d.kind = Decision::Kind::kAsyncPush;
+    forged.back().d.workers = {0, 1};
+    forged.back().d.push_ids = {5, 5};
+    forged.push_back({"pushes", d});
+    forged.back().d.workers = {0, 1, 2, 3, 0};
+    forged.back().d.push_ids = {5, 5, 5, 5, 5};
+    for (const Forged& f : forged) {
+      INFO(f.field << " " << f.d.lr_scale);
+      auto r = follower->ApplyDecisions(1, {f.d});
+      CHECK(absl::IsFailedPrecondition(r.status()));
+      CHECK_THAT(std::string(r.status().message()),
+                 Catch::Contains("shard 1") && Catch::Contains(f.field));
+      CHECK(follower->Status().step == 0);
+      CHECK(follower->Status().counters.decisions_applied == 0);
+    }
+    // The push is still staged: the real decision applies.
+    REQUIRE(follower->ApplyDecisions(1, {d}).ok());
+    CHECK(follower->Status().step == 1);
+  }
+  SECTION("a sequence number older than the window is an error") {
+    // 1,025 decisions applied (a worker leaving, again and again): the
+    // first falls out of the 1,024 kept, and a resend of it is no repeat a
+    // relay makes.
+    std::vector<Decision> left;
+    for (int64_t seq = 1; seq <= 1025; ++seq) {
+      Decision l;
+      l.seq = seq;
+      l.kind = Decision::Kind::kLeft;
+      l.workers = {3};
+      l.push_ids = {0};
+      left.push_back(l);
+    }
+    auto r = follower->ApplyDecisions(1, left);
+    REQUIRE(r.ok());
+    CHECK(*r == 1025);
+    CHECK(follower->ApplyDecisions(1, {left[1024]}).ok());  // recent: a repeat
+    auto old = follower->ApplyDecisions(1, {left[0]});
+    CHECK(absl::IsFailedPrecondition(old.status()));
+    CHECK_THAT(std::string(old.status().message()),
+               Catch::Contains("decision 1 ") && Catch::Contains("older"));
   }
 }
 

@@ -3,10 +3,22 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace psgd {
 namespace ps {
+
+int64_t DecisionBytesBound(const Decision& d) {
+  // 11 bytes a varint field (tag and value), 16 a double or a
+  // submessage's tag and length.
+  int64_t n = 8 * 11 + 16;
+  n += 11 * static_cast<int64_t>(d.workers.size() + d.push_ids.size());
+  for (const DecidedChunk& c : d.chunks) {
+    n += 16 + 6 * 11 + 11 * static_cast<int64_t>(c.samples.size());
+  }
+  return n;
+}
 
 DecisionRelay::DecisionRelay(int num_shards, int64_t generation)
     : num_shards_(num_shards),
@@ -86,18 +98,29 @@ void DecisionRelay::Send(int shard) {
       if (stop_) return;
       deliver = deliver_;
       generation = generation_;
-      // At most 256 at a time: a follower far behind catches up in steps.
       const int64_t from = std::max<int64_t>(acked_[shard] + 1, first_seq_);
+      int64_t bytes = 0;
       for (int64_t seq = from;
            seq < first_seq_ + static_cast<int64_t>(queue_.size()) &&
-           batch.size() < 256;
+           static_cast<int64_t>(batch.size()) < kMaxBatch;
            ++seq) {
-        batch.push_back(queue_[seq - first_seq_]);
+        const Decision& d = queue_[seq - first_seq_];
+        bytes += DecisionBytesBound(d);
+        if (!batch.empty() && bytes > kMaxBatchBytes) break;
+        batch.push_back(d);
       }
     }
     absl::StatusOr<int64_t> applied = deliver(shard, generation, batch);
     MutexLock lock(&mu_);
     if (generation != generation_) continue;  // restarted meanwhile
+    // A shard's word is believed only up to what it was sent: an answer
+    // beyond it (a shard that is not what it should be) would trim
+    // decisions it never had.
+    if (applied.ok() && *applied > batch.back().seq) {
+      applied = absl::InternalError(absl::StrCat(
+          "ps:", shard, " says it applied decision ", *applied,
+          ", beyond the last one sent to it (", batch.back().seq, ")"));
+    }
     // A shard shut down for good (CANCELLED) will take nothing any more:
     // what was sent counts as delivered.
     if (applied.ok() || absl::IsCancelled(applied.status())) {

@@ -31,8 +31,19 @@
 namespace psgd {
 namespace ps {
 
+// At least the bytes `d` takes encoded (wire::Decision, varints at their
+// longest).
+int64_t DecisionBytesBound(const Decision& d);
+
 class DecisionRelay {
  public:
+  // One delivery carries at most kMaxBatch decisions and, past its first
+  // decision, at most kMaxBatchBytes of them by DecisionBytesBound: a
+  // follower far behind catches up in steps, and the Decide call that
+  // carries them stays within the limit a server puts on it.
+  static constexpr int64_t kMaxBatch = 256;
+  static constexpr int64_t kMaxBatchBytes = 8 << 20;
+
   // Hands `decisions` (seq order, all of `generation`) to shard `shard`;
   // returns the last seq that shard has applied.
   using Deliver = std::function<absl::StatusOr<int64_t>(

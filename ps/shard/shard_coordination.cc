@@ -2,6 +2,7 @@
 // push"): shard 0 decides the pushes staged on every shard and publishes
 // its decisions; the other shards apply them in order.
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -168,14 +169,26 @@ absl::StatusOr<int64_t> ParameterShard::ApplyDecisions(
     for (size_t i = 0; status.ok() && i < decisions.size(); ++i) {
       const Decision& d = decisions[i];
       if (d.seq <= last_applied_) {
-        // A repeat (the relay sent it again): it must be the same decision.
+        // A repeat (the relay sent it again, its answer lost): it must be
+        // the same decision, and recent (the relay resends at most one
+        // batch, far fewer than the window keeps).
+        const Decision* same_seq = nullptr;
         for (const Decision& r : recent_) {
-          if (r.seq != d.seq || SameDecision(r, d)) continue;
+          if (r.seq == d.seq) same_seq = &r;
+        }
+        if (same_seq == nullptr) {
+          status = absl::FailedPreconditionError(absl::StrCat(
+              name_, ": decision ", d.seq, " (", DecisionKindName(d.kind),
+              " of step ", d.step, ") is older than the ", recent_.size(),
+              " decisions kept after decision ", last_applied_,
+              ": no relay sends that"));
+        } else if (!SameDecision(*same_seq, d)) {
           status = absl::FailedPreconditionError(absl::StrCat(
               name_, ": decision ", d.seq, " (", DecisionKindName(d.kind),
               " of step ", d.step,
               ") disagrees with the one of that seq already applied (",
-              DecisionKindName(r.kind), " of step ", r.step, ")"));
+              DecisionKindName(same_seq->kind), " of step ", same_seq->step,
+              ")"));
         }
         continue;
       }
@@ -213,6 +226,27 @@ absl::Status ParameterShard::ApplyDecisionLocked(const Decision& d,
     if (absl::Status s = membership_.CheckWorkerId(w); !s.ok()) {
       return refuse(s.message());
     }
+  }
+  // Every number in range, as shard 0's rules make them: a step's scale is
+  // count / N with count at most the workers (1 otherwise), staleness is a
+  // difference of steps, N of the next step one of 1 .. the workers.
+  const int workers = membership_.total_num_replicas();
+  if (!(std::isfinite(d.lr_scale) && d.lr_scale > 0 &&
+        d.lr_scale <= std::max(1, workers))) {
+    return refuse(absl::StrCat("lr_scale ", d.lr_scale,
+                               " is not a finite number in (0, ",
+                               std::max(1, workers), "]"));
+  }
+  if (d.staleness < 0) {
+    return refuse(absl::StrCat("staleness ", d.staleness, " is negative"));
+  }
+  if (d.replicas_next < 0 || d.replicas_next > workers) {
+    return refuse(absl::StrCat("replicas_next ", d.replicas_next,
+                               " is not 0 (none) or N in 1..", workers));
+  }
+  if (static_cast<int>(d.workers.size()) > workers ||
+      (d.kind != Decision::Kind::kSyncStep && d.workers.size() != 1)) {
+    return refuse(absl::StrCat("names ", d.workers.size(), " pushes"));
   }
   // The staged gradients of the decision's pushes, all found before
   // anything changes.

@@ -198,6 +198,16 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
           absl::StrCat("server option security.token: ", s.message()));
     }
   }
+  if (!o.security.peer_token.empty()) {
+    if (o.security.token.empty()) {
+      return absl::InvalidArgumentError(
+          "server option security.peer_token without a cluster token");
+    }
+    if (absl::Status s = ValidateToken(o.security.peer_token); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server option security.peer_token: ", s.message()));
+    }
+  }
   if (o.security.tls &&
       (o.security.tls_cert_file.empty() || o.security.tls_key_file.empty())) {
     return Bad("security.tls", "true",

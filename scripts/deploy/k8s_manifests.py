@@ -42,7 +42,11 @@ worker:1.. (one replica template).
                        /etc/psgd-token/token (subPath: the file, root's,
                        0400, not a link), and the ConfigMap's config names
                        it as security.token_file, unless the config has a
-                       token of its own or says `insecure: true`.
+                       token of its own or says `insecure: true`. Its second
+                       key, peer-token (32 more random bytes), is mounted in
+                       the ps containers alone, at /etc/psgd-token/token.peer:
+                       the servers' peer token, which a server needs to send
+                       or take decisions and workers do not hold.
 Both carry the config in a ConfigMap (NAME-config), gRPC health probes on the
 ps port (Kubernetes' grpc probe: the ps serves grpc.health.v1), and for each ps
 a volume at /checkpoints. For checkpoints that stay on the ps's own volume, give
@@ -132,22 +136,34 @@ metadata:
 type: Opaque
 stringData:
   token: {secrets.token_hex(32)}
+  peer-token: {secrets.token_hex(32)}
 """
 
 
 def with_token_volume(manifest, name):
     """Every container that mounts the config also mounts the token Secret;
-    every pod that has the config volume also has the Secret's."""
+    every pod that has the config volume also has the Secret's. The ps
+    containers alone also mount its peer-token key beside the token, as
+    token.peer: the servers' peer token (ps_server's default file), which
+    workers do not hold."""
     out = []
+    ps = False  # in a ps container
     for line in manifest.splitlines():
         out.append(line)
         pad = line[:len(line) - len(line.lstrip())]
+        if re.match(r"^\s*- name: ", line):
+            ps = False
+        if "/psgd/ps_server" in line:
+            ps = True
         if line.strip() == "- {name: config, mountPath: /etc/psgd, readOnly: true}":
             # subPath: the key mounted as the file itself (root's, mode
             # 0400), not the link a Secret volume otherwise makes: token
             # files are opened without following links (common/security.h).
             out.append(pad + "- {name: token, mountPath: /etc/psgd-token/token, "
                        "subPath: token, readOnly: true}")
+            if ps:
+                out.append(pad + "- {name: token, mountPath: /etc/psgd-token/token.peer, "
+                           "subPath: peer-token, readOnly: true}")
         elif line.strip() == f"configMap: {{name: {name}-config}}":
             out.append(pad[:-2] + f"- name: token")
             out.append(pad + f"secret: {{secretName: {name}-token, defaultMode: 0400}}")

@@ -82,12 +82,22 @@ def main():
     token = re.search(r"^  token: ([0-9a-f]{64})$", secret, re.M)
     assert "kind: Secret" in secret and "name: hosts-token" in secret and token, secret
     assert token.group(1) not in plain + tfjob
+    peer = re.search(r"^  peer-token: ([0-9a-f]{64})$", secret, re.M)
+    assert peer and peer.group(1) != token.group(1), secret
+    assert peer.group(1) not in plain + tfjob
     for manifest in (plain, tfjob):
         assert 'token_file: "/etc/psgd-token/token"' in manifest
         mounts = manifest.count("mountPath: /etc/psgd,")
         assert mounts > 0 and manifest.count(
             "mountPath: /etc/psgd-token/token, subPath: token,") == mounts
         assert manifest.count("secretName: hosts-token") == manifest.count("name: hosts-config}")
+        # The servers' peer token in every ps container, in no worker's.
+        peer_mounts = manifest.count("mountPath: /etc/psgd-token/token.peer, "
+                                     "subPath: peer-token,")
+        assert peer_mounts == manifest.count("/psgd/ps_server") > 0, manifest
+        for block in manifest.split("- name: ")[1:]:
+            if "token.peer" in block:
+                assert "/psgd/ps_server" in block, block
     generate(os.path.join(DATA, "hosts.pbtxt"), out)
     assert open(secret_path).read() != secret, "the same token twice"
     for needle in ("kind: TFJob", "Chief:", "replicas: 2", "grpc: {port: 2222}",
