@@ -2,11 +2,11 @@
 // of metric families (counters, gauges, histograms), each with its # HELP
 // and # TYPE lines once, then its samples. MetricsHttpServer serves such a
 // page on GET /metrics: civetweb (Debian's libcivetweb, the embedded server
-// prometheus-cpp uses) with a small pool of threads and read and write
-// timeouts, so that no client can hold it (or the shutdown) for longer than
-// a timeout; with a token, only to requests that carry "Authorization:
-// Bearer <token>" (what Prometheus' scrape config sends with
-// `authorization: {credentials_file: ...}`), others get 401.
+// prometheus-cpp uses) with a pool of threads larger than a set of slow
+// clients takes and short read and write timeouts, so that no client can
+// hold it (or the shutdown) for longer than a timeout; with a token, only to
+// requests that carry "Authorization: Bearer <token>" (what Prometheus' scrape
+// config sends with `authorization: {credentials_file: ...}`), others get 401.
 //
 // Thread-safety: MetricsPage is a plain value. MetricsHttpServer calls
 // `render` from its threads, possibly at once; `render` must be thread-safe.
@@ -69,10 +69,13 @@ struct HistogramData {
 
 class MetricsHttpServer {
  public:
-  // A request's longest read or write before the server drops it.
-  static constexpr int kTimeoutMs = 5000;
-  // Requests served at once.
-  static constexpr int kThreads = 2;
+  // A request's longest read or write before the server drops it: a
+  // scrape sends its few header lines at once.
+  static constexpr int kTimeoutMs = 2000;
+  // Requests served at once: enough that slow clients (40 sending a header
+  // line a second kept a scrape waiting 12 s with 2) leave threads free;
+  // each idle one is a sleeping thread.
+  static constexpr int kThreads = 64;
 
   // Listens on `host`:`port` (an IP address or a name that resolves; port
   // 0: the OS chooses). `token` empty: every GET /metrics is answered.

@@ -5,11 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace psgd {
@@ -26,10 +29,17 @@ int Idle(int port) {
   return fd;
 }
 
+// The response, or what came of it within `timeout_s` (0: no limit) for
+// each read and write.
 std::string Get(int port, const std::string& path,
-                const std::string& authorization = "") {
+                const std::string& authorization = "", int timeout_s = 0) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
+  if (timeout_s > 0) {
+    timeval tv{timeout_s, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -138,6 +148,50 @@ TEST_CASE("a slow client holds neither the page nor the shutdown") {
   }
   server->reset();
   for (int fd : idle) close(fd);
+}
+
+// The slow clients of docs/RELIABILITY.md, Security 60-6: 40 connections
+// each sending a header line a second (and connecting again when dropped)
+// kept a scrape with the token from its answer for 12 s. The scrape must
+// come within a generous deadline while they go on.
+TEST_CASE("40 slow clients do not keep a scrape from its answer") {
+  auto server = MetricsHttpServer::Start(
+      "127.0.0.1", 0, [] { return Sample().Text(); }, "scrape-token");
+  REQUIRE(server.ok());
+  const int port = (*server)->port();
+  std::atomic<bool> stop{false};
+  std::thread slow([&] {
+    std::vector<int> fds(40, -1);
+    while (!stop) {
+      for (int& fd : fds) {
+        if (fd < 0) {
+          fd = Idle(port);
+          const char kStart[] = "GET /metrics HTTP/1.1\r\n";
+          send(fd, kStart, sizeof(kStart) - 1, MSG_NOSIGNAL);
+        }
+        const char kLine[] = "X-Slow: 1\r\n";
+        if (send(fd, kLine, sizeof(kLine) - 1, MSG_NOSIGNAL) < 0) {
+          close(fd);  // dropped: again
+          fd = -1;
+        }
+      }
+      for (int i = 0; i < 10 && !stop; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Three scrapes while the slow clients hold on, each within 5 s.
+  for (int i = 0; i < 3; ++i) {
+    const std::string page = Get(port, "/metrics", "Bearer scrape-token",
+                                 /*timeout_s=*/5);
+    CHECK(page.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  }
+  stop = true;
+  slow.join();
 }
 
 TEST_CASE("promtool accepts the page") {

@@ -23,9 +23,12 @@
 // checkpoint at start (and logs each newer one it refused, with the file and
 // the reason), saves checkpoints while it serves and its final state when it
 // stops (docs/RELIABILITY.md).
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <string>
 
 #include "absl/flags/parse.h"
@@ -46,6 +49,37 @@ sigset_t StopSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   return set;
+}
+
+// Raises the soft limit on open descriptors to the hard limit (at most
+// the kernel's fs.nr_open): every connection to the UCX listener and to the
+// Prometheus page holds one, and a soft limit of 1,024 let 1,500 connections
+// that never sent a byte take every descriptor, so that the server answered
+// no Status and no scrape (docs/RELIABILITY.md, Security 60-6).
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  rlim_t target = limit.rlim_max;
+  rlim_t nr_open = 0;
+  if (std::ifstream in("/proc/sys/fs/nr_open"); in >> nr_open && nr_open > 0) {
+    if (target == RLIM_INFINITY || target > nr_open) target = nr_open;
+  }
+  if (target <= limit.rlim_cur) {
+    spdlog::info("open descriptors: soft limit {} (hard {})", limit.rlim_cur,
+                 limit.rlim_max);
+    return;
+  }
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = target;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("open descriptors: cannot raise the soft limit {} to {}",
+                 before, target);
+    return;
+  }
+  spdlog::info(
+      "open descriptors: soft limit raised from {} to {} (the hard "
+      "limit)",
+      before, target);
 }
 
 }  // namespace
@@ -88,6 +122,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ps_server: %s\n", s.ToString().c_str());
     return 2;
   }
+
+  RaiseFileLimit();
 
   // Before any thread starts, so that gRPC's threads inherit the mask.
   const sigset_t signals = StopSignals();

@@ -299,6 +299,18 @@ void UcxShardChannel::Adopt(const wire::MembershipResponse& response) {
     return;
   }
   link_ = Link{*peer, key, d.port(), false};
+  // The key at once, bound to this connection: the server closes a
+  // connection that has presented no key within a few seconds
+  // (ucx::MessengerOptions::key_deadline), and a worker may not push or pull
+  // that soon. A withdrawal of call 0 (no pull has that number) is answered
+  // OK and changes nothing; its answer, or its loss, is not awaited.
+  {
+    const uint64_t none = 0;
+    std::string header(sizeof none, '\0');
+    std::memcpy(header.data(), &none, sizeof none);
+    messenger_->Call(*peer, kUcxWithdraw, key, std::move(header), {}, nullptr,
+                     absl::Now() + absl::Seconds(10), [](ucx::Reply) {});
+  }
   spdlog::info("{}: pushes and pulls over UCX ({}) to {}:{}", name(),
                messenger_->transports(), host_, d.port());
 }

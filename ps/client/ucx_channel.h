@@ -6,7 +6,9 @@
 //
 // The server says where its listener is, and gives this worker its key, in
 // the answer to Join (over gRPC, with the cluster's token and TLS); the
-// channel connects then. Until a Join has said so (a chief, a server
+// channel connects then, and presents its key at once (a withdrawal of no
+// pull): the server closes a connection that has presented none within a
+// few seconds. Until a Join has said so (a chief, a server
 // without UCX or whose UCX could not start), pushes and pulls go over gRPC.
 // A UCX call that ends UNAVAILABLE (the server's process gone) marks the
 // link broken: the worker's recovery joins again (ps/client/ps_client.h's

@@ -11,7 +11,9 @@
 // connection than its key's, is dropped by the messenger before its data is
 // read; one whose request names another worker than the key's is refused
 // (PERMISSION_DENIED) and counted; none reaches the shard. A worker that
-// leaves loses its key (Revoke).
+// leaves loses its key (Revoke). A connection that presents no accepted
+// key within 5 s is closed, and no more than 64 such wait at once
+// (ucx::MessengerOptions); keys are compared in constant time.
 //
 // On the wire (ps/wire/wire.h's kUcxPush, kUcxPull), method 1 is a push: the
 // header a PushRequest whose gradients are TensorData.shared offsets into the

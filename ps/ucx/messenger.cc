@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -100,7 +102,45 @@ struct SendState {
   uint64_t call = 0;      // a request's call, to end it when the send fails
 };
 
+// The rate limit on UCX's log (messenger.h): a window of one second, the
+// lines let through in it, and those held back.
+std::atomic<int64_t> ucx_log_window{0};  // seconds since the epoch
+std::atomic<int> ucx_log_in_window{0};
+std::atomic<int64_t> ucx_log_held{0};        // in the current window
+std::atomic<int64_t> ucx_log_suppressed{0};  // in all
+
+ucs_log_func_rc_t RateLimitUcxLog(const char*, unsigned, const char*,
+                                  ucs_log_level_t,
+                                  const ucs_log_component_config_t*,
+                                  const char*, va_list) {
+  const int64_t now = absl::ToUnixSeconds(absl::Now());
+  int64_t window = ucx_log_window.load();
+  if (window != now && ucx_log_window.compare_exchange_strong(window, now)) {
+    ucx_log_in_window = 0;
+    const int64_t held = ucx_log_held.exchange(0);
+    if (held > 0) {
+      spdlog::warn(
+          "UCX: {} log lines held back in the last second (at most {} a "
+          "second are written)",
+          held, kUcxLogLinesPerSecond);
+    }
+  }
+  if (ucx_log_in_window.fetch_add(1) < kUcxLogLinesPerSecond) {
+    return UCS_LOG_FUNC_RC_CONTINUE;  // UCX's own handler writes it
+  }
+  ucx_log_held++;
+  ucx_log_suppressed++;
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+void InstallUcxLogLimit() {
+  static std::once_flag once;
+  std::call_once(once, [] { ucs_log_push_handler(&RateLimitUcxLog); });
+}
+
 }  // namespace
+
+int64_t UcxLogLinesSuppressed() { return ucx_log_suppressed.load(); }
 
 absl::StatusOr<Key> RandomKey() {
   Key key;
@@ -203,13 +243,25 @@ class Messenger::Impl {
   std::atomic<int64_t> malformed_{0};
   std::atomic<int64_t> unknown_call_{0};
   std::atomic<int64_t> receive_failed_{0};
+  std::atomic<int64_t> unkeyed_closed_{0};
+  std::atomic<int64_t> unkeyed_evicted_{0};
+
+  absl::Duration key_deadline_ = absl::Seconds(5);
+  int max_unkeyed_ = 64;
 
  private:
   struct Peer {
     ucp_ep_h ep = nullptr;
-    bool accepted = false;     // connected to the listener (not Connect)
+    bool accepted = false;  // connected to the listener (not Connect)
+    // An accepted peer: when it connected, and whether a request of it has
+    // carried an accepted key (until then it is closed at key_deadline_).
+    absl::Time connected;
+    bool keyed = false;
     std::set<uint64_t> calls;  // this side's calls under way to it
   };
+  // Closes the accepted peers that presented no key by their deadline.
+  void CloseUnkeyed();
+  int unkeyed_ = 0;  // accepted peers not keyed yet
   struct Call {
     uint64_t peer = 0;
     absl::Time deadline;
@@ -270,6 +322,9 @@ class Messenger::Impl {
 };
 
 absl::Status Messenger::Impl::Start(const MessengerOptions& options) {
+  InstallUcxLogLimit();
+  key_deadline_ = options.key_deadline;
+  max_unkeyed_ = options.max_unkeyed;
   // UCX's tcp transport sends an active message in segments of 8 KB by
   // default, a system call and a header each: with 1 MB segments a shard's
   // megabytes move as fast as a plain socket's (docs/PERFORMANCE.md, "The
@@ -411,6 +466,7 @@ void Messenger::Impl::Loop() {
     while (ucp_worker_progress(worker_) != 0) {
     }
     ExpireCalls();
+    CloseUnkeyed();
     // Sleep until UCX or a poster has something, or the next deadline.
     const ucs_status_t armed = ucp_worker_arm(worker_);
     if (armed == UCS_ERR_BUSY) continue;
@@ -458,10 +514,47 @@ void Messenger::Impl::Loop() {
 
 uint64_t Messenger::Impl::AddPeer(ucp_ep_h ep, bool accepted) {
   const uint64_t id = NextId();
-  peers_[id].ep = ep;
-  peers_[id].accepted = accepted;
+  Peer& peer = peers_[id];
+  peer.ep = ep;
+  peer.accepted = accepted;
+  if (accepted) {
+    peer.connected = absl::Now();
+    unkeyed_++;
+  }
   peer_of_ep_[ep] = id;
   return id;
+}
+
+void Messenger::Impl::CloseUnkeyed() {
+  if (unkeyed_ == 0) return;
+  const absl::Time too_old = absl::Now() - key_deadline_;
+  std::vector<uint64_t> expired;
+  for (const auto& [id, peer] : peers_) {
+    if (peer.accepted && !peer.keyed && peer.connected <= too_old) {
+      expired.push_back(id);
+    }
+  }
+  for (uint64_t id : expired) {
+    unkeyed_closed_++;
+    ClosePeer(id, absl::UnauthenticatedError(
+                      "UCX: the peer presented no accepted key in time"));
+  }
+  // More waiting than the cap: the oldest go first. A worker presents its
+  // key as soon as it connects, so what waits longest is least likely one.
+  while (unkeyed_ > max_unkeyed_) {
+    uint64_t oldest = 0;
+    absl::Time when = absl::InfiniteFuture();
+    for (const auto& [id, peer] : peers_) {
+      if (peer.accepted && !peer.keyed && peer.connected < when) {
+        oldest = id;
+        when = peer.connected;
+      }
+    }
+    if (oldest == 0) break;
+    unkeyed_evicted_++;
+    ClosePeer(oldest, absl::UnauthenticatedError(
+                          "UCX: too many connections without a key"));
+  }
 }
 
 void Messenger::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
@@ -506,6 +599,7 @@ void Messenger::Impl::ClosePeer(uint64_t id, const absl::Status& why) {
   if (it == peers_.end()) return;
   Peer peer = std::move(it->second);
   peers_.erase(it);
+  if (peer.accepted && !peer.keyed) unkeyed_--;
   peer_of_ep_.erase(peer.ep);
   for (uint64_t call : peer.calls) {
     Reply reply;
@@ -759,6 +853,13 @@ ucs_status_t Messenger::Impl::OnRequest(void* arg, const void* header,
       impl->other_connection_++;
       return UCS_OK;
     }
+  }
+  // An accepted key (or none required): the peer may stay.
+  if (auto known = impl->peers_.find(peer->second);
+      known != impl->peers_.end() && known->second.accepted &&
+      !known->second.keyed) {
+    known->second.keyed = true;
+    impl->unkeyed_--;
   }
   auto* message = new Receiving{impl, true, peer->second, head, {}, {}};
   return impl->Receive(message, data, length, param);
@@ -1023,6 +1124,8 @@ DropCounts Messenger::drops() const {
   counts.malformed = impl_->malformed_.load();
   counts.unknown_call = impl_->unknown_call_.load();
   counts.receive_failed = impl_->receive_failed_.load();
+  counts.unkeyed_closed = impl_->unkeyed_closed_.load();
+  counts.unkeyed_evicted = impl_->unkeyed_evicted_.load();
   return counts;
 }
 

@@ -79,6 +79,14 @@ struct MessengerOptions {
   // puts the messenger's defaults there (UCX_TCP_TX_SEG_SIZE and
   // UCX_TCP_RX_SEG_SIZE of 1M) unless either is set already.
   std::vector<std::pair<std::string, std::string>> settings;
+  // A peer that connects to the listener must present an accepted key (its
+  // first request) within `key_deadline`, or its endpoint is closed; no
+  // more than `max_unkeyed` such peers wait at once: beyond them, the one
+  // that has waited longest is closed. (Raw TCP connections that never speak
+  // UCP stay inside UCX, below the messenger: the process's descriptor limit
+  // bounds them, ps_server raises it to its hard limit.)
+  absl::Duration key_deadline = absl::Seconds(5);
+  int max_unkeyed = 64;
 };
 
 // A byte range of a payload; the payload is the ranges in order.
@@ -130,7 +138,20 @@ struct DropCounts {
   int64_t malformed = 0;       // wrong magic, too short, header past the end
   int64_t unknown_call = 0;    // a reply to no call under way (late, or forged)
   int64_t receive_failed = 0;  // the data of a message could not be read
+  // Connections to the listener closed for presenting no accepted key
+  // within MessengerOptions::key_deadline, and those closed (the longest
+  // waiting) because more than max_unkeyed were waiting.
+  int64_t unkeyed_closed = 0;
+  int64_t unkeyed_evicted = 0;
 };
+
+// UCX's own log lines (its warnings and errors: "accept() failed" for each
+// connection a full descriptor table refuses, which it retries at once)
+// pass through a filter the first Messenger::Create installs: at most
+// kUcxLogLinesPerSecond a second reach stderr, and the number held back is
+// logged once a second after. Returns the lines held back so far.
+inline constexpr int kUcxLogLinesPerSecond = 20;
+int64_t UcxLogLinesSuppressed();
 
 class Messenger {
  public:

@@ -614,6 +614,81 @@ double ProcessCpuSeconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// Connections that never present a key (docs/RELIABILITY.md, Security
+// 60-6): closed at the key deadline, and no more than max_unkeyed wait.
+TEST_CASE("a connection without a key is closed at its deadline; few wait") {
+  MessengerOptions options;
+  options.transports = "tcp";
+  options.key_deadline = absl::Milliseconds(500);
+  options.max_unkeyed = 3;
+  // Before the messenger, whose stopping tells peer_gone of every peer.
+  Mutex mu;
+  std::vector<uint64_t> gone;
+  auto made = Messenger::Create(options);
+  REQUIRE(made.ok());
+  std::unique_ptr<Messenger> server = std::move(*made);
+  auto port = server->Listen(
+      "127.0.0.1", 0,
+      [&](Request request) {
+        server->Respond(request.peer, request.call, absl::OkStatus(), "", {},
+                        nullptr);
+      },
+      /*require_key=*/true,
+      [&](uint64_t peer) {
+        MutexLock lock(&mu);
+        gone.push_back(peer);
+      });
+  REQUIRE(port.ok());
+  server->AcceptKey(kKey);
+
+  SECTION("silent ones are closed; one that presents its key stays") {
+    auto talker = NewMessenger();
+    auto keyed = talker->Connect("127.0.0.1", *port);
+    REQUIRE(keyed.ok());
+    REQUIRE(talker
+                ->CallAndWait(*keyed, 1, kKey, "h", {},
+                              absl::Now() + absl::Seconds(30))
+                .status.ok());
+    auto quiet = NewMessenger();
+    REQUIRE(quiet->Connect("127.0.0.1", *port).ok());
+    // A stranger's key does not count as one.
+    auto stranger = NewMessenger();
+    auto wrong = stranger->Connect("127.0.0.1", *port);
+    REQUIRE(wrong.ok());
+    Key other = kKey;
+    other[0] ^= 1;
+    stranger->Call(*wrong, 1, other, "h", {}, nullptr,
+                   absl::Now() + absl::Seconds(30), [](Reply) {});
+    CHECK(Eventually([&] { return server->drops().unkeyed_closed == 2; },
+                     absl::Seconds(20)));
+    {
+      MutexLock lock(&mu);
+      CHECK(gone.size() == 2);
+    }
+    absl::SleepFor(absl::Seconds(1));  // past the deadline twice over
+    CHECK(talker
+              ->CallAndWait(*keyed, 1, kKey, "h", {},
+                            absl::Now() + absl::Seconds(30))
+              .status.ok());
+    CHECK(server->drops().unkeyed_closed == 2);
+    CHECK(server->drops().bad_key == 1);
+  }
+  SECTION("beyond max_unkeyed the longest waiting goes first") {
+    std::vector<std::unique_ptr<Messenger>> quiet;
+    for (int i = 0; i < 6; ++i) {
+      quiet.push_back(NewMessenger());
+      REQUIRE(quiet.back()->Connect("127.0.0.1", *port).ok());
+    }
+    // 6 silent connections, 3 may wait: 3 closed at once, the rest at their
+    // deadline.
+    CHECK(Eventually([&] { return server->drops().unkeyed_evicted == 3; },
+                     absl::Seconds(20)));
+    CHECK(Eventually([&] { return server->drops().unkeyed_closed == 3; },
+                     absl::Seconds(20)));
+    CHECK(server->drops().unkeyed_evicted == 3);
+  }
+}
+
 TEST_CASE("idle messengers sleep, linked and after their peer has gone") {
   // Two messenger threads that spun would take about two seconds of CPU
   // a second on two cores; sleeping ones take next to none.

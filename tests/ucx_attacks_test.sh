@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The connection attacks of docs/RELIABILITY.md's "Security" table (60-6)
+# against a real ps_server with the UCX data plane and a Prometheus page,
+# run as another user would: where this test runs as root (as CI does) the
+# attacker is uid 65534 (nobody) through setpriv, and the server is root's;
+# elsewhere both are this user (the attacks need no second uid).
+#   1. 1,200 raw TCP connections to the UCX listener that never send a byte,
+#      against a server started with a soft limit of 1,024 descriptors (as
+#      found): the server raises it to the hard limit, and a Status and a
+#      scrape with the token are answered while they are held;
+#   2. the same against a server whose hard limit is 1,024 (it cannot raise
+#      it): UCX's "accept() failed" lines, one per retry, are held to 20 a
+#      second (the log stays small), and once the connections go, Status is
+#      answered again;
+#   3. 40 slow clients of /metrics (a header line a second, connecting again
+#      when dropped): scrapes with the token are answered within 5 s each.
+#
+# UCX_ATTACKS_ONLY=13 (--test_env) runs only those attacks (to see one fail
+# with its fix taken out).
+source "$(dirname "$0")/cluster_test_lib.sh"
+only=${UCX_ATTACKS_ONLY:-123}
+
+ATTACKER=$RUNFILES/tests/ucx_attacker
+pids=()
+box=""
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  [ -n "$box" ] && rm -rf "$box"
+}
+trap cleanup EXIT
+
+export XDG_CONFIG_HOME=$TMP/config
+as_other=()
+if [ "$(id -u)" = 0 ]; then
+  as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  echo "attacker: uid 65534 (nobody), server: root"
+else
+  echo "attacker and server: uid $(id -u) (not root: no second uid)"
+fi
+box=$(mktemp -d /tmp/psgd-ucx-attack.XXXXXX)
+chmod 755 "$box"
+cp "$ATTACKER" "$box/attacker"
+chmod 755 "$box/attacker"
+[ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$box"
+attack() { "${as_other[@]}" "$box/attacker" "$@"; }
+
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt 4096 ]; then
+  echo "SKIP: the hard limit on descriptors here is $hard: no room above 1,024 to show"
+  exit 0
+fi
+
+cfg=$TMP/ucx-attack.pbtxt
+write_config "$cfg" ucxattack ASYNC 1 1 1 100 30
+echo 'wire { data_plane: UCX ucx_transports: "tcp" }' >> "$cfg"
+metrics_port=$(free_ports 1)
+"$PY" - "$cfg" "$metrics_port" <<'PYEOF'
+import sys
+path, port = sys.argv[1], sys.argv[2]
+lines = open(path).read().splitlines()
+ps = [i for i, l in enumerate(lines) if l.startswith("ps {")]
+lines[ps[0]] = lines[ps[0]].replace(" }", f" metrics_port: {port} }}")
+open(path, "w").write("\n".join(lines) + "\n")
+PYEOF
+address=$(sed -n 's/^ps { address: "\([^"]*\)".*/\1/p' "$cfg" | head -1)
+[ -n "$address" ] || fail "no ps address in $cfg"
+token_file=$XDG_CONFIG_HOME/psgd/tokens/ucxattack.token
+member_token=$box/member.token
+
+# start_server LOG SOFT HARD: ps:0 with those descriptor limits; sets
+# ps_pid and ucx_port.
+start_server() {
+  local log=$1 soft=$2 limit=$3
+  ( ulimit -Sn "$soft"; ulimit -Hn "$limit"
+    exec "$PS_SERVER" --config="$cfg" --task=ps:0 ) > "$log" 2>&1 &
+  ps_pid=$!; pids+=($ps_pid)
+  for _ in $(seq 100); do grep -q "listening on" "$log" && break; sleep 0.1; done
+  grep -q "listening on" "$log" || { cat "$log"; fail "the server did not start"; }
+  ucx_port=$(sed -n 's/.*pushes and pulls over UCX (tcp) on [^ ]*:\([0-9]*\).*/\1/p' "$log" | head -1)
+  [ -n "$ucx_port" ] || { cat "$log"; fail "no UCX listener in the server's log"; }
+  if [ ! -f "$member_token" ]; then
+    cp "$token_file" "$member_token"
+    chmod 600 "$member_token"
+    [ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$member_token"
+  fi
+  return 0
+}
+stop_server() {
+  kill -TERM "$ps_pid" 2>/dev/null || true
+  wait "$ps_pid" 2>/dev/null || true
+}
+status() {
+  attack --address="$address" --cluster=ucxattack --token_file="$member_token" \
+    --deadline_s=10 status
+}
+scrape() {
+  attack --port="$metrics_port" --token_file="$member_token" --deadline_s="$1" scrape
+}
+fds() { ls "/proc/$ps_pid/fd" | wc -l; }
+
+if [[ $only == *1* ]]; then
+echo "=== 1. 1,200 connections that never send, soft limit 1,024"
+log1=$TMP/ps1.log
+start_server "$log1" 1024 "$hard"
+status || fail "no Status before the attack"
+fifo=$TMP/hold1
+mkfifo "$fifo"
+attack --port="$ucx_port" --count=1200 --seconds=25 hold > "$fifo" &
+hold_pid=$!; pids+=($hold_pid)
+read -r -t 120 held < "$fifo" || fail "the connections were not opened"
+echo "$held"
+[ "$held" = "held 1200 of 1200" ] || fail "not every connection was made: $held"
+status || fail "Status with the token not answered while 1,200 connections are held"
+echo "server descriptors: $(fds)"
+scrape 10 || fail "no scrape with the token while 1,200 connections are held"
+kill -0 "$ps_pid" || fail "the server died"
+wait "$hold_pid" || true
+echo "server descriptors after: $(fds)"
+grep "open descriptors" "$log1" || fail "the server did not log its descriptor limit"
+grep -q "soft limit raised from 1024 to" "$log1" || fail "the soft limit was not raised"
+stop_server
+fi
+
+if [[ $only == *2* ]]; then
+echo "=== 2. the same where the limit cannot be raised (hard 1,024)"
+log2=$TMP/ps2.log
+start_server "$log2" 1024 1024
+status || fail "no Status before the attack"
+before=$(stat -c %s "$log2")
+fifo=$TMP/hold2
+mkfifo "$fifo"
+attack --port="$ucx_port" --count=1200 --seconds=10 hold > "$fifo" &
+hold_pid=$!; pids+=($hold_pid)
+read -r -t 120 held < "$fifo" || fail "the connections were not opened"
+echo "$held (some refused: the server's table is full)"
+sleep 5
+after=$(stat -c %s "$log2")
+grown=$((after - before))
+echo "the server's log grew by $grown bytes in about 5 s; accept() lines: $(grep -c 'accept() failed' "$log2" || true)"
+grep -m1 "log lines held back" "$log2" || echo "(no line held back)"
+# 20 lines a second of about 200 bytes, and a summary line a second: well
+# under 200 KB in the few seconds the connections are held. Unlimited, UCX
+# wrote 971 MB in 30 s.
+[ "$grown" -lt 200000 ] || fail "the log grew by $grown bytes"
+wait "$hold_pid" || true
+sleep 1
+kill -0 "$ps_pid" || fail "the server died"
+status || fail "no Status once the connections have gone"
+stop_server
+fi
+
+if [[ $only == *3* ]]; then
+echo "=== 3. 40 slow clients of /metrics"
+log3=$TMP/ps3.log
+start_server "$log3" 1024 "$hard"
+attack --port="$metrics_port" --count=40 --seconds=20 slow > "$TMP/slow.out" &
+slow_pid=$!; pids+=($slow_pid)
+sleep 3
+for i in 1 2 3; do
+  scrape 5 || fail "scrape $i with the token not answered within 5 s while 40 slow clients hold on"
+  sleep 2
+done
+wait "$slow_pid" || fail "the slow clients failed"
+cat "$TMP/slow.out"
+status || fail "no Status after the slow clients"
+stop_server
+fi
+echo "PASS"
