@@ -35,6 +35,11 @@ absl::StatusOr<std::unique_ptr<UcxDataPlane>> UcxDataPlane::Start(
   std::unique_ptr<UcxDataPlane> plane(new UcxDataPlane(shard, pull_weights));
   ucx::MessengerOptions options;
   options.transports = transports;
+  // A push the gRPC path would take fits (its PushRequest header and the
+  // gradients, each aligned to 64 bytes); a longer one is refused before
+  // anything is read.
+  options.max_message_bytes =
+      shard->options().max_message_bytes + (int64_t{1} << 20);
   absl::StatusOr<std::unique_ptr<ucx::Messenger>> messenger =
       ucx::Messenger::Create(options);
   if (!messenger.ok()) return messenger.status();

@@ -245,6 +245,8 @@ class Messenger::Impl {
   std::atomic<int64_t> receive_failed_{0};
   std::atomic<int64_t> unkeyed_closed_{0};
   std::atomic<int64_t> unkeyed_evicted_{0};
+  std::atomic<int64_t> too_large_{0};
+  int64_t max_message_bytes_ = int64_t{256} << 20;
 
   absl::Duration key_deadline_ = absl::Seconds(5);
   int max_unkeyed_ = 64;
@@ -325,6 +327,7 @@ absl::Status Messenger::Impl::Start(const MessengerOptions& options) {
   InstallUcxLogLimit();
   key_deadline_ = options.key_deadline;
   max_unkeyed_ = options.max_unkeyed;
+  max_message_bytes_ = options.max_message_bytes;
   // UCX's tcp transport sends an active message in segments of 8 KB by
   // default, a system call and a header each: with 1 MB segments a shard's
   // megabytes move as fast as a plain socket's (docs/PERFORMANCE.md, "The
@@ -861,6 +864,20 @@ ucs_status_t Messenger::Impl::OnRequest(void* arg, const void* header,
     known->second.keyed = true;
     impl->unkeyed_--;
   }
+  if (length > static_cast<uint64_t>(impl->max_message_bytes_)) {
+    // No buffer for it, and a rendezvous' data is never pulled: returning
+    // without a receive releases it.
+    impl->too_large_++;
+    const uint64_t from = peer->second;
+    const uint64_t call = head.call;
+    const absl::Status refused = absl::ResourceExhaustedError(
+        absl::StrCat("UCX: a request of ", length, " bytes, more than the ",
+                     impl->max_message_bytes_, " the listener takes"));
+    impl->Post([impl, from, call, refused] {
+      impl->SendReply(from, call, refused, "", {}, nullptr);
+    });
+    return UCS_OK;
+  }
   auto* message = new Receiving{impl, true, peer->second, head, {}, {}};
   return impl->Receive(message, data, length, param);
 }
@@ -1126,6 +1143,7 @@ DropCounts Messenger::drops() const {
   counts.receive_failed = impl_->receive_failed_.load();
   counts.unkeyed_closed = impl_->unkeyed_closed_.load();
   counts.unkeyed_evicted = impl_->unkeyed_evicted_.load();
+  counts.too_large = impl_->too_large_.load();
   return counts;
 }
 

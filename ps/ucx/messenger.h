@@ -87,6 +87,14 @@ struct MessengerOptions {
   // bounds them, ps_server raises it to its hard limit.)
   absl::Duration key_deadline = absl::Seconds(5);
   int max_unkeyed = 64;
+  // The longest request (its header and payload) the listener takes: one
+  // whose key is accepted but that claims more is answered
+  // RESOURCE_EXHAUSTED naming the limit, before any buffer of the messenger's
+  // is made for it (a rendezvous' data is never pulled). UCX itself
+  // assembles a message sent eagerly in fragments before the messenger sees
+  // its key (UCP allocates what the first fragment claims): the key deadline
+  // above bounds how long a connection without a key can do that.
+  int64_t max_message_bytes = int64_t{256} << 20;
 };
 
 // A byte range of a payload; the payload is the ranges in order.
@@ -143,6 +151,8 @@ struct DropCounts {
   // waiting) because more than max_unkeyed were waiting.
   int64_t unkeyed_closed = 0;
   int64_t unkeyed_evicted = 0;
+  // A request with an accepted key longer than max_message_bytes.
+  int64_t too_large = 0;
 };
 
 // UCX's own log lines (its warnings and errors: "accept() failed" for each

@@ -13,6 +13,7 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -687,6 +688,52 @@ TEST_CASE("a connection without a key is closed at its deadline; few wait") {
                      absl::Seconds(20)));
     CHECK(server->drops().unkeyed_evicted == 3);
   }
+}
+
+// The claimed length before any buffer (docs/RELIABILITY.md, Security
+// 60-5): a request with an accepted key longer than max_message_bytes is
+// answered RESOURCE_EXHAUSTED without its data being read.
+TEST_CASE("a request longer than max_message_bytes is refused unread") {
+  MessengerOptions options;
+  options.transports = "tcp";
+  options.max_message_bytes = 1 << 20;
+  auto made = Messenger::Create(options);
+  REQUIRE(made.ok());
+  std::unique_ptr<Messenger> server = std::move(*made);
+  std::atomic<int> handled{0};
+  auto port = server->Listen("127.0.0.1", 0, [&](Request request) {
+    handled++;
+    server->Respond(request.peer, request.call, absl::OkStatus(), "", {},
+                    nullptr);
+  });
+  REQUIRE(port.ok());
+  server->AcceptKey(kKey);
+  auto client = NewMessenger();
+  auto peer = client->Connect("127.0.0.1", *port);
+  REQUIRE(peer.ok());
+  const std::string fits = Pattern((1 << 20) - 100, 1);
+  Reply ok =
+      client->CallAndWait(*peer, 1, kKey, "h", {{fits.data(), fits.size()}},
+                          absl::Now() + absl::Seconds(30));
+  CHECK(ok.status.ok());
+  // By rendezvous (4 MB) and just over the limit.
+  for (size_t size : {size_t{4} << 20, size_t{1} << 20}) {
+    const std::string large = Pattern(size, 2);
+    Reply refused =
+        client->CallAndWait(*peer, 1, kKey, "h", {{large.data(), large.size()}},
+                            absl::Now() + absl::Seconds(30));
+    CHECK(refused.status.code() == absl::StatusCode::kResourceExhausted);
+    CHECK(refused.status.message().find("more than the 1048576") !=
+          absl::string_view::npos);
+  }
+  CHECK(handled == 1);
+  CHECK(server->drops().too_large == 2);
+  // The connection serves on.
+  CHECK(client
+            ->CallAndWait(*peer, 1, kKey, "h", {},
+                          absl::Now() + absl::Seconds(30))
+            .status.ok());
+  CHECK(handled == 2);
 }
 
 TEST_CASE("idle messengers sleep, linked and after their peer has gone") {
