@@ -144,6 +144,12 @@ class PsClient {
   // This client's worker joins / leaves every shard.
   virtual absl::Status Join() = 0;
   virtual absl::Status Leave() = 0;
+  // A sign of life for a worker silent on purpose
+  // (worker/session/lease_keeper.h), to the shards that expire leases
+  // (with several shards, shard 0 alone: the others follow its decisions),
+  // never waiting on another: a paused or cut-off follower must not cost
+  // the worker its lease while it waits for that follower. Default: Join.
+  virtual absl::Status RenewLease() { return Join(); }
   // Leaves because this worker cannot take part (its model is not the
   // cluster's, its data cannot be read, ...): every shard keeps `reason`
   // (ShardStatus::failed_workers), and the chief ends the job with it.

@@ -150,6 +150,20 @@ absl::Status ShardedPsClient::Join() {
       "join", &ShardChannel::Join, r);
 }
 
+absl::Status ShardedPsClient::RenewLease() {
+  wire::JoinRequest r;
+  r.set_cluster(options_.cluster);
+  r.set_worker_id(options_.worker_id);
+  r.set_incarnation(incarnation_);
+  wire::MembershipResponse response;
+  const absl::Status s =
+      channels_[0]
+          ->Join(r, absl::Now() + options_.rpc_timeout, &response)
+          ->Await();
+  return Annotate(
+      s, absl::StrCat("lease renewal to ", channels_[0]->name(), ": "));
+}
+
 absl::Status ShardedPsClient::Leave() { return LeaveFailed(""); }
 
 absl::Status ShardedPsClient::LeaveFailed(absl::string_view reason) {

@@ -70,6 +70,8 @@ class ShardedPsClient : public PsClient {
   absl::Status Initialize(
       absl::Span<const NamedConstTensorView> variables) override;
   absl::Status Join() override;
+  // A Join to shard 0 alone.
+  absl::Status RenewLease() override;
   absl::Status Leave() override;
   absl::Status LeaveFailed(absl::string_view reason) override;
   absl::StatusOr<ModelVersion> Pull(

@@ -46,7 +46,7 @@ void LeaseKeeper::Run() {
     if (holds_ == 0 || absl::Now() - silent_since_ < period_) continue;
     renewing_ = true;
     mu_.Unlock();
-    client_->Join().IgnoreError();
+    client_->RenewLease().IgnoreError();
     ++renewals_;
     mu_.Lock();
     renewing_ = false;

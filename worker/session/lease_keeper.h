@@ -1,20 +1,23 @@
 // Keeps a worker in the servers' live sets while it sends nothing for a
-// while on purpose: the chief evaluating the test set, and a sync worker
-// waiting for the next step. Join is idempotent and counts as a sign of life
-// (ps/shard/shard.h); without the renewals an evaluation longer than the
-// cluster's worker_lease takes the chief out of the live set as if it had
-// been killed, and so does a wait for a step on the shards that have already
-// answered the worker's pull: a sync worker waiting for the next step is a
-// waiter on the shards that have not completed it, which keeps its lease
-// there, while the others hear nothing from it until the step completes
-// everywhere. When that takes a lease (a worker killed in the middle of its
-// push, its gradient on some shards and not on the others: they complete
+// while on purpose: the chief evaluating the test set, a sync worker
+// waiting for the next step, and a worker whose push waits on a shard that
+// takes its time (a follower paused by a GC or a swap storm: the worker
+// sends shard 0, which expires leases, nothing meanwhile). Join is idempotent
+// and counts as a sign of life (ps/shard/shard.h); without the renewals an
+// evaluation longer than the cluster's worker_lease takes the chief out of the
+// live set as if it had been killed, and so does a wait for a step on the
+// shards that have already answered the worker's pull: a sync worker waiting
+// for the next step is a waiter on the shards that have not completed it, which
+// keeps its lease there, while the others hear nothing from it until the step
+// completes everywhere. When that takes a lease (a worker killed in the middle
+// of its push, its gradient on some shards and not on the others: they complete
 // the step once its lease runs out), the waiting worker's lease ran out too
 // on the shards that had answered.
 //
-// One thread for the session's life: it wakes every `period` and joins
-// when a Hold is alive that began at least a period before (a silence
-// shorter than a period sends nothing; a longer one renews within two
+// One thread for the session's life: it wakes every `period` and renews
+// (PsClient::RenewLease: a Join to shard 0 alone, which never waits on a
+// paused follower) when a Hold is alive that began at least a period before (a
+// silence shorter than a period sends nothing; a longer one renews within two
 // periods of its start and every period after). A Hold costs two lock
 // operations and wakes nothing; its end waits for a renewal in flight, so
 // that none lands after it (the worker's Leave would be undone).

@@ -153,7 +153,14 @@ absl::StatusOr<PushOutcome> WorkerSession::Push(
   const ps::ModelVersion target = PushTarget();
   chunk_unsettled_ = chunk_.has_value() && !target.steps.empty() &&
                      target.steps[0] == ps::kNoPush;
-  return Settle(client_->Push(target, gradients), gradients);
+  absl::StatusOr<ps::PushResult> pushed;
+  {
+    // While a shard takes its time (paused, far behind), the others, shard
+    // 0 among them, hear nothing from this worker: its lease is kept.
+    LeaseKeeper::Hold hold(&lease_keeper_);
+    pushed = client_->Push(target, gradients);
+  }
+  return Settle(std::move(pushed), gradients);
 }
 
 void WorkerSession::AddPart(ps::NamedConstTensorView gradient) {
@@ -170,7 +177,12 @@ void WorkerSession::AddPart(ps::NamedConstTensorView gradient) {
 absl::StatusOr<PushOutcome> WorkerSession::FinishParts(
     absl::Span<const ps::NamedConstTensorView> gradients) {
   parts_begun_ = false;
-  return Settle(sender_->Finish(), gradients);
+  absl::StatusOr<ps::PushResult> pushed;
+  {
+    LeaseKeeper::Hold hold(&lease_keeper_);  // as in Push
+    pushed = sender_->Finish();
+  }
+  return Settle(std::move(pushed), gradients);
 }
 
 absl::StatusOr<PushOutcome> WorkerSession::Settle(
@@ -186,6 +198,7 @@ absl::StatusOr<PushOutcome> WorkerSession::Settle(
       return o;
     }
     // The same gradient again, whole: shards that had it refuse the copy.
+    LeaseKeeper::Hold hold(&lease_keeper_);
     pushed = client_->Push(push_to, gradients);
   }
   if (pushed.ok()) {
