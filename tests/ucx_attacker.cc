@@ -13,6 +13,13 @@
 //       and then a header line a second, connecting again when dropped, for
 //       S seconds; prints how often the server dropped one and the longest
 //       it held one. Exits 0.
+//   ucx_attacker --host=H --port=P --megabytes=M --seconds=S eager
+//       speaks UCP to the UCX listener at H:P itself: one request with a
+//       key nobody was given and M MB of data, sent eagerly (rendezvous
+//       off) in 1 MB fragments, which UCX on the server assembles before
+//       the messenger sees the key. It drives the send for 6 s, then
+//       stops (neither sends nor closes) for S seconds: the server is left
+//       holding a half-assembled message. Prints what it started. Exits 0.
 //   ucx_attacker --address=A --cluster=C --token_file=F --deadline_s=D status
 //       a Status call with the token; exits 0 when it is answered OK within
 //       D seconds.
@@ -24,8 +31,10 @@
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +59,7 @@ ABSL_FLAG(int, port, 0, "hold, slow, scrape: the port.");
 ABSL_FLAG(int, count, 1, "hold, slow: connections.");
 ABSL_FLAG(int, seconds, 10, "hold, slow: how long.");
 ABSL_FLAG(std::string, token_file, "", "status, scrape: the token.");
+ABSL_FLAG(int, megabytes, 2048, "eager: the message's data.");
 ABSL_FLAG(int, deadline_s, 10, "status, scrape: the deadline.");
 
 namespace psgd {
@@ -161,6 +171,68 @@ int Slow() {
   return 0;
 }
 
+int Eager() {
+  // Every message eagerly, in 1 MB fragments (the server's receive segments
+  // are 1 MB too): read by UCX from the environment.
+  setenv("UCX_RNDV_THRESH", "inf", 1);
+  setenv("UCX_TCP_TX_SEG_SIZE", "1M", 1);
+  setenv("UCX_TCP_RX_SEG_SIZE", "1M", 1);
+  ucp_config_t* config = nullptr;
+  if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) return 1;
+  ucp_config_modify(config, "TLS", "tcp");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_AM;
+  ucp_context_h context = nullptr;
+  const ucs_status_t inited = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (inited != UCS_OK) return 1;
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  ucp_worker_h worker = nullptr;
+  if (ucp_worker_create(context, &worker_params, &worker) != UCS_OK) return 1;
+  sockaddr_in addr = Address();
+  ucp_ep_params_t ep_params{};
+  ep_params.field_mask = UCP_EP_PARAM_FIELD_FLAGS |
+                         UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                         UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep_params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  ep_params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+  ep_params.sockaddr.addrlen = sizeof addr;
+  ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ucp_ep_h ep = nullptr;
+  if (ucp_ep_create(worker, &ep_params, &ep) != UCS_OK) return 1;
+  // The messenger's request head (ps/ucx/messenger.cc): magic "psgQ",
+  // method, call, key (a stranger's: zeros), header size.
+  std::string head(40, '\0');
+  const uint32_t magic = 0x70736751, method = 1;
+  const uint64_t call = 1;
+  std::memcpy(&head[0], &magic, 4);
+  std::memcpy(&head[4], &method, 4);
+  std::memcpy(&head[8], &call, 8);
+  // Untouched anonymous memory: the zero page, no memory of the
+  // attacker's own.
+  const size_t size = static_cast<size_t>(absl::GetFlag(FLAGS_megabytes)) << 20;
+  void* data =
+      mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED) return 1;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t sent =
+      ucp_am_send_nbx(ep, 1, head.data(), head.size(), data, size, &param);
+  std::printf("eager: %d MB with a stranger's key, started\n",
+              absl::GetFlag(FLAGS_megabytes));
+  std::fflush(stdout);
+  const absl::Time stop_at = absl::Now() + absl::Seconds(6);
+  while (absl::Now() < stop_at) ucp_worker_progress(worker);
+  // Neither sends nor closes: the server holds what has come.
+  absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_seconds)));
+  (void)sent;
+  std::_Exit(0);  // no goodbye to the server
+}
+
 std::string Token() {
   const std::string file = absl::GetFlag(FLAGS_token_file);
   if (file.empty()) return "";
@@ -244,6 +316,7 @@ int main(int argc, char** argv) {
   if (what == "slow") return psgd::Slow();
   if (what == "status") return psgd::Status();
   if (what == "scrape") return psgd::Scrape();
+  if (what == "eager") return psgd::Eager();
   std::fprintf(stderr, "unknown command '%s'\n", what.c_str());
   return 2;
 }

@@ -13,12 +13,18 @@
 #      second (the log stays small), and once the connections go, Status is
 #      answered again;
 #   3. 40 slow clients of /metrics (a header line a second, connecting again
-#      when dropped): scrapes with the token are answered within 5 s each.
+#      when dropped): scrapes with the token are answered within 5 s each;
+#   4. a stranger speaking UCP sends 2,048 MB eagerly with a bad key and
+#      stops half-way, neither sending nor closing: UCX on the server holds
+#      the half-assembled message (the messenger never sees it) until the
+#      connection, which presented no key, is closed after 5 s; the
+#      server's resident memory, at least 100 MB above the start while the
+#      message is held, is then back within 50 MB of the start.
 #
-# UCX_ATTACKS_ONLY=13 (--test_env) runs only those attacks (to see one fail
+# PSGD_UCX_ATTACKS_ONLY=14 (--test_env) runs only those attacks (to see one fail
 # with its fix taken out).
 source "$(dirname "$0")/cluster_test_lib.sh"
-only=${UCX_ATTACKS_ONLY:-123}
+only=${PSGD_UCX_ATTACKS_ONLY:-1234}
 
 ATTACKER=$RUNFILES/tests/ucx_attacker
 pids=()
@@ -163,6 +169,30 @@ done
 wait "$slow_pid" || fail "the slow clients failed"
 cat "$TMP/slow.out"
 status || fail "no Status after the slow clients"
+stop_server
+fi
+
+if [[ $only == *4* ]]; then
+echo "=== 4. a half-sent eager message with a stranger's key"
+log4=$TMP/ps4.log
+start_server "$log4" 1024 "$hard"
+rss_mb() { awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$ps_pid/status"; }
+start_rss=$(rss_mb)
+attack --port="$ucx_port" --megabytes=2048 --seconds=30 eager > "$TMP/eager.out" &
+eager_pid=$!; pids+=($eager_pid)
+sleep 6.5  # 6 s of sending, then the attacker stops
+held_rss=$(rss_mb)
+sleep 8    # past the 5 s key deadline
+after_rss=$(rss_mb)
+cat "$TMP/eager.out"
+echo "server resident memory: $start_rss MB at the start, $held_rss MB with the half-sent message, $after_rss MB 8 s later"
+kill -0 "$ps_pid" || fail "the server died"
+[ "$held_rss" -ge $((start_rss + 100)) ] ||
+  fail "the attack did not take: $held_rss MB held (start $start_rss MB)"
+[ "$after_rss" -lt $((start_rss + 50)) ] ||
+  fail "the half-assembled message is still held: $after_rss MB (start $start_rss MB)"
+status || fail "no Status after the eager message"
+kill -9 "$eager_pid" 2>/dev/null || true
 stop_server
 fi
 echo "PASS"
