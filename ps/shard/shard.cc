@@ -26,10 +26,6 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
     const ServerOptions& options) {
   RETURN_IF_ERROR(ValidateServerOptions(options));
   std::unique_ptr<ParameterShard> shard(new ParameterShard(options));
-  if (options.num_shards > 1 && options.shard_index == 0) {
-    shard->relay_ =
-        std::make_unique<DecisionRelay>(options.num_shards, /*generation=*/1);
-  }
   if (options.data_queue_on) RETURN_IF_ERROR(shard->OpenDataQueue());
   // The other shards keep a ledger of the chunks they applied too.
   if (!options.ledger_file.empty()) {
@@ -45,10 +41,16 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
 ParameterShard::ParameterShard(const ServerOptions& options)
     : options_(options),
       name_(absl::StrCat("shard ", options.shard_index)),
+      // Shard 0 of several shards carries its decisions to the others.
+      relay_(options.num_shards > 1 && options.shard_index == 0
+                 ? std::make_unique<DecisionRelay>(options.num_shards,
+                                                   /*generation=*/1)
+                 : nullptr),
       async_(options.max_push_staleness, options.scale_lr_by_staleness),
       ssp_(options.staleness_bound, WorkerCapacity(options)),
       dc_(static_cast<float>(options.dc_asgd_lambda), WorkerCapacity(options)),
-      membership_(WorkerCapacity(options)) {}
+      membership_(WorkerCapacity(options)),
+      log_(name_, relay_.get()) {}
 
 ParameterShard::~ParameterShard() {
   Shutdown("the shard object is destroyed");
@@ -326,8 +328,8 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
   return absl::OkStatus();
 }
 
-absl::Status ParameterShard::CheckDecidableLocked(int worker_id,
-                                                  int64_t step) const {
+absl::Status ParameterShard::CheckLiveNowLocked(int worker_id,
+                                                int64_t step) const {
   if (!membership_.IsLive(worker_id)) {
     return PushRefused(PushRefusal::kNotLive,
                        absl::StrCat("worker ", worker_id,
@@ -339,6 +341,12 @@ absl::Status ParameterShard::CheckDecidableLocked(int worker_id,
         absl::StrCat("step ", step,
                      " is from the future: the shard is at step ", step_));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterShard::CheckDecidableLocked(int worker_id,
+                                                  int64_t step) const {
+  RETURN_IF_ERROR(CheckLiveNowLocked(worker_id, step));
   const int64_t last = membership_.last_push_step(worker_id);
   if (step <= last) {
     return PushRefused(
@@ -353,8 +361,34 @@ absl::Status ParameterShard::DecideLocked(
     int worker_id, int64_t step, const std::vector<const float*>& grads,
     const DataChunkRef* chunk, PushReply* reply, Ready* ready,
     uint64_t push_id) {
+  const absl::Status status =
+      DecidePushLocked(worker_id, step, grads, chunk, push_id, reply, ready);
+  const bool taken =
+      status.ok() && (reply->outcome == PushOutcome::kApplied ||
+                      reply->outcome == PushOutcome::kAggregated);
+  if (taken) return status;
+  // A push not taken is a decision too: the other shards drop their staged
+  // copies.
+  Decision d;
+  d.kind = Decision::Kind::kDropped;
+  d.step = step;
+  d.workers = {worker_id};
+  d.push_ids = {push_id};
+  d.dropped = !status.ok() ? (PushRefusalOf(status) == PushRefusal::kTooStale
+                                  ? Decision::Dropped::kRefusedTooStale
+                                  : Decision::Dropped::kRefused)
+              : reply->outcome == PushOutcome::kDroppedSurplus
+                  ? Decision::Dropped::kSurplus
+                  : Decision::Dropped::kStale;
+  TakeDecisionLocked(std::move(d), DecisionInputs(), ready);
+  return status;
+}
+
+absl::Status ParameterShard::DecidePushLocked(
+    int worker_id, int64_t step, const std::vector<const float*>& grads,
+    const DataChunkRef* chunk, uint64_t push_id, PushReply* reply,
+    Ready* ready) {
   RETURN_IF_ERROR(CheckDecidableLocked(worker_id, step));
-  const int64_t before = step_;
   if (!HoldsChunkLocked(worker_id, chunk)) {
     // Its samples went back to the queue (the worker left or its lease
     // expired, or a rollback restored the queue): another gradient will
@@ -371,46 +405,55 @@ absl::Status ParameterShard::DecideLocked(
     return absl::OkStatus();
   }
   if (options_.mode == Mode::kAsync) {
-    absl::StatusOr<int64_t> staleness = async_.Admit(step_, step);
-    if (!staleness.ok()) {
-      ++counters_.refused_too_stale;
-      SettleChunkLocked(worker_id, chunk, /*kept=*/false);
-      return staleness.status();
-    }
-    membership_.RecordPush(worker_id, step);
-    membership_.Touch(worker_id, absl::Now());
-    // Before the update, whose collection of ready pulls reads the clocks.
-    ssp_.Tick(worker_id);
-    if (coordinated()) {
-      Decision d;
-      d.kind = Decision::Kind::kAsyncPush;
-      d.step = step;
-      d.workers = {worker_id};
-      d.push_ids = {push_id};
-      d.lr_scale = async_.LrScale(*staleness);
-      d.staleness = *staleness;
-      if (auto c = DecidedChunkLocked(worker_id, chunk)) d.chunks.push_back(*c);
-      PublishLocked(std::move(d));
-    }
-    std::vector<const float*> applied;
-    dc_.Compensate(worker_id, step, *store_->current(), grads, &applied);
-    ApplyLocked(applied, async_.LrScale(*staleness), ready);
-    SettleChunkLocked(worker_id, chunk, /*kept=*/true);
-    ChunksAppliedLocked();
-    async_.Record(*staleness);
-    ++counters_.applied;
-    reply->outcome = PushOutcome::kApplied;
-    reply->staleness = *staleness;
-    reply->reason = absl::StrCat("applied with staleness ", *staleness);
-    reply->step = step_;
-    MaybeSaveLocked();  // after the counters, so that they are in it
-    return absl::OkStatus();
+    return DecideAsyncLocked(worker_id, step, grads, chunk, push_id, reply,
+                             ready);
   }
+  DecideSyncLocked(worker_id, step, grads, chunk, push_id, reply, ready);
+  return absl::OkStatus();
+}
 
+absl::Status ParameterShard::DecideAsyncLocked(
+    int worker_id, int64_t step, const std::vector<const float*>& grads,
+    const DataChunkRef* chunk, uint64_t push_id, PushReply* reply,
+    Ready* ready) {
+  absl::StatusOr<int64_t> staleness = async_.Admit(step_, step);
+  if (!staleness.ok()) {
+    ++counters_.refused_too_stale;
+    SettleChunkLocked(worker_id, chunk, /*kept=*/false);
+    return staleness.status();
+  }
+  Decision d;
+  d.kind = Decision::Kind::kAsyncPush;
+  d.step = step;
+  d.workers = {worker_id};
+  d.push_ids = {push_id};
+  d.lr_scale = async_.LrScale(*staleness);
+  d.staleness = *staleness;
+  if (auto c = DecidedChunkLocked(worker_id, chunk)) d.chunks.push_back(*c);
+  membership_.Touch(worker_id, absl::Now());
+  SettleChunkLocked(worker_id, chunk, /*kept=*/true);
+  ++counters_.applied;
+  DecisionInputs in;
+  in.pushes = {grads};
+  in.step = step;
+  TakeDecisionLocked(std::move(d), in, ready);
+  reply->outcome = PushOutcome::kApplied;
+  reply->staleness = *staleness;
+  reply->reason = absl::StrCat("applied with staleness ", *staleness);
+  reply->step = step_;
+  return absl::OkStatus();
+}
+
+void ParameterShard::DecideSyncLocked(int worker_id, int64_t step,
+                                      const std::vector<const float*>& grads,
+                                      const DataChunkRef* chunk,
+                                      uint64_t push_id, PushReply* reply,
+                                      Ready* ready) {
   membership_.RecordPush(worker_id, step);
   membership_.Touch(worker_id, absl::Now());
   reply->staleness = step_ - step;
   reply->replicas_to_aggregate = StepNLocked();
+  reply->step = step_;
   if (adaptive_ != nullptr) adaptive_->Arrived(step, AdaptiveNowLocked());
   switch (SyncAggregator::Classify(step_, step)) {
     case SyncAggregator::Verdict::kStale:
@@ -419,89 +462,75 @@ absl::Status ParameterShard::DecideLocked(
       reply->outcome = PushOutcome::kDroppedStale;
       reply->reason = absl::StrCat("stale: computed from step ", step,
                                    ", the shard is at step ", step_);
-      break;
+      return;
     case SyncAggregator::Verdict::kSurplus:
       SettleChunkLocked(worker_id, chunk, /*kept=*/false);
       ++counters_.dropped_surplus;
       reply->outcome = PushOutcome::kDroppedSurplus;
       reply->reason = absl::StrCat("surplus: step ", step,
                                    " was completed without this gradient");
-      break;
+      return;
     case SyncAggregator::Verdict::kAccept:
     case SyncAggregator::Verdict::kFuture:  // refused above
-      // Its chunk is done when the step it joins is applied.
-      SettleChunkLocked(worker_id, chunk, /*kept=*/true);
-      if (coordinated()) {
-        step_pushes_.push_back({worker_id, push_id,
-                                chunk == nullptr
-                                    ? std::nullopt
-                                    : std::optional<DataChunkRef>(*chunk)});
-      }
-      if (aggregator_->count() == 0 &&
-          aggregator_->Required(membership_.num_live()) == 1) {
-        // The mean of one gradient is the gradient: apply it as it is,
-        // without copying it into the aggregate first (one worker, or
-        // N = 1).
-        const int next_n = ChooseNextNLocked();
-        if (coordinated()) PublishSyncStepLocked(NScaleLocked(1), next_n);
-        ApplyLocked(grads, NScaleLocked(1), ready);
-        if (next_n > 0) aggregator_->set_replicas_to_aggregate(next_n);
-        ChunksAppliedLocked();
-        ++counters_.applied;
-        reply->outcome = PushOutcome::kApplied;
-        reply->reason = absl::StrCat("completed step ", step,
-                                     " with the average of 1 gradients");
-        break;
-      }
-      aggregator_->Add(grads);
-      if (aggregator_->IsComplete(membership_.num_live())) {
-        const int count = aggregator_->count();
-        ApplySyncStepLocked(ready);
-        ++counters_.applied;
-        reply->outcome = PushOutcome::kApplied;
-        reply->reason =
-            absl::StrCat("completed step ", step, " with the average of ",
-                         count, " gradients");
-      } else {
-        ++counters_.aggregated;
-        reply->outcome = PushOutcome::kAggregated;
-        reply->reason = absl::StrCat(
-            "gradient ", aggregator_->count(), " of ",
-            aggregator_->Required(membership_.num_live()), " for step ", step);
-      }
       break;
   }
+  // Its chunk is done when the step it joins is applied.
+  SettleChunkLocked(worker_id, chunk, /*kept=*/true);
+  step_pushes_.push_back(
+      {worker_id, push_id,
+       chunk == nullptr ? std::nullopt : std::optional<DataChunkRef>(*chunk)});
+  int count = 1;
+  if (aggregator_->count() == 0 &&
+      aggregator_->Required(membership_.num_live()) == 1) {
+    // The mean of one gradient is the gradient: applied as it is, without
+    // copying it into the aggregate first (one worker, or N = 1).
+    ++counters_.applied;
+    CompleteSyncStepLocked(&grads, ready);
+  } else {
+    aggregator_->Add(grads);
+    count = aggregator_->count();
+    if (!aggregator_->IsComplete(membership_.num_live())) {
+      ++counters_.aggregated;
+      reply->outcome = PushOutcome::kAggregated;
+      reply->reason = absl::StrCat(
+          "gradient ", count, " of ",
+          aggregator_->Required(membership_.num_live()), " for step ", step);
+      return;
+    }
+    ++counters_.applied;
+    CompleteSyncStepLocked(nullptr, ready);
+  }
+  reply->outcome = PushOutcome::kApplied;
+  reply->reason = absl::StrCat("completed step ", step, " with the average of ",
+                               count, " gradients");
   reply->step = step_;
-  if (step_ != before) MaybeSaveLocked();
-  return absl::OkStatus();
 }
 
-void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
-                                 double lr_scale, Ready* ready) {
-  // The update runs on this thread, under the lock; clang's thread-safety
-  // analysis cannot see that inside the lambda.
-  Optimizer* optimizer = optimizer_.get();
-  const VariableLayout& layout = store_->layout();
-  const double learning_rate = optimizer->NextRate(lr_scale);
-  store_->Update(
-      step_ + 1,
-      [&](absl::Span<const float* const> in, absl::Span<float* const> out) {
-        // The optimizer writes nothing of a running statistic (size 0 for
-        // it): the fold of the batch statistics does.
-        optimizer->Apply(in, grads, out, lr_scale);
-        for (int i = 0; layout.num_statistics > 0 && i < layout.size(); ++i) {
-          if (!layout.statistic[i]) continue;
-          if (grads[i] == nullptr) {  // no batch statistics came: unchanged
-            std::copy(in[i], in[i] + layout.sizes[i], out[i]);
-            continue;
-          }
-          FoldRunningStatistic(in[i], grads[i], layout.sizes[i], out[i]);
-        }
-      },
-      learning_rate);
-  ++step_;
-  StartStepLocked();
-  CollectReadyLocked(ready);
+void ParameterShard::CompleteSyncStepLocked(
+    const std::vector<const float*>* one, Ready* ready) {
+  const int count = one != nullptr ? 1 : aggregator_->count();
+  Decision d;
+  d.kind = Decision::Kind::kSyncStep;
+  d.step = step_;
+  d.replicas_next = ChooseNextNLocked();
+  d.lr_scale = NScaleLocked(count);
+  for (const StepPush& p : step_pushes_) {
+    d.workers.push_back(p.worker);
+    d.push_ids.push_back(p.push_id);
+    if (p.chunk.has_value()) {
+      if (auto c = DecidedChunkLocked(p.worker, &*p.chunk)) {
+        d.chunks.push_back(*std::move(c));
+      }
+    }
+  }
+  step_pushes_.clear();
+  DecisionInputs in;
+  if (one != nullptr) {
+    in.pushes = {*one};
+  } else {
+    in.summed = true;  // in the aggregate, in step_pushes_' order
+  }
+  TakeDecisionLocked(std::move(d), in, ready);
 }
 
 void ParameterShard::CollectReadyLocked(Ready* ready) {
@@ -563,19 +592,8 @@ double ParameterShard::NScaleLocked(int count) const {
 }
 
 int ParameterShard::ChooseNextNLocked() {
-  if (adaptive_ == nullptr || follower()) return 0;
+  if (adaptive_ == nullptr) return 0;
   return adaptive_->Completed(step_, AdaptiveNowLocked());
-}
-
-void ParameterShard::ApplySyncStepLocked(Ready* ready) {
-  const int next_n = ChooseNextNLocked();
-  if (coordinated()) {
-    PublishSyncStepLocked(NScaleLocked(aggregator_->count()), next_n);
-  }
-  ApplyLocked(aggregator_->Mean(), NScaleLocked(aggregator_->count()), ready);
-  aggregator_->Reset();
-  if (next_n > 0) aggregator_->set_replicas_to_aggregate(next_n);
-  ChunksAppliedLocked();
 }
 
 void ParameterShard::RunReady(Ready* ready) {
@@ -653,40 +671,31 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
 }
 
 void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
-  stage_.DropParts(worker_id);  // a worker that left loses its staged parts
-  ChunksGoneLocked(worker_id);
   if (follower()) {
     // Shard 0 completes the steps: nothing more happens here. The worker's
     // complete pushes stay: shard 0 may have decided them already (its
     // decisions are on their way), and its decision that the worker left
     // comes after them.
-    membership_.Leave(worker_id);
-    if (options_.mode == Mode::kAsync && ssp_.enabled()) {
-      CollectReadyLocked(ready);
-    }
+    LeaveHereLocked(worker_id, /*drop_complete=*/false, ready);
     return;
   }
-  stage_.DropComplete(worker_id);
-  if (coordinated() && membership_.IsLive(worker_id)) {
-    Decision d;
-    d.kind = Decision::Kind::kLeft;
-    d.step = step_;
-    d.workers = {worker_id};
-    d.push_ids = {0};
-    PublishLocked(std::move(d));
+  if (!membership_.IsLive(worker_id)) {
+    // Not a member: no decision, but what it had staged goes.
+    LeaveHereLocked(worker_id, /*drop_complete=*/true, ready);
+    return;
   }
+  Decision d;
+  d.kind = Decision::Kind::kLeft;
+  d.step = step_;
+  d.workers = {worker_id};
+  d.push_ids = {0};
+  TakeDecisionLocked(std::move(d), DecisionInputs(), ready);
   // A step never waits for a worker that left: with fewer live workers the
   // gathered gradients may now be enough.
-  if (membership_.Leave(worker_id) && options_.mode == Mode::kSync &&
-      aggregator_ != nullptr &&
+  if (options_.mode == Mode::kSync && aggregator_ != nullptr &&
       aggregator_->IsComplete(membership_.num_live())) {
-    ApplySyncStepLocked(ready);
     ++counters_.completed_by_leave;
-    MaybeSaveLocked();
-  }
-  // Nor does a pull wait for a worker that left (staleness_bound).
-  if (options_.mode == Mode::kAsync && ssp_.enabled()) {
-    CollectReadyLocked(ready);
+    CompleteSyncStepLocked(nullptr, ready);
   }
 }
 

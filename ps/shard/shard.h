@@ -44,7 +44,6 @@
 #define PSGD_PS_SHARD_SHARD_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -64,6 +63,7 @@
 #include "common/tensor.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/checkpoint/checkpoint_writer.h"
+#include "ps/shard/decision_log.h"
 #include "ps/shard/decision_relay.h"
 #include "ps/state/adaptive_backups.h"
 #include "ps/state/async_applier.h"
@@ -402,16 +402,41 @@ class ParameterShard {
                           absl::Span<const TensorBytes> gradients,
                           const DataChunkRef* chunk, PushReply* reply,
                           Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The rules of a push whose gradients (layout order) have been matched
-  // to the variables: live, not from the future, not pushed twice; then
-  // sync aggregation or async application.
-  // `push_id`: the push's id, for the decision published with several
-  // shards.
+  // Shard 0's rules (a lone shard's too) on a push whose gradients (layout
+  // order) have been matched to the variables: live, not from the future,
+  // not pushed twice; then sync aggregation or async application. Every
+  // update they make, and a push not taken, is a decision, applied here
+  // through the one apply path and published (TakeDecisionLocked).
+  // `push_id`: the push's id, for the decision.
   absl::Status DecideLocked(int worker_id, int64_t step,
                             const std::vector<const float*>& grads,
                             const DataChunkRef* chunk, PushReply* reply,
                             Ready* ready, uint64_t push_id = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // DecideLocked's rules, before a push not taken becomes a decision.
+  absl::Status DecidePushLocked(int worker_id, int64_t step,
+                                const std::vector<const float*>& grads,
+                                const DataChunkRef* chunk, uint64_t push_id,
+                                PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Async: the staleness limit, then the push applied.
+  absl::Status DecideAsyncLocked(int worker_id, int64_t step,
+                                 const std::vector<const float*>& grads,
+                                 const DataChunkRef* chunk, uint64_t push_id,
+                                 PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync: stale, surplus, aggregated, or the push that completes the step.
+  void DecideSyncLocked(int worker_id, int64_t step,
+                        const std::vector<const float*>& grads,
+                        const DataChunkRef* chunk, uint64_t push_id,
+                        PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current sync step is complete: its decision (step_pushes_ in the
+  // order they were summed, the learning rate's scale, N of the next step),
+  // taken on `one`, the step's single gradient never copied into the
+  // aggregate, or (null) on the aggregate.
+  void CompleteSyncStepLocked(const std::vector<const float*>* one,
+                              Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of a push that need no gradient: open, initialised, worker
   // id, step.
   absl::Status CheckPushLocked(int worker_id, int64_t step) const
@@ -431,17 +456,15 @@ class ParameterShard {
                                   int64_t generation, const DataChunkRef* chunk,
                                   uint64_t push_id, bool whole);
   // The checks of a push that its decision starts with: a live worker, a
-  // step not from the future, not pushed before.
+  // step not from the future (CheckLiveNowLocked, which every shard makes
+  // as it stages), not pushed before.
   absl::Status CheckDecidableLocked(int worker_id, int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckLiveNowLocked(int worker_id, int64_t step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sync with options().lr_scale_follows_n: the learning rate's factor for
   // a step of `count` gradients (count / N); else 1.
   double NScaleLocked(int count) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Optimizer step on `grads` (layout order), and the fold of the batch
-  // statistics among them into the running statistics; advances the step
-  // and moves the pulls it satisfies to `ready`.
-  void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
-                   Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The aggregator (and the adaptive N) for a fresh or restored store.
   void MakeAggregatorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current step's N (ShardStatus, PushReply).
@@ -452,13 +475,14 @@ class ParameterShard {
   absl::Time AdaptiveNowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // step_ starts now: step_started_, and the adaptive N's publish time.
   void StartStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplySyncStepLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the waiting pulls that PullReadyLocked to `ready`.
   void CollectReadyLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   MembershipReply MembershipReplyLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes the worker out of the live set; completes the current sync step
-  // when the gathered gradients are now enough.
+  // Takes the worker out of the live set: on shard 0 (or a lone shard) a
+  // decision, and the current sync step completes when the gathered
+  // gradients are now enough; on the others, here only (shard 0's decision
+  // follows).
   void LeaveLocked(int worker_id, Ready* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the lock: writes the ledger lines added under it, then answers
@@ -512,28 +536,78 @@ class ParameterShard {
   // staged as a complete push for the coordinator's decision.
   bool coordinated() const { return options_.num_shards > 1; }
   bool follower() const { return coordinated() && options_.shard_index != 0; }
-  // Shard 0: publishes `d` with the next seq.
-  void PublishLocked(Decision d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Shard 0: the decision of the sync step about to be applied (step_, the
-  // step's gradients in arrival order, their chunks, the next step's N),
-  // published.
-  void PublishSyncStepLocked(double lr_scale, int replicas_next)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The chunk of `worker_id`'s gradient with its samples, for a decision.
   std::optional<DecidedChunk> DecidedChunkLocked(
       int worker_id, const DataChunkRef* chunk) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status ApplyDecisionLocked(const Decision& d, Ready* ready)
+
+  // The one apply path (shard_apply.cc). What a decision's update reads,
+  // found before anything changes: the gradients of its pushes in the
+  // decision's order, or, for a sync step on the shard that decided it, the
+  // sum of them made as they came.
+  struct DecisionInputs {
+    std::vector<std::vector<const float*>> pushes;
+    bool summed = false;  // the sync step's gradients are in the aggregate
+    // The step the first push was computed from, as this shard knows it
+    // (the tag of its staged copy): async delay compensation.
+    int64_t step = 0;
+    // The arrivals of pushes staged here (the worker's pushes staged up to
+    // each go with it); empty for gradients in hand.
+    std::vector<uint64_t> arrivals;
+  };
+  // Shard 0 and a lone shard: applies decision `d` of their rules, then
+  // publishes it (nowhere on a lone shard).
+  void TakeDecisionLocked(Decision d, const DecisionInputs& in, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every shard applies every decision here, in seq order: the update (sync
+  // step, async push), the staged copies a decision spends or drops, a
+  // worker that left, the chunks trained on, the checkpoint due. Cannot
+  // fail: what it needs was found, and the decision checked, before.
+  void ApplyDecisionLocked(const Decision& d, const DecisionInputs& in,
+                           Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplySyncStepLocked(const Decision& d, const DecisionInputs& in,
+                           Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyAsyncPushLocked(const Decision& d, const DecisionInputs& in,
+                            Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Optimizer step on `grads` (layout order), and the fold of the batch
+  // statistics among them into the running statistics; advances the step
+  // and moves the pulls it satisfies to `ready`.
+  void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
+                   Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker leaves the live set here: its parts and chunks go, and its
+  // complete pushes unless shard 0 may still decide them.
+  void LeaveHereLocked(int worker_id, bool drop_complete, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // A shard other than 0 (shard_coordination.cc): `d`, one of shard 0's
+  // decisions it is sent, checked (seq, numbers, the staged pushes it
+  // names), counted and applied.
+  absl::Status FollowDecisionLocked(const Decision& d, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION naming `d`'s seq, kind, step and this shard.
+  absl::Status RefuseDecision(const Decision& d, absl::string_view why) const;
+  // Numbers no rule of shard 0 makes (worker ids, lr_scale, staleness, N).
+  absl::Status CheckDecisionLocked(const Decision& d) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The staged gradients `d` names; a sync step's step must be the shard's.
+  absl::StatusOr<DecisionInputs> StagedInputsLocked(const Decision& d) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The push counters of what shard 0 decided.
+  void CountDecisionLocked(const Decision& d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new generation (rollback, restore): no decision of the old one counts.
   void RestartDecisionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A follower's ledger lines for the chunks of an applied decision.
+  // The ledger lines for the chunks of an applied decision (a shard
+  // without the data queue).
   void LedgerChunksLocked(const std::vector<DecidedChunk>& chunks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const ServerOptions options_;
   const std::string name_;  // "shard 0", for messages
+  // Shard 0 of several shards: carries its decisions to the others (the log
+  // publishes them to it). Null otherwise.
+  std::unique_ptr<DecisionRelay> relay_;
   // Constant after Create. Null without a checkpoint directory.
   std::unique_ptr<CheckpointWriter> checkpoints_;
   // Written by Create or RestoreAgreed before the server reads it.
@@ -592,21 +666,17 @@ class ParameterShard {
   // Constant after Create; null without options().ledger_file. Lines are
   // added under mu_ and written by RunReady, after it.
   std::unique_ptr<Ledger> ledger_;
-  // Coordination. Shard 0: the relay (made by Create), the seq of the last
-  // decision published in this generation, and the current sync step's
-  // gradients as they came (worker, chunk or none).
-  std::unique_ptr<DecisionRelay> relay_;
-  int64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
+  // The current sync step's gradients as they came (worker, push id, chunk
+  // or none), for its decision.
   struct StepPush {
     int worker = 0;
     uint64_t push_id = 0;
     std::optional<DataChunkRef> chunk;
   };
   std::vector<StepPush> step_pushes_ ABSL_GUARDED_BY(mu_);
-  // The other shards: the last decision applied in this generation, and the
-  // recent ones (seq, kind, step) to tell a repeat from a disagreement.
-  int64_t last_applied_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<Decision> recent_ ABSL_GUARDED_BY(mu_);
+  // The decisions of this generation: numbered and published (shard 0), or
+  // checked in order (the others).
+  DecisionLog log_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps

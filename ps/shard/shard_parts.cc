@@ -1,7 +1,7 @@
 // Pushes in parts (ParameterShard::PushPart; docs/PS.md, "Pushes in parts"):
 // a worker's parts are staged until every variable of the shard has its
 // gradient, and the complete push is then decided by the same rules as a
-// whole one (DecideLocked in shard.cc).
+// whole one (DecideLocked in shard.cc), or kept for shard 0's decision.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -90,18 +90,7 @@ absl::Status ParameterShard::StagePartLocked(
           absl::StrCat(waiting, " pushes of worker ", worker_id,
                        " wait for shard 0's decisions here: try again"));
     }
-    if (follower() && !membership_.IsLive(worker_id)) {
-      return PushRefused(PushRefusal::kNotLive,
-                         absl::StrCat("worker ", worker_id,
-                                      " is not a live member (join first)"));
-    }
-    if (follower() && step > step_) {
-      return PushRefused(PushRefusal::kFromFuture,
-                         absl::StrCat("step ", step,
-                                      " is from the future: the shard is at "
-                                      "step ",
-                                      step_));
-    }
+    if (follower()) RETURN_IF_ERROR(CheckLiveNowLocked(worker_id, step));
   }
   const VariableLayout& layout = store_->layout();
   ASSIGN_OR_RETURN(
