@@ -4,8 +4,11 @@
 // C-contiguous (numpy arrays; CPU torch tensors through .numpy()); the
 // weight buffers given to join() are kept alive and written in place by
 // every pull. The GIL is released during every call that waits on the
-// network. A Status becomes a Python exception in one place (the
-// translator below), by its code and, for a model mismatch, its payload.
+// network, and the calls that may wait long (for the servers to start or
+// come back, for the other workers) run Python's signal handlers while
+// they wait (PyWorker::Interruptible): a signal ends the wait. A Status becomes
+// a Python exception in one place (the translator below), by its code and, for
+// a model mismatch, its payload.
 //
 // Thread-safety: as ExternalWorker's (one Python thread per Worker;
 // add_part may come from autograd's thread while the caller waits).
@@ -198,7 +201,7 @@ class PyWorker {
   // buffers are released after, with it.
   ~PyWorker() {
     py::gil_scoped_release release;
-    worker_.reset();
+    worker_.reset();  // its Leave, if any, is tried once
   }
   PyWorker(const PyWorker&) = delete;
   PyWorker& operator=(const PyWorker&) = delete;
@@ -233,13 +236,15 @@ class PyWorker {
   // Runs `call`, which may wait for the servers, on a thread of its own
   // while the caller's (with the GIL released) asks ShouldInterrupt every
   // kSignalLook. A signal's exception (a KeyboardInterrupt) or the check's
-  // true interrupts the pulls (ExternalWorker::InterruptPulls): the call
-  // ends, and with it the wait, with the handler's exception, or with
-  // psgd.Interrupted when the call was cut short. A Python handler that
-  // only notes the signal (psgd.torch's) thus ends the wait too, through
-  // the check. The call must not touch Python.
+  // true interrupts the worker (ExternalWorker::Interrupt: the pulls under
+  // way, unless !pulls, and every wait for servers that do not answer, for
+  // good): the call ends, and with it the wait, with the handler's
+  // exception, or with psgd.Interrupted when the call was cut short
+  // (CANCELLED). A Python handler that only notes the signal (psgd.torch's)
+  // thus ends the wait too, through the check. The call must not touch
+  // Python.
   template <typename F>
-  auto Interruptible(F call) -> decltype(call()) {
+  auto Interruptible(F call, bool pulls = true) -> decltype(call()) {
     using Result = decltype(call());
     std::optional<Result> result;
     Notification done;
@@ -256,11 +261,15 @@ class PyWorker {
         py::gil_scoped_acquire acquire;
         if (ShouldInterrupt(&raised)) {
           interrupted = true;
-          worker_->InterruptPulls();
+          if (pulls) {
+            worker_->Interrupt();
+          } else {
+            worker_->StopWaiting();
+          }
         }
       }
       thread.join();
-      if (interrupted) worker_->ResumePulls();
+      if (interrupted && pulls) worker_->ResumePulls();
     }
     if (raised) throw py::error_already_set();
     if (interrupted && absl::IsCancelled(StatusOf(*result))) {
@@ -319,17 +328,18 @@ class PyWorker {
           {name, TensorView(static_cast<float*>(b.info.ptr), b.shape)});
       shapes_[name] = b.shape;
     }
-    py::gil_scoped_release release;
-    ThrowIfError(worker_->Join(std::move(views), total_batches, statistics));
+    // Waits for the servers to start and for the chief's initialisation:
+    // a signal ends it (psgd.Interrupted).
+    ThrowIfError(Interruptible([&] {
+      return worker_->Join(std::move(views), total_batches, statistics);
+    }));
   }
 
   py::tuple Push(int64_t step, const NamedArrays& gradients) {
     Gradients g = ViewGradients(gradients, shapes_);
-    PushOutcome o;
-    {
-      py::gil_scoped_release release;
-      o = ValueOrThrow(worker_->Push(step, g.views));
-    }
+    // Retries while no server answers: a signal ends them.
+    const PushOutcome o = ValueOrThrow(
+        Interruptible([&] { return worker_->Push(step, g.views); }));
     return OutcomeTuple(o);
   }
 
@@ -346,9 +356,12 @@ class PyWorker {
   py::tuple FinishParts(int64_t step, const NamedArrays& gradients) {
     Gradients g = ViewGradients(gradients, shapes_);
     absl::StatusOr<PushOutcome> r;
-    {
-      py::gil_scoped_release release;
-      r = worker_->FinishParts(step, g.views);
+    try {
+      r = Interruptible([&] { return worker_->FinishParts(step, g.views); });
+    } catch (...) {
+      parts_.clear();
+      part_objects_.clear();
+      throw;
     }
     parts_.clear();
     part_objects_.clear();
@@ -393,11 +406,8 @@ class PyWorker {
   }
 
   py::list Status() {
-    std::vector<ps::ShardStatus> status;
-    {
-      py::gil_scoped_release release;
-      status = ValueOrThrow(worker_->Status());
-    }
+    const std::vector<ps::ShardStatus> status =
+        ValueOrThrow(Interruptible([&] { return worker_->Status(); }));
     py::list shards;
     for (const ps::ShardStatus& s : status) {
       py::dict d;
@@ -434,10 +444,10 @@ class PyWorker {
   }
 
   py::dict Finish(const std::string& reason) {
-    {
-      py::gil_scoped_release release;
-      ThrowIfError(worker_->Finish(reason));
-    }
+    // The chief's shutdown retries while no server answers: a signal ends
+    // the retries (the pulls are not interrupted: none is under way).
+    ThrowIfError(Interruptible([&] { return worker_->Finish(reason); },
+                               /*pulls=*/false));
     const ClusterWorkerResult& r = worker_->result();
     py::dict d;
     d["local_steps"] = r.local_steps;
@@ -575,6 +585,8 @@ PYBIND11_MODULE(_psgd, m) {
       .def("add_part", &PyWorker::AddPart)
       .def("finish_parts", &PyWorker::FinishParts)
       .def("set_interrupt_check", &PyWorker::SetInterruptCheck)
+      // Never blocks: a signal handler may call it.
+      .def("stop_waiting", [](PyWorker& p) { p.w().StopWaiting(); })
       // The calls that may wait for the other workers' step: interruptible.
       .def("pull",
            [](PyWorker& p) {
@@ -643,12 +655,11 @@ PYBIND11_MODULE(_psgd, m) {
            })
       .def("eval_due", [](PyWorker& p) { return p.w().EvalDue(); })
       .def("evaluated", [](PyWorker& p) { p.w().Evaluated(); })
-      .def(
-          "maybe_request_checkpoint",
-          [](PyWorker& p) {
-            psgd::ThrowIfError(p.w().MaybeRequestCheckpoint());
-          },
-          Release())
+      .def("maybe_request_checkpoint",
+           [](PyWorker& p) {
+             psgd::ThrowIfError(p.Interruptible(
+                 [&] { return p.w().MaybeRequestCheckpoint(); }));
+           })
       .def("record_step", &PyWorker::RecordStep)
       .def("record_eval", &PyWorker::RecordEval)
       .def("status", &PyWorker::Status)
@@ -656,11 +667,16 @@ PYBIND11_MODULE(_psgd, m) {
           "keep_lease",
           [](PyWorker& p, bool on) { psgd::ThrowIfError(p.w().KeepLease(on)); },
           py::arg("on"), Release())
+      // A signal ends the leave's waits (for servers that do not answer,
+      // the chief's for the others to leave); the pulls go on (the chief's
+      // pull of the final weights).
       .def(
           "leave",
           [](PyWorker& p, bool wait_for_others) {
-            psgd::ThrowIfError(p.w().Leave(wait_for_others));
+            psgd::ThrowIfError(
+                p.Interruptible([&] { return p.w().Leave(wait_for_others); },
+                                /*pulls=*/false));
           },
-          py::arg("wait_for_others") = true, Release())
+          py::arg("wait_for_others") = true)
       .def("finish", &PyWorker::Finish);
 }

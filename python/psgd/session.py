@@ -326,9 +326,22 @@ class Session:
         and call `check()` (None: no check). A handler that raises (a
         KeyboardInterrupt) ends the wait with its exception; `check()`
         returning true ends it with Interrupted: for a handler that only
-        notes a signal, as psgd.torch's does. The weights stay as before the
-        call; close() may follow."""
+        notes a signal, as psgd.torch's does. Either also stops the waits
+        for servers that do not answer, for good (stop_waiting): push,
+        join, status, leave and finish run the handlers too, and a push
+        retrying against servers that are gone ends with Interrupted. The
+        weights stay as before the call; close() may follow."""
         self._w.set_interrupt_check(check)
+
+    def stop_waiting(self):
+        """The program is ending (a signal's handler may call it; it never
+        blocks): from now on no call waits for servers that do not answer.
+        A call tries them once instead of retrying for
+        ps_unavailable_timeout, join() stops waiting for servers that have
+        not started and for the chief's initialisation (Interrupted), and
+        close() ends as when the servers are gone (the summaries written,
+        no error). A call that waits now ends within about a second."""
+        self._w.stop_waiting()
 
     def keep_lease(self, on=True):
         """While on, the servers' lease of this worker is renewed whenever

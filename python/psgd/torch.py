@@ -35,8 +35,11 @@ As a process of a cluster (docs/PYTHON.md, "Signals and failures"): while
 batches() runs on the main thread, SIGTERM makes the worker leave at the next
 step boundary and SIGINT (Ctrl-C) does the same, a chief then ending the job
 for every worker (the servers shut down, summary.json written; one line
-says so; a second Ctrl-C stops at once). A signal while the chief evaluates
-abandons the evaluation at once: the job ends without another step. An
+says so; a second signal stops at once). A signal while the chief evaluates
+abandons the evaluation at once: the job ends without another step. A
+signal also ends, within seconds, the worker's waits for servers that do
+not answer (killed, not started yet, a chief that never initialised them):
+from the first signal on no call retries them. An
 exception out of the dataset, or out of the loop's body (with or without
 `with Worker(...) as w:`), leaves the cluster and, from the chief, ends the
 job with the exception's type and text as its reason. The lease is renewed
@@ -335,19 +338,30 @@ class Worker:
     def _on_signal(self, signum, _frame):
         name = signal.Signals(signum).name
         if self._signal is not None:
-            return
+            # A second signal (a SIGTERM after either) stops at once, as
+            # a second Ctrl-C does.
+            raise KeyboardInterrupt(f"{name}: the second signal")
         self._signal = name
-        what = ("the chief ends the job for every worker"
-                if self.session.chief else "this worker leaves the cluster")
-        when = ("now: the evaluation under way is abandoned"
-                if self._evaluating else "at the end of this step")
+        # The worker is ending: no call of its waits for servers that do
+        # not answer any more (its push, its leave: seconds, not the
+        # minutes of ps_unavailable_timeout).
+        self.session.stop_waiting()
+        if not self.session._joined:  # pylint: disable=protected-access
+            # It waits for the servers (not started) or the chief's
+            # initialisation: the wait ends, and the worker, unjoined.
+            what, when = "this worker stops", "before it joined the cluster"
+        else:
+            what = ("the chief ends the job for every worker"
+                    if self.session.chief else "this worker leaves the cluster")
+            when = ("now: the evaluation under way is abandoned"
+                    if self._evaluating else "at the end of this step")
         print(f"psgd: {name}: {what} {when}"
               + (" (Ctrl-C again to stop at once)"
                  if signum == signal.SIGINT else ""),
               file=sys.stderr, flush=True)
-        if signum == signal.SIGINT:
-            # A second Ctrl-C is Python's own KeyboardInterrupt.
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        # A second Ctrl-C is Python's own KeyboardInterrupt (after a SIGTERM
+        # too).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         if self._evaluating:
             # The evaluation ends here (_evaluate takes it), not after
             # minutes: the job ends without it.
@@ -627,6 +641,15 @@ class Worker:
                 pushed = s.finish_parts(st["step"], self._grads())
             else:
                 pushed = s.push(st["step"], self._grads())
+        except psgd.Interrupted:
+            # A signal ended the push's retries (no server answers): the
+            # loop ends at this batch, nothing recorded for it.
+            st["stop"] = self._signal_reason() or "interrupted"
+            return None
+        except psgd.CancelledError:
+            st["stop"] = "the servers shut down (training is over)"
+            return None
+        try:
             t_pushed = time.time()
             s.pull_into()
         except psgd.Interrupted:
@@ -669,8 +692,19 @@ class Worker:
             # The servers hand each worker its share of every epoch's
             # chunks: the progress line's total is that share, not the set.
             total = -(-total // max(1, self.num_workers))
-        s.join(self._weight_buffers(), total_batches=total,
-               statistics=[n for n, _ in self.stats])
+        try:
+            s.join(self._weight_buffers(), total_batches=total,
+                   statistics=[n for n, _ in self.stats])
+        except psgd.Interrupted:
+            # A signal while the join waited (for servers that have not
+            # started, for the chief's initialisation): the worker ends
+            # without having joined; no batch.
+            self._ended = True
+            self.summary = {"local_steps": 0, "final_global_step": 0,
+                            "seconds": 0.0, "outcomes": {},
+                            "end_reason": f"{self._signal}: stopped before "
+                                          "joining the cluster"}
+            return
         # Python computes between our calls: the lease is kept meanwhile.
         s.keep_lease(True)
         self._to_device()

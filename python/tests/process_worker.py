@@ -3,7 +3,8 @@ its own loop over small separable batches, as a user's program would be.
 
     process_worker.py CONFIG TASK RUN_DIR [--step_seconds=S]
                       [--fail_at=K] [--raise_at=K] [--outcomes=FILE] [--with]
-                      [--eval_seconds=S]
+                      [--eval_seconds=S] [--stall_at=K --stall_seconds=S]
+                      [--hidden=H]
 
 --step_seconds: each step computes at least S seconds (a long step).
 --fail_at: the dataset raises at its K-th batch (a dataset error).
@@ -12,6 +13,10 @@ its own loop over small separable batches, as a user's program would be.
 --outcomes: step()'s answers, one JSON line per step.
 --eval_seconds: the chief's evaluation (eval_every) takes S seconds; it
   prints "evaluating" when it starts and "evaluated" when it ends.
+--stall_at, --stall_seconds: batch K computes S seconds (printing
+  "stalling at batch K" first): the others' sync pulls wait for it.
+--hidden: the hidden layer's width (16; another width is another model: the
+  servers refuse it, ModelMismatchError).
 --with: the loop inside `with psgd.torch.Worker(...) as w:`.
 Prints "started" once it has joined and trained one step, and the worker's
 summary's end_reason at the end.
@@ -29,11 +34,11 @@ from cluster import separable_batches
 
 
 class Net(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, hidden=16):
         super().__init__()
         torch.manual_seed(3)
-        self.hidden = torch.nn.Linear(8, 16)
-        self.out = torch.nn.Linear(16, 3)
+        self.hidden = torch.nn.Linear(8, hidden)
+        self.out = torch.nn.Linear(hidden, 3)
 
     def forward(self, x):
         return self.out(torch.relu(self.hidden(x)))
@@ -72,8 +77,9 @@ def main():
     p.add_argument("--outcomes", default="")
     p.add_argument("--with", dest="with_", action="store_true")
     p.add_argument("--eval_seconds", type=float, default=0.0)
+    p.add_argument("--hidden", type=int, default=16)
     a = p.parse_args()
-    net = Net()
+    net = Net(a.hidden)
     out = open(a.outcomes, "w") if a.outcomes else None
 
     def evaluate(_module):

@@ -26,6 +26,17 @@ a scheduler runs them, against real servers:
   while Python computes, no worker expires.
 * step() answers what became of each push: its outcomes are the step lines'
   of worker-J.jsonl, step for step; batches may carry extra items.
+* The servers killed (SIGKILL) under a training cluster: SIGINT to a worker
+  and SIGTERM to the chief each end it within seconds (exit 0, no
+  traceback), not after minutes of retries; the chief's summary.json says
+  why. Two Ctrl-Cs in a row stop a worker at once.
+* A worker started before its servers ("waiting for parameter servers"),
+  and one whose chief never came (it waits for the chief's initialisation,
+  and says so): SIGINT / SIGTERM end it within seconds, before it joined.
+* The chief ends the job on another worker's ModelMismatchError: it
+  writes summary.json with the reason at once (also when it ends the job
+  at its join), and a worker in the middle of a long step stops as soon
+  as it pushes, not after minutes of re-syncing.
 """
 
 import json
@@ -185,6 +196,158 @@ class WorkerProcessTest(unittest.TestCase):
         self.assertIn("SIGINT", run["end_reason"])
         self.assertEqual(chief_log.count("psgd: SIGINT"), 1, chief_log)
         self.assertNotIn("Traceback", chief_log)
+
+    def test_signals_end_workers_whose_servers_are_gone(self):
+        with Cluster("proc-gone", ps=1, workers=2, n=2, steps=100000,
+                     model="external", data=DATA) as c:
+            chief = start(c, "worker:0")
+            other = start(c, "worker:1")
+            self.addCleanup(chief.kill)
+            self.addCleanup(other.kill)
+            await_started(c, "worker:0", chief)
+            await_started(c, "worker:1", other)
+            c.stop()  # SIGKILL: no server answers any more
+            time.sleep(2)  # both retry (a push, a pull)
+            other.send_signal(signal.SIGINT)
+            chief.send_signal(signal.SIGTERM)
+            # Seconds, not the minutes of ps_unavailable_timeout: the
+            # generous bound is for a loaded machine.
+            other_code = other.wait(15)
+            code = chief.wait(15)
+            run = c.summary()
+            chief_log = log_of(c, "worker:0")
+            other_log = log_of(c, "worker:1")
+        self.assertEqual(other_code, 0, other_log)
+        self.assertEqual(code, 0, chief_log)
+        self.assertIn("end_reason: SIGINT: left at a step boundary", other_log)
+        self.assertEqual(run["end_reason"], "SIGTERM: the chief ended the job")
+        for log in (chief_log, other_log):
+            self.assertNotIn("Traceback", log)
+            self.assertNotIn("UnavailableError", log)
+
+    def test_a_second_ctrl_c_stops_at_once(self):
+        # The chief computes batch 3 for a minute; the servers are killed
+        # meanwhile. The first Ctrl-C waits for the step boundary; the
+        # second stops the program at once: the leave on its way out tries
+        # the servers once, not for minutes.
+        with Cluster("proc-twice", ps=1, workers=1, steps=100000,
+                     model="external", data=DATA) as c:
+            chief = start(c, "worker:0", "--stall_at=3",
+                          "--stall_seconds=60")
+            self.addCleanup(chief.kill)
+            deadline = time.time() + 120
+            while "stalling" not in log_of(c, "worker:0"):
+                self.assertIsNone(chief.poll(), log_of(c, "worker:0"))
+                self.assertLess(time.time(), deadline, log_of(c, "worker:0"))
+                time.sleep(0.1)
+            c.stop()
+            chief.send_signal(signal.SIGINT)
+            time.sleep(1)
+            self.assertIsNone(chief.poll())  # the step goes on
+            chief.send_signal(signal.SIGINT)
+            code = chief.wait(15)
+            chief_log = log_of(c, "worker:0")
+        # Python's own KeyboardInterrupt, said once by psgd's line.
+        self.assertNotEqual(code, 0, chief_log)
+        self.assertIn("KeyboardInterrupt", chief_log)
+        self.assertEqual(chief_log.count("psgd: SIGINT"), 1, chief_log)
+        self.assertNotIn("UnavailableError", chief_log)
+
+    def test_signals_end_a_worker_that_waits_to_join(self):
+        # No server: the worker waits for them ("waiting for parameter
+        # servers"); SIGINT ends it before it joined.
+        with Cluster("proc-noserver", ps=1, workers=2, n=2, steps=100000,
+                     model="external", data=DATA) as c:
+            c.stop()
+            w = start(c, "worker:1")
+            self.addCleanup(w.kill)
+            deadline = time.time() + 60
+            while "waiting for parameter servers" not in log_of(c, "worker:1"):
+                self.assertIsNone(w.poll(), log_of(c, "worker:1"))
+                self.assertLess(time.time(), deadline, log_of(c, "worker:1"))
+                time.sleep(0.1)
+            w.send_signal(signal.SIGINT)
+            code = w.wait(15)
+            no_server_log = log_of(c, "worker:1")
+        self.assertEqual(code, 0, no_server_log)
+        self.assertIn("before it joined the cluster", no_server_log)
+        self.assertIn("end_reason: SIGINT: stopped before joining",
+                      no_server_log)
+        self.assertNotIn("Traceback", no_server_log)
+        # The servers up, the chief never came (it died before joining):
+        # worker:1 says what it waits for, and SIGTERM ends the wait.
+        with Cluster("proc-nochief", ps=1, workers=2, n=2, steps=100000,
+                     model="external", data=DATA) as c:
+            w = start(c, "worker:1")
+            self.addCleanup(w.kill)
+            deadline = time.time() + 60
+            while "waiting for the chief" not in log_of(c, "worker:1"):
+                self.assertIsNone(w.poll(), log_of(c, "worker:1"))
+                self.assertLess(time.time(), deadline, log_of(c, "worker:1"))
+                time.sleep(0.1)
+            w.send_signal(signal.SIGTERM)
+            code = w.wait(15)
+            no_chief_log = log_of(c, "worker:1")
+        self.assertEqual(code, 0, no_chief_log)
+        self.assertIn("end_reason: SIGTERM: stopped before joining",
+                      no_chief_log)
+        self.assertNotIn("Traceback", no_chief_log)
+
+    def test_a_job_the_chief_ends_early_stops_the_others(self):
+        # Async, 3 workers: worker:1 computes one step for 20 s; worker:2
+        # is started again with another model (ModelMismatchError), and
+        # the chief ends the job. worker:1 stops as soon as it pushes, by
+        # the chief's summary.json (the servers are gone by then), not
+        # after minutes of re-syncing.
+        with Cluster("proc-mismatch", mode="ASYNC", ps=1, workers=3,
+                     steps=100000, model="external", data=DATA) as c:
+            chief = start(c, "worker:0")
+            slow = start(c, "worker:1", "--stall_at=3", "--stall_seconds=20")
+            bad = start(c, "worker:2")
+            for p in (chief, slow, bad):
+                self.addCleanup(p.kill)
+            await_started(c, "worker:0", chief)
+            await_started(c, "worker:2", bad)
+            deadline = time.time() + 60
+            while "stalling" not in log_of(c, "worker:1"):
+                self.assertLess(time.time(), deadline, log_of(c, "worker:1"))
+                time.sleep(0.1)
+            t0 = time.time()
+            bad.kill()
+            bad.wait(30)
+            bad = start(c, "worker:2", "--hidden=12")
+            self.addCleanup(bad.kill)
+            self.assertNotEqual(bad.wait(60), 0)
+            code = chief.wait(15)
+            self.assertEqual(c.wait_ps(15), [0])
+            run = c.summary()
+            slow_code = slow.wait(max(1, 20 - (time.time() - t0)) + 15)
+            chief_log = log_of(c, "worker:0")
+            slow_log = log_of(c, "worker:1")
+        self.assertNotEqual(code, 0, chief_log)
+        self.assertIn("worker:2 failed", run["end_reason"])
+        self.assertEqual(slow_code, 0, slow_log)
+        self.assertNotIn("Traceback", slow_log)
+
+    def test_a_chief_that_ends_the_job_at_its_join_writes_the_summary(self):
+        # Every worker joins at step 0 and waits for the others: worker:1's
+        # model is not the chief's, and the chief ends the job before its
+        # first step. summary.json says why (the others read its
+        # appearance as the end of the job).
+        with Cluster("proc-mismatch0", ps=1, workers=2, n=2, steps=100000,
+                     model="external", data=DATA) as c:
+            chief = start(c, "worker:0")
+            bad = start(c, "worker:1", "--hidden=12")
+            for p in (chief, bad):
+                self.addCleanup(p.kill)
+            code = chief.wait(60)
+            self.assertEqual(c.wait_ps(15), [0])
+            run = c.summary()
+            chief_log = log_of(c, "worker:0")
+        self.assertNotEqual(code, 0, chief_log)
+        self.assertIn("FailedPreconditionError", chief_log)
+        self.assertIn("worker:1 failed", run["end_reason"])
+        self.assertEqual(run["final_global_step"], 0, run)
 
     def test_a_killed_worker_started_again_trains(self):
         # Sync 2 of 2: after worker:1's kill no step completes without it,

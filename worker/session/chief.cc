@@ -53,6 +53,7 @@ absl::Status Chief::CheckWorkers() {
 }
 
 absl::Status Chief::EndJob(const absl::Status& why) {
+  ended_job_ = true;
   spdlog::error("ending the job: {}", why.ToString());
   absl::Status down = session_->client()->Shutdown(
       absl::StrCat("the job failed: ", why.message()));
@@ -71,6 +72,12 @@ absl::Status Chief::AwaitOthersLeft() {
       live.insert(live.end(), s.live_workers.begin(), s.live_workers.end());
     }
     if (live.empty()) return absl::OkStatus();
+    if (session_->recovery().stopped()) {
+      // A signal: the job ends now, as when the chief does not wait.
+      spdlog::warn("stopped waiting for workers {} to leave: the job ends now",
+                   absl::StrJoin(live, ","));
+      return absl::OkStatus();
+    }
     if (absl::Now() >= deadline) {
       std::sort(live.begin(), live.end());
       live.erase(std::unique(live.begin(), live.end()), live.end());

@@ -55,10 +55,15 @@ class Chief {
   // Ends the job because of `why` (an error): logs it and shuts the servers
   // down with it as the reason, so that every worker stops. Returns `why`.
   absl::Status EndJob(const absl::Status& why);
+  // EndJob has run: the servers are shut down (or going), and nothing is
+  // asked of them any more (TaskRun::Leave makes no call).
+  bool ended_job() const { return ended_job_; }
 
   // The end, part one: waits (up to finish_timeout) until the other
   // workers have left, so that none finds the servers gone and the final
-  // evaluation sees their last updates. Errors: the session's.
+  // evaluation sees their last updates; at once when the session's
+  // recovery is stopped (a signal: Recovery::stopped). Errors: the
+  // session's.
   absl::Status AwaitOthersLeft();
   // The end, part two, after the final evaluation at `latest`: the final
   // checkpoint (a failure is logged), the servers' statuses (returned),
@@ -72,6 +77,7 @@ class Chief {
   int64_t next_eval_;
   absl::Time next_checkpoint_ = absl::InfiniteFuture();
   absl::Time next_worker_check_ = absl::InfinitePast();
+  bool ended_job_ = false;
 };
 
 }  // namespace psgd

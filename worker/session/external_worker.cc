@@ -58,6 +58,9 @@ ExternalWorker::ExternalWorker(ExternalWorkerOptions options,
       settings_(std::move(settings)) {}
 
 ExternalWorker::~ExternalWorker() {
+  // A Leave that has not come (an exception, a program that ended without
+  // close): tried once, not for minutes while no server answers.
+  wait_stop_.Stop();
   if (session_ != nullptr && !run_->left()) session_->Leave().IgnoreError();
 }
 
@@ -86,7 +89,8 @@ absl::Status ExternalWorker::CheckVariables(
   ASSIGN_OR_RETURN(
       std::vector<VariableSpec> servers,
       ServerVariables(client_.get(),
-                      absl::Now() + settings_.session.start_timeout));
+                      absl::Now() + settings_.session.start_timeout,
+                      &wait_stop_));
   return CompareVariables(mine, servers, me, "the servers' (the chief's)");
 }
 
@@ -146,7 +150,13 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
   ASSIGN_OR_RETURN(run_dir_,
                    OpenRunDir(options_.run_dir, options_.config_path, config_,
                               settings_.chief, settings_.session.start_timeout,
-                              &client_options, &client_));
+                              &client_options, &client_, &wait_stop_));
+  {
+    MutexLock lock(&interrupt_mu_);
+    interruptible_ = client_.get();
+    if (pulls_interrupted_) client_->InterruptPulls();
+  }
+  if (wait_stop_.stopped()) return StoppedWaiting("joining the cluster");
   if (config_.model().name() == kExternalModel) {
     absl::Status checked = CheckVariables(variables_);
     ReportWorkerFailure(client_.get(), client_options, task, checked);
@@ -161,8 +171,30 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
   session_options.job_end_marker = outputs_->job_end_marker();
   auto session = std::make_unique<WorkerSession>(
       client_.get(), variables_, std::move(variables), session_options);
+  session->recovery().set_wait_stop(&wait_stop_);
   WorkerSession* const joining = session.get();
-  RETURN_IF_ERROR(run_->Start(std::move(session), initial));
+  const absl::Status started = run_->Start(std::move(session), initial);
+  if (!started.ok()) {
+    if (run_->chief() != nullptr && run_->chief()->ended_job()) {
+      // The chief ended the job (workers failed to take part): the servers
+      // are shut down. summary.json says why, and its appearance tells the
+      // workers that wait for servers that will not come back (Recovery's
+      // job end marker) that the job ended.
+      run_->Leave().IgnoreError();  // no call: the servers are gone
+      if (run_->Finish(started.ToString()).ok()) {
+        absl::Status written =
+            outputs_->WriteSummaries(config_, run_->result());
+        if (!written.ok()) {
+          spdlog::warn("writing the summaries: {}", written.ToString());
+        }
+      }
+    } else if (wait_stop_.stopped()) {
+      // A signal ended the start: out of the live set at once (tried once),
+      // so that no step waits for this worker until its lease runs out.
+      joining->Leave().IgnoreError();
+    }
+    return started;
+  }
   session_ = joining;
   if (settings_.session.overlap) {
     overlap_ = std::make_unique<StepOverlap>(
@@ -360,11 +392,20 @@ bool ExternalWorker::pulls_in_flight() const {
 }
 
 void ExternalWorker::InterruptPulls() {
-  if (session_ != nullptr) session_->InterruptPulls();
+  MutexLock lock(&interrupt_mu_);
+  pulls_interrupted_ = true;
+  if (interruptible_ != nullptr) interruptible_->InterruptPulls();
 }
 
 void ExternalWorker::ResumePulls() {
-  if (session_ != nullptr) session_->ResumePulls();
+  MutexLock lock(&interrupt_mu_);
+  pulls_interrupted_ = false;
+  if (interruptible_ != nullptr) interruptible_->ResumePulls();
+}
+
+void ExternalWorker::Interrupt() {
+  wait_stop_.Stop();
+  InterruptPulls();
 }
 
 absl::Status ExternalWorker::SettlePulls() {

@@ -29,8 +29,8 @@
 //
 // Thread-safety: thread-compatible: one thread calls it (AddPart may come
 // from backward hooks on the autograd thread, one at a time, while the
-// calling thread waits in the backward; InterruptPulls and ResumePulls from
-// any thread).
+// calling thread waits in the backward; InterruptPulls, ResumePulls,
+// Interrupt and StopWaiting from any thread).
 #ifndef PSGD_WORKER_SESSION_EXTERNAL_WORKER_H_
 #define PSGD_WORKER_SESSION_EXTERNAL_WORKER_H_
 
@@ -47,9 +47,11 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/cluster_config.h"
+#include "common/mutex.h"
 #include "ps/client/grpc_client.h"
 #include "worker/session/lease_keeper.h"
 #include "worker/session/records.h"
+#include "worker/session/recovery.h"
 #include "worker/session/sample_records.h"
 #include "worker/session/session_config.h"
 #include "worker/session/step_overlap.h"
@@ -130,9 +132,22 @@ class ExternalWorker {
   absl::Status SettlePulls();
   // From another thread while this one waits (a Ctrl-C): the pulls under
   // way end with CANCELLED, and so do those that start until ResumePulls
-  // (WorkerSession::InterruptPulls). Nothing before Join.
+  // (WorkerSession::InterruptPulls; also while Join waits for the chief's
+  // initialisation).
   void InterruptPulls();
   void ResumePulls();
+  // From another thread, also before or during Join (a signal: the worker
+  // is ending): InterruptPulls, and every wait for the servers ends now
+  // and from now on with CANCELLED: Join's waits for servers that have not
+  // started and for the chief's initialisation, and the retries of a call
+  // while no server answers (Recovery, the minutes of
+  // ps_unavailable_timeout). A later call is still made, once: Leave and
+  // Finish after it end the run as when the servers are gone (OK; the
+  // summaries written) when no server answers.
+  void Interrupt();
+  // The waits alone (no pull interrupted), for good: the destructor's
+  // Leave, or a caller that ends without waiting for servers that are gone.
+  void StopWaiting() { wait_stop_.Stop(); }
 
   // Overlap (wire { overlap: true }; FAILED_PRECONDITION without it): a
   // step in worker/session/step_overlap.h's order, the caller's hooks
@@ -256,6 +271,13 @@ class ExternalWorker {
   bool pushed_ = false;                  // a push since the last pull
   absl::Time weights_at_ = absl::Now();  // the last pull's end
   ClusterWorkerResult empty_result_;     // before Join
+  // Interrupt's: the waits' stop, and the client whose pulls it interrupts
+  // once Join has made it (client_, published under interrupt_mu_: Join
+  // makes it on the calling thread while Interrupt comes from another).
+  WaitStop wait_stop_;
+  Mutex interrupt_mu_;
+  ps::PsClient* interruptible_ ABSL_GUARDED_BY(interrupt_mu_) = nullptr;
+  bool pulls_interrupted_ ABSL_GUARDED_BY(interrupt_mu_) = false;
 };
 
 }  // namespace psgd

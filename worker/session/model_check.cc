@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace psgd {
 namespace {
@@ -24,7 +25,11 @@ const VariableSpec* Find(const std::vector<VariableSpec>& specs,
   return nullptr;
 }
 
-absl::Status AwaitInitialized(ps::PsClient* client, absl::Time deadline) {
+absl::Status AwaitInitialized(ps::PsClient* client, absl::Time deadline,
+                              const WaitStop* stop) {
+  // Said once the chief is late (it usually initialises within a second).
+  const absl::Time say_at = absl::Now() + absl::Seconds(2);
+  bool logged = false;
   for (;;) {
     absl::StatusOr<std::vector<ps::ShardStatus>> status = client->Status();
     if (!status.ok() && !absl::IsUnavailable(status.status())) {
@@ -39,7 +44,21 @@ absl::Status AwaitInitialized(ps::PsClient* client, absl::Time deadline) {
       return absl::DeadlineExceededError(
           "the servers were not initialised by the chief in time");
     }
-    absl::SleepFor(absl::Milliseconds(50));
+    if (!logged && absl::Now() >= say_at) {
+      // A chief that died before it joined is waited for until `deadline`:
+      // said, not in silence.
+      spdlog::info(
+          "waiting for the chief (worker:0) to initialise the servers (for "
+          "at most {} more: the start timeout)",
+          absl::FormatDuration(
+              absl::Trunc(deadline - absl::Now(), absl::Seconds(1))));
+      logged = true;
+    }
+    if (stop == nullptr) {
+      absl::SleepFor(absl::Milliseconds(50));
+    } else if (!stop->SleepFor(absl::Milliseconds(50))) {
+      return StoppedWaiting("waiting for the chief to initialise the servers");
+    }
   }
 }
 
@@ -78,9 +97,9 @@ absl::Status CompareVariables(const std::vector<VariableSpec>& mine,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<VariableSpec>> ServerVariables(ps::PsClient* client,
-                                                          absl::Time deadline) {
-  RETURN_IF_ERROR(AwaitInitialized(client, deadline));
+absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
+    ps::PsClient* client, absl::Time deadline, const WaitStop* stop) {
+  RETURN_IF_ERROR(AwaitInitialized(client, deadline, stop));
   absl::StatusOr<std::vector<VariableSpec>> variables = client->Variables();
   if (!variables.ok()) {
     return Annotate(variables.status(), "reading the servers' variables: ");

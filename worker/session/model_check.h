@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/model_variables.h"
 #include "ps/client/ps_client.h"
+#include "worker/session/recovery.h"
 
 namespace psgd {
 
@@ -36,10 +37,11 @@ absl::Status CompareVariables(const std::vector<VariableSpec>& mine,
 // The variables the servers hold (PsClient::Variables: names and whole
 // shapes, row slices put back together). Waits until every shard is
 // initialised (by the chief), at most until `deadline`
-// (DEADLINE_EXCEEDED). Errors: the servers' (UNAUTHENTICATED for a wrong
-// token, UNAVAILABLE ...).
-absl::StatusOr<std::vector<VariableSpec>> ServerVariables(ps::PsClient* client,
-                                                          absl::Time deadline);
+// (DEADLINE_EXCEEDED), saying once in the log that it waits for the chief;
+// CANCELLED once `stop` (may be null) is set meanwhile (a signal). Errors:
+// the servers' (UNAUTHENTICATED for a wrong token, UNAVAILABLE ...).
+absl::StatusOr<std::vector<VariableSpec>> ServerVariables(
+    ps::PsClient* client, absl::Time deadline, const WaitStop* stop = nullptr);
 
 }  // namespace psgd
 

@@ -45,6 +45,11 @@ bool WrittenSince(const std::string& path, absl::Time since) {
 
 }  // namespace
 
+absl::Status StoppedWaiting(absl::string_view what) {
+  return absl::CancelledError(absl::StrCat(
+      "stopped waiting for the servers (the worker is ending): ", what));
+}
+
 Recovery::Recovery(ps::PsClient* client, int worker_id,
                    absl::Duration unavailable_timeout,
                    std::string job_end_marker)
@@ -56,6 +61,9 @@ Recovery::Recovery(ps::PsClient* client, int worker_id,
       started_(absl::Now() - absl::Seconds(1)) {}
 
 absl::StatusOr<int64_t> Recovery::Recover(const absl::Status& cause) {
+  if (stop_ != nullptr && stop_->stopped()) {
+    return StoppedWaiting(cause.ToString());
+  }
   ++recoveries_;
   spdlog::warn("worker {}: {}; re-syncing with the servers", worker_id_,
                cause.ToString());
@@ -109,7 +117,11 @@ absl::StatusOr<int64_t> Recovery::Recover(const absl::Status& cause) {
                              absl::FormatDuration(unavailable_timeout_),
                              " (ps_unavailable_timeout): "));
     }
-    absl::SleepFor(backoff);
+    if (stop_ == nullptr) {
+      absl::SleepFor(backoff);
+    } else if (!stop_->SleepFor(backoff)) {
+      return StoppedWaiting(last.ToString());
+    }
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
 }

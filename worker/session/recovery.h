@@ -11,7 +11,9 @@
 // summary (`job_end_marker`, the run directory's summary.json, written
 // after the servers shut down): once it appears, newer than this worker's
 // start, the worker ends (CANCELLED) instead of waiting for servers that
-// will not come back.
+// will not come back. A worker that is ending (a signal, python/module.cc)
+// stops waiting: given a WaitStop (set_wait_stop), Recover returns CANCELLED
+// at once once it is stopped, instead of retrying for minutes.
 //
 // Also the version arithmetic every worker loop needs (GlobalStep,
 // NewestStep, AnyStepOf).
@@ -25,10 +27,35 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "ps/client/ps_client.h"
 
 namespace psgd {
+
+// The end of a worker's waits for the servers, set once from any thread (a
+// signal's watcher while the worker's thread waits): a Recovery given it
+// stops retrying, and so do the waits of a worker's start (OpenRunDir,
+// ServerVariables). A call under way is not cut short (one to a server that
+// is down fails at once); no wait starts again. Thread-safe.
+class WaitStop {
+ public:
+  void Stop() { stopped_.Notify(); }
+  bool stopped() const { return stopped_.HasBeenNotified(); }
+  // Sleeps `d`, less when stopped meanwhile: false when stopped.
+  bool SleepFor(absl::Duration d) const {
+    return !stopped_.WaitForNotificationWithDeadline(absl::Now() + d);
+  }
+
+ private:
+  mutable Notification stopped_;
+};
+
+// What a wait that `stop` ended returns: CANCELLED, with `what` the wait
+// gave up on.
+absl::Status StoppedWaiting(absl::string_view what);
 
 // The lowest and the highest of the shards' steps (0 for none).
 int64_t GlobalStep(const ps::ModelVersion& version);
@@ -65,6 +92,13 @@ class Recovery {
   // Times Recover ran.
   int64_t recoveries() const { return recoveries_; }
 
+  // Recover gives up (CANCELLED) once `stop` is set; not owned, outlives
+  // this (null: never).
+  void set_wait_stop(const WaitStop* stop) { stop_ = stop; }
+  // The wait stop is set: the worker is ending (the chief stops waiting for
+  // the others to leave, Chief::AwaitOthersLeft).
+  bool stopped() const { return stop_ != nullptr && stop_->stopped(); }
+
  private:
   ps::PsClient* const client_;  // Not owned.
   const int worker_id_;
@@ -72,6 +106,7 @@ class Recovery {
   const std::string job_end_marker_;
   const absl::Time started_;  // markers older than this are another run's
   int64_t recoveries_ = 0;
+  const WaitStop* stop_ = nullptr;
 };
 
 }  // namespace psgd

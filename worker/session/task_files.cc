@@ -21,8 +21,12 @@ namespace {
 // (Status) until they have one. DEADLINE_EXCEEDED when none has by
 // `deadline` (the chief has not started, or was given none).
 absl::StatusOr<std::string> AwaitRunDir(ps::PsClient* client,
-                                        absl::Time deadline) {
+                                        absl::Time deadline,
+                                        const WaitStop* stop) {
   for (;;) {
+    if (stop != nullptr && stop->stopped()) {
+      return StoppedWaiting("the run directory from the chief");
+    }
     absl::StatusOr<std::vector<ps::ShardStatus>> status = client->Status();
     if (!status.ok() && !absl::IsUnavailable(status.status())) {
       return status.status();
@@ -39,6 +43,32 @@ absl::StatusOr<std::string> AwaitRunDir(ps::PsClient* client,
           "without it");
     }
     absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+// Before AwaitServing, with a stop: until every server answers a call at
+// all (not started yet: UNAVAILABLE), asking again with backoff (50 ms,
+// doubling to 1 s) and looking at `stop` between, so that a signal ends
+// the wait for servers that have not started. AwaitServing (which no stop
+// ends) follows and finds them up.
+absl::Status AwaitAnswer(ps::PsClient* client, absl::Time deadline,
+                         const WaitStop* stop) {
+  absl::Duration backoff = absl::Milliseconds(50);
+  bool logged = false;
+  for (;;) {
+    if (stop->stopped()) return StoppedWaiting("waiting for parameter servers");
+    const absl::Status s = client->Status().status();
+    if (!IsTransient(s, /*deadline_too=*/true) || absl::Now() >= deadline) {
+      return absl::OkStatus();  // AwaitServing says the rest
+    }
+    if (!logged) {
+      spdlog::info("waiting for parameter servers: {}", s.ToString());
+      logged = true;
+    }
+    if (!stop->SleepFor(backoff)) {
+      return StoppedWaiting("waiting for parameter servers");
+    }
+    backoff = std::min(backoff * 2, absl::Seconds(1));
   }
 }
 
@@ -80,7 +110,7 @@ absl::StatusOr<std::string> OpenRunDir(
     const std::string& requested, const std::string& config_path,
     const ClusterConfig& config, bool chief, absl::Duration start_timeout,
     ps::GrpcClientOptions* client_options,
-    std::unique_ptr<ps::GrpcPsClient>* client) {
+    std::unique_ptr<ps::GrpcPsClient>* client, const WaitStop* stop) {
   std::string run_dir = ResolveUserPath(requested);
   if (run_dir.empty() && chief) {
     ASSIGN_OR_RETURN(run_dir,
@@ -89,10 +119,14 @@ absl::StatusOr<std::string> OpenRunDir(
   }
   client_options->run_dir = run_dir;
   ASSIGN_OR_RETURN(*client, ps::GrpcPsClient::Create(*client_options));
-  RETURN_IF_ERROR((*client)->AwaitServing(absl::Now() + start_timeout));
+  const absl::Time deadline = absl::Now() + start_timeout;
+  if (stop != nullptr) {
+    RETURN_IF_ERROR(AwaitAnswer(client->get(), deadline, stop));
+  }
+  RETURN_IF_ERROR((*client)->AwaitServing(deadline));
   if (run_dir.empty()) {
-    ASSIGN_OR_RETURN(run_dir,
-                     AwaitRunDir(client->get(), absl::Now() + start_timeout));
+    ASSIGN_OR_RETURN(
+        run_dir, AwaitRunDir(client->get(), absl::Now() + start_timeout, stop));
   }
   ASSIGN_OR_RETURN(run_dir, CreateRunDir(run_dir, "", "", absl::Now()));
   if (chief) {

@@ -18,6 +18,7 @@
 #include "common/metrics.h"
 #include "ps/client/grpc_client.h"
 #include "worker/session/records.h"
+#include "worker/session/recovery.h"
 
 namespace psgd {
 
@@ -30,7 +31,8 @@ namespace psgd {
 // chief copies `config_path` into the directory as config.pbtxt. Errors: the
 // client's, DEADLINE_EXCEEDED naming the servers that did not serve in time
 // or when no run directory comes, a directory or file that cannot be
-// written.
+// written; CANCELLED once `stop` (may be null) is set while it waits for
+// the servers (a signal: within a second or two of it).
 // A worker task that cannot go on (its model is not the cluster's, its data
 // or a file cannot be read, ...) tells the servers why (PsClient::
 // LeaveFailed), so that the chief ends the job with that reason at once
@@ -47,7 +49,7 @@ absl::StatusOr<std::string> OpenRunDir(
     const std::string& requested, const std::string& config_path,
     const ClusterConfig& config, bool chief, absl::Duration start_timeout,
     ps::GrpcClientOptions* client_options,
-    std::unique_ptr<ps::GrpcPsClient>* client);
+    std::unique_ptr<ps::GrpcPsClient>* client, const WaitStop* stop = nullptr);
 
 // RUN_DIR/summary.json: the chief writes it once the job has ended (the
 // servers shut down); the other workers read its appearance as that end

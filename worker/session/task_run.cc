@@ -121,6 +121,14 @@ absl::Status TaskRun::RecordEval(EvalRecord record) {
 
 absl::Status TaskRun::Leave(bool wait_for_others) {
   left_ = true;
+  if (chief_ != nullptr && chief_->ended_job()) {
+    // The chief shut the servers down itself (workers failed): a Leave
+    // would find them gone and wait for them, and the other workers for
+    // the summary that ends their waits (Recovery's job end marker).
+    servers_gone_ = true;
+    result_.final_global_step = GlobalStep(session_->version());
+    return absl::OkStatus();
+  }
   absl::Status left = session_->Leave();
   result_.final_global_step = GlobalStep(session_->version());
   servers_gone_ = absl::IsCancelled(left);
@@ -133,7 +141,15 @@ absl::Status TaskRun::Leave(bool wait_for_others) {
                  options_.name);
   }
   // The final weights, without waiting for a step.
-  ASSIGN_OR_RETURN(latest_, session_->PullLatest());
+  absl::StatusOr<ps::ModelVersion> latest = session_->PullLatest();
+  if (absl::IsCancelled(latest.status())) {
+    // The servers shut down meanwhile, or the worker stopped waiting for
+    // them (a signal): as when the Leave found them gone.
+    servers_gone_ = true;
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(latest.status());
+  latest_ = *std::move(latest);
   result_.final_global_step = GlobalStep(latest_);
   return absl::OkStatus();
 }

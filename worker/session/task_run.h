@@ -141,7 +141,8 @@ class TaskRun {
   // After the last step: leaves the live set (pulls in flight end first);
   // the chief then waits for the others to leave and pulls the newest
   // weights, which its final evaluation uses. OK when the servers have shut
-  // down already (servers_gone()).
+  // down already (servers_gone()), and at once, with no call, when the
+  // chief ended the job (Chief::EndJob: they are shut down).
   // `wait_for_others` false: the chief does not wait for the others to
   // leave (the job ends now: Finish shuts the servers down).
   absl::Status Leave(bool wait_for_others = true);
