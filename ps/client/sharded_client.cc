@@ -141,20 +141,21 @@ absl::Status ShardedPsClient::Initialize(
                   &responses);
 }
 
-absl::Status ShardedPsClient::Join() {
+wire::JoinRequest ShardedPsClient::JoinRequest() const {
   wire::JoinRequest r;
   r.set_cluster(options_.cluster);
   r.set_worker_id(options_.worker_id);
   r.set_incarnation(incarnation_);
+  return r;
+}
+
+absl::Status ShardedPsClient::Join() {
   return CallAll<wire::JoinRequest, wire::MembershipResponse>(
-      "join", &ShardChannel::Join, r);
+      "join", &ShardChannel::Join, JoinRequest());
 }
 
 absl::Status ShardedPsClient::RenewLease() {
-  wire::JoinRequest r;
-  r.set_cluster(options_.cluster);
-  r.set_worker_id(options_.worker_id);
-  r.set_incarnation(incarnation_);
+  const wire::JoinRequest r = JoinRequest();
   wire::MembershipResponse response;
   const absl::Status s =
       channels_[0]

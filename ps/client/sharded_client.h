@@ -144,6 +144,9 @@ class ShardedPsClient : public PsClient {
   std::unique_ptr<Buffers> TakeBuffers();
   void ReturnBuffers(std::unique_ptr<Buffers> buffers);
 
+  // This worker's Join, as Join and RenewLease send it.
+  wire::JoinRequest JoinRequest() const;
+
   // Constant after construction.
   const ShardedClientOptions options_;
   const Placement placement_;
