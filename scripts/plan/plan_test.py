@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+"""Tests of the cluster simulator, the profile, the calibration and the planner.
+
+  /usr/bin/python3 scripts/plan/plan_test.py
+
+The simulator's rules against the servers' rules (docs/PS.md: N of M with
+backups, surplus and stale drops, async refusals beyond max_push_staleness),
+its reduction to step_time_model.py when every cost is zero, its prediction
+of the recorded straggler study (within 10%, as stragglers_report.py
+--model compares the step-time model), and bad input everywhere.
+"""
+import contextlib
+import io
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The repository's root: the source tree, or the test's runfiles under Bazel.
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import calibrate  # noqa: E402
+import cluster_sim as sim  # noqa: E402
+import plan  # noqa: E402
+from machine_profile import Profile, ProfileError, parse  # noqa: E402
+
+stm = sim.stm
+C = 0.5
+DEFAULT = Profile.load()
+
+
+def zero_profile():
+    """Every cost 0: the simulator reduces to the step-time model's rules."""
+    v = {k: (0.0 if re.match(r"(server|transport)\.", k) else x)
+         for k, x in DEFAULT.values.items()}
+    return Profile(v, "zero")
+
+
+def one_host(M, S=1):
+    return sim.Cluster([sim.Host("local", 1e12, 0.0)], [0] * S, [0] * M)
+
+
+def run(cluster, mode="sync", N=None, prof=None, params=17290, **kw):
+    kw.setdefault("compute", f"constant:{C}")
+    return sim.simulate(cluster, params, prof or DEFAULT, mode, N, **kw)
+
+
+class SyncRulesTest(unittest.TestCase):
+    def test_n_of_m_with_backups_every_step(self):
+        # 6 equal workers, N = 4, 3 shards on hosts of their own, real costs:
+        # every step averages exactly N distinct workers and the other M - N
+        # pushes computed from it are dropped (surplus: after the N-th).
+        for S in (1, 3):
+            cl = sim.Cluster.spread(6, S, 6, S, 10)
+            r = run(cl, "sync", 4, params=272474, steps=20, warmup=2)
+            self.assertEqual(r["aggregated"], 4 * 20)
+            self.assertEqual(r["dropped"], 2 * 20)
+            self.assertEqual(r["dropped_stale"], 0)
+            for k in range(2, 22):
+                self.assertEqual(len(set(r["step_members"][k])), 4, (S, k))
+            for k in range(2, 21):  # step 21's last pushes may come after the end
+                self.assertEqual(r["dropped_by_step"][k], 2, (S, k))
+            self.assertEqual(set(r["n_per_step"]), {4})
+
+    def test_slow_worker_is_stale(self):
+        # N = 3 of 4, worker 0 3x slow: every push of worker 0 is dropped as
+        # stale, the others make every step (step_time_model_test's case).
+        for S in (1, 2):
+            r = run(sim.Cluster.spread(4, S, 4, S, 10), "sync", 3, slow={0: 3.0}, steps=30,
+                    warmup=0)
+            self.assertEqual(r["per_worker_aggregated"][0], 0)
+            self.assertEqual(r["per_worker_aggregated"][1:], [30, 30, 30])
+            self.assertGreater(r["dropped_stale"], 0)
+            self.assertEqual(r["dropped_surplus"], 0)
+
+    def test_zero_costs_reduce_to_the_step_time_model(self):
+        zero = zero_profile()
+        cases = [("sync", 4, {}), ("sync", 3, {"slow": {0: 3.0}}),
+                 ("adaptive", None, {"slow": {0: 3.0}}),
+                 ("async", None, {"max_push_staleness": 0}),
+                 ("async", None, {"slow": {0: 3.0}, "staleness_bound": 0})]
+        for mode, N, extra in cases:
+            kw = dict(compute=f"constant:{C}", steps=30, warmup=2, **extra)
+            a = stm.simulate(mode, 4, N, push_s=0.125, pull_s=0.25, **kw)
+            b = sim.simulate(one_host(4), 17290, zero, mode, N, push_extra_s=0.125,
+                             pull_extra_s=0.25, **kw)
+            for key in ("steps_per_s", "grads_per_s", "dropped", "arrivals"):
+                self.assertEqual(a[key], b[key], (mode, N, extra, key))
+        # With random compute and stragglers, the same to rounding.
+        kw = dict(compute="exp:0.25,0.25", stall_p=0.05, stall_s=2.0, steps=200, warmup=10,
+                  seed=3)
+        for mode, N in (("sync", 6), ("sync", 8), ("adaptive", None), ("async", None)):
+            a = stm.simulate(mode, 8, N, **kw)
+            b = sim.simulate(one_host(8), 17290, zero, mode, N, **kw)
+            self.assertAlmostEqual(a["steps_per_s"], b["steps_per_s"], places=9)
+            self.assertEqual(a["dropped"], b["dropped"])
+
+
+class AsyncRulesTest(unittest.TestCase):
+    def test_refusals_beyond_the_limit(self):
+        # max_push_staleness 0, 4 equal workers: one push of each round is
+        # applied, the 3 staler ones refused (they pull and compute again).
+        r = run(one_host(4), "async", prof=zero_profile(), max_push_staleness=0, steps=25,
+                warmup=1)
+        self.assertEqual(r["applied"], 25)
+        self.assertEqual(r["refused"], 75)
+        self.assertEqual(set(r["staleness_values"]), {0})
+        # Limit 1 with real costs on 2 shards: nothing applied staler than 1.
+        r = run(sim.Cluster.spread(6, 2, 6, 2, 10), "async", max_push_staleness=1, steps=40,
+                warmup=2)
+        self.assertLessEqual(max(r["staleness_values"]), 1)
+        self.assertGreater(r["refused"], 0)
+        self.assertEqual(r["applied"] + r["refused"], r["arrivals"])
+        # No limit: nothing refused, staleness up to M - 1 and beyond.
+        r = run(sim.Cluster.spread(6, 2, 6, 2, 10), "async", steps=40, warmup=2)
+        self.assertEqual(r["refused"], 0)
+        self.assertGreaterEqual(max(r["staleness_values"]), 5)
+
+    def test_staleness_bound_holds_clocks(self):
+        r = run(sim.Cluster.spread(4, 2, 4, 2, 10), "async", slow={0: 3.0}, staleness_bound=0,
+                steps=30, warmup=2)
+        clocks = r["per_worker_applied"]
+        self.assertLessEqual(max(clocks) - min(clocks), 1)
+        self.assertGreater(r["ssp_waits"], 0)
+
+
+class ResourcesTest(unittest.TestCase):
+    def test_wire_halves_the_bytes_and_a_link_bound_step(self):
+        cl = sim.Cluster.spread(8, 2, 8, 2, 0.1)  # 100 Mbit/s: the links bound the step
+        a = run(cl, "sync", params=272474, compute="constant:0.001", steps=20, warmup=2)
+        b = run(cl, "sync", params=272474, compute="constant:0.001", wire="bf16", steps=20,
+                warmup=2)
+        self.assertEqual(a["bytes_per_push"], 2 * b["bytes_per_push"])
+        self.assertEqual(a["bound"], "link")
+        self.assertGreater(b["steps_per_s"], 1.8 * a["steps_per_s"])
+        self.assertIn("link p", a["bound_detail"])  # a shard's host
+        u = a["link_utilisation"]
+        self.assertGreater(u["p0 in"] + u["p0 out"], 0.8)
+
+    def test_bounds(self):
+        cl = sim.Cluster.spread(8, 2, 8, 2, 100)
+        r = run(cl, "sync", params=272474, steps=20, warmup=2)
+        self.assertEqual(r["bound"], "compute")
+        r = run(cl, "sync", params=272474, stall_p=0.2, stall_s=2.0, steps=40, warmup=2)
+        self.assertEqual(r["bound"], "compute")
+        self.assertIn("stragglers", r["bound_detail"])
+        slow_cpu = Profile(dict(DEFAULT.values, **{"server.stage_ns_per_byte.fp32": 2000.0}),
+                           "slow")
+        r = run(cl, "sync", prof=slow_cpu, params=272474, compute="constant:0.001", steps=20,
+                warmup=2)
+        self.assertEqual(r["bound"], "server CPU")
+        self.assertIn("ps:", r["bound_detail"])
+        # Many shards, fast links, tiny compute: the relay of shard 0's
+        # decisions is on every step's path (its share is reported).
+        r = run(sim.Cluster.spread(4, 16, 4, 16, 100), "sync", params=272474,
+                compute="constant:0.0001", steps=20, warmup=2)
+        self.assertGreater(r["critical_path_s"]["relay"], 0)
+
+    def test_overlap_shortens_a_transfer_bound_step(self):
+        cl = sim.Cluster.spread(4, 2, 4, 2, 1)
+        kw = dict(params=2748890, compute="constant:0.02", steps=20, warmup=2)
+        off = run(cl, "sync", **kw)
+        on = run(cl, "sync", overlap=True, **kw)
+        self.assertLess(on["step_time_mean"], off["step_time_mean"])
+
+    def test_bad_input(self):
+        cl = sim.Cluster.spread(4, 2, 4, 2, 10)
+        for kw, text in ((dict(wire="fp8"), "wire 'fp8'"),
+                         (dict(optimizer="lamb"), "optimizer 'lamb'"),
+                         (dict(transport="carrier-pigeon"), "transport 'carrier-pigeon'"),
+                         (dict(N=5), "N = 5"),
+                         (dict(push_extra_s=-1), "push_extra_s"),
+                         (dict(batch=0), "batch = 0")):
+            N = kw.pop("N", None)
+            with self.assertRaises(ValueError) as cm:
+                run(cl, "sync", N, **kw)
+            self.assertIn(text, str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            sim.Cluster([sim.Host("a", 1e9, 0)], [0, 3], [0])
+        self.assertIn("ps:1: host 3", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            sim.Host("a", 0, 0)
+        self.assertIn("host a", str(cm.exception))
+
+    def test_missing_figure_is_named(self):
+        v = dict(DEFAULT.values)
+        del v["server.stage_ns_per_byte.bf16"]
+        with self.assertRaises(ProfileError) as cm:
+            run(sim.Cluster.spread(4, 2, 4, 2, 10), "sync", prof=Profile(v, "p"), wire="bf16")
+        self.assertIn("'server.stage_ns_per_byte.bf16'", str(cm.exception))
+        self.assertIn("bf16 pushes", str(cm.exception))
+        run(sim.Cluster.spread(4, 2, 4, 2, 10), "sync", prof=Profile(v, "p"), steps=5, warmup=1)
+
+
+class ProfileTest(unittest.TestCase):
+    def test_parse(self):
+        self.assertEqual(parse("a.b = 1.5  # c\n\n# x\nc = 2\n"), {"a.b": 1.5, "c": 2.0})
+        for text, msg in (("a.b 1", "expected 'key = number'"), ("a = x", "'x' is not a number"),
+                          ("a = -1", "must be a finite number >= 0"), ("a = 1\na = 2", "twice")):
+            with self.assertRaises(ProfileError) as cm:
+                parse(text, "f")
+            self.assertIn(msg, str(cm.exception))
+
+    def test_models_are_the_registry(self):
+        registry = os.path.join(ROOT, "worker", "models", "registry.cc")
+        if not os.path.exists(registry):
+            self.skipTest(f"{registry} not reachable from here")
+        with open(registry) as f:
+            names = set(re.findall(r'^\s*\{"([a-z0-9_]+)",', f.read(), re.M))
+        self.assertTrue(names)
+        self.assertEqual(set(DEFAULT.models()), names)
+
+
+RUNS = os.path.join(ROOT, "docs", "experiments", "stragglers-2026-11-26")
+
+
+class StragglerStudyTest(unittest.TestCase):
+    """The recorded emulated straggler study (docs/EXPERIMENTS.md,
+    "Stragglers"): one ps_server, cifar10_linear, 55 ms compute, 1% stalls of
+    1 s, worker 0 3x slow; each run's own push and pull medians as the
+    transfer times, as stragglers_report.py --model gives the step-time
+    model; the transport's per-message figures are in those medians."""
+
+    def test_within_ten_percent(self):
+        if not os.path.isdir(RUNS):
+            self.skipTest(f"{RUNS} not reachable from here")
+        v = dict(DEFAULT.values)
+        v["transport.grpc.latency_us"] = v["transport.grpc.us_per_message"] = 0.0
+        prof = Profile(v, "loopback")
+        runs = []
+        for name in ("m16-report.json", "m16-b5-b8-report.json", "m8-m32-report.json"):
+            with open(os.path.join(RUNS, name)) as f:
+                runs += json.load(f)
+        self.assertEqual(len(runs), 19)
+        errors = {}
+        for r in runs:
+            M = r["workers"]
+            kw = dict(compute="constant:0.055", slow={0: 3.0}, stall_p=0.01, stall_s=1.0,
+                      steps=2000, warmup=50, push_extra_s=r["push_s_median"],
+                      pull_extra_s=r["pull_s_median"])
+            if r["mode"] == "async":
+                mode, N = "async", None
+                if "ssp" in r["run"]:
+                    kw["staleness_bound"] = 4  # stragglers.sh's --ssp
+            elif r["adaptive"]:
+                mode, N = "adaptive", None
+            else:
+                mode, N = "sync", round(r["n_mean"])
+            pred = statistics.mean(
+                sim.simulate(one_host(M), 17290, prof, mode, N, seed=s, **kw)["steps_per_s"]
+                for s in range(1, 6))
+            errors[r["run"]] = pred / r["steps_per_s"] - 1
+        bad = {k: f"{100 * e:+.1f}%" for k, e in errors.items() if abs(e) > 0.10}
+        self.assertEqual(bad, {}, errors)
+
+
+def _main(module, argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = module.main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+class PlanTest(unittest.TestCase):
+    BASE = ["--model=resnet20", "--workers=8", "--hosts=2", "--step_ms=4", "--shards=1,2",
+            "--modes=sync,adaptive,async", "--backups=0,1", "--overlap=off", "--steps=40"]
+
+    def test_plans_and_writes_the_first_choice(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "c.pbtxt")
+            rc, text, err = _main(plan, self.BASE + ["--gbit=10", f"--out={out}"])
+            self.assertEqual(rc, 0, err)
+            with open(out) as f:
+                cfg = f.read()
+        self.assertIn("First choice at 10 Gbit/s", text)
+        self.assertIn("| rank | S |", text)
+        m = re.search(r"First choice at 10 Gbit/s: S = (\d+), (sync b=(\d+)|adaptive|async)",
+                      text)
+        S = int(m.group(1))
+        self.assertEqual(len(re.findall(r"^ps \{", cfg, re.M)), S)
+        self.assertEqual(len(re.findall(r"^worker \{", cfg, re.M)), 8)
+        self.assertIn('model { name: "resnet20" }', cfg)
+        if m.group(3) is not None:
+            self.assertIn(f"replicas_to_aggregate: {8 - int(m.group(3))}", cfg)
+            self.assertIn("total_num_replicas: 8", cfg)
+        self.assertRegex(cfg, r"wire \{ gradients: (FP32|BF16) weights: (FP32|BF16) \}")
+
+    def test_slow_links_choose_bf16(self):
+        rc, text, err = _main(plan, self.BASE + ["--gbit=0.5", "--modes=sync"])
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(text, r"First choice at 0.5 Gbit/s: S = \d+, sync b=\d, wire bf16")
+
+    def check_refused(self, argv, message):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "c.pbtxt")
+            rc, text, err = _main(plan, argv + [f"--out={out}"])
+            self.assertEqual(rc, 2, text)
+            self.assertIn(message, err)
+            self.assertFalse(os.path.exists(out), argv)
+
+    def test_bad_input(self):
+        b = [a for a in self.BASE if not a.startswith("--model")]
+        self.check_refused(b + ["--model=resnet21"], "--model=resnet21: unknown model (known: ")
+        self.check_refused(self.BASE + ["--replicas=9"], "M < N: 8 workers cannot give 9")
+        self.check_refused(self.BASE + ["--backups=8"], "b = 8 gives N = 0")
+        self.check_refused(self.BASE + ["--gbit=0.0001"], "cannot carry one step's bytes")
+        self.check_refused(self.BASE + ["--gbit=0"], "a link rate must be > 0")
+        self.check_refused(self.BASE + ["--gbit=1,10"], "--out with several --gbit values")
+        self.check_refused(self.BASE + ["--wires=fp8"], "unknown wire dtype 'fp8'")
+        self.check_refused(self.BASE + ["--stall=0.5"], "--stall=0.5: expected")
+        no_step = [a for a in self.BASE if not a.startswith("--step_ms")]
+        self.check_refused(no_step + ["--batch=64"],
+                           "lacks 'compute.resnet20.gpu_ms.b64' (needed for the compute time")
+        with tempfile.TemporaryDirectory() as d:
+            prof = os.path.join(d, "p.profile")
+            with open(prof, "w") as f:
+                f.write("\n".join(f"{k} = {v}" for k, v in DEFAULT.values.items()
+                                  if k != "server.stage_ns_per_byte.bf16"))
+            self.check_refused(self.BASE + [f"--profile={prof}", "--wires=fp32,bf16"],
+                               "lacks 'server.stage_ns_per_byte.bf16'")
+
+
+BENCH = """\
+ps_bench: model cifar10_tutorial, 1068298 float32 values (4.27 MB), 2 shards, 4 workers, \
+sync N=M=4; 5 alternating rounds of 1.0 s each after 1.0 s warmup; loopback
+parameter server (fp32):     100.0 worker steps/s, 0.8546384 GB/s pushed + pulled, 10.00 \
+CPU ms per worker step
+parameter server (bf16):     150.0 worker steps/s, 0.6409788 GB/s pushed + pulled, 7.50 \
+CPU ms per worker step
+in process (no transport):   400.0 worker steps/s, 3.4185536 GB/s pushed + pulled, 4.00 \
+CPU ms per worker step
+tcp echo:                    500.0 worker steps/s, 4.273192 GB/s pushed + pulled, 3.00 \
+CPU ms per worker step
+cpu_floor_ms=7.000 (in process 4.000 + tcp echo 3.000)
+"""
+
+
+class CalibrateTest(unittest.TestCase):
+    def test_from_ps_bench(self):
+        with tempfile.TemporaryDirectory() as d:
+            bench, out = os.path.join(d, "b.txt"), os.path.join(d, "p.profile")
+            samples = os.path.join(d, "s.txt")
+            with open(bench, "w") as f:
+                f.write(BENCH)
+            with open(samples, "w") as f:
+                f.write("0.010\n0.012\n# x\n0.011\n")
+            rc, text, err = _main(calibrate, [f"--ps_bench={bench}", f"--out={out}",
+                                              "--step_ms=cnn10:gpu:256=7.5",
+                                              f"--step_samples=resnet20:cpu:64={samples}"])
+            self.assertEqual(rc, 0, err)
+            p = Profile.load(out)
+        b = 8546384  # bytes pushed + pulled a worker step
+        # gRPC on the shard: half of (10 - 4) ms over b bytes.
+        self.assertAlmostEqual(p.get("transport.grpc.server_ns_per_byte"), 3e-3 / b * 1e9, 4)
+        # bf16: CPU per wire byte 7.5 ms / (b/2) against 10 ms / b: 1.5x fp32's.
+        self.assertAlmostEqual(p.get("server.stage_ns_per_byte.bf16"),
+                               1.5 * p.get("server.stage_ns_per_byte.fp32"), 4)
+        self.assertEqual(p.get("compute.cnn10.gpu_ms.b256"), 7.5)
+        self.assertAlmostEqual(p.get("compute.resnet20.cpu_ms.b64"), 11.0)
+        self.assertIn("cpu_floor_ms=7.000", text)
+        self.assertIn("transport.grpc.server_ns_per_byte", text)
+        # The base profile's split, scaled to the in-process set's 4 ms / b.
+        work = (p.get("server.stage_ns_per_byte.fp32") * b / 2 +
+                p.get("server.serve_ns_per_byte.fp32") * b / 2 +
+                p.get("server.sum_ns_per_param") * b / 8 +
+                p.get("server.apply_ns_per_param.adam") * b / 8 / 4) * 1e-9
+        self.assertAlmostEqual(work, 4e-3, 6)
+
+    def test_bad_input_writes_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "p.profile")
+            bench = os.path.join(d, "b.txt")
+            with open(bench, "w") as f:
+                f.write("\n".join(l for l in BENCH.splitlines() if "fp32" not in l))
+            for argv, msg in (([f"--ps_bench={bench}"], "no 'parameter server (fp32):' line"),
+                              ([f"--ps_bench={d}/none"], "--ps_bench="),
+                              (["--step_ms=resnet20:tpu:128=4"], "expected MODEL:gpu|cpu:BATCH"),
+                              (["--step_ms=resnet20:gpu:128=x"], "'x' is not a number"),
+                              ([], "nothing to calibrate")):
+                rc, _, err = _main(calibrate, argv + [f"--out={out}"])
+                self.assertEqual(rc, 2, argv)
+                self.assertIn(msg, err)
+                self.assertFalse(os.path.exists(out))
+
+
+if __name__ == "__main__":
+    unittest.main()
