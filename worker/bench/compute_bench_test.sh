@@ -5,6 +5,9 @@
 set -euo pipefail
 bench=worker/bench/compute_bench
 peer=worker/bench/torch_network_step.py
+# conv=auto's choices, kept for the next process (docs/COMPUTE.md).
+export PSGD_CONV_CACHE=$TEST_TMPDIR/conv_choices.tsv
+rm -f "$PSGD_CONV_CACHE"
 out=$("$bench" --model=resnet20 --batch=4 --threads=1 --steps=1 --warmup=0 \
   --peer_steps=1 --peak=false --network_peer_script="$peer" 2>&1) || {
   echo "$out"; exit 1; }
@@ -23,6 +26,15 @@ grep -Eq "^kernels: cpu: 3x3 stride-1 convolutions (Winograd F\(2x2, 3x3\) or on
 # Where Winograd applies, each 3x3 stride-1 shape's measured choice.
 if grep -q "per shape as measured" <<<"$out"; then
   grep -Eq "^kernel chosen: conv2d x \[[0-9]+, 16, 32, 32\] .*: Winograd [0-9.]+ ms, direct [0-9.]+ ms: (Winograd|direct)$" <<<"$out"
+  # The next process on this CPU takes every choice from the cache file,
+  # unmeasured, and chooses the same.
+  again=$("$bench" --model=resnet20 --batch=4 --threads=1 --steps=1 --warmup=0 \
+    --peer=false --peak=false 2>&1) || { echo "$again"; exit 1; }
+  first=$(grep '^kernel chosen: ' <<<"$out" | sed -E 's/: Winograd [0-9.]+ ms, direct [0-9.]+ ms: /: /' | sort)
+  second=$(grep '^kernel chosen: ' <<<"$again" | sed -E "s/: Winograd [0-9.]+ ms, direct [0-9.]+ ms \(measured before, $(sed 's/[\/.]/\\&/g' <<<"$PSGD_CONV_CACHE")\): /: /" | sort)
+  [ -n "$first" ] && [ "$first" = "$second" ] || {
+    echo "first process chose:"; echo "$first"; echo "second:"; echo "$second"; exit 1; }
+  [ "$(grep -c "	Winograd	\|	direct	" "$PSGD_CONV_CACHE")" = "$(wc -l <<<"$first")" ]
 fi
 # An unknown model is refused, naming the known ones.
 if "$bench" --model=resnet21 --peer=false --peak=false >"$TEST_TMPDIR/o" 2>&1; then

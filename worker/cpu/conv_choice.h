@@ -10,6 +10,10 @@
 // the process per shape (its bias and fused ReLU aside) and thread count,
 // so every op of that shape, an inference op with a batch norm folded into
 // it among them, and every backend of the process, runs the same kernel.
+// The process's chooser also keeps its choices in a cache file (see
+// ProcessConvChooser), a line per CPU and shape, so that the next process
+// on the same CPU (the other workers of a machine, the next run) takes them
+// without timing again.
 //
 //   ConvChooser chooser(&TimeConvPasses);
 //   ASSIGN_OR_RETURN(bool winograd, chooser.Choose(key, w.get(), d.get()));
@@ -41,24 +45,57 @@ class ConvChooser {
   explicit ConvChooser(Measure measure) : measure_(std::move(measure)) {}
 
   // The choice made for `key` before, if any.
-  std::optional<bool> Cached(const std::string& key) const;
+  std::optional<bool> Cached(const std::string& key);
   // Whether Winograd (true) or the direct kernel runs shapes of `key`:
   // measured the first time (both ops of the same shape), cached after.
   // The measurement's error, if any.
   absl::StatusOr<bool> Choose(const std::string& key, Conv2dOp* winograd,
                               Conv2dOp* direct);
-  // One line per choice: "KEY: Winograd 9.10 ms, direct 12.31 ms: Winograd".
+  // One line per choice: "KEY: Winograd 9.10 ms, direct 12.31 ms: Winograd"
+  // (with "(measured before, FILE)" before the last colon for a choice the
+  // cache file held).
   std::vector<std::string> Notes() const;
 
+  // Keeps choices in `path` as well: takes the choices its lines hold for
+  // `cpu` (CpuIdentity()) now, and appends a line for each choice measured
+  // from now on. The file is read and written only through no link and in
+  // a directory only this user (or root) can change (made, mode 0700, when
+  // missing); a line it cannot parse, or a file it may not use, is logged
+  // once and passed over, the file left as it is: a choice is then
+  // measured, as without a file. Returns how many choices it took.
+  int UseCacheFile(const std::string& path, const std::string& cpu);
+
  private:
+  struct Choice {
+    bool winograd = false;
+    double winograd_ms = 0, direct_ms = 0;
+    bool from_file = false;
+    bool noted = false;
+  };
+  void NoteLocked(const std::string& key, Choice* c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendToFile(const std::string& key, const Choice& c);
+
   const Measure measure_;
   mutable Mutex mu_;
-  std::map<std::string, bool> chosen_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Choice> chosen_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> notes_ ABSL_GUARDED_BY(mu_);
+  std::string cache_path_ ABSL_GUARDED_BY(mu_);
+  std::string cpu_ ABSL_GUARDED_BY(mu_);
 };
 
-// The process's chooser (TimeConvPasses), shared by every CPU backend.
+// The CPU as a cache file of choices tells CPUs apart: its model name,
+// family and model, and the instruction sets the kernels use, from
+// /proc/cpuinfo ("AMD EPYC; family 26 model 2; avx2 avx512f avx512_bf16").
+std::string CpuIdentity();
+
+// The process's chooser (TimeConvPasses), shared by every CPU backend, with
+// the cache file $PSGD_CONV_CACHE (none when it is empty or "none"), or else
+// $XDG_CACHE_HOME/psgd/conv_choices.tsv, or else
+// $HOME/.cache/psgd/conv_choices.tsv.
 ConvChooser* ProcessConvChooser();
+// That path ("" for none), from those variables.
+std::string DefaultConvCachePath();
 
 }  // namespace psgd
 

@@ -6,7 +6,11 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/file_io.h"
 #include "worker/backend/op_shapes.h"
 #include "worker/backend_factory/factory.h"
 #include "worker/cpu/conv_winograd.h"
@@ -84,6 +89,124 @@ TEST_CASE("the faster op by the measure is chosen, once per key") {
   });
   CHECK(failing.Choose("k", a.get(), b.get()).status().message() == "no clock");
   CHECK_FALSE(failing.Cached("k").has_value());
+}
+
+std::string TempDir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(t != nullptr ? t : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST_CASE("a second chooser takes the first one's choices from the cache file") {
+  auto backend = testing::MakeBackend("cpu:conv=onednn");
+  Conv2dShape s{2, 8, 6, 6, 8, 3, 3};
+  s.padding = 1;
+  auto a = Unwrap(backend->CreateConv2d(s));
+  auto b = Unwrap(backend->CreateConv2d(s));
+  // a is faster first; then b is, which only a measurement would see.
+  std::map<Conv2dOp*, double> ms = {{a.get(), 5.0}, {b.get(), 7.0}};
+  int measured = 0;
+  auto measure = [&](Conv2dOp* op) -> absl::StatusOr<double> {
+    ++measured;
+    return ms.at(op);
+  };
+  const std::string path = TempDir("cache_a") + "/psgd/choices.tsv";
+  ConvChooser first(measure);
+  CHECK(first.UseCacheFile(path, "CPU X; family 1 model 2; avx2") == 0);
+  CHECK(Unwrap(first.Choose("k", a.get(), b.get())));
+  CHECK(measured == 2);
+  // The file the chooser wrote, read here: one line, this CPU's.
+  CHECK(FileText(path) == "CPU X; family 1 model 2; avx2\tk\tWinograd\t5.000\t7.000\n");
+  // The directory is this user's alone.
+  CHECK((std::filesystem::status(DirectoryOf(path)).permissions() &
+         (std::filesystem::perms::group_write |
+          std::filesystem::perms::others_write)) ==
+        std::filesystem::perms::none);
+
+  ms = {{a.get(), 9.0}, {b.get(), 1.0}};
+  ConvChooser second(measure);  // as in the next process
+  CHECK(second.UseCacheFile(path, "CPU X; family 1 model 2; avx2") == 1);
+  CHECK(Unwrap(second.Choose("k", a.get(), b.get())));  // the file's choice
+  CHECK(measured == 2);                                 // not timed again
+  REQUIRE(second.Notes().size() == 1);
+  CHECK(second.Notes()[0] ==
+        "k: Winograd 5.00 ms, direct 7.00 ms (measured before, " + path +
+            "): Winograd");
+
+  // Another CPU's line is not this CPU's choice: measured, and appended.
+  ConvChooser other(measure);
+  CHECK(other.UseCacheFile(path, "CPU Y; family 3 model 4; avx512f") == 0);
+  CHECK_FALSE(Unwrap(other.Choose("k", a.get(), b.get())));
+  CHECK(measured == 4);
+  CHECK(FileText(path) ==
+        "CPU X; family 1 model 2; avx2\tk\tWinograd\t5.000\t7.000\n"
+        "CPU Y; family 3 model 4; avx512f\tk\tdirect\t9.000\t1.000\n");
+}
+
+TEST_CASE("a cache file the chooser cannot use is passed over, left as it is") {
+  auto backend = testing::MakeBackend("cpu:conv=onednn");
+  Conv2dShape s{2, 8, 6, 6, 8, 3, 3};
+  s.padding = 1;
+  auto a = Unwrap(backend->CreateConv2d(s));
+  auto b = Unwrap(backend->CreateConv2d(s));
+  int measured = 0;
+  auto measure = [&](Conv2dOp* op) -> absl::StatusOr<double> {
+    ++measured;
+    return op == a.get() ? 5.0 : 7.0;
+  };
+  const std::string dir = TempDir("cache_b");
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  // A line it cannot parse: passed over; the good line is taken, and the
+  // file keeps both when a new choice is appended.
+  const std::string bad = dir + "/bad.tsv";
+  const std::string text = "not a line of choices\nC\tj\tdirect\t2\t1\n";
+  std::ofstream(bad) << text;
+  ConvChooser parsing(measure);
+  CHECK(parsing.UseCacheFile(bad, "C") == 1);
+  CHECK_FALSE(Unwrap(parsing.Choose("j", a.get(), b.get())));
+  CHECK(measured == 0);
+  CHECK(Unwrap(parsing.Choose("k", a.get(), b.get())));
+  CHECK(measured == 2);
+  CHECK(FileText(bad) == text + "C\tk\tWinograd\t5.000\t7.000\n");
+
+  // A link at the path: not followed, neither read nor written.
+  const std::string target = dir + "/target.tsv", link = dir + "/link.tsv";
+  std::ofstream(target) << "C\tk\tdirect\t1\t2\n";
+  std::filesystem::create_symlink(target, link);
+  ConvChooser linked(measure);
+  CHECK(linked.UseCacheFile(link, "C") == 0);
+  CHECK(Unwrap(linked.Choose("k", a.get(), b.get())));  // measured
+  CHECK(measured == 4);
+  CHECK(FileText(target) == "C\tk\tdirect\t1\t2\n");
+
+  // A directory others may write: not used at all.
+  const std::string open_dir = dir + "/open";
+  std::filesystem::create_directories(open_dir);
+  std::filesystem::permissions(open_dir, std::filesystem::perms::all);
+  std::ofstream(open_dir + "/c.tsv") << "C\tk\tdirect\t1\t2\n";
+  ConvChooser untrusted(measure);
+  CHECK(untrusted.UseCacheFile(open_dir + "/c.tsv", "C") == 0);
+  CHECK(Unwrap(untrusted.Choose("k", a.get(), b.get())));
+  CHECK(FileText(open_dir + "/c.tsv") == "C\tk\tdirect\t1\t2\n");
+}
+
+TEST_CASE("the CPU's identity names its model and instruction sets") {
+  const std::string id = CpuIdentity();
+  INFO(id);
+  CHECK(id.find("; family ") != std::string::npos);
+  CHECK(id.find('\t') == std::string::npos);
+  if (__builtin_cpu_supports("avx512f")) {
+    CHECK(id.find("avx512f") != std::string::npos);
+  }
 }
 
 TEST_CASE("TimeConvPasses times the three passes of a real op") {
