@@ -56,8 +56,9 @@ absl::StatusOr<std::string> ReadNoFollow(const std::string& path) {
   }
   close(fd);
   if (got > kMaxCacheFileBytes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " is over ", kMaxCacheFileBytes, " bytes; not a cache of choices"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is over ", kMaxCacheFileBytes,
+                     " bytes; not a cache of choices"));
   }
   data.resize(got);
   return data;
@@ -104,8 +105,7 @@ void ConvChooser::NoteLocked(const std::string& key, Choice* c) {
   notes_.push_back(absl::StrFormat(
       "%s: Winograd %.2f ms, direct %.2f ms%s: %s", key, c->winograd_ms,
       c->direct_ms,
-      c->from_file ? absl::StrCat(" (measured before, ", cache_path_, ")")
-                   : "",
+      c->from_file ? absl::StrCat(" (measured before, ", cache_path_, ")") : "",
       c->winograd ? "Winograd" : "direct"));
 }
 
@@ -118,8 +118,8 @@ int ConvChooser::UseCacheFile(const std::string& path, const std::string& cpu) {
   }
   absl::StatusOr<std::string> data = ReadNoFollow(path);
   if (!data.ok() && !absl::IsNotFound(data.status())) {
-    spdlog::warn("conv choices: not using {} ({}); each process measures",
-                 path, std::string(data.status().message()));
+    spdlog::warn("conv choices: not using {} ({}); each process measures", path,
+                 std::string(data.status().message()));
     return 0;
   }
   MutexLock lock(&mu_);
@@ -158,15 +158,14 @@ void ConvChooser::AppendToFile(const std::string& key, const Choice& c) {
     cpu = cpu_;
   }
   if (path.empty()) return;
-  const std::string line =
-      absl::StrFormat("%s\t%s\t%s\t%.3f\t%.3f\n", cpu, key,
-                      c.winograd ? "Winograd" : "direct", c.winograd_ms,
-                      c.direct_ms);
+  const std::string line = absl::StrFormat("%s\t%s\t%s\t%.3f\t%.3f\n", cpu, key,
+                                           c.winograd ? "Winograd" : "direct",
+                                           c.winograd_ms, c.direct_ms);
   // One write of one line with O_APPEND: processes appending at once do
   // not interleave their lines.
-  const int fd = open(path.c_str(),
-                      O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-                      0644);
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+           0644);
   if (fd < 0 || write(fd, line.data(), line.size()) !=
                     static_cast<ssize_t>(line.size())) {
     spdlog::warn("conv choices: cannot append to {}: {}", path,
@@ -215,9 +214,8 @@ std::string CpuIdentity() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, name = "unknown CPU", family = "?", model = "?";
   std::set<std::string> flags;
-  const std::set<std::string> wanted = {"avx2", "fma", "avx512f",
-                                        "avx512_bf16", "amx_bf16",
-                                        "amx_tile"};
+  const std::set<std::string> wanted = {"avx2",        "fma",      "avx512f",
+                                        "avx512_bf16", "amx_bf16", "amx_tile"};
   while (std::getline(in, line)) {
     const std::vector<std::string> kv =
         absl::StrSplit(line, absl::MaxSplits(':', 1));

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -105,7 +105,8 @@ std::string FileText(const std::string& path) {
   return ss.str();
 }
 
-TEST_CASE("a second chooser takes the first one's choices from the cache file") {
+TEST_CASE(
+    "a second chooser takes the first one's choices from the cache file") {
   auto backend = testing::MakeBackend("cpu:conv=onednn");
   Conv2dShape s{2, 8, 6, 6, 8, 3, 3};
   s.padding = 1;
@@ -124,7 +125,8 @@ TEST_CASE("a second chooser takes the first one's choices from the cache file") 
   CHECK(Unwrap(first.Choose("k", a.get(), b.get())));
   CHECK(measured == 2);
   // The file the chooser wrote, read here: one line, this CPU's.
-  CHECK(FileText(path) == "CPU X; family 1 model 2; avx2\tk\tWinograd\t5.000\t7.000\n");
+  CHECK(FileText(path) ==
+        "CPU X; family 1 model 2; avx2\tk\tWinograd\t5.000\t7.000\n");
   // The directory is this user's alone.
   CHECK((std::filesystem::status(DirectoryOf(path)).permissions() &
          (std::filesystem::perms::group_write |
