@@ -358,7 +358,7 @@ def main(argv=None):
         chosen = (best, gbit)
         keep = ("steps_per_s", "images_per_s", "step_time_p50", "step_time_p99", "dropped",
                 "dropped_fraction", "mean_n", "staleness_mean", "staleness_p99", "bound",
-                "bound_detail", "critical_path_s", "link_utilisation", "cpu_utilisation")
+                "bound_detail", "critical_path_s")
         for r in rows:
             table.append(dict({k: r[k] for k in ("S", "setting", "wire", "overlap",
                                                  "transport")}, gbit=gbit,
