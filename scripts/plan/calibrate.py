@@ -154,8 +154,9 @@ def step_key(spec, flag):
     return f"compute.{parts[0]}.{parts[1]}_ms.b{parts[2]}", value
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="calibrate", description=__doc__.split("\n")[0],
+def main(argv=None, prog="calibrate"):
+    """Returns the exit status (0, or 2 on bad input)."""
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 2)[2])
     ap.add_argument("--ps_bench", default=None, help="a file of ps_bench's output ('-': stdin)")
@@ -207,7 +208,7 @@ def main(argv=None):
             raise CalibrationError("nothing to calibrate: give --ps_bench, --step_ms or "
                                    "--step_samples")
     except (CalibrationError, ProfileError) as e:
-        print(f"calibrate: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
     for k in sorted(vals):
         print(f"  {k} = {vals[k]:.6g}  ({notes[k]})")
@@ -220,7 +221,7 @@ def main(argv=None):
     try:
         write(a.out, out, comments)
     except OSError as e:
-        print(f"calibrate: --out={a.out}: {e.strerror}", file=sys.stderr)
+        print(f"{prog}: --out={a.out}: {e.strerror}", file=sys.stderr)
         return 2
     print(f"calibrate: wrote {a.out}")
     return 0

@@ -664,8 +664,8 @@ def describe(res):
     return "\n".join(lines)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="cluster_sim.py", description=__doc__.split("\n")[0])
+def main(argv=None, prog="cluster_sim.py"):
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default=None, help="default: scripts/plan/default.profile")
     ap.add_argument("--model", default="resnet20")
     ap.add_argument("--workers", type=int, default=16)
@@ -689,6 +689,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", default=None, help="write the figures here: every link's and "
+                    "shard CPU's utilisation, the critical path, the bound")
     a = ap.parse_args(argv)
     try:
         prof = Profile.load(a.profile)
@@ -707,10 +709,22 @@ def main(argv=None):
         res = simulate(cl, models[a.model], prof, a.mode, N, wire=a.wire, optimizer=a.optimizer,
                        transport=a.transport, overlap=a.overlap, batch=a.batch, **kw)
     except ValueError as e:
-        print(f"cluster_sim.py: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
     print(describe(res))
     print(f"simulated {a.steps} steps in {res['sim_wall_s']:.1f} s of wall-clock time")
+    if a.json:
+        import json
+        big = ("step_times", "staleness_values", "step_members", "dropped_by_step",
+               "n_per_step", "per_worker_arrivals", "per_worker_aggregated",
+               "per_worker_applied")
+        try:
+            with open(a.json, "w") as f:
+                json.dump({k: v for k, v in res.items() if k not in big}, f, indent=1)
+                f.write("\n")
+        except OSError as e:
+            print(f"{prog}: --json={a.json}: {e.strerror}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -57,8 +57,8 @@ def _list(kind, what):
     return parse
 
 
-def build_parser():
-    p = argparse.ArgumentParser(prog="plan", description=__doc__.split("\n")[0],
+def build_parser(prog="plan"):
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n", 2)[2])
     p.add_argument("--model", required=True, help="a model of the registry")
@@ -318,15 +318,17 @@ def config_text(a, r, hosts, gbit):
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
-    parser = build_parser()
+def main(argv=None, prog="plan"):
+    """The planner; returns the exit status (0, or 2 on bad input). `psgd plan`
+    calls main(argv, prog="psgd plan")."""
+    parser = build_parser(prog)
     a = parser.parse_args(argv)
     try:
         if a.out and len(a.gbit) > 1:
             raise PlanError("--out with several --gbit values: plan one link speed to write it")
         prof, params, shards, modes, base, hosts = check(a)
     except (PlanError, ProfileError, ValueError) as e:
-        print(f"plan: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
     M = a.workers
     print(f"plan: {a.model} ({params:,} parameters), M = {M} workers on {hosts} hosts, "
@@ -340,7 +342,7 @@ def main(argv=None):
         try:
             rows, best, why = plan_one(a, prof, params, shards, modes, base, hosts, gbit)
         except (ProfileError, ValueError) as e:
-            print(f"plan: {e}", file=sys.stderr)
+            print(f"{prog}: {e}", file=sys.stderr)
             return 2
         wall = sum(r["res"]["sim_wall_s"] for r in rows)
         print(f"\n## {gbit:g} Gbit/s links: {len(rows)} configurations simulated in "
@@ -371,7 +373,7 @@ def main(argv=None):
                            "rows": table}, f, indent=1)
                 f.write("\n")
         except OSError as e:
-            print(f"plan: --json={a.json}: {e.strerror}", file=sys.stderr)
+            print(f"{prog}: --json={a.json}: {e.strerror}", file=sys.stderr)
             return 2
     if a.out:
         text = config_text(a, chosen[0], hosts, chosen[1])
@@ -379,7 +381,7 @@ def main(argv=None):
             with open(a.out, "w") as f:
                 f.write(text)
         except OSError as e:
-            print(f"plan: --out={a.out}: {e.strerror}", file=sys.stderr)
+            print(f"{prog}: --out={a.out}: {e.strerror}", file=sys.stderr)
             return 2
         print(f"\nwrote {a.out}")
     return 0

@@ -100,6 +100,19 @@ class SyncRulesTest(unittest.TestCase):
             self.assertEqual(a["dropped"], b["dropped"])
 
 
+class ScaleTest(unittest.TestCase):
+    def test_1024_workers_64_shards(self):
+        # The planner's scale (its time is measured and printed by
+        # cluster_sim.py, not asserted here): the same rules hold.
+        cl = sim.Cluster.spread(1024, 64, 256, 16, 10)
+        r = run(cl, "sync", 1016, params=272474, compute="constant:0.004", wire="bf16",
+                steps=3, warmup=2)
+        self.assertEqual(r["aggregated"], 3 * 1016)
+        self.assertEqual(len(r["cpu_utilisation"]), 64)
+        self.assertTrue(all(u > 0 for u in r["cpu_utilisation"].values()))
+        self.assertEqual(len(r["link_utilisation"]), 2 * (256 + 16))
+
+
 class AsyncRulesTest(unittest.TestCase):
     def test_refusals_beyond_the_limit(self):
         # max_push_staleness 0, 4 equal workers: one push of each round is
@@ -265,6 +278,13 @@ def _main(module, argv):
     return rc, out.getvalue(), err.getvalue()
 
 
+def _main_prog(module, argv, prog):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = module.main(argv, prog=prog)
+    return rc, out.getvalue(), err.getvalue()
+
+
 class PlanTest(unittest.TestCase):
     BASE = ["--model=resnet20", "--workers=8", "--hosts=2", "--step_ms=4", "--shards=1,2",
             "--modes=sync,adaptive,async", "--backups=0,1", "--overlap=off", "--steps=40"]
@@ -312,6 +332,13 @@ class PlanTest(unittest.TestCase):
         self.check_refused(self.BASE + ["--gbit=1,10"], "--out with several --gbit values")
         self.check_refused(self.BASE + ["--wires=fp8"], "unknown wire dtype 'fp8'")
         self.check_refused(self.BASE + ["--stall=0.5"], "--stall=0.5: expected")
+        # As `psgd plan` would call it: its errors name the command.
+        rc, _, err = _main_prog(plan, self.BASE + ["--replicas=0"], "psgd plan")
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith("psgd plan: --replicas=0"), err)
+        rc, _, err = _main(sim, ["--model=resnet21"])
+        self.assertEqual(rc, 2)
+        self.assertIn("--model=resnet21: unknown model", err)
         no_step = [a for a in self.BASE if not a.startswith("--step_ms")]
         self.check_refused(no_step + ["--batch=64"],
                            "lacks 'compute.resnet20.gpu_ms.b64' (needed for the compute time")
