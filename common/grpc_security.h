@@ -76,8 +76,8 @@ inline constexpr absl::string_view kUnauthenticatedMessage =
     "same token: on several hosts, a token_file or PSGD_TOKEN_FILE on a "
     "shared path; docs/CLUSTER.md, \"Security\")";
 
-// What a call that only servers make (Decide) is told without the servers'
-// peer token (SecurityOptions::peer_token).
+// What a call that only servers make (ApplyDecisions) is told without the
+// servers' peer token (SecurityOptions::peer_token).
 inline constexpr absl::string_view kPeerUnauthenticatedMessage =
     "missing or wrong peer token: only a parameter server may send "
     "decisions, with the servers' peer token (TOKEN_FILE.peer or "

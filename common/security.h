@@ -22,8 +22,8 @@ struct SecurityOptions {
   // (PsGrpcServer::Start) accepts only with `insecure` set.
   std::string token;
   // The servers' own credential, which workers do not hold: a server takes
-  // Decide (shard 0's decisions, the one call only a server makes) only
-  // with "authorization: Bearer <peer_token>", and shard 0 sends it.
+  // ApplyDecisions (shard 0's decisions, the one call only a server makes)
+  // only with "authorization: Bearer <peer_token>", and shard 0 sends it.
   // Resolved by ps_server alone (PeerTokenFileOf), never by a worker's
   // config; empty with a token: the cluster token serves, and any holder
   // of it can send decisions (ps_server says so).

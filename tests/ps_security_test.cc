@@ -185,9 +185,9 @@ void ExpectAllUnauthenticated(
     INFO(method << ": " << status.error_code() << " "
                 << status.error_message());
     CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
-    // Decide, the servers' own call, names the peer token it wants.
+    // ApplyDecisions, the servers' own call, names the peer token it wants.
     CHECK(status.error_message() ==
-          std::string(absl::EndsWith(method, "/Decide")
+          std::string(absl::EndsWith(method, "/ApplyDecisions")
                           ? kPeerUnauthenticatedMessage
                           : kUnauthenticatedMessage));
   }

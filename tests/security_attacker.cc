@@ -62,9 +62,10 @@ ABSL_FLAG(std::string, run_dir, "", "run_dir: the directory to name.");
 ABSL_FLAG(std::string, victim, "", "A file the attacker cannot read.");
 ABSL_FLAG(int, megabytes, 100, "flood: each push's size.");
 ABSL_FLAG(int, count, 8, "flood: pushes.");
-ABSL_FLAG(std::string, method, "Decide",
-          "flood_entries: Decide or Initialize, the method whose repeated "
-          "field (decisions, variables) the request fills.");
+ABSL_FLAG(
+    std::string, method, "ApplyDecisions",
+    "flood_entries: ApplyDecisions or Initialize, the method whose repeated "
+    "field (decisions, variables) the request fills.");
 
 namespace psgd {
 namespace {
@@ -495,7 +496,7 @@ grpc::Status RawCall(const std::string& method, const std::string& bytes) {
 int FloodEntries() {
   // --megabytes of empty entries of the method's repeated field (2 bytes
   // each on the wire, about a hundred times that parsed): a stranger's
-  // Decide or Initialize, --count times.
+  // ApplyDecisions or Initialize, --count times.
   const std::string method = absl::GetFlag(FLAGS_method);
   const int field = method == "Initialize" ? 2 : 3;
   const size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_megabytes))
@@ -514,56 +515,45 @@ int FloodEntries() {
   return all_refused ? 0 : 1;
 }
 
-int ForgeDecide() {
+int ForgeDecisions() {
   // A member (the cluster token, a worker's) sends a follower decisions
   // shard 0 never made: a sync step with lr_scale NaN, a push that never
   // existed, 2,000 DROPPED at once, LEFT for a live worker, N of 2^31 - 1.
   // Each must be refused for want of the servers' peer token.
-  std::vector<std::pair<std::string, wire::DecideRequest>> forged;
-  auto add = [&](const std::string& what) -> wire::DecideRequest& {
-    forged.emplace_back(what, wire::DecideRequest());
-    wire::DecideRequest& r = forged.back().second;
+  std::vector<std::pair<std::string, wire::ApplyDecisionsRequest>> forged;
+  auto add = [&](const std::string& what) -> wire::ApplyDecisionsRequest& {
+    forged.emplace_back(what, wire::ApplyDecisionsRequest());
+    wire::ApplyDecisionsRequest& r = forged.back().second;
     r.set_cluster(absl::GetFlag(FLAGS_cluster));
     r.set_generation(1);
     return r;
   };
-  wire::Decision* d = add("a step of lr_scale NaN").add_decisions();
-  d->set_seq(1);
-  d->set_kind(wire::Decision::SYNC_STEP);
-  d->add_workers(0);
-  d->add_push_ids(1);
-  d->set_lr_scale(std::nan(""));
-  d = add("a push that never existed").add_decisions();
-  d->set_seq(1);
-  d->set_kind(wire::Decision::SYNC_STEP);
-  d->add_workers(0);
-  d->add_push_ids(0x7fffffffffffULL);
-  d->set_lr_scale(1);
-  wire::DecideRequest& dropped = add("2,000 DROPPED");
+  auto sync_step = [&](const std::string& what) {
+    wire::Decision* d = add(what).add_decisions();
+    d->set_seq(1);
+    wire::Decision::SyncStep* s = d->mutable_sync_step();
+    s->add_workers(0);
+    s->add_push_ids(1);
+    s->set_lr_scale(1);
+    return s;
+  };
+  sync_step("a step of lr_scale NaN")->set_lr_scale(std::nan(""));
+  sync_step("a push that never existed")->set_push_ids(0, 0x7fffffffffffULL);
+  wire::ApplyDecisionsRequest& dropped = add("2,000 DROPPED");
   for (int i = 0; i < 2000; ++i) {
-    d = dropped.add_decisions();
+    wire::Decision* d = dropped.add_decisions();
     d->set_seq(i + 1);
-    d->set_kind(wire::Decision::DROPPED);
-    d->add_workers(0);
-    d->add_push_ids(i);
-    d->set_lr_scale(1);
+    d->mutable_dropped()->set_worker(0);
+    d->mutable_dropped()->set_push_id(i);
+    d->mutable_dropped()->set_reason(wire::Decision::Dropped::STALE);
   }
-  d = add("LEFT for a live worker").add_decisions();
-  d->set_seq(1);
-  d->set_kind(wire::Decision::LEFT);
-  d->add_workers(0);
-  d->add_push_ids(0);
-  d->set_lr_scale(1);
-  d = add("N of 2^31 - 1").add_decisions();
-  d->set_seq(1);
-  d->set_kind(wire::Decision::SYNC_STEP);
-  d->add_workers(0);
-  d->add_push_ids(1);
-  d->set_lr_scale(1);
-  d->set_replicas_next(2147483647);
+  wire::Decision* left = add("LEFT for a live worker").add_decisions();
+  left->set_seq(1);
+  left->mutable_left()->set_worker(0);
+  sync_step("N of 2^31 - 1")->set_replicas_next(2147483647);
   for (const auto& [what, request] : forged) {
-    Expect(absl::StrCat("Decide: ", what),
-           RawCall("Decide", request.SerializeAsString()),
+    Expect(absl::StrCat("ApplyDecisions: ", what),
+           RawCall("ApplyDecisions", request.SerializeAsString()),
            grpc::StatusCode::UNAUTHENTICATED);
   }
   return all_refused ? 0 : 1;
@@ -633,7 +623,7 @@ int main(int argc, char** argv) {
   if (attack == "flood") return psgd::Flood();
   if (attack == "flood_entries") return psgd::FloodEntries();
   if (attack == "weights") return psgd::Weights();
-  if (attack == "forge_decide") return psgd::ForgeDecide();
+  if (attack == "forge_decisions") return psgd::ForgeDecisions();
   std::fprintf(stderr, "unknown attack '%s'\n", attack.c_str());
   return 2;
 }

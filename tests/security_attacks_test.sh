@@ -16,8 +16,8 @@
 #      pushing (150 pushes): nothing of the file opened, sized or named;
 #   5. NaN written into a region during its pushes: every weight finite;
 #   6. 8 pushes of 100 MB without the token: refused, memory bounded;
-#   7. Decide and Initialize requests of 32 MB of empty entries without the
-#      token: refused before they are parsed, the peak memory bounded;
+#   7. ApplyDecisions and Initialize requests of 32 MB of empty entries
+#      without the token: refused before they are parsed, the peak memory bounded;
 #   8. a member's forged decisions (lr_scale NaN, a push that never existed,
 #      2,000 DROPPED, LEFT for a live worker, N of 2^31 - 1) to the follower
 #      of a two-shard cluster: refused for want of the servers' peer token,
@@ -155,7 +155,7 @@ echo "server memory: ${rss_before} kB before, ${rss_after} kB after 800 MB of re
 [ "$rss_after" -lt $((rss_before + 250 * 1024)) ] ||
   fail "the server kept ${rss_after} kB after refused pushes (from ${rss_before} kB)"
 
-echo "=== 7. Decide and Initialize of 32 MB of empty entries without the token"
+echo "=== 7. ApplyDecisions and Initialize of 32 MB of empty entries without the token"
 # Parsed before the token check, 32 MB of empty decisions took a server to a
 # 2.6 GB peak and it kept 2.5 GB. Now refused before a byte is parsed: the
 # peak may rise by what gRPC reads (one 32 MB message, a few times over in
@@ -163,7 +163,7 @@ echo "=== 7. Decide and Initialize of 32 MB of empty entries without the token"
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$ps_pid/status"; }
 hwm_before=$(hwm_kb)
 rss_before=$(rss_kb)
-for method in Decide Initialize; do
+for method in ApplyDecisions Initialize; do
   attack --address="$address" --cluster=attack --megabytes=32 --count=2 --method=$method flood_entries ||
     fail "a stranger's $method was not refused UNAUTHENTICATED"
 done
@@ -171,9 +171,9 @@ hwm_after=$(hwm_kb)
 rss_after=$(rss_kb)
 echo "server memory: peak ${hwm_before} -> ${hwm_after} kB, resident ${rss_before} -> ${rss_after} kB"
 [ "$hwm_after" -lt $((hwm_before + 256 * 1024)) ] ||
-  fail "refused Decide/Initialize calls took the server's peak from ${hwm_before} to ${hwm_after} kB"
+  fail "refused ApplyDecisions/Initialize calls took the server's peak from ${hwm_before} to ${hwm_after} kB"
 [ "$rss_after" -lt $((rss_before + 128 * 1024)) ] ||
-  fail "the server kept ${rss_after} kB after refused Decide/Initialize calls (from ${rss_before} kB)"
+  fail "the server kept ${rss_after} kB after refused ApplyDecisions/Initialize calls (from ${rss_before} kB)"
 
 echo "=== 8. a member's forged decisions to a follower"
 cfg2=$TMP/attack2.pbtxt
@@ -196,8 +196,8 @@ address2=$(sed -n 's/^ps { address: "\([^"]*\)".*/\1/p' "$cfg2" | sed -n 2p)
 cp "$token2" "$box/member2.token"
 chmod 600 "$box/member2.token"
 [ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$box/member2.token"
-attack --address="$address2" --cluster=attack2 --token_file="$box/member2.token" forge_decide ||
-  fail "a member's forged Decide was not refused UNAUTHENTICATED"
+attack --address="$address2" --cluster=attack2 --token_file="$box/member2.token" forge_decisions ||
+  fail "a member's forged ApplyDecisions was not refused UNAUTHENTICATED"
 for i in 0 1; do
   kill -0 "${ps2_pids[i]}" 2>/dev/null || fail "ps:$i of attack2 died"
   kill -TERM "${ps2_pids[i]}"

@@ -24,6 +24,7 @@ namespace {
 // The full names of the methods called through the generic stub.
 constexpr char kPushMethod[] = "/psgd.ps.wire.ParameterServer/Push";
 constexpr char kPullMethod[] = "/psgd.ps.wire.ParameterServer/Pull";
+constexpr char kCommitMethod[] = "/psgd.ps.wire.ParameterServer/Commit";
 
 // How a call ends, shared with gRPC's callback (which may run after the
 // waiter has woken up, so the waiter must not own it alone).
@@ -146,6 +147,20 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
       return;
     }
     Start(kPullMethod, deadline);
+  }
+
+  void StartCommit(const wire::CommitRequest& request,
+                   absl::Time deadline) override {
+    shared_push_ = shared_pull_ = false;
+    bool own_buffer;
+    grpc::Status s = grpc::SerializationTraits<wire::CommitRequest>::Serialize(
+        request, &request_, &own_buffer);
+    if (!s.ok()) {
+      outcome_ = std::make_shared<Outcome>();
+      Outcome::Callback(outcome_)(std::move(s));
+      return;
+    }
+    Start(kCommitMethod, deadline);
   }
 
   absl::Status Await() override {

@@ -73,6 +73,10 @@ class ShardExchange {
                          absl::Time deadline) = 0;
   virtual void StartPull(const wire::PullRequest& request,
                          absl::Time deadline) = 0;
+  // Commits a push every shard has staged (shard 0 of a cluster of several
+  // shards decides it); its reply is read with ReadPush.
+  virtual void StartCommit(const wire::CommitRequest& request,
+                           absl::Time deadline) = 0;
 
   // Blocks until the started call has ended; its status.
   virtual absl::Status Await() = 0;
@@ -82,8 +86,8 @@ class ShardExchange {
   // shard). Nothing when no call is under way or it has already ended.
   virtual void Cancel() = 0;
 
-  // After a push was awaited with OK: the shard's response. DATA_LOSS for
-  // bytes that are no PushResponse.
+  // After a push or a commit was awaited with OK: the shard's response.
+  // DATA_LOSS for bytes that are no PushResponse.
   virtual absl::Status ReadPush(wire::PushResponse* response) = 0;
   // After a pull was awaited with OK: the response's version into
   // `version`, its tensors, as they came, through `assembler`

@@ -413,18 +413,16 @@ absl::StatusOr<PushResult> ShardedPsClient::CommitPush(
   std::unique_ptr<Buffers> buffers = TakeBuffers();
   Buffers::Shard& b = buffers->shards[0];
   if (b.exchange == nullptr) b.exchange = channels_[0]->NewExchange();
-  wire::PushRequest header;
-  header.set_cluster(options_.cluster);
-  header.set_worker_id(options_.worker_id);
-  header.set_step(version.steps[0]);
-  header.set_generation(version.generation);
-  header.set_commit(true);
-  header.set_push_id(version.push_id);
+  wire::CommitRequest commit;
+  commit.set_cluster(options_.cluster);
+  commit.set_worker_id(options_.worker_id);
+  commit.set_step(version.steps[0]);
+  commit.set_generation(version.generation);
+  commit.set_push_id(version.push_id);
   if (version.chunk.has_value()) {
-    DataChunkRefToProto(*version.chunk, header.mutable_chunk());
+    DataChunkRefToProto(*version.chunk, commit.mutable_chunk());
   }
-  b.exchange->StartPush(header, {}, nullptr,
-                        absl::Now() + options_.rpc_timeout);
+  b.exchange->StartCommit(commit, absl::Now() + options_.rpc_timeout);
   absl::StatusOr<PushResult> result = [&]() -> absl::StatusOr<PushResult> {
     RETURN_IF_ERROR(Annotate(
         b.exchange->Await(),

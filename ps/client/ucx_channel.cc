@@ -84,10 +84,24 @@ class UcxShardChannel::Exchange final : public ShardExchange {
     StartUcx(*link, kUcxPull, std::move(serialized), {}, nullptr, deadline);
   }
 
+  void StartCommit(const wire::CommitRequest& request,
+                   absl::Time deadline) override {
+    const std::optional<Link> link = channel_->CurrentLink();
+    if (!link.has_value()) {
+      StartGrpc()->StartCommit(request, deadline);
+      return;
+    }
+    std::string serialized = request.SerializeAsString();
+    channel_->ucx_sent_bytes_.fetch_add(static_cast<int64_t>(serialized.size()),
+                                        std::memory_order_relaxed);
+    StartUcx(*link, kUcxCommit, std::move(serialized), {}, nullptr, deadline);
+  }
+
   absl::Status Await() override {
     if (pending_ == nullptr) {
       if (ucx_ || grpc_ == nullptr) {
-        return absl::FailedPreconditionError("no push or pull under way");
+        return absl::FailedPreconditionError(
+            "no push, pull or commit under way");
       }
       return grpc_->Await();
     }
@@ -126,7 +140,7 @@ class UcxShardChannel::Exchange final : public ShardExchange {
     if (!response->ParseFromArray(reply_.header.data(),
                                   static_cast<int>(reply_.header.size()))) {
       return absl::DataLossError(
-          "UCX data plane: a push's answer is no PushResponse");
+          "UCX data plane: a push's or commit's answer is no PushResponse");
     }
     return absl::OkStatus();
   }

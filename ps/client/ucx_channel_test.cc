@@ -129,6 +129,25 @@ TEST_CASE("a pull the worker gives up on is withdrawn from the shard") {
   CHECK(server->ucx()->counters().pulls_cancelled == 0);
 }
 
+TEST_CASE("a commit goes over the link, as the gRPC Commit call would") {
+  std::unique_ptr<PsGrpcServer> server = StartServer();
+  Worker w(server.get());
+  std::unique_ptr<ShardExchange> exchange = w.channel->NewExchange();
+  wire::CommitRequest commit;
+  commit.set_cluster(kCluster);
+  commit.set_worker_id(0);
+  commit.set_push_id(3);
+  exchange->StartCommit(commit, Worker::Later());
+  // A lone shard decides no commit; the refusal comes back over UCX.
+  absl::Status s = exchange->Await();
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(s.message() ==
+        "shard 0: commit of worker 0's push for step 0: only shard 0 of a "
+        "cluster of several shards decides pushes");
+  CHECK(server->ucx()->counters().commits == 1);
+  CHECK(server->ucx()->counters().pushes == 0);
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace psgd

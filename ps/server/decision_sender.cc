@@ -25,7 +25,7 @@ absl::StatusOr<DecisionRelay::Deliver> GrpcDecisionSender(
   }
   ASSIGN_OR_RETURN(ClientCredentials credentials,
                    MakeClientCredentials(options.security));
-  // Decide is the servers' own call: it carries their peer token.
+  // ApplyDecisions is the servers' own call: it carries their peer token.
   if (!options.security.peer_token.empty()) {
     credentials.token = options.security.peer_token;
   }
@@ -42,7 +42,7 @@ absl::StatusOr<DecisionRelay::Deliver> GrpcDecisionSender(
       [stubs, cluster, addresses = std::move(addresses)](
           int shard, int64_t generation,
           absl::Span<const Decision> decisions) -> absl::StatusOr<int64_t> {
-        wire::DecideRequest request;
+        wire::ApplyDecisionsRequest request;
         request.set_cluster(cluster);
         request.set_generation(generation);
         for (const Decision& d : decisions) {
@@ -50,12 +50,12 @@ absl::StatusOr<DecisionRelay::Deliver> GrpcDecisionSender(
         }
         grpc::ClientContext ctx;
         ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-        wire::DecideResponse response;
-        absl::Status s =
-            FromGrpcStatus((*stubs)[shard]->Decide(&ctx, request, &response));
+        wire::ApplyDecisionsResponse response;
+        absl::Status s = FromGrpcStatus(
+            (*stubs)[shard]->ApplyDecisions(&ctx, request, &response));
         if (!s.ok()) {
-          return Annotate(s, absl::StrCat("Decide to ps:", shard, " at ",
-                                          addresses[shard], ": "));
+          return Annotate(s, absl::StrCat("ApplyDecisions to ps:", shard,
+                                          " at ", addresses[shard], ": "));
         }
         return response.applied_seq();
       });

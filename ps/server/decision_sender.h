@@ -1,6 +1,6 @@
 // The gRPC side of shard 0's decisions (ps/shard/decision_relay.h): sends
-// them to the other shards with the Decide call, over channels made with
-// the cluster's security options (TLS), as the agreement on checkpoints
+// them to the other shards with the ApplyDecisions call, over channels made
+// with the cluster's security options (TLS), as the agreement on checkpoints
 // does, carrying the servers' peer token (SecurityOptions::peer_token;
 // the cluster token where there is none).
 //

@@ -63,8 +63,9 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   if (!options.security.token.empty() && options.security.peer_token.empty() &&
       options.num_shards > 1) {
     spdlog::warn(
-        "no peer token: the servers take decisions (Decide) from any holder "
-        "of the cluster token, workers included; a cluster token_file (or "
+        "no peer token: the servers take decisions (ApplyDecisions) from any "
+        "holder of the cluster token, workers included; a cluster token_file "
+        "(or "
         "security.peer_token_file) gives the servers one of their own");
   }
   std::unique_ptr<PsGrpcServer> s(new PsGrpcServer());

@@ -206,16 +206,18 @@ const RequestLimit PsGrpcService::kInitializeLimit = {
 // Pull: names of the variables asked for.
 const RequestLimit PsGrpcService::kPullLimit = {
     "Pull", 4 << 20, wire::PullRequest::kVariablesFieldNumber, 1 << 16};
+const RequestLimit PsGrpcService::kCommitLimit = {"Commit", kSmallRequestBytes};
 const RequestLimit PsGrpcService::kJoinLimit = {"Join", kSmallRequestBytes};
 const RequestLimit PsGrpcService::kLeaveLimit = {"Leave", kSmallRequestBytes};
 const RequestLimit PsGrpcService::kStatusLimit = {"Status", kSmallRequestBytes};
 const RequestLimit PsGrpcService::kShutdownLimit = {"Shutdown",
                                                     kSmallRequestBytes};
-// Decide: the relay sends at most DecisionRelay::kMaxBatch decisions and
-// kMaxBatchBytes at a time (ps/shard/decision_relay.h).
-const RequestLimit PsGrpcService::kDecideLimit = {
-    "Decide", 2 * DecisionRelay::kMaxBatchBytes,
-    wire::DecideRequest::kDecisionsFieldNumber, DecisionRelay::kMaxBatch};
+// ApplyDecisions: the relay sends at most DecisionRelay::kMaxBatch decisions
+// and kMaxBatchBytes at a time (ps/shard/decision_relay.h).
+const RequestLimit PsGrpcService::kApplyDecisionsLimit = {
+    "ApplyDecisions", 2 * DecisionRelay::kMaxBatchBytes,
+    wire::ApplyDecisionsRequest::kDecisionsFieldNumber,
+    DecisionRelay::kMaxBatch};
 const RequestLimit PsGrpcService::kRollbackLimit = {"Rollback",
                                                     kSmallRequestBytes};
 const RequestLimit PsGrpcService::kCheckpointLimit = {"Checkpoint",
@@ -378,12 +380,30 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
   return Finish(ctx, status);
 }
 
+grpc::ServerUnaryReactor* PsGrpcService::Commit(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  // Counted with the pushes, as the worker's client counts it.
+  received_bytes_.fetch_add(static_cast<int64_t>(request->Length()),
+                            std::memory_order_relaxed);
+  return Respond<wire::CommitRequest, wire::PushResponse>(
+      ctx, kCommitLimit, request, response,
+      [&](const wire::CommitRequest& r,
+          wire::PushResponse* out) -> absl::Status {
+        RETURN_IF_ERROR(handler_.Commit(r, out));
+        sent_bytes_.fetch_add(static_cast<int64_t>(out->ByteSizeLong()),
+                              std::memory_order_relaxed);
+        return absl::OkStatus();
+      });
+}
+
 void PsGrpcService::AddSummary(JsonObject* summary) const {
   summary->Set("payload_received_bytes", payload_received_bytes())
       .Set("payload_sent_bytes", payload_sent_bytes());
   if (ucx_ == nullptr) return;
   const UcxDataPlane::Counters c = ucx_->counters();
   summary->Set("ucx_pushes", c.pushes)
+      .Set("ucx_commits", c.commits)
       .Set("ucx_pulls", c.pulls)
       .Set("ucx_pulls_cancelled", c.pulls_cancelled)
       .Set("ucx_pulls_withdrawn", c.pulls_withdrawn)
@@ -467,14 +487,15 @@ PSGD_HANDLED_METHOD(ListCheckpoints, ListCheckpointsRequest,
                     ListCheckpointsResponse)
 #undef PSGD_HANDLED_METHOD
 
-grpc::ServerUnaryReactor* PsGrpcService::Decide(
+grpc::ServerUnaryReactor* PsGrpcService::ApplyDecisions(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   // Shard 0's call alone: with the servers' peer token, not a worker's.
-  return Respond<wire::DecideRequest, wire::DecideResponse>(
-      &peer_authenticator_, ctx, kDecideLimit, request, response,
-      [&](const wire::DecideRequest& r, wire::DecideResponse* out) {
-        return handler_.Decide(r, out);
+  return Respond<wire::ApplyDecisionsRequest, wire::ApplyDecisionsResponse>(
+      &peer_authenticator_, ctx, kApplyDecisionsLimit, request, response,
+      [&](const wire::ApplyDecisionsRequest& r,
+          wire::ApplyDecisionsResponse* out) {
+        return handler_.ApplyDecisions(r, out);
       });
 }
 

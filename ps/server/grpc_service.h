@@ -18,10 +18,10 @@
 // UNAUTHENTICATED before a byte of its request is parsed (every method
 // takes raw bytes), so nothing changes and nothing is kept. Each method's
 // request then has a size limit of its own (RequestLimit): a Status or a
-// Decide has no business being hundreds of megabytes. (gRPC's health-checking
-// and reflection services, which the server also runs, need no token: they
-// reveal whether the server is serving and the public schema of proto/ps.proto,
-// nothing of the shard.)
+// ApplyDecisions has no business being hundreds of megabytes. (gRPC's
+// health-checking and reflection services, which the server also runs, need no
+// token: they reveal whether the server is serving and the public schema of
+// proto/ps.proto, nothing of the shard.)
 //
 // Thread-safety: thread-safe (gRPC calls it from many threads); the shard is
 // not owned and must outlive the gRPC server that serves this service.
@@ -50,8 +50,8 @@ namespace ps {
 // Every method as raw bytes: the token is checked, and the request's size
 // against its method's limit (RequestLimit), before a byte is parsed.
 using RawParameterServer = wire::ParameterServer::WithRawCallbackMethod_Initialize<
-    wire::ParameterServer::WithRawCallbackMethod_Pull<
-        wire::ParameterServer::WithRawCallbackMethod_Push<
+    wire::ParameterServer::WithRawCallbackMethod_Pull<wire::ParameterServer::WithRawCallbackMethod_Push<
+        wire::ParameterServer::WithRawCallbackMethod_Commit<
             wire::ParameterServer::WithRawCallbackMethod_Join<
                 wire::ParameterServer::WithRawCallbackMethod_Leave<
                     wire::ParameterServer::WithRawCallbackMethod_Status<
@@ -59,11 +59,11 @@ using RawParameterServer = wire::ParameterServer::WithRawCallbackMethod_Initiali
                             wire::ParameterServer::WithRawCallbackMethod_Rollback<
                                 wire::ParameterServer::WithRawCallbackMethod_Checkpoint<
                                     wire::ParameterServer::WithRawCallbackMethod_LeaseData<
-                                        wire::ParameterServer::WithRawCallbackMethod_Decide<
+                                        wire::ParameterServer::WithRawCallbackMethod_ApplyDecisions<
                                             wire::ParameterServer::
                                                 WithRawCallbackMethod_ListCheckpoints<
                                                     wire::ParameterServer::
-                                                        CallbackService>>>>>>>>>>>>;
+                                                        CallbackService>>>>>>>>>>>>>;
 
 // What one method's request may be, checked after the token and before
 // the request is parsed: at most `max_bytes` (0: gRPC's own receive limit,
@@ -85,9 +85,9 @@ absl::Status CheckRequestLimit(const RequestLimit& limit,
 
 class PsGrpcService final : public RawParameterServer, public ServingCounters {
  public:
-  // Every call must carry `token` unless it is empty; Decide, the servers'
-  // own call, must carry `peer_token` instead (the servers' credential,
-  // which workers do not hold; empty: `token`).
+  // Every call must carry `token` unless it is empty; ApplyDecisions, the
+  // servers' own call, must carry `peer_token` instead (the servers'
+  // credential, which workers do not hold; empty: `token`).
   explicit PsGrpcService(ParameterShard* shard, std::string token = "",
                          std::string peer_token = "");
   ~PsGrpcService() override;
@@ -107,6 +107,10 @@ class PsGrpcService final : public RawParameterServer, public ServingCounters {
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
+  // A CommitRequest in, a PushResponse out (ShardRequestHandler::Commit).
+  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
@@ -119,9 +123,11 @@ class PsGrpcService final : public RawParameterServer, public ServingCounters {
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* ctx,
-                                   const grpc::ByteBuffer* request,
-                                   grpc::ByteBuffer* response) override;
+  // Shard 0's decisions (ShardRequestHandler::ApplyDecisions), with the
+  // servers' peer token only.
+  grpc::ServerUnaryReactor* ApplyDecisions(grpc::CallbackServerContext* ctx,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Rollback(grpc::CallbackServerContext* ctx,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
@@ -136,9 +142,10 @@ class PsGrpcService final : public RawParameterServer, public ServingCounters {
       grpc::ByteBuffer* response) override;
 
   // The limits of each method's request (RequestLimit).
-  static const RequestLimit kInitializeLimit, kPullLimit, kJoinLimit,
-      kLeaveLimit, kStatusLimit, kShutdownLimit, kDecideLimit, kRollbackLimit,
-      kCheckpointLimit, kLeaseDataLimit, kListCheckpointsLimit;
+  static const RequestLimit kInitializeLimit, kPullLimit, kCommitLimit,
+      kJoinLimit, kLeaveLimit, kStatusLimit, kShutdownLimit,
+      kApplyDecisionsLimit, kRollbackLimit, kCheckpointLimit, kLeaseDataLimit,
+      kListCheckpointsLimit;
 
   // The run directory: the first non-empty value given here or carried by
   // an Initialize request; reported by Status.
@@ -207,7 +214,7 @@ class PsGrpcService final : public RawParameterServer, public ServingCounters {
                                     grpc::ByteBuffer* response, Handle handle);
 
   CallAuthenticator authenticator_;
-  CallAuthenticator peer_authenticator_;  // Decide's
+  CallAuthenticator peer_authenticator_;  // ApplyDecisions'
   ShardRequestHandler handler_;
   std::atomic<int64_t> received_bytes_{0};
   // Bytes of the push requests being handled now.

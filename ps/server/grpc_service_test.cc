@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/reflection.pb.h"
@@ -186,9 +187,10 @@ std::string EmptyEntries(int field, int64_t n) {
 }
 
 TEST_CASE("each method's request has limits of its own, checked unparsed") {
-  // The limits are the service's own (kStatusLimit, kDecideLimit, ...);
-  // the sizes here are this test's: a Status of 100 KiB, a Decide of 2,000
-  // decisions (the relay sends at most 256 at a time).
+  // The limits are the service's own (kStatusLimit, kApplyDecisionsLimit,
+  // ...); the sizes here are this test's: a Status of 100 KiB, an
+  // ApplyDecisions of 2,000 decisions (the relay sends at most 256 at a
+  // time), a Commit of 100 KiB.
   ServerOptions o = Insecure();
   o.cluster_name = "limits";
   auto server = PsGrpcServer::Start(o);
@@ -200,15 +202,22 @@ TEST_CASE("each method's request has limits of its own, checked unparsed") {
   CHECK(s.error_message() ==
         absl::StrCat("a Status request of ", status.ByteSizeLong(),
                      " bytes, more than its limit of 65536"));
-  s = RawCall(**server, "Decide", EmptyEntries(3, 2000));
+  s = RawCall(**server, "ApplyDecisions", EmptyEntries(3, 2000));
   CHECK(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(s.error_message() ==
-        "a Decide request of 2000 entries of field 3, more than its limit "
-        "of 256");
+        "a ApplyDecisions request of 2000 entries of field 3, more than its "
+        "limit of 256");
+  wire::CommitRequest commit;
+  commit.set_cluster(std::string(100 << 10, 'x'));
+  s = RawCall(**server, "Commit", commit.SerializeAsString());
+  CHECK(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(s.error_message() ==
+        absl::StrCat("a Commit request of ", commit.ByteSizeLong(),
+                     " bytes, more than its limit of 65536"));
   // Bytes that are no message: refused by the count, or by the parse.
-  s = RawCall(**server, "Decide", "\x1a\xff\xff\xff\x0f");
+  s = RawCall(**server, "ApplyDecisions", "\x1a\xff\xff\xff\x0f");
   CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
-  CHECK(s.error_message() == "a Decide request that is no message");
+  CHECK(s.error_message() == "a ApplyDecisions request that is no message");
   s = RawCall(**server, "Status",
               std::string("\x0a\x05"
                           "ab"));
@@ -219,12 +228,22 @@ TEST_CASE("each method's request has limits of its own, checked unparsed") {
   status.set_cluster("limits");
   s = RawCall(**server, "Status", status.SerializeAsString());
   CHECK(s.ok());
-  s = RawCall(**server, "Decide", EmptyEntries(3, 3));
+  // Three decisions of no kind: refused before any is applied.
+  wire::ApplyDecisionsRequest decisions;
+  decisions.set_cluster("limits");
+  s = RawCall(**server, "ApplyDecisions",
+              decisions.SerializeAsString() + EmptyEntries(3, 3));
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(absl::StartsWith(s.error_message(),
+                         "shard 0 (at step 0): decision 0 has no kind"));
+  commit.set_cluster("limits");
+  s = RawCall(**server, "Commit", commit.SerializeAsString());
   CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);  // one shard
   CHECK((*server)->shard()->Status().step == 0);
 }
 
-TEST_CASE("Decide takes the servers' peer token, and nothing else does") {
+TEST_CASE(
+    "ApplyDecisions takes the servers' peer token, and nothing else does") {
   ServerOptions o = Insecure();
   o.security.insecure = false;
   o.security.token = "cluster-token";
@@ -232,22 +251,22 @@ TEST_CASE("Decide takes the servers' peer token, and nothing else does") {
   o.cluster_name = "peers";
   auto server = PsGrpcServer::Start(o);
   REQUIRE(server.ok());
-  wire::DecideRequest decide;
+  wire::ApplyDecisionsRequest decide;
   decide.set_cluster("peers");
   wire::Decision* d = decide.add_decisions();
   d->set_seq(1);
-  d->set_lr_scale(std::nan(""));
+  d->mutable_sync_step()->set_lr_scale(std::nan(""));
   const std::string bytes = decide.SerializeAsString();
   // A worker's token: refused before the request is looked at.
   for (const std::string token : {"", "cluster-token", "other"}) {
     INFO(token);
-    grpc::Status s = RawCall(**server, "Decide", bytes, token);
+    grpc::Status s = RawCall(**server, "ApplyDecisions", bytes, token);
     CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
     CHECK(absl::StartsWith(s.error_message(), "missing or wrong peer token"));
   }
   // The servers' token passes the check (a lone shard then takes no
   // decisions), and opens no other method.
-  grpc::Status s = RawCall(**server, "Decide", bytes, "peer-token");
+  grpc::Status s = RawCall(**server, "ApplyDecisions", bytes, "peer-token");
   CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
   wire::StatusRequest status;
   status.set_cluster("peers");
@@ -342,6 +361,141 @@ TEST_CASE("reflection lists the parameter server and health services") {
   REQUIRE(described.has_file_descriptor_response());
   CHECK(described.file_descriptor_response().file_descriptor_proto_size() >= 1);
   (*server)->Stop(absl::Seconds(1));
+}
+
+// Two shards over gRPC (cluster "two", sync, one worker), shard 0 sending
+// its decisions to shard 1 with the servers' peer token; worker 0 joined
+// on both; shard i holds "v<i>".
+struct TwoShards {
+  TwoShards() {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < 2; ++i) {
+      ServerOptions o;
+      o.security.token = "cluster-token";
+      o.security.peer_token = "peer-token";
+      o.cluster_name = "two";
+      o.num_shards = 2;
+      o.shard_index = i;
+      auto server = PsGrpcServer::Start(o);
+      REQUIRE(server.ok());
+      addresses.push_back((*server)->address());
+      servers.push_back(*std::move(server));
+      stubs.push_back(Connect(*servers.back()));
+    }
+    REQUIRE(servers[0]->ConnectPeers(addresses).ok());
+    for (int i = 0; i < 2; ++i) {
+      wire::InitializeRequest init;
+      init.set_cluster("two");
+      SetTensor(absl::StrCat("v", i), {1.0f, 2.0f}, init.add_variables());
+      init.mutable_variables(0)->mutable_spec()->set_kind(wire::PARAMETER);
+      wire::InitializeResponse init_reply;
+      REQUIRE(Call(i, init, &init_reply, &Stub::Initialize).ok());
+      wire::JoinRequest join;
+      join.set_cluster("two");
+      join.set_worker_id(0);
+      wire::MembershipResponse joined;
+      REQUIRE(Call(i, join, &joined, &Stub::Join).ok());
+    }
+  }
+
+  using Stub = wire::ParameterServer::Stub;
+  // `method` of shard `i`'s stub with `token`.
+  template <typename Request, typename Response, typename Method>
+  grpc::Status Call(int i, const Request& request, Response* response,
+                    Method method, const std::string& token = "cluster-token") {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    return ((*stubs[i]).*method)(&ctx, request, response);
+  }
+  // Worker 0's whole push `push_id` for step 0 to shard `i`.
+  grpc::Status Stage(int i, uint64_t push_id, wire::PushResponse* response) {
+    wire::PushRequest push;
+    push.set_cluster("two");
+    push.set_worker_id(0);
+    push.set_step(0);
+    push.set_push_id(push_id);
+    SetTensor(absl::StrCat("v", i), {0.5f, 0.5f}, push.add_gradients());
+    return Call(i, push, response, &Stub::Push);
+  }
+  ShardStatus Status(int i) { return servers[i]->shard()->Status(); }
+
+  std::vector<std::unique_ptr<PsGrpcServer>> servers;
+  std::vector<std::unique_ptr<wire::ParameterServer::Stub>> stubs;
+};
+
+TEST_CASE(
+    "bad commits and decisions are refused naming the step and the shard, "
+    "nothing applied, and the shards keep serving") {
+  TwoShards two;
+  wire::CommitRequest commit;
+  commit.set_cluster("two");
+  commit.set_worker_id(0);
+  commit.set_step(0);
+  commit.set_push_id(7);
+  wire::PushResponse reply;
+
+  // A commit of a push never staged.
+  grpc::Status s = two.Call(0, commit, &reply, &TwoShards::Stub::Commit);
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(s.error_message() ==
+        "shard 0: commit of worker 0's push for step 0: push 7 is not staged "
+        "here complete for that step");
+
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(two.Stage(i, 7, &reply).ok());
+    CHECK(reply.staged());
+  }
+  // A commit sent to a follower.
+  s = two.Call(1, commit, &reply, &TwoShards::Stub::Commit);
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(s.error_message() ==
+        "shard 1: commit of worker 0's push for step 0: only shard 0 of a "
+        "cluster of several shards decides pushes");
+
+  // Decisions from something that is not shard 0: no token, a worker's.
+  wire::ApplyDecisionsRequest decisions;
+  decisions.set_cluster("two");
+  wire::Decision* step = decisions.add_decisions();
+  step->set_seq(1);
+  step->mutable_sync_step()->set_step(0);
+  step->mutable_sync_step()->add_workers(0);
+  step->mutable_sync_step()->add_push_ids(7);
+  step->mutable_sync_step()->set_lr_scale(1.0);
+  wire::ApplyDecisionsResponse applied;
+  for (const std::string token : {"", "cluster-token"}) {
+    INFO(token);
+    s = two.Call(1, decisions, &applied, &TwoShards::Stub::ApplyDecisions,
+                 token);
+    CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    CHECK(absl::StartsWith(s.error_message(), "missing or wrong peer token"));
+  }
+  // From a peer, a decision of no kind after a good one: neither applied.
+  decisions.add_decisions()->set_seq(2);
+  s = two.Call(1, decisions, &applied, &TwoShards::Stub::ApplyDecisions,
+               "peer-token");
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() ==
+        "shard 1 (at step 0): decision 2 has no kind this build knows "
+        "(sync_step, async_push, left or dropped): its kind is unset");
+  for (int i = 0; i < 2; ++i) {
+    CHECK(two.Status(i).step == 0);
+    CHECK(two.Status(i).counters.applied == 0);
+  }
+  CHECK(two.Status(1).counters.decisions_applied == 0);
+
+  // The push is still staged on both: its commit completes the step on
+  // shard 0, and shard 1 applies shard 0's decision.
+  s = two.Call(0, commit, &reply, &TwoShards::Stub::Commit);
+  REQUIRE(s.ok());
+  CHECK(reply.outcome() == wire::APPLIED);
+  REQUIRE(two.servers[0]->shard()->AwaitDecisionsDelivered(absl::Now() +
+                                                           absl::Seconds(30)));
+  for (int i = 0; i < 2; ++i) {
+    CHECK(two.Status(i).step == 1);
+    CHECK(two.Status(i).counters.applied == 1);
+  }
+  CHECK(two.Status(1).counters.decisions_applied == 1);
 }
 
 }  // namespace

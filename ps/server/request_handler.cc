@@ -126,22 +126,6 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                        absl::string_view shared,
                                        bool shared_is_private) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
-  if (request.commit()) {
-    if (request.gradients_size() > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard ", shard_->options().shard_index, ": a commit of worker ",
-          request.worker_id(), "'s push carries ", request.gradients_size(),
-          " gradients; it carries none"));
-    }
-    DataChunkRef chunk;
-    if (request.has_chunk()) chunk = DataChunkRefFromProto(request.chunk());
-    ASSIGN_OR_RETURN(PushReply reply,
-                     shard_->Commit(request.worker_id(), request.step(),
-                                    request.generation(), request.push_id(),
-                                    request.has_chunk() ? &chunk : nullptr));
-    PushReplyToProto(reply, response);
-    return absl::OkStatus();
-  }
   ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
                    TensorBytesFromProto(request.gradients(), shared));
   if (!shared.empty() && !shared_is_private) {
@@ -260,6 +244,19 @@ absl::Status ShardRequestHandler::Checkpoint(
   return shard_->RequestCheckpoint(request.label(), request.now());
 }
 
+absl::Status ShardRequestHandler::Commit(const wire::CommitRequest& request,
+                                         wire::PushResponse* response) {
+  RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  DataChunkRef chunk;
+  if (request.has_chunk()) chunk = DataChunkRefFromProto(request.chunk());
+  ASSIGN_OR_RETURN(PushReply reply,
+                   shard_->Commit(request.worker_id(), request.step(),
+                                  request.generation(), request.push_id(),
+                                  request.has_chunk() ? &chunk : nullptr));
+  PushReplyToProto(reply, response);
+  return absl::OkStatus();
+}
+
 absl::Status ShardRequestHandler::LeaseData(
     const wire::LeaseDataRequest& request, wire::LeaseDataResponse* response) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
@@ -275,14 +272,21 @@ absl::Status ShardRequestHandler::LeaseData(
   return absl::OkStatus();
 }
 
-absl::Status ShardRequestHandler::Decide(const wire::DecideRequest& request,
-                                         wire::DecideResponse* response) {
+absl::Status ShardRequestHandler::ApplyDecisions(
+    const wire::ApplyDecisionsRequest& request,
+    wire::ApplyDecisionsResponse* response) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   std::vector<Decision> decisions;
   decisions.reserve(request.decisions_size());
   for (const wire::Decision& d : request.decisions()) {
-    ASSIGN_OR_RETURN(Decision decision, DecisionFromProto(d));
-    decisions.push_back(std::move(decision));
+    absl::StatusOr<Decision> decision = DecisionFromProto(d);
+    if (!decision.ok()) {
+      // Nothing of the request is applied.
+      return Annotate(decision.status(),
+                      absl::StrCat("shard ", shard_->options().shard_index,
+                                   " (at step ", shard_->Status().step, "): "));
+    }
+    decisions.push_back(*std::move(decision));
   }
   ASSIGN_OR_RETURN(const int64_t applied,
                    shard_->ApplyDecisions(request.generation(), decisions));

@@ -59,6 +59,11 @@ class ShardRequestHandler {
   absl::Status Push(const wire::PushRequest& request,
                     wire::PushResponse* response, absl::string_view shared = {},
                     bool shared_is_private = false);
+  // Shard 0 of a cluster of several shards: decides a push every shard has
+  // staged (ParameterShard::Commit; FAILED_PRECONDITION naming the shard and
+  // the step for a push not staged here complete, or on another shard).
+  absl::Status Commit(const wire::CommitRequest& request,
+                      wire::PushResponse* response);
   absl::Status Join(const wire::JoinRequest& request,
                     wire::MembershipResponse* response);
   absl::Status Leave(const wire::LeaveRequest& request,
@@ -77,9 +82,12 @@ class ShardRequestHandler {
   // The next chunk of the data (ParameterShard::LeaseData).
   absl::Status LeaseData(const wire::LeaseDataRequest& request,
                          wire::LeaseDataResponse* response);
-  // Shard 0's decisions for this shard (ParameterShard::ApplyDecisions).
-  absl::Status Decide(const wire::DecideRequest& request,
-                      wire::DecideResponse* response);
+  // Shard 0's decisions for this shard (ParameterShard::ApplyDecisions),
+  // all converted before any is applied: INVALID_ARGUMENT naming the shard,
+  // its step and the decision's seq for one whose kind is unset or unknown
+  // (ps/wire/wire.h), nothing applied.
+  absl::Status ApplyDecisions(const wire::ApplyDecisionsRequest& request,
+                              wire::ApplyDecisionsResponse* response);
   // The checkpoints complete in the shard's own directory
   // (ParameterShard::CompleteCheckpoints); answered while agreeing too.
   absl::Status ListCheckpoints(const wire::ListCheckpointsRequest& request,

@@ -69,7 +69,7 @@ ABSL_FLAG(std::string, token_file, "",
           "~/.config/psgd/tokens/CLUSTER_NAME.token), made when absent. With "
           "--config, the config's security block says it.");
 ABSL_FLAG(std::string, peer_token_file, "",
-          "A file holding the servers' peer token: Decide (shard 0's "
+          "A file holding the servers' peer token: ApplyDecisions (shard 0's "
           "decisions to the other shards) must carry it, so that a worker "
           "holding the cluster token cannot send decisions. Default: the "
           "cluster token file's name + '.peer', made when absent (with more "

@@ -143,6 +143,7 @@ bool UcxDataPlane::KeyIsWorkers(const ucx::Request& request,
 UcxDataPlane::Counters UcxDataPlane::counters() const {
   Counters c;
   c.pushes = served_pushes_.load();
+  c.commits = served_commits_.load();
   c.pulls = served_pulls_.load();
   c.pulls_cancelled = pulls_cancelled_.load();
   c.pulls_withdrawn = pulls_withdrawn_.load();
@@ -154,7 +155,8 @@ UcxDataPlane::Counters UcxDataPlane::counters() const {
 
 void UcxDataPlane::OnRequest(ucx::Request request) {
   switch (request.method) {
-    case kUcxPush: {
+    case kUcxPush:
+    case kUcxCommit: {
       MutexLock lock(&queue_mu_);
       pushes_.push_back(std::move(request));
       queue_changed_.Signal();
@@ -188,7 +190,11 @@ void UcxDataPlane::PushLoop() {
       request = std::move(pushes_.front());
       pushes_.pop_front();
     }
-    ServePush(request);
+    if (request.method == kUcxCommit) {
+      ServeCommit(request);
+    } else {
+      ServePush(request);
+    }
   }
 }
 
@@ -209,6 +215,28 @@ void UcxDataPlane::ServePush(const ucx::Request& request) {
   absl::Status status = handler_.Push(push, &response, request.payload,
                                       /*shared_is_private=*/true);
   served_pushes_++;
+  messenger_->Respond(request.peer, request.call, status,
+                      status.ok() ? response.SerializeAsString() : "", {},
+                      nullptr);
+}
+
+void UcxDataPlane::ServeCommit(const ucx::Request& request) {
+  wire::CommitRequest commit;
+  if (!request.payload.empty() ||
+      !commit.ParseFromArray(request.header.data(),
+                             static_cast<int>(request.header.size()))) {
+    malformed_++;
+    messenger_->Respond(
+        request.peer, request.call,
+        absl::InvalidArgumentError("UCX data plane: a commit whose header is "
+                                   "no CommitRequest (or with a payload)"),
+        "", {}, nullptr);
+    return;
+  }
+  if (!KeyIsWorkers(request, "commit", commit.worker_id())) return;
+  wire::PushResponse response;
+  absl::Status status = handler_.Commit(commit, &response);
+  served_commits_++;
   messenger_->Respond(request.peer, request.call, status,
                       status.ok() ? response.SerializeAsString() : "", {},
                       nullptr);

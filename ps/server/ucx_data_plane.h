@@ -27,13 +27,16 @@
 // server's side of a call: the header is the pull's call number (8 bytes,
 // little-endian) over the same connection; a pull still waiting for its step
 // is taken back from the shard and never answered, and the withdrawal is
-// answered OK whether or not it found one. The request handler
-// (ps/server/request_handler.h) checks and applies both, as for gRPC.
+// answered OK whether or not it found one. Method 4 (kUcxCommit) is a
+// commit: the header a CommitRequest, no payload, the reply header a
+// PushResponse, as for the gRPC Commit call. The request handler
+// (ps/server/request_handler.h) checks and applies pushes, pulls and
+// commits, as for gRPC.
 //
 // Threads: the messenger's thread receives; pushes are handled by a few
-// threads of the data plane's own (a push may wait for the decisions on
-// their way, ps/shard/shard.h), pulls are registered from the messenger's
-// thread and answered from the thread that completes their step.
+// threads of the data plane's own (a push or a commit may wait for the
+// decisions on their way, ps/shard/shard.h), pulls are registered from the
+// messenger's thread and answered from the thread that completes their step.
 //
 // Thread-safety: thread-safe.
 #ifndef PSGD_PS_SERVER_UCX_DATA_PLANE_H_
@@ -66,8 +69,9 @@ class UcxDataPlane {
  public:
   // What it dropped or refused, and what it served.
   struct Counters {
-    int64_t pushes = 0;  // handled (whatever the shard answered)
-    int64_t pulls = 0;   // registered with the shard
+    int64_t pushes = 0;   // handled (whatever the shard answered)
+    int64_t commits = 0;  // handled (whatever the shard answered)
+    int64_t pulls = 0;    // registered with the shard
     // Pulls still waiting for their step when their worker's endpoint went
     // (the process killed, the link gone): taken back from the shard, as a
     // gRPC pull is when its call is cancelled.
@@ -118,6 +122,8 @@ class UcxDataPlane {
   void OnPeerGone(uint64_t peer);
   // On a push thread.
   void ServePush(const ucx::Request& request);
+  void ServeCommit(const ucx::Request& request);
+  // Serves the pushes and commits queued, in order.
   void PushLoop();
   // The worker whose key `key` is; -1 for none. Every key is compared
   // (ucx::KeysEqual): no lookup keyed by the secret.
@@ -148,11 +154,13 @@ class UcxDataPlane {
 
   Mutex queue_mu_;
   CondVar queue_changed_;
+  // Pushes and commits (either may wait, ps/shard/shard.h).
   std::deque<ucx::Request> pushes_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::vector<std::thread> push_threads_;
 
   std::atomic<int64_t> served_pushes_{0};
+  std::atomic<int64_t> served_commits_{0};
   std::atomic<int64_t> served_pulls_{0};
   std::atomic<int64_t> pulls_cancelled_{0};
   std::atomic<int64_t> pulls_withdrawn_{0};

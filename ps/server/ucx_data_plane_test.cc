@@ -146,6 +146,26 @@ TEST_CASE("the UCX data plane serves joined workers and no one else") {
   ucx::Reply method =
       m->CallAndWait(*peer, 9, key0, "", {}, absl::Now() + absl::Seconds(30));
   CHECK(method.status.code() == absl::StatusCode::kInvalidArgument);
+  // Commits (method 4), as the gRPC Commit call: with worker 1's key; one
+  // whose header is no CommitRequest; and worker 0's own, which a lone
+  // shard refuses (only shard 0 of several decides pushes).
+  wire::CommitRequest commit;
+  commit.set_cluster("ucx");
+  commit.set_worker_id(0);
+  commit.set_push_id(5);
+  const std::string commit_bytes = commit.SerializeAsString();
+  CHECK(m->CallAndWait(*peer, kUcxCommit, key1, commit_bytes, {},
+                       absl::Now() + absl::Seconds(30))
+            .status.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(m->CallAndWait(*peer, kUcxCommit, key0, std::string("\xff\xff", 2), {},
+                       absl::Now() + absl::Seconds(30))
+            .status.code() == absl::StatusCode::kInvalidArgument);
+  ucx::Reply lone = m->CallAndWait(*peer, kUcxCommit, key0, commit_bytes, {},
+                                   absl::Now() + absl::Seconds(30));
+  CHECK(lone.status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(lone.status.message() ==
+        "shard 0: commit of worker 0's push for step 0: only shard 0 of a "
+        "cluster of several shards decides pushes");
 
   ShardStatus s = shard->Status();
   CHECK(s.step == 0);
@@ -153,8 +173,9 @@ TEST_CASE("the UCX data plane serves joined workers and no one else") {
   CHECK(s.pending_gradients == 0);
   UcxDataPlane::Counters c = (*server)->ucx()->counters();
   CHECK(c.messenger.bad_key == 1);
-  CHECK(c.wrong_worker == 1);
-  CHECK(c.malformed == 2);
+  CHECK(c.wrong_worker == 2);
+  CHECK(c.malformed == 3);
+  CHECK(c.commits == 1);
 
   // Worker 0's own push is applied; its pull returns what the shard holds.
   ucx::Reply pushed = Push(m.get(), *peer, key0, 0, "x", g);

@@ -312,7 +312,7 @@ TEST_CASE(
     CHECK(absl::IsFailedPrecondition(r.status()));
   }
   SECTION("numbers no shard 0 makes: refused, nothing applied") {
-    // What a forged Decide once applied: lr_scale NaN made every weight NaN,
+    // What forged decisions once applied: lr_scale NaN made every weight NaN,
     // N of 2^31 - 1 was taken, a step of two workers' pushes "async".
     struct Forged {
       const char* field;

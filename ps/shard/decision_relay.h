@@ -2,9 +2,9 @@
 // "One decision per push"): a queue of the decisions of the current
 // generation and one sender thread per other shard, which hands that shard
 // every decision it has not acknowledged yet, in order, through `deliver`
-// (ParameterShard::ApplyDecisions in process, the Decide call over gRPC),
-// and retries with a growing pause (50 ms to 1 s) until the shard takes
-// them. A shard that refuses (restarting, awaiting the rollback to a
+// (ParameterShard::ApplyDecisions in process, the ApplyDecisions call over
+// gRPC), and retries with a growing pause (50 ms to 1 s) until the shard
+// takes them. A shard that refuses (restarting, awaiting the rollback to a
 // checkpoint) is asked again; the rollback that follows restarts the relay
 // in the new generation, which drops what was queued for the old one.
 //
@@ -31,15 +31,15 @@
 namespace psgd {
 namespace ps {
 
-// At least the bytes `d` takes encoded (wire::Decision, varints at their
-// longest).
+// At least the bytes `d` takes encoded (wire::Decision: its kind's message
+// inside, varints at their longest).
 int64_t DecisionBytesBound(const Decision& d);
 
 class DecisionRelay {
  public:
   // One delivery carries at most kMaxBatch decisions and, past its first
   // decision, at most kMaxBatchBytes of them by DecisionBytesBound: a
-  // follower far behind catches up in steps, and the Decide call that
+  // follower far behind catches up in steps, and the ApplyDecisions call that
   // carries them stays within the limit a server puts on it.
   static constexpr int64_t kMaxBatch = 256;
   static constexpr int64_t kMaxBatchBytes = 8 << 20;

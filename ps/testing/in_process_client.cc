@@ -39,6 +39,12 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
     push_status_ = channel_->handler_.Push(push_request_, &push_response_);
   }
 
+  void StartCommit(const wire::CommitRequest& request,
+                   absl::Time /*deadline*/) override {
+    push_response_.Clear();
+    push_status_ = channel_->handler_.Commit(request, &push_response_);
+  }
+
   void StartPull(const wire::PullRequest& request,
                  absl::Time deadline) override {
     pull_request_ = request;

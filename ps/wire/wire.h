@@ -47,6 +47,7 @@ void SharedTensorToProto(const TensorBytes& t, int64_t offset,
 inline constexpr uint32_t kUcxPush = 1;
 inline constexpr uint32_t kUcxPull = 2;
 inline constexpr uint32_t kUcxWithdraw = 3;
+inline constexpr uint32_t kUcxCommit = 4;
 
 // `tensors` laid out as in a shared memory segment (SharedLayout: a 64-byte
 // head, then each tensor at an offset aligned to 64), for a transport that
@@ -75,8 +76,12 @@ void ShardStatusToProto(const ShardStatus& status, wire::StatusResponse* out);
 // answer (ParameterShard::LeaseData).
 void DataChunkRefToProto(const DataChunkRef& ref, wire::DataChunkRef* out);
 DataChunkRef DataChunkRefFromProto(const wire::DataChunkRef& ref);
-// Shard 0's decisions (ParameterShard::ApplyDecisions). FromProto:
-// INVALID_ARGUMENT for a kind it does not know.
+// Shard 0's decisions (ParameterShard::ApplyDecisions; ps/wire/decisions.cc),
+// each kind of the core's Decision as its own message of the oneof. A field a
+// kind does not carry keeps the core's default on the way back. FromProto:
+// INVALID_ARGUMENT naming the decision's seq for a decision whose kind is
+// unset (or one this build does not know), and naming its seq and step for
+// a dropped push's unspecified or unknown reason.
 void DecisionToProto(const Decision& d, wire::Decision* out);
 absl::StatusOr<Decision> DecisionFromProto(const wire::Decision& d);
 void DataChunkToProto(const DataChunk& chunk, wire::LeaseDataResponse* out);

@@ -1,6 +1,11 @@
 #include "ps/wire/wire.h"
 
 #include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace psgd {
 namespace ps {
@@ -143,6 +148,125 @@ TEST_CASE("the data queue's fields of a status round-trip") {
   CHECK(t.data_counters.done == 94);
   CHECK(t.data_counters.returned == 3);
   CHECK(t.data_counters.epochs_completed == 3);
+}
+
+// Every field of a decision, for a failure that shows which differs.
+std::string Describe(const Decision& d) {
+  std::string s = absl::StrCat(
+      "seq ", d.seq, " ", DecisionKindName(d.kind), " step ", d.step,
+      " workers [", absl::StrJoin(d.workers, ","), "] push_ids [",
+      absl::StrJoin(d.push_ids, ","), "] lr_scale ", d.lr_scale, " staleness ",
+      d.staleness, " dropped ", static_cast<int>(d.dropped), " replicas_next ",
+      d.replicas_next, " chunks");
+  for (const DecidedChunk& c : d.chunks) {
+    absl::StrAppend(&s, " {", c.worker, " ", c.chunk.epoch, "/", c.chunk.index,
+                    "/", c.chunk.lease, " [", absl::StrJoin(c.samples, ","),
+                    "] ", c.ledger_generation, "}");
+  }
+  return s;
+}
+
+// C++ -> proto -> bytes -> proto -> C++.
+Decision RoundTrip(const Decision& d) {
+  wire::Decision sent;
+  DecisionToProto(d, &sent);
+  wire::Decision received;
+  REQUIRE(received.ParseFromString(sent.SerializeAsString()));
+  absl::StatusOr<Decision> back = DecisionFromProto(received);
+  REQUIRE(back.ok());
+  return *back;
+}
+
+DecidedChunk Chunk(int worker, int64_t index) {
+  DecidedChunk c;
+  c.worker = worker;
+  c.chunk = DataChunkRef{2, index, (uint64_t{1} << 40) | 5};
+  c.samples = {index * 10, index * 10 + 3};
+  c.ledger_generation = 4;
+  return c;
+}
+
+TEST_CASE("every kind of decision round-trips through its bytes") {
+  // Each as shard 0 makes it (ps/shard/shard.cc).
+  std::vector<Decision> decisions;
+  Decision sync;
+  sync.seq = 12;
+  sync.kind = Decision::Kind::kSyncStep;
+  sync.step = 7;
+  sync.workers = {3, 0, 2};
+  sync.push_ids = {uint64_t{1} << 63 | 1, 2, 99};
+  sync.lr_scale = 0.75;
+  sync.replicas_next = 3;
+  sync.chunks = {Chunk(3, 1), Chunk(0, 2), Chunk(2, 8)};
+  decisions.push_back(sync);
+  Decision sync_bare = sync;  // no chunks, N not chosen
+  sync_bare.chunks.clear();
+  sync_bare.replicas_next = 0;
+  decisions.push_back(sync_bare);
+  Decision async;
+  async.seq = 13;
+  async.kind = Decision::Kind::kAsyncPush;
+  async.step = 40;
+  async.workers = {5};
+  async.push_ids = {17};
+  async.lr_scale = 0.25;
+  async.staleness = 3;
+  async.chunks = {Chunk(5, 6)};
+  decisions.push_back(async);
+  Decision async_bare = async;
+  async_bare.chunks.clear();
+  decisions.push_back(async_bare);
+  Decision left;
+  left.seq = 14;
+  left.kind = Decision::Kind::kLeft;
+  left.step = 41;
+  left.workers = {1};
+  left.push_ids = {0};
+  decisions.push_back(left);
+  for (Decision::Dropped reason :
+       {Decision::Dropped::kStale, Decision::Dropped::kSurplus,
+        Decision::Dropped::kRefused, Decision::Dropped::kRefusedTooStale}) {
+    Decision dropped;
+    dropped.seq = 15;
+    dropped.kind = Decision::Kind::kDropped;
+    dropped.step = 39;
+    dropped.workers = {2};
+    dropped.push_ids = {8};
+    dropped.dropped = reason;
+    decisions.push_back(dropped);
+  }
+  for (const Decision& d : decisions) {
+    CAPTURE(Describe(d));
+    CHECK(Describe(RoundTrip(d)) == Describe(d));
+  }
+}
+
+TEST_CASE(
+    "a decision of no kind, or of an unknown dropped reason, is refused") {
+  wire::Decision p;
+  p.set_seq(9);
+  absl::Status s = DecisionFromProto(p).status();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(s.message() ==
+        "decision 9 has no kind this build knows (sync_step, async_push, left "
+        "or dropped): its kind is unset");
+  // A kind of a newer build (a oneof field this one does not know) parses
+  // as an unknown field: no kind.
+  std::string newer = p.SerializeAsString();
+  newer += std::string("\x4a\x02\x08\x01", 4);  // field 9: {1: 1}
+  wire::Decision parsed;
+  REQUIRE(parsed.ParseFromString(newer));
+  CHECK(DecisionFromProto(parsed).status().message() == s.message());
+
+  p.mutable_dropped()->set_step(4);
+  s = DecisionFromProto(p).status();  // REASON_UNSPECIFIED
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(s.message() ==
+        "decision 9 (dropped, step 4): reason 0 is unspecified or unknown");
+  p.mutable_dropped()->set_reason(
+      static_cast<wire::Decision::Dropped::Reason>(77));
+  CHECK(DecisionFromProto(p).status().message() ==
+        "decision 9 (dropped, step 4): reason 77 is unspecified or unknown");
 }
 
 }  // namespace
