@@ -22,8 +22,15 @@
 // bytes and reads them back: what this machine moves over loopback sockets
 // with the same threads and no protocol. With --wire=bf16 (or fp16) a
 // second set of shard servers takes bfloat16 gradients and answers with
-// bfloat16 weights (the cluster config's wire block). --only=...,ucx adds
-// a set of shard servers and clients whose pushes and pulls go over UCX
+// bfloat16 weights (the cluster config's wire block). The floor: the same
+// shards and clients in this process with no transport between them (each
+// client's requests handed to the shards' request handlers: the checks,
+// the sum, the optimizer and every copy a push and a pull make, no bytes
+// through a socket); cpu_floor_ms is its CPU per worker step plus the TCP
+// echo's (the least a step's bytes cost through the kernel), and each
+// transport's ratio_vs_floor its own CPU per worker step over that.
+// --only=...,ucx adds a set of shard servers and clients whose pushes and pulls
+// go over UCX
 // (--ucx_transports, default tcp; docs/PS.md "Tensors over UCX"), printed
 // with ucx_ratio_vs_tcp and ucx_vs_grpc (worker steps/s against the gRPC
 // set's).
@@ -70,6 +77,8 @@
 #include "proto/echo.grpc.pb.h"
 #include "ps/client/grpc_client.h"
 #include "ps/server/grpc_server.h"
+#include "ps/shard/shard.h"
+#include "ps/testing/in_process_client.h"
 #include "ps/wire/wire_dtype.h"
 #include "worker/bench/ps_load.h"
 #include "worker/models/registry.h"
@@ -85,9 +94,10 @@ ABSL_FLAG(int64_t, split_threshold_bytes, int64_t{1} << 20,
 ABSL_FLAG(std::string, wire, "fp32",
           "fp32, bf16 or fp16: with bf16 or fp16 the parameter server also "
           "runs with that dtype on the wire (gradients and weights).");
-ABSL_FLAG(std::string, only, "ps,echo,tcp",
+ABSL_FLAG(std::string, only, "ps,floor,echo,tcp",
           "Which to run, of ps (and the --wire one), ucx (the parameter "
-          "server with pushes and pulls over UCX), echo and tcp.");
+          "server with pushes and pulls over UCX), floor (the same shards "
+          "and clients in this process, no transport), echo and tcp.");
 ABSL_FLAG(std::string, ucx_transports, "tcp",
           "The UCX transports of --only=ucx (as UCX_TLS names them).");
 ABSL_FLAG(int, memory_steps, 0,
@@ -315,6 +325,8 @@ double ProcessCpuSeconds() {
 
 double Mb(int64_t bytes) { return bytes / 1e6; }
 
+constexpr char kFloorName[] = "in process (no transport)";
+
 // --memory_steps: `steps` more steps of every worker of `ps`, and each
 // shard's memory item by item with the process's resident memory every
 // tenth of them. Prints one line per shard and sample, and the spread of
@@ -412,7 +424,11 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   std::fflush(stdout);
 
   std::vector<Measured> measured;
-  ParameterServerBench ps(specs), ps_wire(specs), ps_ucx(specs);
+  ParameterServerBench ps(specs), ps_wire(specs), ps_ucx(specs),
+      ps_floor(specs);
+  ps_floor.set_split_threshold_bytes(
+      absl::GetFlag(FLAGS_split_threshold_bytes));
+  std::vector<std::unique_ptr<ParameterShard>> floor_shards;
   ps.set_split_threshold_bytes(absl::GetFlag(FLAGS_split_threshold_bytes));
   ps_wire.set_split_threshold_bytes(absl::GetFlag(FLAGS_split_threshold_bytes));
   ps_ucx.set_split_threshold_bytes(absl::GetFlag(FLAGS_split_threshold_bytes));
@@ -440,6 +456,26 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
                         [&](absl::Duration d) { return ps_ucx.Round(d); },
                         ps_ucx.StepBytes()});
   }
+  if (wanted("floor")) {
+    std::vector<ParameterShard*> raw;
+    for (int i = 0; i < shards; ++i) {
+      ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
+                       ParameterShard::Create(ps_floor.ShardOptions(
+                           mode, i, shards, workers, DType::kFloat32)));
+      raw.push_back(shard.get());
+      floor_shards.push_back(std::move(shard));
+    }
+    ps_floor.set_mode_and_wire(mode, DType::kFloat32);
+    RETURN_IF_ERROR(ps_floor.ConnectClients(
+        [raw, placement](
+            int worker) -> absl::StatusOr<std::unique_ptr<ShardedPsClient>> {
+          return InProcessPsClient::Create(raw, placement, kCluster, worker);
+        },
+        shards, workers, 0));
+    measured.push_back({kFloorName,
+                        [&](absl::Duration d) { return ps_floor.Round(d); },
+                        ps_floor.StepBytes()});
+  }
   if (wanted("echo")) {
     RETURN_IF_ERROR(echo.Start(placement.shard_bytes, workers));
     measured.push_back({"grpc echo",
@@ -466,6 +502,7 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   const Measured* grpc_echo = nullptr;
   const Measured* tcp_echo = nullptr;
   const Measured* ucx = nullptr;
+  const Measured* floor = nullptr;
   for (const Measured& m : measured) {
     std::printf(
         "%-26s %7.1f worker steps/s, %.3f GB/s pushed + pulled, %.2f CPU "
@@ -474,7 +511,9 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
         m.cpu_ms_per_step());
     if (m.name == "parameter server (fp32)") fp32 = &m;
     if (m.name == ucx_name) ucx = &m;
-    if (absl::StartsWith(m.name, "parameter server (") && &m != fp32) {
+    if (m.name == kFloorName) floor = &m;
+    if (absl::StartsWith(m.name, "parameter server (") && &m != fp32 &&
+        &m != floor) {
       narrow = &m;
     }
     if (m.name == "grpc echo") grpc_echo = &m;
@@ -511,6 +550,23 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
   if (ucx != nullptr && fp32 != nullptr) {
     std::printf("ucx_vs_grpc=%.3f\n", ucx->steps_per_s() / fp32->steps_per_s());
   }
+  if (floor != nullptr && tcp_echo != nullptr) {
+    // The least a worker step can cost: the shards' and clients' own work
+    // and the kernel's for the step's bytes. Each transport's CPU per
+    // worker step against it.
+    const double floor_ms =
+        floor->cpu_ms_per_step() + tcp_echo->cpu_ms_per_step();
+    std::printf("cpu_floor_ms=%.3f (in process %.3f + tcp echo %.3f)\n",
+                floor_ms, floor->cpu_ms_per_step(),
+                tcp_echo->cpu_ms_per_step());
+    if (fp32 != nullptr) {
+      std::printf("ratio_vs_floor=%.3f\n", fp32->cpu_ms_per_step() / floor_ms);
+    }
+    if (ucx != nullptr) {
+      std::printf("ucx_ratio_vs_floor=%.3f\n",
+                  ucx->cpu_ms_per_step() / floor_ms);
+    }
+  }
   if (const int64_t steps = absl::GetFlag(FLAGS_memory_steps);
       steps > 0 && fp32 != nullptr) {
     std::fflush(stdout);
@@ -539,10 +595,11 @@ int main(int argc, char** argv) {
   const std::vector<std::string> only =
       absl::StrSplit(absl::GetFlag(FLAGS_only), ',');
   for (const std::string& what : only) {
-    if (what != "ps" && what != "ucx" && what != "echo" && what != "tcp") {
+    if (what != "ps" && what != "ucx" && what != "floor" && what != "echo" &&
+        what != "tcp") {
       std::fprintf(stderr,
-                   "ps_bench: --only names '%s'; it takes ps, ucx, echo and "
-                   "tcp\n",
+                   "ps_bench: --only names '%s'; it takes ps, ucx, floor, "
+                   "echo and tcp\n",
                    what.c_str());
       return 2;
     }

@@ -123,17 +123,7 @@ class ParameterServerBench {
     mode_ = mode;
     wire_ = wire;
     for (int i = 0; i < shards; ++i) {
-      ServerOptions o;
-      o.shard_index = i;
-      o.num_shards = shards;
-      o.cluster_name = kCluster;
-      o.mode = mode;
-      o.total_num_replicas = workers;
-      o.replicas_to_aggregate = mode == Mode::kSync ? workers : 1;
-      o.max_message_bytes = kMaxMessageBytes;
-      o.split_threshold_bytes = split_threshold_bytes_;
-      o.wire_gradients = wire;
-      o.wire_weights = wire;
+      ServerOptions o = ShardOptions(mode, i, shards, workers, wire);
       // Every server requires a token: the bench pays for its check.
       o.security.token = kBenchToken;
       o.ucx = ucx_;
@@ -164,14 +154,29 @@ class ParameterServerBench {
     o.variables = specs_;
     o.split_threshold_bytes = split_threshold_bytes_;
     o.max_message_bytes = kMaxMessageBytes;
-    options_ = o;
     addresses_ = o.addresses;
-    const int shards = static_cast<int>(addresses_.size());
+    return ConnectClients(
+        [o](int worker) -> absl::StatusOr<std::unique_ptr<ShardedPsClient>> {
+          GrpcClientOptions mine = o;
+          mine.worker_id = worker;
+          return GrpcPsClient::Create(mine);
+        },
+        static_cast<int>(o.addresses.size()), workers, first);
+  }
+
+  // A client of shard servers reached some other way (e.g. in this
+  // process, without a transport: ps_bench's floor), made by `make` for a
+  // worker id (-1: the chief).
+  using ClientFactory =
+      std::function<absl::StatusOr<std::unique_ptr<ShardedPsClient>>(int)>;
+  absl::Status ConnectClients(ClientFactory make, int shards, int workers,
+                              int first) {
+    make_client_ = std::move(make);
     ASSIGN_OR_RETURN(chief_, Client(-1));
     const std::vector<Tensor> initial = Filled(specs_, 0.01f);
     RETURN_IF_ERROR(chief_->Initialize(ConstViews(initial)));
     for (int w = 0; w < workers; ++w) {
-      ASSIGN_OR_RETURN(std::unique_ptr<GrpcPsClient> c, Client(first + w));
+      ASSIGN_OR_RETURN(std::unique_ptr<ShardedPsClient> c, Client(first + w));
       RETURN_IF_ERROR(c->Join());
       weights_.push_back(Filled(specs_, 0));
       grads_.push_back(Filled(specs_, 1e-3f * (w + 1)));
@@ -182,6 +187,24 @@ class ParameterServerBench {
       clients_.push_back(std::move(c));
     }
     return absl::OkStatus();
+  }
+
+  // The options of shard i of the bench's servers (those of Start, which
+  // adds a token and the transports).
+  ServerOptions ShardOptions(Mode mode, int i, int shards, int workers,
+                             DType wire) const {
+    ServerOptions o;
+    o.shard_index = i;
+    o.num_shards = shards;
+    o.cluster_name = kCluster;
+    o.mode = mode;
+    o.total_num_replicas = workers;
+    o.replicas_to_aggregate = mode == Mode::kSync ? workers : 1;
+    o.max_message_bytes = kMaxMessageBytes;
+    o.split_threshold_bytes = split_threshold_bytes_;
+    o.wire_gradients = wire;
+    o.wire_weights = wire;
+    return o;
   }
 
   // Bytes one worker step moves through shard i: its slices up as
@@ -195,6 +218,10 @@ class ParameterServerBench {
     return n;
   }
   const std::vector<std::string>& addresses() const { return addresses_; }
+  void set_mode_and_wire(Mode mode, DType wire) {
+    mode_ = mode;
+    wire_ = wire;
+  }
 
   absl::StatusOr<Tally> Round(absl::Duration length) {
     // Sync: the first worker to see the round end picks the last step,
@@ -258,7 +285,11 @@ class ParameterServerBench {
   // where it could not start).
   int64_t UcxBytesSent() const {
     int64_t sent = 0;
-    for (const auto& c : clients_) sent += c->payload_bytes().ucx_sent;
+    for (const auto& c : clients_) {
+      if (const auto* g = dynamic_cast<const GrpcPsClient*>(c.get())) {
+        sent += g->payload_bytes().ucx_sent;
+      }
+    }
     return sent;
   }
 
@@ -285,10 +316,8 @@ class ParameterServerBench {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::unique_ptr<GrpcPsClient>> Client(int worker) {
-    GrpcClientOptions o = options_;
-    o.worker_id = worker;
-    return GrpcPsClient::Create(o);
+  absl::StatusOr<std::unique_ptr<ShardedPsClient>> Client(int worker) {
+    return make_client_(worker);
   }
   std::vector<NamedConstTensorView> ConstViews(const std::vector<Tensor>& t) {
     std::vector<NamedConstTensorView> out;
@@ -309,11 +338,11 @@ class ParameterServerBench {
   Mode mode_ = Mode::kSync;
   DType wire_ = DType::kFloat32;
   bool coordinate_stop_ = true;
-  GrpcClientOptions options_;
+  ClientFactory make_client_;
   std::vector<std::unique_ptr<PsGrpcServer>> servers_;
   std::vector<std::string> addresses_;
-  std::unique_ptr<GrpcPsClient> chief_;
-  std::vector<std::unique_ptr<GrpcPsClient>> clients_;
+  std::unique_ptr<ShardedPsClient> chief_;
+  std::vector<std::unique_ptr<ShardedPsClient>> clients_;
   std::vector<std::vector<Tensor>> weights_, grads_;
   std::vector<ModelVersion> versions_;
 };
