@@ -57,6 +57,9 @@ for i in range(2):
     assert grpc_in * 10 < ucx_sent, (i, grpc_in, ucx_sent)
     assert s["ucx_pushes"] > 0 and s["ucx_pulls"] > 0, s
     assert s["ucx_wrong_worker"] == 0 and s["ucx_bad_key"] == 0 and s["ucx_malformed"] == 0, s
+    # The workers present their keys at once and send no more than the
+    # listener takes: nothing closed or refused for either.
+    assert s["ucx_unkeyed_closed"] == 0 and s["ucx_unkeyed_evicted"] == 0 and s["ucx_too_large"] == 0, s
 print(f"{mode}: {pushes} pushes over UCX, {ucx_sent} bytes")
 PYEOF
   busiest=$(for i in 0 1 2; do

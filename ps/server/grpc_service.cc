@@ -411,7 +411,10 @@ void PsGrpcService::AddSummary(JsonObject* summary) const {
       .Set("ucx_other_connection", c.messenger.other_connection)
       .Set("ucx_wrong_worker", c.wrong_worker)
       .Set("ucx_malformed", c.malformed + c.messenger.malformed)
-      .Set("ucx_receive_failed", c.messenger.receive_failed);
+      .Set("ucx_receive_failed", c.messenger.receive_failed)
+      .Set("ucx_unkeyed_closed", c.messenger.unkeyed_closed)
+      .Set("ucx_unkeyed_evicted", c.messenger.unkeyed_evicted)
+      .Set("ucx_too_large", c.messenger.too_large);
 }
 
 grpc::ServerUnaryReactor* PsGrpcService::Join(grpc::CallbackServerContext* ctx,
