@@ -380,15 +380,22 @@ class Cell:
         if self.c["mode"] == "sync":
             ledgers = self.check_ledgers(
                 final, [int(t.split(":")[1]) for t in victims
-                        if t.startswith("worker:")])
+                        if t.startswith("worker:")], at_kill)
         return (f"killed {','.join(victims)} at step {at_kill}; final step "
                 f"{final}; restored: {', '.join(restored) or '-'}{ledgers}")
 
-    def check_ledgers(self, final, killed_workers):
+    def check_ledgers(self, final, killed_workers, at_kill):
         """Every shard's ledger joined with the workers' records. The epochs
-        that must be whole are those ps:0's queue completed (its summary's
-        data_epochs_completed): a chunk a killed worker held until the run
-        ended (its restart gives it back) leaves its epoch open."""
+        that must be whole are bounded from below by this test's own
+        arithmetic, not by the servers' count: each of the cell's steps
+        settles N (1) chunks, so self.steps * N chunks were trained, in the
+        queue's order; at the end each worker may hold a chunk, or one a
+        dropped push gave back not yet leased again (2 per worker), and a
+        killed worker's chunk, leased about at_kill * N, may be out until
+        the run ends (the run can end before its restart gives it back).
+        Every epoch below the first such chunk's must be whole; if ps:0 says
+        fewer were completed, the cell fails; if it says more, those are
+        checked as well."""
         ledgers = [os.path.join(self.ckpt, "ledger.jsonl")] + [
             os.path.join(self.ckpt, f"ledger-ps{i}.jsonl")
             for i in range(1, NUM_PS)]
@@ -397,11 +404,23 @@ class Cell:
         for path in ledgers + records:
             if not os.path.exists(path):
                 fail(self.c, f"no {path}")
+        chunks_per_epoch = TRAIN_SIZE // BATCH
+        n = 1  # the cell's replicas_to_aggregate (n=1 above)
+        out = 2 * NUM_WORKERS
+        first_open = self.steps * n - out
+        if killed_workers:
+            first_open = min(first_open, at_kill * n - out)
+        lower = max(0, first_open) // chunks_per_epoch
         with open(os.path.join(self.run_dir, "ps-0.summary.json")) as f:
-            complete = json.load(f)["data_epochs_completed"]
-        if complete > final // (TRAIN_SIZE // BATCH):
-            fail(self.c, f"ps:0 completed {complete} epochs of {TRAIN_SIZE} "
-                         f"samples in {final} steps of {BATCH}")
+            claimed = json.load(f)["data_epochs_completed"]
+        if claimed > final * n // chunks_per_epoch:
+            fail(self.c, f"ps:0 completed {claimed} epochs of {TRAIN_SIZE} "
+                         f"samples in {final} steps of {n} x {BATCH}")
+        if claimed < lower:
+            fail(self.c, f"ps:0 says {claimed} epoch(s) completed; "
+                         f"{self.steps} steps of {n} x {BATCH} samples of "
+                         f"{TRAIN_SIZE} make at least {lower} whole")
+        complete = max(lower, claimed)
         r = subprocess.run(
             ["/usr/bin/python3", LEDGER_CHECK, "--num_samples", str(TRAIN_SIZE),
              "--chunk_size", str(BATCH), "--seed", "1",
@@ -414,7 +433,7 @@ class Cell:
         with open(ledgers[0]) as f:
             chunks = sum(1 for line in f if line.strip())
         return (f"; ledgers: {chunks} chunks on each shard, {complete} "
-                "epoch(s) whole")
+                f"epoch(s) whole (at least {lower} by the steps)")
 
 
 def main():
