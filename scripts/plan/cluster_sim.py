@@ -350,8 +350,11 @@ class _Sim:
     SATURATED = 0.8
 
     def _bound(self, res, path, step_s, snap, duration):
-        """What limits the step: a resource at SATURATED utilisation or more
-        (the busiest), else the largest part of the step's critical path."""
+        """What limits the step: a link direction or a shard's CPU at
+        SATURATED utilisation or more (the busiest); else the largest part of
+        the step's critical path, the pull and the push counted together as
+        its transfers; transfers that spend at least half their time as one
+        link's busy time are bound by that link's rate."""
         links, cpus = self._utilisation(snap, duration)
         res["link_utilisation"] = links
         res["cpu_utilisation"] = cpus
@@ -366,8 +369,11 @@ class _Sim:
             res["bound"] = "server CPU"
             res["bound_detail"] = f"server CPU of {cpu} ({cpus[cpu]:.0%} busy)"
             return res
-        part = max(path, key=path.get)
-        share = path[part] / step_s if step_s else 0.0
+        parts = {k: v for k, v in path.items() if k not in ("pull", "push")}
+        if "pull" in path:
+            parts["transfers"] = path["pull"] + path["push"]
+        part = max(parts, key=parts.get)
+        share = parts[part] / step_s if step_s else 0.0
         if part == "compute":
             res["bound"] = "compute"
             med = res.get("compute_median_s") or 0.0
@@ -385,23 +391,24 @@ class _Sim:
             res["bound"] = "server CPU"
             res["bound_detail"] = f"shard 0's decisions ({share:.0%} of the step; {busiest})"
         else:
-            # A sync step's pushes and pulls take turns on a link: its two
-            # directions together may be saturated though neither is alone.
+            # A host's two directions: a sync step's pulls use one, its
+            # pushes the other, one after the other.
             duplex = {}
             for name, u in links.items():
                 host = name.rsplit(" ", 1)[0]
                 duplex[host] = duplex.get(host, 0.0) + u
             host = max(duplex, key=duplex.get) if duplex else None
-            if host and duplex[host] >= self.SATURATED:
+            busy = duplex[host] * step_s if host else 0.0
+            if host and busy >= 0.5 * parts[part]:
                 res["bound"] = "link"
                 res["bound_detail"] = (
-                    f"link {host} (in {links.get(host + ' in', 0):.0%} + out "
-                    f"{links.get(host + ' out', 0):.0%} busy, its directions taking turns "
-                    f"between a step's pulls and pushes; the {part} is {share:.0%} of the step)")
-                return res
-            res["bound"] = "transfers"
-            res["bound_detail"] = (f"the {part}'s latency and transfer, no resource saturated "
-                                   f"({share:.0%} of the step; {busiest})")
+                    f"link {host}'s rate (in {links.get(host + ' in', 0):.0%} + out "
+                    f"{links.get(host + ' out', 0):.0%} busy; the pull and push "
+                    f"{parts[part] * 1e3:.1f} ms, {share:.0%} of the step)")
+            else:
+                res["bound"] = "transfers"
+                res["bound_detail"] = (f"the pull and push: latency and serving, no link "
+                                       f"saturated ({share:.0%} of the step; {busiest})")
         return res
 
     def _run_sync(self, adaptive):
@@ -631,7 +638,7 @@ class _Sim:
         res.update(_stats("staleness", staleness))
         mean_c = sum(computes) / len(computes) if computes else 0.0
         mean_i = res["step_time_mean"] or duration
-        res["critical_path_s"] = {"compute": mean_c, "pull and push": max(0.0, mean_i - mean_c)}
+        res["critical_path_s"] = {"compute": mean_c, "transfers": max(0.0, mean_i - mean_c)}
         res["compute_median_s"] = stm.percentile(sorted(computes), 50) if computes else 0
         return self._bound(res, res["critical_path_s"], mean_i, snap, duration)
 

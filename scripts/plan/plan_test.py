@@ -271,6 +271,22 @@ class StragglerStudyTest(unittest.TestCase):
         self.assertEqual(bad, {}, errors)
 
 
+class BandwidthStudyTest(unittest.TestCase):
+    """The recorded bandwidth study (docs/EXPERIMENTS.md, "Across hosts: 10G
+    and 1G links"): 2 ps and 3 workers each on a namespace host of its own,
+    cifar10_tutorial, batch 32, N = M = 3, fp32, links capped by tbf. Given
+    each run's own measured compute, the simulated step is within 10% of
+    the measured one: the links' share is what is predicted."""
+
+    def test_capped_links(self):
+        for mbit, compute_s, step_s in ((167.1, 0.477, 1.132), (16.7, 0.233, 6.558)):
+            cl = sim.Cluster.spread(3, 2, 3, 2, mbit / 1000)
+            r = sim.simulate(cl, 1068298, DEFAULT, "sync", batch=32,
+                             compute=f"constant:{compute_s}", steps=10, warmup=2)
+            self.assertLess(abs(r["step_time_mean"] / step_s - 1), 0.10, (mbit, r["step_time_mean"]))
+            self.assertEqual(r["bound"], "link")
+
+
 def _main(module, argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
