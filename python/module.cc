@@ -27,9 +27,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/cluster_config.h"
 #include "common/mutex.h"
+#include "common/tensor.h"
+#include "ps/client/grpc_client.h"
+#include "worker/paths.h"
 #include "worker/session/external_worker.h"
 #include "worker/session/model_check.h"
+#include "worker/session/session_config.h"
 #include "worker/session/step_outcome.h"
 
 namespace py = pybind11;
@@ -159,6 +164,92 @@ py::tuple OutcomeTuple(const PushOutcome& o) {
 
 absl::Time FromUnixSeconds(double s) {
   return absl::FromUnixNanos(static_cast<int64_t>(s * 1e9));
+}
+
+// A shard's status as psgd.Session.status() and psgd.cluster_status() give
+// it: a dict of the step, generation, live workers and counters.
+py::dict ShardStatusDict(const ps::ShardStatus& s) {
+  py::dict d;
+  d["shard"] = s.shard_index;
+  d["step"] = s.step;
+  d["generation"] = s.generation;
+  d["initialized"] = s.initialized;
+  d["live_workers"] = s.live_workers;
+  d["applied"] = s.counters.applied;
+  d["aggregated"] = s.counters.aggregated;
+  d["dropped_stale"] = s.counters.dropped_stale;
+  d["dropped_surplus"] = s.counters.dropped_surplus;
+  d["refused"] = s.counters.refused;
+  d["refused_too_stale"] = s.counters.refused_too_stale;
+  d["completed_by_leave"] = s.counters.completed_by_leave;
+  d["staleness_histogram"] = s.staleness_histogram;
+  d["num_parameters"] = s.num_parameters;
+  if (s.data_queue) {
+    py::dict data;
+    data["epoch"] = s.data_epoch;
+    data["chunks_done"] = s.data_chunks_done;
+    data["chunks_per_epoch"] = s.data_chunks_per_epoch;
+    data["chunks_out"] = s.data_chunks_out;
+    data["chunks_queued"] = s.data_chunks_queued;
+    data["leased"] = s.data_counters.leased;
+    data["done"] = s.data_counters.done;
+    data["returned"] = s.data_counters.returned;
+    data["epochs_completed"] = s.data_counters.epochs_completed;
+    d["data"] = data;
+  }
+  return d;
+}
+
+// psgd.cluster_status(config, timeout_s) (`psgd status`): each parameter
+// server of the config asked for its Status on its own, without joining
+// (worker -1), with the config's cluster name, token and TLS. A list of one
+// dict per ps task: "task", "address", and either the shard's status
+// (ShardStatusDict) or "error" (the call's status: unreachable, refused).
+py::list ClusterStatus(const std::string& config_path, double timeout_s) {
+  if (!(timeout_s > 0)) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("timeout_s must be positive, not ", timeout_s)));
+  }
+  const ClusterConfig config =
+      ValueOrThrow(LoadClusterConfig(ResolveUserPath(config_path)));
+  if (config.worker_size() == 0) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(config_path, " has no worker task")));
+  }
+  const SessionTaskConfig settings =
+      ValueOrThrow(SessionTaskFromConfig(config, 0));
+  py::list out;
+  for (int i = 0; i < config.ps_size(); ++i) {
+    ps::GrpcClientOptions o = settings.client;
+    o.addresses = {settings.client.addresses.at(i)};
+    o.worker_id = -1;
+    // The placement needs a variable; a Status call sends none.
+    o.variables = {VariableSpec("status", Shape{1})};
+    o.rpc_timeout = absl::Seconds(timeout_s);
+    o.shared_memory = false;
+    o.ucx = false;
+    absl::StatusOr<std::vector<ps::ShardStatus>> status;
+    {
+      py::gil_scoped_release release;
+      absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> client =
+          ps::GrpcPsClient::Create(o);
+      status =
+          client.ok()
+              ? (*client)->Status()
+              : absl::StatusOr<std::vector<ps::ShardStatus>>(client.status());
+    }
+    py::dict d;
+    if (status.ok() && status->size() == 1) {
+      d = ShardStatusDict(status->front());
+    } else {
+      d["error"] = status.ok() ? std::string("no status in the answer")
+                               : status.status().ToString();
+    }
+    d["task"] = absl::StrCat("ps:", i);
+    d["address"] = config.ps(i).address();
+    out.append(d);
+  }
+  return out;
 }
 
 // A call's status, whether it returns one or a value.
@@ -409,37 +500,7 @@ class PyWorker {
     const std::vector<ps::ShardStatus> status =
         ValueOrThrow(Interruptible([&] { return worker_->Status(); }));
     py::list shards;
-    for (const ps::ShardStatus& s : status) {
-      py::dict d;
-      d["shard"] = s.shard_index;
-      d["step"] = s.step;
-      d["generation"] = s.generation;
-      d["initialized"] = s.initialized;
-      d["live_workers"] = s.live_workers;
-      d["applied"] = s.counters.applied;
-      d["aggregated"] = s.counters.aggregated;
-      d["dropped_stale"] = s.counters.dropped_stale;
-      d["dropped_surplus"] = s.counters.dropped_surplus;
-      d["refused"] = s.counters.refused;
-      d["refused_too_stale"] = s.counters.refused_too_stale;
-      d["completed_by_leave"] = s.counters.completed_by_leave;
-      d["staleness_histogram"] = s.staleness_histogram;
-      d["num_parameters"] = s.num_parameters;
-      if (s.data_queue) {
-        py::dict data;
-        data["epoch"] = s.data_epoch;
-        data["chunks_done"] = s.data_chunks_done;
-        data["chunks_per_epoch"] = s.data_chunks_per_epoch;
-        data["chunks_out"] = s.data_chunks_out;
-        data["chunks_queued"] = s.data_chunks_queued;
-        data["leased"] = s.data_counters.leased;
-        data["done"] = s.data_counters.done;
-        data["returned"] = s.data_counters.returned;
-        data["epochs_completed"] = s.data_counters.epochs_completed;
-        d["data"] = data;
-      }
-      shards.append(d);
-    }
+    for (const ps::ShardStatus& s : status) shards.append(ShardStatusDict(s));
     return shards;
   }
 
@@ -560,6 +621,8 @@ PYBIND11_MODULE(_psgd, m) {
     outcomes.append(std::string(psgd::StepOutcomeName(o)));
   }
   m.attr("STEP_OUTCOMES") = outcomes;
+  m.def("cluster_status", &psgd::ClusterStatus, py::arg("config"),
+        py::arg("timeout_s") = 5.0);
 
   using Release = py::call_guard<py::gil_scoped_release>;
   py::class_<PyWorker>(m, "Worker")

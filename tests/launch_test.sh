@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/run/launch.sh stops every task when one fails: with stand-in binaries
 # (--bin_dir), worker:1 exits 3 while the others run on; launch.sh must send
-# the others SIGTERM, kill one that ignores it (after its 10 s grace), exit 1
+# the others SIGTERM, kill one that ignores it (after its 10 s grace), exit 3
 # naming the failed task, and leave no task running. A run where every task
 # exits 0 exits 0.
 set -euo pipefail
@@ -54,7 +54,7 @@ timeout 120 bash "$LAUNCH" --bin_dir="$TMP/bin-fail" --run_dir="$TMP/run-fail" \
 rc=$?
 set -e
 cat "$TMP/launch.log"
-[ "$rc" -eq 1 ] || fail "launch.sh exited $rc, expected 1"
+[ "$rc" -eq 3 ] || fail "launch.sh exited $rc, expected 3 (worker:1's)"
 grep -q "worker:1 failed with exit status 3; stopping the others" "$TMP/launch.log" ||
   fail "launch.sh did not say which task failed"
 grep -q "launch.sh: failed: .*worker:1 (exit 3)" "$TMP/launch.log" ||

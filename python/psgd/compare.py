@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Compares training runs: writes report.md and PNG plots.
 
-    scripts/run/compare.py RUN_DIR [RUN_DIR...] [--out DIR] [--target 0.6]
+    psgd compare RUN_DIR [RUN_DIR...] [--out DIR] [--target 0.6]
+    (or scripts/run/compare.py ..., from the repository: the same code)
 
 Each RUN_DIR is what a cluster (scripts/run/launch.sh) or train_local wrote:
   config.pbtxt                    the config of the run (clusters)
@@ -51,16 +52,16 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from runs import Run, RunError  # noqa: E402,F401  (scripts/lib/runs.py; compare.Run for importers)
+from .runs import Run, RunError  # noqa: F401  (psgd.runs; compare.Run for importers)
 
 try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 except ImportError:
-    sys.exit("compare.py: matplotlib is missing: install python3-matplotlib "
-             "(scripts/setup.sh does) and run with /usr/bin/python3")
+    sys.exit("psgd compare: matplotlib is missing: install python3-matplotlib "
+             "(scripts/setup.sh does) and run with /usr/bin/python3, or a "
+             "virtual environment made from it with --system-site-packages")
 
 
 def smooth(xs, ys, window):
@@ -349,8 +350,11 @@ def report(runs, out, target, plots, groups=None):
         fh.write("\n".join(lines))
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None, prog="compare.py"):
+    p = argparse.ArgumentParser(
+        prog=prog, description=__doc__.split("\n")[0],
+        epilog="Each RUN_DIR is a run directory (psgd launch's, "
+               "scripts/run/launch.sh's, train_local's).")
     p.add_argument("runs", nargs="+", help="run directories")
     p.add_argument("--out", help="output directory")
     p.add_argument("--target", type=float, default=0.6,
@@ -370,7 +374,7 @@ def main(argv=None):
     try:
         runs = [Run(path) for path in a.runs]
     except RunError as e:
-        sys.exit(f"compare.py: {e}")
+        sys.exit(f"{prog}: {e}")
     groups, colors = None, None
     if a.repeats > 1:
         groups = [runs[i:i + a.repeats] for i in range(0, len(runs), a.repeats)]
@@ -390,7 +394,7 @@ def main(argv=None):
     if plot_dropped(runs, out):
         plots.append("dropped.png")
     report(runs, out, a.target, plots, groups)
-    print(f"compare.py: wrote {os.path.join(out, 'report.md')} and {len(plots)} plots")
+    print(f"{prog}: wrote {os.path.join(out, 'report.md')} and {len(plots)} plots")
     return 0
 
 

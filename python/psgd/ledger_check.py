@@ -1,7 +1,19 @@
 #!/usr/bin/python3
 """Checks data-queue ledgers: was every sample of each epoch trained on once?
 
-  scripts/ledger_check.py --num_samples N --chunk_size C --seed S \\
+  psgd ledger-check RUN_DIR [--config F] [--ledger LEDGER]... [--complete_epochs K]
+
+takes the bounds from the run's own config (RUN_DIR/config.pbtxt, which the
+chief copies there: data.num_samples or the data set's size, the chunk size
+training.batch_size, the seed training.seed), every shard's ledger from its
+checkpoint directory (ledger.jsonl, ledger-psK.jsonl; relative directories
+from here) or from the run directory, and the workers' sample records
+(RUN_DIR/samples-worker-J.jsonl) when there are some. Epochs before the
+newest one a ledger reached must be whole (--complete_epochs overrides).
+The same check with every bound given (scripts/ledger_check.py from the
+repository runs this):
+
+  psgd ledger-check --num_samples N --chunk_size C --seed S \\
       [--complete_epochs K] [--ledger LEDGER]... [LEDGER...] \\
       [--records RECORDS...]
 
@@ -68,7 +80,10 @@ fails or a line disagrees with the permutation; 2 on bad arguments or an
 unreadable line (naming the file and line).
 """
 import argparse
+import glob
 import json
+import os
+import re
 import sys
 
 MASK = (1 << 64) - 1
@@ -338,8 +353,128 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
     return 1 if bad else 0
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+# The data set sizes the servers take when data.num_samples is not set
+# (common/cluster_config's TrainingSamples).
+CIFAR10_TRAIN = 50000
+SYNTHETIC_TRAIN_DEFAULT = 10000
+
+
+def run_bounds(run_dir, config_path=None):
+    """(num_samples, chunk_size, seed, ledgers, records) of a run directory,
+    from its config; LedgerError naming what is missing."""
+    from . import config_text  # pylint: disable=import-outside-toplevel
+    if not os.path.isdir(run_dir):
+        raise LedgerError(f"{run_dir}: not a directory")
+    config_path = config_path or os.path.join(run_dir, "config.pbtxt")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = config_text.parse(f.read())
+    except OSError as e:
+        raise LedgerError(f"{config_path}: cannot read the run's config "
+                          f"({e.strerror}); name one with --config") from e
+    except ValueError as e:
+        raise LedgerError(f"{config_path}: {e}") from e
+    get = lambda path, default=None: config_text.get(config, path, default)  # noqa: E731
+    if get("data.sharding") != "SERVERS":
+        raise LedgerError(f"{config_path}: data {{ sharding: SERVERS }} is not set: "
+                          "the servers handed out no data and kept no ledger")
+    num_samples = get("data.num_samples")
+    if num_samples is None:
+        num_samples = (get("data.synthetic_train_size", SYNTHETIC_TRAIN_DEFAULT)
+                       if get("data.source") == "SYNTHETIC" else CIFAR10_TRAIN)
+    chunk_size = get("training.batch_size", 128)
+    seed = get("training.seed", 1)
+    # Each shard's ledger: in its checkpoint directory, or the run's.
+    dirs = [run_dir] + sorted(glob.glob(os.path.join(run_dir, "*", "")))
+    shared = get("checkpoint.dir")
+    ps = config.get("ps", [])
+    ledgers = []
+    for index in range(max(1, len(ps))):
+        name = "ledger.jsonl" if index == 0 else f"ledger-ps{index}.jsonl"
+        own = config_text.get(ps[index], "checkpoint_dir") if index < len(ps) else None
+        places = [d for d in (own, shared) if d] + dirs
+        found = [os.path.join(os.path.expanduser(d), name) for d in places
+                 if os.path.isfile(os.path.join(os.path.expanduser(d), name))]
+        if found:
+            ledgers.append(found[0])
+        elif index == 0:
+            raise LedgerError(
+                f"{run_dir}: no {name} (ps:0's ledger) in "
+                + ", ".join(dict.fromkeys(places))
+                + (" (data { ledger: true } is not set)" if get("data.ledger") != "true"
+                   else "") + "; name the ledgers with --ledger")
+    records = sorted(
+        os.path.join(d, f) for d in dirs for f in os.listdir(d)
+        if re.fullmatch(r"samples-worker-\d+\.jsonl", f))
+    return num_samples, chunk_size, seed, ledgers, records
+
+
+def default_complete_epochs(run_dir, ledgers, config_path=None):
+    """The epochs that must be whole: those before the newest epoch ps:0's
+    ledger reached, and every one of training.epochs when the run ended
+    because the data ended (summary.json's end_reason)."""
+    from . import config_text  # pylint: disable=import-outside-toplevel
+    complete = 0
+    for _where, rec in read_ledger(ledgers[:1]):
+        complete = max(complete, rec["epoch"])
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+            summary = json.load(f)
+        with open(config_path or os.path.join(run_dir, "config.pbtxt"), encoding="utf-8") as f:
+            epochs = config_text.get(config_text.parse(f.read()), "training.epochs")
+    except (OSError, ValueError):
+        return complete
+    if epochs and str(summary.get("end_reason", "")).startswith("the data ended"):
+        complete = max(complete, epochs)
+    return complete
+
+
+def run_main(argv=None, prog="psgd ledger-check"):
+    """psgd ledger-check RUN_DIR: the check with the run's own bounds."""
+    p = argparse.ArgumentParser(
+        prog=prog, description="Checks a run's data-queue ledgers: was every "
+        "sample of each epoch trained on once? The bounds come from the "
+        "run's config; with --num_samples, --chunk_size and --seed instead "
+        "of a RUN_DIR, the ledgers named are checked against those.")
+    p.add_argument("run_dir", nargs="?", help="the run directory")
+    p.add_argument("--config", help="the config (default RUN_DIR/config.pbtxt)")
+    p.add_argument("--ledger", action="append", default=[], dest="ledgers",
+                   help="a shard's ledger, instead of those found; may be "
+                        "given several times")
+    p.add_argument("--complete_epochs", type=int,
+                   help="epochs 0..K-1 must each be whole (default: those "
+                        "before the newest epoch a ledger reached)")
+    p.add_argument("--no_records", action="store_true",
+                   help="leave the workers' sample records out")
+    args, rest = p.parse_known_args(argv)
+    if args.run_dir is None or args.run_dir.startswith("-") or rest:
+        # The form with every bound given.
+        return main(argv, prog=prog)
+    try:
+        num_samples, chunk_size, seed, ledgers, records = run_bounds(
+            args.run_dir, args.config)
+    except LedgerError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    ledgers = args.ledgers or ledgers
+    complete = args.complete_epochs
+    if complete is None:
+        complete = default_complete_epochs(args.run_dir, ledgers, args.config)
+    if complete < 0:
+        p.error(f"--complete_epochs {complete} is negative")
+    print(f"{prog}: {', '.join(ledgers)}: {num_samples} samples, chunks of "
+          f"{chunk_size}, seed {seed}, epochs 0..{complete - 1} whole"
+          + (f"; records {', '.join(records)}" if records and not args.no_records else ""))
+    try:
+        return check(ledgers, num_samples, chunk_size, seed, complete,
+                     records=None if args.no_records or not records else records)
+    except LedgerError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+
+
+def main(argv=None, prog="ledger_check.py"):
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--num_samples", type=int, required=True)
     p.add_argument("--chunk_size", type=int, required=True)
     p.add_argument("--seed", type=int, required=True, help="the queue's seed, unsigned 64 bits")
@@ -370,7 +505,7 @@ def main(argv=None):
                      args.complete_epochs, records=args.records,
                      killed=set(args.killed))
     except LedgerError as e:
-        print(f"ledger_check.py: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
 
 

@@ -9,7 +9,7 @@ appends to DIR/HOST/net-HOST.jsonl a line
      "cap_bits_per_s": C}
 with the bytes its eth0 has sent and received so far (what crossed the host's
 link: payload and protocol overhead) and the tbf cap of its upload (0: none).
-scripts/run/launch.sh --netns runs it for the run; scripts/run/compare.py turns the
+psgd launch --netns (scripts/run/launch.sh --netns) runs it for the run; psgd compare turns the
 counters into bytes per second. Ends on SIGTERM or when --parent exits,
 after one last sample.
 """

@@ -11,7 +11,10 @@
 # cluster's programs (psgd-ps, psgd-ckpt, psgd-cluster-tasks, installed into
 # the venv's bin/): with nothing but the venv on PATH (no Bazel), they
 # and two psgd.torch workers run a 2 ps x 2 worker sync cluster to its last
-# step.
+# step. The psgd command from the wheel: psgd launch of a 2 ps x 3 worker
+# config whose workers run the user's own program, sync and async, psgd
+# compare of the two runs, psgd ledger-check of the sync one, and a
+# program that does not exist refused with nothing started.
 set -euo pipefail
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
 tmp=${TEST_TMPDIR:?}
@@ -102,6 +105,79 @@ import json, sys
 s = json.load(open('$tmp/wheel-cluster/run/summary.json'))
 sys.exit(0 if s['final_global_step'] == 20 else 1)" || fail "summary.json: not step 20"
 echo "wheel-only cluster: 2 ps (psgd-ps) x 2 psgd.torch workers reached step 20"
+cd "$tmp"
+
+# The psgd command as a PyTorch user has it from the wheel alone (nothing
+# but the venv on PATH): psgd launch of a 2 ps x 3 worker sync config whose
+# workers run a program of the user's own (the servers hand out the data
+# and keep a ledger), the same config async, psgd compare of the two runs
+# and psgd ledger-check of the sync one.
+[ -x "$only/psgd" ] || fail "the wheel installed no psgd command"
+PATH=$only psgd info | grep -q '^extension: loads' || fail "psgd info: the extension does not load"
+mkdir -p "$tmp/user" && cd "$tmp/user"
+cat > worker.py <<'PY'
+import argparse
+import torch
+import psgd.torch
+p = argparse.ArgumentParser()
+for flag in ("--config", "--task", "--run_dir"):
+    p.add_argument(flag, required=True)
+a = p.parse_args()
+torch.manual_seed(1)
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+x = torch.randn(48, 4, generator=torch.Generator().manual_seed(5))
+data = torch.utils.data.TensorDataset(x, x[:, :3].argmax(1))
+w = psgd.torch.Worker(net, a.config, a.task, run_dir=a.run_dir, log_every=0)
+for xb, yb in w.batches(torch.utils.data.DataLoader(data, batch_sampler=w.batch_sampler())):
+    loss = torch.nn.functional.cross_entropy(net(xb), yb)
+    loss.backward()
+    w.step(loss=loss)
+print("final", w.summary["final_global_step"], w.summary["end_reason"])
+PY
+for mode in SYNC ASYNC; do
+  read -r p0 p1 <<<"$(/usr/bin/python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')"
+  cat > "$mode.pbtxt" <<CFG
+name: "user-$mode"
+ps { address: "127.0.0.1:$p0" }
+ps { address: "127.0.0.1:$p1" }
+worker { address: "127.0.0.1:1" program: "worker.py" }
+worker { address: "127.0.0.1:2" program: "worker.py" }
+worker { address: "127.0.0.1:3" program: "worker.py" }
+training { mode: $mode batch_size: 8 epochs: 2 }
+model { name: "external" }
+data { source: SYNTHETIC sharding: SERVERS num_samples: 48 ledger: true record_samples: true }
+checkpoint { dir: "ckpt-$mode" every_steps: 100 }
+run_root: "runs"
+CFG
+  PATH=$only /usr/bin/timeout 300 psgd launch "$mode.pbtxt" --run_dir="run-$mode" > "launch-$mode.log" 2>&1 ||
+    { cat "launch-$mode.log"; fail "psgd launch $mode.pbtxt exited $?"; }
+  grep -q "every task exited 0; run directory $tmp/user/run-$mode" "launch-$mode.log" ||
+    { cat "launch-$mode.log"; fail "psgd launch $mode: no success line"; }
+  grep -q "^worker:2 | final .* the data ended (epochs done)" "launch-$mode.log" ||
+    { cat "launch-$mode.log"; fail "psgd launch $mode: worker:2's program did not end with the data"; }
+  [ -s "run-$mode/token" ] || fail "psgd launch $mode made no token in the run directory"
+done
+PATH=$only psgd compare run-SYNC run-ASYNC --out report > compare.log 2>&1 ||
+  { cat compare.log; fail "psgd compare exited $?"; }
+grep -q "| run-SYNC | sync | 3 |" report/report.md && grep -q "| run-ASYNC | async | 3 |" report/report.md ||
+  { cat report/report.md; fail "psgd compare: the report lacks a run"; }
+[ -s report/loss.png ] && [ -s report/dropped.png ] || fail "psgd compare wrote no plots"
+PATH=$only psgd ledger-check run-SYNC > ledger.log 2>&1 || { cat ledger.log; fail "psgd ledger-check exited $?"; }
+cat ledger.log
+grep -q "48 samples, chunks of 8, seed 1, epochs 0..1 whole" ledger.log || fail "psgd ledger-check: not the run's bounds"
+grep -q "epoch 1: 48 samples, 0 missing, 0 repeated" ledger.log || fail "psgd ledger-check: epoch 1 not whole"
+grep -q "epoch 1: 0 trained-but-not-counted, 0 counted-but-not-trained" ledger.log ||
+  fail "psgd ledger-check: the records were not joined"
+# Bad input starts nothing: a program that does not exist.
+sed 's|program: "worker.py"|program: "wrker.py"|' SYNC.pbtxt > typo.pbtxt
+if PATH=$only psgd launch typo.pbtxt --run_dir=run-typo > typo.log 2>&1; then fail "psgd launch of a missing program succeeded"; fi
+grep -q "worker:0's program 'wrker.py' does not exist" typo.log || { cat typo.log; fail "no clear refusal of the missing program"; }
+[ ! -e run-typo ] || fail "psgd launch of a missing program made a run directory"
+echo "psgd launch (2 ps x 3 user workers, sync and async), compare, ledger-check: from the wheel alone"
 cd "$tmp"
 
 # The system Python itself: the wheel installed by pip into a directory of

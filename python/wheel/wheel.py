@@ -14,6 +14,10 @@ scripts/setup.sh installs: the wheel is for machines set up that way.
 Each NAME=PROGRAM (ps_server, ckpt_tool, cluster_tasks) goes into the
 wheel's scripts (psgd-VERSION.data/scripts/), which pip installs, executable,
 into the environment's bin/ as psgd-ps, psgd-ckpt and psgd-cluster-tasks.
+The `psgd` command (psgd/cli.py: psgd launch, compare, ledger-check, status,
+ps, example) is the wheel's console script (entry_points.txt), which pip
+writes into bin/ for the interpreter it installs into; the examples
+(PACKAGE_DIR/examples/*.py) go into the package as psgd/examples/.
 """
 
 import base64
@@ -89,6 +93,13 @@ def main():
         if name.endswith(".py") or name == "_psgd.so":
             with open(os.path.join(package, name), "rb") as f:
                 files[f"psgd/{name}"] = f.read()
+    examples = os.path.join(package, "examples")
+    if not os.path.isdir(examples):
+        fail(f"{package} holds no examples/: run `bazel build //python:psgd`")
+    for name in sorted(os.listdir(examples)):
+        if name.endswith(".py"):
+            with open(os.path.join(examples, name), "rb") as f:
+                files[f"psgd/examples/{name}"] = f.read()
     for name, path in sorted(programs.items()):
         with open(path, "rb") as f:
             files[f"psgd-{version}.data/scripts/{COMMANDS[name]}"] = f.read()
@@ -102,6 +113,10 @@ def main():
         "Requires-Dist: numpy\n"
         "Provides-Extra: torch\n"
         "Requires-Dist: torch ; extra == \"torch\"\n").encode()
+    # pip writes bin/psgd from this (python -m psgd is the same command).
+    files[f"{dist_info}/entry_points.txt"] = (
+        "[console_scripts]\n"
+        "psgd = psgd.cli:main\n").encode()
     files[f"{dist_info}/WHEEL"] = (
         "Wheel-Version: 1.0\n"
         "Generator: psgd python/wheel/wheel.py\n"

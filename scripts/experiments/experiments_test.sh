@@ -12,9 +12,12 @@ bin=$(pwd)  # worker/worker and configs/cluster_tasks, as a --bin_dir
 tmp=$(mktemp -d "${TEST_TMPDIR:-/tmp}/experiments_test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # A copy of the scripts: they cd to their repository's root.
-mkdir -p "$tmp/repo/scripts/experiments" "$tmp/repo/scripts/run" "$tmp/repo/scripts/lib"
+mkdir -p "$tmp/repo/scripts/experiments" "$tmp/repo/scripts/run" "$tmp/repo/scripts/lib" \
+  "$tmp/repo/python/psgd"
 cp "$src"/scripts/run/compare.py "$tmp/repo/scripts/run/"
 cp "$src"/scripts/lib/{runs.py,cluster.sh} "$tmp/repo/scripts/lib/"
+# compare.py and runs.py run the psgd package's code from its sources.
+cp "$src"/python/psgd/{compare.py,runs.py} "$tmp/repo/python/psgd/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
   "$src"/scripts/experiments/{stragglers.sh,stragglers_report.py,step_time_model.py,elastic.sh} \
   "$src"/scripts/experiments/{gpu_times.sh,gpu_times_report.py,netns_sync_cluster.sh} \
