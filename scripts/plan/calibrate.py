@@ -84,8 +84,14 @@ def derive(header, sets, floor, base):
                                "(run it with --only=ps,...)")
     if header is None:
         raise CalibrationError("the ps_bench output has no 'ps_bench: model ...' header line")
-    b = fp32["bytes"]  # pushed + pulled per worker step
+    # Bytes pushed + pulled a worker step: the model's float32 values up and
+    # down (the in-process set moves no bytes through a transport and prints
+    # 0 GB/s).
+    model_bytes = 2 * 4 * header["params"]
+    b = fp32["bytes"] or model_bytes
     inproc = sets.get("in process (no transport)")
+    if inproc is not None and inproc["bytes"] == 0:
+        inproc = dict(inproc, bytes=model_bytes)
     tcp = sets.get("tcp echo")
     if inproc is not None:
         work = inproc["cpu_s"] / inproc["bytes"]

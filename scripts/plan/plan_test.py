@@ -374,7 +374,7 @@ parameter server (fp32):     100.0 worker steps/s, 0.8546384 GB/s pushed + pulle
 CPU ms per worker step
 parameter server (bf16):     150.0 worker steps/s, 0.6409788 GB/s pushed + pulled, 7.50 \
 CPU ms per worker step
-in process (no transport):   400.0 worker steps/s, 3.4185536 GB/s pushed + pulled, 4.00 \
+in process (no transport):   400.0 worker steps/s, 0.000 GB/s pushed + pulled, 4.00 \
 CPU ms per worker step
 tcp echo:                    500.0 worker steps/s, 4.273192 GB/s pushed + pulled, 3.00 \
 CPU ms per worker step
