@@ -144,6 +144,11 @@ class PsClient {
   // This client's worker joins / leaves every shard.
   virtual absl::Status Join() = 0;
   virtual absl::Status Leave() = 0;
+  // Joins as a new incarnation of this worker (a worker whose push shard 0
+  // refused because its lease ran out meanwhile): every shard drops what
+  // the worker had staged and shard 0 takes its data chunks back, so that
+  // nothing it sent before is applied late. Default: Join.
+  virtual absl::Status Rejoin() { return Join(); }
   // A sign of life for a worker silent on purpose
   // (worker/session/lease_keeper.h), to the shards that expire leases
   // (with several shards, shard 0 alone: the others follow its decisions),

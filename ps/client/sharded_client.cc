@@ -145,13 +145,18 @@ wire::JoinRequest ShardedPsClient::JoinRequest() const {
   wire::JoinRequest r;
   r.set_cluster(options_.cluster);
   r.set_worker_id(options_.worker_id);
-  r.set_incarnation(incarnation_);
+  r.set_incarnation(incarnation_.load());
   return r;
 }
 
 absl::Status ShardedPsClient::Join() {
   return CallAll<wire::JoinRequest, wire::MembershipResponse>(
       "join", &ShardChannel::Join, JoinRequest());
+}
+
+absl::Status ShardedPsClient::Rejoin() {
+  incarnation_.store(NewIncarnation());
+  return Join();
 }
 
 absl::Status ShardedPsClient::RenewLease() {

@@ -23,6 +23,7 @@
 #ifndef PSGD_PS_CLIENT_SHARDED_CLIENT_H_
 #define PSGD_PS_CLIENT_SHARDED_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,6 +71,8 @@ class ShardedPsClient : public PsClient {
   absl::Status Initialize(
       absl::Span<const NamedConstTensorView> variables) override;
   absl::Status Join() override;
+  // A Join of a new incarnation (a new random number from now on).
+  absl::Status Rejoin() override;
   // A Join to shard 0 alone.
   absl::Status RenewLease() override;
   absl::Status Leave() override;
@@ -151,8 +154,9 @@ class ShardedPsClient : public PsClient {
   const ShardedClientOptions options_;
   const Placement placement_;
   const std::vector<std::unique_ptr<ShardChannel>> channels_;
-  // Sent with every Join (JoinRequest.incarnation): random, never 0.
-  const uint64_t incarnation_;
+  // Sent with every Join (JoinRequest.incarnation): random, never 0; a new
+  // one at each Rejoin.
+  std::atomic<uint64_t> incarnation_;
 
   Mutex mu_;
   std::vector<std::unique_ptr<Buffers>> spare_ ABSL_GUARDED_BY(mu_);

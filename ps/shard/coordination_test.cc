@@ -379,6 +379,31 @@ TEST_CASE("a commit of a push not staged is refused and changes nothing") {
   CHECK(c.shards[0]->Status().pending_gradients == 0);
 }
 
+TEST_CASE(
+    "a push staged before its worker's lease ran out is refused at its "
+    "commit as not staged (kNotStaged), also after a renewal") {
+  Cluster c;
+  for (int k = 0; k < kShards; ++k) {
+    ServerOptions o = Options(Mode::kSync, k, kShards);
+    o.worker_lease = absl::Seconds(1);
+    c.shards.push_back(MakeShard(o, k));
+  }
+  c.Link();
+  StageEverywhere(c, 2, 0, {0, 1, 2});
+  // Worker 2 is paused between its pushes and its commit: shard 0 lets it
+  // go (every lease ran out) and drops what it staged; the renewal of its
+  // lease (a Join) comes before the commit.
+  const absl::Time late = absl::Now() + absl::Hours(1);
+  const std::vector<int> gone = c.shards[0]->ExpireWorkers(late);
+  CHECK(std::count(gone.begin(), gone.end(), 2) == 1);
+  REQUIRE(c.shards[0]->Join(2).ok());
+  auto r = c.shards[0]->Commit(2, 0, 0, PushId(2, 0));
+  INFO(r.status().ToString());
+  CHECK(PushRefusalOf(r.status()) == PushRefusal::kNotStaged);
+  CHECK(c.shards[0]->Status().pending_gradients == 0);
+  CHECK(c.shards[0]->Status().counters.aggregated == 0);
+}
+
 void FlushAll(Cluster& c) {
   for (auto& s : c.shards) s->FlushCheckpoints();
 }

@@ -45,8 +45,10 @@ absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
     const StagedPush* kept = stage_.FindComplete(worker_id, push_id);
     if (status.ok() && (kept == nullptr || kept->step != step ||
                         kept->generation != generation_)) {
-      status = absl::FailedPreconditionError(absl::StrCat(
-          "push ", push_id, " is not staged here complete for that step"));
+      status = PushRefused(
+          PushRefusal::kNotStaged,
+          absl::StrCat("push ", push_id,
+                       " is not staged here complete for that step"));
     }
     if (status.ok()) {
       // The worker's pushes staged before this one were never committed.

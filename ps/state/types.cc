@@ -69,7 +69,7 @@ constexpr absl::string_view kPushRefusalUrl = "type.psgd/psgd.ps.PushRefusal";
 
 constexpr PushRefusal kRefusals[] = {
     PushRefusal::kNotLive, PushRefusal::kAlreadyPushed, PushRefusal::kTooStale,
-    PushRefusal::kFromFuture};
+    PushRefusal::kFromFuture, PushRefusal::kNotStaged};
 
 }  // namespace
 
@@ -85,6 +85,8 @@ absl::string_view PushRefusalName(PushRefusal reason) {
       return "too_stale";
     case PushRefusal::kFromFuture:
       return "from_future";
+    case PushRefusal::kNotStaged:
+      return "not_staged";
   }
   return "none";
 }

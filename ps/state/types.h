@@ -86,9 +86,13 @@ enum class PushRefusal {
   kAlreadyPushed,  // the worker already pushed for that step (a copy)
   kTooStale,       // async: staleness beyond max_push_staleness
   kFromFuture,     // the push's step is ahead of the shard's
+  kNotStaged,      // commit: shard 0 holds no such staged push (a lease
+                   // that ran out or a new incarnation dropped it): the
+                   // gradient is refused; join again and pull
 };
 
-// "none", "not_live", "already_pushed", "too_stale", "from_future".
+// "none", "not_live", "already_pushed", "too_stale", "from_future",
+// "not_staged".
 absl::string_view PushRefusalName(PushRefusal reason);
 // FAILED_PRECONDITION with `message` and `reason` as its payload.
 absl::Status PushRefused(PushRefusal reason, absl::string_view message);

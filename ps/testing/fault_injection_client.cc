@@ -246,6 +246,11 @@ absl::Status FaultInjectionPsClient::Join() {
                 [&]() { return inner_->Join(); });
 }
 
+absl::Status FaultInjectionPsClient::Rejoin() {
+  return Inject(CallKind::kJoin, absl::Now() + call_timeout_,
+                [&]() { return inner_->Rejoin(); });
+}
+
 absl::Status FaultInjectionPsClient::Leave() {
   return Inject(CallKind::kLeave, absl::Now() + call_timeout_,
                 [&]() { return inner_->Leave(); });

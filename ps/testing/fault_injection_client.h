@@ -178,6 +178,7 @@ class FaultInjectionPsClient final : public PsClient {
   absl::Status Initialize(
       absl::Span<const NamedConstTensorView> variables) override;
   absl::Status Join() override;
+  absl::Status Rejoin() override;  // a Join (CallKind::kJoin) of a new incarnation
   absl::Status Leave() override;
   absl::Status LeaveFailed(absl::string_view reason) override;
   absl::StatusOr<std::vector<VariableSpec>> Variables() override {

@@ -50,6 +50,7 @@ absl::optional<StepOutcome> OutcomeOfRefusal(const absl::Status& status) {
     case ps::PushRefusal::kAlreadyPushed:
       return StepOutcome::kDuplicate;
     case ps::PushRefusal::kNotLive:
+    case ps::PushRefusal::kNotStaged:  // its lease ran out and came back
       return StepOutcome::kRejoined;
     case ps::PushRefusal::kFromFuture:  // a worker never pushes ahead: a bug
     case ps::PushRefusal::kNone:

@@ -47,8 +47,9 @@ StepOutcome OutcomeOfReplies(const ps::PushResult& result, int64_t* staleness);
 
 // The outcome that a refused push stands for (kRefusedTooStale for the
 // staleness bound, kDuplicate for a copy, kRejoined for a worker out of the
-// live set: the caller joins again), or nullopt when `status` is not a
-// refusal the worker goes on from.
+// live set or whose staged push shard 0 no longer holds at the commit (its
+// lease ran out meanwhile): the caller joins again as a new incarnation),
+// or nullopt when `status` is not a refusal the worker goes on from.
 absl::optional<StepOutcome> OutcomeOfRefusal(const absl::Status& status);
 
 }  // namespace psgd

@@ -58,6 +58,9 @@ TEST_CASE("refusals are told apart by their typed reason, not their text") {
                                          "x")) == StepOutcome::kDuplicate);
   CHECK(OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kNotLive, "x")) ==
         StepOutcome::kRejoined);
+  // A commit whose staged push shard 0 dropped with the worker's lease.
+  CHECK(OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kNotStaged, "x")) ==
+        StepOutcome::kRejoined);
   CHECK_FALSE(
       OutcomeOfRefusal(ps::PushRefused(ps::PushRefusal::kFromFuture, "x"))
           .has_value());

@@ -218,11 +218,21 @@ absl::StatusOr<PushOutcome> WorkerSession::Settle(
   if (!refused.has_value()) return pushed.status();
   o.outcome = *refused;
   if (*refused == StepOutcome::kRejoined) {
-    // Join again at the current step; this gradient is lost (another shard
-    // may have taken it: the shards judge each push on their own).
-    spdlog::warn("worker {} was out of the live set ({}); joining again",
-                 options_.worker_id, std::string(pushed.status().message()));
-    RETURN_IF_ERROR(recovery_.Retrying([&]() { return client_->Join(); }));
+    // Its lease ran out (a pause longer than the lease, or a wait on
+    // another shard): shard 0 refused the push (not live, or the push it
+    // had staged dropped with the lease). Join again as a new incarnation
+    // at the current step: every shard drops what this worker had staged
+    // and shard 0 takes back its chunks, so that nothing it sent before
+    // is applied late; this gradient is refused, and the pull after it
+    // re-syncs. A chunk leased ahead went back with them.
+    spdlog::warn(
+        "worker {}: push refused ({}); joining again as a new incarnation "
+        "and pulling the current weights (this gradient is not applied)",
+        options_.worker_id, std::string(pushed.status().message()));
+    if (lease_ahead_call_.valid()) lease_ahead_call_.wait();
+    RETURN_IF_ERROR(recovery_.Retrying([&]() { return client_->Rejoin(); }));
+    CollectLeaseAhead();
+    leased_ahead_.reset();
   }
   return o;
 }
