@@ -46,6 +46,10 @@ ParameterShard::ParameterShard(const ServerOptions& options)
                  ? std::make_unique<DecisionRelay>(options.num_shards,
                                                    /*generation=*/1)
                  : nullptr),
+      // Shard 0 and a lone shard decide; the others follow shard 0.
+      coordinator_(options.num_shards > 1 && options.shard_index != 0
+                       ? nullptr
+                       : std::make_unique<Coordinator>(options_)),
       async_(options.max_push_staleness, options.scale_lr_by_staleness),
       ssp_(options.staleness_bound, WorkerCapacity(options)),
       dc_(static_cast<float>(options.dc_asgd_lambda), WorkerCapacity(options)),
@@ -328,209 +332,18 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
   return absl::OkStatus();
 }
 
-absl::Status ParameterShard::CheckLiveNowLocked(int worker_id,
-                                                int64_t step) const {
-  if (!membership_.IsLive(worker_id)) {
-    return PushRefused(PushRefusal::kNotLive,
-                       absl::StrCat("worker ", worker_id,
-                                    " is not a live member (join first)"));
-  }
-  if (step > step_) {
-    return PushRefused(
-        PushRefusal::kFromFuture,
-        absl::StrCat("step ", step,
-                     " is from the future: the shard is at step ", step_));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ParameterShard::CheckDecidableLocked(int worker_id,
-                                                  int64_t step) const {
-  RETURN_IF_ERROR(CheckLiveNowLocked(worker_id, step));
-  const int64_t last = membership_.last_push_step(worker_id);
-  if (step <= last) {
-    return PushRefused(
-        PushRefusal::kAlreadyPushed,
-        absl::StrCat("worker ", worker_id, " already pushed for step ", last,
-                     "; a worker pushes once per step"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ParameterShard::DecideLocked(
     int worker_id, int64_t step, const std::vector<const float*>& grads,
     const DataChunkRef* chunk, PushReply* reply, Ready* ready,
     uint64_t push_id) {
-  const absl::Status status =
-      DecidePushLocked(worker_id, step, grads, chunk, push_id, reply, ready);
-  const bool taken =
-      status.ok() && (reply->outcome == PushOutcome::kApplied ||
-                      reply->outcome == PushOutcome::kAggregated);
-  if (taken) return status;
-  // A push not taken is a decision too: the other shards drop their staged
-  // copies.
-  Decision d;
-  d.kind = Decision::Kind::kDropped;
-  d.step = step;
-  d.workers = {worker_id};
-  d.push_ids = {push_id};
-  d.dropped = !status.ok() ? (PushRefusalOf(status) == PushRefusal::kTooStale
-                                  ? Decision::Dropped::kRefusedTooStale
-                                  : Decision::Dropped::kRefused)
-              : reply->outcome == PushOutcome::kDroppedSurplus
-                  ? Decision::Dropped::kSurplus
-                  : Decision::Dropped::kStale;
-  TakeDecisionLocked(std::move(d), DecisionInputs(), ready);
+  std::optional<Coordinator::Made> made;
+  const absl::Status status = coordinator_->Decide(
+      RulesLocked(), worker_id, step, grads, chunk, push_id, reply, &made);
+  if (made.has_value()) {
+    TakeDecisionLocked(std::move(made->decision), made->inputs, ready);
+  }
+  reply->step = step_;
   return status;
-}
-
-absl::Status ParameterShard::DecidePushLocked(
-    int worker_id, int64_t step, const std::vector<const float*>& grads,
-    const DataChunkRef* chunk, uint64_t push_id, PushReply* reply,
-    Ready* ready) {
-  RETURN_IF_ERROR(CheckDecidableLocked(worker_id, step));
-  if (!HoldsChunkLocked(worker_id, chunk)) {
-    // Its samples went back to the queue (the worker left or its lease
-    // expired, or a rollback restored the queue): another gradient will
-    // carry them. Not counted as the worker's push for the step.
-    membership_.Touch(worker_id, absl::Now());
-    ++counters_.dropped_stale;
-    reply->outcome = PushOutcome::kDroppedStale;
-    reply->staleness = step_ - step;
-    reply->reason =
-        absl::StrCat("its data chunk ", chunk->epoch, "/", chunk->index,
-                     " is no longer the worker's (back in the "
-                     "queue)");
-    reply->step = step_;
-    return absl::OkStatus();
-  }
-  if (options_.mode == Mode::kAsync) {
-    return DecideAsyncLocked(worker_id, step, grads, chunk, push_id, reply,
-                             ready);
-  }
-  DecideSyncLocked(worker_id, step, grads, chunk, push_id, reply, ready);
-  return absl::OkStatus();
-}
-
-absl::Status ParameterShard::DecideAsyncLocked(
-    int worker_id, int64_t step, const std::vector<const float*>& grads,
-    const DataChunkRef* chunk, uint64_t push_id, PushReply* reply,
-    Ready* ready) {
-  absl::StatusOr<int64_t> staleness = async_.Admit(step_, step);
-  if (!staleness.ok()) {
-    ++counters_.refused_too_stale;
-    SettleChunkLocked(worker_id, chunk, /*kept=*/false);
-    return staleness.status();
-  }
-  Decision d;
-  d.kind = Decision::Kind::kAsyncPush;
-  d.step = step;
-  d.workers = {worker_id};
-  d.push_ids = {push_id};
-  d.lr_scale = async_.LrScale(*staleness);
-  d.staleness = *staleness;
-  if (auto c = DecidedChunkLocked(worker_id, chunk)) d.chunks.push_back(*c);
-  membership_.Touch(worker_id, absl::Now());
-  SettleChunkLocked(worker_id, chunk, /*kept=*/true);
-  ++counters_.applied;
-  DecisionInputs in;
-  in.pushes = {grads};
-  in.step = step;
-  TakeDecisionLocked(std::move(d), in, ready);
-  reply->outcome = PushOutcome::kApplied;
-  reply->staleness = *staleness;
-  reply->reason = absl::StrCat("applied with staleness ", *staleness);
-  reply->step = step_;
-  return absl::OkStatus();
-}
-
-void ParameterShard::DecideSyncLocked(int worker_id, int64_t step,
-                                      const std::vector<const float*>& grads,
-                                      const DataChunkRef* chunk,
-                                      uint64_t push_id, PushReply* reply,
-                                      Ready* ready) {
-  membership_.RecordPush(worker_id, step);
-  membership_.Touch(worker_id, absl::Now());
-  reply->staleness = step_ - step;
-  reply->replicas_to_aggregate = StepNLocked();
-  reply->step = step_;
-  if (adaptive_ != nullptr) adaptive_->Arrived(step, AdaptiveNowLocked());
-  switch (SyncAggregator::Classify(step_, step)) {
-    case SyncAggregator::Verdict::kStale:
-      SettleChunkLocked(worker_id, chunk, /*kept=*/false);
-      ++counters_.dropped_stale;
-      reply->outcome = PushOutcome::kDroppedStale;
-      reply->reason = absl::StrCat("stale: computed from step ", step,
-                                   ", the shard is at step ", step_);
-      return;
-    case SyncAggregator::Verdict::kSurplus:
-      SettleChunkLocked(worker_id, chunk, /*kept=*/false);
-      ++counters_.dropped_surplus;
-      reply->outcome = PushOutcome::kDroppedSurplus;
-      reply->reason = absl::StrCat("surplus: step ", step,
-                                   " was completed without this gradient");
-      return;
-    case SyncAggregator::Verdict::kAccept:
-    case SyncAggregator::Verdict::kFuture:  // refused above
-      break;
-  }
-  // Its chunk is done when the step it joins is applied.
-  SettleChunkLocked(worker_id, chunk, /*kept=*/true);
-  step_pushes_.push_back(
-      {worker_id, push_id,
-       chunk == nullptr ? std::nullopt : std::optional<DataChunkRef>(*chunk)});
-  int count = 1;
-  if (aggregator_->count() == 0 &&
-      aggregator_->Required(membership_.num_live()) == 1) {
-    // The mean of one gradient is the gradient: applied as it is, without
-    // copying it into the aggregate first (one worker, or N = 1).
-    ++counters_.applied;
-    CompleteSyncStepLocked(&grads, ready);
-  } else {
-    aggregator_->Add(grads);
-    count = aggregator_->count();
-    if (!aggregator_->IsComplete(membership_.num_live())) {
-      ++counters_.aggregated;
-      reply->outcome = PushOutcome::kAggregated;
-      reply->reason = absl::StrCat(
-          "gradient ", count, " of ",
-          aggregator_->Required(membership_.num_live()), " for step ", step);
-      return;
-    }
-    ++counters_.applied;
-    CompleteSyncStepLocked(nullptr, ready);
-  }
-  reply->outcome = PushOutcome::kApplied;
-  reply->reason = absl::StrCat("completed step ", step, " with the average of ",
-                               count, " gradients");
-  reply->step = step_;
-}
-
-void ParameterShard::CompleteSyncStepLocked(
-    const std::vector<const float*>* one, Ready* ready) {
-  const int count = one != nullptr ? 1 : aggregator_->count();
-  Decision d;
-  d.kind = Decision::Kind::kSyncStep;
-  d.step = step_;
-  d.replicas_next = ChooseNextNLocked();
-  d.lr_scale = NScaleLocked(count);
-  for (const StepPush& p : step_pushes_) {
-    d.workers.push_back(p.worker);
-    d.push_ids.push_back(p.push_id);
-    if (p.chunk.has_value()) {
-      if (auto c = DecidedChunkLocked(p.worker, &*p.chunk)) {
-        d.chunks.push_back(*std::move(c));
-      }
-    }
-  }
-  step_pushes_.clear();
-  DecisionInputs in;
-  if (one != nullptr) {
-    in.pushes = {*one};
-  } else {
-    in.summed = true;  // in the aggregate, in step_pushes_' order
-  }
-  TakeDecisionLocked(std::move(d), in, ready);
 }
 
 void ParameterShard::CollectReadyLocked(Ready* ready) {
@@ -553,14 +366,9 @@ void ParameterShard::CollectReadyLocked(Ready* ready) {
 }
 
 void ParameterShard::MakeAggregatorLocked() {
-  adaptive_.reset();
-  if (options_.mode == Mode::kSync && options_.adaptive_backups) {
-    adaptive_ = std::make_unique<AdaptiveBackups>(options_.adaptive);
-  }
-  step_pushes_.clear();
-  aggregator_ = std::make_unique<SyncAggregator>(
-      store_->layout().sizes,
-      adaptive_ != nullptr ? adaptive_->n() : options_.replicas_to_aggregate);
+  if (coordinator_ != nullptr) coordinator_->Restart();
+  aggregator_ = std::make_unique<SyncAggregator>(store_->layout().sizes,
+                                                 Coordinator::FirstN(options_));
   if (options_.n_follows_live) {
     aggregator_->set_backups(options_.total_num_replicas -
                              options_.replicas_to_aggregate);
@@ -574,26 +382,22 @@ int ParameterShard::StepNLocked() const {
                                  : aggregator_->replicas_to_aggregate();
 }
 
-absl::Time ParameterShard::AdaptiveNowLocked() const {
-  return options_.adaptive_clock ? options_.adaptive_clock() : absl::Now();
-}
-
 void ParameterShard::StartStepLocked() {
   step_started_ = absl::Now();
-  if (adaptive_ != nullptr) adaptive_->Published(step_, AdaptiveNowLocked());
+  if (coordinator_ != nullptr) coordinator_->StepStarted(step_);
 }
 
-double ParameterShard::NScaleLocked(int count) const {
-  // The schedule's scale holds the linear rule for the configured N; a step
-  // of `count` gradients takes count / N of it.
-  return options_.lr_scale_follows_n && options_.replicas_to_aggregate > 0
-             ? static_cast<double>(count) / options_.replicas_to_aggregate
-             : 1.0;
-}
-
-int ParameterShard::ChooseNextNLocked() {
-  if (adaptive_ == nullptr) return 0;
-  return adaptive_->Completed(step_, AdaptiveNowLocked());
+Coordinator::Shard ParameterShard::RulesLocked() {
+  Coordinator::Shard s;
+  s.step = step_;
+  s.step_n = StepNLocked();
+  s.membership = &membership_;
+  s.counters = &counters_;
+  s.aggregator = aggregator_.get();
+  s.async = &async_;
+  s.data = data_.has_value() ? &*data_ : nullptr;
+  s.ledger = ledger_ != nullptr;
+  return s;
 }
 
 void ParameterShard::RunReady(Ready* ready) {
@@ -671,11 +475,11 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
 }
 
 void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
-  if (follower()) {
-    // Shard 0 completes the steps: nothing more happens here. The worker's
-    // complete pushes stay: shard 0 may have decided them already (its
-    // decisions are on their way), and its decision that the worker left
-    // comes after them.
+  if (coordinator_ == nullptr) {
+    // A follower: shard 0 completes the steps, nothing more happens here.
+    // The worker's complete pushes stay: shard 0 may have decided them
+    // already (its decisions are on their way), and its decision that the
+    // worker left comes after them.
     LeaveHereLocked(worker_id, /*drop_complete=*/false, ready);
     return;
   }
@@ -684,18 +488,12 @@ void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
     LeaveHereLocked(worker_id, /*drop_complete=*/true, ready);
     return;
   }
-  Decision d;
-  d.kind = Decision::Kind::kLeft;
-  d.step = step_;
-  d.workers = {worker_id};
-  d.push_ids = {0};
-  TakeDecisionLocked(std::move(d), DecisionInputs(), ready);
-  // A step never waits for a worker that left: with fewer live workers the
-  // gathered gradients may now be enough.
-  if (options_.mode == Mode::kSync && aggregator_ != nullptr &&
-      aggregator_->IsComplete(membership_.num_live())) {
-    ++counters_.completed_by_leave;
-    CompleteSyncStepLocked(nullptr, ready);
+  TakeDecisionLocked(Coordinator::Left(step_, worker_id), DecisionInputs(),
+                     ready);
+  // A step never waits for a worker that left.
+  if (std::optional<Coordinator::Made> made =
+          coordinator_->CompleteAfterLeave(RulesLocked())) {
+    TakeDecisionLocked(std::move(made->decision), made->inputs, ready);
   }
 }
 
@@ -706,11 +504,8 @@ std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
     MutexLock lock(&mu_);
     // With several shards only shard 0 expires leases; the others learn of
     // it from its decisions.
-    if (options_.worker_lease <= absl::ZeroDuration() || shut_down_ ||
-        follower()) {
-      return expired;
-    }
-    for (int id : membership_.LiveNotSeenSince(now - options_.worker_lease)) {
+    if (shut_down_ || coordinator_ == nullptr) return expired;
+    for (int id : coordinator_->LeasesRunOut(membership_, now)) {
       bool waiting = false;
       for (const auto& [ticket, waiter] : waiters_) {
         waiting |= waiter.worker_id == id;

@@ -63,9 +63,9 @@
 #include "common/tensor.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/checkpoint/checkpoint_writer.h"
+#include "ps/shard/coordinator.h"
 #include "ps/shard/decision_log.h"
 #include "ps/shard/decision_relay.h"
-#include "ps/state/adaptive_backups.h"
 #include "ps/state/async_applier.h"
 #include "ps/state/data_leases.h"
 #include "ps/state/data_queue.h"
@@ -402,41 +402,16 @@ class ParameterShard {
                           absl::Span<const TensorBytes> gradients,
                           const DataChunkRef* chunk, PushReply* reply,
                           Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Shard 0's rules (a lone shard's too) on a push whose gradients (layout
-  // order) have been matched to the variables: live, not from the future,
-  // not pushed twice; then sync aggregation or async application. Every
-  // update they make, and a push not taken, is a decision, applied here
-  // through the one apply path and published (TakeDecisionLocked).
-  // `push_id`: the push's id, for the decision.
+  // Shard 0 (a lone shard too) on a push whose gradients (layout order)
+  // have been matched to the variables: the coordinator's rules decide it
+  // (Coordinator::Decide), and what they decide is applied here through
+  // the one apply path and published (TakeDecisionLocked). `push_id`: the
+  // push's id, for the decision.
   absl::Status DecideLocked(int worker_id, int64_t step,
                             const std::vector<const float*>& grads,
                             const DataChunkRef* chunk, PushReply* reply,
                             Ready* ready, uint64_t push_id = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // DecideLocked's rules, before a push not taken becomes a decision.
-  absl::Status DecidePushLocked(int worker_id, int64_t step,
-                                const std::vector<const float*>& grads,
-                                const DataChunkRef* chunk, uint64_t push_id,
-                                PushReply* reply, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Async: the staleness limit, then the push applied.
-  absl::Status DecideAsyncLocked(int worker_id, int64_t step,
-                                 const std::vector<const float*>& grads,
-                                 const DataChunkRef* chunk, uint64_t push_id,
-                                 PushReply* reply, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sync: stale, surplus, aggregated, or the push that completes the step.
-  void DecideSyncLocked(int worker_id, int64_t step,
-                        const std::vector<const float*>& grads,
-                        const DataChunkRef* chunk, uint64_t push_id,
-                        PushReply* reply, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The current sync step is complete: its decision (step_pushes_ in the
-  // order they were summed, the learning rate's scale, N of the next step),
-  // taken on `one`, the step's single gradient never copied into the
-  // aggregate, or (null) on the aggregate.
-  void CompleteSyncStepLocked(const std::vector<const float*>* one,
-                              Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of a push that need no gradient: open, initialised, worker
   // id, step.
   absl::Status CheckPushLocked(int worker_id, int64_t step) const
@@ -455,26 +430,15 @@ class ParameterShard {
                                   absl::Span<const TensorBytes> gradients,
                                   int64_t generation, const DataChunkRef* chunk,
                                   uint64_t push_id, bool whole);
-  // The checks of a push that its decision starts with: a live worker, a
-  // step not from the future (CheckLiveNowLocked, which every shard makes
-  // as it stages), not pushed before.
-  absl::Status CheckDecidableLocked(int worker_id, int64_t step) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckLiveNowLocked(int worker_id, int64_t step) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sync with options().lr_scale_follows_n: the learning rate's factor for
-  // a step of `count` gradients (count / N); else 1.
-  double NScaleLocked(int count) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The aggregator (and the adaptive N) for a fresh or restored store.
+  // The aggregator (and the coordinator's adaptive N) for a fresh or
+  // restored store.
   void MakeAggregatorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current step's N (ShardStatus, PushReply).
   int StepNLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adaptive backup workers, as the current step completes (shard 0, or a
-  // lone shard): N of the next step from the arrivals seen; 0 without.
-  int ChooseNextNLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Time AdaptiveNowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // step_ starts now: step_started_, and the adaptive N's publish time.
   void StartStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state the coordinator's rules read and change, for one call.
+  Coordinator::Shard RulesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the waiting pulls that PullReadyLocked to `ready`.
   void CollectReadyLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   MembershipReply MembershipReplyLocked() const
@@ -511,13 +475,6 @@ class ParameterShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The data queue (shard_data.cc). Made by Create.
   absl::Status OpenDataQueue();
-  // Whether `worker_id` holds `chunk` (always true for null: no chunk).
-  bool HoldsChunkLocked(int worker_id, const DataChunkRef* chunk) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A push of `worker_id` decided: its `chunk` (null: none) joins the
-  // step's aggregate (`kept`) or goes back to the queue.
-  void SettleChunkLocked(int worker_id, const DataChunkRef* chunk, bool kept)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The chunks of the gradients just applied: done, and in the ledger.
   void ChunksAppliedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The worker's chunks back to the queue (it left).
@@ -536,25 +493,8 @@ class ParameterShard {
   // staged as a complete push for the coordinator's decision.
   bool coordinated() const { return options_.num_shards > 1; }
   bool follower() const { return coordinated() && options_.shard_index != 0; }
-  // The chunk of `worker_id`'s gradient with its samples, for a decision.
-  std::optional<DecidedChunk> DecidedChunkLocked(
-      int worker_id, const DataChunkRef* chunk) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The one apply path (shard_apply.cc). What a decision's update reads,
-  // found before anything changes: the gradients of its pushes in the
-  // decision's order, or, for a sync step on the shard that decided it, the
-  // sum of them made as they came.
-  struct DecisionInputs {
-    std::vector<std::vector<const float*>> pushes;
-    bool summed = false;  // the sync step's gradients are in the aggregate
-    // The step the first push was computed from, as this shard knows it
-    // (the tag of its staged copy): async delay compensation.
-    int64_t step = 0;
-    // The arrivals of pushes staged here (the worker's pushes staged up to
-    // each go with it); empty for gradients in hand.
-    std::vector<uint64_t> arrivals;
-  };
+  // The one apply path (shard_apply.cc); DecisionInputs: coordinator.h.
   // Shard 0 and a lone shard: applies decision `d` of their rules, then
   // publishes it (nowhere on a lone shard).
   void TakeDecisionLocked(Decision d, const DecisionInputs& in, Ready* ready)
@@ -608,6 +548,9 @@ class ParameterShard {
   // Shard 0 of several shards: carries its decisions to the others (the log
   // publishes them to it). Null otherwise.
   std::unique_ptr<DecisionRelay> relay_;
+  // Shard 0 and a lone shard: the coordinator's rules, used under mu_ (the
+  // pointer is constant). Null on the other shards, which follow shard 0.
+  const std::unique_ptr<Coordinator> coordinator_ ABSL_PT_GUARDED_BY(mu_);
   // Constant after Create. Null without a checkpoint directory.
   std::unique_ptr<CheckpointWriter> checkpoints_;
   // Written by Create or RestoreAgreed before the server reads it.
@@ -625,9 +568,6 @@ class ParameterShard {
   std::unique_ptr<VariableStore> store_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SyncAggregator> aggregator_ ABSL_GUARDED_BY(mu_);
-  // Sync with adaptive backup workers: chooses the aggregator's N per step.
-  // Made with the aggregator; a restore starts it afresh.
-  std::unique_ptr<AdaptiveBackups> adaptive_ ABSL_GUARDED_BY(mu_);
   AsyncApplier async_ ABSL_GUARDED_BY(mu_);
   // Async staleness controls (docs/PS.md, "Async mode"); reset by a restore
   // or a rollback.
@@ -666,14 +606,6 @@ class ParameterShard {
   // Constant after Create; null without options().ledger_file. Lines are
   // added under mu_ and written by RunReady, after it.
   std::unique_ptr<Ledger> ledger_;
-  // The current sync step's gradients as they came (worker, push id, chunk
-  // or none), for its decision.
-  struct StepPush {
-    int worker = 0;
-    uint64_t push_id = 0;
-    std::optional<DataChunkRef> chunk;
-  };
-  std::vector<StepPush> step_pushes_ ABSL_GUARDED_BY(mu_);
   // The decisions of this generation: numbered and published (shard 0), or
   // checked in order (the others).
   DecisionLog log_ ABSL_GUARDED_BY(mu_);

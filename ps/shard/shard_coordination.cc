@@ -71,22 +71,9 @@ bool ParameterShard::AwaitDecisionsDelivered(absl::Time deadline) {
   return relay_ == nullptr || relay_->AwaitDelivered(deadline);
 }
 
-std::optional<DecidedChunk> ParameterShard::DecidedChunkLocked(
-    int worker_id, const DataChunkRef* chunk) const {
-  if (chunk == nullptr) return std::nullopt;
-  DecidedChunk c;
-  c.worker = worker_id;
-  c.chunk = *chunk;
-  if (data_.has_value() && ledger_ != nullptr) {
-    c.samples = data_->queue().ChunkSamples(chunk->epoch, chunk->index);
-  }
-  if (data_.has_value()) c.ledger_generation = data_->queue().generation();
-  return c;
-}
-
 void ParameterShard::RestartDecisionsLocked() {
   log_.Restart(generation_);
-  step_pushes_.clear();
+  if (coordinator_ != nullptr) coordinator_->ClearStep();
   stage_.ClearComplete();
 }
 
@@ -179,8 +166,8 @@ absl::Status ParameterShard::CheckDecisionLocked(const Decision& d) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ParameterShard::DecisionInputs>
-ParameterShard::StagedInputsLocked(const Decision& d) const {
+absl::StatusOr<DecisionInputs> ParameterShard::StagedInputsLocked(
+    const Decision& d) const {
   DecisionInputs in;
   if (d.kind == Decision::Kind::kDropped || d.kind == Decision::Kind::kLeft) {
     return in;  // no gradient

@@ -78,16 +78,6 @@ std::optional<DataQueuePosition> ParameterShard::DataPosition() const {
   return data_->queue().Position();
 }
 
-bool ParameterShard::HoldsChunkLocked(int worker_id,
-                                      const DataChunkRef* chunk) const {
-  return !data_.has_value() || data_->Holds(worker_id, chunk);
-}
-
-void ParameterShard::SettleChunkLocked(int worker_id, const DataChunkRef* chunk,
-                                       bool kept) {
-  if (data_.has_value()) data_->Settle(worker_id, chunk, kept);
-}
-
 void ParameterShard::ChunksAppliedLocked() {
   if (!data_.has_value()) return;
   for (std::string& line : data_->Applied(step_, ledger_ != nullptr)) {

@@ -1,7 +1,8 @@
 // Pushes in parts (ParameterShard::PushPart; docs/PS.md, "Pushes in parts"):
 // a worker's parts are staged until every variable of the shard has its
 // gradient, and the complete push is then decided by the same rules as a
-// whole one (DecideLocked in shard.cc), or kept for shard 0's decision.
+// whole one (DecideLocked in shard.cc, Coordinator::Decide), or kept for shard
+// 0's decision.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -79,7 +80,10 @@ absl::Status ParameterShard::StagePartLocked(
   // step before is shard 0's to say (a shard's step tag may lag in async
   // mode, where a pull does not wait for the decisions on their way).
   if (coordinated()) {
-    if (!follower()) RETURN_IF_ERROR(CheckDecidableLocked(worker_id, step));
+    if (coordinator_ != nullptr) {
+      RETURN_IF_ERROR(
+          coordinator_->CheckDecidable(RulesLocked(), worker_id, step));
+    }
     // Shard 0 decides every push it was committed, in order: a shard never
     // drops one that may still be decided. It holds at most
     // kMaxCompletePerWorker of a worker's, and asks for the next later (the
@@ -90,7 +94,10 @@ absl::Status ParameterShard::StagePartLocked(
           absl::StrCat(waiting, " pushes of worker ", worker_id,
                        " wait for shard 0's decisions here: try again"));
     }
-    if (follower()) RETURN_IF_ERROR(CheckLiveNowLocked(worker_id, step));
+    if (coordinator_ == nullptr) {
+      RETURN_IF_ERROR(
+          Coordinator::CheckLiveNow(membership_, step_, worker_id, step));
+    }
   }
   const VariableLayout& layout = store_->layout();
   ASSIGN_OR_RETURN(
