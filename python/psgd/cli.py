@@ -107,11 +107,19 @@ def status(argv):
         for s in shards:
             head = f"{s['task']:<6} {s['address']:<22}"
             if "error" in s:
-                print(f"{head} not answering: {s['error']}")
+                refused = s["error"].startswith(("UNAUTHENTICATED", "PERMISSION_DENIED"))
+                print(f"{head} {'refuses this call' if refused else 'not answering'}: "
+                      f"{s['error']}" + (" (psgd launch's token is RUN_DIR/token: "
+                                         "give --run_dir)" if refused and not a.run_dir
+                                         else ""))
                 continue
             state = "serving" if s["initialized"] else "waiting for the chief to initialise"
+            live = s["live_workers"]
+            if isinstance(live, (list, tuple)):
+                live = f"{len(live)}" + (f" ({', '.join(f'worker:{w}' for w in live)})"
+                                         if live else "")
             line = (f"{head} {state}, step {s['step']}, generation {s['generation']}, "
-                    f"live workers {s['live_workers']}, applied {s['applied']}, "
+                    f"live workers {live}, applied {s['applied']}, "
                     f"aggregated {s['aggregated']}, dropped "
                     f"{s['dropped_stale'] + s['dropped_surplus']}")
             if "data" in s:

@@ -13,8 +13,9 @@
 # and two psgd.torch workers run a 2 ps x 2 worker sync cluster to its last
 # step. The psgd command from the wheel: psgd launch of a 2 ps x 3 worker
 # config whose workers run the user's own program, sync and async, psgd
-# compare of the two runs, psgd ledger-check of the sync one, and a
-# program that does not exist refused with nothing started.
+# compare of the two runs, psgd ledger-check of the sync one, psgd status
+# of the servers started alone and stopped by Ctrl-C, and a program that
+# does not exist refused with nothing started.
 set -euo pipefail
 RUNFILES=${TEST_SRCDIR:?run under bazel test}/psgd
 tmp=${TEST_TMPDIR:?}
@@ -172,6 +173,26 @@ grep -q "48 samples, chunks of 8, seed 1, epochs 0..1 whole" ledger.log || fail 
 grep -q "epoch 1: 48 samples, 0 missing, 0 repeated" ledger.log || fail "psgd ledger-check: epoch 1 not whole"
 grep -q "epoch 1: 0 trained-but-not-counted, 0 counted-but-not-trained" ledger.log ||
   fail "psgd ledger-check: the records were not joined"
+# psgd status: the servers alone (--tasks), asked with the run's token;
+# Ctrl-C of psgd launch stops them (exit 130), and then none answers. (No
+# checkpoint directory: the sync run's would be restored.)
+grep -v '^checkpoint' SYNC.pbtxt | sed 's/ ledger: true//' > status.pbtxt
+PATH=$only psgd launch status.pbtxt --tasks=ps:0,ps:1 --run_dir=run-status > status-launch.log 2>&1 &
+lp=$!
+for _ in $(seq 150); do
+  PATH=$only psgd status status.pbtxt --run_dir=run-status > status.log 2>&1 && break
+  sleep 0.2
+done
+cat status.log
+grep -q "^ps:1 .* waiting for the chief to initialise, step 0, generation .*, live workers 0" status.log ||
+  { cat status-launch.log; fail "psgd status: ps:1 is not waiting for the chief"; }
+kill -INT "$lp"
+rc=0; wait "$lp" || rc=$?
+[ "$rc" = 130 ] || { cat status-launch.log; fail "psgd launch exited $rc after Ctrl-C, not 130"; }
+if PATH=$only psgd status status.pbtxt --run_dir=run-status --timeout=1 > status.log 2>&1; then
+  cat status.log; fail "a server answers after psgd launch was stopped"
+fi
+grep -q "^ps:0 .* not answering" status.log || { cat status.log; fail "psgd status: ps:0 still answers"; }
 # Bad input starts nothing: a program that does not exist.
 sed 's|program: "worker.py"|program: "wrker.py"|' SYNC.pbtxt > typo.pbtxt
 if PATH=$only psgd launch typo.pbtxt --run_dir=run-typo > typo.log 2>&1; then fail "psgd launch of a missing program succeeded"; fi
