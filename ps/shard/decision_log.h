@@ -18,11 +18,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ps/shard/decision_relay.h"
+#include "ps/state/membership.h"
 #include "ps/state/types.h"
 
 namespace psgd {
 namespace ps {
+
+// The push counters of decision `d` of shard 0 (which counted them as it
+// made it), on a shard that follows it.
+void CountDecision(const Decision& d, PushCounters* counters);
 
 class DecisionLog {
  public:
@@ -45,6 +51,14 @@ class DecisionLog {
   // decision's step and the shard for a repeat older than the window, one
   // that disagrees, or a gap.
   absl::StatusOr<bool> IsNext(const Decision& d) const;
+  // A shard other than 0, for a decision it is sent: FAILED_PRECONDITION
+  // (Refuse) for numbers no rule of shard 0 makes: no push named, a worker
+  // id out of `membership`'s range, lr_scale, staleness or N of the next
+  // step out of range, more pushes than the kind takes.
+  absl::Status CheckNumbers(const Decision& d,
+                            const Membership& membership) const;
+  // FAILED_PRECONDITION naming `d`'s seq, kind, step and the shard.
+  absl::Status Refuse(const Decision& d, absl::string_view why) const;
   // `d` (IsNext) is applied.
   void Applied(const Decision& d);
 

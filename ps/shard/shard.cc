@@ -332,20 +332,6 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
   return absl::OkStatus();
 }
 
-absl::Status ParameterShard::DecideLocked(
-    int worker_id, int64_t step, const std::vector<const float*>& grads,
-    const DataChunkRef* chunk, PushReply* reply, Ready* ready,
-    uint64_t push_id) {
-  std::optional<Coordinator::Made> made;
-  const absl::Status status = coordinator_->Decide(
-      RulesLocked(), worker_id, step, grads, chunk, push_id, reply, &made);
-  if (made.has_value()) {
-    TakeDecisionLocked(std::move(made->decision), made->inputs, ready);
-  }
-  reply->step = step_;
-  return status;
-}
-
 void ParameterShard::CollectReadyLocked(Ready* ready) {
   const absl::Time now = absl::Now();
   for (auto it = waiters_.begin(); it != waiters_.end();) {

@@ -524,16 +524,8 @@ class ParameterShard {
   // names), counted and applied.
   absl::Status FollowDecisionLocked(const Decision& d, Ready* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // FAILED_PRECONDITION naming `d`'s seq, kind, step and this shard.
-  absl::Status RefuseDecision(const Decision& d, absl::string_view why) const;
-  // Numbers no rule of shard 0 makes (worker ids, lr_scale, staleness, N).
-  absl::Status CheckDecisionLocked(const Decision& d) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The staged gradients `d` names; a sync step's step must be the shard's.
   absl::StatusOr<DecisionInputs> StagedInputsLocked(const Decision& d) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The push counters of what shard 0 decided.
-  void CountDecisionLocked(const Decision& d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new generation (rollback, restore): no decision of the old one counts.
   void RestartDecisionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,8 +1,11 @@
-// One decision per push across every shard (docs/PS.md, "One decision per
-// push"): shard 0 decides the pushes staged on every shard when the workers
-// commit them; the other shards check the decisions it sends them and apply
-// them through the one apply path (shard_apply.cc) to the gradients they
-// staged.
+// Decisions (docs/PS.md, "One decision per push"). Shard 0, and a lone
+// shard, decide a push by the coordinator's rules (DecideLocked, here, over
+// Coordinator::Decide) when it arrives whole (lone), or when the worker
+// commits it once every shard has staged it (Commit); what they decide is
+// applied through the one apply path (shard_apply.cc) and the decision log
+// publishes it to the relay. The other shards check the decisions they are
+// sent (ApplyDecisions: the log's order and numbers, then the pushes they
+// staged) and apply them through the same path.
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -63,6 +66,20 @@ absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
   return reply;
 }
 
+absl::Status ParameterShard::DecideLocked(
+    int worker_id, int64_t step, const std::vector<const float*>& grads,
+    const DataChunkRef* chunk, PushReply* reply, Ready* ready,
+    uint64_t push_id) {
+  std::optional<Coordinator::Made> made;
+  const absl::Status status = coordinator_->Decide(
+      RulesLocked(), worker_id, step, grads, chunk, push_id, reply, &made);
+  if (made.has_value()) {
+    TakeDecisionLocked(std::move(made->decision), made->inputs, ready);
+  }
+  reply->step = step_;
+  return status;
+}
+
 void ParameterShard::ConnectFollowers(DecisionRelay::Deliver deliver) {
   if (relay_ != nullptr) relay_->set_deliver(std::move(deliver));
 }
@@ -112,57 +129,14 @@ absl::Status ParameterShard::FollowDecisionLocked(const Decision& d,
                                                   Ready* ready) {
   ASSIGN_OR_RETURN(const bool next, log_.IsNext(d));
   if (!next) return absl::OkStatus();  // a repeat: applied already
-  RETURN_IF_ERROR(CheckDecisionLocked(d));
+  RETURN_IF_ERROR(log_.CheckNumbers(d, membership_));
   ASSIGN_OR_RETURN(const DecisionInputs in, StagedInputsLocked(d));
   // The push counters follow shard 0's decisions (it counted them as it
   // made them).
-  CountDecisionLocked(d);
+  CountDecision(d, &counters_);
   ApplyDecisionLocked(d, in, ready);
   log_.Applied(d);
   ++counters_.decisions_applied;
-  return absl::OkStatus();
-}
-
-absl::Status ParameterShard::RefuseDecision(const Decision& d,
-                                            absl::string_view why) const {
-  return absl::FailedPreconditionError(
-      absl::StrCat(name_, ": decision ", d.seq, " (", DecisionKindName(d.kind),
-                   " of step ", d.step, "): ", why));
-}
-
-absl::Status ParameterShard::CheckDecisionLocked(const Decision& d) const {
-  if (d.workers.empty() || d.workers.size() != d.push_ids.size()) {
-    return RefuseDecision(d, "names no push");
-  }
-  for (int w : d.workers) {
-    if (absl::Status s = membership_.CheckWorkerId(w); !s.ok()) {
-      return RefuseDecision(d, s.message());
-    }
-  }
-  // Every number in range, as shard 0's rules make them: a step's scale is
-  // count / N with count at most the workers (1 otherwise), staleness is a
-  // difference of steps, N of the next step one of 1 .. the workers.
-  const int workers = membership_.total_num_replicas();
-  if (!(std::isfinite(d.lr_scale) && d.lr_scale > 0 &&
-        d.lr_scale <= std::max(1, workers))) {
-    return RefuseDecision(d, absl::StrCat("lr_scale ", d.lr_scale,
-                                          " is not a finite number in (0, ",
-                                          std::max(1, workers), "]"));
-  }
-  if (d.staleness < 0) {
-    return RefuseDecision(
-        d, absl::StrCat("staleness ", d.staleness, " is negative"));
-  }
-  if (d.replicas_next < 0 || d.replicas_next > workers) {
-    return RefuseDecision(
-        d, absl::StrCat("replicas_next ", d.replicas_next,
-                        " is not 0 (none) or N in 1..", workers));
-  }
-  if (static_cast<int>(d.workers.size()) > workers ||
-      (d.kind != Decision::Kind::kSyncStep && d.workers.size() != 1)) {
-    return RefuseDecision(d,
-                          absl::StrCat("names ", d.workers.size(), " pushes"));
-  }
   return absl::OkStatus();
 }
 
@@ -177,49 +151,17 @@ absl::StatusOr<DecisionInputs> ParameterShard::StagedInputsLocked(
   for (size_t k = 0; k < d.workers.size(); ++k) {
     const StagedPush* kept = stage_.FindComplete(d.workers[k], d.push_ids[k]);
     if (kept == nullptr || kept->generation != generation_) {
-      return RefuseDecision(
-          d, absl::StrCat("worker ", d.workers[k], "'s push ", d.push_ids[k],
-                          " is not staged here"));
+      return log_.Refuse(d, absl::StrCat("worker ", d.workers[k], "'s push ",
+                                         d.push_ids[k], " is not staged here"));
     }
     in.pushes.push_back(kept->Gradients());
     in.arrivals.push_back(kept->arrival);
     if (k == 0) in.step = kept->step;
   }
   if (d.kind == Decision::Kind::kSyncStep && d.step != step_) {
-    return RefuseDecision(d, absl::StrCat("the shard is at step ", step_));
+    return log_.Refuse(d, absl::StrCat("the shard is at step ", step_));
   }
   return in;
-}
-
-void ParameterShard::CountDecisionLocked(const Decision& d) {
-  switch (d.kind) {
-    case Decision::Kind::kSyncStep:
-      counters_.aggregated += static_cast<int64_t>(d.workers.size()) - 1;
-      ++counters_.applied;
-      break;
-    case Decision::Kind::kAsyncPush:
-      ++counters_.applied;
-      break;
-    case Decision::Kind::kLeft:
-      break;
-    case Decision::Kind::kDropped:
-      switch (d.dropped) {
-        case Decision::Dropped::kStale:
-          ++counters_.dropped_stale;
-          break;
-        case Decision::Dropped::kSurplus:
-          ++counters_.dropped_surplus;
-          break;
-        case Decision::Dropped::kRefusedTooStale:
-          ++counters_.refused_too_stale;
-          ++counters_.refused;
-          break;
-        case Decision::Dropped::kRefused:
-          ++counters_.refused;
-          break;
-      }
-      break;
-  }
 }
 
 }  // namespace ps
