@@ -246,18 +246,29 @@ TEST_CASE("async: every shard applies the same pushes with the same scale") {
   CHECK(refused > 0);
 }
 
+// Shard 1 of 2 with worker 0's push 5 for step 0 staged, and the decision
+// that applies it.
+struct StagedFollower {
+  StagedFollower() : follower(MakeShard(Options(Mode::kSync, 1, 2), 1)) {
+    const Tensors g = Make(1, 0, 0);
+    REQUIRE(
+        follower->Push(0, 0, g.Bytes(VariableKind::kParameter), 0, nullptr, 5)
+            .ok());
+    d.seq = 1;
+    d.kind = Decision::Kind::kSyncStep;
+    d.step = 0;
+    d.workers = {0};
+    d.push_ids = {5};
+  }
+  std::unique_ptr<ParameterShard> follower;
+  Decision d;
+};
+
 TEST_CASE(
     "a follower refuses decisions it cannot apply, naming step and shard") {
-  auto follower = MakeShard(Options(Mode::kSync, 1, 2), 1);
-  const Tensors g = Make(1, 0, 0);
-  REQUIRE(follower->Push(0, 0, g.Bytes(VariableKind::kParameter), 0, nullptr, 5)
-              .ok());
-  Decision d;
-  d.seq = 1;
-  d.kind = Decision::Kind::kSyncStep;
-  d.step = 0;
-  d.workers = {0};
-  d.push_ids = {5};
+  StagedFollower sf;
+  auto& follower = sf.follower;
+  Decision& d = sf.d;
   SECTION("a gap") {
     d.seq = 2;
     auto r = follower->ApplyDecisions(1, {d});
@@ -286,6 +297,16 @@ TEST_CASE(
                Catch::Contains("shard 1") && Catch::Contains("not staged"));
     CHECK(follower->Status().step == 0);
   }
+  SECTION("only shard 0 decides") {
+    auto r = follower->Commit(0, 0, 0, 5);
+    CHECK(absl::IsFailedPrecondition(r.status()));
+  }
+}
+
+TEST_CASE("a follower refuses a decision of a step it has moved past") {
+  StagedFollower sf;
+  auto& follower = sf.follower;
+  const Decision& d = sf.d;
   SECTION("a step it has moved past, and a repeat that disagrees") {
     auto r = follower->ApplyDecisions(1, {d});
     REQUIRE(r.ok());
@@ -307,10 +328,12 @@ TEST_CASE(
                Catch::Contains("step 0") && Catch::Contains("shard 1"));
     CHECK(follower->Status().step == 1);
   }
-  SECTION("only shard 0 decides") {
-    auto r = follower->Commit(0, 0, 0, 5);
-    CHECK(absl::IsFailedPrecondition(r.status()));
-  }
+}
+
+TEST_CASE("a follower refuses numbers no shard 0 makes") {
+  StagedFollower sf;
+  auto& follower = sf.follower;
+  const Decision& d = sf.d;
   SECTION("numbers no shard 0 makes: refused, nothing applied") {
     // What forged decisions once applied: lr_scale NaN made every weight NaN,
     // N of 2^31 - 1 was taken, a step of two workers' pushes "async".
@@ -348,6 +371,11 @@ TEST_CASE(
     REQUIRE(follower->ApplyDecisions(1, {d}).ok());
     CHECK(follower->Status().step == 1);
   }
+}
+
+TEST_CASE("a follower refuses a decision older than its window") {
+  StagedFollower sf;
+  auto& follower = sf.follower;
   SECTION("a sequence number older than the window is an error") {
     // 1,025 decisions applied (a worker leaving, again and again): the
     // first falls out of the 1,024 kept, and a resend of it is no repeat a
