@@ -360,6 +360,89 @@ class RecordsAndShardsTest(unittest.TestCase):
         self.assertIn("epoch 0: 1 trained-but-not-counted, 1 counted-but-not-trained"
                       "  NOT AS TRAINED", out)
 
+    def test_a_killed_worker_is_excused_once_per_run(self):
+        ledger, rec0, rec1 = self.epoch0()
+        p1 = self.perm[1]
+        # Worker 1 killed: its chunk 0/3 counted, never recorded (excused),
+        # and in epoch 1 (partial) another of its pushes counted with no
+        # record: not a second excuse.
+        ledger.append(ledger_line(1, 0, p1, self.C, worker=1, step=4))
+        args = ["--killed", "1", "--complete_epochs", "1"]
+        records = ["--records", self.write("r0", rec0), self.write("r1", rec1[1:2])]
+        rc, out, _ = self.run_main(args + [self.write("ledger.jsonl", ledger)] + records)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 0: 0 trained-but-not-counted, 0 counted-but-not-trained, "
+                      "1 unrecorded by a killed worker\n", out)
+        self.assertIn("epoch 1: 0 trained-but-not-counted, 1 counted-but-not-trained"
+                      "  NOT AS TRAINED", out)
+        # The one excused push is the same on every shard: two ledgers that
+        # both count it pass.
+        ledger.pop()
+        a = self.write("ledger-0.jsonl", ledger)
+        b = self.write("ledger-1.jsonl", ledger)
+        rc, out, _ = self.run_main(args + [a, b] + records)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(out.count("1 unrecorded by a killed worker"), 2)
+        # Not another chunk of it on the second shard.
+        other = ledger[:2] + [ledger_line(0, 2, self.perm[0], self.C, worker=1, step=2),
+                              ledger[3]]
+        rc, out, _ = self.run_main(args + [a, self.write("ledger-1.jsonl", other)] + records)
+        self.assertEqual(rc, 1, out)
+
+    def test_the_partial_epoch_is_joined_with_the_records(self):
+        ledger, rec0, rec1 = self.epoch0()
+        p1 = self.perm[1]
+        # Epoch 1 (partial): worker 0's chunk 1/0 applied and counted.
+        ledger.append(ledger_line(1, 0, p1, self.C, worker=0, step=4))
+        rec0.append(record_line(1, 0, p1, self.C, worker=0, step=4))
+        args = ["--complete_epochs", "1", self.write("ledger.jsonl", ledger)]
+        rc, out, _ = self.run_main(args + ["--records", self.write("r0", rec0),
+                                           self.write("r1", rec1)])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("epoch 1: 0 trained-but-not-counted, 0 counted-but-not-trained\n", out)
+        # Counted, but no worker trained it: fails in the partial epoch too.
+        rc, out, _ = self.run_main(args + ["--records", self.write("r0", rec0[:-1]),
+                                           self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 1: 0 trained-but-not-counted, 1 counted-but-not-trained"
+                      "  NOT AS TRAINED", out)
+        # A worker told its push was applied, the ledger without it: fails;
+        # a gradient only aggregated (its step not applied yet) does not.
+        rec1.append(record_line(1, 1, p1, self.C, worker=1, step=5))
+        rc, out, _ = self.run_main(args + ["--records", self.write("r0", rec0),
+                                           self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 1: 1 trained-but-not-counted, 0 counted-but-not-trained"
+                      "  NOT AS TRAINED", out)
+        rec1[-1] = record_line(1, 1, p1, self.C, worker=1, step=5, outcome="aggregated")
+        rc, out, _ = self.run_main(args + ["--records", self.write("r0", rec0),
+                                           self.write("r1", rec1)])
+        self.assertEqual(rc, 0, out)
+
+    def test_shards_disagreeing_in_the_partial_epoch(self):
+        ledger, _, _ = self.epoch0()
+        p1 = self.perm[1]
+        ledger += [ledger_line(1, i, p1, self.C, worker=i % 2, step=4 + i)
+                   for i in range(3)]
+        a = self.write("ledger-0.jsonl", ledger)
+        # The second shard stopped before the last decision reached it.
+        b = self.write("ledger-1.jsonl", ledger[:-1])
+        rc, out, _ = self.run_main(["--complete_epochs", "1", a, b])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("epoch 1: 0 chunks differ between the ledgers, 1 not yet "
+                      "applied by the other shards\n", out)
+        # One from the middle missing is no tail: they disagree.
+        b = self.write("ledger-1.jsonl", ledger[:5] + ledger[6:])
+        rc, out, _ = self.run_main(["--complete_epochs", "1", a, b])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("epoch 1: 1 chunks differ between the ledgers  LEDGERS DISAGREE",
+                      out)
+        # A chunk the first ledger lacks.
+        b = self.write("ledger-1.jsonl", ledger + [
+            ledger_line(1, 3, p1, self.C, worker=1, step=7)])
+        rc, out, _ = self.run_main(["--complete_epochs", "1", a, b])
+        self.assertEqual(rc, 1, out)
+
     def test_unreadable_records_and_no_ledger(self):
         ledger, _, _ = self.epoch0()
         rc, _, err = self.run_main([self.write("ledger.jsonl", ledger), "--records",

@@ -75,7 +75,14 @@ carried; R: N minus the distinct samples); with --records also
 them; with several ledgers, then per epoch `epoch E: D chunks differ between
 the ledgers` and lines naming them. Epochs 0..K-1 (--complete_epochs K,
 default 0) are complete: any of these counts that is not 0 there fails the
-check; in a later (partial) epoch only a repeat does. Exits 1 when the check
+check. In a later (partial) epoch a repeat fails it, and so does a chunk
+counted that no worker trained, a push a worker was told was applied that
+the first ledger (shard 0's) lacks, and a chunk on which the ledgers
+disagree, but for those another shard lacks after the last line it shares
+with the first (decisions that had not reached it when it stopped: named
+`, K not yet applied by the other shards`). --killed J (once per worker)
+excuses one push of worker J counted with no record, once in the whole run
+(the same chunk on every shard). Exits 1 when the check
 fails or a line disagrees with the permutation; 2 on bad arguments or an
 unreadable line (naming the file and line).
 """
@@ -198,41 +205,49 @@ def print_named(kind, named, out):
         print(f"  {kind}: ... and {len(named) - SHOWN} more", file=out)
 
 
-def join_records(entries, records, newest_generation, killed=()):
+def join_records(entries, records, newest_generation, killed=(), excused=None):
     """One epoch of one ledger against the records of that epoch: the
     problems named, as (trained-but-not-counted, counted-but-not-trained,
-    rolled back, unrecorded). `killed`: workers killed once during the run;
-    one ledger line of each with no record at all is theirs to miss (the
-    push in flight at the kill: the servers counted it, the worker died
-    before it wrote the record) and is named as unrecorded instead."""
+    rolled back, unrecorded, applied-but-not-counted: those of the first
+    whose record says the step was applied). `killed`: workers killed once
+    during the run; one push of each, counted with no record at all, is
+    theirs to miss (the push in flight at the kill: the servers counted it,
+    the worker died before it wrote the record) and is named as unrecorded
+    instead: one in the whole run, the same chunk in every shard's ledger
+    (`excused`, worker -> that chunk, kept by the caller across epochs and
+    ledgers)."""
+    if excused is None:
+        excused = {}
     counted = {}
     for where, rec, _samples in entries:
         counted.setdefault(chunk_key(rec), []).append(where)
     by_key = {}
     for where, rec in records:
         by_key.setdefault(chunk_key(rec), []).append(rec)
-    trained, rolled_back = [], []
+    trained, rolled_back, applied = [], [], []
     for where, rec in records:
         key = chunk_key(rec)
         if rec["outcome"] not in COUNTED_OUTCOMES or key in counted:
             continue
         text = f"{where}: {describe(key, rec)}: no ledger line"
         (rolled_back if key[3] < newest_generation else trained).append(text)
+        if key[3] >= newest_generation and rec["outcome"] == "applied":
+            applied.append(text)
     not_trained, unrecorded = [], []
-    excused = set()
     for where, rec, samples in entries:
         key = chunk_key(rec)
         want = sorted(samples)
         if not any(sorted(r["samples"]) == want for r in by_key.get(key, ())):
-            if key not in by_key and key[2] in killed and key[2] not in excused:
-                excused.add(key[2])
+            if (key not in by_key and key[2] in killed and
+                    excused.get(key[2], key) == key):
+                excused[key[2]] = key
                 unrecorded.append(f"{where}: {describe(key, rec)}: no record "
                                   "(its worker was killed)")
                 continue
             why = ("no record" if key not in by_key
                    else "no record with its samples")
             not_trained.append(f"{where}: {describe(key, rec)}: {why}")
-    return trained, not_trained, rolled_back, unrecorded
+    return trained, not_trained, rolled_back, unrecorded, applied
 
 
 def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
@@ -276,7 +291,8 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
             recs_by_epoch.setdefault(rec["epoch"], []).append((where, rec))
 
     several = len(ledgers) > 1
-    for path, by_epoch in ledgers:
+    excused = {}  # a killed worker -> the one push it may not have recorded
+    for number, (path, by_epoch) in enumerate(ledgers):
         if several:
             print(f"ledger {path}:", file=out)
         epochs = set(by_epoch) | set(range(complete_epochs))
@@ -305,10 +321,17 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
                   file=out)
             if recs_by_epoch is None:
                 continue
-            trained, not_trained, rolled_back, unrecorded = join_records(
-                entries, recs_by_epoch.get(epoch, []), newest, killed)
+            trained, not_trained, rolled_back, unrecorded, applied = join_records(
+                entries, recs_by_epoch.get(epoch, []), newest, killed, excused)
             flag = ""
-            if whole and (trained or not_trained):
+            # In the partial epoch too, no shard counts what no worker
+            # trained, and shard 0's ledger (the first) has every push
+            # whose step a worker was told was applied; only a gradient
+            # aggregated into a step not applied yet may be missing (and, on
+            # another shard, the decisions that had not reached it yet:
+            # below).
+            if (whole and (trained or not_trained)) or (
+                    not whole and (not_trained or (number == 0 and applied))):
                 flag = "  NOT AS TRAINED"
                 bad += 1
             rolled = f", {len(rolled_back)} rolled back" if rolled_back else ""
@@ -322,6 +345,16 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
             print_named("unrecorded", unrecorded, out)
 
     if several:
+        # The order of the first ledger's lines: another shard applies the
+        # same decisions in the same order, so what it lacks in a partial
+        # epoch must come after everything it has (decisions that had not
+        # reached it when it stopped).
+        position = {}
+        for _path, by_epoch in ledgers[:1]:
+            for entries in by_epoch.values():
+                for where, rec, _s in entries:
+                    line = int(where.rsplit(":", 1)[1])
+                    position.setdefault(chunk_key(rec), line)
         first_path, first = ledgers[0]
         epochs = set(range(complete_epochs))
         for _path, by_epoch in ledgers:
@@ -331,24 +364,34 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
             for _where, rec, _s in first.get(epoch, []):
                 key = chunk_key(rec)
                 base[key] = base.get(key, 0) + 1
-            named = []
+            named, behind = [], 0
             for path, by_epoch in ledgers[1:]:
                 other = {}
                 for _where, rec, _s in by_epoch.get(epoch, []):
                     key = chunk_key(rec)
                     other[key] = other.get(key, 0) + 1
+                # The last of the first ledger's lines this shard has (all
+                # its epochs).
+                last = max((position.get(chunk_key(rec), -1)
+                            for entries in by_epoch.values()
+                            for _w, rec, _s in entries), default=-1)
                 for key in sorted(set(base) | set(other)):
                     a, b = base.get(key, 0), other.get(key, 0)
-                    if a > b:
+                    if a > b and epoch >= complete_epochs and b == 0 and \
+                            position.get(key, -1) > last:
+                        behind += 1  # a decision that had not reached it
+                    elif a > b:
                         named.append(f"{path} lacks {describe(key)} ({a - b} of {a} in {first_path})")
                     elif b > a:
                         named.append(f"{path} has {describe(key)} {b - a} more time(s) than {first_path}")
             flag = ""
-            if named and epoch < complete_epochs:
+            if named:
                 flag = "  LEDGERS DISAGREE"
                 bad += 1
-            print(f"epoch {epoch}: {len(named)} chunks differ between the ledgers{flag}",
-                  file=out)
+            tail = (f", {behind} not yet applied by the other shards"
+                    if behind else "")
+            print(f"epoch {epoch}: {len(named)} chunks differ between the ledgers"
+                  f"{tail}{flag}", file=out)
             print_named("differs", named, out)
     return 1 if bad else 0
 
