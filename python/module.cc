@@ -30,7 +30,7 @@
 #include "common/cluster_config.h"
 #include "common/mutex.h"
 #include "common/tensor.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "worker/paths.h"
 #include "worker/session/external_worker.h"
 #include "worker/session/model_check.h"
@@ -220,7 +220,7 @@ py::list ClusterStatus(const std::string& config_path, double timeout_s) {
       ValueOrThrow(SessionTaskFromConfig(config, 0));
   py::list out;
   for (int i = 0; i < config.ps_size(); ++i) {
-    ps::GrpcClientOptions o = settings.client;
+    ps::RemoteClientOptions o = settings.client;
     o.addresses = {settings.client.addresses.at(i)};
     o.worker_id = -1;
     // The placement needs a variable; a Status call sends none.
@@ -231,8 +231,8 @@ py::list ClusterStatus(const std::string& config_path, double timeout_s) {
     absl::StatusOr<std::vector<ps::ShardStatus>> status;
     {
       py::gil_scoped_release release;
-      absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> client =
-          ps::GrpcPsClient::Create(o);
+      absl::StatusOr<std::unique_ptr<ps::RemotePsClient>> client =
+          ps::RemotePsClient::Create(o);
       status =
           client.ok()
               ? (*client)->Status()

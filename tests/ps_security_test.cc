@@ -18,7 +18,7 @@
 #include "google/protobuf/descriptor.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/testing/shard_test_util.h"
 
@@ -52,12 +52,12 @@ std::string MakeCerts(const std::string& name) {
 absl::Status AwaitServing(const std::string& address,
                           const SecurityOptions& security,
                           absl::Duration timeout) {
-  ps::GrpcClientOptions o;
+  ps::RemoteClientOptions o;
   o.addresses = {address};
   o.cluster = kCluster;
   o.security = security;
-  absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> client =
-      ps::GrpcPsClient::Create(o);
+  absl::StatusOr<std::unique_ptr<ps::RemotePsClient>> client =
+      ps::RemotePsClient::Create(o);
   if (!client.ok()) return client.status();
   return (*client)->AwaitServing(absl::Now() + timeout);
 }
@@ -325,14 +325,14 @@ TEST_CASE("a client with the token trains over TLS; others cannot connect") {
   ExpectUnchanged(*server, before, refused);
 
   SECTION("the worker's client, with the token") {
-    ps::GrpcClientOptions o;
+    ps::RemoteClientOptions o;
     o.addresses = {server->address()};
     o.cluster = kCluster;
     o.worker_id = 1;
     o.variables = {{"w", {2, 3}, Initializer::Constant(0)},
                    {"b", {2}, Initializer::Constant(0)}};
     o.security = client;
-    auto c = ps::GrpcPsClient::Create(o);
+    auto c = ps::RemotePsClient::Create(o);
     REQUIRE(c.ok());
     TwoVariables weights;
     absl::StatusOr<ps::ModelVersion> v = (*c)->Pull(

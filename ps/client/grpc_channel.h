@@ -1,6 +1,6 @@
-// One parameter-server shard over gRPC: the ShardChannel of GrpcPsClient
-// (ps/client/grpc_client.h). Callback stubs, so that a client starts a call on
-// every shard before it waits; Push and Pull go as raw bytes
+// One parameter-server shard over gRPC: the ShardChannel of RemotePsClient
+// (ps/client/remote_client.h). Callback stubs, so that a client starts a call
+// on every shard before it waits; Push and Pull go as raw bytes
 // (ps/wire/wire_zero_copy.h): a push's tensors are referenced by the request,
 // not copied, and a pull's are copied once, from gRPC's buffers to their
 // place in the model. With shared memory (a server on this machine), a

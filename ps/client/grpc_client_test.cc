@@ -3,8 +3,6 @@
 // Debian's gRPC is not built with ThreadSanitizer, whose reports would be
 // about gRPC's internals; in_process_client_test runs the same scenarios
 // under tsan.
-#include "ps/client/grpc_client.h"
-
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -14,6 +12,7 @@
 #include <thread>
 
 #include "common/grpc_status.h"
+#include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/testing/ps_client_test_util.h"
 #include "ps/wire/shared_memory.h"
@@ -54,8 +53,9 @@ struct GrpcCluster {
     // Shard 0's decisions reach the others over gRPC.
     REQUIRE(servers[0]->ConnectPeers(addresses).ok());
   }
-  std::unique_ptr<GrpcPsClient> Client(int worker, const std::string& cluster) {
-    GrpcClientOptions o;
+  std::unique_ptr<RemotePsClient> Client(int worker,
+                                         const std::string& cluster) {
+    RemoteClientOptions o;
     o.addresses = addresses;
     o.cluster = cluster;
     o.worker_id = worker;
@@ -66,7 +66,7 @@ struct GrpcCluster {
     o.wire_weights = wire_weights;
     o.shared_memory = shared_memory;
     o.security.token = kToken;
-    auto client = GrpcPsClient::Create(o);
+    auto client = RemotePsClient::Create(o);
     REQUIRE(client.ok());
     return *std::move(client);
   }
@@ -75,7 +75,7 @@ struct GrpcCluster {
   }
   // A client of no worker that has initialised the shards with `values`.
   template <typename Values>
-  std::unique_ptr<GrpcPsClient> InitializedChief(const Values& values) {
+  std::unique_ptr<RemotePsClient> InitializedChief(const Values& values) {
     auto chief = Client(-1, "scenario");
     REQUIRE(chief->Initialize(values.Const()).ok());
     return chief;
@@ -142,7 +142,7 @@ TEST_CASE("grpc: shared memory on one machine: the same scenarios") {
 // the weights it pulls at the end and its payload counters.
 struct SharedRun {
   Values weights;
-  GrpcPsClient::PayloadBytes bytes;
+  RemotePsClient::PayloadBytes bytes;
 };
 SharedRun ThreeSteps(GrpcCluster* cluster) {
   Values init;
@@ -374,14 +374,14 @@ TEST_CASE("grpc: bfloat16 and float16 on the wire, float32 on the servers") {
                       DType::kBFloat16);
   Values init;
   auto chief = cluster.InitializedChief(init);
-  GrpcClientOptions o;
+  RemoteClientOptions o;
   o.addresses = cluster.addresses;
   o.cluster = "scenario";
   o.worker_id = 0;
   o.variables = testing::ScenarioModel();
   o.split_threshold_bytes = testing::kScenarioSplitThreshold;
   o.security.token = kToken;
-  auto fp32_client = GrpcPsClient::Create(o);
+  auto fp32_client = RemotePsClient::Create(o);
   REQUIRE(fp32_client.ok());
   absl::Status s = (*fp32_client)
                        ->Pull(ModelVersion::AtLeast(2, 0),

@@ -1,9 +1,10 @@
 // How a worker reaches the parameter servers: one interface, implemented once
 // by ShardedPsClient (ps/client/sharded_client.h) over a channel per shard:
-// gRPC (ps/client/grpc_client.h, S addresses, all shards in parallel) or the
-// shards' request handlers in process (ps/testing/in_process_client.h, for
-// tests). It takes and returns whole model variables by name; slicing them over
-// the shards (ps/state/placement.h) and assembling them again is its job.
+// the network (ps/client/remote_client.h: gRPC, or UCX beside it; S
+// addresses, all shards in parallel) or the shards' request handlers in
+// process (ps/testing/in_process_client.h, for tests). It takes and returns
+// whole model variables by name; slicing them over the shards
+// (ps/state/placement.h) and assembling them again is its job.
 //
 // A worker loop (sync):
 //   client->Join();
@@ -26,7 +27,7 @@
 // the worker re-syncs (docs/RELIABILITY.md).
 //
 // Thread-safety: as each implementation says (ShardedPsClient, hence
-// GrpcPsClient and InProcessPsClient, is thread-safe).
+// RemotePsClient and InProcessPsClient, is thread-safe).
 #ifndef PSGD_PS_CLIENT_PS_CLIENT_H_
 #define PSGD_PS_CLIENT_PS_CLIENT_H_
 
@@ -185,7 +186,7 @@ class PsClient {
   // one of its variables' gradients from this worker for that step; that
   // part's reply is the push's outcome. Both may be called from several
   // threads at once (e.g. one pull per group of variables while parts are
-  // pushed), also in GrpcPsClient.
+  // pushed), also in RemotePsClient.
   virtual absl::StatusOr<ModelVersion> PullPart(
       const ModelVersion& min_version, absl::Time deadline,
       absl::Span<const NamedTensorView> out) = 0;

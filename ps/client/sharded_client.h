@@ -1,12 +1,13 @@
 // The PsClient contract, written once over one ShardChannel per shard
-// (ps/client/shard_channel.h): gRPC (GrpcPsClient, ps/client/grpc_client.h) or
-// the shards' request handlers in this process (InProcessPsClient,
-// ps/testing/in_process_client.h). It slices the caller's whole variables over
-// the placement and assembles pulled slices (ps/client/model_slices.h), picks
-// the shards a part concerns, skips the shards with nothing to push, starts
-// every shard's call before it waits for any, converts gradients to the
-// wire dtype and pulled weights back, agrees on the shards' generation, and
-// returns the first error with the shard's name in front
+// (ps/client/shard_channel.h): gRPC or UCX beside it (RemotePsClient,
+// ps/client/remote_client.h) or the shards' request handlers in this process
+// (InProcessPsClient, ps/testing/in_process_client.h). It slices the caller's
+// whole variables over the placement and assembles pulled slices
+// (ps/client/model_slices.h), picks the shards a part concerns, skips the
+// shards with nothing to push, starts every shard's call before it waits for
+// any, converts gradients to the wire dtype and pulled weights back, agrees on
+// the shards' generation, and returns the first error with the shard's name in
+// front
 // ("push to shard 1 at host:port: ...").
 //
 // Errors: as PsClient (ps/client/ps_client.h): INVALID_ARGUMENT for tensors or
@@ -101,7 +102,7 @@ class ShardedPsClient : public PsClient {
   absl::Status RequestCheckpoint(int64_t label, bool now) override;
 
  protected:
-  // For the factories of a transport (GrpcPsClient, InProcessPsClient);
+  // For the factories of a transport (RemotePsClient, InProcessPsClient);
   // the arguments as Create's, already checked.
   ShardedPsClient(Placement placement,
                   std::vector<std::unique_ptr<ShardChannel>> channels,

@@ -1,6 +1,7 @@
 // Conversions between proto/ps.proto messages (namespace psgd::ps::wire) and
-// the core's types, for the gRPC adapters (ps/server/grpc_service.cc,
-// ps/client/grpc_client.cc). Only adapter files include this header.
+// the core's types, for the network adapters (ps/server/grpc_service.cc,
+// ps/client/grpc_channel.cc, ucx_channel.cc, sharded_client.cc). Only adapter
+// files include this header.
 //
 // Thread-safety: pure functions. TensorBytes made from a message borrow the
 // message, which must outlive them.

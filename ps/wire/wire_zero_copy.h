@@ -10,7 +10,7 @@
 // The bytes are exactly the protobuf encoding of proto/ps.proto (fields in
 // number order), so a peer that uses the generated code understands them,
 // and the decoder accepts any valid encoding (fields in any order).
-// Adapter files only (ps/server/grpc_service.cc, ps/client/grpc_client.cc).
+// Adapter files only (ps/server/grpc_service.cc, ps/client/grpc_channel.cc).
 //
 // Thread-safety: pure functions.
 #ifndef PSGD_PS_WIRE_WIRE_ZERO_COPY_H_

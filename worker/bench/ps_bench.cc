@@ -11,7 +11,7 @@
 // placed over them (--model: the TF cifar10 tutorial model by default,
 // 1,068,298 float32 parameters; any of the registry, e.g. wrn_28_10 with
 // 36.5M, its batch norm statistics included); W worker
-// threads, each with its own GrpcPsClient (own connections), loop push ->
+// threads, each with its own RemotePsClient (own connections), loop push ->
 // pull of a synthetic gradient (no compute) as a worker does: sync (N = M =
 // W) waits for the next step, async takes the newest weights (ps_load.h).
 // Echo: S bare echo servers; W threads, each with its own channels, echo
@@ -75,7 +75,7 @@
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "proto/echo.grpc.pb.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/shard/shard.h"
 #include "ps/testing/in_process_client.h"

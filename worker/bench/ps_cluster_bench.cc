@@ -34,7 +34,7 @@
 #include "common/metrics.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/wire/wire_dtype.h"
 #include "worker/bench/ps_load.h"
@@ -57,7 +57,7 @@ namespace {
 // --config: worker threads against the config's running ps tasks.
 absl::Status RunAgainstConfig(const std::string& path, int workers) {
   ASSIGN_OR_RETURN(ClusterConfig config, LoadClusterConfig(path));
-  GrpcClientOptions o;
+  RemoteClientOptions o;
   for (const config::PsTask& t : config.ps())
     o.addresses.push_back(t.address());
   o.cluster = config.name();

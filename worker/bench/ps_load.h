@@ -29,7 +29,7 @@
 #include "common/metrics.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/wire/wire_dtype.h"
 #include "worker/models/registry.h"
@@ -136,7 +136,7 @@ class ParameterServerBench {
     // Shard 0 sends its decisions to the others (docs/PS.md, "One decision
     // per push").
     RETURN_IF_ERROR(servers_[0]->ConnectPeers(addresses_));
-    GrpcClientOptions o;
+    RemoteClientOptions o;
     o.addresses = addresses_;
     o.cluster = kCluster;
     o.security.token = kBenchToken;
@@ -150,16 +150,16 @@ class ParameterServerBench {
   // Clients of running servers: a chief that initialises them (a no-op
   // when they are), and `workers` workers from worker id `first` on, which
   // join and start at the servers' current step.
-  absl::Status Connect(GrpcClientOptions o, int workers, int first) {
+  absl::Status Connect(RemoteClientOptions o, int workers, int first) {
     o.variables = specs_;
     o.split_threshold_bytes = split_threshold_bytes_;
     o.max_message_bytes = kMaxMessageBytes;
     addresses_ = o.addresses;
     return ConnectClients(
         [o](int worker) -> absl::StatusOr<std::unique_ptr<ShardedPsClient>> {
-          GrpcClientOptions mine = o;
+          RemoteClientOptions mine = o;
           mine.worker_id = worker;
-          return GrpcPsClient::Create(mine);
+          return RemotePsClient::Create(mine);
         },
         static_cast<int>(o.addresses.size()), workers, first);
   }
@@ -286,7 +286,7 @@ class ParameterServerBench {
   int64_t UcxBytesSent() const {
     int64_t sent = 0;
     for (const auto& c : clients_) {
-      if (const auto* g = dynamic_cast<const GrpcPsClient*>(c.get())) {
+      if (const auto* g = dynamic_cast<const RemotePsClient*>(c.get())) {
         sent += g->payload_bytes().ucx_sent;
       }
     }

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/cluster_config.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "worker/backend_factory/factory.h"
 #include "worker/cluster/cluster_worker.h"
 #include "worker/data/batcher.h"
@@ -25,7 +25,7 @@ struct WorkerTaskConfig {
   DataOptions data;
   BatcherOptions batches;
   ClusterWorkerOptions loop;
-  ps::GrpcClientOptions client;  // variables filled from the model registry
+  ps::RemoteClientOptions client;  // variables filled from the model registry
 };
 
 // For task worker:`index` of a validated config (LoadClusterConfig).

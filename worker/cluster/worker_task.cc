@@ -10,7 +10,7 @@
 #include "common/host_address.h"
 #include "common/prometheus.h"
 #include "common/status_macros.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "spdlog/spdlog.h"
 #include "worker/backend_factory/factory.h"
 #include "worker/cluster/cluster_worker.h"
@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartPrometheus(
 // RunWorkerTask's report of a failure).
 absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
                      const ClusterConfig& config, WorkerTaskConfig& w,
-                     std::unique_ptr<ps::GrpcPsClient>* client_out) {
+                     std::unique_ptr<ps::RemotePsClient>* client_out) {
   const std::string task = task_id.ToString();
   WorkerMetrics prometheus_metrics(task_id.index);
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttpServer> prometheus,
@@ -102,7 +102,7 @@ absl::Status RunTask(const WorkerTaskOptions& options, const TaskId& task_id,
   // A ps host name that does not resolve is a typo, not a server to wait
   // for: named with its task.
   RETURN_IF_ERROR(CheckPsAddressesResolve(config));
-  std::unique_ptr<ps::GrpcPsClient>& client = *client_out;
+  std::unique_ptr<ps::RemotePsClient>& client = *client_out;
   ASSIGN_OR_RETURN(
       const std::string run_dir,
       OpenRunDir(options.run_dir, options.config_path, config, w.loop.chief,
@@ -146,7 +146,7 @@ absl::Status RunWorkerTask(const WorkerTaskOptions& options,
   ASSIGN_OR_RETURN(WorkerTaskConfig w,
                    WorkerTaskFromConfig(config, task_id.index));
   w.data.data_dir = ResolveUserPath(w.data.data_dir);
-  std::unique_ptr<ps::GrpcPsClient> client;
+  std::unique_ptr<ps::RemotePsClient> client;
   absl::Status status = RunTask(options, task_id, config, w, &client);
   // The chief ends the job itself (Chief::CheckWorkers); another worker
   // tells the servers why it stops, so that the chief does at once.

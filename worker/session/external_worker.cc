@@ -135,7 +135,7 @@ absl::Status ExternalWorker::Join(std::vector<ps::NamedTensorView> variables,
           "': the statistics go after the parameters"));
     }
   }
-  ps::GrpcClientOptions client_options = settings_.client;
+  ps::RemoteClientOptions client_options = settings_.client;
   client_options.variables = variables_;
   // A model of the registry is checked before any connection. A worker
   // whose variables are refused tells the servers why, so that the chief

@@ -48,7 +48,7 @@
 #include "absl/types/span.h"
 #include "common/cluster_config.h"
 #include "common/mutex.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "worker/session/lease_keeper.h"
 #include "worker/session/records.h"
 #include "worker/session/recovery.h"
@@ -253,7 +253,7 @@ class ExternalWorker {
   const SessionTaskConfig settings_;
   std::vector<VariableSpec> variables_;
   std::string run_dir_;
-  std::unique_ptr<ps::GrpcPsClient> client_;
+  std::unique_ptr<ps::RemotePsClient> client_;
   std::unique_ptr<TaskOutputs> outputs_;  // made by Join
   std::unique_ptr<TaskRun> run_;          // made by Join
   WorkerSession* session_ = nullptr;      // run_'s, once joined

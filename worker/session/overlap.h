@@ -34,7 +34,7 @@ namespace psgd {
 class PartSender {
  public:
   // `client` is not owned; its PushPart must allow a call beside the
-  // worker's other calls (GrpcPsClient's and InProcessPsClient's do).
+  // worker's other calls (RemotePsClient's and InProcessPsClient's do).
   explicit PartSender(ps::PsClient* client);
   // Waits for the part being sent, drops the others.
   ~PartSender();

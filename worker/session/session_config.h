@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/cluster_config.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "worker/session/chief.h"
 #include "worker/session/stragglers.h"
 #include "worker/session/worker_session.h"
@@ -36,7 +36,7 @@ struct SessionTaskConfig {
   absl::Duration max_time = absl::ZeroDuration();
   int64_t eval_examples = 0;
   // Everything but `variables`, which come from the model.
-  ps::GrpcClientOptions client;
+  ps::RemoteClientOptions client;
   // The config's straggler emulation for this worker.
   StragglerEmulator stragglers;
 };

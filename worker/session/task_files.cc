@@ -75,7 +75,7 @@ absl::Status AwaitAnswer(ps::PsClient* client, absl::Time deadline,
 }  // namespace
 
 void ReportWorkerFailure(ps::PsClient* client,
-                         const ps::GrpcClientOptions& options,
+                         const ps::RemoteClientOptions& options,
                          absl::string_view task_name,
                          const absl::Status& failure) {
   const std::string task(task_name);
@@ -83,12 +83,12 @@ void ReportWorkerFailure(ps::PsClient* client,
       absl::IsUnavailable(failure)) {
     return;
   }
-  std::unique_ptr<ps::GrpcPsClient> own;
+  std::unique_ptr<ps::RemotePsClient> own;
   if (client == nullptr) {
-    ps::GrpcClientOptions o = options;
+    ps::RemoteClientOptions o = options;
     o.rpc_timeout = absl::Seconds(5);
-    absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> made =
-        ps::GrpcPsClient::Create(o);
+    absl::StatusOr<std::unique_ptr<ps::RemotePsClient>> made =
+        ps::RemotePsClient::Create(o);
     if (!made.ok()) {
       spdlog::warn("could not tell the servers why {} stops: {}", task,
                    made.status().ToString());
@@ -109,8 +109,8 @@ void ReportWorkerFailure(ps::PsClient* client,
 absl::StatusOr<std::string> OpenRunDir(
     const std::string& requested, const std::string& config_path,
     const ClusterConfig& config, bool chief, absl::Duration start_timeout,
-    ps::GrpcClientOptions* client_options,
-    std::unique_ptr<ps::GrpcPsClient>* client, const WaitStop* stop) {
+    ps::RemoteClientOptions* client_options,
+    std::unique_ptr<ps::RemotePsClient>* client, const WaitStop* stop) {
   std::string run_dir = ResolveUserPath(requested);
   if (run_dir.empty() && chief) {
     ASSIGN_OR_RETURN(run_dir,
@@ -118,7 +118,7 @@ absl::StatusOr<std::string> OpenRunDir(
                                   config.name(), absl::Now()));
   }
   client_options->run_dir = run_dir;
-  ASSIGN_OR_RETURN(*client, ps::GrpcPsClient::Create(*client_options));
+  ASSIGN_OR_RETURN(*client, ps::RemotePsClient::Create(*client_options));
   const absl::Time deadline = absl::Now() + start_timeout;
   if (stop != nullptr) {
     RETURN_IF_ERROR(AwaitAnswer(client->get(), deadline, stop));

@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "common/cluster_config.h"
 #include "common/metrics.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "worker/session/records.h"
 #include "worker/session/recovery.h"
 
@@ -42,14 +42,15 @@ namespace psgd {
 // task had one), with a short deadline; what the report itself met is
 // logged, not returned.
 void ReportWorkerFailure(ps::PsClient* client,
-                         const ps::GrpcClientOptions& options,
+                         const ps::RemoteClientOptions& options,
                          absl::string_view task, const absl::Status& failure);
 
 absl::StatusOr<std::string> OpenRunDir(
     const std::string& requested, const std::string& config_path,
     const ClusterConfig& config, bool chief, absl::Duration start_timeout,
-    ps::GrpcClientOptions* client_options,
-    std::unique_ptr<ps::GrpcPsClient>* client, const WaitStop* stop = nullptr);
+    ps::RemoteClientOptions* client_options,
+    std::unique_ptr<ps::RemotePsClient>* client,
+    const WaitStop* stop = nullptr);
 
 // RUN_DIR/summary.json: the chief writes it once the job has ended (the
 // servers shut down); the other workers read its appearance as that end

@@ -10,7 +10,7 @@
 namespace psgd {
 
 absl::StatusOr<std::unique_ptr<TaskOutputs>> TaskOutputs::Open(
-    TaskOutputsOptions options, const ps::GrpcPsClient* client,
+    TaskOutputsOptions options, const ps::RemotePsClient* client,
     WorkerMetrics* prometheus) {
   const std::string name = absl::StrCat("worker-", options.task.index);
   // A restarted worker adds to the lines of the one before.
@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<TaskOutputs>> TaskOutputs::Open(
 }
 
 TaskOutputs::TaskOutputs(TaskOutputsOptions options,
-                         const ps::GrpcPsClient* client,
+                         const ps::RemotePsClient* client,
                          std::unique_ptr<MetricsWriter> jsonl,
                          std::unique_ptr<EventFileWriter> events,
                          WorkerMetrics* prometheus)
@@ -64,7 +64,7 @@ absl::Status TaskOutputs::WriteStep(const StepRecord& record) {
   // for this worker).
   StepContext c;
   if (client_ != nullptr) {
-    const ps::GrpcPsClient::PayloadBytes now = client_->payload_bytes();
+    const ps::RemotePsClient::PayloadBytes now = client_->payload_bytes();
     c.sent_bytes = now.sent - last_bytes_.sent;
     c.received_bytes = now.received - last_bytes_.received;
     last_bytes_ = now;
@@ -82,7 +82,7 @@ absl::Status TaskOutputs::WriteSummaries(const ClusterConfig& config,
   JsonObject summary = WorkerSummary(options_.task.ToString(), result);
   if (client_ != nullptr) {
     // What went over the UCX data plane (wire { data_plane: UCX }).
-    const ps::GrpcPsClient::PayloadBytes bytes = client_->payload_bytes();
+    const ps::RemotePsClient::PayloadBytes bytes = client_->payload_bytes();
     summary.Set("ucx_sent_bytes", bytes.ucx_sent)
         .Set("ucx_received_bytes", bytes.ucx_received);
   }

@@ -33,7 +33,7 @@
 #include "common/cluster_config.h"
 #include "common/event_file.h"
 #include "common/metrics.h"
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 #include "worker/session/metric_sinks.h"
 #include "worker/session/records.h"
 #include "worker/session/worker_metrics.h"
@@ -61,7 +61,7 @@ class TaskOutputs {
   // each must outlive this. Errors: the writers' (INTERNAL or NOT_FOUND
   // naming a file that cannot be opened).
   static absl::StatusOr<std::unique_ptr<TaskOutputs>> Open(
-      TaskOutputsOptions options, const ps::GrpcPsClient* client,
+      TaskOutputsOptions options, const ps::RemotePsClient* client,
       WorkerMetrics* prometheus);
   TaskOutputs(const TaskOutputs&) = delete;
   TaskOutputs& operator=(const TaskOutputs&) = delete;
@@ -86,7 +86,7 @@ class TaskOutputs {
                               const ClusterWorkerResult& result);
 
  private:
-  TaskOutputs(TaskOutputsOptions options, const ps::GrpcPsClient* client,
+  TaskOutputs(TaskOutputsOptions options, const ps::RemotePsClient* client,
               std::unique_ptr<MetricsWriter> jsonl,
               std::unique_ptr<EventFileWriter> events,
               WorkerMetrics* prometheus);
@@ -94,11 +94,11 @@ class TaskOutputs {
   std::string Prefix() const;
 
   const TaskOutputsOptions options_;
-  const ps::GrpcPsClient* const client_;  // Not owned; may be null.
+  const ps::RemotePsClient* const client_;  // Not owned; may be null.
   const std::unique_ptr<MetricsWriter> jsonl_;
   const std::unique_ptr<EventFileWriter> events_;  // the chief's; else null
   MetricSinks sinks_;
-  ps::GrpcPsClient::PayloadBytes last_bytes_;  // at the last step's line
+  ps::RemotePsClient::PayloadBytes last_bytes_;  // at the last step's line
 };
 
 }  // namespace psgd

@@ -1,14 +1,16 @@
 // The PsClient of a worker that reaches S parameter-server processes over
-// gRPC: the sharded client (ps/client/sharded_client.h) over one
-// GrpcShardChannel per server (ps/client/grpc_channel.h): every call goes to
-// all shards in parallel (callback stubs), pushes and pulls reuse their
-// buffers from one call to the next, and each worker's client has its own
-// connections.
+// the network: the sharded client (ps/client/sharded_client.h) over one
+// channel per server, a GrpcShardChannel (ps/client/grpc_channel.h), or with
+// `ucx` a UcxShardChannel (ps/client/ucx_channel.h) that sends pushes,
+// commits and pulls over UCX and every other call over its gRPC channel.
+// Every call goes to all shards in parallel (callback stubs), pushes and
+// pulls reuse their buffers from one call to the next, and each worker's
+// client has its own connections.
 //
 // Thread-safety: thread-safe, as ShardedPsClient (a worker's PullPart and
 // PushPart run on several threads at once, beside its other calls).
-#ifndef PSGD_PS_CLIENT_GRPC_CLIENT_H_
-#define PSGD_PS_CLIENT_GRPC_CLIENT_H_
+#ifndef PSGD_PS_CLIENT_REMOTE_CLIENT_H_
+#define PSGD_PS_CLIENT_REMOTE_CLIENT_H_
 
 #include <cstdint>
 #include <memory>
@@ -27,7 +29,7 @@
 namespace psgd {
 namespace ps {
 
-struct GrpcClientOptions {
+struct RemoteClientOptions {
   // Shard i listens at addresses[i] ("host:port").
   std::vector<std::string> addresses;
   // Sent with every request.
@@ -76,17 +78,17 @@ struct GrpcClientOptions {
 // rpc_timeout <= 0, worker_id < -1. (The variables and the split
 // threshold are PlaceVariables' to check, the security options
 // MakeClientCredentials'.)
-absl::Status CheckGrpcClientOptions(const GrpcClientOptions& options);
+absl::Status CheckRemoteClientOptions(const RemoteClientOptions& options);
 
-class GrpcPsClient final : public ShardedPsClient {
+class RemotePsClient final : public ShardedPsClient {
  public:
-  // CheckGrpcClientOptions, then computes the placement and opens a channel
+  // CheckRemoteClientOptions, then computes the placement and opens a channel
   // to each address (connecting lazily). INVALID_ARGUMENT for bad options or
   // a bad variable list; NOT_FOUND / INTERNAL for a TLS CA file that cannot
   // be read. A server that refuses the token answers every call with
   // UNAUTHENTICATED.
-  static absl::StatusOr<std::unique_ptr<GrpcPsClient>> Create(
-      GrpcClientOptions options);
+  static absl::StatusOr<std::unique_ptr<RemotePsClient>> Create(
+      RemoteClientOptions options);
 
   // The serialized bytes of the pushes and pulls so far: what this worker
   // sent (push requests, pull requests) and received (pull and push
@@ -106,11 +108,11 @@ class GrpcPsClient final : public ShardedPsClient {
   PayloadBytes payload_bytes() const;
 
  private:
-  GrpcPsClient(Placement placement,
-               std::vector<std::unique_ptr<ShardChannel>> channels,
-               ShardedClientOptions options,
-               std::vector<const GrpcShardChannel*> grpc_channels,
-               std::vector<const UcxShardChannel*> ucx_channels)
+  RemotePsClient(Placement placement,
+                 std::vector<std::unique_ptr<ShardChannel>> channels,
+                 ShardedClientOptions options,
+                 std::vector<const GrpcShardChannel*> grpc_channels,
+                 std::vector<const UcxShardChannel*> ucx_channels)
       : ShardedPsClient(std::move(placement), std::move(channels),
                         std::move(options)),
         grpc_channels_(std::move(grpc_channels)),
@@ -125,4 +127,4 @@ class GrpcPsClient final : public ShardedPsClient {
 }  // namespace ps
 }  // namespace psgd
 
-#endif  // PSGD_PS_CLIENT_GRPC_CLIENT_H_
+#endif  // PSGD_PS_CLIENT_REMOTE_CLIENT_H_

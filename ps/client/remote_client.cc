@@ -1,4 +1,4 @@
-#include "ps/client/grpc_client.h"
+#include "ps/client/remote_client.h"
 
 #include <utility>
 
@@ -19,7 +19,7 @@ absl::Status Bad(absl::string_view field, absl::string_view value,
 
 }  // namespace
 
-absl::Status CheckGrpcClientOptions(const GrpcClientOptions& o) {
+absl::Status CheckRemoteClientOptions(const RemoteClientOptions& o) {
   if (o.addresses.empty()) {
     return absl::InvalidArgumentError("grpc client: no server addresses");
   }
@@ -28,11 +28,12 @@ absl::Status CheckGrpcClientOptions(const GrpcClientOptions& o) {
       return Bad(absl::StrCat("addresses[", i, "]"), "''", "is empty");
     }
   }
-  if (o.max_message_bytes < GrpcClientOptions::kMinMessageBytes ||
-      o.max_message_bytes > GrpcClientOptions::kMaxMessageBytes) {
-    return Bad("max_message_bytes", absl::StrCat(o.max_message_bytes),
-               absl::StrCat("must be in [", GrpcClientOptions::kMinMessageBytes,
-                            ", ", GrpcClientOptions::kMaxMessageBytes, "]"));
+  if (o.max_message_bytes < RemoteClientOptions::kMinMessageBytes ||
+      o.max_message_bytes > RemoteClientOptions::kMaxMessageBytes) {
+    return Bad(
+        "max_message_bytes", absl::StrCat(o.max_message_bytes),
+        absl::StrCat("must be in [", RemoteClientOptions::kMinMessageBytes,
+                     ", ", RemoteClientOptions::kMaxMessageBytes, "]"));
   }
   if (o.rpc_timeout <= absl::ZeroDuration()) {
     return Bad("rpc_timeout", absl::FormatDuration(o.rpc_timeout),
@@ -45,9 +46,9 @@ absl::Status CheckGrpcClientOptions(const GrpcClientOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
-    GrpcClientOptions options) {
-  RETURN_IF_ERROR(CheckGrpcClientOptions(options));
+absl::StatusOr<std::unique_ptr<RemotePsClient>> RemotePsClient::Create(
+    RemoteClientOptions options) {
+  RETURN_IF_ERROR(CheckRemoteClientOptions(options));
   ASSIGN_OR_RETURN(Placement placement,
                    PlaceVariables(options.variables,
                                   static_cast<int>(options.addresses.size()),
@@ -103,12 +104,12 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
   sharded.run_dir = std::move(options.run_dir);
   sharded.wire_gradients = options.wire_gradients;
   sharded.wire_weights = options.wire_weights;
-  return std::unique_ptr<GrpcPsClient>(new GrpcPsClient(
+  return std::unique_ptr<RemotePsClient>(new RemotePsClient(
       std::move(placement), std::move(channels), std::move(sharded),
       std::move(grpc_channels), std::move(ucx_channels)));
 }
 
-GrpcPsClient::PayloadBytes GrpcPsClient::payload_bytes() const {
+RemotePsClient::PayloadBytes RemotePsClient::payload_bytes() const {
   PayloadBytes bytes;
   for (const GrpcShardChannel* c : grpc_channels_) {
     bytes.sent += c->sent_bytes();
