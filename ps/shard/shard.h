@@ -7,6 +7,15 @@
 // (ps/testing/in_process_client.h) are thin layers over it. docs/PS.md states
 // the rules.
 //
+// Rooms (docs/ARCHITECTURE.md): ParameterShard is the core every shard has
+// (the weights, optimizer slots, step, waiting pulls, staged pushes,
+// membership, counters, checkpoints, and the one apply path,
+// shard_apply.cc). The rules only shard 0 and a lone shard have are a
+// Coordinator of their own (coordinator.h), which decides and never
+// applies; the decisions in order are the DecisionLog (decision_log.h) and
+// shard 0's DecisionRelay (decision_relay.h). One mutex: the coordinator and
+// the log are called under it.
+//
 // Errors (every refusal leaves weights, optimizer slots, step and
 // membership exactly as they were; only the refusal counters move):
 //   INVALID_ARGUMENT     a malformed request: unknown variable, wrong shape

@@ -1,7 +1,8 @@
 // The one apply path (docs/PS.md, "One decision per push"): every shard -
 // shard 0, each of the others, and a lone shard - applies decisions here,
 // in sequence order. Shard 0 (a lone shard too) decides a push by its rules
-// (DecideLocked, shard.cc) and applies its decision here at once; the other
+// (Coordinator::Decide, from DecideLocked in shard_coordination.cc) and
+// applies its decision here at once; the other
 // shards apply the decisions it sends them (ApplyDecisions,
 // shard_coordination.cc) to the gradients they staged.
 #include <algorithm>

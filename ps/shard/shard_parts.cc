@@ -1,8 +1,8 @@
 // Pushes in parts (ParameterShard::PushPart; docs/PS.md, "Pushes in parts"):
 // a worker's parts are staged until every variable of the shard has its
 // gradient, and the complete push is then decided by the same rules as a
-// whole one (DecideLocked in shard.cc, Coordinator::Decide), or kept for shard
-// 0's decision.
+// whole one (DecideLocked in shard_coordination.cc, Coordinator::Decide), or
+// kept for shard 0's decision.
 #include <algorithm>
 #include <cstring>
 #include <utility>
