@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -82,17 +83,50 @@ void Ledger::WriteLocked() {
     lines.swap(pending_);
   }
   if (lines.empty()) return;
-  for (const std::string& line : lines) {
-    if (std::fputs(line.c_str(), file_.get()) < 0) {
-      spdlog::error("{}: writing the ledger {}: {}", owner_, path_,
-                    std::strerror(errno));
-      return;
+  // Whole lines or nothing: one write of them all, straight to the file
+  // (nothing stays in a stdio buffer), and on a failure (a full disk) the
+  // file cut back to where it was and the lines kept pending for the next
+  // write, so that the ledger never holds a part of a line nor loses one.
+  std::string text;
+  for (const std::string& line : lines) text += line;
+  std::FILE* file = file_.get();
+  std::fflush(file);
+  const int fd = fileno(file);
+  const int64_t before = FileSize(file);
+  size_t done = 0;
+  int error = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
     }
+    done += static_cast<size_t>(n);
   }
-  if (std::fflush(file_.get()) != 0) {
-    spdlog::error("{}: writing the ledger {}: {}", owner_, path_,
-                  std::strerror(errno));
+  if (error == 0) {
+    if (failing_) {
+      spdlog::info("{}: the ledger {} is written again ({} line(s) that waited)",
+                   owner_, path_, lines.size());
+    }
+    failing_ = false;
+    return;
   }
+  if (done > 0 && before >= 0 && ::ftruncate(fd, before) != 0) {
+    spdlog::error("{}: cutting the ledger {} back to {} bytes: {}", owner_,
+                  path_, before, std::strerror(errno));
+  }
+  if (!failing_) {  // once, not at every write while the disk is full
+    spdlog::error(
+        "{}: writing the ledger {}: {}; its lines wait, written with the next "
+        "write that succeeds",
+        owner_, path_, std::strerror(error));
+  }
+  failing_ = true;
+  MutexLock lock(&pending_mu_);
+  lines.insert(lines.end(), std::make_move_iterator(pending_.begin()),
+               std::make_move_iterator(pending_.end()));
+  pending_.swap(lines);
 }
 
 int64_t Ledger::Flush() {

@@ -74,6 +74,8 @@ class Ledger {
   // holds across a write to disk.
   Mutex write_mu_;
   std::unique_ptr<std::FILE, Closer> file_ ABSL_GUARDED_BY(write_mu_);
+  // The last write failed (its lines wait in pending_).
+  bool failing_ ABSL_GUARDED_BY(write_mu_) = false;
   Mutex pending_mu_;
   std::vector<std::string> pending_ ABSL_GUARDED_BY(pending_mu_);
 };
