@@ -82,6 +82,14 @@ void RaiseFileLimit() {
       before, target);
 }
 
+// The base name of argv[0] ("ps_server" when there is none).
+std::string ProgramName(const char* argv0) {
+  std::string name = argv0 == nullptr ? "" : argv0;
+  const size_t slash = name.rfind('/');
+  if (slash != std::string::npos) name = name.substr(slash + 1);
+  return name.empty() ? "ps_server" : name;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,11 +97,14 @@ int main(int argc, char** argv) {
       "Serves one parameter-server shard over gRPC until a Shutdown RPC, "
       "SIGINT or SIGTERM.");
   absl::ParseCommandLine(argc, argv);
+  // The name it runs under in its errors: ps_server from Bazel, psgd-ps
+  // from the wheel.
+  const std::string me = ProgramName(argv[0]);
   if (psgd::PrintClusterRequested()) {
     absl::StatusOr<psgd::ResolvedCluster> cluster =
         psgd::ps::ResolvedClusterFromFlags();
     if (!cluster.ok()) {
-      std::fprintf(stderr, "ps_server: %s\n",
+      std::fprintf(stderr, "%s: %s\n", me.c_str(),
                    std::string(cluster.status().message()).c_str());
       return 2;
     }
@@ -103,14 +114,14 @@ int main(int argc, char** argv) {
   absl::StatusOr<psgd::ps::LifecycleOptions> lifecycle =
       psgd::ps::LifecycleOptionsFromFlags();
   if (!lifecycle.ok()) {
-    std::fprintf(stderr, "ps_server: %s\n",
+    std::fprintf(stderr, "%s: %s\n", me.c_str(),
                  std::string(lifecycle.status().message()).c_str());
     return 2;
   }
   absl::StatusOr<psgd::ps::ServerOptions> options =
       psgd::ps::ServerOptionsFromFlags();
   if (!options.ok()) {
-    std::fprintf(stderr, "ps_server: %s\n",
+    std::fprintf(stderr, "%s: %s\n", me.c_str(),
                  options.status().ToString().c_str());
     // A port in use (UNAVAILABLE) is a server that cannot start, not a bad
     // config.
@@ -119,7 +130,7 @@ int main(int argc, char** argv) {
   if (absl::Status s =
           psgd::InitLoggingFromFlags(absl::StrCat("ps:", options->shard_index));
       !s.ok()) {
-    std::fprintf(stderr, "ps_server: %s\n", s.ToString().c_str());
+    std::fprintf(stderr, "%s: %s\n", me.c_str(), s.ToString().c_str());
     return 2;
   }
 

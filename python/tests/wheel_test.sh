@@ -193,6 +193,11 @@ if PATH=$only psgd status status.pbtxt --run_dir=run-status --timeout=1 > status
   cat status.log; fail "a server answers after psgd launch was stopped"
 fi
 grep -q "^ps:0 .* not answering" status.log || { cat status.log; fail "psgd status: ps:0 still answers"; }
+# psgd-ps names itself as it was run (not ps_server), and psgd ps is it.
+for cmd in psgd-ps "psgd ps"; do
+  if err=$(PATH=$only $cmd --config=nope.pbtxt --task=ps:0 2>&1); then fail "$cmd of a missing config succeeded"; fi
+  grep -q "^psgd-ps: .*nope.pbtxt" <<<"$err" || fail "$cmd's error does not say psgd-ps and the config: $err"
+done
 # Bad input starts nothing: a program that does not exist.
 sed 's|program: "worker.py"|program: "wrker.py"|' SYNC.pbtxt > typo.pbtxt
 if PATH=$only psgd launch typo.pbtxt --run_dir=run-typo > typo.log 2>&1; then fail "psgd launch of a missing program succeeded"; fi
