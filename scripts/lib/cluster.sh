@@ -1,7 +1,8 @@
 # What every script that runs a cluster on this machine shares: a config
 # written from parameters, free ports, a config's processes started and
-# stopped, their exits awaited. Sourced (it sets no shell options) by
-# run/launch.sh, bench/soak.sh, bench/cluster_overhead.sh,
+# stopped, their exits awaited. (run/launch.sh is psgd launch,
+# python/psgd/launch.py, which starts tasks as start_task does.) Sourced
+# (it sets no shell options) by bench/soak.sh, bench/cluster_overhead.sh,
 # bench/ps_bench_cluster.sh, bench/ucx_echo.sh, experiments/lib.sh,
 # experiments/netns_sync_cluster.sh, tests/cluster_test_lib.sh and
 # worker/bench/ucx_echo_bench_test.sh:
