@@ -18,6 +18,7 @@
 #include "google/protobuf/descriptor.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/client/grpc_channel.h"
 #include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/testing/shard_test_util.h"

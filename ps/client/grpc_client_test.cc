@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/grpc_status.h"
+#include "ps/client/grpc_channel.h"
 #include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/testing/ps_client_test_util.h"

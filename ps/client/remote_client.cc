@@ -3,8 +3,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_security.h"
 #include "common/host_address.h"
 #include "common/status_macros.h"
+#include "ps/client/grpc_channel.h"
+#include "ps/client/ucx_channel.h"
 #include "spdlog/spdlog.h"
 
 namespace psgd {

@@ -7,6 +7,9 @@
 // pulls reuse their buffers from one call to the next, and each worker's
 // client has its own connections.
 //
+// This header includes neither gRPC nor UCX (the channels are declared
+// here, included by remote_client.cc).
+//
 // Thread-safety: thread-safe, as ShardedPsClient (a worker's PullPart and
 // PushPart run on several threads at once, beside its other calls).
 #ifndef PSGD_PS_CLIENT_REMOTE_CLIENT_H_
@@ -19,15 +22,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/grpc_security.h"
 #include "common/model_variables.h"
-#include "ps/client/grpc_channel.h"
+#include "common/security.h"
 #include "ps/client/sharded_client.h"
-#include "ps/client/ucx_channel.h"
 #include "ps/state/placement.h"
 
 namespace psgd {
 namespace ps {
+
+// Declared only: remote_client.cc includes them (and gRPC and UCX), so that
+// worker/session's headers and the Python binding compile without either.
+class GrpcShardChannel;
+class UcxShardChannel;
 
 struct RemoteClientOptions {
   // Shard i listens at addresses[i] ("host:port").

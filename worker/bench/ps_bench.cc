@@ -75,6 +75,7 @@
 #include "common/model_variables.h"
 #include "common/status_macros.h"
 #include "proto/echo.grpc.pb.h"
+#include "ps/client/grpc_channel.h"
 #include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
 #include "ps/shard/shard.h"
