@@ -98,3 +98,36 @@ json_field() {
 }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# The second user of the tests that attack a server or plant files for it:
+# run as root, uid 65534 (nobody) through setpriv, and the server root's;
+# otherwise this same user (no second uid: the modes as planted still
+# count). other_user_init NAME [PROGRAM] sets `other` (the setpriv prefix,
+# empty for none) and `box`, a directory of /tmp the other user can reach
+# (the test's own temporary directory is root's, 0700 on the way), and with
+# PROGRAM copies it to $box/attacker, the box then the other user's. The
+# caller removes $box in its cleanup.
+other_user_init() {
+  local name=$1 program=${2:-}
+  other=()
+  if [ "$(id -u)" = 0 ]; then
+    other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    echo "other user: uid 65534 (nobody), server: root"
+  else
+    echo "other user and server: uid $(id -u) (not root: no second uid)"
+  fi
+  box=$(mktemp -d "/tmp/psgd-$name.XXXXXX")
+  chmod 755 "$box"
+  if [ -n "$program" ]; then
+    cp "$program" "$box/attacker"
+    chmod 755 "$box/attacker"
+    give_other "$box"
+  fi
+}
+# Runs a command as the other user.
+as_other() { "${other[@]}" "$@"; }
+# Gives paths (links themselves, directories with what they hold) to the
+# other user; nothing without a second uid.
+give_other() { [ ${#other[@]} -gt 0 ] && chown -R -h 65534:65534 "$@" || true; }
+# Whether there is a second uid.
+have_other() { [ ${#other[@]} -gt 0 ]; }

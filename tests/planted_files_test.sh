@@ -26,21 +26,9 @@ cleanup() {
   [ -n "$box" ] && rm -rf "$box"
 }
 trap cleanup EXIT
-# Where the other user plants: a directory it can reach (the test's own
-# temporary directory is root's, 0700 on the way).
-box=$(mktemp -d /tmp/psgd-planted.XXXXXX)
-chmod 755 "$box"
-
+# Where the other user plants: a directory it can reach.
 export XDG_CONFIG_HOME=$TMP/config
-other=()
-if [ "$(id -u)" = 0 ]; then
-  other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-  echo "other user: uid 65534 (nobody), server: root"
-else
-  echo "not root: no second uid; the files are this user's, the modes as planted"
-fi
-as_other() { "${other[@]}" "$@"; }
-give_other() { [ ${#other[@]} -gt 0 ] && chown -R -h 65534:65534 "$@" || true; }
+other_user_init planted
 
 # The victims: a file only the server's user may read, and a directory
 # where nothing may appear.
@@ -88,7 +76,7 @@ printf 'a-token\n' > "$theirs/t.token"
 chmod 600 "$theirs/t.token"
 give_other "$theirs"
 chown root:root "$theirs/t.token" 2>/dev/null || true
-if [ ${#other[@]} -gt 0 ]; then
+if have_other; then
   refused flag_their_dir "token file '$theirs/t.token' refused: directory '$theirs' belongs to uid 65534" \
     -- --token_file="$theirs/t.token" --listen_address=127.0.0.1:0
 else
@@ -130,7 +118,7 @@ mkdir -p "$ports"
 ln -s "$victim" "$ports/ps.port"
 ln -s "$victim" "$ports/ps.port.tmp"
 give_other "$ports"
-if [ ${#other[@]} -gt 0 ]; then
+if have_other; then
   refused port_file "port file '$ports/ps.port' not written: directory '$ports' belongs to uid 65534" \
     -- --config="$cfg" --task=ps:0 --port_file="$ports/ps.port"
 else
@@ -162,7 +150,7 @@ mkdir -p "$ckpt"
 ln -s "$rootonly/made" "$ckpt/ledger.jsonl"
 give_other "$ckpt"
 printf 'checkpoint { dir: "%s" every_steps: 0 keep: 3 }\n' "$ckpt" >> "$lcfg"
-if [ ${#other[@]} -gt 0 ]; then
+if have_other; then
   refused ledger_their_dir "the ledger $ckpt/ledger.jsonl: directory '$ckpt' belongs to uid 65534" \
     -- --config="$lcfg" --task=ps:0
 fi

@@ -37,20 +37,9 @@ cleanup() {
 trap cleanup EXIT
 
 export XDG_CONFIG_HOME=$TMP/config
-as_other=()
-if [ "$(id -u)" = 0 ]; then
-  as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-  echo "attacker: uid 65534 (nobody), server: root"
-else
-  echo "attacker and server: uid $(id -u) (not root: no second uid)"
-fi
 # What the attacker runs and writes, where it can: a directory of its own.
-box=$(mktemp -d /tmp/psgd-attack.XXXXXX)
-chmod 755 "$box"
-cp "$ATTACKER" "$box/attacker"
-chmod 755 "$box/attacker"
-[ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$box"
-attack() { "${as_other[@]}" "$box/attacker" "$@"; }
+other_user_init attack "$ATTACKER"
+attack() { as_other "$box/attacker" "$@"; }
 
 # The victim: a file only the server's user may read.
 victim=$TMP/victim
@@ -86,7 +75,7 @@ grep -q "listening on" "$TMP/ps.log" || { cat "$TMP/ps.log"; fail "the server di
 # the same cluster).
 cp "$token_file" "$box/member.token"
 chmod 600 "$box/member.token"  # the attacker's own, as token files must be
-[ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$box/member.token"
+give_other "$box/member.token"
 member=(--token_file="$box/member.token")
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$ps_pid/status"; }
@@ -109,14 +98,14 @@ echo "=== 2. a run directory chosen by a request"
 evil=$box/evil
 mkdir -p "$evil"
 ln -s "$victim" "$evil/ps-0.jsonl"
-[ ${#as_other[@]} -gt 0 ] && chown -R -h 65534:65534 "$evil"
+give_other "$evil"
 attack --address="$address" --cluster=attack "${member[@]}" run_dir --run_dir="$evil" ||
   fail "the server took the attacker's run directory"
 inside=$TMP/runs/attack-evil
 mkdir -p "$inside"
 ln -s "$victim" "$inside/ps-0.jsonl"
-if [ ${#as_other[@]} -gt 0 ]; then
-  chown -R -h 65534:65534 "$inside"
+if have_other; then
+  give_other "$inside"
   attack --address="$address" --cluster=attack "${member[@]}" run_dir --run_dir="$inside" ||
     fail "the server took a run directory of another user's in its run root"
 fi
@@ -195,7 +184,7 @@ grep -q "no peer token" "$TMP"/ps2-*.log && fail "a server of attack2 runs witho
 address2=$(sed -n 's/^ps { address: "\([^"]*\)".*/\1/p' "$cfg2" | sed -n 2p)
 cp "$token2" "$box/member2.token"
 chmod 600 "$box/member2.token"
-[ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$box/member2.token"
+give_other "$box/member2.token"
 attack --address="$address2" --cluster=attack2 --token_file="$box/member2.token" forge_decisions ||
   fail "a member's forged ApplyDecisions was not refused UNAUTHENTICATED"
 for i in 0 1; do

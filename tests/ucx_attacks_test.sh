@@ -36,19 +36,8 @@ cleanup() {
 trap cleanup EXIT
 
 export XDG_CONFIG_HOME=$TMP/config
-as_other=()
-if [ "$(id -u)" = 0 ]; then
-  as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-  echo "attacker: uid 65534 (nobody), server: root"
-else
-  echo "attacker and server: uid $(id -u) (not root: no second uid)"
-fi
-box=$(mktemp -d /tmp/psgd-ucx-attack.XXXXXX)
-chmod 755 "$box"
-cp "$ATTACKER" "$box/attacker"
-chmod 755 "$box/attacker"
-[ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$box"
-attack() { "${as_other[@]}" "$box/attacker" "$@"; }
+other_user_init ucx-attack "$ATTACKER"
+attack() { as_other "$box/attacker" "$@"; }
 
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt 4096 ]; then
@@ -87,7 +76,7 @@ start_server() {
   if [ ! -f "$member_token" ]; then
     cp "$token_file" "$member_token"
     chmod 600 "$member_token"
-    [ ${#as_other[@]} -gt 0 ] && chown 65534:65534 "$member_token"
+    give_other "$member_token"
   fi
   return 0
 }
