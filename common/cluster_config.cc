@@ -689,27 +689,26 @@ absl::Status ValidateSecurity(ClusterConfig& c, const Locator& root) {
                                    "peer_token_file, or drop insecure"
                                  : "an empty file name");
   }
-  if (s.has_token()) {
-    if (absl::Status v = ValidateToken(s.token()); !v.ok()) {
-      return at.Error(s, "token", "security.token", v.message());
+  TokenSource source;
+  if (s.has_token()) source.token = s.token();
+  source.token_file = s.token_file();
+  source.insecure = s.insecure();
+  absl::StatusOr<ClusterToken> token = ResolveClusterToken(c.name(), source);
+  if (!token.ok()) {
+    if (s.has_token()) {
+      return at.Error(s, "token", "security.token", token.status().message());
     }
-  } else if (s.has_token_file()) {
-    absl::StatusOr<std::string> token = ReadTokenFile(s.token_file());
-    if (!token.ok()) {
+    if (s.has_token_file()) {
       return at.Error(s, "token_file", "security.token_file",
                       token.status().message());
     }
-    s.set_token(*token);
-  } else if (!s.insecure()) {
-    absl::StatusOr<DefaultToken> token = ReadOrCreateDefaultToken(c.name());
-    if (!token.ok()) {
-      return root.Error(c, "security", "security",
-                        absl::StrCat("the cluster's default token: ",
-                                     token.status().message()));
-    }
+    return root.Error(c, "security", "security", token.status().message());
+  }
+  if (!s.has_token() && !s.insecure()) {
     s.set_token(token->token);
-    // Where it came from, so that the resolved config a run directory
-    // keeps (cluster.pbtxt) names the file, not the token.
+    // Where it came from (the default token's file too), so that the
+    // resolved config a run directory keeps (cluster.pbtxt) names the file,
+    // not the token.
     s.set_token_file(token->file);
   }
   if (s.has_tls()) {

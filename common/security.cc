@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -288,6 +289,24 @@ absl::StatusOr<DefaultToken> ReadOrCreateDefaultToken(
   ASSIGN_OR_RETURN(d.file, DefaultTokenFile(cluster_name));
   ASSIGN_OR_RETURN(d.token, ReadOrCreateTokenFile(d.file));
   return d;
+}
+
+absl::StatusOr<ClusterToken> ResolveClusterToken(absl::string_view cluster_name,
+                                                 const TokenSource& source) {
+  ClusterToken t;
+  if (source.token.has_value()) {
+    RETURN_IF_ERROR(ValidateToken(*source.token));
+    t.token = *source.token;
+  } else if (!source.token_file.empty()) {
+    ASSIGN_OR_RETURN(t.token, ReadTokenFile(source.token_file));
+    t.file = source.token_file;
+  } else if (!source.insecure) {
+    absl::StatusOr<DefaultToken> d = ReadOrCreateDefaultToken(cluster_name);
+    if (!d.ok()) return Annotate(d.status(), "the cluster's default token: ");
+    t.token = std::move(d->token);
+    t.file = std::move(d->file);
+  }
+  return t;
 }
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {

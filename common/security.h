@@ -8,7 +8,9 @@
 #ifndef PSGD_COMMON_SECURITY_H_
 #define PSGD_COMMON_SECURITY_H_
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -95,6 +97,28 @@ struct DefaultToken {
 };
 absl::StatusOr<DefaultToken> ReadOrCreateDefaultToken(
     absl::string_view cluster_name);
+
+// Where a cluster's token is to come from, as a config's security block or
+// ps_server's flags say it. The caller refuses, in its own words, what must
+// not go together (token with token_file, insecure with either).
+struct TokenSource {
+  std::optional<std::string> token;  // the token itself, when given inline
+  std::string token_file;            // else the file that holds it
+  bool insecure = false;             // else no token at all
+};
+struct ClusterToken {
+  std::string token;  // empty: insecure
+  std::string file;   // where it came from; empty: inline or insecure
+};
+
+// The cluster's token, the one resolver of the config loader
+// (common/cluster_config.h) and ps_server's flags: `source.token` when set
+// (ValidateToken's error), else the one in `source.token_file`
+// (ReadTokenFile's errors), else none when `source.insecure`, else the
+// cluster's default token (ReadOrCreateDefaultToken's errors, after "the
+// cluster's default token: ").
+absl::StatusOr<ClusterToken> ResolveClusterToken(absl::string_view cluster_name,
+                                                 const TokenSource& source);
 
 // Whether `a` equals `b`, in a time that depends on neither their contents
 // nor their lengths: it compares SHA-256 digests with CRYPTO_memcmp. For

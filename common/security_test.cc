@@ -184,6 +184,53 @@ TEST_CASE("PSGD_TOKEN_FILE is checked as the default token file is") {
   unsetenv("PSGD_TOKEN_FILE");
 }
 
+TEST_CASE("ResolveClusterToken takes inline, then file, then none or default") {
+  TokenSource inline_source;
+  inline_source.token = "inline-token";
+  inline_source.token_file = TempFile("resolve_ignored", "file-token\n");
+  absl::StatusOr<ClusterToken> t = ResolveClusterToken("c1", inline_source);
+  REQUIRE(t.ok());
+  CHECK(t->token == "inline-token");
+  CHECK(t->file.empty());
+  inline_source.token = "two words";
+  CHECK(ResolveClusterToken("c1", inline_source).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+
+  TokenSource file_source;
+  file_source.token_file = TempFile("resolve_file", "file-token\n");
+  t = ResolveClusterToken("c1", file_source);
+  REQUIRE(t.ok());
+  CHECK(t->token == "file-token");
+  CHECK(t->file == file_source.token_file);
+  file_source.token_file += ".absent";
+  CHECK(ResolveClusterToken("c1", file_source).status().code() ==
+        absl::StatusCode::kNotFound);
+
+  TokenSource insecure;
+  insecure.insecure = true;
+  t = ResolveClusterToken("c1", insecure);
+  REQUIRE(t.ok());
+  CHECK(t->token.empty());
+  CHECK(t->file.empty());
+
+  const std::string dir = PrivateDir("resolve-default");
+  const std::string default_file = dir + "/c1.token";
+  setenv("PSGD_TOKEN_FILE", default_file.c_str(), 1);
+  t = ResolveClusterToken("c1", TokenSource());
+  REQUIRE(t.ok());
+  CHECK(t->file == default_file);
+  CHECK(*ReadTokenFile(default_file) == t->token);
+  const std::string open_dir = PrivateDir("resolve-default-open");
+  REQUIRE(chmod(open_dir.c_str(), 01777) == 0);
+  const std::string refused = open_dir + "/c1.token";
+  setenv("PSGD_TOKEN_FILE", refused.c_str(), 1);
+  t = ResolveClusterToken("c1", TokenSource());
+  REQUIRE_FALSE(t.ok());
+  CHECK(
+      Has(std::string(t.status().message()), "the cluster's default token: "));
+  unsetenv("PSGD_TOKEN_FILE");
+}
+
 TEST_CASE("constant-time comparison tells equal from different") {
   CHECK(ConstantTimeEquals("", ""));
   CHECK(ConstantTimeEquals("Bearer abc", "Bearer abc"));

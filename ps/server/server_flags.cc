@@ -258,27 +258,24 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   // NaN becomes an infinite lease, which the sanitizer refuses.
   o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_seconds));
   o.security.insecure = absl::GetFlag(FLAGS_insecure);
-  std::string token_file;  // where the cluster token came from
-  if (const std::string path = absl::GetFlag(FLAGS_token_file); !path.empty()) {
-    if (o.security.insecure) {
-      return absl::InvalidArgumentError(
-          "--insecure and --token_file: choose one");
-    }
-    absl::StatusOr<std::string> token = ReadTokenFile(path);
-    if (!token.ok()) return Annotate(token.status(), "--token_file: ");
-    o.security.token = *std::move(token);
-    token_file = path;
-  } else if (!o.security.insecure) {
-    absl::StatusOr<DefaultToken> token =
-        ReadOrCreateDefaultToken(o.cluster_name);
-    if (!token.ok()) {
-      return Annotate(token.status(), "the cluster's default token: ");
-    }
-    o.security.token = std::move(token->token);
-    token_file = std::move(token->file);
+  TokenSource source;
+  source.token_file = absl::GetFlag(FLAGS_token_file);
+  source.insecure = o.security.insecure;
+  if (source.insecure && !source.token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--insecure and --token_file: choose one");
   }
+  // The config loader's resolver; only a file's errors are the flag's.
+  absl::StatusOr<ClusterToken> token =
+      ResolveClusterToken(o.cluster_name, source);
+  if (!token.ok()) {
+    return source.token_file.empty()
+               ? token.status()
+               : Annotate(token.status(), "--token_file: ");
+  }
+  o.security.token = std::move(token->token);
   RETURN_IF_ERROR(
-      ResolvePeerToken(absl::GetFlag(FLAGS_peer_token_file), token_file, &o));
+      ResolvePeerToken(absl::GetFlag(FLAGS_peer_token_file), token->file, &o));
   // The sanitizer the config's options go through too.
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
