@@ -9,6 +9,8 @@
     psgd ps ARGS...           a parameter server (the installed psgd-ps)
     psgd example NAME ARGS    an example worker program of the install
     psgd example --list       the examples
+    psgd plan ...             plans a cluster by simulation (scripts/plan)
+    psgd calibrate ...        a machine profile for the planner from ps_bench
 
 `psgd COMMAND --help` says each command's arguments. Exit status: 0 when
 the command did what it was asked, 2 for bad input (named on stderr), and
@@ -26,6 +28,8 @@ COMMANDS = {
     "status": "each parameter server's state, step and live workers",
     "ps": "runs a parameter server (the installed psgd-ps program)",
     "example": "runs an example worker program of the install (--list)",
+    "plan": "plans a cluster you do not have: simulates, ranks, writes a config",
+    "calibrate": "writes a machine profile for `psgd plan` from ps_bench's output",
 }
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -201,9 +205,27 @@ def example(argv):
     return 1  # not reached
 
 
+def _planner(module, command):
+    """The planner's module (scripts/plan/), installed as psgd/plan/ or, in
+    the repository, beside python/: its main(argv, prog)."""
+    def run(argv):
+        here = os.path.join(HERE, "plan")
+        if not os.path.isdir(here):
+            here = os.path.normpath(os.path.join(HERE, "..", "..", "scripts", "plan"))
+        if not os.path.isfile(os.path.join(here, module + ".py")):
+            print(f"psgd {command}: the planner is not installed here ({here})",
+                  file=sys.stderr)
+            return 2
+        sys.path.insert(0, here)
+        import importlib  # pylint: disable=import-outside-toplevel
+        return importlib.import_module(module).main(argv, prog=f"psgd {command}")
+    return run
+
+
 HANDLERS = {"info": info, "launch": launch, "compare": compare,
             "ledger-check": ledger_check, "status": status, "ps": ps,
-            "example": example}
+            "example": example, "plan": _planner("plan", "plan"),
+            "calibrate": _planner("calibrate", "calibrate")}
 
 
 def main(argv=None):

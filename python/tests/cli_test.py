@@ -71,7 +71,8 @@ class CliTest(unittest.TestCase):
     def test_help_of_every_command(self):
         r = self.psgd("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
-        for command in ("info", "launch", "compare", "ledger-check", "status", "ps", "example"):
+        for command in ("info", "launch", "compare", "ledger-check", "status", "ps", "example",
+                        "plan", "calibrate"):
             self.assertIn(command, r.stdout)
             h = self.psgd(command, "--help")
             self.assertEqual(h.returncode, 0, command + ": " + h.stderr)

@@ -173,6 +173,21 @@ grep -q "48 samples, chunks of 8, seed 1, epochs 0..1 whole" ledger.log || fail 
 grep -q "epoch 1: 48 samples, 0 missing, 0 repeated" ledger.log || fail "psgd ledger-check: epoch 1 not whole"
 grep -q "epoch 1: 0 trained-but-not-counted, 0 counted-but-not-trained" ledger.log ||
   fail "psgd ledger-check: the records were not joined"
+# psgd plan from the install (the planner's modules and default profile in
+# the package): a small cluster planned, its first choice written as a
+# config that the installed psgd-cluster-tasks reads; a model the registry
+# does not know refused, naming it, with nothing written.
+PATH=$only psgd plan --model resnet20 --workers 4 --gbit 10 --step_ms 20 \
+  --steps 30 --top 3 --out planned.pbtxt > plan.log 2>&1 ||
+  { cat plan.log; fail "psgd plan exited $?"; }
+[ -s planned.pbtxt ] || { cat plan.log; fail "psgd plan wrote no config"; }
+PATH=$only psgd-cluster-tasks --config=planned.pbtxt > planned.tasks 2>&1 ||
+  { cat planned.tasks; fail "the planned config does not load"; }
+grep -q "worker:3" planned.tasks || { cat planned.tasks; fail "the planned config has not 4 workers"; }
+if PATH=$only psgd plan --model resnet21 --workers 4 --gbit 10 --step_ms 20 \
+  --out unknown.pbtxt > plan-bad.log 2>&1; then fail "psgd plan took an unknown model"; fi
+grep -q "resnet21" plan-bad.log || { cat plan-bad.log; fail "psgd plan did not name the model"; }
+[ ! -e unknown.pbtxt ] || fail "psgd plan wrote a config for an unknown model"
 # psgd status: the servers alone (--tasks), asked with the run's token;
 # Ctrl-C of psgd launch stops them (exit 130), and then none answers. (No
 # checkpoint directory: the sync run's would be restored.)

@@ -96,6 +96,14 @@ def main():
     examples = os.path.join(package, "examples")
     if not os.path.isdir(examples):
         fail(f"{package} holds no examples/: run `bazel build //python:psgd`")
+    # The planner (psgd plan, psgd calibrate): its modules and profile.
+    plan = os.path.join(package, "plan")
+    if not os.path.isdir(plan):
+        fail(f"{package} holds no plan/: run `bazel build //python:psgd`")
+    for name in sorted(os.listdir(plan)):
+        if name.endswith((".py", ".profile")):
+            with open(os.path.join(plan, name), "rb") as f:
+                files[f"psgd/plan/{name}"] = f.read()
     for name in sorted(os.listdir(examples)):
         if name.endswith(".py"):
             with open(os.path.join(examples, name), "rb") as f:
