@@ -39,17 +39,15 @@ absl::Status WritePortFile(const std::string& path, int port) {
   return WriteFileAtomically(path, absl::StrCat(port, "\n"));
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
-    const ServerOptions& options, const LifecycleOptions& lifecycle) {
-  RETURN_IF_ERROR(ValidateLifecycleOptions(lifecycle));
-  // Before listening: a port file that could not be written safely stops
-  // the server before it serves anyone (and it is checked again on writing).
+// The checks of `options` that only the server makes, before it listens:
+// a port file that could not be written safely stops it before it serves
+// anyone (checked again on writing); loopback is no boundary on a shared
+// machine, so no token only when asked. Warns of a multi-shard cluster
+// without a peer token.
+absl::Status CheckBeforeListening(const ServerOptions& options) {
   if (!options.port_file.empty()) {
     RETURN_IF_ERROR(CheckPortFileDirectory(options.port_file));
   }
-  // Loopback is no boundary on a shared machine: no token only when asked.
   if (options.security.token.empty() && !options.security.insecure) {
     return absl::InvalidArgumentError(
         "no cluster token: every server takes only calls with the cluster's "
@@ -68,6 +66,106 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
         "(or "
         "security.peer_token_file) gives the servers one of their own");
   }
+  return absl::OkStatus();
+}
+
+// Says who may drive an insecure server listening on `host`.
+void WarnIfInsecure(const ServerOptions& options, const std::string& host) {
+  if (!options.security.insecure) return;
+  const bool loopback =
+      host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.");
+  spdlog::warn(
+      "no cluster token (insecure): anyone who can reach {} may initialise, "
+      "drive, roll back or shut down this server{}",
+      options.listen_address,
+      loopback ? " (every user of this machine)" : ", from other machines too");
+}
+
+// The UCX data plane of `shard` on `host` (the listen address's), or null
+// where UCX does not start: the tensors then go over gRPC, said once
+// (workers find no UCX in their Join's answer).
+std::unique_ptr<UcxDataPlane> StartUcx(ParameterShard* shard,
+                                       PullWeights* pull_weights,
+                                       const ServerOptions& options,
+                                       const std::string& host) {
+  const bool any = host.empty() || host == "0.0.0.0" || host == "[::]";
+  // UCX listens on IPv4 addresses (names resolve): IPv6 loopback as IPv4's.
+  const std::string ucx_host = any               ? "0.0.0.0"
+                               : host == "[::1]" ? "127.0.0.1"
+                                                 : host;
+  absl::StatusOr<std::unique_ptr<UcxDataPlane>> ucx = UcxDataPlane::Start(
+      shard, pull_weights, options.ucx_transports, ucx_host);
+  if (!ucx.ok()) {
+    spdlog::warn(
+        "shard {}: the UCX data plane cannot start ({}); pushes and pulls go "
+        "over gRPC",
+        options.shard_index, ucx.status().ToString());
+    return nullptr;
+  }
+  spdlog::info("shard {}: pushes and pulls over UCX ({}) on {}:{}",
+               options.shard_index, (*ucx)->transports(), ucx_host,
+               (*ucx)->port());
+  return *std::move(ucx);
+}
+
+// The gRPC server of `service`, listening on options.listen_address (the
+// bound port into *port), or null when it cannot listen.
+std::unique_ptr<grpc::Server> BuildAndStartServer(
+    const ServerOptions& options,
+    std::shared_ptr<grpc::ServerCredentials> credentials,
+    grpc::Service* service, int* port) {
+  // Both are process-wide switches that apply to servers built after them.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT on Linux by default, so that a second server on
+  // a port in use would start and share the connections: refuse instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options.listen_address, credentials, port);
+  builder.RegisterService(service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  // What all calls together, authenticated or not, can make gRPC hold while
+  // reading: a few of the largest messages, not whatever a flood sends.
+  grpc::ResourceQuota quota("psgd-ps");
+  quota.Resize(static_cast<size_t>(
+      std::max<int64_t>(4 * options.max_message_bytes, int64_t{1} << 30)));
+  builder.SetResourceQuota(quota);
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  return builder.BuildAndStart();
+}
+
+// Per-host checkpoints: `server` serves (ListCheckpoints for the other
+// shards) but is not SERVING to health checks until the shards have agreed
+// on a checkpoint and `shard` has restored it.
+absl::Status AgreeBeforeServing(grpc::Server* server, ParameterShard* shard,
+                                absl::Duration timeout) {
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(false);
+  RETURN_IF_ERROR(AgreeAndRestore(shard, absl::Now() + timeout).status());
+  if (health != nullptr) health->SetServingStatus(true);
+  return absl::OkStatus();
+}
+
+// Where the shard listens (the port the OS chose, for port 0) and, from a
+// config, the address the others dial.
+void LogListening(const ServerOptions& options, const std::string& host,
+                  int port) {
+  spdlog::info(
+      "shard {} of {} of cluster '{}' ({} mode) listening on {}:{}{}",
+      options.shard_index, options.num_shards, options.cluster_name,
+      std::string(ModeName(options.mode)), host, port,
+      options.ps_addresses.empty()
+          ? ""
+          : absl::StrCat(" (dialled as ",
+                         options.ps_addresses[options.shard_index], ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
+    const ServerOptions& options, const LifecycleOptions& lifecycle) {
+  RETURN_IF_ERROR(ValidateLifecycleOptions(lifecycle));
+  RETURN_IF_ERROR(CheckBeforeListening(options));
   std::unique_ptr<PsGrpcServer> s(new PsGrpcServer());
   ASSIGN_OR_RETURN(s->shard_, ParameterShard::Create(options));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
@@ -81,92 +179,23 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   s->service_->SetRunRoot(lifecycle.run_root);
   s->host_ =
       options.listen_address.substr(0, options.listen_address.rfind(':'));
-  if (options.security.insecure) {
-    const bool loopback = s->host_ == "localhost" || s->host_ == "[::1]" ||
-                          absl::StartsWith(s->host_, "127.");
-    spdlog::warn(
-        "no cluster token (insecure): anyone who can reach {} may initialise, "
-        "drive, roll back or shut down this server{}",
-        options.listen_address,
-        loopback ? " (every user of this machine)"
-                 : ", from other machines too");
-  }
-
+  WarnIfInsecure(options, s->host_);
   if (options.ucx) {
-    // The tensors over UCX where UCX starts; over gRPC, said once, where it
-    // does not (workers then find no UCX in their Join's answer).
-    const bool any =
-        s->host_.empty() || s->host_ == "0.0.0.0" || s->host_ == "[::]";
-    // UCX listens on IPv4 addresses (names resolve): IPv6 loopback as
-    // IPv4's.
-    const std::string ucx_host = any                   ? "0.0.0.0"
-                                 : s->host_ == "[::1]" ? "127.0.0.1"
-                                                       : s->host_;
-    absl::StatusOr<std::unique_ptr<UcxDataPlane>> ucx =
-        UcxDataPlane::Start(s->shard_.get(), s->service_->pull_weights(),
-                            options.ucx_transports, ucx_host);
-    if (ucx.ok()) {
-      s->ucx_ = *std::move(ucx);
-      s->service_->SetUcxDataPlane(s->ucx_.get());
-      spdlog::info("shard {}: pushes and pulls over UCX ({}) on {}:{}",
-                   options.shard_index, s->ucx_->transports(), ucx_host,
-                   s->ucx_->port());
-    } else {
-      spdlog::warn(
-          "shard {}: the UCX data plane cannot start ({}); pushes and pulls "
-          "go over gRPC",
-          options.shard_index, ucx.status().ToString());
-    }
+    s->ucx_ = StartUcx(s->shard_.get(), s->service_->pull_weights(), options,
+                       s->host_);
+    if (s->ucx_ != nullptr) s->service_->SetUcxDataPlane(s->ucx_.get());
   }
-
-  // Both are process-wide switches that apply to servers built after them.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  // gRPC sets SO_REUSEPORT on Linux by default, so that a second server on
-  // a port in use would start and share the connections: refuse instead.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.listen_address, credentials, &s->port_);
-  builder.RegisterService(s->service_.get());
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
-  // What all calls together, authenticated or not, can make gRPC hold while
-  // reading: a few of the largest messages, not whatever a flood sends.
-  grpc::ResourceQuota quota("psgd-ps");
-  quota.Resize(static_cast<size_t>(
-      std::max<int64_t>(4 * options.max_message_bytes, int64_t{1} << 30)));
-  builder.SetResourceQuota(quota);
-  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  s->server_ = builder.BuildAndStart();
+  s->server_ = BuildAndStartServer(options, std::move(credentials),
+                                   s->service_.get(), &s->port_);
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen_address));
   }
   if (s->shard_->agreeing()) {
-    // Per-host checkpoints: serving (ListCheckpoints for the other shards)
-    // but not SERVING to health checks until the checkpoint is agreed.
-    if (grpc::HealthCheckServiceInterface* health =
-            s->server_->GetHealthCheckService()) {
-      health->SetServingStatus(false);
-    }
-    RETURN_IF_ERROR(
-        AgreeAndRestore(s->shard_.get(),
-                        absl::Now() + options.checkpoint.agree_timeout)
-            .status());
-    if (grpc::HealthCheckServiceInterface* health =
-            s->server_->GetHealthCheckService()) {
-      health->SetServingStatus(true);
-    }
+    RETURN_IF_ERROR(AgreeBeforeServing(s->server_.get(), s->shard_.get(),
+                                       options.checkpoint.agree_timeout));
   }
-  // Where it listens (the port the OS chose, for port 0) and, from a
-  // config, the address the others dial.
-  spdlog::info(
-      "shard {} of {} of cluster '{}' ({} mode) listening on {}:{}{}",
-      options.shard_index, options.num_shards, options.cluster_name,
-      std::string(ModeName(options.mode)), s->host_, s->port_,
-      options.ps_addresses.empty()
-          ? ""
-          : absl::StrCat(" (dialled as ",
-                         options.ps_addresses[options.shard_index], ")"));
+  LogListening(options, s->host_, s->port_);
   if (options.num_shards > 1 && !options.ps_addresses.empty()) {
     RETURN_IF_ERROR(s->ConnectPeers(options.ps_addresses));
   }
