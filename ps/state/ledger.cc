@@ -106,8 +106,9 @@ void Ledger::WriteLocked() {
   }
   if (error == 0) {
     if (failing_) {
-      spdlog::info("{}: the ledger {} is written again ({} line(s) that waited)",
-                   owner_, path_, lines.size());
+      spdlog::info(
+          "{}: the ledger {} is written again ({} line(s) that waited)", owner_,
+          path_, lines.size());
     }
     failing_ = false;
     return;

@@ -178,7 +178,8 @@ class FaultInjectionPsClient final : public PsClient {
   absl::Status Initialize(
       absl::Span<const NamedConstTensorView> variables) override;
   absl::Status Join() override;
-  absl::Status Rejoin() override;  // a Join (CallKind::kJoin) of a new incarnation
+  // A Join (CallKind::kJoin) of a new incarnation.
+  absl::Status Rejoin() override;
   absl::Status Leave() override;
   absl::Status LeaveFailed(absl::string_view reason) override;
   absl::StatusOr<std::vector<VariableSpec>> Variables() override {

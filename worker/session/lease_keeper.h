@@ -39,6 +39,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -50,6 +51,8 @@ namespace psgd {
 
 // How often a worker that is silent on purpose renews its lease.
 inline constexpr absl::Duration kLeaseRenewalPeriod = absl::Milliseconds(500);
+// A named wait on the servers this long is logged (LeaseKeeper::Hold).
+inline constexpr absl::Duration kWaitReportAfter = absl::Seconds(3);
 
 class LeaseKeeper {
  public:
@@ -60,16 +63,21 @@ class LeaseKeeper {
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
-  // Renewals while it lives; a null keeper holds nothing.
+  // Renewals while it lives; a null keeper holds nothing. `what` names a
+  // wait on the servers ("worker 1: the push for step 35"): one that lasts
+  // kWaitReportAfter is logged once, with what it waits for, and its end
+  // too (a paused or cut-off shard shows in the worker's log). A Hold with
+  // no name (the worker's own compute) is never logged.
   class Hold {
    public:
-    explicit Hold(LeaseKeeper* keeper);
+    explicit Hold(LeaseKeeper* keeper, std::string what = {});
     ~Hold();
     Hold(const Hold&) = delete;
     Hold& operator=(const Hold&) = delete;
 
    private:
     LeaseKeeper* const keeper_;
+    bool named_ = false;  // this hold's `what` is the one reported
   };
 
   // Joins sent so far.
@@ -80,9 +88,10 @@ class LeaseKeeper {
 
  private:
   void Run();
-  void Acquire();
+  // True when `what` became the wait reported (no other named one).
+  bool Acquire(std::string what);
   // Returns once no renewal is in flight when it was the last hold.
-  void Release();
+  void Release(bool named);
 
   ps::PsClient* const client_;
   const absl::Duration period_;
@@ -92,6 +101,9 @@ class LeaseKeeper {
   absl::Time silent_since_ ABSL_GUARDED_BY(mu_);  // when holds_ left 0
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool renewing_ ABSL_GUARDED_BY(mu_) = false;  // a Join in flight
+  std::string what_ ABSL_GUARDED_BY(mu_);       // the named wait under way
+  absl::Time what_since_ ABSL_GUARDED_BY(mu_);
+  bool reported_ ABSL_GUARDED_BY(mu_) = false;  // what_ was logged
   std::atomic<int64_t> renewals_{0};
   std::atomic<int64_t> rounds_{0};
   std::thread thread_;  // last: it starts once the members above exist

@@ -148,6 +148,12 @@ ps::ModelVersion WorkerSession::PushTarget() const {
   return v;
 }
 
+std::string WorkerSession::WaitName(absl::string_view what,
+                                    const ps::ModelVersion& v) const {
+  return absl::StrCat("worker ", options_.worker_id, ": ", what, " ",
+                      GlobalStep(v));
+}
+
 absl::StatusOr<PushOutcome> WorkerSession::Push(
     absl::Span<const ps::NamedConstTensorView> gradients) {
   const ps::ModelVersion target = PushTarget();
@@ -157,7 +163,8 @@ absl::StatusOr<PushOutcome> WorkerSession::Push(
   {
     // While a shard takes its time (paused, far behind), the others, shard
     // 0 among them, hear nothing from this worker: its lease is kept.
-    LeaseKeeper::Hold hold(&lease_keeper_);
+    LeaseKeeper::Hold hold(&lease_keeper_,
+                           WaitName("the push for step", target));
     pushed = client_->Push(target, gradients);
   }
   return Settle(std::move(pushed), gradients);
@@ -179,7 +186,8 @@ absl::StatusOr<PushOutcome> WorkerSession::FinishParts(
   parts_begun_ = false;
   absl::StatusOr<ps::PushResult> pushed;
   {
-    LeaseKeeper::Hold hold(&lease_keeper_);  // as in Push
+    LeaseKeeper::Hold hold(&lease_keeper_,  // as in Push
+                           WaitName("the push for step", PushTarget()));
     pushed = sender_->Finish();
   }
   return Settle(std::move(pushed), gradients);
@@ -198,7 +206,8 @@ absl::StatusOr<PushOutcome> WorkerSession::Settle(
       return o;
     }
     // The same gradient again, whole: shards that had it refuse the copy.
-    LeaseKeeper::Hold hold(&lease_keeper_);
+    LeaseKeeper::Hold hold(&lease_keeper_,
+                           WaitName("the push again for step", push_to));
     pushed = client_->Push(push_to, gradients);
   }
   if (pushed.ok()) {
@@ -279,7 +288,8 @@ absl::Status WorkerSession::PullWhole(const ps::ModelVersion& wanted,
                                       bool line_up) {
   // Waiting for the next step, the worker stays live on the shards that
   // answered first (lease_keeper.h).
-  LeaseKeeper::Hold hold(line_up ? &lease_keeper_ : nullptr);
+  LeaseKeeper::Hold hold(line_up ? &lease_keeper_ : nullptr,
+                         WaitName("the pull for step", wanted));
   absl::StatusOr<ps::ModelVersion> pulled =
       PullSynced(wanted, options_.step_timeout, line_up);
   if (absl::IsCancelled(pulled.status())) return pulled.status();
@@ -295,7 +305,8 @@ absl::Status WorkerSession::PullWhole(const ps::ModelVersion& wanted,
 absl::Status WorkerSession::AwaitWeights(int v) {
   if (puller_ == nullptr || !puller_->in_flight()) return absl::OkStatus();
   {
-    LeaseKeeper::Hold hold(&lease_keeper_);
+    LeaseKeeper::Hold hold(&lease_keeper_,
+                           WaitName("the pull for step", puller_->wanted()));
     RETURN_IF_ERROR(puller_->Await(v));
   }
   // Once every variable is there: the version, before any gradient.
@@ -306,7 +317,8 @@ absl::Status WorkerSession::AwaitWeights(int v) {
 absl::Status WorkerSession::JoinGroups() {
   absl::StatusOr<ps::ModelVersion> joined;
   {
-    LeaseKeeper::Hold hold(&lease_keeper_);
+    LeaseKeeper::Hold hold(&lease_keeper_,
+                           WaitName("the pull for step", puller_->wanted()));
     joined = puller_->Join();
   }
   ASSIGN_OR_RETURN(ps::ModelVersion version, std::move(joined));

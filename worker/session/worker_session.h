@@ -246,6 +246,8 @@ class WorkerSession {
   absl::StatusOr<ps::ModelVersion> LineUp(ps::ModelVersion version);
   absl::Status PullWhole(const ps::ModelVersion& wanted, bool line_up);
   absl::Status JoinGroups();
+  // "worker J: WHAT STEP", a wait's name for the lease keeper's log.
+  std::string WaitName(absl::string_view what, const ps::ModelVersion& v) const;
   // A first try's result made an outcome, recovering and pushing again.
   absl::StatusOr<PushOutcome> Settle(
       absl::StatusOr<ps::PushResult> pushed,
