@@ -105,7 +105,10 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& opt,
   return absl::OkStatus();
 }
 
-absl::Status ValidateServerOptions(const ServerOptions& o) {
+namespace {
+
+// Elastic membership and the rules that follow the live workers.
+absl::Status ValidateMembership(const ServerOptions& o) {
   if (o.max_workers != 0 && o.max_workers < o.total_num_replicas) {
     return Bad("max_workers", absl::StrCat(o.max_workers),
                absl::StrCat("is below total_num_replicas (",
@@ -120,6 +123,11 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return absl::InvalidArgumentError(
         "server option lr_scale_follows_n: only with n_follows_live");
   }
+  return absl::OkStatus();
+}
+
+// The data queue, when the shard holds one.
+absl::Status ValidateDataQueue(const ServerOptions& o) {
   if (o.data_queue_on) {
     if (absl::Status s = ValidateDataQueueOptions(o.data_queue); !s.ok()) {
       return s;
@@ -129,6 +137,11 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
                  "must be >= 0 (0: no end)");
     }
   }
+  return absl::OkStatus();
+}
+
+// Adaptive backup workers, when on.
+absl::Status ValidateAdaptiveBackups(const ServerOptions& o) {
   if (o.adaptive_backups) {
     if (o.mode != Mode::kSync) {
       return absl::InvalidArgumentError(
@@ -140,6 +153,11 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
       return s;
     }
   }
+  return absl::OkStatus();
+}
+
+// Where the shard listens, which shard it is, and its cluster's name.
+absl::Status ValidateIdentity(const ServerOptions& o) {
   if (o.listen_address.empty() ||
       o.listen_address.find(':') == std::string::npos) {
     return Bad("listen_address", o.listen_address, "expected host:port");
@@ -155,6 +173,12 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("cluster_name", o.cluster_name,
                absl::StrCat("must be ", kClusterNameRule));
   }
+  return absl::OkStatus();
+}
+
+// The bounds shared with the cluster config (common/ps_option_rules.h) and
+// how many gradients a step averages.
+absl::Status ValidateAggregation(const ServerOptions& o) {
   if (const absl::optional<PsOptionProblem> bad =
           FindPsOptionProblem(PsOptionValuesOf(o));
       bad.has_value()) {
@@ -169,7 +193,11 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("replicas_to_aggregate", absl::StrCat(o.replicas_to_aggregate),
                "async mode aggregates nothing: must be 1");
   }
-  RETURN_IF_ERROR(ValidateOptimizerOptions(o.optimizer, "server option "));
+  return absl::OkStatus();
+}
+
+// The gRPC message limit and the split threshold below it.
+absl::Status ValidateMessageSizes(const ServerOptions& o) {
   if (o.max_message_bytes < kMinMessageBytes ||
       o.max_message_bytes > kMaxGrpcMessageBytes) {
     return Bad("max_message_bytes", absl::StrCat(o.max_message_bytes),
@@ -182,6 +210,11 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
                absl::StrCat("must be in [1024, max_message_bytes=",
                             o.max_message_bytes, "]"));
   }
+  return absl::OkStatus();
+}
+
+// Per-host checkpoints need a directory and every shard's address.
+absl::Status ValidatePerHostCheckpoint(const ServerOptions& o) {
   if (o.checkpoint.per_host &&
       (o.checkpoint.dir.empty() ||
        static_cast<int>(o.ps_addresses.size()) != o.num_shards)) {
@@ -191,6 +224,11 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
                             o.num_shards, " shards (", o.ps_addresses.size(),
                             " given)"));
   }
+  return absl::OkStatus();
+}
+
+// The token, the peer token and TLS files (never echoing a token).
+absl::Status ValidateServerSecurity(const ServerOptions& o) {
   if (!o.security.token.empty()) {
     // Never echo the token.
     if (absl::Status s = ValidateToken(o.security.token); !s.ok()) {
@@ -213,6 +251,21 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return Bad("security.tls", "true",
                "TLS needs tls_cert_file and tls_key_file");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateServerOptions(const ServerOptions& o) {
+  RETURN_IF_ERROR(ValidateMembership(o));
+  RETURN_IF_ERROR(ValidateDataQueue(o));
+  RETURN_IF_ERROR(ValidateAdaptiveBackups(o));
+  RETURN_IF_ERROR(ValidateIdentity(o));
+  RETURN_IF_ERROR(ValidateAggregation(o));
+  RETURN_IF_ERROR(ValidateOptimizerOptions(o.optimizer, "server option "));
+  RETURN_IF_ERROR(ValidateMessageSizes(o));
+  RETURN_IF_ERROR(ValidatePerHostCheckpoint(o));
+  RETURN_IF_ERROR(ValidateServerSecurity(o));
   return absl::OkStatus();
 }
 
