@@ -7,21 +7,13 @@
 namespace psgd {
 namespace ps {
 
-absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
-    const ClusterConfig& config, int index) {
-  if (index < 0 || index >= config.ps_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ps:", index, " is not in cluster '", config.name(), "' (",
-                     config.ps_size(), " ps tasks)"));
-  }
+namespace {
+
+// The training block's mode, aggregation, backup workers and staleness
+// rules, into `o`.
+void SetTrainingOptions(const ClusterConfig& config, ServerOptions& o) {
   const config::TrainingConfig& t = config.training();
   const bool sync = t.mode() == config::TrainingConfig::SYNC;
-  ServerOptions o;
-  o.listen_address = ListenAddress(config.ps(index));
-  o.metrics_port = config.ps(index).metrics_port();
-  o.shard_index = index;
-  o.num_shards = config.ps_size();
-  o.cluster_name = config.name();
   o.mode = sync ? Mode::kSync : Mode::kAsync;
   // Async applies every gradient on arrival: no aggregation.
   o.replicas_to_aggregate = sync ? t.replicas_to_aggregate() : 1;
@@ -48,42 +40,45 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
   o.scale_lr_by_staleness = t.lr_scaled_by_staleness();
   o.dc_asgd_lambda = t.dc_asgd_lambda();
   o.async_beta1 = t.has_async_beta1() ? t.async_beta1() : -1;
+}
+
+// The training block's optimizer and its schedule.
+OptimizerOptions OptimizerOptionsFromConfig(const config::TrainingConfig& t) {
   const config::OptimizerConfig& opt = t.optimizer();
+  OptimizerOptions o;
   switch (opt.kind()) {
     case config::OptimizerConfig::SGD:
-      o.optimizer.kind = OptimizerOptions::Kind::kSgd;
+      o.kind = OptimizerOptions::Kind::kSgd;
       break;
     case config::OptimizerConfig::MOMENTUM:
-      o.optimizer.kind = OptimizerOptions::Kind::kMomentum;
+      o.kind = OptimizerOptions::Kind::kMomentum;
       break;
     default:
-      o.optimizer.kind = OptimizerOptions::Kind::kAdam;
+      o.kind = OptimizerOptions::Kind::kAdam;
   }
-  o.optimizer.learning_rate = opt.learning_rate();
-  o.optimizer.beta1 = opt.beta1();
-  o.optimizer.beta2 = opt.beta2();
-  o.optimizer.epsilon = opt.epsilon();
-  o.optimizer.momentum = opt.momentum();
-  o.optimizer.nesterov = opt.nesterov();
-  o.optimizer.weight_decay = opt.weight_decay();
-  o.optimizer.no_weight_decay.assign(opt.no_weight_decay().begin(),
-                                     opt.no_weight_decay().end());
-  o.optimizer.schedule = LrScheduleFromConfig(t);
-  o.batch_norm_statistics =
-      config.model().batch_norm_statistics() == config::ModelConfig::LOCAL
-          ? BatchNormStatistics::kLocal
-          : BatchNormStatistics::kServer;
-  o.worker_lease = absl::Seconds(config.worker_lease_seconds());
+  o.learning_rate = opt.learning_rate();
+  o.beta1 = opt.beta1();
+  o.beta2 = opt.beta2();
+  o.epsilon = opt.epsilon();
+  o.momentum = opt.momentum();
+  o.nesterov = opt.nesterov();
+  o.weight_decay = opt.weight_decay();
+  o.no_weight_decay.assign(opt.no_weight_decay().begin(),
+                           opt.no_weight_decay().end());
+  o.schedule = LrScheduleFromConfig(t);
+  return o;
+}
+
+// The checkpoints, the data queue and the ledger of shard `index`.
+void SetStorageOptions(const ClusterConfig& config, int index,
+                       ServerOptions& o) {
+  const config::TrainingConfig& t = config.training();
   if (config.has_checkpoint()) {
     o.checkpoint.dir = CheckpointDir(config, index);
     o.checkpoint.every_steps = config.checkpoint().every_steps();
     o.checkpoint.keep = config.checkpoint().keep();
     o.checkpoint.per_host = PerHostCheckpoints(config);
   }
-  for (const config::PsTask& p : config.ps()) {
-    o.ps_addresses.push_back(p.address());
-  }
-  o.security = SecurityFromConfig(config);
   // The servers hand out the data: shard 0 holds the queue.
   if (config.data().sharding() == config::DataConfig::SERVERS && index == 0) {
     o.data_queue_on = true;
@@ -100,11 +95,47 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
                     (index == 0 ? std::string("/ledger.jsonl")
                                 : absl::StrCat("/ledger-ps", index, ".jsonl"));
   }
+}
+
+// What only the server uses: where it listens, its peers, the token and
+// TLS, and the wire (dtypes and the UCX data plane).
+void SetNetworkOptions(const ClusterConfig& config, int index,
+                       ServerOptions& o) {
+  o.listen_address = ListenAddress(config.ps(index));
+  o.metrics_port = config.ps(index).metrics_port();
+  for (const config::PsTask& p : config.ps()) {
+    o.ps_addresses.push_back(p.address());
+  }
+  o.security = SecurityFromConfig(config);
   const WireDTypes wire = WireDTypesFromConfig(config);
   o.wire_gradients = wire.gradients;
   o.wire_weights = wire.weights;
   o.ucx = config.wire().data_plane() == config::WireConfig::UCX;
   o.ucx_transports = config.wire().ucx_transports();
+}
+
+}  // namespace
+
+absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
+    const ClusterConfig& config, int index) {
+  if (index < 0 || index >= config.ps_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps:", index, " is not in cluster '", config.name(), "' (",
+                     config.ps_size(), " ps tasks)"));
+  }
+  ServerOptions o;
+  o.shard_index = index;
+  o.num_shards = config.ps_size();
+  o.cluster_name = config.name();
+  SetTrainingOptions(config, o);
+  o.optimizer = OptimizerOptionsFromConfig(config.training());
+  o.batch_norm_statistics =
+      config.model().batch_norm_statistics() == config::ModelConfig::LOCAL
+          ? BatchNormStatistics::kLocal
+          : BatchNormStatistics::kServer;
+  o.worker_lease = absl::Seconds(config.worker_lease_seconds());
+  SetStorageOptions(config, index, o);
+  SetNetworkOptions(config, index, o);
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;
 }
