@@ -31,6 +31,7 @@ PACKAGES=(
   python3-torchvision      # examples/torchvision_cifar10.py (and its run in launch_program_test)
   procps iproute2          # scripts/run/launch.sh, tests; ip netns and tc (netns_hosts.sh)
   strace                   # tests/netns_cluster_test.sh: the paths a restarted ps touches
+  nftables                 # tests/nemesis.py: nft drops a link between namespace hosts (--cut)
   slurmctld slurmd slurm-client  # tests/slurm_cluster_test.sh (scripts/deploy/)
   prometheus               # promtool: the /metrics pages' format check in the tests
   libucx-dev               # UCX 1.13 (//third_party/system:ucx): the data plane between hosts (ps/ucx)
