@@ -46,6 +46,90 @@ std::vector<VariableSpec> Placement::ShardVariables(int shard) const {
   return out;
 }
 
+namespace {
+
+// 1. Cut: each variable into its row slices (NumParts of them, rows spread
+// evenly), in variable order; fills p.slices, p.variable_slices and
+// p.variable_index.
+void CutVariables(Placement& p) {
+  for (int v = 0; v < static_cast<int>(p.variables.size()); ++v) {
+    const Shape& shape = p.variables[v].shape;
+    p.variable_index[p.variables[v].name] = v;
+    const int64_t elements = NumElements(shape);
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    const int64_t row_elements = shape.empty() ? 1 : elements / rows;
+    const int parts = NumParts(rows, elements * kBytesPerElement, p.num_shards,
+                               p.split_threshold_bytes);
+    int64_t row = 0;
+    for (int j = 0; j < parts; ++j) {
+      const int64_t n = rows / parts + (j < rows % parts ? 1 : 0);
+      Slice slice;
+      slice.name = parts == 1
+                       ? p.variables[v].name
+                       : absl::StrCat(p.variables[v].name, kPartSuffix, j);
+      slice.variable = v;
+      slice.part = j;
+      slice.row_begin = row;
+      slice.row_end = row + n;
+      slice.shape = shape;
+      if (!shape.empty()) slice.shape[0] = n;
+      slice.offset = row * row_elements;
+      slice.num_elements = n * row_elements;
+      row += n;
+      p.variable_slices[v].push_back(static_cast<int>(p.slices.size()));
+      p.slices.push_back(std::move(slice));
+    }
+  }
+}
+
+// p.slice_index; INVALID_ARGUMENT when a slice's name is another's (a
+// variable named like another's part).
+absl::Status IndexSlices(Placement& p) {
+  for (int i = 0; i < static_cast<int>(p.slices.size()); ++i) {
+    const Slice& s = p.slices[i];
+    if (!p.slice_index.emplace(s.name, i).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placement: slice name '", s.name, "' of variable '",
+          p.variables[s.variable].name, "' collides with variable '",
+          p.variables[p.slices[p.slice_index[s.name]].variable].name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// 2. Place, largest first: each slice on the least loaded shard that holds
+// no other slice of its variable; fills shard and p.shard_bytes,
+// p.shard_slices.
+void PlaceSlices(Placement& p) {
+  std::vector<int> order(p.slices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&p](int a, int b) {
+    return p.slices[a].num_elements > p.slices[b].num_elements;
+  });
+  std::vector<bool> placed(p.slices.size(), false);
+  for (int s : order) {
+    Slice& slice = p.slices[s];
+    int best = -1;
+    for (int shard = 0; shard < p.num_shards; ++shard) {
+      bool holds_sibling = false;
+      for (int other : p.variable_slices[slice.variable]) {
+        holds_sibling |= placed[other] && p.slices[other].shard == shard;
+      }
+      if (holds_sibling) continue;
+      if (best < 0 || p.shard_bytes[shard] < p.shard_bytes[best]) best = shard;
+    }
+    // NumParts keeps parts <= num_shards, so a shard is always free.
+    slice.shard = best;
+    placed[s] = true;
+    p.shard_bytes[best] += slice.num_elements * kBytesPerElement;
+  }
+  for (int s = 0; s < static_cast<int>(p.slices.size()); ++s) {
+    p.shard_slices[p.slices[s].shard].push_back(s);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<Placement> PlaceVariables(
     const std::vector<VariableSpec>& variables, int num_shards,
     int64_t split_threshold_bytes) {
@@ -67,70 +151,9 @@ absl::StatusOr<Placement> PlaceVariables(
   p.shard_slices.resize(num_shards);
   p.shard_bytes.assign(num_shards, 0);
 
-  // 1. Cut.
-  for (int v = 0; v < static_cast<int>(variables.size()); ++v) {
-    const Shape& shape = variables[v].shape;
-    p.variable_index[variables[v].name] = v;
-    const int64_t elements = NumElements(shape);
-    const int64_t rows = shape.empty() ? 1 : shape[0];
-    const int64_t row_elements = shape.empty() ? 1 : elements / rows;
-    const int parts = NumParts(rows, elements * kBytesPerElement, num_shards,
-                               split_threshold_bytes);
-    int64_t row = 0;
-    for (int j = 0; j < parts; ++j) {
-      const int64_t n = rows / parts + (j < rows % parts ? 1 : 0);
-      Slice slice;
-      slice.name = parts == 1 ? variables[v].name
-                              : absl::StrCat(variables[v].name, kPartSuffix, j);
-      slice.variable = v;
-      slice.part = j;
-      slice.row_begin = row;
-      slice.row_end = row + n;
-      slice.shape = shape;
-      if (!shape.empty()) slice.shape[0] = n;
-      slice.offset = row * row_elements;
-      slice.num_elements = n * row_elements;
-      row += n;
-      p.variable_slices[v].push_back(static_cast<int>(p.slices.size()));
-      p.slices.push_back(std::move(slice));
-    }
-  }
-  for (int i = 0; i < static_cast<int>(p.slices.size()); ++i) {
-    const Slice& s = p.slices[i];
-    if (!p.slice_index.emplace(s.name, i).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "placement: slice name '", s.name, "' of variable '",
-          variables[s.variable].name, "' collides with variable '",
-          variables[p.slices[p.slice_index[s.name]].variable].name, "'"));
-    }
-  }
-
-  // 2. Place, largest first.
-  std::vector<int> order(p.slices.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(), [&p](int a, int b) {
-    return p.slices[a].num_elements > p.slices[b].num_elements;
-  });
-  std::vector<bool> placed(p.slices.size(), false);
-  for (int s : order) {
-    Slice& slice = p.slices[s];
-    int best = -1;
-    for (int shard = 0; shard < num_shards; ++shard) {
-      bool holds_sibling = false;
-      for (int other : p.variable_slices[slice.variable]) {
-        holds_sibling |= placed[other] && p.slices[other].shard == shard;
-      }
-      if (holds_sibling) continue;
-      if (best < 0 || p.shard_bytes[shard] < p.shard_bytes[best]) best = shard;
-    }
-    // NumParts keeps parts <= num_shards, so a shard is always free.
-    slice.shard = best;
-    placed[s] = true;
-    p.shard_bytes[best] += slice.num_elements * kBytesPerElement;
-  }
-  for (int s = 0; s < static_cast<int>(p.slices.size()); ++s) {
-    p.shard_slices[p.slices[s].shard].push_back(s);
-  }
+  CutVariables(p);
+  if (absl::Status s = IndexSlices(p); !s.ok()) return s;
+  PlaceSlices(p);
   return p;
 }
 
