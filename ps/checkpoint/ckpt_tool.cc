@@ -9,22 +9,32 @@
 // restored ("state digest ..."), so that the two can be compared bit for
 // bit (tests/fault_matrix.py). Exit status 1 with the reason for a file
 // that does not decode, 2 for bad usage.
+//
+//   ckpt_tool tensors DIR/step-50/shard-0-of-2.ckpt  # the weights, for export
+//
+// `tensors` writes one JSON line, {"step":S,"shard":I,"num_shards":N,
+// "tensors":[{"name","shape","statistic","slice_of","part","row_begin"},
+// ...]}, then each tensor's float32 values (little-endian, layout order):
+// what `psgd ckpt export` reads.
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/file_io.h"
 #include "ps/checkpoint/checkpoint.h"
 
 int main(int argc, char** argv) {
   using psgd::ps::ShardCheckpoint;
-  const std::string usage = "usage: ckpt_tool digest|show FILE\n";
+  const std::string usage = "usage: ckpt_tool digest|show|tensors FILE\n";
   if (argc != 3) {
     std::fputs(usage.c_str(), stderr);
     return 2;
   }
   const std::string verb = argv[1], path = argv[2];
-  if (verb != "digest" && verb != "show") {
+  if (verb != "digest" && verb != "show" && verb != "tensors") {
     std::fprintf(stderr, "ckpt_tool: unknown command '%s'\n%s", verb.c_str(),
                  usage.c_str());
     return 2;
@@ -46,6 +56,49 @@ int main(int argc, char** argv) {
     return 0;
   }
   const psgd::ps::VariableLayout& layout = *c->weights->layout;
+  if (verb == "tensors") {
+    // JSON strings: the names are the model's (letters, digits, '.', '/',
+    // '_'), escaped all the same.
+    auto quoted = [](const std::string& text) {
+      std::string out = "\"";
+      for (const char ch : text) {
+        if (ch == '"' || ch == '\\') {
+          out += '\\';
+          out += ch;
+        } else if (static_cast<unsigned char>(ch) < 0x20) {
+          absl::StrAppend(&out, absl::StrFormat("\\u%04x", ch));
+        } else {
+          out += ch;
+        }
+      }
+      return out + "\"";
+    };
+    std::vector<std::string> items;
+    for (int i = 0; i < layout.size(); ++i) {
+      const auto& slice = layout.slices[i];
+      items.push_back(absl::StrCat(
+          "{\"name\":", quoted(layout.names[i]), ",\"shape\":[",
+          absl::StrJoin(layout.shapes[i], ","), "],\"statistic\":",
+          layout.statistic[i] ? "true" : "false", ",\"slice_of\":",
+          slice.has_value() ? quoted(slice->variable) : "null",
+          ",\"part\":", slice.has_value() ? slice->part : 0,
+          ",\"row_begin\":", slice.has_value() ? slice->row_begin : 0, "}"));
+    }
+    std::printf(
+        "{\"step\":%lld,\"shard\":%d,\"num_shards\":%d,"
+        "\"tensors\":[%s]}\n",
+        static_cast<long long>(c->step), c->shard_index, c->num_shards,
+        absl::StrJoin(items, ",").c_str());
+    for (const psgd::Tensor& t : c->weights->weights) {
+      if (t.size() > 0 &&
+          std::fwrite(t.data(), sizeof(float), t.size(), stdout) !=
+              static_cast<size_t>(t.size())) {
+        std::fprintf(stderr, "ckpt_tool: writing the values failed\n");
+        return 1;
+      }
+    }
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
   std::printf(
       "cluster %s, shard %d of %d, label %lld, generation %lld, step %lld, "
       "%s, %d workers\n",

@@ -9,6 +9,7 @@
     psgd ps ARGS...           a parameter server (the installed psgd-ps)
     psgd example NAME ARGS    an example worker program of the install
     psgd example --list       the examples
+    psgd ckpt export --torch SOURCE OUT.pt   a checkpoint as a state_dict
     psgd plan ...             plans a cluster by simulation (scripts/plan)
     psgd calibrate ...        a machine profile for the planner from ps_bench
 
@@ -28,6 +29,7 @@ COMMANDS = {
     "status": "each parameter server's state, step and live workers",
     "ps": "runs a parameter server (the installed psgd-ps program)",
     "example": "runs an example worker program of the install (--list)",
+    "ckpt": "a checkpoint as a PyTorch state_dict (export --torch), or show / digest",
     "plan": "plans a cluster you do not have: simulates, ranks, writes a config",
     "calibrate": "writes a machine profile for `psgd plan` from ps_bench's output",
 }
@@ -205,6 +207,12 @@ def example(argv):
     return 1  # not reached
 
 
+def ckpt(argv):
+    from . import ckpt as checkpoints  # pylint: disable=import-outside-toplevel
+    from . import launch as launcher  # pylint: disable=import-outside-toplevel
+    return checkpoints.main(argv, launcher.installed_command("psgd-ckpt"))
+
+
 def _planner(module, command):
     """The planner's module (scripts/plan/), installed as psgd/plan/ or, in
     the repository, beside python/: its main(argv, prog)."""
@@ -224,7 +232,7 @@ def _planner(module, command):
 
 HANDLERS = {"info": info, "launch": launch, "compare": compare,
             "ledger-check": ledger_check, "status": status, "ps": ps,
-            "example": example, "plan": _planner("plan", "plan"),
+            "example": example, "ckpt": ckpt, "plan": _planner("plan", "plan"),
             "calibrate": _planner("calibrate", "calibrate")}
 
 

@@ -72,7 +72,7 @@ class CliTest(unittest.TestCase):
         r = self.psgd("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
         for command in ("info", "launch", "compare", "ledger-check", "status", "ps", "example",
-                        "plan", "calibrate"):
+                        "plan", "calibrate", "ckpt"):
             self.assertIn(command, r.stdout)
             h = self.psgd(command, "--help")
             self.assertEqual(h.returncode, 0, command + ": " + h.stderr)
