@@ -79,14 +79,30 @@ TensorBytes MetaOf(const wire::TensorData& meta, DType dtype) {
   return t;
 }
 
-// One TensorData within its length limit; `input` stands at its first field.
-absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
-                          const TensorDone& done, absl::string_view shared) {
-  wire::TensorData meta;  // everything but the data
-  std::string early_data;
-  bool data_seen = false, data_done = false;
-  char* dest_data = nullptr;
+// The buffer `sink` gives for the tensor `meta` describes, `size` bytes.
+absl::StatusOr<char*> SinkFor(const wire::TensorData& meta, size_t size,
+                              const TensorSink& sink) {
+  absl::StatusOr<DType> dtype = DTypeFromProto(meta);
+  if (!dtype.ok()) return dtype.status();
+  return sink(MetaOf(meta, *dtype), size);
+}
+
+// What DecodeTensor has read of one TensorData so far.
+struct TensorRead {
+  wire::TensorData meta;      // everything but the data
+  std::string early_data;     // data that came before the name or the dtype
+  bool data_seen = false;     // a data field came
+  bool data_done = false;     // ... and went straight into the sink's buffer
+  char* dest_data = nullptr;  // the sink's buffer, once given
   size_t dest_size = 0;
+};
+
+// Reads the fields of one TensorData up to its length limit into `r`; the
+// data goes straight into `sink`'s buffer when the name and dtype came
+// before it, else aside into r.early_data.
+absl::Status ReadTensorFields(CodedInputStream* input, const TensorSink& sink,
+                              TensorRead& r) {
+  wire::TensorData& meta = r.meta;
   while (uint32_t tag = input->ReadTag()) {
     const int field = static_cast<int>(tag >> 3);
     const uint32_t type = tag & 7;
@@ -113,25 +129,23 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
     } else if (field == kDataField && type == kLengthDelimited) {
       const int length = ReadLength(input);
       if (length < 0) return Malformed("data length");
-      data_seen = true;
+      r.data_seen = true;
       if (meta.spec().name().empty() ||
           meta.dtype() == wire::DATA_TYPE_UNSPECIFIED) {
         // Data before the fields that say where it goes: keep it aside.
-        if (!input->ReadString(&early_data, length)) {
+        if (!input->ReadString(&r.early_data, length)) {
           return Malformed("tensor data");
         }
         continue;
       }
-      absl::StatusOr<DType> dtype = DTypeFromProto(meta);
-      if (!dtype.ok()) return dtype.status();
-      absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), length);
+      absl::StatusOr<char*> dest = SinkFor(meta, length, sink);
       if (!dest.ok()) return dest.status();
       if (!input->ReadRaw(*dest, length)) {
         return Malformed("tensor data");
       }
-      dest_data = *dest;
-      dest_size = length;
-      data_done = true;
+      r.dest_data = *dest;
+      r.dest_size = length;
+      r.data_done = true;
     } else if (field == kSharedField && type == kLengthDelimited) {
       std::string bytes;
       if (!input->ReadString(&bytes, ReadLength(input)) ||
@@ -143,9 +157,20 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
       return Malformed("tensor field");
     }
   }
+  return absl::OkStatus();
+}
+
+// Gives the tensor of `r` its bytes when they did not go straight into the
+// sink's buffer: from the shared memory segment the pull named (`shared`),
+// from r.early_data, or none (proto3 leaves out empty bytes).
+absl::Status PlaceTensorBytes(TensorRead& r, const TensorSink& sink,
+                              absl::string_view shared) {
+  const wire::TensorData& meta = r.meta;
   if (meta.has_shared()) {
     // The bytes lie in the segment the pull named (ps/wire/shared_memory.h).
-    if (data_seen) return Malformed("tensor with both data and shared bytes");
+    if (r.data_seen) {
+      return Malformed("tensor with both data and shared bytes");
+    }
     if (shared.empty()) {
       return Malformed("tensor in shared memory, but the pull named none");
     }
@@ -153,35 +178,38 @@ absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
         CheckSharedBytes(meta.shared(), static_cast<int64_t>(shared.size()),
                          absl::StrCat("tensor ", meta.spec().name()));
     if (!offset.ok()) return Malformed(offset.status().message());
-    absl::StatusOr<DType> dtype = DTypeFromProto(meta);
-    if (!dtype.ok()) return dtype.status();
     const size_t size = static_cast<size_t>(meta.shared().size());
-    absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), size);
+    absl::StatusOr<char*> dest = SinkFor(meta, size, sink);
     if (!dest.ok()) return dest.status();
     std::memcpy(*dest, shared.data() + *offset, size);
-    dest_data = *dest;
-    dest_size = size;
-  } else if (data_seen && !data_done) {
-    absl::StatusOr<DType> dtype = DTypeFromProto(meta);
-    if (!dtype.ok()) return dtype.status();
-    absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), early_data.size());
+    r.dest_data = *dest;
+    r.dest_size = size;
+  } else if (r.data_seen && !r.data_done) {
+    absl::StatusOr<char*> dest = SinkFor(meta, r.early_data.size(), sink);
     if (!dest.ok()) return dest.status();
-    std::memcpy(*dest, early_data.data(), early_data.size());
-    dest_data = *dest;
-    dest_size = early_data.size();
-  } else if (!data_seen) {
+    std::memcpy(*dest, r.early_data.data(), r.early_data.size());
+    r.dest_data = *dest;
+    r.dest_size = r.early_data.size();
+  } else if (!r.data_seen) {
     // proto3 leaves out empty bytes: a tensor with no elements.
-    absl::StatusOr<DType> dtype = DTypeFromProto(meta);
-    if (!dtype.ok()) return dtype.status();
-    absl::StatusOr<char*> dest = sink(MetaOf(meta, *dtype), 0);
+    absl::StatusOr<char*> dest = SinkFor(meta, 0, sink);
     if (!dest.ok()) return dest.status();
-    dest_data = *dest;
+    r.dest_data = *dest;
   }
+  return absl::OkStatus();
+}
+
+// One TensorData within its length limit; `input` stands at its first field.
+absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
+                          const TensorDone& done, absl::string_view shared) {
+  TensorRead r;
+  if (absl::Status s = ReadTensorFields(input, sink, r); !s.ok()) return s;
+  if (absl::Status s = PlaceTensorBytes(r, sink, shared); !s.ok()) return s;
   if (done == nullptr) return absl::OkStatus();
-  absl::StatusOr<DType> dtype = DTypeFromProto(meta);
+  absl::StatusOr<DType> dtype = DTypeFromProto(r.meta);
   if (!dtype.ok()) return dtype.status();
-  TensorBytes tensor = MetaOf(meta, *dtype);
-  tensor.data = absl::string_view(dest_data, dest_size);
+  TensorBytes tensor = MetaOf(r.meta, *dtype);
+  tensor.data = absl::string_view(r.dest_data, r.dest_size);
   return done(tensor);
 }
 
