@@ -138,6 +138,54 @@ void InstallUcxLogLimit() {
   std::call_once(once, [] { ucs_log_push_handler(&RateLimitUcxLog); });
 }
 
+// UCX's tcp transport sends an active message in segments of 8 KB by
+// default, a system call and a header each: with 1 MB segments a shard's
+// megabytes move as fast as a plain socket's (docs/PERFORMANCE.md, "The
+// data plane"). A transport's settings are read from the environment when
+// UCX opens it (ucp_config_modify keeps them but does not pass them on),
+// so the defaults go there, unless the user has set either (UCX refuses
+// a receive segment smaller than the send segment).
+void SetTcpDefaultsUnlessUserSet() {
+  for (const auto& [name, value] : kTcpDefaults) {
+    if (std::getenv(absl::StrCat("UCX_", name).c_str()) != nullptr) return;
+  }
+  for (const auto& [name, value] : kTcpDefaults) {
+    setenv(absl::StrCat("UCX_", name).c_str(), value.c_str(),
+           /*overwrite=*/0);
+  }
+}
+
+// UCX's settings with options.transports and options.settings applied; the
+// caller releases it (ucp_config_release). INVALID_ARGUMENT naming a
+// setting UCX refuses.
+absl::StatusOr<ucp_config_t*> ReadUcxConfig(const MessengerOptions& options) {
+  ucp_config_t* config = nullptr;
+  const ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK) return FromUcs(status, "UCX: reading its settings");
+  auto modify = [&](const std::string& name,
+                    const std::string& value) -> absl::Status {
+    const ucs_status_t s =
+        ucp_config_modify(config, name.c_str(), value.c_str());
+    if (s != UCS_OK) {
+      return absl::InvalidArgumentError(absl::StrCat("UCX refused the setting ",
+                                                     name, "=", value, ": ",
+                                                     ucs_status_string(s)));
+    }
+    return absl::OkStatus();
+  };
+  absl::Status set = absl::OkStatus();
+  if (!options.transports.empty()) set = modify("TLS", options.transports);
+  for (const auto& [name, value] : options.settings) {
+    if (!set.ok()) break;
+    set = modify(name, value);
+  }
+  if (!set.ok()) {
+    ucp_config_release(config);
+    return set;
+  }
+  return config;
+}
+
 }  // namespace
 
 int64_t UcxLogLinesSuppressed() { return ucx_log_suppressed.load(); }
@@ -203,6 +251,9 @@ class Messenger::Impl {
   }
 
   uint64_t NextId() { return next_id_.fetch_add(1) + 1; }
+
+  // The request and reply handlers on worker_ (Start, before the thread).
+  absl::Status SetAmHandlers();
 
   // On the messenger's thread from here on.
   absl::StatusOr<int> ListenHere(const std::string& address, int port);
@@ -328,51 +379,14 @@ absl::Status Messenger::Impl::Start(const MessengerOptions& options) {
   key_deadline_ = options.key_deadline;
   max_unkeyed_ = options.max_unkeyed;
   max_message_bytes_ = options.max_message_bytes;
-  // UCX's tcp transport sends an active message in segments of 8 KB by
-  // default, a system call and a header each: with 1 MB segments a shard's
-  // megabytes move as fast as a plain socket's (docs/PERFORMANCE.md, "The
-  // data plane"). A transport's settings are read from the environment when
-  // UCX opens it (ucp_config_modify keeps them but does not pass them on),
-  // so the defaults go there, unless the user has set either (UCX refuses
-  // a receive segment smaller than the send segment).
-  bool user_set = false;
-  for (const auto& [name, value] : kTcpDefaults) {
-    user_set |= std::getenv(absl::StrCat("UCX_", name).c_str()) != nullptr;
-  }
-  for (const auto& [name, value] : kTcpDefaults) {
-    if (user_set) break;
-    setenv(absl::StrCat("UCX_", name).c_str(), value.c_str(),
-           /*overwrite=*/0);
-  }
-  ucp_config_t* config = nullptr;
-  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
-  if (status != UCS_OK) return FromUcs(status, "UCX: reading its settings");
-  auto modify = [&](const std::string& name,
-                    const std::string& value) -> absl::Status {
-    const ucs_status_t s =
-        ucp_config_modify(config, name.c_str(), value.c_str());
-    if (s != UCS_OK) {
-      return absl::InvalidArgumentError(absl::StrCat("UCX refused the setting ",
-                                                     name, "=", value, ": ",
-                                                     ucs_status_string(s)));
-    }
-    return absl::OkStatus();
-  };
-  absl::Status set = absl::OkStatus();
-  if (!options.transports.empty()) set = modify("TLS", options.transports);
-  for (const auto& [name, value] : options.settings) {
-    if (!set.ok()) break;
-    set = modify(name, value);
-  }
-  if (!set.ok()) {
-    ucp_config_release(config);
-    return set;
-  }
+  SetTcpDefaultsUnlessUserSet();
+  absl::StatusOr<ucp_config_t*> config = ReadUcxConfig(options);
+  if (!config.ok()) return config.status();
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-  status = ucp_init(&params, config, &context_);
-  ucp_config_release(config);
+  ucs_status_t status = ucp_init(&params, *config, &context_);
+  ucp_config_release(*config);
   if (status != UCS_OK) {
     context_ = nullptr;
     return FromUcs(status, absl::StrCat("UCX cannot start on transports '",
@@ -393,6 +407,12 @@ absl::Status Messenger::Impl::Start(const MessengerOptions& options) {
     return absl::UnavailableError(
         absl::StrCat("eventfd: ", std::strerror(errno)));
   }
+  if (absl::Status s = SetAmHandlers(); !s.ok()) return s;
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+absl::Status Messenger::Impl::SetAmHandlers() {
   for (unsigned id : {kRequestAm, kReplyAm}) {
     ucp_am_handler_param_t handler{};
     handler.field_mask =
@@ -402,10 +422,10 @@ absl::Status Messenger::Impl::Start(const MessengerOptions& options) {
     handler.flags = UCP_AM_FLAG_WHOLE_MSG;
     handler.cb = id == kRequestAm ? &Impl::OnRequest : &Impl::OnReply;
     handler.arg = this;
-    status = ucp_worker_set_am_recv_handler(worker_, &handler);
+    const ucs_status_t status =
+        ucp_worker_set_am_recv_handler(worker_, &handler);
     if (status != UCS_OK) return FromUcs(status, "UCX: an AM handler");
   }
-  thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
 
