@@ -27,6 +27,45 @@ uint64_t NewIncarnation() {
   return n == 0 ? 1 : n;
 }
 
+// With several shards (`coordinated`) every shard stages a push under one
+// id and shard 0 decides it when the push commits (docs/PS.md, "One
+// decision per push"): the parts of a push must carry its id, and a whole
+// push goes to every shard. INVALID_ARGUMENT otherwise.
+absl::Status CheckCoordinatedPush(const ModelVersion& version, bool part,
+                                  bool coordinated) {
+  if (!coordinated) return absl::OkStatus();
+  if (part && version.push_id == 0) {
+    return absl::InvalidArgumentError(
+        "push part: with several shards the parts of a push carry its id "
+        "(ModelVersion::push_id, NewPushId)");
+  }
+  if (!part &&
+      std::count(version.steps.begin(), version.steps.end(), kNoPush) > 0) {
+    return absl::InvalidArgumentError(
+        "push: with several shards a push goes to every shard (shard 0 "
+        "decides it for all of them); none may be kNoPush");
+  }
+  return absl::OkStatus();
+}
+
+// The header of the push of `version` to shard `shard` (shard 0 carries the
+// data chunk).
+wire::PushRequest PushHeader(const ShardedClientOptions& options,
+                             const ModelVersion& version, int shard, bool part,
+                             uint64_t push_id) {
+  wire::PushRequest header;
+  header.set_cluster(options.cluster);
+  header.set_worker_id(options.worker_id);
+  header.set_step(version.steps[shard]);
+  header.set_generation(version.generation);
+  header.set_partial(part);
+  header.set_push_id(push_id);
+  if (shard == 0 && version.chunk.has_value()) {
+    DataChunkRefToProto(*version.chunk, header.mutable_chunk());
+  }
+  return header;
+}
+
 }  // namespace
 
 // What one push or pull keeps from call to call, per shard.
@@ -315,25 +354,10 @@ absl::StatusOr<PushResult> ShardedPsClient::PushPart(
 absl::StatusOr<PushResult> ShardedPsClient::PushModel(
     const ModelVersion& version, absl::Span<const float* const> model,
     bool part) {
-  // With several shards every shard stages the push under one id, and
-  // shard 0 decides it when the push commits (docs/PS.md, "One decision per
-  // push").
   const bool coordinated = num_shards() > 1;
+  RETURN_IF_ERROR(CheckCoordinatedPush(version, part, coordinated));
   uint64_t push_id = version.push_id;
-  if (coordinated && push_id == 0) {
-    if (part) {
-      return absl::InvalidArgumentError(
-          "push part: with several shards the parts of a push carry its id "
-          "(ModelVersion::push_id, NewPushId)");
-    }
-    push_id = NewPushId();
-  }
-  if (coordinated && !part &&
-      std::count(version.steps.begin(), version.steps.end(), kNoPush) > 0) {
-    return absl::InvalidArgumentError(
-        "push: with several shards a push goes to every shard (shard 0 "
-        "decides it for all of them); none may be kNoPush");
-  }
+  if (coordinated && push_id == 0) push_id = NewPushId();
   std::unique_ptr<Buffers> buffers = TakeBuffers();
   const absl::Time deadline = absl::Now() + options_.rpc_timeout;
   // The shards that get something: their step is not kNoPush and they hold
@@ -350,16 +374,8 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
       const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
       if (part && slices.empty()) continue;
       send[i] = true;
-      wire::PushRequest header;
-      header.set_cluster(options_.cluster);
-      header.set_worker_id(options_.worker_id);
-      header.set_step(version.steps[i]);
-      header.set_generation(version.generation);
-      header.set_partial(part);
-      header.set_push_id(push_id);
-      if (i == 0 && version.chunk.has_value()) {
-        DataChunkRefToProto(*version.chunk, header.mutable_chunk());
-      }
+      const wire::PushRequest header =
+          PushHeader(options_, version, i, part, push_id);
       Buffers::Shard& b = buffers->shards[i];
       if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
       b.exchange->StartPush(
