@@ -184,6 +184,7 @@ py::dict ShardStatusDict(const ps::ShardStatus& s) {
   d["completed_by_leave"] = s.counters.completed_by_leave;
   d["staleness_histogram"] = s.staleness_histogram;
   d["num_parameters"] = s.num_parameters;
+  d["pulls_waiting"] = s.pulls_waiting;
   if (s.data_queue) {
     py::dict data;
     data["epoch"] = s.data_epoch;

@@ -75,12 +75,15 @@ def main():
     p.add_argument("--stall_at", type=int, default=-1)
     p.add_argument("--stall_seconds", type=float, default=0.0)
     p.add_argument("--outcomes", default="")
+    p.add_argument("--batches", default="",
+                   help="a line per batch the loop's body begins")
     p.add_argument("--with", dest="with_", action="store_true")
     p.add_argument("--eval_seconds", type=float, default=0.0)
     p.add_argument("--hidden", type=int, default=16)
     a = p.parse_args()
     net = Net(a.hidden)
     out = open(a.outcomes, "w") if a.outcomes else None
+    begun = open(a.batches, "w") if a.batches else None
 
     def evaluate(_module):
         print("evaluating", flush=True)
@@ -91,6 +94,9 @@ def main():
     def loop(w):
         ev = evaluate if a.eval_seconds else None
         for x, y, k in w.batches(Data(a.fail_at), evaluate=ev):
+            if begun is not None:
+                begun.write(f"{k}\n")
+                begun.flush()
             t0 = time.time()
             loss = torch.nn.functional.cross_entropy(net(x), y)
             loss.backward()

@@ -2,6 +2,8 @@
 a scheduler runs them, against real servers:
 
 * SIGTERM to a Python sync worker: it leaves at the next step boundary
+  (the step in hand pushed: every batch it began has an answer, and the
+  server took every push the two workers made)
   (exit 0, its end reason says SIGTERM); the others go on at once, without
   waiting for its lease (no worker expired on the servers, the chief
   reaches its last step).
@@ -25,7 +27,9 @@ a scheduler runs them, against real servers:
 * A 4 s step under a 3 s lease trains to its last step: the lease is kept
   while Python computes, no worker expires.
 * step() answers what became of each push: its outcomes are the step lines'
-  of worker-J.jsonl, step for step; batches may carry extra items.
+  of worker-J.jsonl, step for step, and, counted, the server's own counts
+  (sync with a backup worker, where pushes are dropped, and async);
+  batches may carry extra items.
 * The servers killed (SIGKILL) under a training cluster: SIGINT to a worker
   and SIGTERM to the chief each end it within seconds (exit 0, no
   traceback), not after minutes of retries; the chief's summary.json says
@@ -79,6 +83,17 @@ def await_started(c, task, proc, timeout=120):
     raise AssertionError(f"{task} did not start:\n{log_of(c, task)}")
 
 
+def pulls_waiting(c):
+    """Shard 0's pulls waiting for their step, asked of the server."""
+    import psgd  # pylint: disable=import-outside-toplevel
+    token = os.path.join(c.run_dir, "token")
+    if os.path.exists(token):
+        os.environ["PSGD_TOKEN_FILE"] = token
+    shard = psgd._psgd.cluster_status(c.config, 5.0)[0]
+    assert "error" not in shard, shard
+    return shard["pulls_waiting"]
+
+
 def ps_summary(c):
     with open(os.path.join(c.run_dir, "ps-0.summary.json")) as f:
         return json.load(f)
@@ -90,7 +105,10 @@ class WorkerProcessTest(unittest.TestCase):
                      model="external", data=DATA,
                      extra="worker_lease_seconds: 30") as c:
             chief = start(c, "worker:0")
-            other = start(c, "worker:1")
+            begun = os.path.join(c.dir, "begun-1")
+            answers = os.path.join(c.dir, "answers-1")
+            other = start(c, "worker:1", f"--batches={begun}",
+                          f"--outcomes={answers}")
             await_started(c, "worker:1", other)
             t0 = time.time()
             other.send_signal(signal.SIGTERM)
@@ -103,8 +121,22 @@ class WorkerProcessTest(unittest.TestCase):
             one = c.summary("worker-1.summary.json")
             ps = ps_summary(c)
             ps_log = c.log("ps:0")
+            chief_pushes = len([l for l in c.lines(0) if l["kind"] == "train"])
         self.assertEqual(run["final_global_step"], 300)
         self.assertIn("SIGTERM", one["end_reason"])
+        # The step in hand was pushed: every batch the program began has
+        # its push's answer (the program's own two records), and the server
+        # took as many pushes as the two workers made.
+        with open(begun) as f:
+            began = [int(l) for l in f if l.strip()]
+        with open(answers) as f:
+            answered = [json.loads(l) for l in f if l.strip()]
+        self.assertGreater(len(began), 0)
+        self.assertEqual(len(began), len(answered), (began[-3:], answered[-3:]))
+        counters = ps.get("counters", ps)
+        taken = sum(counters.get(k, 0) for k in
+                    ("applied", "aggregated", "dropped_stale", "dropped_surplus"))
+        self.assertEqual(taken, chief_pushes + len(answered), counters)
         # It left: no lease of it ran out on the server, no step waited.
         self.assertEqual(ps["workers_expired"], 0, ps)
         self.assertNotIn("left the live set (lease)", ps_log)
@@ -179,7 +211,10 @@ class WorkerProcessTest(unittest.TestCase):
             while "stalling" not in log_of(c, "worker:1"):
                 self.assertLess(time.time(), deadline, log_of(c, "worker:1"))
                 time.sleep(0.1)
-            time.sleep(1)  # the chief is in its pull by now
+            # The chief is in its pull: the server holds it waiting.
+            while pulls_waiting(c) < 1:
+                self.assertLess(time.time(), deadline, log_of(c, "worker:0"))
+                time.sleep(0.1)
             chief.send_signal(signal.SIGINT)
             code = chief.wait(60)
             servers = c.wait_ps(60)
@@ -445,8 +480,20 @@ class WorkerProcessTest(unittest.TestCase):
         self.assertEqual(ps["workers_expired"], 0, ps)
 
     def test_step_answers_what_became_of_each_push(self):
-        with Cluster("proc-outcomes", mode="ASYNC", ps=1, workers=2,
-                     steps=40, model="external", data=DATA) as c:
+        # Sync with a backup worker (N = 1 of 2: each step one push applied,
+        # the other dropped) and async (every push applied): the program's
+        # answers against its train lines, and the answers' outcomes counted
+        # against what the server counted.
+        for mode, n in (("SYNC", "1"), ("ASYNC", None)):
+            with self.subTest(mode=mode):
+                self.outcomes_of_a_run(mode, n)
+
+    def outcomes_of_a_run(self, mode, n):
+        keys = dict(mode=mode, ps=1, workers=2, steps=40, model="external",
+                    data=DATA)
+        if n:
+            keys["n"] = n
+        with Cluster(f"proc-outcomes-{mode.lower()}", **keys) as c:
             files = [os.path.join(c.dir, f"outcomes-{j}.jsonl")
                      for j in range(2)]
             procs = [start(c, f"worker:{j}", f"--outcomes={files[j]}")
@@ -456,6 +503,9 @@ class WorkerProcessTest(unittest.TestCase):
             self.assertEqual(c.wait_ps(), [0])
             lines = [[l for l in c.lines(j) if l["kind"] == "train"]
                      for j in range(2)]
+            counters = ps_summary(c)
+            counters = counters.get("counters", counters)
+        seen = {}
         for j in range(2):
             with open(files[j]) as f:
                 answers = [json.loads(l) for l in f if l.strip()]
@@ -466,10 +516,18 @@ class WorkerProcessTest(unittest.TestCase):
                 self.assertEqual(a["step"], line["step"], (a, line))
                 self.assertEqual(a["staleness"], line["staleness"], (a, line))
                 self.assertEqual(a["applied"], a["outcome"] == "applied")
+                seen[a["outcome"]] = seen.get(a["outcome"], 0) + 1
             # The extra item of each batch came back: 1, 2, ..., 16 (an
             # epoch of process_worker.py's data), in order.
             self.assertEqual([a["batch"] for a in answers],
                              [i % 16 + 1 for i in range(len(answers))])
+        # What the server counted, outcome by outcome.
+        for outcome in ("applied", "aggregated", "dropped_stale", "dropped_surplus"):
+            self.assertEqual(seen.get(outcome, 0), counters.get(outcome, 0),
+                             (outcome, seen, counters))
+        if mode == "SYNC":
+            self.assertGreater(seen.get("dropped_stale", 0) +
+                               seen.get("dropped_surplus", 0), 0, seen)
 
 
 class SayWhatChangesTest(unittest.TestCase):
