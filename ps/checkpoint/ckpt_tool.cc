@@ -26,8 +26,81 @@
 #include "common/file_io.h"
 #include "ps/checkpoint/checkpoint.h"
 
+namespace {
+
+using psgd::ps::ShardCheckpoint;
+
+// A JSON string: the names are the model's (letters, digits, '.', '/',
+// '_'), escaped all the same.
+std::string JsonQuoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", ch));
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+// `tensors`: the JSON line, then the values. The exit status.
+int PrintTensors(const ShardCheckpoint& c) {
+  const psgd::ps::VariableLayout& layout = *c.weights->layout;
+  std::vector<std::string> items;
+  for (int i = 0; i < layout.size(); ++i) {
+    const auto& slice = layout.slices[i];
+    items.push_back(absl::StrCat(
+        "{\"name\":", JsonQuoted(layout.names[i]), ",\"shape\":[",
+        absl::StrJoin(layout.shapes[i], ","), "],\"statistic\":",
+        layout.statistic[i] ? "true" : "false", ",\"slice_of\":",
+        slice.has_value() ? JsonQuoted(slice->variable) : "null",
+        ",\"part\":", slice.has_value() ? slice->part : 0,
+        ",\"row_begin\":", slice.has_value() ? slice->row_begin : 0, "}"));
+  }
+  std::printf(
+      "{\"step\":%lld,\"shard\":%d,\"num_shards\":%d,"
+      "\"tensors\":[%s]}\n",
+      static_cast<long long>(c.step), c.shard_index, c.num_shards,
+      absl::StrJoin(items, ",").c_str());
+  for (const psgd::Tensor& t : c.weights->weights) {
+    if (t.size() > 0 && std::fwrite(t.data(), sizeof(float), t.size(),
+                                    stdout) != static_cast<size_t>(t.size())) {
+      std::fprintf(stderr, "ckpt_tool: writing the values failed\n");
+      return 1;
+    }
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+// `show`: what the file holds, one line per tensor.
+void PrintShow(const ShardCheckpoint& c, uint32_t digest) {
+  const psgd::ps::VariableLayout& layout = *c.weights->layout;
+  std::printf(
+      "cluster %s, shard %d of %d, label %lld, generation %lld, step %lld, "
+      "%s, %d workers\n",
+      c.cluster.c_str(), c.shard_index, c.num_shards,
+      static_cast<long long>(c.label), static_cast<long long>(c.generation),
+      static_cast<long long>(c.step),
+      std::string(psgd::ps::ModeName(c.mode)).c_str(), c.total_num_replicas);
+  std::printf(
+      "optimizer %s at step %lld, %zu slots; state digest %08x\n",
+      std::string(psgd::ps::OptimizerKindName(c.optimizer.kind)).c_str(),
+      static_cast<long long>(c.optimizer.step), c.optimizer.slots.size(),
+      digest);
+  for (int i = 0; i < layout.size(); ++i) {
+    std::printf("  %s %s%s\n", layout.names[i].c_str(),
+                psgd::ShapeToString(layout.shapes[i]).c_str(),
+                layout.statistic[i] ? " (running statistic)" : "");
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using psgd::ps::ShardCheckpoint;
   const std::string usage = "usage: ckpt_tool digest|show|tensors FILE\n";
   if (argc != 3) {
     std::fputs(usage.c_str(), stderr);
@@ -55,66 +128,7 @@ int main(int argc, char** argv) {
     std::printf("%08x\n", digest);
     return 0;
   }
-  const psgd::ps::VariableLayout& layout = *c->weights->layout;
-  if (verb == "tensors") {
-    // JSON strings: the names are the model's (letters, digits, '.', '/',
-    // '_'), escaped all the same.
-    auto quoted = [](const std::string& text) {
-      std::string out = "\"";
-      for (const char ch : text) {
-        if (ch == '"' || ch == '\\') {
-          out += '\\';
-          out += ch;
-        } else if (static_cast<unsigned char>(ch) < 0x20) {
-          absl::StrAppend(&out, absl::StrFormat("\\u%04x", ch));
-        } else {
-          out += ch;
-        }
-      }
-      return out + "\"";
-    };
-    std::vector<std::string> items;
-    for (int i = 0; i < layout.size(); ++i) {
-      const auto& slice = layout.slices[i];
-      items.push_back(absl::StrCat(
-          "{\"name\":", quoted(layout.names[i]), ",\"shape\":[",
-          absl::StrJoin(layout.shapes[i], ","), "],\"statistic\":",
-          layout.statistic[i] ? "true" : "false", ",\"slice_of\":",
-          slice.has_value() ? quoted(slice->variable) : "null",
-          ",\"part\":", slice.has_value() ? slice->part : 0,
-          ",\"row_begin\":", slice.has_value() ? slice->row_begin : 0, "}"));
-    }
-    std::printf(
-        "{\"step\":%lld,\"shard\":%d,\"num_shards\":%d,"
-        "\"tensors\":[%s]}\n",
-        static_cast<long long>(c->step), c->shard_index, c->num_shards,
-        absl::StrJoin(items, ",").c_str());
-    for (const psgd::Tensor& t : c->weights->weights) {
-      if (t.size() > 0 &&
-          std::fwrite(t.data(), sizeof(float), t.size(), stdout) !=
-              static_cast<size_t>(t.size())) {
-        std::fprintf(stderr, "ckpt_tool: writing the values failed\n");
-        return 1;
-      }
-    }
-    return std::fflush(stdout) == 0 ? 0 : 1;
-  }
-  std::printf(
-      "cluster %s, shard %d of %d, label %lld, generation %lld, step %lld, "
-      "%s, %d workers\n",
-      c->cluster.c_str(), c->shard_index, c->num_shards,
-      static_cast<long long>(c->label), static_cast<long long>(c->generation),
-      static_cast<long long>(c->step),
-      std::string(psgd::ps::ModeName(c->mode)).c_str(), c->total_num_replicas);
-  std::printf(
-      "optimizer %s at step %lld, %zu slots; state digest %08x\n",
-      std::string(psgd::ps::OptimizerKindName(c->optimizer.kind)).c_str(),
-      static_cast<long long>(c->optimizer.step), c->optimizer.slots.size(),
-      digest);
-  for (int i = 0; i < layout.size(); ++i) {
-    std::printf("  %s %s%s\n", layout.names[i].c_str(),
-                psgd::ShapeToString(layout.shapes[i]).c_str(),
-                layout.statistic[i] ? " (running statistic)" : "");
-  }
+  if (verb == "tensors") return PrintTensors(*c);
+  PrintShow(*c, digest);
   return 0;
 }
