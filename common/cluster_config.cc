@@ -373,7 +373,7 @@ absl::Status ValidateTraining(ClusterConfig& c, const Locator& root) {
 }
 
 // The values of the options a ps task takes from the config that
-// ServerOptions also has (common/ps_option_rules.h).
+// ShardOptions also has (common/ps_option_rules.h).
 PsOptionValues PsOptionValuesOf(const ClusterConfig& c) {
   const config::TrainingConfig& t = c.training();
   PsOptionValues v;

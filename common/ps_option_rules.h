@@ -1,12 +1,13 @@
 // The bounds of the parameter-server options that a cluster config
-// (common/cluster_config.h) and ps_server's flags (through ServerOptions,
-// ps/state/options.h) both set, each written once, as leveldb's
-// SanitizeOptions checks each bound in one place. The two callers word the
-// problem their own way: the config loader with the file, the line and the
-// config's field, ServerOptions' sanitizer as "server option FIELD=VALUE".
-// The rules across tasks (N of M against the worker tasks, addresses,
-// ports, checkpoint directories) stay in the loader; those of options that
-// only ServerOptions has (addresses, message sizes) stay in its sanitizer.
+// (common/cluster_config.h) and ps_server's flags (through the shard's
+// ShardOptions, ps/state/options.h) both set, each written once, as
+// leveldb's SanitizeOptions checks each bound in one place. The two callers
+// word the problem their own way: the config loader with the file, the line
+// and the config's field, ShardOptions' sanitizer as "server option
+// FIELD=VALUE". The rules across tasks (N of M against the worker tasks,
+// addresses, ports, checkpoint directories) stay in the loader; those of
+// options that only the ps options have stay in their sanitizers (message
+// sizes in ShardOptions', addresses in ps/server's ServerOptions').
 //
 // Thread-safety: a pure function over values.
 #ifndef PSGD_COMMON_PS_OPTION_RULES_H_
@@ -20,7 +21,7 @@
 namespace psgd {
 
 // The values as both front ends mean them: "off" is an unset optional (the
-// config leaves the field out, ServerOptions says -1).
+// config leaves the field out, ShardOptions says -1).
 struct PsOptionValues {
   bool async = false;
   bool adam = true;  // the optimizer is Adam (else SGD)
@@ -37,7 +38,7 @@ struct PsOptionValues {
 
 // The first value out of its bounds.
 struct PsOptionProblem {
-  // ServerOptions' name: "staleness_bound", "scale_lr_by_staleness",
+  // ShardOptions' name: "staleness_bound", "scale_lr_by_staleness",
   // "worker_lease_seconds", "checkpoint.keep", ...
   std::string field;
   std::string value;  // as text: "-1", "0.5", "true"

@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
     // config.
     return absl::IsUnavailable(options.status()) ? 1 : 2;
   }
-  if (absl::Status s =
-          psgd::InitLoggingFromFlags(absl::StrCat("ps:", options->shard_index));
+  if (absl::Status s = psgd::InitLoggingFromFlags(
+          absl::StrCat("ps:", options->shard.shard_index));
       !s.ok()) {
     std::fprintf(stderr, "%s: %s\n", me.c_str(), s.ToString().c_str());
     return 2;

@@ -68,9 +68,9 @@ absl::Status AwaitServing(const std::string& address,
 // any change would show.
 std::unique_ptr<ps::PsGrpcServer> BusyServer(const SecurityOptions& security) {
   ps::ServerOptions o;
-  o.cluster_name = kCluster;
-  o.replicas_to_aggregate = 2;
-  o.total_num_replicas = 3;
+  o.shard.cluster_name = kCluster;
+  o.shard.replicas_to_aggregate = 2;
+  o.shard.total_num_replicas = 3;
   o.security = security;
   auto server = ps::PsGrpcServer::Start(o);
   REQUIRE(server.ok());

@@ -41,10 +41,11 @@ struct GrpcCluster {
               DType wire_weights = DType::kFloat32)
       : wire_gradients(wire_gradients), wire_weights(wire_weights) {
     for (int i = 0; i < num_shards; ++i) {
-      ServerOptions o = testing::ScenarioOptions(sc, i, num_shards);
+      ServerOptions o;
+      o.shard = testing::ScenarioOptions(sc, i, num_shards);
       o.listen_address = "127.0.0.1:0";
-      o.wire_gradients = wire_gradients;
-      o.wire_weights = wire_weights;
+      o.shard.wire_gradients = wire_gradients;
+      o.shard.wire_weights = wire_weights;
       o.security.token = kToken;
       auto server = PsGrpcServer::Start(o);
       REQUIRE(server.ok());

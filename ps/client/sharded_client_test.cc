@@ -140,7 +140,7 @@ class WrappedChannel final : public ShardChannel {
 struct Cluster {
   Cluster() {
     for (int i = 0; i < 2; ++i) {
-      ServerOptions o;
+      ShardOptions o;
       o.shard_index = i;
       o.num_shards = 2;
       o.cluster_name = "c";

@@ -31,9 +31,9 @@ constexpr char kCluster[] = "ucx-channel";
 std::unique_ptr<PsGrpcServer> StartServer() {
   ServerOptions o;
   o.security.insecure = true;
-  o.cluster_name = kCluster;
-  o.total_num_replicas = 1;
-  o.replicas_to_aggregate = 1;
+  o.shard.cluster_name = kCluster;
+  o.shard.total_num_replicas = 1;
+  o.shard.replicas_to_aggregate = 1;
   o.ucx = true;
   auto started = PsGrpcServer::Start(o);
   REQUIRE(started.ok());

@@ -21,10 +21,19 @@ namespace psgd {
 namespace ps {
 
 absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
+                                        const ServerOptions& options,
                                         absl::Time deadline) {
-  const ServerOptions& o = shard->options();
+  const ShardOptions& o = shard->options();
+  const std::vector<std::string>& addresses = options.ps_addresses;
+  if (static_cast<int>(addresses.size()) != o.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps:", o.shard_index,
+                     ": agreeing on a checkpoint needs the addresses "
+                     "of all ",
+                     o.num_shards, " shards (", addresses.size(), " given)"));
+  }
   ASSIGN_OR_RETURN(ClientCredentials credentials,
-                   MakeClientCredentials(o.security));
+                   MakeClientCredentials(options.security));
   std::vector<std::vector<CompleteCheckpointInfo>> per_shard(o.num_shards);
   per_shard[o.shard_index] = shard->CompleteCheckpoints();
   std::map<int, std::string> missing;  // shard -> its last error
@@ -33,7 +42,7 @@ absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
     if (i == o.shard_index) continue;
     missing[i] = "not asked yet";
     stubs[i] = wire::ParameterServer::NewStub(
-        CreateChannel(o.ps_addresses[i], credentials, PeerChannelArguments()));
+        CreateChannel(addresses[i], credentials, PeerChannelArguments()));
   }
   absl::Duration backoff = absl::Milliseconds(50);
   while (!missing.empty()) {
@@ -60,10 +69,9 @@ absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
       }
       if (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s)) {
         return absl::Status(
-            s.code(),
-            absl::StrCat("ps:", o.shard_index,
-                         ": agreeing on a checkpoint: ps:", i, " at ",
-                         o.ps_addresses[i], " refused: ", s.message()));
+            s.code(), absl::StrCat("ps:", o.shard_index,
+                                   ": agreeing on a checkpoint: ps:", i, " at ",
+                                   addresses[i], " refused: ", s.message()));
       }
       it->second = std::string(s.message());
       ++it;
@@ -72,8 +80,8 @@ absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
     if (absl::Now() >= deadline) {
       std::vector<std::string> names;
       for (const auto& [i, error] : missing) {
-        names.push_back(absl::StrCat("ps:", i, " at ", o.ps_addresses[i], " (",
-                                     error, ")"));
+        names.push_back(
+            absl::StrCat("ps:", i, " at ", addresses[i], " (", error, ")"));
       }
       return absl::DeadlineExceededError(absl::StrCat(
           "ps:", o.shard_index,

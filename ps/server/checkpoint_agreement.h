@@ -12,18 +12,21 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "ps/server/server_options.h"
 #include "ps/shard/shard.h"
 
 namespace psgd {
 namespace ps {
 
-// For an agreeing shard (ParameterShard::agreeing): asks the other shards
-// of shard->options().ps_addresses, decides, and calls RestoreAgreed.
+// For an agreeing shard (ParameterShard::agreeing) started with `options`
+// (its server's): asks the other shards at options.ps_addresses, with
+// options.security, decides, and calls RestoreAgreed.
 // Returns the label restored (-1: none, the shard starts empty).
 // DEADLINE_EXCEEDED naming the shards that did not answer by `deadline`
 // (and the last error of each); another shard's refusal (another cluster,
 // a wrong token) as it came, naming that shard.
 absl::StatusOr<int64_t> AgreeAndRestore(ParameterShard* shard,
+                                        const ServerOptions& options,
                                         absl::Time deadline);
 
 }  // namespace ps

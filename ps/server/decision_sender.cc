@@ -17,11 +17,11 @@ namespace ps {
 
 absl::StatusOr<DecisionRelay::Deliver> GrpcDecisionSender(
     const ServerOptions& options, std::vector<std::string> addresses) {
-  if (static_cast<int>(addresses.size()) != options.num_shards) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shard 0 sends its decisions to every other shard: ",
-                     options.num_shards, " shards need as many addresses, not ",
-                     addresses.size()));
+  const int num_shards = options.shard.num_shards;
+  if (static_cast<int>(addresses.size()) != num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard 0 sends its decisions to every other shard: ", num_shards,
+        " shards need as many addresses, not ", addresses.size()));
   }
   ASSIGN_OR_RETURN(ClientCredentials credentials,
                    MakeClientCredentials(options.security));
@@ -31,13 +31,13 @@ absl::StatusOr<DecisionRelay::Deliver> GrpcDecisionSender(
   }
   auto stubs = std::make_shared<
       std::vector<std::unique_ptr<wire::ParameterServer::Stub>>>();
-  for (int k = 0; k < options.num_shards; ++k) {
+  for (int k = 0; k < num_shards; ++k) {
     stubs->push_back(
         k == 0 ? nullptr
                : wire::ParameterServer::NewStub(CreateChannel(
                      addresses[k], credentials, PeerChannelArguments())));
   }
-  const std::string cluster = options.cluster_name;
+  const std::string cluster = options.shard.cluster_name;
   return DecisionRelay::Deliver(
       [stubs, cluster, addresses = std::move(addresses)](
           int shard, int64_t generation,

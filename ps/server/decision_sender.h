@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ps/server/server_options.h"
 #include "ps/shard/decision_relay.h"
-#include "ps/state/options.h"
 
 namespace psgd {
 namespace ps {

@@ -59,7 +59,7 @@ absl::Status CheckBeforeListening(const ServerOptions& options) {
         "both a cluster token and insecure: choose one");
   }
   if (!options.security.token.empty() && options.security.peer_token.empty() &&
-      options.num_shards > 1) {
+      options.shard.num_shards > 1) {
     spdlog::warn(
         "no peer token: the servers take decisions (ApplyDecisions) from any "
         "holder of the cluster token, workers included; a cluster token_file "
@@ -99,11 +99,11 @@ std::unique_ptr<UcxDataPlane> StartUcx(ParameterShard* shard,
     spdlog::warn(
         "shard {}: the UCX data plane cannot start ({}); pushes and pulls go "
         "over gRPC",
-        options.shard_index, ucx.status().ToString());
+        options.shard.shard_index, ucx.status().ToString());
     return nullptr;
   }
   spdlog::info("shard {}: pushes and pulls over UCX ({}) on {}:{}",
-               options.shard_index, (*ucx)->transports(), ucx_host,
+               options.shard.shard_index, (*ucx)->transports(), ucx_host,
                (*ucx)->port());
   return *std::move(ucx);
 }
@@ -123,14 +123,15 @@ std::unique_ptr<grpc::Server> BuildAndStartServer(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen_address, credentials, port);
   builder.RegisterService(service);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  const int64_t max_message_bytes = options.shard.max_message_bytes;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   // What all calls together, authenticated or not, can make gRPC hold while
   // reading: a few of the largest messages, not whatever a flood sends.
   grpc::ResourceQuota quota("psgd-ps");
   quota.Resize(static_cast<size_t>(
-      std::max<int64_t>(4 * options.max_message_bytes, int64_t{1} << 30)));
+      std::max<int64_t>(4 * max_message_bytes, int64_t{1} << 30)));
   builder.SetResourceQuota(quota);
-  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   return builder.BuildAndStart();
 }
 
@@ -138,10 +139,13 @@ std::unique_ptr<grpc::Server> BuildAndStartServer(
 // shards) but is not SERVING to health checks until the shards have agreed
 // on a checkpoint and `shard` has restored it.
 absl::Status AgreeBeforeServing(grpc::Server* server, ParameterShard* shard,
-                                absl::Duration timeout) {
+                                const ServerOptions& options) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   if (health != nullptr) health->SetServingStatus(false);
-  RETURN_IF_ERROR(AgreeAndRestore(shard, absl::Now() + timeout).status());
+  RETURN_IF_ERROR(
+      AgreeAndRestore(shard, options,
+                      absl::Now() + options.checkpoint_agree_timeout)
+          .status());
   if (health != nullptr) health->SetServingStatus(true);
   return absl::OkStatus();
 }
@@ -150,14 +154,26 @@ absl::Status AgreeBeforeServing(grpc::Server* server, ParameterShard* shard,
 // config, the address the others dial.
 void LogListening(const ServerOptions& options, const std::string& host,
                   int port) {
+  const ShardOptions& shard = options.shard;
   spdlog::info(
       "shard {} of {} of cluster '{}' ({} mode) listening on {}:{}{}",
-      options.shard_index, options.num_shards, options.cluster_name,
-      std::string(ModeName(options.mode)), host, port,
+      shard.shard_index, shard.num_shards, shard.cluster_name,
+      std::string(ModeName(shard.mode)), host, port,
       options.ps_addresses.empty()
           ? ""
           : absl::StrCat(" (dialled as ",
-                         options.ps_addresses[options.shard_index], ")"));
+                         options.ps_addresses[shard.shard_index], ")"));
+}
+
+// The Prometheus page of options.metrics_port, at the listen address's
+// host, behind the cluster's token.
+MetricsPageOptions MetricsPageOf(const ServerOptions& options) {
+  MetricsPageOptions page;
+  page.port = options.metrics_port;
+  page.host =
+      options.listen_address.substr(0, options.listen_address.rfind(':'));
+  page.token = options.security.token;
+  return page;
 }
 
 }  // namespace
@@ -166,8 +182,10 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
     const ServerOptions& options, const LifecycleOptions& lifecycle) {
   RETURN_IF_ERROR(ValidateLifecycleOptions(lifecycle));
   RETURN_IF_ERROR(CheckBeforeListening(options));
-  std::unique_ptr<PsGrpcServer> s(new PsGrpcServer());
-  ASSIGN_OR_RETURN(s->shard_, ParameterShard::Create(options));
+  // The server's fields and the shard's (Create checks the shard's again).
+  RETURN_IF_ERROR(ValidateServerOptions(options));
+  std::unique_ptr<PsGrpcServer> s(new PsGrpcServer(options));
+  ASSIGN_OR_RETURN(s->shard_, ParameterShard::Create(options.shard));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(options.security));
   s->service_ = std::make_unique<PsGrpcService>(
@@ -192,16 +210,16 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
         absl::StrCat("cannot listen on ", options.listen_address));
   }
   if (s->shard_->agreeing()) {
-    RETURN_IF_ERROR(AgreeBeforeServing(s->server_.get(), s->shard_.get(),
-                                       options.checkpoint.agree_timeout));
+    RETURN_IF_ERROR(
+        AgreeBeforeServing(s->server_.get(), s->shard_.get(), options));
   }
   LogListening(options, s->host_, s->port_);
-  if (options.num_shards > 1 && !options.ps_addresses.empty()) {
+  if (options.shard.num_shards > 1 && !options.ps_addresses.empty()) {
     RETURN_IF_ERROR(s->ConnectPeers(options.ps_addresses));
   }
-  ASSIGN_OR_RETURN(
-      s->lifecycle_,
-      ShardLifecycle::Start(s->shard_.get(), s->service_.get(), lifecycle));
+  ASSIGN_OR_RETURN(s->lifecycle_,
+                   ShardLifecycle::Start(s->shard_.get(), s->service_.get(),
+                                         lifecycle, MetricsPageOf(options)));
   if (!options.port_file.empty()) {
     RETURN_IF_ERROR(WritePortFile(options.port_file, s->port_));
   }
@@ -217,10 +235,10 @@ std::string PsGrpcServer::address() const {
 }
 
 absl::Status PsGrpcServer::ConnectPeers(std::vector<std::string> addresses) {
-  const ServerOptions& o = shard_->options();
+  const ShardOptions& o = options_.shard;
   if (o.num_shards < 2 || o.shard_index != 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(DecisionRelay::Deliver deliver,
-                   GrpcDecisionSender(o, std::move(addresses)));
+                   GrpcDecisionSender(options_, std::move(addresses)));
   shard_->ConnectFollowers(std::move(deliver));
   return absl::OkStatus();
 }

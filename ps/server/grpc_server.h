@@ -1,7 +1,8 @@
-// A parameter-server shard served over gRPC: the ParameterShard, its
-// service (ps/server/grpc_service.h), gRPC's health-checking service and server
-// reflection, listening on options.listen_address with the message size
-// limits raised to options.max_message_bytes, over TLS and taking only calls
+// A parameter-server shard served over gRPC: the ParameterShard (of
+// options.shard), its service (ps/server/grpc_service.h), gRPC's
+// health-checking service and server reflection, listening on
+// options.listen_address with the message size limits raised to
+// options.shard.max_message_bytes, over TLS and taking only calls
 // with the cluster's token when options.security says so (the health and
 // reflection services need no token). It owns the shard's lifecycle
 // (ps/server/server_lifecycle.h: lease expiry, logs, metrics files and the
@@ -24,24 +25,24 @@
 #include "common/mutex.h"
 #include "ps/server/grpc_service.h"
 #include "ps/server/server_lifecycle.h"
+#include "ps/server/server_options.h"
 #include "ps/shard/shard.h"
-#include "ps/state/options.h"
 
 namespace psgd {
 namespace ps {
 
 class PsGrpcServer {
  public:
-  // Validates the options, creates the shard and starts serving; writes
-  // the port to options.port_file when set. INVALID_ARGUMENT for bad
-  // options, NOT_FOUND / INTERNAL for TLS files that cannot be read (bad
-  // PEM contents make the listen fail: UNAVAILABLE), UNAVAILABLE when the
-  // address cannot be bound, INTERNAL when the port file cannot be written.
-  // With per-host checkpoints (options.checkpoint.per_host) it first agrees
-  // with the other shards on the checkpoint to restore
-  // (ps/server/checkpoint_agreement.h) and fails as that does. Then starts
-  // the lifecycle with `lifecycle` (its run_dir, when set, is also the
-  // service's) and fails as ShardLifecycle::Start does.
+  // Validates the options (ValidateServerOptions), creates the shard of
+  // options.shard and starts serving; writes the port to options.port_file
+  // when set. INVALID_ARGUMENT for bad options, NOT_FOUND / INTERNAL for TLS
+  // files that cannot be read (bad PEM contents make the listen fail:
+  // UNAVAILABLE), UNAVAILABLE when the address cannot be bound, INTERNAL when
+  // the port file cannot be written. With per-host checkpoints
+  // (options.shard.checkpoint.per_host) it first agrees with the other shards
+  // on the checkpoint to restore (ps/server/checkpoint_agreement.h) and fails
+  // as that does. Then starts the lifecycle with `lifecycle` (its run_dir, when
+  // set, is also the service's) and fails as ShardLifecycle::Start does.
   static absl::StatusOr<std::unique_ptr<PsGrpcServer>> Start(
       const ServerOptions& options, const LifecycleOptions& lifecycle = {});
 
@@ -56,6 +57,8 @@ class PsGrpcServer {
   // listen address with the bound port.
   std::string address() const;
 
+  // The options it started with.
+  const ServerOptions& options() const { return options_; }
   ParameterShard* shard() { return shard_.get(); }
   PsGrpcService* service() { return service_.get(); }
   // Null without wire { data_plane: UCX }, or when UCX could not start.
@@ -81,8 +84,9 @@ class PsGrpcServer {
             absl::string_view reason = "the server is stopping");
 
  private:
-  PsGrpcServer() = default;
+  explicit PsGrpcServer(const ServerOptions& options) : options_(options) {}
 
+  const ServerOptions options_;
   std::string host_;
   int port_ = 0;
   // Destroyed in reverse order: the lifecycle and the server before the

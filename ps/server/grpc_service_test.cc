@@ -63,7 +63,7 @@ TEST_CASE("malformed tensors on the wire are refused, the shard unchanged") {
   const bool partial = GENERATE(false, true);
   INFO("partial " << partial);
   ServerOptions o = Insecure();
-  o.cluster_name = "wire";
+  o.shard.cluster_name = "wire";
   auto server = PsGrpcServer::Start(o);
   REQUIRE(server.ok());
   auto stub = Connect(**server);
@@ -192,7 +192,7 @@ TEST_CASE("each method's request has limits of its own, checked unparsed") {
   // ApplyDecisions of 2,000 decisions (the relay sends at most 256 at a
   // time), a Commit of 100 KiB.
   ServerOptions o = Insecure();
-  o.cluster_name = "limits";
+  o.shard.cluster_name = "limits";
   auto server = PsGrpcServer::Start(o);
   REQUIRE(server.ok());
   wire::StatusRequest status;
@@ -248,7 +248,7 @@ TEST_CASE(
   o.security.insecure = false;
   o.security.token = "cluster-token";
   o.security.peer_token = "peer-token";
-  o.cluster_name = "peers";
+  o.shard.cluster_name = "peers";
   auto server = PsGrpcServer::Start(o);
   REQUIRE(server.ok());
   wire::ApplyDecisionsRequest decide;
@@ -373,9 +373,9 @@ struct TwoShards {
       ServerOptions o;
       o.security.token = "cluster-token";
       o.security.peer_token = "peer-token";
-      o.cluster_name = "two";
-      o.num_shards = 2;
-      o.shard_index = i;
+      o.shard.cluster_name = "two";
+      o.shard.num_shards = 2;
+      o.shard.shard_index = i;
       auto server = PsGrpcServer::Start(o);
       REQUIRE(server.ok());
       addresses.push_back((*server)->address());

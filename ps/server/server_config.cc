@@ -11,7 +11,7 @@ namespace {
 
 // The training block's mode, aggregation, backup workers and staleness
 // rules, into `o`.
-void SetTrainingOptions(const ClusterConfig& config, ServerOptions& o) {
+void SetTrainingOptions(const ClusterConfig& config, ShardOptions& o) {
   const config::TrainingConfig& t = config.training();
   const bool sync = t.mode() == config::TrainingConfig::SYNC;
   o.mode = sync ? Mode::kSync : Mode::kAsync;
@@ -71,7 +71,7 @@ OptimizerOptions OptimizerOptionsFromConfig(const config::TrainingConfig& t) {
 
 // The checkpoints, the data queue and the ledger of shard `index`.
 void SetStorageOptions(const ClusterConfig& config, int index,
-                       ServerOptions& o) {
+                       ShardOptions& o) {
   const config::TrainingConfig& t = config.training();
   if (config.has_checkpoint()) {
     o.checkpoint.dir = CheckpointDir(config, index);
@@ -98,7 +98,8 @@ void SetStorageOptions(const ClusterConfig& config, int index,
 }
 
 // What only the server uses: where it listens, its peers, the token and
-// TLS, and the wire (dtypes and the UCX data plane).
+// TLS, and the wire (dtypes, which the server's request handler converts,
+// and the UCX data plane).
 void SetNetworkOptions(const ClusterConfig& config, int index,
                        ServerOptions& o) {
   o.listen_address = ListenAddress(config.ps(index));
@@ -108,8 +109,8 @@ void SetNetworkOptions(const ClusterConfig& config, int index,
   }
   o.security = SecurityFromConfig(config);
   const WireDTypes wire = WireDTypesFromConfig(config);
-  o.wire_gradients = wire.gradients;
-  o.wire_weights = wire.weights;
+  o.shard.wire_gradients = wire.gradients;
+  o.shard.wire_weights = wire.weights;
   o.ucx = config.wire().data_plane() == config::WireConfig::UCX;
   o.ucx_transports = config.wire().ucx_transports();
 }
@@ -124,17 +125,18 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(
                      config.ps_size(), " ps tasks)"));
   }
   ServerOptions o;
-  o.shard_index = index;
-  o.num_shards = config.ps_size();
-  o.cluster_name = config.name();
-  SetTrainingOptions(config, o);
-  o.optimizer = OptimizerOptionsFromConfig(config.training());
-  o.batch_norm_statistics =
+  ShardOptions& shard = o.shard;
+  shard.shard_index = index;
+  shard.num_shards = config.ps_size();
+  shard.cluster_name = config.name();
+  SetTrainingOptions(config, shard);
+  shard.optimizer = OptimizerOptionsFromConfig(config.training());
+  shard.batch_norm_statistics =
       config.model().batch_norm_statistics() == config::ModelConfig::LOCAL
           ? BatchNormStatistics::kLocal
           : BatchNormStatistics::kServer;
-  o.worker_lease = absl::Seconds(config.worker_lease_seconds());
-  SetStorageOptions(config, index, o);
+  shard.worker_lease = absl::Seconds(config.worker_lease_seconds());
+  SetStorageOptions(config, index, shard);
   SetNetworkOptions(config, index, o);
   RETURN_IF_ERROR(ValidateServerOptions(o));
   return o;

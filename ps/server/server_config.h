@@ -1,6 +1,6 @@
 // What a ps task takes from the cluster config (common/cluster_config.h):
-// its ServerOptions. A plain conversion; ps_server --config=F --task=ps:I
-// uses it.
+// its ServerOptions (ps/server/server_options.h), the shard's options in
+// them. A plain conversion; ps_server --config=F --task=ps:I uses it.
 //
 // Thread-safety: a pure function.
 #ifndef PSGD_PS_SERVER_SERVER_CONFIG_H_
@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/cluster_config.h"
-#include "ps/state/options.h"
+#include "ps/server/server_options.h"
 
 namespace psgd {
 namespace ps {

@@ -12,6 +12,7 @@
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "ps/server/server_config.h"
+#include "ps/server/server_options.h"
 #include "ps/state/optimizer_flags.h"
 
 namespace {
@@ -21,34 +22,34 @@ const psgd::ps::ServerOptions kDefaults;
 ABSL_FLAG(std::string, listen_address, kDefaults.listen_address,
           "host:port to listen on; port 0 lets the OS choose (see "
           "--port_file).");
-ABSL_FLAG(int, shard_index, kDefaults.shard_index,
+ABSL_FLAG(int, shard_index, kDefaults.shard.shard_index,
           "This server's shard, in [0, num_shards).");
-ABSL_FLAG(int, num_shards, kDefaults.num_shards, "Number of shards S.");
-ABSL_FLAG(std::string, cluster_name, kDefaults.cluster_name,
+ABSL_FLAG(int, num_shards, kDefaults.shard.num_shards, "Number of shards S.");
+ABSL_FLAG(std::string, cluster_name, kDefaults.shard.cluster_name,
           "Cluster name; requests naming another cluster are refused.");
 ABSL_FLAG(std::string, mode, "sync", "sync or async.");
 ABSL_FLAG(std::string, batch_norm_statistics, "server",
           "Where batch norm's running statistics live: server (variables "
           "of the shards, folded from the pushes' batch statistics) or "
           "local (on the workers; the shards refuse them).");
-ABSL_FLAG(int, replicas_to_aggregate, kDefaults.replicas_to_aggregate,
+ABSL_FLAG(int, replicas_to_aggregate, kDefaults.shard.replicas_to_aggregate,
           "Sync: gradients averaged per step (N).");
-ABSL_FLAG(int, total_num_replicas, kDefaults.total_num_replicas,
+ABSL_FLAG(int, total_num_replicas, kDefaults.shard.total_num_replicas,
           "Number of workers M >= N; worker ids are 0..M-1.");
-ABSL_FLAG(int64_t, staleness_bound, kDefaults.staleness_bound,
+ABSL_FLAG(int64_t, staleness_bound, kDefaults.shard.staleness_bound,
           "Async: a worker more than this many pushes ahead of the slowest "
           "live worker waits in its pull (SSP); -1: no bound.");
-ABSL_FLAG(int64_t, max_push_staleness, kDefaults.max_push_staleness,
+ABSL_FLAG(int64_t, max_push_staleness, kDefaults.shard.max_push_staleness,
           "Async: refuse gradients staler than this; -1: no limit.");
-ABSL_FLAG(bool, scale_lr_by_staleness, kDefaults.scale_lr_by_staleness,
+ABSL_FLAG(bool, scale_lr_by_staleness, kDefaults.shard.scale_lr_by_staleness,
           "Async: learning rate times 1/staleness.");
-ABSL_FLAG(double, dc_asgd_lambda, kDefaults.dc_asgd_lambda,
+ABSL_FLAG(double, dc_asgd_lambda, kDefaults.shard.dc_asgd_lambda,
           "Async: DC-ASGD's lambda (delay compensation); 0: off.");
-ABSL_FLAG(double, async_beta1, kDefaults.async_beta1,
+ABSL_FLAG(double, async_beta1, kDefaults.shard.async_beta1,
           "Async: Adam's beta1 in place of --beta1; -1: --beta1.");
-ABSL_FLAG(int64_t, max_message_bytes, kDefaults.max_message_bytes,
+ABSL_FLAG(int64_t, max_message_bytes, kDefaults.shard.max_message_bytes,
           "gRPC message size limit (send and receive).");
-ABSL_FLAG(int64_t, split_threshold_bytes, kDefaults.split_threshold_bytes,
+ABSL_FLAG(int64_t, split_threshold_bytes, kDefaults.shard.split_threshold_bytes,
           "Variables above this are split into row slices over the shards; "
           "workers must use the same value.");
 ABSL_FLAG(std::string, ps_addresses, "",
@@ -142,7 +143,7 @@ absl::Status ResolvePeerToken(const std::string& named,
     absl::StatusOr<std::string> token = ReadTokenFile(named);
     if (!token.ok()) return Annotate(token.status(), "the peer token file: ");
     o->security.peer_token = *std::move(token);
-  } else if (o->num_shards > 1 && !token_file.empty()) {
+  } else if (o->shard.num_shards > 1 && !token_file.empty()) {
     absl::StatusOr<std::string> token =
         ReadOrCreateTokenFile(PeerTokenFileOf(token_file));
     if (!token.ok()) {
@@ -224,39 +225,40 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
     return absl::InvalidArgumentError("--task needs --config");
   }
   ServerOptions o;
+  ShardOptions& shard = o.shard;
   o.listen_address = absl::GetFlag(FLAGS_listen_address);
-  o.shard_index = absl::GetFlag(FLAGS_shard_index);
-  o.num_shards = absl::GetFlag(FLAGS_num_shards);
+  shard.shard_index = absl::GetFlag(FLAGS_shard_index);
+  shard.num_shards = absl::GetFlag(FLAGS_num_shards);
   if (const std::string a = absl::GetFlag(FLAGS_ps_addresses); !a.empty()) {
     o.ps_addresses = absl::StrSplit(a, ',');
   }
-  if (o.num_shards > 1 &&
-      static_cast<int>(o.ps_addresses.size()) != o.num_shards) {
+  if (shard.num_shards > 1 &&
+      static_cast<int>(o.ps_addresses.size()) != shard.num_shards) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--num_shards=", o.num_shards,
-                     " needs --ps_addresses with ", o.num_shards,
+        absl::StrCat("--num_shards=", shard.num_shards,
+                     " needs --ps_addresses with ", shard.num_shards,
                      " addresses (shard 0 sends its decisions to the "
                      "others); got ",
                      o.ps_addresses.size()));
   }
-  o.cluster_name = absl::GetFlag(FLAGS_cluster_name);
-  ASSIGN_OR_RETURN(o.mode, ParseMode(absl::GetFlag(FLAGS_mode)));
+  shard.cluster_name = absl::GetFlag(FLAGS_cluster_name);
+  ASSIGN_OR_RETURN(shard.mode, ParseMode(absl::GetFlag(FLAGS_mode)));
   ASSIGN_OR_RETURN(
-      o.batch_norm_statistics,
+      shard.batch_norm_statistics,
       ParseBatchNormStatistics(absl::GetFlag(FLAGS_batch_norm_statistics)));
-  o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
-  o.total_num_replicas = absl::GetFlag(FLAGS_total_num_replicas);
-  o.staleness_bound = absl::GetFlag(FLAGS_staleness_bound);
-  o.max_push_staleness = absl::GetFlag(FLAGS_max_push_staleness);
-  o.scale_lr_by_staleness = absl::GetFlag(FLAGS_scale_lr_by_staleness);
-  o.dc_asgd_lambda = absl::GetFlag(FLAGS_dc_asgd_lambda);
-  o.async_beta1 = absl::GetFlag(FLAGS_async_beta1);
-  ASSIGN_OR_RETURN(o.optimizer, OptimizerOptionsFromFlags());
-  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  o.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
+  shard.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
+  shard.total_num_replicas = absl::GetFlag(FLAGS_total_num_replicas);
+  shard.staleness_bound = absl::GetFlag(FLAGS_staleness_bound);
+  shard.max_push_staleness = absl::GetFlag(FLAGS_max_push_staleness);
+  shard.scale_lr_by_staleness = absl::GetFlag(FLAGS_scale_lr_by_staleness);
+  shard.dc_asgd_lambda = absl::GetFlag(FLAGS_dc_asgd_lambda);
+  shard.async_beta1 = absl::GetFlag(FLAGS_async_beta1);
+  ASSIGN_OR_RETURN(shard.optimizer, OptimizerOptionsFromFlags());
+  shard.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  shard.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
   o.port_file = absl::GetFlag(FLAGS_port_file);
   // NaN becomes an infinite lease, which the sanitizer refuses.
-  o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_seconds));
+  shard.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_seconds));
   o.security.insecure = absl::GetFlag(FLAGS_insecure);
   TokenSource source;
   source.token_file = absl::GetFlag(FLAGS_token_file);
@@ -267,7 +269,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   }
   // The config loader's resolver; only a file's errors are the flag's.
   absl::StatusOr<ClusterToken> token =
-      ResolveClusterToken(o.cluster_name, source);
+      ResolveClusterToken(shard.cluster_name, source);
   if (!token.ok()) {
     return source.token_file.empty()
                ? token.status()

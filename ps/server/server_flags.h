@@ -1,5 +1,6 @@
 // The command-line flags of ps_server and what they fill: ServerOptions
-// (ps/state/options.h), either from the option flags or from a cluster config:
+// (ps/server/server_options.h, the shard's options in them), either from
+// the option flags or from a cluster config:
 //
 //   ps_server --config=configs/sync_2ps_4workers.pbtxt --task=ps:1
 //
@@ -16,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_env.h"
 #include "ps/server/server_lifecycle.h"
-#include "ps/state/options.h"
+#include "ps/server/server_options.h"
 
 namespace psgd {
 namespace ps {

@@ -25,7 +25,7 @@ bool PositiveFinite(absl::Duration d) {
 }
 
 // Logs what the shard restored at start.
-void LogRestore(const ServerOptions& options,
+void LogRestore(const ShardOptions& options,
                 const ParameterShard::RestoreReport& r) {
   if (options.checkpoint.dir.empty()) return;
   for (const std::string& line : r.refused) spdlog::warn("{}", line);
@@ -84,28 +84,27 @@ ShardLifecycle::ShardLifecycle(ParameterShard* shard,
 
 absl::StatusOr<std::unique_ptr<ShardLifecycle>> ShardLifecycle::Start(
     ParameterShard* shard, const ServingCounters* counters,
-    const LifecycleOptions& options) {
+    const LifecycleOptions& options, const MetricsPageOptions& page) {
   if (absl::Status s = ValidateLifecycleOptions(options); !s.ok()) return s;
   std::unique_ptr<ShardLifecycle> l(
       new ShardLifecycle(shard, counters, options));
-  const ServerOptions& o = shard->options();
+  const ShardOptions& o = shard->options();
   spdlog::info("{} learning rate {} ({})",
                std::string(OptimizerKindName(o.optimizer.kind)),
                o.optimizer.learning_rate,
                LrScheduleToString(o.optimizer.schedule));
-  if (o.metrics_port > 0) {
-    const std::string host =
-        o.listen_address.substr(0, o.listen_address.rfind(':'));
+  if (page.port > 0) {
+    const std::string& host = page.host;
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
         MetricsHttpServer::Start(
-            host, o.metrics_port,
+            host, page.port,
             [shard, counters] {
               return ShardMetricsText(
                   shard->Status(),
                   counters != nullptr ? counters->payload_sent_bytes() : 0,
                   counters != nullptr ? counters->payload_received_bytes() : 0);
             },
-            o.security.token);
+            page.token);
     if (!started.ok()) {
       return absl::Status(
           started.status().code(),
@@ -220,7 +219,7 @@ void ShardLifecycle::Stop(absl::string_view reason) {
                                    counters_->AddSummary(summary);
                                });
   LogCheckpoints(status);
-  const ServerOptions& o = shard_->options();
+  const ShardOptions& o = shard_->options();
   if (!o.checkpoint.dir.empty()) {
     const bool failed = status.checkpoint_failures > 0;
     auto label = [](int64_t l) {

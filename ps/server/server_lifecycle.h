@@ -5,7 +5,7 @@
 // sync steps that wait long (ps/server/slow_step.h) and calls refused for a
 // missing token, and writes ps-I.jsonl and the TensorBoard scalars every
 // metrics_every (ps/server/server_metrics.h); it serves the Prometheus page
-// when the shard's options give a metrics_port. Stop flushes the
+// when given a port for it (the server's metrics_port). Stop flushes the
 // checkpoints, writes the last line and ps-I.summary.json and logs the
 // final counters. PsGrpcServer (ps/server/grpc_server.h) owns one, so
 // every served shard, in ps_server or in a test, lives the same way; tests
@@ -54,8 +54,8 @@ class ServingCounters {
   virtual void AddSummary(JsonObject* summary) const {}
 };
 
-// The lifecycle's own options (the shard's are in ServerOptions: the lease,
-// the metrics port, the checkpoints).
+// The lifecycle's own options (the shard's are in ShardOptions: the lease,
+// the checkpoints; the metrics port is the server's, MetricsPageOptions).
 struct LifecycleOptions {
   // Where ps-I.jsonl goes; empty: the run directory of the ServingCounters
   // (the chief's choice), and no files while there is none.
@@ -71,6 +71,18 @@ struct LifecycleOptions {
   absl::Duration metrics_every = absl::Seconds(2);
 };
 
+// The Prometheus page of a served shard (GET /metrics): PsGrpcServer
+// fills it from its ServerOptions (metrics_port, the listen address's host,
+// the cluster's token).
+struct MetricsPageOptions {
+  // 0: no page.
+  int port = 0;
+  // Where it listens (a host name or address, without the port).
+  std::string host;
+  // When set, the page answers only requests that carry it.
+  std::string token;
+};
+
 // OK, or INVALID_ARGUMENT naming the first bad field and its value: a
 // negative or infinite slow_step, a tick or metrics_every that is not
 // positive and finite.
@@ -81,12 +93,12 @@ class ShardLifecycle {
   // Logs what the shard restored and starts the loop. `counters` may be
   // null (no payload bytes, no run directory but options.run_dir); neither
   // it nor `shard` is owned. INVALID_ARGUMENT for options that
-  // ValidateLifecycleOptions refuses; with shard->options().metrics_port,
+  // ValidateLifecycleOptions refuses; with a page.port,
   // FAILED_PRECONDITION when the Prometheus page cannot listen there (at
-  // the host of the listen address).
+  // page.host).
   static absl::StatusOr<std::unique_ptr<ShardLifecycle>> Start(
       ParameterShard* shard, const ServingCounters* counters,
-      const LifecycleOptions& options);
+      const LifecycleOptions& options, const MetricsPageOptions& page = {});
 
   // Stop("the server is stopping") unless stopped.
   ~ShardLifecycle();

@@ -46,7 +46,7 @@ class ScannedCounters final : public ServingCounters {
 };
 
 TEST_CASE("the lifecycle's own loop expires a silent worker's lease") {
-  ServerOptions options;
+  ShardOptions options;
   options.mode = Mode::kAsync;
   options.total_num_replicas = 2;
   options.worker_lease = absl::Milliseconds(50);
@@ -69,7 +69,7 @@ TEST_CASE("the lifecycle's own loop expires a silent worker's lease") {
 }
 
 TEST_CASE("without a lease the lifecycle expires nobody") {
-  ServerOptions options;
+  ShardOptions options;
   options.total_num_replicas = 2;
   auto shard = testing::MakeShard(options);
   ScannedCounters counters;  // counts the loop's rounds
@@ -87,7 +87,7 @@ TEST_CASE("metrics lines and the summary go to the run directory") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir =
       std::string(tmp != nullptr ? tmp : "/tmp") + "/lifecycle_run";
-  ServerOptions options;
+  ShardOptions options;
   options.shard_index = 1;
   options.num_shards = 2;
   auto shard = testing::MakeShard(options);
@@ -113,7 +113,7 @@ TEST_CASE("refused calls are logged at most every 10 s, however many come") {
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-  ServerOptions options;
+  ShardOptions options;
   auto shard = testing::MakeShard(options);
   ScannedCounters counters;
   auto lifecycle = ShardLifecycle::Start(shard.get(), &counters, Fast());
@@ -137,7 +137,7 @@ TEST_CASE("refused calls are logged at most every 10 s, however many come") {
 }
 
 TEST_CASE("bad lifecycle options are refused naming the field") {
-  ServerOptions options;
+  ShardOptions options;
   auto shard = testing::MakeShard(options);
   LifecycleOptions o;
   o.slow_step = absl::Seconds(-1);

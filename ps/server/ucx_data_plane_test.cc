@@ -64,9 +64,9 @@ struct UcxServer {
   explicit UcxServer(int n) {
     ServerOptions o;
     o.security.insecure = true;
-    o.cluster_name = "ucx";
-    o.total_num_replicas = 2;
-    o.replicas_to_aggregate = n;
+    o.shard.cluster_name = "ucx";
+    o.shard.total_num_replicas = 2;
+    o.shard.replicas_to_aggregate = n;
     o.ucx = true;
     auto started = PsGrpcServer::Start(o);
     REQUIRE(started.ok());

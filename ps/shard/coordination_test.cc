@@ -82,9 +82,9 @@ uint64_t PushId(int worker, int64_t step) {
   return static_cast<uint64_t>(step) * 16 + static_cast<uint64_t>(worker) + 1;
 }
 
-ServerOptions Options(Mode mode, int shard, int num_shards,
-                      const std::string& checkpoints = "") {
-  ServerOptions o;
+ShardOptions Options(Mode mode, int shard, int num_shards,
+                     const std::string& checkpoints = "") {
+  ShardOptions o;
   o.mode = mode;
   o.shard_index = shard;
   o.num_shards = num_shards;
@@ -102,7 +102,7 @@ ServerOptions Options(Mode mode, int shard, int num_shards,
   return o;
 }
 
-std::unique_ptr<ParameterShard> MakeShard(const ServerOptions& o, int holds) {
+std::unique_ptr<ParameterShard> MakeShard(const ShardOptions& o, int holds) {
   auto shard = ParameterShard::Create(o);
   REQUIRE(shard.ok());
   // A restarted shard holds its checkpoint's state and live set.
@@ -412,7 +412,7 @@ TEST_CASE(
     "commit as not staged (kNotStaged), also after a renewal") {
   Cluster c;
   for (int k = 0; k < kShards; ++k) {
-    ServerOptions o = Options(Mode::kSync, k, kShards);
+    ShardOptions o = Options(Mode::kSync, k, kShards);
     o.worker_lease = absl::Seconds(1);
     c.shards.push_back(MakeShard(o, k));
   }
@@ -656,13 +656,13 @@ TEST_CASE(
     "change its live set and its steps") {
   Cluster c;
   for (int k = 0; k < kShards; ++k) {
-    ServerOptions o = Options(Mode::kSync, k, kShards);
+    ShardOptions o = Options(Mode::kSync, k, kShards);
     o.worker_lease = absl::Seconds(1);
     o.n_follows_live = true;  // N = live workers - 1
     c.shards.push_back(MakeShard(o, k));
   }
   c.Link();
-  ServerOptions one = Options(Mode::kSync, 0, 1);
+  ShardOptions one = Options(Mode::kSync, 0, 1);
   one.n_follows_live = true;
   c.one = MakeShard(one, -1);
   for (int w = 0; w < kWorkers; ++w) StageEverywhere(c, w, 0, {0, 1, 2});
@@ -718,7 +718,7 @@ TEST_CASE("adaptive backups: shard 0 chooses N and every shard holds it") {
   // clock is the test's (whole seconds: the rule's arithmetic is exact).
   double now = 0;
   auto options = [&now](int shard, int num_shards) {
-    ServerOptions o = Options(Mode::kSync, shard, num_shards);
+    ShardOptions o = Options(Mode::kSync, shard, num_shards);
     o.replicas_to_aggregate = kWorkers;
     o.adaptive_backups = true;
     o.adaptive = {1, kWorkers, 1, 0};

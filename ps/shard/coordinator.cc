@@ -238,7 +238,7 @@ std::vector<int> Coordinator::LeasesRunOut(const Membership& membership,
   return membership.LiveNotSeenSince(now - options_.worker_lease);
 }
 
-int Coordinator::FirstN(const ServerOptions& options) {
+int Coordinator::FirstN(const ShardOptions& options) {
   if (options.mode == Mode::kSync && options.adaptive_backups) {
     return AdaptiveBackups(options.adaptive).n();
   }

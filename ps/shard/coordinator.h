@@ -76,7 +76,7 @@ class Coordinator {
   };
 
   // `options` outlives the coordinator (the shard's).
-  explicit Coordinator(const ServerOptions& options) : options_(options) {}
+  explicit Coordinator(const ShardOptions& options) : options_(options) {}
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
@@ -117,7 +117,7 @@ class Coordinator {
   // The N of a fresh aggregator: adaptive backup workers' first, else the
   // configured replicas_to_aggregate (every shard's, shard 0's choices
   // follow in its decisions).
-  static int FirstN(const ServerOptions& options);
+  static int FirstN(const ShardOptions& options);
   // A fresh or restored store: the adaptive N starts afresh and the current
   // step has no pushes.
   void Restart();
@@ -159,7 +159,7 @@ class Coordinator {
                                                     int worker_id,
                                                     const DataChunkRef* chunk);
 
-  const ServerOptions& options_;
+  const ShardOptions& options_;
   // Sync with adaptive backup workers: chooses the aggregator's N per step.
   // Made by Restart.
   std::unique_ptr<AdaptiveBackups> adaptive_;

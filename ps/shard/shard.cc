@@ -13,7 +13,7 @@ namespace {
 
 // The worker ids a shard takes: the listed workers, or up to max_workers
 // (elastic membership).
-int WorkerCapacity(const ServerOptions& o) {
+int WorkerCapacity(const ShardOptions& o) {
   return std::max(o.total_num_replicas, o.max_workers);
 }
 
@@ -23,8 +23,8 @@ constexpr int64_t kMessageOverheadBytes = int64_t{64} << 10;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
-    const ServerOptions& options) {
-  RETURN_IF_ERROR(ValidateServerOptions(options));
+    const ShardOptions& options) {
+  RETURN_IF_ERROR(ValidateShardOptions(options));
   std::unique_ptr<ParameterShard> shard(new ParameterShard(options));
   if (options.data_queue_on) RETURN_IF_ERROR(shard->OpenDataQueue());
   // The other shards keep a ledger of the chunks they applied too.
@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
   return shard;
 }
 
-ParameterShard::ParameterShard(const ServerOptions& options)
+ParameterShard::ParameterShard(const ShardOptions& options)
     : options_(options),
       name_(absl::StrCat("shard ", options.shard_index)),
       // Shard 0 of several shards carries its decisions to the others.

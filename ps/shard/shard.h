@@ -123,14 +123,14 @@ class ParameterShard {
     uint32_t digest = 0;
   };
 
-  // INVALID_ARGUMENT for options that ValidateServerOptions refuses. With a
+  // INVALID_ARGUMENT for options that ValidateShardOptions refuses. With a
   // checkpoint directory, restores the newest checkpoint complete for every
   // shard (restore_report() says which and what it refused); INTERNAL when
   // the directory cannot be made or read, FAILED_PRECONDITION when the
   // checkpoint belongs to a cluster of other options (mode, workers,
   // optimizer).
   static absl::StatusOr<std::unique_ptr<ParameterShard>> Create(
-      const ServerOptions& options);
+      const ShardOptions& options);
 
   // Per-host checkpoints (options().checkpoint.per_host): Create restores
   // nothing; the shard is "agreeing" and refuses every request but Status,
@@ -151,7 +151,7 @@ class ParameterShard {
   ParameterShard(const ParameterShard&) = delete;
   ParameterShard& operator=(const ParameterShard&) = delete;
 
-  const ServerOptions& options() const { return options_; }
+  const ShardOptions& options() const { return options_; }
   // Constant once Create (or, per host, RestoreAgreed) has returned.
   const RestoreReport& restore_report() const { return restore_report_; }
 
@@ -377,7 +377,7 @@ class ParameterShard {
   };
   using Ready = std::vector<std::pair<PullDone, absl::StatusOr<Snapshot>>>;
 
-  explicit ParameterShard(const ServerOptions& options);
+  explicit ParameterShard(const ShardOptions& options);
 
   // Batch norm's running statistics (docs/CLUSTER.md, "Batch norm"): with
   // batch_norm_statistics local, INVALID_ARGUMENT naming the first of
@@ -544,7 +544,7 @@ class ParameterShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
-  const ServerOptions options_;
+  const ShardOptions options_;
   const std::string name_;  // "shard 0", for messages
   // Shard 0 of several shards: carries its decisions to the others (the log
   // publishes them to it). Null otherwise.

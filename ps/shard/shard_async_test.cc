@@ -26,7 +26,7 @@ using testing::TwoVariables;
 using testing::Weights;
 
 TwoVariables Gradient(int w, int64_t s) { return testing::ExactGradient(w, s); }
-ServerOptions Async(int workers) { return testing::AsyncSgdOptions(workers); }
+ShardOptions Async(int workers) { return testing::AsyncSgdOptions(workers); }
 
 absl::StatusOr<ParameterShard::Snapshot> PullNow(ParameterShard& shard,
                                                  int worker) {
@@ -44,7 +44,7 @@ void PullLater(ParameterShard& shard, int worker, std::atomic<bool>* answered) {
 
 TEST_CASE("staleness bound: a worker too far ahead waits for the slowest") {
   for (int64_t bound : {0, 1}) {
-    ServerOptions o = Async(2);
+    ShardOptions o = Async(2);
     o.staleness_bound = bound;
     auto shard = MakeShard(o);
     // Worker 0 pushes bound + 1 gradients, worker 1 none.
@@ -77,7 +77,7 @@ TEST_CASE("staleness bound: a worker too far ahead waits for the slowest") {
 }
 
 TEST_CASE("staleness bound: a slow worker that leaves or expires releases") {
-  ServerOptions o = Async(3);
+  ShardOptions o = Async(3);
   o.staleness_bound = 0;
   o.worker_lease = absl::Seconds(30);
   auto shard = MakeShard(o);
@@ -100,7 +100,7 @@ TEST_CASE("staleness bound: a slow worker that leaves or expires releases") {
 }
 
 TEST_CASE("staleness bound: after a rollback every clock starts at 0") {
-  ServerOptions o = Async(2);
+  ShardOptions o = Async(2);
   o.staleness_bound = 0;
   o.checkpoint.dir = FreshDir("ssp_rollback");
   auto shard = MakeShard(o);  // saves step 0
@@ -135,7 +135,7 @@ TwoVariables SgdStep(const TwoVariables& w, const TwoVariables& g, float lambda,
 }
 
 TEST_CASE("DC-ASGD on the shard: against the worker's last pull, bit-exact") {
-  ServerOptions o = Async(2);
+  ShardOptions o = Async(2);
   o.dc_asgd_lambda = 0.5;
   auto shard = MakeShard(o);
   const TwoVariables w0 = Weights(*shard);
@@ -164,7 +164,7 @@ TEST_CASE("DC-ASGD on the shard: against the worker's last pull, bit-exact") {
 }
 
 TEST_CASE("DC-ASGD after a rollback: snapshots forgotten, then as before") {
-  ServerOptions o = Async(2);
+  ShardOptions o = Async(2);
   o.dc_asgd_lambda = 0.5;
   o.checkpoint.dir = FreshDir("dc_rollback");
   o.checkpoint.every_steps = 2;
@@ -202,7 +202,7 @@ TEST_CASE("DC-ASGD after a rollback: snapshots forgotten, then as before") {
 }
 
 TEST_CASE("async_beta1: Adam's momentum with it, and a bit-exact restore") {
-  ServerOptions o = Async(1);
+  ShardOptions o = Async(1);
   o.optimizer = OptimizerOptions{};  // Adam, beta1 0.9
   o.async_beta1 = 0.5;
   o.checkpoint.dir = FreshDir("async_beta1");
@@ -235,7 +235,7 @@ TEST_CASE(
     "DC-ASGD keeps one older weights version per worker, the very one its "
     "last pull got, until its next pull") {
   constexpr int kWorkers = 3;
-  ServerOptions o = Async(kWorkers);
+  ShardOptions o = Async(kWorkers);
   o.dc_asgd_lambda = 0.5;
   auto shard = MakeShard(o);
   const int64_t version = 8 * sizeof(float);  // w (6) and b (2)

@@ -22,7 +22,7 @@ using testing::TwoVariables;
 // A sync shard (N=2 of M=3) at step 1 with one gradient pending for step 1
 // and non-zero Adam slots, so that any change would show.
 std::unique_ptr<ParameterShard> BusyShard() {
-  ServerOptions o;
+  ShardOptions o;
   o.replicas_to_aggregate = 2;
   o.total_num_replicas = 3;
   auto shard = MakeShard(o);
@@ -152,7 +152,7 @@ TEST_CASE("pushes that do not fit the shard's state are refused") {
 }
 
 TEST_CASE("a push before Initialize is refused") {
-  auto shard = ParameterShard::Create(ServerOptions{});
+  auto shard = ParameterShard::Create(ShardOptions{});
   REQUIRE(shard.ok());
   REQUIRE((*shard)->Join(0).ok());
   ExpectRefused(**shard, 0, 0, TwoVariables().Bytes(), kPrecondition,
@@ -185,7 +185,7 @@ TEST_CASE("an Initialize with another variable set is refused") {
 }
 
 TEST_CASE("bad initial values are refused and leave the shard empty") {
-  auto shard = ParameterShard::Create(ServerOptions{});
+  auto shard = ParameterShard::Create(ShardOptions{});
   REQUIRE(shard.ok());
   TwoVariables v = testing::InitialValues();
   v.w[0] = std::nanf("");
@@ -197,7 +197,7 @@ TEST_CASE("bad initial values are refused and leave the shard empty") {
 }
 
 TEST_CASE("requests for another cluster are refused naming both names") {
-  ServerOptions o;
+  ShardOptions o;
   o.cluster_name = "alpha";
   auto shard = ParameterShard::Create(o);
   REQUIRE(shard.ok());

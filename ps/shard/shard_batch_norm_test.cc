@@ -111,8 +111,8 @@ BnTensors Expected(const BnTensors& before,
   return after;
 }
 
-ServerOptions SgdOptions(Mode mode, int n, int m) {
-  ServerOptions o;
+ShardOptions SgdOptions(Mode mode, int n, int m) {
+  ShardOptions o;
   o.mode = mode;
   o.replicas_to_aggregate = n;
   o.total_num_replicas = m;
@@ -121,7 +121,7 @@ ServerOptions SgdOptions(Mode mode, int n, int m) {
   return o;
 }
 
-std::unique_ptr<ParameterShard> MakeBnShard(const ServerOptions& o) {
+std::unique_ptr<ParameterShard> MakeBnShard(const ShardOptions& o) {
   auto shard = ParameterShard::Create(o);
   INFO(shard.status().ToString());
   REQUIRE(shard.ok());
@@ -192,7 +192,7 @@ TEST_CASE("sync: a step of one push folds its statistics as they came") {
 TEST_CASE(
     "async: each push folds on arrival; delay compensation leaves "
     "statistics alone") {
-  ServerOptions o = SgdOptions(Mode::kAsync, 1, 2);
+  ShardOptions o = SgdOptions(Mode::kAsync, 1, 2);
   const bool dc = GENERATE(false, true);
   if (dc) o.dc_asgd_lambda = 0.5;
   auto shard = MakeBnShard(o);
@@ -237,7 +237,7 @@ TEST_CASE(
 }
 
 TEST_CASE("no optimizer touches the statistics: no slots, no weight decay") {
-  ServerOptions o = SgdOptions(Mode::kSync, 1, 1);
+  ShardOptions o = SgdOptions(Mode::kSync, 1, 1);
   o.optimizer.kind = OptimizerOptions::Kind::kMomentum;
   o.optimizer.momentum = 0.5;
   o.optimizer.weight_decay = 0.25;
@@ -261,7 +261,7 @@ TEST_CASE("checkpoints keep the statistics; a rollback returns them") {
                OptimizerOptions::Kind::kAdam);
   const std::string dir =
       testing::FreshDir(absl::StrCat("bn_checkpoint_", static_cast<int>(kind)));
-  ServerOptions o = SgdOptions(Mode::kSync, 2, 2);
+  ShardOptions o = SgdOptions(Mode::kSync, 2, 2);
   o.optimizer.kind = kind;
   if (kind == OptimizerOptions::Kind::kMomentum) o.optimizer.momentum = 0.9;
   o.checkpoint.dir = dir;
@@ -301,7 +301,7 @@ TEST_CASE("checkpoints keep the statistics; a rollback returns them") {
   (*restored)->Shutdown("done");
 
   // A checkpoint with statistics does not fit a LOCAL cluster.
-  ServerOptions local = o;
+  ShardOptions local = o;
   local.batch_norm_statistics = BatchNormStatistics::kLocal;
   auto refused = ParameterShard::Create(local);
   CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
@@ -375,7 +375,7 @@ TEST_CASE("a variable's kind is what its Initialize says, not its name") {
 }
 
 TEST_CASE("LOCAL: the shard refuses statistics at Initialize and in pushes") {
-  ServerOptions o = SgdOptions(Mode::kSync, 1, 1);
+  ShardOptions o = SgdOptions(Mode::kSync, 1, 1);
   o.batch_norm_statistics = BatchNormStatistics::kLocal;
   auto created = ParameterShard::Create(o);
   REQUIRE(created.ok());

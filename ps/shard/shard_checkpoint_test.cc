@@ -31,9 +31,9 @@ using testing::TwoVariables;
 
 TwoVariables Gradient(int w, int64_t s) { return testing::ExactGradient(w, s); }
 
-ServerOptions CheckpointOptions(const std::string& dir, int every_steps,
-                                int shard = 0, int num_shards = 1) {
-  ServerOptions o;
+ShardOptions CheckpointOptions(const std::string& dir, int every_steps,
+                               int shard = 0, int num_shards = 1) {
+  ShardOptions o;
   o.replicas_to_aggregate = 2;
   o.total_num_replicas = 2;
   o.shard_index = shard;
@@ -53,7 +53,7 @@ void Step(ParameterShard& shard, int64_t generation = 0) {
   }
 }
 
-std::unique_ptr<ParameterShard> Restart(const ServerOptions& o) {
+std::unique_ptr<ParameterShard> Restart(const ShardOptions& o) {
   auto shard = ParameterShard::Create(o);
   INFO(shard.status().ToString());
   REQUIRE(shard.ok());
@@ -62,7 +62,7 @@ std::unique_ptr<ParameterShard> Restart(const ServerOptions& o) {
 
 TEST_CASE("pushes and pulls go on while the disk holds a checkpoint") {
   const std::string dir = FreshDir("held-disk");
-  ServerOptions o = CheckpointOptions(dir, 2);
+  ShardOptions o = CheckpointOptions(dir, 2);
   // A disk that holds the write of checkpoint step-2 until the test lets
   // it go (the writer thread waits in it).
   absl::Notification disk_free;
@@ -117,7 +117,7 @@ TEST_CASE("pushes and pulls go on while the disk holds a checkpoint") {
 
 TEST_CASE("a restored shard holds the whole state and waits for the rollback") {
   const std::string dir = FreshDir("restore");
-  const ServerOptions o = CheckpointOptions(dir, 2);
+  const ShardOptions o = CheckpointOptions(dir, 2);
   auto shard = MakeShard(o);  // saves step 0
   Step(*shard);
   Step(*shard);  // step 2: saved
@@ -171,7 +171,7 @@ TEST_CASE("a restored shard holds the whole state and waits for the rollback") {
 
 TEST_CASE("the pending aggregate is not saved: its workers push for it again") {
   const std::string dir = FreshDir("pending");
-  const ServerOptions o = CheckpointOptions(dir, 0);
+  const ShardOptions o = CheckpointOptions(dir, 0);
   {
     auto shard = MakeShard(o);
     Step(*shard);
@@ -265,7 +265,7 @@ TEST_CASE("checkpoints on request: now, or at the first step past the label") {
   CHECK(shard->RequestCheckpoint(-1, true).code() ==
         absl::StatusCode::kInvalidArgument);
 
-  ServerOptions none = CheckpointOptions("", 0);
+  ShardOptions none = CheckpointOptions("", 0);
   auto plain = MakeShard(none);
   CHECK(plain->RequestCheckpoint(1, true).code() ==
         absl::StatusCode::kFailedPrecondition);
@@ -276,7 +276,7 @@ TEST_CASE("checkpoints on request: now, or at the first step past the label") {
 TEST_CASE("a checkpoint of another cluster shape is refused at restore") {
   const std::string dir = FreshDir("mismatch");
   MakeShard(CheckpointOptions(dir, 1))->FlushCheckpoints();
-  ServerOptions other = CheckpointOptions(dir, 1);
+  ShardOptions other = CheckpointOptions(dir, 1);
   other.total_num_replicas = 3;
   absl::Status s = ParameterShard::Create(other).status();
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
@@ -308,8 +308,8 @@ void StepBoth(std::unique_ptr<ParameterShard>& s0,
 
 TEST_CASE("two shards: the restarted one restores, both roll back to it") {
   const std::string dir = FreshDir("two");
-  const ServerOptions o0 = CheckpointOptions(dir, 2, 0, 2);
-  const ServerOptions o1 = CheckpointOptions(dir, 2, 1, 2);
+  const ShardOptions o0 = CheckpointOptions(dir, 2, 0, 2);
+  const ShardOptions o1 = CheckpointOptions(dir, 2, 1, 2);
   auto s0 = MakeShard(o0);
   auto s1 = MakeShard(o1);
   for (int i = 0; i < 2; ++i) StepBoth(s0, s1);
@@ -342,7 +342,7 @@ TEST_CASE("two shards: the restarted one restores, both roll back to it") {
 
 TEST_CASE("elastic membership: every worker id's last push is saved") {
   const std::string dir = FreshDir("elastic");
-  ServerOptions o = CheckpointOptions(dir, 2);
+  ShardOptions o = CheckpointOptions(dir, 2);
   o.max_workers = 4;  // ids 2 and 3 beyond the 2 listed workers
   auto shard = MakeShard(o);
   REQUIRE(shard->Join(3).ok());

@@ -29,9 +29,9 @@ using testing::TwoVariables;
 constexpr int64_t kSamples = 20;
 constexpr int64_t kChunk = 3;  // 7 chunks an epoch, the last of 2
 
-ServerOptions DataOptions(int n, int m, const std::string& dir = "",
-                          int every_steps = 0) {
-  ServerOptions o;
+ShardOptions DataOptions(int n, int m, const std::string& dir = "",
+                         int every_steps = 0) {
+  ShardOptions o;
   o.replicas_to_aggregate = n;
   o.total_num_replicas = m;
   o.data_queue_on = true;
@@ -123,7 +123,7 @@ TEST_CASE("sync with a backup worker: each sample applied once an epoch") {
 }
 
 TEST_CASE("a chunk whose gradient is stale goes back; async applies each") {
-  ServerOptions o = testing::AsyncSgdOptions(2);
+  ShardOptions o = testing::AsyncSgdOptions(2);
   o.data_queue_on = true;
   o.data_queue = {kSamples, kChunk, 7};
   o.max_push_staleness = 0;
@@ -143,7 +143,7 @@ TEST_CASE("a chunk whose gradient is stale goes back; async applies each") {
 }
 
 TEST_CASE("a leave, an expired lease and a new incarnation give chunks back") {
-  ServerOptions o = DataOptions(1, 2);
+  ShardOptions o = DataOptions(1, 2);
   o.worker_lease = absl::Seconds(30);
   auto shard = MakeShard(o);
   const DataChunk a = *shard->LeaseData(0);
@@ -168,7 +168,7 @@ TEST_CASE("a leave, an expired lease and a new incarnation give chunks back") {
 
 // Sync, N = M = 2, a run of one epoch: steps 0..2 train chunks 0..5 and
 // worker 1 leases the last one, 0/6. Worker 0 finds nothing to hand out.
-std::unique_ptr<ParameterShard> LastEpochWithChunkOut(const ServerOptions& o,
+std::unique_ptr<ParameterShard> LastEpochWithChunkOut(const ShardOptions& o,
                                                       DataChunk* last) {
   auto shard = MakeShard(o);
   for (int step = 0; step < 3; ++step) {
@@ -211,7 +211,7 @@ void CheckTrainsLastChunk(ParameterShard& shard, const DataChunk& last,
 
 TEST_CASE("the last epoch's chunk of a worker that leaves is trained") {
   const std::string dir = FreshDir("data_last_leave");
-  ServerOptions o = DataOptions(2, 2, dir);
+  ShardOptions o = DataOptions(2, 2, dir);
   o.data_epochs = 1;
   DataChunk last;
   auto shard = LastEpochWithChunkOut(o, &last);
@@ -225,7 +225,7 @@ TEST_CASE(
     "the last epoch's chunk of a worker whose lease runs out is trained; "
     "the worker waiting for it keeps its lease") {
   const std::string dir = FreshDir("data_last_expire");
-  ServerOptions o = DataOptions(2, 2, dir);
+  ShardOptions o = DataOptions(2, 2, dir);
   o.data_epochs = 1;
   o.worker_lease = absl::Seconds(2);
   DataChunk last;
@@ -247,7 +247,7 @@ TEST_CASE(
     "the data ends with the last epoch's chunks in the step's aggregate or "
     "with a worker waiting for the step") {
   const std::string dir = FreshDir("data_last_pending");
-  ServerOptions o = DataOptions(2, 2, dir);
+  ShardOptions o = DataOptions(2, 2, dir);
   o.data_epochs = 1;
   DataChunk last;
   auto shard = LastEpochWithChunkOut(o, &last);
@@ -263,7 +263,7 @@ TEST_CASE(
   // A worker that holds chunks of its own not pushed (a DataLoader's
   // prefetch) is told the data ended: it pushes them first.
   const std::string dir2 = FreshDir("data_last_own");
-  ServerOptions o2 = DataOptions(2, 2, dir2);
+  ShardOptions o2 = DataOptions(2, 2, dir2);
   o2.data_epochs = 1;
   auto own = LastEpochWithChunkOut(o2, &last);
   CHECK(absl::IsOutOfRange(own->LeaseData(1).status()));
@@ -281,7 +281,7 @@ TEST_CASE(
 
 TEST_CASE("a restore puts the queue and the ledger back with the weights") {
   const std::string dir = FreshDir("data_restore");
-  const ServerOptions o = DataOptions(1, 1, dir, /*every_steps=*/4);
+  const ShardOptions o = DataOptions(1, 1, dir, /*every_steps=*/4);
   std::vector<DataChunk> leased;
   {
     auto shard = MakeShard(o);
@@ -334,13 +334,13 @@ TEST_CASE("a restore puts the queue and the ledger back with the weights") {
 }
 
 TEST_CASE("refusals of data leases change nothing") {
-  ServerOptions plain;
+  ShardOptions plain;
   plain.total_num_replicas = 2;
   auto no_queue = MakeShard(plain);
   CHECK(absl::IsFailedPrecondition(no_queue->LeaseData(0).status()));
   CHECK(LeaseRefusalOf(no_queue->LeaseData(0).status()) == LeaseRefusal::kNone);
 
-  ServerOptions o = DataOptions(2, 2);
+  ShardOptions o = DataOptions(2, 2);
   o.data_epochs = 1;
   auto shard = MakeShard(o);
   REQUIRE(shard->Leave(1).ok());
@@ -376,7 +376,7 @@ TEST_CASE("refusals of data leases change nothing") {
 }
 
 TEST_CASE("a worker holds at most kMaxLeasesPerWorker chunks at once") {
-  ServerOptions o = DataOptions(1, 2);
+  ShardOptions o = DataOptions(1, 2);
   o.data_queue = {1000, 1, /*seed=*/7};  // 1000 chunks an epoch
   auto shard = MakeShard(o);
   std::vector<DataChunk> held;

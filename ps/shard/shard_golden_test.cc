@@ -89,7 +89,7 @@ struct Run {
   std::unique_ptr<ParameterShard> shard;
   std::string transcript;
 
-  explicit Run(const ServerOptions& o) {
+  explicit Run(const ShardOptions& o) {
     auto s = ParameterShard::Create(o);
     REQUIRE(s.ok());
     shard = *std::move(s);
@@ -180,8 +180,8 @@ void CheckGolden(Run& run, const std::string& weights, uint64_t transcript,
   CHECK(Fnv(final_slots) == slots);
 }
 
-ServerOptions Options(Mode mode) {
-  ServerOptions o;
+ShardOptions Options(Mode mode) {
+  ShardOptions o;
   o.mode = mode;
   o.total_num_replicas = kWorkers;
   o.optimizer.kind = OptimizerOptions::Kind::kAdam;
@@ -190,7 +190,7 @@ ServerOptions Options(Mode mode) {
 }
 
 TEST_CASE("golden: a lone sync shard with backup workers, Adam") {
-  ServerOptions o = Options(Mode::kSync);
+  ShardOptions o = Options(Mode::kSync);
   o.replicas_to_aggregate = 3;  // one backup worker
   o.n_follows_live = true;      // N = live workers - 1
   o.lr_scale_follows_n = true;
@@ -236,7 +236,7 @@ TEST_CASE("golden: a lone sync shard with backup workers, Adam") {
 }
 
 TEST_CASE("golden: a lone async shard with staleness limits, Adam") {
-  ServerOptions o = Options(Mode::kAsync);
+  ShardOptions o = Options(Mode::kAsync);
   o.max_push_staleness = 3;
   o.scale_lr_by_staleness = true;
   o.dc_asgd_lambda = 0.04;

@@ -40,8 +40,8 @@ std::vector<TensorBytes> WithoutBoth() {
   return {w, b};
 }
 
-ServerOptions SyncOptions(OptimizerOptions::Kind kind, int n, int m) {
-  ServerOptions o;
+ShardOptions SyncOptions(OptimizerOptions::Kind kind, int n, int m) {
+  ShardOptions o;
   o.replicas_to_aggregate = n;
   o.total_num_replicas = m;
   o.optimizer.kind = kind;
@@ -91,7 +91,7 @@ TEST_CASE(
     "sync: a variable only some pushes have is their sum over all the "
     "step's pushes") {
   // SGD, lr 0.5, no decay: b -= 0.5 * (g0.b + 0) / 2.
-  ServerOptions o = SyncOptions(OptimizerOptions::Kind::kSgd, 2, 2);
+  ShardOptions o = SyncOptions(OptimizerOptions::Kind::kSgd, 2, 2);
   o.optimizer.weight_decay = 0.0;
   auto shard = MakeShard(o);
   const TwoVariables g0 = testing::ExactGradient(0, 0);
@@ -109,7 +109,7 @@ TEST_CASE(
 }
 
 TEST_CASE("async: a push leaves the variables it has no gradient for alone") {
-  ServerOptions o = testing::AsyncSgdOptions(2);
+  ShardOptions o = testing::AsyncSgdOptions(2);
   o.optimizer.kind = OptimizerOptions::Kind::kMomentum;
   o.optimizer.momentum = 0.5;
   o.optimizer.weight_decay = 0.25;

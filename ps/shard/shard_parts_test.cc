@@ -26,8 +26,8 @@ using testing::ShardPicture;
 using testing::TwoVariables;
 
 // Sync, N of M.
-ServerOptions Options(int n, int m) {
-  ServerOptions o;
+ShardOptions Options(int n, int m) {
+  ShardOptions o;
   o.replicas_to_aggregate = n;
   o.total_num_replicas = m;
   return o;
@@ -133,7 +133,7 @@ std::vector<Result> RunParts(ParameterShard& shard, const Rounds& rounds,
       });
 }
 
-void CheckSame(const ServerOptions& options, const Rounds& rounds) {
+void CheckSame(const ShardOptions& options, const Rounds& rounds) {
   for (int first : {0, 1}) {
     INFO("first part: variable " << first);
     auto whole = MakeShard(options);
@@ -155,7 +155,7 @@ void CheckSame(const ServerOptions& options, const Rounds& rounds) {
 }
 
 TEST_CASE("sync N of M in parts decides as whole pushes", "[shard][parts]") {
-  ServerOptions o = Options(2, 4);
+  ShardOptions o = Options(2, 4);
   const Rounds rounds = {
       {{Op::kPush, 0, 0}, {Op::kPush, 1, 0}, {Op::kPush, 2, 0}},  // surplus
       {{Op::kPush, 2, 1}, {Op::kPush, 0, 1}},
@@ -170,7 +170,7 @@ TEST_CASE("sync N of M in parts decides as whole pushes", "[shard][parts]") {
 
 TEST_CASE("a Leave completes a step in parts as with whole pushes",
           "[shard][parts]") {
-  ServerOptions o = Options(3, 3);
+  ShardOptions o = Options(3, 3);
   const Rounds rounds = {
       {{Op::kPush, 0, 0}, {Op::kPush, 1, 0}},
       {{Op::kLeave, 2, 0}},
@@ -183,7 +183,7 @@ TEST_CASE("a Leave completes a step in parts as with whole pushes",
 }
 
 TEST_CASE("async in parts decides as whole pushes", "[shard][parts]") {
-  ServerOptions o = Options(1, 3);
+  ShardOptions o = Options(1, 3);
   o.mode = Mode::kAsync;
   o.staleness_bound = 2;
   o.scale_lr_by_staleness = true;
@@ -196,7 +196,7 @@ TEST_CASE("async in parts decides as whole pushes", "[shard][parts]") {
 }
 
 TEST_CASE("staged parts count for nothing until the last", "[shard][parts]") {
-  ServerOptions o = Options(2, 2);
+  ShardOptions o = Options(2, 2);
   auto shard = MakeShard(o);
   const ShardPicture before = ShardPicture::Of(*shard);
   const TwoVariables g = Gradient(0, 0);
@@ -253,7 +253,7 @@ TEST_CASE("staged parts count for nothing until the last", "[shard][parts]") {
 }
 
 TEST_CASE("malformed parts are refused naming the tensor", "[shard][parts]") {
-  ServerOptions o = Options(2, 2);
+  ShardOptions o = Options(2, 2);
   auto shard = MakeShard(o);
   const TwoVariables g = Gradient(0, 0);
   REQUIRE(shard->PushPart(0, 0, {g.Bytes()[0]})->staged);
@@ -291,7 +291,7 @@ TEST_CASE("malformed parts are refused naming the tensor", "[shard][parts]") {
 TEST_CASE("a rollback drops staged parts; parts after it decide as whole",
           "[shard][parts]") {
   auto make = [](const std::string& name) {
-    ServerOptions o = Options(2, 2);
+    ShardOptions o = Options(2, 2);
     o.checkpoint.dir = testing::FreshDir(name);
     o.checkpoint.every_steps = 1;
     return MakeShard(o);

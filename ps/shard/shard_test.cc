@@ -64,8 +64,8 @@ class Replay {
   std::unique_ptr<Optimizer> optimizer_;
 };
 
-ServerOptions SyncOptions(int n, int m) {
-  ServerOptions o;
+ShardOptions SyncOptions(int n, int m) {
+  ShardOptions o;
   o.replicas_to_aggregate = n;
   o.total_num_replicas = m;
   return o;
@@ -144,7 +144,7 @@ TEST_CASE("adaptive backups: the shard chooses N from the arrivals") {
   // M = 3, N in [1, 3], a window of one step, no warm-up; the arrivals'
   // clock is the test's: whole seconds, so that the rule's arithmetic is
   // exact (ps/state/adaptive_backups_test.cc has the rule alone).
-  ServerOptions o = SyncOptions(3, 3);
+  ShardOptions o = SyncOptions(3, 3);
   o.adaptive_backups = true;
   o.adaptive = {1, 3, 1, 0};
   double now = 0;
@@ -263,7 +263,7 @@ TEST_CASE("sync: a step never waits for a worker that left") {
 }
 
 TEST_CASE("sync: with N following the live workers the backups stay backups") {
-  ServerOptions o = SyncOptions(2, 3);  // N = 2 of 3: one backup worker
+  ShardOptions o = SyncOptions(2, 3);  // N = 2 of 3: one backup worker
   o.n_follows_live = true;
   auto shard = MakeShard(o);
   CHECK(shard->Status().replicas_to_aggregate == 2);
@@ -288,12 +288,12 @@ TEST_CASE("sync: with N following the live workers the backups stay backups") {
   CHECK(Push(*shard, 2, 2, Gradient(2, 2))->outcome ==
         PushOutcome::kAggregated);
 
-  ServerOptions bad = SyncOptions(2, 3);
+  ShardOptions bad = SyncOptions(2, 3);
   bad.n_follows_live = true;
   bad.adaptive_backups = true;
   bad.adaptive = {1, 3, 20, 5};
   CHECK(absl::IsInvalidArgument(ParameterShard::Create(bad).status()));
-  ServerOptions no_follow = SyncOptions(2, 3);
+  ShardOptions no_follow = SyncOptions(2, 3);
   no_follow.lr_scale_follows_n = true;
   CHECK(absl::IsInvalidArgument(ParameterShard::Create(no_follow).status()));
 }
@@ -301,7 +301,7 @@ TEST_CASE("sync: with N following the live workers the backups stay backups") {
 TEST_CASE("sync: the linear rule follows each step's N, and the rate is kept") {
   // SGD at 0.1 for N = 2 (the schedule's scale as the config computes it
   // for N = 2); no backups, up to 3 workers.
-  ServerOptions o = SyncOptions(2, 2);
+  ShardOptions o = SyncOptions(2, 2);
   o.max_workers = 3;
   o.n_follows_live = true;
   o.lr_scale_follows_n = true;
@@ -333,7 +333,7 @@ TEST_CASE("sync: the linear rule follows each step's N, and the rate is kept") {
 }
 
 TEST_CASE("sync: a silent worker's lease runs out; a waiting one's does not") {
-  ServerOptions options = SyncOptions(3, 3);
+  ShardOptions options = SyncOptions(3, 3);
   options.worker_lease = absl::Seconds(30);
   auto shard = MakeShard(options);
   Replay replay(OptimizerOptions{});
@@ -385,7 +385,7 @@ TEST_CASE("leases: a zero lease never expires anyone") {
 }
 
 TEST_CASE("sync: a joining worker raises the count a step needs") {
-  ServerOptions o = SyncOptions(2, 3);
+  ShardOptions o = SyncOptions(2, 3);
   auto shard = ParameterShard::Create(o);
   REQUIRE(shard.ok());
   REQUIRE((*shard)->Initialize(InitialValues().Bytes()).ok());
@@ -398,7 +398,7 @@ TEST_CASE("sync: a joining worker raises the count a step needs") {
   CHECK(Push(**shard, 1, 1, Gradient(1, 1))->outcome == PushOutcome::kApplied);
 }
 
-ServerOptions AsyncOptions(int m) { return testing::AsyncSgdOptions(m); }
+ShardOptions AsyncOptions(int m) { return testing::AsyncSgdOptions(m); }
 
 TEST_CASE("async: every push applies; the histogram follows the interleaving") {
   auto shard = MakeShard(AsyncOptions(3));
@@ -433,7 +433,7 @@ TEST_CASE("async: every push applies; the histogram follows the interleaving") {
 }
 
 TEST_CASE("async: max_push_staleness refuses what exceeds it, and only that") {
-  ServerOptions o = AsyncOptions(3);
+  ShardOptions o = AsyncOptions(3);
   o.max_push_staleness = 1;
   auto shard = MakeShard(o);
   REQUIRE(Push(*shard, 0, 0, Gradient(0, 0)).ok());
@@ -452,7 +452,7 @@ TEST_CASE("async: max_push_staleness refuses what exceeds it, and only that") {
 }
 
 TEST_CASE("async: learning rate scaled by 1/staleness") {
-  ServerOptions o = AsyncOptions(2);
+  ShardOptions o = AsyncOptions(2);
   o.scale_lr_by_staleness = true;
   auto shard = MakeShard(o);
   Replay replay(o.optimizer);
@@ -515,7 +515,7 @@ TEST_CASE("a second Initialize with the same variables changes nothing") {
 }
 
 TEST_CASE("variables that do not fit in one message are refused") {
-  ServerOptions o;
+  ShardOptions o;
   o.max_message_bytes = 4 << 20;
   auto shard = ParameterShard::Create(o);
   REQUIRE(shard.ok());
@@ -534,7 +534,7 @@ TEST_CASE("the largest gradients a shard takes keep everything finite") {
   // SGD learning rate, from weights near the float range.
   for (auto kind :
        {OptimizerOptions::Kind::kAdam, OptimizerOptions::Kind::kSgd}) {
-    ServerOptions o;
+    ShardOptions o;
     o.replicas_to_aggregate = 2;
     o.total_num_replicas = 2;
     o.optimizer.kind = kind;

@@ -96,7 +96,7 @@ class Optimizer {
 };
 
 // An optimizer for variables of `sizes` elements each. INVALID_ARGUMENT for
-// options that ValidateServerOptions would refuse or a negative size.
+// options that ValidateShardOptions would refuse or a negative size.
 // `variables` (empty, or one per entry: the variable each is or is a slice
 // of, VariableLayout::VariableNames) decide which options.no_weight_decay
 // exempts from weight decay.

@@ -121,7 +121,7 @@ TEST_CASE("adam's vectorised update: the same bits as the element formula") {
 TEST_CASE("async_beta1: Adam's momentum in async mode, by hand") {
   // beta1 0.9 in the optimizer block, 0.5 in async mode; beta2 0.75 and lr
   // 0.5 keep the arithmetic short.
-  ServerOptions o;
+  ShardOptions o;
   o.mode = Mode::kAsync;
   o.optimizer.learning_rate = 0.5;
   o.optimizer.beta2 = 0.75;

@@ -21,7 +21,7 @@ constexpr int64_t kMinMessageBytes = int64_t{4} << 20;
 
 }  // namespace
 
-PsOptionValues PsOptionValuesOf(const ServerOptions& o) {
+PsOptionValues PsOptionValuesOf(const ShardOptions& o) {
   PsOptionValues v;
   v.async = o.mode == Mode::kAsync;
   v.adam = o.optimizer.kind == OptimizerOptions::Kind::kAdam;
@@ -108,7 +108,7 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& opt,
 namespace {
 
 // Elastic membership and the rules that follow the live workers.
-absl::Status ValidateMembership(const ServerOptions& o) {
+absl::Status ValidateMembership(const ShardOptions& o) {
   if (o.max_workers != 0 && o.max_workers < o.total_num_replicas) {
     return Bad("max_workers", absl::StrCat(o.max_workers),
                absl::StrCat("is below total_num_replicas (",
@@ -127,7 +127,7 @@ absl::Status ValidateMembership(const ServerOptions& o) {
 }
 
 // The data queue, when the shard holds one.
-absl::Status ValidateDataQueue(const ServerOptions& o) {
+absl::Status ValidateDataQueue(const ShardOptions& o) {
   if (o.data_queue_on) {
     if (absl::Status s = ValidateDataQueueOptions(o.data_queue); !s.ok()) {
       return s;
@@ -141,7 +141,7 @@ absl::Status ValidateDataQueue(const ServerOptions& o) {
 }
 
 // Adaptive backup workers, when on.
-absl::Status ValidateAdaptiveBackups(const ServerOptions& o) {
+absl::Status ValidateAdaptiveBackups(const ShardOptions& o) {
   if (o.adaptive_backups) {
     if (o.mode != Mode::kSync) {
       return absl::InvalidArgumentError(
@@ -156,12 +156,9 @@ absl::Status ValidateAdaptiveBackups(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
-// Where the shard listens, which shard it is, and its cluster's name.
-absl::Status ValidateIdentity(const ServerOptions& o) {
-  if (o.listen_address.empty() ||
-      o.listen_address.find(':') == std::string::npos) {
-    return Bad("listen_address", o.listen_address, "expected host:port");
-  }
+// Which shard it is, and its cluster's name. (Where it listens is the
+// server's: ps/server/server_options.h.)
+absl::Status ValidateIdentity(const ShardOptions& o) {
   if (o.num_shards < 1) {
     return Bad("num_shards", absl::StrCat(o.num_shards), "must be >= 1");
   }
@@ -178,7 +175,7 @@ absl::Status ValidateIdentity(const ServerOptions& o) {
 
 // The bounds shared with the cluster config (common/ps_option_rules.h) and
 // how many gradients a step averages.
-absl::Status ValidateAggregation(const ServerOptions& o) {
+absl::Status ValidateAggregation(const ShardOptions& o) {
   if (const absl::optional<PsOptionProblem> bad =
           FindPsOptionProblem(PsOptionValuesOf(o));
       bad.has_value()) {
@@ -197,7 +194,7 @@ absl::Status ValidateAggregation(const ServerOptions& o) {
 }
 
 // The gRPC message limit and the split threshold below it.
-absl::Status ValidateMessageSizes(const ServerOptions& o) {
+absl::Status ValidateMessageSizes(const ShardOptions& o) {
   if (o.max_message_bytes < kMinMessageBytes ||
       o.max_message_bytes > kMaxGrpcMessageBytes) {
     return Bad("max_message_bytes", absl::StrCat(o.max_message_bytes),
@@ -213,63 +210,30 @@ absl::Status ValidateMessageSizes(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
-// Per-host checkpoints need a directory and every shard's address.
-absl::Status ValidatePerHostCheckpoint(const ServerOptions& o) {
-  if (o.checkpoint.per_host &&
-      (o.checkpoint.dir.empty() ||
-       static_cast<int>(o.ps_addresses.size()) != o.num_shards)) {
-    return Bad("checkpoint.per_host", "true",
-               absl::StrCat("needs a checkpoint directory and the addresses "
-                            "of all ",
-                            o.num_shards, " shards (", o.ps_addresses.size(),
-                            " given)"));
-  }
-  return absl::OkStatus();
-}
-
-// The token, the peer token and TLS files (never echoing a token).
-absl::Status ValidateServerSecurity(const ServerOptions& o) {
-  if (!o.security.token.empty()) {
-    // Never echo the token.
-    if (absl::Status s = ValidateToken(o.security.token); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("server option security.token: ", s.message()));
-    }
-  }
-  if (!o.security.peer_token.empty()) {
-    if (o.security.token.empty()) {
-      return absl::InvalidArgumentError(
-          "server option security.peer_token without a cluster token");
-    }
-    if (absl::Status s = ValidateToken(o.security.peer_token); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("server option security.peer_token: ", s.message()));
-    }
-  }
-  if (o.security.tls &&
-      (o.security.tls_cert_file.empty() || o.security.tls_key_file.empty())) {
-    return Bad("security.tls", "true",
-               "TLS needs tls_cert_file and tls_key_file");
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-absl::Status ValidateServerOptions(const ServerOptions& o) {
+absl::Status ValidateShardOptionsBeforeIdentity(const ShardOptions& o) {
   RETURN_IF_ERROR(ValidateMembership(o));
   RETURN_IF_ERROR(ValidateDataQueue(o));
   RETURN_IF_ERROR(ValidateAdaptiveBackups(o));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateShardOptionsFromIdentity(const ShardOptions& o) {
   RETURN_IF_ERROR(ValidateIdentity(o));
   RETURN_IF_ERROR(ValidateAggregation(o));
   RETURN_IF_ERROR(ValidateOptimizerOptions(o.optimizer, "server option "));
   RETURN_IF_ERROR(ValidateMessageSizes(o));
-  RETURN_IF_ERROR(ValidatePerHostCheckpoint(o));
-  RETURN_IF_ERROR(ValidateServerSecurity(o));
   return absl::OkStatus();
 }
 
-OptimizerOptions ShardOptimizerOptions(const ServerOptions& options) {
+absl::Status ValidateShardOptions(const ShardOptions& o) {
+  RETURN_IF_ERROR(ValidateShardOptionsBeforeIdentity(o));
+  RETURN_IF_ERROR(ValidateShardOptionsFromIdentity(o));
+  return absl::OkStatus();
+}
+
+OptimizerOptions ShardOptimizerOptions(const ShardOptions& options) {
   OptimizerOptions o = options.optimizer;
   if (options.async_beta1 != -1) o.beta1 = options.async_beta1;
   return o;

@@ -1,9 +1,13 @@
-// Every option of a parameter-server shard in one plain struct, filled by
-// ps_server's flags or by the cluster config (ps/server/server_flags.h,
-// ps/server/server_config.h). ValidateServerOptions, its one sanitizer,
-// refuses bad values with a status naming the field and the value; the
-// bounds it shares with the cluster config's loader are written once, in
-// common/ps_option_rules.h.
+// Every option a parameter-server shard (ps/shard, ps/state, ps/checkpoint)
+// reads, in one plain struct: ShardOptions. What only the server process
+// reads (where it listens, its peers' addresses, the token and TLS, the
+// metrics port, the port file, the UCX data plane) is ps/server's
+// ServerOptions (ps/server/server_options.h), which holds a ShardOptions
+// and is filled by ps_server's flags or by the cluster config
+// (ps/server/server_flags.h, ps/server/server_config.h).
+// ValidateShardOptions, the shard's sanitizer, refuses bad values with a
+// status naming the field and the value; the bounds it shares with the
+// cluster config's loader are written once, in common/ps_option_rules.h.
 //
 // Thread-safety: plain values.
 #ifndef PSGD_PS_STATE_OPTIONS_H_
@@ -20,7 +24,6 @@
 #include "absl/time/time.h"
 #include "common/lr_schedule.h"
 #include "common/ps_option_rules.h"
-#include "common/security.h"
 #include "ps/state/adaptive_backups.h"
 #include "ps/state/data_queue.h"
 #include "ps/state/types.h"
@@ -82,13 +85,11 @@ struct CheckpointOptions {
   // Complete checkpoints kept (1..1000); older ones are deleted.
   int keep = 3;
   // `dir` is this shard's own (no other shard sees it): at start the server
-  // asks the other shards (ServerOptions::ps_addresses) which checkpoints
-  // they have complete and restores the newest that all have
+  // asks the other shards (ps/server's ServerOptions::ps_addresses) which
+  // checkpoints they have complete and restores the newest that all have
   // (docs/MULTIHOST.md). Until then the shard answers only Status,
   // ListCheckpoints and Shutdown.
   bool per_host = false;
-  // How long the server waits for every other shard to answer.
-  absl::Duration agree_timeout = absl::Minutes(5);
   // How the shard's own checkpoint file is written (path, bytes): unset,
   // WriteFileAtomically (common/file_io.h). Tests put a disk here that
   // holds or fails a write; ps_server leaves it unset.
@@ -96,12 +97,7 @@ struct CheckpointOptions {
       write_file = nullptr;
 };
 
-struct ServerOptions {
-  // host:port to listen on; port 0 lets the OS choose.
-  std::string listen_address = "127.0.0.1:0";
-  // Prometheus metrics on HTTP at the listen address's host and this port
-  // (GET /metrics); 0: none. Served by ps_server, not by the shard.
-  int metrics_port = 0;
+struct ShardOptions {
   // This server's shard, in [0, num_shards).
   int shard_index = 0;
   int num_shards = 1;
@@ -163,11 +159,6 @@ struct ServerOptions {
   // (ps/state/placement.h). Workers must use the same value.
   int64_t split_threshold_bytes = int64_t{1} << 20;
 
-  // When set, the server writes its bound port (a decimal number and a
-  // newline) to this file once it listens: for tests and launchers that
-  // listen on port 0.
-  std::string port_file;
-
   // A live worker that sends nothing for this long, and is not waiting in
   // a pull, is taken out of the live set as if it had left (a killed
   // worker), so that sync steps go on without it. Zero: never; at most a
@@ -178,15 +169,10 @@ struct ServerOptions {
   // docs/PS.md "Wire dtypes"): pushes must carry gradients of
   // wire_gradients (others are refused with INVALID_ARGUMENT), pulls are
   // answered with weights of wire_weights. The shard stores float32 either
-  // way.
+  // way: the request handler (ps/server/request_handler.h) and the
+  // in-process client (ps/testing) convert, and read them from here.
   DType wire_gradients = DType::kFloat32;
   DType wire_weights = DType::kFloat32;
-  // The data plane (the config's `wire { data_plane ucx_transports }`,
-  // docs/PS.md "Tensors over UCX"): with ucx, the server also listens for
-  // pushes and pulls over UCX on ucx_transports (ps/server/ucx_data_plane.h)
-  // and tells each worker that joins where, with its key.
-  bool ucx = false;
-  std::string ucx_transports = "tcp";
 
   CheckpointOptions checkpoint;
   // The data queue (the config's data { sharding: SERVERS }; docs/PS.md,
@@ -199,33 +185,36 @@ struct ServerOptions {
   DataQueueOptions data_queue;
   int64_t data_epochs = 0;
   std::string ledger_file;
-  // Every shard's address (what the others dial), by shard index: for the
-  // agreement of per-host checkpoints. May be empty otherwise.
-  std::vector<std::string> ps_addresses;
-  // The cluster's token and TLS files (common/security.h): the gRPC server
-  // takes only calls that carry the token, over TLS when set. The shard
-  // itself ignores them. Default: no token, plaintext.
-  SecurityOptions security;
 };
 
 // OK, or INVALID_ARGUMENT naming the first bad field of the optimizer's
 // options and its value after `prefix` ("server option momentum=1: must be
 // in [0, 1)"); the schedule's fields as ValidateLrSchedule words them.
-// ValidateServerOptions checks its optimizer with it; train_local its flags.
+// ValidateShardOptions checks its optimizer with it; train_local its flags.
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& options,
                                       absl::string_view prefix);
 
 // OK, or INVALID_ARGUMENT naming the first bad field and its value
-// ("server option staleness_bound=-2: is negative").
-absl::Status ValidateServerOptions(const ServerOptions& options);
+// ("server option staleness_bound=-2: is negative"). ParameterShard::Create
+// refuses what it refuses.
+absl::Status ValidateShardOptions(const ShardOptions& options);
+
+// ValidateShardOptions in its two halves, in its order: first the workers
+// (membership, the data queue, adaptive backup workers), then from the
+// shard's identity on (num_shards, shard_index, cluster_name, aggregation,
+// the optimizer, message sizes). ps/server's ValidateServerOptions checks
+// the listen address between the two, where it was always checked, so
+// that the first bad field named stays the same.
+absl::Status ValidateShardOptionsBeforeIdentity(const ShardOptions& options);
+absl::Status ValidateShardOptionsFromIdentity(const ShardOptions& options);
 
 // The options that the cluster config also sets, as the shared rules take
 // them (common/ps_option_rules.h): -1 (off) becomes an unset value.
-PsOptionValues PsOptionValuesOf(const ServerOptions& options);
+PsOptionValues PsOptionValuesOf(const ShardOptions& options);
 
 // The optimizer a shard of `options` runs: options.optimizer, with beta1
 // replaced by async_beta1 when that is set (async mode).
-OptimizerOptions ShardOptimizerOptions(const ServerOptions& options);
+OptimizerOptions ShardOptimizerOptions(const ShardOptions& options);
 
 }  // namespace ps
 }  // namespace psgd

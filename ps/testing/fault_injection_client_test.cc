@@ -51,7 +51,7 @@ struct Cluster {
 
   Cluster(int n, int m) {
     for (int i = 0; i < 2; ++i) {
-      ServerOptions o;
+      ShardOptions o;
       o.shard_index = i;
       o.num_shards = 2;
       o.replicas_to_aggregate = n;

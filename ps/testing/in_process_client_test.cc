@@ -18,7 +18,7 @@ struct InProcessCluster {
                    DType wire_gradients = DType::kFloat32,
                    DType wire_weights = DType::kFloat32) {
     for (int i = 0; i < num_shards; ++i) {
-      ServerOptions o = testing::ScenarioOptions(sc, i, num_shards);
+      ShardOptions o = testing::ScenarioOptions(sc, i, num_shards);
       o.wire_gradients = wire_gradients;
       o.wire_weights = wire_weights;
       auto shard = ParameterShard::Create(o);

@@ -268,9 +268,9 @@ Scenario AsyncScenario(int workers, int steps, bool scale_lr_by_staleness) {
   return sc;
 }
 
-ServerOptions ScenarioOptions(const Scenario& sc, int shard_index,
-                              int num_shards) {
-  ServerOptions o;
+ShardOptions ScenarioOptions(const Scenario& sc, int shard_index,
+                             int num_shards) {
+  ShardOptions o;
   o.shard_index = shard_index;
   o.num_shards = num_shards;
   o.cluster_name = "scenario";

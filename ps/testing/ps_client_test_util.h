@@ -43,8 +43,8 @@ Scenario BackupScenario(int workers, int replicas_to_aggregate, int steps);
 Scenario AsyncScenario(int workers, int steps, bool scale_lr_by_staleness);
 
 // Options of shard `shard_index` of `num_shards` for the scenario.
-ServerOptions ScenarioOptions(const Scenario& scenario, int shard_index,
-                              int num_shards);
+ShardOptions ScenarioOptions(const Scenario& scenario, int shard_index,
+                             int num_shards);
 
 using ClientFactory = std::function<std::unique_ptr<PsClient>(int worker_id)>;
 

@@ -64,8 +64,8 @@ inline TwoVariables ExactGradient(int w, int64_t s) {
 }
 
 // Async mode, M workers, SGD with learning rate 0.5 (exact steps).
-inline ServerOptions AsyncSgdOptions(int m) {
-  ServerOptions o;
+inline ShardOptions AsyncSgdOptions(int m) {
+  ShardOptions o;
   o.mode = Mode::kAsync;
   o.total_num_replicas = m;
   o.optimizer.kind = OptimizerOptions::Kind::kSgd;
@@ -74,7 +74,7 @@ inline ServerOptions AsyncSgdOptions(int m) {
 }
 
 // A shard holding InitialValues(), with workers 0..M-1 joined.
-inline std::unique_ptr<ParameterShard> MakeShard(const ServerOptions& options) {
+inline std::unique_ptr<ParameterShard> MakeShard(const ShardOptions& options) {
   auto shard = ParameterShard::Create(options);
   REQUIRE(shard.ok());
   REQUIRE((*shard)->Initialize(InitialValues().Bytes()).ok());

@@ -89,9 +89,9 @@ std::string FuzzConfig::Encode() const {
   return std::string(reinterpret_cast<const char*>(h), kHeaderBytes);
 }
 
-ps::ServerOptions FuzzConfig::ToServerOptions(
+ps::ShardOptions FuzzConfig::ToShardOptions(
     const std::string& checkpoint_dir) const {
-  ps::ServerOptions o;
+  ps::ShardOptions o;
   o.cluster_name = kCluster;
   o.mode = async ? ps::Mode::kAsync : ps::Mode::kSync;
   o.total_num_replicas = total_num_replicas;

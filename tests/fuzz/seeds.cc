@@ -393,7 +393,7 @@ std::string DecodePulls() {
 // A shard checkpoint of the seeds' model after Initialize (made by a shard,
 // with a fixed save time, so that the bytes are the same every time).
 std::string CheckpointBytes() {
-  ps::ServerOptions o = FuzzConfig().ToServerOptions();
+  ps::ShardOptions o = FuzzConfig().ToShardOptions();
   auto shard = ps::ParameterShard::Create(o);
   if (!shard.ok()) return "";
   const std::vector<float> w(6, 0.5f), b(2, -1.0f);

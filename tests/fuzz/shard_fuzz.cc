@@ -106,7 +106,7 @@ const ps::Placement& FuzzPlacement() {
 class Driver {
  public:
   Driver(const FuzzConfig& config, const std::string& checkpoint_dir)
-      : options_(config.ToServerOptions(checkpoint_dir)) {
+      : options_(config.ToShardOptions(checkpoint_dir)) {
     absl::StatusOr<std::unique_ptr<ParameterShard>> shard =
         ParameterShard::Create(options_);
     FUZZ_EXPECT(shard.ok(), shard.status().ToString());
@@ -160,7 +160,7 @@ class Driver {
     return !r.cancelled && r.calls == 0;
   }
 
-  const ps::ServerOptions options_;
+  const ps::ShardOptions options_;
   // Before the shard, which answers them when it is destroyed.
   std::vector<std::unique_ptr<PullRecord>> pulls_;
   std::unique_ptr<ParameterShard> shard_;

@@ -134,7 +134,7 @@ void ExpectSameState(const ShardPicture& a, const ShardPicture& b,
   }
 }
 
-void ExpectConsistent(const ShardPicture& p, const ps::ServerOptions& options) {
+void ExpectConsistent(const ShardPicture& p, const ps::ShardOptions& options) {
   const ps::ShardStatus& s = p.status;
   const ps::PushCounters& c = s.counters;
   FUZZ_EXPECT(s.step >= 0, s.step);

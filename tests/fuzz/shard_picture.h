@@ -55,7 +55,7 @@ void ExpectSameWeights(const ShardPicture& a, const ShardPicture& b,
 // Aborts unless `p` is consistent on its own: finite weights and slots, the
 // step equal to the updates counted, a pending sync aggregate below the
 // gradients a step needs, live workers in range and ascending.
-void ExpectConsistent(const ShardPicture& p, const ps::ServerOptions& options);
+void ExpectConsistent(const ShardPicture& p, const ps::ShardOptions& options);
 
 }  // namespace fuzz
 }  // namespace psgd

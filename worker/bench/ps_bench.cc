@@ -461,7 +461,7 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
     std::vector<ParameterShard*> raw;
     for (int i = 0; i < shards; ++i) {
       ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
-                       ParameterShard::Create(ps_floor.ShardOptions(
+                       ParameterShard::Create(ps_floor.OptionsOfShard(
                            mode, i, shards, workers, DType::kFloat32)));
       raw.push_back(shard.get());
       floor_shards.push_back(std::move(shard));

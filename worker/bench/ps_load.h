@@ -31,6 +31,7 @@
 #include "common/status_macros.h"
 #include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
+#include "ps/server/server_options.h"
 #include "ps/wire/wire_dtype.h"
 #include "worker/models/registry.h"
 
@@ -123,7 +124,8 @@ class ParameterServerBench {
     mode_ = mode;
     wire_ = wire;
     for (int i = 0; i < shards; ++i) {
-      ServerOptions o = ShardOptions(mode, i, shards, workers, wire);
+      ServerOptions o;
+      o.shard = OptionsOfShard(mode, i, shards, workers, wire);
       // Every server requires a token: the bench pays for its check.
       o.security.token = kBenchToken;
       o.ucx = ucx_;
@@ -191,9 +193,9 @@ class ParameterServerBench {
 
   // The options of shard i of the bench's servers (those of Start, which
   // adds a token and the transports).
-  ServerOptions ShardOptions(Mode mode, int i, int shards, int workers,
-                             DType wire) const {
-    ServerOptions o;
+  ShardOptions OptionsOfShard(Mode mode, int i, int shards, int workers,
+                              DType wire) const {
+    ShardOptions o;
     o.shard_index = i;
     o.num_shards = shards;
     o.cluster_name = kCluster;

@@ -30,7 +30,7 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
   std::vector<std::unique_ptr<ps::ParameterShard>> shards;
   std::vector<ps::ParameterShard*> shard_ptrs;
   for (int i = 0; i < setup.shards; ++i) {
-    ps::ServerOptions o;
+    ps::ShardOptions o;
     o.shard_index = i;
     o.num_shards = setup.shards;
     o.cluster_name = kCluster;
@@ -50,7 +50,7 @@ ClusterRun RunCluster(const ClusterSetup& setup) {
     shards.push_back(*std::move(shard));
   }
   absl::StatusOr<ps::Placement> placement = ps::PlaceVariables(
-      *variables, setup.shards, ps::ServerOptions().split_threshold_bytes);
+      *variables, setup.shards, ps::ShardOptions().split_threshold_bytes);
   REQUIRE(placement.ok());
 
   DataOptions data_options;

@@ -34,7 +34,7 @@ struct Cluster {
     auto p = ps::PlaceVariables(specs, 2, 1024);
     REQUIRE(p.ok());
     for (int i = 0; i < 2; ++i) {
-      ps::ServerOptions o;
+      ps::ShardOptions o;
       o.shard_index = i;
       o.num_shards = 2;
       auto shard = ps::ParameterShard::Create(o);

@@ -38,7 +38,7 @@ struct SessionTestCluster {
     REQUIRE(p.ok());
     std::vector<ps::ParameterShard*> raw;
     for (int i = 0; i < 2; ++i) {
-      ps::ServerOptions o;
+      ps::ShardOptions o;
       o.shard_index = i;
       o.num_shards = 2;
       o.mode = mode;

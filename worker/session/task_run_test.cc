@@ -27,7 +27,7 @@ struct Cluster {
              {"b", {2}, Initializer::Constant(0.25f)}};
     auto p = ps::PlaceVariables(specs, 1, 1024);
     REQUIRE(p.ok());
-    ps::ServerOptions o;
+    ps::ShardOptions o;
     o.replicas_to_aggregate = n > 0 ? n : workers;
     o.total_num_replicas = workers;
     auto s = ps::ParameterShard::Create(o);

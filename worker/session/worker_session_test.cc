@@ -396,7 +396,7 @@ TEST_CASE("the chief's end: the others left, the servers shut down") {
 // One shard with `o`, holding a variable "w" of 4 floats, and an
 // in-process client for each of `workers` workers.
 struct OneShard {
-  OneShard(const ps::ServerOptions& o, int workers) {
+  OneShard(const ps::ShardOptions& o, int workers) {
     auto s = ps::ParameterShard::Create(o);
     REQUIRE(s.ok());
     shard = *std::move(s);
@@ -420,7 +420,7 @@ TEST_CASE(
   // One shard handing out chunks, sync N = M = 1. The worker's chunk goes
   // back to the queue under it (as a rollback gives it back): its push is
   // dropped at the current step, which then needs its next gradient.
-  ps::ServerOptions o;
+  ps::ShardOptions o;
   o.data_queue_on = true;
   o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
   OneShard c(o, 1);
@@ -458,7 +458,7 @@ TEST_CASE(
     "a lease waits while the last epoch's chunks are out with another "
     "worker, and takes the one that comes back") {
   // One shard handing out 2 chunks, one epoch; worker 1 holds both.
-  ps::ServerOptions o;
+  ps::ShardOptions o;
   o.total_num_replicas = 2;
   o.replicas_to_aggregate = 2;
   o.data_queue_on = true;
@@ -510,7 +510,7 @@ TEST_CASE(
       (std::filesystem::temp_directory_path() / "worker_session_test_ahead")
           .string();
   std::filesystem::remove_all(dir);
-  ps::ServerOptions o;
+  ps::ShardOptions o;
   o.data_queue_on = true;
   o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
   o.checkpoint.dir = dir;
@@ -600,7 +600,7 @@ TEST_CASE(
 TEST_CASE(
     "a LeaseKeeper keeps a silent worker in the live set while it "
     "is held, and only then") {
-  ps::ServerOptions o;
+  ps::ShardOptions o;
   o.worker_lease = absl::Seconds(1);
   OneShard c(o, 1);
   auto& shard = c.shard;
