@@ -7,17 +7,12 @@ namespace psgd {
 namespace ps {
 namespace {
 
-absl::Status Bad(absl::string_view field, absl::string_view value,
-                 absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("server option ", field, "=", value, ": ", why));
-}
-
 // Where the server listens.
 absl::Status ValidateListenAddress(const ServerOptions& o) {
   if (o.listen_address.empty() ||
       o.listen_address.find(':') == std::string::npos) {
-    return Bad("listen_address", o.listen_address, "expected host:port");
+    return BadServerOption("listen_address", o.listen_address,
+                           "expected host:port");
   }
   return absl::OkStatus();
 }
@@ -28,11 +23,12 @@ absl::Status ValidatePerHostCheckpoint(const ServerOptions& o) {
   if (s.checkpoint.per_host &&
       (s.checkpoint.dir.empty() ||
        static_cast<int>(o.ps_addresses.size()) != s.num_shards)) {
-    return Bad("checkpoint.per_host", "true",
-               absl::StrCat("needs a checkpoint directory and the addresses "
-                            "of all ",
-                            s.num_shards, " shards (", o.ps_addresses.size(),
-                            " given)"));
+    return BadServerOption(
+        "checkpoint.per_host", "true",
+        absl::StrCat("needs a checkpoint directory and the addresses "
+                     "of all ",
+                     s.num_shards, " shards (", o.ps_addresses.size(),
+                     " given)"));
   }
   return absl::OkStatus();
 }
@@ -58,8 +54,8 @@ absl::Status ValidateServerSecurity(const ServerOptions& o) {
   }
   if (o.security.tls &&
       (o.security.tls_cert_file.empty() || o.security.tls_key_file.empty())) {
-    return Bad("security.tls", "true",
-               "TLS needs tls_cert_file and tls_key_file");
+    return BadServerOption("security.tls", "true",
+                           "TLS needs tls_cert_file and tls_key_file");
   }
   return absl::OkStatus();
 }

@@ -9,12 +9,6 @@ namespace psgd {
 namespace ps {
 namespace {
 
-absl::Status Bad(absl::string_view field, absl::string_view value,
-                 absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("server option ", field, "=", value, ": ", why));
-}
-
 // The largest message gRPC accepts (its limits are ints).
 constexpr int64_t kMaxGrpcMessageBytes = (int64_t{1} << 31) - 1;
 constexpr int64_t kMinMessageBytes = int64_t{4} << 20;
@@ -45,7 +39,7 @@ absl::string_view ModeName(Mode mode) {
 absl::StatusOr<Mode> ParseMode(absl::string_view name) {
   if (name == "sync") return Mode::kSync;
   if (name == "async") return Mode::kAsync;
-  return Bad("mode", name, "expected sync or async");
+  return BadServerOption("mode", name, "expected sync or async");
 }
 
 absl::string_view BatchNormStatisticsName(BatchNormStatistics b) {
@@ -56,7 +50,8 @@ absl::StatusOr<BatchNormStatistics> ParseBatchNormStatistics(
     absl::string_view name) {
   if (name == "server") return BatchNormStatistics::kServer;
   if (name == "local") return BatchNormStatistics::kLocal;
-  return Bad("batch_norm_statistics", name, "expected server or local");
+  return BadServerOption("batch_norm_statistics", name,
+                         "expected server or local");
 }
 
 absl::string_view OptimizerKindName(OptimizerOptions::Kind kind) {
@@ -76,7 +71,7 @@ absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(
   if (name == "adam") return OptimizerOptions::Kind::kAdam;
   if (name == "sgd") return OptimizerOptions::Kind::kSgd;
   if (name == "momentum") return OptimizerOptions::Kind::kMomentum;
-  return Bad("optimizer", name, "expected adam, sgd or momentum");
+  return BadServerOption("optimizer", name, "expected adam, sgd or momentum");
 }
 
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& opt,
@@ -110,9 +105,9 @@ namespace {
 // Elastic membership and the rules that follow the live workers.
 absl::Status ValidateMembership(const ShardOptions& o) {
   if (o.max_workers != 0 && o.max_workers < o.total_num_replicas) {
-    return Bad("max_workers", absl::StrCat(o.max_workers),
-               absl::StrCat("is below total_num_replicas (",
-                            o.total_num_replicas, ")"));
+    return BadServerOption("max_workers", absl::StrCat(o.max_workers),
+                           absl::StrCat("is below total_num_replicas (",
+                                        o.total_num_replicas, ")"));
   }
   if (o.n_follows_live && (o.mode != Mode::kSync || o.adaptive_backups)) {
     return absl::InvalidArgumentError(
@@ -133,8 +128,8 @@ absl::Status ValidateDataQueue(const ShardOptions& o) {
       return s;
     }
     if (o.data_epochs < 0) {
-      return Bad("data_epochs", absl::StrCat(o.data_epochs),
-                 "must be >= 0 (0: no end)");
+      return BadServerOption("data_epochs", absl::StrCat(o.data_epochs),
+                             "must be >= 0 (0: no end)");
     }
   }
   return absl::OkStatus();
@@ -160,15 +155,17 @@ absl::Status ValidateAdaptiveBackups(const ShardOptions& o) {
 // server's: ps/server/server_options.h.)
 absl::Status ValidateIdentity(const ShardOptions& o) {
   if (o.num_shards < 1) {
-    return Bad("num_shards", absl::StrCat(o.num_shards), "must be >= 1");
+    return BadServerOption("num_shards", absl::StrCat(o.num_shards),
+                           "must be >= 1");
   }
   if (o.shard_index < 0 || o.shard_index >= o.num_shards) {
-    return Bad("shard_index", absl::StrCat(o.shard_index),
-               absl::StrCat("must be in [0, num_shards=", o.num_shards, ")"));
+    return BadServerOption(
+        "shard_index", absl::StrCat(o.shard_index),
+        absl::StrCat("must be in [0, num_shards=", o.num_shards, ")"));
   }
   if (!IsValidClusterName(o.cluster_name)) {
-    return Bad("cluster_name", o.cluster_name,
-               absl::StrCat("must be ", kClusterNameRule));
+    return BadServerOption("cluster_name", o.cluster_name,
+                           absl::StrCat("must be ", kClusterNameRule));
   }
   return absl::OkStatus();
 }
@@ -179,16 +176,18 @@ absl::Status ValidateAggregation(const ShardOptions& o) {
   if (const absl::optional<PsOptionProblem> bad =
           FindPsOptionProblem(PsOptionValuesOf(o));
       bad.has_value()) {
-    return Bad(bad->field, bad->value, bad->rule);
+    return BadServerOption(bad->field, bad->value, bad->rule);
   }
   if (o.total_num_replicas < o.replicas_to_aggregate) {
-    return Bad("total_num_replicas", absl::StrCat(o.total_num_replicas),
-               absl::StrCat("must be >= replicas_to_aggregate=",
-                            o.replicas_to_aggregate));
+    return BadServerOption("total_num_replicas",
+                           absl::StrCat(o.total_num_replicas),
+                           absl::StrCat("must be >= replicas_to_aggregate=",
+                                        o.replicas_to_aggregate));
   }
   if (o.mode == Mode::kAsync && o.replicas_to_aggregate != 1) {
-    return Bad("replicas_to_aggregate", absl::StrCat(o.replicas_to_aggregate),
-               "async mode aggregates nothing: must be 1");
+    return BadServerOption("replicas_to_aggregate",
+                           absl::StrCat(o.replicas_to_aggregate),
+                           "async mode aggregates nothing: must be 1");
   }
   return absl::OkStatus();
 }
@@ -197,20 +196,28 @@ absl::Status ValidateAggregation(const ShardOptions& o) {
 absl::Status ValidateMessageSizes(const ShardOptions& o) {
   if (o.max_message_bytes < kMinMessageBytes ||
       o.max_message_bytes > kMaxGrpcMessageBytes) {
-    return Bad("max_message_bytes", absl::StrCat(o.max_message_bytes),
-               absl::StrCat("must be in [", kMinMessageBytes, ", ",
-                            kMaxGrpcMessageBytes, "]"));
+    return BadServerOption("max_message_bytes",
+                           absl::StrCat(o.max_message_bytes),
+                           absl::StrCat("must be in [", kMinMessageBytes, ", ",
+                                        kMaxGrpcMessageBytes, "]"));
   }
   if (o.split_threshold_bytes < 1024 ||
       o.split_threshold_bytes > o.max_message_bytes) {
-    return Bad("split_threshold_bytes", absl::StrCat(o.split_threshold_bytes),
-               absl::StrCat("must be in [1024, max_message_bytes=",
-                            o.max_message_bytes, "]"));
+    return BadServerOption(
+        "split_threshold_bytes", absl::StrCat(o.split_threshold_bytes),
+        absl::StrCat(
+            "must be in [1024, max_message_bytes=", o.max_message_bytes, "]"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::Status BadServerOption(absl::string_view field, absl::string_view value,
+                             absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("server option ", field, "=", value, ": ", why));
+}
 
 absl::Status ValidateShardOptionsBeforeIdentity(const ShardOptions& o) {
   RETURN_IF_ERROR(ValidateMembership(o));

@@ -194,6 +194,11 @@ struct ShardOptions {
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& options,
                                       absl::string_view prefix);
 
+// INVALID_ARGUMENT "server option FIELD=VALUE: WHY": how every refusal of
+// a shard's or a server's option (ps/server/server_options.h) is worded.
+absl::Status BadServerOption(absl::string_view field, absl::string_view value,
+                             absl::string_view why);
+
 // OK, or INVALID_ARGUMENT naming the first bad field and its value
 // ("server option staleness_bound=-2: is negative"). ParameterShard::Create
 // refuses what it refuses.
