@@ -164,7 +164,12 @@ CFG
 done
 PATH=$only psgd compare run-SYNC run-ASYNC --out report > compare.log 2>&1 ||
   { cat compare.log; fail "psgd compare exited $?"; }
-grep -q "| run-SYNC | sync | 3 |" report/report.md && grep -q "| run-ASYNC | async | 3 |" report/report.md ||
+# Sync with N = M = 3 needs every worker's gradient each step; async applies
+# on arrival, so a worker whose interpreter started after the others had taken
+# all 12 chunks trains nothing and is not in the report's worker count.
+# Steps: 48 samples / batch 8 x 2 epochs = 12 batches; sync takes 3 a step.
+grep -q "| run-SYNC | sync | 3 | 4 |" report/report.md &&
+  grep -Eq "\| run-ASYNC \| async \| [123] \| 12 \|" report/report.md ||
   { cat report/report.md; fail "psgd compare: the report lacks a run"; }
 [ -s report/loss.png ] && [ -s report/dropped.png ] || fail "psgd compare wrote no plots"
 PATH=$only psgd ledger-check run-SYNC > ledger.log 2>&1 || { cat ledger.log; fail "psgd ledger-check exited $?"; }
