@@ -273,6 +273,48 @@ class RecordsAndShardsTest(unittest.TestCase):
         self.assertIn("1 counted-but-not-trained, 1 unrecorded by a killed "
                       "worker  NOT AS TRAINED", out)
 
+    def test_chunks_held_when_a_step_limited_run_stopped(self):
+        # Epoch 0 lacks chunk 2, epoch 1 is under way. Worker 1 held chunk
+        # 0/2 when the run stopped at its step limit: its push of it was
+        # dropped after the last step, and it had leased chunk 1/1 ahead
+        # and never pushed it. Its records end with both.
+        p0, p1, c = self.perm[0], self.perm[1], self.C
+        ledger = [ledger_line(0, i, p0, c, worker=0, step=i) for i in (0, 1, 3)]
+        ledger.append(ledger_line(1, 0, p1, c, worker=0, step=4))
+        rec0 = [record_line(0, i, p0, c, worker=0, step=i) for i in (0, 1, 3)]
+        rec0.append(record_line(1, 0, p1, c, worker=0, step=4))
+        rec1 = [record_line(0, 2, p0, c, worker=1, step=2, outcome="dropped_stale"),
+                record_line(1, 1, p1, c, worker=1, step=5, outcome="not_pushed")]
+        ledger_path = self.write("ledger.jsonl", ledger)
+        args = ["--complete_epochs", "1", ledger_path, "--records",
+                self.write("r0", rec0)]
+        rc, out, _ = self.run_main(["--held_at_end"] + args + [self.write("r1", rec1)])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("epoch 0: 14 samples, 6 missing, 0 repeated  (held at the end: "
+                      "chunk 0/2 by worker 1 (dropped_stale))\n", out)
+        # Without --held_at_end the epoch is not whole.
+        rc, out, _ = self.run_main(args + [self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("6 missing, 0 repeated  NOT WHOLE", out)
+        # A push of worker 1 taken after the drop: it went on, so the chunk
+        # was not in its hands at the end, and the loss is a loss.
+        later = rec1 + [record_line(1, 2, p1, c, worker=1, step=6, outcome="aggregated")]
+        rc, out, _ = self.run_main(["--held_at_end"] + args + [self.write("r1", later)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("NOT WHOLE", out)
+        # Nobody's record names the chunk: not excused.
+        rc, out, _ = self.run_main(["--held_at_end"] + args + [self.write("r1", rec1[1:])])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("NOT WHOLE", out)
+        # A ledger line of a chunk whose only record is not_pushed: counted
+        # but never trained.
+        counted = ledger + [ledger_line(1, 1, p1, c, worker=1, step=5)]
+        rc, out, _ = self.run_main(["--held_at_end", "--complete_epochs", "1",
+                                    self.write("ledger.jsonl", counted), "--records",
+                                    self.write("r0", rec0), self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("chunk 1/1 of worker 1, generation 0, step 5: no record with its samples", out)
+
     def test_a_record_whose_samples_are_not_the_chunks(self):
         ledger, rec0, rec1 = self.epoch0()
         wrong = self.perm[0][0:self.C]  # chunk 0's samples

@@ -568,7 +568,11 @@ class Run:
         # Complete epochs by this script's arithmetic: every step applies N
         # gradients (sync; min(N, live) with 3 workers and one away is
         # still N) or one (async), one chunk of BATCH samples each; the
-        # chunks still out at the end may hold one epoch open.
+        # chunks still out at the end may hold one epoch open. The run
+        # stops at its step limit: a chunk a worker held then (its push
+        # waiting on a shard it was cut from, or leased ahead), whichever
+        # epoch it is of, is named by that worker's records as its last
+        # (--held_at_end; docs/PS.md, "A run that stops at its step limit").
         per_step = N if self.mode == "sync" else 1
         epochs = final * per_step * BATCH // SAMPLES - 1
         if epochs < 1:
@@ -581,18 +585,28 @@ class Run:
         r = subprocess.run(
             ["/usr/bin/python3", LEDGER_CHECK, "--num_samples", str(SAMPLES),
              "--chunk_size", str(BATCH), "--seed", "1", "--complete_epochs",
-             str(epochs)] + ledgers + ["--records"] + records,
+             str(epochs), "--held_at_end"] + ledgers + ["--records"] + records,
             capture_output=True, text=True)
         if r.returncode != 0:
             raise RunFailed(f"ledger_check (exit {r.returncode}), {epochs} complete epochs:\n"
                             f"{r.stdout[-3000:]}{r.stderr[-2000:]}")
         # Samples missing in the complete epochs (the last line of each
         # epoch's count; with several ledgers each is counted).
-        lost = sum(int(m) for e, m in re.findall(r"^epoch (\d+): \d+ samples, (\d+) missing",
-                                                  r.stdout, re.M) if int(e) < epochs)
+        # Those of chunks a worker held when the run stopped (--held_at_end)
+        # are counted apart.
+        counts = re.findall(r"^epoch (\d+): \d+ samples, (\d+) missing, \d+ repeated(.*)$",
+                            r.stdout, re.M)
+        lost = sum(int(m) for e, m, tail in counts
+                   if int(e) < epochs and "held at the end" not in tail)
+        held = sum(int(m) for e, m, tail in counts
+                   if int(e) < epochs and "held at the end" in tail)
         self.p(f"final step {final}; ledgers: {epochs} complete epoch(s) checked, "
-               f"{lost} samples lost; every task exited 0")
-        return dict(steps=final, epochs=epochs, lost=lost)
+               f"{lost} samples lost, {held} held by a worker when the run stopped; "
+               "every task exited 0")
+        for line in r.stdout.splitlines():
+            if "held at the end" in line:
+                self.p(line)
+        return dict(steps=final, epochs=epochs, lost=lost if not held else f"{lost} ({held} held at the end)")
 
 
 # --- schedules and suites ------------------------------------------------------

@@ -82,7 +82,20 @@ disagree, but for those another shard lacks after the last line it shares
 with the first (decisions that had not reached it when it stopped: named
 `, K not yet applied by the other shards`). --killed J (once per worker)
 excuses one push of worker J counted with no record, once in the whole run
-(the same chunk on every shard). Exits 1 when the check
+(the same chunk on every shard).
+
+A run that stopped at its step limit (--held_at_end; `psgd ledger-check RUN`
+turns it on when the chief's summary.json says "reached step") may leave
+chunks untrained that its workers held when they stopped: a push in hand
+that was dropped after the last step (a worker paused, or waiting for a
+shard it was cut off from, while the others made the steps), a chunk leased
+ahead and never pushed (outcome "not_pushed", written at the worker's
+Leave). Such a chunk keeps its epoch open however old the epoch is. A
+missing sample of an epoch that must be whole is then excused, and named
+`held at the end`, when it is in such a chunk: one whose worker's records
+end with it, that is a record of the chunk (not "applied" or "aggregated")
+followed in that worker's file by no push taken. Every other missing
+sample, and every repeat, still fails the check. Exits 1 when the check
 fails or a line disagrees with the permutation; 2 on bad arguments or an
 unreadable line (naming the file and line).
 """
@@ -167,6 +180,8 @@ def read_ledger(paths):
 # Record outcomes whose gradient a shard took (the chunk counts once the
 # ledger has it).
 COUNTED_OUTCOMES = ("applied", "aggregated")
+# A chunk the worker leased and never pushed (written at its Leave).
+NOT_PUSHED = "not_pushed"
 # Lines naming the problems of each kind, per epoch and ledger.
 SHOWN = 5
 
@@ -237,7 +252,8 @@ def join_records(entries, records, newest_generation, killed=(), excused=None):
     for where, rec, samples in entries:
         key = chunk_key(rec)
         want = sorted(samples)
-        if not any(sorted(r["samples"]) == want for r in by_key.get(key, ())):
+        if not any(sorted(r["samples"]) == want for r in by_key.get(key, ())
+                   if r["outcome"] != NOT_PUSHED):
             if (key not in by_key and key[2] in killed and
                     excused.get(key[2], key) == key):
                 excused[key[2]] = key
@@ -250,10 +266,34 @@ def join_records(entries, records, newest_generation, killed=(), excused=None):
     return trained, not_trained, rolled_back, unrecorded, applied
 
 
+def held_at_end(records):
+    """The chunks the workers held when they stopped, from their records:
+    {(epoch, index): "worker W (outcome)"} for every record of a worker's
+    file after its last push taken (`records`: (where, record) in file
+    order)."""
+    tails = {}  # file -> [records after the last push taken]
+    for where, rec in records:
+        path = where.rsplit(":", 1)[0]
+        tail = tails.setdefault(path, [])
+        if rec["outcome"] in COUNTED_OUTCOMES:
+            tail.clear()
+        else:
+            tail.append(rec)
+    held = {}
+    for tail in tails.values():
+        for rec in tail:
+            held[(rec["epoch"], rec["index"])] = (
+                f"chunk {rec['epoch']}/{rec['index']} by worker {rec.get('worker')} "
+                f"({rec['outcome']})")
+    return held
+
+
 def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
-          records=None, killed=()):
+          records=None, killed=(), held_at_end_too=False):
     """Returns the exit status (0 or 1); raises LedgerError for exit 2.
-    `records`: the workers' sample record files, or None."""
+    `records`: the workers' sample record files, or None.
+    `held_at_end_too`: the run stopped at its step limit; samples of the
+    chunks its workers held then may be missing (the docstring above)."""
     out = out or sys.stdout
     chunks = -(-num_samples // chunk_size)
     perms = {}
@@ -284,11 +324,15 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
             by_epoch.setdefault(epoch, []).append((where, rec, samples))
         ledgers.append((path, by_epoch))
     recs_by_epoch = None
+    held = {}
     if records is not None:
         recs_by_epoch = {}
-        for where, rec in read_records(records):
+        every = list(read_records(records))
+        for where, rec in every:
             chunk_of(where, rec["epoch"], rec["index"])
             recs_by_epoch.setdefault(rec["epoch"], []).append((where, rec))
+        if held_at_end_too:
+            held = held_at_end(every)
 
     several = len(ledgers) > 1
     excused = {}  # a killed worker -> the one push it may not have recorded
@@ -311,7 +355,17 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
             repeated = total - len(seen)
             whole = epoch < complete_epochs
             flag = ""
-            if whole and (missing or repeated):
+            held_named = []
+            if whole and missing and not repeated and held:
+                # Missing only what the workers held when they stopped.
+                lacking = set(range(num_samples)) - set(seen)
+                for (e, index), who in sorted(held.items()):
+                    if e == epoch and lacking & set(chunk_of("", e, index)):
+                        lacking -= set(chunk_of("", e, index))
+                        held_named.append(who)
+                if not lacking:
+                    flag = "  (held at the end: " + ", ".join(held_named) + ")"
+            if whole and (missing or repeated) and not flag:
                 flag = "  NOT WHOLE"
                 bad += 1
             elif repeated:
@@ -472,6 +526,17 @@ def default_complete_epochs(run_dir, ledgers, config_path=None):
     return complete
 
 
+def stopped_at_step_limit(run_dir):
+    """Whether the chief's summary.json says the run stopped at its step
+    limit (end_reason "reached step S")."""
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+            reason = str(json.load(f).get("end_reason", ""))
+    except (OSError, ValueError, AttributeError):
+        return False
+    return reason.startswith("reached step")
+
+
 def run_main(argv=None, prog="psgd ledger-check"):
     """psgd ledger-check RUN_DIR: the check with the run's own bounds."""
     p = argparse.ArgumentParser(
@@ -505,12 +570,16 @@ def run_main(argv=None, prog="psgd ledger-check"):
         complete = default_complete_epochs(args.run_dir, ledgers, args.config)
     if complete < 0:
         p.error(f"--complete_epochs {complete} is negative")
+    step_limited = stopped_at_step_limit(args.run_dir)
     print(f"{prog}: {', '.join(ledgers)}: {num_samples} samples, chunks of "
           f"{chunk_size}, seed {seed}, epochs 0..{complete - 1} whole"
-          + (f"; records {', '.join(records)}" if records and not args.no_records else ""))
+          + (f"; records {', '.join(records)}" if records and not args.no_records else "")
+          + ("; stopped at its step limit (chunks held then may be missing)"
+             if step_limited and records and not args.no_records else ""))
     try:
         return check(ledgers, num_samples, chunk_size, seed, complete,
-                     records=None if args.no_records or not records else records)
+                     records=None if args.no_records or not records else records,
+                     held_at_end_too=step_limited)
     except LedgerError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
@@ -530,6 +599,10 @@ def main(argv=None, prog="ledger_check.py"):
     p.add_argument("--killed", action="append", type=int, default=[],
                    help="a worker id killed once during the run (with "
                         "--records: one counted chunk of it may have no record)")
+    p.add_argument("--held_at_end", action="store_true",
+                   help="the run stopped at its step limit (with --records: "
+                        "the chunks its workers held then may be missing, "
+                        "named as held at the end)")
     p.add_argument("ledger", nargs="*", help="ledger files (JSON lines), one per shard")
     args = p.parse_args(argv)
     ledgers = args.ledger + args.ledgers
@@ -546,7 +619,7 @@ def main(argv=None, prog="ledger_check.py"):
     try:
         return check(ledgers, args.num_samples, args.chunk_size, args.seed,
                      args.complete_epochs, records=args.records,
-                     killed=set(args.killed))
+                     killed=set(args.killed), held_at_end_too=args.held_at_end)
     except LedgerError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2

@@ -184,6 +184,32 @@ class CliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("epoch 0: 12 samples, 0 missing, 4 repeated  NOT WHOLE", r.stdout)
 
+        # A run that stopped at its step limit with chunk 0/1 in worker 1's
+        # hands (its push dropped after the last step): epoch 0 lacks it,
+        # and the worker's records end with it.
+        with open(path, "w") as f:
+            f.write("\n".join(lines[:1] + lines[2:]) + "\n")
+        def record(epoch, index, worker, outcome):
+            perm = ledger_check.epoch_permutation(8, 1, epoch)
+            return json.dumps({"worker": worker, "step": 0, "generation": 0, "epoch": epoch,
+                               "index": index, "outcome": outcome,
+                               "samples": perm[index * 4:index * 4 + 4]})
+        with open(os.path.join(run, "samples-worker-0.jsonl"), "w") as f:
+            f.write("\n".join(record(e, i, 0, "applied")
+                              for e, i in ((0, 0), (1, 0), (1, 1), (2, 0))) + "\n")
+        with open(os.path.join(run, "samples-worker-1.jsonl"), "w") as f:
+            f.write(record(0, 1, 1, "dropped_stale") + "\n")
+        r = self.psgd("ledger-check", run)  # no summary: not known to be step-limited
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("epoch 0: 4 samples, 4 missing, 0 repeated  NOT WHOLE", r.stdout)
+        with open(os.path.join(run, "summary.json"), "w") as f:
+            json.dump({"end_reason": "reached step 4"}, f)
+        r = self.psgd("ledger-check", run)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("stopped at its step limit", r.stdout)
+        self.assertIn("epoch 0: 4 samples, 4 missing, 0 repeated  (held at the end: "
+                      "chunk 0/1 by worker 1 (dropped_stale))", r.stdout)
+
     def test_examples(self):
         r = self.psgd("example", "--list")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -154,7 +154,14 @@ absl::StatusOr<bool> ClusterWorker::Step() {
   absl::StatusOr<std::optional<Computed>> c = ComputeAndPush(*batch);
   if (absl::IsCancelled(c.status())) return End(kServersShutDown);
   RETURN_IF_ERROR(c.status());
-  if (!c->has_value()) return End(run_->StopReason(session()->version()));
+  if (!c->has_value()) {
+    // The step stopped before its push: the chunk goes back at the Leave.
+    if (options_.data_from_servers) {
+      RETURN_IF_ERROR(RecordNotPushed(chunk_generation_, batch->epoch,
+                                      batch->index, batch->examples));
+    }
+    return End(run_->StopReason(session()->version()));
+  }
   const Computed& computed = **c;
   StepRecord rec;
   rec.global_step = GlobalStep(session()->version());
@@ -287,10 +294,35 @@ absl::Status ClusterWorker::Evaluate(int64_t global_step, bool final) {
   return run_->RecordEval(e);
 }
 
+absl::Status ClusterWorker::RecordNotPushed(
+    int64_t generation, int64_t epoch, int64_t index,
+    const std::vector<int64_t>& samples) {
+  if (samples_ == nullptr) return absl::OkStatus();
+  SampleRecord s;
+  s.worker = options_.worker_id;
+  s.step = GlobalStep(session()->version());
+  s.generation = generation;
+  s.epoch = epoch;
+  s.index = index;
+  s.pushed = false;
+  s.samples = samples;
+  return samples_->Write(s);
+}
+
 absl::Status ClusterWorker::Finish() {
-  // Leave before anything else, so that no sync step waits for this worker
-  // (pulls still in flight end first).
+  // First the chunk leased ahead for a step that never came: the Leave
+  // gives it back, and the worker's record says it was never pushed.
+  absl::Status recorded = absl::OkStatus();
+  if (options_.data_from_servers && session() != nullptr) {
+    if (std::optional<ps::DataChunk> ahead = session()->TakeLeasedAhead()) {
+      recorded = RecordNotPushed(ahead->generation, ahead->epoch, ahead->index,
+                                 ahead->samples);
+    }
+  }
+  // Then leave, so that no sync step waits for this worker (pulls still in
+  // flight end first).
   absl::Status left = run_->Leave();
+  RETURN_IF_ERROR(recorded);
   RETURN_IF_ERROR(statistics_.Save());
   RETURN_IF_ERROR(left);
   if (run_->chief() != nullptr && !run_->servers_gone()) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -118,6 +119,10 @@ class ClusterWorker {
   // After the last step: leave the live set, the statistics saved, the
   // chief's final evaluation, the run's end.
   absl::Status Finish();
+  // A line in the worker's sample records for a chunk it leased and never
+  // pushed (sample_records.h); nothing without records.
+  absl::Status RecordNotPushed(int64_t generation, int64_t epoch, int64_t index,
+                               const std::vector<int64_t>& samples);
   // A stop for `reason`: false, with end_reason_ set.
   bool End(std::string reason);
   // The run's session (after Start).

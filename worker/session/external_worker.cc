@@ -424,7 +424,8 @@ absl::StatusOr<ps::DataChunk> ExternalWorker::LeaseData(
     if (leased_samples_.size() >= kMostHeld) {
       leased_samples_.erase(leased_samples_.begin());
     }
-    leased_samples_[{chunk->epoch, chunk->index}] = chunk->samples;
+    leased_samples_[{chunk->epoch, chunk->index}] =
+        Leased{chunk->generation, chunk->samples};
   }
   return chunk;
 }
@@ -450,7 +451,7 @@ absl::Status ExternalWorker::RecordSamples(int64_t step) {
   if (samples.has_value()) {
     r.samples = *std::move(samples);
   } else if (leased != leased_samples_.end()) {
-    r.samples = leased->second;
+    r.samples = leased->second.samples;
   }
   if (leased != leased_samples_.end()) leased_samples_.erase(leased);
   return samples_->Write(r);
@@ -523,7 +524,26 @@ absl::Status ExternalWorker::KeepLease(bool on) {
 absl::Status ExternalWorker::Leave(bool wait_for_others) {
   RETURN_IF_ERROR(CheckJoined());
   computing_.reset();  // a renewal after the Leave would join again
-  return run_->Leave(wait_for_others);
+  // The chunks leased and never pushed (a DataLoader's prefetch, a step the
+  // run stopped before): the Leave gives them back.
+  absl::Status recorded = absl::OkStatus();
+  if (samples_ != nullptr && !run_->left()) {
+    for (auto& [chunk, leased] : leased_samples_) {
+      SampleRecord r;
+      r.worker = task_.index;
+      r.step = GlobalStep(session_->version());
+      r.generation = leased.generation;
+      r.epoch = chunk.first;
+      r.index = chunk.second;
+      r.pushed = false;
+      r.samples = std::move(leased.samples);
+      if (recorded.ok()) recorded = samples_->Write(r);
+    }
+    leased_samples_.clear();
+  }
+  absl::Status left = run_->Leave(wait_for_others);
+  RETURN_IF_ERROR(recorded);
+  return left;
 }
 
 absl::Status ExternalWorker::Finish(const std::string& end_reason) {

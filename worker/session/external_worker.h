@@ -262,10 +262,15 @@ class ExternalWorker {
   // The lease kept while KeepLease(true) (the caller computes between
   // calls).
   std::unique_ptr<LeaseKeeper::Hold> computing_;
-  // record_samples: the file; the samples of the chunks leased, by (epoch,
-  // index), until a push records them; the caller's ids for the next push.
+  // record_samples: the file; the chunks leased, by (epoch, index), until a
+  // push records them (those left at the Leave were never pushed); the
+  // caller's ids for the next push.
+  struct Leased {
+    int64_t generation = 0;
+    std::vector<int64_t> samples;
+  };
   std::unique_ptr<SampleRecorder> samples_;
-  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> leased_samples_;
+  std::map<std::pair<int64_t, int64_t>, Leased> leased_samples_;
   std::optional<std::vector<int64_t>> batch_samples_;
   PushOutcome last_push_;
   bool pushed_ = false;                  // a push since the last pull

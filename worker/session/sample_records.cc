@@ -17,7 +17,7 @@ JsonObject SampleRecordJson(const SampleRecord& r) {
       .Set("generation", r.generation)
       .Set("epoch", r.epoch)
       .Set("index", r.index)
-      .Set("outcome", StepOutcomeName(r.outcome))
+      .Set("outcome", r.pushed ? StepOutcomeName(r.outcome) : kNotPushedOutcome)
       .SetArray("samples", r.samples);
   return o;
 }

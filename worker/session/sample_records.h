@@ -15,6 +15,13 @@
 // appends to the file. scripts/ledger_check.py --records joins the lines
 // with the servers' ledgers.
 //
+// A chunk the worker leased and never pushed (leased ahead, or leased for a
+// step the run stopped before) has a line too when the worker leaves, its
+// outcome "not_pushed" and S the global step then: the servers take it back
+// at the Leave, and when the run stops at its step limit nobody trains it,
+// so that its epoch stays open (docs/PS.md, "A run that stops at its step
+// limit").
+//
 // Thread-safety: SampleRecorder::Write may be called from several threads.
 #ifndef PSGD_WORKER_SESSION_SAMPLE_RECORDS_H_
 #define PSGD_WORKER_SESSION_SAMPLE_RECORDS_H_
@@ -37,9 +44,13 @@ struct SampleRecord {
   int64_t generation = 0;
   int64_t epoch = 0;
   int64_t index = 0;
-  StepOutcome outcome = StepOutcome::kApplied;
+  StepOutcome outcome = StepOutcome::kApplied;  // when pushed
+  bool pushed = true;  // false: leased and never pushed ("not_pushed")
   std::vector<int64_t> samples;
 };
+
+// The outcome word of a record that was never pushed.
+inline constexpr absl::string_view kNotPushedOutcome = "not_pushed";
 
 // RUN_DIR/samples-worker-W.jsonl.
 std::string SampleRecordsFile(absl::string_view run_dir, int worker);

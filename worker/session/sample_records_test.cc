@@ -42,5 +42,19 @@ TEST_CASE("a push's record is one JSON line in the worker's file") {
   CHECK(b == line);
 }
 
+TEST_CASE("a chunk leased and never pushed is recorded as not_pushed") {
+  SampleRecord r;
+  r.worker = 1;
+  r.step = 240;
+  r.epoch = 3;
+  r.index = 23;
+  r.outcome = StepOutcome::kApplied;  // not read: nothing was pushed
+  r.pushed = false;
+  r.samples = {7, 1};
+  CHECK(SampleRecordJson(r).ToString() ==
+        "{\"worker\":1,\"step\":240,\"generation\":0,\"epoch\":3,"
+        "\"index\":23,\"outcome\":\"not_pushed\",\"samples\":[7,1]}");
+}
+
 }  // namespace
 }  // namespace psgd

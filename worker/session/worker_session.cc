@@ -473,6 +473,13 @@ void WorkerSession::CollectLeaseAhead() {
   }
 }
 
+std::optional<ps::DataChunk> WorkerSession::TakeLeasedAhead() {
+  CollectLeaseAhead();
+  std::optional<ps::DataChunk> chunk = std::move(leased_ahead_);
+  leased_ahead_.reset();
+  return chunk;
+}
+
 void WorkerSession::UseChunk(const ps::DataChunkRef& chunk) {
   chunk_ = chunk;
   chunk_unsettled_ = false;

@@ -221,6 +221,10 @@ class WorkerSession {
   // Leave, when the worker's lease expires, at a rollback (a chunk of an
   // older generation is void and never pushed).
   void LeaseAhead();
+  // The chunk LeaseAhead leased and no LeaseData has handed out yet, if
+  // any (its call awaited first), for the worker's record of chunks it
+  // never pushed; the session forgets it (the Leave gives it back).
+  std::optional<ps::DataChunk> TakeLeasedAhead();
   // The chunk the next push carries (the last leased or used), if any.
   const std::optional<ps::DataChunkRef>& chunk() const { return chunk_; }
 
