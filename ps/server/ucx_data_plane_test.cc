@@ -13,9 +13,11 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/server/grpc_server.h"
 #include "ps/wire/wire.h"
@@ -296,6 +298,64 @@ TEST_CASE("a withdrawal is of a pull of its own connection, or refused") {
   CHECK(
       Push(m.get(), *peer, key, 0, "x", {0.5f, 0.5f, 0.5f, 0.5f}).status.ok());
   CHECK(ucx.server->shard()->Status().step == 1);
+}
+
+TEST_CASE("a withdrawal over another connection leaves a worker's pull be") {
+  UcxServer ucx(/*n=*/2);
+  wire::MembershipResponse joined[2];
+  std::unique_ptr<ucx::Messenger> m[2];
+  uint64_t peer[2] = {0, 0};
+  for (int w : {0, 1}) {
+    joined[w] = ucx.Join(w, /*new_link=*/true);
+    auto made = ucx::Messenger::Create(ucx::MessengerOptions());
+    REQUIRE(made.ok());
+    m[w] = *std::move(made);
+    auto connected = m[w]->Connect("127.0.0.1", joined[w].ucx().port());
+    REQUIRE(connected.ok());
+    peer[w] = *connected;
+  }
+  ParameterShard* shard = ucx.server->shard();
+  const std::vector<float> g = {0.5f, 0.5f, 0.5f, 0.5f};
+  // Worker 1's push is aggregated (N = 2); its pull waits for step 1.
+  REQUIRE(Push(m[1].get(), peer[1], KeyOf(joined[1]), 1, "x", g).status.ok());
+  wire::PullRequest pull;
+  pull.set_cluster("ucx");
+  pull.set_worker_id(1);
+  pull.set_min_step(1);
+  absl::Mutex mu;
+  std::optional<ucx::Reply> answer;
+  const uint64_t call = m[1]->Call(
+      peer[1], kUcxPull, KeyOf(joined[1]), pull.SerializeAsString(), {},
+      nullptr, absl::Now() + absl::Seconds(60), [&](ucx::Reply r) {
+        absl::MutexLock lock(&mu);
+        answer = std::move(r);
+      });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (shard->Status().pulls_waiting != 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  REQUIRE(shard->Status().pulls_waiting == 1);
+  // Worker 0 names that pull's call number over its own connection, with
+  // its own key: answered, and nothing is taken back.
+  std::string header(sizeof call, '\0');
+  std::memcpy(header.data(), &call, sizeof call);
+  CHECK(m[0]->CallAndWait(peer[0], kUcxWithdraw, KeyOf(joined[0]), header, {},
+                          absl::Now() + absl::Seconds(30))
+            .status.ok());
+  CHECK(shard->Status().pulls_waiting == 1);
+  CHECK(ucx.server->ucx()->counters().pulls_withdrawn == 0);
+  // Worker 0's push completes the step, and worker 1's pull is answered
+  // with it.
+  REQUIRE(Push(m[0].get(), peer[0], KeyOf(joined[0]), 0, "x", g).status.ok());
+  CHECK(shard->Status().step == 1);
+  absl::MutexLock lock(&mu);
+  CHECK(mu.AwaitWithDeadline(
+      absl::Condition(
+          +[](std::optional<ucx::Reply>* a) { return a->has_value(); },
+          &answer),
+      absl::Now() + absl::Seconds(30)));
+  REQUIRE(answer.has_value());
+  CHECK(answer->status.ok());
 }
 
 // As gRPC cancels a pull whose call ends, the data plane takes back from the
