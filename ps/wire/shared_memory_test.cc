@@ -103,6 +103,21 @@ TEST_CASE("shared memory: what the server refuses to open") {
     close(file);
     unlink(path);
   }
+  SECTION("the region's own descriptor, read-only: taken, not opened again") {
+    // The same memfd, seals, size and header, through a read-only open file
+    // description. The server maps the descriptor the worker holds
+    // (pidfd_getfd): a read-only one cannot be mapped for writing, and is
+    // refused. Opening /proc/PID/fd/N again, as before pidfd_getfd, would
+    // make a new read-write description of the same file and map it.
+    const int fd = open(absl::StrCat("/proc/self/fd/", ref.fd()).c_str(),
+                        O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    ref.set_fd(fd);
+    absl::Status s = segments.Attach(ref, kCap).status();
+    CHECK(IsSharedMemoryRefusal(s));
+    CHECK(SharedMemoryRefusalOf(s) == SharedMemoryRefusal::kNotRegion);
+    close(fd);
+  }
   SECTION("a memfd without the seals (one that could shrink under us)") {
     const int fd = memfd_create(kSharedMemfdName, MFD_CLOEXEC);
     REQUIRE(fd >= 0);
