@@ -26,11 +26,16 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
     const ShardOptions& options) {
   RETURN_IF_ERROR(ValidateShardOptions(options));
   std::unique_ptr<ParameterShard> shard(new ParameterShard(options));
-  if (options.data_queue_on) RETURN_IF_ERROR(shard->OpenDataQueue());
+  if (options.data_queue_on) {
+    MutexLock lock(&shard->mu_);
+    RETURN_IF_ERROR(shard->data_.OpenQueue());
+  }
   // The other shards keep a ledger of the chunks they applied too.
   if (!options.ledger_file.empty()) {
     ASSIGN_OR_RETURN(shard->ledger_,
                      Ledger::Open(options.ledger_file, shard->name_));
+    MutexLock lock(&shard->mu_);
+    shard->data_.set_ledger(shard->ledger_.get());
   }
   if (!options.checkpoint.dir.empty()) {
     RETURN_IF_ERROR(shard->OpenCheckpoints());
@@ -54,6 +59,7 @@ ParameterShard::ParameterShard(const ShardOptions& options)
       ssp_(options.staleness_bound, WorkerCapacity(options)),
       dc_(static_cast<float>(options.dc_asgd_lambda), WorkerCapacity(options)),
       membership_(WorkerCapacity(options)),
+      data_(options_, name_),
       log_(name_, relay_.get()) {}
 
 ParameterShard::~ParameterShard() {
@@ -381,8 +387,8 @@ Coordinator::Shard ParameterShard::RulesLocked() {
   s.counters = &counters_;
   s.aggregator = aggregator_.get();
   s.async = &async_;
-  s.data = data_.has_value() ? &*data_ : nullptr;
-  s.ledger = ledger_ != nullptr;
+  s.data = data_.leases();
+  s.ledger = data_.has_ledger();
   return s;
 }
 
@@ -424,7 +430,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
     // predecessor staged would meet its parts as second gradients.
     if (last != incarnation) {
       stage_.DropParts(worker_id);
-      ChunksGoneLocked(worker_id);  // its chunks will never be pushed
+      data_.Gone(worker_id);  // its chunks will never be pushed
     }
     last = incarnation;
   }
@@ -555,17 +561,7 @@ ShardStatus ParameterShard::Status() const {
     s.last_checkpoint_error = c.last_error;
   }
   s.memory = MemoryLocked();
-  if (data_.has_value()) {
-    const DataQueuePosition p = data_->queue().Position();
-    const DataQueueCounters& c = data_->queue().counters();
-    s.data_queue = true;
-    s.data_epoch = p.epoch;
-    s.data_chunks_done = p.chunks_done;
-    s.data_chunks_per_epoch = p.chunks_in_epoch;
-    s.data_chunks_out = p.chunks_out;
-    s.data_chunks_queued = p.chunks_queued;
-    s.data_counters = c;
-  }
+  data_.AddStatus(&s);
   return s;
 }
 

@@ -13,8 +13,9 @@
 // shard_apply.cc). The rules only shard 0 and a lone shard have are a
 // Coordinator of their own (coordinator.h), which decides and never
 // applies; the decisions in order are the DecisionLog (decision_log.h) and
-// shard 0's DecisionRelay (decision_relay.h). One mutex: the coordinator and
-// the log are called under it.
+// shard 0's DecisionRelay (decision_relay.h). The data queue, its leases
+// and the ledger's lines are the ShardDataRoom (shard_data_room.h). One
+// mutex: the coordinator, the log and the data room are called under it.
 //
 // Errors (every refusal leaves weights, optimizer slots, step and
 // membership exactly as they were; only the refusal counters move):
@@ -75,8 +76,8 @@
 #include "ps/shard/coordinator.h"
 #include "ps/shard/decision_log.h"
 #include "ps/shard/decision_relay.h"
+#include "ps/shard/shard_data_room.h"
 #include "ps/state/async_applier.h"
-#include "ps/state/data_leases.h"
 #include "ps/state/data_queue.h"
 #include "ps/state/delay_compensation.h"
 #include "ps/state/ledger.h"
@@ -478,25 +479,10 @@ class ParameterShard {
   // step is a multiple of every_steps or reaches a requested label.
   void MaybeSaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // LeaseData under the mutex.
+  // LeaseData under the mutex (shard_data.cc).
   absl::StatusOr<DataChunk> LeaseDataLocked(int worker_id, int64_t generation,
                                             const DataChunkRef* give_back)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The data queue (shard_data.cc). Made by Create.
-  absl::Status OpenDataQueue();
-  // The chunks of the gradients just applied: done, and in the ledger.
-  void ChunksAppliedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The worker's chunks back to the queue (it left).
-  void ChunksGoneLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The queue of checkpoint `c` (nullopt without a queue here), made
-  // before a restore or rollback changes anything; then installed, with the
-  // ledger cut back to its length then.
-  absl::StatusOr<std::optional<DataQueue>> DataQueueOfLocked(
-      const ShardCheckpoint& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void InstallDataLocked(std::optional<DataQueue> queue,
-                         const ShardCheckpoint& c)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SaveDataLocked(ShardCheckpoint* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Coordination (shard_coordination.cc). Whole pushes, or a part's copies,
   // staged as a complete push for the coordinator's decision.
@@ -538,10 +524,6 @@ class ParameterShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new generation (rollback, restore): no decision of the old one counts.
   void RestartDecisionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ledger lines for the chunks of an applied decision (a shard
-  // without the data queue).
-  void LedgerChunksLocked(const std::vector<DecidedChunk>& chunks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const ShardOptions options_;
@@ -602,10 +584,10 @@ class ParameterShard {
   absl::flat_hash_map<int, uint64_t> incarnations_ ABSL_GUARDED_BY(mu_);
   // Workers that left with a failure: why (Leave).
   std::map<int, std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
-  // The data handed out (data_queue_on; ps/state/data_leases.h).
-  std::optional<DataLeases> data_ ABSL_GUARDED_BY(mu_);
+  // The data queue, its leases and the ledger's lines (shard_data_room.h).
+  ShardDataRoom data_ ABSL_GUARDED_BY(mu_);
   // Constant after Create; null without options().ledger_file. Lines are
-  // added under mu_ and written by RunReady, after it.
+  // added under mu_ (data_) and written by RunReady, after it.
   std::unique_ptr<Ledger> ledger_;
   // The decisions of this generation: numbered and published (shard 0), or
   // checked in order (the others).

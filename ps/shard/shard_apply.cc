@@ -50,11 +50,7 @@ void ParameterShard::ApplyDecisionLocked(const Decision& d,
   }
   // The data chunks the update trained on: done in the queue that handed
   // them out (shard 0's), else in this shard's ledger from the decision.
-  if (data_.has_value()) {
-    ChunksAppliedLocked();
-  } else {
-    LedgerChunksLocked(d.chunks);
-  }
+  data_.Applied(step_, d.chunks);
   MaybeSaveLocked();  // after the counters, so that they are in it
 }
 
@@ -126,7 +122,7 @@ void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
 void ParameterShard::LeaveHereLocked(int worker_id, bool drop_complete,
                                      Ready* ready) {
   stage_.DropParts(worker_id);  // a worker that left loses its staged parts
-  ChunksGoneLocked(worker_id);
+  data_.Gone(worker_id);
   membership_.Leave(worker_id);
   if (drop_complete) stage_.DropComplete(worker_id);
   // A pull does not wait for a worker that left (staleness_bound).

@@ -137,7 +137,7 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   if (absl::Status s = optimizer->LoadState(c.optimizer); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }
-  ASSIGN_OR_RETURN(std::optional<DataQueue> queue, DataQueueOfLocked(c));
+  ASSIGN_OR_RETURN(std::optional<DataQueue> queue, data_.QueueOf(c));
   store_ = std::move(store);
   optimizer_ = std::move(optimizer);
   // The pending aggregate of a sync step is not saved: those workers push
@@ -166,7 +166,7 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
   }
   requested_labels_.clear();
   last_saved_step_ = c.step;
-  InstallDataLocked(std::move(queue), c);
+  data_.Install(std::move(queue), c);
   return absl::OkStatus();
 }
 
@@ -195,7 +195,7 @@ void ParameterShard::SaveLocked(int64_t label) {
   c->staleness_histogram = async_.histogram();
   c->workers_expired = workers_expired_;
   c->rollbacks = rollbacks_;
-  SaveDataLocked(c.get());
+  data_.Save(c.get());
   checkpoints_->Save(std::move(c));
   last_saved_step_ = step_;
 }
