@@ -55,6 +55,7 @@ ParameterShard::ParameterShard(const ShardOptions& options)
       coordinator_(options.num_shards > 1 && options.shard_index != 0
                        ? nullptr
                        : std::make_unique<Coordinator>(options_)),
+      checkpoints_(options_, name_),
       async_(options.max_push_staleness, options.scale_lr_by_staleness),
       ssp_(options.staleness_bound, WorkerCapacity(options)),
       dc_(static_cast<float>(options.dc_asgd_lambda), WorkerCapacity(options)),
@@ -79,7 +80,7 @@ absl::Status ParameterShard::CheckOpenLocked() const {
     return absl::CancelledError(
         absl::StrCat(name_, " is shut down: ", shutdown_reason_));
   }
-  if (agreeing_) {
+  if (checkpoints_.agreeing()) {
     return absl::UnavailableError(absl::StrCat(
         name_,
         " is agreeing with the other ps tasks on the checkpoint to "
@@ -89,7 +90,7 @@ absl::Status ParameterShard::CheckOpenLocked() const {
 }
 
 absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {
-  if (awaiting_rollback_) {
+  if (checkpoints_.awaiting_rollback()) {
     return absl::AbortedError(
         absl::StrCat(name_, " restored checkpoint step-", restore_report_.label,
                      " (step ", step_,
@@ -187,7 +188,7 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
     MakeAggregatorLocked();
     step_ = 0;
     StartStepLocked();
-    SaveLocked(0);
+    checkpoints_.Save(0, *this);
     CollectReadyLocked(&ready);
   }
   RunReady(&ready);
@@ -415,7 +416,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
   // is not decided: a worker not live yet is refused (it re-syncs, which
   // drives the rollback, and joins after it); a live one's join (its
   // lease's heartbeat) changes nothing and stays accepted.
-  if (awaiting_rollback_ && !membership_.IsLive(worker_id)) {
+  if (checkpoints_.awaiting_rollback() && !membership_.IsLive(worker_id)) {
     return absl::AbortedError(absl::StrCat(
         name_, ": join of worker ", worker_id,
         " refused: the shard restored checkpoint step-", restore_report_.label,
@@ -549,17 +550,8 @@ ShardStatus ParameterShard::Status() const {
   }
   s.shutting_down = shut_down_;
   s.generation = generation_;
-  s.awaiting_rollback = awaiting_rollback_;
   s.restored_label = restore_report_.label;
-  s.rollbacks = rollbacks_;
-  if (checkpoints_ != nullptr) {
-    const CheckpointWriter::Stats c = checkpoints_->stats();
-    s.checkpoints_written = c.written;
-    s.checkpoint_failures = c.failed;
-    s.last_checkpoint_label = c.last_label;
-    s.last_complete_checkpoint_label = c.last_complete_label;
-    s.last_checkpoint_error = c.last_error;
-  }
+  checkpoints_.AddStatus(&s);
   s.memory = MemoryLocked();
   data_.AddStatus(&s);
   return s;
@@ -622,7 +614,7 @@ void ParameterShard::Shutdown(absl::string_view reason) {
   {
     MutexLock lock(&mu_);
     if (shut_down_) return;
-    if (last_saved_step_ != step_) SaveLocked(step_);
+    checkpoints_.SaveUnsaved(step_, *this);
     shut_down_ = true;
     shutdown_reason_ = std::string(reason);
     shutdown_cv_.SignalAll();

@@ -9,13 +9,16 @@
 //
 // Rooms (docs/ARCHITECTURE.md): ParameterShard is the core every shard has
 // (the weights, optimizer slots, step, waiting pulls, staged pushes,
-// membership, counters, checkpoints, and the one apply path,
-// shard_apply.cc). The rules only shard 0 and a lone shard have are a
-// Coordinator of their own (coordinator.h), which decides and never
-// applies; the decisions in order are the DecisionLog (decision_log.h) and
-// shard 0's DecisionRelay (decision_relay.h). The data queue, its leases
-// and the ledger's lines are the ShardDataRoom (shard_data_room.h). One
-// mutex: the coordinator, the log and the data room are called under it.
+// membership, counters, and the one apply path, shard_apply.cc). The rules
+// only shard 0 and a lone shard have are a Coordinator of their own
+// (coordinator.h), which decides and never applies; the decisions in order
+// are the DecisionLog (decision_log.h) and shard 0's DecisionRelay
+// (decision_relay.h). The checkpoints (the writer, when to save, the
+// agreement, the restore and the rollbacks) are the ShardCheckpointing
+// (shard_checkpointing.h), which copies and installs the core's state
+// through ShardCheckpointing::Core; the data queue, its leases and the
+// ledger's lines are the ShardDataRoom (shard_data_room.h). One mutex: the
+// coordinator, the log and the rooms are called under it.
 //
 // Errors (every refusal leaves weights, optimizer slots, step and
 // membership exactly as they were; only the refusal counters move):
@@ -58,7 +61,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,10 +74,10 @@
 #include "common/mutex.h"
 #include "common/tensor.h"
 #include "ps/checkpoint/checkpoint.h"
-#include "ps/checkpoint/checkpoint_writer.h"
 #include "ps/shard/coordinator.h"
 #include "ps/shard/decision_log.h"
 #include "ps/shard/decision_relay.h"
+#include "ps/shard/shard_checkpointing.h"
 #include "ps/shard/shard_data_room.h"
 #include "ps/state/async_applier.h"
 #include "ps/state/data_queue.h"
@@ -93,7 +95,7 @@
 namespace psgd {
 namespace ps {
 
-class ParameterShard {
+class ParameterShard final : private ShardCheckpointing::Core {
  public:
   using Snapshot = std::shared_ptr<const WeightsSnapshot>;
   using PullDone = std::function<void(absl::StatusOr<Snapshot>)>;
@@ -113,16 +115,7 @@ class ParameterShard {
     bool rolled_back = false;
   };
   // What Create restored.
-  struct RestoreReport {
-    int64_t label = -1;  // the checkpoint; -1: none (the shard starts empty)
-    int64_t step = 0;
-    int64_t generation = 1;
-    // Newer checkpoints refused, with the file and the reason, newest first.
-    std::vector<std::string> refused;
-    // StateDigest of the state installed (weights, statistics, slots), as
-    // the shard holds it after the restore.
-    uint32_t digest = 0;
-  };
+  using RestoreReport = ShardCheckpointing::RestoreReport;
 
   // INVALID_ARGUMENT for options that ValidateShardOptions refuses. With a
   // checkpoint directory, restores the newest checkpoint complete for every
@@ -465,19 +458,20 @@ class ParameterShard {
   // ShardStatus::memory, but for the serving layer's pushes_in_flight.
   ShardMemory MemoryLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Checkpoints (ps/shard/shard_checkpoint.cc).
-  // Opens the checkpoint store and restores the newest complete checkpoint.
+  // Checkpoints (ps/shard/shard_checkpoint.cc; the room:
+  // shard_checkpointing.h). Opens the checkpoint store and restores the
+  // newest complete checkpoint.
   absl::Status OpenCheckpoints();
-  // Replaces the state (all but the live set, unless `restart`) with `c`,
-  // tagged with `generation`; nothing changes on error.
-  absl::Status InstallLocked(const ShardCheckpoint& c, bool restart,
-                             int64_t generation)
+  // ShardCheckpointing::Core: the shard's state in a checkpoint. The room is
+  // called under mu_, and calls these under it.
+  bool HasVariablesLocked() const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveStateLocked(ShardCheckpoint* c) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Copies the state into a checkpoint labelled `label` for the writer.
-  void SaveLocked(int64_t label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Once after each step (when the counters are up to date): saves when the
-  // step is a multiple of every_steps or reaches a requested label.
-  void MaybeSaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status InstallStateLocked(const ShardCheckpoint& c, bool restart,
+                                  int64_t generation) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnterGenerationLocked(int64_t generation) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // LeaseData under the mutex (shard_data.cc).
   absl::StatusOr<DataChunk> LeaseDataLocked(int worker_id, int64_t generation,
@@ -534,8 +528,9 @@ class ParameterShard {
   // Shard 0 and a lone shard: the coordinator's rules, used under mu_ (the
   // pointer is constant). Null on the other shards, which follow shard 0.
   const std::unique_ptr<Coordinator> coordinator_ ABSL_PT_GUARDED_BY(mu_);
-  // Constant after Create. Null without a checkpoint directory.
-  std::unique_ptr<CheckpointWriter> checkpoints_;
+  // The checkpoint store and writer, when to save, the agreement and the
+  // rollbacks (shard_checkpointing.h).
+  ShardCheckpointing checkpoints_ ABSL_GUARDED_BY(mu_);
   // Written by Create or RestoreAgreed before the server reads it.
   RestoreReport restore_report_;
 
@@ -562,14 +557,8 @@ class ParameterShard {
   PushCounters counters_ ABSL_GUARDED_BY(mu_);
   int64_t workers_expired_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
-  // Checkpoints and rollbacks.
+  // The generation: 1, then each rollback's.
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
-  bool awaiting_rollback_ ABSL_GUARDED_BY(mu_) = false;
-  // Per-host checkpoints: until RestoreAgreed.
-  bool agreeing_ ABSL_GUARDED_BY(mu_) = false;
-  std::set<int64_t> requested_labels_ ABSL_GUARDED_BY(mu_);
-  int64_t last_saved_step_ ABSL_GUARDED_BY(mu_) = -1;
-  std::vector<RollbackRecord> rollbacks_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   // Pushes in parts, and (several shards) complete pushes awaiting the
   // decision. Shard 0 decides every push it was committed, in order: a

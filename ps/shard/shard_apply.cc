@@ -51,7 +51,8 @@ void ParameterShard::ApplyDecisionLocked(const Decision& d,
   // The data chunks the update trained on: done in the queue that handed
   // them out (shard 0's), else in this shard's ledger from the decision.
   data_.Applied(step_, d.chunks);
-  MaybeSaveLocked();  // after the counters, so that they are in it
+  // After the counters, so that they are in it.
+  checkpoints_.MaybeSave(step_, *this);
 }
 
 void ParameterShard::ApplySyncStepLocked(const Decision& d,

@@ -1,80 +1,54 @@
-// ParameterShard's checkpoints and rollbacks (docs/RELIABILITY.md): restoring
-// at creation, saving a copy of the state for the writer thread, and the
-// Rollback that makes the whole cluster return to one checkpoint.
+// ParameterShard's side of its checkpoints and rollbacks
+// (docs/RELIABILITY.md): its state copied into a checkpoint for the writer
+// thread and installed from one, and the lock around the restore and the
+// Rollback that makes the whole cluster return to one checkpoint. The
+// files, the header, when to save and the rollbacks made are the room's
+// (shard_checkpointing.h).
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "ps/checkpoint/checkpoint_store.h"
 #include "ps/shard/shard.h"
 
 namespace psgd {
 namespace ps {
 
 absl::Status ParameterShard::OpenCheckpoints() {
-  CheckpointStoreOptions o;
-  o.dir = options_.checkpoint.dir;
-  o.cluster = options_.cluster_name;
-  o.shard_index = options_.shard_index;
-  o.num_shards = options_.num_shards;
-  o.keep = options_.checkpoint.keep;
-  o.per_host = options_.checkpoint.per_host;
-  o.write_file = options_.checkpoint.write_file;
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointStore> store,
-                   CheckpointStore::Open(std::move(o)));
-  if (options_.checkpoint.per_host) {
-    // Which checkpoint every shard has is agreed over RPC: RestoreAgreed.
-    MutexLock lock(&mu_);
-    agreeing_ = true;
-    checkpoints_ = std::make_unique<CheckpointWriter>(std::move(store));
-    return absl::OkStatus();
-  }
-  absl::StatusOr<ShardCheckpoint> newest =
-      store->ReadNewestComplete(&restore_report_.refused);
-  if (newest.ok()) {
-    MutexLock lock(&mu_);
-    RETURN_IF_ERROR(
-        Annotate(InstallLocked(*newest, /*restart=*/true, newest->generation),
-                 absl::StrCat(name_, ": restoring checkpoint step-",
-                              newest->label, ": ")));
-    generation_ = newest->generation;
-    RestartDecisionsLocked();
-    awaiting_rollback_ = true;
-    restore_report_.label = newest->label;
-    restore_report_.step = newest->step;
-    restore_report_.generation = newest->generation;
-  } else if (!absl::IsNotFound(newest.status())) {
-    return newest.status();
-  }
-  checkpoints_ = std::make_unique<CheckpointWriter>(std::move(store));
-  return absl::OkStatus();
+                   ShardCheckpointing::OpenStore(options_));
+  MutexLock lock(&mu_);
+  return checkpoints_.Open(std::move(store), *this, &restore_report_);
 }
 
 std::vector<CompleteCheckpointInfo> ParameterShard::CompleteCheckpoints()
     const {
-  if (checkpoints_ == nullptr) return {};
-  return checkpoints_->store().ListComplete();
+  CheckpointStore* store = nullptr;
+  {
+    MutexLock lock(&mu_);
+    store = checkpoints_.store();
+  }
+  if (store == nullptr) return {};
+  return store->ListComplete();
 }
 
 bool ParameterShard::agreeing() const {
   MutexLock lock(&mu_);
-  return agreeing_;
+  return checkpoints_.agreeing();
 }
 
 absl::Status ParameterShard::RestoreAgreed(int64_t label) {
+  CheckpointStore* store = nullptr;
   {
     MutexLock lock(&mu_);
-    if (!agreeing_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(name_, " is not agreeing on a checkpoint"));
-    }
+    RETURN_IF_ERROR(checkpoints_.CheckAgreeing());
     if (label < 0) {
-      agreeing_ = false;
+      checkpoints_.EndAgreement();
       return absl::OkStatus();
     }
+    store = checkpoints_.store();
   }
-  absl::StatusOr<ShardCheckpoint> c = checkpoints_->store().Read(label);
+  absl::StatusOr<ShardCheckpoint> c = store->Read(label);
   if (!c.ok()) {
     return Annotate(c.status(), absl::StrCat(name_,
                                              ": restoring the agreed "
@@ -82,46 +56,16 @@ absl::Status ParameterShard::RestoreAgreed(int64_t label) {
                                              label, ": "));
   }
   MutexLock lock(&mu_);
-  RETURN_IF_ERROR(Annotate(
-      InstallLocked(*c, /*restart=*/true, c->generation),
-      absl::StrCat(name_, ": restoring checkpoint step-", label, ": ")));
-  generation_ = c->generation;
-  RestartDecisionsLocked();
-  awaiting_rollback_ = true;
-  agreeing_ = false;
-  restore_report_.label = c->label;
-  restore_report_.step = c->step;
-  restore_report_.generation = c->generation;
-  return absl::OkStatus();
+  return checkpoints_.Restore(*c, label, *this, &restore_report_);
 }
 
-absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
-                                           bool restart, int64_t generation) {
-  if (c.cluster != options_.cluster_name ||
-      c.shard_index != options_.shard_index ||
-      c.num_shards != options_.num_shards || c.mode != options_.mode ||
-      c.total_num_replicas != options_.total_num_replicas) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the checkpoint is of shard ", c.shard_index, " of ", c.num_shards,
-        " of cluster '", c.cluster, "' (", ModeName(c.mode), ", ",
-        c.total_num_replicas, " workers); this is shard ", options_.shard_index,
-        " of ", options_.num_shards, " of '", options_.cluster_name, "' (",
-        ModeName(options_.mode), ", ", options_.total_num_replicas,
-        " workers)"));
-  }
-  const WeightsSnapshot& w = *c.weights;
-  std::vector<TensorBytes> variables;
-  for (int i = 0; i < w.layout->size(); ++i) {
-    TensorBytes t = FloatTensorBytes(w.layout->names[i], w.layout->shapes[i],
-                                     w.weights[i].data());
-    t.kind = w.layout->kinds[i];
-    if (const absl::optional<SliceOf>& slice = w.layout->slices[i]) {
-      t.slice_variable = slice->variable;
-      t.slice_part = slice->part;
-      t.slice_row_begin = slice->row_begin;
-    }
-    variables.push_back(t);
-  }
+bool ParameterShard::HasVariablesLocked() const { return store_ != nullptr; }
+
+absl::Status ParameterShard::InstallStateLocked(const ShardCheckpoint& c,
+                                                bool restart,
+                                                int64_t generation) {
+  const std::vector<TensorBytes> variables =
+      ShardCheckpointing::Variables(*c.weights);
   if (store_ != nullptr) RETURN_IF_ERROR(store_->CheckSameVariables(variables));
   // A checkpoint of a cluster that kept batch norm's statistics on the
   // servers does not fit one that keeps them on the workers.
@@ -162,27 +106,13 @@ absl::Status ParameterShard::InstallLocked(const ShardCheckpoint& c,
     // The workers that were live: their leases start now.
     const absl::Time now = absl::Now();
     for (int w : c.live_workers) membership_.Join(w, now);
-    rollbacks_ = c.rollbacks;
   }
-  requested_labels_.clear();
-  last_saved_step_ = c.step;
   data_.Install(std::move(queue), c);
   return absl::OkStatus();
 }
 
-void ParameterShard::SaveLocked(int64_t label) {
-  if (checkpoints_ == nullptr || store_ == nullptr || awaiting_rollback_) {
-    return;
-  }
-  auto c = std::make_unique<ShardCheckpoint>();
-  c->cluster = options_.cluster_name;
-  c->shard_index = options_.shard_index;
-  c->num_shards = options_.num_shards;
-  c->label = label;
+void ParameterShard::SaveStateLocked(ShardCheckpoint* c) {
   c->generation = generation_;
-  c->mode = options_.mode;
-  c->total_num_replicas = options_.total_num_replicas;
-  c->saved = absl::Now();
   c->step = step_;
   c->weights = store_->current();  // immutable: shared, not copied
   c->optimizer = optimizer_->SaveState();
@@ -194,52 +124,28 @@ void ParameterShard::SaveLocked(int64_t label) {
   c->counters = counters_;
   c->staleness_histogram = async_.histogram();
   c->workers_expired = workers_expired_;
-  c->rollbacks = rollbacks_;
-  data_.Save(c.get());
-  checkpoints_->Save(std::move(c));
-  last_saved_step_ = step_;
+  data_.Save(c);
 }
 
-void ParameterShard::MaybeSaveLocked() {
-  if (checkpoints_ == nullptr) return;
-  const int64_t every = options_.checkpoint.every_steps;
-  const bool periodic = every > 0 && step_ % every == 0;
-  if (periodic) SaveLocked(step_);
-  while (!requested_labels_.empty() && *requested_labels_.begin() <= step_) {
-    const int64_t label = *requested_labels_.begin();
-    requested_labels_.erase(requested_labels_.begin());
-    if (!(periodic && label == step_)) SaveLocked(label);
-  }
+void ParameterShard::EnterGenerationLocked(int64_t generation) {
+  generation_ = generation;
+  RestartDecisionsLocked();
 }
 
 absl::Status ParameterShard::RequestCheckpoint(int64_t label, bool now) {
   MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckOpenLocked());
   RETURN_IF_ERROR(CheckGenerationLocked(0));
-  if (checkpoints_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name_,
-                     ": checkpoint requested, but the server has no "
-                     "checkpoint directory"));
-  }
-  if (store_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name_, ": checkpoint requested before Initialize"));
-  }
-  if (label < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name_, ": checkpoint label ", label, " is negative"));
-  }
-  if (now || step_ >= label) {
-    SaveLocked(label);
-  } else {
-    requested_labels_.insert(label);
-  }
-  return absl::OkStatus();
+  return checkpoints_.Request(label, now, step_, *this);
 }
 
 void ParameterShard::FlushCheckpoints() {
-  if (checkpoints_ != nullptr) checkpoints_->Flush();
+  CheckpointWriter* writer = nullptr;
+  {
+    MutexLock lock(&mu_);
+    writer = checkpoints_.writer();
+  }
+  if (writer != nullptr) writer->Flush();
 }
 
 absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
@@ -247,35 +153,25 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
   const std::string context =
       absl::StrCat(name_, ": rollback to checkpoint step-", label,
                    " (generation ", generation, "): ");
-  if (generation < 1 || label < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(context,
-                     "the generation must be >= 1 and the label "
-                     ">= 0"));
-  }
-  if (checkpoints_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(context, "the server has no checkpoint directory"));
-  }
+  CheckpointStore* store = nullptr;
   {
     MutexLock lock(&mu_);
+    RETURN_IF_ERROR(checkpoints_.CheckRollback(label, generation, context));
     RETURN_IF_ERROR(CheckOpenLocked());
     if (generation <= generation_) {
       return RollbackReply{step_, generation_, false};
     }
-    if (awaiting_rollback_ && label == restore_report_.label) {
+    if (checkpoints_.AwaitsRollbackTo(label, restore_report_.label)) {
       // Already at that checkpoint: it only takes the generation.
-      generation_ = generation;
-      RestartDecisionsLocked();
-      awaiting_rollback_ = false;
+      EnterGenerationLocked(generation);
       store_->SetGeneration(generation);
-      rollbacks_.push_back({generation, label, step_, step_});
-      checkpoints_->DeleteNewerThan(label);
+      checkpoints_.RolledBack(generation, label, step_, step_);
       return RollbackReply{step_, generation_, true};
     }
+    store = checkpoints_.store();
   }
   // The file is read without the lock; the generation is checked again.
-  absl::StatusOr<ShardCheckpoint> c = checkpoints_->store().Read(label);
+  absl::StatusOr<ShardCheckpoint> c = store->Read(label);
   if (!c.ok()) return Annotate(c.status(), context);
   Ready ready;
   RollbackReply reply;
@@ -287,11 +183,7 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
     }
     const int64_t from = step_;
     RETURN_IF_ERROR(
-        Annotate(InstallLocked(*c, /*restart=*/false, generation), context));
-    generation_ = generation;
-    RestartDecisionsLocked();
-    awaiting_rollback_ = false;
-    rollbacks_.push_back({generation, label, from, step_});
+        checkpoints_.RollBackTo(*c, label, generation, from, context, *this));
     const absl::Status aborted = absl::AbortedError(absl::StrCat(
         name_, " rolled back from step ", from, " to checkpoint step-", label,
         " (step ", step_, ", generation ", generation, "): pull again"));
@@ -299,7 +191,6 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
       ready.emplace_back(std::move(waiter.done), aborted);
     }
     waiters_.clear();
-    checkpoints_->DeleteNewerThan(label);
     reply = RollbackReply{step_, generation_, true};
   }
   RunReady(&ready);
