@@ -17,9 +17,13 @@
 #           again as a new incarnation and pulls: before, a commit refused
 #           as "not staged here complete" made it exit 1.
 # Every task exits 0, the run reaches its last step, and both shards'
-# ledgers joined with the workers' sample records (scripts/ledger_check.py)
-# show every epoch that this test's arithmetic says is complete (steps x N x
-# batch samples applied, less one epoch for chunks still out) whole: 0 missing, 0 repeated, nothing
+# ledgers joined with every worker's sample records (scripts/ledger_check.py;
+# a missing records file fails the case) show every epoch whole that this
+# test's arithmetic says must be (the final step x N chunks, less 2 per
+# worker that can be out at the end), or that ps:0 says it completed if more
+# (its claim fails the case when below that bound or above what the steps
+# can make): 0 missing (but for a chunk a worker's records end with:
+# --held_at_end, the run stops at its step limit), 0 repeated, nothing
 # trained but not counted (the refused gradient is not applied late) and
 # nothing counted but not trained.
 source "$(dirname "$0")/cluster_test_lib.sh"
@@ -94,15 +98,23 @@ if not c["rejoined"]:
 PYEOF
       ;;
   esac
-  # The epochs that must be whole, by this test's arithmetic: steps x N x
-  # batch samples were taken, less what the pauses cost (a step of the
-  # pause counts N chunks all the same); ps:0's own count must reach it.
-  least=$(( (steps * 2 * batch) / samples - 1 ))
-  epochs=$(json_field "$run/ps-0.summary.json" data_epochs_completed)
-  [ "$epochs" -ge "$least" ] || fail "$name: ps:0 completed $epochs epochs, fewer than $least"
+  # The epochs that must be whole, by this test's arithmetic: each of the
+  # final step's steps settled N (2) chunks of the batch, in the queue's
+  # order; at the end each worker may hold a chunk (a push in hand) and one
+  # leased ahead, or one a dropped push gave back not yet leased again (2
+  # per worker). A paused worker's chunks come back when its lease runs out.
+  # ps:0's own count must reach that bound and not pass what the steps can
+  # make; every epoch it says it completed is checked too.
+  local chunks=$((samples / batch)) records
+  least=$(( (step * 2 - 2 * 3) / chunks ))
+  epochs=$(whole_epochs "$name" "$run" "$least" $((step * 2 / chunks)))
+  echo "$name: $epochs epochs whole (at least $least by the steps)"
+  sample_records "$name" "$run" 0 1 2
+  # The run stops at its step limit: a missing sample is excused only in a
+  # chunk a worker's records end with (docs/PS.md).
   "$PY" "$LEDGER_CHECK" --num_samples $samples --chunk_size $batch --seed 1 \
-    --complete_epochs "$least" "$ckpt/ledger.jsonl" "$ckpt/ledger-ps1.jsonl" \
-    --records "$run"/samples-worker-*.jsonl ||
+    --complete_epochs "$epochs" --held_at_end "$ckpt/ledger.jsonl" "$ckpt/ledger-ps1.jsonl" \
+    "${records[@]}" ||
     { tail -n 20 "$run"/w*.log; fail "$name: the ledgers show samples lost, repeated or applied late"; }
 }
 

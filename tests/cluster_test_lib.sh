@@ -99,6 +99,38 @@ json_field() {
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# whole_epochs NAME RUN LOWER MOST: the number of epochs of the data that
+# must be whole in RUN (for ledger_check.py --complete_epochs). LOWER is the
+# caller's own bound, from its arithmetic (the steps made, less the chunks
+# that can be out); MOST the epochs its steps can make at all. ps:0's claim
+# (its summary's data_epochs_completed) only is checked against them: the
+# case fails when it is below LOWER or above MOST; the more of the claim and
+# LOWER is printed. Call it as `e=$(whole_epochs ...)` (not `local e=$(...)`,
+# which would hide a failure).
+whole_epochs() {
+  local name=$1 run=$2 lower=$3 most=$4 claim
+  claim=$(json_field "$run/ps-0.summary.json" data_epochs_completed)
+  [ "$claim" -le "$most" ] ||
+    fail "$name: ps:0 says it completed $claim epochs of the data; the steps make at most $most"
+  [ "$claim" -ge "$lower" ] ||
+    fail "$name: ps:0 says it completed $claim epochs of the data; the steps make at least $lower whole"
+  echo $((claim > lower ? claim : lower))
+}
+
+# sample_records NAME RUN J...: sets `records` to --records and the sample
+# records (data { record_samples: true }) of workers J... in RUN; fails,
+# naming it, when one is missing.
+sample_records() {
+  local name=$1 run=$2 j f
+  shift 2
+  records=(--records)
+  for j in "$@"; do
+    f=$run/samples-worker-$j.jsonl
+    [ -f "$f" ] || fail "$name: worker:$j wrote no sample records ($f)"
+    records+=("$f")
+  done
+}
+
 # The second user of the tests that attack a server or plant files for it:
 # run as root, uid 65534 (nobody) through setpriv, and the server root's;
 # otherwise this same user (no second uid: the modes as planted still

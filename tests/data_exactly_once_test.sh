@@ -6,14 +6,25 @@
 # samples in chunks of 16 (30 chunks an epoch, 15 steps), 60 steps: three
 # whole epochs and 15 steps to spare (a chunk whose gradient is dropped
 # goes back and may be dropped again before it is applied: with 5 to spare
-# a CI run ended with the third epoch one chunk short). Each case ends with scripts/ledger_check.py on both
-# shards' ledgers (ps:0's and ps:1's, which must hold the same chunks: one
-# decision per push): 0 samples missing and 0 repeated in every epoch ps:0's
-# queue completed (its summary's data_epochs_completed, at least 3; the
-# elastic case runs many more), no repeat in the partial one.
+# a CI run ended with the third epoch one chunk short). Every case's
+# workers record each push's samples (data { record_samples: true }), and
+# each case ends with scripts/ledger_check.py on both shards' ledgers (ps:0's
+# and ps:1's, which must hold the same chunks: one decision per push) joined
+# with every worker's records (a missing records file fails the case): 0
+# samples missing, 0 repeated and every push as trained in each epoch that
+# must be whole, no repeat in the partial one. The epochs that must be whole
+# come from this test's own arithmetic: the final step x N chunks of 16 (30
+# an epoch), less 2 per worker that can be out at the end (a push in hand,
+# one leased ahead), and for a killed worker's chunk the same at the kill
+# when the run can have ended before its lease ran out: 3 for the 60-step
+# cases, 13 for elastic (N at least 1). ps:0's own count (its summary's
+# data_epochs_completed) fails the case when it is below that bound or more
+# than the steps can make, and the more of the two is checked. A worker the
+# case SIGKILLs may miss one record (--killed J); the step-limited cases
+# (all but last_epoch) excuse a missing sample only in a chunk a worker's
+# records end with (--held_at_end, docs/PS.md "A run that stops at its step
+# limit").
 #   backup:      no fault; the backup worker's dropped gradients re-queue.
-#                The workers record each push's samples (data {
-#                record_samples: true }), which agree with the ledger.
 #   emulated:    as backup, with emulated compute (docs/STRAGGLERS.md: the
 #                workers compute nothing, 5 ms a step): their chunks index
 #                the servers' whole set, and the next chunk is leased while
@@ -24,7 +35,8 @@
 #                runs out (3 s), after the others have leased the rest; they
 #                wait for it ("waiting for the data") and train it, and the
 #                data ends with both epochs whole (without the wait the
-#                ledger misses its samples).
+#                ledger misses its samples): ps:0 must say 2, and no chunk
+#                is excused as held at the end.
 #   kill_worker: worker:2 SIGKILLed after 5 steps (its chunk comes back when
 #                its lease runs out, 3 s later; steps of at least 100 ms,
 #                an emulated delay, so that the run outlasts the lease: a
@@ -62,7 +74,8 @@ steps_of() {
 
 write_data_config() {
   local file=$1 name=$2 ckpt=$3 elastic=()
-  local data="source: SYNTHETIC synthetic_train_size: 480 synthetic_test_size: 100 sharding: SERVERS ledger: true"
+  # Every case: the ledgers and the workers' records of each push.
+  local data="source: SYNTHETIC synthetic_train_size: 480 synthetic_test_size: 100 sharding: SERVERS ledger: true record_samples: true"
   case "$name" in
     kill_worker|kill_ps0|kill_all)
       elastic=(extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.1 } }") ;;
@@ -73,9 +86,7 @@ write_data_config() {
       elastic=(training="epochs: 2"
                extra="stragglers { extra_delay { kind: CONSTANT shift_seconds: 0.1 } }"
                extra="stragglers { workers: 2 extra_delay { kind: CONSTANT shift_seconds: 1 } }") ;;
-    backup) data="$data record_samples: true" ;;
     emulated)
-      data="$data record_samples: true"
       elastic=(extra="emulation { compute { kind: CONSTANT shift_seconds: 0.005 } }") ;;
   esac
   if [ "$name" = elastic ]; then
@@ -98,24 +109,57 @@ write_data_config() {
 }
 
 check_ledger() {
-  local name=$1 ledger=$2 run=$3 least=3 epochs records=()
-  [ "$name" = last_epoch ] && least=2
-  # Every epoch the run completed must be whole: as many as ps:0's queue
-  # says it completed (at least the cases' 3, or 2), not only the first 3.
-  epochs=$(json_field "$run/ps-0.summary.json" data_epochs_completed)
-  [ "$epochs" -ge "$least" ] ||
-    fail "$name: ps:0 completed $epochs epochs of the data, fewer than $least"
-  # The workers' sample records, where the case asked for them.
-  if compgen -G "$run/samples-worker-*.jsonl" > /dev/null; then
-    records=(--records "$run"/samples-worker-*.jsonl)
+  local name=$1 ledger=$2 run=$3 epochs step lower most first_open records=()
+  local n_least=2 n_most=2 workers=3 min_step_ms=100 held=(--held_at_end) killed_args=() j
+  step=$(json_field "$run/summary.json" final_global_step)
+  if [ "$name" = last_epoch ]; then
+    # The run ends when the data does (training.epochs 2): both epochs
+    # whole, every chunk trained; no chunk held at a step limit.
+    lower=2 most=2 held=()
+  else
+    # The epochs that must be whole, by this test's own arithmetic: each
+    # step settles N chunks of 16 (30 an epoch), in the queue's order; at
+    # the end each worker may hold a chunk (a push in hand) and one leased
+    # ahead, or one a dropped push gave back not yet leased again (2 per
+    # worker). elastic: N follows the live workers, 1 to 5, of 5 at most.
+    [ "$name" = elastic ] && n_least=1 n_most=5 workers=5 min_step_ms=40
+    first_open=$((step * n_least - 2 * workers))
+    # A killed worker's chunk (leased at about at_kill x N) is out until its
+    # lease runs out, 3 s later (and the next 100 ms tick): at most 4 s of
+    # steps of at least min_step_ms (the emulated delay); then it is the
+    # lowest chunk in the queue and is trained next. Only a run that can
+    # have ended before that keeps it out to the end (as fault_matrix.py's
+    # bound at the kill). A restored ps:0 (kill_ps0, kill_all) voids every
+    # lease and queues the chunks out at the kill: nothing of then stays out.
+    if [ -n "$at_kill" ] &&
+        [ $((at_kill + 1 + 4000 / min_step_ms + 2)) -gt "$step" ]; then
+      first_open=$((first_open < (at_kill + 1) * n_least - 2 * workers ?
+                    first_open : (at_kill + 1) * n_least - 2 * workers))
+    fi
+    ((first_open >= 0)) || first_open=0
+    lower=$((first_open / 30)) most=$((step * n_most / 30))
   fi
+  # ps:0's own count (data_epochs_completed) is checked against the bounds,
+  # and every epoch it says it completed is checked too.
+  epochs=$(whole_epochs "$name" "$run" "$lower" "$most")
+  # Every worker's sample records, each file required: the elastic case's
+  # joiners too.
+  if [ "$name" = elastic ]; then
+    sample_records "$name" "$run" 0 1 2 3 4
+  else
+    sample_records "$name" "$run" 0 1 2
+  fi
+  # A worker SIGKILLed (once in the run) may miss the record of the push
+  # in flight at the kill.
+  for j in ${killed[@]+"${killed[@]}"}; do killed_args+=(--killed "$j"); done
   # Every shard keeps a ledger of what it applied (ps:1's beside ps:0's);
   # each must show the same chunks.
   local ledgers=("$ledger" "$(dirname "$ledger")/ledger-ps1.jsonl")
   [ -s "${ledgers[1]}" ] || fail "$name: ps:1 kept no ledger (${ledgers[1]})"
-  echo "$name: ledger $(wc -l < "$ledger") chunks, ps:1's $(wc -l < "${ledgers[1]}"), $epochs epochs completed"
+  echo "$name: final step $step, ledger $(wc -l < "$ledger") chunks, ps:1's $(wc -l < "${ledgers[1]}"), $epochs epochs whole (at least $lower by the steps, at most $most)${killed:+, killed worker(s) ${killed[*]}}"
   if ! "$PY" "$LEDGER_CHECK" --num_samples 480 --chunk_size 16 --seed 1 \
-      --complete_epochs "$epochs" "${ledgers[@]}" ${records[@]+"${records[@]}"}; then
+      --complete_epochs "$epochs" ${held[@]+"${held[@]}"} ${killed_args[@]+"${killed_args[@]}"} \
+      "${ledgers[@]}" "${records[@]}"; then
     # What the servers and workers said of the data, for the diagnosis.
     grep -h "data\|chunk\|warn\|error" "$run"/*.log | tail -n 60
     # Each worker's steps that did not end applied or aggregated.
@@ -153,7 +197,7 @@ run_case() {
   write_data_config "$cfg" "$name" "$ckpt"
   mkdir -p "$run"
   echo "=== $name"
-  pids=()
+  pids=() killed=() at_kill=""
   start_cluster "$cfg" "$run" 2 3
   ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
   case "$name" in
@@ -163,13 +207,14 @@ run_case() {
       # chunks are leased from about step 25 on.
       await_global_step "$run/worker-0.jsonl" 25 300 "${ws[0]}"
       kill -9 "${ws[2]}"; wait "${ws[2]}" 2>/dev/null || true
-      ws[2]=""
+      ws[2]="" killed=(2)
       echo "$name: worker:2 killed at step $(last_step "$run/worker-0.jsonl")"
       ;;
     kill_worker)
       await_steps "$run/worker-2.jsonl" 5 300 "${ws[2]}"
       kill -9 "${ws[2]}"; wait "${ws[2]}" 2>/dev/null || true
-      ws[2]=""
+      ws[2]="" killed=(2) at_kill=$(last_step "$run/worker-0.jsonl")
+      echo "$name: worker:2 killed at step $at_kill"
       ;;
     kill_ps0)
       await_global_step "$run/worker-0.jsonl" 12 300 "${ws[0]}"
@@ -182,6 +227,7 @@ run_case() {
       await_global_step "$run/worker-0.jsonl" 12 300 "${ws[0]}"
       for p in "${ps[@]}" "${ws[@]}"; do kill -9 "$p" 2>/dev/null || true; done
       for p in "${ps[@]}" "${ws[@]}"; do wait "$p" 2>/dev/null || true; done
+      killed=(0 1 2)
       echo "$name: every process killed at step $(last_step "$run/worker-0.jsonl")"
       start_cluster "$cfg" "$run" 2 3
       ps=("${ps_pids[@]}") ws=("${w_pids[@]}")
@@ -203,7 +249,7 @@ run_case() {
       # worker:4 is killed (its lease runs out), worker:3 asked to leave
       # (SIGTERM: it leaves at a step boundary and exits 0 at once).
       kill -9 "${ws[4]}"; wait "${ws[4]}" 2>/dev/null || true
-      ws[4]=""
+      ws[4]="" killed=(4) at_kill=$(last_step "$run/worker-0.jsonl")
       kill -TERM "${ws[3]}"
       wait_exit "${ws[3]}" 60 || { cat "$run/w3.log"; fail "$name: worker:3 exited $? after SIGTERM"; }
       grep -q "asked to leave (SIGTERM)" "$run/w3.log" ||
