@@ -314,6 +314,19 @@ class RecordsAndShardsTest(unittest.TestCase):
                                     self.write("r0", rec0), self.write("r1", rec1)])
         self.assertEqual(rc, 1, out)
         self.assertIn("chunk 1/1 of worker 1, generation 0, step 5: no record with its samples", out)
+        # The chunk held was of an older generation than the ledger's
+        # newest (a rollback came after it): it went back to that
+        # generation's queue, so it does not excuse the newest one's loss.
+        rolled = [l.replace('"generation":0', '"generation":1') for l in ledger]
+        rolled_rec0 = [l.replace('"generation":0', '"generation":1') for l in rec0]
+        args = ["--complete_epochs", "1", self.write("ledger.jsonl", rolled), "--records",
+                self.write("r0", rolled_rec0)]
+        rc, out, _ = self.run_main(["--held_at_end"] + args + [self.write("r1", rec1)])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("6 missing, 0 repeated  NOT WHOLE", out)
+        newer = [l.replace('"generation":0', '"generation":1') for l in rec1]
+        rc, out, _ = self.run_main(["--held_at_end"] + args + [self.write("r1", newer)])
+        self.assertEqual(rc, 0, out)
 
     def test_a_record_whose_samples_are_not_the_chunks(self):
         ledger, rec0, rec1 = self.epoch0()

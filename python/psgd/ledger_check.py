@@ -94,7 +94,9 @@ Leave). Such a chunk keeps its epoch open however old the epoch is. A
 missing sample of an epoch that must be whole is then excused, and named
 `held at the end`, when it is in such a chunk: one whose worker's records
 end with it, that is a record of the chunk (not "applied" or "aggregated")
-followed in that worker's file by no push taken. Every other missing
+followed in that worker's file by no push taken, of the ledger's newest
+generation (a chunk held before a rollback went back to the older
+generation's queue). Every other missing
 sample, and every repeat, still fails the check. Exits 1 when the check
 fails or a line disagrees with the permutation; 2 on bad arguments or an
 unreadable line (naming the file and line).
@@ -268,9 +270,11 @@ def join_records(entries, records, newest_generation, killed=(), excused=None):
 
 def held_at_end(records):
     """The chunks the workers held when they stopped, from their records:
-    {(epoch, index): "worker W (outcome)"} for every record of a worker's
-    file after its last push taken (`records`: (where, record) in file
-    order)."""
+    {(epoch, index): ("chunk E/I by worker W (outcome)", generation)} for
+    every record of a worker's file after its last push taken (`records`:
+    (where, record) in file order). The generation lets the check take only
+    the chunks of the ledger's newest one: a chunk held before a rollback
+    went back to the queue of that generation, not into the last."""
     tails = {}  # file -> [records after the last push taken]
     for where, rec in records:
         path = where.rsplit(":", 1)[0]
@@ -284,7 +288,7 @@ def held_at_end(records):
         for rec in tail:
             held[(rec["epoch"], rec["index"])] = (
                 f"chunk {rec['epoch']}/{rec['index']} by worker {rec.get('worker')} "
-                f"({rec['outcome']})")
+                f"({rec['outcome']})", rec.get("generation", 0))
     return held
 
 
@@ -359,8 +363,9 @@ def check(paths, num_samples, chunk_size, seed, complete_epochs, out=None,
             if whole and missing and not repeated and held:
                 # Missing only what the workers held when they stopped.
                 lacking = set(range(num_samples)) - set(seen)
-                for (e, index), who in sorted(held.items()):
-                    if e == epoch and lacking & set(chunk_of("", e, index)):
+                for (e, index), (who, generation) in sorted(held.items()):
+                    if (e == epoch and generation >= newest
+                            and lacking & set(chunk_of("", e, index))):
                         lacking -= set(chunk_of("", e, index))
                         held_named.append(who)
                 if not lacking:
