@@ -4,25 +4,42 @@
 #     C++ worker and once with a Python worker (examples/torch_cifar10.py
 #     --model=tutorial): the mean pull + push + wait per step of each
 #     (after the first 5 steps), as comm_ratio_python_vs_cpp;
-#  2. ResNet-20 (examples/torch_cifar10.py) in a 1 ps x 1 worker sync
-#     cluster against the same PyTorch loop without psgd (torch.optim.SGD
-#     in the process), images/s of each, as images_ratio_psgd_vs_torch.
-#     --model=resnet18, mobilenet_v2, densenet or shufflenet_v2:
-#     torchvision's
-#     (examples/torchvision_cifar10.py, its own loop and DataLoader) against
-#     the same model, DataLoader and SGD without psgd; part 1 is skipped.
+#  2. ResNet-20 (examples/torch_cifar10.py's) in a 1 ps x 1 worker sync
+#     cluster against the same PyTorch loop without psgd (torch.optim.SGD),
+#     images/s of each, as images_ratio_psgd_vs_torch. --model=resnet18,
+#     mobilenet_v2, densenet or shufflenet_v2: torchvision's
+#     (examples/torchvision_cifar10.py's); part 1 is skipped.
 #     --overlap: the cluster's wire { overlap: true }; --wire=bf16 (or
 #     fp16): its gradients and weights in that dtype on the wire (the
 #     servers keep float32; default float32); --shm: its wire {
 #     shared_memory: true } (the worker and the server, both on this
 #     machine, exchange the tensors through shared memory).
 #
+# Part 2 runs both sides in the worker's one process
+# (scripts/bench/python_overhead_worker.py): the same module, Dataset and
+# DataLoader, trained by examples/torchvision_cifar10.py's loop through
+# psgd.torch and by the loop alone, each timed by the wall clock from the
+# end of its 5th step to the end of its last (what happens between steps
+# counts on both sides). One process, because on a virtual machine the
+# same loop's speed differs from process to process by up to 1.8x and
+# stays put within one. Each round is one cluster run; which side goes
+# first alternates between rounds. The ratio is taken in each round;
+# images_ratio_psgd_vs_torch is the median of the rounds' ratios, printed
+# with their spread and each side's median and spread.
+#
+# --malloc=fixed (the default) runs the cluster with glibc's malloc
+# thresholds fixed (MALLOC_MMAP_THRESHOLD_=32 MiB, MALLOC_TRIM_THRESHOLD_=
+# 1 GiB, unless set already): left dynamic, they decide from the process's
+# history whether PyTorch's large buffers are mapped and faulted in afresh
+# at every step, which moved the same loop between 52 and 100 images/s
+# here; --malloc=default leaves them as they are.
+#
 #   scripts/bench/python_overhead.sh [--steps=N] [--batch=B] [--threads=T]
 #                                    [--rounds=R] [--model=NAME] [--overlap]
 #                                    [--wire=float32|bf16|fp16] [--shm]
-#                                    [--no-build]
+#                                    [--malloc=fixed|default] [--no-build]
 #
-# Defaults: 40 steps of batch 128, 2 threads, 2 rounds (the median is
+# Defaults: 40 steps of batch 128, 2 threads, 5 rounds (the median is
 # reported), ResNet-20; synthetic data (the comparison needs no download).
 # The last lines: comm_ratio_python_vs_cpp=X (ResNet-20 only) and
 # images_ratio_psgd_vs_torch=Y.
@@ -30,14 +47,15 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source scripts/lib/cluster.sh
 
-steps=40 batch=128 threads=2 rounds=2 build=1 model=resnet20 overlap=false
-wire=float32 shm=false
+steps=40 batch=128 threads=2 rounds=5 build=1 model=resnet20 overlap=false
+wire=float32 shm=false malloc=fixed
 for a in "$@"; do
   case "$a" in
     --model=*) model=${a#--model=} ;;
     --overlap) overlap=true ;;
     --wire=*) wire=${a#--wire=} ;;
     --shm) shm=true ;;
+    --malloc=*) malloc=${a#--malloc=} ;;
     --steps=*) steps=${a#--steps=} ;;
     --batch=*) batch=${a#--batch=} ;;
     --threads=*) threads=${a#--threads=} ;;
@@ -58,6 +76,12 @@ case "$wire" in
   bf16) wire_dtypes=" gradients: BF16 weights: BF16" ;;
   fp16) wire_dtypes=" gradients: FP16 weights: FP16" ;;
   *) echo "python_overhead.sh: --wire=$wire: expected float32, bf16 or fp16" >&2; exit 2 ;;
+esac
+case "$malloc" in
+  fixed) export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-33554432}
+         export MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-1073741824} ;;
+  default) ;;
+  *) echo "python_overhead.sh: --malloc=$malloc: expected fixed or default" >&2; exit 2 ;;
 esac
 case "$model" in
   resnet20|resnet18|mobilenet_v2|densenet|shufflenet_v2) ;;
@@ -85,62 +109,18 @@ write_cluster_config "$out/resnet.pbtxt" py-overhead-resnet threads="$threads" \
   batch="$batch" steps="$steps" model=external data="$data" \
   training="optimizer { kind: SGD learning_rate: 0.1 }" \
   extra="wire { overlap: $overlap shared_memory: $shm$wire_dtypes }"
-if [ "$model" = resnet20 ]; then
-  model_program="$program --model=resnet20"
-else
-  model_program="examples/torchvision_cifar10.py --log_every=0 --threads=$threads --model=$model"
-fi
-sed -i "s|^worker { \(.*\) }$|worker { \1 program: \"$model_program\" }|" \
-  "$out/resnet.pbtxt"
+# The worker program of part 2, without its --first and --result (each
+# round's config adds them).
+model_program="scripts/bench/python_overhead_worker.py --threads=$threads --model=$model --steps=$steps"
 
-# mean FILE: the mean phases and images/s of the train lines after the first 5.
+# mean FILE: the mean phases of the train lines after the first 5.
 mean() {
   /usr/bin/python3 - "$1" <<'EOF'
 import json, sys
 steps = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "train"][5:]
 m = lambda k: sum(r.get(k, 0.0) for r in steps) / len(steps)
 comm = m("pull_s") + m("push_s") + m("wait_s")
-images = sum(r["batch_size"] for r in steps) / sum(r["step_s"] for r in steps)
-print(f"comm_s={comm:.4f} step_s={m('step_s'):.4f} compute_s={m('compute_s'):.4f} images_per_s={images:.1f}")
-EOF
-}
-
-# The examples' loop without psgd: ResNet-20 of examples/torch_cifar10.py
-# on slices of the synthetic set, or torchvision's model of
-# examples/torchvision_cifar10.py through the same Dataset and DataLoader.
-torch_loop() {
-  PYTHONPATH=$bin/python/site${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 - "$steps" "$batch" "$threads" "$model" <<'EOF'
-import sys, time
-import torch, torch.nn.functional as F
-sys.path.insert(0, "examples")
-import importlib.util
-spec = importlib.util.spec_from_file_location("ex", "examples/torch_cifar10.py")
-ex = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ex)
-steps, batch, threads = map(int, sys.argv[1:4])
-name = sys.argv[4]
-torch.set_num_threads(threads)
-torch.manual_seed(1)
-images, labels = ex.synthetic(steps * batch + batch, 1)
-if name == "resnet20":
-    model = ex.resnet20()
-    batches = ((images[i * batch:(i + 1) * batch], labels[i * batch:(i + 1) * batch])
-               for i in range(steps))
-else:
-    tv = importlib.import_module("torchvision_cifar10")
-    model = tv.make_model(name)
-    batches = iter(torch.utils.data.DataLoader(
-        tv.Images(images, labels), batch_size=batch, shuffle=True, drop_last=True))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-times = []
-for i in range(steps):
-    t0 = time.perf_counter()
-    x, y = next(batches)
-    opt.zero_grad()
-    F.cross_entropy(model(x), y).backward()
-    opt.step()
-    times.append(time.perf_counter() - t0)
-print(f"images_per_s={batch * len(times[5:]) / sum(times[5:]):.1f}")
+print(f"comm_s={comm:.4f} step_s={m('step_s'):.4f} compute_s={m('compute_s'):.4f}")
 EOF
 }
 
@@ -161,29 +141,35 @@ for ((r = 1; r <= rounds; r++)); do
     cpp+=("$(sed 's/ .*//; s/comm_s=//' <<<"$c")")
     py+=("$(sed 's/ .*//; s/comm_s=//' <<<"$p")")
   fi
-  # The order alternates between rounds, so that both see the same drift.
-  if ((r % 2)); then
-    run_cluster "$out/resnet.pbtxt" "$out/resnet-$r"
-    t=$(torch_loop) || exit 1
-  else
-    t=$(torch_loop) || exit 1
-    run_cluster "$out/resnet.pbtxt" "$out/resnet-$r"
-  fi
+  # Which side goes first alternates between rounds.
+  first=psgd
+  ((r % 2)) || first=alone
+  sed "s|^worker { \(.*\) }$|worker { \1 program: \"$model_program --first=$first --result=$out/images-$r.json\" }|" \
+    "$out/resnet.pbtxt" > "$out/resnet-$r.pbtxt"
+  run_cluster "$out/resnet-$r.pbtxt" "$out/resnet-$r"
   s=$(mean "$out/resnet-$r/worker-0.jsonl")
-  echo "round $r: $model, psgd 1x1 sync (overlap $overlap, wire $wire, shm $shm) $s"
-  echo "round $r: $model, PyTorch alone $t"
-  psgd+=("$(sed 's/.*images_per_s=//' <<<"$s")")
-  plain+=("$(sed 's/.*images_per_s=//' <<<"$t")")
+  read -r a b < <(/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f %.1f" % (r["psgd_images_per_s"], r["alone_images_per_s"]))' "$out/images-$r.json") ||
+    { echo "python_overhead.sh: no result in $out/images-$r.json" >&2; exit 1; }
+  echo "round $r ($first first): $model, psgd 1x1 sync (overlap $overlap, wire $wire, shm $shm, malloc $malloc) images_per_s=$a $s"
+  echo "round $r ($first first): $model, PyTorch alone images_per_s=$b"
+  psgd+=("$a")
+  plain+=("$b")
 done
+echo "malloc: $malloc (MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-dynamic} MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-dynamic})"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); runs in $out"
 /usr/bin/python3 - "${cpp[*]}" "${py[*]}" "${psgd[*]}" "${plain[*]}" "$model" <<'EOF'
 import statistics, sys
 cpp, py, psgd, plain = ([float(x) for x in a.split()] for a in sys.argv[1:5])
-s, t = statistics.median(psgd), statistics.median(plain)
 if cpp:
     c, p = statistics.median(cpp), statistics.median(py)
     print(f"median pull+push+wait per step: C++ worker {c:.4f} s, Python worker {p:.4f} s")
     print(f"comm_ratio_python_vs_cpp={p / c:.3f}")
-print(f"median images/s: {sys.argv[5]} with psgd {s:.1f}, without {t:.1f}")
-print(f"images_ratio_psgd_vs_torch={s / t:.3f}")
+ratios = [a / b for a, b in zip(psgd, plain)]
+spread = lambda xs: f"{min(xs):.1f}-{max(xs):.1f}"
+print(f"images/s over {len(ratios)} rounds: {sys.argv[5]} with psgd median "
+      f"{statistics.median(psgd):.1f} ({spread(psgd)}), without median "
+      f"{statistics.median(plain):.1f} ({spread(plain)})")
+print("ratio by round: " + ", ".join(f"{r:.3f}" for r in ratios)
+      + f"; spread {min(ratios):.3f}-{max(ratios):.3f}")
+print(f"images_ratio_psgd_vs_torch={statistics.median(ratios):.3f}")
 EOF
