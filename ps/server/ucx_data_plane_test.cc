@@ -60,6 +60,44 @@ ucx::Reply Push(ucx::Messenger* m, uint64_t peer, const ucx::Key& key,
                         payload, absl::Now() + wait);
 }
 
+// A UCX messenger of the test's own and its endpoint to a server.
+struct Link {
+  std::unique_ptr<ucx::Messenger> m;
+  uint64_t peer = 0;
+};
+
+Link ConnectTo(int port) {
+  auto made = ucx::Messenger::Create(ucx::MessengerOptions());
+  REQUIRE(made.ok());
+  Link link{*std::move(made)};
+  auto peer = link.m->Connect("127.0.0.1", port);
+  REQUIRE(peer.ok());
+  link.peer = *peer;
+  return link;
+}
+
+// Worker `worker`'s pull for step `min_step` over `link`, its answer given
+// to `done`; returns the call's number.
+uint64_t StartPull(Link& link, const ucx::Key& key, int worker,
+                   int64_t min_step, std::function<void(ucx::Reply)> done) {
+  wire::PullRequest pull;
+  pull.set_cluster("ucx");
+  pull.set_worker_id(worker);
+  pull.set_min_step(min_step);
+  return link.m->Call(link.peer, kUcxPull, key, pull.SerializeAsString(), {},
+                      nullptr, absl::Now() + absl::Seconds(60),
+                      std::move(done));
+}
+
+// Whether `done` holds within 30 s.
+bool Await(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!done() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return done();
+}
+
 // A real server with the UCX data plane, sync N of 2, holding "x" = x
 // (initialised over gRPC), and a gRPC stub to it.
 struct UcxServer {
@@ -99,6 +137,8 @@ struct UcxServer {
     REQUIRE(joined.has_ucx());
     return joined;
   }
+  // A connection of the test's own to the server's UCX port.
+  Link Connect() { return ConnectTo(server->ucx()->port()); }
 
   const std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
   std::unique_ptr<PsGrpcServer> server;
@@ -230,32 +270,18 @@ TEST_CASE("a worker's key works only over the connection that used it first") {
   UcxServer ucx(/*n=*/1);
   ParameterShard* shard = ucx.server->shard();
   const ucx::Key key = KeyOf(ucx.Join(0, /*new_link=*/true));
-  const int port = ucx.server->ucx()->port();
   const std::vector<float> g = {0.5f, 0.5f, 0.5f, 0.5f};
-  struct Link {
-    std::unique_ptr<ucx::Messenger> m;
-    uint64_t peer = 0;
-  };
-  auto connect = [port] {
-    auto made = ucx::Messenger::Create(ucx::MessengerOptions());
-    REQUIRE(made.ok());
-    Link link{*std::move(made)};
-    auto peer = link.m->Connect("127.0.0.1", port);
-    REQUIRE(peer.ok());
-    link.peer = *peer;
-    return link;
-  };
   auto push = [&](Link& link, int64_t step, absl::Duration wait) {
     return Push(link.m.get(), link.peer, key, 0, "x", g, wait, step)
         .status.code();
   };
   constexpr absl::Duration kDropped = absl::Milliseconds(300);
-  Link worker = connect();
+  Link worker = ucx.Connect();
   REQUIRE(push(worker, 0, absl::Seconds(30)) == absl::StatusCode::kOk);
   CHECK(shard->Status().step == 1);
   // The key, read off the wire, pushed over another connection: dropped
   // unread, nothing applied.
-  Link thief = connect();
+  Link thief = ucx.Connect();
   CHECK(push(thief, 1, kDropped) == absl::StatusCode::kDeadlineExceeded);
   // The worker's lease renewed over its working link: still its own.
   CHECK(KeyOf(ucx.Join(0)) == key);
@@ -265,7 +291,7 @@ TEST_CASE("a worker's key works only over the connection that used it first") {
   // The worker connects anew and says so in its Join: the key is the new
   // connection's, and the old one's pushes are dropped.
   CHECK(KeyOf(ucx.Join(0, /*new_link=*/true)) == key);
-  Link again = connect();
+  Link again = ucx.Connect();
   CHECK(push(again, 1, absl::Seconds(30)) == absl::StatusCode::kOk);
   CHECK(shard->Status().step == 2);
   CHECK(push(worker, 2, kDropped) == absl::StatusCode::kDeadlineExceeded);
@@ -277,14 +303,10 @@ TEST_CASE("a worker's key works only over the connection that used it first") {
 TEST_CASE("a withdrawal is of a pull of its own connection, or refused") {
   UcxServer ucx(/*n=*/1);
   const ucx::Key key = KeyOf(ucx.Join(0, /*new_link=*/true));
-  auto made = ucx::Messenger::Create(ucx::MessengerOptions());
-  REQUIRE(made.ok());
-  std::unique_ptr<ucx::Messenger> m = *std::move(made);
-  auto peer = m->Connect("127.0.0.1", ucx.server->ucx()->port());
-  REQUIRE(peer.ok());
+  Link link = ucx.Connect();
   auto withdraw = [&](std::string header) {
-    return m
-        ->CallAndWait(*peer, kUcxWithdraw, key, std::move(header), {},
+    return link.m
+        ->CallAndWait(link.peer, kUcxWithdraw, key, std::move(header), {},
                       absl::Now() + absl::Seconds(30))
         .status.code();
   };
@@ -295,58 +317,47 @@ TEST_CASE("a withdrawal is of a pull of its own connection, or refused") {
   CHECK(withdraw(std::string(8, '\x07')) == absl::StatusCode::kOk);
   CHECK(ucx.server->ucx()->counters().pulls_withdrawn == 0);
   // The worker's own pushes go on.
-  CHECK(
-      Push(m.get(), *peer, key, 0, "x", {0.5f, 0.5f, 0.5f, 0.5f}).status.ok());
+  CHECK(Push(link.m.get(), link.peer, key, 0, "x", {0.5f, 0.5f, 0.5f, 0.5f})
+            .status.ok());
   CHECK(ucx.server->shard()->Status().step == 1);
 }
 
 TEST_CASE("a withdrawal over another connection leaves a worker's pull be") {
   UcxServer ucx(/*n=*/2);
   wire::MembershipResponse joined[2];
-  std::unique_ptr<ucx::Messenger> m[2];
-  uint64_t peer[2] = {0, 0};
+  Link link[2];
   for (int w : {0, 1}) {
     joined[w] = ucx.Join(w, /*new_link=*/true);
-    auto made = ucx::Messenger::Create(ucx::MessengerOptions());
-    REQUIRE(made.ok());
-    m[w] = *std::move(made);
-    auto connected = m[w]->Connect("127.0.0.1", joined[w].ucx().port());
-    REQUIRE(connected.ok());
-    peer[w] = *connected;
+    link[w] = ucx.Connect();
   }
   ParameterShard* shard = ucx.server->shard();
   const std::vector<float> g = {0.5f, 0.5f, 0.5f, 0.5f};
   // Worker 1's push is aggregated (N = 2); its pull waits for step 1.
-  REQUIRE(Push(m[1].get(), peer[1], KeyOf(joined[1]), 1, "x", g).status.ok());
-  wire::PullRequest pull;
-  pull.set_cluster("ucx");
-  pull.set_worker_id(1);
-  pull.set_min_step(1);
+  REQUIRE(Push(link[1].m.get(), link[1].peer, KeyOf(joined[1]), 1, "x", g)
+              .status.ok());
   absl::Mutex mu;
   std::optional<ucx::Reply> answer;
-  const uint64_t call = m[1]->Call(
-      peer[1], kUcxPull, KeyOf(joined[1]), pull.SerializeAsString(), {},
-      nullptr, absl::Now() + absl::Seconds(60), [&](ucx::Reply r) {
+  const uint64_t call =
+      StartPull(link[1], KeyOf(joined[1]), 1, 1, [&](ucx::Reply r) {
         absl::MutexLock lock(&mu);
         answer = std::move(r);
       });
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (shard->Status().pulls_waiting != 1 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  REQUIRE(shard->Status().pulls_waiting == 1);
+  REQUIRE(Await([&] { return shard->Status().pulls_waiting == 1; }));
   // Worker 0 names that pull's call number over its own connection, with
   // its own key: answered, and nothing is taken back.
   std::string header(sizeof call, '\0');
   std::memcpy(header.data(), &call, sizeof call);
-  CHECK(m[0]->CallAndWait(peer[0], kUcxWithdraw, KeyOf(joined[0]), header, {},
-                          absl::Now() + absl::Seconds(30))
+  CHECK(link[0]
+            .m
+            ->CallAndWait(link[0].peer, kUcxWithdraw, KeyOf(joined[0]), header,
+                          {}, absl::Now() + absl::Seconds(30))
             .status.ok());
   CHECK(shard->Status().pulls_waiting == 1);
   CHECK(ucx.server->ucx()->counters().pulls_withdrawn == 0);
   // Worker 0's push completes the step, and worker 1's pull is answered
   // with it.
-  REQUIRE(Push(m[0].get(), peer[0], KeyOf(joined[0]), 0, "x", g).status.ok());
+  REQUIRE(Push(link[0].m.get(), link[0].peer, KeyOf(joined[0]), 0, "x", g)
+              .status.ok());
   CHECK(shard->Status().step == 1);
   absl::MutexLock lock(&mu);
   CHECK(mu.AwaitWithDeadline(
@@ -364,49 +375,32 @@ TEST_CASE("a withdrawal over another connection leaves a worker's pull be") {
 // (which would keep its lease from running out) nor answer into the void.
 TEST_CASE("a waiting pull whose worker goes is taken back from the shard") {
   UcxServer ucx(/*n=*/2);
-  auto* server = &ucx.server;
   wire::MembershipResponse joined[2];
-  std::unique_ptr<ucx::Messenger> m[2];
-  uint64_t peer[2] = {0, 0};
+  Link link[2];
   for (int w : {0, 1}) {
     joined[w] = ucx.Join(w);
-    auto made = ucx::Messenger::Create(ucx::MessengerOptions());
-    REQUIRE(made.ok());
-    m[w] = *std::move(made);
-    auto connected = m[w]->Connect("127.0.0.1", joined[w].ucx().port());
-    REQUIRE(connected.ok());
-    peer[w] = *connected;
+    link[w] = ucx.Connect();
   }
-  ParameterShard* shard = (*server)->shard();
+  ParameterShard* shard = ucx.server->shard();
   const std::vector<float> g = {0.5f, 0.5f, 0.5f, 0.5f};
 
   // Worker 1's push is aggregated (N = 2); its pull waits for step 1.
-  REQUIRE(Push(m[1].get(), peer[1], KeyOf(joined[1]), 1, "x", g).status.ok());
-  wire::PullRequest pull;
-  pull.set_cluster("ucx");
-  pull.set_worker_id(1);
-  pull.set_min_step(1);
-  m[1]->Call(peer[1], kUcxPull, KeyOf(joined[1]), pull.SerializeAsString(), {},
-             nullptr, absl::Now() + absl::Seconds(60), [](ucx::Reply) {});
-  auto await = [&](const std::function<bool()>& done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (!done() && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return done();
-  };
-  REQUIRE(await([&] { return shard->Status().pulls_waiting == 1; }));
+  REQUIRE(Push(link[1].m.get(), link[1].peer, KeyOf(joined[1]), 1, "x", g)
+              .status.ok());
+  StartPull(link[1], KeyOf(joined[1]), 1, 1, [](ucx::Reply) {});
+  REQUIRE(Await([&] { return shard->Status().pulls_waiting == 1; }));
 
   // Worker 1's process goes: its messenger closes every endpoint.
-  m[1].reset();
-  CHECK(await([&] { return shard->Status().pulls_waiting == 0; }));
-  CHECK((*server)->ucx()->counters().pulls_cancelled == 1);
+  link[1].m.reset();
+  CHECK(Await([&] { return shard->Status().pulls_waiting == 0; }));
+  CHECK(ucx.server->ucx()->counters().pulls_cancelled == 1);
 
   // The step completes with worker 0's push; nothing is left waiting.
-  REQUIRE(Push(m[0].get(), peer[0], KeyOf(joined[0]), 0, "x", g).status.ok());
+  REQUIRE(Push(link[0].m.get(), link[0].peer, KeyOf(joined[0]), 0, "x", g)
+              .status.ok());
   CHECK(shard->Status().step == 1);
   CHECK(shard->Status().pulls_waiting == 0);
-  CHECK((*server)->ucx()->counters().pulls_cancelled == 1);
+  CHECK(ucx.server->ucx()->counters().pulls_cancelled == 1);
 }
 
 }  // namespace
