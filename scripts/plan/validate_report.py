@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""The table of scripts/plan/validate.sh: each scenario's steps/s as the
+simulator predicts it (scripts/plan/cluster_sim.py with the machine
+profile) and as the real cluster on namespace hosts made it, and the error.
+
+    validate_report.py OUT --step_ms=MS [--profile=FILE]   writes OUT/report.md
+
+OUT holds scenarios.txt (name shards workers mode backups cap, a line
+each), setup.txt and, unless validate.sh ran with --dry-run, runs.txt and
+one launch.sh --netns run directory per scenario (read by
+scripts/lib/runs.py). Measured: the cluster's global step (sync: steps;
+async: applied pushes) over the steady part of the run, from the first
+training line after the first SKIP global steps to the last line, by the
+newest global step any worker's lines show. Predicted: cluster_sim's
+steps_per_s, every task on a host of its own with the cap as its NIC's
+rate. Exits 1 when a scenario's error is over 15% (the bar
+docs/EXPERIMENTS.md sets), 2 on bad input.
+"""
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+import cluster_sim  # noqa: E402
+import runs  # noqa: E402  (scripts/lib/runs.py)
+from machine_profile import Profile, ProfileError  # noqa: E402
+
+SKIP = 5  # global steps left out at the start (connections, first pulls)
+BAR = 0.15
+
+
+def measured_rate(path):
+    """The newest global step's rate over the steady part of a run."""
+    try:
+        run = runs.Run(path)
+    except runs.RunError as e:
+        raise ValueError(str(e)) from e
+    lines = sorted((r["unix_time"], r["step"]) for r in run.steps
+                   if r.get("kind", "train") == "train")
+    if not lines:
+        raise ValueError(f"{path}: no training lines")
+    newest, marks = -1, []
+    for t, step in lines:
+        if step > newest:
+            newest = step
+            marks.append((t, step))
+    start = next((m for m in marks if m[1] >= marks[0][1] + SKIP), None)
+    if start is None or marks[-1][0] <= start[0]:
+        raise ValueError(f"{path}: {len(marks)} global steps, too few to measure")
+    return (marks[-1][1] - start[1]) / (marks[-1][0] - start[0])
+
+
+def predicted(shards, workers, mode, backups, gbit, step_ms, profile):
+    models = profile.models()
+    cl = cluster_sim.Cluster.spread(workers, shards, workers, shards, gbit, 5e-6)
+    res = cluster_sim.simulate(
+        cl, models["resnet20"], profile, "async" if mode == "async" else "sync",
+        workers - backups if mode == "sync" else None, wire="fp32",
+        optimizer="momentum", transport="grpc", batch=128,
+        compute=f"constant:{step_ms / 1000}", steps=300, warmup=20, seed=1)
+    return res["steps_per_s"], res["bound"]
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out")
+    p.add_argument("--step_ms", type=float, required=True)
+    p.add_argument("--profile", default=None)
+    a = p.parse_args(argv)
+    try:
+        profile = Profile.load(a.profile)
+        with open(os.path.join(a.out, "scenarios.txt")) as f:
+            scenarios = [line.split() for line in f if line.strip()]
+    except (OSError, ProfileError, ValueError) as e:
+        print(f"validate_report.py: {e}", file=sys.stderr)
+        return 2
+    ran = os.path.exists(os.path.join(a.out, "runs.txt"))
+    busy = {}  # scenario -> the machine's CPU busy over its run
+    if ran:
+        for line in open(os.path.join(a.out, "runs.txt")):
+            words = line.split()
+            for w in words[1:]:
+                if w.startswith("cpu_busy="):
+                    busy[words[0]] = float(w.split("=", 1)[1])
+    rows, worst = [], 0.0
+    for name, shards, workers, mode, backups, cap in scenarios:
+        gbit = {"1gbit": 1.0, "10gbit": 10.0}.get(cap)
+        if gbit is None:
+            print(f"validate_report.py: {name}: cap '{cap}' is not 1gbit or 10gbit",
+                  file=sys.stderr)
+            return 2
+        try:
+            pred, bound = predicted(int(shards), int(workers), mode, int(backups), gbit,
+                                    a.step_ms, profile)
+            meas = measured_rate(os.path.join(a.out, name)) if ran else None
+        except (ValueError, ProfileError) as e:
+            print(f"validate_report.py: {name}: {e}", file=sys.stderr)
+            return 2
+        how = mode if mode == "async" else (
+            f"sync N={int(workers) - int(backups)} of {workers}")
+        if meas is None:
+            rows.append(f"| {name} | {shards} | {workers} | {how} | {cap} | "
+                        f"{pred:.1f} | - | - | {bound} | - |")
+            continue
+        err = pred / meas - 1
+        worst = max(worst, abs(err))
+        rows.append(f"| {name} | {shards} | {workers} | {how} | {cap} | {pred:.1f} | "
+                    f"{meas:.1f} | {err:+.1%}{'' if abs(err) <= BAR else ' **over 15%**'} | "
+                    f"{bound} | {busy.get(name, float('nan')):.0%} |")
+    setup = open(os.path.join(a.out, "setup.txt")).read().strip()
+    text = "\n".join([
+        "# The simulator against real runs on namespace hosts", "",
+        "```", setup, "```", "",
+        "| scenario | shards | workers | mode | link cap | predicted steps/s | "
+        "measured steps/s | error | the simulator's bound | machine CPU busy |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows, ""])
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write(text)
+    print(text)
+    if ran:
+        print(f"worst error {worst:.1%}; {sum('over 15%' in r for r in rows)} of "
+              f"{len(rows)} scenarios over 15%")
+    return 1 if worst > BAR else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
