@@ -79,12 +79,20 @@ WIRE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 class Host:
-    def __init__(self, name, bytes_per_s, latency_s):
+    """A host's NIC: its rate each way, its latency to the switch and, for a
+    link shaped by a token bucket (tc's tbf, as the namespace hosts of the
+    tests are), the bucket's depth in bytes each way (0: a NIC's line rate,
+    no burst)."""
+
+    def __init__(self, name, bytes_per_s, latency_s, burst_bytes=0.0):
         if not (bytes_per_s > 0 and math.isfinite(bytes_per_s)):
             raise ValueError(f"host {name}: link rate {bytes_per_s} bytes/s must be > 0")
         if not (latency_s >= 0 and math.isfinite(latency_s)):
             raise ValueError(f"host {name}: latency {latency_s} s must be >= 0")
+        if not (burst_bytes >= 0 and math.isfinite(burst_bytes)):
+            raise ValueError(f"host {name}: burst {burst_bytes} bytes must be >= 0")
         self.name, self.rate, self.latency = name, bytes_per_s, latency_s
+        self.burst = burst_bytes
 
 
 class Cluster:
@@ -102,14 +110,16 @@ class Cluster:
         self.ps_host, self.worker_host = list(ps_host), list(worker_host)
 
     @classmethod
-    def spread(cls, M, S, worker_hosts, ps_hosts, gbit, latency_s=0.0):
+    def spread(cls, M, S, worker_hosts, ps_hosts, gbit, latency_s=0.0, burst_bytes=0.0):
         """M workers over worker_hosts hosts and S shards over ps_hosts other
         hosts (ps_hosts 0: the shards share the workers' hosts, round robin),
-        every NIC at `gbit` Gbit/s."""
+        every NIC at `gbit` Gbit/s (with a token bucket of burst_bytes each
+        way: a tbf-shaped link)."""
         rate = gbit * 1e9 / 8
-        hosts = [Host(f"w{i}", rate, latency_s) for i in range(worker_hosts)]
+        hosts = [Host(f"w{i}", rate, latency_s, burst_bytes) for i in range(worker_hosts)]
         if ps_hosts:
-            hosts += [Host(f"p{i}", rate, latency_s) for i in range(ps_hosts)]
+            hosts += [Host(f"p{i}", rate, latency_s, burst_bytes)
+                      for i in range(ps_hosts)]
             ps = [worker_hosts + s % ps_hosts for s in range(S)]
         else:
             ps = [s % worker_hosts for s in range(S)]
@@ -183,6 +193,8 @@ class _Sim:
         eff = costs.efficiency
         self.rate = [h.rate * eff for h in cluster.hosts]
         self.lat = [h.latency for h in cluster.hosts]
+        # A token bucket's depth in seconds at the rate (0: none).
+        self.burst = [h.burst / r for h, r in zip(cluster.hosts, self.rate)]
         hosts = sorted(set(cluster.ps_host))
         self.ps_hosts = hosts
         self.host_shards = {h: [s for s in range(S) if cluster.ps_host[s] == h] for h in hosts}
@@ -209,6 +221,20 @@ class _Sim:
     def _link(self, a, b):
         return self.lat[a] + self.lat[b]
 
+    def _send(self, free, h, t, d):
+        """d seconds of bytes (at the rate) through host h's link direction
+        `free` (self.egress or self.ingress: when its queue has drained at
+        the rate), offered at t; returns (start, end). FIFO at the rate; a
+        token bucket of depth b seconds banks up to b of idle time (the
+        queue's clock may lag real time by b): free' = max(free, t - b) + d,
+        start = max(t, free), end = max(t, free'); a full bucket sends its
+        first b at once (end = t + max(0, d - b)). With b = 0, plain FIFO:
+        end = max(t, free) + d."""
+        start = max(t, free[h])
+        v = max(free[h], t - self.burst[h]) + d
+        free[h] = v
+        return start, max(t, v)
+
     def push(self, w, t_end, c):
         """Stages w's push on every shard; returns the time its commit reaches
         shard 0 (a lone shard: the time it has staged it)."""
@@ -220,9 +246,8 @@ class _Sim:
                 remote += self.host_bytes[h]
         if remote:
             d = remote / self.rate[hw]
-            e_start = max(start0, self.egress[hw])
-            e_end = max(e_start + d, t_end)
-            self.egress[hw] = e_end
+            e_start, e_end = self._send(self.egress, hw, start0, d)
+            e_end = max(e_end, t_end)
             self.egress_busy[hw] += d
         staged = 0.0
         cpu, cost = self.cpu, self.stage_cost
@@ -233,9 +258,8 @@ class _Sim:
             else:
                 lat = self._link(hw, h)
                 d = self.host_bytes[h] / self.rate[h]
-                i_start = max(e_start + lat, self.ingress[h])
-                i_end = max(i_start + d, e_end + lat)
-                self.ingress[h] = i_end
+                _, i_end = self._send(self.ingress, h, e_start + lat, d)
+                i_end = max(i_end, e_end + lat)
                 self.ingress_busy[h] += d
                 arr = i_end + k.tlat
                 back = lat + k.tlat
@@ -272,14 +296,11 @@ class _Sim:
             else:
                 lat = self._link(h, hw)
                 d = self.host_bytes[h] / self.rate[h]
-                e_start = max(served, self.egress[h])
-                e_end = e_start + d
-                self.egress[h] = e_end
+                e_start, e_end = self._send(self.egress, h, served, d)
                 self.egress_busy[h] += d
                 d2 = self.host_bytes[h] / self.rate[hw]
-                i_start = max(e_start + lat, self.ingress[hw])
-                i_end = max(i_start + d2, e_end + lat)
-                self.ingress[hw] = i_end
+                _, i_end = self._send(self.ingress, hw, e_start + lat, d2)
+                i_end = max(i_end, e_end + lat)
                 self.ingress_busy[hw] += d2
                 done = i_end + k.tlat
             if done < first:
@@ -681,6 +702,8 @@ def main(argv=None, prog="cluster_sim.py"):
     ap.add_argument("--ps_hosts", type=int, default=None, help="default: one per shard")
     ap.add_argument("--gbit", type=float, default=10.0)
     ap.add_argument("--latency_us", type=float, default=5.0, help="per host, to the switch")
+    ap.add_argument("--burst_kib", type=float, default=0.0,
+                    help="each link's token bucket each way (tc tbf's burst; 0: a NIC)")
     ap.add_argument("--compute", default="constant:0.004")
     ap.add_argument("--mode", choices=("sync", "adaptive", "async"), default="sync")
     ap.add_argument("--backups", type=int, default=0)
@@ -706,7 +729,7 @@ def main(argv=None, prog="cluster_sim.py"):
             raise ValueError(f"--model={a.model}: unknown model (known: {', '.join(models)})")
         cl = Cluster.spread(a.workers, a.shards, a.worker_hosts or a.workers,
                             a.shards if a.ps_hosts is None else a.ps_hosts, a.gbit,
-                            a.latency_us * 1e-6)
+                            a.latency_us * 1e-6, a.burst_kib * 1024)
         p, _, s = a.stall.partition(":")
         kw = dict(compute=a.compute, steps=a.steps, warmup=a.warmup, seed=a.seed, slow=a.slow,
                   stall_p=float(p), stall_s=float(s or 0))

@@ -180,6 +180,29 @@ class ResourcesTest(unittest.TestCase):
         on = run(cl, "sync", overlap=True, **kw)
         self.assertLess(on["step_time_mean"], off["step_time_mean"])
 
+    def test_a_token_bucket_link(self):
+        # One worker, one shard at 1 Gbit/s: ResNet-20's 1,089,896 bytes
+        # take 8.72 ms each way. Without a bucket the step is at least the
+        # compute and both transfers; with a bucket deeper than a
+        # transfer, refilled during the 50 ms of compute, every transfer
+        # goes at once and the step is the one over a 1,000 Gbit/s link
+        # (transfers of 8.7 us) within 1%.
+        kw = dict(params=272474, compute="constant:0.05", steps=20, warmup=2)
+        d = 272474 * 4 / (1e9 / 8)
+        plain = run(sim.Cluster.spread(1, 1, 1, 1, 1, 5e-6), "sync", **kw)
+        self.assertGreaterEqual(plain["step_time_mean"], 0.05 + 2 * d)
+        bucket = run(sim.Cluster.spread(1, 1, 1, 1, 1, 5e-6, burst_bytes=2e6), "sync", **kw)
+        fast = run(sim.Cluster.spread(1, 1, 1, 1, 1000, 5e-6), "sync", **kw)
+        self.assertLess(abs(bucket["step_time_mean"] / fast["step_time_mean"] - 1), 0.01)
+        # A bucket smaller than a transfer saves its depth, no more.
+        half = run(sim.Cluster.spread(1, 1, 1, 1, 1, 5e-6, burst_bytes=500e3), "sync", **kw)
+        saved = plain["step_time_mean"] - half["step_time_mean"]
+        self.assertAlmostEqual(saved, 2 * 500e3 / (1e9 / 8), delta=1e-4)
+        # The rate still holds: back-to-back transfers, no idle to refill.
+        busy = run(sim.Cluster.spread(8, 1, 8, 1, 1, 5e-6, burst_bytes=500e3), "sync",
+                   params=272474, compute="constant:0.0001", steps=20, warmup=2)
+        self.assertLessEqual(busy["link_utilisation"]["p0 in"], 1.0 + 1e-9)
+
     def test_bad_input(self):
         cl = sim.Cluster.spread(4, 2, 4, 2, 10)
         for kw, text in ((dict(wire="fp8"), "wire 'fp8'"),
@@ -198,6 +221,9 @@ class ResourcesTest(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             sim.Host("a", 0, 0)
         self.assertIn("host a", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            sim.Host("b", 1e9, 0, -1)
+        self.assertIn("host b: burst -1", str(cm.exception))
 
     def test_missing_figure_is_named(self):
         v = dict(DEFAULT.values)

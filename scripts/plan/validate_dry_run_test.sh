@@ -24,7 +24,7 @@ while read -r name shards workers mode backups cap; do
     grep -q "mode: ASYNC" "$cfg" || { echo "FAIL: $name: not async"; exit 1; }
   fi
   grep -q "shift_seconds: 0.004024" "$cfg" || { echo "FAIL: $name: compute not 4.024 ms"; exit 1; }
-  grep -q "^| $name | $shards | $workers | .* | $cap | [0-9.]* | - | - |" "$tmp/out/report.md" ||
+  grep -q "^| $name | $shards | $workers | .* | $cap | [0-9.]* | [0-9.]* | - | - |" "$tmp/out/report.md" ||
     { echo "FAIL: no prediction for $name"; cat "$tmp/out/report.md"; exit 1; }
 done < "$tmp/out/scenarios.txt"
 [ "$n" -eq 12 ] || { echo "FAIL: $n scenarios, not 12"; exit 1; }
