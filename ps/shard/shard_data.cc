@@ -32,8 +32,10 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
   RETURN_IF_ERROR(data_.CheckQueue());
   RETURN_IF_ERROR(membership_.CheckWorkerId(worker_id));
   if (!membership_.IsLive(worker_id)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", worker_id, " is not a live member (join first)"));
+    return LeaseRefused(
+        LeaseRefusal::kNotLive,
+        absl::FailedPreconditionError(absl::StrCat(
+            "worker ", worker_id, " is not a live member (join first)")));
   }
   // A lease is a sign of life, answered or not: a worker that waits for the
   // last epoch's chunks keeps its own lease while it asks.

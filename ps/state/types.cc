@@ -104,8 +104,8 @@ PushRefusal PushRefusalOf(const absl::Status& status) {
 }
 
 constexpr absl::string_view kLeaseRefusalUrl = "type.psgd/psgd.ps.LeaseRefusal";
-constexpr LeaseRefusal kLeaseRefusals[] = {LeaseRefusal::kNotEnded,
-                                           LeaseRefusal::kNotYours};
+constexpr LeaseRefusal kLeaseRefusals[] = {
+    LeaseRefusal::kNotEnded, LeaseRefusal::kNotYours, LeaseRefusal::kNotLive};
 
 absl::string_view LeaseRefusalName(LeaseRefusal reason) {
   switch (reason) {
@@ -115,6 +115,8 @@ absl::string_view LeaseRefusalName(LeaseRefusal reason) {
       return "not_ended";
     case LeaseRefusal::kNotYours:
       return "not_yours";
+    case LeaseRefusal::kNotLive:
+      return "not_live";
   }
   return "none";
 }

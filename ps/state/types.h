@@ -110,9 +110,11 @@ enum class LeaseRefusal {
               // are out with other workers: lease again after a pause
   kNotYours,  // the chunk given back is not this worker's lease any more
               // (back in the queue, or in a step's aggregate): drop it
+  kNotLive,   // the worker is not in the live set (its lease ran out while
+              // it was paused or cut off): join again, then lease
 };
 
-// "none", "not_ended", "not_yours".
+// "none", "not_ended", "not_yours", "not_live".
 absl::string_view LeaseRefusalName(LeaseRefusal reason);
 // `status` (not OK) with `reason` as its payload.
 absl::Status LeaseRefused(LeaseRefusal reason, absl::Status status);

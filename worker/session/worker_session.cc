@@ -373,6 +373,7 @@ absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
   // Waiting for the last epoch's chunks still out (DataNotEnded).
   std::optional<absl::Time> waiting_since;
   absl::Duration backoff = absl::Milliseconds(50);
+  int rejoins = 0;  // after a lease refused as not live (at most 3)
   for (;;) {
     absl::StatusOr<ps::DataChunk> chunk = client_->LeaseData(
         version_.generation, give_back.has_value() ? &*give_back : nullptr);
@@ -414,6 +415,26 @@ absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
       spdlog::info("worker {}: the data ended after waiting {:.1f} s",
                    options_.worker_id,
                    absl::ToDoubleSeconds(absl::Now() - *waiting_since));
+    }
+    if (ps::LeaseRefusalOf(s) == ps::LeaseRefusal::kNotLive && rejoins < 3) {
+      ++rejoins;
+      // Its lease ran out (a pause, or cut off from shard 0, longer than
+      // the lease) and this call came before any push could say so: join
+      // again as a new incarnation, as a refused push does (every shard
+      // drops what this worker staged; shard 0 took back its chunks, so
+      // there is nothing to give back and a chunk leased ahead is void),
+      // then lease. The step computes on the weights it has; its push is
+      // dropped as stale and the pull after it re-syncs.
+      spdlog::warn(
+          "worker {}: data lease refused ({}); joining again as a new "
+          "incarnation",
+          options_.worker_id, std::string(s.message()));
+      if (lease_ahead_call_.valid()) lease_ahead_call_.wait();
+      RETURN_IF_ERROR(recovery_.Retrying([&]() { return client_->Rejoin(); }));
+      CollectLeaseAhead();
+      leased_ahead_.reset();
+      give_back.reset();
+      continue;
     }
     if (give_back.has_value() &&
         ps::LeaseRefusalOf(s) == ps::LeaseRefusal::kNotYours) {

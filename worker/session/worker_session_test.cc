@@ -415,6 +415,44 @@ struct OneShard {
 };
 
 TEST_CASE(
+    "recovery: a worker out of the live set whose first call is a lease "
+    "joins again and leases") {
+  // What a Python worker cut off from every shard meets after the heal: its
+  // DataLoader asks for the next chunk before any push can say that its
+  // lease ran out. One shard handing out chunks, sync N = M = 1.
+  ps::ShardOptions o;
+  o.data_queue_on = true;
+  o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
+  OneShard c(o, 1);
+  Tensor weights({4});
+  SessionOptions so = Options(0, /*sync=*/true);
+  so.data_from_servers = true;
+  WorkerSession s(c.clients[0].get(), c.specs, {{"w", weights.view()}}, so);
+  Tensor initial({4});
+  for (float& v : initial.span()) v = 0.5f;
+  REQUIRE(s.Initialize({{"w", initial.view()}}).ok());
+  REQUIRE(s.Start().ok());
+  absl::StatusOr<ps::DataChunk> first = s.LeaseData();
+  REQUIRE(first.ok());
+  // As if its lease had run out: shard 0 takes its chunk back.
+  REQUIRE(c.clients[0]->Leave().ok());
+  REQUIRE_FALSE(Live(*c.shard, 0));
+  absl::StatusOr<ps::DataChunk> next = s.LeaseData();
+  INFO(next.status().ToString());
+  REQUIRE(next.ok());
+  CHECK(Live(*c.shard, 0));
+  // The chunk it held went back to the queue and is leased again, to it.
+  CHECK(next->epoch == first->epoch);
+  CHECK(next->index == first->index);
+  // The step goes on with that chunk.
+  Tensor g({4});
+  for (float& v : g.span()) v = 0.1f;
+  absl::StatusOr<PushOutcome> applied = s.Push({{"w", g.view()}});
+  REQUIRE(applied.ok());
+  CHECK(applied->outcome == StepOutcome::kApplied);
+}
+
+TEST_CASE(
     "sync: after a dropped push the worker pulls the newest weights, not "
     "a step its gradient did not help") {
   // One shard handing out chunks, sync N = M = 1. The worker's chunk goes
