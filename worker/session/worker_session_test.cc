@@ -414,24 +414,34 @@ struct OneShard {
   std::vector<std::unique_ptr<ps::PsClient>> clients;
 };
 
+// One shard handing out 8 samples in chunks of 2.
+ps::ShardOptions QueueOptions() {
+  ps::ShardOptions o;
+  o.data_queue_on = true;
+  o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
+  return o;
+}
+
+// OneShard's "w" initialised to 0.5 by `s`, which then starts.
+void InitializeAndStart(WorkerSession* s) {
+  Tensor initial({4});
+  for (float& v : initial.span()) v = 0.5f;
+  REQUIRE(s->Initialize({{"w", initial.view()}}).ok());
+  REQUIRE(s->Start().ok());
+}
+
 TEST_CASE(
     "recovery: a worker out of the live set whose first call is a lease "
     "joins again and leases") {
   // What a Python worker cut off from every shard meets after the heal: its
   // DataLoader asks for the next chunk before any push can say that its
   // lease ran out. One shard handing out chunks, sync N = M = 1.
-  ps::ShardOptions o;
-  o.data_queue_on = true;
-  o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
-  OneShard c(o, 1);
+  OneShard c(QueueOptions(), 1);
   Tensor weights({4});
   SessionOptions so = Options(0, /*sync=*/true);
   so.data_from_servers = true;
   WorkerSession s(c.clients[0].get(), c.specs, {{"w", weights.view()}}, so);
-  Tensor initial({4});
-  for (float& v : initial.span()) v = 0.5f;
-  REQUIRE(s.Initialize({{"w", initial.view()}}).ok());
-  REQUIRE(s.Start().ok());
+  InitializeAndStart(&s);
   absl::StatusOr<ps::DataChunk> first = s.LeaseData();
   REQUIRE(first.ok());
   // As if its lease had run out: shard 0 takes its chunk back.
@@ -458,19 +468,13 @@ TEST_CASE(
   // One shard handing out chunks, sync N = M = 1. The worker's chunk goes
   // back to the queue under it (as a rollback gives it back): its push is
   // dropped at the current step, which then needs its next gradient.
-  ps::ShardOptions o;
-  o.data_queue_on = true;
-  o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
-  OneShard c(o, 1);
+  OneShard c(QueueOptions(), 1);
   Tensor weights({4});
   SessionOptions so = Options(0, /*sync=*/true);
   so.data_from_servers = true;
   so.step_timeout = absl::Seconds(3);  // a wait for step 1 ends in 3 s
   WorkerSession s(c.clients[0].get(), c.specs, {{"w", weights.view()}}, so);
-  Tensor initial({4});
-  for (float& v : initial.span()) v = 0.5f;
-  REQUIRE(s.Initialize({{"w", initial.view()}}).ok());
-  REQUIRE(s.Start().ok());
+  InitializeAndStart(&s);
   REQUIRE(s.LeaseData().ok());
   // A new incarnation of worker 0 joins: its chunks go back to the queue.
   REQUIRE(c.shard->Join(0, /*incarnation=*/99).ok());
@@ -548,9 +552,7 @@ TEST_CASE(
       (std::filesystem::temp_directory_path() / "worker_session_test_ahead")
           .string();
   std::filesystem::remove_all(dir);
-  ps::ShardOptions o;
-  o.data_queue_on = true;
-  o.data_queue = {/*num_samples=*/8, /*chunk_size=*/2, /*seed=*/3};
+  ps::ShardOptions o = QueueOptions();
   o.checkpoint.dir = dir;
   OneShard c(o, 1);
   ps::FaultInjector network(/*seed=*/1);
@@ -560,10 +562,7 @@ TEST_CASE(
   SessionOptions so = Options(0, /*sync=*/true);
   so.data_from_servers = true;
   WorkerSession s(&faulty, c.specs, {{"w", weights.view()}}, so);
-  Tensor initial({4});
-  for (float& v : initial.span()) v = 0.5f;
-  REQUIRE(s.Initialize({{"w", initial.view()}}).ok());
-  REQUIRE(s.Start().ok());
+  InitializeAndStart(&s);
   Tensor g({4});
   for (float& v : g.span()) v = 0.1f;
   auto out = [&] { return c.shard->DataPosition()->chunks_out; };
