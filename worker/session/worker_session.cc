@@ -238,10 +238,7 @@ absl::StatusOr<PushOutcome> WorkerSession::Settle(
         "worker {}: push refused ({}); joining again as a new incarnation "
         "and pulling the current weights (this gradient is not applied)",
         options_.worker_id, std::string(pushed.status().message()));
-    if (lease_ahead_call_.valid()) lease_ahead_call_.wait();
-    RETURN_IF_ERROR(recovery_.Retrying([&]() { return client_->Rejoin(); }));
-    CollectLeaseAhead();
-    leased_ahead_.reset();
+    RETURN_IF_ERROR(Rejoin());
   }
   return o;
 }
@@ -429,10 +426,7 @@ absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
           "worker {}: data lease refused ({}); joining again as a new "
           "incarnation",
           options_.worker_id, std::string(s.message()));
-      if (lease_ahead_call_.valid()) lease_ahead_call_.wait();
-      RETURN_IF_ERROR(recovery_.Retrying([&]() { return client_->Rejoin(); }));
-      CollectLeaseAhead();
-      leased_ahead_.reset();
+      RETURN_IF_ERROR(Rejoin());
       give_back.reset();
       continue;
     }
@@ -456,6 +450,16 @@ absl::StatusOr<ps::DataChunk> WorkerSession::LeaseData(
       give_back.reset();
     }
   }
+}
+
+absl::Status WorkerSession::Rejoin() {
+  // The lease ahead, if in flight, is awaited first: its chunk goes back
+  // with the others at the rejoin and is void.
+  if (lease_ahead_call_.valid()) lease_ahead_call_.wait();
+  RETURN_IF_ERROR(recovery_.Retrying([&]() { return client_->Rejoin(); }));
+  CollectLeaseAhead();
+  leased_ahead_.reset();
+  return absl::OkStatus();
 }
 
 void WorkerSession::LeaseAhead() {

@@ -260,6 +260,10 @@ class WorkerSession {
   // Waits for LeaseAhead's call, if one runs, and keeps what it leased
   // (leased_ahead_) unless it is of another generation.
   void CollectLeaseAhead();
+  // Joins again as a new incarnation (a refused push or lease said this
+  // worker is out of the live set): every shard drops what it staged,
+  // shard 0 takes back its chunks; a chunk leased ahead is void.
+  absl::Status Rejoin();
 
   ps::PsClient* const client_;  // Not owned.
   const std::vector<VariableSpec> variables_;
