@@ -218,6 +218,57 @@ TEST_CASE("grpc: shared memory carries the tensors; a refusal falls back") {
   }
 }
 
+TEST_CASE(
+    "grpc: a non-finite gradient in shared memory is refused and counted") {
+  // One shard: its push is applied at once, from the copy the transport
+  // checked on its way out of the region (TensorBytes::checked).
+  GrpcCluster cluster(testing::SyncScenario(1, 3), 1);
+  cluster.shared_memory = true;
+  Values init;
+  auto chief = cluster.InitializedChief(init);
+  auto client = cluster.Client(0, "scenario");
+  REQUIRE(client->Join().ok());
+  Values weights;
+  absl::StatusOr<ModelVersion> v =
+      client->Pull(ModelVersion::AtLeast(1, 0), absl::Now() + absl::Seconds(30),
+                   weights.Mutable());
+  REQUIRE(v.ok());
+  const Values before = weights;
+  Values grads;
+  for (float& x : grads.w) x = 0.125f;
+  for (float& x : grads.b) x = -0.5f;
+  for (float& x : grads.v) x = 2.0f;
+  grads.w[37] = std::numeric_limits<float>::quiet_NaN();
+  absl::Status refused = client->Push(*v, grads.Const()).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(refused.message())
+            .find("non-finite value nan at element "
+                  "37") != std::string::npos);
+  // The push went through the region (not the socket), and the shard
+  // counted it refused; nothing was applied.
+  CHECK(client->payload_bytes().shared_sent > 0);
+  absl::StatusOr<std::vector<ShardStatus>> status = chief->Status();
+  REQUIRE(status.ok());
+  CHECK((*status)[0].counters.refused == 1);
+  CHECK((*status)[0].counters.applied == 0);
+  CHECK((*status)[0].step == 0);
+  // The same gradients, finite, are applied.
+  grads.w[37] = 0.125f;
+  REQUIRE(client->Push(*v, grads.Const()).ok());
+  v = client->Pull(v->Next(), absl::Now() + absl::Seconds(30),
+                   weights.Mutable());
+  REQUIRE(v.ok());
+  for (size_t i = 0; i < weights.w.size(); ++i) {
+    INFO("w[" << i << "]");
+    REQUIRE(std::isfinite(weights.w[i]));
+    REQUIRE(weights.w[i] != before.w[i]);
+  }
+  status = chief->Status();
+  REQUIRE(status.ok());
+  CHECK((*status)[0].counters.applied == 1);
+  REQUIRE(client->Leave().ok());
+}
+
 TEST_CASE("grpc: a push naming a segment the server cannot open is refused") {
   GrpcCluster cluster(testing::SyncScenario(1, 1), 1);
   Values init;

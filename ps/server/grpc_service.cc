@@ -8,6 +8,7 @@
 #include "common/grpc_status.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -25,6 +26,9 @@ namespace {
 int64_t MaxSharedBytes(const ParameterShard& shard) {
   return shard.MaxTensorAreaBytes(kSharedHeaderBytes, kSharedAlign);
 }
+
+// The fewest bytes a bulk thread copies into a pull's shared memory.
+constexpr int64_t kMinCopyBytes = int64_t{256} << 10;
 
 // Finishes a unary call with `status`.
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
@@ -132,10 +136,18 @@ class PullReactor final : public grpc::ServerUnaryReactor {
       header->set_shared_memory_needed(layout.size());
       return false;
     }
+    // The copy on the shard's bulk threads, a part of the bytes each.
+    std::vector<int64_t> bytes;
+    for (const TensorBytes& t : tensors) {
+      bytes.push_back(static_cast<int64_t>(t.data.size()));
+    }
+    ParallelForSpans(shard_->bulk_pool(), bytes, kMinCopyBytes,
+                     [&](size_t k, int64_t begin, int64_t end) {
+                       std::memcpy(segment_->data() + offsets[k] + begin,
+                                   tensors[k].data.data() + begin, end - begin);
+                     });
     for (size_t k = 0; k < tensors.size(); ++k) {
-      const TensorBytes& t = tensors[k];
-      std::memcpy(segment_->data() + offsets[k], t.data.data(), t.data.size());
-      SharedTensorToProto(t, offsets[k], header->add_variables());
+      SharedTensorToProto(tensors[k], offsets[k], header->add_variables());
     }
     bool own_buffer;
     grpc::Status s = grpc::SerializationTraits<wire::PullResponse>::Serialize(

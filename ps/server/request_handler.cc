@@ -131,9 +131,11 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   if (!shared.empty() && !shared_is_private) {
     // Read once: the worker can write its region while we work, so its
     // bytes are copied into this thread's own buffer before anything
-    // checks, decodes or applies them (what is checked is what is applied).
-    // The region is at most the shard's tensor bytes (SharedSegments), and
-    // so is the copy.
+    // decodes or applies them (what is checked is what is applied). The
+    // region is at most the shard's tensor bytes (SharedSegments), and so is
+    // the copy. Float32 gradients are checked in the copy's pass, on the
+    // shard's bulk threads, and marked so (TensorBytes::checked); other wire
+    // dtypes are checked once decoded.
     thread_local std::string copy;
     size_t total = 0;
     auto in_region = [&](absl::string_view data) {
@@ -141,15 +143,23 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
              data.data() < shared.data() + shared.size();
     };
     for (const TensorBytes& t : wire_gradients) {
-      if (in_region(t.data)) total += t.data.size();
+      // Each at an offset aligned for floats (the region's are).
+      if (in_region(t.data)) total += (t.data.size() + 63) & ~size_t{63};
     }
     copy.resize(total);
+    const bool float32 = shard_->options().wire_gradients == DType::kFloat32;
     size_t at = 0;
     for (TensorBytes& t : wire_gradients) {
       if (!in_region(t.data)) continue;
-      std::memcpy(copy.data() + at, t.data.data(), t.data.size());
-      t.data = absl::string_view(copy.data() + at, t.data.size());
-      at += t.data.size();
+      char* to = copy.data() + at;
+      at += (t.data.size() + 63) & ~size_t{63};
+      // A tensor the check refuses is copied again, unmarked: the shard
+      // refuses it as its own (and counts the refusal).
+      t.checked =
+          float32 && !t.no_gradient &&
+          shard_->CheckPushedTensor(t, reinterpret_cast<float*>(to)).ok();
+      if (!t.checked) std::memcpy(to, t.data.data(), t.data.size());
+      t.data = absl::string_view(to, t.data.size());
     }
   }
   // The shapes first: nothing is decoded for a shape the shard does not

@@ -1,6 +1,7 @@
 #include "ps/shard/shard.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,14 @@ int WorkerCapacity(const ShardOptions& o) {
 
 // Room for the names, shapes and framing next to the weights in one message.
 constexpr int64_t kMessageOverheadBytes = int64_t{64} << 10;
+
+// ShardOptions::bulk_threads, 0 taken as the machine's cores, at most 4
+// (the copies and updates are bound by memory more than by cores).
+int BulkThreads(int option) {
+  if (option > 0) return option;
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
+                    4);
+}
 
 }  // namespace
 
@@ -46,6 +55,7 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
 ParameterShard::ParameterShard(const ShardOptions& options)
     : options_(options),
       name_(absl::StrCat("shard ", options.shard_index)),
+      bulk_(std::make_unique<ThreadPool>(BulkThreads(options.bulk_threads))),
       // Shard 0 of several shards carries its decisions to the others.
       relay_(options.num_shards > 1 && options.shard_index == 0
                  ? std::make_unique<DecisionRelay>(options.num_shards,
@@ -136,8 +146,8 @@ absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t,
     }
     return ValidateShape(Shape(t.shape.begin(), t.shape.end()));
   }
-  absl::Status checked =
-      CheckFloatTensor(t, "gradient", kMaxGradientMagnitude, copy_to);
+  absl::Status checked = CheckFloatTensor(t, "gradient", kMaxGradientMagnitude,
+                                          copy_to, bulk_pool());
   if (checked.ok()) return checked;
   // Only a refusal needs the tensor's kind, to name it in its message: the
   // layout is looked up then, not on every push.
@@ -145,7 +155,7 @@ absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t,
   const int i = layout == nullptr ? -1 : layout->Find(t.name);
   if (i >= 0 && layout->statistic[i]) {
     return CheckFloatTensor(t, "batch statistic", kMaxGradientMagnitude,
-                            copy_to);
+                            copy_to, bulk_pool());
   }
   return checked;
 }
@@ -180,10 +190,10 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
           options_.max_message_bytes,
           " (raise it, lower split_threshold_bytes or add shards)"));
     }
-    ASSIGN_OR_RETURN(
-        optimizer_,
-        CreateOptimizer(ShardOptimizerOptions(options_),
-                        layout.OptimizerSizes(), layout.VariableNames()));
+    ASSIGN_OR_RETURN(optimizer_,
+                     CreateOptimizer(ShardOptimizerOptions(options_),
+                                     layout.OptimizerSizes(),
+                                     layout.VariableNames(), bulk_.get()));
     store_ = std::move(*store);
     MakeAggregatorLocked();
     step_ = 0;

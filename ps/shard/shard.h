@@ -73,6 +73,7 @@
 #include "absl/types/span.h"
 #include "common/mutex.h"
 #include "common/tensor.h"
+#include "common/thread_pool.h"
 #include "ps/checkpoint/checkpoint.h"
 #include "ps/shard/coordinator.h"
 #include "ps/shard/decision_log.h"
@@ -146,12 +147,26 @@ class ParameterShard final : private ShardCheckpointing::Core {
   ParameterShard& operator=(const ParameterShard&) = delete;
 
   const ShardOptions& options() const { return options_; }
+  // The threads of the shard's bulk work (options().bulk_threads): the
+  // optimizer's update, and what the transports copy for it (a push's
+  // gradients out of a worker's shared memory, a pull's weights into it).
+  ThreadPool* bulk_pool() const { return bulk_.get(); }
   // Constant once Create (or, per host, RestoreAgreed) has returned.
   const RestoreReport& restore_report() const { return restore_report_; }
 
   // OK when `cluster` is this shard's cluster name; FAILED_PRECONDITION
   // naming both names otherwise.
   absl::Status CheckCluster(absl::string_view cluster) const;
+
+  // A pushed tensor's checks that read its values: CheckFloatTensor as a
+  // gradient or, for a running statistic, as a batch statistic (the layout
+  // is read only to name a refused tensor's kind), on the bulk pool's
+  // threads. With `copy_to`, its data is copied there by the check's pass
+  // (what the transport does with a push out of shared memory, then
+  // marking it TensorBytes::checked). Every push's tensors go through it.
+  absl::Status CheckPushedTensor(const TensorBytes& tensor,
+                                 float* copy_to = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Defines the shard's variables and their initial values (step 0) the
   // first time; afterwards OK with already_initialized when `variables`
@@ -381,13 +396,6 @@ class ParameterShard final : private ShardCheckpointing::Core {
                                       absl::string_view what) const;
   // The layout of the shard's variables; null before Initialize.
   std::shared_ptr<const VariableLayout> Layout() const ABSL_LOCKS_EXCLUDED(mu_);
-  // A pushed tensor's checks that read its values: CheckFloatTensor as a
-  // gradient or, for a running statistic, as a batch statistic (the layout
-  // is read only to name a refused tensor's kind). Called without the lock.
-  // With `copy_to`, its data is copied there by the check's pass.
-  absl::Status CheckPushedTensor(const TensorBytes& tensor,
-                                 float* copy_to = nullptr) const
-      ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ABORTED while awaiting a rollback, or for a generation > 0 that is not
@@ -522,6 +530,9 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // Constant after construction.
   const ShardOptions options_;
   const std::string name_;  // "shard 0", for messages
+  // The threads of the bulk work (options().bulk_threads); their use needs
+  // no lock of ours (the pool serialises its loops).
+  const std::unique_ptr<ThreadPool> bulk_;
   // Shard 0 of several shards: carries its decisions to the others (the log
   // publishes them to it). Null otherwise.
   std::unique_ptr<DecisionRelay> relay_;

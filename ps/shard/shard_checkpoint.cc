@@ -74,10 +74,11 @@ absl::Status ParameterShard::InstallStateLocked(const ShardCheckpoint& c,
   }
   ASSIGN_OR_RETURN(std::unique_ptr<VariableStore> store,
                    VariableStore::Create(variables, c.step, generation));
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   CreateOptimizer(ShardOptimizerOptions(options_),
-                                   store->layout().OptimizerSizes(),
-                                   store->layout().VariableNames()));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Optimizer> optimizer,
+      CreateOptimizer(ShardOptimizerOptions(options_),
+                      store->layout().OptimizerSizes(),
+                      store->layout().VariableNames(), bulk_.get()));
   if (absl::Status s = optimizer->LoadState(c.optimizer); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }

@@ -8,6 +8,7 @@
 #include "common/adam.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "common/thread_pool.h"
 
 namespace psgd {
 namespace ps {
@@ -71,11 +72,38 @@ int64_t BytesOf(const std::vector<AlignedBuffer>& buffers) {
   return n;
 }
 
+// The fewest elements a thread of the pool takes in an update (below it the
+// threads cost more than they save).
+constexpr int64_t kMinChunk = 1 << 16;
+
+// n elements of one variable's SGD update, by the formulas above (buf null:
+// no momentum). The same bits as before the update went in pieces: the
+// first branch is the formula with d = g.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void SgdUpdate(
+    int64_t n, float lr, float wd, float momentum, bool nesterov,
+    const float* __restrict w, const float* __restrict g, float* __restrict buf,
+    float* __restrict o) {
+  if (buf == nullptr && wd == 0) {
+    for (int64_t i = 0; i < n; ++i) o[i] = w[i] - lr * g[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float d = wd == 0 ? g[i] : g[i] + wd * w[i];
+    if (buf != nullptr) {
+      const float b = momentum * buf[i] + d;
+      buf[i] = b;
+      d = nesterov ? d + momentum * b : b;
+    }
+    o[i] = w[i] - lr * d;
+  }
+}
+
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, std::vector<int64_t> sizes,
-      std::vector<float> decay)
-      : kind_(o.kind),
+      std::vector<float> decay, ThreadPool* pool)
+      : pool_(pool),
+        kind_(o.kind),
         learning_rate_(o.learning_rate),
         momentum_(static_cast<float>(o.momentum)),
         nesterov_(o.nesterov),
@@ -84,6 +112,7 @@ class Sgd final : public Optimizer {
         decay_(std::move(decay)) {
     if (kind_ == OptimizerOptions::Kind::kMomentum) {
       for (int64_t n : sizes_) buf_.emplace_back(static_cast<size_t>(n));
+      for (AlignedBuffer& b : buf_) buf_pointers_.push_back(b.data());
     }
   }
 
@@ -91,30 +120,19 @@ class Sgd final : public Optimizer {
              absl::Span<const float* const> grads, absl::Span<float* const> out,
              double lr_scale) override {
     const float lr = static_cast<float>(NextRate(lr_scale));
-    for (size_t k = 0; k < sizes_.size(); ++k) {
-      const float* w = weights[k];
-      const float* g = grads[k];
-      float* o = out[k];
-      if (g == nullptr) {  // no gradient: untouched, its slot too
-        CopyUnchanged(sizes_[k], w, o);
-        continue;
-      }
-      const float wd = decay_[k];
-      if (buf_.empty() && wd == 0) {
-        for (int64_t i = 0; i < sizes_[k]; ++i) o[i] = w[i] - lr * g[i];
-        continue;
-      }
-      float* buf = buf_.empty() ? nullptr : buf_[k].data();
-      for (int64_t i = 0; i < sizes_[k]; ++i) {
-        float d = wd == 0 ? g[i] : g[i] + wd * w[i];
-        if (buf != nullptr) {
-          const float b = momentum_ * buf[i] + d;
-          buf[i] = b;
-          d = nesterov_ ? d + momentum_ * b : b;
-        }
-        o[i] = w[i] - lr * d;
-      }
-    }
+    float* const* bufs = buf_.empty() ? nullptr : buf_pointers_.data();
+    ParallelForSpans(
+        pool_, sizes_, kMinChunk, [&](size_t k, int64_t begin, int64_t end) {
+          const float* w = weights[k] + begin;
+          const float* g = grads[k];
+          float* o = out[k] + begin;
+          if (g == nullptr) {  // no gradient: untouched, its slot too
+            CopyUnchanged(end - begin, w, o);
+            return;
+          }
+          SgdUpdate(end - begin, lr, decay_[k], momentum_, nesterov_, w,
+                    g + begin, bufs == nullptr ? nullptr : bufs[k] + begin, o);
+        });
     ++step_;
   }
 
@@ -163,14 +181,16 @@ class Sgd final : public Optimizer {
   }
 
  private:
+  ThreadPool* const pool_;             // not owned; null: the caller alone
   const OptimizerOptions::Kind kind_;  // kSgd or kMomentum
   const double learning_rate_;
   const float momentum_;
   const bool nesterov_;
   const LrSchedule schedule_;
   const std::vector<int64_t> sizes_;
-  const std::vector<float> decay_;  // per variable
-  std::vector<AlignedBuffer> buf_;  // momentum only
+  const std::vector<float> decay_;    // per variable
+  std::vector<AlignedBuffer> buf_;    // momentum only
+  std::vector<float*> buf_pointers_;  // buf_[k].data()
   int64_t step_ = 0;
 };
 
@@ -190,8 +210,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AdamUpdate(
 
 class Adam final : public Optimizer {
  public:
-  Adam(const OptimizerOptions& o, std::vector<int64_t> sizes)
-      : options_(o), sizes_(std::move(sizes)) {
+  Adam(const OptimizerOptions& o, std::vector<int64_t> sizes, ThreadPool* pool)
+      : pool_(pool), options_(o), sizes_(std::move(sizes)) {
     for (int64_t n : sizes_) {
       m_.emplace_back(static_cast<size_t>(n));
       v_.emplace_back(static_cast<size_t>(n));
@@ -207,18 +227,17 @@ class Adam final : public Optimizer {
         TensorFlowAdamStep(AdamHyper{options_.learning_rate, options_.beta1,
                                      options_.beta2, options_.epsilon},
                            step_, factor);
-    for (size_t k = 0; k < sizes_.size(); ++k) {
-      const float* w = weights[k];
-      const float* g = grads[k];
-      float* o = out[k];
-      if (g == nullptr) {  // no gradient: untouched, m and v too
-        CopyUnchanged(sizes_[k], w, o);
-        continue;
-      }
-      float* m = m_[k].data();
-      float* v = v_[k].data();
-      AdamUpdate(sizes_[k], c, w, g, m, v, o);
-    }
+    ParallelForSpans(
+        pool_, sizes_, kMinChunk, [&](size_t k, int64_t begin, int64_t end) {
+          const float* w = weights[k] + begin;
+          float* o = out[k] + begin;
+          if (grads[k] == nullptr) {  // no gradient: untouched, m and v too
+            CopyUnchanged(end - begin, w, o);
+            return;
+          }
+          AdamUpdate(end - begin, c, w, grads[k] + begin, m_[k].data() + begin,
+                     v_[k].data() + begin, o);
+        });
   }
 
   int64_t step() const override { return step_; }
@@ -275,6 +294,7 @@ class Adam final : public Optimizer {
     return lr_scale * LrFactor(options_.schedule, step_ + 1);
   }
 
+  ThreadPool* const pool_;  // not owned; null: the caller alone
   const OptimizerOptions options_;
   const std::vector<int64_t> sizes_;
   std::vector<AlignedBuffer> m_;
@@ -286,7 +306,7 @@ class Adam final : public Optimizer {
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
     const OptimizerOptions& options, std::vector<int64_t> sizes,
-    const std::vector<std::string>& variables) {
+    const std::vector<std::string>& variables, ThreadPool* pool) {
   if (!variables.empty() && variables.size() != sizes.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("optimizer: ", variables.size(), " names for ",
@@ -309,9 +329,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
       }
     }
     return std::unique_ptr<Optimizer>(
-        new Sgd(options, std::move(sizes), std::move(decay)));
+        new Sgd(options, std::move(sizes), std::move(decay), pool));
   }
-  return std::unique_ptr<Optimizer>(new Adam(options, std::move(sizes)));
+  return std::unique_ptr<Optimizer>(new Adam(options, std::move(sizes), pool));
 }
 
 }  // namespace ps

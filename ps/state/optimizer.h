@@ -24,7 +24,9 @@
 // All multiply the learning rate by the lr_scale passed to Apply
 // (staleness-aware async SGD passes 1/staleness).
 //
-// Thread-safety: none; the shard calls it under its mutex.
+// Thread-safety: none; the shard calls it under its mutex. With a pool
+// (CreateOptimizer), an Apply's element-wise loops run on the pool's threads
+// too, each element on one of them: the same bits as on one thread.
 #ifndef PSGD_PS_STATE_OPTIMIZER_H_
 #define PSGD_PS_STATE_OPTIMIZER_H_
 
@@ -39,6 +41,8 @@
 #include "ps/state/options.h"
 
 namespace psgd {
+class ThreadPool;
+
 namespace ps {
 
 // An optimizer's state, for checkpoints: its kind, its step (Adam's t) and
@@ -99,10 +103,11 @@ class Optimizer {
 // options that ValidateShardOptions would refuse or a negative size.
 // `variables` (empty, or one per entry: the variable each is or is a slice
 // of, VariableLayout::VariableNames) decide which options.no_weight_decay
-// exempts from weight decay.
+// exempts from weight decay. `pool` (not owned, outliving the optimizer;
+// null: the caller's thread alone) shares each Apply among its threads.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
     const OptimizerOptions& options, std::vector<int64_t> sizes,
-    const std::vector<std::string>& variables = {});
+    const std::vector<std::string>& variables = {}, ThreadPool* pool = nullptr);
 
 }  // namespace ps
 }  // namespace psgd

@@ -7,6 +7,7 @@
 
 #include "common/adam.h"
 #include "common/lr_schedule.h"
+#include "common/thread_pool.h"
 
 namespace psgd {
 namespace ps {
@@ -375,6 +376,67 @@ TEST_CASE("the momentum slot is saved and restored bit-exactly") {
   CHECK_THAT(std::string(s.message()),
              Catch::Contains("'momentum'") && Catch::Contains("adam"));
   CHECK_FALSE((*b)->LoadState((*adam)->SaveState()).ok());
+}
+
+TEST_CASE("an update on a pool's threads: the same bits as on one") {
+  // Variables larger than a thread's least share (64k elements) and small
+  // ones between them, one without a gradient: the pool cuts the large ones
+  // between its threads.
+  OptimizerOptions o;
+  SECTION("adam") {}
+  SECTION("sgd") {
+    o.kind = OptimizerOptions::Kind::kSgd;
+    o.learning_rate = 0.1;
+  }
+  SECTION("momentum, nesterov, weight decay") {
+    o.kind = OptimizerOptions::Kind::kMomentum;
+    o.learning_rate = 0.1;
+    o.momentum = 0.9;
+    o.nesterov = true;
+    o.weight_decay = 5e-4;
+  }
+  const std::vector<int64_t> sizes = {200003, 7, 0, 131073, 5, 65536};
+  ThreadPool pool(3);
+  auto alone = CreateOptimizer(o, sizes);
+  auto shared = CreateOptimizer(o, sizes, {}, &pool);
+  REQUIRE(alone.ok());
+  REQUIRE(shared.ok());
+  std::vector<std::vector<float>> w1, w2, g;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<float>& w = w1.emplace_back(sizes[k]);
+    std::vector<float>& gk = g.emplace_back(sizes[k]);
+    for (int64_t i = 0; i < sizes[k]; ++i) {
+      w[i] = std::sin(0.001f * static_cast<float>(i + k));
+      gk[i] = std::cos(0.003f * static_cast<float>(i) + k);
+    }
+    w2.push_back(w);
+  }
+  for (int step = 0; step < 3; ++step) {
+    std::vector<const float*> in1, in2, grads;
+    std::vector<float*> out1, out2;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      in1.push_back(w1[k].data());
+      in2.push_back(w2[k].data());
+      out1.push_back(w1[k].data());
+      out2.push_back(w2[k].data());
+      grads.push_back(k == 4 ? nullptr : g[k].data());  // 4: no gradient
+    }
+    (*alone)->Apply(in1, grads, out1, 1.0);
+    (*shared)->Apply(in2, grads, out2, 1.0);
+  }
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    INFO("variable " << k);
+    CHECK(std::memcmp(w1[k].data(), w2[k].data(),
+                      w1[k].size() * sizeof(float)) == 0);
+    for (const char* slot : {"m", "v", "momentum"}) {
+      absl::Span<const float> s1 = (*alone)->Slot(slot, static_cast<int>(k));
+      absl::Span<const float> s2 = (*shared)->Slot(slot, static_cast<int>(k));
+      REQUIRE(s1.size() == s2.size());
+      CHECK(std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)) == 0);
+    }
+  }
+  // The updates changed the weights (the comparison compared something).
+  CHECK(w1[0][100] != std::sin(0.001f * 100));
 }
 
 TEST_CASE("bad optimizer options are refused") {

@@ -220,6 +220,11 @@ absl::Status BadServerOption(absl::string_view field, absl::string_view value,
 }
 
 absl::Status ValidateShardOptionsBeforeIdentity(const ShardOptions& o) {
+  if (o.bulk_threads < 0 || o.bulk_threads > 256) {
+    return BadServerOption("bulk_threads", absl::StrCat(o.bulk_threads),
+                           "must be in [0, 256] (0: the machine's cores, at "
+                           "most 4)");
+  }
   RETURN_IF_ERROR(ValidateMembership(o));
   RETURN_IF_ERROR(ValidateDataQueue(o));
   RETURN_IF_ERROR(ValidateAdaptiveBackups(o));

@@ -174,6 +174,13 @@ struct ShardOptions {
   DType wire_gradients = DType::kFloat32;
   DType wire_weights = DType::kFloat32;
 
+  // Threads for the shard's bulk work, the calling one included: the
+  // optimizer's update of every variable, and the transports' copies of a
+  // push's gradients and a pull's weights (ParameterShard::bulk_pool()).
+  // 0: the machine's cores, at most 4. Each element is still one thread's
+  // work: the weights are the same bits at any count.
+  int bulk_threads = 0;
+
   CheckpointOptions checkpoint;
   // The data queue (the config's data { sharding: SERVERS }; docs/PS.md,
   // "The servers hand out the data"): shard 0 hands out the training data

@@ -47,6 +47,11 @@ struct TensorBytes {
   // unused parameter; proto/ps.proto, TensorData.no_gradient). Name and
   // shape only, `data` empty; the shard leaves the variable alone.
   bool no_gradient = false;
+  // In a push: the server's transport copied `data` out of the worker's
+  // shared memory into its own and checked the values in that pass
+  // (ParameterShard::CheckPushedTensor), so the shard does not scan them
+  // again. Set by the server only, never from the wire.
+  bool checked = false;
   // In an Initialize (and a restore) only, and required there: what the
   // variable is (proto/variable.proto); nullopt when the sender did not say.
   std::optional<VariableKind> kind = std::nullopt;

@@ -10,6 +10,7 @@
 #include "common/model_variables.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 
 namespace psgd {
 namespace ps {
@@ -45,30 +46,62 @@ CopyMaxMagnitudeBits(const uint32_t* bits, int64_t n,
   return max;
 }
 
-// Index of the first element that is NaN or of a magnitude above `limit`
-// (+-Inf always is), or -1. Magnitudes compare as their bit patterns with the
-// sign cleared (NaN's are above Inf's, which is above every finite one), so
-// the scan is one integer comparison per element and vectorises; the second
-// loop runs only on bad input. With `copy_to`, the data is copied there by
-// the scan.
-int64_t FirstBeyond(absl::string_view data, float limit, float* copy_to) {
+// The fewest elements a thread of the pool scans.
+constexpr int64_t kMinChunk = 1 << 16;
+
+// What FirstBeyond found: nothing (index -1), or the first element that is
+// NaN or of a magnitude above the limit, with its value. `changed`: a pass
+// saw such a value, but the data no longer held one when it was looked for
+// (memory that another process writes, read without `copy_to`).
+struct Beyond {
+  int64_t index = -1;
+  float value = 0;
+  bool changed = false;
+};
+
+// The first element of `data` that is NaN or of a magnitude above `limit`
+// (+-Inf always is). Magnitudes compare as their bit patterns with the sign
+// cleared (NaN's are above Inf's, which is above every finite one), so the
+// scan is one integer comparison per element and vectorises; the element is
+// looked for only on bad input, in what the scan read: with `copy_to`, the
+// copy it made in the same pass (`data` may be written meanwhile). The pool's
+// threads scan (and copy) a part each.
+Beyond FirstBeyond(absl::string_view data, float limit, float* copy_to,
+                   ThreadPool* pool) {
   uint32_t limit_bits;
   std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
-  const char* p = data.data();
   const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
   // CheckFloatTensor has checked the 4-byte alignment.
-  const uint32_t* bits = reinterpret_cast<const uint32_t*>(p);
-  const uint32_t max =
-      copy_to == nullptr
-          ? MaxMagnitudeBits(bits, n)
-          : CopyMaxMagnitudeBits(bits, n, reinterpret_cast<uint32_t*>(copy_to));
-  if (max <= limit_bits) return -1;
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(data.data());
+  uint32_t* out = reinterpret_cast<uint32_t*>(copy_to);
+  std::atomic<uint32_t> max{0};
+  const int64_t sizes[] = {n};
+  ParallelForSpans(
+      pool, sizes, kMinChunk, [&](size_t, int64_t begin, int64_t end) {
+        const uint32_t m =
+            out == nullptr
+                ? MaxMagnitudeBits(bits + begin, end - begin)
+                : CopyMaxMagnitudeBits(bits + begin, end - begin, out + begin);
+        uint32_t seen = max.load(std::memory_order_relaxed);
+        while (m > seen &&
+               !max.compare_exchange_weak(seen, m, std::memory_order_relaxed)) {
+        }
+      });
+  Beyond beyond;
+  if (max.load() <= limit_bits) return beyond;
+  const char* scanned =
+      copy_to != nullptr ? reinterpret_cast<const char*>(copy_to) : data.data();
   for (int64_t i = 0; i < n; ++i) {
     float f;
-    std::memcpy(&f, p + i * sizeof(float), sizeof(f));
-    if (!(std::fabs(f) <= limit)) return i;
+    std::memcpy(&f, scanned + i * sizeof(float), sizeof(f));
+    if (!(std::fabs(f) <= limit)) {
+      beyond.index = i;
+      beyond.value = f;
+      return beyond;
+    }
   }
-  return -1;
+  beyond.changed = true;
+  return beyond;
 }
 
 }  // namespace
@@ -79,7 +112,8 @@ int VariableLayout::Find(absl::string_view name) const {
 }
 
 absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
-                              float max_magnitude, float* copy_to) {
+                              float max_magnitude, float* copy_to,
+                              ThreadPool* pool) {
   if (t.name.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a ", what, " has an empty name"));
@@ -104,17 +138,23 @@ absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
     return absl::InvalidArgumentError(
         absl::StrCat(what, " '", t.name, "': data is not aligned to 4 bytes"));
   }
-  if (int64_t bad = FirstBeyond(t.data, max_magnitude, copy_to); bad >= 0) {
-    float f;
-    std::memcpy(&f, t.data.data() + bad * sizeof(float), sizeof(f));
-    if (!std::isfinite(f)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " '", t.name, "' has the non-finite value ", f,
-                       " at element ", bad));
-    }
+  if (t.checked && copy_to == nullptr) return absl::OkStatus();
+  const Beyond bad = FirstBeyond(t.data, max_magnitude, copy_to, pool);
+  if (bad.changed) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, " '", t.name, "' has the value ", f, " at element ", bad,
-        ", beyond +-", max_magnitude, ", the largest magnitude it may have"));
+        what, " '", t.name, "' changed while it was checked (a value beyond +-",
+        max_magnitude, " was read, then was no longer there)"));
+  }
+  if (bad.index >= 0) {
+    if (!std::isfinite(bad.value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " '", t.name, "' has the non-finite value ",
+                       bad.value, " at element ", bad.index));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", t.name, "' has the value ", bad.value,
+                     " at element ", bad.index, ", beyond +-", max_magnitude,
+                     ", the largest magnitude it may have"));
   }
   return absl::OkStatus();
 }

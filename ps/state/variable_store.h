@@ -30,6 +30,7 @@
 #include "ps/state/types.h"
 
 namespace psgd {
+class ThreadPool;
 namespace ps {
 
 // Names, shapes and kinds of a shard's variables, in the order of the first
@@ -102,11 +103,14 @@ inline constexpr float kMaxGradientMagnitude = 1e18f;
 // `max_magnitude`. INVALID_ARGUMENT naming `what` (e.g. "gradient"), the
 // tensor and the value. With `copy_to` (room for product(shape) floats) the
 // data is copied there in the pass that checks the values (what it holds
-// after a refusal is unspecified).
+// after a refusal is unspecified). A tensor marked `checked` (its values
+// scanned already, as they were copied: TensorBytes::checked) and no
+// `copy_to`: the values are not scanned again. `pool` (null: the caller
+// alone) shares the pass among its threads.
 absl::Status CheckFloatTensor(
     const TensorBytes& tensor, absl::string_view what,
     float max_magnitude = std::numeric_limits<float>::max(),
-    float* copy_to = nullptr);
+    float* copy_to = nullptr, ThreadPool* pool = nullptr);
 
 class VariableStore {
  public:

@@ -38,9 +38,13 @@
 #                                    [--rounds=R] [--model=NAME] [--overlap]
 #                                    [--wire=float32|bf16|fp16] [--shm]
 #                                    [--malloc=fixed|default] [--no-build]
+#                                    [--bin_dir=DIR]
 #
 # Defaults: 40 steps of batch 128, 2 threads, 5 rounds (the median is
 # reported), ResNet-20; synthetic data (the comparison needs no download).
+# --bin_dir=DIR: the programs of another build (DIR/ps/ps_server,
+# DIR/worker/worker, DIR/configs/cluster_tasks, DIR/python/site; implies
+# --no-build), to time a build before a change against one after it.
 # The last lines: comm_ratio_python_vs_cpp=X (ResNet-20 only) and
 # images_ratio_psgd_vs_torch=Y.
 set -uo pipefail
@@ -48,7 +52,7 @@ cd "$(dirname "$0")/../.." || exit 1
 source scripts/lib/cluster.sh
 
 steps=40 batch=128 threads=2 rounds=5 build=1 model=resnet20 overlap=false
-wire=float32 shm=false malloc=fixed
+wire=float32 shm=false malloc=fixed bin=bazel-out/k8-opt/bin
 for a in "$@"; do
   case "$a" in
     --model=*) model=${a#--model=} ;;
@@ -61,7 +65,8 @@ for a in "$@"; do
     --threads=*) threads=${a#--threads=} ;;
     --rounds=*) rounds=${a#--rounds=} ;;
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    --bin_dir=*) bin=${a#--bin_dir=}; build=0 ;;
+    -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
     *) echo "python_overhead.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -91,12 +96,13 @@ if [ "$build" = 1 ]; then
   bazel build -c opt //ps:ps_server //worker:worker //configs:cluster_tasks \
     //python:psgd >/dev/null 2>&1 || { echo "python_overhead.sh: build failed" >&2; exit 1; }
 fi
-# The -c opt outputs by their own path: bazel-bin follows the last build's
-# configuration (a `bazel test` points it at fastbuild binaries).
-bin=bazel-out/k8-opt/bin
+# The -c opt outputs by their own path (the default --bin_dir): bazel-bin
+# follows the last build's configuration (a `bazel test` points it at
+# fastbuild binaries).
 for b in ps/ps_server worker/worker configs/cluster_tasks; do
   [ -x "$bin/$b" ] || { echo "python_overhead.sh: no $bin/$b: build with -c opt first" >&2; exit 1; }
 done
+[ -d "$bin/python/site/psgd" ] || { echo "python_overhead.sh: no $bin/python/site/psgd" >&2; exit 1; }
 
 out=$(mktemp -d /tmp/psgd_python_overhead.XXXXXX)
 data="source: SYNTHETIC synthetic_train_size: $((steps * batch + batch)) synthetic_test_size: 500"

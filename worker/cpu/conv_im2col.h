@@ -9,9 +9,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/thread_pool.h"
 #include "worker/backend/backend.h"
 #include "worker/cpu/gemm.h"
-#include "worker/cpu/thread_pool.h"
 
 namespace psgd {
 

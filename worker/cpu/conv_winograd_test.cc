@@ -15,11 +15,11 @@
 #include <cmath>
 #include <iostream>
 
+#include "common/thread_pool.h"
 #include "worker/backend/backend.h"
 #include "worker/backend_factory/factory.h"
 #include "worker/cpu/conv_onednn.h"
 #include "worker/cpu/onednn_util.h"
-#include "worker/cpu/thread_pool.h"
 #include "worker/testing/gradcheck.h"
 #include "worker/testing/reference_ops.h"
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "worker/cpu/batch_norm_onednn.h"
 #include "worker/cpu/conv_choice.h"
 #include "worker/cpu/conv_im2col.h"
@@ -21,7 +22,6 @@
 #include "worker/cpu/onednn_util.h"
 #include "worker/cpu/pooling.h"
 #include "worker/cpu/softmax_xent.h"
-#include "worker/cpu/thread_pool.h"
 
 namespace psgd {
 namespace {

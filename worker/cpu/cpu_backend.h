@@ -45,9 +45,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/thread_pool.h"
 #include "worker/backend/backend.h"
 #include "worker/cpu/gemm.h"
-#include "worker/cpu/thread_pool.h"
 
 namespace psgd {
 

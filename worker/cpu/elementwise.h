@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "worker/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace psgd {
 

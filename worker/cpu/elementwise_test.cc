@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "common/thread_pool.h"
 #include "worker/backend/backend.h"
-#include "worker/cpu/thread_pool.h"
 #include "worker/testing/gradcheck.h"
 #include "worker/testing/reference_ops.h"
 

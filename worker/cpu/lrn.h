@@ -10,8 +10,8 @@
 #ifndef PSGD_WORKER_CPU_LRN_H_
 #define PSGD_WORKER_CPU_LRN_H_
 
+#include "common/thread_pool.h"
 #include "worker/backend/op_shapes.h"
-#include "worker/cpu/thread_pool.h"
 
 namespace psgd {
 

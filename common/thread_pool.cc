@@ -1,4 +1,4 @@
-#include "worker/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
@@ -105,6 +105,33 @@ void ThreadPool::WorkerLoop(int index) {
     }
     if (last) done_cv_.Signal();
   }
+}
+
+void ParallelForSpans(
+    ThreadPool* pool, absl::Span<const int64_t> sizes, int64_t min_chunk,
+    absl::FunctionRef<void(size_t k, int64_t begin, int64_t end)> fn) {
+  if (pool == nullptr || pool->num_threads() == 1) {
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      if (sizes[k] > 0) fn(k, 0, sizes[k]);
+    }
+    return;
+  }
+  // starts[k]: where range k begins in the whole.
+  std::vector<int64_t> starts(sizes.size() + 1, 0);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    starts[k + 1] = starts[k] + std::max<int64_t>(sizes[k], 0);
+  }
+  pool->ParallelFor(starts.back(), min_chunk, [&](int64_t begin, int64_t end) {
+    // The first range that ends after `begin`.
+    size_t k = static_cast<size_t>(
+        std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() -
+        1);
+    for (; k < sizes.size() && starts[k] < end; ++k) {
+      const int64_t b = std::max(begin, starts[k]) - starts[k];
+      const int64_t e = std::min(end, starts[k + 1]) - starts[k];
+      if (e > b) fn(k, b, e);
+    }
+  });
 }
 
 }  // namespace psgd

@@ -1,7 +1,8 @@
-#include "worker/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 
 #include <dnnl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <thread>
@@ -92,6 +93,50 @@ TEST_CASE("a pool is destroyed cleanly without ever running a loop") {
     ThreadPool pool(threads);
     CHECK(pool.num_threads() == std::max(threads, 1));
   }
+}
+
+TEST_CASE("ParallelForSpans covers every element of every span exactly once") {
+  // Empty spans among the others, one span larger than the rest together,
+  // and a chunk that cuts spans.
+  const std::vector<std::vector<int64_t>> shapes = {
+      {}, {0}, {5}, {3, 0, 0, 4, 1}, {1000, 2, 0, 7}, {1, 1, 1, 1, 1, 1, 1}};
+  for (int threads : {0, 1, 2, 3, 8}) {
+    ThreadPool pool(std::max(threads, 1));
+    ThreadPool* use = threads == 0 ? nullptr : &pool;
+    for (const std::vector<int64_t>& sizes : shapes) {
+      for (int64_t min_chunk : {1, 2, 100}) {
+        std::vector<std::vector<std::atomic<int>>> hits;
+        for (int64_t n : sizes) hits.emplace_back(n);
+        std::atomic<int> bad{0};
+        ParallelForSpans(use, sizes, min_chunk,
+                         [&](size_t k, int64_t begin, int64_t end) {
+                           if (k >= sizes.size() || begin < 0 ||
+                               end > sizes[k] || begin >= end) {
+                             ++bad;
+                             return;
+                           }
+                           for (int64_t i = begin; i < end; ++i) ++hits[k][i];
+                         });
+        CHECK(bad == 0);
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          for (int64_t i = 0; i < sizes[k]; ++i) {
+            INFO("threads " << threads << " span " << k << " element " << i);
+            REQUIRE(hits[k][i] == 1);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ParallelForSpans splits a large span between the threads") {
+  ThreadPool pool(2);
+  std::atomic<int> calls{0};
+  const std::vector<int64_t> sizes = {10, 1000, 10};
+  ParallelForSpans(&pool, sizes, 1, [&](size_t, int64_t, int64_t) { ++calls; });
+  // Two parts over 1,020 elements: the first holds span 0 and the first
+  // half of span 1, the second the rest of span 1 and span 2.
+  CHECK(calls == 4);
 }
 
 }  // namespace

@@ -25,15 +25,17 @@
 // not built with ThreadSanitizer, which therefore cannot see absl::Mutex's
 // ordering and reports false races; common/mutex.h locks std::mutex, which
 // it intercepts, and carries the annotations --config=tsa checks.
-#ifndef PSGD_WORKER_CPU_THREAD_POOL_H_
-#define PSGD_WORKER_CPU_THREAD_POOL_H_
+#ifndef PSGD_COMMON_THREAD_POOL_H_
+#define PSGD_COMMON_THREAD_POOL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 #include "common/mutex.h"
 
 namespace psgd {
@@ -86,6 +88,19 @@ class ThreadPool {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Runs fn(k, begin, end) over pieces [begin, end) of every range [0,
+// sizes[k]), the ranges laid end to end and that whole split into at most
+// pool->num_threads() contiguous parts of at least `min_chunk` elements
+// (ThreadPool::ParallelFor), each part on a thread of its own: a range may
+// be cut between two threads, and a part may hold several small ranges.
+// Every element of every range is in exactly one call; a thread's calls go
+// in order of k. `pool` null: one thread, the caller (fn(k, 0, sizes[k])
+// for each k). What the servers' element-wise loops over a shard's
+// variables use (their copies and optimizer updates).
+void ParallelForSpans(
+    ThreadPool* pool, absl::Span<const int64_t> sizes, int64_t min_chunk,
+    absl::FunctionRef<void(size_t k, int64_t begin, int64_t end)> fn);
+
 }  // namespace psgd
 
-#endif  // PSGD_WORKER_CPU_THREAD_POOL_H_
+#endif  // PSGD_COMMON_THREAD_POOL_H_
