@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 namespace psgd {
 namespace {
@@ -132,6 +133,16 @@ void ParallelForSpans(
       if (e > b) fn(k, b, e);
     }
   });
+}
+
+void ParallelCopy(ThreadPool* pool, void* dst, const void* src, size_t bytes) {
+  const int64_t sizes[] = {static_cast<int64_t>(bytes)};
+  ParallelForSpans(pool, sizes, int64_t{256} << 10,
+                   [&](size_t, int64_t begin, int64_t end) {
+                     std::memcpy(static_cast<char*>(dst) + begin,
+                                 static_cast<const char*>(src) + begin,
+                                 static_cast<size_t>(end - begin));
+                   });
 }
 
 }  // namespace psgd

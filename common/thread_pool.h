@@ -101,6 +101,10 @@ void ParallelForSpans(
     ThreadPool* pool, absl::Span<const int64_t> sizes, int64_t min_chunk,
     absl::FunctionRef<void(size_t k, int64_t begin, int64_t end)> fn);
 
+// memcpy(dst, src, bytes) on the pool's threads, each a part of at least
+// 256 KiB (fewer bytes: on the caller's alone; `pool` null: the same).
+void ParallelCopy(ThreadPool* pool, void* dst, const void* src, size_t bytes);
+
 }  // namespace psgd
 
 #endif  // PSGD_COMMON_THREAD_POOL_H_

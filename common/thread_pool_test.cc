@@ -139,5 +139,18 @@ TEST_CASE("ParallelForSpans splits a large span between the threads") {
   CHECK(calls == 4);
 }
 
+TEST_CASE("ParallelCopy copies every byte") {
+  ThreadPool pool(3);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{1000}, size_t{3} << 20}) {
+    std::vector<char> src(bytes), dst(bytes, 0);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 7 + 1);
+    ParallelCopy(&pool, dst.data(), src.data(), bytes);
+    CHECK(dst == src);
+    std::vector<char> alone(bytes, 0);
+    ParallelCopy(nullptr, alone.data(), src.data(), bytes);
+    CHECK(alone == src);
+  }
+}
+
 }  // namespace
 }  // namespace psgd

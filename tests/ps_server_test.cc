@@ -245,6 +245,8 @@ TEST_CASE("ps_server refuses bad flags with exit code 2") {
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
   pid = Spawn({"--slow_step_seconds=-1"});
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
+  pid = Spawn({"--bulk_threads=-1"});
+  CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);
   // Bounds the config shares, checked by the same sanitizer.
   pid = Spawn({"--worker_lease_seconds=-1"});
   CHECK(WaitForExit(pid, absl::Seconds(30)) == 2);

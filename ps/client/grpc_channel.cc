@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "common/grpc_status.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "ps/wire/shared_memory.h"
 #include "ps/wire/wire.h"
 #include "ps/wire/wire_zero_copy.h"
@@ -235,7 +237,7 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
         &version->learning_rate,
         shared_pull_ ? absl::string_view(region_->data(), region_->size())
                      : absl::string_view(),
-        &reply);
+        &reply, channel_->copy_pool_.get());
     response_.Clear();
     version->wait = absl::Microseconds(wait_micros);
     if (!s.ok()) return s;
@@ -291,11 +293,21 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
     wire::PushRequest request = header;
     region_->Describe(request.mutable_shared_memory());
     shared_tensors_.assign(gradients.begin(), gradients.end());
+    // The copy on the channel's threads, a part of the bytes each.
+    std::vector<int64_t> bytes;
+    for (const TensorBytes& t : gradients) {
+      bytes.push_back(t.no_gradient ? 0 : static_cast<int64_t>(t.data.size()));
+    }
+    ParallelForSpans(channel_->copy_pool_.get(), bytes, int64_t{256} << 10,
+                     [&](size_t k, int64_t begin, int64_t end) {
+                       std::memcpy(region_->data() + offsets[k] + begin,
+                                   gradients[k].data.data() + begin,
+                                   static_cast<size_t>(end - begin));
+                     });
     for (size_t k = 0; k < gradients.size(); ++k) {
       const TensorBytes& t = gradients[k];
       SharedTensorToProto(t, offsets[k], request.add_gradients());
       if (t.no_gradient) continue;
-      std::memcpy(region_->data() + offsets[k], t.data.data(), t.data.size());
       shared_tensors_[k].data =
           absl::string_view(region_->data() + offsets[k], t.data.size());
       shared_sent_ += static_cast<int64_t>(t.data.size());
@@ -401,8 +413,13 @@ GrpcShardChannel::GrpcShardChannel(
       stub_(wire::ParameterServer::NewStub(channel)),
       health_(grpc::health::v1::Health::NewStub(channel)),
       raw_(std::make_unique<grpc::GenericStub>(channel)),
-      shared_state_(shared_memory ? SharedState::kUnknown : SharedState::kOff) {
-}
+      shared_state_(shared_memory ? SharedState::kUnknown : SharedState::kOff),
+      copy_pool_(
+          shared_memory
+              ? std::make_unique<ThreadPool>(std::clamp(
+                    static_cast<int>(std::thread::hardware_concurrency()), 1,
+                    4))
+              : nullptr) {}
 
 void GrpcShardChannel::ConfirmShared() {
   SharedState unknown = SharedState::kUnknown;

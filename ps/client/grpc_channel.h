@@ -31,6 +31,7 @@
 #include "ps/client/shard_channel.h"
 
 namespace psgd {
+class ThreadPool;
 namespace ps {
 
 // A channel to a parameter server (or a peer under test) with the message
@@ -144,6 +145,10 @@ class GrpcShardChannel final : public ShardChannel {
   std::atomic<int64_t> shared_sent_bytes_{0};
   std::atomic<int64_t> shared_received_bytes_{0};
   std::atomic<SharedState> shared_state_;
+  // With shared memory: the threads that copy a push's gradients into the
+  // region and a pull's weights out of it (the machine's cores, at most 4;
+  // they sleep between copies). Null without.
+  const std::unique_ptr<ThreadPool> copy_pool_;
 };
 
 }  // namespace ps

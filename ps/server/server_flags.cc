@@ -79,6 +79,11 @@ ABSL_FLAG(std::string, peer_token_file, "",
 ABSL_FLAG(bool, insecure, false,
           "Take every call without a token (anyone who can reach the port "
           "may drive the server). Not with --token_file or --config.");
+ABSL_FLAG(int, bulk_threads, 0,
+          "Threads for the shard's bulk work, the calling one included: the "
+          "optimizer's update of every variable, a push's check, the copies "
+          "through shared memory. 0: the machine's cores, at most 4. A "
+          "property of this machine, so allowed beside --config.");
 ABSL_FLAG(double, slow_step_seconds, 10,
           "Log which workers a sync step waits for once it has waited this "
           "long (0: never).");
@@ -219,7 +224,9 @@ absl::StatusOr<ResolvedCluster> ResolvedClusterFromFlags() {
 
 absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
-    return OptionsFromConfig(path);
+    ASSIGN_OR_RETURN(ServerOptions o, OptionsFromConfig(path));
+    o.shard.bulk_threads = absl::GetFlag(FLAGS_bulk_threads);
+    return o;
   }
   if (!absl::GetFlag(FLAGS_task).empty()) {
     return absl::InvalidArgumentError("--task needs --config");
@@ -256,6 +263,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   ASSIGN_OR_RETURN(shard.optimizer, OptimizerOptionsFromFlags());
   shard.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   shard.split_threshold_bytes = absl::GetFlag(FLAGS_split_threshold_bytes);
+  shard.bulk_threads = absl::GetFlag(FLAGS_bulk_threads);
   o.port_file = absl::GetFlag(FLAGS_port_file);
   // NaN becomes an infinite lease, which the sanitizer refuses.
   shard.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_seconds));

@@ -111,6 +111,11 @@ TEST_CASE("each bad option is refused naming the field and value") {
               "max_message_bytes=1000"));
   CHECK(Names(with([](ShardOptions& o) { o.split_threshold_bytes = 10; }),
               "split_threshold_bytes=10"));
+  CHECK(Names(with([](ShardOptions& o) { o.bulk_threads = -1; }),
+              "bulk_threads=-1"));
+  CHECK(Names(with([](ShardOptions& o) { o.bulk_threads = 257; }),
+              "bulk_threads=257"));
+  CHECK(with([](ShardOptions& o) { o.bulk_threads = 256; }).ok());
 }
 
 TEST_CASE("mode and optimizer names parse") {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_pool.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "proto/ps.pb.h"
@@ -164,7 +165,7 @@ absl::Status ReadTensorFields(CodedInputStream* input, const TensorSink& sink,
 // sink's buffer: from the shared memory segment the pull named (`shared`),
 // from r.early_data, or none (proto3 leaves out empty bytes).
 absl::Status PlaceTensorBytes(TensorRead& r, const TensorSink& sink,
-                              absl::string_view shared) {
+                              absl::string_view shared, ThreadPool* pool) {
   const wire::TensorData& meta = r.meta;
   if (meta.has_shared()) {
     // The bytes lie in the segment the pull named (ps/wire/shared_memory.h).
@@ -181,7 +182,7 @@ absl::Status PlaceTensorBytes(TensorRead& r, const TensorSink& sink,
     const size_t size = static_cast<size_t>(meta.shared().size());
     absl::StatusOr<char*> dest = SinkFor(meta, size, sink);
     if (!dest.ok()) return dest.status();
-    std::memcpy(*dest, shared.data() + *offset, size);
+    ParallelCopy(pool, *dest, shared.data() + *offset, size);
     r.dest_data = *dest;
     r.dest_size = size;
   } else if (r.data_seen && !r.data_done) {
@@ -201,10 +202,13 @@ absl::Status PlaceTensorBytes(TensorRead& r, const TensorSink& sink,
 
 // One TensorData within its length limit; `input` stands at its first field.
 absl::Status DecodeTensor(CodedInputStream* input, const TensorSink& sink,
-                          const TensorDone& done, absl::string_view shared) {
+                          const TensorDone& done, absl::string_view shared,
+                          ThreadPool* pool) {
   TensorRead r;
   if (absl::Status s = ReadTensorFields(input, sink, r); !s.ok()) return s;
-  if (absl::Status s = PlaceTensorBytes(r, sink, shared); !s.ok()) return s;
+  if (absl::Status s = PlaceTensorBytes(r, sink, shared, pool); !s.ok()) {
+    return s;
+  }
   if (done == nullptr) return absl::OkStatus();
   absl::StatusOr<DType> dtype = DTypeFromProto(r.meta);
   if (!dtype.ok()) return dtype.status();
@@ -257,7 +261,8 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
                                 int64_t* wait_micros, const TensorSink& sink,
                                 int64_t* generation, const TensorDone& done,
                                 double* learning_rate, absl::string_view shared,
-                                SharedPullReply* shared_reply) {
+                                SharedPullReply* shared_reply,
+                                ThreadPool* copy_pool) {
   grpc::ProtoBufferReader reader(buffer);
   CodedInputStream input(&reader);
   input.SetTotalBytesLimit(INT32_MAX);
@@ -298,7 +303,8 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
       const int length = ReadLength(&input);
       if (length < 0) return Malformed("tensor length");
       const CodedInputStream::Limit limit = input.PushLimit(length);
-      if (absl::Status s = DecodeTensor(&input, sink, done, shared); !s.ok()) {
+      if (absl::Status s = DecodeTensor(&input, sink, done, shared, copy_pool);
+          !s.ok()) {
         return s;
       }
       if (!input.ConsumedEntireMessage() || input.BytesUntilLimit() != 0) {

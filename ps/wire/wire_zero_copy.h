@@ -29,6 +29,7 @@
 #include "ps/state/types.h"
 
 namespace psgd {
+class ThreadPool;
 namespace ps {
 
 // `header` (every field but the tensors) followed by `tensors` as the
@@ -61,8 +62,9 @@ using TensorDone = std::function<absl::Status(const TensorBytes& tensor)>;
 //
 // `shared`: the segment the pull named (ps/wire/shared_memory.h; empty:
 // none); a tensor whose bytes lie in it (TensorData.shared) is copied from
-// it to the sink's buffer, DATA_LOSS when they are not within it. What the
-// server said of the segment goes to *shared_reply when not null.
+// it to the sink's buffer (on `copy_pool`'s threads when given), DATA_LOSS
+// when they are not within it. What the server said of the segment goes to
+// *shared_reply when not null.
 struct SharedPullReply {
   std::string refused;  // PullResponse.shared_memory_refused
   int64_t needed = 0;   // PullResponse.shared_memory_needed
@@ -73,7 +75,8 @@ absl::Status DecodePullResponse(grpc::ByteBuffer* buffer, int64_t* step,
                                 const TensorDone& done = nullptr,
                                 double* learning_rate = nullptr,
                                 absl::string_view shared = {},
-                                SharedPullReply* shared_reply = nullptr);
+                                SharedPullReply* shared_reply = nullptr,
+                                ThreadPool* copy_pool = nullptr);
 
 }  // namespace ps
 }  // namespace psgd
