@@ -135,6 +135,11 @@ void ParallelForSpans(
   });
 }
 
+int MachineThreads(int at_most) {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
+                    std::max(at_most, 1));
+}
+
 void ParallelCopy(ThreadPool* pool, void* dst, const void* src, size_t bytes) {
   const int64_t sizes[] = {static_cast<int64_t>(bytes)};
   ParallelForSpans(pool, sizes, int64_t{256} << 10,

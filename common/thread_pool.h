@@ -101,6 +101,11 @@ void ParallelForSpans(
     ThreadPool* pool, absl::Span<const int64_t> sizes, int64_t min_chunk,
     absl::FunctionRef<void(size_t k, int64_t begin, int64_t end)> fn);
 
+// The machine's cores (std::thread::hardware_concurrency, 1 when it does not
+// know), at most `at_most`: the default size of the pools of bulk copies and
+// updates, which memory bounds more than cores.
+int MachineThreads(int at_most);
+
 // memcpy(dst, src, bytes) on the pool's threads, each a part of at least
 // 256 KiB (fewer bytes: on the caller's alone; `pool` null: the same).
 void ParallelCopy(ThreadPool* pool, void* dst, const void* src, size_t bytes);

@@ -152,5 +152,15 @@ TEST_CASE("ParallelCopy copies every byte") {
   }
 }
 
+TEST_CASE("MachineThreads is at least 1 and at most its bound") {
+  for (int at_most : {-1, 0, 1, 2, 4, 1024}) {
+    const int n = MachineThreads(at_most);
+    CHECK(n >= 1);
+    CHECK(n <= std::max(at_most, 1));
+  }
+  CHECK(MachineThreads(1024) ==
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+}
+
 }  // namespace
 }  // namespace psgd

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -414,12 +413,8 @@ GrpcShardChannel::GrpcShardChannel(
       health_(grpc::health::v1::Health::NewStub(channel)),
       raw_(std::make_unique<grpc::GenericStub>(channel)),
       shared_state_(shared_memory ? SharedState::kUnknown : SharedState::kOff),
-      copy_pool_(
-          shared_memory
-              ? std::make_unique<ThreadPool>(std::clamp(
-                    static_cast<int>(std::thread::hardware_concurrency()), 1,
-                    4))
-              : nullptr) {}
+      copy_pool_(shared_memory ? std::make_unique<ThreadPool>(MachineThreads(4))
+                               : nullptr) {}
 
 void GrpcShardChannel::ConfirmShared() {
   SharedState unknown = SharedState::kUnknown;

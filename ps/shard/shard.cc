@@ -1,7 +1,6 @@
 #include "ps/shard/shard.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,13 +20,8 @@ int WorkerCapacity(const ShardOptions& o) {
 // Room for the names, shapes and framing next to the weights in one message.
 constexpr int64_t kMessageOverheadBytes = int64_t{64} << 10;
 
-// ShardOptions::bulk_threads, 0 taken as the machine's cores, at most 4
-// (the copies and updates are bound by memory more than by cores).
-int BulkThreads(int option) {
-  if (option > 0) return option;
-  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
-                    4);
-}
+// ShardOptions::bulk_threads, 0 taken as the machine's cores, at most 4.
+int BulkThreads(int option) { return option > 0 ? option : MachineThreads(4); }
 
 }  // namespace
 
