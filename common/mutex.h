@@ -29,6 +29,10 @@ class ABSL_LOCKABLE Mutex {
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  // Takes the lock when it is free (true); false at once when it is held.
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return mu_.try_lock();
+  }
   // Tells the thread-safety analysis that the caller holds the lock (in a
   // lambda that runs under it); checks nothing at run time.
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}

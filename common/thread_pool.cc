@@ -44,7 +44,13 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     ParallelForOpenMp(n, chunks, fn);
     return;
   }
-  MutexLock run_lock(&run_mu_);
+  // While another caller's loop has the threads, this one runs on its own
+  // thread alone rather than wait: the cores are busy with that loop (the
+  // servers' concurrent pushes would otherwise queue here one behind another).
+  if (!run_mu_.TryLock()) {
+    fn(0, n);
+    return;
+  }
   {
     MutexLock lock(&mu_);
     fn_ = &fn;
@@ -55,12 +61,15 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   }
   work_cv_.SignalAll();
   fn(0, ChunkBegin(n, chunks, 1));
-  MutexLock lock(&mu_);
-  done_cv_.Wait(&mu_, [this]() {
-    mu_.AssertHeld();
-    return pending_ == 0;
-  });
-  fn_ = nullptr;
+  {
+    MutexLock lock(&mu_);
+    done_cv_.Wait(&mu_, [this]() {
+      mu_.AssertHeld();
+      return pending_ == 0;
+    });
+    fn_ = nullptr;
+  }
+  run_mu_.Unlock();
 }
 
 void ThreadPool::ParallelForOpenMp(
@@ -142,7 +151,7 @@ int MachineThreads(int at_most) {
 
 void ParallelCopy(ThreadPool* pool, void* dst, const void* src, size_t bytes) {
   const int64_t sizes[] = {static_cast<int64_t>(bytes)};
-  ParallelForSpans(pool, sizes, int64_t{256} << 10,
+  ParallelForSpans(pool, sizes, kMinBulkPartBytes,
                    [&](size_t, int64_t begin, int64_t end) {
                      std::memcpy(static_cast<char*>(dst) + begin,
                                  static_cast<const char*>(src) + begin,

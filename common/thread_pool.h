@@ -16,10 +16,11 @@
 // libomp, beside oneDNN's libgomp: correct (thread_pool_test links as the
 // binaries do), but not shared with oneDNN.
 //
-// Thread-safety: ParallelFor may be called from any thread; concurrent calls
-// run one after the other. The calling thread takes part in the loop, so a
-// pool of N threads starts N - 1. The destructor joins the threads and must
-// not run while a ParallelFor is in progress.
+// Thread-safety: ParallelFor may be called from any thread; a call made
+// while another one's loop runs does its loop on its caller's thread alone
+// (the pool's threads are busy, and so are the cores). The calling thread takes
+// part in the loop, so a pool of N threads starts N - 1. The destructor joins
+// the threads and must not run while a ParallelFor is in progress.
 //
 // The locks are common/mutex.h's rather than absl::Mutex: Debian's Abseil is
 // not built with ThreadSanitizer, which therefore cannot see absl::Mutex's
@@ -56,7 +57,8 @@ class ThreadPool {
 
   // Splits [0, n) into at most num_threads() contiguous chunks of at least
   // `min_chunk` elements (the last may be shorter when n is) and runs
-  // fn(begin, end) on each, the caller taking the first. Returns when every
+  // fn(begin, end) on each, the caller taking the first (one chunk, the
+  // caller's, while another call's loop has the threads). Returns when every
   // chunk is done. fn must not call ParallelFor on the same pool.
   void ParallelFor(int64_t n, int64_t min_chunk,
                    absl::FunctionRef<void(int64_t, int64_t)> fn);
@@ -71,7 +73,8 @@ class ThreadPool {
   const Runtime runtime_;
   std::vector<std::thread> workers_;
 
-  // Held for a whole ParallelFor, so that calls do not interleave.
+  // Held for a whole ParallelFor that uses the threads; a call that finds it
+  // held runs alone.
   Mutex run_mu_;
 
   Mutex mu_;
@@ -101,13 +104,20 @@ void ParallelForSpans(
     ThreadPool* pool, absl::Span<const int64_t> sizes, int64_t min_chunk,
     absl::FunctionRef<void(size_t k, int64_t begin, int64_t end)> fn);
 
+// The least worth a thread's part of a bulk loop (the servers' updates,
+// checks and copies): below about 4 MiB a part, waking a pool thread costs
+// what the split saves. With 256 KiB parts a parameter server with four
+// workers made 7-12% fewer steps than with no pool (docs/PERFORMANCE.md).
+inline constexpr int64_t kMinBulkPartBytes = int64_t{4} << 20;
+
 // The machine's cores (std::thread::hardware_concurrency, 1 when it does not
 // know), at most `at_most`: the default size of the pools of bulk copies and
 // updates, which memory bounds more than cores.
 int MachineThreads(int at_most);
 
 // memcpy(dst, src, bytes) on the pool's threads, each a part of at least
-// 256 KiB (fewer bytes: on the caller's alone; `pool` null: the same).
+// kMinBulkPartBytes (fewer bytes: on the caller's alone; `pool` null: the
+// same).
 void ParallelCopy(ThreadPool* pool, void* dst, const void* src, size_t bytes);
 
 }  // namespace psgd

@@ -6,7 +6,12 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
 
 namespace psgd {
 namespace {
@@ -88,6 +93,51 @@ TEST_CASE("ParallelFor from several threads at once runs them all") {
     }
 }
 
+// A server's concurrent pushes each check and copy their tensors on the
+// shard's pool: one that finds the pool's threads busy must not queue
+// behind the other's loop (it runs its own on its thread, whole).
+TEST_CASE("a loop started while another holds the threads runs alone") {
+  ThreadPool pool(2, ThreadPool::Runtime::kOwnThreads);
+  Notification first_running, release_first, second_done;
+  std::thread first([&] {
+    pool.ParallelFor(2, 1, [&](int64_t begin, int64_t) {
+      if (begin == 0) {
+        first_running.Notify();
+        release_first.WaitForNotificationWithDeadline(absl::Now() +
+                                                      absl::Seconds(60));
+      }
+    });
+  });
+  first_running.WaitForNotification();
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  std::vector<std::thread::id> threads;
+  std::thread second([&] {
+    pool.ParallelFor(1000, 1, [&](int64_t begin, int64_t end) {
+      calls.push_back({begin, end});
+      threads.push_back(std::this_thread::get_id());
+    });
+    threads.push_back(std::this_thread::get_id());
+    second_done.Notify();
+  });
+  // With the old rule (calls one after the other) the second loop waits
+  // for the first, which waits for this notification: never done here.
+  const bool done_while_first_held =
+      second_done.WaitForNotificationWithDeadline(absl::Now() +
+                                                  absl::Seconds(30));
+  release_first.Notify();
+  first.join();
+  second.join();
+  CHECK(done_while_first_held);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0] == std::make_pair(int64_t{0}, int64_t{1000}));
+  REQUIRE(threads.size() == 2);
+  CHECK(threads[0] == threads[1]);
+  // The pool still splits a loop once the threads are free again.
+  std::atomic<int> parts{0};
+  pool.ParallelFor(1000, 1, [&](int64_t, int64_t) { ++parts; });
+  CHECK(parts == 2);
+}
+
 TEST_CASE("a pool is destroyed cleanly without ever running a loop") {
   for (int threads : {0, 1, 2, 16}) {
     ThreadPool pool(threads);
@@ -141,7 +191,8 @@ TEST_CASE("ParallelForSpans splits a large span between the threads") {
 
 TEST_CASE("ParallelCopy copies every byte") {
   ThreadPool pool(3);
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{1000}, size_t{3} << 20}) {
+  // The last is cut in three parts (kMinBulkPartBytes each at least).
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{1000}, size_t{13} << 20}) {
     std::vector<char> src(bytes), dst(bytes, 0);
     for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 7 + 1);
     ParallelCopy(&pool, dst.data(), src.data(), bytes);

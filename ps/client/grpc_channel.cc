@@ -297,7 +297,7 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
     for (const TensorBytes& t : gradients) {
       bytes.push_back(t.no_gradient ? 0 : static_cast<int64_t>(t.data.size()));
     }
-    ParallelForSpans(channel_->copy_pool_.get(), bytes, int64_t{256} << 10,
+    ParallelForSpans(channel_->copy_pool_.get(), bytes, kMinBulkPartBytes,
                      [&](size_t k, int64_t begin, int64_t end) {
                        std::memcpy(region_->data() + offsets[k] + begin,
                                    gradients[k].data.data() + begin,

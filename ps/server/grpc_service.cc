@@ -27,9 +27,6 @@ int64_t MaxSharedBytes(const ParameterShard& shard) {
   return shard.MaxTensorAreaBytes(kSharedHeaderBytes, kSharedAlign);
 }
 
-// The fewest bytes a bulk thread copies into a pull's shared memory.
-constexpr int64_t kMinCopyBytes = int64_t{256} << 10;
-
 // Finishes a unary call with `status`.
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
                                  const grpc::Status& status) {
@@ -141,7 +138,7 @@ class PullReactor final : public grpc::ServerUnaryReactor {
     for (const TensorBytes& t : tensors) {
       bytes.push_back(static_cast<int64_t>(t.data.size()));
     }
-    ParallelForSpans(shard_->bulk_pool(), bytes, kMinCopyBytes,
+    ParallelForSpans(shard_->bulk_pool(), bytes, kMinBulkPartBytes,
                      [&](size_t k, int64_t begin, int64_t end) {
                        std::memcpy(segment_->data() + offsets[k] + begin,
                                    tensors[k].data.data() + begin, end - begin);

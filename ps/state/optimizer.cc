@@ -72,9 +72,8 @@ int64_t BytesOf(const std::vector<AlignedBuffer>& buffers) {
   return n;
 }
 
-// The fewest elements a thread of the pool takes in an update (below it the
-// threads cost more than they save).
-constexpr int64_t kMinChunk = 1 << 16;
+// The fewest elements a thread of the pool takes in an update.
+constexpr int64_t kMinChunk = kMinBulkPartBytes / int64_t{sizeof(float)};
 
 // n elements of one variable's SGD update, by the formulas above (buf null:
 // no momentum). The same bits as before the update went in pieces: the

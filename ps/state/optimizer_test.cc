@@ -379,9 +379,9 @@ TEST_CASE("the momentum slot is saved and restored bit-exactly") {
 }
 
 TEST_CASE("an update on a pool's threads: the same bits as on one") {
-  // Variables larger than a thread's least share (64k elements) and small
-  // ones between them, one without a gradient: the pool cuts the large ones
-  // between its threads.
+  // Variables larger than a thread's least share (kMinBulkPartBytes of
+  // floats, 1M) and small ones between them, one without a gradient: the
+  // pool cuts the large ones between its threads.
   OptimizerOptions o;
   SECTION("adam") {}
   SECTION("sgd") {
@@ -395,7 +395,7 @@ TEST_CASE("an update on a pool's threads: the same bits as on one") {
     o.nesterov = true;
     o.weight_decay = 5e-4;
   }
-  const std::vector<int64_t> sizes = {200003, 7, 0, 131073, 5, 65536};
+  const std::vector<int64_t> sizes = {2200003, 7, 0, 1048577, 5, 65536};
   ThreadPool pool(3);
   auto alone = CreateOptimizer(o, sizes);
   auto shared = CreateOptimizer(o, sizes, {}, &pool);

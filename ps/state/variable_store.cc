@@ -47,7 +47,7 @@ CopyMaxMagnitudeBits(const uint32_t* bits, int64_t n,
 }
 
 // The fewest elements a thread of the pool scans.
-constexpr int64_t kMinChunk = 1 << 16;
+constexpr int64_t kMinChunk = kMinBulkPartBytes / int64_t{sizeof(float)};
 
 // What FirstBeyond found: nothing (index -1), or the first element that is
 // NaN or of a magnitude above the limit, with its value. `changed`: a pass

@@ -2,9 +2,14 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/thread_pool.h"
 
 namespace psgd {
 namespace ps {
@@ -95,6 +100,37 @@ TEST_CASE("bad tensors are refused naming the tensor") {
   w[0] = -std::numeric_limits<float>::infinity();
   CHECK(Says(CheckFloatTensor(t, "gradient"),
              absl::StatusCode::kInvalidArgument, "value -inf at element 0"));
+}
+
+TEST_CASE("a check shared among a pool's threads: the first bad element") {
+  // 3.5M floats: three parts of at least kMinBulkPartBytes each.
+  const int64_t n = 3500000;
+  const std::vector<int64_t> shape = {n};
+  std::vector<float> g(n), copy(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i) g[i] = 1e-3f * static_cast<float>(i % 97);
+  TensorBytes t = FloatTensorBytes("g", shape, g.data());
+  ThreadPool pool(3);
+  const float max = 1e6f;
+  REQUIRE(CheckFloatTensor(t, "gradient", max, copy.data(), &pool).ok());
+  // The pass copied every value.
+  CHECK(std::memcmp(copy.data(), g.data(), n * sizeof(float)) == 0);
+  // Bad values in the second and third parts: the first is named.
+  g[2900000] = std::numeric_limits<float>::quiet_NaN();
+  g[2000001] = -std::numeric_limits<float>::infinity();
+  CHECK(Says(CheckFloatTensor(t, "gradient", max, copy.data(), &pool),
+             absl::StatusCode::kInvalidArgument,
+             "value -inf at element 2000001"));
+  CHECK(Says(CheckFloatTensor(t, "gradient", max, nullptr, &pool),
+             absl::StatusCode::kInvalidArgument,
+             "value -inf at element 2000001"));
+  g[2000001] = 0;
+  CHECK(Says(CheckFloatTensor(t, "gradient", max, nullptr, &pool),
+             absl::StatusCode::kInvalidArgument, "at element 2900000"));
+  g[2900000] = 0;
+  g[n - 1] = 2 * max;  // beyond the bound, in the last part
+  CHECK(Says(CheckFloatTensor(t, "gradient", max, copy.data(), &pool),
+             absl::StatusCode::kInvalidArgument,
+             absl::StrCat("at element ", n - 1)));
 }
 
 TEST_CASE("initial values that repeat a name or are empty are refused") {
