@@ -36,6 +36,7 @@
 #include "common/cluster_flags.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "ps/server/grpc_server.h"
 #include "ps/server/server_flags.h"
 
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
   psgd::SetProgramUsage(
       "Serves one parameter-server shard over gRPC until a Shutdown RPC, "
       "SIGINT or SIGTERM.");
+  // Before any thread: a push's buffers reused from step to step, not
+  // fresh pages each time (common/malloc_tuning.h).
+  const std::string malloc_tuning = psgd::TuneMallocForTensors();
   absl::ParseCommandLine(argc, argv);
   // The name it runs under in its errors: ps_server from Bazel, psgd-ps
   // from the wheel.
@@ -134,6 +138,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  spdlog::info("{}", malloc_tuning);
   RaiseFileLimit();
 
   // Before any thread starts, so that gRPC's threads inherit the mask.

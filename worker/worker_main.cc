@@ -34,6 +34,7 @@
 #include "common/cluster_flags.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "spdlog/spdlog.h"
 #include "worker/backend_factory/factory.h"
 #include "worker/cluster/worker_task.h"
@@ -59,6 +60,9 @@ int main(int argc, char** argv) {
   // workers"), not die mid-step. First, so that every thread inherits
   // SIGTERM blocked (leave_request.h says why).
   psgd::InstallLeaveOnSigterm();
+  // The pushes' and pulls' buffers reused from step to step
+  // (common/malloc_tuning.h).
+  const std::string malloc_tuning = psgd::TuneMallocForTensors();
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_list_models)) {
     // The memory a training step plans per image, on a CPU backend of its
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "worker: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  spdlog::info("{}", malloc_tuning);
   psgd::WorkerTaskOptions options;
   options.config_path = config_path;
   options.run_dir = absl::GetFlag(FLAGS_run_dir);

@@ -71,6 +71,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/malloc_tuning.h"
 #include "common/metrics.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
@@ -581,7 +582,12 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
 }  // namespace psgd
 
 int main(int argc, char** argv) {
+  // As ps_server and the worker set it (common/malloc_tuning.h), so that the
+  // figures are theirs; MALLOC_TRIM_THRESHOLD_ etc. in the environment
+  // leave glibc's own behaviour to compare.
+  const std::string malloc_tuning = psgd::TuneMallocForTensors();
   absl::ParseCommandLine(argc, argv);
+  std::printf("ps_bench: %s\n", malloc_tuning.c_str());
   const int workers = absl::GetFlag(FLAGS_workers);
   absl::StatusOr<psgd::ps::Mode> mode =
       psgd::ps::ParseMode(absl::GetFlag(FLAGS_mode));
