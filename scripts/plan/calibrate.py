@@ -19,6 +19,7 @@ where it came from:
     scaled to match;
   transport.grpc.server_ns_per_byte: half the gRPC server's CPU per byte
     beyond the in-process set's (or half the TCP echo's);
+  worker.ns_per_byte.grpc: the other half (the workers' ends);
   transport.ucx.server_ns_per_byte: gRPC's plus half of what the UCX set
     costs beyond the gRPC one;
   the 16-bit wire's stage and serve cost per wire byte: fp32's times the
@@ -127,6 +128,9 @@ def derive(header, sets, floor, base):
         notes[k] = f"base x {f:.3f}: the shards' work {work * 1e9:.3f} ns a byte moved ({src})"
     vals["transport.grpc.server_ns_per_byte"] = transport * 1e9
     notes["transport.grpc.server_ns_per_byte"] = tsrc
+    # The other half: the workers' ends of the same transfers.
+    vals["worker.ns_per_byte.grpc"] = transport * 1e9
+    notes["worker.ns_per_byte.grpc"] = "the workers' half of the same: " + tsrc
     narrow = [n for n in sets if n.startswith("parameter server (") and n != "parameter server "
               "(fp32)"]
     for n in narrow:

@@ -48,9 +48,18 @@ WHAT IS MODELLED
   compute ends (never ending before it), and (sync) the compute may start
   forward_fraction x compute before the pull's last byte arrives.
 
+  One machine's cores (cores=C, --cores): when every task runs on one
+  machine of C cores (namespace hosts on one computer, as validate.sh's real
+  runs are), each piece of CPU work, a shard's and a worker's, also needs
+  one of the C cores (the one free first, reserved in event order), and the
+  workers pay their transport's CPU per byte pushed and pulled
+  (worker.ns_per_byte.<transport>) on them. Without it every shard has a CPU
+  of its own and the workers' transport costs nothing.
+
 WHAT IS NOT MODELLED: more than one core per shard (a shard is one serial
-CPU); fair sharing of a link between flows (FIFO instead: the same total,
-other orders); the workers' CPU for the transport; the relay's flow control
+CPU); cores per host for clusters of several machines (cores=C is one
+machine shared by every task); fair sharing of a link between flows (FIFO instead: the same total,
+other orders); the workers' CPU for the transport without cores=C; the relay's flow control
 (64 decisions in flight) and batching; lining up after a shard is a step
 ahead; failures, leases, membership, checkpoints, the evaluator; accuracy.
 
@@ -160,13 +169,14 @@ class Costs:
 
 def simulate(cluster, params, profile, mode="sync", N=None, wire="fp32", optimizer="adam",
              transport="grpc", overlap=False, batch=128, push_extra_s=0.0, pull_extra_s=0.0,
-             **options):
+             cores=None, **options):
     """One setting. mode: sync (N of M, default N = M), adaptive or async.
     options: those of step_time_model.simulate (compute, steps, warmup,
     slow, stall_p, stall_s, tail..., n_min, n_max, window, adaptive_warmup,
     staleness_bound, max_push_staleness, seed). push_extra_s / pull_extra_s:
     fixed delays added to every push / pull (measured transfer times, as the
-    step-time model's push_s / pull_s). Raises ValueError (ProfileError for
+    step-time model's push_s / pull_s). cores: every task on one machine of
+    that many cores (the docstring's "One machine's cores"). Raises ValueError (ProfileError for
     a missing figure) naming what is wrong."""
     M, S = len(cluster.worker_host), len(cluster.ps_host)
     if not isinstance(params, int) or params < S:
@@ -176,13 +186,21 @@ def simulate(cluster, params, profile, mode="sync", N=None, wire="fp32", optimiz
             raise ValueError(f"{name} = {v}: must be >= 0")
     if not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch = {batch}: must be an integer >= 1")
+    if cores is not None and (not isinstance(cores, int) or cores < 1):
+        raise ValueError(f"cores = {cores}: must be an integer >= 1 (or none: a CPU a shard)")
     cfg = stm.Config(mode, M, N, **options)
     costs = Costs(profile, wire, optimizer, transport, overlap, mode)
-    return _Sim(cluster, params, cfg, costs, batch, push_extra_s, pull_extra_s).run()
+    worker_per_byte = 0.0
+    if cores is not None:
+        worker_per_byte = profile.get(f"worker.ns_per_byte.{transport}",
+                                      f"the workers' CPU on {cores} shared cores") * 1e-9
+    return _Sim(cluster, params, cfg, costs, batch, push_extra_s, pull_extra_s, cores,
+                worker_per_byte).run()
 
 
 class _Sim:
-    def __init__(self, cluster, params, cfg, costs, batch, push_extra, pull_extra):
+    def __init__(self, cluster, params, cfg, costs, batch, push_extra, pull_extra, cores=None,
+                 worker_per_byte=0.0):
         self.c, self.cfg, self.k, self.batch = cluster, cfg, costs, batch
         self.push_extra, self.pull_extra = push_extra, pull_extra
         S = len(cluster.ps_host)
@@ -206,17 +224,42 @@ class _Sim:
         self.ingress_busy = [0.0] * H
         self.cpu = [0.0] * S
         self.cpu_busy = [0.0] * S
+        # One machine's cores (None: a CPU a shard, the workers free): when
+        # each is free, and the workers' CPU a push's (and a pull's) bytes.
+        self.cores = [0.0] * cores if cores else None
+        self.worker_busy = 0.0
+        self.worker_cost = sum(self.gbytes) * worker_per_byte
         self.stage_cost = [costs.msg + b * costs.stage_per_byte for b in self.gbytes]
         self.serve_cost = [costs.msg + b * costs.serve_per_byte for b in self.gbytes]
         self.heap = []
         self.order = itertools.count()
 
     # ---- resources -----------------------------------------------------
+    def _core(self, start, cost):
+        """With one machine's cores: the core free first takes `cost` seconds
+        of work that may start at `start`; returns when it starts."""
+        cores = self.cores
+        if cores is None:
+            return start
+        i = min(range(len(cores)), key=cores.__getitem__)
+        if cores[i] > start:
+            start = cores[i]
+        cores[i] = start + cost
+        return start
+
     def _cpu(self, s, ready, cost):
-        t = max(ready, self.cpu[s]) + cost
+        t = self._core(max(ready, self.cpu[s]), cost) + cost
         self.cpu[s] = t
         self.cpu_busy[s] += cost
         return t
+
+    def _worker_cpu(self, ready):
+        """A worker's transport CPU for one push's (or pull's) bytes, on the
+        machine's cores; returns when it is done (`ready` without cores)."""
+        if self.cores is None or not self.worker_cost:
+            return ready
+        self.worker_busy += self.worker_cost
+        return self._core(ready, self.worker_cost) + self.worker_cost
 
     def _link(self, a, b):
         return self.lat[a] + self.lat[b]
@@ -240,6 +283,9 @@ class _Sim:
         shard 0 (a lone shard: the time it has staged it)."""
         k, hw = self.k, self.c.worker_host[w]
         start0 = t_end - k.bwd * c
+        if self.cores is not None:  # the worker encodes, then sends
+            t_end = self._worker_cpu(t_end)
+            start0 = t_end - k.bwd * c
         remote = 0
         for h in self.ps_hosts:
             if h != hw:
@@ -265,7 +311,7 @@ class _Sim:
                 back = lat + k.tlat
             for s in self.host_shards[h]:
                 x = cost[s]
-                t = (arr if arr > cpu[s] else cpu[s]) + x
+                t = self._core(arr if arr > cpu[s] else cpu[s], x) + x
                 cpu[s] = t
                 self.cpu_busy[s] += x
                 if t + back > staged:
@@ -286,7 +332,7 @@ class _Sim:
             served = 0.0
             for s in self.host_shards[h]:
                 x = cost[s]
-                t = max(req, ready[s], cpu[s]) + x
+                t = self._core(max(req, ready[s], cpu[s]), x) + x
                 cpu[s] = t
                 self.cpu_busy[s] += x
                 if t > served:
@@ -307,6 +353,7 @@ class _Sim:
                 first = done
             if done > last:
                 last = done
+        last = self._worker_cpu(last)  # the worker decodes what it pulled
         return first + self.pull_extra, last + self.pull_extra
 
     def relay(self, t0, apply_followers):
@@ -321,8 +368,7 @@ class _Sim:
             arr = t0 + k.tlat + (self._link(h0, hs) if hs != h0 else 0.0)
             done[s] = self._cpu(s, arr, k.msg + apply_followers[s])
         if self.S > 1:  # the senders' messages, on shard 0's CPU after the decision
-            self.cpu[0] = max(self.cpu[0], t0) + k.msg * (self.S - 1)
-            self.cpu_busy[0] += k.msg * (self.S - 1)
+            self._cpu(0, t0, k.msg * (self.S - 1))
         return done
 
     def start_compute(self, w, first, last, g):
@@ -354,10 +400,11 @@ class _Sim:
         return res
 
     def _snapshot(self):
-        return (list(self.egress_busy), list(self.ingress_busy), list(self.cpu_busy))
+        return (list(self.egress_busy), list(self.ingress_busy), list(self.cpu_busy),
+                self.worker_busy)
 
     def _utilisation(self, snap, duration):
-        e0, i0, c0 = snap
+        e0, i0, c0, _ = snap
         hosts = self.c.hosts
         links = {}
         for h in range(len(hosts)):
@@ -379,6 +426,15 @@ class _Sim:
         links, cpus = self._utilisation(snap, duration)
         res["link_utilisation"] = links
         res["cpu_utilisation"] = cpus
+        if self.cores is not None:
+            work = (sum(self.cpu_busy) - sum(snap[2])) + (self.worker_busy - snap[3])
+            res["cores_utilisation"] = work / (len(self.cores) * duration)
+            if res["cores_utilisation"] >= self.SATURATED:
+                res["bound"] = "machine CPU"
+                res["bound_detail"] = (f"the machine's {len(self.cores)} cores "
+                                       f"({res['cores_utilisation']:.0%} busy: the shards' "
+                                       f"and the workers' CPU work)")
+                return res
         link = max(links, key=links.get) if links else None
         cpu = max(cpus, key=cpus.get)
         busiest = (f"busiest: link {link} {links[link]:.0%}, " if link else "busiest: ") + \
@@ -688,6 +744,8 @@ def describe(res):
     cpus = sorted(res["cpu_utilisation"].items(), key=lambda kv: -kv[1])[:3]
     lines.append("  busiest links: " + (", ".join(f"{k} {v:.0%}" for k, v in busiest) or "none")
                  + "; busiest shard CPUs: " + ", ".join(f"{k} {v:.0%}" for k, v in cpus))
+    if "cores_utilisation" in res:
+        lines.append(f"  the machine's cores: {res['cores_utilisation']:.0%} busy")
     lines.append(f"  bound: {res['bound_detail']}")
     return "\n".join(lines)
 
@@ -719,6 +777,9 @@ def main(argv=None, prog="cluster_sim.py"):
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cores", type=int, default=None,
+                    help="every task on one machine of this many cores (default: a CPU a "
+                    "shard, the workers' CPU free)")
     ap.add_argument("--json", default=None, help="write the figures here: every link's and "
                     "shard CPU's utilisation, the critical path, the bound")
     a = ap.parse_args(argv)
@@ -737,7 +798,8 @@ def main(argv=None, prog="cluster_sim.py"):
         if a.mode == "async":
             kw.update(staleness_bound=a.staleness_bound, max_push_staleness=a.max_push_staleness)
         res = simulate(cl, models[a.model], prof, a.mode, N, wire=a.wire, optimizer=a.optimizer,
-                       transport=a.transport, overlap=a.overlap, batch=a.batch, **kw)
+                       transport=a.transport, overlap=a.overlap, batch=a.batch, cores=a.cores,
+                       **kw)
     except ValueError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2

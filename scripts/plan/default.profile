@@ -49,6 +49,13 @@ transport.ucx.latency_us = 50
 transport.shm.server_ns_per_byte = 0.1
 transport.shm.us_per_message = 10
 transport.shm.latency_us = 20
+# The workers' own CPU per byte pushed or pulled (charged only when a
+# simulation is given the machine's cores): the other half of what the
+# shard's transport figure is half of (gRPC, UCX), the copy's for shared
+# memory. Assumed equal to the shard's share.
+worker.ns_per_byte.grpc = 0.228
+worker.ns_per_byte.ucx = 0.32
+worker.ns_per_byte.shm = 0.1
 # Links carry their rate: the bandwidth study's 1G run moved its bytes in
 # 0.98x the byte bound (EXPERIMENTS.md, "Across hosts: 10G and 1G links").
 link.efficiency = 1.0

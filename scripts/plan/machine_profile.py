@@ -21,6 +21,10 @@ numbers (or, for `model.*.registry`, words). The keys the simulator reads
                                      shard
   transport.<t>.latency_us           one way, per message, beside the link's
                                      own latency
+  worker.ns_per_byte.<t>             a worker's CPU per byte it pushes or
+                                     pulls over transport t (read only when
+                                     the simulation is given the machine's
+                                     cores)
   overlap.backward_fraction          with overlap, the part of a step's
                                      compute that the push may overlap
   overlap.forward_fraction           with overlap (sync), the part of the

@@ -203,6 +203,45 @@ class ResourcesTest(unittest.TestCase):
                    params=272474, compute="constant:0.0001", steps=20, warmup=2)
         self.assertLessEqual(busy["link_utilisation"]["p0 in"], 1.0 + 1e-9)
 
+    def test_one_machine_s_cores(self):
+        # Eight workers and four shards whose stages are slow (300 ns a byte
+        # of a shard's 272 KB of ResNet-20: 82 ms a push on each shard), so
+        # that without the machine more than 2 shard CPUs are busy, on one
+        # machine of 2 cores: at most 2 seconds of work a second, so the
+        # steps/s falls to what 2 cores can do, and the bound says so. With
+        # as many cores as tasks and the workers' CPU free it is the
+        # simulator without the machine, exactly.
+        cl = sim.Cluster.spread(8, 4, 8, 4, 100)
+        slow = Profile(dict(DEFAULT.values, **{"server.stage_ns_per_byte.fp32": 300.0}), "slow")
+        kw = dict(prof=slow, params=272474, compute="constant:0.01", steps=30, warmup=3)
+        free = run(cl, "sync", **kw)
+        two = run(cl, "sync", cores=2, **kw)
+        busy = sum(free["cpu_utilisation"].values())
+        self.assertGreater(busy, 2.0)  # more than 2 cores' work without the machine
+        self.assertLessEqual(two["cores_utilisation"], 1.0 + 1e-9)
+        # Per step the shards' work is fixed: 2 cores' worth of seconds a
+        # second bounds the steps a second.
+        work_per_step = busy / free["steps_per_s"]
+        self.assertLessEqual(two["steps_per_s"], 2.0 / work_per_step * 1.001)
+        self.assertEqual(two["bound"], "machine CPU")
+        self.assertIn("2 cores", two["bound_detail"])
+        no_worker = Profile(dict(slow.values, **{"worker.ns_per_byte.grpc": 0.0}), "w0")
+        many = run(cl, "sync", cores=12, **dict(kw, prof=no_worker))
+        self.assertAlmostEqual(many["steps_per_s"], free["steps_per_s"], places=9)
+        # The workers' CPU is charged on the cores: a costly one slows the step.
+        costly = Profile(dict(slow.values, **{"worker.ns_per_byte.grpc": 50.0}), "w50")
+        self.assertLess(run(cl, "sync", cores=12, **dict(kw, prof=costly))["steps_per_s"],
+                        0.9 * many["steps_per_s"])
+        for bad in (0, -1, 1.5):
+            with self.assertRaises(ValueError) as cm:
+                run(cl, "sync", cores=bad, **kw)
+            self.assertIn(f"cores = {bad}", str(cm.exception))
+        v = dict(DEFAULT.values)
+        del v["worker.ns_per_byte.grpc"]
+        with self.assertRaises(ProfileError) as cm:
+            run(cl, "sync", prof=Profile(v, "p"), cores=2, steps=5, warmup=1)
+        self.assertIn("'worker.ns_per_byte.grpc'", str(cm.exception))
+
     def test_bad_input(self):
         cl = sim.Cluster.spread(4, 2, 4, 2, 10)
         for kw, text in ((dict(wire="fp8"), "wire 'fp8'"),

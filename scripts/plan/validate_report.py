@@ -59,7 +59,7 @@ def tbf_burst_bytes(gbit):
     return max(gbit * 1e9 / 8 / 200, 65536)
 
 
-def predicted(shards, workers, mode, backups, gbit, step_ms, profile, burst_bytes):
+def predicted(shards, workers, mode, backups, gbit, step_ms, profile, burst_bytes, cores=None):
     models = profile.models()
     cl = cluster_sim.Cluster.spread(workers, shards, workers, shards, gbit, 5e-6,
                                     burst_bytes)
@@ -67,7 +67,7 @@ def predicted(shards, workers, mode, backups, gbit, step_ms, profile, burst_byte
         cl, models["resnet20"], profile, "async" if mode == "async" else "sync",
         workers - backups if mode == "sync" else None, wire="fp32",
         optimizer="momentum", transport="grpc", batch=128,
-        compute=f"constant:{step_ms / 1000}", steps=300, warmup=20, seed=1)
+        compute=f"constant:{step_ms / 1000}", steps=300, warmup=20, seed=1, cores=cores)
     return res["steps_per_s"], res["bound"]
 
 
@@ -76,7 +76,12 @@ def main(argv):
     p.add_argument("out")
     p.add_argument("--step_ms", type=float, required=True)
     p.add_argument("--profile", default=None)
+    p.add_argument("--cores", type=int, default=os.cpu_count(),
+                   help="the cores every task of the runs shared (default: this machine's)")
     a = p.parse_args(argv)
+    if a.cores is None or a.cores < 1:
+        print(f"validate_report.py: --cores={a.cores}: must be >= 1", file=sys.stderr)
+        return 2
     try:
         profile = Profile.load(a.profile)
         with open(os.path.join(a.out, "scenarios.txt")) as f:
@@ -101,9 +106,9 @@ def main(argv):
             return 2
         try:
             pred, bound = predicted(int(shards), int(workers), mode, int(backups), gbit,
-                                    a.step_ms, profile, tbf_burst_bytes(gbit))
+                                    a.step_ms, profile, tbf_burst_bytes(gbit), a.cores)
             nic, _ = predicted(int(shards), int(workers), mode, int(backups), gbit,
-                               a.step_ms, profile, 0.0)
+                               a.step_ms, profile, tbf_burst_bytes(gbit))
             meas = measured_rate(os.path.join(a.out, name)) if ran else None
         except (ValueError, ProfileError) as e:
             print(f"validate_report.py: {name}: {e}", file=sys.stderr)
@@ -123,8 +128,11 @@ def main(argv):
     text = "\n".join([
         "# The simulator against real runs on namespace hosts", "",
         "```", setup, "```", "",
+        f"The prediction: every task on one machine of {a.cores} cores (the shards' and the "
+        "workers' CPU work on them), the links' token buckets; beside it the same with a CPU "
+        "a shard and the workers' CPU free (the simulator before it modelled the machine).", "",
         "| scenario | shards | workers | mode | link cap | predicted steps/s | "
-        "predicted as a NIC (no bucket) | measured steps/s | error | the simulator's bound | "
+        "predicted, a CPU a shard | measured steps/s | error | the simulator's bound | "
         "machine CPU busy |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows, ""])
