@@ -14,8 +14,13 @@ training line after the first SKIP global steps to the last line, by the
 newest global step any worker's lines show. Predicted: cluster_sim's
 steps_per_s, every task on a host of its own with the cap as its NIC's
 rate and the caps' token bucket as the links' (scripts/run/netns_hosts.sh's
-tbf burst: 5 ms at the rate, at least 64 KiB); the same without the bucket
-(a NIC's line rate) is printed beside it. Exits 1 when a scenario's error is over 15% (the bar
+tbf burst: 5 ms at the rate, at least 64 KiB) and every task on one
+machine of --cores cores; the same with a CPU a shard and the workers' CPU
+free is printed beside it. Then the planner's first choice: among the
+scenarios of the same workers and link cap, the one scripts/plan/plan.py's
+rule picks from the predictions (the most images/s, async only at
+ASYNC_MARGIN times the best sync's), against the one the runs measured
+fastest (and the fastest sync one). Exits 1 when a scenario's error is over 15% (the bar
 docs/EXPERIMENTS.md sets), 2 on bad input.
 """
 import argparse
@@ -31,6 +36,47 @@ from machine_profile import Profile, ProfileError  # noqa: E402
 
 SKIP = 5  # global steps left out at the start (connections, first pulls)
 BAR = 0.15
+ASYNC_MARGIN = 1.5  # plan.py's --async_margin default
+CHOICE_BAR = 0.05  # the first choice within 5% of the measured fastest
+
+
+def images_per_step(mode, workers, backups, batch=128):
+    """Sync: N workers' batches a step; async: one push's batch."""
+    return batch if mode == "async" else (workers - backups) * batch
+
+
+def first_choices(results):
+    """results: [(name, workers, mode, backups, cap, predicted steps/s,
+    measured steps/s or None)]. Rows of a table: for each (workers, cap)
+    with two scenarios or more, the planner's pick from the predictions and
+    the measured fastest (all, and sync only)."""
+    groups = {}
+    for r in results:
+        groups.setdefault((r[1], r[4]), []).append(r)
+    rows = []
+    for (workers, cap), group in sorted(groups.items()):
+        if len(group) < 2:
+            continue
+        def ips(r, k):  # noqa: E306
+            return r[k] * images_per_step(r[2], r[1], r[3])
+        pred = sorted(group, key=lambda r: -ips(r, 5))
+        pick = pred[0]
+        syncs = [r for r in pred if r[2] != "async"]
+        if pick[2] == "async" and syncs and ips(pick, 5) < ASYNC_MARGIN * ips(syncs[0], 5):
+            pick = syncs[0]
+        if any(r[6] is None for r in group):
+            rows.append(f"| {workers} | {cap} | {pick[0]} | - | - | - |")
+            continue
+        fastest = max(group, key=lambda r: ips(r, 6))
+        fastest_sync = max(syncs, key=lambda r: ips(r, 6)) if syncs else fastest
+        ref = fastest if pick[2] == "async" or not syncs else fastest_sync
+        short = 1 - ips(pick, 6) / ips(ref, 6)
+        ok = short <= CHOICE_BAR
+        rows.append(f"| {workers} | {cap} | {pick[0]} ({ips(pick, 5):,.0f} predicted, "
+                    f"{ips(pick, 6):,.0f} measured) | {fastest[0]} ({ips(fastest, 6):,.0f}) | "
+                    f"{fastest_sync[0]} ({ips(fastest_sync, 6):,.0f}) | "
+                    f"{'yes' if ok else 'no'}: {short:.1%} short of {ref[0]} |")
+    return rows
 
 
 def measured_rate(path):
@@ -97,7 +143,7 @@ def main(argv):
             for w in words[1:]:
                 if w.startswith("cpu_busy="):
                     busy[words[0]] = float(w.split("=", 1)[1])
-    rows, worst = [], 0.0
+    rows, worst, results = [], 0.0, []
     for name, shards, workers, mode, backups, cap in scenarios:
         gbit = {"1gbit": 1.0, "10gbit": 10.0}.get(cap)
         if gbit is None:
@@ -113,6 +159,7 @@ def main(argv):
         except (ValueError, ProfileError) as e:
             print(f"validate_report.py: {name}: {e}", file=sys.stderr)
             return 2
+        results.append((name, int(workers), mode, int(backups), cap, pred, meas))
         how = mode if mode == "async" else (
             f"sync N={int(workers) - int(backups)} of {workers}")
         if meas is None:
@@ -135,7 +182,14 @@ def main(argv):
         "predicted, a CPU a shard | measured steps/s | error | the simulator's bound | "
         "machine CPU busy |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        *rows, ""])
+        *rows, "",
+        "The planner's first choice among the scenarios of the same workers and link cap "
+        f"(images/s; async only at {ASYNC_MARGIN:g}x the best sync's, as plan.py), against "
+        f"the measured fastest (sync when the pick is sync), within {CHOICE_BAR:.0%}:", "",
+        "| workers | link cap | first choice | measured fastest | measured fastest sync | "
+        "the choice within 5% |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *first_choices(results), ""])
     with open(os.path.join(a.out, "report.md"), "w") as f:
         f.write(text)
     print(text)
