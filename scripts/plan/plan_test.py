@@ -274,6 +274,34 @@ class ResourcesTest(unittest.TestCase):
         run(sim.Cluster.spread(4, 2, 4, 2, 10), "sync", prof=Profile(v, "p"), steps=5, warmup=1)
 
 
+class FirstChoiceTest(unittest.TestCase):
+    """validate_report.first_choices: plan.py's rule on the predictions
+    against the measured figures, in images/s."""
+
+    def test_the_pick_and_the_async_margin(self):
+        import validate_report as vr
+        # (name, workers, mode, backups, cap, predicted steps/s, measured).
+        # 4 workers at batch 128: sync N=4 moves 512 images a step, N=3 384,
+        # async 128 a push. Predicted: a 100 x 512 = 51,200; b 120 x 384 =
+        # 46,080; async 500 x 128 = 64,000 < 1.5 x 51,200: a is the pick.
+        group = [("a", 4, "sync", 0, "1g", 100.0, 90.0),
+                 ("b", 4, "sync", 1, "1g", 120.0, 130.0),
+                 ("c", 4, "async", 0, "1g", 500.0, 600.0)]
+        rows = vr.first_choices(group)
+        self.assertEqual(len(rows), 1)
+        # Measured: a 46,080, b 49,920: a is 7.7% short of the fastest sync.
+        self.assertIn("| a (51,200 predicted, 46,080 measured) |", rows[0])
+        self.assertIn("| c (76,800) | b (49,920) |", rows[0])
+        self.assertIn("no: 7.7% short of b", rows[0])
+        # Async at 1.5x the best sync's prediction is the pick, against all.
+        fast = [g if g[0] != "c" else ("c", 4, "async", 0, "1g", 700.0, 600.0) for g in group]
+        self.assertIn("yes: 0.0% short of c", vr.first_choices(fast)[0])
+        # One scenario of its kind: no row; no measurement: the pick alone.
+        self.assertEqual(vr.first_choices(group[:1]), [])
+        unmeasured = [g[:6] + (None,) for g in group]
+        self.assertTrue(vr.first_choices(unmeasured)[0].endswith("| - | - | - |"))
+
+
 class ProfileTest(unittest.TestCase):
     def test_parse(self):
         self.assertEqual(parse("a.b = 1.5  # c\n\n# x\nc = 2\n"), {"a.b": 1.5, "c": 2.0})
