@@ -282,7 +282,7 @@ PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token,
       peer_authenticator_(peer_token.empty() ? token : peer_token,
                           kPeerUnauthenticatedMessage),
       handler_(shard),
-      push_messages_(std::make_unique<PushMessagePool>()),
+      push_messages_(std::make_shared<PushMessagePool>()),
       pull_weights_(
           std::make_unique<PullWeights>(shard->options().wire_weights)) {}
 
@@ -355,13 +355,21 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
     return Finish(ctx, s);
   }
   push_bytes_in_flight_.fetch_add(bytes, std::memory_order_relaxed);
-  std::unique_ptr<wire::PushRequest> message = push_messages_->Take();
+  // The most a push of this shard can need (its lock, taken once).
+  const int64_t shard_bytes = MaxSharedBytes(*handler_.shard());
+  // The message goes back to the pool when the last of this call and a
+  // shard that staged its gradients in it (ParameterShard::Push's `keep`)
+  // lets go; at most twice the shard's tensors kept per spare message.
+  std::shared_ptr<wire::PushRequest> message(
+      push_messages_->Take().release(),
+      [pool = push_messages_,
+       keep = 2 * shard_bytes + (1 << 20)](wire::PushRequest* m) {
+        pool->Give(std::unique_ptr<wire::PushRequest>(m), keep);
+      });
   grpc::ByteBuffer copy(*request);  // shares the slices
   grpc::Status status =
       grpc::SerializationTraits<wire::PushRequest>::Deserialize(&copy,
                                                                 message.get());
-  // The most a push of this shard can need (its lock, taken once).
-  const int64_t shard_bytes = MaxSharedBytes(*handler_.shard());
   if (status.ok()) {
     wire::PushResponse reply;
     status = ToGrpcStatus([&]() -> absl::Status {
@@ -373,7 +381,8 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
       }
       return handler_.Push(
           *message, &reply,
-          segment == nullptr ? absl::string_view() : segment->bytes());
+          segment == nullptr ? absl::string_view() : segment->bytes(),
+          /*shared_is_private=*/false, message);
     }());
     if (status.ok()) {
       bool own_buffer;
@@ -383,8 +392,7 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
                             std::memory_order_relaxed);
     }
   }
-  // At most twice the shard's tensors kept per spare message.
-  push_messages_->Give(std::move(message), 2 * shard_bytes + (1 << 20));
+  message.reset();
   push_bytes_in_flight_.fetch_sub(bytes, std::memory_order_relaxed);
   return Finish(ctx, status);
 }

@@ -220,7 +220,9 @@ class PsGrpcService final : public RawParameterServer, public ServingCounters {
   // Bytes of the push requests being handled now.
   std::atomic<int64_t> push_bytes_in_flight_{0};
   std::atomic<int64_t> sent_bytes_{0};
-  const std::unique_ptr<PushMessagePool> push_messages_;
+  // Shared with the messages a shard keeps staged (they go back to it when
+  // the shard drops them, possibly after this service is gone).
+  const std::shared_ptr<PushMessagePool> push_messages_;
   // The tensors pulls are answered with.
   const std::unique_ptr<PullWeights> pull_weights_;
   UcxDataPlane* ucx_ = nullptr;

@@ -124,7 +124,8 @@ uint64_t ShardRequestHandler::Pull(const wire::PullRequest& request,
 absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                        wire::PushResponse* response,
                                        absl::string_view shared,
-                                       bool shared_is_private) {
+                                       bool shared_is_private,
+                                       std::shared_ptr<const void> keep) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
   ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
                    TensorBytesFromProto(request.gradients(), shared));
@@ -183,14 +184,21 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   DataChunkRef chunk;
   if (request.has_chunk()) chunk = DataChunkRefFromProto(request.chunk());
   const DataChunkRef* computed_from = request.has_chunk() ? &chunk : nullptr;
-  ASSIGN_OR_RETURN(PushReply reply,
-                   request.partial()
-                       ? shard_->PushPart(request.worker_id(), request.step(),
-                                          *gradients, request.generation(),
-                                          computed_from, request.push_id())
-                       : shard_->Push(request.worker_id(), request.step(),
-                                      *gradients, request.generation(),
-                                      computed_from, request.push_id()));
+  // The floats lie in the request only when nothing came through shared
+  // memory (copied into this thread's buffer above) and nothing was
+  // decoded from a 16-bit wire (this thread's decoder's buffers).
+  if (!shared.empty() || shard_->options().wire_gradients != DType::kFloat32) {
+    keep = nullptr;
+  }
+  ASSIGN_OR_RETURN(
+      PushReply reply,
+      request.partial()
+          ? shard_->PushPart(request.worker_id(), request.step(), *gradients,
+                             request.generation(), computed_from,
+                             request.push_id(), std::move(keep))
+          : shard_->Push(request.worker_id(), request.step(), *gradients,
+                         request.generation(), computed_from, request.push_id(),
+                         std::move(keep)));
   PushReplyToProto(reply, response);
   return absl::OkStatus();
 }

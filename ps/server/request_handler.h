@@ -14,6 +14,7 @@
 #define PSGD_PS_SERVER_REQUEST_HANDLER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -55,10 +56,14 @@ class ShardRequestHandler {
   // caller; empty: none), where gradients with TensorData.shared lie.
   // They are copied into a buffer of this thread's first (the worker can
   // write its region meanwhile) unless `shared_is_private`: bytes no one
-  // else can change (a message the UCX data plane received).
+  // else can change (a message the UCX data plane received). `keep`: holds
+  // `request` (a gRPC push's parsed message): a shard of several then
+  // stages float32 gradients in the request's own memory instead of
+  // copying them (ParameterShard::Push); null: copies.
   absl::Status Push(const wire::PushRequest& request,
                     wire::PushResponse* response, absl::string_view shared = {},
-                    bool shared_is_private = false);
+                    bool shared_is_private = false,
+                    std::shared_ptr<const void> keep = nullptr);
   // Shard 0 of a cluster of several shards: decides a push every shard has
   // staged (ParameterShard::Commit; FAILED_PRECONDITION naming the shard and
   // the step for a push not staged here complete, or on another shard).

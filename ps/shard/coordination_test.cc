@@ -117,6 +117,16 @@ std::unique_ptr<ParameterShard> MakeShard(const ShardOptions& o, int holds) {
 struct Cluster {
   std::vector<std::unique_ptr<ParameterShard>> shards;
   std::unique_ptr<ParameterShard> one;  // the one-shard reference
+  // The pushes staged in memory the shard keeps (ParameterShard::Push's
+  // `keep`, as a gRPC push's message), to see that the stage lets go.
+  std::vector<std::weak_ptr<const Tensors>> kept;
+
+  bool AllKeptReleased() const {
+    for (const auto& k : kept) {
+      if (!k.expired()) return false;
+    }
+    return true;
+  }
 
   void Link() {
     std::vector<ParameterShard*> raw;
@@ -157,15 +167,24 @@ void CheckSameBits(Cluster& c) {
 }
 
 // Worker w's push for `step` staged on every shard, in `order` of shards.
+// Odd workers' gradients are staged where they lie, the shard keeping them
+// (as a gRPC push's parsed message), even workers' as copies.
 void StageEverywhere(Cluster& c, int w, int64_t step,
                      const std::vector<int>& order, int64_t generation = 0) {
   for (int k : order) {
-    const Tensors g = Make(k, w, step);
-    auto r = c.shards[k]->Push(w, step, g.Bytes(VariableKind::kParameter),
-                               generation, nullptr, PushId(w, step));
+    auto g = std::make_shared<const Tensors>(Make(k, w, step));
+    const bool borrow = w % 2 == 1;
+    auto r = c.shards[k]->Push(w, step, g->Bytes(VariableKind::kParameter),
+                               generation, nullptr, PushId(w, step),
+                               borrow ? g : nullptr);
     INFO(r.status().ToString());
     REQUIRE(r.ok());
     CHECK(r->staged);
+    // Kept by the stage until the decision (a hold a gradient), or let go
+    // (the copies).
+    CHECK(g.use_count() ==
+          (borrow ? 1 + static_cast<long>(g->names.size()) : 1));
+    if (borrow) c.kept.push_back(g);
   }
 }
 
@@ -208,6 +227,9 @@ TEST_CASE("sync: every shard takes the same N gradients in the same order") {
     CheckSameBits(c);
     std::shuffle(shard_order.begin(), shard_order.end(), rng);
   }
+  // Every push was decided (applied or surplus): no shard keeps any.
+  CHECK(!c.kept.empty());
+  CHECK(c.AllKeptReleased());
   // The followers count what shard 0 decided: 24 steps and 24 surplus
   // pushes, each a decision.
   const ShardStatus s0 = c.shards[0]->Status();
@@ -244,6 +266,8 @@ TEST_CASE("async: every shard applies the same pushes with the same scale") {
   }
   CHECK(applied > 10);
   CHECK(refused > 0);
+  CHECK(!c.kept.empty());
+  CHECK(c.AllKeptReleased());
 }
 
 // Shard 1 of 2 with worker 0's push 5 for step 0 staged, and the decision

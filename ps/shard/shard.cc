@@ -287,10 +287,11 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
 
 absl::StatusOr<PushReply> ParameterShard::Push(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    int64_t generation, const DataChunkRef* chunk, uint64_t push_id) {
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id,
+    std::shared_ptr<const void> keep) {
   if (coordinated()) {
     return Stage(worker_id, step, gradients, generation, chunk, push_id,
-                 /*whole=*/true);
+                 /*whole=*/true, std::move(keep));
   }
   const std::string context = absl::StrCat(name_, ": push from worker ",
                                            worker_id, " for step ", step, ": ");

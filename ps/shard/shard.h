@@ -205,11 +205,16 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // the gradient dropped as stale, since its samples are back in the queue.
   // `push_id`: the worker's name for the push (a cluster of several
   // shards, below; 0 otherwise).
+  // `keep`: holds the memory the gradients lie in (the request that brought
+  // them, never memory a worker can still write); with it a shard of several
+  // stages the gradients where they are and keeps `keep` until it drops
+  // them, without it (null) it stages copies.
   absl::StatusOr<PushReply> Push(int worker_id, int64_t step,
                                  absl::Span<const TensorBytes> gradients,
                                  int64_t generation = 0,
                                  const DataChunkRef* chunk = nullptr,
-                                 uint64_t push_id = 0);
+                                 uint64_t push_id = 0,
+                                 std::shared_ptr<const void> keep = nullptr);
 
   // One part of a worker's push (docs/PS.md, "Pushes in parts"): gradients
   // of some of the shard's variables, each variable in exactly one part of
@@ -225,11 +230,10 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // lease and a rollback drop the worker's staged parts. Refusals as Push's,
   // plus INVALID_ARGUMENT for an empty part or a variable that is already
   // staged; a refused part changes nothing but the `refused` counter.
-  absl::StatusOr<PushReply> PushPart(int worker_id, int64_t step,
-                                     absl::Span<const TensorBytes> gradients,
-                                     int64_t generation = 0,
-                                     const DataChunkRef* chunk = nullptr,
-                                     uint64_t push_id = 0);
+  absl::StatusOr<PushReply> PushPart(
+      int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+      int64_t generation = 0, const DataChunkRef* chunk = nullptr,
+      uint64_t push_id = 0, std::shared_ptr<const void> keep = nullptr);
 
   // A cluster of several shards (options().num_shards > 1; docs/PS.md, "One
   // decision per push"): Push and PushPart only stage a complete push (the
@@ -427,11 +431,11 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // id, step.
   absl::Status CheckPushLocked(int worker_id, int64_t step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // PushPart under the mutex: `copies` hold the part's checked data
+  // PushPart under the mutex: `floats` hold the part's checked data
   // (shard_parts.cc).
   absl::Status StagePartLocked(int worker_id, int64_t step,
                                absl::Span<const TensorBytes> gradients,
-                               std::vector<AlignedBuffer>* copies,
+                               std::vector<StagedGradient>* floats,
                                const DataChunkRef* chunk, uint64_t push_id,
                                PushReply* reply, Ready* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -440,7 +444,8 @@ class ParameterShard final : private ShardCheckpointing::Core {
   absl::StatusOr<PushReply> Stage(int worker_id, int64_t step,
                                   absl::Span<const TensorBytes> gradients,
                                   int64_t generation, const DataChunkRef* chunk,
-                                  uint64_t push_id, bool whole);
+                                  uint64_t push_id, bool whole,
+                                  std::shared_ptr<const void> keep);
   // The aggregator (and the coordinator's adaptive N) for a fresh or
   // restored store.
   void MakeAggregatorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -16,15 +16,16 @@ namespace ps {
 
 absl::StatusOr<PushReply> ParameterShard::PushPart(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    int64_t generation, const DataChunkRef* chunk, uint64_t push_id) {
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id,
+    std::shared_ptr<const void> keep) {
   return Stage(worker_id, step, gradients, generation, chunk, push_id,
-               /*whole=*/false);
+               /*whole=*/false, std::move(keep));
 }
 
 absl::StatusOr<PushReply> ParameterShard::Stage(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    int64_t generation, const DataChunkRef* chunk, uint64_t push_id,
-    bool whole) {
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id, bool whole,
+    std::shared_ptr<const void> keep) {
   const std::string context =
       absl::StrCat(name_, whole ? ": push" : ": push part", " from worker ",
                    worker_id, " for step ", step, ": ");
@@ -34,14 +35,26 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
   if (gradients.empty() && !whole) {
     status = absl::InvalidArgumentError("the part carries no gradient");
   }
-  // One pass a tensor: the check copies what it reads (no zeroing first).
-  std::vector<AlignedBuffer> copies(gradients.size());
+  // One pass a tensor: the check copies what it reads (no zeroing first),
+  // or, where `keep` holds the request's memory, only reads it and the
+  // stage keeps the request (no copy).
+  std::vector<StagedGradient> floats(gradients.size());
   for (size_t i = 0; status.ok() && i < gradients.size(); ++i) {
     const TensorBytes& g = gradients[i];
-    if (!g.no_gradient) {
-      copies[i] = AlignedBuffer::Uninitialized(g.data.size() / sizeof(float));
+    StagedGradient& f = floats[i];
+    if (g.no_gradient) {
+      status = CheckPushedTensor(g);
+      continue;
     }
-    status = CheckPushedTensor(g, g.no_gradient ? nullptr : copies[i].data());
+    f.bytes = static_cast<int64_t>(g.data.size());
+    if (keep != nullptr) {
+      status = CheckPushedTensor(g);
+      f.borrowed = reinterpret_cast<const float*>(g.data.data());
+      f.keep = keep;
+    } else {
+      f.copy = AlignedBuffer::Uninitialized(g.data.size() / sizeof(float));
+      status = CheckPushedTensor(g, f.copy.data());
+    }
   }
   PushReply reply;
   Ready ready;
@@ -54,7 +67,7 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
       if (status.ok()) stage_.DropParts(worker_id);
     }
     if (status.ok()) {
-      status = StagePartLocked(worker_id, step, gradients, &copies, chunk,
+      status = StagePartLocked(worker_id, step, gradients, &floats, chunk,
                                push_id, &reply, &ready);
     }
     if (status.ok() && whole && stage_.DropParts(worker_id)) {
@@ -71,7 +84,7 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
 
 absl::Status ParameterShard::StagePartLocked(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
-    std::vector<AlignedBuffer>* copies, const DataChunkRef* chunk,
+    std::vector<StagedGradient>* floats, const DataChunkRef* chunk,
     uint64_t push_id, PushReply* reply, Ready* ready) {
   RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
   // With several shards, shard 0 makes the refusals its decision would make
@@ -108,7 +121,7 @@ absl::Status ParameterShard::StagePartLocked(
             mu_.AssertHeld();
             return store_->MatchGradient(g);
           },
-          copies));
+          floats));
   if (!complete.has_value()) {
     reply->staged = true;
     reply->step = step_;

@@ -21,7 +21,7 @@ std::vector<const float*> StagedPush::Gradients() const {
 absl::StatusOr<std::optional<StagedPush>> PushStage::AddPart(
     int worker_id, int64_t step, int64_t generation, uint64_t push_id,
     int num_variables, absl::Span<const TensorBytes> gradients, Match match,
-    std::vector<AlignedBuffer>* copies) {
+    std::vector<StagedGradient>* floats) {
   // What is staged for this worker stays only when the part belongs to the
   // same push; a part of a newer step, or of the generation the shard is in
   // now (after a rollback), starts a new push.
@@ -63,7 +63,7 @@ absl::StatusOr<std::optional<StagedPush>> PushStage::AddPart(
   }
   StagedPush& staged = it->second;
   for (size_t j = 0; j < gradients.size(); ++j) {
-    staged.grads[index[j]] = std::move((*copies)[j]);
+    staged.grads[index[j]] = std::move((*floats)[j]);
     staged.has[index[j]] = true;
     staged.no_gradient[index[j]] = gradients[j].no_gradient;
     ++staged.received;
@@ -86,9 +86,7 @@ void PushStage::ClearParts() { parts_.clear(); }
 int64_t PushStage::PartBytes() const {
   int64_t bytes = 0;
   for (const auto& [worker, staged] : parts_) {
-    for (const AlignedBuffer& g : staged.grads) {
-      bytes += static_cast<int64_t>(g.size() * sizeof(float));
-    }
+    for (const StagedGradient& g : staged.grads) bytes += g.bytes;
   }
   return bytes;
 }

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -36,6 +37,20 @@
 namespace psgd {
 namespace ps {
 
+// A staged gradient's floats: a copy the stage owns, or memory of the
+// request that brought it (a push over gRPC keeps its parsed message for
+// the stage instead of a copy), held by `keep` until the stage drops it.
+struct StagedGradient {
+  AlignedBuffer copy;
+  const float* borrowed = nullptr;
+  std::shared_ptr<const void> keep;
+  int64_t bytes = 0;
+
+  const float* data() const {
+    return borrowed != nullptr ? borrowed : copy.data();
+  }
+};
+
 // One push's gradients, in the shard's layout order.
 struct StagedPush {
   int64_t step = 0;
@@ -43,7 +58,7 @@ struct StagedPush {
   uint64_t push_id = 0;
   uint64_t arrival = 0;  // complete pushes: the order they were completed in
   // has[i]: grads[i] has come.
-  std::vector<AlignedBuffer> grads;
+  std::vector<StagedGradient> grads;
   std::vector<bool> has;
   std::vector<bool> no_gradient;  // marked so in its part
   int received = 0;
@@ -59,7 +74,7 @@ class PushStage {
   using Match = absl::FunctionRef<absl::StatusOr<int>(const TensorBytes&)>;
 
   // A part of `worker_id`'s push: gradients[j], whose float data is
-  // (*copies)[j] (moved from), for a shard of `num_variables` variables.
+  // (*floats)[j] (moved from), for a shard of `num_variables` variables.
   // Returns the complete push when the part completes it, else nullopt.
   // Refusals change nothing: FAILED_PRECONDITION for a part of an older
   // step than the push staged in the same generation; `match`'s refusal;
@@ -68,13 +83,14 @@ class PushStage {
   absl::StatusOr<std::optional<StagedPush>> AddPart(
       int worker_id, int64_t step, int64_t generation, uint64_t push_id,
       int num_variables, absl::Span<const TensorBytes> gradients, Match match,
-      std::vector<AlignedBuffer>* copies);
+      std::vector<StagedGradient>* floats);
   // The gradients staged for the worker's push in parts (0: none).
   int PartsReceived(int worker_id) const;
   // Drops the worker's parts; whether it had any.
   bool DropParts(int worker_id);
   void ClearParts();
-  // The bytes the staged parts hold (ShardStatus::memory).
+  // The bytes the staged parts hold (ShardStatus::memory), copies and
+  // requests' memory alike.
   int64_t PartBytes() const;
 
   // Keeps `push` (complete) for a decision; it is the worker's newest.

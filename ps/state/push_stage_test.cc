@@ -43,10 +43,11 @@ absl::StatusOr<std::optional<StagedPush>> Part(
     PushStage& stage, int64_t step, uint64_t push_id,
     const std::vector<TensorBytes>& grads, float value,
     int64_t generation = 1) {
-  std::vector<AlignedBuffer> copies;
-  for (size_t i = 0; i < grads.size(); ++i) {
-    copies.emplace_back(1);
-    copies.back().data()[0] = value;
+  std::vector<StagedGradient> copies(grads.size());
+  for (StagedGradient& c : copies) {
+    c.copy = AlignedBuffer(1);
+    c.copy.data()[0] = value;
+    c.bytes = sizeof(float);
   }
   return stage.AddPart(1, step, generation, push_id, 3, grads, MatchName,
                        &copies);
