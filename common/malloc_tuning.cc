@@ -9,7 +9,8 @@
 namespace psgd {
 
 std::string TuneMallocForTensors() {
-  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"}) {
+  for (const char* name :
+       {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"}) {
     if (std::getenv(name) != nullptr) {
       return absl::StrCat("malloc: ", name,
                           " is set in the environment; glibc's thresholds "
