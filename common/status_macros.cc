@@ -13,4 +13,11 @@ absl::Status Annotate(const absl::Status& status, absl::string_view prefix) {
   return out;
 }
 
+absl::Status FirstNotOk(absl::Span<const absl::Status> statuses) {
+  for (const absl::Status& s : statuses) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace psgd

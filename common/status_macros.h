@@ -17,12 +17,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace psgd {
 
 // Returns `status` with `prefix` put in front of its message; the code and
 // the payloads are kept. OK stays OK.
 absl::Status Annotate(const absl::Status& status, absl::string_view prefix);
+
+// The first of `statuses` that is not OK; OK when all are.
+absl::Status FirstNotOk(absl::Span<const absl::Status> statuses);
 
 }  // namespace psgd
 

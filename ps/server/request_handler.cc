@@ -149,18 +149,36 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
     }
     copy.resize(total);
     const bool float32 = shard_->options().wire_gradients == DType::kFloat32;
+    // Where each tensor in the region goes; float32 ones are checked in the
+    // copy's one pass over all of them (CheckPushedTensors).
+    std::vector<char*> to(wire_gradients.size(), nullptr);
+    std::vector<TensorBytes> checking;  // those checked in the copy's pass
+    std::vector<float*> check_into;
+    std::vector<size_t> checked_index;
     size_t at = 0;
-    for (TensorBytes& t : wire_gradients) {
+    for (size_t k = 0; k < wire_gradients.size(); ++k) {
+      const TensorBytes& t = wire_gradients[k];
       if (!in_region(t.data)) continue;
-      char* to = copy.data() + at;
+      to[k] = copy.data() + at;
       at += (t.data.size() + 63) & ~size_t{63};
-      // A tensor the check refuses is copied again, unmarked: the shard
-      // refuses it as its own (and counts the refusal).
-      t.checked =
-          float32 && !t.no_gradient &&
-          shard_->CheckPushedTensor(t, reinterpret_cast<float*>(to)).ok();
-      if (!t.checked) std::memcpy(to, t.data.data(), t.data.size());
-      t.data = absl::string_view(to, t.data.size());
+      if (float32 && !t.no_gradient) {
+        checking.push_back(t);
+        check_into.push_back(reinterpret_cast<float*>(to[k]));
+        checked_index.push_back(k);
+      }
+    }
+    const std::vector<absl::Status> checked =
+        shard_->CheckPushedTensors(checking, check_into);
+    for (size_t j = 0; j < checked.size(); ++j) {
+      // A tensor the check refuses is copied again below, unmarked: the
+      // shard refuses it as its own (and counts the refusal).
+      wire_gradients[checked_index[j]].checked = checked[j].ok();
+    }
+    for (size_t k = 0; k < wire_gradients.size(); ++k) {
+      TensorBytes& t = wire_gradients[k];
+      if (to[k] == nullptr) continue;
+      if (!t.checked) std::memcpy(to[k], t.data.data(), t.data.size());
+      t.data = absl::string_view(to[k], t.data.size());
     }
   }
   // The shapes first: nothing is decoded for a shape the shard does not

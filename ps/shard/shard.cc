@@ -132,26 +132,39 @@ std::shared_ptr<const VariableLayout> ParameterShard::Layout() const {
 
 absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t,
                                                float* copy_to) const {
-  if (t.no_gradient) {
-    if (!t.data.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", t.name, "' is marked as without a gradient but carries ",
-          t.data.size(), " bytes"));
+  float* const copies[] = {copy_to};
+  return CheckPushedTensors(absl::MakeConstSpan(&t, 1), copies)[0];
+}
+
+std::vector<absl::Status> ParameterShard::CheckPushedTensors(
+    absl::Span<const TensorBytes> tensors,
+    absl::Span<float* const> copy_to) const {
+  std::vector<absl::Status> out = CheckFloatTensors(
+      tensors, "gradient", kMaxGradientMagnitude, copy_to, bulk_pool());
+  std::shared_ptr<const VariableLayout> layout;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const TensorBytes& t = tensors[k];
+    if (t.no_gradient) {
+      out[k] = !t.data.empty()
+                   ? absl::InvalidArgumentError(
+                         absl::StrCat("'", t.name,
+                                      "' is marked as without a gradient but "
+                                      "carries ",
+                                      t.data.size(), " bytes"))
+                   : ValidateShape(Shape(t.shape.begin(), t.shape.end()));
+      continue;
     }
-    return ValidateShape(Shape(t.shape.begin(), t.shape.end()));
+    if (out[k].ok()) continue;
+    // Only a refusal needs the tensor's kind, to name it in its message:
+    // the layout is looked up then, not on every push.
+    if (layout == nullptr) layout = Layout();
+    const int i = layout == nullptr ? -1 : layout->Find(t.name);
+    if (i >= 0 && layout->statistic[i]) {
+      out[k] = CheckFloatTensor(t, "batch statistic", kMaxGradientMagnitude,
+                                copy_to[k]);
+    }
   }
-  absl::Status checked = CheckFloatTensor(t, "gradient", kMaxGradientMagnitude,
-                                          copy_to, bulk_pool());
-  if (checked.ok()) return checked;
-  // Only a refusal needs the tensor's kind, to name it in its message: the
-  // layout is looked up then, not on every push.
-  const std::shared_ptr<const VariableLayout> layout = Layout();
-  const int i = layout == nullptr ? -1 : layout->Find(t.name);
-  if (i >= 0 && layout->statistic[i]) {
-    return CheckFloatTensor(t, "batch statistic", kMaxGradientMagnitude,
-                            copy_to, bulk_pool());
-  }
-  return checked;
+  return out;
 }
 
 absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
@@ -297,11 +310,8 @@ absl::StatusOr<PushReply> ParameterShard::Push(
                                            worker_id, " for step ", step, ": ");
   // The scan for NaN, Inf and values too large reads the whole gradient: no
   // lock for it.
-  absl::Status status;
-  for (const TensorBytes& g : gradients) {
-    status = CheckPushedTensor(g);
-    if (!status.ok()) break;
-  }
+  const std::vector<float*> no_copies(gradients.size(), nullptr);
+  absl::Status status = FirstNotOk(CheckPushedTensors(gradients, no_copies));
   PushReply reply;
   Ready ready;
   {

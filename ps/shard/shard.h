@@ -167,6 +167,13 @@ class ParameterShard final : private ShardCheckpointing::Core {
   absl::Status CheckPushedTensor(const TensorBytes& tensor,
                                  float* copy_to = nullptr) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for a push's tensors at once (copy_to[k] for tensor k, null:
+  // none, as for a tensor without a gradient): one pass over all of them,
+  // split over the bulk threads as one loop (CheckFloatTensors). Each
+  // tensor's status, in order.
+  std::vector<absl::Status> CheckPushedTensors(
+      absl::Span<const TensorBytes> tensors,
+      absl::Span<float* const> copy_to) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Defines the shard's variables and their initial values (step 0) the
   // first time; afterwards OK with already_initialized when `variables`

@@ -35,27 +35,25 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
   if (gradients.empty() && !whole) {
     status = absl::InvalidArgumentError("the part carries no gradient");
   }
-  // One pass a tensor: the check copies what it reads (no zeroing first),
-  // or, where `keep` holds the request's memory, only reads it and the
-  // stage keeps the request (no copy).
+  // One pass over the part: the check copies what it reads (no zeroing
+  // first), or, where `keep` holds the request's memory, only reads it and
+  // the stage keeps the request (no copy).
   std::vector<StagedGradient> floats(gradients.size());
+  std::vector<float*> copy_to(gradients.size(), nullptr);
   for (size_t i = 0; status.ok() && i < gradients.size(); ++i) {
     const TensorBytes& g = gradients[i];
     StagedGradient& f = floats[i];
-    if (g.no_gradient) {
-      status = CheckPushedTensor(g);
-      continue;
-    }
+    if (g.no_gradient) continue;
     f.bytes = static_cast<int64_t>(g.data.size());
     if (keep != nullptr) {
-      status = CheckPushedTensor(g);
       f.borrowed = reinterpret_cast<const float*>(g.data.data());
       f.keep = keep;
     } else {
       f.copy = AlignedBuffer::Uninitialized(g.data.size() / sizeof(float));
-      status = CheckPushedTensor(g, f.copy.data());
+      copy_to[i] = f.copy.data();
     }
   }
+  if (status.ok()) status = FirstNotOk(CheckPushedTensors(gradients, copy_to));
   PushReply reply;
   Ready ready;
   {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -59,49 +60,16 @@ struct Beyond {
   bool changed = false;
 };
 
-// The first element of `data` that is NaN or of a magnitude above `limit`
-// (+-Inf always is). Magnitudes compare as their bit patterns with the sign
-// cleared (NaN's are above Inf's, which is above every finite one), so the
-// scan is one integer comparison per element and vectorises; the element is
-// looked for only on bad input, in what the scan read: with `copy_to`, the
-// copy it made in the same pass (`data` may be written meanwhile). The pool's
-// threads scan (and copy) a part each.
-Beyond FirstBeyond(absl::string_view data, float limit, float* copy_to,
-                   ThreadPool* pool) {
-  uint32_t limit_bits;
-  std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
-  const int64_t n = static_cast<int64_t>(data.size() / sizeof(float));
-  // CheckFloatTensor has checked the 4-byte alignment.
-  const uint32_t* bits = reinterpret_cast<const uint32_t*>(data.data());
-  uint32_t* out = reinterpret_cast<uint32_t*>(copy_to);
-  std::atomic<uint32_t> max{0};
-  const int64_t sizes[] = {n};
-  ParallelForSpans(
-      pool, sizes, kMinChunk, [&](size_t, int64_t begin, int64_t end) {
-        const uint32_t m =
-            out == nullptr
-                ? MaxMagnitudeBits(bits + begin, end - begin)
-                : CopyMaxMagnitudeBits(bits + begin, end - begin, out + begin);
-        uint32_t seen = max.load(std::memory_order_relaxed);
-        while (m > seen &&
-               !max.compare_exchange_weak(seen, m, std::memory_order_relaxed)) {
-        }
-      });
-  Beyond beyond;
-  if (max.load() <= limit_bits) return beyond;
-  const char* scanned =
-      copy_to != nullptr ? reinterpret_cast<const char*>(copy_to) : data.data();
+// The first element of the `n` floats at `scanned` that is NaN or of a
+// magnitude above `limit` (+-Inf always is); `changed` when there is none
+// (the pass that found one read memory that another process writes).
+Beyond FindBeyond(const char* scanned, int64_t n, float limit) {
   for (int64_t i = 0; i < n; ++i) {
     float f;
     std::memcpy(&f, scanned + i * sizeof(float), sizeof(f));
-    if (!(std::fabs(f) <= limit)) {
-      beyond.index = i;
-      beyond.value = f;
-      return beyond;
-    }
+    if (!(std::fabs(f) <= limit)) return Beyond{i, f, false};
   }
-  beyond.changed = true;
-  return beyond;
+  return Beyond{-1, 0, true};
 }
 
 }  // namespace
@@ -111,9 +79,10 @@ int VariableLayout::Find(absl::string_view name) const {
   return it == index.end() ? -1 : it->second;
 }
 
-absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
-                              float max_magnitude, float* copy_to,
-                              ThreadPool* pool) {
+namespace {
+
+// CheckFloatTensor's checks that read no value.
+absl::Status CheckFloatLayout(const TensorBytes& t, absl::string_view what) {
   if (t.name.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a ", what, " has an empty name"));
@@ -138,8 +107,12 @@ absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
     return absl::InvalidArgumentError(
         absl::StrCat(what, " '", t.name, "': data is not aligned to 4 bytes"));
   }
-  if (t.checked && copy_to == nullptr) return absl::OkStatus();
-  const Beyond bad = FirstBeyond(t.data, max_magnitude, copy_to, pool);
+  return absl::OkStatus();
+}
+
+// What a value pass found, as CheckFloatTensor says it.
+absl::Status BeyondStatus(const TensorBytes& t, absl::string_view what,
+                          float max_magnitude, const Beyond& bad) {
   if (bad.changed) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " '", t.name, "' changed while it was checked (a value beyond +-",
@@ -157,6 +130,66 @@ absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
                      ", the largest magnitude it may have"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckFloatTensor(const TensorBytes& t, absl::string_view what,
+                              float max_magnitude, float* copy_to,
+                              ThreadPool* pool) {
+  float* const copies[] = {copy_to};
+  return CheckFloatTensors(absl::MakeConstSpan(&t, 1), what, max_magnitude,
+                           copies, pool)[0];
+}
+
+std::vector<absl::Status> CheckFloatTensors(
+    absl::Span<const TensorBytes> tensors, absl::string_view what,
+    float max_magnitude, absl::Span<float* const> copy_to, ThreadPool* pool) {
+  std::vector<absl::Status> out(tensors.size());
+  // The value passes of the tensors whose layout holds, laid end to end.
+  std::vector<int64_t> sizes(tensors.size(), 0);
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    out[k] = CheckFloatLayout(tensors[k], what);
+    if (out[k].ok() && !(tensors[k].checked && copy_to[k] == nullptr)) {
+      sizes[k] = static_cast<int64_t>(tensors[k].data.size() / sizeof(float));
+    }
+  }
+  // Magnitudes compare as their bit patterns with the sign cleared (NaN's
+  // are above Inf's, which is above every finite one), so the pass is one
+  // integer comparison per element and vectorises. A tensor cut between two
+  // threads: its largest magnitude is the larger of theirs.
+  uint32_t limit_bits;
+  std::memcpy(&limit_bits, &max_magnitude, sizeof(limit_bits));
+  std::unique_ptr<std::atomic<uint32_t>[]> max(
+      new std::atomic<uint32_t>[tensors.size()]);
+  for (size_t k = 0; k < tensors.size(); ++k) max[k] = 0;
+  ParallelForSpans(
+      pool, sizes, kMinChunk, [&](size_t k, int64_t begin, int64_t end) {
+        const uint32_t* bits =
+            reinterpret_cast<const uint32_t*>(tensors[k].data.data()) + begin;
+        const uint32_t m =
+            copy_to[k] == nullptr
+                ? MaxMagnitudeBits(bits, end - begin)
+                : CopyMaxMagnitudeBits(
+                      bits, end - begin,
+                      reinterpret_cast<uint32_t*>(copy_to[k]) + begin);
+        uint32_t seen = max[k].load(std::memory_order_relaxed);
+        while (m > seen && !max[k].compare_exchange_weak(
+                               seen, m, std::memory_order_relaxed)) {
+        }
+      });
+  // A tensor with a value beyond: the first such element is looked for in
+  // what the pass read (its copy when there is one: the data may be written
+  // meanwhile) and named.
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    if (sizes[k] == 0 || max[k].load() <= limit_bits) continue;
+    const char* scanned = copy_to[k] != nullptr
+                              ? reinterpret_cast<const char*>(copy_to[k])
+                              : tensors[k].data.data();
+    out[k] = BeyondStatus(tensors[k], what, max_magnitude,
+                          FindBeyond(scanned, sizes[k], max_magnitude));
+  }
+  return out;
 }
 
 // Spare snapshot buffers. Thread-safe: a snapshot's deleter returns its

@@ -111,6 +111,14 @@ absl::Status CheckFloatTensor(
     const TensorBytes& tensor, absl::string_view what,
     float max_magnitude = std::numeric_limits<float>::max(),
     float* copy_to = nullptr, ThreadPool* pool = nullptr);
+// CheckFloatTensor of each of `tensors` (copy_to[k] for tensor k, null:
+// none), their value passes laid end to end and split over the pool's
+// threads as one loop: the tensors of a push share the threads, where one
+// loop a tensor would leave each smaller than a thread's least part
+// (kMinBulkPartBytes) on one. Each tensor's status, in order.
+std::vector<absl::Status> CheckFloatTensors(
+    absl::Span<const TensorBytes> tensors, absl::string_view what,
+    float max_magnitude, absl::Span<float* const> copy_to, ThreadPool* pool);
 
 class VariableStore {
  public:

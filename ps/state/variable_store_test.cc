@@ -133,6 +133,50 @@ TEST_CASE("a check shared among a pool's threads: the first bad element") {
              absl::StrCat("at element ", n - 1)));
 }
 
+TEST_CASE("a push's tensors checked as one loop: each its own status") {
+  // Five tensors of 0.6M floats: none is a thread's least part (1M) alone,
+  // together they are split over the pool's three threads.
+  const int64_t n = 600000;
+  const std::vector<int64_t> shape = {n};
+  const std::vector<int64_t> wrong_shape = {n + 1};
+  std::vector<std::vector<float>> g(5, std::vector<float>(n));
+  std::vector<std::vector<float>> copies(5, std::vector<float>(n, -1.0f));
+  for (int k = 0; k < 5; ++k) {
+    for (int64_t i = 0; i < n; ++i) g[k][i] = 1e-3f * ((i + k) % 89);
+  }
+  const std::vector<std::string> names = {"t0", "t1", "t2", "t3", "t4"};
+  std::vector<TensorBytes> t;
+  for (int k = 0; k < 5; ++k) {
+    t.push_back(FloatTensorBytes(names[k], shape, g[k].data()));
+  }
+  t[4].shape = wrong_shape;  // refused before any value is read
+  g[1][n - 1] = std::numeric_limits<float>::quiet_NaN();
+  g[3][7] = 5e6f;
+  std::vector<float*> into;
+  for (auto& c : copies) into.push_back(c.data());
+  into[2] = nullptr;  // checked where it lies
+  ThreadPool pool(3);
+  const std::vector<absl::Status> s =
+      CheckFloatTensors(t, "gradient", 1e6f, into, &pool);
+  REQUIRE(s.size() == 5);
+  CHECK(s[0].ok());
+  CHECK(Says(
+      s[1], absl::StatusCode::kInvalidArgument,
+      absl::StrCat("'t1' has the non-finite value nan at element ", n - 1)));
+  CHECK(s[2].ok());
+  CHECK(Says(s[3], absl::StatusCode::kInvalidArgument,
+             "'t3' has the value 5e+06 at element 7"));
+  CHECK(Says(s[4], absl::StatusCode::kInvalidArgument, "'t4' of shape"));
+  // The good tensors' values were copied whole, across the threads' cuts.
+  CHECK(std::memcmp(copies[0].data(), g[0].data(), n * sizeof(float)) == 0);
+  CHECK(copies[2][0] == -1.0f);  // no copy asked for
+  // The same statuses one tensor at a time.
+  for (int k = 0; k < 5; ++k) {
+    INFO("tensor " << k);
+    CHECK(CheckFloatTensor(t[k], "gradient", 1e6f, nullptr) == s[k]);
+  }
+}
+
 TEST_CASE("initial values that repeat a name or are empty are refused") {
   std::vector<float> w(6, 1.0f);
   std::vector<TensorBytes> twice = {ParameterBytes("w", kShape23, w.data()),
