@@ -15,7 +15,8 @@
 # configs/cluster_tasks only (the real loader), never parsed here.
 #
 #   free_ports N [HOST]          N free TCP ports on HOST (127.0.0.1), one a
-#                                line (bound together, then released)
+#                                line (bound together, then released), below
+#                                the kernel's ephemeral range
 #   write_cluster_config FILE NAME [KEY=VALUE...]
 #                                a config; the keys are listed at the function
 #   start_task [--netns=NS] [--strace=FILE] CONFIG TASK RUN_DIR LOG [FLAGS...]
@@ -58,11 +59,33 @@ declare -ga task_pids=()
 
 free_ports() {
   /usr/bin/python3 - "$1" "${2:-127.0.0.1}" <<'PYEOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
+# Ports below the kernel's ephemeral range (ip_local_port_range), each seen
+# free: a port the kernel picks for a connection's local end, or for a
+# server's port 0, is never one of these, so none can take it between this
+# choice and the task's own bind (a fault-matrix server once found its
+# port taken that way: "Address already in use").
+import random, socket, sys
+n, host = int(sys.argv[1]), sys.argv[2]
+try:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral = int(f.read().split()[0])
+except (OSError, ValueError, IndexError):
+    ephemeral = 32768
+first = max(1024, ephemeral - 12000)
+socks, tried = [], set()
+while len(socks) < n:
+    if len(tried) >= ephemeral - first:
+        sys.exit(f"free_ports: fewer than {n} free ports in {first}-{ephemeral - 1}")
+    p = random.randrange(first, ephemeral)
+    if p in tried:
+        continue
+    tried.add(p)
     s = socket.socket()
-    s.bind((sys.argv[2], 0))
+    try:
+        s.bind((host, p))
+    except OSError:
+        s.close()
+        continue
     socks.append(s)
 print("\n".join(str(s.getsockname()[1]) for s in socks))
 PYEOF
