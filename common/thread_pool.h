@@ -109,6 +109,8 @@ void ParallelForSpans(
 // what the split saves. With 256 KiB parts a parameter server with four
 // workers made 7-12% fewer steps than with no pool (docs/PERFORMANCE.md).
 inline constexpr int64_t kMinBulkPartBytes = int64_t{4} << 20;
+// The same in float32 elements (the servers' loops over tensors).
+inline constexpr int64_t kMinBulkPartFloats = kMinBulkPartBytes / 4;
 
 // The machine's cores (std::thread::hardware_concurrency, 1 when it does not
 // know), at most `at_most`: the default size of the pools of bulk copies and

@@ -72,9 +72,6 @@ int64_t BytesOf(const std::vector<AlignedBuffer>& buffers) {
   return n;
 }
 
-// The fewest elements a thread of the pool takes in an update.
-constexpr int64_t kMinChunk = kMinBulkPartBytes / int64_t{sizeof(float)};
-
 // n elements of one variable's SGD update, by the formulas above (buf null:
 // no momentum). The same bits as before the update went in pieces: the
 // first branch is the formula with d = g.
@@ -121,7 +118,8 @@ class Sgd final : public Optimizer {
     const float lr = static_cast<float>(NextRate(lr_scale));
     float* const* bufs = buf_.empty() ? nullptr : buf_pointers_.data();
     ParallelForSpans(
-        pool_, sizes_, kMinChunk, [&](size_t k, int64_t begin, int64_t end) {
+        pool_, sizes_, kMinBulkPartFloats,
+        [&](size_t k, int64_t begin, int64_t end) {
           const float* w = weights[k] + begin;
           const float* g = grads[k];
           float* o = out[k] + begin;
@@ -227,7 +225,8 @@ class Adam final : public Optimizer {
                                      options_.beta2, options_.epsilon},
                            step_, factor);
     ParallelForSpans(
-        pool_, sizes_, kMinChunk, [&](size_t k, int64_t begin, int64_t end) {
+        pool_, sizes_, kMinBulkPartFloats,
+        [&](size_t k, int64_t begin, int64_t end) {
           const float* w = weights[k] + begin;
           float* o = out[k] + begin;
           if (grads[k] == nullptr) {  // no gradient: untouched, m and v too

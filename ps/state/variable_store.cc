@@ -47,10 +47,7 @@ CopyMaxMagnitudeBits(const uint32_t* bits, int64_t n,
   return max;
 }
 
-// The fewest elements a thread of the pool scans.
-constexpr int64_t kMinChunk = kMinBulkPartBytes / int64_t{sizeof(float)};
-
-// What FirstBeyond found: nothing (index -1), or the first element that is
+// What a value pass found: nothing (index -1), or the first element that is
 // NaN or of a magnitude above the limit, with its value. `changed`: a pass
 // saw such a value, but the data no longer held one when it was looked for
 // (memory that another process writes, read without `copy_to`).
@@ -164,7 +161,8 @@ std::vector<absl::Status> CheckFloatTensors(
       new std::atomic<uint32_t>[tensors.size()]);
   for (size_t k = 0; k < tensors.size(); ++k) max[k] = 0;
   ParallelForSpans(
-      pool, sizes, kMinChunk, [&](size_t k, int64_t begin, int64_t end) {
+      pool, sizes, kMinBulkPartFloats,
+      [&](size_t k, int64_t begin, int64_t end) {
         const uint32_t* bits =
             reinterpret_cast<const uint32_t*>(tensors[k].data.data()) + begin;
         const uint32_t m =
