@@ -160,6 +160,29 @@ check_ledger() {
   if ! "$PY" "$LEDGER_CHECK" --num_samples 480 --chunk_size 16 --seed 1 \
       --complete_epochs "$epochs" ${held[@]+"${held[@]}"} ${killed_args[@]+"${killed_args[@]}"} \
       "${ledgers[@]}" "${records[@]}"; then
+    # Each chunk of the epochs that must be whole missing from ps:0's
+    # ledger, with every worker record of it (who pushed it, at which
+    # step, with what outcome) and what the servers said of it.
+    "$PY" - "$ledger" "$epochs" "$run" <<'PYMISSING' || true
+import glob, json, re, sys
+ledger, epochs, run = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+done = {(r["epoch"], r["index"]) for r in map(json.loads, open(ledger))}
+records = []
+for f in sorted(glob.glob(run + "/samples-worker-*.jsonl")):
+    records += [json.loads(l) for l in open(f)]
+for e in range(epochs):
+    for i in range(30):
+        if (e, i) in done:
+            continue
+        print("missing chunk %d/%d:" % (e, i))
+        for r in records:
+            if (r.get("epoch"), r.get("index")) == (e, i):
+                print("  ", {k: r.get(k) for k in ("worker", "step", "generation", "outcome")})
+        for f in sorted(glob.glob(run + "/*.log")):
+            for line in open(f, errors="replace"):
+                if re.search(r"\b%d/%d\b" % (e, i), line):
+                    print("  ", f.rsplit("/", 1)[1] + ":", line.rstrip()[:300])
+PYMISSING
     # What the servers and workers said of the data, for the diagnosis.
     grep -h "data\|chunk\|warn\|error" "$run"/*.log | tail -n 60
     # Each worker's steps that did not end applied or aggregated.

@@ -71,7 +71,17 @@ absl::Status Coordinator::DecidePush(const Shard& s, int worker_id,
                                      const DataChunkRef* chunk,
                                      uint64_t push_id, PushReply* reply,
                                      std::optional<Made>* made) {
-  RETURN_IF_ERROR(CheckDecidable(s, worker_id, step));
+  if (absl::Status decidable = CheckDecidable(s, worker_id, step);
+      !decidable.ok()) {
+    // Refused before any verdict (a second push for a step, one from the
+    // future): its chunk goes back to the queue as a dropped gradient's
+    // does. The worker goes on to its next chunk and never gives this one
+    // back, so that without this it stayed out with a live worker for the
+    // rest of the run, and its epoch was never whole. A worker that is not
+    // live holds nothing (its chunks went back when it left).
+    if (s.data != nullptr) s.data->Settle(worker_id, chunk, /*kept=*/false);
+    return decidable;
+  }
   if (s.data != nullptr && !s.data->Holds(worker_id, chunk)) {
     // Its samples went back to the queue (the worker left or its lease
     // expired, or a rollback restored the queue): another gradient will

@@ -142,6 +142,41 @@ TEST_CASE("a chunk whose gradient is stale goes back; async applies each") {
   CHECK(shard->DataPosition()->chunks_done == 1);
 }
 
+TEST_CASE("a push refused as a second one for its step gives its chunk back") {
+  auto shard = MakeShard(DataOptions(/*n=*/2, /*m=*/3));
+  const DataChunk a = *shard->LeaseData(0);
+  const DataChunk b = *shard->LeaseData(1);
+  const DataChunk c = *shard->LeaseData(2);
+  REQUIRE(PushChunk(*shard, 0, 0, a)->outcome == PushOutcome::kAggregated);
+  REQUIRE(PushChunk(*shard, 1, 0, b)->outcome == PushOutcome::kApplied);
+  REQUIRE(PushChunk(*shard, 2, 0, c)->outcome == PushOutcome::kDroppedSurplus);
+  // Worker 0 leases the surplus gradient's chunk (returned chunks first)
+  // and pushes it for step 0 again: refused, and the worker goes on to
+  // another chunk without giving this one back.
+  const DataChunk d = *shard->LeaseData(0);
+  REQUIRE(d.epoch == c.epoch);
+  REQUIRE(d.index == c.index);
+  const absl::StatusOr<PushReply> again = PushChunk(*shard, 0, 0, d);
+  REQUIRE_FALSE(again.ok());
+  CHECK(PushRefusalOf(again.status()) == PushRefusal::kAlreadyPushed);
+  // The chunk is back in the queue, not out with worker 0, and the next
+  // lease (worker 1's) is this chunk.
+  const DataQueuePosition p = *shard->DataPosition();
+  CHECK(p.chunks_out == 0);
+  CHECK(p.chunks_queued == 1);
+  const DataChunk next = *shard->LeaseData(1);
+  CHECK(next.epoch == d.epoch);
+  CHECK(next.index == d.index);
+  CHECK(next.samples == c.samples);
+  // Worker 0 pushing it again, for the step it may push to: it is worker
+  // 1's now; the gradient is dropped and worker 1 keeps the chunk.
+  const absl::StatusOr<PushReply> late = PushChunk(*shard, 0, 1, d);
+  REQUIRE(late.ok());
+  CHECK(late->outcome == PushOutcome::kDroppedStale);
+  CHECK(shard->DataPosition()->chunks_out == 1);
+  CHECK(shard->DataPosition()->chunks_queued == 0);
+}
+
 TEST_CASE("a leave, an expired lease and a new incarnation give chunks back") {
   ShardOptions o = DataOptions(1, 2);
   o.worker_lease = absl::Seconds(30);

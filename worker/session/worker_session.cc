@@ -481,8 +481,19 @@ void WorkerSession::CollectLeaseAhead() {
     if (chunk.ok()) {
       leased_ahead_ = *std::move(chunk);
     } else {
-      spdlog::debug("worker {}: the lease ahead: {}", options_.worker_id,
-                    chunk.status().ToString());
+      // The step after leases in its turn. A refusal (the data ended or
+      // not yet, not live) leased nothing; another failure is said at
+      // warn: had shard 0 leased a chunk before the call failed, that
+      // chunk stays with this worker until it leaves.
+      const absl::Status& s = chunk.status();
+      if (absl::IsOutOfRange(s) ||
+          ps::LeaseRefusalOf(s) != ps::LeaseRefusal::kNone) {
+        spdlog::debug("worker {}: the lease ahead: {}", options_.worker_id,
+                      s.ToString());
+      } else {
+        spdlog::warn("worker {}: the lease ahead failed: {}",
+                     options_.worker_id, s.ToString());
+      }
     }
   }
   if (leased_ahead_.has_value() &&
