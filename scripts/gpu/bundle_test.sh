@@ -97,5 +97,19 @@ check "gpu_check.sh names it" has "$t/e" "$t/nowhere is not a bundle"
 check "gpu_check.sh wants an output folder" [ "$rc" -eq 2 ] 
 check "gpu_check.sh says so" has "$t/e" "set OUT or pass --out"
 
+# gpu_session.sh: its bad arguments, before anything runs.
+S="$src/gpu_session.sh"
+bash "$S" --bogus > /dev/null 2> "$t/e"; rc=$?
+check "gpu_session.sh refuses an unknown argument" [ "$rc" -eq 2 ]
+check "gpu_session.sh names it" has "$t/e" "unknown argument --bogus"
+bash "$S" --budget soon > /dev/null 2> "$t/e"; rc=$?
+check "gpu_session.sh refuses a budget that is not a number" [ "$rc" -eq 2 ]
+check "gpu_session.sh names the value" has "$t/e" "'soon' is not a number"
+(unset OUT; bash "$S" > /dev/null 2> "$t/e"); rc=$?
+check "gpu_session.sh wants \$OUT" [ "$rc" -eq 2 ]
+(cd "$t" && OUT="$t/out3" bash "$S" > /dev/null 2> "$t/e"); rc=$?
+check "gpu_session.sh wants the bundle's archive" [ "$rc" -eq 2 ]
+check "gpu_session.sh says where it looked" has "$t/e" "no gpu_bundle/psgd_gpu.tar.xz"
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]
