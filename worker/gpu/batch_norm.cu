@@ -5,31 +5,40 @@
 namespace psgd::gpu {
 namespace {
 
+// Threads of the per-channel reductions: one block per channel, so as many
+// threads as a block may have (a ResNet's first stage has 16 channels, 16
+// blocks for the whole GPU).
+constexpr int kChannelThreads = 1024;
+
 // One block per channel c: the mean, then the sum of squared deviations
-// (two passes over the channel's N * plane values, in float64).
-__global__ void StatisticsKernel(int64_t batch, int64_t channels, int64_t plane,
-                                 const float* __restrict__ x, float momentum,
-                                 float* __restrict__ mean,
-                                 float* __restrict__ var,
-                                 float* __restrict__ running_mean,
-                                 float* __restrict__ running_var) {
+// (two passes over the channel's N * plane values, in float64). Each image's
+// plane is contiguous: the threads stride over it, image by image (no
+// division per element; 64-bit division cost more than the sums).
+__global__ void __launch_bounds__(kChannelThreads)
+    StatisticsKernel(int64_t batch, int64_t channels, int64_t plane,
+                     const float* __restrict__ x, float momentum,
+                     float* __restrict__ mean, float* __restrict__ var,
+                     float* __restrict__ running_mean,
+                     float* __restrict__ running_var) {
   const int64_t c = blockIdx.x;
   const int64_t m = batch * plane;
   __shared__ double mu_shared;
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
-    const int64_t n = j / plane, i = j % plane;
-    sum += x[(n * channels + c) * plane + i];
+  for (int64_t n = 0; n < batch; ++n) {
+    const float* xc = x + (n * channels + c) * plane;
+    for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) sum += xc[i];
   }
   sum = BlockSum(sum);
   if (threadIdx.x == 0) mu_shared = sum / static_cast<double>(m);
   __syncthreads();
   const double mu = mu_shared;
   double sq = 0.0;
-  for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
-    const int64_t n = j / plane, i = j % plane;
-    const double d = x[(n * channels + c) * plane + i] - mu;
-    sq += d * d;
+  for (int64_t n = 0; n < batch; ++n) {
+    const float* xc = x + (n * channels + c) * plane;
+    for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) {
+      const double d = xc[i] - mu;
+      sq += d * d;
+    }
   }
   sq = BlockSum(sq);
   if (threadIdx.x != 0) return;
@@ -61,23 +70,26 @@ __global__ void ForwardKernel(I total, I channels, I plane, float epsilon,
 }
 
 // One block per channel: dbeta = sum(g), dgamma = sum(g * xhat).
-__global__ void BackwardSumsKernel(
-    int64_t batch, int64_t channels, int64_t plane, float epsilon, bool relu,
-    const float* __restrict__ x, const float* __restrict__ y,
-    const float* __restrict__ dy, const float* __restrict__ mean,
-    const float* __restrict__ var, float* __restrict__ dgamma,
-    float* __restrict__ dbeta) {
+__global__ void __launch_bounds__(kChannelThreads)
+    BackwardSumsKernel(int64_t batch, int64_t channels, int64_t plane,
+                       float epsilon, bool relu, const float* __restrict__ x,
+                       const float* __restrict__ y,
+                       const float* __restrict__ dy,
+                       const float* __restrict__ mean,
+                       const float* __restrict__ var,
+                       float* __restrict__ dgamma, float* __restrict__ dbeta) {
   const int64_t c = blockIdx.x;
-  const int64_t m = batch * plane;
   const float mu = mean[c];
   const float inv = rsqrtf(var[c] + epsilon);
   double sum_g = 0.0, sum_gx = 0.0;
-  for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
-    const int64_t n = j / plane, i = j % plane;
-    const int64_t at = (n * channels + c) * plane + i;
-    const float g = (relu && !(y[at] > 0.0f)) ? 0.0f : dy[at];
-    sum_g += g;
-    sum_gx += static_cast<double>(g) * ((x[at] - mu) * inv);
+  for (int64_t n = 0; n < batch; ++n) {
+    const int64_t base = (n * channels + c) * plane;
+    for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) {
+      const int64_t at = base + i;
+      const float g = (relu && !(y[at] > 0.0f)) ? 0.0f : dy[at];
+      sum_g += g;
+      sum_gx += static_cast<double>(g) * ((x[at] - mu) * inv);
+    }
   }
   sum_g = BlockSum(sum_g);
   sum_gx = BlockSum(sum_gx);
@@ -111,9 +123,9 @@ absl::Status LaunchBatchNormStatistics(const BatchNormGeometry& g,
                                        float* mean, float* var,
                                        float* running_mean, float* running_var,
                                        cudaStream_t stream) {
-  StatisticsKernel<<<static_cast<unsigned>(g.channels), kThreads, 0, stream>>>(
-      g.batch, g.channels, g.plane, x, momentum, mean, var, running_mean,
-      running_var);
+  StatisticsKernel<<<static_cast<unsigned>(g.channels), kChannelThreads, 0,
+                     stream>>>(g.batch, g.channels, g.plane, x, momentum, mean,
+                               var, running_mean, running_var);
   return KernelLaunchStatus("BatchNormStatisticsKernel");
 }
 
@@ -140,7 +152,7 @@ absl::Status LaunchBatchNormBackward(const BatchNormGeometry& g, const float* x,
                                      const float* gamma, const float* mean,
                                      const float* var, float* dx, float* dgamma,
                                      float* dbeta, cudaStream_t stream) {
-  BackwardSumsKernel<<<static_cast<unsigned>(g.channels), kThreads, 0,
+  BackwardSumsKernel<<<static_cast<unsigned>(g.channels), kChannelThreads, 0,
                        stream>>>(g.batch, g.channels, g.plane, g.epsilon,
                                  g.relu, x, y, dy, mean, var, dgamma, dbeta);
   absl::Status s = KernelLaunchStatus("BatchNormBackwardSumsKernel");

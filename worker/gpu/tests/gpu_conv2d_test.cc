@@ -3,9 +3,13 @@
 // tutorial's shapes, batch 1, odd sizes, even kernels (explicit padding), a
 // kernel larger than the image and the ResNets' strided, padded, bias-free
 // forms, with a fused ReLU, under every GPU option set. Tolerance
-// kFloat32Tolerance (1e-4 of the largest value), and kTf32Tolerance with
-// tf32=on (gpu_testing.h says why).
+// kFloat32Tolerance (1e-4 of the largest value), kTf32Tolerance with
+// tf32=on (gpu_testing.h says why), and kTransformTolerance for a direction
+// whose plan took an FFT or Winograd algorithm (below).
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <regex>
+#include <string>
 
 #include "worker/backend/backend.h"
 #include "worker/gpu/gpu_backend.h"
@@ -66,6 +70,45 @@ const std::vector<Conv2dShape> kShapes = {
     {2, 16, 8, 8, 16, 3, 3, 1, 1, false, 0, 0, /*relu=*/true},
 };
 
+// cuDNN's FFT and Winograd algorithms compute in a transformed domain whose
+// rounding grows with the kernel: on an H200 (2026-12-04) a 5x5 backward
+// filter by WINOGRAD_NONFUSED, chosen under deterministic=on, was 1.6e-3
+// from the CPU, where the GEMM and direct algorithms stay within
+// kFloat32Tolerance. A direction whose plan took one is held to this (the
+// tf32 tolerance); the others to the float32 one.
+constexpr double kTransformTolerance = 1e-2;
+
+struct ChosenAlgos {
+  bool forward = false, data = false, filter = false;  // a transform one
+};
+
+// Whether each direction of the newest plan of shape s took an FFT or
+// Winograd algorithm, from the plan's note ("<shape>: forward algo F (...);
+// backward data algo D (...); backward filter algo W (...)"). cuDNN 9's
+// numbers: forward FFT 4, FFT_TILING 5, WINOGRAD 6, WINOGRAD_NONFUSED 7;
+// backward data FFT 2, FFT_TILING 3, WINOGRAD 4, WINOGRAD_NONFUSED 5;
+// backward filter FFT 2, WINOGRAD 4, WINOGRAD_NONFUSED 5, FFT_TILING 6.
+ChosenAlgos TransformAlgos(const Backend& gpu, const Conv2dShape& s) {
+  ChosenAlgos chosen;
+  const std::string shape = s.ToString();
+  const std::regex algos(
+      "forward algo ([0-9]+).*backward data algo ([0-9]+).*backward filter "
+      "algo ([0-9]+)");
+  for (const std::string& note : GpuPlanNotes(gpu)) {
+    if (note.rfind(shape, 0) != 0 || note.size() <= shape.size() ||
+        (note[shape.size()] != ':' && note[shape.size()] != ' ')) {
+      continue;
+    }
+    std::smatch m;
+    if (!std::regex_search(note, m, algos)) continue;
+    const int f = std::stoi(m[1]), d = std::stoi(m[2]), w = std::stoi(m[3]);
+    chosen.forward = f >= 4 && f <= 7;
+    chosen.data = d >= 2 && d <= 5;
+    chosen.filter = w == 2 || w == 4 || w == 5 || w == 6;
+  }
+  return chosen;
+}
+
 void Compare(const std::string& gpu_name, double tolerance) {
   auto cpu = testing::MakeBackend("cpu");
   auto gpu = testing::MakeGpuBackend(gpu_name);
@@ -82,9 +125,14 @@ void Compare(const std::string& gpu_name, double tolerance) {
     const Results want = Run(cpu.get(), s, x, w, b, dy);
     const Results got = Run(gpu.get(), s, x, w, b, dy);
     INFO("plans:\n" << testing::PlanNotes(*gpu));
-    CHECK(RelativeError(got.y, want.y) < tolerance);
-    CHECK(RelativeError(got.dx, want.dx) < tolerance);
-    CHECK(RelativeError(got.dw, want.dw) < tolerance);
+    const ChosenAlgos transform = TransformAlgos(*gpu, s);
+    const auto tol = [&](bool in_transform) {
+      return in_transform ? std::max(tolerance, kTransformTolerance)
+                          : tolerance;
+    };
+    CHECK(RelativeError(got.y, want.y) < tol(transform.forward));
+    CHECK(RelativeError(got.dx, want.dx) < tol(transform.data));
+    CHECK(RelativeError(got.dw, want.dw) < tol(transform.filter));
     CHECK(RelativeError(got.db, want.db) < tolerance);
   }
 }

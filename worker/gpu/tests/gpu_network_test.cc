@@ -3,7 +3,8 @@
 //   - batch norm (training forward with the batch statistics and the
 //     running-statistics update, inference, backward; with and without the
 //     fused ReLU; dx in place on dy), the residual add, copy and global
-//     average pooling on random inputs, within kFloat32Tolerance;
+//     average pooling on random inputs, within kFloat32Tolerance (dx
+//     against the size of its terms, which it may cancel to);
 //   - one training step of resnet20 and cnn10 through the Model API at
 //     batch 4: the loss within kFloat32Tolerance, every gradient within
 //     kTieTolerance (a ReLU input within float32 rounding of zero may go
@@ -12,7 +13,9 @@
 //     inference logits after it.
 // The ResNets' strided, padded, bias-free convolutions are in
 // gpu_conv2d_test.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "worker/backend/backend.h"
 #include "worker/gpu/tests/gpu_testing.h"
@@ -24,6 +27,7 @@
 namespace psgd {
 namespace {
 
+using testing::Comparison;
 using testing::Download;
 using testing::RelativeError;
 using testing::Unwrap;
@@ -104,7 +108,22 @@ TEST_CASE("gpu batch norm matches the cpu backend") {
       CHECK(RelativeError(got.running_mean, want.running_mean) < tol);
       CHECK(RelativeError(got.running_var, want.running_var) < tol);
       CHECK(RelativeError(got.inference, want.inference) < tol);
-      CHECK(RelativeError(got.dx, want.dx) < tol);
+      // dx = gamma / sigma * (dy - mean(dy) - xhat * mean(dy * xhat)):
+      // measured against the size of its terms, not of dx itself, which
+      // they may cancel to (with two values a channel, xhat is +-1 and dx
+      // is 0 exactly: both backends then leave a float32 residue of the
+      // terms' size times epsilon, 4e-7 on an H200, and relative to the
+      // largest residue the two differed by 4%).
+      double dx_terms = 0.0;
+      for (int k = 0; k < s.channels; ++k) {
+        const double sigma = std::sqrt(double{want.var[k]} + double{s.epsilon});
+        dx_terms = std::max(dx_terms, std::abs(double{gamma[k]}) / sigma);
+      }
+      double dy_max = 0.0;
+      for (float v : dy) dy_max = std::max(dy_max, std::abs(double{v}));
+      Comparison dx = RelativeError(got.dx, want.dx);
+      dx.scale = std::max(dx.scale, dx_terms * dy_max);
+      CHECK(dx < tol);
       CHECK(RelativeError(got.dgamma, want.dgamma) < tol);
       CHECK(RelativeError(got.dbeta, want.dbeta) < tol);
     }
