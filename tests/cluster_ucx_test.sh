@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The UCX data plane end to end (wire { data_plane: UCX }, docs/PS.md
 # "Tensors over UCX"): scripts/run/launch.sh starts 2 ps and 3 worker
-# processes, sync N=2 of 3 and async, with the tensors over UCX (tcp). Every
+# processes, sync N=2 of 3 and async (bfloat16 on the wire), with the
+# tensors over UCX (tcp). Every
 # process exits 0; every worker's push and pull went over UCX (the workers'
 # payload counts against the servers' gRPC byte counts, which then carry only
 # the control calls); the servers' counters account for every push the
@@ -15,8 +16,12 @@ for mode in SYNC ASYNC; do
   run=$TMP/runs/$mode
   steps=30; [ "$mode" = ASYNC ] && steps=60
   write_config "$cfg" "ucx-$mode" "$mode" 2 3 2 "$steps" 30
-  echo 'wire { data_plane: UCX ucx_transports: "tcp" }' >> "$cfg"
-  echo "=== $mode over UCX"
+  # Async with 16-bit tensors both ways: the servers' UCX data plane takes
+  # and answers in the config's wire dtypes as their gRPC service does (a
+  # server that expected float32 would refuse every push).
+  dtypes=""; [ "$mode" = ASYNC ] && dtypes=" gradients: BF16 weights: BF16"
+  echo "wire { data_plane: UCX ucx_transports: \"tcp\"$dtypes }" >> "$cfg"
+  echo "=== $mode over UCX$dtypes"
   log=$TMP/$mode.log
   timeout 600 "$LAUNCH" --bin_dir="$RUNFILES" --run_dir="$run" "$cfg" > "$log" 2>&1 \
     || { rc=$?; cat "$log"; fail "$mode: launch.sh exited $rc"; }

@@ -44,8 +44,8 @@ struct GrpcCluster {
       ServerOptions o;
       o.shard = testing::ScenarioOptions(sc, i, num_shards);
       o.listen_address = "127.0.0.1:0";
-      o.shard.wire_gradients = wire_gradients;
-      o.shard.wire_weights = wire_weights;
+      o.wire.gradients = wire_gradients;
+      o.wire.weights = wire_weights;
       o.security.token = kToken;
       auto server = PsGrpcServer::Start(o);
       REQUIRE(server.ok());

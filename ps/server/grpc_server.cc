@@ -94,7 +94,7 @@ std::unique_ptr<UcxDataPlane> StartUcx(ParameterShard* shard,
                                : host == "[::1]" ? "127.0.0.1"
                                                  : host;
   absl::StatusOr<std::unique_ptr<UcxDataPlane>> ucx = UcxDataPlane::Start(
-      shard, pull_weights, options.ucx_transports, ucx_host);
+      shard, pull_weights, options.wire, options.ucx_transports, ucx_host);
   if (!ucx.ok()) {
     spdlog::warn(
         "shard {}: the UCX data plane cannot start ({}); pushes and pulls go "
@@ -189,7 +189,8 @@ absl::StatusOr<std::unique_ptr<PsGrpcServer>> PsGrpcServer::Start(
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(options.security));
   s->service_ = std::make_unique<PsGrpcService>(
-      s->shard_.get(), options.security.token, options.security.peer_token);
+      s->shard_.get(), options.security.token, options.security.peer_token,
+      options.wire);
   // Before any Initialize can bring the chief's.
   if (!lifecycle.run_dir.empty()) {
     s->service_->SetRunDirIfUnset(lifecycle.run_dir);

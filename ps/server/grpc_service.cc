@@ -277,14 +277,13 @@ class PsGrpcService::PushMessagePool {
 };
 
 PsGrpcService::PsGrpcService(ParameterShard* shard, std::string token,
-                             std::string peer_token)
+                             std::string peer_token, WireDTypes wire)
     : authenticator_(token),
       peer_authenticator_(peer_token.empty() ? token : peer_token,
                           kPeerUnauthenticatedMessage),
-      handler_(shard),
+      handler_(shard, wire),
       push_messages_(std::make_shared<PushMessagePool>()),
-      pull_weights_(
-          std::make_unique<PullWeights>(shard->options().wire_weights)) {}
+      pull_weights_(std::make_unique<PullWeights>(wire.weights)) {}
 
 PsGrpcService::~PsGrpcService() = default;
 

@@ -87,9 +87,10 @@ class PsGrpcService final : public RawParameterServer, public ServingCounters {
  public:
   // Every call must carry `token` unless it is empty; ApplyDecisions, the
   // servers' own call, must carry `peer_token` instead (the servers'
-  // credential, which workers do not hold; empty: `token`).
+  // credential, which workers do not hold; empty: `token`). Pushes and
+  // pulls travel in `wire`'s dtypes (ServerOptions::wire).
   explicit PsGrpcService(ParameterShard* shard, std::string token = "",
-                         std::string peer_token = "");
+                         std::string peer_token = "", WireDTypes wire = {});
   ~PsGrpcService() override;
 
   // Each method takes its request and gives its reply as raw bytes: the

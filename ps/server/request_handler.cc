@@ -28,6 +28,61 @@ void MembershipToProto(const ParameterShard::MembershipReply& reply,
                                       reply.live_workers.end());
 }
 
+// Read once: the worker can write its shared region while the shard works,
+// so the gradients' bytes in it are copied into this thread's own buffer
+// before anything decodes or applies them (what is checked is what is
+// applied); each tensor's view then points into the copy. The region is at
+// most the shard's tensor bytes (SharedSegments), and so is the copy.
+// Float32 gradients are checked in the copy's pass, on the shard's bulk
+// threads, and marked so (TensorBytes::checked); other wire dtypes are
+// checked once decoded.
+void CopyOutOfSharedRegion(absl::string_view shared, ParameterShard* shard,
+                           bool float32, std::vector<TensorBytes>* gradients) {
+  std::vector<TensorBytes>& g = *gradients;
+  thread_local std::string copy;
+  size_t total = 0;
+  auto in_region = [&](absl::string_view data) {
+    return !data.empty() && data.data() >= shared.data() &&
+           data.data() < shared.data() + shared.size();
+  };
+  for (const TensorBytes& t : g) {
+    // Each at an offset aligned for floats (the region's are).
+    if (in_region(t.data)) total += (t.data.size() + 63) & ~size_t{63};
+  }
+  copy.resize(total);
+  // Where each tensor in the region goes; float32 ones are checked in the
+  // copy's one pass over all of them (CheckPushedTensors).
+  std::vector<char*> to(g.size(), nullptr);
+  std::vector<TensorBytes> checking;  // those checked in the copy's pass
+  std::vector<float*> check_into;
+  std::vector<size_t> checked_index;
+  size_t at = 0;
+  for (size_t k = 0; k < g.size(); ++k) {
+    const TensorBytes& t = g[k];
+    if (!in_region(t.data)) continue;
+    to[k] = copy.data() + at;
+    at += (t.data.size() + 63) & ~size_t{63};
+    if (float32 && !t.no_gradient) {
+      checking.push_back(t);
+      check_into.push_back(reinterpret_cast<float*>(to[k]));
+      checked_index.push_back(k);
+    }
+  }
+  const std::vector<absl::Status> checked =
+      shard->CheckPushedTensors(checking, check_into);
+  for (size_t j = 0; j < checked.size(); ++j) {
+    // A tensor the check refuses is copied again below, unmarked: the
+    // shard refuses it as its own (and counts the refusal).
+    g[checked_index[j]].checked = checked[j].ok();
+  }
+  for (size_t k = 0; k < g.size(); ++k) {
+    TensorBytes& t = g[k];
+    if (to[k] == nullptr) continue;
+    if (!t.checked) std::memcpy(to[k], t.data.data(), t.data.size());
+    t.data = absl::string_view(to[k], t.data.size());
+  }
+}
+
 }  // namespace
 
 absl::Status AcceptableRunDir(absl::string_view requested,
@@ -130,56 +185,8 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
                    TensorBytesFromProto(request.gradients(), shared));
   if (!shared.empty() && !shared_is_private) {
-    // Read once: the worker can write its region while we work, so its
-    // bytes are copied into this thread's own buffer before anything
-    // decodes or applies them (what is checked is what is applied). The
-    // region is at most the shard's tensor bytes (SharedSegments), and so is
-    // the copy. Float32 gradients are checked in the copy's pass, on the
-    // shard's bulk threads, and marked so (TensorBytes::checked); other wire
-    // dtypes are checked once decoded.
-    thread_local std::string copy;
-    size_t total = 0;
-    auto in_region = [&](absl::string_view data) {
-      return !data.empty() && data.data() >= shared.data() &&
-             data.data() < shared.data() + shared.size();
-    };
-    for (const TensorBytes& t : wire_gradients) {
-      // Each at an offset aligned for floats (the region's are).
-      if (in_region(t.data)) total += (t.data.size() + 63) & ~size_t{63};
-    }
-    copy.resize(total);
-    const bool float32 = shard_->options().wire_gradients == DType::kFloat32;
-    // Where each tensor in the region goes; float32 ones are checked in the
-    // copy's one pass over all of them (CheckPushedTensors).
-    std::vector<char*> to(wire_gradients.size(), nullptr);
-    std::vector<TensorBytes> checking;  // those checked in the copy's pass
-    std::vector<float*> check_into;
-    std::vector<size_t> checked_index;
-    size_t at = 0;
-    for (size_t k = 0; k < wire_gradients.size(); ++k) {
-      const TensorBytes& t = wire_gradients[k];
-      if (!in_region(t.data)) continue;
-      to[k] = copy.data() + at;
-      at += (t.data.size() + 63) & ~size_t{63};
-      if (float32 && !t.no_gradient) {
-        checking.push_back(t);
-        check_into.push_back(reinterpret_cast<float*>(to[k]));
-        checked_index.push_back(k);
-      }
-    }
-    const std::vector<absl::Status> checked =
-        shard_->CheckPushedTensors(checking, check_into);
-    for (size_t j = 0; j < checked.size(); ++j) {
-      // A tensor the check refuses is copied again below, unmarked: the
-      // shard refuses it as its own (and counts the refusal).
-      wire_gradients[checked_index[j]].checked = checked[j].ok();
-    }
-    for (size_t k = 0; k < wire_gradients.size(); ++k) {
-      TensorBytes& t = wire_gradients[k];
-      if (to[k] == nullptr) continue;
-      if (!t.checked) std::memcpy(to[k], t.data.data(), t.data.size());
-      t.data = absl::string_view(to[k], t.data.size());
-    }
+    CopyOutOfSharedRegion(shared, shard_, wire_.gradients == DType::kFloat32,
+                          &wire_gradients);
   }
   // The shapes first: nothing is decoded for a shape the shard does not
   // hold.
@@ -196,8 +203,8 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   // In the cluster's wire dtype; float32 for the shard. Each gRPC thread
   // keeps its decoder's buffers from call to call.
   thread_local WireDecoder decoder;
-  absl::StatusOr<absl::Span<const TensorBytes>> gradients = decoder.ToFloat(
-      wire_gradients, shard_->options().wire_gradients, "gradient");
+  absl::StatusOr<absl::Span<const TensorBytes>> gradients =
+      decoder.ToFloat(wire_gradients, wire_.gradients, "gradient");
   if (!gradients.ok()) return refused(gradients.status());
   DataChunkRef chunk;
   if (request.has_chunk()) chunk = DataChunkRefFromProto(request.chunk());
@@ -205,7 +212,7 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   // The floats lie in the request only when nothing came through shared
   // memory (copied into this thread's buffer above) and nothing was
   // decoded from a 16-bit wire (this thread's decoder's buffers).
-  if (!shared.empty() || shard_->options().wire_gradients != DType::kFloat32) {
+  if (!shared.empty() || wire_.gradients != DType::kFloat32) {
     keep = nullptr;
   }
   ASSIGN_OR_RETURN(

@@ -22,17 +22,23 @@
 #include "common/mutex.h"
 #include "proto/ps.pb.h"
 #include "ps/shard/shard.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
 
 class ShardRequestHandler {
  public:
-  explicit ShardRequestHandler(ParameterShard* shard) : shard_(shard) {}
+  // `wire`: the element types pushes carry and pulls are answered in (the
+  // cluster config's `wire` block, ServerOptions::wire); the shard holds
+  // float32 and knows nothing of them.
+  explicit ShardRequestHandler(ParameterShard* shard, WireDTypes wire = {})
+      : shard_(shard), wire_(wire) {}
   ShardRequestHandler(const ShardRequestHandler&) = delete;
   ShardRequestHandler& operator=(const ShardRequestHandler&) = delete;
 
   ParameterShard* shard() const { return shard_; }
+  const WireDTypes& wire() const { return wire_; }
 
   // Also keeps the request's run_dir once it succeeds, when none is set and
   // it passes AcceptableRunDir under the run root (SetRunRoot); any other is
@@ -47,7 +53,7 @@ class ShardRequestHandler {
   uint64_t Pull(const wire::PullRequest& request,
                 ParameterShard::PullDone done);
   // Checks the gradients against the cluster's wire dtype
-  // (options().wire_gradients; ps/wire/wire_dtype.h) and converts 16-bit
+  // (wire().gradients; ps/wire/wire_dtype.h) and converts 16-bit
   // ones to float32 before the shard sees them: INVALID_ARGUMENT naming the
   // tensor for another dtype, a wrong byte count or a bad float16 scale,
   // with the shard unchanged. Each gRPC thread keeps its conversion
@@ -108,6 +114,7 @@ class ShardRequestHandler {
 
  private:
   ParameterShard* const shard_;  // Not owned.
+  const WireDTypes wire_;
   mutable Mutex run_dir_mu_;
   std::string run_dir_ ABSL_GUARDED_BY(run_dir_mu_);
   std::string run_root_ ABSL_GUARDED_BY(run_dir_mu_);

@@ -108,9 +108,7 @@ void SetNetworkOptions(const ClusterConfig& config, int index,
     o.ps_addresses.push_back(p.address());
   }
   o.security = SecurityFromConfig(config);
-  const WireDTypes wire = WireDTypesFromConfig(config);
-  o.shard.wire_gradients = wire.gradients;
-  o.shard.wire_weights = wire.weights;
+  o.wire = WireDTypesFromConfig(config);
   o.ucx = config.wire().data_plane() == config::WireConfig::UCX;
   o.ucx_transports = config.wire().ucx_transports();
 }

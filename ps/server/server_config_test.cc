@@ -32,8 +32,8 @@ TEST_CASE("a ps task's options come from the config") {
   CHECK(o->security.token.size() == 64);
   CHECK_FALSE(o->security.insecure);
   CHECK_FALSE(o->security.tls);
-  CHECK(o->shard.wire_gradients == DType::kFloat32);  // no wire block
-  CHECK(o->shard.wire_weights == DType::kFloat32);
+  CHECK(o->wire.gradients == DType::kFloat32);  // no wire block
+  CHECK(o->wire.weights == DType::kFloat32);
 
   CHECK(ServerOptionsFromConfig(*sync, 2).status().message() ==
         "ps:2 is not in cluster 'sync-backup-3of4' (2 ps tasks)");
@@ -52,8 +52,8 @@ TEST_CASE("the wire block sets the dtypes on the wire") {
   REQUIRE(c.ok());
   absl::StatusOr<ServerOptions> o = ServerOptionsFromConfig(*c, 0);
   REQUIRE(o.ok());
-  CHECK(o->shard.wire_gradients == DType::kFloat16);
-  CHECK(o->shard.wire_weights == DType::kBFloat16);
+  CHECK(o->wire.gradients == DType::kFloat16);
+  CHECK(o->wire.weights == DType::kBFloat16);
   CHECK_FALSE(ParseClusterConfig(R"(
     name: "a"
     ps { address: "127.0.0.1:1" }

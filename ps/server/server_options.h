@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/security.h"
 #include "ps/state/options.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
@@ -43,6 +44,13 @@ struct ServerOptions {
   // and tells each worker that joins where, with its key.
   bool ucx = false;
   std::string ucx_transports = "tcp";
+  // The element types on the wire (the cluster config's `wire` block,
+  // docs/PS.md "Wire dtypes"): pushes must carry gradients of
+  // wire.gradients (others are refused with INVALID_ARGUMENT), pulls are
+  // answered with weights of wire.weights. The shard stores and computes
+  // in float32 and knows nothing of them: the transports' request handler
+  // (ps/server/request_handler.h) converts.
+  WireDTypes wire;
   // Every shard's address (what the others dial), by shard index: where
   // shard 0 sends its decisions (ps/server/decision_sender.h) and whom the
   // agreement of per-host checkpoints asks

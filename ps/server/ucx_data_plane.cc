@@ -26,13 +26,15 @@ std::vector<ucx::Segment> Segments(
 
 }  // namespace
 
-UcxDataPlane::UcxDataPlane(ParameterShard* shard, PullWeights* pull_weights)
-    : handler_(shard), pull_weights_(pull_weights) {}
+UcxDataPlane::UcxDataPlane(ParameterShard* shard, PullWeights* pull_weights,
+                           WireDTypes wire)
+    : handler_(shard, wire), pull_weights_(pull_weights) {}
 
 absl::StatusOr<std::unique_ptr<UcxDataPlane>> UcxDataPlane::Start(
-    ParameterShard* shard, PullWeights* pull_weights,
+    ParameterShard* shard, PullWeights* pull_weights, WireDTypes wire,
     const std::string& transports, const std::string& host) {
-  std::unique_ptr<UcxDataPlane> plane(new UcxDataPlane(shard, pull_weights));
+  std::unique_ptr<UcxDataPlane> plane(
+      new UcxDataPlane(shard, pull_weights, wire));
   ucx::MessengerOptions options;
   options.transports = transports;
   // A push the gRPC path would take fits (its PushRequest header and the

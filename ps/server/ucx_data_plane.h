@@ -88,10 +88,11 @@ class UcxDataPlane {
   };
 
   // Starts UCX on `transports` and listens on `host` (an IPv4 address;
-  // "0.0.0.0" for every interface), any port. Errors as
+  // "0.0.0.0" for every interface), any port; pushes carry gradients of
+  // wire.gradients (pull_weights answers in wire.weights). Errors as
   // ucx::Messenger::Create and Listen.
   static absl::StatusOr<std::unique_ptr<UcxDataPlane>> Start(
-      ParameterShard* shard, PullWeights* pull_weights,
+      ParameterShard* shard, PullWeights* pull_weights, WireDTypes wire,
       const std::string& transports, const std::string& host);
   // Answers the pushes received, then stops the listener. The shard must be
   // shut down first (no pull waiting).
@@ -113,7 +114,8 @@ class UcxDataPlane {
   Counters counters() const;
 
  private:
-  UcxDataPlane(ParameterShard* shard, PullWeights* pull_weights);
+  UcxDataPlane(ParameterShard* shard, PullWeights* pull_weights,
+               WireDTypes wire);
 
   // On the messenger's thread.
   void OnRequest(ucx::Request request);

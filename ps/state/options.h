@@ -165,15 +165,6 @@ struct ShardOptions {
   // day.
   absl::Duration worker_lease = absl::ZeroDuration();
 
-  // The element types on the wire (the cluster config's `wire` block,
-  // docs/PS.md "Wire dtypes"): pushes must carry gradients of
-  // wire_gradients (others are refused with INVALID_ARGUMENT), pulls are
-  // answered with weights of wire_weights. The shard stores float32 either
-  // way: the request handler (ps/server/request_handler.h) and the
-  // in-process client (ps/testing) convert, and read them from here.
-  DType wire_gradients = DType::kFloat32;
-  DType wire_weights = DType::kFloat32;
-
   // Threads for the shard's bulk work, the calling one included: the
   // optimizer's update of every variable, and the transports' copies of a
   // push's gradients and a pull's weights (ParameterShard::bulk_pool()).

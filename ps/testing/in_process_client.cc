@@ -142,7 +142,7 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
     version->wait = wait_;
     version->learning_rate = s.learning_rate;
     for (const TensorBytes& t :
-         encoder_.FromFloat(floats, shard->options().wire_weights)) {
+         encoder_.FromFloat(floats, channel_->handler_.wire().weights)) {
       RETURN_IF_ERROR(assembler->Add(t));
     }
     return absl::OkStatus();
@@ -176,8 +176,11 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
   WireEncoder encoder_;
 };
 
-InProcessShardChannel::InProcessShardChannel(int index, ParameterShard* shard)
-    : name_(absl::StrCat("shard ", index)), shard_(shard), handler_(shard) {}
+InProcessShardChannel::InProcessShardChannel(int index, ParameterShard* shard,
+                                             WireDTypes wire)
+    : name_(absl::StrCat("shard ", index)),
+      shard_(shard),
+      handler_(shard, wire) {}
 
 std::unique_ptr<ShardCall> InProcessShardChannel::Initialize(
     const wire::InitializeRequest& request, absl::Time /*deadline*/,
@@ -240,15 +243,14 @@ std::unique_ptr<ShardExchange> InProcessShardChannel::NewExchange() {
 
 absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
     std::vector<ParameterShard*> shards, Placement placement,
-    std::string cluster, int worker_id) {
+    std::string cluster, int worker_id, WireDTypes wire) {
   ShardedClientOptions options;
   options.cluster = std::move(cluster);
   options.worker_id = worker_id;
-  if (!shards.empty() && shards[0] != nullptr) {
-    options.wire_gradients = shards[0]->options().wire_gradients;
-    options.wire_weights = shards[0]->options().wire_weights;
-  }
-  return Create(std::move(shards), std::move(placement), std::move(options));
+  options.wire_gradients = wire.gradients;
+  options.wire_weights = wire.weights;
+  return Create(std::move(shards), std::move(placement), std::move(options),
+                wire);
 }
 
 void LinkShardsInProcess(std::vector<ParameterShard*> shards) {
@@ -261,7 +263,7 @@ void LinkShardsInProcess(std::vector<ParameterShard*> shards) {
 
 absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
     std::vector<ParameterShard*> shards, Placement placement,
-    ShardedClientOptions options) {
+    ShardedClientOptions options, WireDTypes served) {
   for (ParameterShard* shard : shards) {
     if (shard == nullptr) {
       return absl::InvalidArgumentError("in-process client: a null shard");
@@ -274,7 +276,7 @@ absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
       return absl::InvalidArgumentError("in-process client: a null shard");
     }
     channels.push_back(std::make_unique<InProcessShardChannel>(
-        static_cast<int>(i), shards[i]));
+        static_cast<int>(i), shards[i], served));
   }
   RETURN_IF_ERROR(
       Annotate(CheckChannels(placement, channels), "in-process client: "));

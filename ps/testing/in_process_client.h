@@ -34,7 +34,9 @@ namespace ps {
 // calls' deadlines are not used: nothing in process takes that long.
 class InProcessShardChannel final : public ShardChannel {
  public:
-  InProcessShardChannel(int index, ParameterShard* shard);
+  // `wire`: the dtypes the shard's side takes and answers in, as a
+  // server's ServerOptions::wire.
+  InProcessShardChannel(int index, ParameterShard* shard, WireDTypes wire = {});
 
   const std::string& name() const override { return name_; }
   std::unique_ptr<ShardCall> Initialize(
@@ -85,19 +87,19 @@ class InProcessPsClient final : public ShardedPsClient {
  public:
   // shards[i] serves shard i of `placement`. Every request carries
   // `cluster`; worker_id is this client's worker (-1: none, for a chief or
-  // an evaluator that only initialises, pulls or shuts down). The wire
-  // dtypes are the shards' (shards[0]->options()), as a cluster config
-  // gives the servers and the workers the same.
-  // INVALID_ARGUMENT when the number of shards differs from the placement's
-  // or a shard is null.
+  // an evaluator that only initialises, pulls or shuts down). `wire`: the
+  // dtypes of both sides, the client's and the shards' (their request
+  // handlers'), as a cluster config gives the servers and the workers the
+  // same. INVALID_ARGUMENT when the number of shards differs from the
+  // placement's or a shard is null.
   static absl::StatusOr<std::unique_ptr<InProcessPsClient>> Create(
       std::vector<ParameterShard*> shards, Placement placement,
-      std::string cluster, int worker_id);
-  // With every client option given (e.g. wire dtypes other than the
-  // shards', to see them refused).
+      std::string cluster, int worker_id, WireDTypes wire = {});
+  // With every client option given, and the dtypes the shards' side
+  // serves (`served`; e.g. other than the client's, to see them refused).
   static absl::StatusOr<std::unique_ptr<InProcessPsClient>> Create(
       std::vector<ParameterShard*> shards, Placement placement,
-      ShardedClientOptions options);
+      ShardedClientOptions options, WireDTypes served = {});
 
  private:
   using ShardedPsClient::ShardedPsClient;

@@ -17,10 +17,12 @@ struct InProcessCluster {
   InProcessCluster(const Scenario& sc, int num_shards,
                    DType wire_gradients = DType::kFloat32,
                    DType wire_weights = DType::kFloat32) {
+    // The servers' side: what each shard's request handler takes and
+    // answers in.
+    wire.gradients = wire_gradients;
+    wire.weights = wire_weights;
     for (int i = 0; i < num_shards; ++i) {
       ShardOptions o = testing::ScenarioOptions(sc, i, num_shards);
-      o.wire_gradients = wire_gradients;
-      o.wire_weights = wire_weights;
       auto shard = ParameterShard::Create(o);
       REQUIRE(shard.ok());
       shards.push_back(*std::move(shard));
@@ -36,7 +38,7 @@ struct InProcessCluster {
     return raw;
   }
   std::unique_ptr<PsClient> Client(int worker, const std::string& cluster) {
-    auto c = InProcessPsClient::Create(Raw(), placement, cluster, worker);
+    auto c = InProcessPsClient::Create(Raw(), placement, cluster, worker, wire);
     REQUIRE(c.ok());
     return *std::move(c);
   }
@@ -48,7 +50,7 @@ struct InProcessCluster {
     o.worker_id = worker;
     o.wire_gradients = wire_gradients;
     o.wire_weights = wire_weights;
-    auto c = InProcessPsClient::Create(Raw(), placement, o);
+    auto c = InProcessPsClient::Create(Raw(), placement, o, wire);
     REQUIRE(c.ok());
     return *std::move(c);
   }
@@ -58,6 +60,7 @@ struct InProcessCluster {
 
   std::vector<std::unique_ptr<ParameterShard>> shards;
   Placement placement;
+  WireDTypes wire;
 };
 
 TEST_CASE("in-process: sync N=M, threads x steps over 2 shards") {

@@ -102,8 +102,6 @@ ps::ShardOptions FuzzConfig::ToShardOptions(
                          : ps::OptimizerOptions::Kind::kAdam;
   o.optimizer.learning_rate = kLearningRates[learning_rate_index];
   o.worker_lease = lease ? kLease : absl::ZeroDuration();
-  o.wire_gradients = wire_gradients;
-  o.wire_weights = wire_weights;
   o.data_queue_on = data_queue;
   o.data_queue = {kDataSamples, chunk_size, kDataSeed};
   o.data_epochs = data_epochs;

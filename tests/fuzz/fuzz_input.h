@@ -83,7 +83,7 @@ struct FuzzConfig {
   int replicas_to_aggregate = 1;  // sync: 1..total_num_replicas
   int staleness_bound = -1;       // async: -1 (none) or 0..7
   int learning_rate_index = 0;    // kLearningRates
-  // The wire dtypes (ShardOptions::wire_gradients, wire_weights).
+  // The wire dtypes (the server's request handler's, ServerOptions::wire).
   ps::DType wire_gradients = ps::DType::kFloat32;
   ps::DType wire_weights = ps::DType::kFloat32;
   // The servers' data queue: kDataSamples samples in chunks of chunk_size

@@ -106,12 +106,13 @@ const ps::Placement& FuzzPlacement() {
 class Driver {
  public:
   Driver(const FuzzConfig& config, const std::string& checkpoint_dir)
-      : options_(config.ToShardOptions(checkpoint_dir)) {
+      : options_(config.ToShardOptions(checkpoint_dir)),
+        wire_{config.wire_gradients, config.wire_weights} {
     absl::StatusOr<std::unique_ptr<ParameterShard>> shard =
         ParameterShard::Create(options_);
     FUZZ_EXPECT(shard.ok(), shard.status().ToString());
     shard_ = *std::move(shard);
-    handler_ = std::make_unique<ps::ShardRequestHandler>(shard_.get());
+    handler_ = std::make_unique<ps::ShardRequestHandler>(shard_.get(), wire_);
   }
 
   void Run(FuzzOp op, absl::string_view payload);
@@ -161,6 +162,8 @@ class Driver {
   }
 
   const ps::ShardOptions options_;
+  // What the server's request handler takes and answers in.
+  const ps::WireDTypes wire_;
   // Before the shard, which answers them when it is destroyed.
   std::vector<std::unique_ptr<PullRecord>> pulls_;
   std::unique_ptr<ParameterShard> shard_;
@@ -656,7 +659,7 @@ void Driver::DecodePull(absl::string_view payload) {
     pointers.push_back(model[v].data());
   }
   ps::ShardAssembler assembler(placement, 0, absl::MakeSpan(pointers),
-                               options_.wire_weights);
+                               wire_.weights);
   int64_t step = 0, wait_micros = 0, generation = 0;
   double learning_rate = 0;
   ps::SharedPullReply reply;
@@ -681,7 +684,7 @@ void Driver::DecodePull(absl::string_view payload) {
                   parsed.wait_micros() == wait_micros,
               "DecodePullResponse: step ", step, " generation ", generation,
               ", the parser's ", parsed.step(), " ", parsed.generation());
-  if (options_.wire_weights != ps::DType::kFloat32) return;
+  if (wire_.weights != ps::DType::kFloat32) return;
   for (const ps::wire::TensorData& t : parsed.variables()) {
     const auto it = placement.variable_index.find(t.spec().name());
     FUZZ_EXPECT(it != placement.variable_index.end(), "decoded '",

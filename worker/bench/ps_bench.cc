@@ -462,8 +462,8 @@ absl::Status Run(Mode mode, int shards, int workers, DType wire,
     std::vector<ParameterShard*> raw;
     for (int i = 0; i < shards; ++i) {
       ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
-                       ParameterShard::Create(ps_floor.OptionsOfShard(
-                           mode, i, shards, workers, DType::kFloat32)));
+                       ParameterShard::Create(
+                           ps_floor.OptionsOfShard(mode, i, shards, workers)));
       raw.push_back(shard.get());
       floor_shards.push_back(std::move(shard));
     }

@@ -125,7 +125,8 @@ class ParameterServerBench {
     wire_ = wire;
     for (int i = 0; i < shards; ++i) {
       ServerOptions o;
-      o.shard = OptionsOfShard(mode, i, shards, workers, wire);
+      o.shard = OptionsOfShard(mode, i, shards, workers);
+      o.wire = {wire, wire};
       // Every server requires a token: the bench pays for its check.
       o.security.token = kBenchToken;
       o.ucx = ucx_;
@@ -193,8 +194,7 @@ class ParameterServerBench {
 
   // The options of shard i of the bench's servers (those of Start, which
   // adds a token and the transports).
-  ShardOptions OptionsOfShard(Mode mode, int i, int shards, int workers,
-                              DType wire) const {
+  ShardOptions OptionsOfShard(Mode mode, int i, int shards, int workers) const {
     ShardOptions o;
     o.shard_index = i;
     o.num_shards = shards;
@@ -204,8 +204,6 @@ class ParameterServerBench {
     o.replicas_to_aggregate = mode == Mode::kSync ? workers : 1;
     o.max_message_bytes = kMaxMessageBytes;
     o.split_threshold_bytes = split_threshold_bytes_;
-    o.wire_gradients = wire;
-    o.wire_weights = wire;
     return o;
   }
 
