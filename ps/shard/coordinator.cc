@@ -48,8 +48,14 @@ absl::Status Coordinator::Decide(const Shard& s, int worker_id, int64_t step,
       status.ok() && (reply->outcome == PushOutcome::kApplied ||
                       reply->outcome == PushOutcome::kAggregated);
   if (taken) return status;
-  // A push not taken is a decision too: the other shards drop their staged
-  // copies.
+  // A push not taken gives its data chunk back to the queue, whatever the
+  // reason: dropped as stale or surplus, refused as too stale, or refused
+  // before any verdict (a second push for its step, one from the future),
+  // after which the worker goes on to its next chunk and never gives this
+  // one back itself. Settle does nothing for a chunk the worker no longer
+  // holds (back in the queue already, or its worker left).
+  if (s.data != nullptr) s.data->Settle(worker_id, chunk, /*kept=*/false);
+  // It is a decision too: the other shards drop their staged copies.
   Decision d;
   d.kind = Decision::Kind::kDropped;
   d.step = step;
@@ -71,17 +77,7 @@ absl::Status Coordinator::DecidePush(const Shard& s, int worker_id,
                                      const DataChunkRef* chunk,
                                      uint64_t push_id, PushReply* reply,
                                      std::optional<Made>* made) {
-  if (absl::Status decidable = CheckDecidable(s, worker_id, step);
-      !decidable.ok()) {
-    // Refused before any verdict (a second push for a step, one from the
-    // future): its chunk goes back to the queue as a dropped gradient's
-    // does. The worker goes on to its next chunk and never gives this one
-    // back, so that without this it stayed out with a live worker for the
-    // rest of the run, and its epoch was never whole. A worker that is not
-    // live holds nothing (its chunks went back when it left).
-    if (s.data != nullptr) s.data->Settle(worker_id, chunk, /*kept=*/false);
-    return decidable;
-  }
+  RETURN_IF_ERROR(CheckDecidable(s, worker_id, step));
   if (s.data != nullptr && !s.data->Holds(worker_id, chunk)) {
     // Its samples went back to the queue (the worker left or its lease
     // expired, or a rollback restored the queue): another gradient will
@@ -112,8 +108,7 @@ absl::Status Coordinator::DecideAsync(const Shard& s, int worker_id,
   absl::StatusOr<int64_t> staleness = s.async->Admit(s.step, step);
   if (!staleness.ok()) {
     ++s.counters->refused_too_stale;
-    if (s.data != nullptr) s.data->Settle(worker_id, chunk, /*kept=*/false);
-    return staleness.status();
+    return staleness.status();  // its chunk goes back in Decide
   }
   Made m;
   Decision& d = m.decision;
@@ -151,7 +146,7 @@ void Coordinator::DecideSync(const Shard& s, int worker_id, int64_t step,
       SyncAggregator::Classify(s.step, step);
   if (verdict == SyncAggregator::Verdict::kStale ||
       verdict == SyncAggregator::Verdict::kSurplus) {
-    if (s.data != nullptr) s.data->Settle(worker_id, chunk, /*kept=*/false);
+    // Its chunk goes back to the queue in Decide.
     const bool stale = verdict == SyncAggregator::Verdict::kStale;
     ++(stale ? s.counters->dropped_stale : s.counters->dropped_surplus);
     reply->outcome =

@@ -97,7 +97,9 @@ class Coordinator {
   // step (the shard's once the decision is applied), and `made` with the
   // decision to apply and publish: none for a gradient aggregated into a
   // step not complete yet; a push not taken is a decision too (the other
-  // shards drop their staged copies).
+  // shards drop their staged copies), and its data chunk, if the worker
+  // still holds it, goes back to the queue (the chunk of a push taken is
+  // done when its step is applied).
   absl::Status Decide(const Shard& s, int worker_id, int64_t step,
                       const std::vector<const float*>& grads,
                       const DataChunkRef* chunk, uint64_t push_id,
