@@ -1,6 +1,7 @@
 #include "ps/shard/shard.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -61,8 +62,10 @@ ParameterShard::ParameterShard(const ShardOptions& options)
                        : std::make_unique<Coordinator>(options_)),
       checkpoints_(options_, name_),
       async_(options.max_push_staleness, options.scale_lr_by_staleness),
-      ssp_(options.staleness_bound, WorkerCapacity(options)),
       dc_(static_cast<float>(options.dc_asgd_lambda), WorkerCapacity(options)),
+      // The staleness bound holds pulls back in async mode only.
+      pulls_(options.mode == Mode::kAsync ? options.staleness_bound : -1,
+             WorkerCapacity(options)),
       membership_(WorkerCapacity(options)),
       data_(options_, name_),
       log_(name_, relay_.get()) {}
@@ -213,15 +216,13 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
 }
 
 bool ParameterShard::PullReadyLocked(int64_t min_step, int worker_id) const {
-  return store_ != nullptr && step_ >= min_step && !SspBlockedLocked(worker_id);
-}
-
-bool ParameterShard::SspBlockedLocked(int worker_id) const {
-  return options_.mode == Mode::kAsync && ssp_.enabled() &&
-         ssp_.MustWait(worker_id, membership_.LiveWorkers());
+  return store_ != nullptr && step_ >= min_step &&
+         !pulls_.BoundHolds(worker_id, membership_);
 }
 
 ParameterShard::Snapshot ParameterShard::AnswerPullLocked(int worker_id) {
+  // The worker waited here until now: its lease starts again.
+  if (worker_id >= 0) membership_.Touch(worker_id, absl::Now());
   Snapshot s = store_->current();
   if (options_.mode == Mode::kAsync) dc_.RecordPull(worker_id, s);
   return s;
@@ -248,14 +249,9 @@ uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
       snapshot = AnswerPullLocked(worker_id);
     }
     if (error.ok() && snapshot == nullptr) {
-      Waiter waiter{min_step, worker_id, std::move(done)};
-      if (SspBlockedLocked(worker_id)) {
-        ++ssp_blocked_pulls_;
-        waiter.ssp_blocked_since = absl::Now();
-      }
-      const uint64_t ticket = next_ticket_++;
-      waiters_.emplace(ticket, std::move(waiter));
-      return ticket;
+      return pulls_.Hold(min_step, worker_id, std::move(done),
+                         pulls_.BoundHolds(worker_id, membership_),
+                         absl::Now());
     }
   }
   if (error.ok()) {
@@ -268,7 +264,7 @@ uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
 
 bool ParameterShard::CancelPull(uint64_t ticket) {
   MutexLock lock(&mu_);
-  return waiters_.erase(ticket) > 0;
+  return pulls_.Cancel(ticket);
 }
 
 absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
@@ -355,22 +351,17 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
 }
 
 void ParameterShard::CollectReadyLocked(Ready* ready) {
-  const absl::Time now = absl::Now();
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    auto next = std::next(it);
-    const int worker_id = it->second.worker_id;
-    if (PullReadyLocked(it->second.min_step, worker_id)) {
-      // The worker waited here until now: its lease starts again.
-      if (worker_id >= 0) membership_.Touch(worker_id, now);
-      if (it->second.ssp_blocked_since != absl::InfinitePast()) {
-        ssp_blocked_time_ += now - it->second.ssp_blocked_since;
-      }
-      ready->emplace_back(std::move(it->second.done),
-                          AnswerPullLocked(worker_id));
-      waiters_.erase(it);
-    }
-    it = next;
-  }
+  // The callbacks run here, on this thread, under the lock.
+  pulls_.Release(
+      [this](int64_t min_step, int worker_id) {
+        mu_.AssertHeld();
+        return PullReadyLocked(min_step, worker_id);
+      },
+      [this](int worker_id) {
+        mu_.AssertHeld();
+        return AnswerPullLocked(worker_id);
+      },
+      absl::Now(), ready);
 }
 
 void ParameterShard::MakeAggregatorLocked() {
@@ -451,7 +442,7 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
     last = incarnation;
   }
   if (membership_.Join(worker_id, absl::Now())) {
-    ssp_.Join(worker_id, membership_.LiveWorkers());
+    pulls_.Join(worker_id, membership_.LiveWorkers());
   }
   return MembershipReplyLocked();
 }
@@ -513,12 +504,9 @@ std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
     // With several shards only shard 0 expires leases; the others learn of
     // it from its decisions.
     if (shut_down_ || coordinator_ == nullptr) return expired;
+    const std::set<int> pulling = pulls_.Workers();
     for (int id : coordinator_->LeasesRunOut(membership_, now)) {
-      bool waiting = false;
-      for (const auto& [ticket, waiter] : waiters_) {
-        waiting |= waiter.worker_id == id;
-      }
-      if (waiting) continue;
+      if (pulling.count(id) > 0) continue;
       LeaveLocked(id, &ready);
       ++workers_expired_;
       expired.push_back(id);
@@ -544,8 +532,6 @@ ShardStatus ParameterShard::Status() const {
   s.step = step_;
   s.counters = counters_;
   s.staleness_histogram = async_.histogram();
-  s.ssp_blocked_pulls = ssp_blocked_pulls_;
-  s.ssp_blocked_seconds = absl::ToDoubleSeconds(ssp_blocked_time_);
   s.dc_compensated = dc_.compensated();
   s.dc_uncompensated = dc_.uncompensated();
   s.live_workers = membership_.LiveWorkers();
@@ -556,7 +542,7 @@ ShardStatus ParameterShard::Status() const {
   s.total_num_replicas = options_.total_num_replicas;
   s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;
   s.pending_gradients = aggregator_ == nullptr ? 0 : aggregator_->count();
-  s.pulls_waiting = static_cast<int>(waiters_.size());
+  pulls_.AddStatus(&s);
   s.step_started = step_started_;
   if (options_.mode == Mode::kSync) {
     for (int w : s.live_workers) {
@@ -633,11 +619,7 @@ void ParameterShard::Shutdown(absl::string_view reason) {
     shut_down_ = true;
     shutdown_reason_ = std::string(reason);
     shutdown_cv_.SignalAll();
-    const absl::Status cancelled = CheckOpenLocked();
-    for (auto& [ticket, waiter] : waiters_) {
-      ready.emplace_back(std::move(waiter.done), cancelled);
-    }
-    waiters_.clear();
+    pulls_.EndAll(CheckOpenLocked(), &ready);
   }
   RunReady(&ready);
 }

@@ -80,6 +80,7 @@
 #include "ps/shard/decision_relay.h"
 #include "ps/shard/shard_checkpointing.h"
 #include "ps/shard/shard_data_room.h"
+#include "ps/shard/waiting_pulls.h"
 #include "ps/state/async_applier.h"
 #include "ps/state/data_queue.h"
 #include "ps/state/delay_compensation.h"
@@ -88,7 +89,6 @@
 #include "ps/state/optimizer.h"
 #include "ps/state/options.h"
 #include "ps/state/push_stage.h"
-#include "ps/state/ssp_clock.h"
 #include "ps/state/sync_aggregator.h"
 #include "ps/state/types.h"
 #include "ps/state/variable_store.h"
@@ -98,8 +98,8 @@ namespace ps {
 
 class ParameterShard final : private ShardCheckpointing::Core {
  public:
-  using Snapshot = std::shared_ptr<const WeightsSnapshot>;
-  using PullDone = std::function<void(absl::StatusOr<Snapshot>)>;
+  using Snapshot = WaitingPulls::Snapshot;
+  using PullDone = WaitingPulls::PullDone;
 
   struct InitializeReply {
     int64_t step = 0;
@@ -388,14 +388,7 @@ class ParameterShard final : private ShardCheckpointing::Core {
   bool AwaitShutdown(absl::Time deadline) const;
 
  private:
-  struct Waiter {
-    int64_t min_step = 0;
-    int worker_id = -1;  // -1: no worker
-    PullDone done;
-    // When the staleness bound held it back on arrival (else InfinitePast).
-    absl::Time ssp_blocked_since = absl::InfinitePast();
-  };
-  using Ready = std::vector<std::pair<PullDone, absl::StatusOr<Snapshot>>>;
+  using Ready = WaitingPulls::Ready;
 
   explicit ParameterShard(const ShardOptions& options);
 
@@ -413,12 +406,11 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // the shard's.
   absl::Status CheckGenerationLocked(int64_t generation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Initialised, at min_step, and not held back by the staleness bound.
   bool PullReadyLocked(int64_t min_step, int worker_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Async with a staleness_bound: the worker is too far ahead to pull.
-  bool SspBlockedLocked(int worker_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current weights for a pull of `worker_id` (-1: none), recorded for
-  // delay compensation.
+  // delay compensation; the worker's lease starts again.
   Snapshot AnswerPullLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PushLocked(int worker_id, int64_t step,
                           absl::Span<const TensorBytes> gradients,
@@ -570,19 +562,16 @@ class ParameterShard final : private ShardCheckpointing::Core {
   std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SyncAggregator> aggregator_ ABSL_GUARDED_BY(mu_);
   AsyncApplier async_ ABSL_GUARDED_BY(mu_);
-  // Async staleness controls (docs/PS.md, "Async mode"); reset by a restore
-  // or a rollback.
-  SspClock ssp_ ABSL_GUARDED_BY(mu_);
+  // Delay compensation (docs/PS.md, "Async mode"); reset by a restore or a
+  // rollback.
   DelayCompensator dc_ ABSL_GUARDED_BY(mu_);
-  int64_t ssp_blocked_pulls_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Duration ssp_blocked_time_ ABSL_GUARDED_BY(mu_);
+  // The waiting pulls and the staleness bound's clock (waiting_pulls.h).
+  WaitingPulls pulls_ ABSL_GUARDED_BY(mu_);
   Membership membership_ ABSL_GUARDED_BY(mu_);
   PushCounters counters_ ABSL_GUARDED_BY(mu_);
   int64_t workers_expired_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   // The generation: 1, then each rollback's.
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   // Pushes in parts, and (several shards) complete pushes awaiting the
   // decision. Shard 0 decides every push it was committed, in order: a
   // shard never drops one that may still be decided. It holds at most

@@ -84,7 +84,7 @@ void ParameterShard::ApplyAsyncPushLocked(const Decision& d,
   const int w = d.workers[0];
   membership_.RecordPush(w, in.step);
   // Before the update, whose collection of ready pulls reads the clocks.
-  ssp_.Tick(w);
+  pulls_.Tick(w);
   // Delay compensation from this shard's own snapshot of the worker's pull.
   std::vector<const float*> applied;
   dc_.Compensate(w, in.step, *store_->current(), in.pushes[0], &applied);
@@ -127,7 +127,7 @@ void ParameterShard::LeaveHereLocked(int worker_id, bool drop_complete,
   membership_.Leave(worker_id);
   if (drop_complete) stage_.DropComplete(worker_id);
   // A pull does not wait for a worker that left (staleness_bound).
-  if (options_.mode == Mode::kAsync && ssp_.enabled()) {
+  if (pulls_.bounded()) {
     CollectReadyLocked(ready);
   }
 }

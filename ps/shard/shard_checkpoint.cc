@@ -98,7 +98,7 @@ absl::Status ParameterShard::InstallStateLocked(const ShardCheckpoint& c,
   async_.RestoreHistogram(c.staleness_histogram);
   // A new generation: every worker re-syncs, its clock starts at 0 and its
   // next pull records the snapshot its pushes are compensated against.
-  ssp_.Reset();
+  pulls_.ResetClocks();
   dc_.Clear();
   workers_expired_ = c.workers_expired;
   restore_report_.digest =
@@ -188,10 +188,7 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
     const absl::Status aborted = absl::AbortedError(absl::StrCat(
         name_, " rolled back from step ", from, " to checkpoint step-", label,
         " (step ", step_, ", generation ", generation, "): pull again"));
-    for (auto& [ticket, waiter] : waiters_) {
-      ready.emplace_back(std::move(waiter.done), aborted);
-    }
-    waiters_.clear();
+    pulls_.EndAll(aborted, &ready);
     reply = RollbackReply{step_, generation_, true};
   }
   RunReady(&ready);

@@ -42,11 +42,7 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
   membership_.Touch(worker_id, absl::Now());
   return data_.Lease(worker_id, give_back, step_, [this]() {
     mu_.AssertHeld();
-    std::set<int> pulling;
-    for (const auto& [unused, w] : waiters_) {
-      if (w.worker_id >= 0) pulling.insert(w.worker_id);
-    }
-    return pulling;
+    return pulls_.Workers();
   });
 }
 
