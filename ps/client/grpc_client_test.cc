@@ -64,8 +64,7 @@ struct GrpcCluster {
     o.variables = testing::ScenarioModel();
     o.split_threshold_bytes = testing::kScenarioSplitThreshold;
     o.rpc_timeout = absl::Seconds(30);
-    o.wire_gradients = wire_gradients;
-    o.wire_weights = wire_weights;
+    o.wire = {wire_gradients, wire_weights};
     o.shared_memory = shared_memory;
     o.security.token = kToken;
     auto client = RemotePsClient::Create(o);

@@ -105,8 +105,7 @@ absl::StatusOr<std::unique_ptr<RemotePsClient>> RemotePsClient::Create(
   sharded.worker_id = options.worker_id;
   sharded.rpc_timeout = options.rpc_timeout;
   sharded.run_dir = std::move(options.run_dir);
-  sharded.wire_gradients = options.wire_gradients;
-  sharded.wire_weights = options.wire_weights;
+  sharded.wire = options.wire;
   return std::unique_ptr<RemotePsClient>(new RemotePsClient(
       std::move(placement), std::move(channels), std::move(sharded),
       std::move(grpc_channels), std::move(ucx_channels)));

@@ -26,6 +26,7 @@
 #include "common/security.h"
 #include "ps/client/sharded_client.h"
 #include "ps/state/placement.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
@@ -59,10 +60,9 @@ struct RemoteClientOptions {
   // workers use when they were given none (see proto/ps.proto).
   std::string run_dir;
   // The element types on the wire, as the servers' (the cluster config's
-  // `wire` block): gradients are pushed as wire_gradients, pulled weights
-  // must come as wire_weights (docs/PS.md, "Wire dtypes").
-  DType wire_gradients = DType::kFloat32;
-  DType wire_weights = DType::kFloat32;
+  // `wire` block): gradients are pushed as wire.gradients, pulled weights
+  // must come as wire.weights (docs/PS.md, "Wire dtypes").
+  WireDTypes wire;
   // The cluster config's `wire { shared_memory }`: offer each server a
   // shared memory segment for the tensors of pushes and pulls (used with
   // the servers on this machine, ps/client/grpc_channel.h).

@@ -298,7 +298,7 @@ absl::StatusOr<ModelVersion> ShardedPsClient::PullModel(
     for (int i = 0; i < num_shards(); ++i) {
       if (!asked[i]) continue;
       Buffers::Shard& b = buffers->shards[i];
-      ShardAssembler assembler(placement_, i, model, options_.wire_weights,
+      ShardAssembler assembler(placement_, i, model, options_.wire.weights,
                                &b.pull_scratch);
       PulledVersion pulled;
       RETURN_IF_ERROR(
@@ -379,7 +379,7 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
       Buffers::Shard& b = buffers->shards[i];
       if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
       b.exchange->StartPush(
-          header, b.encoder.FromFloat(slices, options_.wire_gradients), in_use,
+          header, b.encoder.FromFloat(slices, options_.wire.gradients), in_use,
           deadline);
     }
   }

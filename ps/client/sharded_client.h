@@ -38,6 +38,7 @@
 #include "ps/client/shard_channel.h"
 #include "ps/state/placement.h"
 #include "ps/state/types.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace ps {
@@ -52,10 +53,9 @@ struct ShardedClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(60);
   // Sent with Initialize (proto/ps.proto).
   std::string run_dir;
-  // Gradients are pushed as wire_gradients; pulled weights must come as
-  // wire_weights (docs/PS.md, "Wire dtypes").
-  DType wire_gradients = DType::kFloat32;
-  DType wire_weights = DType::kFloat32;
+  // Gradients are pushed as wire.gradients; pulled weights must come as
+  // wire.weights (docs/PS.md, "Wire dtypes").
+  WireDTypes wire;
 };
 
 class ShardedPsClient : public PsClient {

@@ -247,8 +247,7 @@ absl::StatusOr<std::unique_ptr<InProcessPsClient>> InProcessPsClient::Create(
   ShardedClientOptions options;
   options.cluster = std::move(cluster);
   options.worker_id = worker_id;
-  options.wire_gradients = wire.gradients;
-  options.wire_weights = wire.weights;
+  options.wire = wire;
   return Create(std::move(shards), std::move(placement), std::move(options),
                 wire);
 }

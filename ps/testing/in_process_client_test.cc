@@ -48,8 +48,7 @@ struct InProcessCluster {
     ShardedClientOptions o;
     o.cluster = "scenario";
     o.worker_id = worker;
-    o.wire_gradients = wire_gradients;
-    o.wire_weights = wire_weights;
+    o.wire = {wire_gradients, wire_weights};
     auto c = InProcessPsClient::Create(Raw(), placement, o, wire);
     REQUIRE(c.ok());
     return *std::move(c);

@@ -63,8 +63,8 @@ FuzzConfig FuzzConfig::Decode(const uint8_t h[6]) {
   c.replicas_to_aggregate = c.async ? 1 : 1 + (h[1] / 4) % c.total_num_replicas;
   c.staleness_bound = c.async && (h[2] & kBoundBit) ? h[2] & 7 : -1;
   c.learning_rate_index = h[3] % 4;
-  c.wire_gradients = kDTypes[(h[4] & 3) % 3];
-  c.wire_weights = kDTypes[((h[4] >> 2) & 3) % 3];
+  c.wire.gradients = kDTypes[(h[4] & 3) % 3];
+  c.wire.weights = kDTypes[((h[4] >> 2) & 3) % 3];
   c.data_queue = h[4] & kDataQueueBit;
   c.checkpoints = h[4] & kCheckpointBit;
   c.data_epochs = h[5] & 3;
@@ -82,7 +82,7 @@ std::string FuzzConfig::Encode() const {
   h[2] = staleness_bound >= 0 ? kBoundBit | staleness_bound : 0;
   h[3] = static_cast<uint8_t>(learning_rate_index);
   h[4] = static_cast<uint8_t>(
-      DTypeIndex(wire_gradients) | DTypeIndex(wire_weights) << 2 |
+      DTypeIndex(wire.gradients) | DTypeIndex(wire.weights) << 2 |
       (data_queue ? kDataQueueBit : 0) | (checkpoints ? kCheckpointBit : 0));
   h[5] = static_cast<uint8_t>(data_epochs | every_steps << 2 |
                               (chunk_size - 1) << 4);

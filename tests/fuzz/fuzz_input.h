@@ -33,6 +33,7 @@
 #include "google/protobuf/message_lite.h"
 #include "proto/ps.pb.h"
 #include "ps/state/options.h"
+#include "ps/wire/wire_dtype.h"
 
 namespace psgd {
 namespace fuzz {
@@ -63,7 +64,7 @@ enum class FuzzOp : uint8_t {
   // byte (bit 0: with a shared segment), a byte k (the response comes in
   // 1 + k % 8 gRPC slices), 3 bytes n and n bytes of the segment, then
   // the PullResponse's bytes. The assembler's dtype is the header's
-  // wire_weights.
+  // wire.weights.
   kDecodePull = 14,
   // Checkpoint decoding (ps/checkpoint/checkpoint.h): a flag byte (bit 0:
   // a manifest, else a shard checkpoint; bit 1: the rest is the payload
@@ -84,8 +85,7 @@ struct FuzzConfig {
   int staleness_bound = -1;       // async: -1 (none) or 0..7
   int learning_rate_index = 0;    // kLearningRates
   // The wire dtypes (the server's request handler's, ServerOptions::wire).
-  ps::DType wire_gradients = ps::DType::kFloat32;
-  ps::DType wire_weights = ps::DType::kFloat32;
+  ps::WireDTypes wire;
   // The servers' data queue: kDataSamples samples in chunks of chunk_size
   // (1..8); data_epochs 0 (no end) .. 3.
   bool data_queue = false;

@@ -204,8 +204,7 @@ std::string LargeGradients() {
 // (refused), one with a byte short; the client decoding a bfloat16 pull.
 std::string WireBFloat16() {
   FuzzConfig c = Sync(2, 2);
-  c.wire_gradients = ps::DType::kBFloat16;
-  c.wire_weights = ps::DType::kBFloat16;
+  c.wire = {ps::DType::kBFloat16, ps::DType::kBFloat16};
   auto model = [](float w, float b) {
     return Tensors{BFloat16("w", {2, 3}, std::vector<float>(6, w)),
                    BFloat16("b", {2}, std::vector<float>(2, b))};
@@ -232,8 +231,7 @@ std::string WireBFloat16() {
 std::string WireFloat16() {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   FuzzConfig c = Async(-1, false);
-  c.wire_gradients = ps::DType::kFloat16;
-  c.wire_weights = ps::DType::kFloat16;
+  c.wire = {ps::DType::kFloat16, ps::DType::kFloat16};
   auto model = [](float w, float b, float scale) {
     return Tensors{Float16("w", {2, 3}, std::vector<float>(6, w), scale),
                    Float16("b", {2}, std::vector<float>(2, b), scale)};

@@ -106,8 +106,7 @@ const ps::Placement& FuzzPlacement() {
 class Driver {
  public:
   Driver(const FuzzConfig& config, const std::string& checkpoint_dir)
-      : options_(config.ToShardOptions(checkpoint_dir)),
-        wire_{config.wire_gradients, config.wire_weights} {
+      : options_(config.ToShardOptions(checkpoint_dir)), wire_(config.wire) {
     absl::StatusOr<std::unique_ptr<ParameterShard>> shard =
         ParameterShard::Create(options_);
     FUZZ_EXPECT(shard.ok(), shard.status().ToString());

@@ -63,8 +63,7 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   o.cluster = config.name();
   o.security = SecurityFromConfig(config);
   const WireDTypes wire = WireDTypesFromConfig(config);
-  o.wire_gradients = wire.gradients;
-  o.wire_weights = wire.weights;
+  o.wire = wire;
   o.shared_memory = config.wire().shared_memory();
   o.ucx = config.wire().data_plane() == config::WireConfig::UCX;
   o.ucx_transports = config.wire().ucx_transports();
@@ -95,8 +94,8 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
       path.c_str(), model.c_str(), TotalParameters(specs) * 4 / 1e6,
       o.addresses.size(), first, first + workers - 1,
       std::string(ModeName(mode)).c_str(),
-      std::string(DTypeName(o.wire_gradients)).c_str(),
-      std::string(DTypeName(o.wire_weights)).c_str(), seconds,
+      std::string(DTypeName(o.wire.gradients)).c_str(),
+      std::string(DTypeName(o.wire.weights)).c_str(), seconds,
       absl::GetFlag(FLAGS_warmup_seconds));
   std::fflush(stdout);
   RETURN_IF_ERROR(
@@ -111,7 +110,7 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
   for (size_t i = 0; i < o.addresses.size(); ++i) {
     const int64_t elements = placement.shard_bytes[i] / 4;
     const int64_t bytes =
-        elements * (DTypeSize(o.wire_gradients) + DTypeSize(o.wire_weights));
+        elements * (DTypeSize(o.wire.gradients) + DTypeSize(o.wire.weights));
     step_bytes += bytes;
     std::printf("server %zu (%s): %.1f MB/s pushed + pulled\n", i,
                 o.addresses[i].c_str(), t.steps * bytes / t.seconds / 1e6);

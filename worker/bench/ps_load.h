@@ -143,8 +143,7 @@ class ParameterServerBench {
     o.addresses = addresses_;
     o.cluster = kCluster;
     o.security.token = kBenchToken;
-    o.wire_gradients = wire;
-    o.wire_weights = wire;
+    o.wire = {wire, wire};
     o.ucx = ucx_;
     o.ucx_transports = ucx_transports_;
     return Connect(o, workers, 0);

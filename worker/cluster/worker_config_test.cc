@@ -23,8 +23,8 @@ TEST_CASE("a worker task's settings come from the config") {
   REQUIRE(c.ok());
   absl::StatusOr<WorkerTaskConfig> w = WorkerTaskFromConfig(*c, 1);
   REQUIRE(w.ok());
-  CHECK(w->client.wire_gradients == ps::DType::kBFloat16);
-  CHECK(w->client.wire_weights == ps::DType::kFloat32);
+  CHECK(w->client.wire.gradients == ps::DType::kBFloat16);
+  CHECK(w->client.wire.weights == ps::DType::kFloat32);
   CHECK(w->loop.overlap);
   CHECK(w->backend == "gpu:1");
   CHECK(w->backend_options.threads == 3);

@@ -44,8 +44,7 @@ absl::StatusOr<SessionTaskConfig> SessionTaskFromConfig(
   s.client.worker_id = index;
   s.client.security = SecurityFromConfig(config);
   const ps::WireDTypes wire = ps::WireDTypesFromConfig(config);
-  s.client.wire_gradients = wire.gradients;
-  s.client.wire_weights = wire.weights;
+  s.client.wire = wire;
   s.client.shared_memory = config.wire().shared_memory();
   s.client.ucx = config.wire().data_plane() == config::WireConfig::UCX;
   s.client.ucx_transports = config.wire().ucx_transports();
