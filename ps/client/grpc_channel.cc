@@ -26,6 +26,7 @@ namespace {
 constexpr char kPushMethod[] = "/psgd.ps.wire.ParameterServer/Push";
 constexpr char kPullMethod[] = "/psgd.ps.wire.ParameterServer/Pull";
 constexpr char kCommitMethod[] = "/psgd.ps.wire.ParameterServer/Commit";
+constexpr char kDecidePushMethod[] = "/psgd.ps.wire.ParameterServer/DecidePush";
 
 // How a call ends, shared with gRPC's callback (which may run after the
 // waiter has woken up, so the waiter must not own it alone).
@@ -111,19 +112,21 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
 
   void StartPush(const wire::PushRequest& header,
                  absl::Span<const TensorBytes> gradients,
-                 std::shared_ptr<const void> in_use,
-                 absl::Time deadline) override {
+                 std::shared_ptr<const void> in_use, absl::Time deadline,
+                 PushMethod method) override {
     shared_push_ = shared_pull_ = false;
+    push_method_ =
+        method == PushMethod::kDecidePush ? kDecidePushMethod : kPushMethod;
     if (channel_->shared_state() == SharedState::kConfirmed &&
         PushShared(header, gradients)) {
       deadline_ = deadline;
-      Start(kPushMethod, deadline);
+      Start(push_method_, deadline);
       return;
     }
     request_ =
         EncodeWithTensors(header, wire::PushRequest::kGradientsFieldNumber,
                           gradients, std::move(in_use));
-    Start(kPushMethod, deadline);
+    Start(push_method_, deadline);
   }
 
   void StartPull(const wire::PullRequest& request,
@@ -195,7 +198,7 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
                                    wire::PushRequest::kGradientsFieldNumber,
                                    shared_tensors_, region_);
       region_.reset();
-      Start(kPushMethod, deadline_);
+      Start(push_method_, deadline_);
       return Await();
     }
     // The server may still read or write the region for the call that
@@ -354,6 +357,8 @@ class GrpcShardChannel::Exchange final : public ShardExchange {
   // A shared push, kept to send it again as bytes if the server refuses
   // the region: its header, its tensors with their data in the region.
   wire::PushRequest push_header_;
+  // The method of the push under way (Push or DecidePush).
+  const char* push_method_ = kPushMethod;
   std::vector<TensorBytes> shared_tensors_;
   absl::Time deadline_;
 };

@@ -29,6 +29,7 @@
 #include "proto/ps.pb.h"
 #include "ps/client/model_slices.h"
 #include "ps/state/types.h"
+#include "ps/wire/wire.h"
 
 namespace psgd {
 namespace ps {
@@ -66,11 +67,13 @@ class ShardExchange {
   // `gradients`, already in the wire dtype. Their memory may be referenced
   // rather than copied: `in_use` is held as long as it is, which may be a
   // little past Await (the transport lets go of it in its own time); the
-  // caller learns when from in_use's deleter.
+  // caller learns when from in_use's deleter. `method`: the Push call, or
+  // DecidePush (shard 0 of several decides the whole push at once; the
+  // other shards must have staged it).
   virtual void StartPush(const wire::PushRequest& header,
                          absl::Span<const TensorBytes> gradients,
                          std::shared_ptr<const void> in_use,
-                         absl::Time deadline) = 0;
+                         absl::Time deadline, PushMethod method) = 0;
   virtual void StartPull(const wire::PullRequest& request,
                          absl::Time deadline) = 0;
   // Commits a push every shard has staged (shard 0 of a cluster of several

@@ -358,6 +358,11 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
   RETURN_IF_ERROR(CheckCoordinatedPush(version, part, coordinated));
   uint64_t push_id = version.push_id;
   if (coordinated && push_id == 0) push_id = NewPushId();
+  // A whole push to several shards: staged on the others first, then
+  // decided by shard 0 in the call that carries its own gradients
+  // (DecidePush), once every other shard has staged it. A part is staged
+  // everywhere at once, and committed after the last (CommitPush).
+  const bool decide_last = coordinated && !part;
   std::unique_ptr<Buffers> buffers = TakeBuffers();
   const absl::Time deadline = absl::Now() + options_.rpc_timeout;
   // The shards that get something: their step is not kNoPush and they hold
@@ -366,32 +371,48 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
   // The requests may reference the gradients' memory; `released` tells
   // when no channel holds any of it, so that the caller may change it.
   auto released = std::make_shared<Notification>();
-  {
-    std::shared_ptr<const void> in_use(
-        nullptr, [released](const void*) { released->Notify(); });
-    for (int i = 0; i < num_shards(); ++i) {
-      if (version.steps[i] == kNoPush) continue;
-      const std::vector<TensorBytes> slices = ShardSlices(placement_, i, model);
-      if (part && slices.empty()) continue;
-      send[i] = true;
-      const wire::PushRequest header =
-          PushHeader(options_, version, i, part, push_id);
-      Buffers::Shard& b = buffers->shards[i];
-      if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
-      b.exchange->StartPush(
-          header, b.encoder.FromFloat(slices, options_.wire.gradients), in_use,
-          deadline);
+  auto in_use =
+      std::make_shared<std::shared_ptr<const void>>(std::shared_ptr<const void>(
+          nullptr, [released](const void*) { released->Notify(); }));
+  std::vector<std::vector<TensorBytes>> slices(num_shards());
+  auto start = [&](int i) {
+    const wire::PushRequest header =
+        PushHeader(options_, version, i, part, push_id);
+    Buffers::Shard& b = buffers->shards[i];
+    if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
+    b.exchange->StartPush(
+        header, b.encoder.FromFloat(slices[i], options_.wire.gradients),
+        *in_use, deadline,
+        decide_last && i == 0 ? PushMethod::kDecidePush : PushMethod::kPush);
+  };
+  // The shards' calls in `wave`, awaited: the first error, named by shard.
+  auto await = [&](const std::vector<int>& wave) {
+    absl::Status status;
+    for (int i : wave) {
+      const absl::Status s = buffers->shards[i].exchange->Await();
+      if (!s.ok() && status.ok()) {
+        status =
+            Annotate(s, absl::StrCat("push to ", channels_[i]->name(), ": "));
+      }
     }
-  }
-  absl::Status status;
+    return status;
+  };
+  std::vector<int> first;
   for (int i = 0; i < num_shards(); ++i) {
-    if (!send[i]) continue;
-    const absl::Status s = buffers->shards[i].exchange->Await();
-    if (!s.ok() && status.ok()) {
-      status =
-          Annotate(s, absl::StrCat("push to ", channels_[i]->name(), ": "));
-    }
+    if (version.steps[i] == kNoPush) continue;
+    slices[i] = ShardSlices(placement_, i, model);
+    if (part && slices[i].empty()) continue;
+    send[i] = true;
+    if (!(decide_last && i == 0)) first.push_back(i);
   }
+  for (int i : first) start(i);
+  absl::Status status = await(first);
+  // Shard 0 decides only a push every other shard has staged.
+  if (decide_last && status.ok()) {
+    start(0);
+    status = await({0});
+  }
+  in_use.reset();
   if (!released->WaitForNotificationWithDeadline(absl::Now() +
                                                  absl::Seconds(30))) {
     // The transport may still read the encoder's memory: leave it be
@@ -405,6 +426,17 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
   absl::StatusOr<PushResult> result = [&]() -> absl::StatusOr<PushResult> {
     RETURN_IF_ERROR(status);
     PushResult result;
+    if (decide_last) {
+      // Every shard follows shard 0's decision.
+      wire::PushResponse response;
+      RETURN_IF_ERROR(buffers->shards[0].exchange->ReadPush(&response));
+      ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
+      for (int i = 0; i < num_shards(); ++i) {
+        result.shards.push_back(reply);
+        result.shards.back().skipped = version.steps[i] == kNoPush;
+      }
+      return result;
+    }
     for (int i = 0; i < num_shards(); ++i) {
       if (!send[i]) {
         result.shards.emplace_back().skipped = true;
@@ -418,10 +450,7 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
     return result;
   }();
   ReturnBuffers(std::move(buffers));
-  if (!coordinated || part || !result.ok()) return result;
-  ModelVersion committed = version;
-  committed.push_id = push_id;
-  return CommitPush(committed);
+  return result;
 }
 
 absl::StatusOr<PushResult> ShardedPsClient::CommitPush(

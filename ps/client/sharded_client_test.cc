@@ -26,6 +26,7 @@ class WrappedChannel final : public ShardChannel {
 
   std::atomic<int> pushes{0};
   std::atomic<int> commits{0};
+  std::atomic<int> decide_pushes{0};  // of `pushes`, DecidePush calls
   std::atomic<int> pulls{0};
   absl::Status fail;  // set before the calls
   // Health calls answered UNAVAILABLE before the shard's own answer (a
@@ -91,10 +92,11 @@ class WrappedChannel final : public ShardChannel {
         : channel_(channel), inner_(std::move(inner)) {}
     void StartPush(const wire::PushRequest& header,
                    absl::Span<const TensorBytes> gradients,
-                   std::shared_ptr<const void> in_use,
-                   absl::Time deadline) override {
+                   std::shared_ptr<const void> in_use, absl::Time deadline,
+                   PushMethod method) override {
       ++channel_->pushes;
-      inner_->StartPush(header, gradients, std::move(in_use), deadline);
+      if (method == PushMethod::kDecidePush) ++channel_->decide_pushes;
+      inner_->StartPush(header, gradients, std::move(in_use), deadline, method);
     }
     void StartPull(const wire::PullRequest& request,
                    absl::Time deadline) override {
@@ -235,13 +237,18 @@ TEST_CASE("sharded: shards with nothing to push or pull are not called") {
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(cluster.channels[0]->pushes == 0);
   CHECK(cluster.channels[1]->pushes == 0);
-  // Staged on both, then committed on shard 0 (a call of its own).
+  // Staged on shard 1, then decided by shard 0 in the call that carries
+  // its gradients (DecidePush): no commit call.
   auto pushed = client->Push(ModelVersion{{0, 0}}, init.Const());
   REQUIRE(pushed.ok());
   CHECK(cluster.channels[0]->pushes == 1);
+  CHECK(cluster.channels[0]->decide_pushes == 1);
   CHECK(cluster.channels[1]->pushes == 1);
-  CHECK(cluster.channels[0]->commits == 1);
+  CHECK(cluster.channels[1]->decide_pushes == 0);
+  CHECK(cluster.channels[0]->commits == 0);
   CHECK(cluster.channels[1]->commits == 0);
+  CHECK(pushed->shards[0].outcome == PushOutcome::kApplied);
+  CHECK(pushed->shards[1].outcome == PushOutcome::kApplied);
   REQUIRE(cluster.shards[0]->AwaitDecisionsDelivered(absl::Now() +
                                                      absl::Seconds(30)));
 
@@ -258,7 +265,7 @@ TEST_CASE("sharded: shards with nothing to push or pull are not called") {
   CHECK(part->shards[other].skipped);
   CHECK(cluster.channels[b_shard]->pushes == 2);
   CHECK(cluster.channels[other]->pushes == 1);
-  CHECK(cluster.channels[0]->commits == 1);  // a part is not committed
+  CHECK(cluster.channels[0]->commits == 0);  // a part is not committed
   std::vector<float> b(8);
   auto pulled = client->PullPart(ModelVersion::AtLeast(2, 0),
                                  absl::Now() + absl::Seconds(30),
@@ -278,7 +285,9 @@ TEST_CASE("sharded: shards with nothing to push or pull are not called") {
   CHECK(cluster.channels[0]->pulls + cluster.channels[1]->pulls == 3);
 }
 
-TEST_CASE("sharded: the first error names its shard; all shards are called") {
+TEST_CASE(
+    "sharded: the first error names its shard; shard 0 decides nothing "
+    "unstaged") {
   Cluster cluster;
   Values init;
   REQUIRE(cluster.Client(-1)->Initialize(init.Const()).ok());
@@ -293,8 +302,8 @@ TEST_CASE("sharded: the first error names its shard; all shards are called") {
   absl::Status pushed =
       client->Push(ModelVersion::AtLeast(2, 0), init.Const()).status();
   CHECK(pushed.message() == "push to shard 1: link down");
-  // Staged on shard 0, never committed: decided nowhere.
-  CHECK(cluster.channels[0]->pushes == 1);
+  // Not staged on shard 1: shard 0 is not asked to decide it.
+  CHECK(cluster.channels[0]->pushes == 0);
   CHECK(cluster.shards[0]->Status().step == 0);
 
   cluster.channels[0]->fail = absl::DeadlineExceededError("slow");

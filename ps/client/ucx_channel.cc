@@ -47,11 +47,12 @@ class UcxShardChannel::Exchange final : public ShardExchange {
 
   void StartPush(const wire::PushRequest& header,
                  absl::Span<const TensorBytes> gradients,
-                 std::shared_ptr<const void> in_use,
-                 absl::Time deadline) override {
+                 std::shared_ptr<const void> in_use, absl::Time deadline,
+                 PushMethod method) override {
     const std::optional<Link> link = channel_->CurrentLink();
     if (!link.has_value()) {
-      StartGrpc()->StartPush(header, gradients, std::move(in_use), deadline);
+      StartGrpc()->StartPush(header, gradients, std::move(in_use), deadline,
+                             method);
       return;
     }
     wire::PushRequest request = header;
@@ -67,8 +68,9 @@ class UcxShardChannel::Exchange final : public ShardExchange {
     std::string serialized = request.SerializeAsString();
     bytes += static_cast<int64_t>(serialized.size());
     channel_->ucx_sent_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-    StartUcx(*link, kUcxPush, std::move(serialized), std::move(payload),
-             std::move(in_use), deadline);
+    StartUcx(
+        *link, method == PushMethod::kDecidePush ? kUcxDecidePush : kUcxPush,
+        std::move(serialized), std::move(payload), std::move(in_use), deadline);
   }
 
   void StartPull(const wire::PullRequest& request,

@@ -117,7 +117,7 @@ TEST_CASE("a pull the worker gives up on is withdrawn from the shard") {
   push.set_step(0);
   const std::vector<TensorBytes> grads = {FloatTensorBytes("x", {4}, g.data())};
   std::unique_ptr<ShardExchange> pusher = worker.channel->NewExchange();
-  pusher->StartPush(push, grads, nullptr, Worker::Later());
+  pusher->StartPush(push, grads, nullptr, Worker::Later(), PushMethod::kPush);
   REQUIRE(pusher->Await().ok());
   CHECK(shard->Status().step == 1);
   std::unique_ptr<ShardExchange> puller = worker.channel->NewExchange();

@@ -347,6 +347,18 @@ grpc::ServerUnaryReactor* PsGrpcService::Pull(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) {
+  return ServePush(ctx, request, response, PushMethod::kPush);
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::DecidePush(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServePush(ctx, request, response, PushMethod::kDecidePush);
+}
+
+grpc::ServerUnaryReactor* PsGrpcService::ServePush(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response, PushMethod method) {
   const int64_t bytes = static_cast<int64_t>(request->Length());
   received_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   // The token first: nothing of a stranger's push is parsed or kept.
@@ -381,7 +393,7 @@ grpc::ServerUnaryReactor* PsGrpcService::Push(grpc::CallbackServerContext* ctx,
       return handler_.Push(
           *message, &reply,
           segment == nullptr ? absl::string_view() : segment->bytes(),
-          /*shared_is_private=*/false, message);
+          /*shared_is_private=*/false, message, method);
     }());
     if (status.ok()) {
       bool own_buffer;

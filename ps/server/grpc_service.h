@@ -51,7 +51,7 @@ namespace ps {
 // against its method's limit (RequestLimit), before a byte is parsed.
 using RawParameterServer = wire::ParameterServer::WithRawCallbackMethod_Initialize<
     wire::ParameterServer::WithRawCallbackMethod_Pull<wire::ParameterServer::WithRawCallbackMethod_Push<
-        wire::ParameterServer::WithRawCallbackMethod_Commit<
+        wire::ParameterServer::WithRawCallbackMethod_Commit<wire::ParameterServer::WithRawCallbackMethod_DecidePush<
             wire::ParameterServer::WithRawCallbackMethod_Join<
                 wire::ParameterServer::WithRawCallbackMethod_Leave<
                     wire::ParameterServer::WithRawCallbackMethod_Status<
@@ -63,7 +63,7 @@ using RawParameterServer = wire::ParameterServer::WithRawCallbackMethod_Initiali
                                             wire::ParameterServer::
                                                 WithRawCallbackMethod_ListCheckpoints<
                                                     wire::ParameterServer::
-                                                        CallbackService>>>>>>>>>>>>>;
+                                                        CallbackService>>>>>>>>>>>>>>;
 
 // What one method's request may be, checked after the token and before
 // the request is parsed: at most `max_bytes` (0: gRPC's own receive limit,
@@ -108,6 +108,11 @@ class PsGrpcService final : public RawParameterServer, public ServingCounters {
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
+  // A PushRequest in, a PushResponse out, as Push: shard 0 decides it at
+  // once (ShardRequestHandler's PushMethod::kDecidePush).
+  grpc::ServerUnaryReactor* DecidePush(grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   // A CommitRequest in, a PushResponse out (ShardRequestHandler::Commit).
   grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request,
@@ -193,6 +198,11 @@ class PsGrpcService final : public RawParameterServer, public ServingCounters {
   }
 
  private:
+  // Push and DecidePush.
+  grpc::ServerUnaryReactor* ServePush(grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response,
+                                      PushMethod method);
   class PushMessagePool;
 
   // Finishes the call: the token checked, then `limit`, then `request`

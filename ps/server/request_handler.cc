@@ -180,8 +180,16 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
                                        wire::PushResponse* response,
                                        absl::string_view shared,
                                        bool shared_is_private,
-                                       std::shared_ptr<const void> keep) {
+                                       std::shared_ptr<const void> keep,
+                                       PushMethod method) {
   RETURN_IF_ERROR(shard_->CheckCluster(request.cluster()));
+  if (method == PushMethod::kDecidePush && request.partial()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", shard_->options().shard_index, ": push from worker ",
+        request.worker_id(), " for step ", request.step(),
+        ": a push to decide comes whole, not as a part (parts are committed "
+        "with Commit)"));
+  }
   ASSIGN_OR_RETURN(std::vector<TensorBytes> wire_gradients,
                    TensorBytesFromProto(request.gradients(), shared));
   if (!shared.empty() && !shared_is_private) {
@@ -217,7 +225,11 @@ absl::Status ShardRequestHandler::Push(const wire::PushRequest& request,
   }
   ASSIGN_OR_RETURN(
       PushReply reply,
-      request.partial()
+      method == PushMethod::kDecidePush
+          ? shard_->DecidePush(request.worker_id(), request.step(), *gradients,
+                               request.generation(), request.push_id(),
+                               computed_from)
+      : request.partial()
           ? shard_->PushPart(request.worker_id(), request.step(), *gradients,
                              request.generation(), computed_from,
                              request.push_id(), std::move(keep))

@@ -22,6 +22,7 @@
 #include "common/mutex.h"
 #include "proto/ps.pb.h"
 #include "ps/shard/shard.h"
+#include "ps/wire/wire.h"
 #include "ps/wire/wire_dtype.h"
 
 namespace psgd {
@@ -65,11 +66,14 @@ class ShardRequestHandler {
   // else can change (a message the UCX data plane received). `keep`: holds
   // `request` (a gRPC push's parsed message): a shard of several then
   // stages float32 gradients in the request's own memory instead of
-  // copying them (ParameterShard::Push); null: copies.
+  // copying them (ParameterShard::Push); null: copies. `method`:
+  // kDecidePush for the DecidePush call (ParameterShard::DecidePush: shard
+  // 0 decides the whole push at once; INVALID_ARGUMENT for a part).
   absl::Status Push(const wire::PushRequest& request,
                     wire::PushResponse* response, absl::string_view shared = {},
                     bool shared_is_private = false,
-                    std::shared_ptr<const void> keep = nullptr);
+                    std::shared_ptr<const void> keep = nullptr,
+                    PushMethod method = PushMethod::kPush);
   // Shard 0 of a cluster of several shards: decides a push every shard has
   // staged (ParameterShard::Commit; FAILED_PRECONDITION naming the shard and
   // the step for a push not staged here complete, or on another shard).

@@ -158,6 +158,7 @@ UcxDataPlane::Counters UcxDataPlane::counters() const {
 void UcxDataPlane::OnRequest(ucx::Request request) {
   switch (request.method) {
     case kUcxPush:
+    case kUcxDecidePush:
     case kUcxCommit: {
       MutexLock lock(&queue_mu_);
       pushes_.push_back(std::move(request));
@@ -214,8 +215,11 @@ void UcxDataPlane::ServePush(const ucx::Request& request) {
   }
   if (!KeyIsWorkers(request, "push", push.worker_id())) return;
   wire::PushResponse response;
-  absl::Status status = handler_.Push(push, &response, request.payload,
-                                      /*shared_is_private=*/true);
+  absl::Status status =
+      handler_.Push(push, &response, request.payload,
+                    /*shared_is_private=*/true, /*keep=*/nullptr,
+                    request.method == kUcxDecidePush ? PushMethod::kDecidePush
+                                                     : PushMethod::kPush);
   served_pushes_++;
   messenger_->Respond(request.peer, request.call, status,
                       status.ok() ? response.SerializeAsString() : "", {},

@@ -29,7 +29,9 @@
 // is taken back from the shard and never answered, and the withdrawal is
 // answered OK whether or not it found one. Method 4 (kUcxCommit) is a
 // commit: the header a CommitRequest, no payload, the reply header a
-// PushResponse, as for the gRPC Commit call. The request handler
+// PushResponse, as for the gRPC Commit call. Method 5 (kUcxDecidePush) is
+// the DecidePush call: a push as method 1 that shard 0 decides at once. The
+// request handler
 // (ps/server/request_handler.h) checks and applies pushes, pulls and
 // commits, as for gRPC.
 //

@@ -302,6 +302,12 @@ absl::StatusOr<PushReply> ParameterShard::Push(
     return Stage(worker_id, step, gradients, generation, chunk, push_id,
                  /*whole=*/true, std::move(keep));
   }
+  return DecideWhole(worker_id, step, gradients, generation, chunk, push_id);
+}
+
+absl::StatusOr<PushReply> ParameterShard::DecideWhole(
+    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id) {
   const std::string context = absl::StrCat(name_, ": push from worker ",
                                            worker_id, " for step ", step, ": ");
   // The scan for NaN, Inf and values too large reads the whole gradient: no
@@ -314,7 +320,8 @@ absl::StatusOr<PushReply> ParameterShard::Push(
     MutexLock lock(&mu_);
     if (status.ok()) status = CheckGenerationLocked(generation);
     if (status.ok()) {
-      status = PushLocked(worker_id, step, gradients, chunk, &reply, &ready);
+      status = PushLocked(worker_id, step, gradients, chunk, push_id, &reply,
+                          &ready);
     }
     if (!status.ok()) ++counters_.refused;
   }
@@ -340,13 +347,17 @@ absl::Status ParameterShard::CheckPushLocked(int worker_id,
 absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
                                         absl::Span<const TensorBytes> gradients,
                                         const DataChunkRef* chunk,
-                                        PushReply* reply, Ready* ready) {
+                                        uint64_t push_id, PushReply* reply,
+                                        Ready* ready) {
   RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
   std::vector<const float*> grads;
   RETURN_IF_ERROR(store_->MatchGradients(gradients, &grads));
-  RETURN_IF_ERROR(DecideLocked(worker_id, step, grads, chunk, reply, ready));
-  // A whole push replaces whatever parts the worker had staged.
+  RETURN_IF_ERROR(
+      DecideLocked(worker_id, step, grads, chunk, reply, ready, push_id));
+  // A whole push replaces whatever parts the worker had staged, and on
+  // shard 0 the complete pushes it staged and never committed.
   stage_.DropParts(worker_id);
+  stage_.DropComplete(worker_id);
   return absl::OkStatus();
 }
 

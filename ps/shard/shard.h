@@ -8,8 +8,8 @@
 // the rules.
 //
 // Rooms (docs/ARCHITECTURE.md): ParameterShard is the core every shard has
-// (the weights, optimizer slots, step, waiting pulls, staged pushes,
-// membership, counters, and the one apply path, shard_apply.cc). The rules
+// (the weights, optimizer slots, step, staged pushes, membership,
+// counters, and the one apply path, shard_apply.cc). The rules
 // only shard 0 and a lone shard have are a Coordinator of their own
 // (coordinator.h), which decides and never applies; the decisions in order
 // are the DecisionLog (decision_log.h) and shard 0's DecisionRelay
@@ -17,8 +17,10 @@
 // agreement, the restore and the rollbacks) are the ShardCheckpointing
 // (shard_checkpointing.h), which copies and installs the core's state
 // through ShardCheckpointing::Core; the data queue, its leases and the
-// ledger's lines are the ShardDataRoom (shard_data_room.h). One mutex: the
-// coordinator, the log and the rooms are called under it.
+// ledger's lines are the ShardDataRoom (shard_data_room.h); the pulls held
+// until their step, and the staleness bound that holds them, are the
+// WaitingPulls (waiting_pulls.h). One mutex: the coordinator, the log and
+// the rooms are called under it.
 //
 // Errors (every refusal leaves weights, optimizer slots, step and
 // membership exactly as they were; only the refusal counters move):
@@ -264,6 +266,19 @@ class ParameterShard final : private ShardCheckpointing::Core {
   absl::StatusOr<PushReply> Commit(int worker_id, int64_t step,
                                    int64_t generation, uint64_t push_id,
                                    const DataChunkRef* chunk = nullptr);
+  // DecidePush, on shard 0: a whole push (shard 0's gradients of it) that
+  // every other shard has staged, decided at once from `gradients` as Push
+  // decides on a lone shard, and published as the decision of push
+  // `push_id` (the id the worker staged it under on the others): the
+  // commit of a whole push in the call that carries it, with nothing
+  // staged here. FAILED_PRECONDITION on any other shard and on a lone
+  // shard, INVALID_ARGUMENT for push_id 0; otherwise Push's refusals and
+  // reply. The worker's pushes staged here before it (parts never
+  // committed) are dropped, as a Commit drops them.
+  absl::StatusOr<PushReply> DecidePush(int worker_id, int64_t step,
+                                       absl::Span<const TensorBytes> gradients,
+                                       int64_t generation, uint64_t push_id,
+                                       const DataChunkRef* chunk = nullptr);
   // On a shard other than 0: applies shard 0's `decisions` of `generation`
   // in seq order, skipping those already applied; returns the last seq
   // applied. ABORTED for another generation or while awaiting a rollback;
@@ -412,10 +427,22 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // The current weights for a pull of `worker_id` (-1: none), recorded for
   // delay compensation; the worker's lease starts again.
   Snapshot AnswerPullLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Push on a lone shard, DecidePush on shard 0: the whole push checked
+  // and decided at once (`push_id`: the decision's name for it).
+  absl::StatusOr<PushReply> DecideWhole(int worker_id, int64_t step,
+                                        absl::Span<const TensorBytes> gradients,
+                                        int64_t generation,
+                                        const DataChunkRef* chunk,
+                                        uint64_t push_id);
   absl::Status PushLocked(int worker_id, int64_t step,
                           absl::Span<const TensorBytes> gradients,
-                          const DataChunkRef* chunk, PushReply* reply,
-                          Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                          const DataChunkRef* chunk, uint64_t push_id,
+                          PushReply* reply, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shard 0, before it decides a committed push: waits while more than
+  // kMaxDecisionBacklog decisions have not reached every shard (at most a
+  // few seconds for a shard that does not take them).
+  void AwaitRelayBacklog();
   // Shard 0 (a lone shard too) on a push whose gradients (layout order)
   // have been matched to the variables: the coordinator's rules decide it
   // (Coordinator::Decide), and what they decide is applied here through

@@ -26,10 +26,16 @@ void ParameterShard::ApplyDecisionLocked(const Decision& d,
     case Decision::Kind::kDropped:
       // Shard 0 did not take the push: its staged copy goes (it may be gone
       // already: taken by shard 0's commit, refused here too, or replaced,
-      // and a lone shard stages none), and so does every push of its worker
-      // staged before it (never committed: shard 0 dropped them at this
-      // push's commit, as for a push it takes).
-      stage_.TakeComplete(d.workers[0], d.push_ids[0]);
+      // and a lone shard stages none). A push dropped as stale or surplus
+      // takes every push of its worker staged before it along (never
+      // committed: shard 0 dropped them at this push's commit, as for a
+      // push it takes); a refused one goes alone: it may be a second push
+      // for a step whose aggregate still holds the worker's first.
+      if (d.dropped == Decision::Dropped::kRefused) {
+        stage_.DropOneComplete(d.workers[0], d.push_ids[0]);
+      } else {
+        stage_.TakeComplete(d.workers[0], d.push_ids[0]);
+      }
       return;
     case Decision::Kind::kLeft:
       // After every decision about the worker's pushes: what it still has

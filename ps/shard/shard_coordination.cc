@@ -24,16 +24,7 @@ absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
                                                  const DataChunkRef* chunk) {
   const std::string context = absl::StrCat(
       name_, ": commit of worker ", worker_id, "'s push for step ", step, ": ");
-  // Flow control: the other shards keep every push until its decision
-  // reaches them; a commit waits while too many decisions are on their way
-  // (async workers outrun the relay). A shard that does not take them (down,
-  // restarting) is not waited for beyond a few seconds.
-  if (relay_ != nullptr &&
-      !relay_->AwaitBacklogAtMost(kMaxDecisionBacklog,
-                                  absl::Now() + absl::Seconds(5))) {
-    spdlog::warn("{}: {} decisions have not reached every shard for 5 s", name_,
-                 relay_->backlog());
-  }
+  AwaitRelayBacklog();
   PushReply reply;
   Ready ready;
   absl::Status status;
@@ -64,6 +55,44 @@ absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
   RunReady(&ready);
   if (!status.ok()) return Annotate(status, context);
   return reply;
+}
+
+absl::StatusOr<PushReply> ParameterShard::DecidePush(
+    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+    int64_t generation, uint64_t push_id, const DataChunkRef* chunk) {
+  absl::Status refused;
+  if (!coordinated() || follower()) {
+    refused = absl::FailedPreconditionError(
+        "only shard 0 of a cluster of several shards decides pushes");
+  } else if (push_id == 0) {
+    refused = absl::InvalidArgumentError(
+        "a push to decide needs the push_id the other shards staged it "
+        "under");
+  }
+  if (!refused.ok()) {
+    {
+      MutexLock lock(&mu_);
+      ++counters_.refused;
+    }
+    return Annotate(
+        refused, absl::StrCat(name_, ": push to decide from worker ", worker_id,
+                              " for step ", step, ": "));
+  }
+  AwaitRelayBacklog();
+  return DecideWhole(worker_id, step, gradients, generation, chunk, push_id);
+}
+
+void ParameterShard::AwaitRelayBacklog() {
+  // Flow control: the other shards keep every push until its decision
+  // reaches them; a commit waits while too many decisions are on their way
+  // (async workers outrun the relay). A shard that does not take them (down,
+  // restarting) is not waited for beyond a few seconds.
+  if (relay_ != nullptr &&
+      !relay_->AwaitBacklogAtMost(kMaxDecisionBacklog,
+                                  absl::Now() + absl::Seconds(5))) {
+    spdlog::warn("{}: {} decisions have not reached every shard for 5 s", name_,
+                 relay_->backlog());
+  }
 }
 
 absl::Status ParameterShard::DecideLocked(

@@ -9,8 +9,7 @@ namespace ps {
 WaitingPulls::WaitingPulls(int64_t staleness_bound, int num_workers)
     : clock_(staleness_bound, num_workers) {}
 
-bool WaitingPulls::BoundHolds(int worker_id,
-                              const Membership& members) const {
+bool WaitingPulls::BoundHolds(int worker_id, const Membership& members) const {
   return clock_.enabled() && clock_.MustWait(worker_id, members.LiveWorkers());
 }
 

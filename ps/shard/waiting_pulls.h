@@ -51,7 +51,9 @@ class WaitingPulls {
   // The staleness bound's clock (SspClock): one applied gradient of
   // `worker`; `worker` joins while `live` are live; every clock to 0.
   void Tick(int worker) { clock_.Tick(worker); }
-  void Join(int worker, absl::Span<const int> live) { clock_.Join(worker, live); }
+  void Join(int worker, absl::Span<const int> live) {
+    clock_.Join(worker, live);
+  }
   void ResetClocks() { clock_.Reset(); }
   bool bounded() const { return clock_.enabled(); }
   // True when the bound holds a pull of `worker_id` back while `members`'
@@ -62,8 +64,8 @@ class WaitingPulls {
   // Release finds it ready; `bound_held`: the bound holds it now (it is
   // counted, and the time until its release is added up). Returns its
   // ticket, never 0.
-  uint64_t Hold(int64_t min_step, int worker_id, PullDone done,
-                bool bound_held, absl::Time now);
+  uint64_t Hold(int64_t min_step, int worker_id, PullDone done, bool bound_held,
+                absl::Time now);
   // Withdraws a held pull: true when it was held (its callback will never
   // run), false when it is not (answered, ended, or an unknown ticket).
   bool Cancel(uint64_t ticket);

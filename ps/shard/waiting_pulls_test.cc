@@ -37,8 +37,9 @@ WaitingPulls::PullDone Into(std::map<std::string, std::string>* answers,
                             std::string name) {
   return [answers, name](absl::StatusOr<Snapshot> value) {
     (*answers)[name] =
-        value.ok() ? "step " + std::to_string((*value)->step)
-                   : std::string(absl::StatusCodeToString(value.status().code()));
+        value.ok()
+            ? "step " + std::to_string((*value)->step)
+            : std::string(absl::StatusCodeToString(value.status().code()));
   };
 }
 

@@ -123,6 +123,10 @@ std::optional<StagedPush> PushStage::TakeComplete(int worker_id,
   return push;
 }
 
+void PushStage::DropOneComplete(int worker_id, uint64_t push_id) {
+  complete_.erase({worker_id, push_id});
+}
+
 void PushStage::DropCompleteThrough(int worker_id, uint64_t arrival) {
   for (auto c = complete_.lower_bound({worker_id, 0});
        c != complete_.end() && c->first.first == worker_id;) {

@@ -102,6 +102,9 @@ class PushStage {
   // The push, removed with the worker's pushes completed before it; nullopt
   // (nothing changes) when it is not kept.
   std::optional<StagedPush> TakeComplete(int worker_id, uint64_t push_id);
+  // Drops that push alone, if kept (a refused push: the worker's earlier
+  // ones may still wait in the step's aggregate).
+  void DropOneComplete(int worker_id, uint64_t push_id);
   // Drops the worker's pushes completed up to `arrival`, included.
   void DropCompleteThrough(int worker_id, uint64_t arrival);
   // Drops every complete push of the worker.

@@ -120,6 +120,19 @@ StagedPush Complete(int64_t step, uint64_t push_id) {
   return p;
 }
 
+TEST_CASE("a refused push goes alone") {
+  PushStage stage;
+  stage.KeepComplete(1, Complete(1, 100));
+  stage.KeepComplete(1, Complete(1, 101));  // a second push for step 1
+  stage.KeepComplete(1, Complete(2, 102));
+  stage.DropOneComplete(1, 101);
+  CHECK(stage.FindComplete(1, 101) == nullptr);
+  CHECK(stage.FindComplete(1, 100) != nullptr);  // earlier: stays
+  CHECK(stage.FindComplete(1, 102) != nullptr);
+  stage.DropOneComplete(1, 999);  // not kept: nothing happens
+  CHECK(stage.CompleteOf(1) == 2);
+}
+
 TEST_CASE("a decided push takes its worker's earlier pushes along") {
   PushStage stage;
   stage.KeepComplete(2, Complete(1, 200));

@@ -28,15 +28,18 @@ class InProcessShardChannel::Exchange final : public ShardExchange {
 
   void StartPush(const wire::PushRequest& header,
                  absl::Span<const TensorBytes> gradients,
-                 std::shared_ptr<const void> in_use,
-                 absl::Time /*deadline*/) override {
+                 std::shared_ptr<const void> in_use, absl::Time /*deadline*/,
+                 PushMethod method) override {
     push_request_ = header;
     TensorBytesToProto(
         std::vector<TensorBytes>(gradients.begin(), gradients.end()),
         push_request_.mutable_gradients());
     in_use.reset();  // copied
     push_response_.Clear();
-    push_status_ = channel_->handler_.Push(push_request_, &push_response_);
+    push_status_ = channel_->handler_.Push(push_request_, &push_response_,
+                                           /*shared=*/{},
+                                           /*shared_is_private=*/false,
+                                           /*keep=*/nullptr, method);
   }
 
   void StartCommit(const wire::CommitRequest& request,

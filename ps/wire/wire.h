@@ -49,6 +49,13 @@ inline constexpr uint32_t kUcxPush = 1;
 inline constexpr uint32_t kUcxPull = 2;
 inline constexpr uint32_t kUcxWithdraw = 3;
 inline constexpr uint32_t kUcxCommit = 4;
+inline constexpr uint32_t kUcxDecidePush = 5;
+
+// The two calls that carry a push's gradients (proto/ps.proto): Push (a
+// lone shard decides it; a shard of several stages it), and DecidePush
+// (shard 0 of several decides the whole push at once, every other shard
+// having staged it).
+enum class PushMethod { kPush, kDecidePush };
 
 // `tensors` laid out as in a shared memory segment (SharedLayout: a 64-byte
 // head, then each tensor at an offset aligned to 64), for a transport that
