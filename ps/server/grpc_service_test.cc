@@ -239,6 +239,20 @@ TEST_CASE("each method's request has limits of its own, checked unparsed") {
   commit.set_cluster("limits");
   s = RawCall(**server, "Commit", commit.SerializeAsString());
   CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);  // one shard
+  // DecidePush: a part is refused before the shard sees it, a whole push
+  // by the shard (a lone one decides on Push).
+  wire::PushRequest push;
+  push.set_cluster("limits");
+  push.set_worker_id(0);
+  push.set_push_id(7);
+  push.set_partial(true);
+  s = RawCall(**server, "DecidePush", push.SerializeAsString());
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(s.error_message(), Catch::Contains("comes whole"));
+  push.set_partial(false);
+  s = RawCall(**server, "DecidePush", push.SerializeAsString());
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK_THAT(s.error_message(), Catch::Contains("only shard 0 of a cluster"));
   CHECK((*server)->shard()->Status().step == 0);
 }
 
@@ -274,8 +288,18 @@ TEST_CASE(
   CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   s = RawCall(**server, "Status", status.SerializeAsString(), "cluster-token");
   CHECK(s.ok());
+  // DecidePush is a worker's call: without the cluster's token, or with
+  // the servers', refused before its bytes are parsed.
+  wire::PushRequest push;
+  push.set_cluster("peers");
+  push.set_push_id(7);
+  for (const std::string token : {"", "peer-token"}) {
+    INFO(token);
+    s = RawCall(**server, "DecidePush", push.SerializeAsString(), token);
+    CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  }
   CHECK((*server)->shard()->Status().step == 0);
-  CHECK((*server)->service()->unauthenticated_calls() == 4);
+  CHECK((*server)->service()->unauthenticated_calls() == 6);
 }
 
 TEST_CASE("health checking, the port file and a pull past its deadline") {

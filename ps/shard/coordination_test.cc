@@ -424,6 +424,95 @@ TEST_CASE("a follower refuses a decision older than its window") {
   }
 }
 
+// Worker w's whole push for `step` decided by shard 0 from its own part
+// (DecidePush), the others having staged theirs, and the same push to the
+// one shard: they agree.
+absl::StatusOr<PushReply> DecideBoth(Cluster& c, int w, int64_t step,
+                                     uint64_t id) {
+  const Tensors mine = Make(0, w, step);
+  auto decided = c.shards[0]->DecidePush(
+      w, step, mine.Bytes(VariableKind::kParameter), 0, id);
+  const Tensors g = Make(-1, w, step);
+  auto one = c.one->Push(w, step, g.Bytes(VariableKind::kParameter));
+  INFO("worker " << w << " step " << step << ": " << decided.status() << " / "
+                 << one.status());
+  REQUIRE(decided.ok() == one.ok());
+  if (decided.ok()) {
+    CHECK(decided->outcome == one->outcome);
+    CHECK(decided->step == one->step);
+  } else {
+    CHECK(decided.status().code() == one.status().code());
+  }
+  return decided;
+}
+
+TEST_CASE("DecidePush: shard 0 decides a whole push from its own part") {
+  Cluster c = MakeCluster(Mode::kSync);
+  std::mt19937 rng(11);
+  for (int64_t step = 0; step < 8; ++step) {
+    std::vector<int> workers = {0, 1, 2, 3};
+    std::shuffle(workers.begin(), workers.end(), rng);
+    for (int w : workers) {
+      StageEverywhere(c, w, step, {2, 1});  // not on shard 0
+      REQUIRE(DecideBoth(c, w, step, PushId(w, step)).ok());
+      if (w == workers[0]) {
+        // A second push of the worker for the step (a retry that sent it
+        // again under a new id): refused by shard 0's rules, and its staged
+        // copies go alone, the first still in the step's aggregate.
+        const uint64_t again = PushId(w, step) + 1000;
+        for (int k : {1, 2}) {
+          const Tensors t = Make(k, w, step);
+          REQUIRE(c.shards[k]
+                      ->Push(w, step, t.Bytes(VariableKind::kParameter), 0,
+                             nullptr, again)
+                      .ok());
+        }
+        auto second = DecideBoth(c, w, step, again);
+        CHECK(absl::IsFailedPrecondition(second.status()));
+        CHECK_THAT(std::string(second.status().message()),
+                   Catch::Contains("already pushed for step"));
+      }
+    }
+    CheckSameBits(c);
+  }
+  // Nothing staged on shard 0, nothing left on the others.
+  CHECK(c.shards[0]->Status().memory.staged_parts == 0);
+  CHECK(c.shards[0]->Status().counters.staged == 0);
+  for (int k : {1, 2}) {
+    CHECK(c.shards[k]->Status().step == 8);
+  }
+}
+
+TEST_CASE("DecidePush is refused but on shard 0, and without a push id") {
+  Cluster c = MakeCluster(Mode::kSync);
+  const Tensors part1 = Make(1, 0, 0);
+  auto follower = c.shards[1]->DecidePush(
+      0, 0, part1.Bytes(VariableKind::kParameter), 0, PushId(0, 0));
+  CHECK(absl::IsFailedPrecondition(follower.status()));
+  CHECK_THAT(std::string(follower.status().message()),
+             Catch::Contains("shard 1: push to decide from worker 0 for step "
+                             "0: only shard 0"));
+  const Tensors all = Make(-1, 0, 0);
+  auto lone = c.one->DecidePush(0, 0, all.Bytes(VariableKind::kParameter), 0,
+                                PushId(0, 0));
+  CHECK(absl::IsFailedPrecondition(lone.status()));
+  const Tensors part0 = Make(0, 0, 0);
+  auto no_id =
+      c.shards[0]->DecidePush(0, 0, part0.Bytes(VariableKind::kParameter), 0,
+                              /*push_id=*/0);
+  CHECK(absl::IsInvalidArgument(no_id.status()));
+  CHECK_THAT(std::string(no_id.status().message()), Catch::Contains("push_id"));
+  // Nothing moved but the refusal counters.
+  for (ParameterShard* s :
+       {c.shards[0].get(), c.shards[1].get(), c.one.get()}) {
+    const ShardStatus st = s->Status();
+    CHECK(st.step == 0);
+    CHECK(st.pending_gradients == 0);
+    CHECK(st.counters.aggregated == 0);
+    CHECK(st.counters.refused == 1);
+  }
+}
+
 TEST_CASE("a commit of a push not staged is refused and changes nothing") {
   Cluster c = MakeCluster(Mode::kSync);
   auto r = c.shards[0]->Commit(0, 0, 0, PushId(0, 0));
