@@ -79,11 +79,69 @@ absl::Status FromUcs(ucs_status_t status, absl::string_view what) {
   }
 }
 
+// The buffers ReturnBuffer keeps: the smallest kept one that holds a
+// request and is at most twice its size is taken, else a new one.
+class BufferPool {
+ public:
+  char* Take(size_t needed, size_t* capacity) {
+    if (needed >= kMinPooledBuffer) {
+      MutexLock lock(&mu_);
+      auto best = kept_.end();
+      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+        if (it->second >= needed && it->second / 2 <= needed &&
+            (best == kept_.end() || it->second < best->second)) {
+          best = it;
+        }
+      }
+      if (best != kept_.end()) {
+        char* p = best->first;
+        *capacity = best->second;
+        kept_bytes_ -= best->second;
+        kept_.erase(best);
+        return p;
+      }
+      ++allocated_;
+    }
+    *capacity = needed;
+    return new char[needed];
+  }
+
+  void Give(char* p, size_t capacity) {
+    if (capacity >= kMinPooledBuffer) {
+      MutexLock lock(&mu_);
+      if (kept_bytes_ + capacity <= kMaxPooledBytes) {
+        kept_.emplace_back(p, capacity);
+        kept_bytes_ += capacity;
+        return;
+      }
+    }
+    delete[] p;
+  }
+
+  int64_t allocated() {
+    MutexLock lock(&mu_);
+    return allocated_;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::pair<char*, size_t>> kept_ ABSL_GUARDED_BY(mu_);
+  size_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t allocated_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+BufferPool& Buffers() {
+  static BufferPool* pool = new BufferPool();  // never destroyed
+  return *pool;
+}
+
 // `size` bytes whose byte `before` (where the payload starts) lies at a
 // multiple of kPayloadAlign.
 Bytes NewBytes(size_t size, size_t before) {
   Bytes bytes;
-  bytes.data.reset(new char[size + kPayloadAlign]);
+  size_t capacity = 0;
+  char* p = Buffers().Take(size + kPayloadAlign, &capacity);
+  bytes.data = std::unique_ptr<char[], ReturnBuffer>(p, ReturnBuffer{capacity});
   const auto base = reinterpret_cast<uintptr_t>(bytes.data.get());
   bytes.skip =
       (kPayloadAlign - (base + before) % kPayloadAlign) % kPayloadAlign;
@@ -187,6 +245,12 @@ absl::StatusOr<ucp_config_t*> ReadUcxConfig(const MessengerOptions& options) {
 }
 
 }  // namespace
+
+void ReturnBuffer::operator()(char* p) const {
+  if (p != nullptr) Buffers().Give(p, capacity);
+}
+
+int64_t PooledBuffersAllocated() { return Buffers().allocated(); }
 
 int64_t UcxLogLinesSuppressed() { return ucx_log_suppressed.load(); }
 

@@ -103,12 +103,28 @@ struct Segment {
   size_t size = 0;
 };
 
+// Gives a received message's buffer of `capacity` bytes back: one of at
+// least kMinPooledBuffer bytes is kept (up to kMaxPooledBytes in all, in
+// the process) for the next message of about its size, so that messages of
+// several MiB do not map and fault in fresh pages each time (glibc maps
+// blocks above its mmap threshold on their own: 4 MiB in psgd's programs,
+// common/malloc_tuning.h).
+inline constexpr size_t kMinPooledBuffer = size_t{1} << 20;
+inline constexpr size_t kMaxPooledBytes = size_t{256} << 20;
+struct ReturnBuffer {
+  size_t capacity = 0;
+  void operator()(char* p) const;
+};
+// Buffers of at least kMinPooledBuffer bytes allocated afresh so far (in
+// this process), for tests and reports.
+int64_t PooledBuffersAllocated();
+
 // An owned, uninitialised byte buffer (a received message): `size` bytes
 // from begin(), placed so that the payload after the headers starts at a
 // multiple of kPayloadAlign.
 inline constexpr size_t kPayloadAlign = 64;
 struct Bytes {
-  std::unique_ptr<char[]> data;
+  std::unique_ptr<char[], ReturnBuffer> data;
   size_t skip = 0;  // begin() is data.get() + skip
   size_t size = 0;
   char* begin() const { return data.get() + skip; }
