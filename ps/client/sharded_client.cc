@@ -423,33 +423,38 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
         "push: the transport still holds the gradients' memory 30 s after "
         "the call");
   }
-  absl::StatusOr<PushResult> result = [&]() -> absl::StatusOr<PushResult> {
-    RETURN_IF_ERROR(status);
-    PushResult result;
-    if (decide_last) {
-      // Every shard follows shard 0's decision.
-      wire::PushResponse response;
-      RETURN_IF_ERROR(buffers->shards[0].exchange->ReadPush(&response));
-      ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
-      for (int i = 0; i < num_shards(); ++i) {
-        result.shards.push_back(reply);
-        result.shards.back().skipped = version.steps[i] == kNoPush;
-      }
-      return result;
-    }
+  absl::StatusOr<PushResult> result =
+      status.ok() ? ReadPushReplies(*buffers, version, send, decide_last)
+                  : absl::StatusOr<PushResult>(status);
+  ReturnBuffers(std::move(buffers));
+  return result;
+}
+
+absl::StatusOr<PushResult> ShardedPsClient::ReadPushReplies(
+    const Buffers& buffers, const ModelVersion& version,
+    const std::vector<bool>& sent, bool decided_by_shard0) const {
+  PushResult result;
+  if (decided_by_shard0) {
+    // Every shard follows shard 0's decision.
+    wire::PushResponse response;
+    RETURN_IF_ERROR(buffers.shards[0].exchange->ReadPush(&response));
+    ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
     for (int i = 0; i < num_shards(); ++i) {
-      if (!send[i]) {
-        result.shards.emplace_back().skipped = true;
-        continue;
-      }
-      wire::PushResponse response;
-      RETURN_IF_ERROR(buffers->shards[i].exchange->ReadPush(&response));
-      ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
-      result.shards.push_back(std::move(reply));
+      result.shards.push_back(reply);
+      result.shards.back().skipped = version.steps[i] == kNoPush;
     }
     return result;
-  }();
-  ReturnBuffers(std::move(buffers));
+  }
+  for (int i = 0; i < num_shards(); ++i) {
+    if (!sent[i]) {
+      result.shards.emplace_back().skipped = true;
+      continue;
+    }
+    wire::PushResponse response;
+    RETURN_IF_ERROR(buffers.shards[i].exchange->ReadPush(&response));
+    ASSIGN_OR_RETURN(PushReply reply, PushReplyFromProto(response));
+    result.shards.push_back(std::move(reply));
+  }
   return result;
 }
 

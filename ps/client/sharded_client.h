@@ -145,6 +145,12 @@ class ShardedPsClient : public PsClient {
                                        bool part);
 
   // A spare Buffers from the pool, or a new one; back to the pool.
+  // The replies of a push's calls: each shard's that was `sent`, or with
+  // `decided_by_shard0` shard 0's (DecidePush) for every shard.
+  absl::StatusOr<PushResult> ReadPushReplies(const Buffers& buffers,
+                                             const ModelVersion& version,
+                                             const std::vector<bool>& sent,
+                                             bool decided_by_shard0) const;
   std::unique_ptr<Buffers> TakeBuffers();
   void ReturnBuffers(std::unique_ptr<Buffers> buffers);
 

@@ -45,6 +45,16 @@ WaitingPulls::PullDone Into(std::map<std::string, std::string>* answers,
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
+// Workers 0..n-1 live, each joined on the pulls' clock as the shard does.
+Membership JoinAll(int n, WaitingPulls* pulls) {
+  Membership members(n);
+  for (int w = 0; w < n; ++w) {
+    REQUIRE(members.Join(w, kT0));
+    pulls->Join(w, members.LiveWorkers());
+  }
+  return members;
+}
+
 TEST_CASE("a pull is held until it is ready, and answered once") {
   WaitingPulls pulls(/*staleness_bound=*/-1, /*num_workers=*/4);
   std::map<std::string, std::string> answers;
@@ -126,11 +136,7 @@ TEST_CASE("the workers with a pull held, the evaluator not among them") {
 TEST_CASE("the staleness bound holds a worker ahead of the slowest other") {
   // Bound 1: a worker two pushes ahead of every other live worker waits.
   WaitingPulls pulls(/*staleness_bound=*/1, /*num_workers=*/3);
-  Membership members(3);
-  for (int w : {0, 1, 2}) {
-    REQUIRE(members.Join(w, kT0));
-    pulls.Join(w, members.LiveWorkers());
-  }
+  Membership members = JoinAll(3, &pulls);
   CHECK(pulls.bounded());
   pulls.Tick(0);
   CHECK_FALSE(pulls.BoundHolds(0, members));  // one ahead: within the bound
@@ -177,11 +183,7 @@ TEST_CASE("the staleness bound holds a worker ahead of the slowest other") {
 
 TEST_CASE("a slow worker that leaves holds nobody back") {
   WaitingPulls pulls(0, 2);
-  Membership members(2);
-  for (int w : {0, 1}) {
-    REQUIRE(members.Join(w, kT0));
-    pulls.Join(w, members.LiveWorkers());
-  }
+  Membership members = JoinAll(2, &pulls);
   pulls.Tick(0);
   CHECK(pulls.BoundHolds(0, members));
   members.Leave(1);
@@ -190,11 +192,7 @@ TEST_CASE("a slow worker that leaves holds nobody back") {
 
 TEST_CASE("without a bound no pull is ever held back") {
   WaitingPulls pulls(-1, 2);
-  Membership members(2);
-  for (int w : {0, 1}) {
-    REQUIRE(members.Join(w, kT0));
-    pulls.Join(w, members.LiveWorkers());
-  }
+  Membership members = JoinAll(2, &pulls);
   for (int i = 0; i < 100; ++i) pulls.Tick(0);
   CHECK_FALSE(pulls.bounded());
   CHECK_FALSE(pulls.BoundHolds(0, members));
