@@ -371,9 +371,8 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
   // The requests may reference the gradients' memory; `released` tells
   // when no channel holds any of it, so that the caller may change it.
   auto released = std::make_shared<Notification>();
-  auto in_use =
-      std::make_shared<std::shared_ptr<const void>>(std::shared_ptr<const void>(
-          nullptr, [released](const void*) { released->Notify(); }));
+  std::shared_ptr<const void> in_use(
+      nullptr, [released](const void*) { released->Notify(); });
   std::vector<std::vector<TensorBytes>> slices(num_shards());
   auto start = [&](int i) {
     const wire::PushRequest header =
@@ -381,8 +380,8 @@ absl::StatusOr<PushResult> ShardedPsClient::PushModel(
     Buffers::Shard& b = buffers->shards[i];
     if (b.exchange == nullptr) b.exchange = channels_[i]->NewExchange();
     b.exchange->StartPush(
-        header, b.encoder.FromFloat(slices[i], options_.wire.gradients),
-        *in_use, deadline,
+        header, b.encoder.FromFloat(slices[i], options_.wire.gradients), in_use,
+        deadline,
         decide_last && i == 0 ? PushMethod::kDecidePush : PushMethod::kPush);
   };
   // The shards' calls in `wave`, awaited: the first error, named by shard.
