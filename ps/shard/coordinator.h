@@ -40,20 +40,6 @@
 namespace psgd {
 namespace ps {
 
-// What a decision's update reads, found before anything changes: the
-// gradients of its pushes in the decision's order, or, for a sync step on
-// the shard that decided it, the sum of them made as they came.
-struct DecisionInputs {
-  std::vector<std::vector<const float*>> pushes;
-  bool summed = false;  // the sync step's gradients are in the aggregate
-  // The step the first push was computed from, as this shard knows it (the
-  // tag of its staged copy): async delay compensation.
-  int64_t step = 0;
-  // The arrivals of pushes staged here (the worker's pushes staged up to
-  // each go with it); empty for gradients in hand.
-  std::vector<uint64_t> arrivals;
-};
-
 class Coordinator {
  public:
   // The shard's state that the rules read and change, lent for one call

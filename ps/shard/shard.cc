@@ -18,9 +18,6 @@ int WorkerCapacity(const ShardOptions& o) {
   return std::max(o.total_num_replicas, o.max_workers);
 }
 
-// Room for the names, shapes and framing next to the weights in one message.
-constexpr int64_t kMessageOverheadBytes = int64_t{64} << 10;
-
 // ShardOptions::bulk_threads, 0 taken as the machine's cores, at most 4.
 int BulkThreads(int option) { return option > 0 ? option : MachineThreads(4); }
 
@@ -61,8 +58,8 @@ ParameterShard::ParameterShard(const ShardOptions& options)
                        ? nullptr
                        : std::make_unique<Coordinator>(options_)),
       checkpoints_(options_, name_),
-      async_(options.max_push_staleness, options.scale_lr_by_staleness),
-      dc_(static_cast<float>(options.dc_asgd_lambda), WorkerCapacity(options)),
+      model_(options_, Coordinator::FirstN(options_), WorkerCapacity(options_),
+             bulk_.get()),
       // The staleness bound holds pulls back in async mode only.
       pulls_(options.mode == Mode::kAsync ? options.staleness_bound : -1,
              WorkerCapacity(options)),
@@ -100,7 +97,7 @@ absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {
   if (checkpoints_.awaiting_rollback()) {
     return absl::AbortedError(
         absl::StrCat(name_, " restored checkpoint step-", restore_report_.label,
-                     " (step ", step_,
+                     " (step ", model_.step(),
                      ") when it started and waits for the cluster to "
                      "roll back to it: re-sync"));
   }
@@ -130,7 +127,7 @@ absl::Status ParameterShard::CheckNoLocalStatistics(
 
 std::shared_ptr<const VariableLayout> ParameterShard::Layout() const {
   MutexLock lock(&mu_);
-  return store_ == nullptr ? nullptr : store_->shared_layout();
+  return model_.shared_layout();
 }
 
 absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t,
@@ -182,32 +179,16 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
   {
     MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpenLocked());
-    if (store_ != nullptr) {
+    if (model_.initialized()) {
       RETURN_IF_ERROR(
-          Annotate(store_->CheckSameVariables(variables), name_ + ": "));
-      reply.step = step_;
+          Annotate(model_.store().CheckSameVariables(variables), name_ + ": "));
+      reply.step = model_.step();
       reply.already_initialized = true;
       return reply;
     }
     if (!store.ok()) return Annotate(store.status(), name_ + ": ");
-    const VariableLayout& layout = (*store)->layout();
-    const int64_t bytes =
-        layout.num_parameters * static_cast<int64_t>(sizeof(float));
-    if (bytes + kMessageOverheadBytes > options_.max_message_bytes) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          name_, ": initialize: the variables take ", bytes,
-          " bytes, more than fits in max_message_bytes=",
-          options_.max_message_bytes,
-          " (raise it, lower split_threshold_bytes or add shards)"));
-    }
-    ASSIGN_OR_RETURN(optimizer_,
-                     CreateOptimizer(ShardOptimizerOptions(options_),
-                                     layout.OptimizerSizes(),
-                                     layout.VariableNames(), bulk_.get()));
-    store_ = std::move(*store);
-    MakeAggregatorLocked();
-    step_ = 0;
-    StartStepLocked();
+    RETURN_IF_ERROR(model_.Initialize(*std::move(store), name_));
+    ModelStartedLocked();
     checkpoints_.Save(0, *this);
     CollectReadyLocked(&ready);
   }
@@ -216,16 +197,14 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
 }
 
 bool ParameterShard::PullReadyLocked(int64_t min_step, int worker_id) const {
-  return store_ != nullptr && step_ >= min_step &&
+  return model_.initialized() && model_.step() >= min_step &&
          !pulls_.BoundHolds(worker_id, membership_);
 }
 
 ParameterShard::Snapshot ParameterShard::AnswerPullLocked(int worker_id) {
   // The worker waited here until now: its lease starts again.
   if (worker_id >= 0) membership_.Touch(worker_id, absl::Now());
-  Snapshot s = store_->current();
-  if (options_.mode == Mode::kAsync) dc_.RecordPull(worker_id, s);
-  return s;
+  return model_.AnswerPull(worker_id);
 }
 
 uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
@@ -286,8 +265,8 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
       MutexLock lock(&mu_);
       return absl::DeadlineExceededError(
           absl::StrCat(name_, ": pull for step >= ", min_step,
-                       " timed out; the shard is at step ", step_,
-                       store_ == nullptr ? " and not initialized" : ""));
+                       " timed out; the shard is at step ", model_.step(),
+                       model_.initialized() ? "" : " and not initialized"));
     }
     result->done.WaitForNotification();  // done is running right now
   }
@@ -333,7 +312,7 @@ absl::StatusOr<PushReply> ParameterShard::DecideWhole(
 absl::Status ParameterShard::CheckPushLocked(int worker_id,
                                              int64_t step) const {
   RETURN_IF_ERROR(CheckOpenLocked());
-  if (store_ == nullptr) {
+  if (!model_.initialized()) {
     return absl::FailedPreconditionError("the shard is not initialized");
   }
   RETURN_IF_ERROR(membership_.CheckWorkerId(worker_id));
@@ -351,7 +330,7 @@ absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
                                         Ready* ready) {
   RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
   std::vector<const float*> grads;
-  RETURN_IF_ERROR(store_->MatchGradients(gradients, &grads));
+  RETURN_IF_ERROR(model_.store().MatchGradients(gradients, &grads));
   RETURN_IF_ERROR(
       DecideLocked(worker_id, step, grads, chunk, reply, ready, push_id));
   // A whole push replaces whatever parts the worker had staged, and on
@@ -375,36 +354,25 @@ void ParameterShard::CollectReadyLocked(Ready* ready) {
       absl::Now(), ready);
 }
 
-void ParameterShard::MakeAggregatorLocked() {
-  if (coordinator_ != nullptr) coordinator_->Restart();
-  aggregator_ = std::make_unique<SyncAggregator>(store_->layout().sizes,
-                                                 Coordinator::FirstN(options_));
-  if (options_.n_follows_live) {
-    aggregator_->set_backups(options_.total_num_replicas -
-                             options_.replicas_to_aggregate);
-  }
+void ParameterShard::ModelStartedLocked() {
+  if (coordinator_ == nullptr) return;
+  coordinator_->Restart();
+  coordinator_->StepStarted(model_.step());
 }
 
-int ParameterShard::StepNLocked() const {
-  if (aggregator_ == nullptr) return options_.replicas_to_aggregate;
-  // N follows the live workers, or is the configured (or adaptive) one.
-  return options_.n_follows_live ? aggregator_->Required(membership_.num_live())
-                                 : aggregator_->replicas_to_aggregate();
-}
-
-void ParameterShard::StartStepLocked() {
-  step_started_ = absl::Now();
-  if (coordinator_ != nullptr) coordinator_->StepStarted(step_);
+void ParameterShard::StepAdvancedLocked(Ready* ready) {
+  if (coordinator_ != nullptr) coordinator_->StepStarted(model_.step());
+  CollectReadyLocked(ready);
 }
 
 Coordinator::Shard ParameterShard::RulesLocked() {
   Coordinator::Shard s;
-  s.step = step_;
-  s.step_n = StepNLocked();
+  s.step = model_.step();
+  s.step_n = model_.StepN(membership_.num_live());
   s.membership = &membership_;
   s.counters = &counters_;
-  s.aggregator = aggregator_.get();
-  s.async = &async_;
+  s.aggregator = model_.aggregator();
+  s.async = &model_.async();
   s.data = data_.leases();
   s.ledger = data_.has_ledger();
   return s;
@@ -419,7 +387,7 @@ void ParameterShard::RunReady(Ready* ready) {
 }
 
 ParameterShard::MembershipReply ParameterShard::MembershipReplyLocked() const {
-  return MembershipReply{step_, membership_.LiveWorkers()};
+  return MembershipReply{model_.step(), membership_.LiveWorkers()};
 }
 
 absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
@@ -461,8 +429,8 @@ absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
 std::vector<VariableSpec> ParameterShard::Variables() const {
   MutexLock lock(&mu_);
   std::vector<VariableSpec> out;
-  if (store_ == nullptr) return out;
-  const VariableLayout& layout = store_->layout();
+  if (!model_.initialized()) return out;
+  const VariableLayout& layout = model_.store().layout();
   for (int i = 0; i < layout.size(); ++i) out.push_back(layout.Spec(i));
   return out;
 }
@@ -498,8 +466,8 @@ void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
     LeaveHereLocked(worker_id, /*drop_complete=*/true, ready);
     return;
   }
-  TakeDecisionLocked(Coordinator::Left(step_, worker_id), DecisionInputs(),
-                     ready);
+  TakeDecisionLocked(Coordinator::Left(model_.step(), worker_id),
+                     DecisionInputs(), ready);
   // A step never waits for a worker that left.
   if (std::optional<Coordinator::Made> made =
           coordinator_->CompleteAfterLeave(RulesLocked())) {
@@ -529,7 +497,7 @@ std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
 
 ParameterShard::Snapshot ParameterShard::LatestWeights() const {
   MutexLock lock(&mu_);
-  return store_ == nullptr ? nullptr : store_->current();
+  return model_.current();
 }
 
 ShardStatus ParameterShard::Status() const {
@@ -539,25 +507,18 @@ ShardStatus ParameterShard::Status() const {
   s.shard_index = options_.shard_index;
   s.num_shards = options_.num_shards;
   s.mode = options_.mode;
-  s.initialized = store_ != nullptr;
-  s.step = step_;
+  model_.AddStatus(&s);
   s.counters = counters_;
-  s.staleness_histogram = async_.histogram();
-  s.dc_compensated = dc_.compensated();
-  s.dc_uncompensated = dc_.uncompensated();
   s.live_workers = membership_.LiveWorkers();
   s.workers_expired = workers_expired_;
   s.failed_workers.assign(failed_workers_.begin(), failed_workers_.end());
   // The current step's N (adaptive backup workers change it).
-  s.replicas_to_aggregate = StepNLocked();
+  s.replicas_to_aggregate = model_.StepN(membership_.num_live());
   s.total_num_replicas = options_.total_num_replicas;
-  s.num_parameters = store_ == nullptr ? 0 : store_->layout().num_parameters;
-  s.pending_gradients = aggregator_ == nullptr ? 0 : aggregator_->count();
   pulls_.AddStatus(&s);
-  s.step_started = step_started_;
   if (options_.mode == Mode::kSync) {
     for (int w : s.live_workers) {
-      if (membership_.last_push_step(w) < step_) s.waiting_for.push_back(w);
+      if (membership_.last_push_step(w) < s.step) s.waiting_for.push_back(w);
     }
   }
   s.shutting_down = shut_down_;
@@ -590,32 +551,23 @@ absl::Status ParameterShard::CheckKnownShapes(
 int64_t ParameterShard::MaxTensorAreaBytes(int64_t header,
                                            int64_t align) const {
   MutexLock lock(&mu_);
-  if (store_ == nullptr) return header;
-  const int64_t count = store_->layout().size();
-  return header + store_->layout().num_parameters * int64_t{sizeof(float)} +
-         count * align;
+  if (!model_.initialized()) return header;
+  const VariableLayout& layout = model_.store().layout();
+  return header + layout.num_parameters * int64_t{sizeof(float)} +
+         layout.size() * align;
 }
 
 ShardMemory ParameterShard::MemoryLocked() const {
   ShardMemory m;
-  if (store_ != nullptr) {
-    const int64_t version = store_->layout().num_parameters * sizeof(float);
-    m.weights = version;
-    m.weight_versions = (store_->versions_in_memory() - 1) * version;
-  }
-  if (optimizer_ != nullptr) m.optimizer_slots = optimizer_->SlotBytes();
-  if (aggregator_ != nullptr) m.aggregate = aggregator_->bytes();
+  model_.AddMemory(&m);
   m.staged_parts = stage_.PartBytes();
-  m.compensation = dc_.buffer_bytes();
   return m;
 }
 
 std::vector<float> ParameterShard::CopySlot(absl::string_view name,
                                             int index) const {
   MutexLock lock(&mu_);
-  if (optimizer_ == nullptr) return {};
-  absl::Span<const float> slot = optimizer_->Slot(name, index);
-  return std::vector<float>(slot.begin(), slot.end());
+  return model_.CopySlot(name, index);
 }
 
 void ParameterShard::Shutdown(absl::string_view reason) {
@@ -626,7 +578,7 @@ void ParameterShard::Shutdown(absl::string_view reason) {
   {
     MutexLock lock(&mu_);
     if (shut_down_) return;
-    checkpoints_.SaveUnsaved(step_, *this);
+    checkpoints_.SaveUnsaved(model_.step(), *this);
     shut_down_ = true;
     shutdown_reason_ = std::string(reason);
     shutdown_cv_.SignalAll();

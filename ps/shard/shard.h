@@ -8,8 +8,10 @@
 // the rules.
 //
 // Rooms (docs/ARCHITECTURE.md): ParameterShard is the core every shard has
-// (the weights, optimizer slots, step, staged pushes, membership,
-// counters, and the one apply path, shard_apply.cc). The rules
+// (the staged pushes, membership, counters, and the one apply path,
+// shard_apply.cc); what it learns - the weights, optimizer slots, step,
+// sync aggregate and async record - and the updates that change them are
+// the ShardModel (shard_model.h). The rules
 // only shard 0 and a lone shard have are a Coordinator of their own
 // (coordinator.h), which decides and never applies; the decisions in order
 // are the DecisionLog (decision_log.h) and shard 0's DecisionRelay
@@ -82,16 +84,13 @@
 #include "ps/shard/decision_relay.h"
 #include "ps/shard/shard_checkpointing.h"
 #include "ps/shard/shard_data_room.h"
+#include "ps/shard/shard_model.h"
 #include "ps/shard/waiting_pulls.h"
-#include "ps/state/async_applier.h"
 #include "ps/state/data_queue.h"
-#include "ps/state/delay_compensation.h"
 #include "ps/state/ledger.h"
 #include "ps/state/membership.h"
-#include "ps/state/optimizer.h"
 #include "ps/state/options.h"
 #include "ps/state/push_stage.h"
-#include "ps/state/sync_aggregator.h"
 #include "ps/state/types.h"
 #include "ps/state/variable_store.h"
 
@@ -472,13 +471,12 @@ class ParameterShard final : private ShardCheckpointing::Core {
                                   int64_t generation, const DataChunkRef* chunk,
                                   uint64_t push_id, bool whole,
                                   std::shared_ptr<const void> keep);
-  // The aggregator (and the coordinator's adaptive N) for a fresh or
-  // restored store.
-  void MakeAggregatorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The current step's N (ShardStatus, PushReply).
-  int StepNLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // step_ starts now: step_started_, and the adaptive N's publish time.
-  void StartStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh or restored model's step starts: the coordinator's rules start
+  // again (adaptive N's publish time).
+  void ModelStartedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The model's step advanced: adaptive N's publish time, and the pulls it
+  // satisfies move to `ready`.
+  void StepAdvancedLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The state the coordinator's rules read and change, for one call.
   Coordinator::Shard RulesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the waiting pulls that PullReadyLocked to `ready`.
@@ -533,15 +531,6 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // fail: what it needs was found, and the decision checked, before.
   void ApplyDecisionLocked(const Decision& d, const DecisionInputs& in,
                            Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplySyncStepLocked(const Decision& d, const DecisionInputs& in,
-                           Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyAsyncPushLocked(const Decision& d, const DecisionInputs& in,
-                            Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Optimizer step on `grads` (layout order), and the fold of the batch
-  // statistics among them into the running statistics; advances the step
-  // and moves the pulls it satisfies to `ready`.
-  void ApplyLocked(const std::vector<const float*>& grads, double lr_scale,
-                   Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The worker leaves the live set here: its parts and chunks go, and its
   // complete pushes unless shard 0 may still decide them.
   void LeaveHereLocked(int worker_id, bool drop_complete, Ready* ready)
@@ -581,17 +570,9 @@ class ParameterShard final : private ShardCheckpointing::Core {
   mutable CondVar shutdown_cv_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string shutdown_reason_ ABSL_GUARDED_BY(mu_);
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-  // When step_ last changed (ShardStatus::step_started).
-  absl::Time step_started_ ABSL_GUARDED_BY(mu_) = absl::Now();
-  // Null until Initialize; then fixed.
-  std::unique_ptr<VariableStore> store_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<SyncAggregator> aggregator_ ABSL_GUARDED_BY(mu_);
-  AsyncApplier async_ ABSL_GUARDED_BY(mu_);
-  // Delay compensation (docs/PS.md, "Async mode"); reset by a restore or a
-  // rollback.
-  DelayCompensator dc_ ABSL_GUARDED_BY(mu_);
+  // The weights, optimizer slots, step, aggregate and async record, and
+  // their updates (shard_model.h).
+  ShardModel model_ ABSL_GUARDED_BY(mu_);
   // The waiting pulls and the staleness bound's clock (waiting_pulls.h).
   WaitingPulls pulls_ ABSL_GUARDED_BY(mu_);
   Membership membership_ ABSL_GUARDED_BY(mu_);

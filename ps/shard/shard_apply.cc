@@ -5,7 +5,6 @@
 // applies its decision here at once; the other
 // shards apply the decisions it sends them (ApplyDecisions,
 // shard_coordination.cc) to the gradients they staged.
-#include <algorithm>
 #include <utility>
 
 #include "ps/shard/shard.h"
@@ -43,12 +42,18 @@ void ParameterShard::ApplyDecisionLocked(const Decision& d,
       LeaveHereLocked(d.workers[0], /*drop_complete=*/true, ready);
       return;
     case Decision::Kind::kSyncStep:
-      ApplySyncStepLocked(d, in, ready);
+      model_.ApplySyncStep(in, d.lr_scale, d.replicas_next);
+      for (int w : d.workers) membership_.RecordPush(w, d.step);
       break;
     case Decision::Kind::kAsyncPush:
-      ApplyAsyncPushLocked(d, in, ready);
+      membership_.RecordPush(d.workers[0], in.step);
+      // Before the pulls the update satisfies are collected: their
+      // staleness bound reads the clocks.
+      pulls_.Tick(d.workers[0]);
+      model_.ApplyAsyncPush(d.workers[0], in, d.lr_scale, d.staleness);
       break;
   }
+  StepAdvancedLocked(ready);
   // The pushes staged here are spent, and so is every push of their workers
   // staged before them (never committed: shard 0 cannot name them any more).
   for (size_t k = 0; k < in.arrivals.size(); ++k) {
@@ -56,74 +61,9 @@ void ParameterShard::ApplyDecisionLocked(const Decision& d,
   }
   // The data chunks the update trained on: done in the queue that handed
   // them out (shard 0's), else in this shard's ledger from the decision.
-  data_.Applied(step_, d.chunks);
+  data_.Applied(model_.step(), d.chunks);
   // After the counters, so that they are in it.
-  checkpoints_.MaybeSave(step_, *this);
-}
-
-void ParameterShard::ApplySyncStepLocked(const Decision& d,
-                                         const DecisionInputs& in,
-                                         Ready* ready) {
-  if (in.summed) {
-    // Summed in the decision's order as shard 0 took them.
-    ApplyLocked(aggregator_->Mean(), d.lr_scale, ready);
-  } else if (in.pushes.size() == 1) {
-    // The mean of one gradient is the gradient: applied as it is.
-    ApplyLocked(in.pushes[0], d.lr_scale, ready);
-  } else {
-    aggregator_->Reset();
-    for (const std::vector<const float*>& g : in.pushes) aggregator_->Add(g);
-    ApplyLocked(aggregator_->Mean(), d.lr_scale, ready);
-  }
-  aggregator_->Reset();
-  // N of the next step is shard 0's choice, not this shard's (which may see
-  // no arrivals).
-  if (d.replicas_next > 0) {
-    aggregator_->set_replicas_to_aggregate(d.replicas_next);
-  }
-  for (int w : d.workers) membership_.RecordPush(w, d.step);
-}
-
-void ParameterShard::ApplyAsyncPushLocked(const Decision& d,
-                                          const DecisionInputs& in,
-                                          Ready* ready) {
-  const int w = d.workers[0];
-  membership_.RecordPush(w, in.step);
-  // Before the update, whose collection of ready pulls reads the clocks.
-  pulls_.Tick(w);
-  // Delay compensation from this shard's own snapshot of the worker's pull.
-  std::vector<const float*> applied;
-  dc_.Compensate(w, in.step, *store_->current(), in.pushes[0], &applied);
-  ApplyLocked(applied, d.lr_scale, ready);
-  async_.Record(d.staleness);
-}
-
-void ParameterShard::ApplyLocked(const std::vector<const float*>& grads,
-                                 double lr_scale, Ready* ready) {
-  // The update runs on this thread, under the lock; clang's thread-safety
-  // analysis cannot see that inside the lambda.
-  Optimizer* optimizer = optimizer_.get();
-  const VariableLayout& layout = store_->layout();
-  const double learning_rate = optimizer->NextRate(lr_scale);
-  store_->Update(
-      step_ + 1,
-      [&](absl::Span<const float* const> in, absl::Span<float* const> out) {
-        // The optimizer writes nothing of a running statistic (size 0 for
-        // it): the fold of the batch statistics does.
-        optimizer->Apply(in, grads, out, lr_scale);
-        for (int i = 0; layout.num_statistics > 0 && i < layout.size(); ++i) {
-          if (!layout.statistic[i]) continue;
-          if (grads[i] == nullptr) {  // no batch statistics came: unchanged
-            std::copy(in[i], in[i] + layout.sizes[i], out[i]);
-            continue;
-          }
-          FoldRunningStatistic(in[i], grads[i], layout.sizes[i], out[i]);
-        }
-      },
-      learning_rate);
-  ++step_;
-  StartStepLocked();
-  CollectReadyLocked(ready);
+  checkpoints_.MaybeSave(model_.step(), *this);
 }
 
 void ParameterShard::LeaveHereLocked(int worker_id, bool drop_complete,

@@ -59,50 +59,31 @@ absl::Status ParameterShard::RestoreAgreed(int64_t label) {
   return checkpoints_.Restore(*c, label, *this, &restore_report_);
 }
 
-bool ParameterShard::HasVariablesLocked() const { return store_ != nullptr; }
+bool ParameterShard::HasVariablesLocked() const { return model_.initialized(); }
 
 absl::Status ParameterShard::InstallStateLocked(const ShardCheckpoint& c,
                                                 bool restart,
                                                 int64_t generation) {
   const std::vector<TensorBytes> variables =
       ShardCheckpointing::Variables(*c.weights);
-  if (store_ != nullptr) RETURN_IF_ERROR(store_->CheckSameVariables(variables));
   // A checkpoint of a cluster that kept batch norm's statistics on the
   // servers does not fit one that keeps them on the workers.
   if (absl::Status s = CheckNoLocalStatistics(variables, "restore"); !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<VariableStore> store,
-                   VariableStore::Create(variables, c.step, generation));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<Optimizer> optimizer,
-      CreateOptimizer(ShardOptimizerOptions(options_),
-                      store->layout().OptimizerSizes(),
-                      store->layout().VariableNames(), bulk_.get()));
-  if (absl::Status s = optimizer->LoadState(c.optimizer); !s.ok()) {
-    return absl::FailedPreconditionError(s.message());
-  }
+  // Everything that can refuse the checkpoint before anything changes.
   ASSIGN_OR_RETURN(std::optional<DataQueue> queue, data_.QueueOf(c));
-  store_ = std::move(store);
-  optimizer_ = std::move(optimizer);
-  // The pending aggregate of a sync step is not saved: those workers push
-  // for the step again (their last_push_step is below it).
-  step_ = c.step;
-  MakeAggregatorLocked();
-  StartStepLocked();
-  // Staged parts of pushes are not saved either: they belong to weights now
-  // undone.
+  RETURN_IF_ERROR(model_.Restore(c, variables, generation));
+  ModelStartedLocked();
+  // Staged parts of pushes are not saved (nor is the sync aggregate): they
+  // belong to weights now undone.
   stage_.ClearParts();
   membership_.RestoreLastPushSteps(c.last_push_step);
   counters_ = c.counters;
-  async_.RestoreHistogram(c.staleness_histogram);
-  // A new generation: every worker re-syncs, its clock starts at 0 and its
-  // next pull records the snapshot its pushes are compensated against.
+  // A new generation: every worker re-syncs and its clock starts at 0.
   pulls_.ResetClocks();
-  dc_.Clear();
   workers_expired_ = c.workers_expired;
-  restore_report_.digest =
-      StateDigest(*store_->current(), optimizer_->SaveState());
+  restore_report_.digest = model_.Digest();
   if (restart) {
     // The workers that were live: their leases start now.
     const absl::Time now = absl::Now();
@@ -114,16 +95,13 @@ absl::Status ParameterShard::InstallStateLocked(const ShardCheckpoint& c,
 
 void ParameterShard::SaveStateLocked(ShardCheckpoint* c) {
   c->generation = generation_;
-  c->step = step_;
-  c->weights = store_->current();  // immutable: shared, not copied
-  c->optimizer = optimizer_->SaveState();
+  model_.Save(c);
   c->last_push_step = membership_.LastPushSteps();
   // A worker that pushed for the pending step pushes for it again after a
   // restore, since the pending aggregate is not saved.
-  for (int64_t& s : c->last_push_step) s = std::min(s, step_ - 1);
+  for (int64_t& s : c->last_push_step) s = std::min(s, c->step - 1);
   c->live_workers = membership_.LiveWorkers();
   c->counters = counters_;
-  c->staleness_histogram = async_.histogram();
   c->workers_expired = workers_expired_;
   data_.Save(c);
 }
@@ -137,7 +115,7 @@ absl::Status ParameterShard::RequestCheckpoint(int64_t label, bool now) {
   MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckOpenLocked());
   RETURN_IF_ERROR(CheckGenerationLocked(0));
-  return checkpoints_.Request(label, now, step_, *this);
+  return checkpoints_.Request(label, now, model_.step(), *this);
 }
 
 void ParameterShard::FlushCheckpoints() {
@@ -160,14 +138,14 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
     RETURN_IF_ERROR(checkpoints_.CheckRollback(label, generation, context));
     RETURN_IF_ERROR(CheckOpenLocked());
     if (generation <= generation_) {
-      return RollbackReply{step_, generation_, false};
+      return RollbackReply{model_.step(), generation_, false};
     }
     if (checkpoints_.AwaitsRollbackTo(label, restore_report_.label)) {
       // Already at that checkpoint: it only takes the generation.
       EnterGenerationLocked(generation);
-      store_->SetGeneration(generation);
-      checkpoints_.RolledBack(generation, label, step_, step_);
-      return RollbackReply{step_, generation_, true};
+      model_.SetGeneration(generation);
+      checkpoints_.RolledBack(generation, label, model_.step(), model_.step());
+      return RollbackReply{model_.step(), generation_, true};
     }
     store = checkpoints_.store();
   }
@@ -180,16 +158,17 @@ absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
     MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpenLocked());
     if (generation <= generation_) {
-      return RollbackReply{step_, generation_, false};
+      return RollbackReply{model_.step(), generation_, false};
     }
-    const int64_t from = step_;
+    const int64_t from = model_.step();
     RETURN_IF_ERROR(
         checkpoints_.RollBackTo(*c, label, generation, from, context, *this));
-    const absl::Status aborted = absl::AbortedError(absl::StrCat(
-        name_, " rolled back from step ", from, " to checkpoint step-", label,
-        " (step ", step_, ", generation ", generation, "): pull again"));
+    const absl::Status aborted = absl::AbortedError(
+        absl::StrCat(name_, " rolled back from step ", from,
+                     " to checkpoint step-", label, " (step ", model_.step(),
+                     ", generation ", generation, "): pull again"));
     pulls_.EndAll(aborted, &ready);
-    reply = RollbackReply{step_, generation_, true};
+    reply = RollbackReply{model_.step(), generation_, true};
   }
   RunReady(&ready);
   return reply;

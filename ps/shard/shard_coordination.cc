@@ -105,7 +105,7 @@ absl::Status ParameterShard::DecideLocked(
   if (made.has_value()) {
     TakeDecisionLocked(std::move(made->decision), made->inputs, ready);
   }
-  reply->step = step_;
+  reply->step = model_.step();
   return status;
 }
 
@@ -137,7 +137,7 @@ absl::StatusOr<int64_t> ParameterShard::ApplyDecisions(
                        " takes no decisions: only shards other than 0 of a "
                        "cluster of several shards do"));
     }
-    if (status.ok() && store_ == nullptr) {
+    if (status.ok() && !model_.initialized()) {
       status = absl::FailedPreconditionError(
           absl::StrCat(name_, " is not initialized"));
     }
@@ -187,8 +187,8 @@ absl::StatusOr<DecisionInputs> ParameterShard::StagedInputsLocked(
     in.arrivals.push_back(kept->arrival);
     if (k == 0) in.step = kept->step;
   }
-  if (d.kind == Decision::Kind::kSyncStep && d.step != step_) {
-    return log_.Refuse(d, absl::StrCat("the shard is at step ", step_));
+  if (d.kind == Decision::Kind::kSyncStep && d.step != model_.step()) {
+    return log_.Refuse(d, absl::StrCat("the shard is at step ", model_.step()));
   }
   return in;
 }

@@ -40,7 +40,7 @@ absl::StatusOr<DataChunk> ParameterShard::LeaseDataLocked(
   // A lease is a sign of life, answered or not: a worker that waits for the
   // last epoch's chunks keeps its own lease while it asks.
   membership_.Touch(worker_id, absl::Now());
-  return data_.Lease(worker_id, give_back, step_, [this]() {
+  return data_.Lease(worker_id, give_back, model_.step(), [this]() {
     mu_.AssertHeld();
     return pulls_.Workers();
   });

@@ -71,7 +71,7 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
     if (status.ok() && whole && stage_.DropParts(worker_id)) {
       status = absl::InvalidArgumentError(absl::StrCat(
           "the push has gradients for ", gradients.size(), " of the ",
-          store_->layout().size(), " variables of the shard"));
+          model_.store().layout().size(), " variables of the shard"));
     }
     if (!status.ok()) ++counters_.refused;
   }
@@ -106,23 +106,23 @@ absl::Status ParameterShard::StagePartLocked(
                        " wait for shard 0's decisions here: try again"));
     }
     if (coordinator_ == nullptr) {
-      RETURN_IF_ERROR(
-          Coordinator::CheckLiveNow(membership_, step_, worker_id, step));
+      RETURN_IF_ERROR(Coordinator::CheckLiveNow(membership_, model_.step(),
+                                                worker_id, step));
     }
   }
-  const VariableLayout& layout = store_->layout();
+  const VariableLayout& layout = model_.store().layout();
   ASSIGN_OR_RETURN(
       std::optional<StagedPush> complete,
       stage_.AddPart(
           worker_id, step, generation_, push_id, layout.size(), gradients,
           [this](const TensorBytes& g) {
             mu_.AssertHeld();
-            return store_->MatchGradient(g);
+            return model_.store().MatchGradient(g);
           },
           floats));
   if (!complete.has_value()) {
     reply->staged = true;
-    reply->step = step_;
+    reply->step = model_.step();
     reply->reason =
         absl::StrCat(stage_.PartsReceived(worker_id), " of ", layout.size(),
                      " gradients staged for step ", step);
@@ -135,7 +135,7 @@ absl::Status ParameterShard::StagePartLocked(
     stage_.KeepComplete(worker_id, *std::move(complete));
     ++counters_.staged;
     reply->staged = true;
-    reply->step = step_;
+    reply->step = model_.step();
     reply->reason =
         absl::StrCat("staged for step ", step,
                      options_.shard_index == 0 ? ": the commit decides it"
