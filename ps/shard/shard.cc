@@ -110,67 +110,24 @@ absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {
   return absl::OkStatus();
 }
 
-absl::Status ParameterShard::CheckNoLocalStatistics(
-    absl::Span<const TensorBytes> tensors, absl::string_view what) const {
-  if (options_.batch_norm_statistics != BatchNormStatistics::kLocal) {
-    return absl::OkStatus();
-  }
-  for (const TensorBytes& t : tensors) {
-    if (t.kind != VariableKind::kRunningStatistic) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": '", t.name,
-        "' is a batch-norm running statistic, but this cluster keeps them "
-        "on the workers (model.batch_norm_statistics: LOCAL)"));
-  }
-  return absl::OkStatus();
-}
-
 std::shared_ptr<const VariableLayout> ParameterShard::Layout() const {
   MutexLock lock(&mu_);
   return model_.shared_layout();
 }
 
-absl::Status ParameterShard::CheckPushedTensor(const TensorBytes& t,
-                                               float* copy_to) const {
-  float* const copies[] = {copy_to};
-  return CheckPushedTensors(absl::MakeConstSpan(&t, 1), copies)[0];
-}
-
 std::vector<absl::Status> ParameterShard::CheckPushedTensors(
     absl::Span<const TensorBytes> tensors,
     absl::Span<float* const> copy_to) const {
-  std::vector<absl::Status> out = CheckFloatTensors(
-      tensors, "gradient", kMaxGradientMagnitude, copy_to, bulk_pool());
-  std::shared_ptr<const VariableLayout> layout;
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const TensorBytes& t = tensors[k];
-    if (t.no_gradient) {
-      out[k] = !t.data.empty()
-                   ? absl::InvalidArgumentError(
-                         absl::StrCat("'", t.name,
-                                      "' is marked as without a gradient but "
-                                      "carries ",
-                                      t.data.size(), " bytes"))
-                   : ValidateShape(Shape(t.shape.begin(), t.shape.end()));
-      continue;
-    }
-    if (out[k].ok()) continue;
-    // Only a refusal needs the tensor's kind, to name it in its message:
-    // the layout is looked up then, not on every push.
-    if (layout == nullptr) layout = Layout();
-    const int i = layout == nullptr ? -1 : layout->Find(t.name);
-    if (i >= 0 && layout->statistic[i]) {
-      out[k] = CheckFloatTensor(t, "batch statistic", kMaxGradientMagnitude,
-                                copy_to[k]);
-    }
-  }
-  return out;
+  return ps::CheckPushedTensors(tensors, copy_to, bulk_pool(),
+                                [this]() { return Layout(); });
 }
 
 absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
     absl::Span<const TensorBytes> variables) {
   RETURN_IF_ERROR(
-      Annotate(CheckNoLocalStatistics(variables, "initialize"), name_ + ": "));
+      Annotate(CheckNoLocalStatistics(options_.batch_norm_statistics, variables,
+                                      "initialize"),
+               name_ + ": "));
   // Checked and copied outside the lock; installed under it.
   absl::StatusOr<std::unique_ptr<VariableStore>> store =
       VariableStore::Create(variables);
@@ -532,20 +489,7 @@ ShardStatus ParameterShard::Status() const {
 
 absl::Status ParameterShard::CheckKnownShapes(
     absl::Span<const TensorBytes> tensors) const {
-  const std::shared_ptr<const VariableLayout> layout = Layout();
-  if (layout == nullptr) return absl::OkStatus();
-  for (const TensorBytes& t : tensors) {
-    const int i = layout->Find(t.name);
-    if (i < 0) continue;
-    const Shape& want = layout->shapes[i];
-    if (!std::equal(t.shape.begin(), t.shape.end(), want.begin(), want.end())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", t.name, "' of shape ",
-          ShapeToString(Shape(t.shape.begin(), t.shape.end())),
-          ", but the shard's variable has shape ", ShapeToString(want)));
-    }
-  }
-  return absl::OkStatus();
+  return ps::CheckKnownShapes(tensors, Layout().get());
 }
 
 int64_t ParameterShard::MaxTensorAreaBytes(int64_t header,

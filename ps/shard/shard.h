@@ -82,6 +82,7 @@
 #include "ps/shard/coordinator.h"
 #include "ps/shard/decision_log.h"
 #include "ps/shard/decision_relay.h"
+#include "ps/shard/push_checks.h"
 #include "ps/shard/shard_checkpointing.h"
 #include "ps/shard/shard_data_room.h"
 #include "ps/shard/shard_model.h"
@@ -159,19 +160,9 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // naming both names otherwise.
   absl::Status CheckCluster(absl::string_view cluster) const;
 
-  // A pushed tensor's checks that read its values: CheckFloatTensor as a
-  // gradient or, for a running statistic, as a batch statistic (the layout
-  // is read only to name a refused tensor's kind), on the bulk pool's
-  // threads. With `copy_to`, its data is copied there by the check's pass
-  // (what the transport does with a push out of shared memory, then
-  // marking it TensorBytes::checked). Every push's tensors go through it.
-  absl::Status CheckPushedTensor(const TensorBytes& tensor,
-                                 float* copy_to = nullptr) const
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // The same for a push's tensors at once (copy_to[k] for tensor k, null:
-  // none, as for a tensor without a gradient): one pass over all of them,
-  // split over the bulk threads as one loop (CheckFloatTensors). Each
-  // tensor's status, in order.
+  // The checks of a push's tensors that read their values, on the bulk
+  // pool's threads, against the shard's layout (push_checks.h). Every
+  // push's tensors go through them.
   std::vector<absl::Status> CheckPushedTensors(
       absl::Span<const TensorBytes> tensors,
       absl::Span<float* const> copy_to) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -319,11 +310,8 @@ class ParameterShard final : private ShardCheckpointing::Core {
   std::vector<int> ExpireWorkers(absl::Time now);
 
   ShardStatus Status() const;
-  // Before a push's bytes are decoded (16-bit wire dtypes become float32):
-  // INVALID_ARGUMENT naming the first tensor that names one of the shard's
-  // variables with another shape, so that no decode is sized by a shape the
-  // shard does not hold. Names the shard does not know, and every tensor
-  // before Initialize, are left to the push's own checks.
+  // Before a push's bytes are decoded: CheckKnownShapes (push_checks.h)
+  // against the shard's variables.
   absl::Status CheckKnownShapes(absl::Span<const TensorBytes> tensors) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // The most bytes the shard's tensors take on the wire, each placed at a
@@ -406,12 +394,6 @@ class ParameterShard final : private ShardCheckpointing::Core {
 
   explicit ParameterShard(const ShardOptions& options);
 
-  // Batch norm's running statistics (docs/CLUSTER.md, "Batch norm"): with
-  // batch_norm_statistics local, INVALID_ARGUMENT naming the first of
-  // `tensors` (an Initialize's, a restore's) whose kind says it is one
-  // (`what`: "initialize", "restore"). Needs no lock.
-  absl::Status CheckNoLocalStatistics(absl::Span<const TensorBytes> tensors,
-                                      absl::string_view what) const;
   // The layout of the shard's variables; null before Initialize.
   std::shared_ptr<const VariableLayout> Layout() const ABSL_LOCKS_EXCLUDED(mu_);
 

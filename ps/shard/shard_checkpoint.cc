@@ -68,7 +68,9 @@ absl::Status ParameterShard::InstallStateLocked(const ShardCheckpoint& c,
       ShardCheckpointing::Variables(*c.weights);
   // A checkpoint of a cluster that kept batch norm's statistics on the
   // servers does not fit one that keeps them on the workers.
-  if (absl::Status s = CheckNoLocalStatistics(variables, "restore"); !s.ok()) {
+  if (absl::Status s = CheckNoLocalStatistics(options_.batch_norm_statistics,
+                                              variables, "restore");
+      !s.ok()) {
     return absl::FailedPreconditionError(s.message());
   }
   // Everything that can refuse the checkpoint before anything changes.

@@ -30,16 +30,15 @@ absl::Status ShardModel::Initialize(std::unique_ptr<VariableStore> store,
   const int64_t bytes =
       layout.num_parameters * static_cast<int64_t>(sizeof(float));
   if (bytes + kMessageOverheadBytes > options_.max_message_bytes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        shard_name, ": initialize: the variables take ", bytes,
-        " bytes, more than fits in max_message_bytes=",
-        options_.max_message_bytes,
-        " (raise it, lower split_threshold_bytes or add shards)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(shard_name, ": initialize: the variables take ", bytes,
+                     " bytes, more than fits in max_message_bytes=",
+                     options_.max_message_bytes,
+                     " (raise it, lower split_threshold_bytes or add shards)"));
   }
-  ASSIGN_OR_RETURN(optimizer_,
-                   CreateOptimizer(ShardOptimizerOptions(options_),
-                                   layout.OptimizerSizes(),
-                                   layout.VariableNames(), bulk_));
+  ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(ShardOptimizerOptions(options_),
+                                               layout.OptimizerSizes(),
+                                               layout.VariableNames(), bulk_));
   store_ = std::move(store);
   MakeAggregator();
   step_ = 0;

@@ -67,8 +67,8 @@ class ShardModel {
                           absl::string_view shard_name);
   // Installs checkpoint `c` (`variables`: its weights as tensors,
   // ShardCheckpointing::Variables) in `generation`: weights, optimizer
-  // slots, step and staleness histogram; the sync aggregate starts empty (it is not
-  // saved) and delay compensation forgets every pull. FAILED_PRECONDITION
+  // slots, step and staleness histogram; the sync aggregate starts empty (it is
+  // not saved) and delay compensation forgets every pull. FAILED_PRECONDITION
   // (nothing changes) when its variables are not the ones held, or its
   // optimizer state does not fit them.
   absl::Status Restore(const ShardCheckpoint& c,

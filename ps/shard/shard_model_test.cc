@@ -186,8 +186,9 @@ TEST_CASE("variables too large for one message are refused, nothing kept") {
   REQUIRE(store.ok());
   const absl::Status s = model.Initialize(*std::move(store), "shard 3");
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(s.message()),
-             Catch::Contains("shard 3") && Catch::Contains("max_message_bytes"));
+  CHECK_THAT(
+      std::string(s.message()),
+      Catch::Contains("shard 3") && Catch::Contains("max_message_bytes"));
   CHECK_FALSE(model.initialized());
   CHECK(model.current() == nullptr);
   ShardMemory m;

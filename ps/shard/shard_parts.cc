@@ -38,21 +38,8 @@ absl::StatusOr<PushReply> ParameterShard::Stage(
   // One pass over the part: the check copies what it reads (no zeroing
   // first), or, where `keep` holds the request's memory, only reads it and
   // the stage keeps the request (no copy).
-  std::vector<StagedGradient> floats(gradients.size());
-  std::vector<float*> copy_to(gradients.size(), nullptr);
-  for (size_t i = 0; status.ok() && i < gradients.size(); ++i) {
-    const TensorBytes& g = gradients[i];
-    StagedGradient& f = floats[i];
-    if (g.no_gradient) continue;
-    f.bytes = static_cast<int64_t>(g.data.size());
-    if (keep != nullptr) {
-      f.borrowed = reinterpret_cast<const float*>(g.data.data());
-      f.keep = keep;
-    } else {
-      f.copy = AlignedBuffer::Uninitialized(g.data.size() / sizeof(float));
-      copy_to[i] = f.copy.data();
-    }
-  }
+  std::vector<float*> copy_to;
+  std::vector<StagedGradient> floats = StagingFor(gradients, keep, &copy_to);
   if (status.ok()) status = FirstNotOk(CheckPushedTensors(gradients, copy_to));
   PushReply reply;
   Ready ready;

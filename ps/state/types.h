@@ -49,7 +49,7 @@ struct TensorBytes {
   bool no_gradient = false;
   // In a push: the server's transport copied `data` out of the worker's
   // shared memory into its own and checked the values in that pass
-  // (ParameterShard::CheckPushedTensor), so the shard does not scan them
+  // (ParameterShard::CheckPushedTensors), so the shard does not scan them
   // again. Set by the server only, never from the wire.
   bool checked = false;
   // In an Initialize (and a restore) only, and required there: what the
