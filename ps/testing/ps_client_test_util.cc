@@ -285,19 +285,23 @@ ShardOptions ScenarioOptions(const Scenario& sc, int shard_index,
   return o;
 }
 
-void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
-  const std::vector<VariableSpec> specs = ScenarioModel();
-  std::unique_ptr<PsClient> chief = make_client(-1);
-  REQUIRE(chief != nullptr);
-  const int shards = chief->num_shards();
+namespace {
+
+// The scenario's initial values: multiples of 1/64 in [-1/8, 1/8).
+Model ScenarioInitial(const std::vector<VariableSpec>& specs) {
   Model initial = ZeroModel(specs);
   for (size_t v = 0; v < initial.size(); ++v) {
     for (size_t i = 0; i < initial[v].size(); ++i) {
       initial[v][i] = static_cast<float>((i * 13 + v) % 17) / 64.0f - 0.125f;
     }
   }
-  REQUIRE(chief->Initialize(ConstViews(specs, initial)).ok());
+  return initial;
+}
 
+// Runs the scenario's workers, each with a client of its own, to the end;
+// every push they made, in no particular order.
+std::vector<PushRecord> RunWorkers(const Scenario& sc,
+                                   const ClientFactory& make_client) {
   std::vector<std::unique_ptr<PsClient>> clients;
   for (int w = 0; w < sc.workers; ++w) {
     clients.push_back(make_client(w));
@@ -323,15 +327,17 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
   }
   std::vector<PushRecord> all;
   for (auto& r : records) all.insert(all.end(), r.begin(), r.end());
+  return all;
+}
 
-  // Shard 0's last decisions may still be on their way to the others (a
-  // surplus push's drop changes neither step nor applied): wait (bounded)
-  // until every shard has accounted for every push the workers made.
-  const int64_t total = static_cast<int64_t>(all.size());
+// Shard 0's last decisions may still be on their way to the others (a
+// surplus push's drop changes neither step nor applied): waits (bounded)
+// until every shard has accounted for all `total` pushes the workers made.
+std::vector<ShardStatus> SettledStatuses(PsClient& chief, int64_t total) {
   absl::StatusOr<std::vector<ShardStatus>> statuses;
   const absl::Time settle = absl::Now() + absl::Seconds(30);
   for (;;) {
-    statuses = chief->Status();
+    statuses = chief.Status();
     REQUIRE(statuses.ok());
     bool settled = true;
     for (const ShardStatus& s : *statuses) {
@@ -346,6 +352,43 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
     if (settled || absl::Now() > settle) break;
     absl::SleepFor(absl::Milliseconds(10));
   }
+  return *std::move(statuses);
+}
+
+// Shard `shard`'s counters and step against the scenario's arithmetic.
+void CheckShardCounts(const Scenario& sc, const ShardStatus& s,
+                      const ShardStatus& shard0, int64_t total) {
+  const PushCounters& c = s.counters;
+  CHECK(c.aggregated + c.applied + c.dropped_stale + c.dropped_surplus ==
+        total);
+  CHECK(c.refused == 0);
+  CHECK(s.pending_gradients == 0);
+  if (sc.mode == Mode::kAsync) {
+    CHECK(s.step == static_cast<int64_t>(sc.workers) * sc.steps);
+  } else if (sc.replicas_to_aggregate == sc.workers) {
+    CHECK(s.step == sc.steps);
+  } else {
+    // With backup workers a worker stops when every shard is >= K;
+    // shard 0 decides every step, so all shards are at the same one.
+    CHECK(s.step >= sc.steps);
+    CHECK(s.step == shard0.step);
+  }
+  CHECK(s.step == c.applied + c.completed_by_leave);
+}
+
+}  // namespace
+
+void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
+  const std::vector<VariableSpec> specs = ScenarioModel();
+  std::unique_ptr<PsClient> chief = make_client(-1);
+  REQUIRE(chief != nullptr);
+  const int shards = chief->num_shards();
+  const Model initial = ScenarioInitial(specs);
+  REQUIRE(chief->Initialize(ConstViews(specs, initial)).ok());
+
+  const std::vector<PushRecord> all = RunWorkers(sc, make_client);
+  const int64_t total = static_cast<int64_t>(all.size());
+  const std::vector<ShardStatus> statuses = SettledStatuses(*chief, total);
   Model final_weights = ZeroModel(specs);
   REQUIRE(chief
               ->Pull(ModelVersion::AtLeast(shards, 0),
@@ -354,25 +397,10 @@ void RunScenario(const Scenario& sc, const ClientFactory& make_client) {
               .ok());
   const Placement& placement = chief->placement();
   for (int shard = 0; shard < shards; ++shard) {
-    INFO("shard " << shard << " at step " << (*statuses)[shard].step);
-    const ShardStatus& s = (*statuses)[shard];
-    const PushCounters& c = s.counters;
-    CHECK(c.aggregated + c.applied + c.dropped_stale + c.dropped_surplus ==
-          total);
-    CHECK(c.refused == 0);
-    CHECK(s.pending_gradients == 0);
-    if (sc.mode == Mode::kAsync) {
-      CHECK(s.step == static_cast<int64_t>(sc.workers) * sc.steps);
-    } else if (sc.replicas_to_aggregate == sc.workers) {
-      CHECK(s.step == sc.steps);
-    } else {
-      // With backup workers a worker stops when every shard is >= K;
-      // shard 0 decides every step, so all shards are at the same one.
-      CHECK(s.step >= sc.steps);
-      CHECK(s.step == (*statuses)[0].step);
-    }
-    CHECK(s.step == c.applied + c.completed_by_leave);
-    const Model replay = Replay(sc, specs, initial, all, shard, s.step);
+    INFO("shard " << shard << " at step " << statuses[shard].step);
+    CheckShardCounts(sc, statuses[shard], statuses[0], total);
+    const Model replay =
+        Replay(sc, specs, initial, all, shard, statuses[shard].step);
     for (int slice : placement.shard_slices[shard]) {
       const Slice& sl = placement.slices[slice];
       for (int64_t i = sl.offset; i < sl.offset + sl.num_elements; ++i) {
