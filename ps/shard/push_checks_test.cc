@@ -148,17 +148,16 @@ TEST_CASE("CheckKnownShapes refuses a known name of another shape") {
 TEST_CASE("CheckNoLocalStatistics refuses statistics a LOCAL cluster keeps") {
   TwoVariables v = TwoVariables::Constant(1.0f, 1.0f);
   std::vector<TensorBytes> tensors = v.Bytes();
-  CHECK(CheckNoLocalStatistics(BatchNormStatistics::kLocal, tensors,
-                               "initialize")
-            .ok());
+  CHECK(
+      CheckNoLocalStatistics(BatchNormStatistics::kLocal, tensors, "initialize")
+          .ok());
   tensors[1].kind = VariableKind::kRunningStatistic;
   absl::Status s =
       CheckNoLocalStatistics(BatchNormStatistics::kLocal, tensors, "restore");
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK(Contains(s, "restore: 'b'"));
   CHECK(Contains(s, "LOCAL"));
-  CHECK(CheckNoLocalStatistics(BatchNormStatistics::kServer, tensors,
-                               "restore")
+  CHECK(CheckNoLocalStatistics(BatchNormStatistics::kServer, tensors, "restore")
             .ok());
 }
 

@@ -27,10 +27,14 @@ WHAT IS MODELLED
   stage of a push (check, copy, the transport), the sum of a gradient into a
   step (sync), the optimizer's update, the serving of a pull, the decisions.
 
-  The protocol (docs/PS.md). A worker's push goes to every shard (staged
-  there); when every shard has replied, the worker commits to shard 0
-  (one more round trip; a lone shard decides on arrival). Shard 0 decides in
-  commit order:
+  The protocol (docs/PS.md). A worker's whole push goes first to every
+  shard but shard 0 (staged there); when they have replied, the worker
+  sends shard 0 its part with DecidePush, which shard 0 checks and decides
+  on arrival (a lone shard decides every push on arrival). With overlap the
+  push goes in parts to every shard at once, and once every shard has
+  replied the worker commits it to shard 0 (one more trip and a message on
+  shard 0's CPU). Shard 0 decides in the order the pushes (or commits)
+  reach it:
     sync (N of M, fixed backups or adaptive N: the rules of
     step_time_model.py): g == step: aggregated (summed on shard 0), the N-th
     completes the step (shard 0 applies the optimizer, then relays the
@@ -231,6 +235,9 @@ class _Sim:
         self.worker_cost = sum(self.gbytes) * worker_per_byte
         self.stage_cost = [costs.msg + b * costs.stage_per_byte for b in self.gbytes]
         self.serve_cost = [costs.msg + b * costs.serve_per_byte for b in self.gbytes]
+        # A push in parts (overlap) is committed by a message of its own on
+        # shard 0; a whole one is decided in the call that carries it.
+        self.commit_msg = costs.msg if S > 1 and costs.bwd else 0.0
         self.heap = []
         self.order = itertools.count()
 
@@ -279,47 +286,67 @@ class _Sim:
         return start, max(t, v)
 
     def push(self, w, t_end, c):
-        """Stages w's push on every shard; returns the time its commit reaches
-        shard 0 (a lone shard: the time it has staged it)."""
+        """w's push; returns the time shard 0 decides it (a lone shard: the
+        time it has checked it). Without overlap (docs/PS.md, "One decision
+        per push") the worker stages the whole push on every other shard,
+        then sends shard 0 its part with DecidePush, which shard 0 decides
+        on arrival: two legs, the second after the first's last reply. With
+        overlap the push goes in parts to every shard at once, and once every
+        shard has replied the worker commits it to shard 0 (one more trip)."""
         k, hw = self.k, self.c.worker_host[w]
         start0 = t_end - k.bwd * c
         if self.cores is not None:  # the worker encodes, then sends
             t_end = self._worker_cpu(t_end)
             start0 = t_end - k.bwd * c
-        remote = 0
-        for h in self.ps_hosts:
-            if h != hw:
-                remote += self.host_bytes[h]
+        if self.S == 1:
+            checked, _ = self._stage(hw, start0, t_end, [0])
+            return checked + self.push_extra
+        h0 = self.c.ps_host[0]
+        to_h0 = k.tlat + (self._link(hw, h0) if hw != h0 else 0.0)
+        if k.bwd:
+            _, replied = self._stage(hw, start0, t_end, range(self.S))
+            return replied + to_h0 + self.push_extra
+        _, replied = self._stage(hw, start0, t_end, range(1, self.S))
+        decided, _ = self._stage(hw, replied, replied, [0])
+        return decided + self.push_extra
+
+    def _stage(self, hw, start0, t_end, shards):
+        """Sends the gradients of `shards` from host hw (its egress may start
+        at start0 and ends no sooner than t_end); each shard checks (and
+        stages) its part on its CPU. Returns (when the last shard is done,
+        when its reply is back at the worker)."""
+        k = self.k
+        by_host = {}
+        for s in shards:
+            by_host.setdefault(self.c.ps_host[s], []).append(s)
+        remote = sum(self.gbytes[s] for h, ss in by_host.items() if h != hw for s in ss)
         if remote:
             d = remote / self.rate[hw]
             e_start, e_end = self._send(self.egress, hw, start0, d)
             e_end = max(e_end, t_end)
             self.egress_busy[hw] += d
-        staged = 0.0
+        done = replied = 0.0
         cpu, cost = self.cpu, self.stage_cost
-        for h in self.ps_hosts:
+        for h in sorted(by_host):
             if h == hw:
                 arr = t_end + k.tlat
                 back = k.tlat
             else:
                 lat = self._link(hw, h)
-                d = self.host_bytes[h] / self.rate[h]
+                d = sum(self.gbytes[s] for s in by_host[h]) / self.rate[h]
                 _, i_end = self._send(self.ingress, h, e_start + lat, d)
                 i_end = max(i_end, e_end + lat)
                 self.ingress_busy[h] += d
                 arr = i_end + k.tlat
                 back = lat + k.tlat
-            for s in self.host_shards[h]:
+            for s in by_host[h]:
                 x = cost[s]
                 t = self._core(arr if arr > cpu[s] else cpu[s], x) + x
                 cpu[s] = t
                 self.cpu_busy[s] += x
-                if t + back > staged:
-                    staged = t + back
-        if self.S == 1:
-            return staged - back + self.push_extra
-        h0 = self.c.ps_host[0]
-        return staged + (k.tlat + (self._link(hw, h0) if hw != h0 else 0.0)) + self.push_extra
+                done = max(done, t)
+                replied = max(replied, t + back)
+        return done, replied
 
     def pull(self, w, r, ready):
         """w asks every shard at r for weights shard s has at ready[s]; returns
@@ -544,7 +571,7 @@ class _Sim:
             # kind 2: w's commit at shard 0
             arrivals += 1
             w_arr[w] += 1
-            d = self._cpu(0, t, self.k.msg if S > 1 else 0.0)
+            d = self._cpu(0, t, self.commit_msg)
             if adaptive and g > step - window:
                 offsets.setdefault(g, []).append(t - pub0[g])
             h0, hw = self.c.ps_host[0], self.c.worker_host[w]
@@ -657,7 +684,7 @@ class _Sim:
             if measuring and last_arr[w] is not None:
                 intervals.append(t - last_arr[w])
             last_arr[w] = t
-            d = self._cpu(0, t, self.k.msg if S > 1 else 0.0)
+            d = self._cpu(0, t, self.commit_msg)
             hw = self.c.worker_host[w]
             back = self.k.tlat + (self._link(h0, hw) if h0 != hw else 0.0)
             s = step - g

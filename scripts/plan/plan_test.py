@@ -173,6 +173,23 @@ class ResourcesTest(unittest.TestCase):
                 compute="constant:0.0001", steps=20, warmup=2)
         self.assertGreater(r["critical_path_s"]["relay"], 0)
 
+    def test_decide_push_follows_the_followers_stage(self):
+        # One worker on a host of its own (1,000x faster), two shards on two
+        # hosts of r bytes/s, no latency, no CPU cost: b = 500,000 bytes a
+        # shard each way take b/r = 5 ms. A whole push is staged on shard 1
+        # (b/r), then carried to shard 0 by DecidePush (b/r more); the pull
+        # takes both halves at once (b/r). So a step of N=1 is C + 3 b/r,
+        # where a push sent to both shards at once would make it C + 2 b/r.
+        r, b = 1e8, 500000
+        hosts = [sim.Host("w", 1000 * r, 0.0), sim.Host("p0", r, 0.0), sim.Host("p1", r, 0.0)]
+        cl = sim.Cluster(hosts, [1, 2], [0])
+        res = run(cl, "sync", 1, prof=zero_profile(), params=2 * b // 4, steps=10, warmup=2)
+        self.assertAlmostEqual(res["step_time_mean"], C + 3 * b / r, delta=1e-3 * b / r)
+        # A lone shard on one such host: C + 2 b'/r with b' = 2b, the same bytes.
+        lone = sim.Cluster(hosts[:2], [1], [0])
+        res = run(lone, "sync", 1, prof=zero_profile(), params=2 * b // 4, steps=10, warmup=2)
+        self.assertAlmostEqual(res["step_time_mean"], C + 4 * b / r, delta=1e-3 * b / r)
+
     def test_overlap_shortens_a_transfer_bound_step(self):
         cl = sim.Cluster.spread(4, 2, 4, 2, 1)
         kw = dict(params=2748890, compute="constant:0.02", steps=20, warmup=2)
