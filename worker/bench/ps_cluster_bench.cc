@@ -31,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/cluster_config.h"
+#include "common/malloc_tuning.h"
 #include "common/metrics.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
@@ -128,6 +129,9 @@ absl::Status RunAgainstConfig(const std::string& path, int workers) {
 }  // namespace psgd
 
 int main(int argc, char** argv) {
+  // As a worker sets them (worker/worker_main.cc): with glibc's moving
+  // thresholds the client fetches fresh pages for every step's tensors.
+  const std::string malloc_tuning = psgd::TuneMallocForTensors();
   absl::ParseCommandLine(argc, argv);
   const int workers = absl::GetFlag(FLAGS_workers);
   if (absl::GetFlag(FLAGS_config).empty()) {
@@ -138,6 +142,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ps_cluster_bench: --workers must be >= 1\n");
     return 2;
   }
+  std::printf("ps_cluster_bench: %s\n", malloc_tuning.c_str());
   absl::Status s =
       psgd::ps::RunAgainstConfig(absl::GetFlag(FLAGS_config), workers);
   if (!s.ok()) {
