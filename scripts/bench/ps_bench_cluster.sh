@@ -2,9 +2,9 @@
 # ps_cluster_bench against real ps_server processes: starts the ps tasks of a
 # cluster config (on this machine), runs P ps_cluster_bench client processes with
 # W/P worker threads each, prints each one's report and
-# their sum and the servers' CPU per worker step (their utime + stime over
-# the middle of the measured seconds, divided by the summed steps), and
-# stops the servers.
+# their sum and the servers' and the clients' CPU per worker step (their
+# utime + stime over the middle of the measured seconds, divided by the
+# summed steps), and stops the servers.
 #
 #   scripts/bench/ps_bench_cluster.sh [--workers=W] [--processes=P] [--seconds=S]
 #                               [--no-build] [--netns] CONFIG
@@ -28,7 +28,7 @@ for a in "$@"; do
     --seconds=*) seconds=${a#--seconds=} ;;
     --no-build) build=0 ;;
     --netns) netns=1 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "ps_bench_cluster.sh: unknown option '$a'" >&2; exit 2 ;;
     *) case "$a" in /*) config=$a ;; *) config="$here/$a" ;; esac ;;
   esac
@@ -100,26 +100,27 @@ for ((p = 0; p < processes; p++)); do
   client_pids+=($!)
   first=$((first + n))
 done
-# The servers' CPU (utime + stime of every ps task, /proc/PID/stat) over
-# the middle of the clients' measured seconds: from 1 s after their 1 s of
+# The servers' and the clients' CPU (utime + stime of every ps task and
+# client process, /proc/PID/stat) over the middle of the clients' measured
+# seconds: from 1 s after their 1 s of
 # warmup to 1 s before the end (--seconds of 4 or more).
-server_ticks() {
+cpu_ticks_of() {
   local sum=0 pid f
-  for pid in "${task_pids[@]}"; do
+  for pid in "$@"; do
     f=$(cut -d')' -f2- "/proc/$pid/stat" 2>/dev/null) || continue
     read -r -a f <<<"$f"
     sum=$((sum + f[11] + f[12]))  # fields 14 and 15: utime, stime
   done
   echo "$sum"
 }
-cpu_window="" cpu_ticks=""
+cpu_window="" cpu_ticks="" client_ticks=""
 if [ "$seconds" -ge 4 ]; then
   sleep 2
-  c0=$(server_ticks) t0=$(date +%s.%N)
+  c0=$(cpu_ticks_of "${task_pids[@]}") k0=$(cpu_ticks_of "${client_pids[@]}") t0=$(date +%s.%N)
   sleep $((seconds - 2))
-  c1=$(server_ticks) t1=$(date +%s.%N)
+  c1=$(cpu_ticks_of "${task_pids[@]}") k1=$(cpu_ticks_of "${client_pids[@]}") t1=$(date +%s.%N)
   cpu_window=$(/usr/bin/python3 -c "print($t1 - $t0)")
-  cpu_ticks=$((c1 - c0))
+  cpu_ticks=$((c1 - c0)) client_ticks=$((k1 - k0))
 fi
 rc=0
 for pid in "${client_pids[@]}"; do wait "$pid" || rc=1; done
@@ -130,7 +131,7 @@ done
 [ "$rc" = 0 ] || { echo "ps_bench_cluster.sh: a client failed; logs in $out" >&2; exit 1; }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The sum over the client processes (each measured the same --seconds).
-cat "$out"/client-*.log | CPU_WINDOW="$cpu_window" CPU_TICKS="$cpu_ticks" \
+cat "$out"/client-*.log | CPU_WINDOW="$cpu_window" CPU_TICKS="$cpu_ticks" CLIENT_TICKS="$client_ticks" \
   CLK_TCK="$(getconf CLK_TCK)" /usr/bin/python3 -c '
 import os, re, sys
 servers, steps, mb = {}, 0.0, 0.0
@@ -144,8 +145,8 @@ for (i, a), v in sorted(servers.items()):
 print(f"total: {steps:.1f} worker steps/s, {mb:.1f} MB/s")
 window = os.environ["CPU_WINDOW"]
 if window and steps > 0:
-    cpu_s = int(os.environ["CPU_TICKS"]) / int(os.environ["CLK_TCK"])
-    busy = cpu_s / float(window)
-    print(f"servers\x27 CPU: {busy:.2f} cores busy, {1000 * busy / steps:.2f} ms "
-          f"per worker step (over {float(window):.1f} s of the measured seconds)")
+    for who, ticks in (("servers", "CPU_TICKS"), ("clients", "CLIENT_TICKS")):
+        busy = int(os.environ[ticks]) / int(os.environ["CLK_TCK"]) / float(window)
+        print(f"{who}\x27 CPU: {busy:.2f} cores busy, {1000 * busy / steps:.2f} ms "
+              f"per worker step (over {float(window):.1f} s of the measured seconds)")
 '

@@ -24,6 +24,17 @@ where it came from:
     costs beyond the gRPC one;
   the 16-bit wire's stage and serve cost per wire byte: fp32's times the
     ratio of the two sets' CPU per wire byte;
+  --cluster_bench: the output of one or more runs of
+    scripts/bench/ps_bench_cluster.sh (real ps_server and client processes,
+    with --netns on namespace hosts), whose servers' and clients' CPU per
+    worker step (the median over the runs) replace what the in-process
+    bench says: worker.ns_per_byte.<transport> is the clients' CPU per byte
+    pushed and pulled; the server's figures (server.* and the transport's
+    server_ns_per_byte and us_per_message) are the base's (or --ps_bench's)
+    scaled so that the simulator, given the bench's cluster (its shards,
+    workers, mode, --cluster_optimizer; one host, no link limit), spends
+    the servers' measured CPU per worker step. The transport is gRPC, or
+    UCX where the clients' log says they pushed and pulled over it;
   compute.<model>.<device>_ms.b<batch>: as given (--step_ms), or the median
     of a file of measured step times in seconds (--step_samples: a run's
     compute_s values, one a line).
@@ -47,6 +58,15 @@ SET_LINE = re.compile(r"^(?P<name>.+?):\s+(?P<steps>[\d.]+) worker steps/s, (?P<
 HEADER = re.compile(r"^ps_bench: model (?P<model>\S+), (?P<values>\d+) float32 values .*?, "
                     r"(?P<shards>\d+) shards, (?P<workers>\d+) workers, (?P<mode>sync|async)")
 FLOOR = re.compile(r"^cpu_floor_ms=(?P<ms>[\d.]+)")
+
+
+CLUSTER_HEADER = re.compile(r"^ps_cluster_bench --config=\S+: model (?P<model>\S+) \(.*?\), "
+                            r"(?P<shards>\d+) ps tasks, workers (?P<first>\d+)\.\.(?P<last>\d+), "
+                            r"(?P<mode>sync|async), gradients (?P<g>\S+), weights (?P<w>\S+);")
+CLUSTER_TOTAL = re.compile(r"^total: (?P<steps>[\d.]+) worker steps/s, (?P<mb>[\d.]+) MB/s")
+CLUSTER_CPU = re.compile(r"^(?P<who>servers|clients)' CPU: [\d.]+ cores busy, (?P<ms>[\d.]+) ms "
+                         r"per worker step")
+OPTIMIZERS = ("adam", "momentum", "sgd")
 
 
 class CalibrationError(ValueError):
@@ -156,6 +176,99 @@ def derive(header, sets, floor, base):
     return vals, notes
 
 
+def parse_cluster_bench(text):
+    """The runs of ps_bench_cluster.sh in `text`: the cluster (model, shards,
+    workers, mode, transport) and, per run, its summed worker steps/s,
+    bytes a worker step, and the servers' and clients' CPU ms a worker
+    step."""
+    cluster, runs, run, ucx = None, [], {}, False
+    for line in text.splitlines():
+        line = line.strip()
+        if "pushes and pulls over UCX" in line:
+            ucx = True
+        m = CLUSTER_HEADER.match(line)
+        if m:
+            if m["g"] != "float32" or m["w"] != "float32":
+                raise CalibrationError(f"--cluster_bench: a run with gradients {m['g']}, "
+                                       f"weights {m['w']}: calibrate on float32 runs")
+            c = dict(model=m["model"], shards=int(m["shards"]), mode=m["mode"])
+            if cluster is not None and (cluster["model"], cluster["shards"], cluster["mode"]) \
+                    != (c["model"], c["shards"], c["mode"]):
+                raise CalibrationError("--cluster_bench: runs of different clusters "
+                                       f"({cluster['model']} against {c['model']}, ...)")
+            cluster = cluster or c
+            run.setdefault("workers", 0)
+            run["workers"] += int(m["last"]) - int(m["first"]) + 1
+            continue
+        m = CLUSTER_TOTAL.match(line)
+        if m:
+            steps = float(m["steps"])
+            if steps <= 0:
+                raise CalibrationError("--cluster_bench: a run of 0 worker steps/s")
+            run.update(steps=steps, bytes=float(m["mb"]) * 1e6 / steps)
+            continue
+        m = CLUSTER_CPU.match(line)
+        if m:
+            run[m["who"]] = float(m["ms"]) / 1e3
+            if "servers" in run and "clients" in run:
+                if "steps" not in run or "workers" not in run:
+                    raise CalibrationError("--cluster_bench: a CPU line without its run's "
+                                           "ps_cluster_bench header and total line")
+                runs.append(run)
+                run = {}
+    if cluster is None or not runs:
+        raise CalibrationError("--cluster_bench: no complete run of ps_bench_cluster.sh (its "
+                               "clients' header, 'total:' and both CPU lines; --seconds of 4 or "
+                               "more)")
+    workers = {r["workers"] for r in runs}
+    if len(workers) != 1:
+        raise CalibrationError(f"--cluster_bench: runs of {sorted(workers)} workers")
+    cluster["workers"] = workers.pop()
+    cluster["transport"] = "ucx" if ucx else "grpc"
+    return cluster, runs
+
+
+def simulated_server_s(cluster, optimizer, profile):
+    """The CPU seconds a worker step that the simulator's shards spend on
+    `cluster` (one host, no link limit, no shared cores) with `profile`."""
+    import cluster_sim  # noqa: E402  (beside this file)
+    models = profile.models()
+    if cluster["model"] not in models:
+        raise CalibrationError(f"--cluster_bench: model '{cluster['model']}' has no "
+                               f"model.{cluster['model']}.parameters in the profile")
+    S, W = cluster["shards"], cluster["workers"]
+    cl = cluster_sim.Cluster([cluster_sim.Host("local", 1e15, 0.0)], [0] * S, [0] * W)
+    res = cluster_sim.simulate(cl, models[cluster["model"]], profile, cluster["mode"],
+                               W if cluster["mode"] == "sync" else None, wire="fp32",
+                               optimizer=optimizer, transport=cluster["transport"],
+                               compute="constant:0.001", steps=200, warmup=20, seed=1)
+    return sum(res["cpu_utilisation"].values()) / res["grads_per_s"]
+
+
+def derive_cluster(cluster, runs, optimizer, base):
+    """{key: value}, {key: where it came from}: the server's figures of
+    `base` scaled to the runs' servers' CPU, and the workers' per byte."""
+    t = cluster["transport"]
+    servers = statistics.median(r["servers"] for r in runs)
+    clients = statistics.median(r["clients"] for r in runs)
+    b = statistics.median(r["bytes"] for r in runs)
+    src = (f"ps_bench_cluster.sh: {cluster['model']}, {cluster['shards']} x "
+           f"{cluster['workers']} {cluster['mode']} over {t}, median of {len(runs)} runs")
+    sim = simulated_server_s(cluster, optimizer, base)
+    f = servers / sim
+    keys = [k for k in base.values if k.startswith("server.")]
+    keys += [f"transport.{t}.server_ns_per_byte", f"transport.{t}.us_per_message"]
+    vals, notes = {}, {}
+    for k in keys:
+        vals[k] = base.get(k) * f
+        notes[k] = (f"x {f:.3f}: the servers' {servers * 1e3:.2f} CPU ms a worker step, the "
+                    f"simulator's {sim * 1e3:.2f} before; {src}")
+    vals[f"worker.ns_per_byte.{t}"] = clients / b * 1e9
+    notes[f"worker.ns_per_byte.{t}"] = (f"the clients' {clients * 1e3:.2f} CPU ms a worker step "
+                                        f"over {b / 1e6:.2f} MB pushed + pulled; {src}")
+    return vals, notes
+
+
 def step_key(spec, flag):
     key, sep, value = spec.partition("=")
     parts = key.split(":")
@@ -170,6 +283,10 @@ def main(argv=None, prog="calibrate"):
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 2)[2])
     ap.add_argument("--ps_bench", default=None, help="a file of ps_bench's output ('-': stdin)")
+    ap.add_argument("--cluster_bench", default=None,
+                    help="a file of ps_bench_cluster.sh's output, one run or more")
+    ap.add_argument("--cluster_optimizer", default=None, choices=OPTIMIZERS,
+                    help="the optimizer of --cluster_bench's config (required with it)")
     ap.add_argument("--step_ms", action="append", default=[],
                     help="MODEL:gpu|cpu:BATCH=MS, a given compute time per step")
     ap.add_argument("--step_samples", action="append", default=[],
@@ -192,6 +309,25 @@ def main(argv=None, prog="calibrate"):
             print(f"calibrate: ps_bench {header['model']}, {header['params']:,} values, "
                   f"{header['shards']} shards, {header['workers']} workers, {header['mode']}; "
                   f"sets: {', '.join(sorted(sets))}")
+        if a.cluster_bench:
+            if a.cluster_optimizer is None:
+                raise CalibrationError("--cluster_bench needs --cluster_optimizer (the "
+                                       "config's optimizer: adam, momentum or sgd)")
+            try:
+                text = open(a.cluster_bench).read()
+            except OSError as e:
+                raise CalibrationError(f"--cluster_bench={a.cluster_bench}: {e.strerror}") \
+                    from None
+            cluster, runs = parse_cluster_bench(text)
+            before = Profile(dict(base.values, **vals), base.path)
+            v, n = derive_cluster(cluster, runs, a.cluster_optimizer, before)
+            vals.update(v)
+            notes.update(n)
+            print(f"calibrate: ps_bench_cluster.sh {cluster['model']}, {cluster['shards']} "
+                  f"shards, {cluster['workers']} workers, {cluster['mode']}, "
+                  f"{cluster['transport']}; {len(runs)} runs")
+        elif a.cluster_optimizer is not None:
+            raise CalibrationError("--cluster_optimizer without --cluster_bench")
         for spec in a.step_ms:
             key, value = step_key(spec, "--step_ms")
             try:
@@ -215,8 +351,8 @@ def main(argv=None, prog="calibrate"):
             vals[key] = statistics.median(xs) * 1e3
             notes[key] = f"median of {len(xs)} measured step times in {path}"
         if not vals:
-            raise CalibrationError("nothing to calibrate: give --ps_bench, --step_ms or "
-                                   "--step_samples")
+            raise CalibrationError("nothing to calibrate: give --ps_bench, --cluster_bench, "
+                                   "--step_ms or --step_samples")
     except (CalibrationError, ProfileError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2

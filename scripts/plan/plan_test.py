@@ -523,6 +523,86 @@ class CalibrateTest(unittest.TestCase):
                 p.get("server.apply_ns_per_param.adam") * b / 8 / 4) * 1e-9
         self.assertAlmostEqual(work, 4e-3, 6)
 
+    def test_from_real_processes(self):
+        # Three runs of ps_bench_cluster.sh, 2 shards x 2 workers in sync,
+        # ResNet-20 (P = 272,474 values: 8P bytes pushed + pulled a worker
+        # step): the servers spent 1.8, 2.0 and 2.4 CPU ms a worker step,
+        # the clients 1.0, 1.5, 3.0.
+        P = 272474
+        def run(servers, clients, ucx=False):  # noqa: E306
+            head = ("ps_cluster_bench --config=/c.pbtxt: model resnet20 (1.09 MB), 2 ps tasks, "
+                    "workers {0}..{0}, sync, gradients float32, weights float32; 6.0 s\n")
+            return ("--- client process 0\n" +
+                    ("[info] shard 0 at h:1: pushes and pulls over UCX (tcp) to h:2\n"
+                     if ucx else "") + head.format(0) +
+                    "--- client process 1\n" + head.format(1) +
+                    f"total: 500.0 worker steps/s, {500 * 8 * P / 1e6} MB/s\n"
+                    f"servers' CPU: 0.90 cores busy, {servers} ms per worker step (over 4 s)\n"
+                    f"clients' CPU: 0.70 cores busy, {clients} ms per worker step (over 4 s)\n")
+        with tempfile.TemporaryDirectory() as d:
+            bench, out = os.path.join(d, "c.txt"), os.path.join(d, "p.profile")
+            with open(bench, "w") as f:
+                f.write(run(1.8, 1.0) + run(2.4, 3.0) + run(2.0, 1.5))
+            rc, text, err = _main(calibrate, [f"--cluster_bench={bench}", f"--out={out}",
+                                              "--cluster_optimizer=momentum"])
+            self.assertEqual(rc, 0, err)
+            p = Profile.load(out)
+        # The workers: the median 1.5 ms over 8P bytes.
+        self.assertAlmostEqual(p.get("worker.ns_per_byte.grpc"), 1.5e-3 / (8 * P) * 1e9, 5)
+        # The servers, by the simulator's rules for 2 shards of P/2 values
+        # (2P bytes each way a shard) and N = 2: a worker step stages and
+        # serves once on each shard (a message each), sums P values, applies
+        # half a step to P values, and a step's relay costs a message on
+        # each shard (one a worker step): 2.0 ms, the median.
+        g = p.get
+        msg = (g("server.us_per_message") + g("transport.grpc.us_per_message")) * 1e-6
+        st = (g("server.stage_ns_per_byte.fp32") + g("transport.grpc.server_ns_per_byte")) * 1e-9
+        sv = (g("server.serve_ns_per_byte.fp32") + g("transport.grpc.server_ns_per_byte")) * 1e-9
+        cpu = (5 * msg + 2 * 2 * P * (st + sv) + g("server.sum_ns_per_param") * 1e-9 * P
+               + g("server.apply_ns_per_param.momentum") * 1e-9 * P / 2)
+        self.assertAlmostEqual(cpu / 2.0e-3, 1.0, 4)
+        # Everything the servers pay is scaled alike; UCX's figures stay.
+        self.assertAlmostEqual(g("server.sum_ns_per_param") / DEFAULT.get("server.sum_ns_per_param"),
+                               g("transport.grpc.us_per_message") /
+                               DEFAULT.get("transport.grpc.us_per_message"), 4)
+        self.assertEqual(g("transport.ucx.server_ns_per_byte"),
+                         DEFAULT.get("transport.ucx.server_ns_per_byte"))
+        self.assertIn("2 x 2 sync over grpc, median of 3 runs", text)
+        # Over UCX (the clients' log says so), UCX's figures are the ones set.
+        with tempfile.TemporaryDirectory() as d:
+            bench, out = os.path.join(d, "c.txt"), os.path.join(d, "p.profile")
+            with open(bench, "w") as f:
+                f.write(run(2.0, 1.5, ucx=True))
+            rc, _, err = _main(calibrate, [f"--cluster_bench={bench}", f"--out={out}",
+                                           "--cluster_optimizer=momentum"])
+            self.assertEqual(rc, 0, err)
+            p = Profile.load(out)
+        self.assertAlmostEqual(p.get("worker.ns_per_byte.ucx"), 1.5e-3 / (8 * P) * 1e9, 5)
+        self.assertEqual(p.get("worker.ns_per_byte.grpc"), DEFAULT.get("worker.ns_per_byte.grpc"))
+        # Bad input: nothing written.
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "p.profile")
+            files = {"ok": run(2.0, 1.5), "cut": run(2.0, 1.5).split("clients' CPU")[0],
+                     "mixed": run(2.0, 1.5) + run(2.0, 1.5).replace("resnet20", "cnn10"),
+                     "bf16": run(2.0, 1.5).replace("gradients float32", "gradients bfloat16")}
+            for name, t in files.items():
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(t)
+            for argv, msg in (([f"--cluster_bench={d}/ok"], "needs --cluster_optimizer"),
+                              (["--cluster_optimizer=sgd"], "without --cluster_bench"),
+                              ([f"--cluster_bench={d}/cut", "--cluster_optimizer=sgd"],
+                               "no complete run"),
+                              ([f"--cluster_bench={d}/mixed", "--cluster_optimizer=sgd"],
+                               "runs of different clusters"),
+                              ([f"--cluster_bench={d}/bf16", "--cluster_optimizer=sgd"],
+                               "calibrate on float32 runs"),
+                              ([f"--cluster_bench={d}/none", "--cluster_optimizer=sgd"],
+                               "--cluster_bench=")):
+                rc, _, err = _main(calibrate, argv + [f"--out={out}"])
+                self.assertEqual(rc, 2, argv)
+                self.assertIn(msg, err)
+                self.assertFalse(os.path.exists(out))
+
     def test_bad_input_writes_nothing(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "p.profile")

@@ -114,7 +114,7 @@ def predicted(shards, workers, mode, backups, gbit, step_ms, profile, burst_byte
         workers - backups if mode == "sync" else None, wire="fp32",
         optimizer="momentum", transport="grpc", batch=128,
         compute=f"constant:{step_ms / 1000}", steps=300, warmup=20, seed=1, cores=cores)
-    return res["steps_per_s"], res["bound"]
+    return res["steps_per_s"], res["bound"], res.get("cores_utilisation")
 
 
 def main(argv):
@@ -151,9 +151,9 @@ def main(argv):
                   file=sys.stderr)
             return 2
         try:
-            pred, bound = predicted(int(shards), int(workers), mode, int(backups), gbit,
+            pred, bound, sim_busy = predicted(int(shards), int(workers), mode, int(backups), gbit,
                                     a.step_ms, profile, tbf_burst_bytes(gbit), a.cores)
-            nic, _ = predicted(int(shards), int(workers), mode, int(backups), gbit,
+            nic, _, _ = predicted(int(shards), int(workers), mode, int(backups), gbit,
                                a.step_ms, profile, tbf_burst_bytes(gbit))
             meas = measured_rate(os.path.join(a.out, name)) if ran else None
         except (ValueError, ProfileError) as e:
@@ -162,26 +162,34 @@ def main(argv):
         results.append((name, int(workers), mode, int(backups), cap, pred, meas))
         how = mode if mode == "async" else (
             f"sync N={int(workers) - int(backups)} of {workers}")
+        # CPU ms a step (a sync step, an async push) on the machine's cores:
+        # the simulator's work on them, and what the machine was busy.
+        sim_ms = sim_busy * a.cores * 1000 / pred
         if meas is None:
             rows.append(f"| {name} | {shards} | {workers} | {how} | {cap} | "
-                        f"{pred:.1f} | {nic:.1f} | - | - | {bound} | - |")
+                        f"{pred:.1f} | {nic:.1f} | - | - | {bound} | - | {sim_ms:.2f} | - |")
             continue
+        meas_ms = busy[name] * a.cores * 1000 / meas if name in busy else float("nan")
         err = pred / meas - 1
         worst = max(worst, abs(err))
         rows.append(f"| {name} | {shards} | {workers} | {how} | {cap} | {pred:.1f} | "
                     f"{nic:.1f} | {meas:.1f} | {err:+.1%}{'' if abs(err) <= BAR else ' **over 15%**'} | "
-                    f"{bound} | {busy.get(name, float('nan')):.0%} |")
+                    f"{bound} | {busy.get(name, float('nan')):.0%} | {sim_ms:.2f} | "
+                    f"{meas_ms:.2f} |")
     setup = open(os.path.join(a.out, "setup.txt")).read().strip()
     text = "\n".join([
         "# The simulator against real runs on namespace hosts", "",
         "```", setup, "```", "",
         f"The prediction: every task on one machine of {a.cores} cores (the shards' and the "
         "workers' CPU work on them), the links' token buckets; beside it the same with a CPU "
-        "a shard and the workers' CPU free (the simulator before it modelled the machine).", "",
+        "a shard and the workers' CPU free (the simulator before it modelled the machine). "
+        f"CPU ms a step (a sync step, an async push): the simulator's work on the {a.cores} "
+        "cores, and the machine's busy share of them over the run (/proc/stat) over the "
+        "measured steps/s.", "",
         "| scenario | shards | workers | mode | link cap | predicted steps/s | "
         "predicted, a CPU a shard | measured steps/s | error | the simulator's bound | "
-        "machine CPU busy |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "machine CPU busy | CPU ms a step, simulated | CPU ms a step, measured |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows, "",
         "The planner's first choice among the scenarios of the same workers and link cap "
         f"(images/s; async only at {ASYNC_MARGIN:g}x the best sync's, as plan.py), against "
