@@ -180,6 +180,7 @@ def main(argv):
     text = "\n".join([
         "# The simulator against real runs on namespace hosts", "",
         "```", setup, "```", "",
+        f"The machine profile: {os.path.relpath(profile.path)}.", "",
         f"The prediction: every task on one machine of {a.cores} cores (the shards' and the "
         "workers' CPU work on them), the links' token buckets; beside it the same with a CPU "
         "a shard and the workers' CPU free (the simulator before it modelled the machine). "
