@@ -153,8 +153,12 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
   return reply;
 }
 
+bool ParameterShard::StepReadyLocked(int64_t min_step) const {
+  return model_.initialized() && model_.step() >= min_step;
+}
+
 bool ParameterShard::PullReadyLocked(int64_t min_step, int worker_id) const {
-  return model_.initialized() && model_.step() >= min_step &&
+  return StepReadyLocked(min_step) &&
          !pulls_.BoundHolds(worker_id, membership_);
 }
 
@@ -176,18 +180,21 @@ uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
       error = absl::InvalidArgumentError(absl::StrCat(
           name_, ": pull for min_step ", min_step, ": must be >= 0"));
     }
+    const absl::Time now = absl::Now();
     if (error.ok() && worker_id != -1) {
       error =
           Annotate(membership_.CheckWorkerId(worker_id), name_ + ": pull: ");
-      if (error.ok()) membership_.Touch(worker_id, absl::Now());
+      if (error.ok()) membership_.Touch(worker_id, now);
     }
-    if (error.ok() && PullReadyLocked(min_step, worker_id)) {
-      snapshot = AnswerPullLocked(worker_id);
-    }
-    if (error.ok() && snapshot == nullptr) {
-      return pulls_.Hold(min_step, worker_id, std::move(done),
-                         pulls_.BoundHolds(worker_id, membership_),
-                         absl::Now());
+    if (error.ok()) {
+      // PullReadyLocked, with the bound looked up once for both answers;
+      // the lease was renewed above.
+      const bool bound_holds = pulls_.BoundHolds(worker_id, membership_);
+      if (!StepReadyLocked(min_step) || bound_holds) {
+        return pulls_.Hold(min_step, worker_id, std::move(done), bound_holds,
+                           now);
+      }
+      snapshot = model_.AnswerPull(worker_id);
     }
   }
   if (error.ok()) {

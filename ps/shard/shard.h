@@ -402,7 +402,10 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // the shard's.
   absl::Status CheckGenerationLocked(int64_t generation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Initialised, at min_step, and not held back by the staleness bound.
+  // Initialised and at min_step.
+  bool StepReadyLocked(int64_t min_step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // StepReadyLocked, and not held back by the staleness bound.
   bool PullReadyLocked(int64_t min_step, int worker_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current weights for a pull of `worker_id` (-1: none), recorded for

@@ -73,7 +73,10 @@ if [ "$netns" = 1 ]; then
 fi
 
 out=$(mktemp -d /tmp/psgd_ps_bench.XXXXXX)
-trap 'stop_tasks TERM; wait 2>/dev/null' EXIT
+# The servers' and clients' logs stay where a client failed (the message
+# names the folder) and go otherwise.
+keep_logs=0
+trap 'stop_tasks TERM; wait 2>/dev/null; [ "$keep_logs" = 1 ] || rm -rf "$out"' EXIT
 for t in $tasks; do
   [[ $t == ps:* ]] || continue
   in=(); [ "$netns" = 1 ] && in=(--netns="${host_of[$t]}")
@@ -128,7 +131,7 @@ for ((p = 0; p < processes; p++)); do
   echo "--- client process $p"
   cat "$out/client-$p.log"
 done
-[ "$rc" = 0 ] || { echo "ps_bench_cluster.sh: a client failed; logs in $out" >&2; exit 1; }
+[ "$rc" = 0 ] || { keep_logs=1; echo "ps_bench_cluster.sh: a client failed; logs in $out" >&2; exit 1; }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The sum over the client processes (each measured the same --seconds).
 cat "$out"/client-*.log | CPU_WINDOW="$cpu_window" CPU_TICKS="$cpu_ticks" CLIENT_TICKS="$client_ticks" \
