@@ -11,7 +11,7 @@
     psgd example --list       the examples
     psgd ckpt export --torch SOURCE OUT.pt   a checkpoint as a state_dict
     psgd plan ...             plans a cluster by simulation (scripts/plan)
-    psgd calibrate ...        a machine profile for the planner from ps_bench
+    psgd calibrate ...        a machine profile for the planner from the benches
 
 `psgd COMMAND --help` says each command's arguments. Exit status: 0 when
 the command did what it was asked, 2 for bad input (named on stderr), and
@@ -31,7 +31,7 @@ COMMANDS = {
     "example": "runs an example worker program of the install (--list)",
     "ckpt": "a checkpoint as a PyTorch state_dict (export --torch), or show / digest",
     "plan": "plans a cluster you do not have: simulates, ranks, writes a config",
-    "calibrate": "writes a machine profile for `psgd plan` from ps_bench's output",
+    "calibrate": "writes a machine profile for `psgd plan` from ps_bench or ps_bench_cluster.sh",
 }
 
 HERE = os.path.dirname(os.path.abspath(__file__))
