@@ -134,7 +134,10 @@ class Run:
         its default. The model of a run without a config (train_local) is
         its summary's."""
         cfg = os.path.join(self.files.get("config.pbtxt", self.path), "config.pbtxt")
-        text = open(cfg).read() if os.path.exists(cfg) else ""
+        text = ""
+        if os.path.exists(cfg):
+            with open(cfg) as fh:
+                text = fh.read()
         text = re.sub(r"#[^\n]*", "", text)
         model_block = re.search(r"\bmodel\s*\{([^}]*)\}", text)
         model_text = model_block.group(1) if model_block else ""

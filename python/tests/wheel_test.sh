@@ -193,6 +193,14 @@ if PATH=$only psgd plan --model resnet21 --workers 4 --gbit 10 --step_ms 20 \
   --out unknown.pbtxt > plan-bad.log 2>&1; then fail "psgd plan took an unknown model"; fi
 grep -q "resnet21" plan-bad.log || { cat plan-bad.log; fail "psgd plan did not name the model"; }
 [ ! -e unknown.pbtxt ] || fail "psgd plan wrote a config for an unknown model"
+# Its time to accuracy reads runs with the installed package's reader: the
+# sync run above (a model of its own, not resnet20) is refused by name.
+if PATH=$only psgd plan --model resnet20 --workers 4 --gbit 10 --step_ms 20 --steps 30 \
+  --curves run-SYNC --out curves.pbtxt > plan-curves.log 2>&1; then
+  fail "psgd plan took the curves of another model"
+fi
+grep -q "^psgd plan: --curves: .*run-SYNC" plan-curves.log || { cat plan-curves.log; fail "psgd plan --curves did not name the run"; }
+[ ! -e curves.pbtxt ] || fail "psgd plan wrote a config from refused curves"
 # psgd status: the servers alone (--tasks), asked with the run's token;
 # Ctrl-C of psgd launch stops them (exit 130), and then none answers. (No
 # checkpoint directory: the sync run's would be restored.)

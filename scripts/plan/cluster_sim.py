@@ -58,14 +58,18 @@ WHAT IS MODELLED
   one of the C cores (the one free first, reserved in event order), and the
   workers pay their transport's CPU per byte pushed and pulled
   (worker.ns_per_byte.<transport>) on them. Without it every shard has a CPU
-  of its own and the workers' transport costs nothing.
+  of its own and the workers' transport costs nothing. With cpu_compute
+  (--cpu_compute, CPU workers of one compute thread each on that machine)
+  each worker's compute takes one of the C cores as well, for its whole
+  time: M workers on C < M cores queue for them.
 
 WHAT IS NOT MODELLED: more than one core per shard (a shard is one serial
 CPU); cores per host for clusters of several machines (cores=C is one
 machine shared by every task); fair sharing of a link between flows (FIFO instead: the same total,
 other orders); the workers' CPU for the transport without cores=C; the relay's flow control
 (64 decisions in flight) and batching; lining up after a shard is a step
-ahead; failures, leases, membership, checkpoints, the evaluator; accuracy.
+ahead; failures, leases, membership, checkpoints, the evaluator; accuracy
+(scripts/plan/accuracy.py joins measured curves to the simulated step rate).
 
 REPORT (simulate() -> dict): steps_per_s, grads_per_s, images_per_s,
 step_time_{p50,p90,p99,mean} (sync: between publishes on every shard;
@@ -173,15 +177,17 @@ class Costs:
 
 def simulate(cluster, params, profile, mode="sync", N=None, wire="fp32", optimizer="adam",
              transport="grpc", overlap=False, batch=128, push_extra_s=0.0, pull_extra_s=0.0,
-             cores=None, **options):
+             cores=None, cpu_compute=False, **options):
     """One setting. mode: sync (N of M, default N = M), adaptive or async.
     options: those of step_time_model.simulate (compute, steps, warmup,
     slow, stall_p, stall_s, tail..., n_min, n_max, window, adaptive_warmup,
     staleness_bound, max_push_staleness, seed). push_extra_s / pull_extra_s:
     fixed delays added to every push / pull (measured transfer times, as the
     step-time model's push_s / pull_s). cores: every task on one machine of
-    that many cores (the docstring's "One machine's cores"). Raises ValueError (ProfileError for
-    a missing figure) naming what is wrong."""
+    that many cores (the docstring's "One machine's cores"); cpu_compute:
+    the workers' compute is CPU work on those cores too (needs cores).
+    Raises ValueError (ProfileError for a missing figure) naming what is
+    wrong."""
     M, S = len(cluster.worker_host), len(cluster.ps_host)
     if not isinstance(params, int) or params < S:
         raise ValueError(f"{params} parameters cannot be split over {S} shards")
@@ -192,6 +198,8 @@ def simulate(cluster, params, profile, mode="sync", N=None, wire="fp32", optimiz
         raise ValueError(f"batch = {batch}: must be an integer >= 1")
     if cores is not None and (not isinstance(cores, int) or cores < 1):
         raise ValueError(f"cores = {cores}: must be an integer >= 1 (or none: a CPU a shard)")
+    if cpu_compute and cores is None:
+        raise ValueError("cpu_compute: the workers' compute on the machine's cores needs cores")
     cfg = stm.Config(mode, M, N, **options)
     costs = Costs(profile, wire, optimizer, transport, overlap, mode)
     worker_per_byte = 0.0
@@ -199,12 +207,12 @@ def simulate(cluster, params, profile, mode="sync", N=None, wire="fp32", optimiz
         worker_per_byte = profile.get(f"worker.ns_per_byte.{transport}",
                                       f"the workers' CPU on {cores} shared cores") * 1e-9
     return _Sim(cluster, params, cfg, costs, batch, push_extra_s, pull_extra_s, cores,
-                worker_per_byte).run()
+                worker_per_byte, cpu_compute).run()
 
 
 class _Sim:
     def __init__(self, cluster, params, cfg, costs, batch, push_extra, pull_extra, cores=None,
-                 worker_per_byte=0.0):
+                 worker_per_byte=0.0, cpu_compute=False):
         self.c, self.cfg, self.k, self.batch = cluster, cfg, costs, batch
         self.push_extra, self.pull_extra = push_extra, pull_extra
         S = len(cluster.ps_host)
@@ -232,6 +240,7 @@ class _Sim:
         # each is free, and the workers' CPU a push's (and a pull's) bytes.
         self.cores = [0.0] * cores if cores else None
         self.worker_busy = 0.0
+        self.cpu_compute = cpu_compute
         self.worker_cost = sum(self.gbytes) * worker_per_byte
         self.stage_cost = [costs.msg + b * costs.stage_per_byte for b in self.gbytes]
         self.serve_cost = [costs.msg + b * costs.serve_per_byte for b in self.gbytes]
@@ -403,6 +412,9 @@ class _Sim:
         tc = last
         if self.k.fwd:
             tc = max(first, last - self.k.fwd * c)
+        if self.cpu_compute:  # the compute waits for a core, then holds it
+            tc = self._core(tc, c)
+            self.worker_busy += c
         self.path_pull[w] = last - self.pull_issue[w]
         heapq.heappush(self.heap, (tc + c, 1, next(self.order), w, g, c))
 
@@ -460,7 +472,8 @@ class _Sim:
                 res["bound"] = "machine CPU"
                 res["bound_detail"] = (f"the machine's {len(self.cores)} cores "
                                        f"({res['cores_utilisation']:.0%} busy: the shards' "
-                                       f"and the workers' CPU work)")
+                                       f"and the workers' CPU work"
+                                       f"{', compute included' if self.cpu_compute else ''})")
                 return res
         link = max(links, key=links.get) if links else None
         cpu = max(cpus, key=cpus.get)
@@ -807,6 +820,9 @@ def main(argv=None, prog="cluster_sim.py"):
     ap.add_argument("--cores", type=int, default=None,
                     help="every task on one machine of this many cores (default: a CPU a "
                     "shard, the workers' CPU free)")
+    ap.add_argument("--cpu_compute", action="store_true",
+                    help="with --cores: each worker's compute takes one of those cores too "
+                    "(CPU workers of one compute thread each)")
     ap.add_argument("--json", default=None, help="write the figures here: every link's and "
                     "shard CPU's utilisation, the critical path, the bound")
     a = ap.parse_args(argv)
@@ -826,7 +842,7 @@ def main(argv=None, prog="cluster_sim.py"):
             kw.update(staleness_bound=a.staleness_bound, max_push_staleness=a.max_push_staleness)
         res = simulate(cl, models[a.model], prof, a.mode, N, wire=a.wire, optimizer=a.optimizer,
                        transport=a.transport, overlap=a.overlap, batch=a.batch, cores=a.cores,
-                       **kw)
+                       cpu_compute=a.cpu_compute, **kw)
     except ValueError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2

@@ -24,6 +24,20 @@ configuration by --async_margin (default 1.5x): async trains to a lower
 accuracy in this project's studies (docs/EXPERIMENTS.md, "Sync against
 async", "Staleness controls"), which a throughput model cannot see.
 
+Time to accuracy (--curves=RUN,... --target=0.6): given run directories of
+measured training (the chief's evaluations: scripts/experiments/
+time_to_accuracy.sh, staleness.sh and the demo make them), every
+configuration with a curve of its kind (sync: its global batch N x batch;
+async: its batch, at the simulated staleness; scripts/plan/accuracy.py's
+docstring gives the rules) gets the global steps its curves take to
+--target and the training time that is at its simulated step rate, with
+the curves' spread; the ranking is then by that time (configurations
+without a curve after, by images/s), and --async_margin does not apply:
+the curves see the accuracy. When the spread of the best configuration of
+the other kind (sync against async) reaches the choice's, the first choice
+says it is too close to call. With --device=cpu --cores=C every task runs on
+one machine of C cores, the workers' compute on them too.
+
 Bad input (an unknown model, N > M, a link that cannot carry one step's
 bytes within --max_step_s, a profile without a figure the plan needs) is
 an error naming it; nothing is simulated or written.
@@ -35,6 +49,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import accuracy  # noqa: E402
 import cluster_sim as sim  # noqa: E402
 from machine_profile import Profile, ProfileError, WIRES, TRANSPORTS  # noqa: E402
 
@@ -90,6 +105,14 @@ def build_parser(prog="plan"):
     p.add_argument("--transports", type=_list(str, "words"), default=["grpc"])
     p.add_argument("--optimizer", choices=("adam", "sgd", "momentum"), default="adam")
     p.add_argument("--async_margin", type=float, default=1.5)
+    p.add_argument("--curves", type=_list(str, "run directories"), default=None,
+                   help="measured runs whose evaluations rank the configurations by time "
+                   "to --target")
+    p.add_argument("--target", type=float, default=0.6,
+                   help="the test accuracy of the time to accuracy (with --curves)")
+    p.add_argument("--cores", type=int, default=None,
+                   help="every task on one machine of this many cores (with --device=cpu "
+                   "the workers' compute on them too)")
     p.add_argument("--max_step_s", type=float, default=10.0,
                    help="a link that needs longer than this for one step's bytes is an error")
     p.add_argument("--steps", type=int, default=None,
@@ -182,6 +205,19 @@ def check(a):
     for o in a.overlap:
         if o not in ("off", "on"):
             raise PlanError(f"--overlap: '{o}' is neither off nor on")
+    if a.cores is not None and a.cores < 1:
+        raise PlanError(f"--cores={a.cores}: must be >= 1")
+    if not 0 < a.target <= 1:
+        raise PlanError(f"--target={a.target}: must be in (0, 1]")
+    a.curve_runs = None
+    if a.curves:
+        try:
+            a.curve_runs = accuracy.load_curves(a.curves)
+        except accuracy.CurveError as e:
+            raise PlanError(f"--curves: {e}") from None
+        for c in a.curve_runs:
+            if c.model != a.model:
+                raise PlanError(f"--curves: {c.name} trained {c.model}, not --model={a.model}")
     compute = compute_spec(a, prof)
     p, sep, s = a.stall.partition(":")
     try:
@@ -236,10 +272,29 @@ def plan_one(a, prof, params, shards, modes, base, hosts, gbit):
                         opts.update({k: v for k, v in kw.items() if k not in ("mode", "N")})
                         res = sim.simulate(cl, params, prof, kw["mode"], kw.get("N"), wire=w,
                                            optimizer=a.optimizer, transport=t,
-                                           overlap=(o == "on"), batch=a.batch, **opts)
+                                           overlap=(o == "on"), batch=a.batch, cores=a.cores,
+                                           cpu_compute=a.device == "cpu" and bool(a.cores),
+                                           **opts)
                         rows.append(dict(S=S, setting=label, wire=w, overlap=o, transport=t,
-                                         kw=kw, res=res))
+                                         kw=kw, res=res, tta=tta(a, kw, res)))
     rows.sort(key=lambda r: -r["res"]["images_per_s"])
+    timed = [r for r in rows if r["tta"]["time"] is not None]
+    if timed:
+        rows = sorted(timed, key=lambda r: r["tta"]["time"]) + \
+            [r for r in rows if r["tta"]["time"] is None]
+        best = rows[0]
+        why = (f"the shortest predicted time to {a.target:.0%} test accuracy, "
+               f"{best['tta']['time']:.0f} s of training "
+               f"({best['tta']['steps']:.0f} global steps: {best['tta']['note']})")
+        # How sure: another mode whose curves' spread reaches the choice's.
+        mode = best["kw"]["mode"] == "async"
+        rival = next((r for r in rows[1:] if r["tta"]["time"] is not None and
+                      (r["kw"]["mode"] == "async") != mode), None)
+        if rival and rival["tta"]["low"] <= best["tta"]["high"]:
+            why += (f"; too close to call against {rival['setting']} (S = {rival['S']}, "
+                    f"{rival['tta']['time']:.0f} s, {rival['tta']['low']:.0f}-"
+                    f"{rival['tta']['high']:.0f}): the curves' spreads overlap")
+        return rows, best, why
     sync_rows = [r for r in rows if r["kw"]["mode"] != "async"]
     best = rows[0]
     why = "the most images/s"
@@ -252,7 +307,26 @@ def plan_one(a, prof, params, shards, modes, base, hosts, gbit):
             best = s
         else:
             why = f"async moves {ratio:.2f}x the best sync's images/s (>= --async_margin)"
+    if a.curve_runs:
+        why += f"; no configuration has a curve that reaches --target: {best['tta']['note']}"
     return rows, best, why
+
+
+def tta(a, kw, res):
+    """The time to --target of one simulated configuration from --curves:
+    {time, low, high, steps, note}; time None without a curve of its kind."""
+    none = dict(time=None, low=None, high=None, steps=None, note="no --curves")
+    if not a.curve_runs:
+        return none
+    mode = "async" if kw["mode"] == "async" else "sync"
+    N = kw.get("N") or max(1, round(res.get("mean_n") or a.workers))
+    k, lo, hi, note = accuracy.steps_to_target(a.curve_runs, mode, a.batch, N,
+                                               res.get("staleness_mean"), a.target)
+    if k is None:
+        return dict(none, note=note)
+    t = [accuracy.time_to_target(x, res["steps_per_s"], mode, a.workers, N)
+         for x in (k, lo, hi)]
+    return dict(time=t[0], low=t[1], high=t[2], steps=k, note=note)
 
 
 def fmt_row(i, r):
@@ -262,9 +336,18 @@ def fmt_row(i, r):
              else f"N {res['mean_n']:.1f}")
     return (f"| {i} | {r['S']} | {r['setting']} | {r['wire']} | {r['overlap']} | "
             f"{r['transport']} | {res['steps_per_s']:.2f} | {res['images_per_s']:,.0f} | "
+            f"{fmt_tta(r['tta'])}"
             f"{res['step_time_p50'] * 1e3:.1f} / {p99 * 1e3:.1f} | "
             f"{res['dropped']} ({100 * res['dropped_fraction']:.1f}%) | {extra} | "
             f"{res['bound_detail']} |")
+
+
+def fmt_tta(t):
+    if t["note"] == "no --curves":
+        return ""
+    if t["time"] is None:
+        return "- | "
+    return f"{t['time']:,.0f} ({t['low']:,.0f}-{t['high']:,.0f}) | "
 
 
 def config_text(a, r, hosts, gbit):
@@ -347,9 +430,11 @@ def main(argv=None, prog="plan"):
         wall = sum(r["res"]["sim_wall_s"] for r in rows)
         print(f"\n## {gbit:g} Gbit/s links: {len(rows)} configurations simulated in "
               f"{wall:.1f} s\n")
-        print("| rank | S | setting | wire | overlap | transport | steps/s | images/s | "
+        col = f"time to {a.target:.0%} (s; spread) | " if a.curve_runs else ""
+        print("| rank | S | setting | wire | overlap | transport | steps/s | images/s | " + col +
               "p50 / p99 step (ms) | dropped | N or staleness | bound |")
-        print("|---:|---:|---|---|---|---|---:|---:|---:|---:|---|---|")
+        print("|---:|---:|---|---|---|---|---:|---:|" + ("---:|" if col else "") +
+              "---:|---:|---|---|")
         for i, r in enumerate(rows[:a.top], 1):
             print(fmt_row(i, r))
         res = best["res"]
@@ -364,7 +449,9 @@ def main(argv=None, prog="plan"):
         for r in rows:
             table.append(dict({k: r[k] for k in ("S", "setting", "wire", "overlap",
                                                  "transport")}, gbit=gbit,
-                              chosen=r is best, **{k: r["res"].get(k) for k in keep}))
+                              chosen=r is best, **{k: r["res"].get(k) for k in keep},
+                              time_to_target=r["tta"]["time"],
+                              time_to_target_spread=[r["tta"]["low"], r["tta"]["high"]]))
     if a.json:
         import json
         try:

@@ -23,6 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The repository's root: the source tree, or the test's runfiles under Bazel.
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import accuracy  # noqa: E402
+import batch_crossing  # noqa: E402
 import calibrate  # noqa: E402
 import cluster_sim as sim  # noqa: E402
 import plan  # noqa: E402
@@ -618,6 +620,246 @@ class CalibrateTest(unittest.TestCase):
                 self.assertEqual(rc, 2, argv)
                 self.assertIn(msg, err)
                 self.assertFalse(os.path.exists(out))
+
+
+def write_curve(d, name, mode, M, batch, accs, seed=1, N=None, eval_every=10, staleness=0,
+                eval_s=1.0, model="resnet20", step_s=0.1):
+    """A run directory as launch.sh writes one, small: config.pbtxt,
+    summary.json, the chief's train lines (async: applied pushes of the
+    given staleness) and an evaluation every eval_every global steps with
+    the accuracies `accs`."""
+    path = os.path.join(d, name)
+    os.makedirs(path)
+    N = N or M
+    with open(os.path.join(path, "config.pbtxt"), "w") as f:
+        f.write(f'name: "{name}"\n' + "".join(f'worker {{ address: "h:{i}" }}\n'
+                                              for i in range(M)) +
+                f"training {{ mode: {mode.upper()} batch_size: {batch} "
+                f"{f'replicas_to_aggregate: {N} ' if mode == 'sync' else ''}"
+                f"eval_every: {eval_every} seed: {seed} }}\nmodel {{ name: \"{model}\" }}\n")
+    with open(os.path.join(path, "summary.json"), "w") as f:
+        json.dump(dict(mode=mode, workers=M, batch_size=batch, model=model,
+                       **({"replicas_to_aggregate": N} if mode == "sync" else {})), f)
+    t, lines = 0.5, []
+    for i, acc in enumerate(accs):
+        for k in range(eval_every):
+            step = i * eval_every + k
+            lines.append(dict(kind="train", task="worker:0", step=step, wall_time_s=t,
+                              step_s=step_s,
+                              batch_size=batch, staleness=staleness if mode == "async" else 0,
+                              outcome="applied" if mode == "async" else "aggregated"))
+            t += step_s
+        t += eval_s
+        lines.append(dict(kind="eval", task="worker:0", step=(i + 1) * eval_every,
+                          wall_time_s=t, test_accuracy=acc, eval_s=eval_s, final=False))
+    with open(os.path.join(path, "worker-0.jsonl"), "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+class TimeToAccuracyTest(unittest.TestCase):
+    """scripts/plan/accuracy.py: the steps a configuration's curves take to a
+    target, the time that is at a step rate, and the planner ranking by it."""
+
+    def test_sync_takes_the_curves_of_its_global_batch(self):
+        with tempfile.TemporaryDirectory() as d:
+            c = accuracy.load_curves([
+                write_curve(d, "a", "sync", 2, 64, [0.3, 0.5, 0.61, 0.7], seed=1),
+                write_curve(d, "b", "sync", 2, 64, [0.3, 0.5, 0.55, 0.62], seed=2),
+                write_curve(d, "c", "sync", 4, 64, [0.4, 0.65], seed=1)])
+            # Global batch 128: the curves a (30 steps) and b (40).
+            k, lo, hi, note = accuracy.steps_to_target(c, "sync", 64, 2, target=0.6)
+            self.assertEqual((k, lo, hi), (35, 30, 40), note)
+            # 4 x 32 is global batch 128 as well, whatever M.
+            self.assertEqual(accuracy.steps_to_target(c, "sync", 32, 4, target=0.6)[0], 35)
+            self.assertEqual(accuracy.steps_to_target(c, "sync", 64, 4, target=0.6)[:3],
+                             (20, 20, 20))
+            k, _, _, note = accuracy.steps_to_target(c, "sync", 64, 3, target=0.6)
+            self.assertIsNone(k)
+            self.assertIn("no sync curve at global batch 192 (curves at 128, 256)", note)
+            k, _, _, note = accuracy.steps_to_target(c, "sync", 64, 2, target=0.9)
+            self.assertIsNone(k)
+            self.assertIn("never reaches 90%", note)
+
+    def test_async_interpolates_in_staleness(self):
+        with tempfile.TemporaryDirectory() as d:
+            c = accuracy.load_curves([
+                write_curve(d, "a2", "async", 2, 64, [0.2] * 9 + [0.6], staleness=1),
+                write_curve(d, "a4", "async", 4, 64, [0.2] * 29 + [0.6], staleness=3)])
+            self.assertAlmostEqual(c[0].staleness, 1.0)
+            f = lambda s: accuracy.steps_to_target(c, "async", 64, staleness=s)  # noqa: E731
+            self.assertEqual(f(1)[0], 100)
+            self.assertEqual(f(3)[0], 300)
+            self.assertAlmostEqual(f(2)[0], 200)  # halfway: 100 + (300 - 100) / 2
+            self.assertAlmostEqual(f(1.5)[0], 150)
+            k, _, _, note = f(7)
+            self.assertEqual(k, 300)
+            self.assertIn("outside the measured levels (simulated staleness 7.00)", note)
+            self.assertIsNone(accuracy.steps_to_target(c, "async", 32, staleness=1)[0])
+
+    def test_time_to_target(self):
+        # 100 steps at 2 steps/s, start-up 3 s, evaluations every 25 steps
+        # of 4, 1, 1, 1 s: sync N = M waits for each: 3 + 50 + 7.
+        tt = accuracy.time_to_target
+        self.assertAlmostEqual(tt(100, 2.0, "sync", 4, 4, 25, [4, 1], 3.0), 60.0)
+        # Async (and N < M): the other workers go on; the chief's 1/M share of
+        # each evaluation is lost, the last (which ends the measured time)
+        # counts whole: 3 + 50 + (4 + 1 + 1) / 4 + 1.
+        self.assertAlmostEqual(tt(100, 2.0, "async", 4, None, 25, [4, 1], 3.0), 55.5)
+        self.assertAlmostEqual(tt(100, 2.0, "sync", 4, 3, 25, [4, 1], 3.0), 55.5)
+        self.assertAlmostEqual(tt(100, 2.0, "sync", 4, 4), 50.0)
+        # On 2 shared cores the evaluation takes one of the 2 that train:
+        # 3 + 50 + (4 + 1 + 1) / 2 + 1; sync N = M stalls as before.
+        self.assertAlmostEqual(tt(100, 2.0, "async", 4, None, 25, [4, 1], 3.0, cores=2), 57.0)
+        self.assertAlmostEqual(tt(100, 2.0, "async", 4, None, 25, [4, 1], 3.0, cores=8), 55.5)
+        self.assertAlmostEqual(tt(100, 2.0, "sync", 4, 4, 25, [4, 1], 3.0, cores=2), 60.0)
+        with self.assertRaises(ValueError):
+            tt(100, 0.0, "sync", 4, 4)
+
+    def test_measured_time_is_the_first_evaluation_at_target(self):
+        with tempfile.TemporaryDirectory() as d:
+            c = accuracy.Curve(write_curve(d, "a", "sync", 2, 64, [0.3, 0.61, 0.5, 0.7],
+                                           eval_every=10, eval_s=2.0, step_s=0.5))
+            # Start 0.5 s, 20 steps of 0.5 s, two evaluations of 2 s.
+            self.assertEqual(c.steps_to(0.6), 20)
+            self.assertAlmostEqual(c.time_to(0.6), 0.5 + 10 + 4)
+            self.assertAlmostEqual(c.measured_rate(), 2.0)
+            self.assertEqual((c.eval_every, c.seed, c.start_s), (10, 1, 0.5))
+
+    def test_cpu_compute_takes_the_cores(self):
+        # 4 workers of compute C on 2 cores, every other cost zero: a sync
+        # step needs 4 computes, 2 at a time: 2C; async applies 2 pushes
+        # every C.
+        zero = zero_profile()
+        v = dict(zero.values)
+        v["worker.ns_per_byte.grpc"] = 0.0
+        zero = Profile(v, "zero")
+        r = run(one_host(4), "sync", 4, prof=zero, steps=20, warmup=4, cores=2,
+                cpu_compute=True)
+        self.assertAlmostEqual(r["steps_per_s"], 1 / (2 * C), places=6)
+        r = run(one_host(4), "async", prof=zero, steps=40, warmup=8, cores=2, cpu_compute=True)
+        self.assertAlmostEqual(r["grads_per_s"], 2 / C, places=6)
+        # Without cpu_compute the cores hold no compute: every worker at once.
+        r = run(one_host(4), "sync", 4, prof=zero, steps=20, warmup=4, cores=2)
+        self.assertAlmostEqual(r["steps_per_s"], 1 / C, places=6)
+        with self.assertRaisesRegex(ValueError, "cpu_compute: .* needs cores"):
+            run(one_host(4), "sync", 4, prof=zero, steps=5, warmup=1, cpu_compute=True)
+
+    BASE = ["--model=resnet20", "--workers=4", "--hosts=1", "--step_ms=100", "--shards=1",
+            "--modes=sync,async", "--backups=0", "--wires=fp32", "--overlap=off",
+            "--steps=40", "--device=cpu", "--batch=64", "--staleness_bound=0"]
+
+    def test_the_planner_ranks_by_time_to_target(self):
+        # Async moves 2x the gradients of sync N = M = 4 on 2 cores? No: on
+        # one machine of 2 cores both apply 2 x 64 images every 100 ms; sync
+        # makes one step of 256 images every 200 ms, async one push every
+        # 50 ms. Curves: sync at global batch 256 reaches 60% at step 200
+        # (40 s), async at staleness 3 at step 1,000 (50 s): sync first.
+        # With the async curve at step 600 (30 s): async first.
+        for async_steps, first in ((1000, "sync b=0"), (600, "async")):
+            with tempfile.TemporaryDirectory() as d:
+                curves = [
+                    write_curve(d, "s", "sync", 4, 64, [0.2] * 19 + [0.6]),
+                    write_curve(d, "a", "async", 4, 64,
+                                [0.2] * (async_steps // 10 - 1) + [0.6], staleness=3)]
+                out = os.path.join(d, "c.pbtxt")
+                rc, text, err = _main(plan, self.BASE + [
+                    "--cores=2", f"--curves={','.join(curves)}", f"--out={out}"])
+                self.assertEqual(rc, 0, err)
+                self.assertIn("time to 60% (s; spread)", text)
+                m = re.search(r"First choice at 10 Gbit/s: S = 1, ([^,]+),", text)
+                self.assertEqual(m.group(1), first, text)
+                self.assertIn("the shortest predicted time to 60% test accuracy", text)
+                want = {"sync b=0": 200 / 5.0, "async": async_steps / 20.0}
+                for label, t in want.items():
+                    row = next(l for l in text.splitlines()
+                               if f"| {label} |" in l)
+                    got = float(row.split("|")[9].split("(")[0].replace(",", ""))
+                    self.assertLess(abs(got / t - 1), 0.05, (label, row))
+                with open(out) as f:
+                    self.assertIn("mode: SYNC" if first.startswith("sync") else "mode: ASYNC",
+                                  f.read())
+
+    def test_too_close_to_call(self):
+        # Two async curves at 700 and 1,000 steps (about 36 and 51 s at 19.5
+        # pushes/s) around sync's 200 steps (41 s at 4.85 steps/s): sync
+        # first, and its rival's spread reaches it. Async at 700 and 750
+        # (36-38 s): async first, sync's 41 s out of its reach.
+        with tempfile.TemporaryDirectory() as d:
+            curves = [write_curve(d, "s", "sync", 4, 64, [0.2] * 19 + [0.6]),
+                      write_curve(d, "a1", "async", 4, 64, [0.2] * 69 + [0.6], staleness=3),
+                      write_curve(d, "a2", "async", 4, 64, [0.2] * 99 + [0.6], staleness=3,
+                                  seed=2)]
+            rc, text, err = _main(plan, self.BASE + ["--cores=2", f"--curves={','.join(curves)}"])
+            self.assertEqual(rc, 0, err)
+            self.assertRegex(text, r"First choice at 10 Gbit/s: S = 1, sync b=0, .*too close to "
+                             r"call against async \(S = 1, \d+ s, 3\d-5\d\)")
+            curves[2] = write_curve(d, "a3", "async", 4, 64, [0.2] * 74 + [0.6], staleness=3,
+                                    seed=2)
+            rc, text, err = _main(plan, self.BASE + ["--cores=2", f"--curves={','.join(curves)}"])
+            self.assertRegex(text, r"First choice at 10 Gbit/s: S = 1, async,")
+            self.assertNotIn("too close to call", text)
+
+    def test_validate_predicts_each_run_from_the_other_seeds(self):
+        # Seed 1 reaches 60% at step 20, seed 2 at step 40: each run's
+        # predicted steps are the other seed's.
+        with tempfile.TemporaryDirectory() as d:
+            runs = [write_curve(d, "r1", "sync", 2, 64, [0.3, 0.6], seed=1),
+                    write_curve(d, "r2", "sync", 2, 64, [0.3, 0.4, 0.5, 0.6], seed=2)]
+            rc, text, err = _main(accuracy, ["validate", *runs, "--step_ms=100", "--cores=2"])
+            self.assertIn(rc, (0, 1), err)
+            rows = {l.split("|")[1].strip(): l.split("|") for l in text.splitlines()
+                    if l.startswith("| r")}
+            self.assertEqual(rows["r1"][3].strip(), "40 (40-40)")
+            self.assertEqual(rows["r1"][4].strip(), "20")
+            self.assertEqual(rows["r2"][3].strip(), "20 (20-20)")
+            self.assertEqual(rows["r2"][4].strip(), "40")
+
+    def test_curves_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            other = write_curve(d, "o", "sync", 4, 64, [0.6], model="cnn10")
+            empty = os.path.join(d, "empty")
+            os.makedirs(empty)
+            for argv, msg in (([f"--curves={d}/none"], f"--curves: {d}/none: not a directory"),
+                              ([f"--curves={empty}"], "no .jsonl metrics files"),
+                              ([f"--curves={other}"], "o trained cnn10, not --model=resnet20"),
+                              (["--target=1.5"], "--target=1.5: must be in (0, 1]"),
+                              (["--cores=0"], "--cores=0: must be >= 1")):
+                out = os.path.join(d, "c.pbtxt")
+                rc, text, err = _main(plan, self.BASE + argv + [f"--out={out}"])
+                self.assertEqual(rc, 2, text)
+                self.assertIn(msg, err)
+                self.assertFalse(os.path.exists(out))
+            rc, _, err = _main(accuracy, ["validate", other, "--step_ms=100"])
+            self.assertEqual(rc, 2)
+            self.assertIn("validate needs runs of two seeds or more", err)
+
+
+class BatchCrossingTest(unittest.TestCase):
+    """scripts/plan/batch_crossing.py: seed 002's finding simulated."""
+
+    def test_one_node_against_distributed(self):
+        rc, text, err = _main(batch_crossing, ["--batches=128,8192", "--gbit=10",
+                                               "--transports=grpc", "--steps=10"])
+        self.assertEqual(rc, 0, err)
+        rows = [l for l in text.splitlines() if re.match(r"\| \d+ \|", l)]
+        self.assertEqual(len(rows), 2, text)
+        # At batch 128 one node (t(128) = 4.0 ms of compute, shared memory)
+        # moves more than 4 workers of 32 who each pull and push the whole
+        # model through 10 Gbit/s NICs; at 8192 the 4 workers' compute
+        # (t(2048) = 19.4 ms against t(8192) = 68.5 ms) wins.
+        ratio = [float(re.search(r"\(([\d.]+)x\)", r.split("|")[3]).group(1)) for r in rows]
+        self.assertLess(ratio[0], 1.0, rows[0])
+        self.assertGreater(ratio[1], 1.0, rows[1])
+        self.assertIn("grpc at 10 Gbit/s: as fast as one node from global batch 8192", text)
+
+    def test_bad_input(self):
+        for argv, msg in ((["--batches=130"], "130 is not a multiple of --workers=4"),
+                          (["--model=resnet21"], "--model=resnet21: unknown model"),
+                          (["--workers=0"], "must be >= 1")):
+            rc, _, err = _main(batch_crossing, argv + ["--steps=5"])
+            self.assertEqual(rc, 2, argv)
+            self.assertIn(msg, err)
 
 
 if __name__ == "__main__":
