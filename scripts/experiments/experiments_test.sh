@@ -21,6 +21,7 @@ cp "$src"/python/psgd/{compare.py,runs.py} "$tmp/repo/python/psgd/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
   "$src"/scripts/experiments/{stragglers.sh,stragglers_report.py,step_time_model.py,elastic.sh} \
   "$src"/scripts/experiments/{gpu_times.sh,gpu_times_report.py,netns_sync_cluster.sh} \
+  "$src"/scripts/experiments/time_to_accuracy.sh \
   "$tmp/repo/scripts/experiments/"
 repo=$tmp/repo
 mkdir -p "$tmp/data"
@@ -107,6 +108,30 @@ printf '#!/bin/sh\necho "train_local $*"\nexit 3\n' > "$tmp/stub/worker/train_lo
 chmod +x "$tmp/stub/worker/train_local"
 fails "train_local --model=cnn10 " bash "$repo/scripts/experiments/batch_sweep.sh" \
   --data_dir="$tmp/data" --out="$tmp/bs-local" --bin_dir="$tmp/stub" --model=cnn10 --batches=128 --workers=1
+
+# Time to accuracy: bad arguments, and each config of every seed, M and
+# mode loads with its mode, workers, batch and seed.
+ta=(bash "$repo/scripts/experiments/time_to_accuracy.sh" --dry-run --bin_dir="$bin" --data_dir="$tmp/data")
+fails "--workers=2,x is not a list of positive counts" "${ta[@]}" --workers=2,x
+fails "--modes=sync,ssp: each must be sync or async" "${ta[@]}" --modes=sync,ssp
+fails "--stop_at=1.5 is not in (0, 1]" "${ta[@]}" --stop_at=1.5
+fails "--seeds=0 is not a list of positive integers" "${ta[@]}" --seeds=0
+fails "--eval_every=0 is not a positive integer" "${ta[@]}" --eval_every=0
+fails "unknown argument '--bogus'" "${ta[@]}" --bogus
+fails "--calibration_seconds=-1 is not a count of seconds" "${ta[@]}" --calibration_seconds=-1
+"${ta[@]}" --out="$tmp/ta" >/dev/null
+t=0
+for cfg in "$tmp"/ta/*.pbtxt; do
+  "$tasks" --config="$cfg" >/dev/null || { echo "FAIL: $cfg does not load"; cat "$cfg"; exit 1; }
+  t=$((t + 1))
+done
+[ "$t" -eq 9 ] || { echo "FAIL: $t time-to-accuracy configs, expected 8 and the calibration"; exit 1; }
+grep -q "mode: SYNC batch_size: 64 .* eval_every: 1000000 seed: 99" "$tmp/ta/calibration.pbtxt"
+[ "$(grep -c '^worker ' "$tmp/ta/calibration.pbtxt")" -eq "$(nproc)" ]
+[ "$(grep -c '^worker ' "$tmp/ta/s1-m4-async-seed2.pbtxt")" -eq 4 ]
+grep -q "mode: ASYNC batch_size: 64 .* seed: 2" "$tmp/ta/s1-m4-async-seed2.pbtxt"
+grep -q "mode: SYNC batch_size: 64 .* seed: 1" "$tmp/ta/s1-m2-sync-seed1.pbtxt"
+grep -q '^model { name: "resnet20" }$' "$tmp/ta/s1-m2-sync-seed1.pbtxt"
 
 # The straggler study: bad arguments, and every config it would run (the
 # emulated settings with their stragglers, adaptive N and SSP; --real's)
