@@ -40,11 +40,12 @@ real_case() {
 # compare NAME N SLOW: the real run against the simulation of the same
 # cluster (slow: "0:4" or "").
 compare() {
-  "$PY" - "$TMP/runs/$1" "$2" "$3" "$STEPS" "$RUNFILES/scripts/plan" <<'PYEOF' || fail "$1: the simulator and the servers disagree"
+  "$PY" - "$TMP/runs/$1" "$2" "$3" "$STEPS" "$RUNFILES/scripts/plan" "$RUNFILES/scripts/lib" <<'PYEOF' || fail "$1: the simulator and the servers disagree"
 import collections, json, sys
 run, N, slow, steps, plan = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
-sys.path.insert(0, plan)
+sys.path[:0] = [plan, sys.argv[6]]
 import cluster_sim as sim
+import runs
 from machine_profile import Profile
 M = 4
 # The real side: each push's outcome on its worker's lines ("applied": the
@@ -53,12 +54,10 @@ M = 4
 real = collections.defaultdict(collections.Counter)
 order = collections.defaultdict(list)  # each worker's outcomes in push order
 for j in range(M):
-    for line in open(f"{run}/worker-{j}.jsonl"):
-        r = json.loads(line)
-        if r.get("kind", "train") == "train":
-            o = r["outcome"]
-            real[j]["counted" if o in ("applied", "aggregated") else o] += 1
-            order[j].append(o)
+    for r in runs.train_lines(f"{run}/worker-{j}.jsonl"):
+        o = r["outcome"]
+        real[j]["counted" if o in ("applied", "aggregated") else o] += 1
+        order[j].append(o)
 summary = json.load(open(f"{run}/summary.json"))
 final = summary["final_global_step"]
 # The simulated side: the same cluster on one host, the default profile.

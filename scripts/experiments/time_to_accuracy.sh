@@ -120,11 +120,12 @@ if [ "$calibration_seconds" -gt 0 ]; then
   if [ "$dry" = 0 ]; then
     echo "time_to_accuracy.sh: calibration ($calibration_seconds s), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     experiment_run "$out/calibration.pbtxt" "$out/calibration"
-    /usr/bin/python3 - "$out/calibration" > "$out/compute_s.txt" <<'PYEOF'
-import glob, json, sys
+    /usr/bin/python3 - "$out/calibration" scripts/lib > "$out/compute_s.txt" <<'PYEOF'
+import glob, sys
+sys.path.insert(0, sys.argv[2])
+import runs
 for path in sorted(glob.glob(sys.argv[1] + "/worker-*.jsonl")):
-    lines = [json.loads(l) for l in open(path) if '"kind":"train"' in l]
-    for r in lines[10:]:
+    for r in runs.train_lines(path)[10:]:
         print(r["compute_s"])
 PYEOF
     echo "time_to_accuracy.sh: $(wc -l < "$out/compute_s.txt") compute times in $out/compute_s.txt"

@@ -92,8 +92,6 @@ class CurveError(ValueError):
     pass
 
 
-
-
 class Curve:
     """One run's evaluations and the setting they belong to."""
 
@@ -140,20 +138,21 @@ class Curve:
     def global_batch(self):
         return self.N * self.batch if self.mode == "sync" else self.batch
 
+    def _first_at(self, target):
+        """The first evaluation (step, accuracy, wall, eval_s) at or above
+        target, or None."""
+        return next((p for p in self.points if p[1] >= target), None)
+
     def steps_to(self, target):
         """The global step of the first evaluation at or above target (None: never)."""
-        for step, acc, _, _ in self.points:
-            if acc >= target:
-                return step
-        return None
+        p = self._first_at(target)
+        return p[0] if p else None
 
     def time_to(self, target):
         """The measured time to target: the chief's clock at the end of
         that evaluation (None: never)."""
-        for _, acc, wall, _ in self.points:
-            if acc >= target:
-                return wall
-        return None
+        p = self._first_at(target)
+        return p[2] if p else None
 
     def measured_rate(self):
         """Global steps per second in the steady state, from the workers'
@@ -218,16 +217,10 @@ def steps_to_target(curves, mode, batch, N=None, staleness=None, target=0.6):
         table.append((statistics.mean(c.staleness for c in cs), statistics.mean(ks),
                       min(ks), max(ks), M))
     table.sort()
-    if staleness <= table[0][0] or len(table) == 1:
+    if staleness <= table[0][0] or staleness >= table[-1][0]:
         s, k, lo, hi, M = table[0] if staleness <= table[0][0] else table[-1]
         note = f"async curve(s) of M={M} (staleness {s:.2f})"
         if abs(staleness - s) > 0.5:
-            note += f", outside the measured levels (simulated staleness {staleness:.2f})"
-        return k, lo, hi, note
-    if staleness >= table[-1][0]:
-        s, k, lo, hi, M = table[-1]
-        note = f"async curve(s) of M={M} (staleness {s:.2f})"
-        if staleness - s > 0.5:
             note += f", outside the measured levels (simulated staleness {staleness:.2f})"
         return k, lo, hi, note
     for a, b in zip(table, table[1:]):
