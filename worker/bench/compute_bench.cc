@@ -135,7 +135,10 @@ absl::Status Run() {
         : chosen.conv == ConvAlgorithm::kIm2col ? "im2col + GEMM"
                                                 : "oneDNN direct",
         static_cast<long long>(OneDnnChannelBlock()),
-        chosen.bf16_compute ? "bf16 convolutions" : "float32");
+        !chosen.bf16_compute ? "float32"
+        : RunsWinograd(chosen)
+            ? "bf16 in oneDNN's direct convolutions (Winograd in float32)"
+            : "bf16 convolutions");
   }
   const bool bf16_compute =
       cpu_options.has_value() && cpu_options->bf16_compute;
@@ -336,8 +339,8 @@ absl::Status Run() {
       // The peak measured is float32's; AVX-512 BF16's dot product does
       // two multiply-adds per float32 lane.
       std::printf(
-          "arithmetic: the convolutions in bfloat16, whose peak is twice "
-          "that: %.0f%% of %.0f GFLOP/s\n",
+          "arithmetic: the direct convolutions in bfloat16, whose peak is "
+          "twice that: %.0f%% of %.0f GFLOP/s\n",
           50.0 * achieved / peak.gflops, 2 * peak.gflops);
     }
     if (cpu_options.has_value() && RunsWinograd(*cpu_options) && spec.ok()) {

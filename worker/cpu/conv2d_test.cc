@@ -98,15 +98,15 @@ TEST_CASE("strided, padded conv2d without a bias matches the reference") {
         absl::StatusCode::kUnimplemented);
 }
 
-// bfloat16 compute (cpu:compute=bf16): the inputs rounded to 8 bits of
-// mantissa, float32 accumulation; every result within bfloat16's rounding
-// of float32's, in NCHW and in channel blocks. On a CPU without AVX-512
-// BF16 the backend is refused instead.
+// bfloat16 compute (cpu:compute=bf16, the direct kernel everywhere): the
+// inputs rounded to 8 bits of mantissa, float32 accumulation; every result
+// within bfloat16's rounding of float32's, in NCHW and in channel blocks.
+// On a CPU without AVX-512 BF16 the backend is refused instead.
 TEST_CASE("conv2d in bfloat16 compute stays within bfloat16's rounding") {
   BackendOptions options;
   options.threads = 2;
   absl::StatusOr<std::unique_ptr<Backend>> made =
-      CreateBackend("cpu:compute=bf16", options);
+      CreateBackend("cpu:compute=bf16,conv=onednn", options);
   CHECK(
       CreateBackend("cpu:compute=bf16,conv=im2col", options).status().code() ==
       absl::StatusCode::kInvalidArgument);

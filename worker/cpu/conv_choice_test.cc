@@ -1,7 +1,8 @@
 // The per-shape choice between Winograd and the direct kernel (conv=auto,
 // conv_choice.h): the faster by the measure wins, the choice is cached per
 // key and noted, a failed measurement chooses nothing; and the CPU
-// backend's default runs, bit for bit, the kernel its note names.
+// backend's default runs, bit for bit, the kernel its note names, in
+// float32 and in bfloat16 compute (its own key).
 #include "worker/cpu/conv_choice.h"
 
 #include <algorithm>
@@ -295,6 +296,59 @@ TEST_CASE("an op with a fused ReLU and no bias takes its shape's choice") {
   const std::vector<float> got = run(by_default.get());
   CHECK(CpuConvChoices().size() == notes_before + 1);  // no new measurement
   CHECK(got == run(chose_winograd ? winograd.get() : direct.get()));
+}
+
+TEST_CASE(
+    "in bfloat16 compute conv=auto weighs Winograd against the bfloat16 "
+    "direct kernel, under a key of its own") {
+  BackendOptions options;
+  options.threads = 2;
+  absl::StatusOr<std::unique_ptr<Backend>> made =
+      CreateBackend("cpu:compute=bf16", options);
+  if (!made.ok()) {
+    CHECK(made.status().code() == absl::StatusCode::kFailedPrecondition);
+    WARN("no AVX-512 BF16 here: " << made.status().ToString());
+    return;
+  }
+  ThreeBackends be;
+  Conv2dShape s{2, 16, 10, 10, 32, 3, 3};
+  if (!be.WinogradApplies(&s)) return;
+  Backend* bf16 = made->get();
+  Backend* f32 = std::get<0>(be.backends).get();
+  Backend* winograd = std::get<1>(be.backends).get();
+  auto direct_bf16 = testing::MakeBackend("cpu:compute=bf16,conv=onednn");
+  // The float32 backend's choice for the shape first: the bfloat16 one
+  // must not take it (its direct kernel is another kernel).
+  const size_t notes_before = CpuConvChoices().size();
+  Unwrap(f32->CreateConv2d(s));
+  Unwrap(bf16->CreateConv2d(s));
+  const std::vector<std::string> notes = CpuConvChoices();
+  REQUIRE(notes.size() == notes_before + 2);
+  const std::string& note = notes.back();
+  INFO(note);
+  CHECK(note.find(s.ToString()) != std::string::npos);
+  CHECK(note.find("direct in bfloat16") != std::string::npos);
+  CHECK(notes[notes.size() - 2].find("bfloat16") == std::string::npos);
+  const bool chose_winograd = absl::EndsWith(note, ": Winograd");
+  REQUIRE((chose_winograd || absl::EndsWith(note, ": direct")));
+  const auto x = testing::RandomValues(NumElements(s.input()), 6, -1, 1);
+  const auto w = testing::RandomValues(NumElements(s.filter()), 7, -1, 1);
+  const auto b = testing::RandomValues(NumElements(s.bias()), 8, -1, 1);
+  auto run = [&](Backend* on) {
+    auto op = Unwrap(on->CreateConv2d(s));
+    DeviceTensor tx = Upload(on, x, s.input());
+    DeviceTensor tw = Upload(on, w, s.filter());
+    DeviceTensor tb = Upload(on, b, s.bias());
+    DeviceTensor y = Zeros(on, s.output());
+    REQUIRE_OK(op->Forward(tx.view(), tw.view(), tb.view(), y.view()));
+    return Download(on, y.view());
+  };
+  const std::vector<float> got = run(bf16);
+  CHECK(CpuConvChoices().size() == notes_before + 2);  // taken, not timed
+  // The kernel the note names, bit for bit: float32 Winograd, or the
+  // direct kernel in bfloat16 (which rounds: not the float32 result).
+  CHECK(got == run(chose_winograd ? winograd : direct_bf16.get()));
+  CHECK_FALSE(run(winograd) == run(direct_bf16.get()));
 }
 
 }  // namespace

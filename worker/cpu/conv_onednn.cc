@@ -26,8 +26,9 @@ memory::desc AnyBf16(const Shape& shape) {
 
 class OneDnnConv2d : public Conv2dOp {
  public:
-  OneDnnConv2d(const Conv2dShape& shape, OneDnnContext* context)
-      : shape_(shape), context_(context) {}
+  OneDnnConv2d(const Conv2dShape& shape, OneDnnContext* context,
+               ConvCompute compute)
+      : shape_(shape), context_(context), compute_(compute) {}
 
   // Builds the primitives; INTERNAL on a oneDNN error.
   absl::Status Init();
@@ -101,6 +102,7 @@ class OneDnnConv2d : public Conv2dOp {
 
   const Conv2dShape shape_;
   OneDnnContext* const context_;  // Not owned.
+  const ConvCompute compute_;
 
   dnnl::convolution_forward forward_;
   dnnl::convolution_backward_data backward_data_;
@@ -135,11 +137,11 @@ absl::Status OneDnnConv2d::Init() {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
     const auto algo = dnnl::algorithm::convolution_direct;
-    // In bfloat16 compute (OneDnnContext::bf16) each call's bridges round
-    // what the primitive reads (x and w; dy and w; x and dy) to bfloat16 and
-    // it accumulates and writes float32 (y; dx; dw and db): the caller's
-    // tensors stay float32 either way.
-    const auto in = context_->bf16 ? &AnyBf16 : &Any;
+    // In bfloat16 compute each call's bridges round what the primitive
+    // reads (x and w; dy and w; x and dy) to bfloat16 and it accumulates and
+    // writes float32 (y; dx; dw and db): the caller's tensors stay float32
+    // either way.
+    const auto in = compute_ == ConvCompute::kBfloat16 ? &AnyBf16 : &Any;
     auto fwd_desc = [&](dnnl::prop_kind kind) {
       return dnnl::convolution_forward::desc(
           kind, algo, in(shape_.input()), in(shape_.filter()), b_md,
@@ -217,9 +219,9 @@ absl::Status OneDnnConv2d::Init() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateOneDnnConv2d(
-    const Conv2dShape& shape, OneDnnContext* context) {
+    const Conv2dShape& shape, OneDnnContext* context, ConvCompute compute) {
   RETURN_IF_ERROR(shape.Validate());
-  auto op = std::make_unique<OneDnnConv2d>(shape, context);
+  auto op = std::make_unique<OneDnnConv2d>(shape, context, compute);
   RETURN_IF_ERROR(op->Init());
   return std::unique_ptr<Conv2dOp>(std::move(op));
 }

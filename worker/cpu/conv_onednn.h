@@ -15,10 +15,17 @@
 
 namespace psgd {
 
+// What the primitive's multiply-adds read. kBfloat16 (a CPU with AVX-512
+// BF16; OneDnnHasBf16): each call rounds what the primitive reads (x and w;
+// dy and w; x and dy) to bfloat16 and it accumulates and writes float32 (y;
+// dx; dw and db), so the caller's tensors are float32 either way.
+enum class ConvCompute { kFloat32, kBfloat16 };
+
 // INVALID_ARGUMENT for an invalid shape; INTERNAL if oneDNN has no kernel.
 // `context` is not owned and must outlive the op.
 absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateOneDnnConv2d(
-    const Conv2dShape& shape, OneDnnContext* context);
+    const Conv2dShape& shape, OneDnnContext* context,
+    ConvCompute compute = ConvCompute::kFloat32);
 
 }  // namespace psgd
 

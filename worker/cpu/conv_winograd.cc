@@ -479,8 +479,7 @@ bool WinogradConv2dApplies(const Conv2dShape& shape) {
 absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateWinogradConv2d(
     const Conv2dShape& shape, OneDnnContext* context, ThreadPool* pool) {
   RETURN_IF_ERROR(shape.Validate());
-  std::string refusal = Refusal(shape);
-  if (refusal.empty() && context->bf16) refusal = "it computes in bfloat16";
+  const std::string refusal = Refusal(shape);
   if (!refusal.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat(shape.ToString(), ": no Winograd F(2x2, 3x3): ", refusal));

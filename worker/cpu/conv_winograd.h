@@ -25,8 +25,10 @@
 // written once, conv_winograd_kernels.inc, and compiled for each). So the op
 // applies only where WinogradConv2dApplies says (3x3, stride 1, padding 1,
 // 16-channel blocks with AVX-512 or 8-channel blocks with AVX2 and FMA on
-// both sides, float32 compute); the CPU backend (by default,
-// `conv=winograd`) takes it there and oneDNN's direct kernel elsewhere.
+// both sides). It computes in float32 always; the CPU backend (by default,
+// `conv=auto`) takes it there where it measured faster than oneDNN's direct
+// kernel (in float32, or in bfloat16 with `compute=bf16`; conv_choice.h),
+// and oneDNN's direct kernel elsewhere.
 //
 // Thread-safety: as Conv2dOp (one thread at a time).
 #ifndef PSGD_WORKER_CPU_CONV_WINOGRAD_H_

@@ -286,14 +286,6 @@ TEST_CASE(
     CHECK(no_avx512.message().find("16-channel blocks need AVX-512") !=
           absl::string_view::npos);
   }
-  if (Blocks().empty()) return;
-  cpu.context.bf16 = true;
-  const absl::Status st =
-      CreateWinogradConv2d(Same3x3(1, 16, 8, 8, 16, Blocks().back()),
-                           &cpu.context, &cpu.pool)
-          .status();
-  CHECK(st.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(st.message().find("bfloat16") != absl::string_view::npos);
 }
 
 TEST_CASE("winograd refuses views of another shape") {

@@ -129,7 +129,7 @@ class CpuBackend : public Backend {
       }
       return CreateMeasuredConv2d(shape);
     }
-    return CreateOneDnnConv2d(shape, &context_);
+    return CreateOneDnnConv2d(shape, &context_, DirectCompute());
   }
 
   absl::StatusOr<std::unique_ptr<MaxPoolOp>> CreateMaxPool(
@@ -241,10 +241,20 @@ class CpuBackend : public Backend {
     return L2WeightDecayKernel(w.size(), w.data(), decay, dw.data());
   }
 
+  // What oneDNN's direct kernel computes in: compute=bf16's bfloat16 or
+  // float32. (Winograd computes in float32 either way.)
+  ConvCompute DirectCompute() const {
+    return options_.bf16_compute ? ConvCompute::kBfloat16
+                                 : ConvCompute::kFloat32;
+  }
+
   // conv=auto where Winograd applies: the kernel the process's chooser
-  // measured faster for this shape (conv_choice.h). The key leaves out the
-  // bias and the fused ReLU: an inference op with a batch norm folded into
-  // it (network_model.cc) takes its training op's choice instead of timing
+  // measured faster for this shape (conv_choice.h): Winograd (float32) or
+  // the direct kernel in this backend's compute, which the key names, so
+  // that a float32 and a bfloat16 backend of one process (or one cache
+  // file) each choose for themselves. The key leaves out the bias and the
+  // fused ReLU: an inference op with a batch norm folded into it
+  // (network_model.cc) takes its training op's choice instead of timing
   // both kernels again, on a whole batch's buffers, while the step's arena
   // is held.
   absl::StatusOr<std::unique_ptr<Conv2dOp>> CreateMeasuredConv2d(
@@ -253,16 +263,17 @@ class CpuBackend : public Backend {
     Conv2dShape geometry = shape;
     geometry.has_bias = true;
     geometry.relu = false;
-    const std::string key = absl::StrCat(geometry.ToString(), ", ",
-                                         pool_.num_threads(), " threads");
+    const std::string key =
+        absl::StrCat(geometry.ToString(), ", ", pool_.num_threads(), " threads",
+                     options_.bf16_compute ? ", direct in bfloat16" : "");
     if (std::optional<bool> cached = chooser->Cached(key); cached.has_value()) {
       if (*cached) return CreateWinogradConv2d(shape, &context_, &pool_);
-      return CreateOneDnnConv2d(shape, &context_);
+      return CreateOneDnnConv2d(shape, &context_, DirectCompute());
     }
     ASSIGN_OR_RETURN(std::unique_ptr<Conv2dOp> winograd,
                      CreateWinogradConv2d(shape, &context_, &pool_));
     ASSIGN_OR_RETURN(std::unique_ptr<Conv2dOp> direct,
-                     CreateOneDnnConv2d(shape, &context_));
+                     CreateOneDnnConv2d(shape, &context_, DirectCompute()));
     ASSIGN_OR_RETURN(const bool use_winograd,
                      chooser->Choose(key, winograd.get(), direct.get()));
     return use_winograd ? std::move(winograd) : std::move(direct);
@@ -332,7 +343,7 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
 bool RunsWinograd(const CpuBackendOptions& options) {
   return (options.conv == ConvAlgorithm::kWinograd ||
           options.conv == ConvAlgorithm::kAuto) &&
-         !options.bf16_compute && options.blocked_layout &&
+         options.blocked_layout &&
          (__builtin_cpu_supports("avx512f") ||
           (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
 }
@@ -366,7 +377,6 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
   }
   OneDnnContext context;
   context.threads = threads;
-  context.bf16 = options.bf16_compute;
   RETURN_IF_ERROR(CatchOneDnn("cpu backend: oneDNN engine", [&] {
     context.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     context.stream = dnnl::stream(context.engine);

@@ -25,10 +25,14 @@
 //                      channel blocks oneDNN's kernels take (16 channels
 //                      with AVX-512, 8 with AVX2; ChannelBlock), which
 //                      then reorder at each call
-//   cpu:compute=bf16   convolutions compute in bfloat16 (their inputs
-//                      rounded at each call, float32 accumulation and
-//                      outputs; weights, activations and the rest stay
-//                      float32), where the CPU has AVX-512 BF16
+//   cpu:compute=bf16   oneDNN's direct convolutions compute in bfloat16
+//                      (their inputs rounded at each call, float32
+//                      accumulation and outputs; weights, activations and
+//                      the rest stay float32), where the CPU has AVX-512
+//                      BF16. With conv=auto, a shape Winograd takes runs
+//                      whichever of Winograd (float32) and the direct
+//                      kernel in bfloat16 measured faster for it;
+//                      conv=onednn puts every convolution in bfloat16
 // Under ThreadSanitizer the pool always has threads of its own and the
 // libraries run on one thread (see SetLibraryThreads).
 //
@@ -56,9 +60,10 @@ enum class LrnAlgorithm { kFused, kOneDnn };
 
 struct CpuBackendOptions {
   int threads = 0;  // 0: one per core
-  // kWinograd: F(2x2, 3x3) where WinogradConv2dApplies, oneDNN's direct
-  // kernel elsewhere (and in bfloat16 compute). kAuto: where it applies,
-  // whichever of the two measured faster for the shape (conv_choice.h).
+  // kWinograd: F(2x2, 3x3) (float32) where WinogradConv2dApplies, oneDNN's
+  // direct kernel elsewhere. kAuto: where it applies, whichever of the two
+  // measured faster for the shape (conv_choice.h), the direct kernel in
+  // this backend's compute (bf16_compute).
   ConvAlgorithm conv = ConvAlgorithm::kAuto;
   LrnAlgorithm lrn = LrnAlgorithm::kFused;
   GemmLibrary gemm = GemmLibrary::kOneDnn;
@@ -66,7 +71,7 @@ struct CpuBackendOptions {
   // Activations kept in the channel-blocked layout between layers (with
   // conv=onednn; im2col takes NCHW only).
   bool blocked_layout = true;
-  // Convolutions in bfloat16 (with conv=onednn, on CPUs with AVX-512 BF16).
+  // oneDNN's direct convolutions in bfloat16 (on CPUs with AVX-512 BF16).
   bool bf16_compute = false;
 };
 
@@ -80,8 +85,8 @@ absl::StatusOr<CpuBackendOptions> ParseCpuBackendName(absl::string_view name,
                                                       int threads);
 
 // Whether a backend with these options runs Winograd convolutions at all
-// (on the shapes WinogradConv2dApplies takes): conv=winograd, float32
-// compute, channel blocks, a CPU with AVX-512 or with AVX2 and FMA.
+// (on the shapes WinogradConv2dApplies takes): conv=winograd or auto (in
+// either compute), channel blocks, a CPU with AVX-512 or with AVX2 and FMA.
 bool RunsWinograd(const CpuBackendOptions& options);
 
 // The choices conv=auto has made in this process, one line per shape:

@@ -55,7 +55,11 @@ TEST_CASE("cpu backend names parse into options") {
   CHECK(RunsWinograd(Unwrap(ParseCpuBackendName("cpu", 1))) ==
         (__builtin_cpu_supports("avx512f") ||
          (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))));
-  for (const char* name : {"cpu:conv=onednn", "cpu:compute=bf16",
+  // In bfloat16 compute conv=auto still weighs Winograd (float32) against
+  // the direct kernel; conv=onednn puts every convolution in bfloat16.
+  CHECK(RunsWinograd(Unwrap(ParseCpuBackendName("cpu:compute=bf16", 1))) ==
+        RunsWinograd(Unwrap(ParseCpuBackendName("cpu", 1))));
+  for (const char* name : {"cpu:conv=onednn", "cpu:compute=bf16,conv=onednn",
                            "cpu:layout=plain", "cpu:conv=im2col"}) {
     INFO(name);
     CHECK_FALSE(RunsWinograd(Unwrap(ParseCpuBackendName(name, 1))));

@@ -97,8 +97,6 @@ struct OneDnnContext {
   dnnl::engine engine;
   dnnl::stream stream;
   int threads = 1;
-  // Convolutions compute in bfloat16 (float32 in and out; conv_onednn.cc).
-  bool bf16 = false;
   OneDnnWorkspace workspace;
 
   // oneDNN's CPU runtime here is OpenMP, whose thread count is a setting of
