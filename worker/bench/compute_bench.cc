@@ -26,8 +26,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -90,6 +92,27 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One line per kind of layer, the largest first: "by kind: KIND X ms
+// (S%)", its layers' forward and backward per step (beside PyTorch's
+// torch_network_step.py --profile, whose lines are "profile: KIND X ms").
+void PrintKindTotals(const LayerProfile& profile) {
+  std::map<std::string, double> seconds;
+  double total = 0.0;
+  for (size_t i = 1; i < profile.layers.size(); ++i) {
+    const LayerTiming& t = profile.layers[i];
+    seconds[t.kind] += t.forward_s + t.backward_s;
+    total += t.forward_s + t.backward_s;
+  }
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [kind, s] : seconds) order.push_back({s, kind});
+  std::sort(order.rbegin(), order.rend());
+  const double per_step = 1e3 / std::max<int64_t>(1, profile.steps);
+  for (const auto& [s, kind] : order) {
+    std::printf("by kind: %s %.3f ms (%.1f%%)\n", kind.c_str(), s * per_step,
+                total > 0 ? 100.0 * s / total : 0.0);
+  }
 }
 
 // The 1-minute load average (the other work on the machine), or -1.
@@ -311,6 +334,7 @@ absl::Status Run() {
                   .c_str()
             : "-",
         total > 0 ? 100.0 * counted_s / total : 0.0);
+    PrintKindTotals(profile);
   } else if (absl::GetFlag(FLAGS_breakdown)) {
     ASSIGN_OR_RETURN(std::vector<OpTime> ops,
                      ProfileTutorialOps(backend.get(), batch, 5));

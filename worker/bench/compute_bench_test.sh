@@ -52,4 +52,35 @@ if "$bench" --model=cifar10_tutorial --steps=1 --warmup=0 --peer=false \
   echo "--eval of a hand-written model was accepted"; exit 1
 fi
 grep -q "eval: cifar10_tutorial is not a layer graph" "$TEST_TMPDIR/o"
+# --breakdown: a line per layer, then one per kind of layer ("by kind:")
+# holding that kind's layers' forward + backward, as summed here from the
+# layer lines (fixed columns: the name in 26, the kind in 15, then the
+# forward and backward ms).
+out=$("$bench" --model=resnet20 --batch=4 --threads=1 --steps=1 --warmup=0 \
+  --peer=false --peak=false --breakdown 2>&1) || { echo "$out"; exit 1; }
+summed=$(grep -E '^  [a-z].{25} [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%' <<<"$out" |
+  awk '{ kind = substr($0, 30, 15); gsub(/ /, "", kind);
+         split(substr($0, 45), f, " "); ms[kind] += f[1] + f[2]; n[kind] += 2 }
+       END { for (k in ms) printf "%s %.3f %d\n", k, ms[k], n[k] }' | sort)
+printed=$(sed -nE 's/^by kind: ([a-z_]+) ([0-9.]+) ms .*/\1 \2/p' <<<"$out" | sort)
+[ "$(wc -l <<<"$summed")" -ge 5 ] && grep -q '^conv ' <<<"$printed" || {
+  echo "kinds summed here:"; echo "$summed"; echo "printed:"; echo "$printed"
+  exit 1; }
+# Each printed figure is rounded to 0.0005 ms: a kind's sum of N of them
+# may be N x 0.0005 off, its own line 0.0005 more.
+paste -d' ' <(echo "$summed") <(echo "$printed") | awk '
+  { bound = ($3 + 1) * 0.0005 + 1e-9 }
+  $1 != $4 || ($2 - $5) > bound || ($5 - $2) > bound {
+    print "by kind differs from the layers: " $0; bad = 1 }
+  END { exit bad }'
+# The peer's --profile: a line per kind, and "all" their sum.
+if python3 -c 'import torch' 2>/dev/null; then
+  out=$(python3 "$peer" --model resnet20 --batch 2 --steps 1 --warmup 0 \
+    --profile 2>&1) || { echo "$out"; exit 1; }
+  grep -Eq '^profile: conv [0-9.]+ ms' <<<"$out"
+  sed -nE 's/^profile: ([a-z_]+) ([0-9.]+) ms.*/\1 \2/p' <<<"$out" |
+    awk '$1 == "all" { all = $2; next } { sum += $2 }
+         END { if (all == "" || sum - all > 0.01 || all - sum > 0.01) {
+                 print "profile: kinds add up to " sum ", all " all; exit 1 } }'
+fi
 echo "compute_bench_test: ok"

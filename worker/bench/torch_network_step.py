@@ -15,8 +15,16 @@ after the warm-up ones.
 
 --channels_last and --bf16_autocast are the two lines PyTorch's CPU
 performance guides add (the issue's "PyTorch at its best").
+
+--profile also runs --steps more forward and backward passes under
+torch.profiler (the optimizer outside it) and prints each kind of layer's
+self CPU time per step ("profile: KIND ms"), in the kinds of compute_bench
+--breakdown (conv, batch_norm, relu, add, pool, dense, loss) and the
+casts and copies autocast and channels-last add (copy), so that the two
+can be set side by side layer kind by layer kind.
 """
 import argparse
+import collections
 import os
 import sys
 import time
@@ -47,6 +55,9 @@ def main() -> None:
     p.add_argument("--bf16_autocast", action="store_true",
                    help="forward and loss under torch.autocast(device, "
                    "dtype=torch.bfloat16): bfloat16 mixed precision")
+    p.add_argument("--profile", action="store_true",
+                   help="then each kind of layer's self CPU time per step "
+                   "under torch.profiler (see above)")
     a = p.parse_args()
     if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 0:
         p.error("--threads, --batch and --steps must be >= 1, --warmup >= 0")
@@ -62,12 +73,15 @@ def main() -> None:
         model = model.to(memory_format=torch.channels_last)
         x = x.to(memory_format=torch.channels_last)
 
-    def step() -> None:
+    def forward_backward() -> None:
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16,
                             enabled=a.bf16_autocast):
             loss = loss_fn(model(x), y)
         loss.backward()
+
+    def step() -> None:
+        forward_backward()
         opt.step()
 
     for _ in range(a.warmup):
@@ -87,6 +101,49 @@ def main() -> None:
           f"autocast={'bf16' if a.bf16_autocast else 'none'} "
           f"step_ms={1000 * dt / a.steps:.2f} "
           f"images_per_s={a.batch * a.steps / dt:.1f}")
+    if a.profile:
+        profile_kinds(forward_backward, opt, a.steps)
+
+
+# aten operators by the kind of layer they belong to, first match wins
+# (compute_bench --breakdown's kinds; "copy": autocast's casts and the
+# layout copies).
+_KINDS = (
+    ("conv", ("convolution", "conv2d")),
+    ("batch_norm", ("batch_norm",)),
+    ("relu", ("relu", "threshold_backward")),
+    ("pool", ("pool",)),
+    ("dense", ("addmm", "aten::mm", "linear", "aten::t")),
+    ("loss", ("softmax", "nll_loss", "cross_entropy")),
+    ("add", ("aten::add",)),
+    ("copy", ("aten::to", "_to_copy", "copy_", "contiguous", "clone",
+              "empty_like")),
+)
+
+
+def kind_of(name: str) -> str:
+    for kind, keys in _KINDS:
+        if any(k in name for k in keys):
+            return kind
+    return "other"
+
+
+def profile_kinds(forward_backward, opt, steps: int) -> None:
+    """Prints each kind's self CPU time per step over `steps` forward and
+    backward passes (the optimizer's step runs between them, unprofiled)."""
+    from torch.profiler import ProfilerActivity, profile
+    totals = collections.Counter()
+    for _ in range(steps):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            forward_backward()
+        for event in prof.key_averages():
+            totals[kind_of(event.key)] += event.self_cpu_time_total
+        opt.step()
+    total = sum(totals.values())
+    for kind, us in totals.most_common():
+        print(f"profile: {kind} {us / 1e3 / steps:.3f} ms "
+              f"({100.0 * us / max(total, 1):.1f}%)")
+    print(f"profile: all {total / 1e3 / steps:.3f} ms")
 
 
 if __name__ == "__main__":
