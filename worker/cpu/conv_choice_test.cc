@@ -57,6 +57,21 @@ struct ThreeBackends {
   }
 };
 
+// The forward of a convolution of shape `s` made by `be` on the host
+// values x, w and b, read back.
+std::vector<float> ForwardOn(Backend* be, const Conv2dShape& s,
+                             const std::vector<float>& x,
+                             const std::vector<float>& w,
+                             const std::vector<float>& b) {
+  auto op = Unwrap(be->CreateConv2d(s));
+  DeviceTensor tx = Upload(be, x, s.input());
+  DeviceTensor tw = Upload(be, w, s.filter());
+  DeviceTensor tb = Upload(be, b, s.bias());
+  DeviceTensor y = Zeros(be, s.output());
+  REQUIRE_OK(op->Forward(tx.view(), tw.view(), tb.view(), y.view()));
+  return Download(be, y.view());
+}
+
 TEST_CASE("the faster op by the measure is chosen, once per key") {
   auto backend = testing::MakeBackend("cpu:conv=onednn");
   Conv2dShape s{2, 8, 6, 6, 8, 3, 3};
@@ -231,15 +246,7 @@ TEST_CASE("the default backend runs the kernel its choice names") {
   const auto x = testing::RandomValues(NumElements(s.input()), 1, -1, 1);
   const auto w = testing::RandomValues(NumElements(s.filter()), 2, -1, 1);
   const auto b = testing::RandomValues(NumElements(s.bias()), 3, -1, 1);
-  auto run = [&](Backend* be) {
-    auto op = Unwrap(be->CreateConv2d(s));
-    DeviceTensor tx = Upload(be, x, s.input());
-    DeviceTensor tw = Upload(be, w, s.filter());
-    DeviceTensor tb = Upload(be, b, s.bias());
-    DeviceTensor y = Zeros(be, s.output());
-    REQUIRE_OK(op->Forward(tx.view(), tw.view(), tb.view(), y.view()));
-    return Download(be, y.view());
-  };
+  auto run = [&](Backend* on) { return ForwardOn(on, s, x, w, b); };
   const std::vector<float> got = run(by_default.get());
   // The choice for this shape, noted once.
   std::string note;
@@ -334,15 +341,7 @@ TEST_CASE(
   const auto x = testing::RandomValues(NumElements(s.input()), 6, -1, 1);
   const auto w = testing::RandomValues(NumElements(s.filter()), 7, -1, 1);
   const auto b = testing::RandomValues(NumElements(s.bias()), 8, -1, 1);
-  auto run = [&](Backend* on) {
-    auto op = Unwrap(on->CreateConv2d(s));
-    DeviceTensor tx = Upload(on, x, s.input());
-    DeviceTensor tw = Upload(on, w, s.filter());
-    DeviceTensor tb = Upload(on, b, s.bias());
-    DeviceTensor y = Zeros(on, s.output());
-    REQUIRE_OK(op->Forward(tx.view(), tw.view(), tb.view(), y.view()));
-    return Download(on, y.view());
-  };
+  auto run = [&](Backend* on) { return ForwardOn(on, s, x, w, b); };
   const std::vector<float> got = run(bf16);
   CHECK(CpuConvChoices().size() == notes_before + 2);  // taken, not timed
   // The kernel the note names, bit for bit: float32 Winograd, or the
