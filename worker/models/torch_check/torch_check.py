@@ -203,6 +203,11 @@ def as_dump(net, params, loss, decay):
     return tensors, {'loss': loss.item(), 'weight_decay': decay.item()}
 
 
+def tensor_keys(errors):
+    """The gradients' and running statistics' entries of step_errors."""
+    return [k for k in errors if k.startswith(('grad ', 'state '))]
+
+
 def bf16_failures(ours, theirs):
     """--bf16's bounds (module docstring): [(what, error, bound)] broken."""
     failures = []
@@ -211,7 +216,7 @@ def bf16_failures(ours, theirs):
         failures.append(('loss', ours['loss'], loss_bound))
     if 'state names' in ours:
         failures.append(('state names', float('inf'), 0.0))
-    keys = [k for k in ours if k.startswith(('grad ', 'state '))]
+    keys = tensor_keys(ours)
     for what, pick in (('median', np.median), ('largest', np.max)):
         mine = float(pick([ours[k] for k in keys]))
         bound = BF16_SLACK * float(pick([theirs[k] for k in keys]))
@@ -262,7 +267,7 @@ def main():
                                        autocast=True)
         theirs = step_errors(*as_dump(bf_net, bf_params, bf_loss, bf_decay),
                              net, params, loss, decay)
-        keys = [k for k in errors if k.startswith(('grad ', 'state '))]
+        keys = tensor_keys(errors)
         for who, e in (('psgd bf16', errors), ('PyTorch bf16 autocast',
                                                theirs)):
             values = [e[k] for k in keys]
