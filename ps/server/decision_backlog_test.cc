@@ -36,9 +36,9 @@ constexpr char kCluster[] = "backlog";
 constexpr int kBacklog = 64;
 constexpr int kStagedPerWorker = 128;
 // A commit waits for the relay at most 5 s, then goes on with a warning
-// (shard_coordination.cc): a follower that is down is not waited for. A
-// commit that waits has therefore not returned kWindow after it was sent,
-// and one that does not wait has (a commit takes milliseconds).
+// (ParameterShard::AwaitRelayBacklog, shard.cc): a follower that is down is not
+// waited for. A commit that waits has therefore not returned kWindow after it
+// was sent, and one that does not wait has (a commit takes milliseconds).
 constexpr absl::Duration kWindow = absl::Seconds(4);
 constexpr absl::Duration kLong = absl::Seconds(60);
 constexpr int kElements = 4;  // of each variable

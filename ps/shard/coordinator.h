@@ -8,11 +8,11 @@
 // shard's state through a Coordinator::Shard lent for one call, and every
 // update they make, or push they do not take, comes out as a Decision with
 // what its update reads; the shard applies it through its one apply path
-// (ParameterShard::ApplyDecisionLocked, shard_apply.cc) and publishes it
+// (ShardCore::ApplyDecision, shard_core_decisions.cc) and publishes it
 // (decision_log.h). A shard other than 0 of several has no Coordinator: it
 // applies shard 0's decisions.
 //
-// The route of a push: the shard stages it (shard_parts.cc), a commit hands
+// The route of a push: the shard stages it (ShardCore::Stage), a commit hands
 // it to Decide here, the shard applies what was decided and the log numbers
 // it and hands it to the relay (decision_relay.h), which carries it to the
 // other shards' apply path.

@@ -1,22 +1,18 @@
+// ParameterShard, the thread-safe front of the ShardCore: each request takes
+// the mutex for its core call, does outside it what needs no lock, and
+// answers the pulls the call made ready after it.
 #include "ps/shard/shard.h"
 
-#include <algorithm>
-#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/model_variables.h"
 #include "common/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace psgd {
 namespace ps {
 namespace {
-
-// The worker ids a shard takes: the listed workers, or up to max_workers
-// (elastic membership).
-int WorkerCapacity(const ShardOptions& o) {
-  return std::max(o.total_num_replicas, o.max_workers);
-}
 
 // ShardOptions::bulk_threads, 0 taken as the machine's cores, at most 4.
 int BulkThreads(int option) { return option > 0 ? option : MachineThreads(4); }
@@ -29,14 +25,14 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
   std::unique_ptr<ParameterShard> shard(new ParameterShard(options));
   if (options.data_queue_on) {
     MutexLock lock(&shard->mu_);
-    RETURN_IF_ERROR(shard->data_.OpenQueue());
+    RETURN_IF_ERROR(shard->core_.OpenQueue());
   }
   // The other shards keep a ledger of the chunks they applied too.
   if (!options.ledger_file.empty()) {
     ASSIGN_OR_RETURN(shard->ledger_,
                      Ledger::Open(options.ledger_file, shard->name_));
     MutexLock lock(&shard->mu_);
-    shard->data_.set_ledger(shard->ledger_.get());
+    shard->core_.set_ledger(shard->ledger_.get());
   }
   if (!options.checkpoint.dir.empty()) {
     RETURN_IF_ERROR(shard->OpenCheckpoints());
@@ -53,19 +49,7 @@ ParameterShard::ParameterShard(const ShardOptions& options)
                  ? std::make_unique<DecisionRelay>(options.num_shards,
                                                    /*generation=*/1)
                  : nullptr),
-      // Shard 0 and a lone shard decide; the others follow shard 0.
-      coordinator_(options.num_shards > 1 && options.shard_index != 0
-                       ? nullptr
-                       : std::make_unique<Coordinator>(options_)),
-      checkpoints_(options_, name_),
-      model_(options_, Coordinator::FirstN(options_), WorkerCapacity(options_),
-             bulk_.get()),
-      // The staleness bound holds pulls back in async mode only.
-      pulls_(options.mode == Mode::kAsync ? options.staleness_bound : -1,
-             WorkerCapacity(options)),
-      membership_(WorkerCapacity(options)),
-      data_(options_, name_),
-      log_(name_, relay_.get()) {}
+      core_(options_, name_, bulk_.get(), relay_.get()) {}
 
 ParameterShard::~ParameterShard() {
   Shutdown("the shard object is destroyed");
@@ -79,40 +63,9 @@ absl::Status ParameterShard::CheckCluster(absl::string_view cluster) const {
                    " of cluster '", options_.cluster_name, "'"));
 }
 
-absl::Status ParameterShard::CheckOpenLocked() const {
-  if (shut_down_) {
-    return absl::CancelledError(
-        absl::StrCat(name_, " is shut down: ", shutdown_reason_));
-  }
-  if (checkpoints_.agreeing()) {
-    return absl::UnavailableError(absl::StrCat(
-        name_,
-        " is agreeing with the other ps tasks on the checkpoint to "
-        "restore: try again"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ParameterShard::CheckGenerationLocked(int64_t generation) const {
-  if (checkpoints_.awaiting_rollback()) {
-    return absl::AbortedError(
-        absl::StrCat(name_, " restored checkpoint step-", restore_report_.label,
-                     " (step ", model_.step(),
-                     ") when it started and waits for the cluster to "
-                     "roll back to it: re-sync"));
-  }
-  if (generation > 0 && generation != generation_) {
-    return absl::AbortedError(
-        absl::StrCat(name_, ": request of generation ", generation,
-                     ", but the shard is in generation ", generation_,
-                     " (the cluster rolled back to a checkpoint): pull again"));
-  }
-  return absl::OkStatus();
-}
-
 std::shared_ptr<const VariableLayout> ParameterShard::Layout() const {
   MutexLock lock(&mu_);
-  return model_.shared_layout();
+  return core_.layout();
 }
 
 std::vector<absl::Status> ParameterShard::CheckPushedTensors(
@@ -120,6 +73,11 @@ std::vector<absl::Status> ParameterShard::CheckPushedTensors(
     absl::Span<float* const> copy_to) const {
   return ps::CheckPushedTensors(tensors, copy_to, bulk_pool(),
                                 [this]() { return Layout(); });
+}
+
+absl::Status ParameterShard::CheckKnownShapes(
+    absl::Span<const TensorBytes> tensors) const {
+  return ps::CheckKnownShapes(tensors, Layout().get());
 }
 
 absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
@@ -132,82 +90,31 @@ absl::StatusOr<ParameterShard::InitializeReply> ParameterShard::Initialize(
   absl::StatusOr<std::unique_ptr<VariableStore>> store =
       VariableStore::Create(variables);
   Ready ready;
-  InitializeReply reply;
+  absl::StatusOr<InitializeReply> reply;
   {
     MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckOpenLocked());
-    if (model_.initialized()) {
-      RETURN_IF_ERROR(
-          Annotate(model_.store().CheckSameVariables(variables), name_ + ": "));
-      reply.step = model_.step();
-      reply.already_initialized = true;
-      return reply;
-    }
-    if (!store.ok()) return Annotate(store.status(), name_ + ": ");
-    RETURN_IF_ERROR(model_.Initialize(*std::move(store), name_));
-    ModelStartedLocked();
-    checkpoints_.Save(0, *this);
-    CollectReadyLocked(&ready);
+    reply = core_.Initialize(variables, std::move(store), &ready);
   }
   RunReady(&ready);
   return reply;
 }
 
-bool ParameterShard::StepReadyLocked(int64_t min_step) const {
-  return model_.initialized() && model_.step() >= min_step;
-}
-
-bool ParameterShard::PullReadyLocked(int64_t min_step, int worker_id) const {
-  return StepReadyLocked(min_step) &&
-         !pulls_.BoundHolds(worker_id, membership_);
-}
-
-ParameterShard::Snapshot ParameterShard::AnswerPullLocked(int worker_id) {
-  // The worker waited here until now: its lease starts again.
-  if (worker_id >= 0) membership_.Touch(worker_id, absl::Now());
-  return model_.AnswerPull(worker_id);
-}
-
 uint64_t ParameterShard::PullAsync(int64_t min_step, int worker_id,
                                    PullDone done, int64_t generation) {
-  absl::Status error;
-  Snapshot snapshot;
+  absl::StatusOr<Snapshot> answer;
   {
     MutexLock lock(&mu_);
-    error = CheckOpenLocked();
-    if (error.ok()) error = CheckGenerationLocked(generation);
-    if (error.ok() && min_step < 0) {
-      error = absl::InvalidArgumentError(absl::StrCat(
-          name_, ": pull for min_step ", min_step, ": must be >= 0"));
-    }
-    const absl::Time now = absl::Now();
-    if (error.ok() && worker_id != -1) {
-      error =
-          Annotate(membership_.CheckWorkerId(worker_id), name_ + ": pull: ");
-      if (error.ok()) membership_.Touch(worker_id, now);
-    }
-    if (error.ok()) {
-      // PullReadyLocked, with the bound looked up once for both answers;
-      // the lease was renewed above.
-      const bool bound_holds = pulls_.BoundHolds(worker_id, membership_);
-      if (!StepReadyLocked(min_step) || bound_holds) {
-        return pulls_.Hold(min_step, worker_id, std::move(done), bound_holds,
-                           now);
-      }
-      snapshot = model_.AnswerPull(worker_id);
-    }
+    const uint64_t ticket =
+        core_.Pull(min_step, worker_id, generation, &done, &answer);
+    if (ticket != 0) return ticket;
   }
-  if (error.ok()) {
-    done(std::move(snapshot));
-  } else {
-    done(std::move(error));
-  }
+  done(std::move(answer));
   return 0;
 }
 
 bool ParameterShard::CancelPull(uint64_t ticket) {
   MutexLock lock(&mu_);
-  return pulls_.Cancel(ticket);
+  return core_.CancelPull(ticket);
 }
 
 absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
@@ -229,8 +136,8 @@ absl::StatusOr<ParameterShard::Snapshot> ParameterShard::Pull(
       MutexLock lock(&mu_);
       return absl::DeadlineExceededError(
           absl::StrCat(name_, ": pull for step >= ", min_step,
-                       " timed out; the shard is at step ", model_.step(),
-                       model_.initialized() ? "" : " and not initialized"));
+                       " timed out; the shard is at step ", core_.step(),
+                       core_.initialized() ? "" : " and not initialized"));
     }
     result->done.WaitForNotification();  // done is running right now
   }
@@ -248,11 +155,17 @@ absl::StatusOr<PushReply> ParameterShard::Push(
   return DecideWhole(worker_id, step, gradients, generation, chunk, push_id);
 }
 
+absl::StatusOr<PushReply> ParameterShard::PushPart(
+    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id,
+    std::shared_ptr<const void> keep) {
+  return Stage(worker_id, step, gradients, generation, chunk, push_id,
+               /*whole=*/false, std::move(keep));
+}
+
 absl::StatusOr<PushReply> ParameterShard::DecideWhole(
     int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
     int64_t generation, const DataChunkRef* chunk, uint64_t push_id) {
-  const std::string context = absl::StrCat(name_, ": push from worker ",
-                                           worker_id, " for step ", step, ": ");
   // The scan for NaN, Inf and values too large reads the whole gradient: no
   // lock for it.
   const std::vector<float*> no_copies(gradients.size(), nullptr);
@@ -261,85 +174,138 @@ absl::StatusOr<PushReply> ParameterShard::DecideWhole(
   Ready ready;
   {
     MutexLock lock(&mu_);
-    if (status.ok()) status = CheckGenerationLocked(generation);
     if (status.ok()) {
-      status = PushLocked(worker_id, step, gradients, chunk, push_id, &reply,
-                          &ready);
+      status = core_.DecideWhole(worker_id, step, gradients, generation, chunk,
+                                 push_id, &reply, &ready);
+    } else {
+      core_.CountRefused();
     }
-    if (!status.ok()) ++counters_.refused;
   }
   RunReady(&ready);
-  if (!status.ok()) return Annotate(status, context);
+  if (!status.ok()) {
+    return Annotate(status, absl::StrCat(name_, ": push from worker ",
+                                         worker_id, " for step ", step, ": "));
+  }
   return reply;
 }
 
-absl::Status ParameterShard::CheckPushLocked(int worker_id,
-                                             int64_t step) const {
-  RETURN_IF_ERROR(CheckOpenLocked());
-  if (!model_.initialized()) {
-    return absl::FailedPreconditionError("the shard is not initialized");
+absl::StatusOr<PushReply> ParameterShard::Stage(
+    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+    int64_t generation, const DataChunkRef* chunk, uint64_t push_id, bool whole,
+    std::shared_ptr<const void> keep) {
+  // Checked and copied outside the lock: the scan and the copy read the
+  // whole part, while other workers' parts are decided.
+  absl::Status status;
+  if (gradients.empty() && !whole) {
+    status = absl::InvalidArgumentError("the part carries no gradient");
   }
-  RETURN_IF_ERROR(membership_.CheckWorkerId(worker_id));
-  if (step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step ", step, " must be >= 0"));
+  // One pass over the part: the check copies what it reads (no zeroing
+  // first), or, where `keep` holds the request's memory, only reads it and
+  // the stage keeps the request (no copy).
+  std::vector<float*> copy_to;
+  std::vector<StagedGradient> floats = StagingFor(gradients, keep, &copy_to);
+  if (status.ok()) status = FirstNotOk(CheckPushedTensors(gradients, copy_to));
+  PushReply reply;
+  Ready ready;
+  {
+    MutexLock lock(&mu_);
+    if (status.ok()) {
+      status = core_.Stage(worker_id, step, gradients, &floats, generation,
+                           chunk, push_id, whole, &reply, &ready);
+    } else {
+      core_.CountRefused();
+    }
   }
-  return absl::OkStatus();
+  RunReady(&ready);
+  if (!status.ok()) {
+    return Annotate(
+        status,
+        absl::StrCat(name_, whole ? ": push" : ": push part", " from worker ",
+                     worker_id, " for step ", step, ": "));
+  }
+  return reply;
 }
 
-absl::Status ParameterShard::PushLocked(int worker_id, int64_t step,
-                                        absl::Span<const TensorBytes> gradients,
-                                        const DataChunkRef* chunk,
-                                        uint64_t push_id, PushReply* reply,
-                                        Ready* ready) {
-  RETURN_IF_ERROR(CheckPushLocked(worker_id, step));
-  std::vector<const float*> grads;
-  RETURN_IF_ERROR(model_.store().MatchGradients(gradients, &grads));
-  RETURN_IF_ERROR(
-      DecideLocked(worker_id, step, grads, chunk, reply, ready, push_id));
-  // A whole push replaces whatever parts the worker had staged, and on
-  // shard 0 the complete pushes it staged and never committed.
-  stage_.DropParts(worker_id);
-  stage_.DropComplete(worker_id);
-  return absl::OkStatus();
+absl::StatusOr<PushReply> ParameterShard::Commit(int worker_id, int64_t step,
+                                                 int64_t generation,
+                                                 uint64_t push_id,
+                                                 const DataChunkRef* chunk) {
+  AwaitRelayBacklog();
+  PushReply reply;
+  Ready ready;
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    status = core_.Commit(worker_id, step, generation, push_id, chunk, &reply,
+                          &ready);
+  }
+  RunReady(&ready);
+  if (!status.ok()) {
+    return Annotate(status,
+                    absl::StrCat(name_, ": commit of worker ", worker_id,
+                                 "'s push for step ", step, ": "));
+  }
+  return reply;
 }
 
-void ParameterShard::CollectReadyLocked(Ready* ready) {
-  // The callbacks run here, on this thread, under the lock.
-  pulls_.Release(
-      [this](int64_t min_step, int worker_id) {
-        mu_.AssertHeld();
-        return PullReadyLocked(min_step, worker_id);
-      },
-      [this](int worker_id) {
-        mu_.AssertHeld();
-        return AnswerPullLocked(worker_id);
-      },
-      absl::Now(), ready);
+absl::StatusOr<PushReply> ParameterShard::DecidePush(
+    int worker_id, int64_t step, absl::Span<const TensorBytes> gradients,
+    int64_t generation, uint64_t push_id, const DataChunkRef* chunk) {
+  absl::Status refused;
+  if (!coordinated() || follower()) {
+    refused = absl::FailedPreconditionError(
+        "only shard 0 of a cluster of several shards decides pushes");
+  } else if (push_id == 0) {
+    refused = absl::InvalidArgumentError(
+        "a push to decide needs the push_id the other shards staged it "
+        "under");
+  }
+  if (!refused.ok()) {
+    {
+      MutexLock lock(&mu_);
+      core_.CountRefused();
+    }
+    return Annotate(
+        refused, absl::StrCat(name_, ": push to decide from worker ", worker_id,
+                              " for step ", step, ": "));
+  }
+  AwaitRelayBacklog();
+  return DecideWhole(worker_id, step, gradients, generation, chunk, push_id);
 }
 
-void ParameterShard::ModelStartedLocked() {
-  if (coordinator_ == nullptr) return;
-  coordinator_->Restart();
-  coordinator_->StepStarted(model_.step());
+void ParameterShard::AwaitRelayBacklog() {
+  // Flow control: the other shards keep every push until its decision
+  // reaches them; a commit waits while too many decisions are on their way
+  // (async workers outrun the relay). A shard that does not take them (down,
+  // restarting) is not waited for beyond a few seconds.
+  if (relay_ != nullptr &&
+      !relay_->AwaitBacklogAtMost(kMaxDecisionBacklog,
+                                  absl::Now() + absl::Seconds(5))) {
+    spdlog::warn("{}: {} decisions have not reached every shard for 5 s", name_,
+                 relay_->backlog());
+  }
 }
 
-void ParameterShard::StepAdvancedLocked(Ready* ready) {
-  if (coordinator_ != nullptr) coordinator_->StepStarted(model_.step());
-  CollectReadyLocked(ready);
+absl::StatusOr<int64_t> ParameterShard::ApplyDecisions(
+    int64_t generation, absl::Span<const Decision> decisions) {
+  Ready ready;
+  absl::Status status;
+  int64_t applied = 0;
+  {
+    MutexLock lock(&mu_);
+    status = core_.ApplyDecisions(generation, decisions, &ready, &applied);
+  }
+  RunReady(&ready);
+  if (!status.ok()) return status;
+  return applied;
 }
 
-Coordinator::Shard ParameterShard::RulesLocked() {
-  Coordinator::Shard s;
-  s.step = model_.step();
-  s.step_n = model_.StepN(membership_.num_live());
-  s.membership = &membership_;
-  s.counters = &counters_;
-  s.aggregator = model_.aggregator();
-  s.async = &model_.async();
-  s.data = data_.leases();
-  s.ledger = data_.has_ledger();
-  return s;
+void ParameterShard::ConnectFollowers(DecisionRelay::Deliver deliver) {
+  if (relay_ != nullptr) relay_->set_deliver(std::move(deliver));
+}
+
+bool ParameterShard::AwaitDecisionsDelivered(absl::Time deadline) {
+  return relay_ == nullptr || relay_->AwaitDelivered(deadline);
 }
 
 void ParameterShard::RunReady(Ready* ready) {
@@ -350,93 +316,27 @@ void ParameterShard::RunReady(Ready* ready) {
   ready->clear();
 }
 
-ParameterShard::MembershipReply ParameterShard::MembershipReplyLocked() const {
-  return MembershipReply{model_.step(), membership_.LiveWorkers()};
-}
-
 absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Join(
     int worker_id, uint64_t incarnation) {
   MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpenLocked());
-  RETURN_IF_ERROR(
-      Annotate(membership_.CheckWorkerId(worker_id), name_ + ": join: "));
-  // A worker joins at a step boundary of the cluster's weights, and while
-  // the shard awaits the rollback to the checkpoint it restored that step
-  // is not decided: a worker not live yet is refused (it re-syncs, which
-  // drives the rollback, and joins after it); a live one's join (its
-  // lease's heartbeat) changes nothing and stays accepted.
-  if (checkpoints_.awaiting_rollback() && !membership_.IsLive(worker_id)) {
-    return absl::AbortedError(absl::StrCat(
-        name_, ": join of worker ", worker_id,
-        " refused: the shard restored checkpoint step-", restore_report_.label,
-        " and waits for the cluster to roll back to it; join after the "
-        "rollback (re-sync)"));
-  }
-  // A worker that joins can take part after all (started again, fixed).
-  failed_workers_.erase(worker_id);
-  if (incarnation != 0) {
-    uint64_t& last = incarnations_[worker_id];
-    // A new process under this id pushes its step anew: what its
-    // predecessor staged would meet its parts as second gradients.
-    if (last != incarnation) {
-      stage_.DropParts(worker_id);
-      data_.Gone(worker_id);  // its chunks will never be pushed
-    }
-    last = incarnation;
-  }
-  if (membership_.Join(worker_id, absl::Now())) {
-    pulls_.Join(worker_id, membership_.LiveWorkers());
-  }
-  return MembershipReplyLocked();
+  return core_.Join(worker_id, incarnation);
 }
 
 std::vector<VariableSpec> ParameterShard::Variables() const {
   MutexLock lock(&mu_);
-  std::vector<VariableSpec> out;
-  if (!model_.initialized()) return out;
-  const VariableLayout& layout = model_.store().layout();
-  for (int i = 0; i < layout.size(); ++i) out.push_back(layout.Spec(i));
-  return out;
+  return core_.Variables();
 }
 
 absl::StatusOr<ParameterShard::MembershipReply> ParameterShard::Leave(
     int worker_id, absl::string_view failure) {
   Ready ready;
-  MembershipReply reply;
+  absl::StatusOr<MembershipReply> reply;
   {
     MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckOpenLocked());
-    RETURN_IF_ERROR(
-        Annotate(membership_.CheckWorkerId(worker_id), name_ + ": leave: "));
-    if (!failure.empty()) failed_workers_[worker_id] = std::string(failure);
-    LeaveLocked(worker_id, &ready);
-    reply = MembershipReplyLocked();
+    reply = core_.Leave(worker_id, failure, &ready);
   }
   RunReady(&ready);
   return reply;
-}
-
-void ParameterShard::LeaveLocked(int worker_id, Ready* ready) {
-  if (coordinator_ == nullptr) {
-    // A follower: shard 0 completes the steps, nothing more happens here.
-    // The worker's complete pushes stay: shard 0 may have decided them
-    // already (its decisions are on their way), and its decision that the
-    // worker left comes after them.
-    LeaveHereLocked(worker_id, /*drop_complete=*/false, ready);
-    return;
-  }
-  if (!membership_.IsLive(worker_id)) {
-    // Not a member: no decision, but what it had staged goes.
-    LeaveHereLocked(worker_id, /*drop_complete=*/true, ready);
-    return;
-  }
-  TakeDecisionLocked(Coordinator::Left(model_.step(), worker_id),
-                     DecisionInputs(), ready);
-  // A step never waits for a worker that left.
-  if (std::optional<Coordinator::Made> made =
-          coordinator_->CompleteAfterLeave(RulesLocked())) {
-    TakeDecisionLocked(std::move(made->decision), made->inputs, ready);
-  }
 }
 
 std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
@@ -444,81 +344,139 @@ std::vector<int> ParameterShard::ExpireWorkers(absl::Time now) {
   std::vector<int> expired;
   {
     MutexLock lock(&mu_);
-    // With several shards only shard 0 expires leases; the others learn of
-    // it from its decisions.
-    if (shut_down_ || coordinator_ == nullptr) return expired;
-    const std::set<int> pulling = pulls_.Workers();
-    for (int id : coordinator_->LeasesRunOut(membership_, now)) {
-      if (pulling.count(id) > 0) continue;
-      LeaveLocked(id, &ready);
-      ++workers_expired_;
-      expired.push_back(id);
-    }
+    expired = core_.ExpireWorkers(now, &ready);
   }
   RunReady(&ready);
   return expired;
 }
 
+absl::StatusOr<DataChunk> ParameterShard::LeaseData(
+    int worker_id, int64_t generation, const DataChunkRef* give_back) {
+  absl::StatusOr<DataChunk> chunk;
+  {
+    MutexLock lock(&mu_);
+    chunk = core_.LeaseData(worker_id, generation, give_back);
+  }
+  if (!chunk.ok()) {
+    return Annotate(chunk.status(),
+                    absl::StrCat(name_, ": data for worker ", worker_id, ": "));
+  }
+  return chunk;
+}
+
+std::optional<DataQueuePosition> ParameterShard::DataPosition() const {
+  MutexLock lock(&mu_);
+  return core_.DataPosition();
+}
+
 ParameterShard::Snapshot ParameterShard::LatestWeights() const {
   MutexLock lock(&mu_);
-  return model_.current();
+  return core_.LatestWeights();
 }
 
 ShardStatus ParameterShard::Status() const {
   MutexLock lock(&mu_);
-  ShardStatus s;
-  s.cluster = options_.cluster_name;
-  s.shard_index = options_.shard_index;
-  s.num_shards = options_.num_shards;
-  s.mode = options_.mode;
-  model_.AddStatus(&s);
-  s.counters = counters_;
-  s.live_workers = membership_.LiveWorkers();
-  s.workers_expired = workers_expired_;
-  s.failed_workers.assign(failed_workers_.begin(), failed_workers_.end());
-  // The current step's N (adaptive backup workers change it).
-  s.replicas_to_aggregate = model_.StepN(membership_.num_live());
-  s.total_num_replicas = options_.total_num_replicas;
-  pulls_.AddStatus(&s);
-  if (options_.mode == Mode::kSync) {
-    for (int w : s.live_workers) {
-      if (membership_.last_push_step(w) < s.step) s.waiting_for.push_back(w);
-    }
-  }
-  s.shutting_down = shut_down_;
-  s.generation = generation_;
-  s.restored_label = restore_report_.label;
-  checkpoints_.AddStatus(&s);
-  s.memory = MemoryLocked();
-  data_.AddStatus(&s);
-  return s;
-}
-
-absl::Status ParameterShard::CheckKnownShapes(
-    absl::Span<const TensorBytes> tensors) const {
-  return ps::CheckKnownShapes(tensors, Layout().get());
+  return core_.Status();
 }
 
 int64_t ParameterShard::MaxTensorAreaBytes(int64_t header,
                                            int64_t align) const {
   MutexLock lock(&mu_);
-  if (!model_.initialized()) return header;
-  const VariableLayout& layout = model_.store().layout();
-  return header + layout.num_parameters * int64_t{sizeof(float)} +
-         layout.size() * align;
-}
-
-ShardMemory ParameterShard::MemoryLocked() const {
-  ShardMemory m;
-  model_.AddMemory(&m);
-  m.staged_parts = stage_.PartBytes();
-  return m;
+  return core_.MaxTensorAreaBytes(header, align);
 }
 
 std::vector<float> ParameterShard::CopySlot(absl::string_view name,
                                             int index) const {
   MutexLock lock(&mu_);
-  return model_.CopySlot(name, index);
+  return core_.CopySlot(name, index);
+}
+
+absl::Status ParameterShard::OpenCheckpoints() {
+  ASSIGN_OR_RETURN(std::unique_ptr<CheckpointStore> store,
+                   ShardCheckpointing::OpenStore(options_));
+  MutexLock lock(&mu_);
+  const absl::Status opened = core_.OpenCheckpoints(std::move(store));
+  restore_report_ = core_.restore_report();
+  return opened;
+}
+
+std::vector<CompleteCheckpointInfo> ParameterShard::CompleteCheckpoints()
+    const {
+  CheckpointStore* store = nullptr;
+  {
+    MutexLock lock(&mu_);
+    store = core_.checkpoint_store();
+  }
+  if (store == nullptr) return {};
+  return store->ListComplete();
+}
+
+bool ParameterShard::agreeing() const {
+  MutexLock lock(&mu_);
+  return core_.agreeing();
+}
+
+absl::Status ParameterShard::RestoreAgreed(int64_t label) {
+  CheckpointStore* store = nullptr;
+  {
+    MutexLock lock(&mu_);
+    bool done = false;
+    RETURN_IF_ERROR(core_.StartRestoreAgreed(label, &done));
+    if (done) return absl::OkStatus();
+    store = core_.checkpoint_store();
+  }
+  // The file is read without the lock.
+  absl::StatusOr<ShardCheckpoint> c = store->Read(label);
+  if (!c.ok()) {
+    return Annotate(c.status(), absl::StrCat(name_,
+                                             ": restoring the agreed "
+                                             "checkpoint step-",
+                                             label, ": "));
+  }
+  MutexLock lock(&mu_);
+  const absl::Status restored = core_.RestoreAgreed(*c, label);
+  restore_report_ = core_.restore_report();
+  return restored;
+}
+
+absl::Status ParameterShard::RequestCheckpoint(int64_t label, bool now) {
+  MutexLock lock(&mu_);
+  return core_.RequestCheckpoint(label, now);
+}
+
+void ParameterShard::FlushCheckpoints() {
+  CheckpointWriter* writer = nullptr;
+  {
+    MutexLock lock(&mu_);
+    writer = core_.checkpoint_writer();
+  }
+  if (writer != nullptr) writer->Flush();
+}
+
+absl::StatusOr<ParameterShard::RollbackReply> ParameterShard::Rollback(
+    int64_t label, int64_t generation) {
+  const std::string context =
+      absl::StrCat(name_, ": rollback to checkpoint step-", label,
+                   " (generation ", generation, "): ");
+  CheckpointStore* store = nullptr;
+  {
+    MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(std::optional<RollbackReply> reply,
+                     core_.StartRollback(label, generation, context));
+    if (reply.has_value()) return *reply;
+    store = core_.checkpoint_store();
+  }
+  // The file is read without the lock.
+  absl::StatusOr<ShardCheckpoint> c = store->Read(label);
+  if (!c.ok()) return Annotate(c.status(), context);
+  Ready ready;
+  absl::StatusOr<RollbackReply> reply;
+  {
+    MutexLock lock(&mu_);
+    reply = core_.FinishRollback(*c, label, generation, context, &ready);
+  }
+  RunReady(&ready);
+  return reply;
 }
 
 void ParameterShard::Shutdown(absl::string_view reason) {
@@ -528,12 +486,8 @@ void ParameterShard::Shutdown(absl::string_view reason) {
   Ready ready;
   {
     MutexLock lock(&mu_);
-    if (shut_down_) return;
-    checkpoints_.SaveUnsaved(model_.step(), *this);
-    shut_down_ = true;
-    shutdown_reason_ = std::string(reason);
+    if (!core_.Shutdown(reason, &ready)) return;
     shutdown_cv_.SignalAll();
-    pulls_.EndAll(CheckOpenLocked(), &ready);
   }
   RunReady(&ready);
 }
@@ -542,7 +496,7 @@ bool ParameterShard::AwaitShutdown(absl::Time deadline) const {
   MutexLock lock(&mu_);
   return shutdown_cv_.WaitUntil(&mu_, deadline, [this]() {
     mu_.AssertHeld();
-    return shut_down_;
+    return core_.shut_down();
   });
 }
 

@@ -7,22 +7,21 @@
 // (ps/testing/in_process_client.h) are thin layers over it. docs/PS.md states
 // the rules.
 //
-// Rooms (docs/ARCHITECTURE.md): ParameterShard is the core every shard has
-// (the staged pushes, membership, counters, and the one apply path,
-// shard_apply.cc); what it learns - the weights, optimizer slots, step,
-// sync aggregate and async record - and the updates that change them are
-// the ShardModel (shard_model.h). The rules
-// only shard 0 and a lone shard have are a Coordinator of their own
-// (coordinator.h), which decides and never applies; the decisions in order
-// are the DecisionLog (decision_log.h) and shard 0's DecisionRelay
-// (decision_relay.h). The checkpoints (the writer, when to save, the
-// agreement, the restore and the rollbacks) are the ShardCheckpointing
-// (shard_checkpointing.h), which copies and installs the core's state
-// through ShardCheckpointing::Core; the data queue, its leases and the
-// ledger's lines are the ShardDataRoom (shard_data_room.h); the pulls held
-// until their step, and the staleness bound that holds them, are the
-// WaitingPulls (waiting_pulls.h). One mutex: the coordinator, the log and
-// the rooms are called under it.
+// Rooms (docs/ARCHITECTURE.md): ParameterShard is the thread-safe front of
+// the shard's state machine, the ShardCore (shard_core.h): it holds the
+// mutex every core call runs under, does the work that needs no lock (the
+// scan of a push's values, a checkpoint file's read), waits (pulls, shard
+// 0's relay backlog), and answers the pulls a call made ready once the lock
+// is released. The core holds what the shard learns (the ShardModel:
+// weights, optimizer slots, step, sync aggregate, async record), the staged
+// pushes, the waiting pulls, membership and the counters, and applies every
+// decision through one path; shard 0's and a lone shard's rules are a
+// Coordinator (coordinator.h), which decides and never applies; the
+// decisions in order are the DecisionLog (decision_log.h) and shard 0's
+// DecisionRelay (decision_relay.h), which this front owns. The checkpoints
+// are the ShardCheckpointing (shard_checkpointing.h), the data queue the
+// ShardDataRoom (shard_data_room.h), the held pulls the WaitingPulls
+// (waiting_pulls.h).
 //
 // Errors (every refusal leaves weights, optimizer slots, step and
 // membership exactly as they were; only the refusal counters move):
@@ -61,8 +60,6 @@
 #define PSGD_PS_SHARD_SHARD_H_
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,7 +67,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -79,44 +75,27 @@
 #include "common/tensor.h"
 #include "common/thread_pool.h"
 #include "ps/checkpoint/checkpoint.h"
-#include "ps/shard/coordinator.h"
-#include "ps/shard/decision_log.h"
 #include "ps/shard/decision_relay.h"
 #include "ps/shard/push_checks.h"
 #include "ps/shard/shard_checkpointing.h"
-#include "ps/shard/shard_data_room.h"
-#include "ps/shard/shard_model.h"
+#include "ps/shard/shard_core.h"
 #include "ps/shard/waiting_pulls.h"
 #include "ps/state/data_queue.h"
 #include "ps/state/ledger.h"
-#include "ps/state/membership.h"
 #include "ps/state/options.h"
-#include "ps/state/push_stage.h"
 #include "ps/state/types.h"
 #include "ps/state/variable_store.h"
 
 namespace psgd {
 namespace ps {
 
-class ParameterShard final : private ShardCheckpointing::Core {
+class ParameterShard final {
  public:
   using Snapshot = WaitingPulls::Snapshot;
   using PullDone = WaitingPulls::PullDone;
-
-  struct InitializeReply {
-    int64_t step = 0;
-    bool already_initialized = false;
-  };
-  struct MembershipReply {
-    int64_t step = 0;
-    std::vector<int> live_workers;
-  };
-  struct RollbackReply {
-    int64_t step = 0;
-    int64_t generation = 1;
-    // False when the shard was already in that generation (or a later one).
-    bool rolled_back = false;
-  };
+  using InitializeReply = ps::InitializeReply;
+  using MembershipReply = ps::MembershipReply;
+  using RollbackReply = ps::RollbackReply;
   // What Create restored.
   using RestoreReport = ShardCheckpointing::RestoreReport;
 
@@ -390,27 +369,12 @@ class ParameterShard final : private ShardCheckpointing::Core {
   bool AwaitShutdown(absl::Time deadline) const;
 
  private:
-  using Ready = WaitingPulls::Ready;
+  using Ready = ShardCore::Ready;
 
   explicit ParameterShard(const ShardOptions& options);
 
   // The layout of the shard's variables; null before Initialize.
   std::shared_ptr<const VariableLayout> Layout() const ABSL_LOCKS_EXCLUDED(mu_);
-
-  absl::Status CheckOpenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ABORTED while awaiting a rollback, or for a generation > 0 that is not
-  // the shard's.
-  absl::Status CheckGenerationLocked(int64_t generation) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Initialised and at min_step.
-  bool StepReadyLocked(int64_t min_step) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // StepReadyLocked, and not held back by the staleness bound.
-  bool PullReadyLocked(int64_t min_step, int worker_id) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The current weights for a pull of `worker_id` (-1: none), recorded for
-  // delay compensation; the worker's lease starts again.
-  Snapshot AnswerPullLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Push on a lone shard, DecidePush on shard 0: the whole push checked
   // and decided at once (`push_id`: the decision's name for it).
   absl::StatusOr<PushReply> DecideWhole(int worker_id, int64_t step,
@@ -418,37 +382,6 @@ class ParameterShard final : private ShardCheckpointing::Core {
                                         int64_t generation,
                                         const DataChunkRef* chunk,
                                         uint64_t push_id);
-  absl::Status PushLocked(int worker_id, int64_t step,
-                          absl::Span<const TensorBytes> gradients,
-                          const DataChunkRef* chunk, uint64_t push_id,
-                          PushReply* reply, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Shard 0, before it decides a committed push: waits while more than
-  // kMaxDecisionBacklog decisions have not reached every shard (at most a
-  // few seconds for a shard that does not take them).
-  void AwaitRelayBacklog();
-  // Shard 0 (a lone shard too) on a push whose gradients (layout order)
-  // have been matched to the variables: the coordinator's rules decide it
-  // (Coordinator::Decide), and what they decide is applied here through
-  // the one apply path and published (TakeDecisionLocked). `push_id`: the
-  // push's id, for the decision.
-  absl::Status DecideLocked(int worker_id, int64_t step,
-                            const std::vector<const float*>& grads,
-                            const DataChunkRef* chunk, PushReply* reply,
-                            Ready* ready, uint64_t push_id = 0)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The checks of a push that need no gradient: open, initialised, worker
-  // id, step.
-  absl::Status CheckPushLocked(int worker_id, int64_t step) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // PushPart under the mutex: `floats` hold the part's checked data
-  // (shard_parts.cc).
-  absl::Status StagePartLocked(int worker_id, int64_t step,
-                               absl::Span<const TensorBytes> gradients,
-                               std::vector<StagedGradient>* floats,
-                               const DataChunkRef* chunk, uint64_t push_id,
-                               PushReply* reply, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Push and PushPart: the tensors checked and copied outside the lock, then
   // staged (a whole push replaces the worker's staged parts).
   absl::StatusOr<PushReply> Stage(int worker_id, int64_t step,
@@ -456,81 +389,18 @@ class ParameterShard final : private ShardCheckpointing::Core {
                                   int64_t generation, const DataChunkRef* chunk,
                                   uint64_t push_id, bool whole,
                                   std::shared_ptr<const void> keep);
-  // A fresh or restored model's step starts: the coordinator's rules start
-  // again (adaptive N's publish time).
-  void ModelStartedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The model's step advanced: adaptive N's publish time, and the pulls it
-  // satisfies move to `ready`.
-  void StepAdvancedLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The state the coordinator's rules read and change, for one call.
-  Coordinator::Shard RulesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves the waiting pulls that PullReadyLocked to `ready`.
-  void CollectReadyLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  MembershipReply MembershipReplyLocked() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes the worker out of the live set: on shard 0 (or a lone shard) a
-  // decision, and the current sync step completes when the gathered
-  // gradients are now enough; on the others, here only (shard 0's decision
-  // follows).
-  void LeaveLocked(int worker_id, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shard 0, before it decides a committed push: waits while more than
+  // kMaxDecisionBacklog decisions have not reached every shard (at most a
+  // few seconds for a shard that does not take them).
+  void AwaitRelayBacklog();
   // After the lock: writes the ledger lines added under it, then answers
   // the pulls in `ready`.
   void RunReady(Ready* ready);
-  // ShardStatus::memory, but for the serving layer's pushes_in_flight.
-  ShardMemory MemoryLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Checkpoints (ps/shard/shard_checkpoint.cc; the room:
-  // shard_checkpointing.h). Opens the checkpoint store and restores the
-  // newest complete checkpoint.
+  // Opens the checkpoint store and restores the newest complete checkpoint.
   absl::Status OpenCheckpoints();
-  // ShardCheckpointing::Core: the shard's state in a checkpoint. The room is
-  // called under mu_, and calls these under it.
-  bool HasVariablesLocked() const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SaveStateLocked(ShardCheckpoint* c) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status InstallStateLocked(const ShardCheckpoint& c, bool restart,
-                                  int64_t generation) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EnterGenerationLocked(int64_t generation) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // LeaseData under the mutex (shard_data.cc).
-  absl::StatusOr<DataChunk> LeaseDataLocked(int worker_id, int64_t generation,
-                                            const DataChunkRef* give_back)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Coordination (shard_coordination.cc). Whole pushes, or a part's copies,
-  // staged as a complete push for the coordinator's decision.
   bool coordinated() const { return options_.num_shards > 1; }
   bool follower() const { return coordinated() && options_.shard_index != 0; }
-
-  // The one apply path (shard_apply.cc); DecisionInputs: coordinator.h.
-  // Shard 0 and a lone shard: applies decision `d` of their rules, then
-  // publishes it (nowhere on a lone shard).
-  void TakeDecisionLocked(Decision d, const DecisionInputs& in, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every shard applies every decision here, in seq order: the update (sync
-  // step, async push), the staged copies a decision spends or drops, a
-  // worker that left, the chunks trained on, the checkpoint due. Cannot
-  // fail: what it needs was found, and the decision checked, before.
-  void ApplyDecisionLocked(const Decision& d, const DecisionInputs& in,
-                           Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The worker leaves the live set here: its parts and chunks go, and its
-  // complete pushes unless shard 0 may still decide them.
-  void LeaveHereLocked(int worker_id, bool drop_complete, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // A shard other than 0 (shard_coordination.cc): `d`, one of shard 0's
-  // decisions it is sent, checked (seq, numbers, the staged pushes it
-  // names), counted and applied.
-  absl::Status FollowDecisionLocked(const Decision& d, Ready* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The staged gradients `d` names; a sync step's step must be the shard's.
-  absl::StatusOr<DecisionInputs> StagedInputsLocked(const Decision& d) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A new generation (rollback, restore): no decision of the old one counts.
-  void RestartDecisionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const ShardOptions options_;
@@ -538,54 +408,25 @@ class ParameterShard final : private ShardCheckpointing::Core {
   // The threads of the bulk work (options().bulk_threads); their use needs
   // no lock of ours (the pool serialises its loops).
   const std::unique_ptr<ThreadPool> bulk_;
-  // Shard 0 of several shards: carries its decisions to the others (the log
-  // publishes them to it). Null otherwise.
+  // Shard 0 of several shards: carries its decisions to the others (the
+  // core's decision log publishes them to it). Null otherwise.
   std::unique_ptr<DecisionRelay> relay_;
-  // Shard 0 and a lone shard: the coordinator's rules, used under mu_ (the
-  // pointer is constant). Null on the other shards, which follow shard 0.
-  const std::unique_ptr<Coordinator> coordinator_ ABSL_PT_GUARDED_BY(mu_);
-  // The checkpoint store and writer, when to save, the agreement and the
-  // rollbacks (shard_checkpointing.h).
-  ShardCheckpointing checkpoints_ ABSL_GUARDED_BY(mu_);
+  // Constant after Create; null without options().ledger_file. Lines are
+  // added under mu_ (the core's data room) and written by RunReady, after
+  // it.
+  std::unique_ptr<Ledger> ledger_;
   // Written by Create or RestoreAgreed before the server reads it.
   RestoreReport restore_report_;
-
-  mutable Mutex mu_;
-  // Signalled when shut_down_ turns true.
-  mutable CondVar shutdown_cv_;
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::string shutdown_reason_ ABSL_GUARDED_BY(mu_);
-  // The weights, optimizer slots, step, aggregate and async record, and
-  // their updates (shard_model.h).
-  ShardModel model_ ABSL_GUARDED_BY(mu_);
-  // The waiting pulls and the staleness bound's clock (waiting_pulls.h).
-  WaitingPulls pulls_ ABSL_GUARDED_BY(mu_);
-  Membership membership_ ABSL_GUARDED_BY(mu_);
-  PushCounters counters_ ABSL_GUARDED_BY(mu_);
-  int64_t workers_expired_ ABSL_GUARDED_BY(mu_) = 0;
-  // The generation: 1, then each rollback's.
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
-  // Pushes in parts, and (several shards) complete pushes awaiting the
-  // decision. Shard 0 decides every push it was committed, in order: a
-  // shard never drops one that may still be decided. It holds at most
-  // kMaxCompletePerWorker of a worker's.
-  PushStage stage_ ABSL_GUARDED_BY(mu_);
-  static constexpr int kMaxCompletePerWorker = 128;
   // Shard 0: a commit waits while more decisions than this have not
   // reached every shard (flow control; below kMaxCompletePerWorker).
   static constexpr int64_t kMaxDecisionBacklog = 64;
-  // Each worker's incarnation at its last Join that sent one.
-  absl::flat_hash_map<int, uint64_t> incarnations_ ABSL_GUARDED_BY(mu_);
-  // Workers that left with a failure: why (Leave).
-  std::map<int, std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
-  // The data queue, its leases and the ledger's lines (shard_data_room.h).
-  ShardDataRoom data_ ABSL_GUARDED_BY(mu_);
-  // Constant after Create; null without options().ledger_file. Lines are
-  // added under mu_ (data_) and written by RunReady, after it.
-  std::unique_ptr<Ledger> ledger_;
-  // The decisions of this generation: numbered and published (shard 0), or
-  // checked in order (the others).
-  DecisionLog log_ ABSL_GUARDED_BY(mu_);
+  static constexpr int kMaxCompletePerWorker = ShardCore::kMaxCompletePerWorker;
+
+  mutable Mutex mu_;
+  // Signalled when the core shuts down.
+  mutable CondVar shutdown_cv_;
+  // The shard's state and the requests that change it (shard_core.h).
+  ShardCore core_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps
