@@ -170,8 +170,7 @@ uint64_t ShardCore::Pull(int64_t min_step, int worker_id, int64_t generation,
   // was renewed above.
   const bool bound_holds = pulls_.BoundHolds(worker_id, membership_);
   if (!model_.initialized() || model_.step() < min_step || bound_holds) {
-    return pulls_.Hold(min_step, worker_id, std::move(*done), bound_holds,
-                       now);
+    return pulls_.Hold(min_step, worker_id, std::move(*done), bound_holds, now);
   }
   *answer = model_.AnswerPull(worker_id);
   return 0;
@@ -335,8 +334,7 @@ absl::Status ShardCore::StartRestoreAgreed(int64_t label, bool* done) {
   return absl::OkStatus();
 }
 
-absl::Status ShardCore::RestoreAgreed(const ShardCheckpoint& c,
-                                      int64_t label) {
+absl::Status ShardCore::RestoreAgreed(const ShardCheckpoint& c, int64_t label) {
   return checkpoints_.Restore(c, label, *this, &restore_report_);
 }
 

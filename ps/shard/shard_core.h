@@ -233,8 +233,7 @@ class ShardCore final : private ShardCheckpointing::Core {
   // step, async push), the staged copies a decision spends or drops, a
   // worker that left, the chunks trained on, the checkpoint due. Cannot
   // fail: what it needs was found, and the decision checked, before.
-  void ApplyDecision(const Decision& d, const DecisionInputs& in,
-                     Ready* ready);
+  void ApplyDecision(const Decision& d, const DecisionInputs& in, Ready* ready);
   // A shard other than 0: `d`, one of shard 0's decisions, checked (seq,
   // numbers, the staged pushes it names), counted and applied.
   absl::Status FollowDecision(const Decision& d, Ready* ready);

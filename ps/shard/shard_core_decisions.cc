@@ -31,9 +31,8 @@ absl::Status ShardCore::CheckPush(int worker_id, int64_t step) const {
 absl::Status ShardCore::DecideWhole(int worker_id, int64_t step,
                                     absl::Span<const TensorBytes> gradients,
                                     int64_t generation,
-                                    const DataChunkRef* chunk,
-                                    uint64_t push_id, PushReply* reply,
-                                    Ready* ready) {
+                                    const DataChunkRef* chunk, uint64_t push_id,
+                                    PushReply* reply, Ready* ready) {
   absl::Status status = CheckGeneration(generation);
   if (status.ok()) status = CheckPush(worker_id, step);
   std::vector<const float*> grads;
@@ -195,8 +194,8 @@ absl::Status ShardCore::ApplyDecisions(int64_t generation,
                      "cluster of several shards do"));
   }
   if (status.ok() && !model_.initialized()) {
-    status =
-        absl::FailedPreconditionError(absl::StrCat(name_, " is not initialized"));
+    status = absl::FailedPreconditionError(
+        absl::StrCat(name_, " is not initialized"));
   }
   if (status.ok()) status = CheckGeneration(generation > 0 ? generation : -1);
   for (size_t i = 0; status.ok() && i < decisions.size(); ++i) {
