@@ -14,11 +14,13 @@
 #       [--dry-run]
 #
 # The scenarios (name: shards, workers, mode, link cap), 1-4 shards, 2-8
-# workers, sync with and without backup workers and async, at 1 and 10
-# Gbit/s; ResNet-20, batch 128 a worker, momentum SGD, gRPC, float32:
+# workers, sync with and without backup workers, async, and async with a
+# staleness bound (mode sspK: staleness_bound K), at 1 and 10 Gbit/s;
+# ResNet-20, batch 128 a worker, momentum SGD, gRPC, float32:
 #   s1-m2-sync-1g  s1-m4-sync-1g  s2-m4-sync-1g  s2-m4-b1-1g  s2-m4-async-1g
 #   s4-m8-sync-1g  s2-m8-async-1g s1-m2-sync-10g s2-m4-sync-10g
 #   s2-m4-async-10g s4-m8-b2-10g  s1-m8-b1-10g
+#   s2-m4-ssp0-1g  s2-m8-ssp1-1g  s2-m4-ssp0-10g
 # --step_ms: each worker's emulated compute a step (default 4.024: the
 # gpu_times study's t(128) = 3 ms + 8 us x 128, an assumption). The
 # binaries are the -c opt build (--bin_dir, default bazel-out/k8-opt/bin:
@@ -37,7 +39,7 @@ for arg in "$@"; do
     --bin_dir=*) bin=${arg#*=} ;;
     --out=*) out=${arg#*=} ;;
     --dry-run) dry=1 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "validate.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +47,7 @@ done
 [[ $step_ms =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "validate.sh: --step_ms must be a number >= 0, not '$step_ms'" >&2; exit 2; }
 [ -z "$profile" ] || [ -f "$profile" ] || { echo "validate.sh: --profile=$profile: no such file" >&2; exit 2; }
 
-# name shards workers mode(sync|async) backups cap
+# name shards workers mode(sync|async|sspK) backups cap
 scenarios=(
   "s1-m2-sync-1g 1 2 sync 0 1gbit"
   "s1-m4-sync-1g 1 4 sync 0 1gbit"
@@ -59,6 +61,9 @@ scenarios=(
   "s2-m4-async-10g 2 4 async 0 10gbit"
   "s4-m8-b2-10g 4 8 sync 2 10gbit"
   "s1-m8-b1-10g 1 8 sync 1 10gbit"
+  "s2-m4-ssp0-1g 2 4 ssp0 0 1gbit"
+  "s2-m8-ssp1-1g 2 8 ssp1 0 1gbit"
+  "s2-m4-ssp0-10g 2 4 ssp0 0 10gbit"
 )
 if [ -n "$only" ]; then
   IFS=, read -r -a wanted <<<"$only"
@@ -98,16 +103,19 @@ for s in "${scenarios[@]}"; do
   echo "$s" >> "$out/scenarios.txt"
   ps_hosts=$(for ((i = 0; i < shards; i++)); do printf ',%s%s' "$prefix" "$i"; done)
   worker_hosts=$(for ((i = 0; i < workers; i++)); do printf ',%s%s' "$prefix" "$((shards + i))"; done)
+  bound=""
   if [ "$mode" = sync ]; then
     how="mode=SYNC n=$((workers - backups))"
   else
     how="mode=ASYNC"
+    # sspK: async, no worker more than K pushes ahead of the slowest.
+    [[ $mode =~ ^ssp([0-9]+)$ ]] && bound=" staleness_bound: ${BASH_REMATCH[1]}"
   fi
   # shellcheck disable=SC2086
   write_cluster_config "$out/$name.pbtxt" plan_validate ps_hosts="${ps_hosts#,}" \
     worker_hosts="${worker_hosts#,}" $how batch=128 model=resnet20 \
     data="source: SYNTHETIC" \
-    training="optimizer { kind: MOMENTUM learning_rate: 0.01 momentum: 0.9 } steps: 100000000 max_seconds: $seconds seed: 1" \
+    training="optimizer { kind: MOMENTUM learning_rate: 0.01 momentum: 0.9 } steps: 100000000 max_seconds: $seconds seed: 1$bound" \
     extra="emulation { compute { kind: CONSTANT shift_seconds: $(awk -v m="$step_ms" 'BEGIN { printf "%.6f", m / 1000 }') } }" \
     extra='wire { data_plane: GRPC }' extra="worker_lease_seconds: 60"
   [ "$dry" = 0 ] || continue

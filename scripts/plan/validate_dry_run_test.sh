@@ -22,12 +22,20 @@ while read -r name shards workers mode backups cap; do
       { echo "FAIL: $name: N is not $((workers - backups))"; cat "$cfg"; exit 1; }
   else
     grep -q "mode: ASYNC" "$cfg" || { echo "FAIL: $name: not async"; exit 1; }
+    if [[ $mode =~ ^ssp([0-9]+)$ ]]; then
+      grep -q "staleness_bound: ${BASH_REMATCH[1]}" "$cfg" ||
+        { echo "FAIL: $name: no staleness_bound ${BASH_REMATCH[1]}"; cat "$cfg"; exit 1; }
+      grep -q "^| $name | .* | async, staleness_bound ${BASH_REMATCH[1]} |" "$tmp/out/report.md" ||
+        { echo "FAIL: $name: the report does not say its bound"; exit 1; }
+    else
+      ! grep -q "staleness_bound" "$cfg" || { echo "FAIL: $name: a staleness_bound"; exit 1; }
+    fi
   fi
   grep -q "shift_seconds: 0.004024" "$cfg" || { echo "FAIL: $name: compute not 4.024 ms"; exit 1; }
   grep -q "^| $name | $shards | $workers | .* | $cap | [0-9.]* | [0-9.]* | - | - |" "$tmp/out/report.md" ||
     { echo "FAIL: no prediction for $name"; cat "$tmp/out/report.md"; exit 1; }
 done < "$tmp/out/scenarios.txt"
-[ "$n" -eq 12 ] || { echo "FAIL: $n scenarios, not 12"; exit 1; }
+[ "$n" -eq 15 ] || { echo "FAIL: $n scenarios, not 15"; exit 1; }
 if bash "$src/scripts/plan/validate.sh" --dry-run --only=s9-m9 --out="$tmp/bad" 2> "$tmp/err"; then
   echo "FAIL: an unknown scenario was taken"; exit 1
 fi

@@ -6,7 +6,7 @@ profile) and as the real cluster on namespace hosts made it, and the error.
     validate_report.py OUT --step_ms=MS [--profile=FILE]   writes OUT/report.md
 
 OUT holds scenarios.txt (name shards workers mode backups cap, a line
-each), setup.txt and, unless validate.sh ran with --dry-run, runs.txt and
+each; mode sync, async, or sspK: async with staleness_bound K), setup.txt and, unless validate.sh ran with --dry-run, runs.txt and
 one launch.sh --netns run directory per scenario (read by
 scripts/lib/runs.py). Measured: the cluster's global step (sync: steps;
 async: applied pushes) over the steady part of the run, from the first
@@ -40,9 +40,23 @@ ASYNC_MARGIN = 1.5  # plan.py's --async_margin default
 CHOICE_BAR = 0.05  # the first choice within 5% of the measured fastest
 
 
+def staleness_bound(mode):
+    """async: None (no bound); sspK: K; sync: None. ValueError otherwise."""
+    if mode in ("sync", "async"):
+        return None
+    if mode.startswith("ssp") and mode[3:].isdigit():
+        return int(mode[3:])
+    raise ValueError(f"mode '{mode}' is not sync, async or sspK")
+
+
+def is_async(mode):
+    """async and sspK (async with a staleness bound)."""
+    return mode != "sync"
+
+
 def images_per_step(mode, workers, backups, batch=128):
     """Sync: N workers' batches a step; async: one push's batch."""
-    return batch if mode == "async" else (workers - backups) * batch
+    return batch if is_async(mode) else (workers - backups) * batch
 
 
 def first_choices(results):
@@ -61,15 +75,15 @@ def first_choices(results):
             return r[k] * images_per_step(r[2], r[1], r[3])
         pred = sorted(group, key=lambda r: -ips(r, 5))
         pick = pred[0]
-        syncs = [r for r in pred if r[2] != "async"]
-        if pick[2] == "async" and syncs and ips(pick, 5) < ASYNC_MARGIN * ips(syncs[0], 5):
+        syncs = [r for r in pred if not is_async(r[2])]
+        if is_async(pick[2]) and syncs and ips(pick, 5) < ASYNC_MARGIN * ips(syncs[0], 5):
             pick = syncs[0]
         if any(r[6] is None for r in group):
             rows.append(f"| {workers} | {cap} | {pick[0]} | - | - | - |")
             continue
         fastest = max(group, key=lambda r: ips(r, 6))
         fastest_sync = max(syncs, key=lambda r: ips(r, 6)) if syncs else fastest
-        ref = fastest if pick[2] == "async" or not syncs else fastest_sync
+        ref = fastest if is_async(pick[2]) or not syncs else fastest_sync
         short = 1 - ips(pick, 6) / ips(ref, 6)
         ok = short <= CHOICE_BAR
         rows.append(f"| {workers} | {cap} | {pick[0]} ({ips(pick, 5):,.0f} predicted, "
@@ -109,11 +123,13 @@ def predicted(shards, workers, mode, backups, gbit, step_ms, profile, burst_byte
     models = profile.models()
     cl = cluster_sim.Cluster.spread(workers, shards, workers, shards, gbit, 5e-6,
                                     burst_bytes)
+    bound = staleness_bound(mode)
     res = cluster_sim.simulate(
-        cl, models["resnet20"], profile, "async" if mode == "async" else "sync",
-        workers - backups if mode == "sync" else None, wire="fp32",
+        cl, models["resnet20"], profile, "async" if is_async(mode) else "sync",
+        None if is_async(mode) else workers - backups, wire="fp32",
         optimizer="momentum", transport="grpc", batch=128,
-        compute=f"constant:{step_ms / 1000}", steps=300, warmup=20, seed=1, cores=cores)
+        compute=f"constant:{step_ms / 1000}", steps=300, warmup=20, seed=1, cores=cores,
+        **({} if bound is None else {"staleness_bound": bound}))
     return res["steps_per_s"], res["bound"], res.get("cores_utilisation")
 
 
@@ -160,8 +176,9 @@ def main(argv):
             print(f"validate_report.py: {name}: {e}", file=sys.stderr)
             return 2
         results.append((name, int(workers), mode, int(backups), cap, pred, meas))
-        how = mode if mode == "async" else (
-            f"sync N={int(workers) - int(backups)} of {workers}")
+        how = ("async" if mode == "async" else
+               f"async, staleness_bound {staleness_bound(mode)}" if is_async(mode) else
+               f"sync N={int(workers) - int(backups)} of {workers}")
         # CPU ms a step (a sync step, an async push) on the machine's cores:
         # the simulator's work on them, and what the machine was busy.
         sim_ms = sim_busy * a.cores * 1000 / pred
