@@ -44,8 +44,8 @@ std::vector<TensorBytes> Tensor(const std::vector<float>& v) {
 // A core holding `initial`, worker 0 joined.
 void Start(ShardCore* core, const std::vector<float>& initial) {
   ShardCore::Ready ready;
-  REQUIRE(core->Initialize(Tensor(initial), VariableStore::Create(Tensor(initial)),
-                           &ready)
+  REQUIRE(core->Initialize(Tensor(initial),
+                           VariableStore::Create(Tensor(initial)), &ready)
               .ok());
   REQUIRE(core->Join(0, 0).ok());
 }
@@ -55,8 +55,9 @@ std::vector<float> Weights(const ShardCore& core) {
   return std::vector<float>(w.begin(), w.end());
 }
 
-TEST_CASE("a held pull is answered only through ready, after the push that "
-          "reaches its step") {
+TEST_CASE(
+    "a held pull is answered only through ready, after the push that "
+    "reaches its step") {
   const ShardOptions options = SyncOneWorker(1, 0);
   ThreadPool bulk(1);
   ShardCore core(options, "shard 0", &bulk, nullptr);
@@ -77,23 +78,23 @@ TEST_CASE("a held pull is answered only through ready, after the push that "
   const std::vector<float> g = {0.5f, -1.0f, 0.25f, 2.0f};
   PushReply reply;
   ShardCore::Ready ready;
-  REQUIRE(core.DecideWhole(0, 0, Tensor(g), 0, nullptr, 0, &reply, &ready)
-              .ok());
+  REQUIRE(
+      core.DecideWhole(0, 0, Tensor(g), 0, nullptr, 0, &reply, &ready).ok());
   CHECK(reply.step == 1);
   REQUIRE(ready.size() == 1);
   CHECK_FALSE(called);  // the core never runs an answer itself
   for (auto& [callback, value] : ready) callback(std::move(value));
   CHECK(called);
   CHECK(answered_step == 1);
-  const std::vector<float> expected = {initial[0] - 0.5f * g[0],
-                                       initial[1] - 0.5f * g[1],
-                                       initial[2] - 0.5f * g[2],
-                                       initial[3] - 0.5f * g[3]};
+  const std::vector<float> expected = {
+      initial[0] - 0.5f * g[0], initial[1] - 0.5f * g[1],
+      initial[2] - 0.5f * g[2], initial[3] - 0.5f * g[3]};
   CHECK(Weights(core) == expected);
 }
 
-TEST_CASE("a follower's core applies shard 0's decision to the push it "
-          "staged, and refuses one naming a push it never staged") {
+TEST_CASE(
+    "a follower's core applies shard 0's decision to the push it "
+    "staged, and refuses one naming a push it never staged") {
   const ShardOptions options0 = SyncOneWorker(2, 0);
   const ShardOptions options1 = SyncOneWorker(2, 1);
   ThreadPool bulk(1);
@@ -101,13 +102,13 @@ TEST_CASE("a follower's core applies shard 0's decision to the push it "
   absl::Mutex mu;
   std::vector<Decision> sent;
   DecisionRelay relay(2, /*generation=*/1);
-  relay.set_deliver([&](int shard, int64_t generation,
-                        absl::Span<const Decision> decisions)
-                        -> absl::StatusOr<int64_t> {
-    absl::MutexLock lock(&mu);
-    for (const Decision& d : decisions) sent.push_back(d);
-    return decisions.back().seq;
-  });
+  relay.set_deliver(
+      [&](int shard, int64_t generation,
+          absl::Span<const Decision> decisions) -> absl::StatusOr<int64_t> {
+        absl::MutexLock lock(&mu);
+        for (const Decision& d : decisions) sent.push_back(d);
+        return decisions.back().seq;
+      });
   ShardCore shard0(options0, "shard 0", &bulk, &relay);
   ShardCore shard1(options1, "shard 1", &bulk, nullptr);
   const std::vector<float> initial = {1.0f, 2.0f, 3.0f, 4.0f};
@@ -123,8 +124,7 @@ TEST_CASE("a follower's core applies shard 0's decision to the push it "
   // Staged as the front stages it: a copy of the values, made by the
   // check's pass there, here by hand.
   std::vector<float*> copy_to;
-  std::vector<StagedGradient> floats =
-      StagingFor(Tensor(g), nullptr, &copy_to);
+  std::vector<StagedGradient> floats = StagingFor(Tensor(g), nullptr, &copy_to);
   REQUIRE(copy_to.size() == 1);
   std::copy(g.begin(), g.end(), copy_to[0]);
   REQUIRE(shard1
@@ -134,10 +134,9 @@ TEST_CASE("a follower's core applies shard 0's decision to the push it "
   CHECK(staged.staged);
   CHECK(shard1.step() == 0);
   PushReply decided;
-  REQUIRE(shard0
-              .DecideWhole(0, 0, Tensor(g), 0, nullptr, push_id, &decided,
-                           &ready)
-              .ok());
+  REQUIRE(
+      shard0.DecideWhole(0, 0, Tensor(g), 0, nullptr, push_id, &decided, &ready)
+          .ok());
   CHECK(decided.step == 1);
   REQUIRE(relay.AwaitDelivered(absl::Now() + absl::Seconds(10)));
   std::vector<Decision> decisions;
@@ -163,9 +162,9 @@ TEST_CASE("a follower's core applies shard 0's decision to the push it "
   const absl::Status refused =
       shard1.ApplyDecisions(1, {forged}, &ready, &applied);
   CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(refused.message()),
-             Catch::Contains("shard 1") && Catch::Contains("step 1") &&
-                 Catch::Contains("not staged"));
+  CHECK_THAT(std::string(refused.message()), Catch::Contains("shard 1") &&
+                                                 Catch::Contains("step 1") &&
+                                                 Catch::Contains("not staged"));
   CHECK(applied == 1);
   CHECK(shard1.step() == 1);
   CHECK(Weights(shard1) == Weights(shard0));
