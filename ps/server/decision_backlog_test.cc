@@ -3,7 +3,7 @@
 // commit on shard 0 waits while more than 64 decisions have not reached the
 // follower (ParameterShard::kMaxDecisionBacklog), and a follower stages at most
 // 128 complete pushes of a worker and asks for the next later
-// (ParameterShard::kMaxCompletePerWorker). The follower is made unreachable
+// (ShardCore::kMaxCompletePerWorker). The follower is made unreachable
 // through the production path: shard 0's ConnectPeers is pointed at an
 // address where nothing listens, and pointed back at the follower to release
 // it. After each case both shards hold the step and the weights, bit for bit,

@@ -418,9 +418,9 @@ class ParameterShard final {
   // Written by Create or RestoreAgreed before the server reads it.
   RestoreReport restore_report_;
   // Shard 0: a commit waits while more decisions than this have not
-  // reached every shard (flow control; below kMaxCompletePerWorker).
+  // reached every shard (flow control; below
+  // ShardCore::kMaxCompletePerWorker).
   static constexpr int64_t kMaxDecisionBacklog = 64;
-  static constexpr int kMaxCompletePerWorker = ShardCore::kMaxCompletePerWorker;
 
   mutable Mutex mu_;
   // Signalled when the core shuts down.

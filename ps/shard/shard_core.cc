@@ -139,8 +139,7 @@ absl::StatusOr<InitializeReply> ShardCore::Initialize(
 }
 
 bool ShardCore::PullReady(int64_t min_step, int worker_id) const {
-  return model_.initialized() && model_.step() >= min_step &&
-         !pulls_.BoundHolds(worker_id, membership_);
+  return StepReached(min_step) && !pulls_.BoundHolds(worker_id, membership_);
 }
 
 ShardCore::Snapshot ShardCore::AnswerPull(int worker_id) {
@@ -169,7 +168,7 @@ uint64_t ShardCore::Pull(int64_t min_step, int worker_id, int64_t generation,
   // PullReady, with the bound looked up once for both answers; the lease
   // was renewed above.
   const bool bound_holds = pulls_.BoundHolds(worker_id, membership_);
-  if (!model_.initialized() || model_.step() < min_step || bound_holds) {
+  if (!StepReached(min_step) || bound_holds) {
     return pulls_.Hold(min_step, worker_id, std::move(*done), bound_holds, now);
   }
   *answer = model_.AnswerPull(worker_id);

@@ -189,7 +189,11 @@ class ShardCore final : private ShardCheckpointing::Core {
   // ABORTED while awaiting a rollback, or for a generation > 0 that is not
   // the shard's.
   absl::Status CheckGeneration(int64_t generation) const;
-  // Initialised and at min_step, and not held back by the staleness bound.
+  // Initialised and at min_step.
+  bool StepReached(int64_t min_step) const {
+    return model_.initialized() && model_.step() >= min_step;
+  }
+  // StepReached, and not held back by the staleness bound.
   bool PullReady(int64_t min_step, int worker_id) const;
   // The current weights for a pull of `worker_id` (-1: none); the worker's
   // lease starts again.

@@ -6,8 +6,9 @@ profile) and as the real cluster on namespace hosts made it, and the error.
     validate_report.py OUT --step_ms=MS [--profile=FILE]   writes OUT/report.md
 
 OUT holds scenarios.txt (name shards workers mode backups cap, a line
-each; mode sync, async, or sspK: async with staleness_bound K), setup.txt and, unless validate.sh ran with --dry-run, runs.txt and
-one launch.sh --netns run directory per scenario (read by
+each; mode sync, async, or sspK: async with staleness_bound K),
+setup.txt and, unless validate.sh ran with --dry-run, runs.txt and one
+launch.sh --netns run directory per scenario (read by
 scripts/lib/runs.py). Measured: the cluster's global step (sync: steps;
 async: applied pushes) over the steady part of the run, from the first
 training line after the first SKIP global steps to the last line, by the
