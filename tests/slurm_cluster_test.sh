@@ -36,20 +36,11 @@ trap cleanup EXIT
 
 node=$(hostname -s)
 ports=($(free_ports 3))
-# The ps tasks listen on a base port and the next one: find a free pair.
-base=$("$PY" - <<'PYEOF'
-import socket
-for _ in range(100):
-    a = socket.socket(); a.bind(("0.0.0.0", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("0.0.0.0", p + 1)); print(p); break
-    except OSError:
-        pass
-    finally:
-        a.close(); b.close()
-PYEOF
-)
+# psgd.sbatch gives task k of a node the port base+k (4 tasks at most here,
+# and a fifth for the elastic job's joining worker): a free run of 5, below
+# the ephemeral range, so that no connection's local end takes one of them
+# between this choice and the tasks' binds.
+base=$(free_port_run 5)
 cat > "$S/slurm.conf" <<EOC
 ClusterName=psgdtest$$
 SlurmctldHost=$node

@@ -55,11 +55,7 @@ done
 # A whole cluster from the wheel and a config, without Bazel.
 only=$tmp/v/bin
 ! PATH=$only command -v bazel > /dev/null || fail "bazel is on the test's PATH"
-read -r p0 p1 <<<"$(/usr/bin/python3 -c '
-import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')"
+read -r p0 p1 <<<$(/usr/bin/python3 "$RUNFILES/scripts/lib/free_ports.py" ports 2 | tr '\n' ' ')
 mkdir -p "$tmp/wheel-cluster"
 cat > "$tmp/wheel-cluster/c.pbtxt" <<CFG
 name: "wheel-cluster"
@@ -136,11 +132,7 @@ for xb, yb in w.batches(torch.utils.data.DataLoader(data, batch_sampler=w.batch_
 print("final", w.summary["final_global_step"], w.summary["end_reason"])
 PY
 for mode in SYNC ASYNC; do
-  read -r p0 p1 <<<"$(/usr/bin/python3 -c '
-import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')"
+  read -r p0 p1 <<<$(/usr/bin/python3 "$RUNFILES/scripts/lib/free_ports.py" ports 2 | tr '\n' ' ')
   cat > "$mode.pbtxt" <<CFG
 name: "user-$mode"
 ps { address: "127.0.0.1:$p0" }

@@ -57,38 +57,17 @@ _cluster_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 declare -gA task_pid=() pid_task=()
 declare -ga task_pids=()
 
+# free_ports N [HOST]: N free ports on HOST (default 127.0.0.1), one a
+# line; free_port_run N [HOST]: a port P with P..P+N-1 all free on HOST
+# (default 0.0.0.0), for a launcher that gives task k the port P+k
+# (psgd.sbatch's --port_base). Both below the kernel's ephemeral range, so
+# that no connection's local end takes one before the task binds it
+# (free_ports.py).
 free_ports() {
-  /usr/bin/python3 - "$1" "${2:-127.0.0.1}" <<'PYEOF'
-# Ports below the kernel's ephemeral range (ip_local_port_range), each seen
-# free: a port the kernel picks for a connection's local end, or for a
-# server's port 0, is never one of these, so none can take it between this
-# choice and the task's own bind (a fault-matrix server once found its
-# port taken that way: "Address already in use").
-import random, socket, sys
-n, host = int(sys.argv[1]), sys.argv[2]
-try:
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        ephemeral = int(f.read().split()[0])
-except (OSError, ValueError, IndexError):
-    ephemeral = 32768
-first = max(1024, ephemeral - 12000)
-socks, tried = [], set()
-while len(socks) < n:
-    if len(tried) >= ephemeral - first:
-        sys.exit(f"free_ports: fewer than {n} free ports in {first}-{ephemeral - 1}")
-    p = random.randrange(first, ephemeral)
-    if p in tried:
-        continue
-    tried.add(p)
-    s = socket.socket()
-    try:
-        s.bind((host, p))
-    except OSError:
-        s.close()
-        continue
-    socks.append(s)
-print("\n".join(str(s.getsockname()[1]) for s in socks))
-PYEOF
+  /usr/bin/python3 "$_cluster_lib_dir/free_ports.py" ports "$1" "${2:-127.0.0.1}"
+}
+free_port_run() {
+  /usr/bin/python3 "$_cluster_lib_dir/free_ports.py" run "$1" "${2:-0.0.0.0}"
 }
 
 # write_cluster_config FILE NAME [KEY=VALUE...]: the config of cluster NAME.
