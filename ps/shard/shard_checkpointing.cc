@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<CheckpointStore>> ShardCheckpointing::OpenStore(
 }
 
 absl::Status ShardCheckpointing::Open(std::unique_ptr<CheckpointStore> store,
-                                      Core& core, RestoreReport* report) {
+                                      Core& core) {
   if (options_.checkpoint.per_host) {
     // Which checkpoint every shard has is agreed over RPC: RestoreAgreed.
     agreeing_ = true;
@@ -36,9 +36,9 @@ absl::Status ShardCheckpointing::Open(std::unique_ptr<CheckpointStore> store,
     return absl::OkStatus();
   }
   absl::StatusOr<ShardCheckpoint> newest =
-      store->ReadNewestComplete(&report->refused);
+      store->ReadNewestComplete(&report_.refused);
   if (newest.ok()) {
-    RETURN_IF_ERROR(Restore(*newest, newest->label, core, report));
+    RETURN_IF_ERROR(Restore(*newest, newest->label, core));
   } else if (!absl::IsNotFound(newest.status())) {
     return newest.status();
   }
@@ -57,17 +57,16 @@ absl::Status ShardCheckpointing::CheckAgreeing() const {
 }
 
 absl::Status ShardCheckpointing::Restore(const ShardCheckpoint& c,
-                                         int64_t label, Core& core,
-                                         RestoreReport* report) {
+                                         int64_t label, Core& core) {
   RETURN_IF_ERROR(Annotate(
       Install(c, /*restart=*/true, c.generation, core),
       absl::StrCat(name_, ": restoring checkpoint step-", label, ": ")));
   core.EnterGenerationLocked(c.generation);
   awaiting_rollback_ = true;
   agreeing_ = false;
-  report->label = c.label;
-  report->step = c.step;
-  report->generation = c.generation;
+  report_.label = c.label;
+  report_.step = c.step;
+  report_.generation = c.generation;
   return absl::OkStatus();
 }
 
@@ -103,6 +102,7 @@ absl::Status ShardCheckpointing::Install(const ShardCheckpoint& c, bool restart,
         " workers)"));
   }
   RETURN_IF_ERROR(core.InstallStateLocked(c, restart, generation));
+  report_.digest = core.DigestLocked();
   if (restart) rollbacks_ = c.rollbacks;
   requested_labels_.clear();
   last_saved_step_ = c.step;

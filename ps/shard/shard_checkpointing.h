@@ -65,6 +65,8 @@ class ShardCheckpointing {
     // A new generation (a restore or rollback): no decision of the old one
     // counts.
     virtual void EnterGenerationLocked(int64_t generation) = 0;
+    // StateDigest of the state installed, for the report.
+    virtual uint32_t DigestLocked() const = 0;
 
    protected:
     ~Core() = default;
@@ -82,10 +84,11 @@ class ShardCheckpointing {
       const ShardOptions& options);
   // Takes `store`: per host, the room is agreeing (RestoreAgreed);
   // otherwise it restores the newest complete checkpoint into `core`, if
-  // any (`report` says which, and what it refused). FAILED_PRECONDITION for
-  // a checkpoint of another cluster or of other options.
-  absl::Status Open(std::unique_ptr<CheckpointStore> store, Core& core,
-                    RestoreReport* report);
+  // any (report() says which, and what it refused). FAILED_PRECONDITION
+  // for a checkpoint of another cluster or of other options.
+  absl::Status Open(std::unique_ptr<CheckpointStore> store, Core& core);
+  // What the restore at Open or the agreement's end found.
+  const RestoreReport& report() const { return report_; }
 
   // The store and the writer; null without a checkpoint directory.
   CheckpointStore* store() const;
@@ -99,8 +102,7 @@ class ShardCheckpointing {
   // Installs checkpoint `c`, read from file step-`label`, as the shard's
   // state when it starts (at Open or the agreement's end); the shard then
   // awaits the rollback to it. Nothing changes on error.
-  absl::Status Restore(const ShardCheckpoint& c, int64_t label, Core& core,
-                       RestoreReport* report);
+  absl::Status Restore(const ShardCheckpoint& c, int64_t label, Core& core);
   // Restored, and waiting for the cluster's rollback to the checkpoint.
   bool awaiting_rollback() const { return awaiting_rollback_; }
 
@@ -123,8 +125,8 @@ class ShardCheckpointing {
   absl::Status CheckRollback(int64_t label, int64_t generation,
                              const std::string& context) const;
   // The shard awaits the rollback to the checkpoint it restored, `label`.
-  bool AwaitsRollbackTo(int64_t label, int64_t restored_label) const {
-    return awaiting_rollback_ && label == restored_label;
+  bool AwaitsRollbackTo(int64_t label) const {
+    return awaiting_rollback_ && label == report_.label;
   }
   // The cluster rolled back to checkpoint `label` and entered
   // `generation`, and the shard went from step `from` to `to`: recorded,
@@ -161,6 +163,7 @@ class ShardCheckpointing {
   std::set<int64_t> requested_labels_;
   int64_t last_saved_step_ = -1;
   std::vector<RollbackRecord> rollbacks_;
+  RestoreReport report_;
 };
 
 }  // namespace ps

@@ -46,6 +46,7 @@ class FakeCore : public ShardCheckpointing::Core {
   void EnterGenerationLocked(int64_t generation) override {
     generations.push_back(generation);
   }
+  uint32_t DigestLocked() const override { return 1000 + step; }
 };
 
 ShardOptions Options(const std::string& dir) {
@@ -59,14 +60,13 @@ ShardOptions Options(const std::string& dir) {
 }
 
 // The room of `options`, opened (its directory made, nothing restored).
-std::unique_ptr<ShardCheckpointing> Opened(
-    const ShardOptions& options, FakeCore& core,
-    ShardCheckpointing::RestoreReport* report) {
+std::unique_ptr<ShardCheckpointing> Opened(const ShardOptions& options,
+                                           FakeCore& core) {
   auto room = std::make_unique<ShardCheckpointing>(options, "shard 0");
   absl::StatusOr<std::unique_ptr<CheckpointStore>> store =
       ShardCheckpointing::OpenStore(options);
   REQUIRE(store.ok());
-  REQUIRE(room->Open(*std::move(store), core, report).ok());
+  REQUIRE(room->Open(*std::move(store), core).ok());
   return room;
 }
 
@@ -82,9 +82,8 @@ TEST_CASE("every_steps and requested labels are saved once each") {
   ShardOptions options = Options(testing::FreshDir("cadence"));
   options.checkpoint.every_steps = 2;
   FakeCore core;
-  ShardCheckpointing::RestoreReport report;
-  auto room = Opened(options, core, &report);
-  CHECK(report.label == -1);
+  auto room = Opened(options, core);
+  CHECK(room->report().label == -1);
   CHECK_FALSE(room->awaiting_rollback());
 
   room->Save(0, core);
@@ -125,8 +124,7 @@ TEST_CASE("requests and rollbacks are refused with the shard's messages") {
   CHECK(s.message() == "ctx: the generation must be >= 1 and the label >= 0");
   CHECK(absl::IsFailedPrecondition(none.CheckAgreeing()));
 
-  ShardCheckpointing::RestoreReport report;
-  auto room = Opened(Options(testing::FreshDir("refused")), core, &report);
+  auto room = Opened(Options(testing::FreshDir("refused")), core);
   core.has_variables = false;
   s = room->Request(1, false, 0, core);
   CHECK(s.message() == "shard 0: checkpoint requested before Initialize");
@@ -139,9 +137,8 @@ TEST_CASE("requests and rollbacks are refused with the shard's messages") {
 TEST_CASE("a restore awaits the rollback, which is recorded") {
   const ShardOptions options = Options(testing::FreshDir("restore"));
   FakeCore writer_core;
-  ShardCheckpointing::RestoreReport unused;
   {
-    auto room = Opened(options, writer_core, &unused);
+    auto room = Opened(options, writer_core);
     writer_core.step = 3;
     room->Save(3, writer_core);
     writer_core.step = 5;
@@ -150,16 +147,16 @@ TEST_CASE("a restore awaits the rollback, which is recorded") {
   }
 
   FakeCore core;
-  ShardCheckpointing::RestoreReport report;
-  auto room = Opened(options, core, &report);
-  CHECK(report.label == 5);
-  CHECK(report.step == 5);
+  auto room = Opened(options, core);
+  CHECK(room->report().label == 5);
+  CHECK(room->report().step == 5);
+  CHECK(room->report().digest == 1005);  // the core's, once installed
   CHECK(core.installed_steps == std::vector<int64_t>{5});
   CHECK(core.installed_restart == std::vector<bool>{true});
   CHECK(core.generations == std::vector<int64_t>{1});
   CHECK(room->awaiting_rollback());
-  CHECK(room->AwaitsRollbackTo(5, report.label));
-  CHECK_FALSE(room->AwaitsRollbackTo(3, report.label));
+  CHECK(room->AwaitsRollbackTo(5));
+  CHECK_FALSE(room->AwaitsRollbackTo(3));
   // Nothing is saved while the shard awaits the rollback.
   room->Save(6, core);
   room->writer()->Flush();

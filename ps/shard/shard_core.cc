@@ -59,8 +59,8 @@ absl::Status ShardCore::CheckOpen() const {
 absl::Status ShardCore::CheckGeneration(int64_t generation) const {
   if (checkpoints_.awaiting_rollback()) {
     return absl::AbortedError(
-        absl::StrCat(name_, " restored checkpoint step-", restore_report_.label,
-                     " (step ", model_.step(),
+        absl::StrCat(name_, " restored checkpoint step-",
+                     checkpoints_.report().label, " (step ", model_.step(),
                      ") when it started and waits for the cluster to "
                      "roll back to it: re-sync"));
   }
@@ -97,8 +97,8 @@ ShardStatus ShardCore::Status() const {
   model_.AddStatus(&s);
   s.counters = counters_;
   s.live_workers = membership_.LiveWorkers();
-  s.workers_expired = workers_expired_;
-  s.failed_workers.assign(failed_workers_.begin(), failed_workers_.end());
+  s.workers_expired = membership_.expired();
+  s.failed_workers = membership_.Failures();
   // The current step's N (adaptive backup workers change it).
   s.replicas_to_aggregate = model_.StepN(membership_.num_live());
   s.total_num_replicas = options_.total_num_replicas;
@@ -110,7 +110,7 @@ ShardStatus ShardCore::Status() const {
   }
   s.shutting_down = shut_down_;
   s.generation = generation_;
-  s.restored_label = restore_report_.label;
+  s.restored_label = checkpoints_.report().label;
   checkpoints_.AddStatus(&s);
   model_.AddMemory(&s.memory);
   s.memory.staged_parts = stage_.PartBytes();
@@ -221,21 +221,18 @@ absl::StatusOr<MembershipReply> ShardCore::Join(int worker_id,
   if (checkpoints_.awaiting_rollback() && !membership_.IsLive(worker_id)) {
     return absl::AbortedError(absl::StrCat(
         name_, ": join of worker ", worker_id,
-        " refused: the shard restored checkpoint step-", restore_report_.label,
+        " refused: the shard restored checkpoint step-",
+        checkpoints_.report().label,
         " and waits for the cluster to roll back to it; join after the "
         "rollback (re-sync)"));
   }
   // A worker that joins can take part after all (started again, fixed).
-  failed_workers_.erase(worker_id);
-  if (incarnation != 0) {
-    uint64_t& last = incarnations_[worker_id];
-    // A new process under this id pushes its step anew: what its
-    // predecessor staged would meet its parts as second gradients.
-    if (last != incarnation) {
-      stage_.DropParts(worker_id);
-      data_.Gone(worker_id);  // its chunks will never be pushed
-    }
-    last = incarnation;
+  membership_.ClearFailure(worker_id);
+  // A new process under this id pushes its step anew: what its predecessor
+  // staged would meet its parts as second gradients.
+  if (membership_.NewIncarnation(worker_id, incarnation)) {
+    stage_.DropParts(worker_id);
+    data_.Gone(worker_id);  // its chunks will never be pushed
   }
   if (membership_.Join(worker_id, absl::Now())) {
     pulls_.Join(worker_id, membership_.LiveWorkers());
@@ -249,7 +246,7 @@ absl::StatusOr<MembershipReply> ShardCore::Leave(int worker_id,
   RETURN_IF_ERROR(CheckOpen());
   RETURN_IF_ERROR(
       Annotate(membership_.CheckWorkerId(worker_id), name_ + ": leave: "));
-  if (!failure.empty()) failed_workers_[worker_id] = std::string(failure);
+  if (!failure.empty()) membership_.SetFailure(worker_id, std::string(failure));
   LeaveLive(worker_id, ready);
   return MembershipNow();
 }
@@ -295,7 +292,7 @@ std::vector<int> ShardCore::ExpireWorkers(absl::Time now, Ready* ready) {
   for (int id : coordinator_->LeasesRunOut(membership_, now)) {
     if (pulling.count(id) > 0) continue;
     LeaveLive(id, ready);
-    ++workers_expired_;
+    membership_.CountExpired();
     expired.push_back(id);
   }
   return expired;
@@ -323,7 +320,7 @@ absl::StatusOr<DataChunk> ShardCore::LeaseData(int worker_id,
 
 absl::Status ShardCore::OpenCheckpoints(
     std::unique_ptr<CheckpointStore> store) {
-  return checkpoints_.Open(std::move(store), *this, &restore_report_);
+  return checkpoints_.Open(std::move(store), *this);
 }
 
 absl::Status ShardCore::StartRestoreAgreed(int64_t label, bool* done) {
@@ -334,7 +331,7 @@ absl::Status ShardCore::StartRestoreAgreed(int64_t label, bool* done) {
 }
 
 absl::Status ShardCore::RestoreAgreed(const ShardCheckpoint& c, int64_t label) {
-  return checkpoints_.Restore(c, label, *this, &restore_report_);
+  return checkpoints_.Restore(c, label, *this);
 }
 
 absl::Status ShardCore::InstallStateLocked(const ShardCheckpoint& c,
@@ -359,8 +356,7 @@ absl::Status ShardCore::InstallStateLocked(const ShardCheckpoint& c,
   counters_ = c.counters;
   // A new generation: every worker re-syncs and its clock starts at 0.
   pulls_.ResetClocks();
-  workers_expired_ = c.workers_expired;
-  restore_report_.digest = model_.Digest();
+  membership_.set_expired(c.workers_expired);
   if (restart) {
     // The workers that were live: their leases start now.
     const absl::Time now = absl::Now();
@@ -379,7 +375,7 @@ void ShardCore::SaveStateLocked(ShardCheckpoint* c) {
   for (int64_t& s : c->last_push_step) s = std::min(s, c->step - 1);
   c->live_workers = membership_.LiveWorkers();
   c->counters = counters_;
-  c->workers_expired = workers_expired_;
+  c->workers_expired = membership_.expired();
   data_.Save(c);
 }
 
@@ -401,7 +397,7 @@ absl::StatusOr<std::optional<RollbackReply>> ShardCore::StartRollback(
   if (generation <= generation_) {
     return RollbackReply{model_.step(), generation_, false};
   }
-  if (checkpoints_.AwaitsRollbackTo(label, restore_report_.label)) {
+  if (checkpoints_.AwaitsRollbackTo(label)) {
     // Already at that checkpoint: it only takes the generation.
     EnterGenerationLocked(generation);
     model_.SetGeneration(generation);

@@ -27,13 +27,11 @@
 #define PSGD_PS_SHARD_SHARD_CORE_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -98,7 +96,7 @@ class ShardCore final : private ShardCheckpointing::Core {
   void set_ledger(Ledger* ledger) { data_.set_ledger(ledger); }
   // Restores the newest checkpoint complete for every shard.
   absl::Status OpenCheckpoints(std::unique_ptr<CheckpointStore> store);
-  const RestoreReport& restore_report() const { return restore_report_; }
+  const RestoreReport& restore_report() const { return checkpoints_.report(); }
 
   // What the requests read.
   bool initialized() const { return model_.initialized(); }
@@ -261,6 +259,7 @@ class ShardCore final : private ShardCheckpointing::Core {
   absl::Status InstallStateLocked(const ShardCheckpoint& c, bool restart,
                                   int64_t generation) override;
   void EnterGenerationLocked(int64_t generation) override;
+  uint32_t DigestLocked() const override { return model_.Digest(); }
 
   bool coordinated() const { return options_.num_shards > 1; }
 
@@ -272,26 +271,21 @@ class ShardCore final : private ShardCheckpointing::Core {
   // The checkpoint store and writer, when to save, the agreement and the
   // rollbacks.
   ShardCheckpointing checkpoints_;
-  RestoreReport restore_report_;
   bool shut_down_ = false;
   std::string shutdown_reason_;
   // The weights, optimizer slots, step, aggregate and async record.
   ShardModel model_;
   // The waiting pulls and the staleness bound's clock.
   WaitingPulls pulls_;
+  // The live set, leases, last pushes, incarnations, failures.
   Membership membership_;
   PushCounters counters_;
-  int64_t workers_expired_ = 0;
   // The generation: 1, then each rollback's.
   int64_t generation_ = 1;
   // Pushes in parts, and (several shards) complete pushes awaiting the
   // decision. Shard 0 decides every push it was committed, in order: a
   // shard never drops one that may still be decided.
   PushStage stage_;
-  // Each worker's incarnation at its last Join that sent one.
-  absl::flat_hash_map<int, uint64_t> incarnations_;
-  // Workers that left with a failure: why (Leave).
-  std::map<int, std::string> failed_workers_;
   // The data queue, its leases and the ledger's lines.
   ShardDataRoom data_;
   // The decisions of this generation: numbered and published (shard 0), or

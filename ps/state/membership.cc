@@ -64,5 +64,21 @@ void Membership::RestoreLastPushSteps(const std::vector<int64_t>& steps) {
   }
 }
 
+bool Membership::NewIncarnation(int id, uint64_t incarnation) {
+  if (incarnation == 0) return false;
+  uint64_t& last = workers_[id].incarnation;
+  const bool changed = last != incarnation;
+  last = incarnation;
+  return changed;
+}
+
+std::vector<std::pair<int, std::string>> Membership::Failures() const {
+  std::vector<std::pair<int, std::string>> out;
+  for (int i = 0; i < total_num_replicas(); ++i) {
+    if (!workers_[i].failure.empty()) out.emplace_back(i, workers_[i].failure);
+  }
+  return out;
+}
+
 }  // namespace ps
 }  // namespace psgd

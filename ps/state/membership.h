@@ -3,16 +3,20 @@
 // decide when a sync step is complete.
 //
 // Worker ids are 0 .. total_num_replicas-1. A worker may leave and join
-// again. For each worker the object keeps when it was last seen and the last
+// again. For each worker the object keeps when it was last seen, the last
 // step it pushed for (kept across a leave and a rejoin, so that a restarted
-// worker cannot push twice for one step). Heartbeat leases (the next issue)
-// sit on top: LiveNotSeenSince(now - lease) names the workers to Leave.
+// worker cannot push twice for one step), the incarnation (process) it last
+// joined as, and why it left when it left with a failure. Heartbeat leases
+// sit on top: LiveNotSeenSince(now - lease) names the workers whose leases
+// ran out, and the shard counts them (CountExpired).
 //
 // Thread-safety: none; the shard calls it under its mutex.
 #ifndef PSGD_PS_STATE_MEMBERSHIP_H_
 #define PSGD_PS_STATE_MEMBERSHIP_H_
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,14 +62,38 @@ class Membership {
   // steps.size() == total_num_replicas().
   void RestoreLastPushSteps(const std::vector<int64_t>& steps);
 
+  // Records the incarnation (a process's number, not 0) a worker joins as;
+  // true when it is not the one recorded before: a new process under the
+  // id, for which its predecessor's unfinished pushes and chunks no longer
+  // count. 0 (a worker that sends none) records nothing and is false.
+  bool NewIncarnation(int id, uint64_t incarnation);
+
+  // Why a worker left with a failure (Leave with a reason); a worker that
+  // joins again is no longer failed.
+  void SetFailure(int id, std::string why) {
+    workers_[id].failure = std::move(why);
+  }
+  void ClearFailure(int id) { workers_[id].failure.clear(); }
+  // (id, why) of the failed workers, ascending.
+  std::vector<std::pair<int, std::string>> Failures() const;
+
+  // Workers whose leases ran out (counted by the shard, saved in
+  // checkpoints).
+  void CountExpired() { ++expired_; }
+  int64_t expired() const { return expired_; }
+  void set_expired(int64_t n) { expired_ = n; }
+
  private:
   struct Worker {
     bool live = false;
     absl::Time last_seen = absl::InfinitePast();
     int64_t last_push_step = -1;
+    uint64_t incarnation = 0;
+    std::string failure;  // empty: none
   };
   std::vector<Worker> workers_;
   int num_live_ = 0;
+  int64_t expired_ = 0;
 };
 
 }  // namespace ps

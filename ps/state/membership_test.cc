@@ -1,6 +1,9 @@
 #include "ps/state/membership.h"
 
 #include <catch2/catch.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace psgd {
 namespace ps {
@@ -51,6 +54,32 @@ TEST_CASE("live workers not seen since a time, for heartbeat expiry") {
   m.Leave(0);
   CHECK(m.LiveNotSeenSince(t0 + absl::Seconds(6)) == std::vector<int>{1});
   CHECK(m.LiveNotSeenSince(t0 + absl::Seconds(11)) == std::vector<int>{1, 2});
+}
+
+TEST_CASE("a new incarnation under an id is seen once; 0 records nothing") {
+  Membership m(2);
+  CHECK_FALSE(m.NewIncarnation(0, 0));
+  CHECK(m.NewIncarnation(0, 7));  // the first process under id 0
+  CHECK_FALSE(m.NewIncarnation(0, 7));
+  CHECK_FALSE(m.NewIncarnation(0, 0));  // a join that sends none
+  CHECK(m.NewIncarnation(0, 9));        // restarted
+  CHECK_FALSE(m.NewIncarnation(1, 0));
+}
+
+TEST_CASE("failures are kept by id until the worker joins again") {
+  Membership m(3);
+  m.SetFailure(2, "ModelMismatchError");
+  m.SetFailure(0, "out of memory");
+  using Failures = std::vector<std::pair<int, std::string>>;
+  CHECK(m.Failures() ==
+        Failures{{0, "out of memory"}, {2, "ModelMismatchError"}});
+  m.ClearFailure(0);
+  CHECK(m.Failures() == Failures{{2, "ModelMismatchError"}});
+  m.CountExpired();
+  m.CountExpired();
+  CHECK(m.expired() == 2);
+  m.set_expired(5);
+  CHECK(m.expired() == 5);
 }
 
 }  // namespace
