@@ -37,6 +37,7 @@
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "ps/server/grpc_server.h"
 #include "ps/server/server_flags.h"
 
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
   // Before any thread: a push's buffers reused from step to step, not
   // fresh pages each time (common/malloc_tuning.h).
   const std::string malloc_tuning = psgd::TuneMallocForTensors();
+  // absl's deadlock detection off (common/mutex_tuning.h).
+  const std::string mutex_tuning = psgd::TuneMutexesForServing();
   absl::ParseCommandLine(argc, argv);
   // The name it runs under in its errors: ps_server from Bazel, psgd-ps
   // from the wheel.
@@ -139,6 +142,7 @@ int main(int argc, char** argv) {
   }
 
   spdlog::info("{}", malloc_tuning);
+  spdlog::info("{}", mutex_tuning);
   RaiseFileLimit();
 
   // Before any thread starts, so that gRPC's threads inherit the mask.

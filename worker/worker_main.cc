@@ -35,6 +35,7 @@
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "spdlog/spdlog.h"
 #include "worker/backend_factory/factory.h"
 #include "worker/cluster/worker_task.h"
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
   // The pushes' and pulls' buffers reused from step to step
   // (common/malloc_tuning.h).
   const std::string malloc_tuning = psgd::TuneMallocForTensors();
+  // absl's deadlock detection off (common/mutex_tuning.h).
+  const std::string mutex_tuning = psgd::TuneMutexesForServing();
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_list_models)) {
     // The memory a training step plans per image, on a CPU backend of its
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::info("{}", malloc_tuning);
+  spdlog::info("{}", mutex_tuning);
   psgd::WorkerTaskOptions options;
   options.config_path = config_path;
   options.run_dir = absl::GetFlag(FLAGS_run_dir);

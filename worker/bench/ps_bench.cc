@@ -74,6 +74,7 @@
 #include "common/malloc_tuning.h"
 #include "common/metrics.h"
 #include "common/model_variables.h"
+#include "common/mutex_tuning.h"
 #include "common/status_macros.h"
 #include "proto/echo.grpc.pb.h"
 #include "ps/client/grpc_channel.h"
@@ -586,8 +587,10 @@ int main(int argc, char** argv) {
   // figures are theirs; MALLOC_TRIM_THRESHOLD_ etc. in the environment
   // leave glibc's own behaviour to compare.
   const std::string malloc_tuning = psgd::TuneMallocForTensors();
+  const std::string mutex_tuning = psgd::TuneMutexesForServing();
   absl::ParseCommandLine(argc, argv);
   std::printf("ps_bench: %s\n", malloc_tuning.c_str());
+  std::printf("ps_bench: %s\n", mutex_tuning.c_str());
   const int workers = absl::GetFlag(FLAGS_workers);
   absl::StatusOr<psgd::ps::Mode> mode =
       psgd::ps::ParseMode(absl::GetFlag(FLAGS_mode));

@@ -34,6 +34,7 @@
 #include "common/malloc_tuning.h"
 #include "common/metrics.h"
 #include "common/model_variables.h"
+#include "common/mutex_tuning.h"
 #include "common/status_macros.h"
 #include "ps/client/remote_client.h"
 #include "ps/server/grpc_server.h"
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
   // As a worker sets them (worker/worker_main.cc): with glibc's moving
   // thresholds the client fetches fresh pages for every step's tensors.
   const std::string malloc_tuning = psgd::TuneMallocForTensors();
+  psgd::TuneMutexesForServing();  // as the worker (common/mutex_tuning.h)
   absl::ParseCommandLine(argc, argv);
   const int workers = absl::GetFlag(FLAGS_workers);
   if (absl::GetFlag(FLAGS_config).empty()) {
