@@ -15,7 +15,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/repo/scripts/experiments" "$tmp/repo/scripts/run" "$tmp/repo/scripts/lib" \
   "$tmp/repo/python/psgd"
 cp "$src"/scripts/run/compare.py "$tmp/repo/scripts/run/"
-cp "$src"/scripts/lib/{runs.py,cluster.sh} "$tmp/repo/scripts/lib/"
+cp "$src"/scripts/lib/{runs.py,cluster.sh,free_ports.py} "$tmp/repo/scripts/lib/"
 # compare.py and runs.py run the psgd package's code from its sources.
 cp "$src"/python/psgd/{compare.py,runs.py} "$tmp/repo/python/psgd/"
 cp "$src"/scripts/experiments/{lib.sh,staleness.sh,batch_sweep.sh,batch_sweep_report.py} \
