@@ -5,7 +5,7 @@
 // locks in a global graph (a stack trace per new edge, a global spin lock
 // around the graph) and aborts the process on a cycle. Upstream's release
 // builds leave it off. In ps_bench (2 shards, 16 workers, async) it took
-// 1.4-2% of all the CPU (docs/PERFORMANCE.md).
+// 2.1-2.3% of all the CPU (docs/PERFORMANCE.md).
 //
 //   std::string what = psgd::TuneMutexesForServing();  // first in main
 //

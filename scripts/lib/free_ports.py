@@ -39,22 +39,23 @@ def _bound(host, port):
         return None
 
 
+def _in_random_order(first, end):
+    """Each port of first .. end-1 once, in a random order."""
+    return random.sample(range(first, end), end - first)
+
+
 def free_ports(n, host="127.0.0.1"):
     """N distinct ports, each free on HOST when drawn."""
     first, end = _range()
-    socks, tried = [], set()
+    socks = []
     try:
-        while len(socks) < n:
-            if len(tried) >= end - first:
-                raise RuntimeError(f"free_ports: fewer than {n} free ports in {first}-{end - 1}")
-            p = random.randrange(first, end)
-            if p in tried:
-                continue
-            tried.add(p)
+        for p in _in_random_order(first, end):
             s = _bound(host, p)
             if s:
                 socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+                if len(socks) == n:
+                    return [s.getsockname()[1] for s in socks]
+        raise RuntimeError(f"free_ports: fewer than {n} free ports in {first}-{end - 1}")
     finally:
         for s in socks:
             s.close()
@@ -63,13 +64,7 @@ def free_ports(n, host="127.0.0.1"):
 def free_port_run(n, host="0.0.0.0"):
     """P such that P, P+1, ..., P+N-1 were all free on HOST together."""
     first, end = _range()
-    last = end - n
-    tried = set()
-    while len(tried) < last - first + 1:
-        p = random.randrange(first, last + 1)
-        if p in tried:
-            continue
-        tried.add(p)
+    for p in _in_random_order(first, end - n + 1):
         run = [_bound(host, p + k) for k in range(n)]
         for s in run:
             if s:
@@ -80,8 +75,9 @@ def free_port_run(n, host="0.0.0.0"):
 
 
 def main(argv):
-    if len(argv) not in (3, 4) or argv[1] not in ("ports", "run") or not argv[2].isdigit():
-        sys.exit("usage: free_ports.py ports|run N [HOST]")
+    if (len(argv) not in (3, 4) or argv[1] not in ("ports", "run")
+            or not argv[2].isdigit() or int(argv[2]) < 1):
+        sys.exit("usage: free_ports.py ports|run N [HOST] (N >= 1)")
     mode, n = argv[1], int(argv[2])
     try:
         if mode == "ports":
