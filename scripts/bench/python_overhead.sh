@@ -27,6 +27,11 @@
 # images_ratio_psgd_vs_torch is the median of the rounds' ratios, printed
 # with their spread and each side's median and spread.
 #
+# --block=K (default 5): within each round the two sides take turns, K
+# steps each (python_overhead_worker.py --block), so that a machine whose
+# speed drifts over the round's seconds slows both alike; --block=0 runs
+# one side, then the other (the figures of 2026-12-03 and before).
+#
 # --malloc=fixed (the default) runs the cluster with glibc's malloc
 # thresholds fixed (MALLOC_MMAP_THRESHOLD_=32 MiB, MALLOC_TRIM_THRESHOLD_=
 # 1 GiB, unless set already): left dynamic, they decide from the process's
@@ -37,7 +42,8 @@
 #   scripts/bench/python_overhead.sh [--steps=N] [--batch=B] [--threads=T]
 #                                    [--rounds=R] [--model=NAME] [--overlap]
 #                                    [--wire=float32|bf16|fp16] [--shm]
-#                                    [--malloc=fixed|default] [--no-build]
+#                                    [--malloc=fixed|default] [--block=K]
+#                                    [--no-build]
 #                                    [--bin_dir=DIR]
 #
 # Defaults: 40 steps of batch 128, 2 threads, 5 rounds (the median is
@@ -52,7 +58,7 @@ cd "$(dirname "$0")/../.." || exit 1
 source scripts/lib/cluster.sh
 
 steps=40 batch=128 threads=2 rounds=5 build=1 model=resnet20 overlap=false
-wire=float32 shm=false malloc=fixed bin=bazel-out/k8-opt/bin
+wire=float32 shm=false malloc=fixed bin=bazel-out/k8-opt/bin block=5
 for a in "$@"; do
   case "$a" in
     --model=*) model=${a#--model=} ;;
@@ -64,12 +70,16 @@ for a in "$@"; do
     --batch=*) batch=${a#--batch=} ;;
     --threads=*) threads=${a#--threads=} ;;
     --rounds=*) rounds=${a#--rounds=} ;;
+    --block=*) block=${a#--block=} ;;
     --no-build) build=0 ;;
     --bin_dir=*) bin=${a#--bin_dir=}; build=0 ;;
-    -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,55p' "$0"; exit 0 ;;
     *) echo "python_overhead.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
+if ! [[ "$block" =~ ^(0|[1-9][0-9]*)$ ]]; then
+  echo "python_overhead.sh: --block=$block is not an integer of 0 or more" >&2; exit 2
+fi
 for v in steps batch threads rounds; do
   if ! [[ "${!v}" =~ ^[1-9][0-9]*$ ]]; then
     echo "python_overhead.sh: --$v=${!v} is not a positive integer" >&2; exit 2
@@ -117,7 +127,7 @@ write_cluster_config "$out/resnet.pbtxt" py-overhead-resnet threads="$threads" \
   extra="wire { overlap: $overlap shared_memory: $shm$wire_dtypes }"
 # The worker program of part 2, without its --first and --result (each
 # round's config adds them).
-model_program="scripts/bench/python_overhead_worker.py --threads=$threads --model=$model --steps=$steps"
+model_program="scripts/bench/python_overhead_worker.py --threads=$threads --model=$model --steps=$steps --block=$block"
 
 # mean FILE: the mean phases of the train lines after the first 5.
 mean() {
@@ -156,7 +166,7 @@ for ((r = 1; r <= rounds; r++)); do
   s=$(mean "$out/resnet-$r/worker-0.jsonl")
   read -r a b < <(/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f %.1f" % (r["psgd_images_per_s"], r["alone_images_per_s"]))' "$out/images-$r.json") ||
     { echo "python_overhead.sh: no result in $out/images-$r.json" >&2; exit 1; }
-  echo "round $r ($first first): $model, psgd 1x1 sync (overlap $overlap, wire $wire, shm $shm, malloc $malloc) images_per_s=$a $s"
+  echo "round $r ($first first, blocks of $block): $model, psgd 1x1 sync (overlap $overlap, wire $wire, shm $shm, malloc $malloc) images_per_s=$a $s"
   echo "round $r ($first first): $model, PyTorch alone images_per_s=$b"
   psgd+=("$a")
   plain+=("$b")

@@ -18,8 +18,18 @@ between rounds). The module's weights are put back after the loop alone,
 so psgd's servers start from the same weights either way. Writes one JSON
 line to --result: {"psgd_images_per_s", "alone_images_per_s", "first"}.
 
+--block=K (K > 0) interleaves the two sides in blocks of K steps instead:
+K steps through psgd.torch, then K of the loop alone on a copy of the
+module (its own weights and optimizer, so psgd's weights are never
+touched), and so on until psgd's steps are done. Each step is timed from
+the end of the one before it on the same side, or from the block's start
+(the batch's fetch, and psgd's push and pull, inside either way); the
+first SKIPPED steps of each side are left out. A machine whose speed
+drifts over a run's seconds (this one moved a round's ratio from 0.88 to
+0.99) then slows both sides alike.
+
     python_overhead_worker.py --config=C --task=worker:0 --model=resnet18 \\
-        --threads=2 --steps=30 --first=psgd --result=out.json
+        --threads=2 --steps=30 --first=psgd [--block=5] --result=out.json
 """
 
 import argparse
@@ -87,6 +97,67 @@ def with_psgd(model, w, dataset):
     return images_per_s(ends, w.batch_size)
 
 
+def interleaved(model, w, dataset, block, first):
+    """Both sides in blocks of `block` steps, `first` first; their images/s
+    over the steps after the first SKIPPED of each side."""
+    plain = copy.deepcopy(model)
+    opt = torch.optim.SGD(plain.parameters(), lr=0.1)
+    plain_loader = torch.utils.data.DataLoader(
+        dataset, batch_size=w.batch_size, shuffle=True, drop_last=True)
+    plain_batches = iter(plain_loader)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=w.batch_size, sampler=w.sampler(dataset),
+        drop_last=True)
+    psgd_batches = iter(w.batches(loader))
+    times = {"psgd": [], "alone": []}
+
+    def psgd_step():
+        try:
+            x, y = next(psgd_batches)
+        except StopIteration:
+            return False
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        w.step(loss=loss)
+        return True
+
+    def alone_step():
+        nonlocal plain_batches
+        try:
+            x, y = next(plain_batches)
+        except StopIteration:
+            plain_batches = iter(plain_loader)
+            x, y = next(plain_batches)
+        opt.zero_grad()
+        F.cross_entropy(plain(x), y).backward()
+        opt.step()
+        return True
+
+    steps = {"psgd": psgd_step, "alone": alone_step}
+    order = [first, "alone" if first == "psgd" else "psgd"]
+    done = False
+    while not done:
+        for side in order:
+            start = time.perf_counter()
+            for _ in range(block):
+                if not steps[side]():
+                    done = True
+                    break
+                end = time.perf_counter()
+                times[side].append(end - start)
+                start = end
+            if done:
+                break
+    rates = {}
+    for side, t in times.items():
+        kept = t[SKIPPED:]
+        if not kept:
+            raise SystemExit(f"python_overhead_worker: {len(t)} {side} steps "
+                             f"made, more than {SKIPPED} needed")
+        rates[side] = w.batch_size * len(kept) / sum(kept)
+    return rates["psgd"], rates["alone"]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", required=True)
@@ -98,6 +169,9 @@ def main():
     p.add_argument("--steps", type=int, required=True,
                    help="the loop alone's steps (psgd's are the config's)")
     p.add_argument("--first", choices=("psgd", "alone"), default="psgd")
+    p.add_argument("--block", type=int, default=0,
+                   help="steps of each side in turn; 0: one side, then the "
+                   "other")
     p.add_argument("--result", required=True)
     p.add_argument("--log_every", type=int, default=0)
     args = p.parse_args()
@@ -114,7 +188,12 @@ def main():
                          "SYNTHETIC")
     dataset = torchvision_cifar10.Images(
         *torch_cifar10.synthetic(s["synthetic_train_size"], s["seed"]))
-    if args.first == "alone":
+    if args.block < 0:
+        raise SystemExit(f"python_overhead_worker: --block={args.block}: "
+                         "expected 0 or more")
+    if args.block > 0:
+        fast, plain = interleaved(model, w, dataset, args.block, args.first)
+    elif args.first == "alone":
         plain = alone(model, dataset, w.batch_size, args.steps)
         fast = with_psgd(model, w, dataset)
     else:
