@@ -60,15 +60,17 @@ def images_per_s(ends, batch):
     return batch * (len(ends) - SKIPPED) / (ends[-1] - ends[SKIPPED - 1])
 
 
-def alone(model, dataset, batch, steps):
-    """The loop without psgd; the module's weights put back afterwards."""
-    saved = copy.deepcopy(model.state_dict())
+def plain_step(model, dataset, batch):
+    """One step of the loop without psgd on `model` (torch.optim.SGD,
+    its own shuffled DataLoader, started again when it runs out), as a
+    function to call once a step."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True,
                                          drop_last=True)
-    ends = []
     batches = iter(loader)
-    for _ in range(steps):
+
+    def step():
+        nonlocal batches
         try:
             x, y = next(batches)
         except StopIteration:
@@ -77,6 +79,18 @@ def alone(model, dataset, batch, steps):
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
+        return True
+
+    return step
+
+
+def alone(model, dataset, batch, steps):
+    """The loop without psgd; the module's weights put back afterwards."""
+    saved = copy.deepcopy(model.state_dict())
+    step = plain_step(model, dataset, batch)
+    ends = []
+    for _ in range(steps):
+        step()
         ends.append(time.perf_counter())
     model.load_state_dict(saved)
     model.zero_grad(set_to_none=True)
@@ -100,11 +114,7 @@ def with_psgd(model, w, dataset):
 def interleaved(model, w, dataset, block, first):
     """Both sides in blocks of `block` steps, `first` first; their images/s
     over the steps after the first SKIPPED of each side."""
-    plain = copy.deepcopy(model)
-    opt = torch.optim.SGD(plain.parameters(), lr=0.1)
-    plain_loader = torch.utils.data.DataLoader(
-        dataset, batch_size=w.batch_size, shuffle=True, drop_last=True)
-    plain_batches = iter(plain_loader)
+    alone_step = plain_step(copy.deepcopy(model), dataset, w.batch_size)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=w.batch_size, sampler=w.sampler(dataset),
         drop_last=True)
@@ -119,18 +129,6 @@ def interleaved(model, w, dataset, block, first):
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         w.step(loss=loss)
-        return True
-
-    def alone_step():
-        nonlocal plain_batches
-        try:
-            x, y = next(plain_batches)
-        except StopIteration:
-            plain_batches = iter(plain_loader)
-            x, y = next(plain_batches)
-        opt.zero_grad()
-        F.cross_entropy(plain(x), y).backward()
-        opt.step()
         return True
 
     steps = {"psgd": psgd_step, "alone": alone_step}
