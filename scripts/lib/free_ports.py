@@ -40,8 +40,11 @@ def _bound(host, port):
 
 
 def _in_random_order(first, end):
-    """Each port of first .. end-1 once, in a random order."""
-    return random.sample(range(first, end), end - first)
+    """Each port of first .. end-1 once, in a random order (none when
+    end <= first)."""
+    ports = list(range(first, end))
+    random.shuffle(ports)
+    return ports
 
 
 def free_ports(n, host="127.0.0.1"):
